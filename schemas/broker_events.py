@@ -1,0 +1,73 @@
+"""``broker_events`` v1: the event log written by the engine and read by the jobs (DESIGN.md §3)."""
+
+from __future__ import annotations
+
+from schemas.model import Column, TableSchema
+
+SCHEMA_VERSION = 1
+
+EVENT_TYPES: tuple[str, ...] = (
+    "queue_declared",
+    "thresholds_changed",
+    "enqueue",
+    "dequeue",
+    "flow_stopped",
+    "flow_resumed",
+    "transfer_completed",
+    "message_rejected",
+    "ring_evicted",
+    "link_attached",
+    "link_detached",
+    "flow",
+    "transfer",
+    "session_window",
+    "connection_blocked",
+    "connection_unblocked",
+    "alarm_raised",
+    "alarm_cleared",
+)
+
+PROTOCOLS: tuple[str, ...] = ("amqp-0-10", "amqp-1.0", "amqp-0-9-1", "artemis-core")
+LINK_ROLES: tuple[str, ...] = ("publisher", "consumer")
+
+BROKER_EVENTS = TableSchema(
+    name="broker_events",
+    version=SCHEMA_VERSION,
+    partition_by=("date",),
+    doc="One row per broker event; Hive-partitioned by date=YYYY-MM-DD (UTC date of ts).",
+    columns=(
+        Column("run_id", "string", nullable=False, doc="one engine run or collector session"),
+        Column("broker", "string", nullable=False, doc="broker instance"),
+        Column("seq", "int64", nullable=False, doc="strictly increasing within a run"),
+        Column("ts", "timestamp", nullable=False, doc="event time, UTC, microseconds"),
+        Column("event_type", "string", nullable=False, doc="one of EVENT_TYPES"),
+        Column("queue", "string"),
+        Column("link", "string"),
+        Column("session", "string"),
+        Column("connection", "string"),
+        Column("protocol", "string", doc="one of PROTOCOLS"),
+        Column("link_role", "string", doc="publisher (into the broker) or consumer (out of it)"),
+        Column("message_id", "int64"),
+        Column("size_bytes", "int64"),
+        Column("depth_msgs", "int64", doc="queue depth in messages after the event"),
+        Column("depth_bytes", "int64", doc="queue depth in bytes after the event"),
+        Column("flow_stopped", "bool", doc="queue flow state after the event"),
+        Column("flow_stopped_count", "int64", doc="cumulative flowStoppedCount after the event"),
+        Column("flow_stop_count", "int64", doc="threshold in force, 0 = off"),
+        Column("flow_resume_count", "int64", doc="threshold in force, 0 = off"),
+        Column("flow_stop_size", "int64", doc="threshold in force, 0 = off"),
+        Column("flow_resume_size", "int64", doc="threshold in force, 0 = off"),
+        Column("max_count", "int64", doc="queue limit, 0 = none"),
+        Column("max_size", "int64", doc="queue limit, 0 = none"),
+        Column("credit", "int64", doc="link credit after the event"),
+        Column("delivery_count", "int64", doc="link delivery-count after the event"),
+        Column("available", "int64", doc="sender's available after the event"),
+        Column("outstanding", "int64", doc="producer's uncompleted transfers"),
+        Column("capacity", "int64", doc="producer's window of uncompleted transfers"),
+        Column("latency_us", "int64", doc="transfer_completed: receipt to completion"),
+        Column("detail", "string", doc="JSON: anything else (reason codes)"),
+    ),
+)
+
+#: The partition column added by the sink; derived from ``ts``, not stored in the row itself.
+PARTITION_COLUMN = "date"
