@@ -4,7 +4,7 @@ Every table is defined once as a :class:`TableSchema` of :class:`Column`; the py
 renderings are derived from that single definition so the two can never drift apart.
 """
 
-from schemas.broker_events import BROKER_EVENTS, EVENT_TYPES, PROTOCOLS, LINK_ROLES
+from schemas.broker_events import BROKER_EVENTS, EVENT_TYPES, LINK_ROLES, PROTOCOLS
 from schemas.model import Column, TableSchema
 
-__all__ = ["BROKER_EVENTS", "EVENT_TYPES", "PROTOCOLS", "LINK_ROLES", "Column", "TableSchema"]
+__all__ = ["BROKER_EVENTS", "EVENT_TYPES", "LINK_ROLES", "PROTOCOLS", "Column", "TableSchema"]

@@ -1,0 +1,184 @@
+"""The broker: queues, exchanges, producers and consumers wired to one event bus and clock."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from flowctl_core.clock import Scheduler
+from flowctl_core.events import EventBus
+from flowctl_core.exchange import Exchange, ExchangeType
+from flowctl_core.flowlimit import FlowConfigError, FlowDefaults, FlowThresholds
+from flowctl_core.queue import LIMIT_POLICIES, LimitPolicy, Message, Queue, Transfer
+
+MAX_COUNT_KEY = "qpid.max_count"
+MAX_SIZE_KEY = "qpid.max_size"
+POLICY_TYPE_KEY = "qpid.policy_type"
+DEFAULT_EXCHANGE = ""
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    name: str = "broker-1"
+    # Qpid's --default-flow-stop-threshold / --default-flow-resume-threshold, in percent.
+    default_flow_stop_ratio: float = 80
+    default_flow_resume_ratio: float = 70
+    # Qpid's --default-queue-limit in bytes, for queues declared without qpid.max_size (0: none).
+    default_queue_limit_bytes: int = 0
+    default_limit_policy: LimitPolicy = "reject"
+    # Log transfer_completed for transfers completed at once too (doubles the log; off by default).
+    log_immediate_completions: bool = False
+
+    @property
+    def flow_defaults(self) -> FlowDefaults:
+        return FlowDefaults(self.default_flow_stop_ratio, self.default_flow_resume_ratio)
+
+
+def _int_argument(queue: str, arguments: Mapping[str, Any], key: str, default: int) -> int:
+    raw = arguments.get(key, default)
+    if isinstance(raw, bool) or not isinstance(raw, int | str):
+        raise FlowConfigError(f"queue {queue!r}: {key} must be a non-negative integer, got {raw!r}")
+    try:
+        value = int(raw)
+    except ValueError:
+        raise FlowConfigError(
+            f"queue {queue!r}: {key} must be a non-negative integer, got {raw!r}"
+        ) from None
+    if value < 0:
+        raise FlowConfigError(f"queue {queue!r}: {key} must be a non-negative integer, got {raw!r}")
+    return value
+
+
+class Broker:
+    def __init__(
+        self, bus: EventBus, scheduler: Scheduler, config: BrokerConfig | None = None
+    ) -> None:
+        self.config = config or BrokerConfig()
+        self.flow_defaults = self.config.flow_defaults  # validates the ratios up front
+        self.name = self.config.name
+        self.bus = bus
+        self.scheduler = scheduler
+        self.queues: dict[str, Queue] = {}
+        self.exchanges: dict[str, Exchange] = {
+            DEFAULT_EXCHANGE: Exchange(DEFAULT_EXCHANGE, "direct")
+        }
+        self._next_message_id = 0
+
+    # -- events --------------------------------------------------------------------------------
+    def emit(self, event_type: str, fields: dict[str, Any]) -> None:
+        self.bus.emit(self.name, event_type, fields)
+
+    def next_message_id(self) -> int:
+        self._next_message_id += 1
+        return self._next_message_id
+
+    # -- declarations --------------------------------------------------------------------------
+    def declare_queue(self, name: str, arguments: Mapping[str, Any] | None = None) -> Queue:
+        """Declare a queue from Qpid declare arguments (``qpid.max_count``, ``qpid.flow_*``...)."""
+        arguments = dict(arguments or {})
+        if not name:
+            raise FlowConfigError("a queue needs a non-empty name")
+        if name in self.queues:
+            raise FlowConfigError(f"queue {name!r} is already declared")
+        max_count = _int_argument(name, arguments, MAX_COUNT_KEY, 0)
+        max_size = _int_argument(
+            name, arguments, MAX_SIZE_KEY, self.config.default_queue_limit_bytes
+        )
+        policy = arguments.get(POLICY_TYPE_KEY, self.config.default_limit_policy)
+        if policy not in LIMIT_POLICIES:
+            raise FlowConfigError(
+                f"queue {name!r}: {POLICY_TYPE_KEY} must be one of {', '.join(LIMIT_POLICIES)}, "
+                f"got {policy!r}"
+            )
+        explicit = FlowThresholds.from_arguments(name, arguments)
+        if explicit is not None:
+            explicit.validate(name, max_count, max_size)
+            thresholds = explicit
+        elif policy in ("ring", "ring-strict"):
+            # Seed 001: ring queues replace their oldest message instead; no default thresholds.
+            thresholds = FlowThresholds()
+        else:
+            thresholds = self.flow_defaults.thresholds_for(max_count, max_size)
+            thresholds.validate(name, max_count, max_size)
+        queue = Queue(
+            self,
+            name,
+            max_count=max_count,
+            max_size=max_size,
+            policy=policy,
+            thresholds=thresholds,
+        )
+        self.queues[name] = queue
+        self.exchanges[DEFAULT_EXCHANGE].bind(name, name)
+        source = "arguments" if explicit is not None else "defaults"
+        queue.emit("queue_declared", detail=json.dumps({"policy": policy, "thresholds": source}))
+        return queue
+
+    def set_thresholds(self, queue: str, thresholds: FlowThresholds) -> None:
+        """Change a queue's thresholds at run time; the next transition uses them."""
+        self.queue(queue).set_thresholds(thresholds)
+
+    def declare_exchange(self, name: str, exchange_type: ExchangeType) -> Exchange:
+        if name in self.exchanges:
+            existing = self.exchanges[name]
+            if existing.type != exchange_type:
+                raise FlowConfigError(
+                    f"exchange {name!r} exists with type {existing.type}, not {exchange_type}"
+                )
+            return existing
+        exchange = Exchange(name, exchange_type)
+        self.exchanges[name] = exchange
+        return exchange
+
+    def bind(self, exchange: str, queue: str, binding_key: str = "") -> None:
+        self.queue(queue)
+        self.exchange(exchange).bind(queue, binding_key)
+
+    def queue(self, name: str) -> Queue:
+        try:
+            return self.queues[name]
+        except KeyError:
+            raise FlowConfigError(f"no queue named {name!r}") from None
+
+    def exchange(self, name: str) -> Exchange:
+        try:
+            return self.exchanges[name]
+        except KeyError:
+            raise FlowConfigError(f"no exchange named {name!r}") from None
+
+    # -- message flow --------------------------------------------------------------------------
+    def route(self, exchange: str, routing_key: str) -> list[Queue]:
+        return [self.queues[name] for name in self.exchange(exchange).route(routing_key)]
+
+    def publish(
+        self,
+        transfer: Transfer,
+        destinations: list[Queue],
+        producer_fields: dict[str, Any],
+    ) -> int:
+        """Enqueue one transfer on every destination; complete it now unless a queue holds it.
+
+        Returns how many destinations accepted the message.
+        """
+        accepted = 0
+        for queue in destinations:
+            message = Message(transfer.message_id, transfer.size, transfer)
+            if queue.enqueue(message, producer_fields) == "accepted":
+                accepted += 1
+        if not destinations:
+            fields = dict(producer_fields)
+            fields.update(
+                message_id=transfer.message_id,
+                size_bytes=transfer.size,
+                detail='{"reason":"unroutable"}',
+            )
+            self.emit("message_rejected", fields)
+        if transfer.held_by == 0:
+            self.complete_transfer(transfer)
+        return accepted
+
+    def complete_transfer(self, transfer: Transfer) -> None:
+        if transfer.on_complete is not None:
+            transfer.on_complete(transfer)

@@ -1,0 +1,181 @@
+"""AMQP 0-10 style clients: producers with a capacity window and rate- or step-driven consumers."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from flowctl_core.queue import Queue, Transfer
+
+if TYPE_CHECKING:
+    from flowctl_core.broker import Broker
+
+
+class Producer:
+    """Sends transfers while fewer than ``capacity`` are uncompleted (seed 001: the "capacity").
+
+    A full window blocks the head of the backlog: nothing behind it is sent either, whatever its
+    destination (seed 000: head-of-line blocking, no skipping). ``capacity=None`` is a client
+    without flow control: it never waits.
+    """
+
+    def __init__(
+        self,
+        broker: Broker,
+        name: str,
+        *,
+        capacity: int | None,
+        exchange: str = "",
+        routing_key: str = "",
+        protocol: str = "amqp-0-10",
+        connection: str | None = None,
+        session: str | None = None,
+    ) -> None:
+        if capacity is not None and capacity < 1:
+            raise ValueError(f"producer {name!r}: capacity must be >= 1 (or None for no window)")
+        broker.exchange(exchange)
+        self.broker = broker
+        self.name = name
+        self.capacity = capacity
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.protocol = protocol
+        self.connection = connection
+        self.session = session
+        self.outstanding = 0
+        self.sent = 0
+        self.completed = 0
+        self.backlog: deque[tuple[int, str]] = deque()
+        self._pump_scheduled = False
+
+    @property
+    def blocked(self) -> bool:
+        return self.capacity is not None and self.outstanding >= self.capacity
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            "link": self.name,
+            "link_role": "publisher",
+            "protocol": self.protocol,
+            "connection": self.connection,
+            "session": self.session,
+            "capacity": self.capacity,
+            "outstanding": self.outstanding,
+        }
+
+    def send(self, size: int, count: int = 1, routing_key: str | None = None) -> None:
+        """Queue ``count`` messages for sending; as many go out now as the window allows."""
+        if size < 0:
+            raise ValueError(f"producer {self.name!r}: message size must be >= 0")
+        key = self.routing_key if routing_key is None else routing_key
+        self.backlog.extend([(size, key)] * count)
+        self.pump()
+
+    def pump(self) -> None:
+        self._pump_scheduled = False
+        broker = self.broker
+        while self.backlog and not self.blocked:
+            size, key = self.backlog.popleft()
+            self.outstanding += 1
+            self.sent += 1
+            transfer = Transfer(
+                broker.next_message_id(),
+                size,
+                self.name,
+                self.capacity,
+                broker.scheduler.now_us,
+                self._on_complete,
+            )
+            broker.publish(transfer, broker.route(self.exchange, key), self._fields())
+
+    def _on_complete(self, transfer: Transfer) -> None:
+        self.outstanding -= 1
+        self.completed += 1
+        broker = self.broker
+        if transfer.was_held or broker.config.log_immediate_completions:
+            fields = self._fields()
+            fields.update(
+                message_id=transfer.message_id,
+                size_bytes=transfer.size,
+                latency_us=broker.scheduler.now_us - transfer.received_us,
+            )
+            broker.emit("transfer_completed", fields)
+        # Completions arrive while a queue is releasing held messages: send on the next tick of the
+        # same instant, never re-entering the queue mid-release.
+        if self.backlog and not self._pump_scheduled:
+            self._pump_scheduled = True
+            broker.scheduler.call_soon(self.pump)
+
+
+class Consumer:
+    """Dequeues from one queue, at ``rate`` messages per second or by explicit steps."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        name: str,
+        queue: Queue,
+        *,
+        rate: float | None = None,
+        protocol: str = "amqp-0-10",
+        connection: str | None = None,
+        session: str | None = None,
+    ) -> None:
+        if rate is not None and rate <= 0:
+            raise ValueError(f"consumer {name!r}: rate must be > 0 messages/s")
+        self.broker = broker
+        self.name = name
+        self.queue = queue
+        self.rate = rate
+        self.interval_us = round(1_000_000 / rate) if rate else 0
+        self.consumed = 0
+        self._fields = {
+            "link": name,
+            "link_role": "consumer",
+            "protocol": protocol,
+            "connection": connection,
+            "session": session,
+        }
+        self._running = False
+        self._parked = False
+        self._next_allowed_us = 0
+        self._stop_at_us: int | None = None
+        queue.on_message.append(self._on_message)
+
+    def consume(self, count: int) -> int:
+        """Dequeue up to ``count`` messages now; returns how many there were."""
+        taken = 0
+        while taken < count and self.queue.dequeue(dict(self._fields)) is not None:
+            taken += 1
+        self.consumed += taken
+        return taken
+
+    def start(self, stop_at_us: int | None = None) -> None:
+        if self.rate is None:
+            raise ValueError(f"consumer {self.name!r} has no rate; use consume(n)")
+        self._running = True
+        self._stop_at_us = stop_at_us
+        self.broker.scheduler.call_soon(self._tick)
+
+    def stop(self) -> None:
+        self._running = False
+
+    def _tick(self) -> None:
+        if not self._running:
+            return
+        scheduler = self.broker.scheduler
+        if self._stop_at_us is not None and scheduler.now_us >= self._stop_at_us:
+            self._running = False
+            return
+        if self.queue.dequeue(dict(self._fields)) is None:
+            self._parked = True  # woken by the next enqueue, not by polling
+            return
+        self.consumed += 1
+        self._next_allowed_us = scheduler.now_us + self.interval_us
+        scheduler.call_at(self._next_allowed_us, self._tick)
+
+    def _on_message(self, _queue: Queue) -> None:
+        if self._parked and self._running:
+            self._parked = False
+            scheduler = self.broker.scheduler
+            scheduler.call_at(max(scheduler.now_us, self._next_allowed_us), self._tick)

@@ -1,0 +1,195 @@
+"""Qpid-style queue flow limits (seeds 000 and 001; DESIGN.md §2).
+
+Flow goes ON ("stopped") on an enqueue when the depth, counted after the enqueue, is strictly
+above any non-zero stop threshold; it goes OFF on a dequeue when the depth is strictly below every
+non-zero resume threshold. ``flowStoppedCount`` counts OFF->ON transitions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+FLOW_STOP_COUNT_KEY = "qpid.flow_stop_count"
+FLOW_RESUME_COUNT_KEY = "qpid.flow_resume_count"
+FLOW_STOP_SIZE_KEY = "qpid.flow_stop_size"
+FLOW_RESUME_SIZE_KEY = "qpid.flow_resume_size"
+FLOW_KEYS = (FLOW_STOP_COUNT_KEY, FLOW_RESUME_COUNT_KEY, FLOW_STOP_SIZE_KEY, FLOW_RESUME_SIZE_KEY)
+
+
+class FlowConfigError(ValueError):
+    """Invalid flow thresholds or ratios; the message names the queue and the setting."""
+
+
+def _ratio(value: float | int | str) -> Fraction:
+    # Fractions keep 0.1-style percentages exact, so rounding never depends on binary floats.
+    return Fraction(str(value))
+
+
+def _round_half_up(value: Fraction) -> int:
+    return int((value + Fraction(1, 2)) // 1)
+
+
+@dataclass(frozen=True)
+class FlowDefaults:
+    """Broker-wide default ratios, in percent of a queue's maximum count and size."""
+
+    stop_ratio: float = 80
+    resume_ratio: float = 70
+
+    def __post_init__(self) -> None:
+        for name, value in (("stop_ratio", self.stop_ratio), ("resume_ratio", self.resume_ratio)):
+            if not 0 <= value <= 100:
+                raise FlowConfigError(f"default flow {name} must be within 0..100 %, got {value}")
+        if self.resume_ratio > self.stop_ratio:
+            raise FlowConfigError(
+                f"default flow resume ratio ({self.resume_ratio} %) is above the stop ratio "
+                f"({self.stop_ratio} %)"
+            )
+
+    @property
+    def disabled(self) -> bool:
+        return self.stop_ratio == 0 and self.resume_ratio == 0
+
+    def thresholds_for(self, max_count: int, max_size: int) -> FlowThresholds:
+        """Stop = round(max x stop%), resume = floor(max x resume%), per dimension with a max."""
+        if self.disabled:
+            return FlowThresholds()
+        stop, resume = _ratio(self.stop_ratio) / 100, _ratio(self.resume_ratio) / 100
+        return FlowThresholds(
+            stop_count=_round_half_up(max_count * stop),
+            resume_count=int(max_count * resume // 1),
+            stop_size=_round_half_up(max_size * stop),
+            resume_size=int(max_size * resume // 1),
+        ).normalized()
+
+
+@dataclass(frozen=True)
+class FlowThresholds:
+    """Thresholds in force; 0 switches a threshold off."""
+
+    stop_count: int = 0
+    resume_count: int = 0
+    stop_size: int = 0
+    resume_size: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.stop_count or self.stop_size)
+
+    def normalized(self) -> FlowThresholds:
+        """A resume of 0 under a non-zero stop means "resume at the stop value"."""
+        return FlowThresholds(
+            stop_count=self.stop_count,
+            resume_count=self.resume_count or self.stop_count,
+            stop_size=self.stop_size,
+            resume_size=self.resume_size or self.stop_size,
+        )
+
+    def validate(self, queue: str, max_count: int = 0, max_size: int = 0) -> None:
+        for field_name in ("stop_count", "resume_count", "stop_size", "resume_size"):
+            value = getattr(self, field_name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise FlowConfigError(
+                    f"queue {queue!r}: flow {field_name} must be a non-negative integer, "
+                    f"got {value!r}"
+                )
+        if self.resume_count > self.stop_count:
+            raise FlowConfigError(
+                f"queue {queue!r}: flow_resume_count ({self.resume_count}) must not exceed "
+                f"flow_stop_count ({self.stop_count})"
+            )
+        if self.resume_size > self.stop_size:
+            raise FlowConfigError(
+                f"queue {queue!r}: flow_resume_size ({self.resume_size}) must not exceed "
+                f"flow_stop_size ({self.stop_size})"
+            )
+        if max_count and self.stop_count > max_count:
+            raise FlowConfigError(
+                f"queue {queue!r}: flow_stop_count ({self.stop_count}) exceeds max_count "
+                f"({max_count})"
+            )
+        if max_size and self.stop_size > max_size:
+            raise FlowConfigError(
+                f"queue {queue!r}: flow_stop_size ({self.stop_size}) exceeds max_size ({max_size})"
+            )
+
+    @classmethod
+    def from_arguments(cls, queue: str, arguments: Mapping[str, Any]) -> FlowThresholds | None:
+        """Explicit thresholds from ``qpid.flow_*`` declare arguments; None when none is given."""
+        if not any(key in arguments for key in FLOW_KEYS):
+            return None
+        values: dict[str, int] = {}
+        for key in FLOW_KEYS:
+            raw = arguments.get(key, 0)
+            try:
+                value = int(raw)
+            except (TypeError, ValueError):
+                raise FlowConfigError(
+                    f"queue {queue!r}: {key} must be an integer, got {raw!r}"
+                ) from None
+            if isinstance(raw, float) and raw != value:
+                raise FlowConfigError(f"queue {queue!r}: {key} must be an integer, got {raw!r}")
+            values[key.removeprefix("qpid.flow_")] = value
+        return cls(
+            stop_count=values["stop_count"],
+            resume_count=values["resume_count"],
+            stop_size=values["stop_size"],
+            resume_size=values["resume_size"],
+        )
+
+
+class FlowLimit:
+    """The ON/OFF state machine of one queue. Pure: it answers, the queue emits the events."""
+
+    __slots__ = (
+        "flow_stopped",
+        "flow_stopped_count",
+        "resume_count",
+        "resume_size",
+        "stop_count",
+        "stop_size",
+    )
+
+    def __init__(self, thresholds: FlowThresholds) -> None:
+        self.flow_stopped = False
+        self.flow_stopped_count = 0
+        self.stop_count = self.resume_count = self.stop_size = self.resume_size = 0
+        self.apply(thresholds)
+
+    def apply(self, thresholds: FlowThresholds) -> None:
+        normalized = thresholds.normalized()
+        self.stop_count = normalized.stop_count
+        self.resume_count = normalized.resume_count
+        self.stop_size = normalized.stop_size
+        self.resume_size = normalized.resume_size
+
+    @property
+    def thresholds(self) -> FlowThresholds:
+        return FlowThresholds(self.stop_count, self.resume_count, self.stop_size, self.resume_size)
+
+    def should_stop(self, depth_msgs: int, depth_bytes: int) -> bool:
+        """Checked after an enqueue is counted: strict ``>`` on either non-zero stop threshold."""
+        if self.flow_stopped:
+            return False
+        return bool(
+            (self.stop_count and depth_msgs > self.stop_count)
+            or (self.stop_size and depth_bytes > self.stop_size)
+        )
+
+    def should_resume(self, depth_msgs: int, depth_bytes: int) -> bool:
+        """Checked after a dequeue: strict ``<`` on every non-zero resume threshold."""
+        if not self.flow_stopped:
+            return False
+        return (not self.resume_count or depth_msgs < self.resume_count) and (
+            not self.resume_size or depth_bytes < self.resume_size
+        )
+
+    def stop(self) -> None:
+        self.flow_stopped = True
+        self.flow_stopped_count += 1
+
+    def resume(self) -> None:
+        self.flow_stopped = False

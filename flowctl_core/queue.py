@@ -1,0 +1,252 @@
+"""Queues with limits, limit policies and Qpid delayed completion of transfers.
+
+A :class:`Transfer` is one message.transfer from a producer. Every destination queue that is in the
+flow-stopped state when it receives the message holds the transfer; the transfer completes when the
+last holder releases it (DESIGN.md §2).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from flowctl_core.flowlimit import FlowLimit, FlowThresholds
+
+if TYPE_CHECKING:
+    from flowctl_core.broker import Broker
+
+LimitPolicy = Literal["reject", "ring", "ring-strict"]
+LIMIT_POLICIES: tuple[str, ...] = ("reject", "ring", "ring-strict")
+
+
+class Transfer:
+    """One message transfer awaiting completion by every queue it was routed to."""
+
+    __slots__ = (
+        "capacity",
+        "held_by",
+        "message_id",
+        "on_complete",
+        "received_us",
+        "sender",
+        "size",
+        "was_held",
+    )
+
+    def __init__(
+        self,
+        message_id: int,
+        size: int,
+        sender: str | None,
+        capacity: int | None,
+        received_us: int,
+        on_complete: Callable[[Transfer], None] | None,
+    ) -> None:
+        self.message_id = message_id
+        self.size = size
+        self.sender = sender
+        self.capacity = capacity
+        self.received_us = received_us
+        self.on_complete = on_complete
+        self.held_by = 0  # the "pending completion counter" of seed 000
+        self.was_held = False
+
+
+class Message:
+    __slots__ = ("held", "message_id", "size", "transfer")
+
+    def __init__(self, message_id: int, size: int, transfer: Transfer | None) -> None:
+        self.message_id = message_id
+        self.size = size
+        self.transfer = transfer
+        self.held = False
+
+
+@dataclass
+class QueueStats:
+    enqueued: int = 0
+    dequeued: int = 0
+    rejected: int = 0
+    evicted: int = 0
+    peak_depth_msgs: int = 0
+    peak_depth_bytes: int = 0
+    # Peak depth past the stop threshold during any stopped episode (0 when never stopped).
+    max_overshoot_msgs: int = 0
+    max_overshoot_bytes: int = 0
+
+
+class EnqueueOutcome:
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+
+
+class Queue:
+    """A FIFO queue. All state changes go through methods that emit events via the broker."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        name: str,
+        *,
+        max_count: int,
+        max_size: int,
+        policy: LimitPolicy,
+        thresholds: FlowThresholds,
+        durable: bool = False,
+    ) -> None:
+        self.broker = broker
+        self.name = name
+        self.max_count = max_count
+        self.max_size = max_size
+        self.policy = policy
+        self.durable = durable
+        self.flow = FlowLimit(thresholds)
+        self.messages: deque[Message] = deque()
+        self.depth_msgs = 0
+        self.depth_bytes = 0
+        # Held messages in arrival order; dict gives O(1) removal for a message dequeued while held.
+        self._held: dict[int, Message] = {}
+        self.stats = QueueStats()
+        # Called after each dequeue so protocol front ends (consumers, credit) can react.
+        self.on_space: list[Callable[[Queue], None]] = []
+        self.on_message: list[Callable[[Queue], None]] = []
+
+    # -- event helpers -------------------------------------------------------------------------
+    def _queue_fields(self, **extra: Any) -> dict[str, Any]:
+        flow = self.flow
+        extra.update(
+            queue=self.name,
+            depth_msgs=self.depth_msgs,
+            depth_bytes=self.depth_bytes,
+            flow_stopped=flow.flow_stopped,
+            flow_stopped_count=flow.flow_stopped_count,
+            flow_stop_count=flow.stop_count,
+            flow_resume_count=flow.resume_count,
+            flow_stop_size=flow.stop_size,
+            flow_resume_size=flow.resume_size,
+            max_count=self.max_count,
+            max_size=self.max_size,
+        )
+        return extra
+
+    def emit(self, event_type: str, **extra: Any) -> None:
+        self.broker.emit(event_type, self._queue_fields(**extra))
+
+    # -- enqueue -------------------------------------------------------------------------------
+    def _over_limit(self, size: int) -> str | None:
+        if self.max_count and self.depth_msgs + 1 > self.max_count:
+            return "max_count"
+        if self.max_size and self.depth_bytes + size > self.max_size:
+            return "max_size"
+        return None
+
+    def enqueue(self, message: Message, producer_fields: dict[str, Any]) -> str:
+        """Accept ``message`` (or reject it by policy); hold its transfer while flow is stopped."""
+        limit = self._over_limit(message.size)
+        if limit is not None:
+            if self.policy == "reject" or (self.max_size and message.size > self.max_size):
+                self.stats.rejected += 1
+                self.emit(
+                    "message_rejected",
+                    message_id=message.message_id,
+                    size_bytes=message.size,
+                    detail=f'{{"reason":"{limit}","policy":"{self.policy}"}}',
+                    **producer_fields,
+                )
+                return EnqueueOutcome.REJECTED
+            # ring / ring-strict: make room by evicting the oldest messages.
+            while self.messages and self._over_limit(message.size) is not None:
+                self._remove_head("ring_evicted", None)
+
+        self.messages.append(message)
+        self.depth_msgs += 1
+        self.depth_bytes += message.size
+        stats = self.stats
+        stats.enqueued += 1
+        if self.depth_msgs > stats.peak_depth_msgs:
+            stats.peak_depth_msgs = self.depth_msgs
+        if self.depth_bytes > stats.peak_depth_bytes:
+            stats.peak_depth_bytes = self.depth_bytes
+        self.emit(
+            "enqueue", message_id=message.message_id, size_bytes=message.size, **producer_fields
+        )
+        flow = self.flow
+        if flow.should_stop(self.depth_msgs, self.depth_bytes):
+            flow.stop()
+            self.emit("flow_stopped")
+        if flow.flow_stopped:
+            self._track_overshoot()
+            transfer = message.transfer
+            if transfer is not None:
+                # The message that crosses the threshold is held too (seed 001: the 101st).
+                message.held = True
+                transfer.held_by += 1
+                transfer.was_held = True
+                self._held[message.message_id] = message
+        for callback in self.on_message:
+            callback(self)
+        return EnqueueOutcome.ACCEPTED
+
+    def _track_overshoot(self) -> None:
+        flow, stats = self.flow, self.stats
+        if flow.stop_count:
+            stats.max_overshoot_msgs = max(
+                stats.max_overshoot_msgs, self.depth_msgs - flow.stop_count
+            )
+        if flow.stop_size:
+            stats.max_overshoot_bytes = max(
+                stats.max_overshoot_bytes, self.depth_bytes - flow.stop_size
+            )
+
+    # -- dequeue -------------------------------------------------------------------------------
+    def dequeue(self, consumer_fields: dict[str, Any] | None = None) -> Message | None:
+        """Remove the head message for a consumer; None when the queue is empty."""
+        if not self.messages:
+            return None
+        return self._remove_head("dequeue", consumer_fields)
+
+    def _remove_head(self, event_type: str, consumer_fields: dict[str, Any] | None) -> Message:
+        message = self.messages.popleft()
+        self.depth_msgs -= 1
+        self.depth_bytes -= message.size
+        if event_type == "dequeue":
+            self.stats.dequeued += 1
+        else:
+            self.stats.evicted += 1
+        extra = consumer_fields or {}
+        self.emit(event_type, message_id=message.message_id, size_bytes=message.size, **extra)
+        if message.held:
+            # Dequeued while still held: released on its own (seed 000, "decrement ... anyways").
+            del self._held[message.message_id]
+            self._release(message)
+        flow = self.flow
+        if flow.should_resume(self.depth_msgs, self.depth_bytes):
+            flow.resume()
+            self.emit("flow_resumed")
+            held, self._held = self._held, {}
+            for held_message in held.values():
+                self._release(held_message)
+        for callback in self.on_space:
+            callback(self)
+        return message
+
+    def _release(self, message: Message) -> None:
+        message.held = False
+        transfer = message.transfer
+        if transfer is None:
+            return
+        transfer.held_by -= 1
+        if transfer.held_by == 0:
+            self.broker.complete_transfer(transfer)
+
+    # -- configuration -------------------------------------------------------------------------
+    def set_thresholds(self, thresholds: FlowThresholds) -> None:
+        thresholds.validate(self.name, self.max_count, self.max_size)
+        self.flow.apply(thresholds)
+        self.emit("thresholds_changed")
+
+    @property
+    def held_count(self) -> int:
+        return len(self._held)

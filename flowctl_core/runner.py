@@ -1,0 +1,236 @@
+"""Builds a broker from a scenario and drives it on the virtual clock."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from flowctl_core.broker import Broker, BrokerConfig
+from flowctl_core.clients import Consumer, Producer
+from flowctl_core.clock import Scheduler, seconds_to_us
+from flowctl_core.events import EventBus, Subscriber
+from flowctl_core.flowlimit import FlowThresholds
+from flowctl_core.scenario import ProducerSpec, Scenario
+
+ProgressCallback = Callable[[float], None]  # fraction of the run done, 0..1
+
+# Workload runs advance the clock in slices so that a progress bar can follow them.
+_PROGRESS_SLICES = 200
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    scenario: Scenario
+    broker: Broker
+    producers: dict[str, Producer]
+    consumers: dict[str, Consumer]
+    events: int
+    start_us: int
+    end_us: int
+    drivers: list[RateDriver] = field(default_factory=list)
+
+
+class RateDriver:
+    """The application behind a workload producer: messages at a rate, plus periodic bursts.
+
+    While the producer's window is full the application thread is blocked in ``send``, so arrivals
+    that fall due meanwhile are not generated (they are counted in ``suppressed``) rather than
+    piling up in an unbounded backlog.
+    """
+
+    def __init__(
+        self, producer: Producer, spec: ProducerSpec, rng: random.Random, start_us: int, end_us: int
+    ) -> None:
+        self.producer = producer
+        self.spec = spec
+        self.rng = rng
+        self.start_us = start_us + seconds_to_us(spec.start_s)
+        self.end_us = end_us if spec.stop_s is None else start_us + seconds_to_us(spec.stop_s)
+        self.suppressed = 0
+        self._mean_interval_us = 1_000_000 / spec.rate if spec.rate else 0.0
+
+    def start(self, scheduler: Scheduler) -> None:
+        if self.spec.rate and self.start_us < self.end_us:
+            scheduler.call_at(self.start_us, self._tick)
+        bursts = self.spec.bursts
+        if bursts is not None:
+            first = self.start_us + seconds_to_us(bursts.start_s)
+            if first < self.end_us:
+                scheduler.call_at(first, self._burst)
+
+    def _size(self) -> int:
+        spec = self.spec
+        if spec.size_max is None or spec.size_max == spec.size:
+            return spec.size
+        return self.rng.randint(spec.size, spec.size_max)
+
+    def _next_interval_us(self) -> int:
+        if self.spec.arrival == "poisson":
+            return max(1, round(self.rng.expovariate(1.0) * self._mean_interval_us))
+        return max(1, round(self._mean_interval_us))
+
+    def _tick(self) -> None:
+        producer = self.producer
+        scheduler = producer.broker.scheduler
+        if producer.backlog:
+            self.suppressed += 1
+        else:
+            producer.send(self._size())
+        next_us = scheduler.now_us + self._next_interval_us()
+        if next_us < self.end_us:
+            scheduler.call_at(next_us, self._tick)
+
+    def _burst(self) -> None:
+        bursts = self.spec.bursts
+        assert bursts is not None
+        producer = self.producer
+        for _ in range(bursts.count):
+            producer.send(self._size())
+        scheduler = producer.broker.scheduler
+        next_us = scheduler.now_us + seconds_to_us(bursts.every_s)
+        if next_us < self.end_us:
+            scheduler.call_at(next_us, self._burst)
+
+
+def default_run_id(scenario: Scenario, seed: int) -> str:
+    return f"{scenario.name}-s{seed}-{uuid.uuid4().hex[:8]}"
+
+
+def build(
+    scenario: Scenario, run_id: str, subscribers: Iterable[Subscriber], validate: bool = False
+) -> tuple[Broker, dict[str, Producer], dict[str, Consumer]]:
+    scheduler = Scheduler(scenario.start_us)
+    bus = EventBus(run_id, scheduler, validate=validate)
+    for subscriber in subscribers:
+        bus.subscribe(subscriber)
+    spec = scenario.broker
+    broker = Broker(
+        bus,
+        scheduler,
+        BrokerConfig(
+            name=spec.name,
+            default_flow_stop_ratio=spec.default_flow_stop_ratio,
+            default_flow_resume_ratio=spec.default_flow_resume_ratio,
+            default_queue_limit_bytes=spec.default_queue_limit_bytes,
+            default_limit_policy=spec.default_limit_policy,
+            log_immediate_completions=spec.log_immediate_completions,
+        ),
+    )
+    for queue in scenario.queues:
+        broker.declare_queue(queue.name, queue.arguments)
+    for exchange in scenario.exchanges:
+        broker.declare_exchange(exchange.name, exchange.type)
+        for binding in exchange.bindings:
+            broker.bind(exchange.name, binding.queue, binding.key)
+    producers = {
+        p.name: Producer(
+            broker, p.name, capacity=p.capacity, exchange=p.exchange, routing_key=p.routing_key
+        )
+        for p in scenario.producers
+    }
+    consumers = {
+        c.name: Consumer(broker, c.name, broker.queue(c.queue), rate=c.rate)
+        for c in scenario.consumers
+        if c.queue in broker.queues
+    }
+    return broker, producers, consumers
+
+
+def run_scenario(
+    scenario: Scenario,
+    subscribers: Iterable[Subscriber] = (),
+    *,
+    run_id: str | None = None,
+    seed: int | None = None,
+    progress: ProgressCallback | None = None,
+    validate: bool = False,
+) -> RunResult:
+    seed = scenario.seed if seed is None else seed
+    run_id = run_id or default_run_id(scenario, seed)
+    broker, producers, consumers = build(scenario, run_id, subscribers, validate)
+    scheduler = broker.scheduler
+    start_us = scheduler.now_us
+    end_us = start_us + seconds_to_us(scenario.duration_s or 0)
+
+    for spec in scenario.consumers:
+        consumer = consumers.get(spec.name)
+        if consumer is not None and spec.rate is not None:
+            stop_us = None if spec.stop_s is None else start_us + seconds_to_us(spec.stop_s)
+            scheduler.call_at(start_us + seconds_to_us(spec.start_s), consumer.start, stop_us)
+
+    drivers: list[RateDriver] = []
+    if scenario.kind == "workload":
+        rng = random.Random(seed)
+        for spec_p in scenario.producers:
+            driver = RateDriver(
+                producers[spec_p.name], spec_p, random.Random(rng.getrandbits(64)), start_us, end_us
+            )
+            driver.start(scheduler)
+            drivers.append(driver)
+        span = end_us - start_us
+        for slice_index in range(1, _PROGRESS_SLICES + 1):
+            scheduler.run_until(start_us + span * slice_index // _PROGRESS_SLICES)
+            if progress is not None:
+                progress(slice_index / _PROGRESS_SLICES)
+    else:
+        _run_steps(scenario, broker, producers, consumers, progress)
+        end_us = scheduler.now_us
+
+    return RunResult(
+        run_id=run_id,
+        scenario=scenario,
+        broker=broker,
+        producers=producers,
+        consumers=consumers,
+        events=broker.bus.seq,
+        start_us=start_us,
+        end_us=end_us,
+        drivers=drivers,
+    )
+
+
+def _run_steps(
+    scenario: Scenario,
+    broker: Broker,
+    producers: dict[str, Producer],
+    consumers: dict[str, Consumer],
+    progress: ProgressCallback | None,
+) -> None:
+    scheduler = broker.scheduler
+    scheduler.run_due()
+    total = len(scenario.steps)
+    for index, step in enumerate(scenario.steps, start=1):
+        action, spec = step.action
+        if action == "send":
+            producers[spec.producer].send(spec.size, spec.count, spec.routing_key)
+        elif action == "consume":
+            consumers[spec.consumer].consume(spec.count)
+        elif action == "set_thresholds":
+            broker.set_thresholds(
+                spec.queue,
+                FlowThresholds(
+                    spec.flow_stop_count,
+                    spec.flow_resume_count,
+                    spec.flow_stop_size,
+                    spec.flow_resume_size,
+                ),
+            )
+        elif action == "advance":
+            scheduler.advance(seconds_to_us(spec.seconds))
+        elif action == "declare":
+            broker.declare_queue(spec.queue, spec.arguments)
+            for consumer_spec in scenario.consumers:
+                if consumer_spec.queue == spec.queue and consumer_spec.name not in consumers:
+                    consumers[consumer_spec.name] = Consumer(
+                        broker,
+                        consumer_spec.name,
+                        broker.queue(spec.queue),
+                        rate=consumer_spec.rate,
+                    )
+        # Work released by this step (completions, pumped sends) happens at the same instant.
+        scheduler.run_due()
+        if progress is not None:
+            progress(index / total)

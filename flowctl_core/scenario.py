@@ -1,0 +1,258 @@
+"""Scenario files: YAML, validated by pydantic, with errors that name the file and the field.
+
+Two forms share one model. A *scripted* scenario runs ordered ``steps`` (declare, send, consume,
+set thresholds, advance the clock); a *workload* scenario runs rate-driven producers (with optional
+bursts) and consumers for ``duration_s`` seconds from a random ``seed``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from flowctl_core.exchange import ExchangeType
+from flowctl_core.queue import LimitPolicy
+
+BUNDLED_DIR = Path(__file__).resolve().parent.parent / "conf" / "scenarios"
+
+NonNegInt = Annotated[int, Field(ge=0)]
+PosInt = Annotated[int, Field(ge=1)]
+PosFloat = Annotated[float, Field(gt=0)]
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be loaded; the message names the file and the field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BrokerSpec(_Strict):
+    name: str = "broker-1"
+    default_flow_stop_ratio: Annotated[float, Field(ge=0, le=100)] = 80
+    default_flow_resume_ratio: Annotated[float, Field(ge=0, le=100)] = 70
+    default_queue_limit_bytes: NonNegInt = 0
+    default_limit_policy: LimitPolicy = "reject"
+    log_immediate_completions: bool = False
+
+
+class QueueSpec(_Strict):
+    name: Annotated[str, Field(min_length=1)]
+    arguments: dict[str, int | str] = {}
+
+
+class BindingSpec(_Strict):
+    queue: str
+    key: str = ""
+
+
+class ExchangeSpec(_Strict):
+    name: Annotated[str, Field(min_length=1)]
+    type: ExchangeType
+    bindings: list[BindingSpec] = []
+
+
+class BurstSpec(_Strict):
+    every_s: PosFloat
+    count: PosInt
+    start_s: Annotated[float, Field(ge=0)] = 0
+
+
+class ProducerSpec(_Strict):
+    name: Annotated[str, Field(min_length=1)]
+    capacity: PosInt | None = Field(
+        default=None, description="window of uncompleted transfers; omit for no flow control"
+    )
+    exchange: str = ""
+    routing_key: str = ""
+    size: NonNegInt = 1024
+    size_max: NonNegInt | None = Field(
+        default=None, description="uniform sizes in [size, size_max]"
+    )
+    rate: PosFloat | None = Field(default=None, description="messages per second (workload form)")
+    arrival: Literal["uniform", "poisson"] = "uniform"
+    bursts: BurstSpec | None = None
+    start_s: Annotated[float, Field(ge=0)] = 0
+    stop_s: Annotated[float, Field(gt=0)] | None = None
+
+    @model_validator(mode="after")
+    def _sizes(self) -> ProducerSpec:
+        if self.size_max is not None and self.size_max < self.size:
+            raise ValueError(f"size_max ({self.size_max}) is below size ({self.size})")
+        return self
+
+
+class ConsumerSpec(_Strict):
+    name: Annotated[str, Field(min_length=1)]
+    queue: str
+    rate: PosFloat | None = Field(default=None, description="messages per second; None: by steps")
+    start_s: Annotated[float, Field(ge=0)] = 0
+    stop_s: Annotated[float, Field(gt=0)] | None = None
+
+
+class SendStep(_Strict):
+    producer: str
+    count: PosInt
+    size: NonNegInt = 1024
+    routing_key: str | None = None
+
+
+class ConsumeStep(_Strict):
+    consumer: str
+    count: PosInt
+
+
+class SetThresholdsStep(_Strict):
+    queue: str
+    flow_stop_count: NonNegInt = 0
+    flow_resume_count: NonNegInt = 0
+    flow_stop_size: NonNegInt = 0
+    flow_resume_size: NonNegInt = 0
+
+
+class AdvanceStep(_Strict):
+    seconds: Annotated[float, Field(ge=0)]
+
+
+class DeclareStep(_Strict):
+    queue: Annotated[str, Field(min_length=1)]
+    arguments: dict[str, int | str] = {}
+
+
+class Step(_Strict):
+    """Exactly one action per step, e.g. ``- send: {producer: p1, count: 10}``."""
+
+    send: SendStep | None = None
+    consume: ConsumeStep | None = None
+    set_thresholds: SetThresholdsStep | None = None
+    advance: AdvanceStep | None = None
+    declare: DeclareStep | None = None
+
+    @model_validator(mode="after")
+    def _one_action(self) -> Step:
+        given = [name for name, value in self if value is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "a step takes exactly one of send, consume, set_thresholds, advance, declare; "
+                f"got {given or 'none'}"
+            )
+        return self
+
+    @property
+    def action(self) -> tuple[str, Any]:
+        return next((name, value) for name, value in self if value is not None)
+
+
+class Scenario(_Strict):
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
+    description: str = ""
+    kind: Literal["scripted", "workload"]
+    start: datetime = datetime(2026, 1, 1, tzinfo=UTC)
+    seed: int = 0
+    duration_s: PosFloat | None = None
+    broker: BrokerSpec = BrokerSpec()
+    queues: list[QueueSpec] = []
+    exchanges: list[ExchangeSpec] = []
+    producers: list[ProducerSpec] = []
+    consumers: list[ConsumerSpec] = []
+    steps: list[Step] = []
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Scenario:
+        if self.start.tzinfo is None:
+            raise ValueError("start must carry a time zone, e.g. 2026-01-01T00:00:00Z")
+        if self.kind == "workload":
+            if self.duration_s is None:
+                raise ValueError("a workload scenario needs duration_s")
+            if self.steps:
+                raise ValueError("a workload scenario takes no steps (use kind: scripted)")
+        elif not self.steps:
+            raise ValueError("a scripted scenario needs steps")
+        for kind_name, names in (
+            ("queue", [q.name for q in self.queues]),
+            ("exchange", [e.name for e in self.exchanges]),
+            ("producer", [p.name for p in self.producers]),
+            ("consumer", [c.name for c in self.consumers]),
+        ):
+            duplicated = sorted({n for n in names if names.count(n) > 1})
+            if duplicated:
+                raise ValueError(f"duplicated {kind_name} names: {duplicated}")
+        queues = {q.name for q in self.queues} | {
+            s.declare.queue for s in self.steps if s.declare is not None
+        }
+        exchanges = {e.name for e in self.exchanges} | {""}
+        for exchange in self.exchanges:
+            for binding in exchange.bindings:
+                if binding.queue not in queues:
+                    raise ValueError(
+                        f"exchange {exchange.name!r} binds unknown queue {binding.queue!r}"
+                    )
+        for producer in self.producers:
+            if producer.exchange not in exchanges:
+                raise ValueError(
+                    f"producer {producer.name!r} uses unknown exchange {producer.exchange!r}"
+                )
+            if self.kind == "workload" and producer.rate is None and producer.bursts is None:
+                raise ValueError(f"producer {producer.name!r} needs a rate or bursts in a workload")
+        for consumer in self.consumers:
+            if consumer.queue not in queues:
+                raise ValueError(
+                    f"consumer {consumer.name!r} reads unknown queue {consumer.queue!r}"
+                )
+        producers = {p.name for p in self.producers}
+        consumers = {c.name for c in self.consumers}
+        for index, step in enumerate(self.steps):
+            action, spec = step.action
+            if action == "send" and spec.producer not in producers:
+                raise ValueError(f"steps.{index}.send: unknown producer {spec.producer!r}")
+            if action == "consume" and spec.consumer not in consumers:
+                raise ValueError(f"steps.{index}.consume: unknown consumer {spec.consumer!r}")
+            if action == "set_thresholds" and spec.queue not in queues:
+                raise ValueError(f"steps.{index}.set_thresholds: unknown queue {spec.queue!r}")
+        return self
+
+    @property
+    def start_us(self) -> int:
+        return int(self.start.timestamp()) * 1_000_000 + self.start.microsecond
+
+
+def _format_validation_error(source: str, error: ValidationError) -> str:
+    lines = [f"{source}: invalid scenario"]
+    for item in error.errors():
+        location = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        lines.append(f"  {location}: {item['msg']}")
+    return "\n".join(lines)
+
+
+def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
+    if not isinstance(data, dict):
+        raise ScenarioError(
+            f"{source}: a scenario must be a YAML mapping, got {type(data).__name__}"
+        )
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as error:
+        raise ScenarioError(_format_validation_error(source, error)) from None
+
+
+def load_scenario(path_or_name: str | Path) -> Scenario:
+    """Load a scenario file, or a bundled scenario by name (``flowctl scenarios`` lists them)."""
+    path = Path(path_or_name)
+    if not path.exists() and not path.suffix:
+        path = BUNDLED_DIR / f"{path_or_name}.yaml"
+    if not path.is_file():
+        raise ScenarioError(f"{path_or_name}: no such scenario file or bundled scenario")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise ScenarioError(f"{path}: not valid YAML: {error}") from None
+    return parse_scenario(data, str(path))
+
+
+def bundled_scenarios() -> list[Path]:
+    return sorted(BUNDLED_DIR.glob("*.yaml"))

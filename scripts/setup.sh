@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Idempotent install of everything flowctl needs: a project virtualenv with the pinned Python
+# dependencies, and Delta Lake's JVM jars in the local Maven/Ivy caches so that Spark starts offline.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON_BIN=${PYTHON:-$(command -v python3.11 || command -v python3)}
+if ! "$PYTHON_BIN" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)'; then
+  echo "setup: flowctl needs Python 3.11 (found: $("$PYTHON_BIN" --version 2>&1))" >&2
+  exit 1
+fi
+if ! command -v java >/dev/null 2>&1; then
+  echo "setup: Spark needs a Java 17 runtime; install it (e.g. apt-get install openjdk-17-jre-headless)" >&2
+  exit 1
+fi
+
+[ -x .venv/bin/python ] || "$PYTHON_BIN" -m venv .venv
+stamp=.venv/.flowctl-deps
+want=$(cat pyproject.toml | sha256sum | cut -c1-16)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: installing Python dependencies into .venv (first run takes a few minutes)"
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e ".[dev]"
+  echo "$want" >"$stamp"
+fi
+
+# Delta's jars: Spark resolves them through Ivy, which also reads ~/.m2. Maven is the more reliable
+# fetcher here, so prefetch with it when present, then let a throw-away session confirm they load.
+.venv/bin/python -m jobs.spark_session --fetch-jars
