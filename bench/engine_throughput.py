@@ -1,0 +1,107 @@
+"""Engine throughput and memory benchmark: prints figures, asserts nothing.
+
+Reference workload: 4 queues with default 80/70 thresholds, 40 producers (capacity 20, Poisson
+arrivals, sizes 100..2000 bytes) and 4 consumers, written to Parquet through the real sink. Each
+length runs in its own process so that its peak RSS is its own; a flat peak RSS across lengths is
+what "memory does not grow with the run's length" means.
+
+    .venv/bin/python bench/engine_throughput.py                 # 5M events, plus a 1M run
+    .venv/bin/python bench/engine_throughput.py --events 500000 # quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# ~800 events per virtual second: 40 producers x 10 msg/s, each message enqueued and dequeued.
+EVENTS_PER_VIRTUAL_SECOND = 800
+
+
+def reference_scenario(events: int) -> dict[str, object]:
+    return {
+        "name": "bench-reference",
+        "kind": "workload",
+        "start": "2026-01-01T00:00:00Z",
+        "duration_s": max(1, events // EVENTS_PER_VIRTUAL_SECOND),
+        "seed": 1,
+        "queues": [
+            {
+                "name": f"bench-q{i}",
+                "arguments": {"qpid.max_count": 2000, "qpid.max_size": 4_000_000},
+            }
+            for i in range(4)
+        ],
+        "producers": [
+            {
+                "name": f"bench-p{i:02d}",
+                "capacity": 20,
+                "routing_key": f"bench-q{i % 4}",
+                "rate": 10,
+                "arrival": "poisson",
+                "size": 100,
+                "size_max": 2000,
+            }
+            for i in range(40)
+        ],
+        "consumers": [
+            {"name": f"bench-c{i}", "queue": f"bench-q{i}", "rate": 101} for i in range(4)
+        ],
+    }
+
+
+def run_once(events: int, out: Path) -> dict[str, float]:
+    from flowctl_core.runner import run_scenario
+    from flowctl_core.scenario import parse_scenario
+    from flowctl_core.sink import ParquetSink
+
+    scenario = parse_scenario(reference_scenario(events))
+    started = time.perf_counter()
+    sink = ParquetSink(out, "bench")
+    with sink:
+        result = run_scenario(scenario, [sink], run_id="bench")
+    elapsed = time.perf_counter() - started
+    peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {
+        "events": result.events,
+        "seconds": elapsed,
+        "events_per_s": result.events / elapsed,
+        "peak_rss_mb": peak_rss_mb,
+        "parquet_mb": sum(p.stat().st_size for p in sink.files) / 2**20,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=5_000_000, help="events in the long run")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        with tempfile.TemporaryDirectory() as tmp:
+            print(json.dumps(run_once(args.events, Path(tmp))))
+        return
+    lengths = sorted({max(1, args.events // 5), args.events})
+    print(f"{'events':>12} {'seconds':>9} {'events/s':>11} {'peak RSS MB':>12} {'parquet MB':>11}")
+    for length in lengths:
+        child = subprocess.run(
+            [sys.executable, __file__, "--child", "--events", str(length)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        figures = json.loads(child.stdout.strip().splitlines()[-1])
+        print(
+            f"{figures['events']:>12,} {figures['seconds']:>9.1f} {figures['events_per_s']:>11,.0f}"
+            f" {figures['peak_rss_mb']:>12.0f} {figures['parquet_mb']:>11.1f}"
+        )
+    print("target: >= 300,000 events/s on one core; peak RSS flat across lengths")
+
+
+if __name__ == "__main__":
+    main()

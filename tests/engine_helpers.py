@@ -1,0 +1,48 @@
+"""Small builders shared by the engine tests (no Spark)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from flowctl_core import Broker, BrokerConfig, EventBus, EventCollector, Scheduler
+from flowctl_core.clients import Consumer, Producer
+
+START_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
+
+
+class Rig:
+    """A broker on a fresh clock with every event collected and validated against the schema."""
+
+    def __init__(self, config: BrokerConfig | None = None) -> None:
+        self.scheduler = Scheduler(START_US)
+        self.bus = EventBus("test-run", self.scheduler, validate=True)
+        self.log = EventCollector()
+        self.bus.subscribe(self.log)
+        self.broker = Broker(self.bus, self.scheduler, config or BrokerConfig())
+
+    def queue(self, name: str, arguments: Mapping[str, Any] | None = None) -> Any:
+        return self.broker.declare_queue(name, arguments)
+
+    def producer(
+        self, name: str, capacity: int | None, routing_key: str, exchange: str = ""
+    ) -> Producer:
+        return Producer(
+            self.broker, name, capacity=capacity, exchange=exchange, routing_key=routing_key
+        )
+
+    def consumer(self, name: str, queue: str, rate: float | None = None) -> Consumer:
+        return Consumer(self.broker, name, self.broker.queue(queue), rate=rate)
+
+    def settle(self) -> None:
+        self.scheduler.run_due()
+
+    def events(self, *types: str, queue: str | None = None) -> list[dict[str, Any]]:
+        return [
+            e
+            for e in self.log.events
+            if (not types or e["event_type"] in types) and (queue is None or e.get("queue") == queue)
+        ]
+
+
+NO_DEFAULTS = BrokerConfig(default_flow_stop_ratio=0, default_flow_resume_ratio=0)

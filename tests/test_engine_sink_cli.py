@@ -1,0 +1,171 @@
+"""The Parquet sink, the bundled scenarios and the CLI (no Spark)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+from flowctl_core.cli import app
+from flowctl_core.runner import run_scenario
+from flowctl_core.scenario import ScenarioError, bundled_scenarios, load_scenario, parse_scenario
+from flowctl_core.sink import ParquetSink, SinkError
+from flowctl_core.summary import queue_summaries
+from schemas.broker_events import BROKER_EVENTS, EVENT_TYPES
+from typer.testing import CliRunner
+
+runner = CliRunner()
+
+MIDNIGHT_SCENARIO = {
+    "name": "midnight",
+    "kind": "workload",
+    "start": "2026-05-01T23:59:00Z",
+    "duration_s": 120,
+    "seed": 3,
+    "queues": [{"name": "q", "arguments": {"qpid.max_count": 100}}],
+    "producers": [
+        {"name": "p", "capacity": 5, "routing_key": "q", "rate": 50, "arrival": "poisson"}
+    ],
+    "consumers": [{"name": "c", "queue": "q", "rate": 40}],
+}
+
+
+def _run_to(tmp_path: Path, row_group_size: int = 64) -> tuple[ParquetSink, int]:
+    scenario = parse_scenario(MIDNIGHT_SCENARIO)
+    sink = ParquetSink(tmp_path, "run-a", row_group_size=row_group_size)
+    with sink:
+        result = run_scenario(scenario, [sink], run_id="run-a")
+    return sink, result.events
+
+
+def test_sink_partitions_by_utc_date_and_keeps_every_event(tmp_path: Path) -> None:
+    sink, events = _run_to(tmp_path)
+    assert sorted(p.parent.name for p in sink.files) == ["date=2026-05-01", "date=2026-05-02"]
+    table = ds.dataset(tmp_path, format="parquet", partitioning="hive").to_table()
+    assert table.num_rows == events == sink.rows_written
+    seqs = sorted(table.column("seq").to_pylist())
+    assert seqs == list(range(1, events + 1))
+    for path in sink.files:
+        day = path.parent.name.removeprefix("date=")
+        stamps = pq.read_table(path).column("ts").to_pylist()
+        assert {ts.date().isoformat() for ts in stamps} == {day}
+    assert not list(tmp_path.rglob(".*inprogress"))
+
+
+def test_sink_schema_is_the_contract(tmp_path: Path) -> None:
+    sink, _ = _run_to(tmp_path)
+    schema = pq.read_schema(sink.files[0])
+    expected = BROKER_EVENTS.to_pyarrow()
+    assert schema.names == expected.names
+    for field in expected:
+        assert schema.field(field.name).type == field.type
+    assert str(schema.field("ts").type) == "timestamp[us, tz=UTC]"
+    types = set(pq.read_table(sink.files[0]).column("event_type").to_pylist())
+    assert types <= set(EVENT_TYPES)
+    assert {"queue_declared", "enqueue", "dequeue"} <= types
+
+
+def test_sink_never_rewrites_a_run(tmp_path: Path) -> None:
+    _run_to(tmp_path)
+    with pytest.raises(SinkError, match="never rewrites"):
+        _run_to(tmp_path)
+
+
+def test_runs_are_deterministic(tmp_path: Path) -> None:
+    scenario = load_scenario("bursty-producer")
+    logs = []
+    for attempt in range(2):
+        sink = ParquetSink(tmp_path / str(attempt), "same")
+        with sink:
+            run_scenario(scenario, [sink], run_id="same")
+        logs.append(ds.dataset(tmp_path / str(attempt), partitioning="hive").to_table())
+    assert logs[0].equals(logs[1])
+
+
+def test_every_bundled_scenario_loads_and_runs() -> None:
+    names = {path.stem for path in bundled_scenarios()}
+    assert {
+        "qpid-900-500",
+        "qpid-4000-8k",
+        "qpid-165-worst-case",
+        "bursty-producer",
+        "slow-consumer",
+        "fanout-three-queues",
+    } <= names
+    for path in bundled_scenarios():
+        scenario = load_scenario(path)
+        assert scenario.name == path.stem
+        if scenario.kind == "scripted":
+            result = run_scenario(scenario, validate=True)
+            assert result.events > 0
+
+
+def test_bundled_165_scenario_reaches_165() -> None:
+    result = run_scenario(load_scenario("qpid-165-worst-case"), validate=True)
+    (summary,) = queue_summaries(result)
+    assert summary.peak_depth_msgs == 165 and summary.max_overshoot_msgs == 65
+    assert summary.flow_stopped_count >= 1
+
+
+def test_bundled_900_500_scenario() -> None:
+    result = run_scenario(load_scenario("qpid-900-500"), validate=True)
+    (summary,) = queue_summaries(result)
+    assert (summary.flow_stopped_count, summary.peak_depth_msgs) == (1, 901)
+    assert summary.depth_msgs == 0 and not summary.flow_stopped
+
+
+@pytest.mark.parametrize(
+    ("patch", "field"),
+    [
+        ({"producers": [{"name": "p", "capacity": 0, "routing_key": "q", "rate": 1}]}, "capacity"),
+        ({"duration_s": -1}, "duration_s"),
+        ({"kind": "scripted"}, "steps"),
+        ({"consumers": [{"name": "c", "queue": "nowhere", "rate": 1}]}, "nowhere"),
+        ({"queues": [{"name": "q", "arguments": {}, "colour": "red"}]}, "colour"),
+    ],
+)
+def test_bad_scenarios_name_the_field(patch: dict[str, object], field: str) -> None:
+    with pytest.raises(ScenarioError, match=field) as raised:
+        parse_scenario({**MIDNIGHT_SCENARIO, **patch}, "conf/x.yaml")
+    assert "conf/x.yaml" in str(raised.value)
+
+
+def test_cli_bad_scenario_names_file_and_field_and_writes_nothing(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "name: bad\nkind: workload\nduration_s: 10\nproducers:\n  - {name: p, rate: -3}\n"
+    )
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["simulate", str(bad), "--out", str(out)])
+    assert result.exit_code == 2
+    assert "bad.yaml" in result.output and "producers.0.rate" in result.output
+    assert not out.exists()
+
+
+def test_cli_bad_thresholds_write_nothing(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "name: bad\nkind: scripted\nqueues:\n"
+        "  - {name: q, arguments: {qpid.max_count: 10, qpid.flow_stop_count: 11}}\n"
+        "steps:\n  - advance: {seconds: 1}\n"
+    )
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["simulate", str(bad), "--out", str(out)])
+    assert result.exit_code == 2 and "exceeds max_count" in result.output
+    assert not out.exists()
+
+
+def test_cli_simulate_prints_the_summary(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app, ["simulate", "qpid-165-worst-case", "--out", str(tmp_path), "--run-id", "r165"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "payments" in result.output and "165" in result.output
+    assert list(tmp_path.glob("date=*/part-r165-*.parquet"))
+
+
+def test_cli_lists_scenarios() -> None:
+    result = runner.invoke(app, ["scenarios"])
+    assert result.exit_code == 0
+    assert "qpid-165-worst-case" in result.output and "workload" in result.output
