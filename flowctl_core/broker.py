@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,7 @@ MAX_COUNT_KEY = "qpid.max_count"
 MAX_SIZE_KEY = "qpid.max_size"
 POLICY_TYPE_KEY = "qpid.policy_type"
 DEFAULT_EXCHANGE = ""
+ALARM_RESOURCES: tuple[str, ...] = ("memory", "disk")
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,9 @@ class Broker:
             DEFAULT_EXCHANGE: Exchange(DEFAULT_EXCHANGE, "direct")
         }
         self._next_message_id = 0
+        # Resource alarms in force ("memory", "disk") and whoever must react to them.
+        self.alarms: set[str] = set()
+        self.alarm_listeners: list[Callable[[bool], None]] = []
 
     # -- events --------------------------------------------------------------------------------
     def emit(self, event_type: str, fields: dict[str, Any]) -> None:
@@ -75,9 +79,20 @@ class Broker:
         return self._next_message_id
 
     # -- declarations --------------------------------------------------------------------------
-    def declare_queue(self, name: str, arguments: Mapping[str, Any] | None = None) -> Queue:
-        """Declare a queue from Qpid declare arguments (``qpid.max_count``, ``qpid.flow_*``...)."""
+    def declare_queue(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        service_time_us: int = 0,
+    ) -> Queue:
+        """Declare a queue from Qpid declare arguments (``qpid.max_count``, ``qpid.flow_*``...).
+
+        ``service_time_us`` makes the queue confirm each transfer only after processing it.
+        """
         arguments = dict(arguments or {})
+        if service_time_us < 0:
+            raise FlowConfigError(f"queue {name!r}: service_time_us must be >= 0")
         if not name:
             raise FlowConfigError("a queue needs a non-empty name")
         if name in self.queues:
@@ -109,6 +124,7 @@ class Broker:
             max_size=max_size,
             policy=policy,
             thresholds=thresholds,
+            service_time_us=service_time_us,
         )
         self.queues[name] = queue
         self.exchanges[DEFAULT_EXCHANGE].bind(name, name)
@@ -147,6 +163,33 @@ class Broker:
             return self.exchanges[name]
         except KeyError:
             raise FlowConfigError(f"no exchange named {name!r}") from None
+
+    # -- resource alarms ------------------------------------------------------------------------
+    def raise_alarm(self, resource: str) -> None:
+        """A memory or disk alarm: protocol front ends stop reading publishes (seed 004)."""
+        if resource not in ALARM_RESOURCES:
+            raise ValueError(f"unknown alarm resource {resource!r}; one of {ALARM_RESOURCES}")
+        if resource in self.alarms:
+            return
+        was_clear = not self.alarms
+        self.alarms.add(resource)
+        self.emit("alarm_raised", {"detail": json.dumps({"resource": resource})})
+        if was_clear:
+            for listener in list(self.alarm_listeners):
+                listener(True)
+
+    def clear_alarm(self, resource: str) -> None:
+        if resource not in self.alarms:
+            return
+        self.alarms.discard(resource)
+        self.emit("alarm_cleared", {"detail": json.dumps({"resource": resource})})
+        if not self.alarms:
+            for listener in list(self.alarm_listeners):
+                listener(False)
+
+    @property
+    def alarmed(self) -> bool:
+        return bool(self.alarms)
 
     # -- message flow --------------------------------------------------------------------------
     def route(self, exchange: str, routing_key: str) -> list[Queue]:

@@ -95,6 +95,7 @@ class Queue:
         policy: LimitPolicy,
         thresholds: FlowThresholds,
         durable: bool = False,
+        service_time_us: int = 0,
     ) -> None:
         self.broker = broker
         self.name = name
@@ -109,6 +110,11 @@ class Queue:
         # Held messages in arrival order; dict gives O(1) removal for a message dequeued while held.
         self._held: dict[int, Message] = {}
         self.stats = QueueStats()
+        # A queue that confirms slowly (a replicated quorum queue fsyncing on a majority) holds
+        # each transfer until it has been processed, one message at a time, service_time_us each.
+        self.service_time_us = service_time_us
+        self._service_free_at_us = 0
+        self._in_service: deque[tuple[int, Transfer]] = deque()
         # Called after each dequeue so protocol front ends (consumers, credit) can react.
         self.on_space: list[Callable[[Queue], None]] = []
         self.on_message: list[Callable[[Queue], None]] = []
@@ -185,6 +191,8 @@ class Queue:
                 transfer.held_by += 1
                 transfer.was_held = True
                 self._held[message.message_id] = message
+        if self.service_time_us and message.transfer is not None:
+            self._start_service(message.transfer)
         for callback in self.on_message:
             callback(self)
         return EnqueueOutcome.ACCEPTED
@@ -199,6 +207,35 @@ class Queue:
             stats.max_overshoot_bytes = max(
                 stats.max_overshoot_bytes, self.depth_bytes - flow.stop_size
             )
+
+    # -- service time ---------------------------------------------------------------------------
+    def _start_service(self, transfer: Transfer) -> None:
+        """Hold ``transfer`` until this queue has processed it (FIFO, one at a time)."""
+        scheduler = self.broker.scheduler
+        done_us = max(scheduler.now_us, self._service_free_at_us) + self.service_time_us
+        self._service_free_at_us = done_us
+        transfer.held_by += 1
+        self._in_service.append((done_us, transfer))
+        # Completion times only grow, so one timer for the head of the line serves them all.
+        if len(self._in_service) == 1:
+            scheduler.call_at(done_us, self._finish_service)
+
+    def _finish_service(self) -> None:
+        in_service = self._in_service
+        scheduler = self.broker.scheduler
+        now_us = scheduler.now_us
+        while in_service and in_service[0][0] <= now_us:
+            transfer = in_service.popleft()[1]
+            transfer.held_by -= 1
+            if transfer.held_by == 0:
+                self.broker.complete_transfer(transfer)
+        if in_service:
+            scheduler.call_at(in_service[0][0], self._finish_service)
+
+    @property
+    def in_service(self) -> int:
+        """Transfers accepted but not yet processed (unconfirmed by this queue)."""
+        return len(self._in_service)
 
     # -- dequeue -------------------------------------------------------------------------------
     def dequeue(self, consumer_fields: dict[str, Any] | None = None) -> Message | None:

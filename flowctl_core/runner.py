@@ -12,7 +12,19 @@ from flowctl_core.clients import Consumer, Producer
 from flowctl_core.clock import Scheduler, seconds_to_us
 from flowctl_core.events import EventBus, Subscriber
 from flowctl_core.flowlimit import FlowThresholds
-from flowctl_core.scenario import ProducerSpec, Scenario
+from flowctl_core.protocols.amqp091 import Amqp091Connection
+from flowctl_core.protocols.config import (
+    AMQP_10,
+    ConnectionConfig,
+    ConsumerConfig,
+    PublisherConfig,
+    RabbitPolicy,
+)
+from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection
+from flowctl_core.queue import Message
+from flowctl_core.scenario import ConnectionSpec, ProducerSpec, Scenario
+
+ProtocolConnection = Amqp10Connection | Amqp091Connection
 
 ProgressCallback = Callable[[float], None]  # fraction of the run done, 0..1
 
@@ -31,6 +43,7 @@ class RunResult:
     start_us: int
     end_us: int
     drivers: list[RateDriver] = field(default_factory=list)
+    connections: dict[str, ProtocolConnection] = field(default_factory=dict)
 
 
 class RateDriver:
@@ -120,7 +133,14 @@ def build(
         ),
     )
     for queue in scenario.queues:
-        broker.declare_queue(queue.name, queue.arguments)
+        declared = broker.declare_queue(
+            queue.name, queue.arguments, service_time_us=queue.service_time_us
+        )
+        if queue.prefill is not None:
+            for _ in range(queue.prefill.count):
+                # Written before the run by someone else: no transfer to complete.
+                message = Message(broker.next_message_id(), queue.prefill.size, None)
+                declared.enqueue(message, {})
     for exchange in scenario.exchanges:
         broker.declare_exchange(exchange.name, exchange.type)
         for binding in exchange.bindings:
@@ -137,6 +157,49 @@ def build(
         if c.queue in broker.queues
     }
     return broker, producers, consumers
+
+
+def connection_config(spec: ConnectionSpec) -> ConnectionConfig:
+    return ConnectionConfig(
+        name=spec.name,
+        protocol=spec.protocol,
+        publishers=tuple(
+            PublisherConfig(p.name, p.queue, p.size, p.batch, p.initial_delivery_count)
+            for p in spec.publishers
+        ),
+        consumers=tuple(
+            ConsumerConfig(c.name, c.queue, c.credit, c.top_up_below) for c in spec.consumers
+        ),
+        latency_us=spec.latency_us,
+        frame_cost_us=spec.frame_cost_us,
+        socket_buffer_frames=spec.socket_buffer_frames,
+        max_frame_size=spec.max_frame_size,
+        client_incoming_window=spec.client_incoming_window,
+    )
+
+
+def build_connections(scenario: Scenario, broker: Broker) -> dict[str, ProtocolConnection]:
+    policy = RabbitPolicy(**scenario.rabbitmq.model_dump())
+    connections: dict[str, ProtocolConnection] = {}
+    for spec in scenario.connections:
+        config = connection_config(spec)
+        if config.protocol == AMQP_10:
+            connections[spec.name] = Amqp10Connection(broker, config, policy)
+        else:
+            connections[spec.name] = Amqp091Connection(broker, config, policy)
+    return connections
+
+
+def _schedule_alarms(scenario: Scenario, broker: Broker, start_us: int) -> None:
+    scheduler = broker.scheduler
+    for alarm in scenario.alarms:
+        scheduler.call_at(
+            start_us + seconds_to_us(alarm.raise_s), broker.raise_alarm, alarm.resource
+        )
+        if alarm.clear_s is not None:
+            scheduler.call_at(
+                start_us + seconds_to_us(alarm.clear_s), broker.clear_alarm, alarm.resource
+            )
 
 
 def run_scenario(
@@ -160,6 +223,11 @@ def run_scenario(
         if consumer is not None and spec.rate is not None:
             stop_us = None if spec.stop_s is None else start_us + seconds_to_us(spec.stop_s)
             scheduler.call_at(start_us + seconds_to_us(spec.start_s), consumer.start, stop_us)
+
+    connections = build_connections(scenario, broker)
+    for connection in connections.values():
+        scheduler.call_at(start_us, connection.start)
+    _schedule_alarms(scenario, broker, start_us)
 
     drivers: list[RateDriver] = []
     if scenario.kind == "workload":
@@ -189,6 +257,7 @@ def run_scenario(
         start_us=start_us,
         end_us=end_us,
         drivers=drivers,
+        connections=connections,
     )
 
 

@@ -41,9 +41,73 @@ class BrokerSpec(_Strict):
     log_immediate_completions: bool = False
 
 
+class PrefillSpec(_Strict):
+    """Messages already in the queue when the run starts (seed 004 writes one million first)."""
+
+    count: PosInt
+    size: NonNegInt = 1024
+
+
 class QueueSpec(_Strict):
     name: Annotated[str, Field(min_length=1)]
     arguments: dict[str, int | str] = {}
+    service_time_us: NonNegInt = Field(
+        default=0, description="per-message processing before the queue confirms (0: at once)"
+    )
+    prefill: PrefillSpec | None = None
+
+
+class RabbitPolicySpec(_Strict):
+    """RabbitMQ's internal flow-control limits (seed 004; defaults are RabbitMQ's)."""
+
+    max_link_credit: PosInt = 170
+    max_incoming_window: PosInt = 400
+    max_queue_credit: PosInt = 256
+    credit_flow_initial: PosInt = 400
+    credit_flow_more: PosInt = 200
+
+
+class LinkPublisherSpec(_Strict):
+    name: Annotated[str, Field(min_length=1)]
+    queue: str
+    size: NonNegInt = 1024
+    batch: PosInt | None = Field(
+        default=None, description="publish N, wait for their confirms, repeat; omit: flat out"
+    )
+    initial_delivery_count: Annotated[int, Field(ge=0, le=4_294_967_295)] = 0
+
+
+class LinkConsumerSpec(_Strict):
+    name: Annotated[str, Field(min_length=1)]
+    queue: str
+    credit: PosInt = Field(default=200, description="1.0: link credit granted; 0.9.1: prefetch")
+    top_up_below: NonNegInt = Field(default=100, description="1.0: grant again below this")
+
+
+class ConnectionSpec(_Strict):
+    """One client connection with one session (1.0) or channel (0.9.1) and its links."""
+
+    name: Annotated[str, Field(min_length=1)]
+    protocol: Literal["amqp-1.0", "amqp-0-9-1"]
+    latency_us: NonNegInt = 100
+    frame_cost_us: PosInt = 10
+    socket_buffer_frames: PosInt = 200
+    max_frame_size: Annotated[int, Field(ge=512)] = 131_072
+    client_incoming_window: PosInt = 5_000
+    publishers: list[LinkPublisherSpec] = []
+    consumers: list[LinkConsumerSpec] = []
+
+
+class AlarmSpec(_Strict):
+    resource: Literal["memory", "disk"]
+    raise_s: Annotated[float, Field(ge=0)]
+    clear_s: Annotated[float, Field(gt=0)] | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> AlarmSpec:
+        if self.clear_s is not None and self.clear_s <= self.raise_s:
+            raise ValueError(f"clear_s ({self.clear_s}) must be after raise_s ({self.raise_s})")
+        return self
 
 
 class BindingSpec(_Strict):
@@ -161,6 +225,10 @@ class Scenario(_Strict):
     producers: list[ProducerSpec] = []
     consumers: list[ConsumerSpec] = []
     steps: list[Step] = []
+    # Protocol front ends (seed 004): AMQP 1.0 / 0.9.1 client connections, RabbitMQ's policy.
+    connections: list[ConnectionSpec] = []
+    rabbitmq: RabbitPolicySpec = RabbitPolicySpec()
+    alarms: list[AlarmSpec] = []
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
@@ -204,6 +272,7 @@ class Scenario(_Strict):
                 raise ValueError(
                     f"consumer {consumer.name!r} reads unknown queue {consumer.queue!r}"
                 )
+        self._check_connections(queues)
         producers = {p.name for p in self.producers}
         consumers = {c.name for c in self.consumers}
         for index, step in enumerate(self.steps):
@@ -215,6 +284,38 @@ class Scenario(_Strict):
             if action == "set_thresholds" and spec.queue not in queues:
                 raise ValueError(f"steps.{index}.set_thresholds: unknown queue {spec.queue!r}")
         return self
+
+    def _check_connections(self, queues: set[str]) -> None:
+        connection_names = [c.name for c in self.connections]
+        duplicated = sorted({n for n in connection_names if connection_names.count(n) > 1})
+        if duplicated:
+            raise ValueError(f"duplicated connection names: {duplicated}")
+        link_names: list[str] = []
+        for connection in self.connections:
+            links: list[LinkPublisherSpec | LinkConsumerSpec] = [
+                *connection.publishers,
+                *connection.consumers,
+            ]
+            for link in links:
+                link_names.append(link.name)
+                if link.queue not in {q.name for q in self.queues}:
+                    raise ValueError(
+                        f"connection {connection.name!r}: link {link.name!r} uses unknown queue "
+                        f"{link.queue!r} (protocol links need a queue from `queues`)"
+                    )
+            for consumer in connection.consumers:
+                if consumer.top_up_below > consumer.credit:
+                    raise ValueError(
+                        f"consumer {consumer.name!r}: top_up_below ({consumer.top_up_below}) "
+                        f"exceeds credit ({consumer.credit})"
+                    )
+        duplicated = sorted({n for n in link_names if link_names.count(n) > 1})
+        if duplicated:
+            raise ValueError(f"duplicated link names: {duplicated}")
+        if self.connections and self.kind != "workload":
+            raise ValueError("connections run for duration_s: use kind: workload")
+        if self.rabbitmq.credit_flow_more > self.rabbitmq.credit_flow_initial:
+            raise ValueError("rabbitmq.credit_flow_more must not exceed credit_flow_initial")
 
     @property
     def start_us(self) -> int:

@@ -1,0 +1,300 @@
+"""RabbitMQ's AMQP 0.9.1 front end and an AMQP 0.9.1 client, on the virtual clock (seed 004).
+
+There is no link credit in 0.9.1. Publishing is throttled by RabbitMQ's internal credit flow:
+each queue a connection publishes to grants the connection 400 credits and 200 more per 200
+messages it has processed; when a queue's credit runs out the connection's reader is blocked, so
+nothing more is read from the socket: not the publishes to other queues and not the consumer's
+acknowledgements either (seed 004, benefits #3 and #4). Consumers are limited by their prefetch:
+the logged credit of a 0.9.1 consumer is ``prefetch - unacknowledged``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from flowctl_core.protocols.config import (
+    AMQP_091,
+    ConnectionConfig,
+    ConsumerConfig,
+    PublisherApp,
+    PublisherConfig,
+    RabbitPolicy,
+)
+from flowctl_core.protocols.endpoints import LinkIdentity, QueueFedSender
+from flowctl_core.protocols.wire import (
+    AckFrame,
+    ConfirmFrame,
+    ControlFrames,
+    Frame,
+    FrameWriter,
+    TransferFrame,
+    Wire,
+)
+from flowctl_core.queue import Message, Queue, Transfer
+
+if TYPE_CHECKING:
+    from flowctl_core.broker import Broker
+
+ALARM_REASON = "alarm"
+
+
+class CreditFlow:
+    """RabbitMQ's credit flow from one connection to one queue ({initial, more} = {400, 200})."""
+
+    __slots__ = ("credit", "more", "processed_since_grant")
+
+    def __init__(self, initial: int, more: int) -> None:
+        self.credit = initial
+        self.more = more
+        self.processed_since_grant = 0
+
+    @property
+    def blocked(self) -> bool:
+        return self.credit <= 0
+
+    def on_send(self) -> None:
+        self.credit -= 1
+
+    def on_processed(self) -> bool:
+        """Count one processed message; True when it makes the queue grant ``more`` credit."""
+        self.processed_since_grant += 1
+        if self.processed_since_grant < self.more:
+            return False
+        self.processed_since_grant = 0
+        self.credit += self.more
+        return True
+
+
+class ClientPublisher:
+    """A publishing application on the connection's channel: a frame source for the writer."""
+
+    def __init__(self, connection: Amqp091Connection, config: PublisherConfig) -> None:
+        self.connection = connection
+        self.config = config
+        self.app = PublisherApp(config)
+
+    def next_frame(self) -> Frame | None:
+        if not self.app.has_message():
+            return None
+        size = self.app.take()
+        return TransferFrame(self.config.name, self.connection.broker.next_message_id(), size)
+
+    def on_confirm(self) -> None:
+        if self.app.on_confirm():
+            self.connection.writer.wake()
+
+
+class ClientConsumer:
+    """A consuming application: acknowledges each delivery on the same connection."""
+
+    def __init__(self, connection: Amqp091Connection, config: ConsumerConfig) -> None:
+        self.connection = connection
+        self.config = config
+        self.received = 0
+
+    def on_delivery(self) -> None:
+        self.received += 1
+        self.connection.client_control.push(AckFrame(self.config.name))
+        self.connection.writer.wake()
+
+
+class BrokerConsumer(QueueFedSender):
+    """basic.consume with a prefetch: at most ``prefetch`` unacknowledged deliveries."""
+
+    def __init__(self, connection: BrokerConnection, config: ConsumerConfig, queue: Queue) -> None:
+        identity = LinkIdentity(
+            connection.broker,
+            link=config.name,
+            role="consumer",
+            protocol=AMQP_091,
+            session=connection.channel,
+            connection=connection.name,
+            queue=queue.name,
+        )
+        super().__init__(identity, queue)
+        self.connection = connection
+        self.prefetch = config.credit
+        self.unacked = 0
+
+    def link_state(self) -> tuple[int, int | None]:
+        return self.prefetch - self.unacked, None
+
+    def may_take(self) -> bool:
+        return self.unacked < self.prefetch
+
+    def deliver(self, message: Message) -> None:
+        self.unacked += 1
+        self.connection.to_client.write(
+            TransferFrame(self.identity.name, message.message_id, message.size)
+        )
+        self.emit_transfer(message)
+
+    def on_ack(self, count: int) -> None:
+        self.unacked -= count
+        self.emit_flow({"origin": "receiver", "frame": "basic.ack", "count": count})
+        self.pump()
+
+
+class BrokerConnection:
+    """The broker's side of one 0.9.1 connection: its reader, credit flows and consumers."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        config: ConnectionConfig,
+        policy: RabbitPolicy,
+        from_client: Wire,
+        to_client: Wire,
+    ) -> None:
+        self.broker = broker
+        self.config = config
+        self.policy = policy
+        self.name = config.name
+        self.channel = config.session
+        self.from_client = from_client
+        self.to_client = to_client
+        self.block_reasons: set[str] = set()
+        self.blocked_count = 0
+        self.consumers: dict[str, BrokerConsumer] = {}
+        self.publishers = {p.name: p for p in config.publishers}
+        self.accepted: dict[str, int] = dict.fromkeys(self.publishers, 0)
+        self.credit_flows = {
+            p.queue: CreditFlow(policy.credit_flow_initial, policy.credit_flow_more)
+            for p in config.publishers
+        }
+        self._publisher_fields = {
+            p.name: {
+                "link": p.name,
+                "link_role": "publisher",
+                "protocol": AMQP_091,
+                "session": self.channel,
+                "connection": self.name,
+            }
+            for p in config.publishers
+        }
+        self._destinations = {p.name: broker.route("", p.queue) for p in config.publishers}
+        if config.publishers:
+            # Only publishing connections are blocked by an alarm (seed 004: "AMQP 0.9.1
+            # clients must use separate connections for publishing and consuming").
+            broker.alarm_listeners.append(self._on_alarm)
+
+    def read(self, frame: Frame) -> None:
+        if isinstance(frame, TransferFrame):
+            self._on_publish(frame)
+        elif isinstance(frame, AckFrame):
+            self.consumers[frame.link].on_ack(frame.count)
+
+    def _on_publish(self, frame: TransferFrame) -> None:
+        publisher = self.publishers[frame.link]
+        self.accepted[frame.link] += 1
+        transfer = Transfer(
+            frame.message_id,
+            frame.size_bytes,
+            frame.link,
+            None,
+            self.broker.scheduler.now_us,
+            self._on_processed,
+        )
+        destinations = self._destinations[frame.link]
+        self.broker.publish(transfer, destinations, self._publisher_fields[frame.link])
+        credit_flow = self.credit_flows[publisher.queue]
+        credit_flow.on_send()
+        if credit_flow.blocked:
+            self.block(f"credit_flow:{publisher.queue}")
+
+    def _on_processed(self, transfer: Transfer) -> None:
+        assert transfer.sender is not None
+        publisher = self.publishers[transfer.sender]
+        if publisher.batch is not None:
+            self.to_client.write(ConfirmFrame(publisher.name, transfer.message_id))
+        credit_flow = self.credit_flows[publisher.queue]
+        if credit_flow.on_processed() and not credit_flow.blocked:
+            self.unblock(f"credit_flow:{publisher.queue}")
+
+    def block(self, reason: str) -> None:
+        """Stop reading the socket: the whole connection stalls, whatever the frame is for."""
+        if reason in self.block_reasons:
+            return
+        self.block_reasons.add(reason)
+        if len(self.block_reasons) == 1:
+            self.blocked_count += 1
+            self.from_client.pause()
+            self._emit("connection_blocked", reason)
+
+    def unblock(self, reason: str) -> None:
+        if reason not in self.block_reasons:
+            return
+        self.block_reasons.discard(reason)
+        if not self.block_reasons:
+            self.from_client.resume()
+            self._emit("connection_unblocked", reason)
+
+    def _emit(self, event_type: str, reason: str) -> None:
+        fields: dict[str, Any] = {
+            "connection": self.name,
+            "session": self.channel,
+            "protocol": AMQP_091,
+            "detail": json.dumps({"reason": reason, "blocked_count": self.blocked_count}),
+        }
+        if reason.startswith("credit_flow:"):
+            fields["queue"] = reason.removeprefix("credit_flow:")
+        self.broker.emit(event_type, fields)
+
+    def _on_alarm(self, alarmed: bool) -> None:
+        if alarmed:
+            self.block(ALARM_REASON)
+        else:
+            self.unblock(ALARM_REASON)
+
+
+class Amqp091Connection:
+    """A client with one AMQP 0.9.1 connection and channel, and the broker side serving it."""
+
+    def __init__(
+        self, broker: Broker, config: ConnectionConfig, policy: RabbitPolicy | None = None
+    ) -> None:
+        if config.protocol != AMQP_091:
+            raise ValueError(f"connection {config.name!r} is not {AMQP_091}")
+        self.broker = broker
+        self.config = config
+        self.policy = policy or RabbitPolicy()
+        scheduler = broker.scheduler
+        self.to_broker = Wire(scheduler, config.latency_us, config.socket_buffer_frames)
+        self.to_client = Wire(scheduler, config.latency_us)
+        self.writer = FrameWriter(scheduler, self.to_broker, config.frame_cost_us)
+        self.client_control = ControlFrames()
+        self.server = BrokerConnection(broker, config, self.policy, self.to_broker, self.to_client)
+        self.publishers = {p.name: ClientPublisher(self, p) for p in config.publishers}
+        self.consumers = {c.name: ClientConsumer(self, c) for c in config.consumers}
+        self.to_broker.reader = self.server.read
+        self.to_client.reader = self._client_read
+
+    def start(self) -> None:
+        """basic.consume every consumer; the publishers start publishing."""
+        for name, consumer in self.consumers.items():
+            queue = self.broker.queue(consumer.config.queue)
+            broker_consumer = BrokerConsumer(self.server, consumer.config, queue)
+            self.server.consumers[name] = broker_consumer
+            broker_consumer.emit_flow({"origin": "sender", "reason": "basic.consume"})
+            broker_consumer.schedule_pump()
+        # Acks share the socket with publishes, in the order the client writes them.
+        self.writer.add_source(self.client_control)
+        for publisher in self.publishers.values():
+            self.writer.add_source(publisher)
+
+    def _client_read(self, frame: Frame) -> None:
+        if isinstance(frame, TransferFrame):
+            self.consumers[frame.link].on_delivery()
+        elif isinstance(frame, ConfirmFrame):
+            self.publishers[frame.link].on_confirm()
+
+    @property
+    def blocked_count(self) -> int:
+        return self.server.blocked_count
+
+    def sent(self) -> dict[str, int]:
+        return {name: p.app.sent for name, p in self.publishers.items()}
+
+    def received(self) -> dict[str, int]:
+        return {name: c.received for name, c in self.consumers.items()}

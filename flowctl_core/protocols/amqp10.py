@@ -1,0 +1,292 @@
+"""AMQP 1.0 link and session flow control as pure state machines (seeds 002/004).
+
+Nothing here knows about clocks, queues or events: an endpoint is updated by the frames it sends
+and receives, and returns the frames it has to send. :mod:`flowctl_core.protocols.rabbitmq` wires
+the endpoints to the broker, the virtual clock and the event log.
+
+Link flow control (AMQP 1.0 §2.6.7): the receiver *sets* link-credit; the sender owns
+delivery-count and available. Session flow control (§2.5.6) counts transfer frames against the
+peer's incoming-window, using next-incoming-id / next-outgoing-id to account for frames in flight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flowctl_core.protocols.serial import SERIAL_MAX, serial_add, serial_diff
+
+LINK_TRANSFER_LIMIT_EXCEEDED = "amqp:link:transfer-limit-exceeded"
+SESSION_WINDOW_VIOLATION = "amqp:session:window-violation"
+INVALID_FIELD = "amqp:invalid-field"
+#: The spec's MIN-MAX-FRAME-SIZE: no peer may negotiate a smaller max-frame-size.
+MIN_MAX_FRAME_SIZE = 512
+
+
+class ProtocolError(Exception):
+    """A peer broke a flow-control rule; ``condition`` is the AMQP error condition."""
+
+    def __init__(self, condition: str, description: str) -> None:
+        super().__init__(f"{condition}: {description}")
+        self.condition = condition
+        self.description = description
+
+
+def _check_uint(name: str, value: int) -> None:
+    if not 0 <= value <= SERIAL_MAX:
+        raise ProtocolError(INVALID_FIELD, f"{name} must be a uint (0..{SERIAL_MAX}), got {value}")
+
+
+@dataclass(frozen=True, slots=True)
+class LinkFlow:
+    """The link fields of a flow frame."""
+
+    link_credit: int
+    # None from a receiver that has not seen the sender's attach yet (spec: use the
+    # initial-delivery-count in that case).
+    delivery_count: int | None
+    available: int = 0
+    drain: bool = False
+    echo: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFlow:
+    """The session fields of a flow frame (and of begin, where next_incoming_id is None)."""
+
+    next_incoming_id: int | None
+    incoming_window: int
+    next_outgoing_id: int
+    outgoing_window: int
+
+
+class SenderLink:
+    """The sending end of a link: owns delivery-count and available; credit comes from flows."""
+
+    __slots__ = ("available", "credit", "delivery_count", "drain", "initial_delivery_count", "name")
+
+    def __init__(self, name: str, initial_delivery_count: int = 0) -> None:
+        _check_uint("initial-delivery-count", initial_delivery_count)
+        self.name = name
+        # Sent in the attach frame; any value will do (seed 004: "0, 10, or 4,294,967,295").
+        self.initial_delivery_count = initial_delivery_count
+        self.delivery_count = initial_delivery_count
+        self.credit = 0  # no transfer before the receiver's first flow
+        self.available = 0
+        self.drain = False
+
+    def on_flow(self, flow: LinkFlow) -> LinkFlow | None:
+        """Apply the receiver's flow; returns the state to send back when ``echo`` asks for it.
+
+        link-credit(snd) := delivery-count(rcv) + link-credit(rcv) - delivery-count(snd), computed
+        as link-credit(rcv) minus the transfers still in flight towards the receiver. The
+        subtraction is done on the serial *distance*, so a delivery-count that wrapped past
+        4,294,967,295 gives the same credit as one that did not.
+        """
+        _check_uint("link-credit", flow.link_credit)
+        receiver_count = (
+            self.initial_delivery_count if flow.delivery_count is None else flow.delivery_count
+        )
+        in_flight = serial_diff(self.delivery_count, receiver_count)
+        if in_flight < 0:
+            raise ProtocolError(
+                INVALID_FIELD,
+                f"link {self.name!r}: receiver delivery-count {receiver_count} is ahead of the "
+                f"sender's {self.delivery_count}",
+            )
+        # More transfers in flight than the new credit: the receiver lowered its credit; the
+        # sender simply has none left (credit is a uint, never negative).
+        self.credit = max(0, flow.link_credit - in_flight)
+        self.drain = flow.drain
+        return self.state() if flow.echo else None
+
+    def send_transfer(self) -> None:
+        """Account for one message sent; without credit that is a protocol error."""
+        if self.credit == 0:
+            raise ProtocolError(
+                LINK_TRANSFER_LIMIT_EXCEEDED, f"link {self.name!r}: transfer without link credit"
+            )
+        self.credit -= 1
+        self.delivery_count = serial_add(self.delivery_count, 1)
+
+    def finish_drain(self) -> LinkFlow | None:
+        """After sending what it has, a draining sender uses up the rest of its credit.
+
+        Seed 004: "Advance the delivery-count by the remaining link-credit. Set link-credit to 0.
+        Send a flow frame to the receiver." Returns that flow, or None when there is nothing to do.
+        """
+        if not self.drain or self.credit == 0:
+            return None
+        self.delivery_count = serial_add(self.delivery_count, self.credit)
+        self.credit = 0
+        return self.state()
+
+    def state(self) -> LinkFlow:
+        return LinkFlow(self.credit, self.delivery_count, self.available, self.drain)
+
+
+class ReceiverLink:
+    """The receiving end of a link: it alone decides the link credit."""
+
+    __slots__ = ("available", "credit", "delivery_count", "drain", "name")
+
+    def __init__(self, name: str, initial_delivery_count: int) -> None:
+        _check_uint("initial-delivery-count", initial_delivery_count)
+        self.name = name
+        self.delivery_count = initial_delivery_count  # learned from the sender's attach
+        self.credit = 0
+        self.available = 0
+        self.drain = False
+
+    def grant(self, link_credit: int, *, drain: bool = False, echo: bool = False) -> LinkFlow:
+        """Set the credit to ``link_credit``: seed 004, "Granting link credit is not cumulative"."""
+        _check_uint("link-credit", link_credit)
+        self.credit = link_credit
+        self.drain = drain
+        return LinkFlow(link_credit, self.delivery_count, self.available, drain, echo)
+
+    def on_transfer(self) -> None:
+        if self.credit == 0:
+            raise ProtocolError(
+                LINK_TRANSFER_LIMIT_EXCEEDED,
+                f"link {self.name!r}: transfer received without link credit",
+            )
+        self.credit -= 1
+        self.delivery_count = serial_add(self.delivery_count, 1)
+
+    def on_flow(self, flow: LinkFlow) -> None:
+        """Apply the sender's state: a drain advanced delivery-count without transfers.
+
+        Frames on a session arrive in order, so every transfer sent before this flow has been
+        counted already; any further advance of delivery-count is credit the sender gave up.
+        """
+        if flow.delivery_count is None:
+            raise ProtocolError(INVALID_FIELD, f"link {self.name!r}: sender flow without count")
+        advanced = serial_diff(flow.delivery_count, self.delivery_count)
+        self.credit = max(0, self.credit - max(0, advanced))
+        self.delivery_count = flow.delivery_count
+        self.available = flow.available
+
+
+def transfer_frames(size_bytes: int, max_frame_size: int) -> int:
+    """Transfer frames needed for one message: a large message is split across several frames.
+
+    ``max_frame_size`` is taken as the payload per frame; frame and performative headers are not
+    modelled. Even an empty message needs one frame.
+    """
+    if max_frame_size < MIN_MAX_FRAME_SIZE:
+        raise ValueError(f"max_frame_size must be >= {MIN_MAX_FRAME_SIZE}, got {max_frame_size}")
+    return max(1, -(-size_bytes // max_frame_size))
+
+
+class SessionEndpoint:
+    """One end of a session: windows counted in transfer frames (AMQP 1.0 §2.5.6)."""
+
+    __slots__ = (
+        "incoming_window",
+        "initial_outgoing_id",
+        "name",
+        "next_incoming_id",
+        "next_outgoing_id",
+        "outgoing_window",
+        "remote_incoming_window",
+        "remote_outgoing_window",
+        "shrink_allowance",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        incoming_window: int,
+        outgoing_window: int = SERIAL_MAX,
+        initial_outgoing_id: int = 0,
+    ) -> None:
+        _check_uint("incoming-window", incoming_window)
+        _check_uint("outgoing-window", outgoing_window)
+        self.name = name
+        self.incoming_window = incoming_window
+        self.outgoing_window = outgoing_window
+        self.initial_outgoing_id = initial_outgoing_id
+        self.next_outgoing_id = initial_outgoing_id
+        self.next_incoming_id: int | None = None  # the peer's next-outgoing-id, from its begin
+        self.remote_incoming_window = 0  # nothing may be sent before the peer's begin
+        self.remote_outgoing_window = 0
+        # Frames the peer may still send under a window we have since shrunk (see
+        # set_incoming_window): they were legal when sent, so they are no violation.
+        self.shrink_allowance = 0
+
+    def begin(self) -> SessionFlow:
+        return SessionFlow(None, self.incoming_window, self.next_outgoing_id, self.outgoing_window)
+
+    def on_begin(self, peer: SessionFlow) -> None:
+        self.next_incoming_id = peer.next_outgoing_id
+        self.remote_incoming_window = peer.incoming_window
+        self.remote_outgoing_window = peer.outgoing_window
+
+    def state(self) -> SessionFlow:
+        return SessionFlow(
+            self.next_incoming_id,
+            self.incoming_window,
+            self.next_outgoing_id,
+            self.outgoing_window,
+        )
+
+    def on_flow(self, peer: SessionFlow) -> None:
+        """Apply the peer's session state (AMQP 1.0 §2.5.6).
+
+        remote-incoming-window := next-incoming-id(flow) + incoming-window(flow) - next-outgoing-id;
+        as for link credit, the frames we sent that the peer had not yet counted are subtracted.
+        """
+        peer_next_incoming = (
+            self.initial_outgoing_id if peer.next_incoming_id is None else peer.next_incoming_id
+        )
+        unseen_by_peer = serial_diff(self.next_outgoing_id, peer_next_incoming)
+        self.remote_incoming_window = max(0, peer.incoming_window - unseen_by_peer)
+        if self.next_incoming_id is not None:
+            unseen_by_us = serial_diff(peer.next_outgoing_id, self.next_incoming_id)
+            self.remote_outgoing_window = max(0, peer.outgoing_window + unseen_by_us)
+
+    def can_send(self, frames: int = 1) -> bool:
+        return self.remote_incoming_window >= frames
+
+    def send_frame(self) -> int:
+        """Account for one outgoing transfer frame; returns its transfer-id."""
+        if self.remote_incoming_window == 0:
+            raise ProtocolError(
+                SESSION_WINDOW_VIOLATION, f"session {self.name!r}: peer's incoming window is 0"
+            )
+        transfer_id = self.next_outgoing_id
+        self.next_outgoing_id = serial_add(transfer_id, 1)
+        self.remote_incoming_window -= 1
+        return transfer_id
+
+    def receive_frame(self) -> None:
+        """Account for one incoming transfer frame; a frame beyond our window is a violation."""
+        if self.next_incoming_id is None:
+            raise ProtocolError(SESSION_WINDOW_VIOLATION, f"session {self.name!r}: not begun")
+        if self.incoming_window:
+            self.incoming_window -= 1
+        elif self.shrink_allowance:
+            self.shrink_allowance -= 1
+        else:
+            raise ProtocolError(
+                SESSION_WINDOW_VIOLATION,
+                f"session {self.name!r}: transfer frame beyond the incoming window",
+            )
+        self.next_incoming_id = serial_add(self.next_incoming_id, 1)
+        if self.remote_outgoing_window:
+            self.remote_outgoing_window -= 1
+
+    def set_incoming_window(self, frames: int) -> SessionFlow:
+        """Announce a new window; returns the flow that carries it.
+
+        Shrinking (a broker closing the window on an alarm) cannot recall frames the peer already
+        sent under the old window, so those stay acceptable until the peer has seen the flow.
+        """
+        _check_uint("incoming-window", frames)
+        if frames < self.incoming_window:
+            self.shrink_allowance += self.incoming_window - frames
+        else:
+            self.shrink_allowance = 0
+        self.incoming_window = frames
+        return self.state()

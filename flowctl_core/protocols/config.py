@@ -1,0 +1,163 @@
+"""Configuration of protocol clients and of RabbitMQ's flow-control policies (seed 004)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+AMQP_10 = "amqp-1.0"
+AMQP_091 = "amqp-0-9-1"
+
+
+@dataclass(frozen=True)
+class RabbitPolicy:
+    """RabbitMQ's internal limits; seed 004 names each as configurable in advanced.config."""
+
+    max_link_credit: int = 170  # rabbit.max_link_credit: credit granted to a publisher link
+    max_incoming_window: int = 400  # rabbit.max_incoming_window: session window, in frames
+    max_queue_credit: int = 256  # rabbit.max_queue_credit: credit a queue sees per consumer
+    # AMQP 0.9.1 internal credit flow between a connection and a queue: a sender starts with 400
+    # credits and the queue grants 200 more after processing 200 messages.
+    credit_flow_initial: int = 400
+    credit_flow_more: int = 200
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_link_credit",
+            "max_incoming_window",
+            "max_queue_credit",
+            "credit_flow_initial",
+            "credit_flow_more",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"RabbitMQ policy {name} must be >= 1")
+        if self.credit_flow_more > self.credit_flow_initial:
+            raise ValueError("credit_flow_more must not exceed credit_flow_initial")
+
+
+def publisher_credit_due(credit: int, unconfirmed: int, max_link_credit: int) -> bool:
+    """Seed 004: grant 170 again "when the remaining link credit falls below half (i.e. 85) and
+    the number of unconfirmed messages is less than 170"."""
+    return credit <= max_link_credit // 2 and unconfirmed < max_link_credit
+
+
+def incoming_window_due(incoming_window: int, max_incoming_window: int) -> bool:
+    """Seed 004: "Whenever the RabbitMQ session process has processed half of that number (200
+    transfer frames), RabbitMQ expands this window ... incoming_window = 400"."""
+    return incoming_window <= max_incoming_window // 2
+
+
+@dataclass(frozen=True)
+class PublisherConfig:
+    """A publishing application on one link (1.0) or channel (0.9.1), to one queue.
+
+    ``batch`` None publishes as fast as the link allows (seed 004's two_senders); a batch of N
+    publishes N messages and waits until all N are confirmed before the next batch
+    (one_sender_one_receiver: "batches of 10,000 messages").
+    """
+
+    name: str
+    queue: str
+    size_bytes: int = 1024
+    batch: int | None = None
+    initial_delivery_count: int = 0
+
+    def __post_init__(self) -> None:
+        if self.size_bytes < 0:
+            raise ValueError(f"publisher {self.name!r}: size_bytes must be >= 0")
+        if self.batch is not None and self.batch < 1:
+            raise ValueError(f"publisher {self.name!r}: batch must be >= 1")
+
+
+@dataclass(frozen=True)
+class ConsumerConfig:
+    """A consuming application that acknowledges every message.
+
+    AMQP 1.0: grants ``credit`` and grants it again whenever the remaining credit falls below
+    ``top_up_below`` (seed 004's suggestion: 200 / 100). AMQP 0.9.1: ``credit`` is the prefetch.
+    """
+
+    name: str
+    queue: str
+    credit: int = 200
+    top_up_below: int = 100
+
+    def __post_init__(self) -> None:
+        if self.credit < 1:
+            raise ValueError(f"consumer {self.name!r}: credit must be >= 1")
+        if not 0 <= self.top_up_below <= self.credit:
+            raise ValueError(f"consumer {self.name!r}: top_up_below must be within 0..credit")
+
+    def top_up_due(self, remaining_credit: int) -> bool:
+        return remaining_credit < self.top_up_below
+
+
+@dataclass(frozen=True)
+class ConnectionConfig:
+    """One client connection (with one session / channel) and the links on it."""
+
+    name: str
+    protocol: str
+    publishers: tuple[PublisherConfig, ...] = ()
+    consumers: tuple[ConsumerConfig, ...] = ()
+    latency_us: int = 100  # one way, both directions
+    frame_cost_us: int = 10  # the client's cost of writing one frame
+    socket_buffer_frames: int = 200  # unread client->broker frames before the client waits
+    max_frame_size: int = 131_072
+    client_incoming_window: int = 5_000  # the client session's window, reopened at half
+
+    def __post_init__(self) -> None:
+        if self.protocol not in (AMQP_10, AMQP_091):
+            raise ValueError(f"connection {self.name!r}: protocol must be {AMQP_10} or {AMQP_091}")
+        names = [p.name for p in self.publishers] + [c.name for c in self.consumers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"connection {self.name!r}: link names must be unique")
+        if self.client_incoming_window < 1:
+            raise ValueError(f"connection {self.name!r}: client_incoming_window must be >= 1")
+
+    @property
+    def session(self) -> str:
+        return f"{self.name}/session-1" if self.protocol == AMQP_10 else f"{self.name}/channel-1"
+
+
+class PublisherApp:
+    """What the application has ready to send; ``available`` is what the link reports."""
+
+    __slots__ = ("batch_left", "config", "confirmed", "sent", "unconfirmed_in_batch")
+
+    def __init__(self, config: PublisherConfig) -> None:
+        self.config = config
+        self.sent = 0
+        self.confirmed = 0
+        self.batch_left = config.batch or 0
+        self.unconfirmed_in_batch = 0
+
+    @property
+    def available(self) -> int:
+        # A flat-out publisher always has its next message in hand: one.
+        return 1 if self.config.batch is None else self.batch_left
+
+    def has_message(self) -> bool:
+        return self.config.batch is None or self.batch_left > 0
+
+    def take(self) -> int:
+        """The size of the next message, now sent."""
+        self.sent += 1
+        if self.config.batch is not None:
+            self.batch_left -= 1
+            self.unconfirmed_in_batch += 1
+        return self.config.size_bytes
+
+    def on_confirm(self) -> bool:
+        """Count one confirm; True when it completes a batch and the next one starts."""
+        self.confirmed += 1
+        if self.config.batch is None:
+            return False
+        self.unconfirmed_in_batch -= 1
+        if self.batch_left == 0 and self.unconfirmed_in_batch == 0:
+            self.batch_left = self.config.batch
+            return True
+        return False
+
+    @property
+    def wants_confirms(self) -> bool:
+        return self.config.batch is not None

@@ -1,0 +1,513 @@
+"""RabbitMQ's AMQP 1.0 front end and an AMQP 1.0 client, on the virtual clock (seed 004).
+
+One :class:`Amqp10Connection` is a client connection with one session, its links, and the
+RabbitMQ session process serving it. Publisher links are logged from the client's (sending) end,
+consumer links from the broker's (sending) end: the sender's credit and available are what the
+starvation metric needs (DESIGN.md §4: "the sending side has work and no credit").
+
+RabbitMQ policies applied here (all in :class:`~flowctl_core.protocols.config.RabbitPolicy`):
+170 credits to a publisher, topped up when credit <= 85 and fewer than 170 unconfirmed; a session
+incoming window of 400 frames re-opened at 200; at most 256 credits per consumer handed to the
+queue; a memory or disk alarm closes the incoming window (publishers stop, consumers go on).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from flowctl_core.protocols.amqp10 import (
+    LinkFlow,
+    ProtocolError,
+    ReceiverLink,
+    SenderLink,
+    SessionEndpoint,
+    transfer_frames,
+)
+from flowctl_core.protocols.config import (
+    AMQP_10,
+    ConnectionConfig,
+    ConsumerConfig,
+    PublisherApp,
+    PublisherConfig,
+    RabbitPolicy,
+    incoming_window_due,
+    publisher_credit_due,
+)
+from flowctl_core.protocols.endpoints import LinkIdentity, QueueFedSender
+from flowctl_core.protocols.wire import (
+    AckFrame,
+    ConfirmFrame,
+    ControlFrames,
+    FlowFrame,
+    Frame,
+    FrameWriter,
+    TransferFrame,
+    Wire,
+)
+from flowctl_core.queue import Message, Queue, Transfer
+
+if TYPE_CHECKING:
+    from flowctl_core.broker import Broker
+
+
+def _flow_detail(flow: LinkFlow, origin: str) -> dict[str, Any]:
+    return {
+        "origin": origin,
+        "link_credit": flow.link_credit,
+        "drain": flow.drain,
+        "echo": flow.echo,
+    }
+
+
+# -- client side -------------------------------------------------------------------------------
+class ClientPublisherLink:
+    """A publishing application on a sender link; a frame source for the client's writer."""
+
+    def __init__(self, connection: Amqp10Connection, config: PublisherConfig) -> None:
+        self.connection = connection
+        self.config = config
+        self.link = SenderLink(config.name, config.initial_delivery_count)
+        self.app = PublisherApp(config)
+        self.link.available = self.app.available
+        self.identity = LinkIdentity(
+            connection.broker,
+            link=config.name,
+            role="publisher",
+            protocol=AMQP_10,
+            session=connection.config.session,
+            connection=connection.config.name,
+            queue=config.queue,
+        )
+        self._frames_left = 0  # further frames of a message split by max-frame-size
+        self._current: TransferFrame | None = None
+
+    def emit(self, event_type: str, detail: dict[str, Any] | None = None, **extra: Any) -> None:
+        link = self.link
+        self.identity.emit(
+            event_type,
+            credit=link.credit,
+            delivery_count=link.delivery_count,
+            available=link.available,
+            detail=detail,
+            **extra,
+        )
+
+    def next_frame(self) -> Frame | None:
+        session = self.connection.client_session
+        if self._frames_left:
+            if not session.can_send():
+                return None
+            session.send_frame()
+            self._frames_left -= 1
+            assert self._current is not None
+            return TransferFrame(
+                self.config.name,
+                self._current.message_id,
+                self._current.size_bytes,
+                self._frames_left == 0,
+            )
+        link = self.link
+        if not link.credit or not self.app.has_message() or not session.can_send():
+            return None
+        size = self.app.take()
+        link.send_transfer()
+        link.available = self.app.available
+        session.send_frame()
+        message_id = self.connection.broker.next_message_id()
+        frames = transfer_frames(size, self.connection.config.max_frame_size)
+        self._frames_left = frames - 1
+        self.emit("transfer", message_id=message_id, size_bytes=size)
+        frame = TransferFrame(self.config.name, message_id, size, frames == 1)
+        self._current = frame
+        return frame
+
+    def on_flow(self, flow: LinkFlow) -> None:
+        reply = self.link.on_flow(flow)
+        self.emit("flow", _flow_detail(flow, "receiver"))
+        if reply is not None:
+            self.connection.client_control.push(
+                FlowFrame(self.config.name, reply, self.connection.client_session.state())
+            )
+        self.connection.writer.wake()
+
+    def on_confirm(self) -> None:
+        if self.app.on_confirm():
+            self.link.available = self.app.available
+            self.emit("flow", {"origin": "sender", "reason": "available"})
+            self.connection.writer.wake()
+
+
+class ClientConsumerLink:
+    """A consuming application on a receiver link: acks each message, tops credit up."""
+
+    def __init__(self, connection: Amqp10Connection, config: ConsumerConfig) -> None:
+        self.connection = connection
+        self.config = config
+        self.link = ReceiverLink(config.name, initial_delivery_count=0)
+        self.received = 0
+
+    def attach(self) -> None:
+        self.grant(self.config.credit)
+
+    def grant(self, credit: int, *, drain: bool = False, echo: bool = False) -> None:
+        connection = self.connection
+        flow = self.link.grant(credit, drain=drain, echo=echo)
+        connection.client_control.push(
+            FlowFrame(self.config.name, flow, connection.client_session.state())
+        )
+        connection.writer.wake()
+
+    def on_transfer(self, frame: TransferFrame) -> None:
+        if not frame.final:
+            return
+        self.link.on_transfer()
+        self.received += 1
+        self.connection.client_control.push(AckFrame(self.config.name))
+        if self.config.top_up_due(self.link.credit):
+            self.grant(self.config.credit)
+        else:
+            self.connection.writer.wake()
+
+    def on_flow(self, flow: LinkFlow) -> None:
+        self.link.on_flow(flow)
+
+
+# -- broker side -------------------------------------------------------------------------------
+class BrokerPublisherLink:
+    """RabbitMQ's receiving end of a publisher link: routes, counts unconfirmed, grants credit."""
+
+    def __init__(self, session: ServerSession, config: PublisherConfig) -> None:
+        self.session = session
+        self.config = config
+        self.broker = session.broker
+        self.link = ReceiverLink(config.name, config.initial_delivery_count)
+        self.unconfirmed = 0
+        self.accepted = 0
+        self.wants_confirms = config.batch is not None
+        self.detached: str | None = None  # the error condition, once detached
+        self._destinations = self.broker.route("", config.queue)
+        self._fields: dict[str, Any] = {
+            "link": config.name,
+            "link_role": "publisher",
+            "protocol": AMQP_10,
+            "session": session.name,
+            "connection": session.connection_name,
+            "capacity": session.policy.max_link_credit,
+        }
+
+    def attach(self) -> None:
+        self._grant()
+
+    def on_message(self, frame: TransferFrame) -> None:
+        if self.detached is not None:
+            return
+        try:
+            self.link.on_transfer()
+        except ProtocolError as error:
+            self.detach(error)
+            return
+        self.unconfirmed += 1
+        self.accepted += 1
+        transfer = Transfer(
+            frame.message_id,
+            frame.size_bytes,
+            self.config.name,
+            self.session.policy.max_link_credit,
+            self.broker.scheduler.now_us,
+            self._on_confirm,
+        )
+        fields = dict(self._fields)
+        fields["outstanding"] = self.unconfirmed
+        self.broker.publish(transfer, self._destinations, fields)
+        self._maybe_grant()
+
+    def _on_confirm(self, transfer: Transfer) -> None:
+        # Publisher confirms are always on between the session and its target queues (seed 004).
+        self.unconfirmed -= 1
+        if self.wants_confirms:
+            self.session.send(ConfirmFrame(self.config.name, transfer.message_id))
+        self._maybe_grant()
+
+    def _maybe_grant(self) -> None:
+        if self.detached is None and publisher_credit_due(
+            self.link.credit, self.unconfirmed, self.session.policy.max_link_credit
+        ):
+            self._grant()
+
+    def _grant(self) -> None:
+        flow = self.link.grant(self.session.policy.max_link_credit)
+        self.session.send(FlowFrame(self.config.name, flow, self.session.endpoint.state()))
+
+    def detach(self, error: ProtocolError) -> None:
+        self.detached = error.condition
+        self.broker.emit(
+            "link_detached",
+            dict(
+                self._fields,
+                credit=self.link.credit,
+                delivery_count=self.link.delivery_count,
+                detail=json.dumps({"error": error.condition}),
+            ),
+        )
+
+
+class BrokerConsumerLink(QueueFedSender):
+    """RabbitMQ's sending end of a consumer link, fed by its queue through the 256-credit cap."""
+
+    def __init__(self, session: ServerSession, config: ConsumerConfig, queue: Queue) -> None:
+        identity = LinkIdentity(
+            session.broker,
+            link=config.name,
+            role="consumer",
+            protocol=AMQP_10,
+            session=session.name,
+            connection=session.connection_name,
+            queue=queue.name,
+        )
+        super().__init__(identity, queue)
+        self.session = session
+        self.config = config
+        self.link = SenderLink(config.name)
+        # Credit the session has handed to the queue; messages the queue sent to the session
+        # that are not yet forwarded to the client wait in `buffered`.
+        self.queue_credit = 0
+        self.buffered: deque[Message] = deque()
+
+    def link_state(self) -> tuple[int, int | None]:
+        return self.link.credit, self.link.delivery_count
+
+    def may_take(self) -> bool:
+        return self.queue_credit > 0
+
+    def on_flow(self, flow: LinkFlow) -> None:
+        reply = self.link.on_flow(flow)
+        self.emit_flow(_flow_detail(flow, "receiver"))
+        if reply is not None:
+            self.session.send(FlowFrame(self.config.name, reply, self.session.endpoint.state()))
+        self._grant_queue_credit()
+        self.forward()
+        self.pump()
+
+    def _grant_queue_credit(self) -> None:
+        """Seed 004: "the queue will only ever see up to 256 credits for a given consumer"; the
+        next batch is granted once the previous one has been sent out to the client."""
+        if self.queue_credit == 0 and not self.buffered:
+            self.queue_credit = min(self.link.credit, self.session.policy.max_queue_credit)
+
+    def deliver(self, message: Message) -> None:
+        self.queue_credit -= 1
+        self.buffered.append(message)
+        self.forward()
+
+    def forward(self) -> None:
+        """Send buffered messages while link credit and the client's session window allow."""
+        buffered, link, endpoint = self.buffered, self.link, self.session.endpoint
+        max_frame_size = self.session.max_frame_size
+        while buffered and link.credit:
+            message = buffered[0]
+            frames = transfer_frames(message.size, max_frame_size)
+            if not endpoint.can_send(frames):
+                break
+            buffered.popleft()
+            link.send_transfer()
+            for index in range(frames):
+                endpoint.send_frame()
+                self.session.send(
+                    TransferFrame(
+                        self.config.name, message.message_id, message.size, index == frames - 1
+                    )
+                )
+            self.emit_transfer(message)
+        self._grant_queue_credit()
+
+    def pump(self) -> None:
+        super().pump()
+        if self.link.drain and not self.queue.depth_msgs and not self.buffered:
+            reply = self.link.finish_drain()
+            if reply is not None:
+                self.emit_flow({"origin": "sender", "reason": "drained"})
+                self.session.send(FlowFrame(self.config.name, reply, self.session.endpoint.state()))
+
+
+class ServerSession:
+    """The RabbitMQ session process of one connection."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        config: ConnectionConfig,
+        policy: RabbitPolicy,
+        to_client: Wire,
+    ) -> None:
+        self.broker = broker
+        self.policy = policy
+        self.name = config.session
+        self.connection_name = config.name
+        self.max_frame_size = config.max_frame_size
+        self.to_client = to_client
+        self.endpoint = SessionEndpoint(self.name, incoming_window=policy.max_incoming_window)
+        self.publishers: dict[str, BrokerPublisherLink] = {}
+        self.consumers: dict[str, BrokerConsumerLink] = {}
+        self.error: str | None = None
+        broker.alarm_listeners.append(self._on_alarm)
+
+    def send(self, frame: Frame) -> None:
+        self.to_client.write(frame)
+
+    def read(self, frame: Frame) -> None:
+        if self.error is not None:
+            return  # the session has ended
+        if isinstance(frame, TransferFrame):
+            self._on_transfer(frame)
+        elif isinstance(frame, FlowFrame):
+            self._on_flow(frame)
+        # AckFrame: a disposition settles a delivery; in AMQP 1.0 it grants nothing (seed 004).
+
+    def _on_transfer(self, frame: TransferFrame) -> None:
+        try:
+            self.endpoint.receive_frame()
+        except ProtocolError as error:
+            self._end(error)
+            return
+        if frame.final:
+            self.publishers[frame.link].on_message(frame)
+        if not self.broker.alarmed and incoming_window_due(
+            self.endpoint.incoming_window, self.policy.max_incoming_window
+        ):
+            self._set_window(self.policy.max_incoming_window, "reopened")
+
+    def _on_flow(self, frame: FlowFrame) -> None:
+        if frame.session_flow is not None:
+            self.endpoint.on_flow(frame.session_flow)
+        if frame.link is not None and frame.link_flow is not None:
+            consumer = self.consumers.get(frame.link)
+            if consumer is not None:
+                consumer.on_flow(frame.link_flow)
+            # A publisher's own flow (its available) is ignored by RabbitMQ (seed 004).
+        for consumer in self.consumers.values():
+            consumer.forward()
+            consumer.pump()
+
+    def _set_window(self, frames: int, reason: str) -> None:
+        flow = self.endpoint.set_incoming_window(frames)
+        self.send(FlowFrame(None, None, flow))
+        self.emit_window(reason)
+
+    def emit_window(self, reason: str, **detail: Any) -> None:
+        endpoint = self.endpoint
+        info = {
+            "reason": reason,
+            "incoming_window": endpoint.incoming_window,
+            "next_incoming_id": endpoint.next_incoming_id,
+            "next_outgoing_id": endpoint.next_outgoing_id,
+            "remote_incoming_window": endpoint.remote_incoming_window,
+        }
+        info.update(detail)
+        self.broker.emit(
+            "session_window",
+            {
+                "session": self.name,
+                "connection": self.connection_name,
+                "protocol": AMQP_10,
+                "detail": json.dumps(info, sort_keys=True),
+            },
+        )
+
+    def _on_alarm(self, alarmed: bool) -> None:
+        """Seed 004: "each session will close its incoming window by sending a flow frame with
+        incoming_window = 0 to publishers"; consuming goes on."""
+        if self.error is None:
+            if alarmed:
+                self._set_window(0, "alarm")
+            else:
+                self._set_window(self.policy.max_incoming_window, "alarm_cleared")
+
+    def _end(self, error: ProtocolError) -> None:
+        self.error = error.condition
+        self.emit_window("ended", error=error.condition)
+
+
+class Amqp10Connection:
+    """A client with one AMQP 1.0 connection and session, and the broker session serving it."""
+
+    def __init__(
+        self, broker: Broker, config: ConnectionConfig, policy: RabbitPolicy | None = None
+    ) -> None:
+        if config.protocol != AMQP_10:
+            raise ValueError(f"connection {config.name!r} is not {AMQP_10}")
+        self.broker = broker
+        self.config = config
+        self.policy = policy or RabbitPolicy()
+        scheduler = broker.scheduler
+        self.to_broker = Wire(scheduler, config.latency_us)
+        self.to_client = Wire(scheduler, config.latency_us)
+        self.writer = FrameWriter(scheduler, self.to_broker, config.frame_cost_us)
+        self.client_session = SessionEndpoint(
+            config.session, incoming_window=config.client_incoming_window
+        )
+        self.client_control = ControlFrames()
+        self.server = ServerSession(broker, config, self.policy, self.to_client)
+        self.publishers = {p.name: ClientPublisherLink(self, p) for p in config.publishers}
+        self.consumers = {c.name: ClientConsumerLink(self, c) for c in config.consumers}
+        self.to_broker.reader = self.server.read
+        self.to_client.reader = self._client_read
+        # begin: both ends learn the other's ids and windows.
+        self.client_session.on_begin(self.server.endpoint.begin())
+        self.server.endpoint.on_begin(self.client_session.begin())
+
+    def start(self) -> None:
+        """Attach every link; the broker grants publishers credit, consumers grant theirs."""
+        for name, publisher in self.publishers.items():
+            self.server.publishers[name] = BrokerPublisherLink(self.server, publisher.config)
+            publisher.emit("link_attached")
+        for name, consumer in self.consumers.items():
+            queue = self.broker.queue(consumer.config.queue)
+            broker_link = BrokerConsumerLink(self.server, consumer.config, queue)
+            self.server.consumers[name] = broker_link
+            broker_link.emit_flow({"origin": "sender", "reason": "attached"})
+        # Control frames (flows, acks) take their turn with the publishers' transfers.
+        self.writer.add_source(self.client_control)
+        for publisher in self.publishers.values():
+            self.writer.add_source(publisher)
+        for broker_publisher in self.server.publishers.values():
+            broker_publisher.attach()
+        for consumer in self.consumers.values():
+            consumer.attach()
+
+    def _client_read(self, frame: Frame) -> None:
+        if isinstance(frame, TransferFrame):
+            self._client_receive_frame()
+            self.consumers[frame.link].on_transfer(frame)
+        elif isinstance(frame, FlowFrame):
+            if frame.session_flow is not None:
+                self.client_session.on_flow(frame.session_flow)
+            if frame.link is not None and frame.link_flow is not None:
+                if frame.link in self.publishers:
+                    self.publishers[frame.link].on_flow(frame.link_flow)
+                else:
+                    self.consumers[frame.link].on_flow(frame.link_flow)
+            self.writer.wake()
+        elif isinstance(frame, ConfirmFrame):
+            self.publishers[frame.link].on_confirm()
+
+    def _client_receive_frame(self) -> None:
+        session = self.client_session
+        session.receive_frame()
+        if incoming_window_due(session.incoming_window, self.config.client_incoming_window):
+            flow = session.set_incoming_window(self.config.client_incoming_window)
+            self.client_control.push(FlowFrame(None, None, flow))
+            self.writer.wake()
+
+    @property
+    def blocked_count(self) -> int:
+        """AMQP 1.0 throttles links and sessions, never the whole connection."""
+        return 0
+
+    # -- results -------------------------------------------------------------------------------
+    def sent(self) -> dict[str, int]:
+        return {name: p.app.sent for name, p in self.publishers.items()}
+
+    def received(self) -> dict[str, int]:
+        return {name: c.received for name, c in self.consumers.items()}
