@@ -127,7 +127,7 @@ class SenderLink:
 class ReceiverLink:
     """The receiving end of a link: it alone decides the link credit."""
 
-    __slots__ = ("available", "credit", "delivery_count", "drain", "name")
+    __slots__ = ("available", "credit", "delivery_count", "drain", "name", "shrink_allowance")
 
     def __init__(self, name: str, initial_delivery_count: int) -> None:
         _check_uint("initial-delivery-count", initial_delivery_count)
@@ -136,21 +136,32 @@ class ReceiverLink:
         self.credit = 0
         self.available = 0
         self.drain = False
+        # Transfers the sender may still send under credit we have since lowered: seed 004,
+        # "In-flight transfers can still arrive until the flow state is updated at the sender."
+        self.shrink_allowance = 0
 
     def grant(self, link_credit: int, *, drain: bool = False, echo: bool = False) -> LinkFlow:
         """Set the credit to ``link_credit``: seed 004, "Granting link credit is not cumulative"."""
         _check_uint("link-credit", link_credit)
+        # Whatever the sender could still legally send stays acceptable (it may not have seen
+        # this flow yet); the allowance is the part the new credit does not cover.
+        could_still_send = self.credit + self.shrink_allowance
+        self.shrink_allowance = max(0, could_still_send - link_credit)
         self.credit = link_credit
         self.drain = drain
         return LinkFlow(link_credit, self.delivery_count, self.available, drain, echo)
 
     def on_transfer(self) -> None:
-        if self.credit == 0:
+        """Count one received message; beyond every credit ever granted it is an error."""
+        if self.credit:
+            self.credit -= 1
+        elif self.shrink_allowance:
+            self.shrink_allowance -= 1
+        else:
             raise ProtocolError(
                 LINK_TRANSFER_LIMIT_EXCEEDED,
                 f"link {self.name!r}: transfer received without link credit",
             )
-        self.credit -= 1
         self.delivery_count = serial_add(self.delivery_count, 1)
 
     def on_flow(self, flow: LinkFlow) -> None:

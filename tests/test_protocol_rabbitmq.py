@@ -1,0 +1,225 @@
+"""RabbitMQ's AMQP 1.0 and 0.9.1 flow-control policies and seed 004's benchmarks."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flowctl_core import Broker, EventBus, EventCollector, Scheduler
+from flowctl_core.protocols.amqp091 import Amqp091Connection
+from flowctl_core.protocols.config import (
+    AMQP_091,
+    AMQP_10,
+    ConnectionConfig,
+    ConsumerConfig,
+    PublisherConfig,
+    incoming_window_due,
+    publisher_credit_due,
+)
+from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection
+from flowctl_core.queue import Message
+from flowctl_core.runner import run_scenario
+from flowctl_core.scenario import load_scenario
+from flowctl_core.summary import connection_totals, link_messages
+
+NEVER = 10**12  # a service time longer than any test: the queue never confirms
+
+
+class Rig:
+    def __init__(self) -> None:
+        self.scheduler = Scheduler(0)
+        self.log = EventCollector()
+        bus = EventBus("t", self.scheduler, validate=True)
+        bus.subscribe(self.log)
+        self.broker = Broker(bus, self.scheduler)
+
+    def queue(self, name: str, service_time_us: int = 0, prefill: int = 0) -> None:
+        queue = self.broker.declare_queue(name, service_time_us=service_time_us)
+        for _ in range(prefill):
+            queue.enqueue(Message(self.broker.next_message_id(), 100, None), {})
+
+    def run_for(self, us: int) -> None:
+        self.scheduler.run_until(self.scheduler.now_us + us)
+
+    def events(self, event_type: str, link: str | None = None) -> list[dict[str, Any]]:
+        return [e for e in self.log.of_type(event_type) if link is None or e.get("link") == link]
+
+
+def detail(event: dict[str, Any]) -> dict[str, Any]:
+    return dict(json.loads(event["detail"]))
+
+
+def test_publisher_grant_rule_170_85() -> None:
+    # Seed 004: "grants again 170 link credits when the remaining link credit falls below half
+    # (i.e. 85) and the number of unconfirmed messages is less than 170".
+    assert publisher_credit_due(85, 0, 170) and not publisher_credit_due(86, 0, 170)
+    assert not publisher_credit_due(0, 170, 170) and publisher_credit_due(0, 169, 170)
+
+
+def test_a_queue_that_never_confirms_gets_170_plus_85_messages() -> None:
+    rig = Rig()
+    rig.queue("quorum", service_time_us=NEVER)
+    publisher = PublisherConfig("p", "quorum")
+    Amqp10Connection(rig.broker, ConnectionConfig("c", AMQP_10, publishers=(publisher,))).start()
+    rig.run_for(1_000_000)
+    # 170 granted; at 85 received (unconfirmed 85 < 170) 170 again; then unconfirmed reaches 170
+    # and no more credit comes: the link starves with 85 + 170 sent.
+    assert rig.broker.queue("quorum").stats.enqueued == 255
+    grants = [detail(e)["link_credit"] for e in rig.events("flow", "p")]
+    assert grants == [170, 170]
+    last = rig.events("transfer", "p")[-1]
+    assert (last["credit"], last["available"]) == (0, 1)  # starved: work and no credit
+
+
+def test_session_window_400_reopened_at_200() -> None:
+    # Seed 004: "Initially, RabbitMQ allows the publisher to send 400 transfer frames. Whenever
+    # the RabbitMQ session process has processed half of that number (200 transfer frames),
+    # RabbitMQ expands this window by sending a flow frame ... incoming_window = 400."
+    assert incoming_window_due(200, 400) and not incoming_window_due(201, 400)
+    rig = Rig()
+    rig.queue("classic")
+    publisher = PublisherConfig("p", "classic", size_bytes=100)
+    config = ConnectionConfig("c", AMQP_10, publishers=(publisher,))
+    Amqp10Connection(rig.broker, config).start()
+    rig.run_for(20_000)
+    reopened = [detail(e) for e in rig.events("session_window")]
+    assert reopened and all(d["reason"] == "reopened" for d in reopened)
+    assert all(d["incoming_window"] == 400 for d in reopened)
+    assert [d["next_incoming_id"] for d in reopened[:3]] == [200, 400, 600]
+
+
+def test_a_queue_sees_at_most_256_credits_per_consumer() -> None:
+    # Seed 004: "Even if the client grants a large number of link credits, the queue will only
+    # ever see up to 256 credits for a given consumer."
+    rig = Rig()
+    rig.queue("classic", prefill=2_000)
+    consumer = ConsumerConfig("c1", "classic", credit=1_000, top_up_below=0)
+    config = ConnectionConfig("c", AMQP_10, consumers=(consumer,), client_incoming_window=20)
+    connection = Amqp10Connection(rig.broker, config)
+    connection.start()
+    rig.run_for(config.latency_us + config.frame_cost_us)  # the client's flow has arrived
+    server_link = connection.server.consumers["c1"]
+    assert rig.broker.queue("classic").stats.dequeued == 256
+    assert server_link.link.credit == 1_000 - 20  # the client window let 20 through
+    assert len(server_link.buffered) == 256 - 20
+
+
+def test_client_consumer_policy_200_100() -> None:
+    # Seed 004: "the client could initially grant 200 link credits and send a flow with
+    # link-credit = 200 whenever the remaining link credit falls below 100."
+    rig = Rig()
+    rig.queue("classic", prefill=1_000)
+    consumer = ConsumerConfig("c1", "classic", credit=200, top_up_below=100)
+    Amqp10Connection(rig.broker, ConnectionConfig("c", AMQP_10, consumers=(consumer,))).start()
+    rig.run_for(100_000)
+    flows = [e for e in rig.events("flow", "c1") if detail(e)["origin"] == "receiver"]
+    assert len(flows) > 5
+    assert {detail(e)["link_credit"] for e in flows} == {200}
+    assert rig.broker.queue("classic").stats.dequeued == 1_000
+
+
+def alarm_rig(protocol: str) -> tuple[Rig, ConnectionConfig]:
+    rig = Rig()
+    rig.queue("inbox")
+    rig.queue("outbox", prefill=50_000)
+    config = ConnectionConfig(
+        "c",
+        protocol,
+        publishers=(PublisherConfig("pub", "inbox"),),
+        consumers=(ConsumerConfig("sub", "outbox"),),
+    )
+    return rig, config
+
+
+def progress_during_alarm(rig: Rig) -> tuple[int, int]:
+    inbox, outbox = rig.broker.queue("inbox"), rig.broker.queue("outbox")
+    rig.run_for(50_000)
+    rig.broker.raise_alarm("memory")
+    rig.run_for(5_000)  # frames already in flight settle
+    published, consumed = inbox.stats.enqueued, outbox.stats.dequeued
+    rig.run_for(50_000)
+    progress = (inbox.stats.enqueued - published, outbox.stats.dequeued - consumed)
+    rig.broker.clear_alarm("memory")
+    return progress
+
+
+def test_an_alarm_blocks_amqp10_publishers_but_not_consumers() -> None:
+    # Seed 004: "RabbitMQ will block AMQP 1.0 clients only from publishing transfer frames. Other
+    # operations, such as AMQP 1.0 clients consuming on the same session ... will still be
+    # allowed."
+    rig, config = alarm_rig(AMQP_10)
+    Amqp10Connection(rig.broker, config).start()
+    published, consumed = progress_during_alarm(rig)
+    assert published == 0 and consumed > 1_000
+    reasons = [detail(e)["reason"] for e in rig.events("session_window")]
+    assert "alarm" in reasons and reasons[-1] == "alarm_cleared"
+    before = rig.broker.queue("inbox").stats.enqueued
+    rig.run_for(10_000)
+    assert rig.broker.queue("inbox").stats.enqueued > before  # publishing resumes
+
+
+def test_an_alarm_blocks_a_whole_amqp091_connection() -> None:
+    # Seed 004: "In AMQP 0.9.1, RabbitMQ will block reading from the connection socket entirely".
+    rig, config = alarm_rig(AMQP_091)
+    Amqp091Connection(rig.broker, config).start()
+    published, consumed = progress_during_alarm(rig)
+    assert published == 0
+    assert consumed <= config.consumers[0].credit  # only what the prefetch let out before
+    assert [e["event_type"] for e in rig.log.of_type("connection_blocked")] == [
+        "connection_blocked"
+    ]
+
+
+def test_one_slow_queue_blocks_the_whole_amqp091_connection() -> None:
+    # Seed 004: "quorum-queue-amqp-091 causes the entire AMQP 0.9.1 connection to be blocked (and
+    # unblocked) around 80 times per second".
+    rig = Rig()
+    rig.queue("classic", service_time_us=2)
+    rig.queue("quorum", service_time_us=67)
+    publishers = (PublisherConfig("to-classic", "classic"), PublisherConfig("to-quorum", "quorum"))
+    connection = Amqp091Connection(
+        rig.broker, ConnectionConfig("c", AMQP_091, publishers=publishers, frame_cost_us=8)
+    )
+    connection.start()
+    rig.run_for(500_000)
+    blocked = rig.log.of_type("connection_blocked")
+    assert 30 <= len(blocked) <= 50  # ~80 per second
+    assert {e["queue"] for e in blocked} == {"quorum"}
+    sent = connection.sent()
+    assert abs(sent["to-classic"] - sent["to-quorum"]) <= 1
+
+
+def shortened(name: str, duration_s: float) -> Any:
+    return load_scenario(name).model_copy(update={"duration_s": duration_s})
+
+
+def test_benchmark_two_senders_amqp10_sends_several_times_more() -> None:
+    # Seed 004: "the total send throughput of AMQP 1.0 is four times (!) higher than that of
+    # AMQP 0.9.1" (1,237,655 vs 314,859 messages).
+    result = run_scenario(shortened("rabbitmq-two-senders", 0.4), validate=True)
+    totals = {row.protocol: row for row in connection_totals(result)}
+    ratio = totals[AMQP_10].sent / totals[AMQP_091].sent
+    assert 3 <= ratio <= 5
+    per_link = {row.link: row.messages for row in link_messages(result)}
+    # The 1.0 quorum link is throttled alone; the classic link runs at full speed.
+    assert per_link["publisher-classic-10"] > 5 * per_link["publisher-quorum-10"]
+
+
+def test_benchmark_one_sender_one_receiver_amqp10_receives_several_times_more() -> None:
+    # Seed 004: "the AMQP 1.0 client receives 73 times (!) more messages than the AMQP 0.9.1
+    # client" while publishing batches of 10,000 to a quorum queue on the same connection.
+    result = run_scenario(shortened("rabbitmq-one-sender-one-receiver", 0.4), validate=True)
+    totals = {row.protocol: row for row in connection_totals(result)}
+    assert totals[AMQP_10].received > 3 * totals[AMQP_091].received
+    assert totals[AMQP_091].blocked > 0 and totals[AMQP_10].blocked == 0
+
+
+def test_link_events_carry_the_link_state() -> None:
+    result_log = EventCollector()
+    run_scenario(shortened("rabbitmq-two-senders", 0.05), [result_log], validate=True)
+    link_events = result_log.of_type("flow", "transfer", "link_attached")
+    assert link_events
+    for event in link_events:
+        for column in ("link", "link_role", "protocol", "session", "connection", "credit"):
+            assert event.get(column) is not None, (column, event)
+        assert event["credit"] >= 0 and event["available"] >= 0
