@@ -17,7 +17,7 @@ from flowctl_core.flowlimit import FlowConfigError
 from flowctl_core.runner import RunResult, default_run_id, run_scenario
 from flowctl_core.scenario import ScenarioError, bundled_scenarios, load_scenario
 from flowctl_core.sink import ParquetSink, SinkError
-from flowctl_core.summary import queue_summaries
+from flowctl_core.summary import connection_totals, link_messages, queue_summaries
 
 app = typer.Typer(
     help="flowctl: how broker flow control really behaves, and what thresholds to set.",
@@ -81,7 +81,10 @@ def print_summary(result: RunResult, out: Path | None = None) -> None:
         "overshoot msgs",
         "overshoot bytes",
     ):
-        table.add_column(column, justify="left" if column == "queue" else "right")
+        if column == "queue":
+            table.add_column(column, no_wrap=True, min_width=12)
+        else:
+            table.add_column(column, justify="right")
     for row in queue_summaries(result):
         table.add_row(
             row.queue,
@@ -97,8 +100,45 @@ def print_summary(result: RunResult, out: Path | None = None) -> None:
             f"{row.max_overshoot_bytes:,}",
         )
     console.print(table)
+    _print_protocol_summary(result)
     if out is not None:
         console.print(f"event log: {out}", highlight=False)
+
+
+def _print_protocol_summary(result: RunResult) -> None:
+    """Messages per link and totals per connection, so protocols compare side by side (seed 004)."""
+    links = link_messages(result)
+    if not links:
+        return
+    per_link = Table(title="messages per link")
+    for column in ("connection", "protocol", "link", "role", "queue", "messages"):
+        per_link.add_column(column, justify="right" if column == "messages" else "left")
+    for link in links:
+        per_link.add_row(
+            link.connection, link.protocol, link.link, link.role, link.queue, f"{link.messages:,}"
+        )
+    console.print(per_link)
+    totals = Table(title="totals per connection")
+    for column in ("connection", "protocol", "sent", "received", "total", "times blocked"):
+        totals.add_column(
+            column, justify="left" if column in ("connection", "protocol") else "right"
+        )
+    for row in connection_totals(result):
+        totals.add_row(
+            row.connection,
+            row.protocol,
+            f"{row.sent:,}",
+            f"{row.received:,}",
+            f"{row.total:,}",
+            f"{row.blocked:,}",
+        )
+    console.print(totals)
+    by_protocol: dict[str, int] = {}
+    for row in connection_totals(result):
+        by_protocol[row.protocol] = by_protocol.get(row.protocol, 0) + row.total
+    if by_protocol.get("amqp-1.0") and by_protocol.get("amqp-0-9-1"):
+        ratio = by_protocol["amqp-1.0"] / by_protocol["amqp-0-9-1"]
+        console.print(f"amqp-1.0 moved {ratio:.2f}x the messages of amqp-0-9-1", highlight=False)
 
 
 @app.command()
