@@ -1,0 +1,42 @@
+"""Command line shared by the spark-submit entry points: --date or --from/--to, and --conf."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from datetime import date
+
+
+def date_range_parser(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument(
+        "--conf", help="pipeline YAML (default: $FLOWCTL_CONF or conf/pipeline.yaml)"
+    )
+    parser.add_argument("--date", type=date.fromisoformat, help="one UTC day, YYYY-MM-DD")
+    parser.add_argument("--from", dest="date_from", type=date.fromisoformat, help="first day")
+    parser.add_argument("--to", dest="date_to", type=date.fromisoformat, help="last day")
+    return parser
+
+
+def parse_date_range(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse and normalise to ``args.date_from``/``args.date_to`` (inclusive)."""
+    args = parser.parse_args(argv)
+    if args.date is not None:
+        if args.date_from or args.date_to:
+            parser.error("give either --date or --from/--to")
+        args.date_from = args.date_to = args.date
+    if args.date_from is None or args.date_to is None:
+        parser.error("give --date YYYY-MM-DD or both --from and --to")
+    if args.date_from > args.date_to:
+        parser.error(f"--from {args.date_from} is after --to {args.date_to}")
+    return args
+
+
+def configure_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    # py4j logs every gateway call at INFO.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    # Great Expectations logs its own set-up at INFO on every ephemeral context.
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)

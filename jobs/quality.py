@@ -1,0 +1,77 @@
+"""Great Expectations 1.x validation of the rows accepted into bronze ``broker_events``.
+
+The quarantine rules (jobs/transforms/validate.py) decide what is accepted; this suite is the
+independent second look at the result, stored as JSON next to the ingest counts. A failure means a
+row broke the contract yet got past the rules, i.e. a bug in the rules, not bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+from jobs.transforms.validate import NON_NEGATIVE_COLUMNS
+from schemas.broker_events import BROKER_EVENTS, EVENT_TYPES, LINK_ROLES, PROTOCOLS
+
+log = logging.getLogger(__name__)
+
+SUITE_NAME = "broker_events_bronze"
+
+
+def build_suite() -> Any:
+    import great_expectations as gx
+    import great_expectations.expectations as gxe
+
+    suite = gx.ExpectationSuite(name=SUITE_NAME)
+    for column in BROKER_EVENTS.required:
+        suite.add_expectation(gxe.ExpectColumnValuesToNotBeNull(column=column))
+    suite.add_expectation(
+        gxe.ExpectColumnValuesToBeInSet(column="event_type", value_set=list(EVENT_TYPES))
+    )
+    suite.add_expectation(
+        gxe.ExpectColumnValuesToBeInSet(column="protocol", value_set=list(PROTOCOLS))
+    )
+    suite.add_expectation(
+        gxe.ExpectColumnValuesToBeInSet(column="link_role", value_set=list(LINK_ROLES))
+    )
+    for column in NON_NEGATIVE_COLUMNS:
+        suite.add_expectation(gxe.ExpectColumnValuesToBeBetween(column=column, min_value=0))
+    suite.add_expectation(gxe.ExpectCompoundColumnsToBeUnique(column_list=["run_id", "seq"]))
+    return suite
+
+
+def validate_accepted_events(accepted: DataFrame, label: str) -> dict[str, Any]:
+    """Run the suite through a Checkpoint over ``accepted``; returns the JSON-able result."""
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    batch_definition = (
+        context.data_sources.add_spark(name="bronze")
+        .add_dataframe_asset(name="broker_events")
+        .add_batch_definition_whole_dataframe(name="accepted_rows")
+    )
+    suite = context.suites.add(build_suite())
+    validation = context.validation_definitions.add(
+        gx.ValidationDefinition(name=f"{SUITE_NAME}_{label}", data=batch_definition, suite=suite)
+    )
+    checkpoint = context.checkpoints.add(
+        gx.Checkpoint(
+            name=f"ingest_{label}", validation_definitions=[validation], result_format="BASIC"
+        )
+    )
+    result = checkpoint.run(batch_parameters={"dataframe": accepted})
+    return {"success": bool(result.success), "result": result.describe_dict()}
+
+
+def store_result(result: dict[str, Any], quality_dir: str, label: str) -> str:
+    """Write the result as JSON (one file per ingested range, replaced on rerun)."""
+    target = Path(quality_dir) / "broker_events" / f"{label}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(result, indent=2, sort_keys=True, default=str), encoding="utf-8")
+    return str(target)

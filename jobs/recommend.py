@@ -1,0 +1,142 @@
+"""spark-submit entry point: bronze + silver + gold -> gold ``threshold_recommendations``.
+
+For each day D of ``--date`` / ``--from --to`` it recommends thresholds as of D from the evidence of
+the policy's look-back window ending on D, and replaces the rows of those days (a rerun of a day
+leaves the table as it was). ``--policy`` names the policy YAML (default conf/recommend.yaml).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pyspark.sql import DataFrame, SparkSession
+
+from jobs.cli import configure_logging, date_range_parser, parse_date_range
+from jobs.config import PROJECT_ROOT, PipelineConf, load_conf
+from jobs.delta_io import (
+    conform,
+    days_predicate,
+    ensure_table,
+    last_operation_output_rows,
+    read_table,
+)
+from jobs.transforms.recommend import RecommendPolicy, threshold_recommendations
+from schemas.recommendations import THRESHOLD_RECOMMENDATIONS
+from schemas.tables import (
+    BRONZE_BROKER_EVENTS,
+    GOLD,
+    LINK_STARVATION_DAILY,
+    LINK_STARVATION_EPISODES,
+    QUEUE_FLOW_DAILY,
+    QUEUE_FLOW_EPISODES,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_POLICY = PROJECT_ROOT / "conf" / "recommend.yaml"
+
+
+def load_policy(path: str | Path | None = None) -> RecommendPolicy:
+    source = Path(path or DEFAULT_POLICY)
+    with open(source, encoding="utf-8") as handle:
+        return RecommendPolicy.from_mapping(yaml.safe_load(handle) or {})
+
+
+def recommendations_path(conf: PipelineConf) -> str:
+    return conf.table_path(GOLD, THRESHOLD_RECOMMENDATIONS.name)
+
+
+def _days(date_from: date, date_to: date) -> list[date]:
+    return [date_from + timedelta(days=n) for n in range((date_to - date_from).days + 1)]
+
+
+def recommendations_for_days(
+    spark: SparkSession,
+    conf: PipelineConf,
+    policy: RecommendPolicy,
+    date_from: date,
+    date_to: date,
+) -> DataFrame:
+    """The recommendation rows as of each day of the range (not written)."""
+    first = policy.window_from(date_from)
+    evidence = {
+        "events": read_table(spark, conf, BRONZE_BROKER_EVENTS).where(
+            days_predicate("date", first, date_to)
+        ),
+        "queue_episodes": read_table(spark, conf, QUEUE_FLOW_EPISODES).where(
+            days_predicate("start_date", first, date_to)
+        ),
+        "queue_daily": read_table(spark, conf, QUEUE_FLOW_DAILY).where(
+            days_predicate("date", first, date_to)
+        ),
+        "link_starvations": read_table(spark, conf, LINK_STARVATION_EPISODES).where(
+            days_predicate("start_date", first, date_to)
+        ),
+        "link_daily": read_table(spark, conf, LINK_STARVATION_DAILY).where(
+            days_predicate("date", first, date_to)
+        ),
+    }
+    per_day = [
+        threshold_recommendations(**evidence, policy=policy, as_of=day)
+        for day in _days(date_from, date_to)
+    ]
+    rows = per_day[0]
+    for more in per_day[1:]:
+        rows = rows.unionByName(more)
+    return rows
+
+
+def run_recommend(
+    spark: SparkSession,
+    conf: PipelineConf,
+    date_from: date,
+    date_to: date,
+    policy: RecommendPolicy | None = None,
+) -> dict[str, Any]:
+    """Write the recommendations as of each day in [date_from, date_to]; returns the counts."""
+    policy = policy or load_policy()
+    rows = recommendations_for_days(spark, conf, policy, date_from, date_to)
+    path = recommendations_path(conf)
+    ensure_table(spark, path, THRESHOLD_RECOMMENDATIONS)
+    predicate = days_predicate("date", date_from, date_to)
+    (
+        conform(rows, THRESHOLD_RECOMMENDATIONS)
+        .write.format("delta")
+        .mode("overwrite")
+        .option("replaceWhere", predicate)
+        .save(path)
+    )
+    written = last_operation_output_rows(spark, path)
+    verdicts = {
+        r.verdict: r["count"]
+        for r in spark.read.format("delta")
+        .load(path)
+        .where(predicate)
+        .groupBy("verdict")
+        .count()
+        .collect()
+    }
+    log.info("threshold_recommendations: replaced %s with %d rows %s", predicate, written, verdicts)
+    return {"rows": written, "verdicts": dict(sorted(verdicts.items())), "path": path}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from jobs.spark_session import build_spark_session
+
+    parser = date_range_parser("Bronze + silver + gold -> gold threshold_recommendations")
+    parser.add_argument("--policy", help=f"recommendation policy YAML (default: {DEFAULT_POLICY})")
+    args = parse_date_range(parser, argv)
+    configure_logging()
+    conf = load_conf(args.conf)
+    spark = build_spark_session(conf, app_name="flowctl-recommend")
+    run_recommend(spark, conf, args.date_from, args.date_to, load_policy(args.policy))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

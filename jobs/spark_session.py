@@ -1,0 +1,143 @@
+"""The one place that builds a SparkSession with Delta Lake.
+
+Every job, the test suite and the benchmark get their session here, so Spark and Delta settings
+cannot drift between them. ``python -m jobs.spark_session --fetch-jars`` is the install step that
+puts Delta's jars into the local Maven/Ivy caches (scripts/setup.sh runs it), so later sessions
+start without network access.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import logging
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from jobs.config import PipelineConf, load_conf
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+SCALA_BINARY_VERSION = "2.13"
+
+# Settings that make a session a Delta session; not meant to be overridden from conf.
+DELTA_SESSION_SETTINGS = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+
+def delta_maven_artifact() -> str:
+    """Maven coordinates of the Delta jar matching the installed pyspark and delta-spark.
+
+    Mirrors ``delta.configure_spark_with_delta_pip``, which resolves the same coordinates.
+    """
+    import pyspark
+
+    spark_minor = ".".join(pyspark.__version__.split(".")[:2])
+    delta_version = importlib.metadata.version("delta-spark")
+    return f"io.delta:delta-spark_{spark_minor}_{SCALA_BINARY_VERSION}:{delta_version}"
+
+
+def build_spark_session(
+    conf: PipelineConf | None = None,
+    *,
+    app_name: str | None = None,
+    extra_settings: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """Build (or reuse) the SparkSession described by ``conf``, with Delta Lake enabled."""
+    from pyspark.sql import SparkSession
+
+    conf = conf or load_conf()
+    builder = SparkSession.builder.appName(app_name or conf.app_name)
+    if conf.spark_master:  # None leaves the master to spark-submit
+        builder = builder.master(conf.spark_master)
+    settings = {**conf.spark_settings, **(extra_settings or {}), **DELTA_SESSION_SETTINGS}
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    if conf.resolve_delta_jars:
+        from delta import configure_spark_with_delta_pip
+
+        builder = configure_spark_with_delta_pip(builder)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def _prefetch_with_maven(artifact: str) -> None:
+    """Best effort: Maven is the more reliable fetcher here, and Spark's Ivy also reads ~/.m2.
+
+    An offline check first: when the jars are already cached it answers in seconds, whereas an
+    online ``dependency:get`` re-checks remote metadata and can take minutes.
+    """
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        print("fetch-jars: mvn not found; Spark's Ivy resolver will fetch the jars itself")
+        return
+    for mode in (["-o"], []):
+        command = [mvn, "-q", *mode, "dependency:get", f"-Dartifact={artifact}"]
+        try:
+            result = subprocess.run(command, check=False, timeout=600, capture_output=True)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            print(f"fetch-jars: {' '.join(command[1:])} failed ({exc})")
+            continue
+        if result.returncode == 0:
+            where = "already in ~/.m2" if mode else "downloaded into ~/.m2"
+            print(f"fetch-jars: {artifact} {where}")
+            return
+    print("fetch-jars: mvn could not fetch the jars; trying Spark's Ivy resolver")
+
+
+def fetch_jars(conf: PipelineConf) -> int:
+    """Make the Delta jars available locally; prove that a Delta table can be written and read."""
+    artifact = delta_maven_artifact()
+    _prefetch_with_maven(artifact)
+    try:
+        spark = build_spark_session(conf, app_name="flowctl-fetch-jars")
+        with tempfile.TemporaryDirectory(prefix="flowctl-delta-check-") as scratch:
+            table = f"{scratch}/check"
+            spark.range(3).write.format("delta").save(table)
+            rows = spark.read.format("delta").load(table).count()
+        spark.stop()
+    except Exception as exc:  # any failure here means the install is unusable
+        print(
+            f"fetch-jars: cannot load Delta Lake's jars ({artifact}) from Maven Central or the "
+            f"local caches (~/.m2, ~/.ivy2*): {type(exc).__name__}: {str(exc)[:2000]}",
+            file=sys.stderr,
+        )
+        return 1
+    if rows != 3:
+        print(f"fetch-jars: Delta round trip returned {rows} rows instead of 3", file=sys.stderr)
+        return 1
+    print(f"fetch-jars: {artifact} is available; a Delta table was written and read back")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--conf", help="pipeline YAML (default: $FLOWCTL_CONF or conf/pipeline.yaml)"
+    )
+    parser.add_argument(
+        "--fetch-jars",
+        action="store_true",
+        help="download Delta's jars into the local caches and check that Delta works",
+    )
+    args = parser.parse_args(argv)
+    conf = load_conf(args.conf)
+    if args.fetch_jars:
+        return fetch_jars(conf)
+    print(f"Delta artifact: {delta_maven_artifact()}")
+    print(f"conf: {conf.source}; warehouse: {conf.warehouse_dir}; raw: {conf.raw_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""Gold daily metrics (DESIGN.md §4): ``queue_flow_daily`` and ``link_starvation_daily``.
+
+"Observed" time: a run observes a day from max(00:00, the run's first event) to min(24:00, the
+run's watermark). ``stopped_share`` divides by that, so a run that starts at noon and is stopped
+all afternoon has a share of 1, not 0.5. A link's share divides by its attached time in the day.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from jobs.transforms.episodes import LINK_KEYS, QUEUE_KEYS
+from jobs.transforms.intervals import split_by_day, true_intervals
+from jobs.transforms.timeutil import micros
+
+
+def _in_days(column: str, date_from: date, date_to: date) -> Column:
+    return F.col(column).between(F.lit(date_from), F.lit(date_to))
+
+
+def _open_ends_at_watermark(episodes: DataFrame, bounds: DataFrame) -> DataFrame:
+    """Attach the run's current watermark and the effective end of each episode."""
+    return (
+        episodes.drop("run_watermark_ts")
+        .join(bounds.select("run_id", "run_watermark_ts"), "run_id")
+        .withColumn("effective_end_ts", F.coalesce("end_ts", "run_watermark_ts"))
+    )
+
+
+def observed_seconds(bounds: DataFrame, date_from: date, date_to: date) -> DataFrame:
+    """Per run and day in range: seconds of the day within [first event, watermark]."""
+    observed = split_by_day(
+        bounds, F.col("first_event_ts"), F.col("run_watermark_ts"), date_from, date_to
+    )
+    return observed.select("run_id", "date", F.col("clipped_s").alias("observed_s"))
+
+
+def _counter_movement(queue_events: DataFrame, date_from: date, date_to: date) -> DataFrame:
+    """Per queue and day in range: flow_stopped events, max depths and the counter's change.
+
+    The counter at 00:00 is the last counter value before the day (by seq); a queue without one
+    (a collector joining a live broker, or a queue declared that day) starts from its first value of
+    the day, less one if that first event is itself a flow_stopped (the counter is after the event).
+    """
+    with_counter = F.when(F.col("flow_stopped_count").isNotNull(), F.col("seq"))
+    per_day = (
+        queue_events.where(F.col("date") <= F.lit(date_to))
+        .groupBy(*QUEUE_KEYS, "date")
+        .agg(
+            F.count(F.when(F.col("event_type") == "flow_stopped", 1)).alias("flow_stopped_count"),
+            F.max("depth_msgs").alias("max_depth_msgs"),
+            F.max("depth_bytes").alias("max_depth_bytes"),
+            F.max_by("flow_stopped_count", with_counter).alias("_last_counter"),
+            F.min_by("flow_stopped_count", with_counter).alias("_first_counter"),
+            F.min_by(F.col("event_type") == "flow_stopped", with_counter).alias("_first_is_stop"),
+        )
+    )
+    before_day = (
+        Window.partitionBy(*QUEUE_KEYS).orderBy("date").rowsBetween(Window.unboundedPreceding, -1)
+    )
+    counter_at_start = F.coalesce(
+        F.last("_last_counter", ignorenulls=True).over(before_day),
+        F.col("_first_counter") - F.col("_first_is_stop").cast("long"),
+    )
+    return (
+        per_day.withColumn("_counter_at_start", counter_at_start)
+        .where(_in_days("date", date_from, date_to))
+        .withColumn(
+            "flow_stopped_counter_delta",
+            F.coalesce("_last_counter", "_counter_at_start") - F.col("_counter_at_start"),
+        )
+        .drop("_last_counter", "_first_counter", "_first_is_stop", "_counter_at_start")
+    )
+
+
+def queue_flow_daily(
+    queue_events: DataFrame,
+    episodes: DataFrame,
+    bounds: DataFrame,
+    date_from: date,
+    date_to: date,
+) -> DataFrame:
+    """Rows of ``queue_flow_daily`` for the days [date_from, date_to].
+
+    ``queue_events``: bronze events (with ``date``) of the runs concerned, for every day up to
+    date_to (earlier days give the counter at 00:00). ``episodes``: silver episodes overlapping the
+    range. ``bounds``: :func:`jobs.transforms.episodes.run_bounds` of those runs.
+    A queue gets a row for a day when it has an event that day or is stopped during it.
+    """
+    activity = _counter_movement(queue_events.where(F.col("queue").isNotNull()), date_from, date_to)
+    ended = _open_ends_at_watermark(episodes, bounds)
+    today = F.col("_today")  # the episode starts on this day: it counts here
+    stopped = (
+        split_by_day(ended, F.col("start_ts"), F.col("effective_end_ts"), date_from, date_to)
+        .withColumn("_today", F.col("start_date") == F.col("date"))
+        .groupBy(*QUEUE_KEYS, "date")
+        .agg(
+            F.sum("clipped_s").alias("time_stopped_s"),
+            F.max(micros("start_ts") < F.col("day_start_us")).alias("stopped_at_day_start"),
+            F.count(F.when(today, 1)).alias("episodes"),
+            F.max(F.when(today, F.col("overshoot_msgs"))).alias("max_overshoot_msgs"),
+            F.percentile(F.when(today, F.col("overshoot_msgs")), 0.95).alias("p95_overshoot_msgs"),
+            F.max(F.when(today, F.col("overshoot_bytes"))).alias("max_overshoot_bytes"),
+            F.percentile(F.when(today, F.col("overshoot_bytes")), 0.95).alias(
+                "p95_overshoot_bytes"
+            ),
+            F.max(F.when(today, F.col("overshoot_ratio"))).alias("max_overshoot_ratio"),
+        )
+    )
+    daily = activity.join(stopped, [*QUEUE_KEYS, "date"], "full_outer").join(
+        observed_seconds(bounds, date_from, date_to), ["run_id", "date"], "left"
+    )
+    time_stopped = F.coalesce(F.col("time_stopped_s"), F.lit(0.0))
+    observed = F.coalesce(F.col("observed_s"), F.lit(0.0))
+    stopped_events = F.coalesce(F.col("flow_stopped_count"), F.lit(0))
+    return daily.select(
+        "date",
+        "broker",
+        "run_id",
+        "queue",
+        stopped_events.alias("flow_stopped_count"),
+        F.coalesce(F.col("flow_stopped_counter_delta"), F.lit(0)).alias(
+            "flow_stopped_counter_delta"
+        ),
+        (stopped_events == F.coalesce(F.col("flow_stopped_counter_delta"), F.lit(0))).alias(
+            "counter_check_ok"
+        ),
+        F.coalesce(F.col("stopped_at_day_start"), F.lit(False)).alias("stopped_at_day_start"),
+        time_stopped.alias("time_stopped_s"),
+        observed.alias("observed_s"),
+        F.when(observed > 0, time_stopped / observed).alias("stopped_share"),
+        F.coalesce(F.col("episodes"), F.lit(0)).alias("episodes"),
+        "max_depth_msgs",
+        "max_depth_bytes",
+        "max_overshoot_msgs",
+        "p95_overshoot_msgs",
+        "max_overshoot_bytes",
+        "p95_overshoot_bytes",
+        "max_overshoot_ratio",
+    )
+
+
+def link_attachments(link_events: DataFrame) -> DataFrame:
+    """Attached intervals of each link: from its link_attached (or its first event, when the run
+    saw it attach before the log starts) to its link_detached, or open at the watermark."""
+    in_order = Window.partitionBy(*LINK_KEYS).orderBy("seq")
+    upto_here = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    marker = F.when(F.col("event_type").isin("link_attached", "link_detached"), F.col("event_type"))
+    attached = F.coalesce(F.last(marker, ignorenulls=True).over(upto_here), F.lit("link_attached"))
+    rows = (
+        link_events.where(F.col("link").isNotNull())
+        .withColumn("link_role", F.last("link_role", ignorenulls=True).over(upto_here))
+        .withColumn("attached", attached == "link_attached")
+    )
+    return true_intervals(rows, LINK_KEYS, "attached", carry=("link_role",))
+
+
+def link_starvation_daily(
+    link_events: DataFrame,
+    starvations: DataFrame,
+    bounds: DataFrame,
+    date_from: date,
+    date_to: date,
+) -> DataFrame:
+    """Rows of ``link_starvation_daily`` for the days [date_from, date_to].
+
+    ``link_events``: bronze events of the runs concerned (all days up to date_to, for the attach
+    state at 00:00); ``starvations``: silver starvations overlapping the range.
+    """
+    attachments = _open_ends_at_watermark(link_attachments(link_events), bounds)
+    attached = (
+        split_by_day(attachments, F.col("start_ts"), F.col("effective_end_ts"), date_from, date_to)
+        .groupBy(*LINK_KEYS, "date")
+        .agg(
+            F.sum("clipped_s").alias("attached_s"),
+            F.max_by("link_role", "start_seq").alias("attached_role"),
+        )
+    )
+    starved = (
+        split_by_day(
+            _open_ends_at_watermark(starvations, bounds),
+            F.col("start_ts"),
+            F.col("effective_end_ts"),
+            date_from,
+            date_to,
+        )
+        .groupBy(*LINK_KEYS, "date")
+        .agg(
+            F.sum("clipped_s").alias("starved_s"),
+            F.count(F.when(F.col("start_date") == F.col("date"), 1)).alias("episodes"),
+            F.max_by("link_role", "start_seq").alias("starved_role"),
+        )
+    )
+    daily = attached.join(starved, [*LINK_KEYS, "date"], "full_outer")
+    attached_s = F.coalesce(F.col("attached_s"), F.lit(0.0))
+    starved_s = F.coalesce(F.col("starved_s"), F.lit(0.0))
+    return daily.select(
+        "date",
+        "broker",
+        "run_id",
+        "link",
+        F.coalesce("starved_role", "attached_role").alias("link_role"),
+        starved_s.alias("starved_s"),
+        F.coalesce(F.col("episodes"), F.lit(0)).alias("episodes"),
+        attached_s.alias("attached_s"),
+        F.when(attached_s > 0, starved_s / attached_s).alias("starved_share"),
+    )

@@ -1,0 +1,604 @@
+"""Recommendations (DESIGN.md §4 "recommendation"): gold ``threshold_recommendations`` rows.
+
+Queues: the stop threshold leaves room below the queue limit for the worst overshoot, the larger of
+the worst one observed and Qpid's bound (seed 001: a queue passes its stop threshold by at most the
+sum of its producers' capacities; in bytes, that many of the largest message seen), times
+``1 + safety_margin``. The resume threshold sits far enough below the stop threshold that an episode
+lasts at least ``min_dwell_s`` at the observed drain rate. Consumer links: credit >= consumption
+rate x round trip + top-up batch (Kung & Morris, "Credit-based flow control for ATM networks").
+
+Every function is DataFrame -> DataFrame without I/O; the inputs are the bronze, silver and gold
+rows of the evidence window, and the output has the schema's columns in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from datetime import date, timedelta
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from schemas.recommendations import (
+    ENTITY_CONSUMER_LINK,
+    ENTITY_QUEUE,
+    THRESHOLD_RECOMMENDATIONS,
+    VERDICT_AT_RISK,
+    VERDICT_FLAPPING,
+    VERDICT_KEEP,
+    VERDICT_LOWER,
+    VERDICT_RAISE,
+)
+
+QUEUE = ("broker", "queue")
+LINK = ("broker", "link")
+
+
+@dataclass(frozen=True)
+class RecommendPolicy:
+    """The knobs of conf/recommend.yaml (see there for what each one means)."""
+
+    lookback_days: int = 7
+    safety_margin: float = 0.2
+    min_dwell_s: float = 5.0
+    min_hysteresis_share: float = 0.1
+    drain_rate_quantile: float = 0.9
+    flapping_min_short_episodes: int = 3
+    flapping_short_share: float = 0.5
+    keep_band_share: float = 0.05
+    default_round_trip_s: float = 0.05
+    default_top_up_batch: int = 85
+    starved_share_tolerance: float = 0.01
+    over_provision_factor: float = 4.0
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any]) -> RecommendPolicy:
+        """From the YAML layout: top-level ``lookback_days``, ``queue:`` and ``consumer_link:``."""
+        flat = {
+            "lookback_days": raw.get("lookback_days", cls.lookback_days),
+            **(raw.get("queue") or {}),
+            **(raw.get("consumer_link") or {}),
+        }
+        known = {f.name: f.type for f in fields(cls)}
+        unknown = sorted(set(flat) - set(known))
+        if unknown:
+            raise ValueError(f"recommendation policy: unknown keys {unknown}")
+        policy = cls(**flat)
+        if policy.lookback_days < 1:
+            raise ValueError("recommendation policy: lookback_days must be >= 1")
+        if policy.safety_margin < 0 or policy.min_dwell_s < 0:
+            raise ValueError("recommendation policy: safety_margin and min_dwell_s must be >= 0")
+        if not 0 <= policy.drain_rate_quantile <= 1:
+            raise ValueError("recommendation policy: drain_rate_quantile must be within 0..1")
+        return policy
+
+    def window_from(self, as_of: date) -> date:
+        return as_of - timedelta(days=self.lookback_days - 1)
+
+
+def _latest(column: str) -> Column:
+    """The column's value at the latest event (by ts, then seq) where it is not null."""
+    order = F.when(F.col(column).isNotNull(), F.struct("ts", "seq"))
+    return F.max_by(column, order).alias(column)
+
+
+def _is(event_type: str) -> Column:
+    return F.col("event_type") == event_type
+
+
+# -- queue evidence ---------------------------------------------------------------------------
+
+
+def queue_settings(events: DataFrame) -> DataFrame:
+    """Per queue: the limits and thresholds in force at its latest event, runs, rejections and the
+    largest message enqueued (the bytes bound is capacity x that size)."""
+    return (
+        events.where(F.col("queue").isNotNull())
+        .groupBy(*QUEUE)
+        .agg(
+            *(
+                _latest(c)
+                for c in (
+                    "max_count",
+                    "max_size",
+                    "flow_stop_count",
+                    "flow_resume_count",
+                    "flow_stop_size",
+                    "flow_resume_size",
+                )
+            ),
+            F.countDistinct("run_id").alias("runs"),
+            F.count(F.when(_is("message_rejected"), 1)).alias("rejected_msgs"),
+            F.max(F.when(_is("enqueue"), F.col("size_bytes"))).alias("max_message_bytes"),
+        )
+    )
+
+
+def queue_producers(events: DataFrame) -> DataFrame:
+    """Per queue: the sum of the capacities of the producers that enqueued to it (each producer
+    counted once, at the largest window it had) and how many had no window at all."""
+    per_producer = (
+        events.where(_is("enqueue") & F.col("queue").isNotNull() & F.col("link").isNotNull())
+        .groupBy(*QUEUE, "link")
+        .agg(F.max("capacity").alias("capacity"))
+    )
+    return per_producer.groupBy(*QUEUE).agg(
+        F.sum("capacity").alias("producer_capacity_sum"),
+        F.count(F.when(F.col("capacity").isNull(), 1)).alias("uncapped_producers"),
+    )
+
+
+def queue_episode_evidence(episodes: DataFrame, policy: RecommendPolicy) -> DataFrame:
+    """Per queue, from silver episodes: counts, short episodes, worst overshoot and drain rates.
+
+    The net drain rate of a closed episode is (peak depth - resume threshold) / duration: how fast
+    the queue fell from its peak to where flow resumed, producers' in-flight windows included.
+    """
+    closed = ~F.col("is_open") & F.col("duration_s").isNotNull()
+    timed = closed & (F.col("duration_s") > 0)
+
+    def drain(peak: str, resume: str) -> Column:
+        return F.when(
+            timed & (F.col(resume) > 0),
+            F.greatest(F.col(peak) - F.col(resume), F.lit(0)) / F.col("duration_s"),
+        )
+
+    quantile = policy.drain_rate_quantile
+    return episodes.groupBy(*QUEUE).agg(
+        F.count(F.lit(1)).alias("episodes"),
+        F.count(F.when(closed, 1)).alias("closed_episodes"),
+        F.count(F.when(closed & (F.col("duration_s") < policy.min_dwell_s), 1)).alias(
+            "short_episodes"
+        ),
+        F.percentile(F.when(closed, F.col("duration_s")), 0.5).alias("median_episode_s"),
+        F.max("overshoot_msgs").alias("max_overshoot_msgs"),
+        F.max("overshoot_bytes").alias("max_overshoot_bytes"),
+        F.percentile(drain("peak_depth_msgs", "flow_resume_count"), quantile).alias(
+            "drain_rate_msgs_s"
+        ),
+        F.percentile(drain("peak_depth_bytes", "flow_resume_size"), quantile).alias(
+            "drain_rate_bytes_s"
+        ),
+    )
+
+
+def queue_daily_evidence(queue_daily: DataFrame) -> DataFrame:
+    """Per queue, from gold daily rows (summed over days and runs): time stopped and peak depth."""
+    return queue_daily.groupBy(*QUEUE).agg(
+        F.sum("time_stopped_s").alias("time_stopped_s"),
+        F.sum("observed_s").alias("_observed_s"),
+        F.max("max_depth_msgs").alias("peak_depth_msgs"),
+        F.max("max_depth_bytes").alias("peak_depth_bytes"),
+    )
+
+
+# -- queue policy -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Dimension:
+    """One threshold dimension (messages or bytes) and the decisions taken on it."""
+
+    unit: str
+    limit: Column
+    stop: Column
+    resume: Column
+    headroom: Column
+    worst_overshoot: Column
+    target_stop: Column
+    flow_off_under_limit: Column
+    exceeds_limit: Column
+    lower: Column
+    raise_: Column
+
+    @property
+    def at_risk(self) -> Column:
+        return self.flow_off_under_limit | self.exceeds_limit
+
+    @property
+    def changes_stop(self) -> Column:
+        return self.at_risk | self.lower | self.raise_
+
+
+def _dimension(
+    unit: str,
+    limit: str,
+    stop: str,
+    resume: str,
+    observed_overshoot: str,
+    bound: Column,
+    policy: RecommendPolicy,
+) -> _Dimension:
+    limit_col = F.coalesce(F.col(limit), F.lit(0))
+    stop_col = F.coalesce(F.col(stop), F.lit(0))
+    # A resume of 0 under a non-zero stop means "resume at the stop value" (DESIGN.md §2).
+    resume_col = F.when(F.coalesce(F.col(resume), F.lit(0)) == 0, stop_col).otherwise(F.col(resume))
+    # greatest() skips nulls: an unknown bound falls back on what was observed, and vice versa.
+    worst = F.coalesce(F.greatest(F.col(observed_overshoot), bound), F.lit(0))
+    limited = limit_col > 0
+    headroom = F.when(limited, F.ceil(worst * (1 + policy.safety_margin)).cast("long"))
+    target = F.when(limited, F.greatest(limit_col - headroom, F.lit(1)))
+    flow_on = stop_col > 0
+    exceeds = limited & flow_on & (stop_col + worst > limit_col)
+    stopped_at_all = F.coalesce(F.col("episodes"), F.lit(0)) > 0
+    return _Dimension(
+        unit=unit,
+        limit=limit_col,
+        stop=stop_col,
+        resume=resume_col,
+        headroom=headroom,
+        worst_overshoot=worst,
+        target_stop=target,
+        flow_off_under_limit=limited & ~flow_on,
+        exceeds_limit=exceeds,
+        lower=limited & flow_on & ~exceeds & (stop_col > target),
+        # Raising only pays off on a queue that actually stopped: elsewhere it changes nothing.
+        raise_=limited
+        & flow_on
+        & stopped_at_all
+        & (target - stop_col > F.lit(policy.keep_band_share) * limit_col),
+    )
+
+
+def _recommended_pair(
+    dim: _Dimension, drain_rate: str, flapping: Column, policy: RecommendPolicy
+) -> tuple[Column, Column]:
+    """(stop, resume) to recommend on one dimension: the current pair unless something changes.
+
+    The resume gap is the larger of the current gap and the gap that makes an episode last
+    min_dwell_s at the observed drain rate (at least min_hysteresis_share of the stop value).
+    """
+    stop = F.when(dim.changes_stop, dim.target_stop).otherwise(dim.stop)
+    gap_for_dwell = F.greatest(
+        F.ceil(F.coalesce(F.col(drain_rate), F.lit(0.0)) * policy.min_dwell_s),
+        F.ceil(stop * policy.min_hysteresis_share),
+    ).cast("long")
+    gap = F.greatest(dim.stop - dim.resume, gap_for_dwell)
+    resume = (
+        F.when(stop == 0, F.lit(0))
+        .when(dim.changes_stop | flapping, F.greatest(stop - gap, F.lit(1)))
+        .otherwise(dim.resume)
+    )
+    return stop.cast("long"), resume.cast("long")
+
+
+def _change(unit: str, before: Column, after: Column) -> Column:
+    return F.when(before != after, F.format_string(f"{unit} %d -> %d", before, after))
+
+
+def recommend_queues(
+    settings: DataFrame,
+    producers: DataFrame,
+    episode_evidence: DataFrame,
+    daily_evidence: DataFrame,
+    policy: RecommendPolicy,
+) -> DataFrame:
+    """One recommendation per queue, with verdict, evidence and rationale (columns of the schema
+    that concern queues; the caller adds the date columns)."""
+    joined = (
+        settings.join(producers, list(QUEUE), "left")
+        .join(episode_evidence, list(QUEUE), "left")
+        .join(daily_evidence, list(QUEUE), "left")
+    )
+    bytes_bound = F.col("producer_capacity_sum") * F.col("max_message_bytes")
+    msgs = _dimension(
+        "msgs",
+        "max_count",
+        "flow_stop_count",
+        "flow_resume_count",
+        "max_overshoot_msgs",
+        F.col("producer_capacity_sum"),
+        policy,
+    )
+    size = _dimension(
+        "bytes",
+        "max_size",
+        "flow_stop_size",
+        "flow_resume_size",
+        "max_overshoot_bytes",
+        bytes_bound,
+        policy,
+    )
+    short = F.coalesce(F.col("short_episodes"), F.lit(0))
+    flapping = (short >= policy.flapping_min_short_episodes) & (
+        short >= F.col("closed_episodes") * policy.flapping_short_share
+    )
+    uncapped = F.coalesce(F.col("uncapped_producers"), F.lit(0))
+    rejected = F.coalesce(F.col("rejected_msgs"), F.lit(0))
+    limited = (msgs.limit > 0) | (size.limit > 0)
+    at_risk = (rejected > 0) | (limited & (uncapped > 0)) | msgs.at_risk | size.at_risk
+    verdict = (
+        F.when(at_risk, VERDICT_AT_RISK)
+        .when(flapping, VERDICT_FLAPPING)
+        .when(msgs.lower | size.lower, VERDICT_LOWER)
+        .when(msgs.raise_ | size.raise_, VERDICT_RAISE)
+        .otherwise(VERDICT_KEEP)
+    )
+    stop_msgs, resume_msgs = _recommended_pair(msgs, "drain_rate_msgs_s", flapping, policy)
+    stop_size, resume_size = _recommended_pair(size, "drain_rate_bytes_s", flapping, policy)
+    margin_pct = F.lit(policy.safety_margin * 100)
+    reasons = F.concat_ws(
+        "; ",
+        F.when(rejected > 0, F.format_string("%d messages rejected at the limit", rejected)),
+        F.when(
+            limited & (uncapped > 0),
+            F.format_string("%d producers have no capacity window: overshoot unbounded", uncapped),
+        ),
+        *(
+            F.when(
+                d.flow_off_under_limit,
+                F.format_string(f"flow control off under a limit of %d {d.unit}", d.limit),
+            )
+            for d in (msgs, size)
+        ),
+        *(
+            F.when(
+                d.exceeds_limit,
+                F.format_string(
+                    f"stop %d + worst overshoot %d {d.unit} passes the limit %d",
+                    d.stop,
+                    d.worst_overshoot,
+                    d.limit,
+                ),
+            )
+            for d in (msgs, size)
+        ),
+        F.when(
+            flapping,
+            F.format_string(
+                "%d of %d episodes shorter than %.1fs (median %.2fs)",
+                short,
+                F.col("closed_episodes"),
+                F.lit(policy.min_dwell_s),
+                F.col("median_episode_s"),
+            ),
+        ),
+        *(
+            F.when(
+                d.lower,
+                F.format_string(
+                    f"stop %d leaves %d {d.unit} below the limit, %d needed",
+                    d.stop,
+                    d.limit - d.stop,
+                    d.headroom,
+                ),
+            )
+            for d in (msgs, size)
+        ),
+        *(
+            F.when(
+                d.raise_ & ~d.lower,
+                F.format_string(
+                    f"stopped %.0fs with %d {d.unit} of room where %d suffice",
+                    F.coalesce(F.col("time_stopped_s"), F.lit(0.0)),
+                    d.limit - d.stop,
+                    d.headroom,
+                ),
+            )
+            for d in (msgs, size)
+        ),
+    )
+    changes = F.concat_ws(
+        ", ",
+        _change("stop msgs", msgs.stop, stop_msgs),
+        _change("resume msgs", msgs.resume, resume_msgs),
+        _change("stop bytes", size.stop, stop_size),
+        _change("resume bytes", size.resume, resume_size),
+    )
+    keep_reason = F.format_string(
+        "%d episodes, worst overshoot %d msgs against %d of room needed (incl. %.0f%% margin)",
+        F.coalesce(F.col("episodes"), F.lit(0)),
+        msgs.worst_overshoot,
+        F.coalesce(msgs.headroom, F.lit(0)),
+        margin_pct,
+    )
+    rationale = F.concat(
+        verdict,
+        F.lit(": "),
+        F.when(reasons == "", keep_reason).otherwise(reasons),
+        F.when(changes != "", F.concat(F.lit(" => "), changes)).otherwise(F.lit("")),
+    )
+    observed = F.col("_observed_s")
+    return joined.select(
+        "broker",
+        F.lit(ENTITY_QUEUE).alias("entity_kind"),
+        F.col("queue").alias("entity"),
+        "queue",
+        "runs",
+        verdict.alias("verdict"),
+        rationale.alias("rationale"),
+        "max_count",
+        "max_size",
+        msgs.stop.alias("current_flow_stop_count"),
+        msgs.resume.alias("current_flow_resume_count"),
+        size.stop.alias("current_flow_stop_size"),
+        size.resume.alias("current_flow_resume_size"),
+        stop_msgs.alias("recommended_flow_stop_count"),
+        resume_msgs.alias("recommended_flow_resume_count"),
+        stop_size.alias("recommended_flow_stop_size"),
+        resume_size.alias("recommended_flow_resume_size"),
+        F.coalesce(F.col("episodes"), F.lit(0)).alias("episodes"),
+        F.coalesce(F.col("short_episodes"), F.lit(0)).alias("short_episodes"),
+        "median_episode_s",
+        F.coalesce(F.col("time_stopped_s"), F.lit(0.0)).alias("time_stopped_s"),
+        F.when(observed > 0, F.col("time_stopped_s") / observed).alias("stopped_share"),
+        F.col("rejected_msgs"),
+        "peak_depth_msgs",
+        "peak_depth_bytes",
+        "max_overshoot_msgs",
+        "max_overshoot_bytes",
+        "producer_capacity_sum",
+        F.coalesce(F.col("uncapped_producers"), F.lit(0)).alias("uncapped_producers"),
+        "max_message_bytes",
+        msgs.headroom.alias("headroom_msgs"),
+        size.headroom.alias("headroom_bytes"),
+        "drain_rate_msgs_s",
+        "drain_rate_bytes_s",
+    )
+
+
+# -- consumer links ---------------------------------------------------------------------------
+
+
+def consumer_link_evidence(
+    events: DataFrame, link_daily: DataFrame, starvations: DataFrame
+) -> DataFrame:
+    """Per consumer link: deliveries, the largest credit granted, the median top-up, attached and
+    starved time, and the median starvation (a credit round trip as the receiver sees it)."""
+    link_events = events.where(F.col("link").isNotNull())
+    in_order = Window.partitionBy("run_id", *LINK).orderBy("seq")
+    with_credit = link_events.where(F.col("credit").isNotNull())
+    top_up = with_credit.withColumn(
+        "_top_up", F.col("credit") - F.lag("credit").over(in_order)
+    ).where(_is("flow") & (F.col("_top_up") > 0))
+    per_link = link_events.groupBy(*LINK).agg(
+        _latest("link_role"),
+        F.max_by("queue", F.when(_is("dequeue"), F.struct("ts", "seq"))).alias("queue"),
+        F.countDistinct("run_id").alias("runs"),
+        # A delivery is logged as a dequeue by some front ends and as a transfer by others.
+        F.greatest(F.count(F.when(_is("dequeue"), 1)), F.count(F.when(_is("transfer"), 1))).alias(
+            "deliveries"
+        ),
+        F.max("credit").alias("current_credit"),
+    )
+    batches = top_up.groupBy(*LINK).agg(F.percentile("_top_up", 0.5).alias("_median_top_up"))
+    daily = link_daily.groupBy(*LINK).agg(
+        F.sum("starved_s").alias("starved_s"),
+        F.sum("attached_s").alias("attached_s"),
+        F.sum("episodes").alias("episodes"),
+    )
+    round_trips = (
+        starvations.where(~F.col("is_open") & (F.col("duration_s") > 0))
+        .groupBy(*LINK)
+        .agg(F.percentile("duration_s", 0.5).alias("_observed_round_trip_s"))
+    )
+    return (
+        per_link.where(F.col("link_role") == "consumer")
+        .join(batches, list(LINK), "left")
+        .join(daily, list(LINK), "left")
+        .join(round_trips, list(LINK), "left")
+    )
+
+
+def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> DataFrame:
+    """One credit recommendation per consumer link (Kung & Morris)."""
+    attached = F.col("attached_s")
+    rate = F.when(attached > 0, F.col("deliveries") / attached)
+    round_trip = F.coalesce(F.col("_observed_round_trip_s"), F.lit(policy.default_round_trip_s))
+    batch = F.coalesce(
+        F.ceil(F.col("_median_top_up")).cast("long"), F.lit(policy.default_top_up_batch)
+    )
+    needed = (F.ceil(rate * round_trip) + batch).cast("long")
+    current = F.col("current_credit")
+    starved_share = F.when(attached > 0, F.coalesce(F.col("starved_s"), F.lit(0.0)) / attached)
+    starved = F.coalesce(starved_share, F.lit(0.0)) > policy.starved_share_tolerance
+    raise_ = starved & (F.coalesce(current, F.lit(0)) < needed)
+    lower = ~starved & (current > needed * policy.over_provision_factor)
+    verdict = F.when(raise_, VERDICT_RAISE).when(lower, VERDICT_LOWER).otherwise(VERDICT_KEEP)
+    recommended = F.when(raise_ | lower, needed).otherwise(current)
+    formula = F.format_string(
+        "needs %.1f msgs/s x %.3fs round trip + %d top-up = %d credits",
+        F.coalesce(rate, F.lit(0.0)),
+        round_trip,
+        batch,
+        F.coalesce(needed, F.lit(0)),
+    )
+    situation = (
+        F.when(
+            raise_,
+            F.format_string(
+                "starved %.1f%% of its attached time with %d credits",
+                starved_share * 100,
+                F.coalesce(current, F.lit(0)),
+            ),
+        )
+        .when(
+            lower,
+            F.format_string(
+                "never starved with %d credits, over %.0fx what it needs",
+                current,
+                F.lit(policy.over_provision_factor),
+            ),
+        )
+        .when(rate.isNull(), F.lit("no attached time observed"))
+        .otherwise(
+            F.format_string(
+                "starved %.1f%% of its attached time with %d credits",
+                F.coalesce(starved_share * 100, F.lit(0.0)),
+                F.coalesce(current, F.lit(0)),
+            )
+        )
+    )
+    rationale = F.concat(verdict, F.lit(": "), situation, F.lit("; "), formula)
+    return evidence.select(
+        "broker",
+        F.lit(ENTITY_CONSUMER_LINK).alias("entity_kind"),
+        F.col("link").alias("entity"),
+        "queue",
+        "runs",
+        verdict.alias("verdict"),
+        rationale.alias("rationale"),
+        F.coalesce(F.col("episodes"), F.lit(0)).alias("episodes"),
+        current.alias("current_credit"),
+        recommended.alias("recommended_credit"),
+        rate.alias("consumption_rate_msgs_s"),
+        round_trip.alias("round_trip_s"),
+        F.when(F.col("_observed_round_trip_s").isNotNull(), "observed")
+        .otherwise("policy")
+        .alias("round_trip_source"),
+        batch.alias("top_up_batch"),
+        F.coalesce(F.col("starved_s"), F.lit(0.0)).alias("starved_s"),
+        starved_share.alias("starved_share"),
+    )
+
+
+# -- the table --------------------------------------------------------------------------------
+
+
+def _between(column: str, first: date, last: date) -> Column:
+    return F.col(column).between(F.lit(first), F.lit(last))
+
+
+def threshold_recommendations(
+    events: DataFrame,
+    queue_episodes: DataFrame,
+    queue_daily: DataFrame,
+    link_starvations: DataFrame,
+    link_daily: DataFrame,
+    policy: RecommendPolicy,
+    as_of: date,
+) -> DataFrame:
+    """Rows of ``threshold_recommendations`` as of ``as_of``, from the evidence window's rows.
+
+    Each input may hold more days than the window (bronze ``events`` by ``date``, silver rows by
+    ``start_date``, gold rows by ``date``); only the window's days are used.
+    """
+    first = policy.window_from(as_of)
+    window_events = events.where(_between("date", first, as_of))
+    window_episodes = queue_episodes.where(_between("start_date", first, as_of))
+    queues = recommend_queues(
+        queue_settings(window_events),
+        queue_producers(window_events),
+        queue_episode_evidence(window_episodes, policy),
+        queue_daily_evidence(queue_daily.where(_between("date", first, as_of))),
+        policy,
+    )
+    links = recommend_consumer_links(
+        consumer_link_evidence(
+            window_events,
+            link_daily.where(_between("date", first, as_of)),
+            link_starvations.where(_between("start_date", first, as_of)),
+        ),
+        policy,
+    )
+    rows = (
+        queues.unionByName(links, allowMissingColumns=True)
+        .withColumn("date", F.lit(as_of))
+        .withColumn("window_from", F.lit(first))
+        .withColumn("safety_margin", F.lit(policy.safety_margin))
+        .withColumn("min_dwell_s", F.lit(policy.min_dwell_s))
+    )
+    spark_schema = THRESHOLD_RECOMMENDATIONS.to_spark()
+    return rows.select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in spark_schema.fields))

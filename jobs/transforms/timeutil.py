@@ -1,0 +1,32 @@
+"""Time arithmetic in integer microseconds since the epoch.
+
+Days are cut in microseconds rather than with ``to_date``/``date_trunc``, which follow the
+session time zone: a metric must not change with ``spark.sql.session.timeZone``.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+US_PER_SECOND = 1_000_000
+US_PER_DAY = 86_400 * US_PER_SECOND
+
+
+def micros(ts: str | Column) -> Column:
+    """Microseconds since the epoch of a timestamp column."""
+    return F.unix_micros(F.col(ts) if isinstance(ts, str) else ts)
+
+
+def utc_date(ts: str | Column) -> Column:
+    """The UTC calendar day of a timestamp column, whatever the session time zone."""
+    return F.date_from_unix_date(F.floor(micros(ts) / F.lit(US_PER_DAY)).cast("int"))
+
+
+def day_start_us(date: str | Column) -> Column:
+    """Microseconds since the epoch of 00:00 UTC of a date column."""
+    return F.unix_date(F.col(date) if isinstance(date, str) else date).cast("long") * US_PER_DAY
+
+
+def seconds_between(start_us: Column, end_us: Column) -> Column:
+    return (end_us - start_us) / F.lit(float(US_PER_SECOND))

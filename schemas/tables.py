@@ -1,0 +1,163 @@
+"""The pipeline's Delta tables (DESIGN.md §5): bronze, quarantine, silver and gold, schema v1.
+
+Each table is one :class:`TableSchema`; the jobs create the Delta table from ``to_spark()`` and cast
+what they write to it, so a column can only change here. ``threshold_recommendations`` belongs to
+the recommendation job and is defined with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from schemas.broker_events import BROKER_EVENTS
+from schemas.model import Column, TableSchema
+
+SCHEMA_VERSION = 1
+
+BRONZE, SILVER, GOLD = "bronze", "silver", "gold"
+
+_DATE = Column("date", "date", nullable=False, doc="UTC calendar day (partition)")
+
+BRONZE_BROKER_EVENTS = TableSchema(
+    name="broker_events",
+    version=SCHEMA_VERSION,
+    partition_by=("date",),
+    doc="Validated events, one per (run_id, seq); DESIGN.md §3 columns plus lineage.",
+    columns=(
+        *BROKER_EVENTS.columns,
+        replace(_DATE, doc="UTC date of ts, equal to the raw date= partition (partition)"),
+        Column("source_file", "string", nullable=False, doc="raw file, relative to the raw root"),
+    ),
+)
+
+BROKER_EVENTS_QUARANTINE = TableSchema(
+    name="broker_events_quarantine",
+    version=SCHEMA_VERSION,
+    partition_by=("date",),
+    doc=(
+        "Every rejected raw row (record_kind='row': its columns as read, all nullable) and every "
+        "unreadable raw file (record_kind='file': event columns null), with the reason."
+    ),
+    columns=(
+        *(replace(c, nullable=True) for c in BROKER_EVENTS.columns),
+        replace(_DATE, doc="the raw date= partition the row or file came from (partition)"),
+        Column("source_file", "string", nullable=False, doc="raw file, relative to the raw root"),
+        Column("record_kind", "string", nullable=False, doc="'row' or 'file'"),
+        Column("reason", "string", nullable=False, doc="';'-separated rule names that failed"),
+        Column("file_rows", "int64", doc="record_kind='file': rows the file's footer declares"),
+    ),
+)
+
+QUEUE_FLOW_EPISODES = TableSchema(
+    name="queue_flow_episodes",
+    version=SCHEMA_VERSION,
+    partition_by=("start_date",),
+    doc="One row per stopped episode: a flow_stopped to the next flow_resumed (same queue, run).",
+    columns=(
+        Column("run_id", "string", nullable=False),
+        Column("broker", "string", nullable=False),
+        Column("queue", "string", nullable=False),
+        Column("start_seq", "int64", nullable=False, doc="seq of the flow_stopped event"),
+        Column("start_ts", "timestamp", nullable=False),
+        Column("start_date", "date", nullable=False, doc="UTC date of start_ts (partition)"),
+        Column("end_seq", "int64", doc="seq of the flow_resumed event; null while open"),
+        Column("end_ts", "timestamp", doc="null while open"),
+        Column("is_open", "bool", nullable=False, doc="no flow_resumed up to the run's watermark"),
+        Column("duration_s", "float64", doc="end_ts - start_ts; null while open"),
+        Column("run_watermark_ts", "timestamp", nullable=False, doc="the run's last event ts"),
+        Column("flow_stopped_count", "int64", doc="the queue's cumulative counter at the start"),
+        Column("peak_depth_msgs", "int64", doc="max depth_msgs from the triggering enqueue on"),
+        Column("peak_depth_bytes", "int64", doc="max depth_bytes from the triggering enqueue on"),
+        Column("flow_stop_count", "int64", doc="threshold in force at the start, 0 = off"),
+        Column("flow_resume_count", "int64", doc="threshold in force at the start, 0 = off"),
+        Column("flow_stop_size", "int64", doc="threshold in force at the start, 0 = off"),
+        Column("flow_resume_size", "int64", doc="threshold in force at the start, 0 = off"),
+        Column("overshoot_msgs", "int64", doc="max(0, peak - stop count); null if that is off"),
+        Column("overshoot_bytes", "int64", doc="max(0, peak - stop size); null if that is off"),
+        Column("producers", "int64", nullable=False, doc="distinct producers that enqueued"),
+        Column("overshoot_bound_msgs", "int64", doc="sum of those producers' capacities"),
+        Column("overshoot_ratio", "float64", doc="overshoot_msgs / overshoot_bound_msgs"),
+    ),
+)
+
+LINK_STARVATION_EPISODES = TableSchema(
+    name="link_starvation_episodes",
+    version=SCHEMA_VERSION,
+    partition_by=("start_date",),
+    doc="One row per credit starvation: credit == 0 while available > 0, until that ends.",
+    columns=(
+        Column("run_id", "string", nullable=False),
+        Column("broker", "string", nullable=False),
+        Column("link", "string", nullable=False),
+        Column("link_role", "string"),
+        Column("start_seq", "int64", nullable=False, doc="seq of the event that starved the link"),
+        Column("start_ts", "timestamp", nullable=False),
+        Column("start_date", "date", nullable=False, doc="UTC date of start_ts (partition)"),
+        Column("end_seq", "int64", doc="seq of the event that ended it; null while open"),
+        Column("end_ts", "timestamp", doc="null while open"),
+        Column("end_reason", "string", doc="'credit' (credit or available changed), 'detached'"),
+        Column("is_open", "bool", nullable=False, doc="still starved at the run's watermark"),
+        Column("duration_s", "float64", doc="end_ts - start_ts; null while open"),
+        Column("run_watermark_ts", "timestamp", nullable=False, doc="the run's last event ts"),
+        Column("available_at_start", "int64", doc="the sender's available when it starved"),
+    ),
+)
+
+QUEUE_FLOW_DAILY = TableSchema(
+    name="queue_flow_daily",
+    version=SCHEMA_VERSION,
+    partition_by=("date",),
+    doc="Flow-control metrics of DESIGN.md §4, one row per (date, broker, run_id, queue).",
+    columns=(
+        _DATE,
+        Column("broker", "string", nullable=False),
+        Column("run_id", "string", nullable=False),
+        Column("queue", "string", nullable=False),
+        Column("flow_stopped_count", "int64", nullable=False, doc="flow_stopped events this day"),
+        Column("flow_stopped_counter_delta", "int64", doc="change of cumulative counter this day"),
+        Column("counter_check_ok", "bool", doc="flow_stopped_count == flow_stopped_counter_delta"),
+        Column("stopped_at_day_start", "bool", nullable=False, doc="stopped at 00:00 (carry-over)"),
+        Column("time_stopped_s", "float64", nullable=False, doc="stopped time clipped to the day"),
+        Column("observed_s", "float64", nullable=False, doc="day ∩ [run's first event, watermark]"),
+        Column("stopped_share", "float64", doc="time_stopped_s / observed_s; null if 0 observed"),
+        Column("episodes", "int64", nullable=False, doc="stopped episodes starting this day"),
+        Column("max_depth_msgs", "int64", doc="max depth_msgs of the queue's events this day"),
+        Column("max_depth_bytes", "int64", doc="max depth_bytes of the queue's events this day"),
+        Column("max_overshoot_msgs", "int64", doc="over the episodes starting this day"),
+        Column("p95_overshoot_msgs", "float64", doc="exact, linear interpolation"),
+        Column("max_overshoot_bytes", "int64", doc="over the episodes starting this day"),
+        Column("p95_overshoot_bytes", "float64", doc="exact, linear interpolation"),
+        Column("max_overshoot_ratio", "float64", doc="max overshoot / bound of those episodes"),
+    ),
+)
+
+LINK_STARVATION_DAILY = TableSchema(
+    name="link_starvation_daily",
+    version=SCHEMA_VERSION,
+    partition_by=("date",),
+    doc="Credit starvation per (date, broker, run_id, link), DESIGN.md §4.",
+    columns=(
+        _DATE,
+        Column("broker", "string", nullable=False),
+        Column("run_id", "string", nullable=False),
+        Column("link", "string", nullable=False),
+        Column("link_role", "string"),
+        Column("starved_s", "float64", nullable=False, doc="starved time clipped to the day"),
+        Column("episodes", "int64", nullable=False, doc="starvations starting this day"),
+        Column("attached_s", "float64", nullable=False, doc="attached time clipped to the day"),
+        Column("starved_share", "float64", doc="starved_s / attached_s; null if never attached"),
+    ),
+)
+
+#: Every pipeline table with its layer; the table lives at <warehouse>/<layer>/<name>.
+PIPELINE_TABLES: dict[str, tuple[str, TableSchema]] = {
+    t.name: (layer, t)
+    for layer, t in (
+        (BRONZE, BRONZE_BROKER_EVENTS),
+        (BRONZE, BROKER_EVENTS_QUARANTINE),
+        (SILVER, QUEUE_FLOW_EPISODES),
+        (SILVER, LINK_STARVATION_EPISODES),
+        (GOLD, QUEUE_FLOW_DAILY),
+        (GOLD, LINK_STARVATION_DAILY),
+    )
+}

@@ -1,0 +1,136 @@
+"""Shared fixtures: ONE local SparkSession with Delta for the whole run, and tiny-data helpers.
+
+Spark tests are marked ``@pytest.mark.spark``. The session is built by the same factory as the jobs
+(jobs/spark_session.py), with settings that suit tiny data: two shuffle partitions and no UI.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from schemas.broker_events import BROKER_EVENTS
+
+UTC = UTC
+
+# PySpark returns timestamps as naive datetimes in the process's local time zone: make that UTC.
+os.environ["TZ"] = "UTC"
+time.tzset()
+TEST_SPARK_SETTINGS = {
+    "spark.sql.shuffle.partitions": "1",
+    # Tiny data: compiling whole-stage code and re-planning adaptively cost more than they save.
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.default.parallelism": "2",
+    "spark.ui.enabled": "false",
+    "spark.databricks.delta.snapshotPartitions": "1",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+def at(day: int, hh: int = 0, mm: int = 0, ss: int = 0, us: int = 0) -> datetime:
+    """A UTC instant in January 2024: ``at(1, 23, 59)`` is 2024-01-01 23:59:00Z."""
+    return datetime(2024, 1, day, hh, mm, ss, us, tzinfo=UTC)
+
+
+def naive(ts: datetime) -> datetime:
+    """What Spark's collect() returns for ``ts`` (naive, UTC)."""
+    return ts.astimezone(UTC).replace(tzinfo=None)
+
+
+def event(seq: int, ts: datetime, event_type: str, **fields: Any) -> dict[str, Any]:
+    """One broker_events row; run r1 on broker b1 unless told otherwise."""
+    return {
+        "run_id": "r1",
+        "broker": "b1",
+        "seq": seq,
+        "ts": ts,
+        "event_type": event_type,
+        **fields,
+    }
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from jobs.config import load_conf
+    from jobs.spark_session import build_spark_session
+
+    scratch = tmp_path_factory.mktemp("spark")
+    conf = dataclasses.replace(load_conf(), warehouse_dir=str(scratch / "warehouse"))
+    session = build_spark_session(
+        conf,
+        app_name="flowctl-tests",
+        extra_settings={**TEST_SPARK_SETTINGS, "spark.sql.warehouse.dir": str(scratch / "sql")},
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def make_events(spark: Any) -> Callable[[list[dict[str, Any]]], Any]:
+    """Rows (dicts) -> a DataFrame with the broker_events columns plus ``date`` (UTC day of ts)."""
+    from pyspark.sql import functions as F
+
+    def build(rows: list[dict[str, Any]]) -> Any:
+        frame = spark.createDataFrame(rows, BROKER_EVENTS.to_spark(), verifySchema=False)
+        return frame.withColumn("date", F.to_date("ts"))
+
+    return build
+
+
+@pytest.fixture
+def pipeline_conf(tmp_path: Path) -> Callable[..., Any]:
+    """Write a pipeline YAML whose paths are under tmp_path; returns (conf path, PipelineConf)."""
+    from jobs.config import load_conf
+
+    def write(validate: bool = False) -> tuple[str, Any]:
+        document = {
+            "spark": {"master": "local[2]", "conf": TEST_SPARK_SETTINGS},
+            "paths": {
+                "raw": str(tmp_path / "raw"),
+                "warehouse": str(tmp_path / "warehouse"),
+                "quality": str(tmp_path / "quality"),
+            },
+            "ingest": {"validate_with_great_expectations": validate},
+        }
+        path = tmp_path / "pipeline.yaml"
+        path.write_text(yaml.safe_dump(document), encoding="utf-8")
+        return str(path), load_conf(path)
+
+    return write
+
+
+def write_raw(raw_dir: Path, rows: list[dict[str, Any]], part: str = "00000") -> list[Path]:
+    """Write rows as the engine's sink does: a file per UTC day, <raw>/date=D/part-<run>-N.parquet.
+
+    ``rows`` may hold anything pyarrow accepts for the column types (broken rows included); a row's
+    ``_date`` key, if present, overrides the day directory it is filed under.
+    """
+    by_day: dict[date, list[dict[str, Any]]] = {}
+    for row in rows:
+        day = row.pop("_date", None) or row["ts"].astimezone(UTC).date()
+        by_day.setdefault(day, []).append(row)
+    written = []
+    for day, day_rows in sorted(by_day.items()):
+        folder = raw_dir / f"date={day.isoformat()}"
+        folder.mkdir(parents=True, exist_ok=True)
+        run_id = day_rows[0].get("run_id") or "unknown"
+        path = folder / f"part-{run_id}-{part}.parquet"
+        pq.write_table(pa.Table.from_pylist(day_rows, schema=_lenient_schema()), path)
+        written.append(path)
+    return written
+
+
+def _lenient_schema() -> pa.Schema:
+    """broker_events with every column nullable, so tests can write rows that break the contract."""
+    return pa.schema([f.with_nullable(True) for f in BROKER_EVENTS.to_pyarrow()])

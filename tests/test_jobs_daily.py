@@ -1,0 +1,147 @@
+"""Gold daily metrics from hand-built events (jobs/transforms/daily.py)."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+from chispa import assert_df_equality
+
+from jobs.transforms.daily import link_starvation_daily, queue_flow_daily
+from jobs.transforms.episodes import link_starvation_episodes, queue_flow_episodes, run_bounds
+from tests.conftest import at, event
+from tests.test_jobs_episodes import link_starving_across_midnight, stopped_across_midnight
+
+pytestmark = pytest.mark.spark
+
+DAY1, DAY2, DAY3 = date(2024, 1, 1), date(2024, 1, 2), date(2024, 1, 3)
+QUEUE_COLUMNS = [
+    "date",
+    "run_id",
+    "queue",
+    "flow_stopped_count",
+    "flow_stopped_counter_delta",
+    "counter_check_ok",
+    "stopped_at_day_start",
+    "time_stopped_s",
+    "observed_s",
+    "stopped_share",
+    "episodes",
+    "max_overshoot_msgs",
+]
+QUEUE_TYPES = (
+    "date date, run_id string, queue string, flow_stopped_count long, "
+    "flow_stopped_counter_delta long, counter_check_ok boolean, stopped_at_day_start boolean, "
+    "time_stopped_s double, observed_s double, stopped_share double, episodes long, "
+    "max_overshoot_msgs long"
+)
+
+
+def queue_daily(make_events, rows, date_from, date_to):
+    events = make_events(rows)
+    bounds = run_bounds(events)
+    return queue_flow_daily(
+        events, queue_flow_episodes(events, bounds), bounds, date_from, date_to
+    ).select(*QUEUE_COLUMNS)
+
+
+def test_stopped_interval_across_midnight_is_split_with_carry_over(spark, make_events):
+    actual = queue_daily(make_events, stopped_across_midnight(), DAY1, DAY2)
+    # Run observed from 23:00 (first event) to 02:00 (watermark); stopped 23:55 -> 01:00.
+    expected = spark.createDataFrame(
+        [
+            (DAY1, "r1", "q", 1, 1, True, False, 300.0, 3600.0, 300 / 3600, 1, 3),
+            (DAY2, "r1", "q", 0, 0, True, True, 3600.0, 7200.0, 0.5, 0, None),
+        ],
+        QUEUE_TYPES,
+    )
+    assert_df_equality(
+        actual, expected, ignore_row_order=True, ignore_nullable=True, ignore_metadata=True
+    )
+
+
+def test_processing_only_the_second_day_carries_the_stop_over(spark, make_events):
+    actual = queue_daily(make_events, stopped_across_midnight(), DAY2, DAY2).collect()
+    assert [(r.date, r.time_stopped_s, r.stopped_at_day_start, r.flow_stopped_counter_delta)
+            for r in actual] == [(DAY2, 3600.0, True, 0)]  # fmt: skip
+
+
+def test_interval_open_at_the_watermark_ends_there(make_events):
+    rows = stopped_across_midnight()[:6]  # stopped at 23:55, last event 00:30 on day 2
+    got = {r.date: r for r in queue_daily(make_events, rows, DAY1, DAY3).collect()}
+    assert set(got) == {DAY1, DAY2}  # nothing observed on day 3
+    assert (got[DAY2].time_stopped_s, got[DAY2].observed_s, got[DAY2].stopped_share) == (
+        1800.0,
+        1800.0,
+        1.0,
+    )
+
+
+def test_two_runs_of_the_same_queue_get_one_row_each(make_events):
+    rows = stopped_across_midnight("r1") + stopped_across_midnight("r2")
+    got = queue_daily(make_events, rows, DAY1, DAY1).collect()
+    assert sorted((r.run_id, r.flow_stopped_count, r.time_stopped_s) for r in got) == [
+        ("r1", 1, 300.0),
+        ("r2", 1, 300.0),
+    ]
+
+
+def test_high_frequency_toggling_counts_every_episode(make_events):
+    rows, seq = [event(1, at(3, 11), "queue_declared", queue="q", flow_stopped_count=0)], 1
+    for i in range(10):  # 10 stop/resume pairs within one second, each stopped for 40 ms
+        start, end = at(3, 12, 0, 0, i * 100_000), at(3, 12, 0, 0, i * 100_000 + 40_000)
+        for ts, kind in ((start, "enqueue"), (start, "flow_stopped"), (end, "flow_resumed")):
+            seq += 1
+            counter = i + 1 if kind != "enqueue" else i
+            rows.append(event(seq, ts, kind, queue="q", depth_msgs=5, flow_stop_count=4,
+                              flow_stopped_count=counter))  # fmt: skip
+    row = queue_daily(make_events, rows, DAY3, DAY3).first()
+    assert (row.flow_stopped_count, row.flow_stopped_counter_delta, row.episodes) == (10, 10, 10)
+    assert row.counter_check_ok
+    assert row.time_stopped_s == pytest.approx(0.4)
+
+
+def test_counter_disagreeing_with_events_is_flagged(make_events):
+    rows = stopped_across_midnight()
+    rows[3] = {**rows[3], "flow_stopped_count": 2}  # the counter jumps by 2 for one flow_stopped
+    row = queue_daily(make_events, rows, DAY1, DAY1).first()
+    assert (row.flow_stopped_count, row.flow_stopped_counter_delta) == (1, 2)
+    assert row.counter_check_ok is False
+
+
+def test_p95_overshoot_is_exact_with_linear_interpolation(make_events):
+    rows, seq = [], 0
+    for i, peak in enumerate((5, 6, 8, 14)):  # stop 4: overshoots 1, 2, 4, 10
+        seq += 2
+        rows += [
+            event(seq - 1, at(1, i + 1), "flow_stopped", queue="q", depth_msgs=peak,
+                  flow_stop_count=4),
+            event(seq, at(1, i + 1, 30), "flow_resumed", queue="q", depth_msgs=1),
+        ]  # fmt: skip
+    events = make_events(rows)
+    bounds = run_bounds(events)
+    row = queue_flow_daily(events, queue_flow_episodes(events, bounds), bounds, DAY1, DAY1).first()
+    # Position 0.95 * 3 = 2.85 between 4 and 10: 4 + 0.85 * 6 = 9.1.
+    assert (row.episodes, row.max_overshoot_msgs) == (4, 10)
+    assert row.p95_overshoot_msgs == pytest.approx(9.1)
+
+
+def test_link_starving_across_midnight(spark, make_events):
+    events = make_events(link_starving_across_midnight())
+    bounds = run_bounds(events)
+    starvations = link_starvation_episodes(events, bounds)
+    actual = link_starvation_daily(events, starvations, bounds, DAY1, DAY2).select(
+        "date", "link", "link_role", "starved_s", "episodes", "attached_s", "starved_share"
+    )
+    # Attached 22:00 -> 03:00 (detach); starved 23:00 -> 01:00 and 02:00 -> 03:00.
+    expected = spark.createDataFrame(
+        [
+            (DAY1, "l1", "consumer", 3600.0, 1, 7200.0, 0.5),
+            (DAY2, "l1", "consumer", 7200.0, 1, 10800.0, 7200 / 10800),
+        ],
+        "date date, link string, link_role string, starved_s double, episodes long, "
+        "attached_s double, starved_share double",
+    )
+    assert_df_equality(
+        actual, expected, ignore_row_order=True, ignore_nullable=True, ignore_metadata=True
+    )
