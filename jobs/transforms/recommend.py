@@ -474,8 +474,9 @@ def consumer_link_evidence(
         .groupBy(*LINK)
         .agg(F.percentile("duration_s", 0.5).alias("_observed_round_trip_s"))
     )
+    # Links that never carried a credit (AMQP 0-10 consumers) have no credit to recommend.
     return (
-        per_link.where(F.col("link_role") == "consumer")
+        per_link.where((F.col("link_role") == "consumer") & F.col("current_credit").isNotNull())
         .join(batches, list(LINK), "left")
         .join(daily, list(LINK), "left")
         .join(round_trips, list(LINK), "left")

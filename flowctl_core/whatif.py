@@ -1,0 +1,339 @@
+"""What-if: rerun a scenario with other flow thresholds and compare, queue by queue.
+
+A recommendation is only worth deploying if the engine agrees: :func:`run_whatif` runs the same
+scenario (same seed, so the same arrivals) twice, as written and with thresholds overridden per
+queue from the start, and reports overshoot, time stopped, episodes and rejected messages of both
+runs. Everything is measured on the engine itself (its queue state and its own events), without the
+event log or Spark. :func:`load_recommended_thresholds` reads the overrides from the gold
+``threshold_recommendations`` Delta table; it needs a SparkSession, imported only when called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+from flowctl_core.clock import seconds_to_us
+from flowctl_core.events import Event
+from flowctl_core.flowlimit import FLOW_KEYS, FlowThresholds
+from flowctl_core.runner import RunResult, run_scenario
+from flowctl_core.scenario import DeclareStep, QueueSpec, Scenario, Step
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from pyspark.sql import SparkSession
+
+_US_PER_S = seconds_to_us(1)
+
+
+@dataclass(frozen=True)
+class QueueOutcome:
+    """What one queue went through in one run."""
+
+    thresholds: FlowThresholds
+    enqueued: int
+    rejected: int
+    episodes: int
+    time_stopped_s: float
+    max_overshoot_msgs: int
+    max_overshoot_bytes: int
+    peak_depth_msgs: int
+    peak_depth_bytes: int
+
+
+@dataclass(frozen=True)
+class QueueComparison:
+    queue: str
+    before: QueueOutcome
+    after: QueueOutcome
+
+    @property
+    def overshoot_or_rejections_cut(self) -> bool:
+        before, after = self.before, self.after
+        return (
+            after.rejected < before.rejected
+            or after.max_overshoot_msgs < before.max_overshoot_msgs
+            or after.max_overshoot_bytes < before.max_overshoot_bytes
+        )
+
+    @property
+    def time_stopped_not_raised(self) -> bool:
+        return self.after.time_stopped_s <= self.before.time_stopped_s
+
+    @property
+    def validated(self) -> bool:
+        """The issue's bar: fewer rejections or less overshoot, and no more time stopped."""
+        return self.overshoot_or_rejections_cut and self.time_stopped_not_raised
+
+
+@dataclass(frozen=True)
+class WhatIfComparison:
+    scenario: str
+    seed: int
+    duration_s: float
+    queues: tuple[QueueComparison, ...]
+    #: Overridden queues the scenario does not declare (a table covers many scenarios).
+    ignored_overrides: tuple[str, ...] = field(default=())
+
+    def queue(self, name: str) -> QueueComparison:
+        for comparison in self.queues:
+            if comparison.queue == name:
+                return comparison
+        raise KeyError(f"what-if of {self.scenario}: no queue {name!r}")
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per (queue, metric) with before, after and the change: for a printed table."""
+        rows: list[dict[str, Any]] = []
+        for comparison in self.queues:
+            for metric, before, after in _metrics(comparison):
+                rows.append(
+                    {
+                        "queue": comparison.queue,
+                        "metric": metric,
+                        "before": before,
+                        "after": after,
+                        "change": _change(before, after),
+                    }
+                )
+        return rows
+
+
+def _thresholds_text(thresholds: FlowThresholds) -> str:
+    return (
+        f"{thresholds.stop_count}/{thresholds.resume_count} msgs, "
+        f"{thresholds.stop_size}/{thresholds.resume_size} B"
+    )
+
+
+def _metrics(comparison: QueueComparison) -> list[tuple[str, Any, Any]]:
+    before, after = comparison.before, comparison.after
+    return [
+        (
+            "thresholds (stop/resume)",
+            _thresholds_text(before.thresholds),
+            _thresholds_text(after.thresholds),
+        ),
+        ("rejected msgs", before.rejected, after.rejected),
+        ("max overshoot msgs", before.max_overshoot_msgs, after.max_overshoot_msgs),
+        ("max overshoot bytes", before.max_overshoot_bytes, after.max_overshoot_bytes),
+        ("time stopped s", round(before.time_stopped_s, 3), round(after.time_stopped_s, 3)),
+        ("episodes", before.episodes, after.episodes),
+        ("peak depth msgs", before.peak_depth_msgs, after.peak_depth_msgs),
+        ("peak depth bytes", before.peak_depth_bytes, after.peak_depth_bytes),
+        ("enqueued", before.enqueued, after.enqueued),
+    ]
+
+
+def _change(before: Any, after: Any) -> str:
+    if isinstance(before, int | float) and isinstance(after, int | float):
+        delta = after - before
+        if delta == 0:
+            return "="
+        return (
+            f"{delta:+,.3f}".rstrip("0").rstrip(".") if isinstance(delta, float) else f"{delta:+,}"
+        )
+    return "=" if before == after else "changed"
+
+
+def format_comparison(comparison: WhatIfComparison) -> str:
+    """The comparison as a plain-text table, before and after side by side."""
+    header = ("queue", "metric", "before", "after", "change")
+    table = [header] + [tuple(str(row[key]) for key in header) for row in comparison.rows()]
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    lines = [
+        f"what-if {comparison.scenario} (seed {comparison.seed}, {comparison.duration_s:g} s):"
+        " as written -> with the overrides"
+    ]
+    for number, line in enumerate(table):
+        lines.append("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
+        if number == 0:
+            lines.append("  ".join("-" * width for width in widths))
+    for comparison_row in comparison.queues:
+        verdict = "validated" if comparison_row.validated else "NOT validated"
+        lines.append(
+            f"{comparison_row.queue}: {verdict} (overshoot or rejections cut: "
+            f"{comparison_row.overshoot_or_rejections_cut}, time stopped not raised: "
+            f"{comparison_row.time_stopped_not_raised})"
+        )
+    if comparison.ignored_overrides:
+        lines.append(f"not in this scenario, ignored: {', '.join(comparison.ignored_overrides)}")
+    return "\n".join(lines)
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+class _StoppedTimer:
+    """Sums each queue's stopped time from its flow_stopped / flow_resumed events."""
+
+    def __init__(self) -> None:
+        self.stopped_since_us: dict[str, int] = {}
+        self.stopped_us: dict[str, int] = {}
+
+    def __call__(self, event: Event) -> None:
+        event_type = event["event_type"]
+        if event_type == "flow_stopped":
+            self.stopped_since_us[event["queue"]] = event["ts"]
+        elif event_type == "flow_resumed":
+            queue = event["queue"]
+            since = self.stopped_since_us.pop(queue, None)
+            if since is not None:
+                self.stopped_us[queue] = self.stopped_us.get(queue, 0) + event["ts"] - since
+
+    def seconds(self, queue: str, end_us: int) -> float:
+        """Stopped time of ``queue``; an episode still open at the end counts up to ``end_us``."""
+        open_us = end_us - self.stopped_since_us.get(queue, end_us)
+        return (self.stopped_us.get(queue, 0) + open_us) / _US_PER_S
+
+
+def _outcomes(result: RunResult, timer: _StoppedTimer) -> dict[str, QueueOutcome]:
+    outcomes = {}
+    for name, queue in result.broker.queues.items():
+        stats = queue.stats
+        outcomes[name] = QueueOutcome(
+            thresholds=queue.flow.thresholds,
+            enqueued=stats.enqueued,
+            rejected=stats.rejected,
+            episodes=queue.flow.flow_stopped_count,
+            time_stopped_s=timer.seconds(name, result.end_us),
+            max_overshoot_msgs=stats.max_overshoot_msgs,
+            max_overshoot_bytes=stats.max_overshoot_bytes,
+            peak_depth_msgs=stats.peak_depth_msgs,
+            peak_depth_bytes=stats.peak_depth_bytes,
+        )
+    return outcomes
+
+
+def _run(scenario: Scenario, seed: int) -> dict[str, QueueOutcome]:
+    timer = _StoppedTimer()
+    result = run_scenario(scenario, [timer], run_id=f"{scenario.name}-whatif", seed=seed)
+    return _outcomes(result, timer)
+
+
+def _with_flow_arguments(
+    arguments: Mapping[str, int | str], thresholds: FlowThresholds
+) -> dict[str, int | str]:
+    kept = {key: value for key, value in arguments.items() if key not in FLOW_KEYS}
+    return {
+        **kept,
+        "qpid.flow_stop_count": thresholds.stop_count,
+        "qpid.flow_resume_count": thresholds.resume_count,
+        "qpid.flow_stop_size": thresholds.stop_size,
+        "qpid.flow_resume_size": thresholds.resume_size,
+    }
+
+
+def declared_queues(scenario: Scenario) -> list[str]:
+    return [q.name for q in scenario.queues] + [
+        s.declare.queue for s in scenario.steps if s.declare is not None
+    ]
+
+
+def with_thresholds(scenario: Scenario, overrides: Mapping[str, FlowThresholds]) -> Scenario:
+    """The scenario with each overridden queue declared with those thresholds.
+
+    The thresholds are in force from the queue's declaration. A scripted ``set_thresholds`` step
+    still changes them later, as an operator's change would. Queues not declared are ignored.
+    """
+
+    def queue_spec(spec: QueueSpec) -> QueueSpec:
+        if spec.name not in overrides:
+            return spec
+        arguments = _with_flow_arguments(spec.arguments, overrides[spec.name])
+        return spec.model_copy(update={"arguments": arguments})
+
+    def step(spec: Step) -> Step:
+        declare = spec.declare
+        if declare is None or declare.queue not in overrides:
+            return spec
+        arguments = _with_flow_arguments(declare.arguments, overrides[declare.queue])
+        new_declare: DeclareStep = declare.model_copy(update={"arguments": arguments})
+        return spec.model_copy(update={"declare": new_declare})
+
+    return scenario.model_copy(
+        update={
+            "queues": [queue_spec(q) for q in scenario.queues],
+            "steps": [step(s) for s in scenario.steps],
+        }
+    )
+
+
+def run_whatif(
+    scenario: Scenario,
+    overrides: Mapping[str, FlowThresholds],
+    *,
+    seed: int | None = None,
+) -> WhatIfComparison:
+    """Run ``scenario`` as written and with ``overrides`` (queue -> thresholds); compare.
+
+    Both runs use the same seed, so producers generate the same arrivals. Invalid thresholds (e.g.
+    a stop above the queue's max) raise :class:`~flowctl_core.flowlimit.FlowConfigError`.
+    """
+    seed = scenario.seed if seed is None else seed
+    declared = set(declared_queues(scenario))
+    applicable = {queue: t for queue, t in overrides.items() if queue in declared}
+    before = _run(scenario, seed)
+    after = _run(with_thresholds(scenario, applicable), seed)
+    duration_s = scenario.duration_s or 0.0
+    return WhatIfComparison(
+        scenario=scenario.name,
+        seed=seed,
+        duration_s=duration_s,
+        queues=tuple(
+            QueueComparison(name, before[name], after[name]) for name in before if name in after
+        ),
+        ignored_overrides=tuple(sorted(set(overrides) - declared)),
+    )
+
+
+# -- overrides from the recommendations table -------------------------------------------------
+
+
+def overrides_from_recommendations(rows: Iterable[Mapping[str, Any]]) -> dict[str, FlowThresholds]:
+    """queue -> recommended thresholds, from ``threshold_recommendations`` rows (as dicts).
+
+    Link rows are skipped. Two rows for one queue must agree (e.g. the same queue name on two
+    brokers with different recommendations is ambiguous: filter on the broker first).
+    """
+    overrides: dict[str, FlowThresholds] = {}
+    for row in rows:
+        if row.get("entity_kind") != "queue":
+            continue
+        queue = str(row["entity"])
+        thresholds = FlowThresholds(
+            stop_count=int(row.get("recommended_flow_stop_count") or 0),
+            resume_count=int(row.get("recommended_flow_resume_count") or 0),
+            stop_size=int(row.get("recommended_flow_stop_size") or 0),
+            resume_size=int(row.get("recommended_flow_resume_size") or 0),
+        )
+        known = overrides.setdefault(queue, thresholds)
+        if known != thresholds:
+            raise ValueError(
+                f"recommendations disagree for queue {queue!r} ({known} vs {thresholds}); "
+                "choose one broker"
+            )
+    return overrides
+
+
+def load_recommended_thresholds(
+    spark: SparkSession,
+    table_path: str,
+    *,
+    as_of: date | None = None,
+    broker: str | None = None,
+) -> dict[str, FlowThresholds]:
+    """queue -> thresholds from the Delta table at ``table_path``: the rows of ``as_of`` (default:
+    the latest day in the table), optionally of one broker."""
+    from pyspark.sql import functions as F
+
+    table = spark.read.format("delta").load(table_path).where(F.col("entity_kind") == "queue")
+    if broker is not None:
+        table = table.where(F.col("broker") == broker)
+    if as_of is None:
+        latest = table.agg(F.max("date").alias("latest")).first()
+        if latest is None or latest["latest"] is None:
+            return {}
+        as_of = latest["latest"]
+    rows = table.where(F.col("date") == F.lit(as_of)).collect()
+    return overrides_from_recommendations(row.asDict() for row in rows)

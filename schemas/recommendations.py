@@ -1,0 +1,93 @@
+"""Gold ``threshold_recommendations`` v1 (DESIGN.md §4, §5), written by jobs/recommend.py.
+
+One row per (date, broker, entity_kind, entity): a queue (``entity_kind='queue'``) or a consumer
+link (``'consumer_link'``). ``date`` is the day the recommendation is made *as of*; its evidence
+covers ``window_from`` .. ``date`` (the policy's look-back). Queue-only and link-only columns are
+null on the other kind of row. When the verdict is ``keep`` the recommended values equal the
+current ones, so applying every row of the table is always safe.
+"""
+
+from __future__ import annotations
+
+from schemas.model import Column, TableSchema
+
+SCHEMA_VERSION = 1
+
+ENTITY_QUEUE = "queue"
+ENTITY_CONSUMER_LINK = "consumer_link"
+
+# In order of severity: when several apply, a row carries the first one.
+VERDICT_AT_RISK = "at_risk_of_overflow"
+VERDICT_FLAPPING = "flapping"
+VERDICT_LOWER = "lower"
+VERDICT_RAISE = "raise"
+VERDICT_KEEP = "keep"
+VERDICTS: tuple[str, ...] = (
+    VERDICT_AT_RISK,
+    VERDICT_FLAPPING,
+    VERDICT_LOWER,
+    VERDICT_RAISE,
+    VERDICT_KEEP,
+)
+
+THRESHOLD_RECOMMENDATIONS = TableSchema(
+    name="threshold_recommendations",
+    version=SCHEMA_VERSION,
+    partition_by=("date",),
+    doc=(
+        "Recommended queue flow thresholds and consumer link credit, with verdict, evidence and "
+        "a one-line rationale; one row per (date, broker, entity_kind, entity)."
+    ),
+    columns=(
+        Column("date", "date", nullable=False, doc="as-of UTC day (partition)"),
+        Column("window_from", "date", nullable=False, doc="first day of the evidence"),
+        Column("broker", "string", nullable=False),
+        Column("entity_kind", "string", nullable=False, doc="'queue' or 'consumer_link'"),
+        Column("entity", "string", nullable=False, doc="queue or link name"),
+        Column("queue", "string", doc="the queue (for a link: the queue it consumes from)"),
+        Column("runs", "int64", nullable=False, doc="runs that contributed evidence"),
+        Column("verdict", "string", nullable=False, doc="one of VERDICTS"),
+        Column("rationale", "string", nullable=False, doc="one line, for an operator"),
+        # -- queue: limits and thresholds, current and recommended (0 = off, as in the log) --------
+        Column("max_count", "int64", doc="queue limit in messages (0 = none)"),
+        Column("max_size", "int64", doc="queue limit in bytes (0 = none)"),
+        Column("current_flow_stop_count", "int64"),
+        Column("current_flow_resume_count", "int64"),
+        Column("current_flow_stop_size", "int64"),
+        Column("current_flow_resume_size", "int64"),
+        Column("recommended_flow_stop_count", "int64"),
+        Column("recommended_flow_resume_count", "int64"),
+        Column("recommended_flow_stop_size", "int64"),
+        Column("recommended_flow_resume_size", "int64"),
+        # -- queue evidence ------------------------------------------------------------------------
+        Column("episodes", "int64", doc="stopped episodes (queue) or starvations (link)"),
+        Column("short_episodes", "int64", doc="closed stopped episodes shorter than min dwell"),
+        Column("median_episode_s", "float64", doc="median duration of closed stopped episodes"),
+        Column("time_stopped_s", "float64", doc="summed over days and runs"),
+        Column("stopped_share", "float64", doc="time_stopped_s / observed seconds"),
+        Column("rejected_msgs", "int64", doc="message_rejected events of the queue"),
+        Column("peak_depth_msgs", "int64"),
+        Column("peak_depth_bytes", "int64"),
+        Column("max_overshoot_msgs", "int64", doc="worst overshoot of an episode"),
+        Column("max_overshoot_bytes", "int64", doc="worst overshoot of an episode"),
+        Column("producer_capacity_sum", "int64", doc="sum of capacities of producers seen"),
+        Column("uncapped_producers", "int64", doc="producers without a window (no bound)"),
+        Column("max_message_bytes", "int64", doc="largest enqueued message, for the bytes bound"),
+        Column("headroom_msgs", "int64", doc="room kept below max_count"),
+        Column("headroom_bytes", "int64", doc="room kept below max_size"),
+        Column("drain_rate_msgs_s", "float64", doc="net drain rate while stopped (quantile)"),
+        Column("drain_rate_bytes_s", "float64", doc="net drain rate while stopped (quantile)"),
+        # -- consumer link: Kung & Morris credit ---------------------------------------------------
+        Column("current_credit", "int64", doc="largest credit granted to the link"),
+        Column("recommended_credit", "int64", doc="ceil(rate x RTT) + top-up batch"),
+        Column("consumption_rate_msgs_s", "float64", doc="dequeues per attached second"),
+        Column("round_trip_s", "float64", doc="credit round trip used in the formula"),
+        Column("round_trip_source", "string", doc="'observed' (starvations) or 'policy'"),
+        Column("top_up_batch", "int64", doc="credit added per top-up"),
+        Column("starved_s", "float64"),
+        Column("starved_share", "float64", doc="starved_s / attached_s"),
+        # -- the policy the row was computed with --------------------------------------------------
+        Column("safety_margin", "float64", nullable=False),
+        Column("min_dwell_s", "float64", nullable=False),
+    ),
+)

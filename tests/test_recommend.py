@@ -1,0 +1,339 @@
+"""Recommendation transforms on hand-built bronze/silver/gold rows: one queue (or link) per verdict.
+
+Every queue has max_count 1000 and two producers with capacities 50 and 15, so Qpid's bound is 65
+messages past the stop threshold (seed 001) and, with the 20 % margin, 78 messages of room are
+needed: the target stop threshold is 1000 - 78 = 922.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import pytest
+from chispa import assert_df_equality
+
+from jobs.transforms.recommend import (
+    RecommendPolicy,
+    queue_producers,
+    threshold_recommendations,
+)
+from schemas.model import TableSchema
+from schemas.recommendations import THRESHOLD_RECOMMENDATIONS, VERDICTS
+from schemas.tables import (
+    BRONZE_BROKER_EVENTS,
+    LINK_STARVATION_DAILY,
+    LINK_STARVATION_EPISODES,
+    QUEUE_FLOW_DAILY,
+    QUEUE_FLOW_EPISODES,
+)
+
+pytestmark = pytest.mark.spark
+
+DAY = date(2026, 3, 3)
+MIDNIGHT = datetime(2026, 3, 3, tzinfo=UTC)
+POLICY = RecommendPolicy(lookback_days=1)
+BROKER = "broker-1"
+
+
+def _rows(spark: Any, schema: TableSchema, rows: list[dict[str, Any]]) -> Any:
+    full = [{name: row.get(name) for name in schema.names} for row in rows]
+    return spark.createDataFrame(full, schema.to_spark())
+
+
+class Log:
+    """Builds bronze events, silver episodes and gold daily rows for one run."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.episodes: list[dict[str, Any]] = []
+        self.daily: list[dict[str, Any]] = []
+        self.link_daily: list[dict[str, Any]] = []
+        self.starvations: list[dict[str, Any]] = []
+
+    def event(self, at_s: float, event_type: str, **fields: Any) -> None:
+        self.events.append(
+            {
+                "run_id": "r1",
+                "broker": BROKER,
+                "seq": len(self.events) + 1,
+                "ts": MIDNIGHT + timedelta(seconds=at_s),
+                "event_type": event_type,
+                "date": DAY,
+                "source_file": "hand-built",
+                **fields,
+            }
+        )
+
+    def queue(
+        self,
+        name: str,
+        stop: int,
+        resume: int,
+        episodes: tuple[tuple[float, float, int], ...] | list[tuple[float, float, int]] = (),
+        rejected: int = 0,
+        capacities: tuple[int | None, ...] = (50, 15),
+    ) -> None:
+        """A queue with max_count 1000 and the given thresholds; each episode is
+        (start_s, duration_s, peak_depth_msgs)."""
+        settings = {
+            "queue": name,
+            "max_count": 1000,
+            "max_size": 0,
+            "flow_stop_count": stop,
+            "flow_resume_count": resume,
+            "flow_stop_size": 0,
+            "flow_resume_size": 0,
+        }
+        self.event(0, "queue_declared", **settings)
+        for number, capacity in enumerate(capacities):
+            self.event(
+                1,
+                "enqueue",
+                link=f"{name}-p{number}",
+                capacity=capacity,
+                size_bytes=100,
+                depth_msgs=1,
+                **settings,
+            )
+        for _ in range(rejected):
+            self.event(2, "message_rejected", size_bytes=100, depth_msgs=1000, **settings)
+        time_stopped = 0.0
+        for start_s, duration_s, peak in episodes:
+            time_stopped += duration_s
+            self.episodes.append(
+                {
+                    "run_id": "r1",
+                    "broker": BROKER,
+                    "queue": name,
+                    "start_seq": len(self.episodes) + 1,
+                    "start_ts": MIDNIGHT + timedelta(seconds=start_s),
+                    "start_date": DAY,
+                    "end_seq": len(self.episodes) + 2,
+                    "end_ts": MIDNIGHT + timedelta(seconds=start_s + duration_s),
+                    "is_open": False,
+                    "duration_s": duration_s,
+                    "run_watermark_ts": MIDNIGHT + timedelta(hours=1),
+                    "peak_depth_msgs": peak,
+                    "flow_stop_count": stop,
+                    "flow_resume_count": resume,
+                    "flow_stop_size": 0,
+                    "flow_resume_size": 0,
+                    "overshoot_msgs": max(0, peak - stop),
+                    "producers": len(capacities),
+                    "overshoot_bound_msgs": 65,
+                }
+            )
+        self.daily.append(
+            {
+                "date": DAY,
+                "broker": BROKER,
+                "run_id": "r1",
+                "queue": name,
+                "flow_stopped_count": len(episodes),
+                "stopped_at_day_start": False,
+                "time_stopped_s": time_stopped,
+                "observed_s": 3600.0,
+                "episodes": len(episodes),
+                "max_depth_msgs": max((peak for _, _, peak in episodes), default=10),
+            }
+        )
+
+    def consumer(
+        self, name: str, credit: int, deliveries: int, starved_s: float, starvations: int
+    ) -> None:
+        """A consumer link attached 100 s: credit granted 10 at a time up to ``credit``."""
+        self.event(0, "link_attached", link=name, link_role="consumer", credit=0)
+        for granted in range(10, credit + 1, 10):
+            self.event(0.1, "flow", link=name, link_role="consumer", credit=granted)
+        for _ in range(deliveries):
+            self.event(1, "dequeue", queue="work", link=name, link_role="consumer")
+        for number in range(starvations):
+            self.starvations.append(
+                {
+                    "run_id": "r1",
+                    "broker": BROKER,
+                    "link": name,
+                    "link_role": "consumer",
+                    "start_seq": number + 1,
+                    "start_ts": MIDNIGHT + timedelta(seconds=number * 10),
+                    "start_date": DAY,
+                    "is_open": False,
+                    "duration_s": starved_s / starvations,
+                    "run_watermark_ts": MIDNIGHT + timedelta(hours=1),
+                }
+            )
+        self.link_daily.append(
+            {
+                "date": DAY,
+                "broker": BROKER,
+                "run_id": "r1",
+                "link": name,
+                "link_role": "consumer",
+                "starved_s": starved_s,
+                "episodes": starvations,
+                "attached_s": 100.0,
+            }
+        )
+
+    def recommend(self, spark: Any, policy: RecommendPolicy = POLICY) -> Any:
+        return threshold_recommendations(
+            _rows(spark, BRONZE_BROKER_EVENTS, self.events),
+            _rows(spark, QUEUE_FLOW_EPISODES, self.episodes),
+            _rows(spark, QUEUE_FLOW_DAILY, self.daily),
+            _rows(spark, LINK_STARVATION_EPISODES, self.starvations),
+            _rows(spark, LINK_STARVATION_DAILY, self.link_daily),
+            policy,
+            DAY,
+        )
+
+
+LONG = 20.0  # seconds: well above min_dwell_s (5 s)
+
+
+@pytest.fixture(scope="module")
+def recommendations(spark: Any) -> dict[str, dict[str, Any]]:
+    log = Log()
+    log.queue("q-keep", 900, 800, [(100, LONG, 950), (400, LONG, 960)])
+    log.queue("q-raise", 500, 400, [(100, LONG, 550), (400, LONG, 560)])
+    log.queue("q-lower", 930, 830, [(100, LONG, 990)])
+    log.queue("q-at-risk", 960, 860, [(100, LONG, 1000)])
+    log.queue("q-rejecting", 900, 800, [(100, LONG, 1000)], rejected=3)
+    log.queue("q-uncapped", 900, 800, capacities=(50, None))
+    log.queue("q-flapping", 900, 899, [(100 + i, 0.5, 910) for i in range(4)])
+    log.queue("q-idle", 500, 400)
+    log.consumer("c-starving", credit=20, deliveries=1000, starved_s=30.0, starvations=6)
+    log.consumer("c-generous", credit=500, deliveries=100, starved_s=0.0, starvations=0)
+    log.consumer("c-fine", credit=30, deliveries=100, starved_s=0.0, starvations=0)
+    table = log.recommend(spark)
+    columns = [(field.name, field.dataType) for field in table.schema.fields]
+    assert columns == [(f.name, f.dataType) for f in THRESHOLD_RECOMMENDATIONS.to_spark().fields]
+    return {row.entity: row.asDict() for row in table.collect()}
+
+
+def test_keep_leaves_thresholds_alone(recommendations: dict[str, dict[str, Any]]) -> None:
+    row = recommendations["q-keep"]
+    assert row["verdict"] == "keep"
+    assert (row["recommended_flow_stop_count"], row["recommended_flow_resume_count"]) == (900, 800)
+    assert row["headroom_msgs"] == 78  # ceil(65 x 1.2)
+    assert row["producer_capacity_sum"] == 65
+    assert row["rationale"].startswith("keep: 2 episodes, worst overshoot 65 msgs")
+
+
+def test_idle_queue_is_kept_even_with_room_to_raise(
+    recommendations: dict[str, dict[str, Any]],
+) -> None:
+    row = recommendations["q-idle"]
+    assert row["verdict"] == "keep"
+    assert row["recommended_flow_stop_count"] == 500
+    assert row["episodes"] == 0
+
+
+def test_raise_uses_the_room_the_bound_leaves(recommendations: dict[str, dict[str, Any]]) -> None:
+    row = recommendations["q-raise"]
+    assert row["verdict"] == "raise"
+    assert row["recommended_flow_stop_count"] == 922
+    # The current 100-message gap is wider than both the dwell gap (drain 8 msgs/s x 5 s = 40)
+    # and 10 % of the new stop (93), so it stays.
+    assert row["recommended_flow_resume_count"] == 822
+    assert row["time_stopped_s"] == pytest.approx(40.0)
+    assert "stopped 40s with 500 msgs of room where 78 suffice" in row["rationale"]
+    assert "stop msgs 500 -> 922" in row["rationale"]
+
+
+def test_lower_when_the_margin_is_eaten(recommendations: dict[str, dict[str, Any]]) -> None:
+    row = recommendations["q-lower"]
+    assert row["verdict"] == "lower"
+    assert row["recommended_flow_stop_count"] == 922
+    assert row["recommended_flow_resume_count"] == 822
+    assert "stop 930 leaves 70 msgs below the limit, 78 needed" in row["rationale"]
+
+
+def test_at_risk_when_the_bound_passes_the_limit(
+    recommendations: dict[str, dict[str, Any]],
+) -> None:
+    row = recommendations["q-at-risk"]
+    assert row["verdict"] == "at_risk_of_overflow"
+    assert row["recommended_flow_stop_count"] == 922
+    assert "stop 960 + worst overshoot 65 msgs passes the limit 1000" in row["rationale"]
+
+
+def test_rejections_and_uncapped_producers_are_at_risk(
+    recommendations: dict[str, dict[str, Any]],
+) -> None:
+    rejecting = recommendations["q-rejecting"]
+    assert rejecting["verdict"] == "at_risk_of_overflow"
+    assert rejecting["rejected_msgs"] == 3
+    assert "3 messages rejected at the limit" in rejecting["rationale"]
+    uncapped = recommendations["q-uncapped"]
+    assert uncapped["verdict"] == "at_risk_of_overflow"
+    assert uncapped["uncapped_producers"] == 1
+    assert "overshoot unbounded" in uncapped["rationale"]
+
+
+def test_flapping_widens_the_resume_gap(recommendations: dict[str, dict[str, Any]]) -> None:
+    row = recommendations["q-flapping"]
+    assert row["verdict"] == "flapping"
+    assert row["short_episodes"] == 4
+    assert row["median_episode_s"] == pytest.approx(0.5)
+    # Drain (910 - 899) / 0.5 s = 22 msgs/s; 5 s of dwell needs a gap of 110 below the stop of 900.
+    assert row["drain_rate_msgs_s"] == pytest.approx(22.0)
+    assert row["recommended_flow_stop_count"] == 900
+    assert row["recommended_flow_resume_count"] == 790
+    assert "4 of 4 episodes shorter than 5.0s" in row["rationale"]
+
+
+def test_starving_consumer_link_gets_kung_morris_credit(
+    recommendations: dict[str, dict[str, Any]],
+) -> None:
+    row = recommendations["c-starving"]
+    assert row["entity_kind"] == "consumer_link"
+    assert row["queue"] == "work"
+    assert row["verdict"] == "raise"
+    # 1000 deliveries / 100 s attached = 10 msgs/s; round trip = median starvation 5 s;
+    # top-up batch = 10 credits: 10 x 5 + 10 = 60.
+    assert row["consumption_rate_msgs_s"] == pytest.approx(10.0)
+    assert (row["round_trip_s"], row["round_trip_source"]) == (5.0, "observed")
+    assert row["top_up_batch"] == 10
+    assert (row["current_credit"], row["recommended_credit"]) == (20, 60)
+    assert row["starved_share"] == pytest.approx(0.3)
+
+
+def test_over_provisioned_link_is_lowered_and_a_fine_one_kept(
+    recommendations: dict[str, dict[str, Any]],
+) -> None:
+    generous = recommendations["c-generous"]
+    # 1 msg/s x 0.05 s (policy round trip, never starved) + 10 = 11 credits; 500 > 4 x 11.
+    assert (generous["verdict"], generous["recommended_credit"]) == ("lower", 11)
+    assert generous["round_trip_source"] == "policy"
+    fine = recommendations["c-fine"]
+    assert (fine["verdict"], fine["recommended_credit"]) == ("keep", 30)
+
+
+def test_every_verdict_is_covered(recommendations: dict[str, dict[str, Any]]) -> None:
+    assert {row["verdict"] for row in recommendations.values()} == set(VERDICTS)
+    assert all(
+        row["rationale"] and "\n" not in row["rationale"] for row in recommendations.values()
+    )
+
+
+def test_producer_capacity_counts_each_producer_once(spark: Any) -> None:
+    log = Log()
+    log.queue("q", 900, 800, capacities=(50, 15))
+    log.queue("q", 900, 800, capacities=(40, None))  # the same two producer names again
+    actual = queue_producers(_rows(spark, BRONZE_BROKER_EVENTS, log.events))
+    expected = spark.createDataFrame(
+        [(BROKER, "q", 65, 0)],
+        "broker string, queue string, producer_capacity_sum long, uncapped_producers long",
+    )
+    assert_df_equality(actual, expected, ignore_nullable=True, ignore_metadata=True)
+
+
+def test_policy_from_yaml_layout_rejects_unknown_keys() -> None:
+    policy = RecommendPolicy.from_mapping(
+        {"lookback_days": 3, "queue": {"safety_margin": 0.5}, "consumer_link": {}}
+    )
+    assert (policy.lookback_days, policy.safety_margin) == (3, 0.5)
+    assert policy.window_from(DAY) == date(2026, 3, 1)
+    with pytest.raises(ValueError, match="unknown keys"):
+        RecommendPolicy.from_mapping({"queue": {"safety_marjin": 0.5}})

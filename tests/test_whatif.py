@@ -1,0 +1,128 @@
+"""What-if reruns on the engine, and the bundled bursty-producer scenario validated end to end:
+engine -> Parquet -> the pipeline's transforms -> recommendations -> what-if on the engine."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flowctl_core.events import EventCollector
+from flowctl_core.flowlimit import FlowConfigError, FlowThresholds
+from flowctl_core.runner import run_scenario
+from flowctl_core.scenario import load_scenario
+from flowctl_core.sink import ParquetSink
+from flowctl_core.whatif import (
+    format_comparison,
+    overrides_from_recommendations,
+    run_whatif,
+    with_thresholds,
+)
+
+
+def test_overrides_are_declared_from_the_start() -> None:
+    scenario = load_scenario("qpid-165-worst-case")
+    changed = with_thresholds(scenario, {"payments": FlowThresholds(120, 90)})
+    arguments = changed.queues[0].arguments
+    assert arguments["qpid.max_count"] == 200
+    assert (arguments["qpid.flow_stop_count"], arguments["qpid.flow_resume_count"]) == (120, 90)
+    collector = EventCollector()
+    run_scenario(changed, [collector])
+    declared = collector.of_type("queue_declared")[0]
+    assert (declared["flow_stop_count"], declared["flow_resume_count"]) == (120, 90)
+    assert scenario.queues[0].arguments["qpid.flow_stop_count"] == 100  # the original is intact
+
+
+def test_seed_001_worst_case_moves_with_the_stop_threshold() -> None:
+    """Seed 001: stop 100 and capacities 50 + 15 queue up to 165; with stop 120, up to 185."""
+    comparison = run_whatif(
+        load_scenario("qpid-165-worst-case"),
+        {"payments": FlowThresholds(120, 80), "not-here": FlowThresholds(1, 1)},
+    )
+    payments = comparison.queue("payments")
+    assert (payments.before.peak_depth_msgs, payments.after.peak_depth_msgs) == (165, 185)
+    assert payments.before.max_overshoot_msgs == payments.after.max_overshoot_msgs == 65
+    # The higher stop threshold takes one episode fewer over the script, for the same time stopped.
+    assert (payments.before.episodes, payments.after.episodes) == (5, 4)
+    assert payments.before.time_stopped_s == payments.after.time_stopped_s == pytest.approx(80.0)
+    assert comparison.ignored_overrides == ("not-here",)
+    assert not payments.validated  # the same overshoot: nothing was cut
+
+
+def test_invalid_override_is_refused_by_the_engine() -> None:
+    with pytest.raises(FlowConfigError, match="exceeds max_count"):
+        run_whatif(load_scenario("qpid-165-worst-case"), {"payments": FlowThresholds(300, 80)})
+
+
+def test_overrides_from_rows_skip_links_and_refuse_ambiguity() -> None:
+    rows: list[dict[str, Any]] = [
+        {"entity_kind": "queue", "entity": "q", "recommended_flow_stop_count": 10,
+         "recommended_flow_resume_count": 8, "recommended_flow_stop_size": None,
+         "recommended_flow_resume_size": None},
+        {"entity_kind": "consumer_link", "entity": "c", "recommended_credit": 5},
+    ]  # fmt: skip
+    assert overrides_from_recommendations(rows) == {"q": FlowThresholds(10, 8, 0, 0)}
+    conflicting = {**rows[0], "recommended_flow_stop_count": 11}
+    with pytest.raises(ValueError, match="disagree"):
+        overrides_from_recommendations([rows[0], conflicting])
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_bursty_producer_recommendations_validated_on_the_engine(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The honest loop: recommendations computed by the Spark transforms from the scenario's own
+    event log, then replayed on the engine; they must cut overshoot or rejections without raising
+    the time stopped."""
+    from pyspark.sql import functions as F
+
+    from jobs.recommend import load_policy
+    from jobs.transforms.daily import link_starvation_daily, queue_flow_daily
+    from jobs.transforms.episodes import (
+        link_starvation_episodes,
+        queue_flow_episodes,
+        run_bounds,
+    )
+    from jobs.transforms.recommend import threshold_recommendations
+
+    scenario = load_scenario("bursty-producer")
+    raw = tmp_path / "raw"
+    with ParquetSink(raw, "bursty") as sink:
+        run_scenario(scenario, [sink], run_id="bursty")
+    events = (
+        spark.read.parquet(str(raw))
+        .withColumn("date", F.to_date("date"))
+        .withColumn("source_file", F.input_file_name())
+        .cache()
+    )
+    first_day, last_day = date(2026, 3, 2), date(2026, 3, 3)
+    bounds = run_bounds(events).cache()
+    queue_episodes = queue_flow_episodes(events, bounds).cache()
+    starvations = link_starvation_episodes(events, bounds)
+    table = threshold_recommendations(
+        events,
+        queue_episodes,
+        queue_flow_daily(events, queue_episodes, bounds, first_day, last_day),
+        starvations,
+        link_starvation_daily(events, starvations, bounds, first_day, last_day),
+        load_policy(),
+        last_day,
+    )
+    rows = [row.asDict() for row in table.collect()]
+    events.unpersist()
+    queue_row = next(r for r in rows if r["entity"] == "events")
+    print(queue_row["rationale"])
+    assert queue_row["verdict"] == "raise"
+    assert queue_row["episodes"] == 12
+    assert queue_row["producer_capacity_sum"] == 410  # batcher 400 + heartbeat 10
+
+    comparison = run_whatif(scenario, overrides_from_recommendations(rows))
+    print(format_comparison(comparison))
+    events_queue = comparison.queue("events")
+    assert events_queue.validated
+    assert events_queue.after.rejected <= events_queue.before.rejected
+    # The recommendation kept its promise: the peak stays below the limit by the room it kept.
+    assert events_queue.after.peak_depth_msgs <= 5000 - queue_row["headroom_msgs"]
