@@ -80,9 +80,13 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 def make_events(spark: Any) -> Callable[[list[dict[str, Any]]], Any]:
     """Rows (dicts) -> a DataFrame with the broker_events columns plus ``date`` (UTC day of ts)."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    # All nullable, as a Parquet read is: rows that break the contract must be representable.
+    schema = StructType([f.__class__(f.name, f.dataType, True) for f in BROKER_EVENTS.to_spark()])
 
     def build(rows: list[dict[str, Any]]) -> Any:
-        frame = spark.createDataFrame(rows, BROKER_EVENTS.to_spark(), verifySchema=False)
+        frame = spark.createDataFrame(rows, schema)
         return frame.withColumn("date", F.to_date("ts"))
 
     return build

@@ -1,0 +1,88 @@
+"""Contract checks and de-duplication of raw events (jobs/transforms/validate.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs.transforms.validate import classify_events
+from tests.conftest import at, event
+
+pytestmark = pytest.mark.spark
+
+
+def classified(make_events, rows, partially_read=()):
+    frame = make_events(rows).withColumn("source_file", _file())
+    return {
+        (r.seq, r.source_file): (r.status, r.reason)
+        for r in classify_events(frame, list(partially_read)).collect()
+    }
+
+
+def _file():
+    from pyspark.sql import functions as F
+
+    # Rows of even seq come from file b, odd from file a: deterministic, like a real listing.
+    return F.when(F.col("seq") % 2 == 0, "date=2024-01-01/b.parquet").otherwise(
+        "date=2024-01-01/a.parquet"
+    )
+
+
+def test_each_broken_rule_is_named_and_good_rows_are_accepted(make_events):
+    good = event(1, at(1, 1), "enqueue", queue="q", depth_msgs=1, protocol="amqp-1.0")
+    rows = [
+        good,
+        event(2, at(1, 1), "teleport", queue="q"),
+        event(3, at(1, 1), "enqueue", queue="q", depth_msgs=-1, size_bytes=-5),
+        event(5, at(1, 1), "flow_stopped"),  # a queue event without its queue
+        event(7, at(1, 1), "enqueue", queue="q", protocol="smtp", link_role="sideways"),
+        {**event(9, at(1, 1), "enqueue", queue="q"), "broker": None},
+    ]
+    got = classified(make_events, rows)
+    reasons = {seq: reason for (seq, _), (_, reason) in got.items()}
+    assert got[(1, "date=2024-01-01/a.parquet")] == ("accepted", None)
+    assert reasons[2] == "unknown_event_type"
+    assert reasons[3] == "negative_size_bytes;negative_depth_msgs"
+    assert reasons[5] == "missing_queue"
+    assert reasons[7] == "unknown_protocol;unknown_link_role"
+    assert reasons[9] == "null_broker"
+
+
+def test_bad_timestamp_outside_its_partition_day_is_quarantined(make_events):
+    from pyspark.sql import functions as F
+
+    rows = [event(1, at(1, 1), "enqueue", queue="q"), event(3, at(2, 1), "enqueue", queue="q")]
+    frame = make_events(rows).withColumn("date", F.lit("2024-01-01").cast("date"))
+    result = classify_events(frame.withColumn("source_file", _file()), []).collect()
+    assert sorted((r.seq, r.reason) for r in result) == [
+        (1, None),
+        (3, "ts_outside_partition_date"),
+    ]
+
+
+def test_duplicates_are_dropped_and_conflicts_quarantined(make_events):
+    original = event(1, at(1, 1), "enqueue", queue="q", depth_msgs=1)
+    rows = [
+        original,
+        dict(original),  # identical copy in the same file
+        event(4, at(1, 2), "dequeue", queue="q", depth_msgs=0),
+        event(4, at(1, 2), "dequeue", queue="q", depth_msgs=9),  # same (run, seq), other content
+        event(6, at(1, 3), "enqueue", queue="q", depth_msgs=2),
+        event(6, at(1, 3), "bogus", queue="q", depth_msgs=2),  # a broken copy: no conflict
+    ]
+    result = classify_events(make_events(rows).withColumn("source_file", _file()), []).collect()
+    by_seq: dict[int, list] = {}
+    for row in result:
+        by_seq.setdefault(row.seq, []).append((row.status, row.reason))
+    assert sorted(by_seq[1]) == [("accepted", None), ("duplicate", None)]
+    assert by_seq[4] == [("quarantined", "conflicting_duplicate")] * 2
+    assert sorted(by_seq[6], key=str) == [
+        ("accepted", None),
+        ("quarantined", "unknown_event_type"),
+    ]
+
+
+def test_rows_of_a_partially_read_file_are_quarantined(make_events):
+    rows = [event(1, at(1, 1), "enqueue", queue="q"), event(2, at(1, 1), "enqueue", queue="q")]
+    got = classified(make_events, rows, partially_read=["date=2024-01-01/b.parquet"])
+    assert got[(1, "date=2024-01-01/a.parquet")] == ("accepted", None)
+    assert got[(2, "date=2024-01-01/b.parquet")] == ("quarantined", "partially_read_file")
