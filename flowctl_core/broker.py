@@ -66,6 +66,7 @@ class Broker:
             DEFAULT_EXCHANGE: Exchange(DEFAULT_EXCHANGE, "direct")
         }
         self._next_message_id = 0
+        self._route_cache: dict[tuple[str, str], list[Queue]] = {}
         # Resource alarms in force ("memory", "disk") and whoever must react to them.
         self.alarms: set[str] = set()
         self.alarm_listeners: list[Callable[[bool], None]] = []
@@ -128,6 +129,7 @@ class Broker:
         )
         self.queues[name] = queue
         self.exchanges[DEFAULT_EXCHANGE].bind(name, name)
+        self._route_cache.clear()
         source = "arguments" if explicit is not None else "defaults"
         queue.emit("queue_declared", detail=json.dumps({"policy": policy, "thresholds": source}))
         return queue
@@ -151,6 +153,7 @@ class Broker:
     def bind(self, exchange: str, queue: str, binding_key: str = "") -> None:
         self.queue(queue)
         self.exchange(exchange).bind(queue, binding_key)
+        self._route_cache.clear()
 
     def queue(self, name: str) -> Queue:
         try:
@@ -193,7 +196,14 @@ class Broker:
 
     # -- message flow --------------------------------------------------------------------------
     def route(self, exchange: str, routing_key: str) -> list[Queue]:
-        return [self.queues[name] for name in self.exchange(exchange).route(routing_key)]
+        # Bindings change rarely and routing happens per message: memoise per (exchange, key).
+        cache_key = (exchange, routing_key)
+        destinations = self._route_cache.get(cache_key)
+        if destinations is None:
+            names = self.exchange(exchange).route(routing_key)
+            destinations = [self.queues[name] for name in names]
+            self._route_cache[cache_key] = destinations
+        return destinations
 
     def publish(
         self,

@@ -74,8 +74,11 @@ class Producer:
     def pump(self) -> None:
         self._pump_scheduled = False
         broker = self.broker
-        while self.backlog and not self.blocked:
-            size, key = self.backlog.popleft()
+        backlog = self.backlog
+        # No window is the same as an infinite one; hoisted out of the per-message loop.
+        capacity = self.capacity if self.capacity is not None else float("inf")
+        while backlog and self.outstanding < capacity:
+            size, key = backlog.popleft()
             self.outstanding += 1
             self.sent += 1
             transfer = Transfer(

@@ -34,12 +34,9 @@ class EventBus:
         self._subscribers.append(subscriber)
 
     def emit(self, broker: str, event_type: str, fields: Event) -> Event:
+        """Stamp ``fields`` in place and hand it to every subscriber; returns it."""
         if self._validate:
-            if event_type not in _EVENT_TYPES:
-                raise ValueError(f"unknown event type {event_type!r}")
-            unknown = fields.keys() - _COLUMNS
-            if unknown:
-                raise ValueError(f"{event_type}: unknown columns {sorted(unknown)}")
+            self._check(event_type, fields)
         self.seq += 1
         fields["run_id"] = self.run_id
         fields["broker"] = broker
@@ -49,6 +46,14 @@ class EventBus:
         for subscriber in self._subscribers:
             subscriber(fields)
         return fields
+
+    @staticmethod
+    def _check(event_type: str, fields: Event) -> None:
+        if event_type not in _EVENT_TYPES:
+            raise ValueError(f"unknown event type {event_type!r}")
+        unknown = fields.keys() - _COLUMNS
+        if unknown:
+            raise ValueError(f"{event_type}: unknown columns {sorted(unknown)}")
 
 
 class EventCollector:

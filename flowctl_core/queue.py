@@ -120,25 +120,37 @@ class Queue:
         self.on_message: list[Callable[[Queue], None]] = []
 
     # -- event helpers -------------------------------------------------------------------------
-    def _queue_fields(self, **extra: Any) -> dict[str, Any]:
+    def _snapshot(self, message: Message | None) -> dict[str, Any]:
+        """The queue's columns after an event, as one dict literal (the engine's hottest line)."""
         flow = self.flow
-        extra.update(
-            queue=self.name,
-            depth_msgs=self.depth_msgs,
-            depth_bytes=self.depth_bytes,
-            flow_stopped=flow.flow_stopped,
-            flow_stopped_count=flow.flow_stopped_count,
-            flow_stop_count=flow.stop_count,
-            flow_resume_count=flow.resume_count,
-            flow_stop_size=flow.stop_size,
-            flow_resume_size=flow.resume_size,
-            max_count=self.max_count,
-            max_size=self.max_size,
-        )
-        return extra
+        return {
+            "queue": self.name,
+            "message_id": None if message is None else message.message_id,
+            "size_bytes": None if message is None else message.size,
+            "depth_msgs": self.depth_msgs,
+            "depth_bytes": self.depth_bytes,
+            "flow_stopped": flow.flow_stopped,
+            "flow_stopped_count": flow.flow_stopped_count,
+            "flow_stop_count": flow.stop_count,
+            "flow_resume_count": flow.resume_count,
+            "flow_stop_size": flow.stop_size,
+            "flow_resume_size": flow.resume_size,
+            "max_count": self.max_count,
+            "max_size": self.max_size,
+        }
 
     def emit(self, event_type: str, **extra: Any) -> None:
-        self.broker.emit(event_type, self._queue_fields(**extra))
+        fields = self._snapshot(None)
+        fields.update(extra)
+        self.broker.emit(event_type, fields)
+
+    def _emit_message_event(
+        self, event_type: str, message: Message, client_fields: dict[str, Any] | None
+    ) -> None:
+        fields = self._snapshot(message)
+        if client_fields:
+            fields.update(client_fields)
+        self.broker.emit(event_type, fields)
 
     # -- enqueue -------------------------------------------------------------------------------
     def _over_limit(self, size: int) -> str | None:
@@ -154,13 +166,9 @@ class Queue:
         if limit is not None:
             if self.policy == "reject" or (self.max_size and message.size > self.max_size):
                 self.stats.rejected += 1
-                self.emit(
-                    "message_rejected",
-                    message_id=message.message_id,
-                    size_bytes=message.size,
-                    detail=f'{{"reason":"{limit}","policy":"{self.policy}"}}',
-                    **producer_fields,
-                )
+                fields = dict(producer_fields)
+                fields["detail"] = f'{{"reason":"{limit}","policy":"{self.policy}"}}'
+                self._emit_message_event("message_rejected", message, fields)
                 return EnqueueOutcome.REJECTED
             # ring / ring-strict: make room by evicting the oldest messages.
             while self.messages and self._over_limit(message.size) is not None:
@@ -175,9 +183,7 @@ class Queue:
             stats.peak_depth_msgs = self.depth_msgs
         if self.depth_bytes > stats.peak_depth_bytes:
             stats.peak_depth_bytes = self.depth_bytes
-        self.emit(
-            "enqueue", message_id=message.message_id, size_bytes=message.size, **producer_fields
-        )
+        self._emit_message_event("enqueue", message, producer_fields)
         flow = self.flow
         if flow.should_stop(self.depth_msgs, self.depth_bytes):
             flow.stop()
@@ -252,8 +258,7 @@ class Queue:
             self.stats.dequeued += 1
         else:
             self.stats.evicted += 1
-        extra = consumer_fields or {}
-        self.emit(event_type, message_id=message.message_id, size_bytes=message.size, **extra)
+        self._emit_message_event(event_type, message, consumer_fields)
         if message.held:
             # Dequeued while still held: released on its own (seed 000, "decrement ... anyways").
             del self._held[message.message_id]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import os
 from datetime import UTC, datetime
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -67,32 +68,75 @@ class ParquetSink:
         buffer, self._buffer = self._buffer, []
         if not buffer:
             return
-        # Column by column is about twice as fast as Table.from_pylist for sparse event dicts.
-        table = pa.Table.from_arrays(
-            [
-                pa.array([event.get(name) for event in buffer], type=field.type)
-                for name, field in zip(self.schema.names, self.schema, strict=True)
-            ],
-            schema=self.schema,
-        )
-        ts_us = [event["ts"] for event in buffer]
-        first_day, last_day = ts_us[0] // US_PER_DAY, ts_us[-1] // US_PER_DAY
+        first_day, last_day = buffer[0]["ts"] // US_PER_DAY, buffer[-1]["ts"] // US_PER_DAY
         if last_day < first_day:
             raise SinkError("events must arrive in time order")
-        day_starts = [day * US_PER_DAY for day in range(first_day, last_day + 1)]
-        for offset, day in enumerate(range(first_day, last_day + 1)):
-            begin = bisect.bisect_left(ts_us, day_starts[offset])
-            end = (
-                bisect.bisect_left(ts_us, day_starts[offset + 1])
-                if offset + 1 < len(day_starts)
-                else len(ts_us)
-            )
-            if end > begin:
-                self._writer_for(day).write_table(table.slice(begin, end - begin))
+        table = self._to_table(buffer)
+        if first_day == last_day:
+            self._writer_for(first_day).write_table(table)
+        else:  # the buffer straddles midnight (rare): split it per UTC day
+            ts_us = [event["ts"] for event in buffer]
+            for day in range(first_day, last_day + 1):
+                begin = bisect.bisect_left(ts_us, day * US_PER_DAY)
+                end = bisect.bisect_left(ts_us, (day + 1) * US_PER_DAY)
+                if end > begin:
+                    self._writer_for(day).write_table(table.slice(begin, end - begin))
         self.rows_written += len(buffer)
         # Time only moves forward: files of earlier days are complete.
         for day in [d for d in self._writers if d < last_day]:
             self._finish(day)
+
+    def _to_table(self, buffer: list[Event]) -> pa.Table:
+        """Columnar conversion of a batch of event dicts, in the batch's (seq) order.
+
+        Events of one kind share one key set, so bucketing by key count lets each bucket convert
+        with C-level itemgetter/zip instead of a dict.get per cell (about a third faster).
+        """
+        buckets: dict[int, list[Event]] = {}
+        for event in buffer:
+            bucket = buckets.get(len(event))
+            if bucket is None:
+                buckets[len(event)] = [event]
+            else:
+                bucket.append(event)
+        tables = []
+        for bucket in buckets.values():
+            tables.extend(self._bucket_tables(bucket))
+        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+        return table.sort_by("seq") if len(tables) > 1 else table
+
+    def _bucket_tables(self, events: list[Event]) -> list[pa.Table]:
+        keys = list(events[0])
+        try:
+            # Same key count and every key of the first event present means the same key set.
+            rows = list(map(itemgetter(*keys), events)) if len(keys) > 1 else None
+        except KeyError:
+            rows = None
+        if rows is None:
+            by_keys: dict[frozenset[str], list[Event]] = {}
+            for event in events:
+                by_keys.setdefault(frozenset(event), []).append(event)
+            if len(by_keys) == 1:  # a single-key bucket: convert cell by cell
+                return [self._cellwise_table(events)]
+            return [self._cellwise_table(group) for group in by_keys.values()]
+        columns = dict(zip(keys, zip(*rows, strict=True), strict=True))
+        count = len(events)
+        arrays = [
+            pa.array(columns[field.name], type=field.type)
+            if field.name in columns
+            else pa.nulls(count, field.type)
+            for field in self.schema
+        ]
+        return [pa.Table.from_arrays(arrays, schema=self.schema)]
+
+    def _cellwise_table(self, events: list[Event]) -> pa.Table:
+        return pa.Table.from_arrays(
+            [
+                pa.array([event.get(field.name) for event in events], type=field.type)
+                for field in self.schema
+            ],
+            schema=self.schema,
+        )
 
     def _writer_for(self, day: int) -> pq.ParquetWriter:
         entry = self._writers.get(day)
