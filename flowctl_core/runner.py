@@ -13,6 +13,13 @@ from flowctl_core.clock import Scheduler, seconds_to_us
 from flowctl_core.events import EventBus, Subscriber
 from flowctl_core.flowlimit import FlowThresholds
 from flowctl_core.protocols.amqp091 import Amqp091Connection
+from flowctl_core.protocols.artemis import (
+    AddressConfig,
+    ArtemisConfig,
+    ArtemisConsumerConfig,
+    ArtemisProducerConfig,
+    ArtemisServer,
+)
 from flowctl_core.protocols.config import (
     AMQP_10,
     ConnectionConfig,
@@ -22,7 +29,7 @@ from flowctl_core.protocols.config import (
 )
 from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection
 from flowctl_core.queue import Message
-from flowctl_core.scenario import ConnectionSpec, ProducerSpec, Scenario
+from flowctl_core.scenario import ArtemisSpec, ConnectionSpec, ProducerSpec, Scenario
 
 ProtocolConnection = Amqp10Connection | Amqp091Connection
 
@@ -44,6 +51,7 @@ class RunResult:
     end_us: int
     drivers: list[RateDriver] = field(default_factory=list)
     connections: dict[str, ProtocolConnection] = field(default_factory=dict)
+    artemis: ArtemisServer | None = None
 
 
 class RateDriver:
@@ -190,6 +198,55 @@ def build_connections(scenario: Scenario, broker: Broker) -> dict[str, ProtocolC
     return connections
 
 
+def artemis_config(spec: ArtemisSpec) -> ArtemisConfig:
+    return ArtemisConfig(
+        addresses=tuple(
+            AddressConfig(
+                a.name,
+                a.settings(),
+                tuple(a.queues),
+                a.prefill.count if a.prefill else 0,
+                a.prefill.size if a.prefill else 1024,
+            )
+            for a in spec.addresses
+        ),
+        producers=tuple(
+            ArtemisProducerConfig(
+                p.name,
+                p.address,
+                protocol=p.protocol,
+                window=p.window,
+                size=p.size,
+                count=p.count,
+                send_cost_us=p.send_cost_us,
+                max_rate=p.max_rate,
+                start_us=seconds_to_us(p.start_s),
+                latency_us=p.latency_us,
+            )
+            for p in spec.producers
+        ),
+        consumers=tuple(
+            ArtemisConsumerConfig(
+                c.name,
+                c.queue,
+                window=c.window,
+                process_us=c.process_us,
+                max_rate=c.max_rate,
+                start_us=seconds_to_us(c.start_s),
+                latency_us=c.latency_us,
+            )
+            for c in spec.consumers
+        ),
+        latency_us=spec.latency_us,
+    )
+
+
+def build_artemis(scenario: Scenario, broker: Broker) -> ArtemisServer | None:
+    if scenario.artemis is None:
+        return None
+    return ArtemisServer(broker, artemis_config(scenario.artemis))
+
+
 def _schedule_alarms(scenario: Scenario, broker: Broker, start_us: int) -> None:
     scheduler = broker.scheduler
     for alarm in scenario.alarms:
@@ -228,6 +285,9 @@ def run_scenario(
     for connection in connections.values():
         scheduler.call_at(start_us, connection.start)
     _schedule_alarms(scenario, broker, start_us)
+    artemis = build_artemis(scenario, broker)
+    if artemis is not None:
+        scheduler.call_at(start_us, artemis.start)
 
     drivers: list[RateDriver] = []
     if scenario.kind == "workload":
@@ -258,6 +318,7 @@ def run_scenario(
         end_us=end_us,
         drivers=drivers,
         connections=connections,
+        artemis=artemis,
     )
 
 

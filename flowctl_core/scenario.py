@@ -15,6 +15,15 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from flowctl_core.exchange import ExchangeType
+from flowctl_core.protocols.artemis_flow import (
+    AMQP_CREDITS,
+    AMQP_LOW_CREDITS,
+    DEFAULT_CONSUMER_WINDOW,
+    DEFAULT_MAX_SIZE_BYTES,
+    DEFAULT_PRODUCER_WINDOW,
+    AddressFullPolicy,
+    AddressSettings,
+)
 from flowctl_core.queue import LimitPolicy
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "conf" / "scenarios"
@@ -96,6 +105,94 @@ class ConnectionSpec(_Strict):
     client_incoming_window: PosInt = 5_000
     publishers: list[LinkPublisherSpec] = []
     consumers: list[LinkConsumerSpec] = []
+
+
+# Artemis (seed 003): -1 switches a window or a rate off.
+Window = Annotated[int, Field(ge=-1)]
+MaxRate = Annotated[int, Field(ge=-1, description="messages per second; -1: no limit")]
+
+
+def _check_rate(owner: str, max_rate: int) -> None:
+    if max_rate == 0:
+        raise ValueError(f"{owner}: max_rate must be -1 (off) or a positive integer")
+
+
+class ArtemisAddressSpec(_Strict):
+    """An Artemis address-setting and the queues bound to the address (default: its name)."""
+
+    name: Annotated[str, Field(min_length=1)]
+    max_size_bytes: Annotated[int, Field(ge=-1)] = DEFAULT_MAX_SIZE_BYTES
+    address_full_policy: AddressFullPolicy = "BLOCK"
+    max_size_bytes_reject_threshold: Annotated[int, Field(ge=-1)] = -1
+    amqp_credits: PosInt = AMQP_CREDITS
+    amqp_low_credits: NonNegInt = AMQP_LOW_CREDITS
+    queues: list[Annotated[str, Field(min_length=1)]] = []
+    prefill: PrefillSpec | None = None
+
+    @model_validator(mode="after")
+    def _settings(self) -> ArtemisAddressSpec:
+        self.settings()  # raises ArtemisConfigError, a ValueError, with the setting's name
+        return self
+
+    def settings(self) -> AddressSettings:
+        return AddressSettings(
+            max_size_bytes=self.max_size_bytes,
+            address_full_policy=self.address_full_policy,
+            max_size_bytes_reject_threshold=self.max_size_bytes_reject_threshold,
+            amqp_credits=self.amqp_credits,
+            amqp_low_credits=self.amqp_low_credits,
+        )
+
+    @property
+    def queue_names(self) -> list[str]:
+        return self.queues or [self.name]
+
+
+class ArtemisProducerSpec(_Strict):
+    name: Annotated[str, Field(min_length=1)]
+    address: str
+    protocol: Literal["core", "amqp"] = "core"
+    window: Window = Field(
+        default=DEFAULT_PRODUCER_WINDOW, description="producerWindowSize in bytes (core)"
+    )
+    size: NonNegInt = 1024
+    count: PosInt | None = Field(default=None, description="messages to send; omit: flat out")
+    send_cost_us: PosInt = 10
+    max_rate: MaxRate = -1
+    start_s: Annotated[float, Field(ge=0)] = 0
+    latency_us: NonNegInt | None = None
+
+    @model_validator(mode="after")
+    def _rate(self) -> ArtemisProducerSpec:
+        _check_rate(f"producer {self.name!r}", self.max_rate)
+        return self
+
+
+class ArtemisConsumerSpec(_Strict):
+    name: Annotated[str, Field(min_length=1)]
+    queue: str
+    window: Window = Field(
+        default=DEFAULT_CONSUMER_WINDOW,
+        description="consumerWindowSize in bytes: -1 unbounded, 0 no buffer",
+    )
+    process_us: NonNegInt = 100
+    max_rate: MaxRate = -1
+    start_s: Annotated[float, Field(ge=0)] = 0
+    latency_us: NonNegInt | None = None
+
+    @model_validator(mode="after")
+    def _rate(self) -> ArtemisConsumerSpec:
+        _check_rate(f"consumer {self.name!r}", self.max_rate)
+        return self
+
+
+class ArtemisSpec(_Strict):
+    """An Artemis broker front end (seed 003): addresses, CORE / AMQP producers, CORE consumers."""
+
+    latency_us: NonNegInt = 100
+    addresses: list[ArtemisAddressSpec] = []
+    producers: list[ArtemisProducerSpec] = []
+    consumers: list[ArtemisConsumerSpec] = []
 
 
 class AlarmSpec(_Strict):
@@ -229,6 +326,8 @@ class Scenario(_Strict):
     connections: list[ConnectionSpec] = []
     rabbitmq: RabbitPolicySpec = RabbitPolicySpec()
     alarms: list[AlarmSpec] = []
+    # Apache ActiveMQ Artemis front end (seed 003).
+    artemis: ArtemisSpec | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
@@ -273,6 +372,7 @@ class Scenario(_Strict):
                     f"consumer {consumer.name!r} reads unknown queue {consumer.queue!r}"
                 )
         self._check_connections(queues)
+        self._check_artemis(queues)
         producers = {p.name for p in self.producers}
         consumers = {c.name for c in self.consumers}
         for index, step in enumerate(self.steps):
@@ -316,6 +416,44 @@ class Scenario(_Strict):
             raise ValueError("connections run for duration_s: use kind: workload")
         if self.rabbitmq.credit_flow_more > self.rabbitmq.credit_flow_initial:
             raise ValueError("rabbitmq.credit_flow_more must not exceed credit_flow_initial")
+
+    def _check_artemis(self, queues: set[str]) -> None:
+        artemis = self.artemis
+        if artemis is None:
+            return
+        if self.kind != "workload":
+            raise ValueError("artemis runs for duration_s: use kind: workload")
+        addresses = [a.name for a in artemis.addresses]
+        address_queues = [q for a in artemis.addresses for q in a.queue_names]
+        clients = [p.name for p in artemis.producers] + [c.name for c in artemis.consumers]
+        links = [p.name for c in self.connections for p in c.publishers] + [
+            k.name for c in self.connections for k in c.consumers
+        ]
+        for kind_name, names in (
+            ("artemis address", addresses),
+            ("artemis queue", address_queues),
+            ("artemis client", clients + links),
+        ):
+            duplicated = sorted({n for n in names if names.count(n) > 1})
+            if duplicated:
+                raise ValueError(f"duplicated {kind_name} names: {duplicated}")
+        clash = sorted(set(address_queues) & queues)
+        if clash:
+            raise ValueError(
+                f"artemis queues {clash} are declared by their address; remove them from `queues`"
+            )
+        for producer in artemis.producers:
+            if producer.address not in addresses:
+                raise ValueError(
+                    f"artemis producer {producer.name!r} sends to unknown address "
+                    f"{producer.address!r}"
+                )
+        for consumer in artemis.consumers:
+            if consumer.queue not in address_queues:
+                raise ValueError(
+                    f"artemis consumer {consumer.name!r} reads unknown queue {consumer.queue!r} "
+                    "(a queue of an artemis address)"
+                )
 
     @property
     def start_us(self) -> int:

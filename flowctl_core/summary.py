@@ -132,3 +132,119 @@ def connection_totals(result: RunResult) -> list[ConnectionTotals]:
             )
         )
     return rows
+
+
+@dataclass(frozen=True)
+class ArtemisAddressSummary:
+    """Per Artemis address (seed 003): what its policy did and how far its size went."""
+
+    address: str
+    policy: str
+    max_size_bytes: int
+    reject_threshold: int
+    accepted: int
+    paged: int
+    dropped: int
+    failed: int
+    rejected: int
+    size_bytes: int
+    peak_size_bytes: int
+    # Peak size above max-size-bytes, and the bound CORE producers can push it to (BLOCK).
+    overshoot_bytes: int
+    overshoot_bound_bytes: int
+    core_producers: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ArtemisLinkSummary:
+    """Per Artemis client: messages moved, refused, and time spent waiting for credit."""
+
+    link: str
+    protocol: str
+    role: str  # publisher | consumer
+    target: str  # address (publisher) or queue (consumer)
+    window: int | None  # bytes (CORE); None for AMQP producers (credits in messages)
+    max_rate: int
+    messages: int  # sent (publisher) or processed (consumer)
+    received: int  # consumer: delivered into its buffer; publisher: 0
+    refused: int  # publisher: FAIL errors and AMQP rejections it was told about
+    blocked_s: float  # publisher: time with a message in hand and no credit
+    peak_buffered_bytes: int  # consumer: the client buffer's peak
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def artemis_addresses(result: RunResult) -> list[ArtemisAddressSummary]:
+    server = result.artemis
+    if server is None:
+        return []
+    rows = []
+    for name, address in server.addresses.items():
+        state, settings = address.state, address.state.settings
+        rows.append(
+            ArtemisAddressSummary(
+                address=name,
+                policy=settings.address_full_policy,
+                max_size_bytes=settings.max_size_bytes,
+                reject_threshold=settings.max_size_bytes_reject_threshold,
+                accepted=state.accepted,
+                paged=state.paged,
+                dropped=state.dropped,
+                failed=state.failed,
+                rejected=state.rejected,
+                size_bytes=state.size,
+                peak_size_bytes=state.peak_size,
+                overshoot_bytes=address.max_over_bytes,
+                overshoot_bound_bytes=server.overshoot_bound_bytes(name),
+                core_producers=sum(
+                    1 for p in server.producers_on(name) if p.protocol == "artemis-core"
+                ),
+            )
+        )
+    return rows
+
+
+def artemis_links(result: RunResult) -> list[ArtemisLinkSummary]:
+    server = result.artemis
+    if server is None:
+        return []
+    rows = []
+    for name, producer in server.producers.items():
+        config = producer.config
+        rows.append(
+            ArtemisLinkSummary(
+                link=name,
+                protocol=producer.protocol,
+                role="publisher",
+                target=config.address,
+                window=config.window if producer.protocol == "artemis-core" else None,
+                max_rate=config.max_rate,
+                messages=producer.sent,
+                received=0,
+                refused=producer.refused,
+                blocked_s=producer.blocked_total_us() / 1_000_000,
+                peak_buffered_bytes=0,
+            )
+        )
+    for name, consumer in server.consumers.items():
+        consumer_config = consumer.config
+        rows.append(
+            ArtemisLinkSummary(
+                link=name,
+                protocol="artemis-core",
+                role="consumer",
+                target=consumer_config.queue,
+                window=consumer_config.window,
+                max_rate=consumer_config.max_rate,
+                messages=consumer.processed,
+                received=consumer.received,
+                refused=0,
+                blocked_s=0.0,
+                peak_buffered_bytes=consumer.peak_buffered_bytes,
+            )
+        )
+    return rows

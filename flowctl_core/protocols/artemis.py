@@ -1,0 +1,922 @@
+"""Apache ActiveMQ Artemis flow control on the virtual clock (seed 003).
+
+One :class:`ArtemisServer` holds the addresses (``max-size-bytes``, ``address-full-policy``, the
+AMQP reject threshold), the queues bound to them (engine :class:`~flowctl_core.queue.Queue`s,
+without Qpid thresholds), and one connection per client:
+
+- CORE producers (protocol ``artemis-core``) with a byte window: credits requested from the
+  server, which under BLOCK never grants more than the address has room for and withholds
+  credit while it has none (:class:`CoreProducer`);
+- AMQP producers (protocol ``amqp-1.0``) on an AMQP 1.0 link: the server grants 100 credits and
+  refreshes them when the link credit has fallen to 30, stops refreshing while a BLOCK address is
+  full, and rejects messages above ``max-size-bytes-reject-threshold`` (:class:`AmqpProducer`);
+- CORE consumers with a byte window (-1 / 0 / > 0), a processing time and an optional
+  ``consumerMaxRate``; queues hand messages round-robin to the consumers that have credit
+  (:class:`CoreConsumer`, :class:`QueueDispatcher`).
+
+Packets between a client and the server take the connection's one-way latency, in order
+(:class:`Pipe`). Events (DESIGN.md §3): producer links are logged from the client (the sending
+end: a CORE producer's ``credit`` is its byte balance, ``detail.credit_unit`` says so), consumer
+links from the server (the sending end: ``credit`` is the consumer's byte credit on the server,
+floored at 0, null when the window is unbounded); ``available`` is what the sender has ready:
+1 for a producer that publishes flat out, the messages left for one with a count, and the ready
+messages of the queue for a consumer. Enqueues name the producer and carry the address state in
+``detail``; refused messages are ``message_rejected`` with the policy in ``detail``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from flowctl_core.protocols.amqp10 import LinkFlow, ProtocolError, ReceiverLink, SenderLink
+from flowctl_core.protocols.artemis_flow import (
+    DEFAULT_CONSUMER_WINDOW,
+    DEFAULT_PRODUCER_WINDOW,
+    RESOURCE_LIMIT_EXCEEDED,
+    UNBOUNDED,
+    AddressSettings,
+    AddressState,
+    ArtemisConfigError,
+    ConsumerWindow,
+    Outcome,
+    ProducerCredits,
+    RateLimiter,
+    rate_limiter,
+)
+from flowctl_core.queue import Message, Queue
+
+if TYPE_CHECKING:
+    from flowctl_core.broker import Broker
+    from flowctl_core.clock import Scheduler
+
+ARTEMIS_CORE = "artemis-core"
+AMQP_10 = "amqp-1.0"
+CORE = "core"
+AMQP = "amqp"
+CLIENT_PROTOCOLS: tuple[str, ...] = (CORE, AMQP)
+ADDRESS_FULL = "address-full"
+
+
+# -- configuration -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AddressConfig:
+    """An address, its settings and the queues bound to it (default: one queue of its name)."""
+
+    name: str
+    settings: AddressSettings = field(default_factory=AddressSettings)
+    queues: tuple[str, ...] = ()
+    prefill_count: int = 0  # messages already in the address when the run starts
+    prefill_size: int = 1024
+
+    @property
+    def queue_names(self) -> tuple[str, ...]:
+        return self.queues or (self.name,)
+
+
+@dataclass(frozen=True)
+class ArtemisProducerConfig:
+    """A producing application: ``count`` messages (None: flat out), one per ``send_cost_us``.
+
+    ``window`` is ``producerWindowSize`` in bytes (CORE only; -1: no producer flow control);
+    ``max_rate`` is ``producerMaxRate`` in messages per second (-1: off).
+    """
+
+    name: str
+    address: str
+    protocol: str = CORE
+    window: int = DEFAULT_PRODUCER_WINDOW
+    size: int = 1024
+    count: int | None = None
+    send_cost_us: int = 10
+    max_rate: int = UNBOUNDED
+    start_us: int = 0
+    latency_us: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.protocol not in CLIENT_PROTOCOLS:
+            raise ArtemisConfigError(
+                f"producer {self.name!r}: protocol must be one of {CLIENT_PROTOCOLS}"
+            )
+        if self.window < UNBOUNDED:
+            raise ArtemisConfigError(f"producer {self.name!r}: window must be -1 or >= 0")
+        if self.size < 0 or (self.count is not None and self.count < 1):
+            raise ArtemisConfigError(f"producer {self.name!r}: size >= 0 and count >= 1")
+        if self.send_cost_us < 1:
+            raise ArtemisConfigError(f"producer {self.name!r}: send_cost_us must be >= 1")
+        rate_limiter(self.max_rate)  # validates
+
+
+@dataclass(frozen=True)
+class ArtemisConsumerConfig:
+    """A consuming application: ``consumerWindowSize`` ``window`` in bytes (-1 / 0 / > 0), one
+    message processed per ``process_us``, at most ``max_rate`` per second (``consumerMaxRate``).
+    """
+
+    name: str
+    queue: str
+    window: int = DEFAULT_CONSUMER_WINDOW
+    process_us: int = 100
+    max_rate: int = UNBOUNDED
+    start_us: int = 0
+    latency_us: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.window < UNBOUNDED:
+            raise ArtemisConfigError(f"consumer {self.name!r}: window must be -1, 0 or > 0")
+        if self.process_us < 0:
+            raise ArtemisConfigError(f"consumer {self.name!r}: process_us must be >= 0")
+        rate_limiter(self.max_rate)
+
+
+@dataclass(frozen=True)
+class ArtemisConfig:
+    addresses: tuple[AddressConfig, ...] = ()
+    producers: tuple[ArtemisProducerConfig, ...] = ()
+    consumers: tuple[ArtemisConsumerConfig, ...] = ()
+    latency_us: int = 100  # one way, every client connection unless it sets its own
+
+    def __post_init__(self) -> None:
+        if self.latency_us < 0:
+            raise ArtemisConfigError("latency_us must be >= 0")
+        addresses = [a.name for a in self.addresses]
+        queues = [q for a in self.addresses for q in a.queue_names]
+        clients = [p.name for p in self.producers] + [c.name for c in self.consumers]
+        for kind, names in (("address", addresses), ("queue", queues), ("client", clients)):
+            duplicated = sorted({n for n in names if names.count(n) > 1})
+            if duplicated:
+                raise ArtemisConfigError(f"duplicated {kind} names: {duplicated}")
+        for producer in self.producers:
+            if producer.address not in addresses:
+                raise ArtemisConfigError(
+                    f"producer {producer.name!r} sends to unknown address {producer.address!r}"
+                )
+        for consumer in self.consumers:
+            if consumer.queue not in queues:
+                raise ArtemisConfigError(
+                    f"consumer {consumer.name!r} reads unknown queue {consumer.queue!r}"
+                )
+
+
+# -- transport ---------------------------------------------------------------------------------
+class Pipe:
+    """One direction of a client connection: each packet is a call made ``latency_us`` later.
+
+    Packets with the same latency arrive in the order they were sent (the scheduler runs
+    callbacks due at one instant in scheduling order), as on a TCP connection.
+    """
+
+    __slots__ = ("latency_us", "packets", "scheduler")
+
+    def __init__(self, scheduler: Scheduler, latency_us: int) -> None:
+        if latency_us < 0:
+            raise ValueError(f"latency_us must be >= 0, got {latency_us}")
+        self.scheduler = scheduler
+        self.latency_us = latency_us
+        self.packets = 0
+
+    def send(self, handler: Callable[..., None], *args: Any) -> None:
+        self.packets += 1
+        self.scheduler.call_later(self.latency_us, handler, *args)
+
+
+class LinkLog:
+    """The columns every event of one link carries, and link events with their state after."""
+
+    __slots__ = ("broker", "fields")
+
+    def __init__(
+        self, broker: Broker, *, link: str, role: str, protocol: str, connection: str, queue: str
+    ) -> None:
+        self.broker = broker
+        self.fields: dict[str, Any] = {
+            "link": link,
+            "link_role": role,
+            "protocol": protocol,
+            "session": f"{connection}/session-1",
+            "connection": connection,
+            "queue": queue,
+        }
+
+    def emit(
+        self,
+        event_type: str,
+        *,
+        credit: int | None,
+        available: int,
+        delivery_count: int | None = None,
+        detail: dict[str, Any] | None = None,
+        **extra: Any,
+    ) -> None:
+        fields = dict(self.fields)
+        fields["credit"] = credit
+        fields["delivery_count"] = delivery_count
+        fields["available"] = available
+        if detail is not None:
+            fields["detail"] = json.dumps(detail, sort_keys=True)
+        if extra:
+            fields.update(extra)
+        self.broker.emit(event_type, fields)
+
+
+# -- server: addresses and queues --------------------------------------------------------------
+class _Ref:
+    __slots__ = ("paged", "refs", "size")
+
+    def __init__(self, size: int, refs: int, paged: bool) -> None:
+        self.size = size
+        self.refs = refs
+        self.paged = paged
+
+
+class _Owed:
+    __slots__ = ("owed", "producer")
+
+    def __init__(self, producer: ServerCoreProducer, owed: int) -> None:
+        self.producer = producer
+        self.owed = owed
+
+
+class ServerAddress:
+    """An address on the server: its :class:`AddressState`, its queues and the credits it owes."""
+
+    def __init__(self, server: ArtemisServer, config: AddressConfig) -> None:
+        self.server = server
+        self.broker = server.broker
+        self.config = config
+        self.name = config.name
+        self.state = AddressState(config.name, config.settings)
+        self.queues: list[Queue] = []
+        self._refs: dict[int, _Ref] = {}
+        # CORE credit requests the address could not cover yet, in arrival order.
+        self.pending_core: deque[_Owed] = deque()
+        # AMQP links whose credit refresh waits for memory ("checkMemory" runnables).
+        self.pending_amqp: dict[str, ServerAmqpProducer] = {}
+        self.max_over_bytes = 0  # peak size above max-size-bytes
+
+    def detail(self, **extra: Any) -> str:
+        state = self.state
+        info: dict[str, Any] = {
+            "address": self.name,
+            "address_size": state.size,
+            "max_size_bytes": state.settings.max_size_bytes,
+            "policy": state.policy,
+        }
+        if state.paging or state.paged_msgs:
+            info["paged_msgs"] = state.paged_msgs
+        info.update(extra)
+        return json.dumps(info, sort_keys=True)
+
+    # -- arrivals ------------------------------------------------------------------------------
+    def route(self, message_id: int, size: int, fields: dict[str, Any], *, amqp: bool) -> str:
+        """One message from a producer: admit it by policy and enqueue it on every queue."""
+        state = self.state
+        outcome = state.admit(size, amqp=amqp)
+        if outcome in (Outcome.ACCEPTED, Outcome.PAGED):
+            paged = outcome == Outcome.PAGED
+            self._refs[message_id] = _Ref(size, len(self.queues), paged)
+            limit = state.settings.max_size_bytes
+            if limit != UNBOUNDED and state.size - limit > self.max_over_bytes:
+                self.max_over_bytes = state.size - limit
+            enqueue_fields = dict(fields)
+            enqueue_fields["detail"] = self.detail(paged=paged)
+            for queue in self.queues:
+                queue.enqueue(Message(message_id, size, None), dict(enqueue_fields))
+            return outcome
+        if outcome == Outcome.REJECTED:
+            extra: dict[str, Any] = {
+                "reason": "reject-threshold",
+                "error": RESOURCE_LIMIT_EXCEEDED,
+                "reject_threshold": state.settings.max_size_bytes_reject_threshold,
+            }
+        elif outcome == Outcome.DROPPED:
+            extra = {"reason": ADDRESS_FULL, "silent": True}
+        else:
+            extra = {"reason": ADDRESS_FULL, "error": "ActiveMQAddressFullException"}
+        rejected = dict(fields)
+        rejected.update(
+            queue=self.name,
+            message_id=message_id,
+            size_bytes=size,
+            detail=self.detail(outcome=outcome, **extra),
+        )
+        self.broker.emit("message_rejected", rejected)
+        return outcome
+
+    # -- deliveries and acknowledgements -------------------------------------------------------
+    def on_dispatch(self, message: Message) -> None:
+        ref = self._refs.get(message.message_id)
+        if ref is not None and ref.paged:
+            ref.paged = False
+            self.state.depage(message.size)
+
+    def on_ack(self, message_id: int) -> None:
+        ref = self._refs.get(message_id)
+        if ref is None:
+            return
+        ref.refs -= 1
+        if ref.refs:
+            return
+        del self._refs[message_id]
+        self.state.release(ref.size)
+        self.memory_released()
+
+    def memory_released(self) -> None:
+        """``checkReleasedMemory``: serve withheld CORE credits and AMQP refreshes."""
+        state = self.state
+        pending = self.pending_core
+        if pending:
+            room = state.room
+            if room is None or room > 0:
+                # Every waiting producer may get the room now: credits are not reserved.
+                for entry in pending:
+                    granted = entry.owed if room is None else min(entry.owed, room)
+                    entry.owed -= granted
+                    entry.producer.grant(granted)
+                self.pending_core = deque(e for e in pending if e.owed > 0)
+        if self.pending_amqp and state.amqp_credit_allowed:
+            waiting, self.pending_amqp = self.pending_amqp, {}
+            for link in waiting.values():
+                link.flow()
+
+    # -- CORE producer credits -----------------------------------------------------------------
+    def request_credits(self, producer: ServerCoreProducer, requested: int) -> None:
+        granted = self.state.core_grant(requested)
+        if granted:
+            producer.grant(granted)
+        if requested > granted:
+            self.pending_core.append(_Owed(producer, requested - granted))
+
+
+class QueueDispatcher:
+    """Hands a queue's messages round-robin to the consumers that have credit (seed 003: "Messages
+    are delivered in a round robin fashion to both consumers"), and logs each consumer link's
+    state whenever its credit or ``available`` (the queue's ready messages) changes."""
+
+    def __init__(self, server: ArtemisServer, queue: Queue, address: ServerAddress) -> None:
+        self.server = server
+        self.queue = queue
+        self.address = address
+        self.consumers: list[ServerConsumer] = []
+        self._turn = 0
+        self._scheduled = False
+        queue.on_message.append(self._on_message)
+
+    def _on_message(self, _queue: Queue) -> None:
+        self.schedule()
+
+    def schedule(self) -> None:
+        # Next tick of the same instant: never dequeue from inside the queue's own enqueue.
+        if not self._scheduled:
+            self._scheduled = True
+            self.server.scheduler.call_soon(self.dispatch)
+
+    def dispatch(self) -> None:
+        self._scheduled = False
+        queue, consumers = self.queue, self.consumers
+        count = len(consumers)
+        while queue.depth_msgs and count:
+            chosen: ServerConsumer | None = None
+            for offset in range(count):
+                index = (self._turn + offset) % count
+                if consumers[index].ready:
+                    chosen = consumers[index]
+                    self._turn = index + 1
+                    break
+            if chosen is None:
+                break
+            message = queue.dequeue(dict(chosen.consumer_fields))
+            if message is None:
+                break
+            self.address.on_dispatch(message)
+            chosen.deliver(message)
+        for consumer in consumers:
+            consumer.report()
+
+
+# -- server: client endpoints ------------------------------------------------------------------
+class ServerCoreProducer:
+    """The server end of a CORE producer: answers credit requests, routes its messages."""
+
+    def __init__(self, address: ServerAddress, client: CoreProducer) -> None:
+        self.address = address
+        self.client = client
+        self.granted = 0
+        self.withheld_requests = 0
+
+    def on_request(self, requested: int) -> None:
+        before = len(self.address.pending_core)
+        self.address.request_credits(self, requested)
+        if len(self.address.pending_core) > before:
+            self.withheld_requests += 1
+
+    def grant(self, credits: int) -> None:
+        if credits <= 0:
+            return
+        self.granted += credits
+        self.client.to_client.send(self.client.on_credits, credits)
+
+    def on_message(self, message_id: int, size: int, fields: dict[str, Any]) -> None:
+        outcome = self.address.route(message_id, size, fields, amqp=False)
+        if outcome == Outcome.FAILED:
+            # FAIL: "an error to the producer"; DROP discards without telling it.
+            self.client.to_client.send(self.client.on_error, message_id, outcome)
+
+
+class ServerAmqpProducer:
+    """The server end of an AMQP producer link: 100 credits, refreshed at 30 (seed 003)."""
+
+    def __init__(self, address: ServerAddress, client: AmqpProducer) -> None:
+        self.address = address
+        self.client = client
+        settings = address.state.settings
+        self.credits = settings.amqp_credits
+        self.low = settings.amqp_low_credits
+        self.link = ReceiverLink(client.config.name, initial_delivery_count=0)
+        self.received = 0
+        self.detached: str | None = None
+        # Messages received when each refresh was granted (0: at attach).
+        self.grants: list[int] = []
+
+    def attach(self) -> None:
+        self.flow()
+
+    def flow(self) -> None:
+        """``createCreditRunnable``: top the link up to 100 once its credit is at or below 30,
+        unless the address is full under BLOCK; then wait for memory to be released."""
+        if self.detached is not None or self.link.credit > self.low:
+            return
+        if not self.address.state.amqp_credit_allowed:
+            self.address.pending_amqp[self.client.config.name] = self
+            return
+        flow = self.link.grant(self.credits)
+        self.grants.append(self.received)
+        self.client.to_client.send(self.client.on_flow, flow, self.received)
+
+    def on_message(self, message_id: int, size: int, fields: dict[str, Any]) -> None:
+        if self.detached is not None:
+            return
+        try:
+            self.link.on_transfer()
+        except ProtocolError as error:
+            self.detached = error.condition
+            self.address.broker.emit(
+                "link_detached",
+                dict(self.client.log.fields, detail=json.dumps({"error": error.condition})),
+            )
+            return
+        self.received += 1
+        outcome = self.address.route(message_id, size, fields, amqp=True)
+        if outcome in (Outcome.REJECTED, Outcome.FAILED):
+            self.client.to_client.send(self.client.on_rejected, message_id, outcome)
+        self.flow()
+
+
+class ServerConsumer:
+    """The server end of a CORE consumer: byte credits, logged as the consumer link's state."""
+
+    def __init__(self, dispatcher: QueueDispatcher, client: CoreConsumer) -> None:
+        self.dispatcher = dispatcher
+        self.client = client
+        # Unbounded windows have no credit; others start at 0 until the client sends its window.
+        self.credits: int | None = None if client.window.unbounded else 0
+        self.delivered = 0
+        self.log = LinkLog(
+            dispatcher.server.broker,
+            link=client.config.name,
+            role="consumer",
+            protocol=ARTEMIS_CORE,
+            connection=client.connection,
+            queue=dispatcher.queue.name,
+        )
+        self.consumer_fields = {
+            key: self.log.fields[key]
+            for key in ("link", "link_role", "protocol", "session", "connection")
+        }
+        self._reported: tuple[int | None, int] | None = None
+
+    @property
+    def ready(self) -> bool:
+        # ServerConsumerImpl: busy once the credits are used up; a message may take them below
+        # zero (window 0 asks for one byte to get one whole message).
+        return self.credits is None or self.credits > 0
+
+    @property
+    def logged_credit(self) -> int | None:
+        return None if self.credits is None else max(0, self.credits)
+
+    def attach(self) -> None:
+        self.dispatcher.consumers.append(self)
+        self._log("link_attached", {"window": self.client.config.window})
+        self.dispatcher.schedule()
+
+    def on_credits(self, credits: int) -> None:
+        if self.credits is not None:
+            self.credits += credits
+        self._log("flow", {"origin": "client", "credits": credits, "credit_unit": "bytes"})
+        self.dispatcher.schedule()
+
+    def on_ack(self, message_id: int) -> None:
+        self.dispatcher.address.on_ack(message_id)
+
+    def deliver(self, message: Message) -> None:
+        if self.credits is not None:
+            self.credits -= message.size
+        self.delivered += 1
+        self._log("transfer", None, message_id=message.message_id, size_bytes=message.size)
+        self.client.to_client.send(self.client.on_message, message.message_id, message.size)
+
+    def report(self) -> None:
+        """Log the link's state if someone else's enqueue or dequeue changed it."""
+        if (self.logged_credit, self.dispatcher.queue.depth_msgs) != self._reported:
+            self._log("flow", {"origin": "sender", "reason": "available"})
+
+    def _log(self, event_type: str, detail: dict[str, Any] | None, **extra: Any) -> None:
+        credit, available = self.logged_credit, self.dispatcher.queue.depth_msgs
+        self._reported = (credit, available)
+        if self.credits is not None:
+            detail = dict(detail or {}, credit_unit="bytes")
+        self.log.emit(event_type, credit=credit, available=available, detail=detail, **extra)
+
+
+# -- clients -----------------------------------------------------------------------------------
+class _Client:
+    """A client application with its own connection to the server."""
+
+    def __init__(self, server: ArtemisServer, name: str, latency_us: int | None) -> None:
+        self.server = server
+        self.broker = server.broker
+        self.scheduler = server.scheduler
+        self.connection = name
+        latency = server.config.latency_us if latency_us is None else latency_us
+        self.to_server = Pipe(self.scheduler, latency)
+        self.to_client = Pipe(self.scheduler, latency)
+
+
+class _Producer(_Client):
+    """What CORE and AMQP producers share: the application, the rate limiter, blocked time."""
+
+    protocol = ARTEMIS_CORE
+
+    def __init__(self, server: ArtemisServer, config: ArtemisProducerConfig) -> None:
+        super().__init__(server, config.name, config.latency_us)
+        self.config = config
+        self.address = server.addresses[config.address]
+        self.limiter: RateLimiter | None = rate_limiter(config.max_rate)
+        self.remaining = config.count
+        self.sent = 0
+        self.refused = 0  # FAIL errors and AMQP rejections the client was told about
+        self.blocked_us = 0  # time spent with a message in hand and no credit
+        self._blocked_since: int | None = None
+        self._permit = False  # the rate limiter let the current message through
+        self._step_scheduled = False
+        self._free_at_us = 0
+        self.log = LinkLog(
+            server.broker,
+            link=config.name,
+            role="publisher",
+            protocol=self.protocol,
+            connection=self.connection,
+            queue=config.address,
+        )
+        self.enqueue_fields: dict[str, Any] = {
+            key: self.log.fields[key]
+            for key in ("link", "link_role", "protocol", "session", "connection")
+        }
+
+    @property
+    def available(self) -> int:
+        if self.remaining is None:
+            return 1  # a flat-out application always has its next message in hand
+        return self.remaining
+
+    def has_message(self) -> bool:
+        return self.remaining is None or self.remaining > 0
+
+    def wake(self) -> None:
+        if not self._step_scheduled and self.has_message():
+            self._step_scheduled = True
+            scheduler = self.scheduler
+            scheduler.call_at(max(scheduler.now_us, self._free_at_us), self._step)
+
+    def _step(self) -> None:
+        self._step_scheduled = False
+        if not self.has_message():
+            return
+        limiter = self.limiter
+        if limiter is not None and not self._permit:
+            if not limiter.try_acquire(self.scheduler.now_us):
+                # producerMaxRate: wait for the next window (not blocked on credit).
+                self._step_scheduled = True
+                self.scheduler.call_at(limiter.retry_at_us(), self._step)
+                return
+            self._permit = True
+        if not self._take_credit():
+            self._block()
+            return
+        self._unblock()
+        self._permit = False
+        if self.remaining is not None:
+            self.remaining -= 1
+        self.sent += 1
+        self._send(self.broker.next_message_id(), self.config.size)
+        self._free_at_us = self.scheduler.now_us + self.config.send_cost_us
+        self.wake()
+
+    def _block(self) -> None:
+        if self._blocked_since is None:
+            self._blocked_since = self.scheduler.now_us
+
+    def _unblock(self) -> None:
+        if self._blocked_since is not None:
+            self.blocked_us += self.scheduler.now_us - self._blocked_since
+            self._blocked_since = None
+
+    def blocked_total_us(self) -> int:
+        """Blocked time so far, an interval still open included."""
+        if self._blocked_since is None:
+            return self.blocked_us
+        return self.blocked_us + self.scheduler.now_us - self._blocked_since
+
+    def _fields_for_enqueue(self) -> dict[str, Any]:
+        return dict(self.enqueue_fields)
+
+    # -- protocol specific ---------------------------------------------------------------------
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def _take_credit(self) -> bool:
+        raise NotImplementedError
+
+    def _send(self, message_id: int, size: int) -> None:
+        raise NotImplementedError
+
+
+class CoreProducer(_Producer):
+    """A CORE producer (Artemis core / JMS client) with ``producerWindowSize`` in bytes."""
+
+    protocol = ARTEMIS_CORE
+
+    def __init__(self, server: ArtemisServer, config: ArtemisProducerConfig) -> None:
+        super().__init__(server, config)
+        self.credits = None if config.window == UNBOUNDED else ProducerCredits(config.window)
+        self.server_end = ServerCoreProducer(self.address, self)
+        self._checked = False  # checkCredits ran for the message in hand
+
+    @property
+    def credit(self) -> int | None:
+        return None if self.credits is None else self.credits.balance
+
+    def _emit(self, event_type: str, detail: dict[str, Any] | None = None, **extra: Any) -> None:
+        info = {"credit_unit": "bytes", "window": self.config.window}
+        if self.credits is not None:
+            info["arriving"] = self.credits.arriving
+        if detail:
+            info.update(detail)
+        self.log.emit(
+            event_type, credit=self.credit, available=self.available, detail=info, **extra
+        )
+
+    def start(self) -> None:
+        self._emit("link_attached")
+        if self.credits is not None:
+            self._request(self.credits.initial_request())
+        self.wake()
+
+    def _request(self, requested: int) -> None:
+        if requested > 0:
+            self.to_server.send(self.server_end.on_request, requested)
+            self._emit("flow", {"origin": "client", "requested": requested})
+
+    def _take_credit(self) -> bool:
+        credits = self.credits
+        if credits is None:
+            return True  # window -1: no producer flow control
+        size = self.config.size
+        if not self._checked:
+            self._checked = True
+            self._request(credits.check(size))
+        if not credits.can_acquire(size):
+            return False
+        credits.acquire(size)
+        self._checked = False
+        return True
+
+    def _send(self, message_id: int, size: int) -> None:
+        self._emit("transfer", message_id=message_id, size_bytes=size)
+        self.to_server.send(
+            self.server_end.on_message, message_id, size, self._fields_for_enqueue()
+        )
+
+    def on_credits(self, credits: int) -> None:
+        assert self.credits is not None
+        self.credits.receive(credits)
+        self._emit("flow", {"origin": "server", "granted": credits})
+        self.wake()
+
+    def on_error(self, _message_id: int, _outcome: str) -> None:
+        self.refused += 1
+
+
+class AmqpProducer(_Producer):
+    """An AMQP 1.0 producer on Artemis: link credit in messages, granted by the server."""
+
+    protocol = AMQP_10
+
+    def __init__(self, server: ArtemisServer, config: ArtemisProducerConfig) -> None:
+        super().__init__(server, config)
+        self.link = SenderLink(config.name)
+        self.link.available = self.available
+        self.server_end = ServerAmqpProducer(self.address, self)
+
+    def _emit(self, event_type: str, detail: dict[str, Any] | None = None, **extra: Any) -> None:
+        link = self.link
+        link.available = self.available
+        self.log.emit(
+            event_type,
+            credit=link.credit,
+            available=link.available,
+            delivery_count=link.delivery_count,
+            detail=detail,
+            **extra,
+        )
+
+    def start(self) -> None:
+        self._emit("link_attached")
+        self.to_server.send(self.server_end.attach)
+        self.wake()
+
+    def _take_credit(self) -> bool:
+        if not self.link.credit:
+            return False
+        self.link.send_transfer()
+        return True
+
+    def _send(self, message_id: int, size: int) -> None:
+        self._emit("transfer", message_id=message_id, size_bytes=size)
+        fields = self._fields_for_enqueue()
+        fields["capacity"] = self.address.state.settings.amqp_credits
+        self.to_server.send(self.server_end.on_message, message_id, size, fields)
+
+    def on_flow(self, flow: LinkFlow, received: int) -> None:
+        self.link.on_flow(flow)
+        self._emit(
+            "flow",
+            {"origin": "receiver", "link_credit": flow.link_credit, "server_received": received},
+        )
+        self.wake()
+
+    def on_rejected(self, _message_id: int, _outcome: str) -> None:
+        self.refused += 1
+
+
+class CoreConsumer(_Client):
+    """A CORE consumer: a client buffer bounded by ``consumerWindowSize`` and an application
+    that takes one message at a time, at most ``consumerMaxRate`` per second."""
+
+    def __init__(
+        self, server: ArtemisServer, config: ArtemisConsumerConfig, dispatcher: QueueDispatcher
+    ) -> None:
+        super().__init__(server, config.name, config.latency_us)
+        self.config = config
+        self.window = ConsumerWindow(config.window)
+        self.limiter = rate_limiter(config.max_rate)
+        self.server_end = ServerConsumer(dispatcher, self)
+        self.buffer: deque[tuple[int, int]] = deque()
+        self.buffered_bytes = 0
+        self.peak_buffered_bytes = 0
+        self.peak_buffered_msgs = 0
+        self.received = 0
+        self.processed = 0
+        self.processed_at_us: list[int] = []
+        self._busy = False
+        self._asked = False  # window 0: a one-byte request is on its way or being served
+        self._step_scheduled = False
+
+    def start(self) -> None:
+        self.to_server.send(self.server_end.attach)
+        credits = self.window.initial_credits()
+        if credits:
+            self.to_server.send(self.server_end.on_credits, credits)
+        if self.window.slow_consumer:
+            self._ask()
+
+    def _ask(self) -> None:
+        """Window 0: ask for exactly one message when ready to process it."""
+        if not self._asked:
+            self._asked = True
+            self.to_server.send(self.server_end.on_credits, 1)
+
+    def on_message(self, message_id: int, size: int) -> None:
+        self._asked = False
+        self.received += 1
+        self.buffer.append((message_id, size))
+        self.buffered_bytes += size
+        self.peak_buffered_bytes = max(self.peak_buffered_bytes, self.buffered_bytes)
+        self.peak_buffered_msgs = max(self.peak_buffered_msgs, len(self.buffer))
+        self._wake()
+
+    def _wake(self) -> None:
+        if not self._step_scheduled and not self._busy and self.buffer:
+            self._step_scheduled = True
+            self.scheduler.call_soon(self._step)
+
+    def _step(self) -> None:
+        self._step_scheduled = False
+        if self._busy or not self.buffer:
+            return
+        limiter = self.limiter
+        if limiter is not None and not limiter.try_acquire(self.scheduler.now_us):
+            # consumerMaxRate limits consumption, not buffering: the buffer keeps filling.
+            self._step_scheduled = True
+            self.scheduler.call_at(limiter.retry_at_us(), self._step)
+            return
+        message_id, size = self.buffer.popleft()
+        self.buffered_bytes -= size
+        credits = self.window.on_take(size)
+        if credits:
+            self.to_server.send(self.server_end.on_credits, credits)
+        self._busy = True
+        self.scheduler.call_later(self.config.process_us, self._done, message_id)
+
+    def _done(self, message_id: int) -> None:
+        self._busy = False
+        self.processed += 1
+        self.processed_at_us.append(self.scheduler.now_us)
+        self.to_server.send(self.server_end.on_ack, message_id)
+        if self.window.slow_consumer and not self.buffer:
+            self._ask()
+        self._wake()
+
+
+Producer = CoreProducer | AmqpProducer
+
+
+class ArtemisServer:
+    """An Artemis broker front end on the engine: addresses, queues, clients."""
+
+    def __init__(self, broker: Broker, config: ArtemisConfig) -> None:
+        self.broker = broker
+        self.scheduler = broker.scheduler
+        self.config = config
+        self.addresses: dict[str, ServerAddress] = {}
+        self.dispatchers: dict[str, QueueDispatcher] = {}
+        for address_config in config.addresses:
+            address = ServerAddress(self, address_config)
+            self.addresses[address.name] = address
+            for queue_name in address_config.queue_names:
+                # An Artemis queue: no Qpid limits or thresholds, the address limits it.
+                queue = broker.declare_queue(queue_name, {"qpid.max_count": 0, "qpid.max_size": 0})
+                address.queues.append(queue)
+                self.dispatchers[queue_name] = QueueDispatcher(self, queue, address)
+        self.producers: dict[str, Producer] = {}
+        for producer_config in config.producers:
+            producer: Producer
+            if producer_config.protocol == AMQP:
+                producer = AmqpProducer(self, producer_config)
+            else:
+                producer = CoreProducer(self, producer_config)
+            self.producers[producer_config.name] = producer
+        self.consumers: dict[str, CoreConsumer] = {
+            c.name: CoreConsumer(self, c, self.dispatchers[c.queue]) for c in config.consumers
+        }
+
+    def start(self) -> None:
+        """Prefill the addresses, then start every client at its own start time."""
+        for address in self.addresses.values():
+            config = address.config
+            for _ in range(config.prefill_count):
+                address.route(self.broker.next_message_id(), config.prefill_size, {}, amqp=False)
+        now = self.scheduler.now_us
+        for producer in self.producers.values():
+            self.scheduler.call_at(now + producer.config.start_us, producer.start)
+        for consumer in self.consumers.values():
+            self.scheduler.call_at(now + consumer.config.start_us, consumer.start)
+
+    def producers_on(self, address: str) -> list[Producer]:
+        return [p for p in self.producers.values() if p.config.address == address]
+
+    def overshoot_bound_bytes(self, address: str) -> int:
+        """How far CORE producers can take a BLOCK address above max-size-bytes.
+
+        Seed 003: "approximately: total number of producers on address * producer window size".
+        Exactly: a producer asks for credit only when what it holds and awaits is below
+        ``max(size, window / 2)``, so it holds at most ``max(window, 2 x size)``, plus the
+        messages still on the wire when it asks (none when the latency is below the send cost,
+        else at most ``latency // send_cost``): the server caps each grant at the room left but
+        does not reserve it, so every producer can spend all of that once the room is gone.
+        """
+        return sum(
+            core_producer_bound_bytes(p.config, p.to_server.latency_us)
+            for p in self.producers_on(address)
+            if isinstance(p, CoreProducer) and p.config.window != UNBOUNDED
+        )
+
+
+def core_producer_bound_bytes(config: ArtemisProducerConfig, latency_us: int) -> int:
+    """One CORE producer's share of :meth:`ArtemisServer.overshoot_bound_bytes`."""
+    in_flight = latency_us // config.send_cost_us if latency_us >= config.send_cost_us else 0
+    return max(config.window, 2 * config.size) + in_flight * config.size

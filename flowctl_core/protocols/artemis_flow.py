@@ -1,0 +1,366 @@
+"""Apache ActiveMQ Artemis flow control as pure state machines (seed 003).
+
+Nothing here knows about clocks, queues or events; :mod:`flowctl_core.protocols.artemis` wires
+these pieces to the broker engine, the virtual clock and the event log. Each class follows the
+Artemis code path the seed describes:
+
+- :class:`AddressState`: an address's memory size against ``max-size-bytes`` and its
+  ``address-full-policy`` (BLOCK / FAIL / DROP / PAGE), the AMQP
+  ``max-size-bytes-reject-threshold``, and the byte credits the server hands to CORE producers
+  ("never ... more credits to any one producer than what is available according to the address's
+  upper memory limit"; no reservation, so several producers can be over-allocated).
+- :class:`ProducerCredits`: the CORE client's producer window (``ClientProducerCreditsImpl``):
+  credits are bytes, requested in halves of ``producerWindowSize``.
+- :class:`ConsumerWindow`: the CORE client's ``consumerWindowSize`` (-1 unbounded, 0 no buffer,
+  > 0 a buffer of that many bytes) and the credits it returns to the server.
+- :class:`RateLimiter`: ``producerMaxRate`` / ``consumerMaxRate`` (``TokenBucketLimiterImpl``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+UNBOUNDED = -1
+#: Seed 003: "in the default configuration all addresses are set to block producers after 10 MiB".
+DEFAULT_MAX_SIZE_BYTES = 10 * 1024 * 1024
+DEFAULT_PRODUCER_WINDOW = 64 * 1024  # producerWindowSize default
+#: Seed 003: "By default, the consumerWindowSize is set to 1 MiB (1024 * 1024 bytes)".
+DEFAULT_CONSUMER_WINDOW = 1024 * 1024
+#: Seed 003: "Artemis will issue 100 credits to a client at a time and refresh them when the
+#: clients credits reaches 30."
+AMQP_CREDITS = 100
+AMQP_LOW_CREDITS = 30
+RATE_WINDOW_US = 1_000_000  # max rates are "in units of messages per second"
+
+AddressFullPolicy = Literal["BLOCK", "FAIL", "DROP", "PAGE"]
+ADDRESS_FULL_POLICIES: tuple[str, ...] = ("BLOCK", "FAIL", "DROP", "PAGE")
+#: The AMQP error condition of a message refused above the reject threshold.
+RESOURCE_LIMIT_EXCEEDED = "amqp:resource-limit-exceeded"
+
+
+class ArtemisConfigError(ValueError):
+    """An Artemis setting out of range; the message names the setting."""
+
+
+class Outcome:
+    """What an address does with one arriving message."""
+
+    ACCEPTED = "accepted"  # into memory
+    PAGED = "paged"  # PAGE policy: accepted, written to the page store
+    DROPPED = "dropped"  # DROP policy: discarded silently
+    FAILED = "failed"  # FAIL policy: an error goes back to the producer
+    REJECTED = "rejected"  # AMQP above max-size-bytes-reject-threshold
+
+
+@dataclass(frozen=True)
+class AddressSettings:
+    """One ``<address-setting>``: limits and policies of an address (seed 003)."""
+
+    max_size_bytes: int = DEFAULT_MAX_SIZE_BYTES
+    address_full_policy: AddressFullPolicy = "BLOCK"
+    max_size_bytes_reject_threshold: int = UNBOUNDED
+    amqp_credits: int = AMQP_CREDITS
+    amqp_low_credits: int = AMQP_LOW_CREDITS
+
+    def __post_init__(self) -> None:
+        if self.max_size_bytes < UNBOUNDED:
+            raise ArtemisConfigError(
+                f"max-size-bytes must be -1 (no limit) or >= 0, got {self.max_size_bytes}"
+            )
+        if self.address_full_policy not in ADDRESS_FULL_POLICIES:
+            raise ArtemisConfigError(
+                f"address-full-policy must be one of {', '.join(ADDRESS_FULL_POLICIES)}, "
+                f"got {self.address_full_policy!r}"
+            )
+        threshold = self.max_size_bytes_reject_threshold
+        # Seed 003: "an additional parameter ... that specifies an upper bound on an address
+        # size", a hard limit above the soft max-size-bytes limit.
+        if threshold != UNBOUNDED and (
+            self.max_size_bytes == UNBOUNDED or threshold <= self.max_size_bytes
+        ):
+            raise ArtemisConfigError(
+                "max-size-bytes-reject-threshold must be -1 or above max-size-bytes "
+                f"({self.max_size_bytes}), got {threshold}"
+            )
+        if self.amqp_credits < 1:
+            raise ArtemisConfigError(f"amqp credits must be >= 1, got {self.amqp_credits}")
+        if not 0 <= self.amqp_low_credits < self.amqp_credits:
+            raise ArtemisConfigError(
+                f"amqp low credits must be within 0..{self.amqp_credits - 1}, "
+                f"got {self.amqp_low_credits}"
+            )
+
+
+class AddressState:
+    """Memory size, paging and policy decisions of one address.
+
+    The size counts each message once, however many queues it was routed to, from its arrival
+    until its last reference is acknowledged ("the total memory for all queues bound to that
+    address will not exceed max-size-bytes"). As in Artemis the address is *full* when its size
+    is above max-size-bytes; FAIL and DROP refuse a message that arrives while the address is
+    full, so the message that fills it is still accepted. PAGE pages every message from the moment
+    an accepted message makes the address full until the page store is empty again.
+    """
+
+    __slots__ = (
+        "accepted",
+        "dropped",
+        "failed",
+        "name",
+        "paged",
+        "paged_bytes",
+        "paged_msgs",
+        "paging",
+        "peak_size",
+        "rejected",
+        "settings",
+        "size",
+    )
+
+    def __init__(self, name: str, settings: AddressSettings) -> None:
+        self.name = name
+        self.settings = settings
+        self.size = 0  # bytes in memory
+        self.peak_size = 0
+        self.paging = False
+        self.paged_msgs = 0  # in the page store now
+        self.paged_bytes = 0
+        # Cumulative outcomes.
+        self.accepted = 0
+        self.paged = 0
+        self.dropped = 0
+        self.failed = 0
+        self.rejected = 0
+
+    @property
+    def policy(self) -> str:
+        return self.settings.address_full_policy
+
+    @property
+    def full(self) -> bool:
+        limit = self.settings.max_size_bytes
+        return limit != UNBOUNDED and self.size > limit
+
+    @property
+    def rejecting(self) -> bool:
+        """``isRejectingMessages``: BLOCK, a threshold set, and the size above it (AMQP only)."""
+        threshold = self.settings.max_size_bytes_reject_threshold
+        return self.policy == "BLOCK" and threshold != UNBOUNDED and self.size > threshold
+
+    def admit(self, size: int, *, amqp: bool) -> str:
+        """Decide the fate of one arriving message of ``size`` bytes and account for it."""
+        if amqp and self.rejecting:
+            self.rejected += 1
+            return Outcome.REJECTED
+        policy = self.policy
+        if policy == "FAIL" and self.full:
+            self.failed += 1
+            return Outcome.FAILED
+        if policy == "DROP" and self.full:
+            self.dropped += 1
+            return Outcome.DROPPED
+        if policy == "PAGE" and self.paging:
+            self.paged += 1
+            self.paged_msgs += 1
+            self.paged_bytes += size
+            return Outcome.PAGED
+        self._add(size)
+        self.accepted += 1
+        if policy == "PAGE" and self.full:
+            self.paging = True  # addSize -> startPaging once the address is full
+        return Outcome.ACCEPTED
+
+    def _add(self, size: int) -> None:
+        self.size += size
+        if self.size > self.peak_size:
+            self.peak_size = self.size
+
+    def depage(self, size: int) -> None:
+        """A paged message is read back into memory to be delivered."""
+        self.paged_msgs -= 1
+        self.paged_bytes -= size
+        self._add(size)
+        if self.paged_msgs == 0:
+            self.paging = False
+
+    def release(self, size: int) -> None:
+        """The last reference of a message was acknowledged: its memory is freed."""
+        self.size -= size
+        if self.size < 0:
+            raise AssertionError(f"address {self.name!r}: negative size {self.size}")
+
+    @property
+    def room(self) -> int | None:
+        """Bytes left below max-size-bytes (None: no limit)."""
+        limit = self.settings.max_size_bytes
+        return None if limit == UNBOUNDED else max(0, limit - self.size)
+
+    def core_grant(self, requested: int) -> int:
+        """Credits the server sends now for a CORE request of ``requested`` bytes.
+
+        Under BLOCK: "the server will never send more credits to any one producer than what is
+        available according to the address's upper memory limit" (the room now, not minus credits
+        already granted to others: over-allocation is possible). Other policies never withhold.
+        """
+        room = self.room
+        if self.policy != "BLOCK" or room is None:
+            return requested
+        return min(requested, room)
+
+    @property
+    def amqp_credit_allowed(self) -> bool:
+        """AMQP top-ups: "The broker will stop issuing credits once an address is full" (BLOCK)."""
+        return not (self.policy == "BLOCK" and self.full)
+
+
+class ProducerCredits:
+    """A CORE producer's byte credits (``ClientProducerCreditsImpl``, seed 003 §4.1).
+
+    The client keeps ``balance`` (credits received and not used) and ``arriving`` (requested and
+    not yet received). It works with half the window: the first request is ``window / 2``, and
+    before each send it makes sure that ``balance + arriving`` covers ``max(size, window / 2)``,
+    requesting the difference. So a producer never holds more than about one window of credit
+    (received, arriving or spent on messages still in flight); a message larger than half the
+    window makes it request that message's size instead.
+    """
+
+    __slots__ = ("arriving", "balance", "half", "requested", "window")
+
+    def __init__(self, window: int) -> None:
+        if window < 0:
+            raise ArtemisConfigError(f"producer window must be >= 0 here, got {window}")
+        self.window = window
+        self.half = window // 2
+        self.balance = 0
+        self.arriving = 0
+        self.requested = 0  # cumulative
+
+    def initial_request(self) -> int:
+        """Credits to request when the producer is created (0: none)."""
+        return self.check(self.half)
+
+    def check(self, size: int) -> int:
+        """``checkCredits``: bytes to request before sending ``size`` bytes (0: none)."""
+        needed = max(size, self.half)
+        if self.balance + self.arriving >= needed:
+            return 0
+        request = needed - self.arriving
+        self.arriving += request
+        self.requested += request
+        return request
+
+    def can_acquire(self, size: int) -> bool:
+        return self.balance >= size
+
+    def acquire(self, size: int) -> None:
+        if self.balance < size:
+            raise ArtemisConfigError(f"acquire {size} with a balance of {self.balance}")
+        self.balance -= size
+
+    def receive(self, credits: int) -> None:
+        if credits < 0 or credits > self.arriving:
+            raise ArtemisConfigError(f"received {credits} credits with {self.arriving} arriving")
+        self.arriving -= credits
+        self.balance += credits
+
+
+def client_window_size(window: int) -> int:
+    """``ClientSessionImpl.calcWindowSize``: the client returns credits every half window."""
+    if window < UNBOUNDED:
+        raise ArtemisConfigError(f"consumer window must be -1, 0 or > 0, got {window}")
+    if window <= 1:
+        return window
+    return window >> 1
+
+
+class ConsumerWindow:
+    """A CORE consumer's window (seed 003 §2): server credits and the client's buffer.
+
+    ``window`` -1: the server sends without limit. ``0``: no buffer; the client asks for one
+    message (one byte of credit) when it is ready to process it, so messages "remain on the
+    server side ready to be consumed by other consumers". ``> 0``: the server starts with
+    ``window`` bytes of credit and sends while it has any; the client gives the credit of the
+    messages it takes out of its buffer back in batches of half a window.
+    """
+
+    __slots__ = ("client_window", "to_send", "window")
+
+    def __init__(self, window: int) -> None:
+        self.window = window
+        self.client_window = client_window_size(window)
+        self.to_send = 0
+
+    @property
+    def unbounded(self) -> bool:
+        return self.window == UNBOUNDED
+
+    @property
+    def slow_consumer(self) -> bool:
+        return self.window == 0
+
+    def initial_credits(self) -> int | None:
+        """Server credits at attach; None: no limit."""
+        if self.unbounded:
+            return None
+        return self.window
+
+    def on_take(self, size: int) -> int:
+        """The application takes a message of ``size`` bytes: credits to send back now (0: none).
+
+        ``flowControl``: credits accumulate until they reach the client window. With no buffer
+        the one byte requested to start the delivery is discounted, so the server's credit goes
+        back to zero and nothing more comes until the client asks again.
+        """
+        if self.unbounded:
+            return 0
+        self.to_send += size
+        if self.to_send < self.client_window:
+            return 0
+        credits = self.to_send - 1 if self.slow_consumer else self.to_send
+        self.to_send = 0
+        return max(0, credits)
+
+
+class RateLimiter:
+    """``TokenBucketLimiterImpl``: at most ``rate`` permits per one-second window.
+
+    As in Artemis, the first call opens a window without tokens, so the first permit comes one
+    window after the first attempt; from then on every window hands out exactly ``rate``
+    permits. A caller that finds no token retries at :meth:`retry_at_us` (on the virtual clock
+    that is exactly the end of the window, so windows follow each other without drift).
+    """
+
+    __slots__ = ("last_us", "rate", "tokens", "window_us")
+
+    def __init__(self, rate: int, window_us: int = RATE_WINDOW_US) -> None:
+        if rate < 1:
+            raise ArtemisConfigError(f"a max rate must be a positive integer, got {rate}")
+        self.rate = rate
+        self.window_us = window_us
+        self.last_us: int | None = None
+        self.tokens = 0
+
+    def try_acquire(self, now_us: int) -> bool:
+        if self.last_us is None:
+            self.last_us = now_us
+        if now_us - self.last_us >= self.window_us:
+            self.last_us = now_us
+            self.tokens = self.rate
+        if self.tokens > 0:
+            self.tokens -= 1
+            return True
+        return False
+
+    def retry_at_us(self) -> int:
+        assert self.last_us is not None
+        return self.last_us + self.window_us
+
+
+def rate_limiter(max_rate: int) -> RateLimiter | None:
+    """A limiter for ``producerMaxRate`` / ``consumerMaxRate``; -1 disables rate limiting."""
+    if max_rate == UNBOUNDED:
+        return None
+    if max_rate < 1:
+        raise ArtemisConfigError(f"a max rate must be -1 or a positive integer, got {max_rate}")
+    return RateLimiter(max_rate)
