@@ -1,0 +1,164 @@
+"""Throughput of the Spark pipeline: raw Parquet -> bronze -> silver -> gold, events per second.
+
+Generates a synthetic event log with numpy/pyarrow (not the Python engine: 10 million events must
+take seconds, not minutes), then times ingest, episodes and daily_metrics in one session. JVM
+start-up and data generation are excluded from the end-to-end figure. Prints figures; asserts none.
+
+    .venv/bin/python bench/pipeline_throughput.py                 # 10 million events
+    .venv/bin/python bench/pipeline_throughput.py --events 200000 # a quick smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shutil
+import sys
+import time
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from jobs.config import PROJECT_ROOT, load_conf
+from schemas.broker_events import BROKER_EVENTS
+
+DAY1 = date(2024, 3, 1)
+DAYS = 2
+RUNS = 4
+QUEUES = 40
+PRODUCERS = 16
+ROWS_PER_FILE = 1_000_000
+# Event mix: mostly enqueue/dequeue, some link credit traffic, and frequent flow toggles so that
+# episodes and starvations are plentiful.
+EVENT_MIX = {
+    "enqueue": 0.44,
+    "dequeue": 0.40,
+    "flow": 0.08,
+    "flow_stopped": 0.02,
+    "flow_resumed": 0.02,
+    "transfer_completed": 0.04,
+}
+
+
+def generate_raw(raw_dir: Path, events: int, seed: int = 7) -> int:
+    """Write ``events`` synthetic events as <raw>/date=D/part-<run>-NNNNN.parquet; returns files."""
+    rng = np.random.default_rng(seed)
+    schema = BROKER_EVENTS.to_pyarrow()
+    day_us = 86_400 * 1_000_000
+    start_us = int(datetime.combine(DAY1, datetime.min.time(), UTC).timestamp() * 1e6)
+    per_run = events // RUNS
+    kinds = np.array(list(EVENT_MIX))
+    files = 0
+    for run in range(RUNS):
+        run_id = f"bench-{run}"
+        n = per_run if run < RUNS - 1 else events - per_run * (RUNS - 1)
+        # Evenly spread over DAYS days, strictly ordered by seq.
+        ts = start_us + np.sort(rng.integers(0, DAYS * day_us, n))
+        kind = kinds[rng.choice(len(kinds), n, p=list(EVENT_MIX.values()))]
+        is_queue_event = kind != "flow"
+        queue = np.char.add("q", rng.integers(0, QUEUES, n).astype(str))
+        producer = np.char.add("p", rng.integers(0, PRODUCERS, n).astype(str))
+        depth = rng.integers(0, 200, n)
+        credit = np.where(rng.random(n) < 0.3, 0, rng.integers(1, 170, n))
+        columns = {
+            "run_id": np.full(n, run_id),
+            "broker": np.full(n, "broker-a"),
+            "seq": np.arange(1, n + 1, dtype=np.int64),
+            "ts": ts,
+            "event_type": kind,
+            "queue": np.where(is_queue_event, queue, None),
+            "link": np.where(np.isin(kind, ["enqueue", "flow"]), producer, None),
+            "depth_msgs": np.where(is_queue_event, depth, None),
+            "depth_bytes": np.where(is_queue_event, depth * 1024, None),
+            "flow_stop_count": np.where(is_queue_event, 100, None),
+            "flow_resume_count": np.where(is_queue_event, 70, None),
+            "capacity": np.where(kind == "enqueue", 50, None),
+            "credit": np.where(kind == "flow", credit, None),
+            "available": np.where(kind == "flow", rng.integers(0, 10, n), None),
+            "link_role": np.where(kind == "flow", "publisher", None),
+        }
+        day_index = (ts - start_us) // day_us
+        for day in range(DAYS):
+            in_day = np.flatnonzero(day_index == day)
+            folder = raw_dir / f"date={date.fromordinal(DAY1.toordinal() + day).isoformat()}"
+            folder.mkdir(parents=True, exist_ok=True)
+            for part, first in enumerate(range(0, len(in_day), ROWS_PER_FILE)):
+                rows = in_day[first : first + ROWS_PER_FILE]
+                arrays = []
+                for field in schema:
+                    if field.name == "ts":
+                        arrays.append(pa.array(columns["ts"][rows], type=field.type))
+                    elif field.name in columns:
+                        values = columns[field.name][rows]
+                        arrays.append(pa.array(values.tolist() if values.dtype == object
+                                               else values, type=field.type))  # fmt: skip
+                    else:
+                        arrays.append(pa.nulls(len(rows), type=field.type))
+                table = pa.Table.from_arrays(arrays, schema=schema)
+                pq.write_table(table, folder / f"part-{run_id}-{part:05d}.parquet")
+                files += 1
+    return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--conf", help="pipeline YAML (default: conf/pipeline.yaml)")
+    parser.add_argument(
+        "--no-great-expectations",
+        action="store_true",
+        help="skip the Great Expectations checkpoint in ingest",
+    )
+    args = parser.parse_args(argv)
+
+    from jobs.daily_metrics import run_daily_metrics
+    from jobs.episodes import run_episodes
+    from jobs.ingest import run_ingest
+    from jobs.spark_session import build_spark_session
+
+    work = PROJECT_ROOT / "var" / "bench"
+    shutil.rmtree(work, ignore_errors=True)
+    conf = dataclasses.replace(
+        load_conf(args.conf),
+        raw_dir=str(work / "raw"),
+        warehouse_dir=str(work / "warehouse"),
+        quality_dir=str(work / "quality"),
+        validate_with_great_expectations=not args.no_great_expectations,
+    )
+    started = time.perf_counter()
+    files = generate_raw(Path(conf.raw_dir), args.events)
+    print(
+        f"generated {args.events:,} events in {files} files: {time.perf_counter() - started:.1f} s"
+    )
+
+    started = time.perf_counter()
+    spark = build_spark_session(conf, app_name="flowctl-bench")
+    spark.range(1).count()
+    print(f"Spark + Delta session start-up: {time.perf_counter() - started:.1f} s (excluded)")
+
+    date_to = date.fromordinal(DAY1.toordinal() + DAYS - 1)
+    timings = {}
+    for name, job in (
+        ("ingest", lambda: run_ingest(spark, conf, DAY1, date_to)),
+        ("episodes", lambda: run_episodes(spark, conf, DAY1, date_to)),
+        ("daily_metrics", lambda: run_daily_metrics(spark, conf, DAY1, date_to)),
+    ):
+        started = time.perf_counter()
+        result = job()
+        timings[name] = time.perf_counter() - started
+        summary = {k: v for k, v in result.items() if not isinstance(v, dict | list)}
+        print(f"{name:>14}: {timings[name]:7.1f} s  {summary}")
+    total = sum(timings.values())
+    print(f"{'end to end':>14}: {total:7.1f} s  {args.events / total:,.0f} events/s "
+          f"(ingest alone {args.events / timings['ingest']:,.0f} events/s)")  # fmt: skip
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
