@@ -25,6 +25,7 @@ import logging
 import sys
 from dataclasses import dataclass
 from datetime import date, timedelta
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -77,8 +78,10 @@ def _schema_problem(schema: pa.Schema) -> str | None:
 
 def inspect_raw_files(raw_dir: str, days: list[date]) -> list[RawFile]:
     """List the raw files of the days and check their footers, without reading any data."""
+    if "://" not in raw_dir:  # a local path, possibly relative (--raw)
+        raw_dir = Path(raw_dir).resolve().as_posix()
     filesystem, root = pafs.FileSystem.from_uri(
-        raw_dir if "://" in raw_dir else f"file://{raw_dir}"
+        raw_dir if "://" in raw_dir else Path(raw_dir).as_uri()
     )
     files = []
     for day in days:
