@@ -18,10 +18,12 @@ Packets between a client and the server take the connection's one-way latency, i
 (:class:`Pipe`). Events (DESIGN.md §3): producer links are logged from the client (the sending
 end: a CORE producer's ``credit`` is its byte balance, ``detail.credit_unit`` says so), consumer
 links from the server (the sending end: ``credit`` is the consumer's byte credit on the server,
-floored at 0, null when the window is unbounded); ``available`` is what the sender has ready:
-1 for a producer that publishes flat out, the messages left for one with a count, and the ready
-messages of the queue for a consumer. Enqueues name the producer and carry the address state in
-``detail``; refused messages are ``message_rejected`` with the policy in ``detail``.
+floored at 0, null when the window is unbounded; a CORE producer whose balance does not cover
+its next message logs 0, the balance being in ``detail.balance``); ``available`` is what the
+sender has ready: 1 for a producer that publishes flat out, the messages left for one with a
+count, and the ready messages of the queue for a consumer. Enqueues name the producer and carry
+the address state in ``detail``; refused messages are ``message_rejected`` with the policy in
+``detail``.
 """
 
 from __future__ import annotations
@@ -668,11 +670,21 @@ class CoreProducer(_Producer):
 
     @property
     def credit(self) -> int | None:
-        return None if self.credits is None else self.credits.balance
+        """The logged credit: the byte balance while it covers the next message, else 0.
+
+        A balance too small for the message in hand cannot be used (the producer blocks), so it
+        is logged as no credit and the starvation metric sees the producer starved; the exact
+        balance is in ``detail.balance``.
+        """
+        credits = self.credits
+        if credits is None:
+            return None
+        return credits.balance if credits.balance >= self.config.size else 0
 
     def _emit(self, event_type: str, detail: dict[str, Any] | None = None, **extra: Any) -> None:
         info = {"credit_unit": "bytes", "window": self.config.window}
         if self.credits is not None:
+            info["balance"] = self.credits.balance
             info["arriving"] = self.credits.arriving
         if detail:
             info.update(detail)

@@ -1,0 +1,477 @@
+"""Apache ActiveMQ Artemis flow control (seed 003): windows, address policies, credits, rates."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from flowctl_core import Broker, EventBus, EventCollector, Scheduler
+from flowctl_core.protocols.artemis import (
+    AddressConfig,
+    ArtemisConfig,
+    ArtemisConsumerConfig,
+    ArtemisProducerConfig,
+    ArtemisServer,
+)
+from flowctl_core.protocols.artemis_flow import (
+    AddressSettings,
+    AddressState,
+    ArtemisConfigError,
+    ConsumerWindow,
+    Outcome,
+    ProducerCredits,
+    RateLimiter,
+)
+from flowctl_core.runner import run_scenario
+from flowctl_core.scenario import ScenarioError, bundled_scenarios, load_scenario, parse_scenario
+from flowctl_core.summary import artemis_addresses, artemis_links
+
+SECOND = 1_000_000
+
+
+class Rig:
+    """An Artemis server on a fresh clock, every event validated against the schema."""
+
+    def __init__(self, config: ArtemisConfig) -> None:
+        self.scheduler = Scheduler(0)
+        self.log = EventCollector()
+        bus = EventBus("t", self.scheduler, validate=True)
+        bus.subscribe(self.log)
+        self.broker = Broker(bus, self.scheduler)
+        self.server = ArtemisServer(self.broker, config)
+        self.server.start()
+
+    def run_until(self, us: int) -> Rig:
+        self.scheduler.run_until(us)
+        return self
+
+    def events(self, event_type: str, link: str | None = None) -> list[dict[str, Any]]:
+        return [e for e in self.log.of_type(event_type) if link is None or e.get("link") == link]
+
+    def address(self, name: str = "q") -> AddressState:
+        return self.server.addresses[name].state
+
+
+def detail(event: dict[str, Any]) -> dict[str, Any]:
+    return dict(json.loads(event["detail"]))
+
+
+def address(
+    max_size: int = -1, policy: str = "BLOCK", threshold: int = -1, **kwargs: Any
+) -> AddressConfig:
+    return AddressConfig(
+        "q",
+        AddressSettings(
+            max_size_bytes=max_size,
+            address_full_policy=policy,  # type: ignore[arg-type]
+            max_size_bytes_reject_threshold=threshold,
+        ),
+        **kwargs,
+    )
+
+
+def per_second(timestamps: list[int], seconds: int) -> list[int]:
+    counts = [0] * seconds
+    for ts in timestamps:
+        if ts < seconds * SECOND:
+            counts[ts // SECOND] += 1
+    return counts
+
+
+# -- address policies ---------------------------------------------------------------------------
+def test_core_grant_never_exceeds_the_room_left_under_block() -> None:
+    # Seed 003: "the server will never send more credits to any one producer than what is
+    # available according to the address's upper memory limit".
+    state = AddressState("q", AddressSettings(max_size_bytes=25_000))
+    assert state.core_grant(10_000) == 10_000
+    state.admit(24_000, amqp=False)
+    assert state.core_grant(10_000) == 1_000
+    state.admit(1_000, amqp=False)
+    assert state.core_grant(10_000) == 0  # no room: withheld
+    # Other policies never withhold credit; they decide when the message arrives.
+    for policy in ("FAIL", "DROP", "PAGE"):
+        other = AddressState("q", AddressSettings(max_size_bytes=1_000, address_full_policy=policy))  # type: ignore[arg-type]
+        other.admit(5_000, amqp=False)
+        assert other.core_grant(10_000) == 10_000
+
+
+def test_block_withholds_credit_until_a_consumer_frees_memory() -> None:
+    # Seed 003: "When the address gets full, producers will block on the client side until more
+    # space frees up on the address, i.e. until messages are consumed from the queue".
+    config = ArtemisConfig(
+        addresses=(address(max_size=25_000),),
+        producers=(ArtemisProducerConfig("p", "q", window=20_000, size=1_000, send_cost_us=100),),
+        latency_us=50,
+    )
+    rig = Rig(config).run_until(SECOND // 2)
+    state, producer = rig.address(), rig.server.producers["p"]
+    assert 25_000 < state.size <= 25_000 + 20_000
+    assert rig.server.addresses["q"].pending_core  # a request waits for room
+    last = rig.events("transfer", "p")[-1]
+    assert (last["credit"], last["available"]) == (0, 1)  # starved: work and no credit
+    sent_while_blocked = producer.sent
+    assert producer.blocked_total_us() > SECOND // 3
+
+    # A consumer drains the address: credit flows again and the producer resumes.
+    consumed = Rig(
+        ArtemisConfig(
+            addresses=(address(max_size=25_000),),
+            producers=config.producers,
+            consumers=(ArtemisConsumerConfig("c", "q", window=0, process_us=1_000),),
+            latency_us=50,
+        )
+    ).run_until(SECOND // 2)
+    assert consumed.server.producers["p"].sent > 10 * sent_while_blocked
+    assert consumed.address().peak_size <= 25_000 + 20_000
+
+
+def _ten_messages(policy: str) -> Rig:
+    return Rig(
+        ArtemisConfig(
+            addresses=(address(max_size=5_000, policy=policy),),
+            producers=(ArtemisProducerConfig("p", "q", window=4_000, size=1_000, count=10),),
+        )
+    ).run_until(SECOND)
+
+
+def test_fail_sends_an_error_to_the_producer() -> None:
+    # FAIL: the message that arrives while the address is above max-size-bytes is refused and
+    # the producer gets an error; the message that makes it full is still accepted (Artemis
+    # checks isFull before adding).
+    rig = _ten_messages("FAIL")
+    state, producer = rig.address(), rig.server.producers["p"]
+    assert (state.accepted, state.failed, state.size) == (6, 4, 6_000)
+    assert producer.sent == 10 and producer.refused == 4
+    rejected = rig.events("message_rejected")
+    assert len(rejected) == 4
+    assert {detail(e)["policy"] for e in rejected} == {"FAIL"}
+    assert {detail(e)["reason"] for e in rejected} == {"address-full"}
+
+
+def test_drop_discards_silently() -> None:
+    rig = _ten_messages("DROP")
+    state, producer = rig.address(), rig.server.producers["p"]
+    assert (state.accepted, state.dropped, state.size) == (6, 4, 6_000)
+    assert producer.sent == 10 and producer.refused == 0  # the producer is not told
+    assert all(detail(e)["silent"] for e in rig.events("message_rejected"))
+
+
+def test_page_accepts_and_counts_paged_messages() -> None:
+    rig = _ten_messages("PAGE")
+    state = rig.address()
+    queue = rig.broker.queue("q")
+    assert (state.accepted, state.paged, state.paged_msgs) == (6, 4, 4)
+    assert state.size == 6_000 and state.paging  # memory stays put, the rest is on disk
+    assert queue.depth_msgs == 10  # every message is in the queue
+    assert [detail(e)["paged"] for e in rig.events("enqueue")] == [False] * 6 + [True] * 4
+    assert not rig.events("message_rejected")
+
+    # Consumed: paged messages are read back, paging stops when the page store is empty.
+    drained = Rig(
+        ArtemisConfig(
+            addresses=(address(max_size=5_000, policy="PAGE"),),
+            producers=(ArtemisProducerConfig("p", "q", window=4_000, size=1_000, count=10),),
+            consumers=(
+                ArtemisConsumerConfig("c", "q", window=0, process_us=1_000, start_us=SECOND),
+            ),
+        )
+    ).run_until(2 * SECOND)
+    assert drained.server.consumers["c"].processed == 10
+    assert (drained.address().size, drained.address().paging) == (0, False)
+
+
+# -- AMQP producers -----------------------------------------------------------------------------
+def _amqp(threshold: int, count: int = 100, max_size: int = 10_000) -> Rig:
+    return Rig(
+        ArtemisConfig(
+            addresses=(address(max_size=max_size, threshold=threshold),),
+            producers=(ArtemisProducerConfig("a", "q", protocol="amqp", size=1_000, count=count),),
+        )
+    ).run_until(SECOND)
+
+
+def test_amqp_credits_100_refreshed_at_30() -> None:
+    # Seed 003: "Artemis will issue 100 credits to a client at a time and refresh them when the
+    # clients credits reaches 30."
+    rig = _amqp(threshold=-1, count=1_000, max_size=-1)
+    server_end = rig.server.producers["a"].server_end  # type: ignore[union-attr]
+    assert server_end.grants == list(range(0, 1_000, 70))  # at attach, then every 70 messages
+    flows = rig.events("flow", "a")
+    assert {detail(e)["link_credit"] for e in flows} == {100}
+    assert max(e["credit"] for e in rig.events("transfer", "a")) == 99
+    assert rig.address().accepted == 1_000
+
+
+def test_amqp_overshoots_a_full_block_address_by_its_credit() -> None:
+    # Seed 003: "The broker will stop issuing credits once an address is full. However, since
+    # AMQP credits represent whole messages and not bytes, it would be possible in some scenarios
+    # for an AMQP client to significantly exceed an address upper bound".
+    rig = _amqp(threshold=-1)
+    server_end = rig.server.producers["a"].server_end  # type: ignore[union-attr]
+    assert server_end.grants == [0]  # the refresh due at 70 messages is withheld
+    assert rig.address().size == 100_000  # ten times max-size-bytes
+    last = rig.events("transfer", "a")[-1]
+    assert (last["credit"], last["available"]) == (0, 0)
+
+
+def test_reject_threshold_above_the_block_limit_rejects_amqp_messages() -> None:
+    # Seed 003: "Once this upper bound is reach Artemis will start rejecting AMQP messages. This
+    # limit is the max-size-bytes-reject-threshold and is by default set to -1 (or no limit)."
+    rig = _amqp(threshold=50_000)
+    state, producer = rig.address(), rig.server.producers["a"]
+    # Rejected once the size is above the threshold: the 51st message lands at exactly 50,000.
+    assert (state.accepted, state.rejected, state.size) == (51, 49, 51_000)
+    assert producer.refused == 49
+    rejected = rig.events("message_rejected")
+    assert {detail(e)["error"] for e in rejected} == {"amqp:resource-limit-exceeded"}
+    assert {e["protocol"] for e in rejected} == {"amqp-1.0"}
+
+
+def test_reject_threshold_applies_to_amqp_only_and_must_be_above_max() -> None:
+    state = AddressState(
+        "q", AddressSettings(max_size_bytes=1_000, max_size_bytes_reject_threshold=2_000)
+    )
+    state.admit(3_000, amqp=False)
+    assert state.admit(1, amqp=False) == Outcome.ACCEPTED  # CORE is held back by credits instead
+    assert state.admit(1, amqp=True) == Outcome.REJECTED
+    with pytest.raises(ArtemisConfigError, match="above max-size-bytes"):
+        AddressSettings(max_size_bytes=1_000, max_size_bytes_reject_threshold=1_000)
+    with pytest.raises(ArtemisConfigError, match="address-full-policy"):
+        AddressSettings(address_full_policy="REJECT")  # type: ignore[arg-type]
+
+
+# -- CORE producer windows ----------------------------------------------------------------------
+def test_producer_credits_requested_in_half_windows() -> None:
+    # Seed 003: "As producers run low on credits they request more from the server"; the client
+    # works with half the window so that at most one window is held or on its way.
+    credits = ProducerCredits(20_000)
+    assert credits.initial_request() == 10_000
+    assert credits.check(1_000) == 0  # 10,000 arriving covers it
+    credits.receive(10_000)
+    credits.acquire(1_000)
+    assert credits.check(1_000) == 10_000  # 9,000 < 10,000: ask for another half window
+    assert credits.balance + credits.arriving == 19_000
+    large = ProducerCredits(20_000)
+    large.initial_request()
+    assert large.check(15_000) == 5_000  # a message above half the window: ask up to its size
+
+
+def test_over_allocation_across_producers_is_bounded_by_producers_times_window() -> None:
+    # Seed 003: "it is theoretically possible that more credits are allocated across total
+    # producers than what is available. It is therefore possible to go over the address limit by
+    # approximately: total number of producers on address * producer window size".
+    producers = tuple(
+        ArtemisProducerConfig(f"p{i}", "q", window=20_000, size=1_000, send_cost_us=10)
+        for i in range(4)
+    )
+    rig = Rig(
+        ArtemisConfig(addresses=(address(max_size=50_000),), producers=producers, latency_us=5)
+    ).run_until(SECOND)
+    size = rig.address().size
+    assert rig.server.overshoot_bound_bytes("q") == 4 * 20_000
+    assert 50_000 + 20_000 < size <= 50_000 + 4 * 20_000  # beyond one producer's window
+    single = Rig(
+        ArtemisConfig(addresses=(address(max_size=50_000),), producers=producers[:1], latency_us=5)
+    ).run_until(SECOND)
+    assert single.address().size <= 50_000 + 20_000
+
+
+# -- consumer windows ---------------------------------------------------------------------------
+def _two_consumers(window: int) -> Rig:
+    # Seed 003: "a queue has 2 consumers; 1 of which is very slow. Messages are delivered in a
+    # round robin fashion to both consumers".
+    return Rig(
+        ArtemisConfig(
+            addresses=(address(prefill_count=40, prefill_size=1_000),),
+            consumers=(
+                ArtemisConsumerConfig("fast", "q", window=window, process_us=1_000),
+                ArtemisConsumerConfig("slow", "q", window=window, process_us=SECOND),
+            ),
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("window", "fast", "slow"),
+    [
+        (-1, 20, 20),  # unbounded: round robin hands the slow consumer half the queue
+        (10_000, 30, 10),  # a 10-message buffer stays stuck behind the slow consumer
+        (0, 39, 1),  # no buffer: "Messages will remain on the server side"
+    ],
+)
+def test_slow_and_fast_consumer_distribution(window: int, fast: int, slow: int) -> None:
+    rig = _two_consumers(window).run_until(SECOND // 2)
+    consumers = rig.server.consumers
+    assert (consumers["fast"].received, consumers["slow"].received) == (fast, slow)
+    assert consumers["fast"].processed == fast  # the fast one is idle with nothing left
+    if window > 0:
+        assert consumers["slow"].peak_buffered_bytes <= window
+
+
+def test_window_zero_lets_the_fast_consumer_finish_the_queue() -> None:
+    # Seed 003: "the fast consumer processes all of its messages very quickly until its buffer is
+    # empty. At this point there are still messages awaiting to be processed in the buffer of the
+    # slow consumer ... The fast consumer is therefore sitting idle".
+    finished = {}
+    for window in (-1, 10_000, 0):
+        rig = _two_consumers(window).run_until(25 * SECOND)
+        processed = [t for c in rig.server.consumers.values() for t in c.processed_at_us]
+        assert len(processed) == 40
+        finished[window] = max(processed)
+    assert finished[0] < 1.1 * SECOND < 10 * SECOND <= finished[10_000] < finished[-1]
+
+
+def test_consumer_link_starves_when_its_window_is_full() -> None:
+    rig = _two_consumers(10_000).run_until(SECOND // 2)
+    slow = rig.events("transfer", "slow")[-1]
+    assert slow["credit"] == 0 and detail(slow)["credit_unit"] == "bytes"
+    unbounded = _two_consumers(-1).run_until(SECOND // 2)
+    assert {e["credit"] for e in unbounded.events("transfer", "slow")} == {None}
+
+
+def test_consumer_window_credit_returns_in_half_windows() -> None:
+    window = ConsumerWindow(10_000)
+    assert window.initial_credits() == 10_000
+    assert [window.on_take(1_000) for _ in range(5)] == [0, 0, 0, 0, 5_000]
+    slow = ConsumerWindow(0)
+    assert slow.initial_credits() == 0 and slow.on_take(1_000) == 999  # the one byte asked
+    assert ConsumerWindow(-1).initial_credits() is None
+
+
+# -- rate limits --------------------------------------------------------------------------------
+def test_producer_max_rate_exact_per_virtual_second() -> None:
+    # Seed 003: "Apache ActiveMQ Artemis will ensure that producer never produces messages at a
+    # rate higher than that specified." As TokenBucketLimiterImpl, the first window is empty.
+    rig = Rig(
+        ArtemisConfig(
+            addresses=(address(),),
+            producers=(ArtemisProducerConfig("p", "q", size=100, max_rate=50),),
+        )
+    ).run_until(5 * SECOND)
+    sends = [e["ts"] for e in rig.events("transfer", "p")]
+    assert per_second(sends, 5) == [0, 50, 50, 50, 50]
+
+
+def test_consumer_max_rate_exact_per_virtual_second_and_buffer_fills() -> None:
+    # Seed 003: "Rate limited flow control only effects how many messages a client can consume in
+    # a second and not how many messages are in its buffer. So if you had a slow rate limit and a
+    # high window based limit the clients internal buffer would soon fill up with messages."
+    rig = Rig(
+        ArtemisConfig(
+            addresses=(address(prefill_count=200, prefill_size=1_000),),
+            consumers=(ArtemisConsumerConfig("c", "q", window=10_000, process_us=0, max_rate=20),),
+        )
+    ).run_until(5 * SECOND)
+    consumer = rig.server.consumers["c"]
+    assert per_second(consumer.processed_at_us, 5) == [0, 20, 20, 20, 20]
+    assert consumer.peak_buffered_bytes == 10_000
+
+
+def test_rate_limiter_windows() -> None:
+    limiter = RateLimiter(2)
+    assert not limiter.try_acquire(0)  # the first window has no tokens
+    assert limiter.retry_at_us() == SECOND
+    assert [limiter.try_acquire(SECOND) for _ in range(3)] == [True, True, False]
+    assert limiter.try_acquire(2 * SECOND)
+    with pytest.raises(ArtemisConfigError):
+        ArtemisProducerConfig("p", "q", max_rate=0)
+
+
+# -- properties ---------------------------------------------------------------------------------
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    producers=st.integers(1, 4),
+    window=st.integers(2_000, 40_000),
+    size_share=st.floats(0.02, 0.5),
+    max_size=st.integers(0, 100_000),
+    latency=st.integers(0, 300),
+    send_cost=st.integers(20, 200),
+    consumer=st.sampled_from([None, -1, 0, 8_000]),
+)
+def test_block_keeps_the_address_within_its_bound_and_credit_never_negative(
+    producers: int,
+    window: int,
+    size_share: float,
+    max_size: int,
+    latency: int,
+    send_cost: int,
+    consumer: int | None,
+) -> None:
+    size = max(1, int(window * size_share))  # at most half the window
+    consumers = (
+        ()
+        if consumer is None
+        else (ArtemisConsumerConfig("c", "q", window=consumer, process_us=300),)
+    )
+    rig = Rig(
+        ArtemisConfig(
+            addresses=(address(max_size=max_size),),
+            producers=tuple(
+                ArtemisProducerConfig(
+                    f"p{i}", "q", window=window, size=size, send_cost_us=send_cost
+                )
+                for i in range(producers)
+            ),
+            consumers=consumers,
+            latency_us=latency,
+        )
+    ).run_until(30_000)
+    state = rig.address()
+    bound = rig.server.overshoot_bound_bytes("q")
+    if latency < send_cost:
+        # Nothing of a producer's is on the wire when it asks for credit: the seed's bound.
+        assert bound == producers * window
+    assert state.peak_size <= max_size + bound
+    for event in rig.log.events:
+        if event.get("credit") is not None:
+            assert event["credit"] >= 0
+    for producer in rig.server.producers.values():
+        credits = producer.credits  # type: ignore[union-attr]
+        assert credits.balance >= 0 and credits.arriving >= 0
+    assert not rig.events("link_detached")
+
+
+# -- scenarios ----------------------------------------------------------------------------------
+ARTEMIS_SCENARIOS = [p for p in bundled_scenarios() if p.stem.startswith("artemis-")]
+
+
+@pytest.mark.parametrize("path", ARTEMIS_SCENARIOS, ids=lambda p: p.stem)
+def test_bundled_artemis_scenarios_run(path: Any) -> None:
+    result = run_scenario(load_scenario(path), validate=True)
+    assert result.artemis is not None and result.events > 0
+    for row in artemis_addresses(result):
+        if row.policy == "BLOCK" and row.max_size_bytes != -1 and row.core_producers:
+            assert row.peak_size_bytes <= row.max_size_bytes + row.overshoot_bound_bytes
+        if row.reject_threshold != -1:
+            assert row.rejected > 0
+    assert all(link.messages > 0 for link in artemis_links(result))
+
+
+def test_artemis_scenario_errors_name_the_field() -> None:
+    base: dict[str, Any] = {"name": "x", "kind": "workload", "duration_s": 1}
+    bad_threshold = dict(
+        base,
+        artemis={
+            "addresses": [
+                {"name": "a", "max_size_bytes": 100, "max_size_bytes_reject_threshold": 50}
+            ]
+        },
+    )
+    with pytest.raises(ScenarioError, match="above max-size-bytes"):
+        parse_scenario(bad_threshold)
+    unknown = dict(base, artemis={"producers": [{"name": "p", "address": "nowhere"}]})
+    with pytest.raises(ScenarioError, match="unknown address"):
+        parse_scenario(unknown)
+    zero_rate = dict(
+        base,
+        artemis={
+            "addresses": [{"name": "a"}],
+            "consumers": [{"name": "c", "queue": "a", "max_rate": 0}],
+        },
+    )
+    with pytest.raises(ScenarioError, match="max_rate"):
+        parse_scenario(zero_rate)
