@@ -17,7 +17,13 @@ from flowctl_core.flowlimit import FlowConfigError
 from flowctl_core.runner import RunResult, default_run_id, run_scenario
 from flowctl_core.scenario import ScenarioError, bundled_scenarios, load_scenario
 from flowctl_core.sink import ParquetSink, SinkError
-from flowctl_core.summary import connection_totals, link_messages, queue_summaries
+from flowctl_core.summary import (
+    artemis_addresses,
+    artemis_links,
+    connection_totals,
+    link_messages,
+    queue_summaries,
+)
 
 app = typer.Typer(
     help="flowctl: how broker flow control really behaves, and what thresholds to set.",
@@ -101,8 +107,36 @@ def print_summary(result: RunResult, out: Path | None = None) -> None:
         )
     console.print(table)
     _print_protocol_summary(result)
+    if getattr(result, "artemis", None):
+        _print_dict_table("artemis addresses", [row.as_dict() for row in artemis_addresses(result)])
+        _print_dict_table("artemis clients", [row.as_dict() for row in artemis_links(result)])
     if out is not None:
         console.print(f"event log: {out}", highlight=False)
+
+
+def _format_cell(value: object) -> str:
+    if isinstance(value, bool) or value is None:
+        return "" if value is None else str(value).lower()
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    return str(value)
+
+
+def _print_dict_table(title: str, rows: list[dict[str, object]]) -> None:
+    """A table whose columns are the rows' keys: for summaries that carry their own columns."""
+    if not rows:
+        return
+    table = Table(title=title)
+    for index, (key, value) in enumerate(rows[0].items()):
+        numeric = isinstance(value, int | float) and not isinstance(value, bool)
+        table.add_column(
+            key.replace("_", " "), justify="right" if numeric else "left", no_wrap=index == 0
+        )
+    for row in rows:
+        table.add_row(*(_format_cell(value) for value in row.values()))
+    console.print(table)
 
 
 def _print_protocol_summary(result: RunResult) -> None:

@@ -41,7 +41,8 @@ class Rig:
         return [
             e
             for e in self.log.events
-            if (not types or e["event_type"] in types) and (queue is None or e.get("queue") == queue)
+            if (not types or e["event_type"] in types)
+            and (queue is None or e.get("queue") == queue)
         ]
 
 

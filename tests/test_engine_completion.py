@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from tests.engine_helpers import NO_DEFAULTS, Rig
 
 
@@ -184,7 +186,7 @@ def test_rate_consumer_dequeues_at_its_rate_and_parks_when_empty() -> None:
     rig.scheduler.advance(10_000_000)
     dequeues = rig.events("dequeue")
     assert len(dequeues) == 5
-    gaps = {b["ts"] - a["ts"] for a, b in zip(dequeues, dequeues[1:], strict=False)}
+    gaps = {b["ts"] - a["ts"] for a, b in itertools.pairwise(dequeues)}
     assert gaps == {100_000}
     producer.send(1, 1)  # wakes the parked consumer without polling
     rig.scheduler.advance(1_000_000)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+
 from flowctl_core import FlowConfigError, FlowDefaults, FlowLimit, FlowThresholds
 from flowctl_core.broker import BrokerConfig
-
 from tests.engine_helpers import NO_DEFAULTS, Rig
 
 

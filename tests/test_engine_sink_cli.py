@@ -7,13 +7,14 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
+from typer.testing import CliRunner
+
 from flowctl_core.cli import app
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import ScenarioError, bundled_scenarios, load_scenario, parse_scenario
 from flowctl_core.sink import ParquetSink, SinkError
 from flowctl_core.summary import queue_summaries
 from schemas.broker_events import BROKER_EVENTS, EVENT_TYPES
-from typer.testing import CliRunner
 
 runner = CliRunner()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from pyspark.sql import types as T
+
 from schemas import BROKER_EVENTS, EVENT_TYPES
 from schemas.model import Column, TableSchema
 
