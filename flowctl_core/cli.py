@@ -31,7 +31,7 @@ app = typer.Typer(
     add_completion=False,
 )
 # Piped output (CI logs, `| less`) gets a wide table instead of one folded to 80 columns.
-console = Console(width=None if sys.stdout.isatty() else 160)
+console = Console(width=None if sys.stdout.isatty() else 200)
 err_console = Console(stderr=True)
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -214,6 +214,67 @@ def _parse_date(value: str, option: str) -> date:
         raise _fail(f"{option}: expected YYYY-MM-DD, got {value!r}") from None
 
 
+DAILY_COLUMNS = (
+    ("date", "date"),
+    ("run_id", "run"),
+    ("queue", "queue"),
+    ("flow_stopped_count", "flowStoppedCount"),
+    ("time_stopped_s", "stopped s"),
+    ("stopped_share", "stopped share"),
+    ("episodes", "episodes"),
+    ("max_depth_msgs", "max depth"),
+    ("max_overshoot_msgs", "max overshoot"),
+    ("p95_overshoot_msgs", "p95 overshoot"),
+    ("max_overshoot_ratio", "overshoot / bound"),
+    ("counter_check_ok", "counter ok"),
+)
+
+
+def print_daily_metrics(rows: list[dict[str, object]]) -> None:
+    """The gold queue_flow_daily rows, one line per (date, run, queue)."""
+    table = Table(title="queue_flow_daily (gold)")
+    for key, title in DAILY_COLUMNS:
+        numeric = key not in ("date", "run_id", "queue", "counter_check_ok")
+        table.add_column(
+            title,
+            justify="right" if numeric else "left",
+            no_wrap=key in ("date", "run_id", "queue"),
+        )
+    for row in rows:
+        cells = []
+        for key, _ in DAILY_COLUMNS:
+            value = row.get(key)
+            if key == "stopped_share" and isinstance(value, float):
+                cells.append(f"{value:.1%}")
+            else:
+                cells.append(_format_cell(value))
+        table.add_row(*cells)
+    console.print(table)
+
+
+def _run_pipeline_and_print(
+    conf: Path | None,
+    first: date,
+    last: date,
+    raw: Path | None,
+    warehouse: Path | None = None,
+) -> dict[str, object]:
+    from jobs.pipeline import daily_metrics_rows, run_pipeline
+
+    conf_path = str(conf) if conf else None
+    warehouse_dir = str(warehouse) if warehouse else None
+    outcome = run_pipeline(
+        conf_path, first, last, str(raw) if raw else None, warehouse_dir=warehouse_dir
+    )
+    print_daily_metrics(daily_metrics_rows(conf_path, first, last, warehouse_dir=warehouse_dir))
+    ingest = outcome.get("ingest")
+    console.print(f"ingest: {ingest}", highlight=False)
+    console.print(f"seconds per job: {outcome.get('seconds')}", highlight=False)
+    if not outcome.get("ok"):
+        raise _fail("ingest accounting or Great Expectations validation failed", code=1)
+    return outcome
+
+
 @app.command()
 def pipeline(
     date_from: Annotated[str, typer.Option("--from", help="first day, YYYY-MM-DD")],
@@ -230,10 +291,7 @@ def pipeline(
     last = _parse_date(date_to, "--to") if date_to else first
     if last < first:
         raise _fail("--to is before --from")
-    from jobs.pipeline import run_pipeline
-
-    counts = run_pipeline(str(conf) if conf else None, first, last, str(raw) if raw else None)
-    console.print(counts)
+    _run_pipeline_and_print(conf, first, last, raw)
 
 
 @app.command()
@@ -259,13 +317,8 @@ def demo(
     console.print(f"raw event log: {raw}", highlight=False)
     if first_day is None or last_day is None:
         raise _fail("no bundled scenarios found")
-    try:
-        from jobs.pipeline import run_pipeline
-    except ImportError:
-        console.print("pipeline not available yet: simulated only")
-        return
-    counts = run_pipeline(None, first_day, last_day, str(raw))
-    console.print(counts)
+    _run_pipeline_and_print(None, first_day, last_day, raw, DEMO_DIR / "warehouse")
+    console.print(f"Delta warehouse: {DEMO_DIR / 'warehouse'}", highlight=False)
 
 
 def main() -> None:  # pragma: no cover - console entry point
