@@ -136,6 +136,9 @@ class Log:
                 "observed_s": 3600.0,
                 "episodes": len(episodes),
                 "max_depth_msgs": max((peak for _, _, peak in episodes), default=10),
+                "max_overshoot_msgs": max(
+                    (max(0, peak - stop) for _, _, peak in episodes), default=None
+                ),
             }
         )
 

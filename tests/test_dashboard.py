@@ -1,0 +1,109 @@
+"""The dashboard page, opened in headless Chromium as a person would (scripts/setup_chromium.sh)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobs.config import load_conf
+from jobs.dashboard import render_dashboard, render_html
+from jobs.recommend import load_policy, run_recommend
+from tests.test_recommend import DAY
+from tests.test_recommend_job import write_warehouse
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+def chromium(*args: str, user_data_dir: Path) -> str:
+    if not Path(CHROMIUM).exists():
+        pytest.skip("headless Chromium missing: run scripts/setup_chromium.sh")
+    done = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={user_data_dir}",
+            # Lets the page's script finish before the DOM is dumped.
+            "--virtual-time-budget=5000",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def page(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    scratch = tmp_path_factory.mktemp("dashboard")
+    conf = dataclasses.replace(load_conf(), warehouse_dir=str(scratch / "warehouse"))
+    write_warehouse(spark, conf)
+    run_recommend(spark, conf, DAY, DAY, load_policy())
+    return render_dashboard(spark, conf, scratch / "out" / "report.html")
+
+
+@pytest.mark.spark
+def test_page_is_self_contained(page: Path) -> None:
+    html = page.read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>")
+    # Nothing is fetched: no external script, style sheet, image or font.
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "<link" not in html and "@import" not in html
+
+
+@pytest.mark.spark
+def test_chromium_shows_queues_links_and_recommendations(page: Path, tmp_path: Path) -> None:
+    dom = chromium("--dump-dom", page.as_uri(), user_data_dir=tmp_path / "profile")
+    assert 'data-rendered="true"' in dom  # the script ran to the end
+    # Time stopped: 2 x 20 s for orders on DAY, as a bar with its value.
+    assert re.search(r'data-chart="time-stopped" data-name="orders"', dom)
+    assert 'data-date="2026-03-03" data-value="40"' in dom
+    # Overshoot against the bound: payments peaked 40 past 960; producers' capacities sum to 65.
+    overshoot = dom[dom.index('data-chart="overshoot" data-name="payments"') :]
+    assert 'data-value="40"' in overshoot[:2000] and 'data-bound="65"' in overshoot[:2000]
+    # Starvation of the consumer link: 30 s.
+    assert 'data-chart="starvation" data-name="indexer"' in dom
+    assert "indexer (consumer) — 30 s starved" in dom
+    # The recommendations table, rendered row by row by the script.
+    rows = dict(re.findall(r'<tr data-entity="([^"]+)" data-verdict="([^"]+)"', dom))
+    assert rows == {
+        "orders": "raise",
+        "payments": "at_risk_of_overflow",
+        "work": "keep",
+        "indexer": "raise",
+    }
+    assert "stop msgs 500 -&gt; 922" in dom
+
+
+@pytest.mark.spark
+def test_screenshot_renders(page: Path, tmp_path: Path) -> None:
+    shot = tmp_path / "dashboard.png"
+    chromium(
+        f"--screenshot={shot}",
+        "--window-size=1400,1800",
+        page.as_uri(),
+        user_data_dir=tmp_path / "profile",
+    )
+    assert shot.stat().st_size > 20_000  # a blank page is a few KB
+
+
+def test_empty_tables_render_placeholders() -> None:
+    html = render_html(
+        {"queues": [], "links": [], "recommendations": [], "recommendations_as_of": None,
+         "warehouse": "</script><b>x"}
+    )  # fmt: skip
+    assert "<\\/script><b>x" in html  # the JSON cannot close the script element early
