@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import shutil
 import sys
+import time
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -252,26 +253,61 @@ def print_daily_metrics(rows: list[dict[str, object]]) -> None:
     console.print(table)
 
 
+def _pipeline_conf(conf: Path | None, warehouse: Path | None) -> Any:
+    import dataclasses
+
+    from jobs.config import load_conf
+
+    loaded = load_conf(str(conf) if conf else None)
+    return dataclasses.replace(loaded, warehouse_dir=str(warehouse)) if warehouse else loaded
+
+
 def _run_pipeline_and_print(
     conf: Path | None,
     first: date,
     last: date,
     raw: Path | None,
     warehouse: Path | None = None,
+    *,
+    recommend: bool = True,
+    dashboard: Path | None = None,
 ) -> dict[str, object]:
+    """ingest -> episodes -> daily_metrics (-> recommend) on one session, then print the gold."""
     from jobs.pipeline import daily_metrics_rows, run_pipeline
+    from jobs.spark_session import build_spark_session
 
+    pipeline_conf = _pipeline_conf(conf, warehouse)
+    spark = build_spark_session(pipeline_conf, app_name="flowctl")
     conf_path = str(conf) if conf else None
     warehouse_dir = str(warehouse) if warehouse else None
     outcome = run_pipeline(
-        conf_path, first, last, str(raw) if raw else None, warehouse_dir=warehouse_dir
+        conf_path,
+        first,
+        last,
+        str(raw) if raw else None,
+        warehouse_dir=warehouse_dir,
+        spark=spark,
     )
-    print_daily_metrics(daily_metrics_rows(conf_path, first, last, warehouse_dir=warehouse_dir))
-    ingest = outcome.get("ingest")
-    console.print(f"ingest: {ingest}", highlight=False)
-    console.print(f"seconds per job: {outcome.get('seconds')}", highlight=False)
+    print_daily_metrics(
+        daily_metrics_rows(conf_path, first, last, warehouse_dir=warehouse_dir, spark=spark)
+    )
+    console.print(f"ingest: {outcome.get('ingest')}", highlight=False)
+    seconds = dict(outcome.get("seconds") or {})
     if not outcome.get("ok"):
         raise _fail("ingest accounting or Great Expectations validation failed", code=1)
+    if recommend:
+        from jobs.recommend import run_recommend
+
+        started = time.perf_counter()
+        recommended = run_recommend(spark, pipeline_conf, first, last)
+        seconds["recommend"] = round(time.perf_counter() - started, 3)
+        console.print(f"recommendations: {recommended}", highlight=False)
+    console.print(f"seconds per job: {seconds}", highlight=False)
+    if dashboard is not None:
+        from jobs.dashboard import render_dashboard
+
+        written = render_dashboard(spark, pipeline_conf, dashboard)
+        console.print(f"dashboard: {written}", highlight=False)
     return outcome
 
 
@@ -317,8 +353,16 @@ def demo(
     console.print(f"raw event log: {raw}", highlight=False)
     if first_day is None or last_day is None:
         raise _fail("no bundled scenarios found")
-    _run_pipeline_and_print(None, first_day, last_day, raw, DEMO_DIR / "warehouse")
+    _run_pipeline_and_print(
+        None,
+        first_day,
+        last_day,
+        raw,
+        DEMO_DIR / "warehouse",
+        dashboard=DEMO_DIR / "report.html",
+    )
     console.print(f"Delta warehouse: {DEMO_DIR / 'warehouse'}", highlight=False)
+    console.print(f"open the dashboard: {DEMO_DIR / 'report.html'}", highlight=False)
 
 
 def main() -> None:  # pragma: no cover - console entry point
