@@ -321,13 +321,89 @@ def pipeline(
     raw: Annotated[
         Path | None, typer.Option(help="raw event-log folder (default from conf)")
     ] = None,
+    recommend: Annotated[
+        bool, typer.Option(help="also write threshold_recommendations for the days")
+    ] = True,
 ) -> None:
-    """Run ingest -> episodes -> daily_metrics in-process on local Spark + Delta."""
+    """Run ingest -> episodes -> daily_metrics (-> recommend) in-process on local Spark + Delta."""
     first = _parse_date(date_from, "--from")
     last = _parse_date(date_to, "--to") if date_to else first
     if last < first:
         raise _fail("--to is before --from")
-    _run_pipeline_and_print(conf, first, last, raw)
+    _run_pipeline_and_print(conf, first, last, raw, recommend=recommend)
+
+
+@app.command()
+def whatif(
+    scenario: Annotated[str, typer.Argument(help="scenario file, or the name of a bundled one")],
+    recommendations: Annotated[
+        Path | None,
+        typer.Option(help="threshold_recommendations Delta table (default: the conf's gold one)"),
+    ] = None,
+    conf: Annotated[Path | None, typer.Option(help="pipeline conf")] = None,
+    as_of: Annotated[str | None, typer.Option(help="recommendations as of this day")] = None,
+    seed: Annotated[int | None, typer.Option(help="random seed (default: the scenario's)")] = None,
+) -> None:
+    """Rerun a scenario with the recommended thresholds; print before / after per queue."""
+    from flowctl_core.whatif import load_recommended_thresholds, run_whatif
+
+    try:
+        spec = load_scenario(scenario)
+    except ScenarioError as error:
+        raise _fail(str(error)) from None
+    as_of_day = _parse_date(as_of, "--as-of") if as_of else None
+    from jobs.recommend import recommendations_path
+    from jobs.spark_session import build_spark_session
+
+    pipeline_conf = _pipeline_conf(conf, None)
+    table = str(recommendations) if recommendations else recommendations_path(pipeline_conf)
+    if not Path(table, "_delta_log").is_dir():
+        raise _fail(f"{table}: not a Delta table (run `flowctl pipeline` first)")
+    spark = build_spark_session(pipeline_conf, app_name="flowctl-whatif")
+    try:
+        overrides = load_recommended_thresholds(
+            spark, table, as_of=as_of_day, broker=spec.broker.name
+        )
+    except ValueError as error:
+        raise _fail(f"{table}: {error}") from None
+    if not overrides:
+        raise _fail(f"{table}: no recommendations for broker {spec.broker.name!r}")
+    try:
+        comparison = run_whatif(spec, overrides, seed=seed)
+    except FlowConfigError as error:
+        raise _fail(f"{table}: recommended thresholds rejected by the engine: {error}") from None
+    _print_dict_table(
+        f"what-if {comparison.scenario} (seed {comparison.seed}): as written -> recommended",
+        comparison.rows(),
+    )
+    if comparison.ignored_overrides:
+        console.print(
+            f"not in this scenario: {', '.join(comparison.ignored_overrides)}", highlight=False
+        )
+    for queue in comparison.queues:
+        verdict = "validated" if queue.validated else "NOT validated"
+        console.print(
+            f"{queue.queue}: {verdict} (less overshoot or fewer rejections, no more time stopped)",
+            highlight=False,
+        )
+
+
+@app.command()
+def dashboard(
+    out: Annotated[Path, typer.Option("--out", help="HTML file to write")] = Path("report.html"),
+    conf: Annotated[Path | None, typer.Option(help="pipeline conf")] = None,
+    warehouse: Annotated[
+        Path | None, typer.Option(help="Delta warehouse (default: the conf's)")
+    ] = None,
+) -> None:
+    """Render a self-contained HTML dashboard over the gold Delta tables."""
+    from jobs.dashboard import render_dashboard
+    from jobs.spark_session import build_spark_session
+
+    pipeline_conf = _pipeline_conf(conf, warehouse)
+    spark = build_spark_session(pipeline_conf, app_name="flowctl-dashboard")
+    written = render_dashboard(spark, pipeline_conf, out)
+    console.print(f"dashboard: {written.resolve()}", highlight=False)
 
 
 @app.command()
