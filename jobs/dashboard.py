@@ -330,8 +330,9 @@ fill("starvation", groupBy(data.links, r => `${r.broker} / ${r.link}`), (key, ro
   container.appendChild(table);
 })();
 
+const plural = (count, noun) => `${count} ${noun}${count === 1 ? "" : "s"}`;
 document.getElementById("subtitle").textContent =
-  `${byQueue.size} queues, ${groupBy(data.links, r => r.link).size} links; ` +
+  `${plural(byQueue.size, "queue")}, ${plural(groupBy(data.links, r => r.link).size, "link")}; ` +
   `recommendations as of ${data.recommendations_as_of || "\u2013"}; warehouse ${data.warehouse}`;
 document.body.setAttribute("data-rendered", "true");
 </script>
