@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import date
+from pathlib import Path
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
@@ -21,8 +22,16 @@ def table_path(conf: PipelineConf, schema: TableSchema) -> str:
     return conf.table_path(layer, schema.name)
 
 
+#: (Spark application, table path) pairs known to hold a Delta table: every job reads and writes
+#: several tables, and asking Delta whether one exists costs a log replay (a few Spark jobs).
+_ENSURED: set[tuple[str, str]] = set()
+
+
 def ensure_table(spark: SparkSession, path: str, schema: TableSchema) -> None:
     """Create the Delta table with the schema's columns, NOT NULLs and partitioning if absent."""
+    key = (spark.sparkContext.applicationId, path)
+    if key in _ENSURED and ("://" in path or Path(path, "_delta_log").is_dir()):
+        return
     (
         DeltaTable.createIfNotExists(spark)
         .location(path)
@@ -31,6 +40,7 @@ def ensure_table(spark: SparkSession, path: str, schema: TableSchema) -> None:
         .comment(f"{schema.name} v{schema.version}: {schema.doc}")
         .execute()
     )
+    _ENSURED.add(key)
 
 
 def conform(df: DataFrame, schema: TableSchema) -> DataFrame:

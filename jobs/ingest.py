@@ -25,6 +25,8 @@ import logging
 import sys
 from dataclasses import dataclass
 from datetime import date, timedelta
+from functools import reduce
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -38,15 +40,19 @@ from pyspark.sql import functions as F
 from jobs import quality
 from jobs.cli import configure_logging, date_range_parser, parse_date_range
 from jobs.config import PipelineConf, load_conf
-from jobs.delta_io import conform, days_predicate, replace_where
-from jobs.transforms.validate import ACCEPTED, DUPLICATE, QUARANTINED, classify_events
+from jobs.delta_io import conform, days_predicate, read_table, replace_where
+from jobs.transforms.validate import (
+    ACCEPTED,
+    QUARANTINED,
+    classify_events,
+    contract_ok,
+    contract_violations,
+    duplicate_groups,
+)
 from schemas.broker_events import BROKER_EVENTS
 from schemas.tables import BROKER_EVENTS_QUARANTINE, BRONZE_BROKER_EVENTS
 
 log = logging.getLogger("flowctl.ingest")
-
-# <raw>/date=YYYY-MM-DD/<file>: the part of a path that names a raw file, relative to the raw root.
-RELATIVE_PATH_PATTERN = r"(date=[0-9]{4}-[0-9]{2}-[0-9]{2}/[^/]+)$"
 
 
 @dataclass(frozen=True)
@@ -106,23 +112,140 @@ def inspect_raw_files(raw_dir: str, days: list[date]) -> list[RawFile]:
     return files
 
 
+#: Parquet's index of a row within its file: with source_file, the identity of a raw row.
+POSITION = "_row_index"
+
+
 def read_raw_events(spark: SparkSession, files: list[RawFile]) -> DataFrame:
-    """The rows of the readable files, with ``date`` (from the path) and ``source_file``."""
+    """The rows of the readable files, with ``date`` (the raw ``date=`` folder), ``source_file``
+    and the row's index within its file (``_row_index``; pruned from the scan when unused).
+
+    One scan per day, so that ``date`` and the folder part of ``source_file`` are literals rather
+    than parsed out of every row's path.
+    """
     raw_schema = BROKER_EVENTS.to_spark()
     if not files:
         return spark.createDataFrame([], raw_schema).withColumns(
-            {"date": F.lit(None).cast("date"), "source_file": F.lit(None).cast("string")}
+            {
+                "source_file": F.lit(None).cast("string"),
+                POSITION: F.lit(None).cast("long"),
+                "date": F.lit(None).cast("date"),
+            }
         )
-    # Hadoop reports file paths as URIs; undo the percent-encoding ('+' is literal in a URI).
-    uri_path = F.regexp_replace(F.col("_metadata.file_path"), r"\+", "%2B")
-    relative = F.url_decode(F.regexp_extract(uri_path, RELATIVE_PATH_PATTERN, 1))
-    return (
+    # Hadoop reports file names URI-encoded ('+' is literal in a URI): decode the rare ones that
+    # need it, leaving the common case a plain string.
+    encoded = F.col("_metadata.file_name")
+    name = F.when(
+        encoded.contains("%"), F.url_decode(F.regexp_replace(encoded, r"\+", "%2B"))
+    ).otherwise(encoded)
+    days: dict[date, list[str]] = {}
+    for f in files:
+        days.setdefault(f.day, []).append(f.path)
+    scans = [
         spark.read.schema(raw_schema)
         .option("ignoreCorruptFiles", "true")
-        .parquet(*(f.path for f in files))
-        .select("*", relative.alias("source_file"))
-        .withColumn("date", F.to_date(F.regexp_extract("source_file", r"^date=([0-9-]{10})/", 1)))
+        .parquet(*paths)
+        .select(
+            "*",
+            F.concat(F.lit(f"date={day.isoformat()}/"), name).alias("source_file"),
+            F.col("_metadata.row_index").alias(POSITION),
+            F.lit(day).alias("date"),
+        )
+        for day, paths in sorted(days.items())
+    ]
+    return reduce(DataFrame.unionByName, scans)
+
+
+@dataclass(frozen=True)
+class FileRunStats:
+    """What the counting pass learns about the rows of one run in one raw file."""
+
+    source_file: str
+    run_id: str | None
+    rows: int
+    valid_rows: int  # rows that keep the contract (partially read files aside)
+    min_seq: int | None  # over the valid rows
+    max_seq: int | None
+    # min and max of seq - row index over the valid rows: equal when their seqs are consecutive in
+    # file order, which proves them distinct.
+    min_offset: int | None
+    max_offset: int | None
+
+
+def file_run_stats(raw: DataFrame) -> list[FileRunStats]:
+    """One pass over the raw rows, every column decoded (so a damaged page shows as missing rows),
+    aggregated per (file, run): a few rows for the driver, no shuffle of the events."""
+    ok, seq = contract_ok(), F.col("seq")
+    offset = seq - F.col(POSITION)
+    rows = (
+        raw.groupBy("source_file", "run_id")
+        .agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.count(F.when(ok, 1)).alias("valid_rows"),
+            F.min(F.when(ok, seq)).alias("min_seq"),
+            F.max(F.when(ok, seq)).alias("max_seq"),
+            F.min(F.when(ok, offset)).alias("min_offset"),
+            F.max(F.when(ok, offset)).alias("max_offset"),
+            # Unused, but it makes every column decoded, so a damaged page in any column shows.
+            F.max(F.xxhash64(*BROKER_EVENTS.names)).alias("_decoded"),
+        )
+        .drop("_decoded")
+        .collect()
     )
+    return [FileRunStats(**row.asDict()) for row in rows]
+
+
+def runs_that_may_repeat_keys(stats: list[FileRunStats], excluded_files: set[str]) -> set[str]:
+    """Runs whose valid rows are not proved to have distinct seqs.
+
+    Proof, per run: within each file the valid seqs are consecutive in file order (so distinct),
+    and the files' seq ranges do not overlap. The engine's sink writes exactly that; anything else
+    (a file ingested twice, rows out of order) sends the run to the exact duplicate search.
+    """
+    by_run: dict[str, list[FileRunStats]] = {}
+    for s in stats:
+        if s.valid_rows and s.source_file not in excluded_files and s.run_id is not None:
+            by_run.setdefault(s.run_id, []).append(s)
+    suspicious = set()
+    for run_id, groups in by_run.items():
+        groups.sort(key=lambda s: s.min_seq)
+        if any(s.min_offset != s.max_offset for s in groups) or any(
+            later.min_seq <= earlier.max_seq for earlier, later in pairwise(groups)
+        ):
+            suspicious.add(run_id)
+    return suspicious
+
+
+#: Up to this many duplicate keys are broadcast to the rows; more are joined by a shuffle.
+BROADCAST_DUPLICATE_GROUPS = 2_000_000
+
+
+@dataclass(frozen=True)
+class DuplicateSummary:
+    groups: int = 0  # keys claimed by more than one valid row
+    dropped: int = 0  # identical copies beyond the first
+    conflicting_rows: int = 0  # rows of keys whose copies differ: all quarantined
+    conflicting_runs: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, groups: DataFrame) -> DuplicateSummary:
+        totals = (
+            groups.groupBy("conflicting")
+            .agg(
+                F.count(F.lit(1)).alias("keys"),
+                F.sum("copies").alias("rows"),
+                F.collect_set("run_id").alias("runs"),
+            )
+            .collect()
+        )
+        summary = {bool(r.conflicting): r for r in totals}
+        same, differing = summary.get(False), summary.get(True)
+        return cls(
+            groups=sum(r.keys for r in totals),
+            dropped=(same.rows - same.keys) if same else 0,
+            conflicting_rows=differing.rows if differing else 0,
+            conflicting_runs=frozenset(differing.runs) if differing else frozenset(),
+        )
 
 
 def _quarantined_files(spark: SparkSession, files: list[RawFile]) -> DataFrame:
@@ -151,53 +274,108 @@ def run_ingest(
     date_to: date,
     raw_dir: str | None = None,
 ) -> dict[str, Any]:
-    """Ingest the raw days [date_from, date_to]; returns the counts (also logged and stored)."""
+    """Ingest the raw days [date_from, date_to]; returns the counts (also logged and stored).
+
+    Spark jobs: one counting pass over the raw rows (per file and run, aggregated map-side); the
+    exact duplicate search (an aggregation over (run_id, seq)) only for runs the counts cannot
+    prove duplicate-free; the bronze write; the quarantine write, reading only the files that hold
+    rejected rows; Great Expectations over the bronze rows as written. Nothing is cached.
+    """
     raw_root = raw_dir or conf.raw_dir
     label = f"{date_from.isoformat()}_{date_to.isoformat()}"
+    sc = spark.sparkContext
     files = inspect_raw_files(raw_root, days_between(date_from, date_to))
     bad_files = [f for f in files if f.problem]
     good_files = [f for f in files if not f.problem]
 
-    raw = read_raw_events(spark, good_files).persist(StorageLevel.MEMORY_AND_DISK)
-    rows_per_file = {
-        r.source_file: r["count"] for r in raw.groupBy("source_file").count().collect()
-    }
+    sc.setJobDescription(f"ingest {label}: count rows per file and run")
+    stats = file_run_stats(read_raw_events(spark, good_files)) if good_files else []
+    rows_per_file: dict[str, int] = {}
+    for s in stats:
+        rows_per_file[s.source_file] = rows_per_file.get(s.source_file, 0) + s.rows
     partially_read = sorted(
         f.relative_path for f in good_files if rows_per_file.get(f.relative_path, 0) < f.footer_rows
     )
     for name in partially_read:
         log.warning("raw file %s could be read only in part; its rows are quarantined", name)
+    damaged = set(partially_read)
+    readable = [f for f in good_files if f.relative_path not in damaged]
 
-    classified = classify_events(raw, partially_read).persist(StorageLevel.MEMORY_AND_DISK)
-    counts = {r.status: r["count"] for r in classified.groupBy("status").count().collect()}
-    accepted = classified.where(F.col("status") == ACCEPTED)
-    rejected_rows = classified.where(F.col("status") == QUARANTINED).withColumns(
-        {"record_kind": F.lit("row"), "file_rows": F.lit(None).cast("long")}
-    )
-    rejected_files = [*bad_files, *(f for f in good_files if f.relative_path in partially_read)]
-    file_records = _quarantined_files(
-        spark,
-        [
-            f
-            if f.problem
-            else RawFile(f.day, f.relative_path, f.path, f.footer_rows, "partially_read_file")
-            for f in rejected_files
-        ],
-    )
+    # Duplicates: searched exactly (one aggregation) only in the runs not proved free of them.
+    suspicious = runs_that_may_repeat_keys(stats, damaged)
+    groups, duplicates = None, DuplicateSummary()
+    if suspicious:
+        sc.setJobDescription(f"ingest {label}: duplicate (run_id, seq) in {len(suspicious)} runs")
+        holding = {s.source_file for s in stats if s.run_id in suspicious}
+        suspects = read_raw_events(
+            spark, [f for f in readable if f.relative_path in holding]
+        ).where(F.col("run_id").isin(*sorted(suspicious)))
+        groups = duplicate_groups(contract_violations(suspects), POSITION).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
+        duplicates = DuplicateSummary.of(groups)
+    valid_rows = sum(s.valid_rows for s in stats if s.source_file not in damaged)
+    expected_accepted = valid_rows - duplicates.conflicting_rows - duplicates.dropped
+    expected_quarantined = sum(rows_per_file.values()) - valid_rows + duplicates.conflicting_rows
+
+    def classified(subset: list[RawFile]) -> DataFrame:
+        return classify_events(
+            read_raw_events(spark, subset),
+            [name for name in partially_read if name in {f.relative_path for f in subset}],
+            position=POSITION,
+            duplicates=groups,
+            no_duplicates=groups is None,
+            broadcast_duplicates=duplicates.groups <= BROADCAST_DUPLICATE_GROUPS,
+        )
 
     days = days_predicate("date", date_from, date_to)
+    sc.setJobDescription(f"ingest {label}: write bronze broker_events")
+    accepted = classified(readable).where(F.col("status") == ACCEPTED)
     rows_accepted = replace_where(spark, conf, BRONZE_BROKER_EVENTS, accepted, days)
-    quarantine = conform(rejected_rows, BROKER_EVENTS_QUARANTINE).unionByName(
-        conform(file_records, BROKER_EVENTS_QUARANTINE)
+
+    # Only files holding a rejected row are read again: invalid rows, damaged files, conflicts.
+    holding_rejects = {s.source_file for s in stats if s.rows > s.valid_rows} | damaged
+    holding_rejects |= {s.source_file for s in stats if s.run_id in duplicates.conflicting_runs}
+    rejected_files = [*bad_files, *(f for f in good_files if f.relative_path in damaged)]
+    file_records = conform(
+        _quarantined_files(
+            spark,
+            [
+                f
+                if f.problem
+                else RawFile(f.day, f.relative_path, f.path, f.footer_rows, "partially_read_file")
+                for f in rejected_files
+            ],
+        ),
+        BROKER_EVENTS_QUARANTINE,
     )
-    replace_where(spark, conf, BROKER_EVENTS_QUARANTINE, quarantine, days)
-    reasons = {
-        r.reason: r["count"]
-        for r in classified.where(F.col("status") == QUARANTINED)
-        .groupBy("reason")
-        .count()
-        .collect()
-    }
+    quarantine = file_records
+    rereads = [f for f in good_files if f.relative_path in holding_rejects]
+    if rereads:
+        rejected_rows = (
+            classified(rereads)
+            .where(F.col("status") == QUARANTINED)
+            .withColumns({"record_kind": F.lit("row"), "file_rows": F.lit(None).cast("long")})
+        )
+        quarantine = conform(rejected_rows, BROKER_EVENTS_QUARANTINE).unionByName(file_records)
+    sc.setJobDescription(f"ingest {label}: write broker_events_quarantine")
+    rows_quarantined = replace_where(spark, conf, BROKER_EVENTS_QUARANTINE, quarantine, days) - len(
+        rejected_files
+    )
+    reasons = {}
+    if rows_quarantined:
+        sc.setJobDescription(f"ingest {label}: quarantine reasons")
+        reasons = {
+            r.reason: r["count"]
+            for r in read_table(spark, conf, BROKER_EVENTS_QUARANTINE)
+            .where(days)
+            .where(F.col("record_kind") == "row")
+            .groupBy("reason")
+            .count()
+            .collect()
+        }
+    if groups is not None:
+        groups.unpersist()
 
     report: dict[str, Any] = {
         "date_from": date_from.isoformat(),
@@ -206,34 +384,33 @@ def run_ingest(
         "files_quarantined": len(bad_files),
         "files_partially_read": len(partially_read),
         "rows_read": sum(rows_per_file.values()),
-        "rows_accepted": counts.get(ACCEPTED, 0),
-        "rows_quarantined": counts.get(QUARANTINED, 0),
-        "duplicates_dropped": counts.get(DUPLICATE, 0),
+        "rows_accepted": rows_accepted,
+        "rows_quarantined": rows_quarantined,
+        "duplicates_dropped": duplicates.dropped,
         "rows_unreadable": sum(
             f.footer_rows - rows_per_file.get(f.relative_path, 0)
             for f in good_files
-            if f.relative_path in partially_read
+            if f.relative_path in damaged
         ),
         "quarantine_reasons": dict(sorted(reasons.items())),
         "quarantined_files": {f.relative_path: f.problem for f in bad_files},
     }
+    # The counting pass predicts what the writes must hold; the Delta commits say what they hold.
     report["balanced"] = (
         report["rows_read"]
         == report["rows_accepted"] + report["rows_quarantined"] + report["duplicates_dropped"]
-        and rows_accepted == report["rows_accepted"]
+        and rows_accepted == expected_accepted
+        and rows_quarantined == expected_quarantined
     )
     if conf.validate_with_great_expectations:
-        validation = quality.validate_accepted_events(
-            conform(accepted, BRONZE_BROKER_EVENTS), label
-        )
+        sc.setJobDescription(f"ingest {label}: Great Expectations over bronze")
+        bronze = read_table(spark, conf, BRONZE_BROKER_EVENTS).where(days)
+        validation = quality.validate_accepted_events(bronze, label)
         report["great_expectations_success"] = validation["success"]
         report["great_expectations_result"] = quality.store_result(
             {"counts": report, "validation": validation}, conf.quality_dir, label
         )
-    # Unpersisting raw while classified (built on it) is still in use breaks the plan of the
-    # `_metadata` column in Spark 4.1; both go when the job is done.
-    classified.unpersist()
-    raw.unpersist()
+    sc.setJobDescription(None)
     log.info(
         "ingest %s: files %d (quarantined %d, partially read %d); rows read %d = accepted %d + "
         "quarantined %d + duplicates dropped %d; balanced=%s",

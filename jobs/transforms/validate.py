@@ -86,13 +86,25 @@ def contract_violations(raw: DataFrame, partially_read_files: Sequence[str] = ()
     """
     # A rule over a null column evaluates to null, which `when` treats as "not broken": nulls are
     # reported by the null_* rules only, so a row is never blamed twice for one missing value.
+    # The reason string is built only for rows that break a rule: most rows pay for one boolean.
+    rules = _rules(partially_read_files)
+    broken = [F.when(condition, F.lit(name)) for name, condition in rules]
+    return raw.withColumn("reason", F.when(~_all_kept(rules), F.concat_ws(";", *broken)))
+
+
+def _rules(partially_read_files: Sequence[str] = ()) -> list[tuple[str, Column]]:
     rules = contract_rules()
     if partially_read_files:
         damaged = F.col("source_file").isin(*partially_read_files)
         rules.insert(0, ("partially_read_file", damaged))
-    broken = [F.when(condition, F.lit(name)) for name, condition in rules]
-    reasons = F.concat_ws(";", *broken)
-    return raw.withColumn("reason", F.when(reasons != "", reasons))
+    return rules
+
+
+def _all_kept(rules: list[tuple[str, Column]]) -> Column:
+    ok = F.lit(True)
+    for _, condition in rules:
+        ok = ok & ~F.coalesce(condition, F.lit(False))
+    return ok
 
 
 def _content_hash() -> Column:
@@ -102,11 +114,85 @@ def _content_hash() -> Column:
     return F.xxhash64(*(F.col(c) for c in EVENT_COLUMNS), null_pattern)
 
 
-def classify_events(raw: DataFrame, partially_read_files: Sequence[str] = ()) -> DataFrame:
-    """Add ``reason`` and ``status`` (see the module docstring) to raw rows."""
-    checked = contract_violations(raw, partially_read_files).withColumn(
-        "content_hash", _content_hash()
+def contract_ok(partially_read_files: Sequence[str] = ()) -> Column:
+    """True when a row keeps the contract: the ``reason`` of :func:`contract_violations` is null.
+
+    The same rules, as one boolean (no strings built): what the ingest's first, counting pass needs.
+    """
+    return _all_kept(_rules(partially_read_files))
+
+
+def duplicate_groups(checked: DataFrame, position: str) -> DataFrame:
+    """The (run_id, seq) keys that more than one valid row claims, one row per key.
+
+    ``checked`` has ``reason`` (:func:`contract_violations`), ``source_file`` and ``position`` (the
+    row's index within its file). Returns ``run_id``, ``seq``, ``copies``, ``conflicting`` (the
+    copies differ in content) and ``first_copy``: the (source_file, position) of the copy that is
+    kept, the first by file. One aggregation: no sort of the rows, and keys with a single row (all
+    of them, normally) leave nothing behind.
+    """
+    content = _content_hash()
+    return (
+        checked.where(F.col("reason").isNull())
+        .groupBy("run_id", "seq")
+        .agg(
+            F.count(F.lit(1)).alias("copies"),
+            (F.min(content) != F.max(content)).alias("conflicting"),
+            F.min(F.struct(F.col("source_file"), F.col(position))).alias("first_copy"),
+        )
+        .where(F.col("copies") > 1)
     )
+
+
+def classify_events(
+    raw: DataFrame,
+    partially_read_files: Sequence[str] = (),
+    *,
+    position: str | None = None,
+    duplicates: DataFrame | None = None,
+    no_duplicates: bool = False,
+    broadcast_duplicates: bool = True,
+) -> DataFrame:
+    """Add ``reason`` and ``status`` (see the module docstring) to raw rows.
+
+    With ``position`` (a column that orders the rows of a file, e.g. Parquet's row index) the
+    duplicates are found by one aggregation over (run_id, seq) (:func:`duplicate_groups`, or the
+    precomputed ``duplicates``) joined back to the rows; ``no_duplicates`` says the caller has
+    proved that no two valid rows share a (run_id, seq), so nothing is joined. Without
+    ``position`` a window over (run_id, seq) ordered by file and content does the same on any
+    DataFrame.
+    """
+    checked = contract_violations(raw, partially_read_files)
+    valid = F.col("reason").isNull()
+    if position is None:
+        return _classify_with_window(checked)
+    if no_duplicates:
+        status = F.when(valid, F.lit(ACCEPTED)).otherwise(F.lit(QUARANTINED))
+        return checked.withColumn("status", status)
+    groups = duplicates if duplicates is not None else duplicate_groups(checked, position)
+    groups = groups.select("run_id", "seq", "conflicting", "first_copy")
+    # Normally a handful of keys: broadcast, so the raw rows are never shuffled.
+    joined = checked.join(
+        F.broadcast(groups) if broadcast_duplicates else groups, ["run_id", "seq"], "left"
+    )
+    in_group = valid & F.col("first_copy").isNotNull()
+    first = F.struct(F.col("source_file"), F.col(position)) == F.col("first_copy")
+    classified = joined.withColumn(
+        "reason",
+        F.when(in_group & F.col("conflicting"), F.lit("conflicting_duplicate")).otherwise(
+            F.col("reason")
+        ),
+    )
+    status = (
+        F.when(F.col("reason").isNotNull(), F.lit(QUARANTINED))
+        .when(~in_group | first, F.lit(ACCEPTED))
+        .otherwise(F.lit(DUPLICATE))
+    )
+    return classified.withColumn("status", status).drop("conflicting", "first_copy")
+
+
+def _classify_with_window(checked: DataFrame) -> DataFrame:
+    checked = checked.withColumn("content_hash", _content_hash())
     valid = F.col("reason").isNull()
     # Only valid rows compete for a (run_id, seq): an invalid copy must not turn a good row into a
     # "conflict". Invalid rows get a partition key of their own by a null seq in the window key.
