@@ -145,13 +145,29 @@ def queue_flow_daily(
 
 def link_attachments(link_events: DataFrame) -> DataFrame:
     """Attached intervals of each link: from its link_attached (or its first event, when the run
-    saw it attach before the log starts) to its link_detached, or open at the watermark."""
+    saw it attach before the log starts) to its link_detached, or open at the watermark.
+
+    Only a link's first event, its attach / detach events and events naming its role can start or
+    end an interval or carry the role, so only those are shuffled and sorted; the first events
+    come from a map-side aggregation.
+    """
     in_order = Window.partitionBy(*LINK_KEYS).orderBy("seq")
     upto_here = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     marker = F.when(F.col("event_type").isin("link_attached", "link_detached"), F.col("event_type"))
     attached = F.coalesce(F.last(marker, ignorenulls=True).over(upto_here), F.lit("link_attached"))
+    columns = ("seq", "ts", "event_type", "link_role")
+    events = link_events.where(F.col("link").isNotNull())
+    relevant = marker.isNotNull() | F.col("link_role").isNotNull()
+    firsts = (
+        events.groupBy(*LINK_KEYS)
+        .agg(F.min_by(F.struct(*columns), "seq").alias("_first"))
+        .select(*LINK_KEYS, *(F.col(f"_first.{c}").alias(c) for c in columns))
+        .where(~relevant)  # otherwise it is among the relevant events already
+    )
     rows = (
-        link_events.where(F.col("link").isNotNull())
+        events.where(relevant)
+        .select(*LINK_KEYS, *columns)
+        .unionByName(firsts)
         .withColumn("link_role", F.last("link_role", ignorenulls=True).over(upto_here))
         .withColumn("attached", attached == "link_attached")
     )

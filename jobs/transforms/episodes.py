@@ -40,15 +40,29 @@ def queue_flow_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
     while already stopped does not start a second episode. Its events are those from the
     flow_stopped through the flow_resumed, plus the enqueue that triggered it (the engine emits it
     right before the flow_stopped, at the same ts).
+
+    One shuffle and one sort of the queue events: windows over (run, broker, queue) by seq tag each
+    event with its episode (the start's seq), and one aggregation per episode, clustered like the
+    windows (so no further shuffle), yields its start, end, peaks and producers.
     """
     in_order = Window.partitionBy(*QUEUE_KEYS).orderBy("seq")
+    upto_here = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    before_here = in_order.rowsBetween(Window.unboundedPreceding, -1)
     transition = F.when(
         F.col("event_type").isin("flow_stopped", "flow_resumed"), F.col("event_type")
     )
-    queue_events = (
+    carried = (*THRESHOLD_COLUMNS, "flow_stopped_count")
+    stopped = F.coalesce(F.col("_last_transition") == "flow_stopped", F.lit(False))
+    was_stopped = F.coalesce(F.col("_previous_transition") == "flow_stopped", F.lit(False))
+    # The enqueue right before the flow_stopped that starts an episode (same ts) triggered it.
+    triggers = (
+        (F.col("event_type") == "enqueue")
+        & (F.col("_next_event_type") == "flow_stopped")
+        & ~stopped
+        & (F.col("_next_ts") == F.col("ts"))
+    )
+    tagged = (
         events.where(F.col("queue").isNotNull())
-        .withColumn("_transition", transition)
-        .withColumn("stopped", _carried("_transition", in_order) == "flow_stopped")
         .select(
             *QUEUE_KEYS,
             "seq",
@@ -58,61 +72,60 @@ def queue_flow_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
             "capacity",
             "depth_msgs",
             "depth_bytes",
-            "stopped",
-            *(_carried(c, in_order).alias(c) for c in (*THRESHOLD_COLUMNS, "flow_stopped_count")),
+            F.last(transition, ignorenulls=True).over(upto_here).alias("_last_transition"),
+            F.last(transition, ignorenulls=True).over(before_here).alias("_previous_transition"),
+            F.lead("event_type").over(in_order).alias("_next_event_type"),
+            F.lead("ts").over(in_order).alias("_next_ts"),
+            F.lead("seq").over(in_order).alias("_next_seq"),
+            *(F.last(c, ignorenulls=True).over(upto_here).alias(c) for c in carried),
         )
-    )
-    starts = true_intervals(
-        queue_events,
-        QUEUE_KEYS,
-        "stopped",
-        carry=(*THRESHOLD_COLUMNS, "flow_stopped_count"),
-    )
-
-    # Tag each event with the episode it belongs to (the episode's start_seq), if any.
-    was_stopped = F.coalesce(F.lag("stopped").over(in_order), F.lit(False))
-    next_starts_episode = (
-        (F.lead("event_type").over(in_order) == "flow_stopped")
-        & ~F.coalesce(F.col("stopped"), F.lit(False))
-        & (F.lead("ts").over(in_order) == F.col("ts"))
-    )
-    entering = F.coalesce(F.col("stopped"), F.lit(False)) & ~was_stopped
-    episode_start = _carried("_entry_seq", in_order)
-    tagged = (
-        queue_events.withColumn("_entry_seq", F.when(entering, F.col("seq")))
-        .withColumn("_was_stopped", was_stopped)
-        .withColumn("_triggers", next_starts_episode & (F.col("event_type") == "enqueue"))
-        .withColumn("_next_seq", F.lead("seq").over(in_order))
+        .withColumns(
+            {
+                "_stopped": stopped,
+                "_was_stopped": was_stopped,
+                "_triggers": triggers,
+                "_entry_seq": F.when(stopped & ~was_stopped, F.col("seq")),
+            }
+        )
         .withColumn(
             "episode_seq",
             F.when(F.col("_triggers"), F.col("_next_seq"))
             # while stopped, and the event that resumes (it was stopped before it)
-            .when(F.col("stopped") | F.col("_was_stopped"), episode_start),
+            .when(
+                F.col("_stopped") | F.col("_was_stopped"),
+                F.last("_entry_seq", ignorenulls=True).over(upto_here),
+            ),
         )
         .where(F.col("episode_seq").isNotNull())
     )
-    producer_capacity = (
-        tagged.where((F.col("event_type") == "enqueue") & F.col("link").isNotNull())
-        .groupBy(*QUEUE_KEYS, "episode_seq", "link")
-        .agg(F.max("capacity").alias("capacity"))
-        .groupBy(*QUEUE_KEYS, "episode_seq")
+    at_start = F.col("seq") == F.col("episode_seq")
+    at_end = ~F.col("_stopped") & F.col("_was_stopped")
+    producer = F.when((F.col("event_type") == "enqueue") & F.col("link").isNotNull(), F.col("link"))
+    # Per episode and producer first (a producer's capacity counts once), then per episode.
+    start_end = {
+        "start_ts": F.max(F.when(at_start, F.col("ts"))),
+        **{c: F.max(F.when(at_start, F.col(c))) for c in carried},
+        "end_seq": F.max(F.when(at_end, F.col("seq"))),
+        "end_ts": F.max(F.when(at_end, F.col("ts"))),
+    }
+    per_producer = (
+        tagged.withColumn("_producer", producer)
+        .groupBy(*QUEUE_KEYS, "episode_seq", "_producer")
         .agg(
-            F.count("link").alias("producers"),
-            F.sum("capacity").alias("overshoot_bound_msgs"),
+            *(value.alias(name) for name, value in start_end.items()),
+            F.max("depth_msgs").alias("peak_depth_msgs"),
+            F.max("depth_bytes").alias("peak_depth_bytes"),
+            F.max(F.when(F.col("_producer").isNotNull(), F.col("capacity"))).alias("capacity"),
         )
-    )
-    peaks = tagged.groupBy(*QUEUE_KEYS, "episode_seq").agg(
-        F.max("depth_msgs").alias("peak_depth_msgs"),
-        F.max("depth_bytes").alias("peak_depth_bytes"),
     )
     episodes = (
-        starts.join(
-            peaks.withColumnRenamed("episode_seq", "start_seq"), [*QUEUE_KEYS, "start_seq"], "left"
-        )
-        .join(
-            producer_capacity.withColumnRenamed("episode_seq", "start_seq"),
-            [*QUEUE_KEYS, "start_seq"],
-            "left",
+        per_producer.groupBy(*QUEUE_KEYS, F.col("episode_seq").alias("start_seq"))
+        .agg(
+            *(F.max(name).alias(name) for name in start_end),
+            F.max("peak_depth_msgs").alias("peak_depth_msgs"),
+            F.max("peak_depth_bytes").alias("peak_depth_bytes"),
+            F.count("_producer").alias("producers"),
+            F.sum("capacity").alias("overshoot_bound_msgs"),
         )
         .join(bounds.select("run_id", "run_watermark_ts"), "run_id")
     )
@@ -135,7 +148,7 @@ def queue_flow_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
         *THRESHOLD_COLUMNS,
         overshoot_msgs.alias("overshoot_msgs"),
         overshoot_bytes.alias("overshoot_bytes"),
-        F.coalesce(F.col("producers"), F.lit(0)).alias("producers"),
+        "producers",
         bound.alias("overshoot_bound_msgs"),
         F.when(bound > 0, overshoot_msgs / bound).alias("overshoot_ratio"),
     )
@@ -156,8 +169,16 @@ def link_starvation_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
     """
     in_order = Window.partitionBy(*LINK_KEYS).orderBy("seq")
     detached = F.col("event_type") == "link_detached"
+    # Only events that carry link state (or detach) matter; dropping the rest (enqueues name their
+    # producer's link but carry no credit) before the shuffle changes no carried value.
+    carries_state = (
+        F.col("credit").isNotNull()
+        | F.col("available").isNotNull()
+        | F.col("link_role").isNotNull()
+        | detached
+    )
     state_events = (
-        events.where(F.col("link").isNotNull())
+        events.where(F.col("link").isNotNull() & carries_state)
         .withColumn("link_role", _carried("link_role", in_order))
         .withColumn("available", _carried("available", in_order))
         .where(F.col("credit").isNotNull() | detached)
