@@ -152,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         result = job()
         timings[name] = time.perf_counter() - started
         summary = {k: v for k, v in result.items() if not isinstance(v, dict | list)}
-        print(f"{name:>14}: {timings[name]:7.1f} s  {summary}")
+        rate = args.events / timings[name]
+        print(f"{name:>14}: {timings[name]:7.1f} s  {rate:>12,.0f} events/s  {summary}")
     total = sum(timings.values())
     print(f"{'end to end':>14}: {total:7.1f} s  {args.events / total:,.0f} events/s "
           f"(ingest alone {args.events / timings['ingest']:,.0f} events/s)")  # fmt: skip

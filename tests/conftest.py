@@ -21,8 +21,6 @@ import yaml
 
 from schemas.broker_events import BROKER_EVENTS
 
-UTC = UTC
-
 # PySpark returns timestamps as naive datetimes in the process's local time zone: make that UTC.
 os.environ["TZ"] = "UTC"
 time.tzset()
