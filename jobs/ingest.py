@@ -8,12 +8,12 @@ Per run of the job over [from, to]:
 2. Spark reads the remaining files with ``ignoreCorruptFiles``, so a damaged page cannot crash the
    job; a file yielding fewer rows than its footer declares is "partially read" and every row read
    from it is quarantined.
-3. Rows are classified (jobs/transforms/validate.py): accepted, quarantined with reasons, or
-   identical duplicates of an accepted (run_id, seq), which are dropped and counted.
+3. Rows are classified (jobs/transforms/validate.py): accepted, or quarantined with reasons; an
+   identical copy of an accepted (run_id, seq) is quarantined with the reason ``duplicate``.
 4. Bronze and quarantine are written with replaceWhere on the days, so a rerun replaces them, and
    Great Expectations validates the accepted rows; the result and counts go to <quality>/.
 
-Accounting: rows_read = rows_accepted + rows_quarantined + duplicates_dropped, always; rows a
+Accounting: rows_read = rows_accepted + rows_quarantined, always (DESIGN.md §5); rows a
 damaged file declared but that could not be read are reported as rows_unreadable.
 Exit status: 0 whatever the input (bad input is quarantined, not fatal); 1 when the Great
 Expectations suite fails on accepted rows (a rule bug) or the accounting does not balance.
@@ -316,7 +316,9 @@ def run_ingest(
         duplicates = DuplicateSummary.of(groups)
     valid_rows = sum(s.valid_rows for s in stats if s.source_file not in damaged)
     expected_accepted = valid_rows - duplicates.conflicting_rows - duplicates.dropped
-    expected_quarantined = sum(rows_per_file.values()) - valid_rows + duplicates.conflicting_rows
+    expected_quarantined = (
+        sum(rows_per_file.values()) - valid_rows + duplicates.conflicting_rows + duplicates.dropped
+    )
 
     def classified(subset: list[RawFile]) -> DataFrame:
         return classify_events(
@@ -336,6 +338,8 @@ def run_ingest(
     # Only files holding a rejected row are read again: invalid rows, damaged files, conflicts.
     holding_rejects = {s.source_file for s in stats if s.rows > s.valid_rows} | damaged
     holding_rejects |= {s.source_file for s in stats if s.run_id in duplicates.conflicting_runs}
+    if duplicates.dropped:  # the runs whose identical copies go to quarantine too
+        holding_rejects |= {s.source_file for s in stats if s.run_id in suspicious}
     rejected_files = [*bad_files, *(f for f in good_files if f.relative_path in damaged)]
     file_records = conform(
         _quarantined_files(
@@ -386,7 +390,8 @@ def run_ingest(
         "rows_read": sum(rows_per_file.values()),
         "rows_accepted": rows_accepted,
         "rows_quarantined": rows_quarantined,
-        "duplicates_dropped": duplicates.dropped,
+        # Identical copies of accepted rows: part of rows_quarantined (reason "duplicate").
+        "duplicates_quarantined": duplicates.dropped,
         "rows_unreadable": sum(
             f.footer_rows - rows_per_file.get(f.relative_path, 0)
             for f in good_files
@@ -397,8 +402,7 @@ def run_ingest(
     }
     # The counting pass predicts what the writes must hold; the Delta commits say what they hold.
     report["balanced"] = (
-        report["rows_read"]
-        == report["rows_accepted"] + report["rows_quarantined"] + report["duplicates_dropped"]
+        report["rows_read"] == report["rows_accepted"] + report["rows_quarantined"]
         and rows_accepted == expected_accepted
         and rows_quarantined == expected_quarantined
     )
@@ -413,7 +417,7 @@ def run_ingest(
     sc.setJobDescription(None)
     log.info(
         "ingest %s: files %d (quarantined %d, partially read %d); rows read %d = accepted %d + "
-        "quarantined %d + duplicates dropped %d; balanced=%s",
+        "quarantined %d (of which duplicates %d); balanced=%s",
         label,
         report["files_listed"],
         report["files_quarantined"],
@@ -421,7 +425,7 @@ def run_ingest(
         report["rows_read"],
         report["rows_accepted"],
         report["rows_quarantined"],
-        report["duplicates_dropped"],
+        report["duplicates_quarantined"],
         report["balanced"],
     )
     return report

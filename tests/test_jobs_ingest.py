@@ -49,6 +49,7 @@ def test_bad_input_is_quarantined_with_reasons_and_nothing_is_lost(
         (r.record_kind, r.seq, r.source_file.split("/")[-1]): r.reason for r in quarantine.collect()
     }
     assert rows == {
+        ("row", 1, "part-r1-00000.parquet"): "duplicate",
         ("row", 10, "part-r1-00000.parquet"): "null_run_id",
         ("row", 11, "part-r1-00000.parquet"): "unknown_event_type",
         ("row", 12, "part-r1-00000.parquet"): "negative_depth_msgs",
@@ -61,14 +62,15 @@ def test_bad_input_is_quarantined_with_reasons_and_nothing_is_lost(
         Path(conf.quality_dir, "broker_events", "2024-01-01_2024-01-01.json").read_text()
     )
     counts = report["counts"]
-    assert (counts["rows_read"], counts["rows_accepted"], counts["rows_quarantined"]) == (9, 4, 4)
-    assert (counts["duplicates_dropped"], counts["files_quarantined"], counts["balanced"]) == (
+    # DESIGN.md §5: rows in = rows accepted + rows quarantined; the duplicate is quarantined.
+    assert (counts["rows_read"], counts["rows_accepted"], counts["rows_quarantined"]) == (9, 4, 5)
+    assert (counts["duplicates_quarantined"], counts["files_quarantined"], counts["balanced"]) == (
         1,
         2,
         True,
     )
     assert report["validation"]["success"] is True
-    assert "rows read 9 = accepted 4 + quarantined 4 + duplicates dropped 1" in caplog.text
+    assert "rows read 9 = accepted 4 + quarantined 5 (of which duplicates 1)" in caplog.text
 
 
 def _snapshot(spark, conf) -> dict[str, list]:

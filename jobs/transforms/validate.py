@@ -4,13 +4,14 @@ Input: raw rows with the ``broker_events`` columns plus ``date`` (the raw ``date
 row was read from) and ``source_file``. :func:`classify_events` adds two columns:
 
 - ``reason``: ';'-separated names of the rules a row breaks, null when it keeps the contract;
-- ``status``: ``accepted`` (goes to bronze), ``quarantined`` (goes to quarantine with its reason)
-  or ``duplicate`` (a byte-for-byte copy of an accepted row: dropped, and counted).
+- ``status``: ``accepted`` (goes to bronze) or ``quarantined`` (goes to quarantine with its
+  reason). A byte-for-byte copy of an accepted row is quarantined with the reason ``duplicate``:
+  DESIGN.md §5 wants rows in = rows accepted + rows quarantined, so nothing is dropped unseen.
 
 Two rows with the same (run_id, seq) but different contents contradict each other; since nothing
 tells which one is true, every version is quarantined as ``conflicting_duplicate`` rather than
 picking one.
-So every raw row ends in exactly one status: rows in = accepted + quarantined + duplicate.
+So every raw row ends in exactly one status: rows in = accepted + quarantined.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from pyspark.sql import functions as F
 from jobs.transforms.timeutil import utc_date
 from schemas.broker_events import BROKER_EVENTS, EVENT_TYPES, LINK_ROLES, PROTOCOLS
 
-ACCEPTED, QUARANTINED, DUPLICATE = "accepted", "quarantined", "duplicate"
+ACCEPTED, QUARANTINED = "accepted", "quarantined"
+#: The reason of a byte-for-byte copy of an accepted row.
+DUPLICATE_REASON = "duplicate"
 
 EVENT_COLUMNS: tuple[str, ...] = tuple(BROKER_EVENTS.names)
 
@@ -179,16 +182,15 @@ def classify_events(
     first = F.struct(F.col("source_file"), F.col(position)) == F.col("first_copy")
     classified = joined.withColumn(
         "reason",
-        F.when(in_group & F.col("conflicting"), F.lit("conflicting_duplicate")).otherwise(
-            F.col("reason")
-        ),
+        F.when(in_group & F.col("conflicting"), F.lit("conflicting_duplicate"))
+        .when(in_group & ~first, F.lit(DUPLICATE_REASON))
+        .otherwise(F.col("reason")),
     )
-    status = (
-        F.when(F.col("reason").isNotNull(), F.lit(QUARANTINED))
-        .when(~in_group | first, F.lit(ACCEPTED))
-        .otherwise(F.lit(DUPLICATE))
-    )
-    return classified.withColumn("status", status).drop("conflicting", "first_copy")
+    return classified.withColumn("status", _status()).drop("conflicting", "first_copy")
+
+
+def _status() -> Column:
+    return F.when(F.col("reason").isNotNull(), F.lit(QUARANTINED)).otherwise(F.lit(ACCEPTED))
 
 
 def _classify_with_window(checked: DataFrame) -> DataFrame:
@@ -203,14 +205,11 @@ def _classify_with_window(checked: DataFrame) -> DataFrame:
     first_copy = F.row_number().over(by_event) == 1
     classified = checked.withColumn(
         "reason",
-        F.when(valid & conflicting, F.lit("conflicting_duplicate")).otherwise(F.col("reason")),
+        F.when(valid & conflicting, F.lit("conflicting_duplicate"))
+        .when(valid & ~first_copy, F.lit(DUPLICATE_REASON))
+        .otherwise(F.col("reason")),
     )
-    status = (
-        F.when(F.col("reason").isNotNull(), F.lit(QUARANTINED))
-        .when(first_copy, F.lit(ACCEPTED))
-        .otherwise(F.lit(DUPLICATE))
-    )
-    return classified.withColumn("status", status).drop("content_hash")
+    return classified.withColumn("status", _status()).drop("content_hash")
 
 
 def status_counts(classified: DataFrame) -> DataFrame:
