@@ -49,6 +49,7 @@ from flowctl_core.protocols.artemis_flow import (
     RateLimiter,
     rate_limiter,
 )
+from flowctl_core.protocols.endpoints import LinkIdentity
 from flowctl_core.queue import Message, Queue
 
 if TYPE_CHECKING:
@@ -185,43 +186,23 @@ class Pipe:
         self.scheduler.call_later(self.latency_us, handler, *args)
 
 
-class LinkLog:
-    """The columns every event of one link carries, and link events with their state after."""
+class LinkLog(LinkIdentity):
+    """An Artemis link's columns: one session per connection, as the CORE client opens it."""
 
-    __slots__ = ("broker", "fields")
+    __slots__ = ()
 
     def __init__(
         self, broker: Broker, *, link: str, role: str, protocol: str, connection: str, queue: str
     ) -> None:
-        self.broker = broker
-        self.fields: dict[str, Any] = {
-            "link": link,
-            "link_role": role,
-            "protocol": protocol,
-            "session": f"{connection}/session-1",
-            "connection": connection,
-            "queue": queue,
-        }
-
-    def emit(
-        self,
-        event_type: str,
-        *,
-        credit: int | None,
-        available: int,
-        delivery_count: int | None = None,
-        detail: dict[str, Any] | None = None,
-        **extra: Any,
-    ) -> None:
-        fields = dict(self.fields)
-        fields["credit"] = credit
-        fields["delivery_count"] = delivery_count
-        fields["available"] = available
-        if detail is not None:
-            fields["detail"] = json.dumps(detail, sort_keys=True)
-        if extra:
-            fields.update(extra)
-        self.broker.emit(event_type, fields)
+        super().__init__(
+            broker,
+            link=link,
+            role=role,
+            protocol=protocol,
+            session=f"{connection}/session-1",
+            connection=connection,
+            queue=queue,
+        )
 
 
 # -- server: addresses and queues --------------------------------------------------------------

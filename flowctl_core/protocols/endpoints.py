@@ -42,9 +42,9 @@ class LinkIdentity:
         self,
         event_type: str,
         *,
-        credit: int,
-        delivery_count: int | None,
+        credit: int | None,
         available: int,
+        delivery_count: int | None = None,
         detail: dict[str, Any] | None = None,
         **extra: Any,
     ) -> None:
