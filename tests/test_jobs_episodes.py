@@ -92,6 +92,22 @@ def test_two_runs_of_the_same_queue_are_separate_timelines(spark, make_events):
     assert got["r1"].overshoot_bound_msgs == 5
 
 
+def test_triggering_enqueue_counts_even_when_the_transition_is_stamped_later(make_events):
+    # DESIGN.md §4: the bound includes "the enqueue that triggered it"; a log may stamp the
+    # flow_stopped a little after that enqueue: the order (seq) decides, not the timestamps.
+    rows = [
+        event(1, at(1, 9), "enqueue", queue="q", link="early", capacity=7, depth_msgs=1,
+              flow_stop_count=1),
+        event(2, at(1, 10), "enqueue", queue="q", link="trigger", capacity=4, depth_msgs=2,
+              flow_stop_count=1),
+        event(3, at(1, 10, 0, 1), "flow_stopped", queue="q", depth_msgs=2, flow_stop_count=1),
+        event(4, at(1, 10, 5), "flow_resumed", queue="q", depth_msgs=0, flow_stop_count=1),
+    ]  # fmt: skip
+    row = episodes_of(make_events, rows).first()
+    # "early" enqueued before the episode and is not counted; "trigger" is.
+    assert (row.producers, row.overshoot_bound_msgs, row.overshoot_msgs) == (1, 4, 1)
+
+
 def test_events_out_of_order_in_the_input_give_the_same_episodes(make_events):
     rows = stopped_across_midnight()
     in_order = episodes_of(make_events, rows)

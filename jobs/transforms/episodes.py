@@ -38,8 +38,8 @@ def queue_flow_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
     The queue is stopped after an event when its latest flow_stopped / flow_resumed (by seq) is a
     flow_stopped; an episode is a maximal stretch of stopped events, so a repeated flow_stopped
     while already stopped does not start a second episode. Its events are those from the
-    flow_stopped through the flow_resumed, plus the enqueue that triggered it (the engine emits it
-    right before the flow_stopped, at the same ts).
+    flow_stopped through the flow_resumed, plus the enqueue that triggered it (the queue's event
+    right before the flow_stopped).
 
     One shuffle and one sort of the queue events: windows over (run, broker, queue) by seq tag each
     event with its episode (the start's seq), and one aggregation per episode, clustered like the
@@ -54,12 +54,13 @@ def queue_flow_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
     carried = (*THRESHOLD_COLUMNS, "flow_stopped_count")
     stopped = F.coalesce(F.col("_last_transition") == "flow_stopped", F.lit(False))
     was_stopped = F.coalesce(F.col("_previous_transition") == "flow_stopped", F.lit(False))
-    # The enqueue right before the flow_stopped that starts an episode (same ts) triggered it.
+    # The queue's enqueue right before the flow_stopped that starts an episode triggered it (flow
+    # goes ON on an enqueue). The engine logs both at the same ts; other logs may stamp the
+    # transition a little later, so only the order (seq) is relied on.
     triggers = (
         (F.col("event_type") == "enqueue")
         & (F.col("_next_event_type") == "flow_stopped")
         & ~stopped
-        & (F.col("_next_ts") == F.col("ts"))
     )
     tagged = (
         events.where(F.col("queue").isNotNull())
@@ -75,7 +76,6 @@ def queue_flow_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
             F.last(transition, ignorenulls=True).over(upto_here).alias("_last_transition"),
             F.last(transition, ignorenulls=True).over(before_here).alias("_previous_transition"),
             F.lead("event_type").over(in_order).alias("_next_event_type"),
-            F.lead("ts").over(in_order).alias("_next_ts"),
             F.lead("seq").over(in_order).alias("_next_seq"),
             *(F.last(c, ignorenulls=True).over(upto_here).alias(c) for c in carried),
         )
