@@ -148,7 +148,7 @@ class Consumer:
     def consume(self, count: int) -> int:
         """Dequeue up to ``count`` messages now; returns how many there were."""
         taken = 0
-        while taken < count and self.queue.dequeue(dict(self._fields)) is not None:
+        while taken < count and self.queue.dequeue(self._fields) is not None:
             taken += 1
         self.consumed += taken
         return taken
@@ -170,7 +170,7 @@ class Consumer:
         if self._stop_at_us is not None and scheduler.now_us >= self._stop_at_us:
             self._running = False
             return
-        if self.queue.dequeue(dict(self._fields)) is None:
+        if self.queue.dequeue(self._fields) is None:
             self._parked = True  # woken by the next enqueue, not by polling
             return
         self.consumed += 1

@@ -94,7 +94,6 @@ class Queue:
         max_size: int,
         policy: LimitPolicy,
         thresholds: FlowThresholds,
-        durable: bool = False,
         service_time_us: int = 0,
     ) -> None:
         self.broker = broker
@@ -102,7 +101,6 @@ class Queue:
         self.max_count = max_count
         self.max_size = max_size
         self.policy = policy
-        self.durable = durable
         self.flow = FlowLimit(thresholds)
         self.messages: deque[Message] = deque()
         self.depth_msgs = 0

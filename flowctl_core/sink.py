@@ -99,26 +99,19 @@ class ParquetSink:
                 buckets[len(event)] = [event]
             else:
                 bucket.append(event)
-        tables = []
-        for bucket in buckets.values():
-            tables.extend(self._bucket_tables(bucket))
+        tables = [self._bucket_table(bucket) for bucket in buckets.values()]
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
         return table.sort_by("seq") if len(tables) > 1 else table
 
-    def _bucket_tables(self, events: list[Event]) -> list[pa.Table]:
+    def _bucket_table(self, events: list[Event]) -> pa.Table:
         keys = list(events[0])
+        if len(keys) < 2:  # itemgetter of one key returns the value, not a row
+            return self._cellwise_table(events)
         try:
             # Same key count and every key of the first event present means the same key set.
-            rows = list(map(itemgetter(*keys), events)) if len(keys) > 1 else None
-        except KeyError:
-            rows = None
-        if rows is None:
-            by_keys: dict[frozenset[str], list[Event]] = {}
-            for event in events:
-                by_keys.setdefault(frozenset(event), []).append(event)
-            if len(by_keys) == 1:  # a single-key bucket: convert cell by cell
-                return [self._cellwise_table(events)]
-            return [self._cellwise_table(group) for group in by_keys.values()]
+            rows = list(map(itemgetter(*keys), events))
+        except KeyError:  # mixed key sets of one size: dict.get per cell copes with any mix
+            return self._cellwise_table(events)
         columns = dict(zip(keys, zip(*rows, strict=True), strict=True))
         count = len(events)
         arrays = [
@@ -127,7 +120,7 @@ class ParquetSink:
             else pa.nulls(count, field.type)
             for field in self.schema
         ]
-        return [pa.Table.from_arrays(arrays, schema=self.schema)]
+        return pa.Table.from_arrays(arrays, schema=self.schema)
 
     def _cellwise_table(self, events: list[Event]) -> pa.Table:
         return pa.Table.from_arrays(

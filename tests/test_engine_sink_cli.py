@@ -170,3 +170,22 @@ def test_cli_lists_scenarios() -> None:
     result = runner.invoke(app, ["scenarios"])
     assert result.exit_code == 0
     assert "qpid-165-worst-case" in result.output and "workload" in result.output
+
+
+def test_sink_converts_mixed_key_sets_in_seq_order(tmp_path: Path) -> None:
+    # Same key count, different keys (the columnar fast path must fall back), plus a lone column.
+    base = {"run_id": "r", "broker": "b", "event_type": "enqueue", "ts": 1_767_225_600_000_000}
+    events = [
+        {**base, "seq": 1, "queue": "a", "depth_msgs": 1},
+        {**base, "seq": 2, "link": "p", "credit": 5},
+        {**base, "seq": 3, "queue": "a", "depth_msgs": 2},
+    ]
+    sink = ParquetSink(tmp_path, "mixed")
+    with sink:
+        for event in events:
+            sink(event)
+    table = pq.read_table(sink.files[0])
+    assert table.column("seq").to_pylist() == [1, 2, 3]
+    assert table.column("queue").to_pylist() == ["a", None, "a"]
+    assert table.column("credit").to_pylist() == [None, 5, None]
+    assert table.column("depth_msgs").to_pylist() == [1, None, 2]
