@@ -5,6 +5,12 @@ from __future__ import annotations
 import argparse
 import logging
 from datetime import date
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from pyspark.sql import SparkSession
+
+    from jobs.config import PipelineConf
 
 
 def date_range_parser(description: str) -> argparse.ArgumentParser:
@@ -40,3 +46,13 @@ def configure_logging() -> None:
     logging.getLogger("py4j").setLevel(logging.WARNING)
     # Great Expectations logs its own set-up at INFO on every ephemeral context.
     logging.getLogger("great_expectations").setLevel(logging.WARNING)
+
+
+def start_job(args: argparse.Namespace, app_name: str) -> tuple[PipelineConf, SparkSession]:
+    """What every entry point does once its arguments are parsed: logging, conf, session."""
+    from jobs.config import load_conf
+    from jobs.spark_session import build_spark_session
+
+    configure_logging()
+    conf = load_conf(args.conf)
+    return conf, build_spark_session(conf, app_name=app_name)

@@ -15,8 +15,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from jobs.cli import configure_logging, date_range_parser, parse_date_range
-from jobs.config import PipelineConf, load_conf
+from jobs.cli import date_range_parser, parse_date_range, start_job
+from jobs.config import PipelineConf
 from jobs.delta_io import days_predicate, read_table, replace_where
 from jobs.episodes import bronze_events_of_runs, runs_concerned
 from jobs.transforms.daily import link_starvation_daily, queue_flow_daily
@@ -69,12 +69,8 @@ def run_daily_metrics(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from jobs.spark_session import build_spark_session
-
     args = parse_date_range(date_range_parser("Bronze + silver -> gold daily metrics"), argv)
-    configure_logging()
-    conf = load_conf(args.conf)
-    spark = build_spark_session(conf, app_name="flowctl-daily-metrics")
+    conf, spark = start_job(args, "flowctl-daily-metrics")
     run_daily_metrics(spark, conf, args.date_from, args.date_to)
     return 0
 

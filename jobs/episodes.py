@@ -18,8 +18,8 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.cli import configure_logging, date_range_parser, parse_date_range
-from jobs.config import PipelineConf, load_conf
+from jobs.cli import date_range_parser, parse_date_range, start_job
+from jobs.config import PipelineConf
 from jobs.delta_io import days_predicate, read_table, replace_where
 from jobs.transforms.episodes import (
     link_starvation_episodes,
@@ -85,12 +85,8 @@ def run_episodes(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from jobs.spark_session import build_spark_session
-
     args = parse_date_range(date_range_parser("Bronze events -> silver episodes"), argv)
-    configure_logging()
-    conf = load_conf(args.conf)
-    spark = build_spark_session(conf, app_name="flowctl-episodes")
+    conf, spark = start_job(args, "flowctl-episodes")
     run_episodes(spark, conf, args.date_from, args.date_to)
     return 0
 

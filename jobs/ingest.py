@@ -38,8 +38,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import quality
-from jobs.cli import configure_logging, date_range_parser, parse_date_range
-from jobs.config import PipelineConf, load_conf
+from jobs.cli import date_range_parser, parse_date_range, start_job
+from jobs.config import PipelineConf
 from jobs.delta_io import conform, days_predicate, read_table, replace_where
 from jobs.transforms.validate import (
     ACCEPTED,
@@ -436,14 +436,10 @@ def ingest_succeeded(report: dict[str, Any]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from jobs.spark_session import build_spark_session
-
     parser = date_range_parser("Raw event log -> bronze broker_events + quarantine")
     parser.add_argument("--raw", help="raw event log root (default: paths.raw of the conf)")
     args = parse_date_range(parser, argv)
-    configure_logging()
-    conf = load_conf(args.conf)
-    spark = build_spark_session(conf, app_name="flowctl-ingest")
+    conf, spark = start_job(args, "flowctl-ingest")
     report = run_ingest(spark, conf, args.date_from, args.date_to, raw_dir=args.raw)
     return 0 if ingest_succeeded(report) else 1
 

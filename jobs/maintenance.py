@@ -18,8 +18,8 @@ from typing import Any
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from jobs.cli import configure_logging, date_range_parser, parse_date_range
-from jobs.config import PipelineConf, load_conf
+from jobs.cli import date_range_parser, parse_date_range, start_job
+from jobs.config import PipelineConf
 from jobs.delta_io import days_predicate
 from schemas.model import TableSchema
 from schemas.recommendations import THRESHOLD_RECOMMENDATIONS
@@ -97,8 +97,6 @@ def run_maintenance(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from jobs.spark_session import build_spark_session
-
     parser = date_range_parser("OPTIMIZE the days' partitions and VACUUM every Delta table")
     parser.add_argument(
         "--retention-hours",
@@ -107,9 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"VACUUM retention (default {DEFAULT_RETENTION_HOURS:g} h)",
     )
     args = parse_date_range(parser, argv)
-    configure_logging()
-    conf = load_conf(args.conf)
-    spark = build_spark_session(conf, app_name="flowctl-maintenance")
+    conf, spark = start_job(args, "flowctl-maintenance")
     run_maintenance(spark, conf, args.date_from, args.date_to, args.retention_hours)
     return 0
 

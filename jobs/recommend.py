@@ -16,8 +16,8 @@ from typing import Any
 import yaml
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs.cli import configure_logging, date_range_parser, parse_date_range
-from jobs.config import PROJECT_ROOT, PipelineConf, load_conf
+from jobs.cli import date_range_parser, parse_date_range, start_job
+from jobs.config import PROJECT_ROOT, PipelineConf
 from jobs.delta_io import (
     conform,
     days_predicate,
@@ -126,14 +126,10 @@ def run_recommend(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from jobs.spark_session import build_spark_session
-
     parser = date_range_parser("Bronze + silver + gold -> gold threshold_recommendations")
     parser.add_argument("--policy", help=f"recommendation policy YAML (default: {DEFAULT_POLICY})")
     args = parse_date_range(parser, argv)
-    configure_logging()
-    conf = load_conf(args.conf)
-    spark = build_spark_session(conf, app_name="flowctl-recommend")
+    conf, spark = start_job(args, "flowctl-recommend")
     run_recommend(spark, conf, args.date_from, args.date_to, load_policy(args.policy))
     return 0
 
