@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowctl_core.clock import Scheduler
-from flowctl_core.events import EventBus
+from flowctl_core.events import EventBus, EventRow, LinkColumns, link_fields
 from flowctl_core.exchange import Exchange, ExchangeType
 from flowctl_core.flowlimit import FlowConfigError, FlowDefaults, FlowThresholds
 from flowctl_core.queue import LIMIT_POLICIES, LimitPolicy, Message, Queue, Transfer
@@ -72,8 +72,13 @@ class Broker:
         self.alarm_listeners: list[Callable[[bool], None]] = []
 
     # -- events --------------------------------------------------------------------------------
-    def emit(self, event_type: str, fields: dict[str, Any]) -> None:
+    def emit(self, event_type: str, fields: Mapping[str, Any]) -> None:
+        """An event given as column name -> value (see :meth:`EventBus.emit`)."""
         self.bus.emit(self.name, event_type, fields)
+
+    def emit_payload(self, event_type: str, payload: EventRow) -> None:
+        """An event given as its non-stamp columns in order (see :meth:`EventBus.emit_payload`)."""
+        self.bus.emit_payload(self.name, event_type, payload)
 
     def next_message_id(self) -> int:
         self._next_message_id += 1
@@ -209,7 +214,7 @@ class Broker:
         self,
         transfer: Transfer,
         destinations: list[Queue],
-        producer_fields: dict[str, Any],
+        link: LinkColumns,
     ) -> int:
         """Enqueue one transfer on every destination; complete it now unless a queue holds it.
 
@@ -218,10 +223,10 @@ class Broker:
         accepted = 0
         for queue in destinations:
             message = Message(transfer.message_id, transfer.size, transfer)
-            if queue.enqueue(message, producer_fields) == "accepted":
+            if queue.enqueue(message, link) == "accepted":
                 accepted += 1
         if not destinations:
-            fields = dict(producer_fields)
+            fields = link_fields(link)
             fields.update(
                 message_id=transfer.message_id,
                 size_bytes=transfer.size,

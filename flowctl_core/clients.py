@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from flowctl_core.events import NO_FLOW_STATE, NO_LINK_STATE, LinkColumns, link_identity
 from flowctl_core.queue import Queue, Transfer
 
 if TYPE_CHECKING:
@@ -47,21 +48,15 @@ class Producer:
         self.completed = 0
         self.backlog: deque[tuple[int, str]] = deque()
         self._pump_scheduled = False
+        self._identity = link_identity(name, "publisher", protocol, connection, session)
 
     @property
     def blocked(self) -> bool:
         return self.capacity is not None and self.outstanding >= self.capacity
 
-    def _fields(self) -> dict[str, Any]:
-        return {
-            "link": self.name,
-            "link_role": "publisher",
-            "protocol": self.protocol,
-            "connection": self.connection,
-            "session": self.session,
-            "capacity": self.capacity,
-            "outstanding": self.outstanding,
-        }
+    def _link(self) -> LinkColumns:
+        """The producer's columns on its events: identity, window capacity and outstanding."""
+        return self._identity, (None, None, None, self.outstanding, self.capacity, None, None)
 
     def send(self, size: int, count: int = 1, routing_key: str | None = None) -> None:
         """Queue ``count`` messages for sending; as many go out now as the window allows."""
@@ -89,20 +84,27 @@ class Producer:
                 broker.scheduler.now_us,
                 self._on_complete,
             )
-            broker.publish(transfer, broker.route(self.exchange, key), self._fields())
+            broker.publish(transfer, broker.route(self.exchange, key), self._link())
 
     def _on_complete(self, transfer: Transfer) -> None:
         self.outstanding -= 1
         self.completed += 1
         broker = self.broker
         if transfer.was_held or broker.config.log_immediate_completions:
-            fields = self._fields()
-            fields.update(
-                message_id=transfer.message_id,
-                size_bytes=transfer.size,
-                latency_us=broker.scheduler.now_us - transfer.received_us,
+            latency_us = broker.scheduler.now_us - transfer.received_us
+            broker.emit_payload(
+                "transfer_completed",
+                (
+                    None,
+                    *self._identity,
+                    transfer.message_id,
+                    transfer.size,
+                    None,
+                    None,
+                    *NO_FLOW_STATE,
+                    *(None, None, None, self.outstanding, self.capacity, latency_us, None),
+                ),
             )
-            broker.emit("transfer_completed", fields)
         # Completions arrive while a queue is releasing held messages: send on the next tick of the
         # same instant, never re-entering the queue mid-release.
         if self.backlog and not self._pump_scheduled:
@@ -132,13 +134,10 @@ class Consumer:
         self.rate = rate
         self.interval_us = round(1_000_000 / rate) if rate else 0
         self.consumed = 0
-        self._fields = {
-            "link": name,
-            "link_role": "consumer",
-            "protocol": protocol,
-            "connection": connection,
-            "session": session,
-        }
+        self._link: LinkColumns = (
+            link_identity(name, "consumer", protocol, connection, session),
+            NO_LINK_STATE,
+        )
         self._running = False
         self._parked = False
         self._next_allowed_us = 0
@@ -148,7 +147,7 @@ class Consumer:
     def consume(self, count: int) -> int:
         """Dequeue up to ``count`` messages now; returns how many there were."""
         taken = 0
-        while taken < count and self.queue.dequeue(self._fields) is not None:
+        while taken < count and self.queue.dequeue(self._link) is not None:
             taken += 1
         self.consumed += taken
         return taken
@@ -170,7 +169,7 @@ class Consumer:
         if self._stop_at_us is not None and scheduler.now_us >= self._stop_at_us:
             self._running = False
             return
-        if self.queue.dequeue(self._fields) is None:
+        if self.queue.dequeue(self._link) is None:
             self._parked = True  # woken by the next enqueue, not by polling
             return
         self.consumed += 1

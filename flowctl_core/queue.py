@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
+from flowctl_core.events import NO_LINK, NO_LINK_IDENTITY, LinkColumns
 from flowctl_core.flowlimit import FlowLimit, FlowThresholds
 
 if TYPE_CHECKING:
@@ -102,6 +103,8 @@ class Queue:
         self.max_size = max_size
         self.policy = policy
         self.flow = FlowLimit(thresholds)
+        self._flow_state: tuple[object, ...] = ()
+        self._refresh_flow_state()
         self.messages: deque[Message] = deque()
         self.depth_msgs = 0
         self.depth_bytes = 0
@@ -118,37 +121,50 @@ class Queue:
         self.on_message: list[Callable[[Queue], None]] = []
 
     # -- event helpers -------------------------------------------------------------------------
-    def _snapshot(self, message: Message | None) -> dict[str, Any]:
-        """The queue's columns after an event, as one dict literal (the engine's hottest line)."""
+    def _refresh_flow_state(self) -> None:
+        """Cache the flow-state column group; it changes only on transitions and reconfiguration."""
         flow = self.flow
-        return {
-            "queue": self.name,
-            "message_id": None if message is None else message.message_id,
-            "size_bytes": None if message is None else message.size,
-            "depth_msgs": self.depth_msgs,
-            "depth_bytes": self.depth_bytes,
-            "flow_stopped": flow.flow_stopped,
-            "flow_stopped_count": flow.flow_stopped_count,
-            "flow_stop_count": flow.stop_count,
-            "flow_resume_count": flow.resume_count,
-            "flow_stop_size": flow.stop_size,
-            "flow_resume_size": flow.resume_size,
-            "max_count": self.max_count,
-            "max_size": self.max_size,
-        }
+        self._flow_state = (
+            flow.flow_stopped,
+            flow.flow_stopped_count,
+            flow.stop_count,
+            flow.resume_count,
+            flow.stop_size,
+            flow.resume_size,
+            self.max_count,
+            self.max_size,
+        )
 
-    def emit(self, event_type: str, **extra: Any) -> None:
-        fields = self._snapshot(None)
-        fields.update(extra)
-        self.broker.emit(event_type, fields)
+    def emit(self, event_type: str, detail: str | None = None) -> None:
+        """A queue event that concerns no message: the queue's columns after the event."""
+        self.broker.emit_payload(
+            event_type,
+            (
+                self.name,
+                *NO_LINK_IDENTITY,
+                *(None, None, self.depth_msgs, self.depth_bytes),
+                *self._flow_state,
+                *(None, None, None, None, None, None, detail),
+            ),
+        )
 
     def _emit_message_event(
-        self, event_type: str, message: Message, client_fields: dict[str, Any] | None
+        self, event_type: str, message: Message, link: LinkColumns, detail: str | None = None
     ) -> None:
-        fields = self._snapshot(message)
-        if client_fields:
-            fields.update(client_fields)
-        self.broker.emit(event_type, fields)
+        # The engine's hottest lines: one payload tuple from cached column groups.
+        identity, state = link
+        if detail is not None:
+            state = (*state[:-1], detail)
+        self.broker.emit_payload(
+            event_type,
+            (
+                self.name,
+                *identity,
+                *(message.message_id, message.size, self.depth_msgs, self.depth_bytes),
+                *self._flow_state,
+                *state,
+            ),
+        )
 
     # -- enqueue -------------------------------------------------------------------------------
     def _over_limit(self, size: int) -> str | None:
@@ -158,19 +174,18 @@ class Queue:
             return "max_size"
         return None
 
-    def enqueue(self, message: Message, producer_fields: dict[str, Any]) -> str:
+    def enqueue(self, message: Message, link: LinkColumns = NO_LINK) -> str:
         """Accept ``message`` (or reject it by policy); hold its transfer while flow is stopped."""
         limit = self._over_limit(message.size)
         if limit is not None:
             if self.policy == "reject" or (self.max_size and message.size > self.max_size):
                 self.stats.rejected += 1
-                fields = dict(producer_fields)
-                fields["detail"] = f'{{"reason":"{limit}","policy":"{self.policy}"}}'
-                self._emit_message_event("message_rejected", message, fields)
+                detail = f'{{"reason":"{limit}","policy":"{self.policy}"}}'
+                self._emit_message_event("message_rejected", message, link, detail)
                 return EnqueueOutcome.REJECTED
             # ring / ring-strict: make room by evicting the oldest messages.
             while self.messages and self._over_limit(message.size) is not None:
-                self._remove_head("ring_evicted", None)
+                self._remove_head("ring_evicted", NO_LINK)
 
         self.messages.append(message)
         self.depth_msgs += 1
@@ -181,10 +196,11 @@ class Queue:
             stats.peak_depth_msgs = self.depth_msgs
         if self.depth_bytes > stats.peak_depth_bytes:
             stats.peak_depth_bytes = self.depth_bytes
-        self._emit_message_event("enqueue", message, producer_fields)
+        self._emit_message_event("enqueue", message, link)
         flow = self.flow
         if flow.should_stop(self.depth_msgs, self.depth_bytes):
             flow.stop()
+            self._refresh_flow_state()
             self.emit("flow_stopped")
         if flow.flow_stopped:
             self._track_overshoot()
@@ -242,13 +258,13 @@ class Queue:
         return len(self._in_service)
 
     # -- dequeue -------------------------------------------------------------------------------
-    def dequeue(self, consumer_fields: dict[str, Any] | None = None) -> Message | None:
+    def dequeue(self, link: LinkColumns = NO_LINK) -> Message | None:
         """Remove the head message for a consumer; None when the queue is empty."""
         if not self.messages:
             return None
-        return self._remove_head("dequeue", consumer_fields)
+        return self._remove_head("dequeue", link)
 
-    def _remove_head(self, event_type: str, consumer_fields: dict[str, Any] | None) -> Message:
+    def _remove_head(self, event_type: str, link: LinkColumns) -> Message:
         message = self.messages.popleft()
         self.depth_msgs -= 1
         self.depth_bytes -= message.size
@@ -256,7 +272,7 @@ class Queue:
             self.stats.dequeued += 1
         else:
             self.stats.evicted += 1
-        self._emit_message_event(event_type, message, consumer_fields)
+        self._emit_message_event(event_type, message, link)
         if message.held:
             # Dequeued while still held: released on its own (seed 000, "decrement ... anyways").
             del self._held[message.message_id]
@@ -264,6 +280,7 @@ class Queue:
         flow = self.flow
         if flow.should_resume(self.depth_msgs, self.depth_bytes):
             flow.resume()
+            self._refresh_flow_state()
             self.emit("flow_resumed")
             held, self._held = self._held, {}
             for held_message in held.values():
@@ -285,6 +302,7 @@ class Queue:
     def set_thresholds(self, thresholds: FlowThresholds) -> None:
         thresholds.validate(self.name, self.max_count, self.max_size)
         self.flow.apply(thresholds)
+        self._refresh_flow_state()
         self.emit("thresholds_changed")
 
     @property

@@ -148,7 +148,7 @@ def build(
             for _ in range(queue.prefill.count):
                 # Written before the run by someone else: no transfer to complete.
                 message = Message(broker.next_message_id(), queue.prefill.size, None)
-                declared.enqueue(message, {})
+                declared.enqueue(message)
     for exchange in scenario.exchanges:
         broker.declare_exchange(exchange.name, exchange.type)
         for binding in exchange.bindings:

@@ -16,7 +16,7 @@ from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from flowctl_core.clock import seconds_to_us
-from flowctl_core.events import Event
+from flowctl_core.events import EVENT_TYPE_AT, QUEUE_AT, TS_AT, EventRow
 from flowctl_core.flowlimit import FLOW_KEYS, FlowThresholds
 from flowctl_core.runner import RunResult, run_scenario
 from flowctl_core.scenario import DeclareStep, QueueSpec, Scenario, Step
@@ -171,15 +171,15 @@ class _StoppedTimer:
         self.stopped_since_us: dict[str, int] = {}
         self.stopped_us: dict[str, int] = {}
 
-    def __call__(self, event: Event) -> None:
-        event_type = event["event_type"]
+    def __call__(self, row: EventRow) -> None:
+        event_type = row[EVENT_TYPE_AT]
         if event_type == "flow_stopped":
-            self.stopped_since_us[event["queue"]] = event["ts"]
+            self.stopped_since_us[row[QUEUE_AT]] = row[TS_AT]
         elif event_type == "flow_resumed":
-            queue = event["queue"]
+            queue = row[QUEUE_AT]
             since = self.stopped_since_us.pop(queue, None)
             if since is not None:
-                self.stopped_us[queue] = self.stopped_us.get(queue, 0) + event["ts"] - since
+                self.stopped_us[queue] = self.stopped_us.get(queue, 0) + row[TS_AT] - since
 
     def seconds(self, queue: str, end_us: int) -> float:
         """Stopped time of ``queue``; an episode still open at the end counts up to ``end_us``."""

@@ -10,6 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from flowctl_core.cli import app
+from flowctl_core.clock import Scheduler
+from flowctl_core.events import COLUMNS, EventBus, EventCollector
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import ScenarioError, bundled_scenarios, load_scenario, parse_scenario
 from flowctl_core.sink import ParquetSink, SinkError
@@ -172,20 +174,34 @@ def test_cli_lists_scenarios() -> None:
     assert "qpid-165-worst-case" in result.output and "workload" in result.output
 
 
-def test_sink_converts_mixed_key_sets_in_seq_order(tmp_path: Path) -> None:
-    # Same key count, different keys (the columnar fast path must fall back), plus a lone column.
-    base = {"run_id": "r", "broker": "b", "event_type": "enqueue", "ts": 1_767_225_600_000_000}
-    events = [
-        {**base, "seq": 1, "queue": "a", "depth_msgs": 1},
-        {**base, "seq": 2, "link": "p", "credit": 5},
-        {**base, "seq": 3, "queue": "a", "depth_msgs": 2},
-    ]
-    sink = ParquetSink(tmp_path, "mixed")
+def test_sink_writes_exactly_the_rows_the_bus_emitted(tmp_path: Path) -> None:
+    # Both ways of emitting (by column name, and as an ordered payload) land in the same columns.
+    scheduler = Scheduler(1_767_225_600_000_000)
+    bus = EventBus("rows", scheduler, validate=True)
+    collector = EventCollector()
+    sink = ParquetSink(tmp_path, "rows")
+    bus.subscribe(sink)
+    bus.subscribe(collector)
     with sink:
-        for event in events:
-            sink(event)
+        bus.emit("b", "enqueue", {"queue": "a", "depth_msgs": 1, "link": "p", "outstanding": 3})
+        scheduler.advance(5)
+        bus.emit("b", "flow", {"link": "p", "credit": 5, "detail": '{"origin":"receiver"}'})
+        bus.emit_payload("b", "dequeue", ("a",) + (None,) * (len(COLUMNS) - 6))
     table = pq.read_table(sink.files[0])
     assert table.column("seq").to_pylist() == [1, 2, 3]
     assert table.column("queue").to_pylist() == ["a", None, "a"]
     assert table.column("credit").to_pylist() == [None, 5, None]
-    assert table.column("depth_msgs").to_pylist() == [1, None, 2]
+    assert table.column("outstanding").to_pylist() == [3, None, None]
+    assert table.column("detail").to_pylist() == [None, '{"origin":"receiver"}', None]
+    written = [{**row, "ts": int(row["ts"].timestamp() * 1_000_000)} for row in table.to_pylist()]
+    assert written == [{k: v for k, v in e.items()} for e in collector.events]
+
+
+def test_bus_rejects_unknown_columns_and_short_payloads() -> None:
+    bus = EventBus("checked", Scheduler(0), validate=True)
+    with pytest.raises(ValueError, match="unknown columns"):
+        bus.emit("b", "enqueue", {"queue": "a", "depth": 1})
+    with pytest.raises(ValueError, match="payload columns"):
+        bus.emit_payload("b", "enqueue", ("a",))
+    with pytest.raises(ValueError, match="unknown event type"):
+        bus.emit("b", "enqueued", {})

@@ -36,7 +36,7 @@ class Rig:
     def queue(self, name: str, service_time_us: int = 0, prefill: int = 0) -> None:
         queue = self.broker.declare_queue(name, service_time_us=service_time_us)
         for _ in range(prefill):
-            queue.enqueue(Message(self.broker.next_message_id(), 100, None), {})
+            queue.enqueue(Message(self.broker.next_message_id(), 100, None))
 
     def run_for(self, us: int) -> None:
         self.scheduler.run_until(self.scheduler.now_us + us)

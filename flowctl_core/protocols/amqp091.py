@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from flowctl_core.events import link_columns
 from flowctl_core.protocols.config import (
     AMQP_091,
     ConnectionConfig,
@@ -197,7 +198,9 @@ class BrokerConnection:
             self._on_processed,
         )
         destinations = self._destinations[frame.link]
-        self.broker.publish(transfer, destinations, self._publisher_fields[frame.link])
+        self.broker.publish(
+            transfer, destinations, link_columns(self._publisher_fields[frame.link])
+        )
         credit_flow = self.credit_flows[publisher.queue]
         credit_flow.on_send()
         if credit_flow.blocked:

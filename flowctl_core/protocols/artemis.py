@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from flowctl_core.events import link_columns
 from flowctl_core.protocols.amqp10 import LinkFlow, ProtocolError, ReceiverLink, SenderLink
 from flowctl_core.protocols.artemis_flow import (
     DEFAULT_CONSUMER_WINDOW,
@@ -266,8 +267,9 @@ class ServerAddress:
                 self.max_over_bytes = state.size - limit
             enqueue_fields = dict(fields)
             enqueue_fields["detail"] = self.detail(paged=paged)
+            link = link_columns(enqueue_fields)
             for queue in self.queues:
-                queue.enqueue(Message(message_id, size, None), dict(enqueue_fields))
+                queue.enqueue(Message(message_id, size, None), link)
             return outcome
         if outcome == Outcome.REJECTED:
             extra: dict[str, Any] = {
@@ -371,7 +373,7 @@ class QueueDispatcher:
                     break
             if chosen is None:
                 break
-            message = queue.dequeue(dict(chosen.consumer_fields))
+            message = queue.dequeue(link_columns(chosen.consumer_fields))
             if message is None:
                 break
             self.address.on_dispatch(message)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from flowctl_core.events import link_columns
 from flowctl_core.queue import Message, Queue
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ class QueueFedSender:
         """Dequeue one message for this link (logged as the queue's dequeue)."""
         self._taking = True
         try:
-            message = self.queue.dequeue(dict(self._consumer_fields))
+            message = self.queue.dequeue(link_columns(self._consumer_fields))
         finally:
             self._taking = False
         return message

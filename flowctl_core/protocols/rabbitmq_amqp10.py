@@ -17,6 +17,7 @@ import json
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from flowctl_core.events import link_columns
 from flowctl_core.protocols.amqp10 import (
     LinkFlow,
     ProtocolError,
@@ -220,7 +221,7 @@ class BrokerPublisherLink:
         )
         fields = dict(self._fields)
         fields["outstanding"] = self.unconfirmed
-        self.broker.publish(transfer, self._destinations, fields)
+        self.broker.publish(transfer, self._destinations, link_columns(fields))
         self._maybe_grant()
 
     def _on_confirm(self, transfer: Transfer) -> None:
