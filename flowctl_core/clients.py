@@ -49,6 +49,8 @@ class Producer:
         self.backlog: deque[tuple[int, str]] = deque()
         self._pump_scheduled = False
         self._identity = link_identity(name, "publisher", protocol, connection, session)
+        # No window is the same as an infinite one.
+        self._window: float = capacity if capacity is not None else float("inf")
 
     @property
     def blocked(self) -> bool:
@@ -66,25 +68,35 @@ class Producer:
         self.backlog.extend([(size, key)] * count)
         self.pump()
 
+    def send_one(self, size: int) -> None:
+        """One message to the default routing key: ``send(size)`` without the backlog round trip."""
+        if self.backlog or self.outstanding >= self._window:
+            self.send(size)
+        elif size < 0:
+            raise ValueError(f"producer {self.name!r}: message size must be >= 0")
+        else:
+            self._transmit(size, self.routing_key)
+
     def pump(self) -> None:
         self._pump_scheduled = False
-        broker = self.broker
         backlog = self.backlog
-        # No window is the same as an infinite one; hoisted out of the per-message loop.
-        capacity = self.capacity if self.capacity is not None else float("inf")
-        while backlog and self.outstanding < capacity:
-            size, key = backlog.popleft()
-            self.outstanding += 1
-            self.sent += 1
-            transfer = Transfer(
-                broker.next_message_id(),
-                size,
-                self.name,
-                self.capacity,
-                broker.scheduler.now_us,
-                self._on_complete,
-            )
-            broker.publish(transfer, broker.route(self.exchange, key), self._link())
+        window = self._window
+        while backlog and self.outstanding < window:
+            self._transmit(*backlog.popleft())
+
+    def _transmit(self, size: int, routing_key: str) -> None:
+        broker = self.broker
+        self.outstanding += 1
+        self.sent += 1
+        transfer = Transfer(
+            broker.next_message_id(),
+            size,
+            self.name,
+            self.capacity,
+            broker.scheduler.now_us,
+            self._on_complete,
+        )
+        broker.publish(transfer, broker.route(self.exchange, routing_key), self._link())
 
     def _on_complete(self, transfer: Transfer) -> None:
         self.outstanding -= 1

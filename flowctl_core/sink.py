@@ -27,6 +27,7 @@ DEFAULT_ROW_GROUP_SIZE = 131_072
 # Rows are converted to Arrow in chunks this small so that they are still in the CPU cache; a
 # chunk of rows is garbage once converted, so the Python-object buffer stays small too.
 CONVERT_CHUNK_ROWS = 16_384
+UNIQUE_PER_EVENT_COLUMNS = frozenset({"seq", "ts", "message_id", "latency_us"})
 
 
 class SinkError(RuntimeError):
@@ -61,6 +62,9 @@ class ParquetSink:
         self.rows_written = 0
         self.files: list[Path] = []
         self._row_type = pa.struct(list(self.schema))
+        # Dictionary-encode the columns that repeat (names, thresholds, depths); a dictionary
+        # attempt on per-event values only costs time before Parquet falls back to plain.
+        self._dictionary_columns = [n for n in COLUMNS if n not in UNIQUE_PER_EVENT_COLUMNS]
         self._rows: list[EventRow] = []
         self._batches: list[tuple[int, pa.RecordBatch]] = []
         self._pending_rows = 0
@@ -131,7 +135,12 @@ class ParquetSink:
             raise SinkError(
                 f"{final} exists: a run never rewrites earlier files (use a new run_id)"
             )
-        writer = pq.ParquetWriter(hidden, self.schema, compression=self.compression)
+        writer = pq.ParquetWriter(
+            hidden,
+            self.schema,
+            compression=self.compression,
+            use_dictionary=self._dictionary_columns,
+        )
         self._writers[day] = (writer, hidden, final)
         return writer
 
