@@ -49,6 +49,7 @@ class Producer:
         self.backlog: deque[tuple[int, str]] = deque()
         self._pump_scheduled = False
         self._identity = link_identity(name, "publisher", protocol, connection, session)
+        self._links: dict[int, LinkColumns] = {}
         # No window is the same as an infinite one.
         self._window: float = capacity if capacity is not None else float("inf")
 
@@ -58,7 +59,13 @@ class Producer:
 
     def _link(self) -> LinkColumns:
         """The producer's columns on its events: identity, window capacity and outstanding."""
-        return self._identity, (None, None, None, self.outstanding, self.capacity, None, None)
+        link = self._links.get(self.outstanding)
+        if link is None:
+            # One shared tuple per outstanding value: the sink converts each distinct one once.
+            link = (self._identity, (None, None, None, self.outstanding, self.capacity, None, None))
+            if self.capacity is not None:  # bounded by the window
+                self._links[self.outstanding] = link
+        return link
 
     def send(self, size: int, count: int = 1, routing_key: str | None = None) -> None:
         """Queue ``count`` messages for sending; as many go out now as the window allows."""
@@ -108,13 +115,10 @@ class Producer:
                 "transfer_completed",
                 (
                     None,
-                    *self._identity,
-                    transfer.message_id,
-                    transfer.size,
-                    None,
-                    None,
-                    *NO_FLOW_STATE,
-                    *(None, None, None, self.outstanding, self.capacity, latency_us, None),
+                    self._identity,
+                    *(transfer.message_id, transfer.size, None, None),
+                    NO_FLOW_STATE,
+                    (None, None, None, self.outstanding, self.capacity, latency_us, None),
                 ),
             )
         # Completions arrive while a queue is releasing held messages: send on the next tick of the

@@ -1,16 +1,18 @@
 """Event emission: the engine's only output.
 
-An event is an :data:`EventRow`: a tuple of the ``broker_events`` columns in schema order, nulls
-as ``None``. A row is the cheapest record CPython builds (one tuple, no keys) and the Parquet sink
-turns a batch of rows into columns without touching a Python object per cell twice. Code that
-prefers names reads a row through :func:`as_dict` or the ``*_AT`` column positions.
+An event is an :data:`EventRow`, a tuple laid out as :data:`ROW_LAYOUT`: the ``broker_events``
+columns in schema order, nulls as ``None``, except that three groups of columns that change
+rarely (the link's identity, the queue's flow state, the link's state) are nested tuples. The
+engine keeps those groups cached, so an event costs one 13-item tuple, and the Parquet sink
+converts each distinct group once per batch instead of once per event. :func:`flatten` gives
+the plain 30-column row and :func:`as_dict` the row keyed by column name.
 
 Events are built in two ways:
 
 * :meth:`EventBus.emit` takes a mapping of column name -> value (absent keys are null): the
   general path, used by every rare event.
-* :meth:`EventBus.emit_payload` takes the 25 columns after the stamp, already in order: the hot
-  path of the queues and clients (enqueue, dequeue, completions), built from cached tuples.
+* :meth:`EventBus.emit_payload` takes the row after its stamp, already laid out: the hot path of
+  the queues and clients (enqueue, dequeue, completions).
 """
 
 from __future__ import annotations
@@ -26,16 +28,10 @@ Event = dict[str, Any]
 Subscriber = Callable[[EventRow], None]
 
 COLUMNS: tuple[str, ...] = tuple(BROKER_EVENTS.names)
+
 # The bus stamps the first five columns of every event; the emitter supplies the rest.
 STAMP_COLUMNS: tuple[str, ...] = ("run_id", "broker", "seq", "ts", "event_type")
-if COLUMNS[: len(STAMP_COLUMNS)] != STAMP_COLUMNS:
-    raise ImportError(f"broker_events must start with {STAMP_COLUMNS}, not {COLUMNS[:5]}")
-PAYLOAD_COLUMNS: tuple[str, ...] = COLUMNS[len(STAMP_COLUMNS) :]
-
-# The payload, cut into the groups that the engine keeps cached (see queue.py and clients.py).
-QUEUE_COLUMNS = ("queue",)
 LINK_IDENTITY_COLUMNS = ("link", "session", "connection", "protocol", "link_role")
-MESSAGE_COLUMNS = ("message_id", "size_bytes", "depth_msgs", "depth_bytes")
 FLOW_STATE_COLUMNS = (
     "flow_stopped",
     "flow_stopped_count",
@@ -55,20 +51,28 @@ LINK_STATE_COLUMNS = (
     "latency_us",
     "detail",
 )
-_GROUPS = (
-    QUEUE_COLUMNS
-    + LINK_IDENTITY_COLUMNS
-    + MESSAGE_COLUMNS
-    + FLOW_STATE_COLUMNS
-    + LINK_STATE_COLUMNS
+PAYLOAD_LAYOUT: tuple[str | tuple[str, ...], ...] = (
+    "queue",
+    LINK_IDENTITY_COLUMNS,
+    "message_id",
+    "size_bytes",
+    "depth_msgs",
+    "depth_bytes",
+    FLOW_STATE_COLUMNS,
+    LINK_STATE_COLUMNS,
 )
-if _GROUPS != PAYLOAD_COLUMNS:
-    # The hot path concatenates these groups; a schema change must be mirrored here.
-    raise ImportError("broker_events column order no longer matches flowctl_core.events groups")
+ROW_LAYOUT: tuple[str | tuple[str, ...], ...] = STAMP_COLUMNS + PAYLOAD_LAYOUT
 
-RUN_ID_AT, BROKER_AT, SEQ_AT, TS_AT, EVENT_TYPE_AT = range(5)
-QUEUE_AT = COLUMNS.index("queue")
-DETAIL_AT = COLUMNS.index("detail")
+
+def _flat(layout: tuple[str | tuple[str, ...], ...]) -> tuple[str, ...]:
+    return tuple(c for entry in layout for c in ((entry,) if isinstance(entry, str) else entry))
+
+
+if _flat(ROW_LAYOUT) != COLUMNS:
+    # Rows are laid out by hand on the hot path; a schema change must be mirrored here.
+    raise ImportError("broker_events column order no longer matches flowctl_core.events layout")
+
+RUN_ID_AT, BROKER_AT, SEQ_AT, TS_AT, EVENT_TYPE_AT, QUEUE_AT = range(6)
 
 NO_LINK_IDENTITY: tuple[None, ...] = (None,) * len(LINK_IDENTITY_COLUMNS)
 NO_LINK_STATE: tuple[None, ...] = (None,) * len(LINK_STATE_COLUMNS)
@@ -81,9 +85,22 @@ _EVENT_TYPES = frozenset(EVENT_TYPES)
 _COLUMN_SET = frozenset(COLUMNS)
 
 
+def flatten(row: EventRow) -> EventRow:
+    """The plain row: every ``broker_events`` column in schema order."""
+    (run_id, broker, seq, ts, event_type, queue, identity, message_id, size, msgs, size_total,
+     flow_state, link_state) = row  # fmt: skip
+    return (
+        *(run_id, broker, seq, ts, event_type, queue),
+        *identity,
+        *(message_id, size, msgs, size_total),
+        *flow_state,
+        *link_state,
+    )
+
+
 def as_dict(row: EventRow) -> Event:
     """The row keyed by column name (every column present, nulls as None)."""
-    return dict(zip(COLUMNS, row, strict=True))
+    return dict(zip(COLUMNS, flatten(row), strict=True))
 
 
 def link_columns(fields: Mapping[str, Any] | None) -> LinkColumns:
@@ -113,6 +130,13 @@ def link_identity(
     return (link, session, connection, protocol, link_role)
 
 
+def _payload_of(fields: Mapping[str, Any]) -> EventRow:
+    get = fields.get
+    return tuple(
+        get(entry) if isinstance(entry, str) else tuple(map(get, entry)) for entry in PAYLOAD_LAYOUT
+    )
+
+
 class EventBus:
     """Stamps events with run, broker, sequence number and virtual time, and fans them out."""
 
@@ -133,10 +157,10 @@ class EventBus:
             unknown = fields.keys() - _COLUMN_SET
             if unknown:
                 raise ValueError(f"{event_type}: unknown columns {sorted(unknown)}")
-        return self.emit_payload(broker, event_type, tuple(map(fields.get, PAYLOAD_COLUMNS)))
+        return self.emit_payload(broker, event_type, _payload_of(fields))
 
     def emit_payload(self, broker: str, event_type: str, payload: EventRow) -> EventRow:
-        """Emit an event whose non-stamp columns are given in schema order; returns the row."""
+        """Emit an event whose non-stamp columns are laid out as :data:`PAYLOAD_LAYOUT`."""
         if self._validate:
             self._check(event_type, payload)
         self.seq += 1
@@ -149,10 +173,11 @@ class EventBus:
     def _check(event_type: str, payload: EventRow) -> None:
         if event_type not in _EVENT_TYPES:
             raise ValueError(f"unknown event type {event_type!r}")
-        if len(payload) != len(PAYLOAD_COLUMNS):
-            raise ValueError(
-                f"{event_type}: {len(payload)} payload columns, expected {len(PAYLOAD_COLUMNS)}"
-            )
+        if len(payload) != len(PAYLOAD_LAYOUT) or any(
+            not isinstance(entry, str) and len(value) != len(entry)
+            for entry, value in zip(PAYLOAD_LAYOUT, payload, strict=True)
+        ):
+            raise ValueError(f"{event_type}: the payload is not laid out as PAYLOAD_LAYOUT")
 
 
 class EventCollector:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from flowctl_core.events import NO_LINK, NO_LINK_IDENTITY, LinkColumns
+from flowctl_core.events import NO_LINK, NO_LINK_IDENTITY, NO_LINK_STATE, LinkColumns
 from flowctl_core.flowlimit import FlowLimit, FlowThresholds
 
 if TYPE_CHECKING:
@@ -145,10 +145,10 @@ class Queue:
             event_type,
             (
                 self.name,
-                *NO_LINK_IDENTITY,
+                NO_LINK_IDENTITY,
                 *(None, None, self.depth_msgs, self.depth_bytes),
-                *self._flow_state,
-                *(None, None, None, None, None, None, detail),
+                self._flow_state,
+                NO_LINK_STATE if detail is None else (*NO_LINK_STATE[:-1], detail),
             ),
         )
 
@@ -164,10 +164,10 @@ class Queue:
             event_type,
             (
                 self.name,
-                *identity,
+                identity,
                 *(message.message_id, message.size, self.depth_msgs, self.depth_bytes),
-                *self._flow_state,
-                *state,
+                self._flow_state,
+                state,
             ),
         )
 

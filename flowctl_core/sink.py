@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from flowctl_core.events import COLUMNS, TS_AT, EventRow
+from flowctl_core.events import COLUMNS, ROW_LAYOUT, TS_AT, EventRow
 from schemas.broker_events import BROKER_EVENTS, PARTITION_COLUMN
 
 US_PER_DAY = 86_400 * 1_000_000
@@ -61,7 +62,7 @@ class ParquetSink:
             raise SinkError("the sink's schema and the engine's row layout disagree")
         self.rows_written = 0
         self.files: list[Path] = []
-        self._row_type = pa.struct(list(self.schema))
+        self._types = {field.name: field.type for field in self.schema}
         # Dictionary-encode the columns that repeat (names, thresholds, depths); a dictionary
         # attempt on per-event values only costs time before Parquet falls back to plain.
         self._dictionary_columns = [n for n in COLUMNS if n not in UNIQUE_PER_EVENT_COLUMNS]
@@ -100,8 +101,28 @@ class ParquetSink:
         self._pending_rows += len(rows)
 
     def _to_batch(self, rows: list[EventRow]) -> pa.RecordBatch:
-        # Rows are tuples in schema order: pyarrow reads them as structs in one C++ pass.
-        return pa.RecordBatch.from_struct_array(pa.array(rows, type=self._row_type))
+        arrays: list[pa.Array] = []
+        for position, entry in enumerate(ROW_LAYOUT):
+            values = list(map(itemgetter(position), rows))
+            if isinstance(entry, str):
+                arrays.append(pa.array(values, type=self._types[entry]))
+            else:
+                arrays.extend(self._group_arrays(entry, values))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def _group_arrays(self, columns: tuple[str, ...], groups: list[EventRow]) -> list[pa.Array]:
+        """A nested column group: each distinct tuple object is converted once, then spread."""
+        ids = list(map(id, groups))
+        # The batch holds every group alive, so equal ids are the same tuple.
+        group_of_id = dict(zip(ids, groups, strict=True))
+        encoded = pc.dictionary_encode(pa.array(ids, type=pa.int64()))
+        distinct = [group_of_id[i] for i in encoded.dictionary.to_pylist()]
+        return [
+            pa.array([group[index] for group in distinct], type=self._types[name]).take(
+                encoded.indices
+            )
+            for index, name in enumerate(columns)
+        ]
 
     def flush(self) -> None:
         """Write everything buffered as one row group per UTC day."""

@@ -11,7 +11,13 @@ from typer.testing import CliRunner
 
 from flowctl_core.cli import app
 from flowctl_core.clock import Scheduler
-from flowctl_core.events import COLUMNS, EventBus, EventCollector
+from flowctl_core.events import (
+    NO_FLOW_STATE,
+    NO_LINK_IDENTITY,
+    NO_LINK_STATE,
+    EventBus,
+    EventCollector,
+)
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import ScenarioError, bundled_scenarios, load_scenario, parse_scenario
 from flowctl_core.sink import ParquetSink, SinkError
@@ -186,13 +192,21 @@ def test_sink_writes_exactly_the_rows_the_bus_emitted(tmp_path: Path) -> None:
         bus.emit("b", "enqueue", {"queue": "a", "depth_msgs": 1, "link": "p", "outstanding": 3})
         scheduler.advance(5)
         bus.emit("b", "flow", {"link": "p", "credit": 5, "detail": '{"origin":"receiver"}'})
-        bus.emit_payload("b", "dequeue", ("a",) + (None,) * (len(COLUMNS) - 6))
+        # Column groups are tuples that events share: each must land on its own rows.
+        consumer = ("c", None, "conn", "amqp-0-10", "consumer")
+        flow_state = (True, 1, 100, 50, 0, 0, 200, 0)
+        for message_id, identity in ((7, consumer), (8, NO_LINK_IDENTITY), (9, consumer)):
+            payload = ("a", identity, message_id, 10, 0, 0, flow_state, NO_LINK_STATE)
+            bus.emit_payload("b", "dequeue", payload)
     table = pq.read_table(sink.files[0])
-    assert table.column("seq").to_pylist() == [1, 2, 3]
-    assert table.column("queue").to_pylist() == ["a", None, "a"]
-    assert table.column("credit").to_pylist() == [None, 5, None]
-    assert table.column("outstanding").to_pylist() == [3, None, None]
-    assert table.column("detail").to_pylist() == [None, '{"origin":"receiver"}', None]
+    assert table.column("seq").to_pylist() == [1, 2, 3, 4, 5]
+    assert table.column("queue").to_pylist() == ["a", None, "a", "a", "a"]
+    assert table.column("credit").to_pylist() == [None, 5, None, None, None]
+    assert table.column("outstanding").to_pylist() == [3, None, None, None, None]
+    assert table.column("link").to_pylist() == ["p", "p", "c", None, "c"]
+    assert table.column("connection").to_pylist() == [None, None, "conn", None, "conn"]
+    assert table.column("flow_stopped").to_pylist() == [None, None, True, True, True]
+    assert table.column("detail").to_pylist() == [None, '{"origin":"receiver"}', None, None, None]
     written = [{**row, "ts": int(row["ts"].timestamp() * 1_000_000)} for row in table.to_pylist()]
     assert written == [{k: v for k, v in e.items()} for e in collector.events]
 
@@ -201,7 +215,10 @@ def test_bus_rejects_unknown_columns_and_short_payloads() -> None:
     bus = EventBus("checked", Scheduler(0), validate=True)
     with pytest.raises(ValueError, match="unknown columns"):
         bus.emit("b", "enqueue", {"queue": "a", "depth": 1})
-    with pytest.raises(ValueError, match="payload columns"):
+    with pytest.raises(ValueError, match="not laid out"):
         bus.emit_payload("b", "enqueue", ("a",))
+    with pytest.raises(ValueError, match="not laid out"):  # a group one column short
+        short = ("a", NO_LINK_IDENTITY[1:], 1, 1, 1, 1, NO_FLOW_STATE, NO_LINK_STATE)
+        bus.emit_payload("b", "enqueue", short)
     with pytest.raises(ValueError, match="unknown event type"):
         bus.emit("b", "enqueued", {})

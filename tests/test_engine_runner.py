@@ -1,0 +1,43 @@
+"""The workload driver's random draws: sizes and Poisson gaps match the stdlib's own functions,
+so a scenario's seed means the same run whichever way the driver is written."""
+
+from __future__ import annotations
+
+import random
+
+from flowctl_core.broker import Broker
+from flowctl_core.clients import Producer
+from flowctl_core.clock import Scheduler
+from flowctl_core.events import EventBus
+from flowctl_core.runner import RateDriver
+from flowctl_core.scenario import ProducerSpec
+
+
+def _driver(seed: int, **spec: object) -> RateDriver:
+    scheduler = Scheduler(0)
+    broker = Broker(EventBus("draws", scheduler), scheduler)
+    producer = Producer(broker, "p", capacity=10)
+    producer_spec = ProducerSpec.model_validate({"name": "p", "rate": 50, **spec})
+    return RateDriver(producer, producer_spec, random.Random(seed), 0, 10_000_000)
+
+
+def test_sizes_are_randint_draws() -> None:
+    driver = _driver(11, size=100, size_max=2000)
+    reference = random.Random(11)
+    assert [driver._size() for _ in range(5000)] == [
+        reference.randint(100, 2000) for _ in range(5000)
+    ]
+
+
+def test_fixed_size_draws_nothing() -> None:
+    driver = _driver(11, size=512)
+    assert {driver._size() for _ in range(100)} == {512}
+    assert driver.rng.random() == random.Random(11).random()
+
+
+def test_poisson_gaps_are_expovariate_draws() -> None:
+    driver = _driver(5, size=100, arrival="poisson")
+    reference = random.Random(5)
+    mean_us = 1_000_000 / 50
+    expected = [max(1, round(reference.expovariate(1.0) * mean_us)) for _ in range(5000)]
+    assert [driver._next_interval_us() for _ in range(5000)] == expected
