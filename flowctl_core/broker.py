@@ -11,7 +11,14 @@ from flowctl_core.clock import Scheduler
 from flowctl_core.events import EventBus, EventRow, LinkColumns, link_fields
 from flowctl_core.exchange import Exchange, ExchangeType
 from flowctl_core.flowlimit import FlowConfigError, FlowDefaults, FlowThresholds
-from flowctl_core.queue import LIMIT_POLICIES, LimitPolicy, Message, Queue, Transfer
+from flowctl_core.queue import (
+    LIMIT_POLICIES,
+    EnqueueOutcome,
+    LimitPolicy,
+    Message,
+    Queue,
+    Transfer,
+)
 
 MAX_COUNT_KEY = "qpid.max_count"
 MAX_SIZE_KEY = "qpid.max_size"
@@ -223,7 +230,7 @@ class Broker:
         accepted = 0
         for queue in destinations:
             message = Message(transfer.message_id, transfer.size, transfer)
-            if queue.enqueue(message, link) == "accepted":
+            if queue.enqueue(message, link) == EnqueueOutcome.ACCEPTED:
                 accepted += 1
         if not destinations:
             fields = link_fields(link)

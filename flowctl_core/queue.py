@@ -101,6 +101,9 @@ class Queue:
         self.name = name
         self.max_count = max_count
         self.max_size = max_size
+        # 0 means no limit: compare against infinity instead of testing for 0 on every enqueue.
+        self._count_limit: float = max_count or float("inf")
+        self._size_limit: float = max_size or float("inf")
         self.policy = policy
         self.flow = FlowLimit(thresholds)
         # Straight to the bus: message events are most of the log, one call level fewer each.
@@ -173,16 +176,16 @@ class Queue:
 
     # -- enqueue -------------------------------------------------------------------------------
     def _over_limit(self, size: int) -> str | None:
-        if self.max_count and self.depth_msgs + 1 > self.max_count:
+        if self.depth_msgs >= self._count_limit:
             return "max_count"
-        if self.max_size and self.depth_bytes + size > self.max_size:
+        if self.depth_bytes + size > self._size_limit:
             return "max_size"
         return None
 
     def enqueue(self, message: Message, link: LinkColumns = NO_LINK) -> str:
         """Accept ``message`` (or reject it by policy); hold its transfer while flow is stopped."""
         limit = self._over_limit(message.size)
-        if limit is not None:
+        if limit:
             if self.policy == "reject" or (self.max_size and message.size > self.max_size):
                 self.stats.rejected += 1
                 detail = f'{{"reason":"{limit}","policy":"{self.policy}"}}'
