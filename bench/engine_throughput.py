@@ -3,7 +3,8 @@
 Reference workload: 4 queues with default 80/70 thresholds, 40 producers (capacity 20, Poisson
 arrivals, sizes 100..2000 bytes) and 4 consumers, written to Parquet through the real sink. Each
 length runs in its own process so that its peak RSS is its own; a flat peak RSS across lengths is
-what "memory does not grow with the run's length" means.
+what "memory does not grow with the run's length" means. A last run of the long length without
+the sink shows what the engine alone does and so what writing Parquet costs on top.
 
     .venv/bin/python bench/engine_throughput.py                 # 5M events, plus a 1M run
     .venv/bin/python bench/engine_throughput.py --events 500000 # quick look
@@ -56,7 +57,7 @@ def reference_scenario(events: int) -> dict[str, object]:
     }
 
 
-def run_once(events: int, out: Path) -> dict[str, float]:
+def run_once(events: int, out: Path, sink_enabled: bool = True) -> dict[str, float]:
     from flowctl_core.runner import run_scenario
     from flowctl_core.scenario import parse_scenario
     from flowctl_core.sink import ParquetSink
@@ -65,7 +66,7 @@ def run_once(events: int, out: Path) -> dict[str, float]:
     started, cpu_started = time.perf_counter(), time.process_time()
     sink = ParquetSink(out, "bench")
     with sink:
-        result = run_scenario(scenario, [sink], run_id="bench")
+        result = run_scenario(scenario, [sink] if sink_enabled else [], run_id="bench")
     elapsed = time.perf_counter() - started
     # CPU seconds of this (single-threaded) process: the one-core figure, robust to a loaded box.
     cpu = time.process_time() - cpu_started
@@ -84,19 +85,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=5_000_000, help="events in the long run")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--no-sink", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         with tempfile.TemporaryDirectory() as tmp:
-            print(json.dumps(run_once(args.events, Path(tmp))))
+            print(json.dumps(run_once(args.events, Path(tmp), sink_enabled=not args.no_sink)))
         return
     lengths = sorted({max(1, args.events // 5), args.events})
     print(
         f"{'events':>12} {'seconds':>9} {'events/s':>11} {'events/cpu-s':>13}"
         f" {'peak RSS MB':>12} {'parquet MB':>11}"
     )
-    for length in lengths:
+    # The last line is the engine alone (no subscriber): what the Parquet sink costs on top.
+    for length, flags in [(n, []) for n in lengths] + [(args.events, ["--no-sink"])]:
         child = subprocess.run(
-            [sys.executable, __file__, "--child", "--events", str(length)],
+            [sys.executable, __file__, "--child", "--events", str(length), *flags],
             check=True,
             capture_output=True,
             text=True,
@@ -106,6 +109,7 @@ def main() -> None:
             f"{figures['events']:>12,} {figures['seconds']:>9.1f} {figures['events_per_s']:>11,.0f}"
             f" {figures['events_per_cpu_s']:>13,.0f}"
             f" {figures['peak_rss_mb']:>12.0f} {figures['parquet_mb']:>11.1f}"
+            + ("  (engine only, no sink)" if flags else "")
         )
     print("target: >= 300,000 events/s on one core; peak RSS flat across lengths")
 
