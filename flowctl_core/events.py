@@ -173,8 +173,10 @@ class EventBus:
     def _check(event_type: str, payload: EventRow) -> None:
         if event_type not in _EVENT_TYPES:
             raise ValueError(f"unknown event type {event_type!r}")
+        # Groups must be tuples: the sink converts each group object once per chunk, so a list
+        # changed after the event would be written with its last value.
         if len(payload) != len(PAYLOAD_LAYOUT) or any(
-            not isinstance(entry, str) and len(value) != len(entry)
+            not isinstance(entry, str) and (type(value) is not tuple or len(value) != len(entry))
             for entry, value in zip(PAYLOAD_LAYOUT, payload, strict=True)
         ):
             raise ValueError(f"{event_type}: the payload is not laid out as PAYLOAD_LAYOUT")

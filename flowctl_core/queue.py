@@ -84,7 +84,11 @@ class EnqueueOutcome:
 
 
 class Queue:
-    """A FIFO queue. All state changes go through methods that emit events via the broker."""
+    """A FIFO queue. All state changes go through methods that emit events via the broker.
+
+    Change thresholds with :meth:`set_thresholds`, never on ``flow`` directly: the queue caches
+    its flow-state columns for its events and refreshes them only there and on transitions.
+    """
 
     def __init__(
         self,
@@ -99,8 +103,8 @@ class Queue:
     ) -> None:
         self.broker = broker
         self.name = name
-        self.max_count = max_count
-        self.max_size = max_size
+        self._max_count = max_count
+        self._max_size = max_size
         # 0 means no limit: compare against infinity instead of testing for 0 on every enqueue.
         self._count_limit: float = max_count or float("inf")
         self._size_limit: float = max_size or float("inf")
@@ -125,6 +129,14 @@ class Queue:
         # Called after each dequeue so protocol front ends (consumers, credit) can react.
         self.on_space: list[Callable[[Queue], None]] = []
         self.on_message: list[Callable[[Queue], None]] = []
+
+    @property
+    def max_count(self) -> int:
+        return self._max_count
+
+    @property
+    def max_size(self) -> int:
+        return self._max_size
 
     # -- event helpers -------------------------------------------------------------------------
     def _refresh_flow_state(self) -> None:

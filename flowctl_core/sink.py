@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import os
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from operator import itemgetter
 from pathlib import Path
@@ -37,6 +38,14 @@ class SinkError(RuntimeError):
 
 def _date_of_day(day: int) -> str:
     return datetime.fromtimestamp(day * 86_400, tz=UTC).strftime("%Y-%m-%d")
+
+
+@dataclass
+class _OpenFile:
+    writer: pq.ParquetWriter
+    hidden: Path
+    final: Path
+    rows: int = 0
 
 
 class ParquetSink:
@@ -69,30 +78,39 @@ class ParquetSink:
         self._rows: list[EventRow] = []
         self._batches: list[tuple[int, pa.RecordBatch]] = []
         self._pending_rows = 0
-        self._writers: dict[int, tuple[pq.ParquetWriter, Path, Path]] = {}
+        self._convert_at = self._chunk_rows
+        self._last_ts_us = -(2**63)
+        # Per open file: writer, hidden path, final path, rows written to it.
+        self._writers: dict[int, _OpenFile] = {}
         self._file_number = 0
         self._closed = False
 
     def __call__(self, row: EventRow) -> None:
         rows = self._rows
         rows.append(row)
-        if len(rows) >= self._chunk_rows:
+        if len(rows) >= self._convert_at:
             self._convert()
             if self._pending_rows >= self.row_group_size:
                 self.flush()
+            # A chunk never crosses a row-group boundary, so row groups hold row_group_size rows.
+            self._convert_at = min(self._chunk_rows, self.row_group_size - self._pending_rows)
 
     def _convert(self) -> None:
         """Turn the buffered rows into record batches of one UTC day each."""
         rows, self._rows = self._rows, []
         if not rows:
             return
-        first_day, last_day = rows[0][TS_AT] // US_PER_DAY, rows[-1][TS_AT] // US_PER_DAY
-        if last_day < first_day:
+        ts_us = list(map(itemgetter(TS_AT), rows))
+        ts_array = pa.array(ts_us, type=pa.int64())
+        if ts_us[0] < self._last_ts_us or (
+            len(ts_us) > 1 and pc.any(pc.less(ts_array[1:], ts_array[:-1])).as_py()
+        ):
             raise SinkError("events must arrive in time order")
+        self._last_ts_us = ts_us[-1]
+        first_day, last_day = ts_us[0] // US_PER_DAY, ts_us[-1] // US_PER_DAY
         if first_day == last_day:
             self._batches.append((first_day, self._to_batch(rows)))
         else:  # the chunk straddles midnight (rare): split it per UTC day
-            ts_us = list(map(itemgetter(TS_AT), rows))
             for day in range(first_day, last_day + 1):
                 begin = bisect.bisect_left(ts_us, day * US_PER_DAY)
                 end = bisect.bisect_left(ts_us, (day + 1) * US_PER_DAY)
@@ -135,18 +153,19 @@ class ParquetSink:
             by_day.setdefault(day, []).append(batch)
         for day, day_batches in by_day.items():
             table = pa.Table.from_batches(day_batches, schema=self.schema)
-            self._writer_for(day).write_table(table, row_group_size=table.num_rows)
-        self.rows_written += self._pending_rows
+            open_file = self._open_file(day)
+            open_file.writer.write_table(table, row_group_size=table.num_rows)
+            open_file.rows += table.num_rows
         self._pending_rows = 0
         # Time only moves forward: files of earlier days are complete.
         last_day = batches[-1][0]
         for day in [d for d in self._writers if d < last_day]:
             self._finish(day)
 
-    def _writer_for(self, day: int) -> pq.ParquetWriter:
-        entry = self._writers.get(day)
-        if entry is not None:
-            return entry[0]
+    def _open_file(self, day: int) -> _OpenFile:
+        open_file = self._writers.get(day)
+        if open_file is not None:
+            return open_file
         partition = self.out_dir / f"{PARTITION_COLUMN}={_date_of_day(day)}"
         partition.mkdir(parents=True, exist_ok=True)
         self._file_number += 1
@@ -162,14 +181,15 @@ class ParquetSink:
             compression=self.compression,
             use_dictionary=self._dictionary_columns,
         )
-        self._writers[day] = (writer, hidden, final)
-        return writer
+        open_file = self._writers[day] = _OpenFile(writer, hidden, final)
+        return open_file
 
     def _finish(self, day: int) -> None:
-        writer, hidden, final = self._writers.pop(day)
-        writer.close()
-        os.replace(hidden, final)
-        self.files.append(final)
+        open_file = self._writers.pop(day)
+        open_file.writer.close()
+        os.replace(open_file.hidden, open_file.final)
+        self.files.append(open_file.final)
+        self.rows_written += open_file.rows
 
     def close(self) -> None:
         if self._closed:
@@ -182,11 +202,12 @@ class ParquetSink:
     def abort(self) -> None:
         """Drop unfinished files (e.g. after an error), keeping completed ones."""
         for day in list(self._writers):
-            writer, hidden, _ = self._writers.pop(day)
-            writer.close()
-            hidden.unlink(missing_ok=True)
+            open_file = self._writers.pop(day)
+            open_file.writer.close()
+            open_file.hidden.unlink(missing_ok=True)
         self._rows.clear()
         self._batches.clear()
+        self._pending_rows = 0
         self._closed = True
 
     def __enter__(self) -> ParquetSink:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from flowctl_core.broker import Broker
 from flowctl_core.clients import Producer
 from flowctl_core.clock import Scheduler
@@ -21,11 +23,16 @@ def _driver(seed: int, **spec: object) -> RateDriver:
     return RateDriver(producer, producer_spec, random.Random(seed), 0, 10_000_000)
 
 
-def test_sizes_are_randint_draws() -> None:
-    driver = _driver(11, size=100, size_max=2000)
+@pytest.mark.parametrize(
+    ("size", "size_max"),
+    # Spans of 1901 and of powers of two (1024, 2): an off-by-one in the bit count shows on both.
+    [(100, 2000), (0, 1023), (1, 2), (7, 8), (0, 1)],
+)
+def test_sizes_are_randint_draws(size: int, size_max: int) -> None:
+    driver = _driver(11, size=size, size_max=size_max)
     reference = random.Random(11)
     assert [driver._size() for _ in range(5000)] == [
-        reference.randint(100, 2000) for _ in range(5000)
+        reference.randint(size, size_max) for _ in range(5000)
     ]
 
 

@@ -217,8 +217,56 @@ def test_bus_rejects_unknown_columns_and_short_payloads() -> None:
         bus.emit("b", "enqueue", {"queue": "a", "depth": 1})
     with pytest.raises(ValueError, match="not laid out"):
         bus.emit_payload("b", "enqueue", ("a",))
+    with pytest.raises(ValueError, match="not laid out"):  # a group as a (mutable) list
+        listed = ("a", list(NO_LINK_IDENTITY), 1, 1, 1, 1, NO_FLOW_STATE, NO_LINK_STATE)
+        bus.emit_payload("b", "enqueue", listed)
     with pytest.raises(ValueError, match="not laid out"):  # a group one column short
         short = ("a", NO_LINK_IDENTITY[1:], 1, 1, 1, 1, NO_FLOW_STATE, NO_LINK_STATE)
         bus.emit_payload("b", "enqueue", short)
     with pytest.raises(ValueError, match="unknown event type"):
         bus.emit("b", "enqueued", {})
+
+
+def _emit_dequeues(bus: EventBus, scheduler: Scheduler, count: int, step_us: int = 1) -> None:
+    flow_state = (False, 0, 100, 50, 0, 0, 200, 0)
+    for message_id in range(count):
+        payload = ("q", NO_LINK_IDENTITY, message_id, 10, 0, 0, flow_state, NO_LINK_STATE)
+        bus.emit_payload("b", "dequeue", payload)
+        scheduler.advance(step_us)
+
+
+def test_row_groups_hold_exactly_row_group_size_rows(tmp_path: Path) -> None:
+    # 20,000 is not a multiple of the sink's conversion chunk: chunks must stop at the boundary.
+    scheduler = Scheduler(1_767_225_600_000_000)
+    bus = EventBus("groups", scheduler)
+    sink = ParquetSink(tmp_path, "groups", row_group_size=20_000)
+    bus.subscribe(sink)
+    with sink:
+        _emit_dequeues(bus, scheduler, 50_000)
+    metadata = pq.ParquetFile(sink.files[0]).metadata
+    sizes = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+    assert sizes == [20_000, 20_000, 10_000]
+    assert sink.rows_written == 50_000
+
+
+def test_abort_counts_only_the_rows_of_kept_files(tmp_path: Path) -> None:
+    # A run that crosses midnight then fails: the first day's file is complete and kept.
+    scheduler = Scheduler(1_767_225_600_000_000 + 86_400_000_000 - 1_000)
+    bus = EventBus("aborted", scheduler)
+    sink = ParquetSink(tmp_path, "aborted", row_group_size=100)
+    bus.subscribe(sink)
+    with pytest.raises(RuntimeError, match="boom"), sink:
+        _emit_dequeues(bus, scheduler, 1_500)
+        raise RuntimeError("boom")
+    kept = sum(pq.read_metadata(path).num_rows for path in sink.files)
+    assert [path.parent.name for path in sink.files] == ["date=2026-01-01"]
+    assert kept == sink.rows_written == 1_000
+    assert not list(tmp_path.rglob(".*inprogress"))
+
+
+def test_sink_refuses_events_out_of_time_order(tmp_path: Path) -> None:
+    sink = ParquetSink(tmp_path, "order", row_group_size=4)
+    layout = ("q", NO_LINK_IDENTITY, 1, 10, 0, 0, NO_FLOW_STATE, NO_LINK_STATE)
+    with pytest.raises(SinkError, match="time order"), sink:
+        for seq, ts in enumerate([10, 30, 20, 40], start=1):
+            sink(("r", "b", seq, ts, "dequeue", *layout))
