@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+from datetime import timedelta
+
 import pytest
 from chispa import assert_df_equality
 
@@ -180,3 +183,173 @@ def test_link_starvation_open_at_watermark(make_events):
     row = link_starvation_episodes(events, run_bounds(events)).first()
     assert (row.start_seq, row.is_open, row.end_reason) == (2, True, None)
     assert row.run_watermark_ts == naive(at(2, 0, 30))
+
+
+def reference_queue_flow_episodes(events, bounds):
+    """The episode definition spelled out with ten window functions over every queue event (the
+    implementation before the segment aggregation): the oracle the faster one is checked against."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from jobs.transforms.episodes import QUEUE_KEYS, THRESHOLD_COLUMNS, _overshoot
+    from jobs.transforms.timeutil import micros, seconds_between, utc_date
+
+    in_order = Window.partitionBy(*QUEUE_KEYS).orderBy("seq")
+    upto_here = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    before_here = in_order.rowsBetween(Window.unboundedPreceding, -1)
+    transition = F.when(
+        F.col("event_type").isin("flow_stopped", "flow_resumed"), F.col("event_type")
+    )
+    carried = (*THRESHOLD_COLUMNS, "flow_stopped_count")
+    stopped = F.coalesce(F.col("_last_transition") == "flow_stopped", F.lit(False))
+    was_stopped = F.coalesce(F.col("_previous_transition") == "flow_stopped", F.lit(False))
+    triggers = (
+        (F.col("event_type") == "enqueue")
+        & (F.col("_next_event_type") == "flow_stopped")
+        & ~stopped
+    )
+    tagged = (
+        events.where(F.col("queue").isNotNull())
+        .select(
+            *QUEUE_KEYS,
+            "seq",
+            "ts",
+            "event_type",
+            "link",
+            "capacity",
+            "depth_msgs",
+            "depth_bytes",
+            F.last(transition, ignorenulls=True).over(upto_here).alias("_last_transition"),
+            F.last(transition, ignorenulls=True).over(before_here).alias("_previous_transition"),
+            F.lead("event_type").over(in_order).alias("_next_event_type"),
+            F.lead("seq").over(in_order).alias("_next_seq"),
+            *(F.last(c, ignorenulls=True).over(upto_here).alias(c) for c in carried),
+        )
+        .withColumns(
+            {
+                "_stopped": stopped,
+                "_was_stopped": was_stopped,
+                "_triggers": triggers,
+                "_entry_seq": F.when(stopped & ~was_stopped, F.col("seq")),
+            }
+        )
+        .withColumn(
+            "episode_seq",
+            F.when(F.col("_triggers"), F.col("_next_seq")).when(
+                F.col("_stopped") | F.col("_was_stopped"),
+                F.last("_entry_seq", ignorenulls=True).over(upto_here),
+            ),
+        )
+        .where(F.col("episode_seq").isNotNull())
+    )
+    at_start = F.col("seq") == F.col("episode_seq")
+    at_end = ~F.col("_stopped") & F.col("_was_stopped")
+    producer = F.when((F.col("event_type") == "enqueue") & F.col("link").isNotNull(), F.col("link"))
+    start_end = {
+        "start_ts": F.max(F.when(at_start, F.col("ts"))),
+        **{c: F.max(F.when(at_start, F.col(c))) for c in carried},
+        "end_seq": F.max(F.when(at_end, F.col("seq"))),
+        "end_ts": F.max(F.when(at_end, F.col("ts"))),
+    }
+    per_producer = (
+        tagged.withColumn("_producer", producer)
+        .groupBy(*QUEUE_KEYS, "episode_seq", "_producer")
+        .agg(
+            *(value.alias(name) for name, value in start_end.items()),
+            F.max("depth_msgs").alias("peak_depth_msgs"),
+            F.max("depth_bytes").alias("peak_depth_bytes"),
+            F.max(F.when(F.col("_producer").isNotNull(), F.col("capacity"))).alias("capacity"),
+        )
+    )
+    episodes = (
+        per_producer.groupBy(*QUEUE_KEYS, F.col("episode_seq").alias("start_seq"))
+        .agg(
+            *(F.max(name).alias(name) for name in start_end),
+            F.max("peak_depth_msgs").alias("peak_depth_msgs"),
+            F.max("peak_depth_bytes").alias("peak_depth_bytes"),
+            F.count("_producer").alias("producers"),
+            F.sum("capacity").alias("overshoot_bound_msgs"),
+        )
+        .join(bounds.select("run_id", "run_watermark_ts"), "run_id")
+    )
+    overshoot_msgs = _overshoot("peak_depth_msgs", "flow_stop_count")
+    overshoot_bytes = _overshoot("peak_depth_bytes", "flow_stop_size")
+    bound = F.col("overshoot_bound_msgs")
+    return episodes.select(
+        *QUEUE_KEYS, "start_seq", "start_ts", utc_date("start_ts").alias("start_date"),
+        "end_seq", "end_ts", F.col("end_seq").isNull().alias("is_open"),
+        seconds_between(micros("start_ts"), micros("end_ts")).alias("duration_s"),
+        "run_watermark_ts", "flow_stopped_count", "peak_depth_msgs", "peak_depth_bytes",
+        *THRESHOLD_COLUMNS, overshoot_msgs.alias("overshoot_msgs"),
+        overshoot_bytes.alias("overshoot_bytes"), "producers",
+        bound.alias("overshoot_bound_msgs"),
+        F.when(bound > 0, overshoot_msgs / bound).alias("overshoot_ratio"),
+    )  # fmt: skip
+
+
+def random_queue_log(seed: int, events: int = 400) -> list[dict]:
+    """Two runs, three queues and a link-only event mixed in, with every irregularity the episode
+    definition has to handle: repeated stops and resumes, a stop as a queue's first event,
+    thresholds and counters logged only now and then, enqueues without producer or capacity, and
+    runs of one queue's events far apart in seq (other queues' traffic in between)."""
+    rng = random.Random(seed)
+    kinds = ["enqueue"] * 8 + ["dequeue"] * 6 + ["flow_stopped"] * 3 + ["flow_resumed"] * 3
+    kinds += ["queue_declared", "thresholds_changed"]
+    rows = []
+    for run in ("r1", "r2"):
+        seq = rng.randint(0, 5)
+        for i in range(events // 2):
+            seq += rng.choice((1, 1, 1, 2, 7, 300))
+            ts = at(1, 12) + timedelta(seconds=seq * 7)
+            if rng.random() < 0.05:
+                rows.append(event(seq, ts, "flow", run_id=run, link="l1", credit=0, available=1))
+                continue
+            kind = rng.choice(kinds)
+            queue = rng.choice(("qa", "qb", "qb", "qc"))
+            fields = {"run_id": run, "queue": queue}
+            if rng.random() < 0.7:
+                fields["depth_msgs"] = rng.randint(0, 60)
+            if rng.random() < 0.5:
+                fields["depth_bytes"] = rng.randint(0, 60_000)
+            if rng.random() < 0.3:
+                fields.update(flow_stop_count=rng.choice((0, 20, 40)), flow_resume_count=10)
+            if rng.random() < 0.2:
+                fields.update(flow_stop_size=rng.choice((0, 30_000)), flow_resume_size=1000)
+            if rng.random() < 0.3:
+                fields["flow_stopped_count"] = i
+            if kind == "enqueue" and rng.random() < 0.9:
+                fields["link"] = rng.choice(("p1", "p2", "p3", "p4"))
+                if rng.random() < 0.9:
+                    fields["capacity"] = rng.randint(1, 50)
+            rows.append(event(seq, ts, kind, **fields))
+    return rows
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_segment_aggregation_matches_the_window_definition(make_events, seed):
+    events = make_events(random_queue_log(seed))
+    bounds = run_bounds(events)
+    expected = reference_queue_flow_episodes(events, bounds)
+    assert expected.count() > 10  # the log must exercise plenty of episodes
+    assert_df_equality(
+        queue_flow_episodes(events, bounds),
+        expected,
+        ignore_row_order=True,
+        ignore_nullable=True,
+        ignore_metadata=True,
+    )
+
+
+def test_stop_as_the_first_event_and_a_resume_without_stop(make_events):
+    rows = [
+        event(1, at(1, 1), "flow_resumed", queue="q", depth_msgs=0),  # not stopped: no change
+        event(2, at(1, 2), "flow_stopped", queue="q", depth_msgs=9, flow_stop_count=4),
+        event(3, at(1, 3), "enqueue", queue="q", link="p", capacity=2, depth_msgs=11),
+        event(4, at(1, 4), "flow_resumed", queue="q", depth_msgs=1),
+        event(5, at(1, 5), "flow_resumed", queue="q", depth_msgs=0),  # repeated: no change
+        event(6, at(1, 6), "enqueue", queue="q", link="p", capacity=2, depth_msgs=12),
+    ]
+    actual = episodes_of(make_events, rows).collect()
+    assert [(r.start_seq, r.end_seq, r.peak_depth_msgs, r.producers) for r in actual] == [
+        (2, 4, 11, 1)
+    ]

@@ -32,6 +32,129 @@ def _carried(column: str, in_order: Window) -> Column:
     return F.last(column, ignorenulls=True).over(upto_here)
 
 
+#: Columns whose latest non-null value up to an episode's start is reported with the episode.
+CARRIED_COLUMNS = (*THRESHOLD_COLUMNS, "flow_stopped_count")
+
+
+def flow_changes(queue_events: DataFrame) -> DataFrame:
+    """The events where a queue's flow state changes: queue keys, ``seq`` and ``is_start``.
+
+    The queue is stopped after an event when its latest flow_stopped / flow_resumed (by seq) is a
+    flow_stopped. So a flow_stopped while not stopped starts an episode (``is_start``), a
+    flow_resumed while stopped ends it, and a repeated one changes nothing. Only the transition
+    events (a few per cent of a log) are sorted.
+    """
+    in_order = Window.partitionBy(*QUEUE_KEYS).orderBy("seq")
+    is_stop = F.col("event_type") == "flow_stopped"
+    was_stopped = F.coalesce(F.lag("event_type").over(in_order) == "flow_stopped", F.lit(False))
+    return (
+        queue_events.where(F.col("event_type").isin("flow_stopped", "flow_resumed"))
+        .select(*QUEUE_KEYS, "seq", is_stop.alias("is_start"), was_stopped.alias("_was_stopped"))
+        .where(F.col("is_start") != F.col("_was_stopped"))
+        .drop("_was_stopped")
+    )
+
+
+def _segment_rows(queue_events: DataFrame) -> DataFrame:
+    """Queue events tagged with their segment and producer: one sort, three window functions.
+
+    ``_seg`` is the seq of the queue's latest flow change (:func:`flow_changes`) up to the
+    event, null before the first: an episode's segment holds its start and every event up to its
+    end, the ending flow_resumed opening the next segment. The enqueue that triggered an episode
+    (the queue's event right before its start) is moved into the episode's segment. ``_producer``
+    is the link of an enqueue of an episode, else null.
+    """
+    in_order = Window.partitionBy(*QUEUE_KEYS).orderBy("seq")
+    upto_here = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    changes = flow_changes(queue_events).withColumn("_change", F.lit(True))
+    latest_change = F.when(F.col("_change"), F.struct(F.col("seq"), F.col("is_start")))
+    # Flow goes ON on an enqueue; the engine logs both at the same ts, other logs may stamp the
+    # transition a little later, so only the order (seq) is relied on.
+    triggers = (
+        (F.col("event_type") == "enqueue")
+        & F.coalesce(F.col("_next_is_start"), F.lit(False))
+        & ~F.col("_stopped")
+    )
+    is_enqueue = (F.col("event_type") == "enqueue") & F.col("link").isNotNull()
+    return (
+        queue_events.select(
+            *QUEUE_KEYS,
+            "seq",
+            "ts",
+            "event_type",
+            "link",
+            "capacity",
+            "depth_msgs",
+            "depth_bytes",
+            *CARRIED_COLUMNS,
+        )
+        .join(F.broadcast(changes), [*QUEUE_KEYS, "seq"], "left")
+        .select(
+            "*",
+            F.last(latest_change, ignorenulls=True).over(upto_here).alias("_latest"),
+            F.lead("is_start").over(in_order).alias("_next_is_start"),
+            F.lead("seq").over(in_order).alias("_next_seq"),
+        )
+        .withColumn("_stopped", F.coalesce(F.col("_latest.is_start"), F.lit(False)))
+        .withColumn("_trigger", triggers)
+        .withColumns(
+            {
+                "_seg": F.when(F.col("_trigger"), F.col("_next_seq")).otherwise(
+                    F.col("_latest.seq")
+                ),
+                "_producer": F.when(
+                    (F.col("_stopped") | F.col("_trigger")) & is_enqueue, F.col("link")
+                ),
+            }
+        )
+    )
+
+
+def queue_segment_stats(queue_events: DataFrame) -> DataFrame:
+    """Per queue segment (see :func:`_segment_rows`): two hash aggregations with fixed-width
+    buffers, per (segment, producer) then per segment.
+
+    Columns: the queue keys, ``_seg`` and: ``_is_start`` (the segment opens an episode),
+    ``_start_ts``, ``_start_depth_msgs``, ``_start_depth_bytes`` and ``_start_<c>`` of the
+    event that opens it; ``peak_depth_msgs``, ``peak_depth_bytes`` over its events;
+    ``producers`` and ``overshoot_bound_msgs`` (sum of each producer's max capacity);
+    ``_pre_<c>``, the value of the trigger moved into it; ``_seq_<c>`` / ``_val_<c>``, seq and
+    value of the latest non-null ``c`` among its events.
+    """
+    rows = _segment_rows(queue_events)
+    seq, at_start = F.col("seq"), F.col("seq") == F.col("_seg")
+    start_fields = {
+        "_is_start": F.col("event_type") == "flow_stopped",
+        "_start_ts": F.col("ts"),
+        "_start_depth_msgs": F.col("depth_msgs"),
+        "_start_depth_bytes": F.col("depth_bytes"),
+        **{f"_start_{c}": F.col(c) for c in CARRIED_COLUMNS},
+    }
+    per_producer = rows.groupBy(*QUEUE_KEYS, "_seg", "_producer").agg(
+        *(F.max(F.when(at_start, value)).alias(name) for name, value in start_fields.items()),
+        F.max("depth_msgs").alias("peak_depth_msgs"),
+        F.max("depth_bytes").alias("peak_depth_bytes"),
+        F.max("capacity").alias("capacity"),
+        *(F.max(F.when(seq < F.col("_seg"), F.col(c))).alias(f"_pre_{c}") for c in CARRIED_COLUMNS),
+        *(F.max(F.when(F.col(c).isNotNull(), seq)).alias(f"_seq_{c}") for c in CARRIED_COLUMNS),
+        *(
+            F.max_by(c, F.when(F.col(c).isNotNull(), seq)).alias(f"_val_{c}")
+            for c in CARRIED_COLUMNS
+        ),
+    )
+    producer = F.col("_producer").isNotNull()
+    return per_producer.groupBy(*QUEUE_KEYS, "_seg").agg(
+        *(F.max(name).alias(name) for name in start_fields),
+        F.max("peak_depth_msgs").alias("peak_depth_msgs"),
+        F.max("peak_depth_bytes").alias("peak_depth_bytes"),
+        F.count("_producer").alias("producers"),
+        F.sum(F.when(producer, F.col("capacity"))).alias("overshoot_bound_msgs"),
+        *(F.max(f"_pre_{c}").alias(f"_pre_{c}") for c in CARRIED_COLUMNS),
+        *(F.max(f"_seq_{c}").alias(f"_seq_{c}") for c in CARRIED_COLUMNS),
+        *(F.max_by(f"_val_{c}", f"_seq_{c}").alias(f"_val_{c}") for c in CARRIED_COLUMNS),
+    )
+
+
 def queue_flow_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
     """One row per stopped episode, in the ``queue_flow_episodes`` layout.
 
@@ -41,94 +164,41 @@ def queue_flow_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
     flow_stopped through the flow_resumed, plus the enqueue that triggered it (the queue's event
     right before the flow_stopped).
 
-    One shuffle and one sort of the queue events: windows over (run, broker, queue) by seq tag each
-    event with its episode (the start's seq), and one aggregation per episode, clustered like the
-    windows (so no further shuffle), yields its start, end, peaks and producers.
+    One shuffle and sort of the queue events, tagged with their segment by three window functions
+    (:func:`_segment_rows`) and aggregated per segment (:func:`queue_segment_stats`); the
+    episodes are assembled from those few rows: an episode's segment, plus the flow_resumed that
+    opens the next one (its end). Carried thresholds and counter are the latest non-null values
+    up to the start: the start's own, else the trigger's, else the latest of earlier segments.
     """
-    in_order = Window.partitionBy(*QUEUE_KEYS).orderBy("seq")
-    upto_here = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    before_here = in_order.rowsBetween(Window.unboundedPreceding, -1)
-    transition = F.when(
-        F.col("event_type").isin("flow_stopped", "flow_resumed"), F.col("event_type")
-    )
-    carried = (*THRESHOLD_COLUMNS, "flow_stopped_count")
-    stopped = F.coalesce(F.col("_last_transition") == "flow_stopped", F.lit(False))
-    was_stopped = F.coalesce(F.col("_previous_transition") == "flow_stopped", F.lit(False))
-    # The queue's enqueue right before the flow_stopped that starts an episode triggered it (flow
-    # goes ON on an enqueue). The engine logs both at the same ts; other logs may stamp the
-    # transition a little later, so only the order (seq) is relied on.
-    triggers = (
-        (F.col("event_type") == "enqueue")
-        & (F.col("_next_event_type") == "flow_stopped")
-        & ~stopped
-    )
-    tagged = (
-        events.where(F.col("queue").isNotNull())
-        .select(
-            *QUEUE_KEYS,
-            "seq",
-            "ts",
-            "event_type",
-            "link",
-            "capacity",
-            "depth_msgs",
-            "depth_bytes",
-            F.last(transition, ignorenulls=True).over(upto_here).alias("_last_transition"),
-            F.last(transition, ignorenulls=True).over(before_here).alias("_previous_transition"),
-            F.lead("event_type").over(in_order).alias("_next_event_type"),
-            F.lead("seq").over(in_order).alias("_next_seq"),
-            *(F.last(c, ignorenulls=True).over(upto_here).alias(c) for c in carried),
-        )
-        .withColumns(
-            {
-                "_stopped": stopped,
-                "_was_stopped": was_stopped,
-                "_triggers": triggers,
-                "_entry_seq": F.when(stopped & ~was_stopped, F.col("seq")),
-            }
-        )
-        .withColumn(
-            "episode_seq",
-            F.when(F.col("_triggers"), F.col("_next_seq"))
-            # while stopped, and the event that resumes (it was stopped before it)
-            .when(
-                F.col("_stopped") | F.col("_was_stopped"),
-                F.last("_entry_seq", ignorenulls=True).over(upto_here),
-            ),
-        )
-        .where(F.col("episode_seq").isNotNull())
-    )
-    at_start = F.col("seq") == F.col("episode_seq")
-    at_end = ~F.col("_stopped") & F.col("_was_stopped")
-    producer = F.when((F.col("event_type") == "enqueue") & F.col("link").isNotNull(), F.col("link"))
-    # Per episode and producer first (a producer's capacity counts once), then per episode.
-    start_end = {
-        "start_ts": F.max(F.when(at_start, F.col("ts"))),
-        **{c: F.max(F.when(at_start, F.col(c))) for c in carried},
-        "end_seq": F.max(F.when(at_end, F.col("seq"))),
-        "end_ts": F.max(F.when(at_end, F.col("ts"))),
+    segments = queue_segment_stats(events.where(F.col("queue").isNotNull()))
+    in_order = Window.partitionBy(*QUEUE_KEYS).orderBy(F.col("_seg").asc_nulls_first())
+    before = in_order.rowsBetween(Window.unboundedPreceding, -1)
+    following = {
+        "_end_seq": "_seg",
+        "_end_ts": "_start_ts",
+        "_end_depth_msgs": "_start_depth_msgs",
+        "_end_depth_bytes": "_start_depth_bytes",
     }
-    per_producer = (
-        tagged.withColumn("_producer", producer)
-        .groupBy(*QUEUE_KEYS, "episode_seq", "_producer")
-        .agg(
-            *(value.alias(name) for name, value in start_end.items()),
-            F.max("depth_msgs").alias("peak_depth_msgs"),
-            F.max("depth_bytes").alias("peak_depth_bytes"),
-            F.max(F.when(F.col("_producer").isNotNull(), F.col("capacity"))).alias("capacity"),
-        )
-    )
-    episodes = (
-        per_producer.groupBy(*QUEUE_KEYS, F.col("episode_seq").alias("start_seq"))
-        .agg(
-            *(F.max(name).alias(name) for name in start_end),
-            F.max("peak_depth_msgs").alias("peak_depth_msgs"),
-            F.max("peak_depth_bytes").alias("peak_depth_bytes"),
-            F.count("_producer").alias("producers"),
-            F.sum("capacity").alias("overshoot_bound_msgs"),
-        )
-        .join(bounds.select("run_id", "run_watermark_ts"), "run_id")
-    )
+    starts = segments.select(
+        "*",
+        *(F.lead(column).over(in_order).alias(name) for name, column in following.items()),
+        *(
+            F.last(f"_val_{c}", ignorenulls=True).over(before).alias(f"_{c}_before")
+            for c in CARRIED_COLUMNS
+        ),
+    ).where(F.col("_is_start"))
+    episodes = starts.select(
+        *QUEUE_KEYS,
+        F.col("_seg").alias("start_seq"),
+        F.col("_start_ts").alias("start_ts"),
+        *(F.coalesce(f"_start_{c}", f"_pre_{c}", f"_{c}_before").alias(c) for c in CARRIED_COLUMNS),
+        F.col("_end_seq").alias("end_seq"),
+        F.col("_end_ts").alias("end_ts"),
+        F.greatest("peak_depth_msgs", "_end_depth_msgs").alias("peak_depth_msgs"),
+        F.greatest("peak_depth_bytes", "_end_depth_bytes").alias("peak_depth_bytes"),
+        "producers",
+        "overshoot_bound_msgs",
+    ).join(bounds.select("run_id", "run_watermark_ts"), "run_id")
     overshoot_msgs = _overshoot("peak_depth_msgs", "flow_stop_count")
     overshoot_bytes = _overshoot("peak_depth_bytes", "flow_stop_size")
     bound = F.col("overshoot_bound_msgs")
