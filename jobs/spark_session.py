@@ -11,12 +11,15 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import logging
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
 from jobs.config import PipelineConf, load_conf
 
@@ -63,12 +66,42 @@ def build_spark_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     if conf.resolve_delta_jars:
-        from delta import configure_spark_with_delta_pip
+        resolved = resolved_delta_jars()
+        if resolved:
+            # The jars fetch-jars resolved: no Ivy resolution (and its log) at every start-up.
+            jars = [settings["spark.jars"]] if settings.get("spark.jars") else []
+            builder = builder.config("spark.jars", ",".join(jars + resolved))
+        else:
+            from delta import configure_spark_with_delta_pip
 
-        builder = configure_spark_with_delta_pip(builder)
+            builder = configure_spark_with_delta_pip(builder)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _jar_manifest(artifact: str) -> Path:
+    """Where fetch-jars records the jars it resolved for ``artifact`` (one file per version)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "flowctl" / f"{artifact.replace(':', '_')}.jars"
+
+
+def resolved_delta_jars() -> list[str]:
+    """The Delta jars (and their dependencies) resolved by fetch-jars, if all are still there."""
+    manifest = _jar_manifest(delta_maven_artifact())
+    try:
+        jars = [line for line in manifest.read_text().splitlines() if line]
+    except OSError:
+        return []
+    if not jars or not all(Path(urlparse(jar).path).is_file() for jar in jars):
+        return []
+    return jars
+
+
+def _record_resolved_jars(artifact: str, jars: list[str]) -> None:
+    manifest = _jar_manifest(artifact)
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    manifest.write_text("".join(f"{jar}\n" for jar in jars))
 
 
 def _prefetch_with_maven(artifact: str) -> None:
@@ -96,17 +129,33 @@ def _prefetch_with_maven(artifact: str) -> None:
 
 
 def fetch_jars(conf: PipelineConf) -> int:
-    """Make the Delta jars available locally; prove that a Delta table can be written and read."""
+    """Make the Delta jars available locally; prove that a Delta table can be written and read.
+
+    The first run resolves them (Maven, then Spark's Ivy) and records the resolved jar list, so
+    that later sessions and later runs of this step start without any resolution.
+    """
     artifact = delta_maven_artifact()
-    _prefetch_with_maven(artifact)
+    cached = bool(resolved_delta_jars())
+    if not cached:
+        _prefetch_with_maven(artifact)
     try:
         spark = build_spark_session(conf, app_name="flowctl-fetch-jars")
+        if not cached:
+            configured = set(conf.spark_settings.get("spark.jars", "").split(","))
+            resolved = spark.sparkContext.getConf().get("spark.jars", "").split(",")
+            jars = [jar for jar in resolved if jar and jar not in configured]
+            _record_resolved_jars(artifact, jars)
         with tempfile.TemporaryDirectory(prefix="flowctl-delta-check-") as scratch:
             table = f"{scratch}/check"
             spark.range(3).write.format("delta").save(table)
             rows = spark.read.format("delta").load(table).count()
         spark.stop()
     except Exception as exc:  # any failure here means the install is unusable
+        if cached:  # a stale jar list: forget it and resolve again, in a fresh JVM
+            print(f"fetch-jars: the recorded jar list failed ({type(exc).__name__}); resolving")
+            _jar_manifest(artifact).unlink(missing_ok=True)
+            command = [sys.executable, "-m", "jobs.spark_session", "--fetch-jars"]
+            return subprocess.call([*command, "--conf", str(conf.source)])
         print(
             f"fetch-jars: cannot load Delta Lake's jars ({artifact}) from Maven Central or the "
             f"local caches (~/.m2, ~/.ivy2*): {type(exc).__name__}: {str(exc)[:2000]}",
@@ -116,7 +165,8 @@ def fetch_jars(conf: PipelineConf) -> int:
     if rows != 3:
         print(f"fetch-jars: Delta round trip returned {rows} rows instead of 3", file=sys.stderr)
         return 1
-    print(f"fetch-jars: {artifact} is available; a Delta table was written and read back")
+    how = "recorded jar list" if cached else "resolved and recorded"
+    print(f"fetch-jars: {artifact} is available ({how}); a Delta table was written and read back")
     return 0
 
 
