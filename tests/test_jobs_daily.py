@@ -145,3 +145,25 @@ def test_link_starving_across_midnight(spark, make_events):
     assert_df_equality(
         actual, expected, ignore_row_order=True, ignore_nullable=True, ignore_metadata=True
     )
+
+
+def test_link_attached_before_the_log_starts_is_attached_from_its_first_event(make_events):
+    from jobs.transforms.daily import link_attachments
+
+    rows = [
+        event(1, at(1, 9), "enqueue", queue="q", depth_msgs=1),
+        event(2, at(1, 10), "flow", link="l1", credit=5),  # first event, no attach, no role
+        event(3, at(1, 11), "flow", link="l1", credit=0, available=2, link_role="publisher"),
+        event(4, at(1, 12), "link_detached", link="l1"),
+        event(5, at(1, 13), "link_attached", link="l1"),
+        event(6, at(1, 14), "flow", link="l2", credit=1, link_role="consumer"),  # role first
+    ]
+    got = {
+        (r.link, r.start_seq): (r.end_seq, r.link_role)
+        for r in link_attachments(make_events(rows)).collect()
+    }
+    assert got == {
+        ("l1", 2): (4, None),
+        ("l1", 5): (None, "publisher"),
+        ("l2", 6): (None, "consumer"),
+    }

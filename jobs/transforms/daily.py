@@ -148,8 +148,9 @@ def link_attachments(link_events: DataFrame) -> DataFrame:
     saw it attach before the log starts) to its link_detached, or open at the watermark.
 
     Only a link's first event, its attach / detach events and events naming its role can start or
-    end an interval or carry the role, so only those are shuffled and sorted; the first events
-    come from a map-side aggregation.
+    end an interval or carry the role, so only those are shuffled and sorted. The first events
+    are found by their seq (a map-side min, fixed-width, so a hash aggregation) and picked from
+    the events by a broadcast join (one row per link).
     """
     in_order = Window.partitionBy(*LINK_KEYS).orderBy("seq")
     upto_here = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
@@ -158,11 +159,11 @@ def link_attachments(link_events: DataFrame) -> DataFrame:
     columns = ("seq", "ts", "event_type", "link_role")
     events = link_events.where(F.col("link").isNotNull())
     relevant = marker.isNotNull() | F.col("link_role").isNotNull()
+    first_seqs = events.groupBy(*LINK_KEYS).agg(F.min("seq").alias("seq"))
     firsts = (
-        events.groupBy(*LINK_KEYS)
-        .agg(F.min_by(F.struct(*columns), "seq").alias("_first"))
-        .select(*LINK_KEYS, *(F.col(f"_first.{c}").alias(c) for c in columns))
+        events.join(F.broadcast(first_seqs), [*LINK_KEYS, "seq"])
         .where(~relevant)  # otherwise it is among the relevant events already
+        .select(*LINK_KEYS, *columns)
     )
     rows = (
         events.where(relevant)
