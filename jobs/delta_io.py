@@ -22,24 +22,35 @@ def table_path(conf: PipelineConf, schema: TableSchema) -> str:
     return conf.table_path(layer, schema.name)
 
 
+#: Delta table properties set when a table is created. The wide event tables collect data-skipping
+#: statistics (min/max/null count per written file) on the columns jobs filter on only, not on the
+#: first 32 columns: on every column they cost about as much as the rest of the bronze write.
+TABLE_PROPERTIES: dict[str, dict[str, str]] = {
+    "broker_events": {"delta.dataSkippingStatsColumns": "run_id,seq,ts"},
+    "broker_events_quarantine": {"delta.dataSkippingStatsColumns": "run_id,seq,ts,reason"},
+}
+
 #: (Spark application, table path) pairs known to hold a Delta table: every job reads and writes
 #: several tables, and asking Delta whether one exists costs a log replay (a few Spark jobs).
 _ENSURED: set[tuple[str, str]] = set()
 
 
 def ensure_table(spark: SparkSession, path: str, schema: TableSchema) -> None:
-    """Create the Delta table with the schema's columns, NOT NULLs and partitioning if absent."""
+    """Create the Delta table with the schema's columns, NOT NULLs, partitioning and
+    :data:`TABLE_PROPERTIES` if absent (an existing table is left as it is)."""
     key = (spark.sparkContext.applicationId, path)
     if key in _ENSURED and ("://" in path or Path(path, "_delta_log").is_dir()):
         return
-    (
+    builder = (
         DeltaTable.createIfNotExists(spark)
         .location(path)
         .addColumns(schema.to_spark())
         .partitionedBy(*schema.partition_by)
         .comment(f"{schema.name} v{schema.version}: {schema.doc}")
-        .execute()
     )
+    for name, value in TABLE_PROPERTIES.get(schema.name, {}).items():
+        builder = builder.property(name, value)
+    builder.execute()
     _ENSURED.add(key)
 
 

@@ -9,9 +9,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from delta.tables import DeltaTable
 
 from jobs import ingest
-from jobs.delta_io import read_table
+from jobs.delta_io import read_table, table_path
 from jobs.pipeline import daily_metrics_rows, run_pipeline
 from schemas.tables import PIPELINE_TABLES
 from tests.conftest import at, event, write_raw
@@ -88,6 +89,10 @@ def test_rerun_is_idempotent_and_picks_up_late_events(spark, pipeline_conf):
 
     first = run_pipeline(conf_path, DAY1, DAY2, spark=spark)
     assert first["ok"] and first["ingest"]["rows_accepted"] == 16
+    # The wide bronze table collects data-skipping statistics on the filtered columns only.
+    bronze_path = table_path(conf, PIPELINE_TABLES["broker_events"][1])
+    properties = DeltaTable.forPath(spark, bronze_path).detail().first().properties
+    assert properties["delta.dataSkippingStatsColumns"] == "run_id,seq,ts"
     snapshot = _snapshot(spark, conf)
     run_pipeline(conf_path, DAY1, DAY2, spark=spark)
     assert _snapshot(spark, conf) == snapshot
