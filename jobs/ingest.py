@@ -40,7 +40,13 @@ from pyspark.sql import functions as F
 from jobs import quality
 from jobs.cli import date_range_parser, parse_date_range, start_job
 from jobs.config import PipelineConf
-from jobs.delta_io import conform, days_predicate, read_table, replace_where
+from jobs.delta_io import (
+    conform,
+    days_predicate,
+    has_files_matching,
+    read_table,
+    replace_where,
+)
 from jobs.transforms.validate import (
     ACCEPTED,
     QUARANTINED,
@@ -279,7 +285,8 @@ def run_ingest(
     Spark jobs: one counting pass over the raw rows (per file and run, aggregated map-side); the
     exact duplicate search (an aggregation over (run_id, seq)) only for runs the counts cannot
     prove duplicate-free; the bronze write; the quarantine write, reading only the files that hold
-    rejected rows; Great Expectations over the bronze rows as written. Nothing is cached.
+    rejected rows (skipped when nothing is rejected and the quarantine holds nothing of these
+    days); Great Expectations over the bronze rows as written. Nothing is cached.
     """
     raw_root = raw_dir or conf.raw_dir
     label = f"{date_from.isoformat()}_{date_to.isoformat()}"
@@ -362,10 +369,12 @@ def run_ingest(
             .withColumns({"record_kind": F.lit("row"), "file_rows": F.lit(None).cast("long")})
         )
         quarantine = conform(rejected_rows, BROKER_EVENTS_QUARANTINE).unionByName(file_records)
-    sc.setJobDescription(f"ingest {label}: write broker_events_quarantine")
-    rows_quarantined = replace_where(spark, conf, BROKER_EVENTS_QUARANTINE, quarantine, days) - len(
-        rejected_files
-    )
+    rows_quarantined = 0
+    # Nothing rejected and nothing of these days to replace: no quarantine write (no commit).
+    if rereads or rejected_files or has_files_matching(spark, conf, BROKER_EVENTS_QUARANTINE, days):
+        sc.setJobDescription(f"ingest {label}: write broker_events_quarantine")
+        written = replace_where(spark, conf, BROKER_EVENTS_QUARANTINE, quarantine, days)
+        rows_quarantined = written - len(rejected_files)
     reasons = {}
     if rows_quarantined:
         sc.setJobDescription(f"ingest {label}: quarantine reasons")

@@ -116,3 +116,27 @@ def test_rerun_is_idempotent_and_picks_up_late_events(spark, pipeline_conf):
     assert after[(DAY1, "r2")]["time_stopped_s"] == 1800.0
     assert after[(DAY1, "r2")]["max_overshoot_msgs"] == 5
     assert after[(DAY2, "r1")] == gold[(DAY2, "q")]
+
+
+def test_rerun_without_rejects_clears_the_days_quarantine_and_then_skips_it(spark, pipeline_conf):
+    _, conf = pipeline_conf(validate=False)
+    raw = Path(conf.raw_dir)
+    good = [event(i, at(1, 10, i), "enqueue", queue="q", depth_msgs=i) for i in range(1, 4)]
+    (path,) = write_raw(raw, [*good, event(9, at(1, 11), "warp", queue="q")])
+    quarantine_schema = PIPELINE_TABLES["broker_events_quarantine"][1]
+    quarantine_path = table_path(conf, quarantine_schema)
+
+    first = ingest.run_ingest(spark, conf, DAY1, DAY1)
+    assert first["rows_quarantined"] == 1
+    assert first["quarantine_reasons"] == {"unknown_event_type": 1}
+
+    path.unlink()  # the producer fixed its log: the rerun finds nothing to reject
+    write_raw(raw, good)
+    second = ingest.run_ingest(spark, conf, DAY1, DAY1)
+    assert (second["rows_read"], second["rows_quarantined"], second["balanced"]) == (3, 0, True)
+    assert read_table(spark, conf, quarantine_schema).count() == 0
+    version = DeltaTable.forPath(spark, quarantine_path).history(1).first().version
+
+    third = ingest.run_ingest(spark, conf, DAY1, DAY1)  # nothing to replace: no quarantine commit
+    assert (third["rows_accepted"], third["rows_quarantined"], third["balanced"]) == (3, 0, True)
+    assert DeltaTable.forPath(spark, quarantine_path).history(1).first().version == version
