@@ -193,12 +193,15 @@ def file_run_stats(raw: DataFrame) -> list[FileRunStats]:
             F.min(F.when(ok, offset)).alias("min_offset"),
             F.max(F.when(ok, offset)).alias("max_offset"),
             # Unused, but it makes every column decoded, so a damaged page in any column shows.
+            # It must stay in the collected result: Spark prunes an aggregate nothing reads, and
+            # with it the scan of the columns only it references.
             F.max(F.xxhash64(*BROKER_EVENTS.names)).alias("_decoded"),
         )
-        .drop("_decoded")
         .collect()
     )
-    return [FileRunStats(**row.asDict()) for row in rows]
+    return [
+        FileRunStats(**{k: v for k, v in row.asDict().items() if k != "_decoded"}) for row in rows
+    ]
 
 
 def runs_that_may_repeat_keys(stats: list[FileRunStats], excluded_files: set[str]) -> set[str]:

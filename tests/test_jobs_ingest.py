@@ -140,3 +140,39 @@ def test_rerun_without_rejects_clears_the_days_quarantine_and_then_skips_it(spar
     third = ingest.run_ingest(spark, conf, DAY1, DAY1)  # nothing to replace: no quarantine commit
     assert (third["rows_accepted"], third["rows_quarantined"], third["balanced"]) == (3, 0, True)
     assert DeltaTable.forPath(spark, quarantine_path).history(1).first().version == version
+
+
+def _damage_column_pages(path: Path, column: str) -> None:
+    """Overwrite the compressed pages of one column chunk: the footer and every other column stay
+    readable, decoding that column fails."""
+    chunk = pq.ParquetFile(path).metadata.row_group(0)
+    columns = [chunk.column(i) for i in range(chunk.num_columns)]
+    (meta,) = (c for c in columns if c.path_in_schema == column)
+    start = meta.dictionary_page_offset or meta.data_page_offset
+    data = bytearray(path.read_bytes())
+    data[start + 20 : start + meta.total_compressed_size - 2] = b"\xab" * (
+        meta.total_compressed_size - 22
+    )
+    path.write_bytes(bytes(data))
+
+
+def test_a_damaged_page_in_any_column_quarantines_the_file(spark, pipeline_conf):
+    _, conf = pipeline_conf(validate=False)
+    raw = Path(conf.raw_dir)
+    write_raw(raw, [event(i, at(1, 10, 0, 0, i), "enqueue", queue="q") for i in range(1, 4)])
+    damaged = [
+        event(i, at(1, 11, 0, 0, i), "enqueue", run_id="r2", queue="q", message_id=1000 + i)
+        for i in range(1, 200)
+    ]
+    (path,) = write_raw(raw, damaged)
+    # message_id is checked by no contract rule: only decoding every column reveals the damage.
+    _damage_column_pages(path, "message_id")
+
+    report = ingest.run_ingest(spark, conf, DAY1, DAY1)
+
+    assert (report["files_partially_read"], report["rows_unreadable"]) == (1, 199)
+    assert (report["rows_read"], report["rows_accepted"], report["balanced"]) == (3, 3, True)
+    quarantine = read_table(spark, conf, PIPELINE_TABLES["broker_events_quarantine"][1])
+    assert [(r.record_kind, r.reason, r.file_rows) for r in quarantine.collect()] == [
+        ("file", "partially_read_file", 199)
+    ]
