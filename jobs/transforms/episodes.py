@@ -56,7 +56,7 @@ def flow_changes(queue_events: DataFrame) -> DataFrame:
 
 
 def _segment_rows(queue_events: DataFrame) -> DataFrame:
-    """Queue events tagged with their segment and producer: one sort, three window functions.
+    """Queue events tagged with their segment and producer: one sort, two window functions.
 
     ``_seg`` is the seq of the queue's latest flow change (:func:`flow_changes`) up to the
     event, null before the first: an episode's segment holds its start and every event up to its
@@ -72,7 +72,7 @@ def _segment_rows(queue_events: DataFrame) -> DataFrame:
     # transition a little later, so only the order (seq) is relied on.
     triggers = (
         (F.col("event_type") == "enqueue")
-        & F.coalesce(F.col("_next_is_start"), F.lit(False))
+        & F.coalesce(F.col("_next.is_start"), F.lit(False))
         & ~F.col("_stopped")
     )
     is_enqueue = (F.col("event_type") == "enqueue") & F.col("link").isNotNull()
@@ -92,14 +92,13 @@ def _segment_rows(queue_events: DataFrame) -> DataFrame:
         .select(
             "*",
             F.last(latest_change, ignorenulls=True).over(upto_here).alias("_latest"),
-            F.lead("is_start").over(in_order).alias("_next_is_start"),
-            F.lead("seq").over(in_order).alias("_next_seq"),
+            F.lead(F.struct("seq", "is_start")).over(in_order).alias("_next"),
         )
         .withColumn("_stopped", F.coalesce(F.col("_latest.is_start"), F.lit(False)))
         .withColumn("_trigger", triggers)
         .withColumns(
             {
-                "_seg": F.when(F.col("_trigger"), F.col("_next_seq")).otherwise(
+                "_seg": F.when(F.col("_trigger"), F.col("_next.seq")).otherwise(
                     F.col("_latest.seq")
                 ),
                 "_producer": F.when(
@@ -164,7 +163,7 @@ def queue_flow_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
     flow_stopped through the flow_resumed, plus the enqueue that triggered it (the queue's event
     right before the flow_stopped).
 
-    One shuffle and sort of the queue events, tagged with their segment by three window functions
+    One shuffle and sort of the queue events, tagged with their segment by two window functions
     (:func:`_segment_rows`) and aggregated per segment (:func:`queue_segment_stats`); the
     episodes are assembled from those few rows: an episode's segment, plus the flow_resumed that
     opens the next one (its end). Carried thresholds and counter are the latest non-null values
