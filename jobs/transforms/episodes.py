@@ -55,40 +55,51 @@ def flow_changes(queue_events: DataFrame) -> DataFrame:
     )
 
 
-def _segment_rows(queue_events: DataFrame) -> DataFrame:
+#: A queue with flow changes, numbered within its run: windows and aggregations key on
+#: (``_qid``, run_id) rather than on three strings.
+QUEUE_ID = ("_qid", "run_id")
+
+
+def _numbered_queues(changes: DataFrame) -> DataFrame:
+    """The queues with flow changes, one row each: the queue keys and ``_qid``."""
+    numbered = Window.partitionBy("run_id").orderBy("broker", "queue")
+    return changes.select(*QUEUE_KEYS).distinct().withColumn("_qid", F.row_number().over(numbered))
+
+
+def _segment_rows(queue_events: DataFrame, queues: DataFrame, changes: DataFrame) -> DataFrame:
     """Queue events tagged with their segment and producer: one sort, two window functions.
 
     ``_seg`` is the seq of the queue's latest flow change (:func:`flow_changes`) up to the
     event, null before the first: an episode's segment holds its start and every event up to its
     end, the ending flow_resumed opening the next segment. The enqueue that triggered an episode
     (the queue's event right before its start) is moved into the episode's segment. ``_producer``
-    is the link of an enqueue of an episode, else null.
+    is the link of an enqueue of an episode, else null. Queues without flow changes have no
+    episode: their events are dropped (inner join with ``queues``) before the shuffle.
     """
-    in_order = Window.partitionBy(*QUEUE_KEYS).orderBy("seq")
+    in_order = Window.partitionBy(*QUEUE_ID).orderBy("seq")
     upto_here = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    changes = flow_changes(queue_events).withColumn("_change", F.lit(True))
+    numbered_changes = changes.join(queues, list(QUEUE_KEYS)).select(
+        *QUEUE_ID, "seq", "is_start", F.lit(True).alias("_change")
+    )
     latest_change = F.when(F.col("_change"), F.struct(F.col("seq"), F.col("is_start")))
     # Flow goes ON on an enqueue; the engine logs both at the same ts, other logs may stamp the
     # transition a little later, so only the order (seq) is relied on.
-    triggers = (
-        (F.col("event_type") == "enqueue")
-        & F.coalesce(F.col("_next.is_start"), F.lit(False))
-        & ~F.col("_stopped")
-    )
-    is_enqueue = (F.col("event_type") == "enqueue") & F.col("link").isNotNull()
+    triggers = F.col("_enqueue") & F.coalesce(F.col("_next.is_start"), F.lit(False))
+    triggers = triggers & ~F.col("_stopped")
     return (
-        queue_events.select(
-            *QUEUE_KEYS,
+        queue_events.join(F.broadcast(queues), list(QUEUE_KEYS))
+        .select(
+            *QUEUE_ID,
             "seq",
             "ts",
-            "event_type",
+            (F.col("event_type") == "enqueue").alias("_enqueue"),
             "link",
             "capacity",
             "depth_msgs",
             "depth_bytes",
             *CARRIED_COLUMNS,
         )
-        .join(F.broadcast(changes), [*QUEUE_KEYS, "seq"], "left")
+        .join(F.broadcast(numbered_changes), [*QUEUE_ID, "seq"], "left")
         .select(
             "*",
             F.last(latest_change, ignorenulls=True).over(upto_here).alias("_latest"),
@@ -102,34 +113,39 @@ def _segment_rows(queue_events: DataFrame) -> DataFrame:
                     F.col("_latest.seq")
                 ),
                 "_producer": F.when(
-                    (F.col("_stopped") | F.col("_trigger")) & is_enqueue, F.col("link")
+                    (F.col("_stopped") | F.col("_trigger"))
+                    & F.col("_enqueue")
+                    & F.col("link").isNotNull(),
+                    F.col("link"),
                 ),
             }
         )
     )
 
 
-def queue_segment_stats(queue_events: DataFrame) -> DataFrame:
+def queue_segment_stats(
+    queue_events: DataFrame, queues: DataFrame, changes: DataFrame
+) -> DataFrame:
     """Per queue segment (see :func:`_segment_rows`): two hash aggregations with fixed-width
     buffers, per (segment, producer) then per segment.
 
-    Columns: the queue keys, ``_seg`` and: ``_is_start`` (the segment opens an episode),
+    Columns: run_id, ``_qid``, ``_seg`` and: ``_is_start`` (the segment opens an episode),
     ``_start_ts``, ``_start_depth_msgs``, ``_start_depth_bytes`` and ``_start_<c>`` of the
     event that opens it; ``peak_depth_msgs``, ``peak_depth_bytes`` over its events;
     ``producers`` and ``overshoot_bound_msgs`` (sum of each producer's max capacity);
     ``_pre_<c>``, the value of the trigger moved into it; ``_seq_<c>`` / ``_val_<c>``, seq and
     value of the latest non-null ``c`` among its events.
     """
-    rows = _segment_rows(queue_events)
+    rows = _segment_rows(queue_events, queues, changes)
     seq, at_start = F.col("seq"), F.col("seq") == F.col("_seg")
     start_fields = {
-        "_is_start": F.col("event_type") == "flow_stopped",
+        "_is_start": F.col("is_start"),
         "_start_ts": F.col("ts"),
         "_start_depth_msgs": F.col("depth_msgs"),
         "_start_depth_bytes": F.col("depth_bytes"),
         **{f"_start_{c}": F.col(c) for c in CARRIED_COLUMNS},
     }
-    per_producer = rows.groupBy(*QUEUE_KEYS, "_seg", "_producer").agg(
+    per_producer = rows.groupBy(*QUEUE_ID, "_seg", "_producer").agg(
         *(F.max(F.when(at_start, value)).alias(name) for name, value in start_fields.items()),
         F.max("depth_msgs").alias("peak_depth_msgs"),
         F.max("depth_bytes").alias("peak_depth_bytes"),
@@ -142,7 +158,7 @@ def queue_segment_stats(queue_events: DataFrame) -> DataFrame:
         ),
     )
     producer = F.col("_producer").isNotNull()
-    return per_producer.groupBy(*QUEUE_KEYS, "_seg").agg(
+    return per_producer.groupBy(*QUEUE_ID, "_seg").agg(
         *(F.max(name).alias(name) for name in start_fields),
         F.max("peak_depth_msgs").alias("peak_depth_msgs"),
         F.max("peak_depth_bytes").alias("peak_depth_bytes"),
@@ -169,8 +185,11 @@ def queue_flow_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
     opens the next one (its end). Carried thresholds and counter are the latest non-null values
     up to the start: the start's own, else the trigger's, else the latest of earlier segments.
     """
-    segments = queue_segment_stats(events.where(F.col("queue").isNotNull()))
-    in_order = Window.partitionBy(*QUEUE_KEYS).orderBy(F.col("_seg").asc_nulls_first())
+    queue_events = events.where(F.col("queue").isNotNull())
+    changes = flow_changes(queue_events)
+    queues = _numbered_queues(changes)
+    segments = queue_segment_stats(queue_events, queues, changes)
+    in_order = Window.partitionBy(*QUEUE_ID).orderBy(F.col("_seg").asc_nulls_first())
     before = in_order.rowsBetween(Window.unboundedPreceding, -1)
     following = {
         "_end_seq": "_seg",
@@ -187,7 +206,7 @@ def queue_flow_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
         ),
     ).where(F.col("_is_start"))
     episodes = starts.select(
-        *QUEUE_KEYS,
+        *QUEUE_ID,
         F.col("_seg").alias("start_seq"),
         F.col("_start_ts").alias("start_ts"),
         *(F.coalesce(f"_start_{c}", f"_pre_{c}", f"_{c}_before").alias(c) for c in CARRIED_COLUMNS),
@@ -197,7 +216,10 @@ def queue_flow_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
         F.greatest("peak_depth_bytes", "_end_depth_bytes").alias("peak_depth_bytes"),
         "producers",
         "overshoot_bound_msgs",
-    ).join(bounds.select("run_id", "run_watermark_ts"), "run_id")
+    )
+    episodes = episodes.join(F.broadcast(queues), list(QUEUE_ID)).join(
+        bounds.select("run_id", "run_watermark_ts"), "run_id"
+    )
     overshoot_msgs = _overshoot("peak_depth_msgs", "flow_stop_count")
     overshoot_bytes = _overshoot("peak_depth_bytes", "flow_stop_size")
     bound = F.col("overshoot_bound_msgs")
