@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -72,7 +73,8 @@ class Broker:
         self.exchanges: dict[str, Exchange] = {
             DEFAULT_EXCHANGE: Exchange(DEFAULT_EXCHANGE, "direct")
         }
-        self._next_message_id = 0
+        # A C-level counter: one message id per transfer costs no Python frame.
+        self.next_message_id: Callable[[], int] = itertools.count(1).__next__
         self._route_cache: dict[tuple[str, str], list[Queue]] = {}
         # Resource alarms in force ("memory", "disk") and whoever must react to them.
         self.alarms: set[str] = set()
@@ -86,10 +88,6 @@ class Broker:
     def emit_payload(self, event_type: str, payload: EventRow) -> None:
         """An event given as its non-stamp columns in order (see :meth:`EventBus.emit_payload`)."""
         self.bus.emit_payload(self.name, event_type, payload)
-
-    def next_message_id(self) -> int:
-        self._next_message_id += 1
-        return self._next_message_id
 
     # -- declarations --------------------------------------------------------------------------
     def declare_queue(
@@ -240,8 +238,8 @@ class Broker:
                 detail='{"reason":"unroutable"}',
             )
             self.emit("message_rejected", fields)
-        if transfer.held_by == 0:
-            self.complete_transfer(transfer)
+        if transfer.held_by == 0 and transfer.on_complete is not None:
+            transfer.on_complete(transfer)  # complete_transfer(), one frame fewer per message
         return accepted
 
     def complete_transfer(self, transfer: Transfer) -> None:

@@ -93,7 +93,7 @@ class Producer:
 
     def _transmit(self, size: int, routing_key: str) -> None:
         broker = self.broker
-        self.outstanding += 1
+        outstanding = self.outstanding = self.outstanding + 1
         self.sent += 1
         transfer = Transfer(
             broker.next_message_id(),
@@ -103,7 +103,8 @@ class Producer:
             broker.scheduler.now_us,
             self._on_complete,
         )
-        broker.publish(transfer, broker.route(self.exchange, routing_key), self._link())
+        link = self._links.get(outstanding) or self._link()
+        broker.publish(transfer, broker.route(self.exchange, routing_key), link)
 
     def _on_complete(self, transfer: Transfer) -> None:
         self.outstanding -= 1

@@ -112,8 +112,11 @@ class Queue:
         self.flow = FlowLimit(thresholds)
         # Straight to the bus: message events are most of the log, one call level fewer each.
         self._emit_payload = broker.bus.emit_payload
+        self._emit_message = broker.bus.emit_message
         self._broker_name = broker.name
         self._flow_state: tuple[object, ...] = ()
+        self._stop_gate_msgs: float = 0
+        self._stop_gate_bytes: float = 0
         self._refresh_flow_state()
         self.messages: deque[Message] = deque()
         self.depth_msgs = 0
@@ -152,6 +155,11 @@ class Queue:
             self.max_count,
             self.max_size,
         )
+        # Depths above which FlowLimit.should_stop may answer yes (never while already stopped):
+        # the enqueue path asks it only then, sparing a call per message.
+        inf = float("inf")
+        self._stop_gate_msgs = inf if flow.flow_stopped else flow.stop_count or inf
+        self._stop_gate_bytes = inf if flow.flow_stopped else flow.stop_size or inf
 
     def emit(self, event_type: str, detail: str | None = None) -> None:
         """A queue event that concerns no message: the queue's columns after the event."""
@@ -174,17 +182,10 @@ class Queue:
         identity, state = link
         if detail is not None:
             state = (*state[:-1], detail)
-        self._emit_payload(
-            self._broker_name,
-            event_type,
-            (
-                self.name,
-                identity,
-                *(message.message_id, message.size, self.depth_msgs, self.depth_bytes),
-                self._flow_state,
-                state,
-            ),
-        )
+        self._emit_message(
+            self._broker_name, event_type, self.name, identity, message.message_id, message.size,
+            self.depth_msgs, self.depth_bytes, self._flow_state, state,
+        )  # fmt: skip
 
     # -- enqueue -------------------------------------------------------------------------------
     def _over_limit(self, size: int) -> str | None:
@@ -196,29 +197,35 @@ class Queue:
 
     def enqueue(self, message: Message, link: LinkColumns = NO_LINK) -> str:
         """Accept ``message`` (or reject it by policy); hold its transfer while flow is stopped."""
-        limit = self._over_limit(message.size)
-        if limit:
-            if self.policy == "reject" or (self.max_size and message.size > self.max_size):
+        size = message.size
+        if self.depth_msgs >= self._count_limit or self.depth_bytes + size > self._size_limit:
+            limit = self._over_limit(size)
+            if self.policy == "reject" or (self.max_size and size > self.max_size):
                 self.stats.rejected += 1
                 detail = f'{{"reason":"{limit}","policy":"{self.policy}"}}'
                 self._emit_message_event("message_rejected", message, link, detail)
                 return EnqueueOutcome.REJECTED
             # ring / ring-strict: make room by evicting the oldest messages.
-            while self.messages and self._over_limit(message.size) is not None:
-                self._remove_head("ring_evicted", NO_LINK)
+            while self.messages and self._over_limit(size) is not None:
+                self._evict_head()
 
         self.messages.append(message)
-        self.depth_msgs += 1
-        self.depth_bytes += message.size
+        depth_msgs = self.depth_msgs = self.depth_msgs + 1
+        depth_bytes = self.depth_bytes = self.depth_bytes + size
         stats = self.stats
         stats.enqueued += 1
-        if self.depth_msgs > stats.peak_depth_msgs:
-            stats.peak_depth_msgs = self.depth_msgs
-        if self.depth_bytes > stats.peak_depth_bytes:
-            stats.peak_depth_bytes = self.depth_bytes
-        self._emit_message_event("enqueue", message, link)
+        if depth_msgs > stats.peak_depth_msgs:
+            stats.peak_depth_msgs = depth_msgs
+        if depth_bytes > stats.peak_depth_bytes:
+            stats.peak_depth_bytes = depth_bytes
+        self._emit_message(
+            self._broker_name, "enqueue", self.name, link[0], message.message_id, size,
+            depth_msgs, depth_bytes, self._flow_state, link[1],
+        )  # fmt: skip
         flow = self.flow
-        if flow.should_stop(self.depth_msgs, self.depth_bytes):
+        if (
+            depth_msgs > self._stop_gate_msgs or depth_bytes > self._stop_gate_bytes
+        ) and flow.should_stop(depth_msgs, depth_bytes):
             flow.stop()
             self._refresh_flow_state()
             self.emit("flow_stopped")
@@ -280,25 +287,39 @@ class Queue:
     # -- dequeue -------------------------------------------------------------------------------
     def dequeue(self, link: LinkColumns = NO_LINK) -> Message | None:
         """Remove the head message for a consumer; None when the queue is empty."""
-        if not self.messages:
+        messages = self.messages
+        if not messages:
             return None
-        return self._remove_head("dequeue", link)
+        message = messages.popleft()
+        depth_msgs = self.depth_msgs = self.depth_msgs - 1
+        depth_bytes = self.depth_bytes = self.depth_bytes - message.size
+        self.stats.dequeued += 1
+        self._emit_message(
+            self._broker_name, "dequeue", self.name, link[0], message.message_id, message.size,
+            depth_msgs, depth_bytes, self._flow_state, link[1],
+        )  # fmt: skip
+        # Most dequeues have nothing more to do: skip the call unless something can.
+        if message.held or self.flow.flow_stopped or self.on_space:
+            self._after_removal(message)
+        return message
 
-    def _remove_head(self, event_type: str, link: LinkColumns) -> Message:
+    def _evict_head(self) -> None:
+        """Ring policy: drop the oldest message to make room."""
         message = self.messages.popleft()
         self.depth_msgs -= 1
         self.depth_bytes -= message.size
-        if event_type == "dequeue":
-            self.stats.dequeued += 1
-        else:
-            self.stats.evicted += 1
-        self._emit_message_event(event_type, message, link)
+        self.stats.evicted += 1
+        self._emit_message_event("ring_evicted", message, NO_LINK)
+        self._after_removal(message)
+
+    def _after_removal(self, message: Message) -> None:
+        """Release the message if held, resume flow if depth fell low enough, notify watchers."""
         if message.held:
             # Dequeued while still held: released on its own (seed 000, "decrement ... anyways").
             del self._held[message.message_id]
             self._release(message)
         flow = self.flow
-        if flow.should_resume(self.depth_msgs, self.depth_bytes):
+        if flow.flow_stopped and flow.should_resume(self.depth_msgs, self.depth_bytes):
             flow.resume()
             self._refresh_flow_state()
             self.emit("flow_resumed")
@@ -307,7 +328,6 @@ class Queue:
                 self._release(held_message)
         for callback in self.on_space:
             callback(self)
-        return message
 
     def _release(self, message: Message) -> None:
         message.held = False

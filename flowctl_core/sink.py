@@ -30,6 +30,11 @@ DEFAULT_ROW_GROUP_SIZE = 131_072
 # chunk of rows is garbage once converted, so the Python-object buffer stays small too.
 CONVERT_CHUNK_ROWS = 16_384
 UNIQUE_PER_EVENT_COLUMNS = frozenset({"seq", "ts", "message_id", "latency_us"})
+# Row-group statistics are kept where readers prune on them (a run's seq and time ranges); min/max
+# of every other column cost a fifth of the write and no reader uses them.
+STATISTICS_COLUMNS = ("run_id", "seq", "ts")
+# Increasing integers (a subset of the above): delta encoding is smaller and cheaper than plain.
+DELTA_ENCODED_COLUMNS = ("seq", "ts", "message_id")
 
 
 class SinkError(RuntimeError):
@@ -109,18 +114,23 @@ class ParquetSink:
         self._last_ts_us = ts_us[-1]
         first_day, last_day = ts_us[0] // US_PER_DAY, ts_us[-1] // US_PER_DAY
         if first_day == last_day:
-            self._batches.append((first_day, self._to_batch(rows)))
+            self._batches.append((first_day, self._to_batch(rows, ts_array)))
         else:  # the chunk straddles midnight (rare): split it per UTC day
             for day in range(first_day, last_day + 1):
                 begin = bisect.bisect_left(ts_us, day * US_PER_DAY)
                 end = bisect.bisect_left(ts_us, (day + 1) * US_PER_DAY)
                 if end > begin:
-                    self._batches.append((day, self._to_batch(rows[begin:end])))
+                    day_batch = self._to_batch(rows[begin:end], ts_array[begin:end])
+                    self._batches.append((day, day_batch))
         self._pending_rows += len(rows)
 
-    def _to_batch(self, rows: list[EventRow]) -> pa.RecordBatch:
+    def _to_batch(self, rows: list[EventRow], ts_array: pa.Array) -> pa.RecordBatch:
+        """``rows`` as Arrow; ``ts_array`` is their ts column, already converted for the checks."""
         arrays: list[pa.Array] = []
         for position, entry in enumerate(ROW_LAYOUT):
+            if position == TS_AT:
+                arrays.append(ts_array.cast(self._types["ts"]))
+                continue
             values = list(map(itemgetter(position), rows))
             if isinstance(entry, str):
                 arrays.append(pa.array(values, type=self._types[entry]))
@@ -180,6 +190,8 @@ class ParquetSink:
             self.schema,
             compression=self.compression,
             use_dictionary=self._dictionary_columns,
+            write_statistics=list(STATISTICS_COLUMNS),
+            column_encoding=dict.fromkeys(DELTA_ENCODED_COLUMNS, "DELTA_BINARY_PACKED"),
         )
         open_file = self._writers[day] = _OpenFile(writer, hidden, final)
         return open_file
