@@ -100,14 +100,6 @@ class RateDriver:
             draw = getrandbits(bits)
         return self.spec.size + draw
 
-    def _next_interval_us(self) -> int:
-        if self._poisson:
-            # expovariate(1.0) written out: the same draws, one Python frame fewer per arrival.
-            interval = -log(1.0 - self.rng.random()) * self._mean_interval_us
-        else:
-            interval = self._mean_interval_us
-        return max(1, round(interval))
-
     def _tick(self) -> None:
         producer = self.producer
         scheduler = producer.broker.scheduler
@@ -115,8 +107,8 @@ class RateDriver:
             self.suppressed += 1
         else:
             producer.send_one(self._size())
-        # _next_interval_us() inlined: one arrival per message, one Python frame fewer each.
         if self._poisson:
+            # expovariate(1.0) written out: the same draws, one Python frame fewer per arrival.
             interval = -log(1.0 - self.rng.random()) * self._mean_interval_us
         else:
             interval = self._mean_interval_us

@@ -4,13 +4,14 @@ so a scenario's seed means the same run whichever way the driver is written."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import pytest
 
 from flowctl_core.broker import Broker
 from flowctl_core.clients import Producer
 from flowctl_core.clock import Scheduler
-from flowctl_core.events import EventBus
+from flowctl_core.events import EventBus, EventCollector
 from flowctl_core.runner import RateDriver
 from flowctl_core.scenario import ProducerSpec
 
@@ -42,9 +43,37 @@ def test_fixed_size_draws_nothing() -> None:
     assert driver.rng.random() == random.Random(11).random()
 
 
+def _arrivals_us(driver: RateDriver) -> list[int]:
+    """When the driver's messages arrived: nothing is bound, so each is rejected as unroutable
+    and completes at once; the window never fills and no arrival is suppressed."""
+    scheduler = driver.producer.broker.scheduler
+    collector = EventCollector()
+    driver.producer.broker.bus.subscribe(collector)
+    driver.start(scheduler)
+    scheduler.run_until(driver.end_us)
+    assert driver.suppressed == 0
+    return [event["ts"] for event in collector.of_type("message_rejected")]
+
+
+def _expected_arrivals_us(gap_us: Callable[[], int], end_us: int) -> list[int]:
+    arrivals = [0]
+    while (next_us := arrivals[-1] + gap_us()) < end_us:
+        arrivals.append(next_us)
+    return arrivals
+
+
 def test_poisson_gaps_are_expovariate_draws() -> None:
     driver = _driver(5, size=100, arrival="poisson")
     reference = random.Random(5)
     mean_us = 1_000_000 / 50
-    expected = [max(1, round(reference.expovariate(1.0) * mean_us)) for _ in range(5000)]
-    assert [driver._next_interval_us() for _ in range(5000)] == expected
+    expected = _expected_arrivals_us(
+        lambda: max(1, round(reference.expovariate(1.0) * mean_us)), driver.end_us
+    )
+    assert len(expected) > 400
+    assert _arrivals_us(driver) == expected
+
+
+def test_uniform_arrivals_draw_nothing() -> None:
+    driver = _driver(5, size=100)
+    assert _arrivals_us(driver) == _expected_arrivals_us(lambda: 20_000, driver.end_us)
+    assert driver.rng.random() == random.Random(5).random()
