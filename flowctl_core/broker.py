@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowctl_core.clock import Scheduler
-from flowctl_core.events import EventBus, EventRow, LinkColumns, link_fields
+from flowctl_core.events import EventBus, LinkColumns, link_fields
 from flowctl_core.exchange import Exchange, ExchangeType
 from flowctl_core.flowlimit import FlowConfigError, FlowDefaults, FlowThresholds
 from flowctl_core.queue import (
@@ -84,10 +84,6 @@ class Broker:
     def emit(self, event_type: str, fields: Mapping[str, Any]) -> None:
         """An event given as column name -> value (see :meth:`EventBus.emit`)."""
         self.bus.emit(self.name, event_type, fields)
-
-    def emit_payload(self, event_type: str, payload: EventRow) -> None:
-        """An event given as its non-stamp columns in order (see :meth:`EventBus.emit_payload`)."""
-        self.bus.emit_payload(self.name, event_type, payload)
 
     # -- declarations --------------------------------------------------------------------------
     def declare_queue(

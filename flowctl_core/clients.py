@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING
 
-from flowctl_core.events import NO_FLOW_STATE, NO_LINK_STATE, LinkColumns, link_identity
+from flowctl_core.events import NO_LINK_STATE, LinkColumns, link_identity
 from flowctl_core.queue import Queue, Transfer
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ class Producer:
         self._pump_scheduled = False
         self._identity = link_identity(name, "publisher", protocol, connection, session)
         self._links: dict[int, LinkColumns] = {}
+        self._completed_context = broker.bus.context(broker.name, "transfer_completed")
         # No window is the same as an infinite one.
         self._window: float = capacity if capacity is not None else float("inf")
 
@@ -62,7 +63,7 @@ class Producer:
         link = self._links.get(self.outstanding)
         if link is None:
             # One shared tuple per outstanding value: the sink converts each distinct one once.
-            link = (self._identity, (None, None, None, self.outstanding, self.capacity, None, None))
+            link = (*self._identity, None, None, None, self.outstanding, self.capacity, None, None)
             if self.capacity is not None:  # bounded by the window
                 self._links[self.outstanding] = link
         return link
@@ -112,15 +113,22 @@ class Producer:
         broker = self.broker
         if transfer.was_held or broker.config.log_immediate_completions:
             latency_us = broker.scheduler.now_us - transfer.received_us
-            broker.emit_payload(
-                "transfer_completed",
+            broker.bus.emit_row(
+                self._completed_context,
                 (
+                    *self._identity,
                     None,
-                    self._identity,
-                    *(transfer.message_id, transfer.size, None, None),
-                    NO_FLOW_STATE,
-                    (None, None, None, self.outstanding, self.capacity, latency_us, None),
+                    None,
+                    None,
+                    self.outstanding,
+                    self.capacity,
+                    latency_us,
+                    None,
                 ),
+                transfer.message_id,
+                transfer.size,
+                None,
+                None,
             )
         # Completions arrive while a queue is releasing held messages: send on the next tick of the
         # same instant, never re-entering the queue mid-release.
@@ -152,8 +160,8 @@ class Consumer:
         self.interval_us = round(1_000_000 / rate) if rate else 0
         self.consumed = 0
         self._link: LinkColumns = (
-            link_identity(name, "consumer", protocol, connection, session),
-            NO_LINK_STATE,
+            *link_identity(name, "consumer", protocol, connection, session),
+            *NO_LINK_STATE,
         )
         self._running = False
         self._parked = False

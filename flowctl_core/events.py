@@ -1,18 +1,24 @@
 """Event emission: the engine's only output.
 
-An event is an :data:`EventRow`, a tuple laid out as :data:`ROW_LAYOUT`: the ``broker_events``
-columns in schema order, nulls as ``None``, except that three groups of columns that change
-rarely (the link's identity, the queue's flow state, the link's state) are nested tuples. The
-engine keeps those groups cached, so an event costs one 13-item tuple, and the Parquet sink
-converts each distinct group once per batch instead of once per event. :func:`flatten` gives
-the plain 30-column row and :func:`as_dict` the row keyed by column name.
+An event is an :data:`EventRow`, a tuple laid out as :data:`ROW_LAYOUT`: the six columns that
+change with every event (seq, ts, message id, size, depths) and two nested tuples that change
+rarely and that the engine keeps cached, so that events share them:
+
+* the *context* (:data:`CONTEXT_COLUMNS`): run, broker, event type, queue and the queue's flow
+  state; a queue holds one per event type, refreshed on flow transitions and reconfiguration;
+* the *link* (:data:`LINK_COLUMNS`): the client's identity and its credit/window state; a producer
+  holds one per outstanding-transfer count, a consumer one for its life.
+
+An event so costs one 8-item tuple, and the Parquet sink converts each distinct group once per
+batch instead of once per event. :func:`flatten` gives the plain row in schema order and
+:func:`as_dict` the row keyed by column name.
 
 Events are built in two ways:
 
 * :meth:`EventBus.emit` takes a mapping of column name -> value (absent keys are null): the
   general path, used by every rare event.
-* :meth:`EventBus.emit_payload` takes the row after its stamp, already laid out: the hot path of
-  the queues and clients (enqueue, dequeue, completions).
+* :meth:`EventBus.emit_row` takes the groups and the per-event values: the hot path of the queues
+  and clients (enqueue, dequeue, completions).
 """
 
 from __future__ import annotations
@@ -29,8 +35,6 @@ Subscriber = Callable[[EventRow], None]
 
 COLUMNS: tuple[str, ...] = tuple(BROKER_EVENTS.names)
 
-# The bus stamps the first five columns of every event; the emitter supplies the rest.
-STAMP_COLUMNS: tuple[str, ...] = ("run_id", "broker", "seq", "ts", "event_type")
 LINK_IDENTITY_COLUMNS = ("link", "session", "connection", "protocol", "link_role")
 FLOW_STATE_COLUMNS = (
     "flow_stopped",
@@ -51,35 +55,47 @@ LINK_STATE_COLUMNS = (
     "latency_us",
     "detail",
 )
-PAYLOAD_LAYOUT: tuple[str | tuple[str, ...], ...] = (
-    "queue",
-    LINK_IDENTITY_COLUMNS,
+CONTEXT_COLUMNS: tuple[str, ...] = ("run_id", "broker", "event_type", "queue", *FLOW_STATE_COLUMNS)
+LINK_COLUMNS: tuple[str, ...] = (*LINK_IDENTITY_COLUMNS, *LINK_STATE_COLUMNS)
+ROW_LAYOUT: tuple[str | tuple[str, ...], ...] = (
+    "seq",
+    "ts",
     "message_id",
     "size_bytes",
     "depth_msgs",
     "depth_bytes",
-    FLOW_STATE_COLUMNS,
-    LINK_STATE_COLUMNS,
+    CONTEXT_COLUMNS,
+    LINK_COLUMNS,
 )
-ROW_LAYOUT: tuple[str | tuple[str, ...], ...] = STAMP_COLUMNS + PAYLOAD_LAYOUT
+SEQ_AT, TS_AT, MESSAGE_ID_AT, SIZE_BYTES_AT, DEPTH_MSGS_AT, DEPTH_BYTES_AT = range(6)
+CONTEXT_AT, LINK_AT = 6, 7
+# Positions inside the context group.
+RUN_ID_IN, BROKER_IN, EVENT_TYPE_IN, QUEUE_IN = range(4)
 
 
-def _flat(layout: tuple[str | tuple[str, ...], ...]) -> tuple[str, ...]:
-    return tuple(c for entry in layout for c in ((entry,) if isinstance(entry, str) else entry))
+def _places(layout: tuple[str | tuple[str, ...], ...]) -> dict[str, tuple[int, int | None]]:
+    """Column -> (position in the row, position in its group or None)."""
+    places: dict[str, tuple[int, int | None]] = {}
+    for at, entry in enumerate(layout):
+        if isinstance(entry, str):
+            places[entry] = (at, None)
+        else:
+            places.update((name, (at, inner)) for inner, name in enumerate(entry))
+    return places
 
 
-if _flat(ROW_LAYOUT) != COLUMNS:
+_PLACES = _places(ROW_LAYOUT)
+if sorted(_PLACES) != sorted(COLUMNS) or len(_PLACES) != len(COLUMNS):
     # Rows are laid out by hand on the hot path; a schema change must be mirrored here.
-    raise ImportError("broker_events column order no longer matches flowctl_core.events layout")
-
-RUN_ID_AT, BROKER_AT, SEQ_AT, TS_AT, EVENT_TYPE_AT, QUEUE_AT = range(6)
+    raise ImportError("broker_events columns no longer match flowctl_core.events.ROW_LAYOUT")
+_FLAT_PLACES = tuple(_PLACES[name] for name in COLUMNS)
 
 NO_LINK_IDENTITY: tuple[None, ...] = (None,) * len(LINK_IDENTITY_COLUMNS)
 NO_LINK_STATE: tuple[None, ...] = (None,) * len(LINK_STATE_COLUMNS)
 NO_FLOW_STATE: tuple[None, ...] = (None,) * len(FLOW_STATE_COLUMNS)
-# What a queue's message events carry about the client: (link identity, link state) groups.
-LinkColumns = tuple[EventRow, EventRow]
-NO_LINK: LinkColumns = (NO_LINK_IDENTITY, NO_LINK_STATE)
+# What a message event carries about the client: its identity then its state, LINK_COLUMNS.
+LinkColumns = tuple[Any, ...]
+NO_LINK: LinkColumns = (None,) * len(LINK_COLUMNS)
 
 _EVENT_TYPES = frozenset(EVENT_TYPES)
 _COLUMN_SET = frozenset(COLUMNS)
@@ -87,15 +103,7 @@ _COLUMN_SET = frozenset(COLUMNS)
 
 def flatten(row: EventRow) -> EventRow:
     """The plain row: every ``broker_events`` column in schema order."""
-    (run_id, broker, seq, ts, event_type, queue, identity, message_id, size, msgs, size_total,
-     flow_state, link_state) = row  # fmt: skip
-    return (
-        *(run_id, broker, seq, ts, event_type, queue),
-        *identity,
-        *(message_id, size, msgs, size_total),
-        *flow_state,
-        *link_state,
-    )
+    return tuple(row[at] if inner is None else row[at][inner] for at, inner in _FLAT_PLACES)
 
 
 def as_dict(row: EventRow) -> Event:
@@ -103,20 +111,24 @@ def as_dict(row: EventRow) -> Event:
     return dict(zip(COLUMNS, flatten(row), strict=True))
 
 
+def event_type_of(row: EventRow) -> str:
+    return row[CONTEXT_AT][EVENT_TYPE_IN]  # type: ignore[no-any-return]
+
+
+def queue_of(row: EventRow) -> str | None:
+    return row[CONTEXT_AT][QUEUE_IN]  # type: ignore[no-any-return]
+
+
 def link_columns(fields: Mapping[str, Any] | None) -> LinkColumns:
-    """(link identity, link state) column groups of a client's fields mapping; absent -> null."""
+    """The link column group of a client's fields mapping; absent -> null."""
     if not fields:
         return NO_LINK
-    get = fields.get
-    return tuple(map(get, LINK_IDENTITY_COLUMNS)), tuple(map(get, LINK_STATE_COLUMNS))
+    return tuple(map(fields.get, LINK_COLUMNS))
 
 
 def link_fields(link: LinkColumns) -> Event:
     """The inverse of :func:`link_columns`: the client's columns keyed by name."""
-    identity, state = link
-    fields = dict(zip(LINK_IDENTITY_COLUMNS, identity, strict=True))
-    fields.update(zip(LINK_STATE_COLUMNS, state, strict=True))
-    return fields
+    return dict(zip(LINK_COLUMNS, link, strict=True))
 
 
 def link_identity(
@@ -126,19 +138,12 @@ def link_identity(
     connection: str | None = None,
     session: str | None = None,
 ) -> EventRow:
-    """The link identity column group, in schema order."""
+    """The link identity columns, in :data:`LINK_COLUMNS` order (the link state follows them)."""
     return (link, session, connection, protocol, link_role)
 
 
-def _payload_of(fields: Mapping[str, Any]) -> EventRow:
-    get = fields.get
-    return tuple(
-        get(entry) if isinstance(entry, str) else tuple(map(get, entry)) for entry in PAYLOAD_LAYOUT
-    )
-
-
 class EventBus:
-    """Stamps events with run, broker, sequence number and virtual time, and fans them out."""
+    """Stamps events with sequence number and virtual time, and fans them out."""
 
     def __init__(self, run_id: str, scheduler: Scheduler, *, validate: bool = False) -> None:
         self.run_id = run_id
@@ -151,67 +156,73 @@ class EventBus:
     def subscribe(self, subscriber: Subscriber) -> None:
         self._subscribers.append(subscriber)
 
+    def context(
+        self,
+        broker: str,
+        event_type: str,
+        queue: str | None = None,
+        flow_state: EventRow = NO_FLOW_STATE,
+    ) -> EventRow:
+        """The context group of this run's events of ``event_type``; callers cache it."""
+        return (self.run_id, broker, event_type, queue, *flow_state)
+
     def emit(self, broker: str, event_type: str, fields: Mapping[str, Any]) -> EventRow:
         """Emit an event given as column name -> value (absent columns are null)."""
         if self._validate:
             unknown = fields.keys() - _COLUMN_SET
             if unknown:
                 raise ValueError(f"{event_type}: unknown columns {sorted(unknown)}")
-        return self.emit_payload(broker, event_type, _payload_of(fields))
+        get = fields.get
+        context = self.context(
+            broker, event_type, get("queue"), tuple(map(get, FLOW_STATE_COLUMNS))
+        )
+        return self.emit_row(
+            context,
+            tuple(map(get, LINK_COLUMNS)),
+            get("message_id"),
+            get("size_bytes"),
+            get("depth_msgs"),
+            get("depth_bytes"),
+        )
 
-    def emit_payload(self, broker: str, event_type: str, payload: EventRow) -> EventRow:
-        """Emit an event whose non-stamp columns are laid out as :data:`PAYLOAD_LAYOUT`."""
+    def emit_row(
+        self,
+        context: EventRow,
+        link: LinkColumns,
+        message_id: int | None,
+        size_bytes: int | None,
+        depth_msgs: int | None,
+        depth_bytes: int | None,
+    ) -> EventRow:
+        """Emit an event from its two groups and its per-event columns: the engine's hot path."""
         if self._validate:
-            self._check(event_type, payload)
+            self._check(context, link)
         self.seq += 1
-        row = (self.run_id, broker, self.seq, self.scheduler.now_us, event_type, *payload)
+        row = (
+            self.seq, self.scheduler.now_us, message_id, size_bytes, depth_msgs, depth_bytes,
+            context, link,
+        )  # fmt: skip
         for subscriber in self._subscribers:
             subscriber(row)
         return row
 
-    def emit_message(
-        self,
-        broker: str,
-        event_type: str,
-        queue: str | None,
-        identity: EventRow,
-        message_id: int,
-        size_bytes: int,
-        depth_msgs: int | None,
-        depth_bytes: int | None,
-        flow_state: EventRow,
-        link_state: EventRow,
-    ) -> None:
-        """:meth:`emit_payload` with the payload's items as arguments: the engine's hottest call.
-
-        Enqueues and dequeues are most of the log; building the row in one tuple here, rather than
-        a payload tuple and then the row, is a measurable share of the engine's time.
-        """
-        if self._validate:
-            self._check(
-                event_type,
-                (queue, identity, message_id, size_bytes, depth_msgs, depth_bytes, flow_state,
-                 link_state),
-            )  # fmt: skip
-        self.seq += 1
-        row = (
-            self.run_id, broker, self.seq, self.scheduler.now_us, event_type, queue, identity,
-            message_id, size_bytes, depth_msgs, depth_bytes, flow_state, link_state,
-        )  # fmt: skip
-        for subscriber in self._subscribers:
-            subscriber(row)
-
-    @staticmethod
-    def _check(event_type: str, payload: EventRow) -> None:
-        if event_type not in _EVENT_TYPES:
-            raise ValueError(f"unknown event type {event_type!r}")
+    def _check(self, context: EventRow, link: LinkColumns) -> None:
         # Groups must be tuples: the sink converts each group object once per chunk, so a list
         # changed after the event would be written with its last value.
-        if len(payload) != len(PAYLOAD_LAYOUT) or any(
-            not isinstance(entry, str) and (type(value) is not tuple or len(value) != len(entry))
-            for entry, value in zip(PAYLOAD_LAYOUT, payload, strict=True)
+        for name, group, columns in (
+            ("context", context, CONTEXT_COLUMNS),
+            ("link", link, LINK_COLUMNS),
         ):
-            raise ValueError(f"{event_type}: the payload is not laid out as PAYLOAD_LAYOUT")
+            if type(group) is not tuple or len(group) != len(columns):
+                raise ValueError(
+                    f"the {name} group is not a tuple laid out as {name.upper()}_COLUMNS"
+                )
+        if context[RUN_ID_IN] != self.run_id:
+            raise ValueError(
+                f"context of run {context[RUN_ID_IN]!r} emitted on run {self.run_id!r}"
+            )
+        if context[EVENT_TYPE_IN] not in _EVENT_TYPES:
+            raise ValueError(f"unknown event type {context[EVENT_TYPE_IN]!r}")
 
 
 class EventCollector:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from flowctl_core.events import NO_LINK, NO_LINK_IDENTITY, NO_LINK_STATE, LinkColumns
+from flowctl_core.events import NO_LINK, EventRow, LinkColumns
 from flowctl_core.flowlimit import FlowLimit, FlowThresholds
 
 if TYPE_CHECKING:
@@ -111,10 +111,15 @@ class Queue:
         self.policy = policy
         self.flow = FlowLimit(thresholds)
         # Straight to the bus: message events are most of the log, one call level fewer each.
-        self._emit_payload = broker.bus.emit_payload
-        self._emit_message = broker.bus.emit_message
+        self._bus = broker.bus
+        self._emit_row = broker.bus.emit_row
         self._broker_name = broker.name
-        self._flow_state: tuple[object, ...] = ()
+        # The context column groups of this queue's events, per event type (events.py); the two
+        # of every message are attributes, the others are built when first needed.
+        self._flow_state: EventRow = ()
+        self._contexts: dict[str, EventRow] = {}
+        self._enqueue_context: EventRow = ()
+        self._dequeue_context: EventRow = ()
         self._stop_gate_msgs: float = 0
         self._stop_gate_bytes: float = 0
         self._refresh_flow_state()
@@ -143,9 +148,10 @@ class Queue:
 
     # -- event helpers -------------------------------------------------------------------------
     def _refresh_flow_state(self) -> None:
-        """Cache the flow-state column group; it changes only on transitions and reconfiguration."""
+        """Rebuild the cached context groups; flow state changes only on transitions and
+        reconfiguration."""
         flow = self.flow
-        self._flow_state = (
+        flow_state = (
             flow.flow_stopped,
             flow.flow_stopped_count,
             flow.stop_count,
@@ -155,37 +161,46 @@ class Queue:
             self.max_count,
             self.max_size,
         )
+        self._flow_state = flow_state
+        self._contexts = {
+            event_type: self._bus.context(self._broker_name, event_type, self.name, flow_state)
+            for event_type in ("enqueue", "dequeue")
+        }
+        self._enqueue_context = self._contexts["enqueue"]
+        self._dequeue_context = self._contexts["dequeue"]
         # Depths above which FlowLimit.should_stop may answer yes (never while already stopped):
         # the enqueue path asks it only then, sparing a call per message.
         inf = float("inf")
         self._stop_gate_msgs = inf if flow.flow_stopped else flow.stop_count or inf
         self._stop_gate_bytes = inf if flow.flow_stopped else flow.stop_size or inf
 
+    def _context(self, event_type: str) -> EventRow:
+        context = self._contexts.get(event_type)
+        if context is None:
+            context = self._bus.context(self._broker_name, event_type, self.name, self._flow_state)
+            self._contexts[event_type] = context
+        return context
+
     def emit(self, event_type: str, detail: str | None = None) -> None:
         """A queue event that concerns no message: the queue's columns after the event."""
-        self._emit_payload(
-            self._broker_name,
-            event_type,
-            (
-                self.name,
-                NO_LINK_IDENTITY,
-                *(None, None, self.depth_msgs, self.depth_bytes),
-                self._flow_state,
-                NO_LINK_STATE if detail is None else (*NO_LINK_STATE[:-1], detail),
-            ),
+        link = NO_LINK if detail is None else (*NO_LINK[:-1], detail)
+        self._emit_row(
+            self._context(event_type), link, None, None, self.depth_msgs, self.depth_bytes
         )
 
     def _emit_message_event(
         self, event_type: str, message: Message, link: LinkColumns, detail: str | None = None
     ) -> None:
-        # The engine's hottest lines: one payload tuple from cached column groups.
-        identity, state = link
         if detail is not None:
-            state = (*state[:-1], detail)
-        self._emit_message(
-            self._broker_name, event_type, self.name, identity, message.message_id, message.size,
-            self.depth_msgs, self.depth_bytes, self._flow_state, state,
-        )  # fmt: skip
+            link = (*link[:-1], detail)
+        self._emit_row(
+            self._context(event_type),
+            link,
+            message.message_id,
+            message.size,
+            self.depth_msgs,
+            self.depth_bytes,
+        )
 
     # -- enqueue -------------------------------------------------------------------------------
     def _over_limit(self, size: int) -> str | None:
@@ -218,10 +233,9 @@ class Queue:
             stats.peak_depth_msgs = depth_msgs
         if depth_bytes > stats.peak_depth_bytes:
             stats.peak_depth_bytes = depth_bytes
-        self._emit_message(
-            self._broker_name, "enqueue", self.name, link[0], message.message_id, size,
-            depth_msgs, depth_bytes, self._flow_state, link[1],
-        )  # fmt: skip
+        self._emit_row(
+            self._enqueue_context, link, message.message_id, size, depth_msgs, depth_bytes
+        )
         flow = self.flow
         if (
             depth_msgs > self._stop_gate_msgs or depth_bytes > self._stop_gate_bytes
@@ -294,10 +308,9 @@ class Queue:
         depth_msgs = self.depth_msgs = self.depth_msgs - 1
         depth_bytes = self.depth_bytes = self.depth_bytes - message.size
         self.stats.dequeued += 1
-        self._emit_message(
-            self._broker_name, "dequeue", self.name, link[0], message.message_id, message.size,
-            depth_msgs, depth_bytes, self._flow_state, link[1],
-        )  # fmt: skip
+        self._emit_row(
+            self._dequeue_context, link, message.message_id, message.size, depth_msgs, depth_bytes
+        )
         # Most dequeues have nothing more to do: skip the call unless something can.
         if message.held or self.flow.flow_stopped or self.on_space:
             self._after_removal(message)

@@ -73,7 +73,7 @@ class ParquetSink:
         self.compression = compression
         self.schema = BROKER_EVENTS.to_pyarrow()
         if tuple(self.schema.names) != COLUMNS:
-            raise SinkError("the sink's schema and the engine's row layout disagree")
+            raise SinkError("the sink's schema and the engine's columns disagree")
         self.rows_written = 0
         self.files: list[Path] = []
         self._types = {field.name: field.type for field in self.schema}
@@ -126,17 +126,16 @@ class ParquetSink:
 
     def _to_batch(self, rows: list[EventRow], ts_array: pa.Array) -> pa.RecordBatch:
         """``rows`` as Arrow; ``ts_array`` is their ts column, already converted for the checks."""
-        arrays: list[pa.Array] = []
+        arrays: dict[str, pa.Array] = {"ts": ts_array.cast(self._types["ts"])}
         for position, entry in enumerate(ROW_LAYOUT):
             if position == TS_AT:
-                arrays.append(ts_array.cast(self._types["ts"]))
                 continue
             values = list(map(itemgetter(position), rows))
             if isinstance(entry, str):
-                arrays.append(pa.array(values, type=self._types[entry]))
+                arrays[entry] = pa.array(values, type=self._types[entry])
             else:
-                arrays.extend(self._group_arrays(entry, values))
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+                arrays.update(zip(entry, self._group_arrays(entry, values), strict=True))
+        return pa.RecordBatch.from_arrays([arrays[name] for name in COLUMNS], schema=self.schema)
 
     def _group_arrays(self, columns: tuple[str, ...], groups: list[EventRow]) -> list[pa.Array]:
         """A nested column group: each distinct tuple object is converted once, then spread."""

@@ -16,7 +16,7 @@ from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from flowctl_core.clock import seconds_to_us
-from flowctl_core.events import EVENT_TYPE_AT, QUEUE_AT, TS_AT, EventRow
+from flowctl_core.events import TS_AT, EventRow, event_type_of, queue_of
 from flowctl_core.flowlimit import FLOW_KEYS, FlowThresholds
 from flowctl_core.runner import RunResult, run_scenario
 from flowctl_core.scenario import DeclareStep, QueueSpec, Scenario, Step
@@ -172,11 +172,13 @@ class _StoppedTimer:
         self.stopped_us: dict[str, int] = {}
 
     def __call__(self, row: EventRow) -> None:
-        event_type = row[EVENT_TYPE_AT]
+        event_type = event_type_of(row)
+        queue = queue_of(row)
+        if queue is None:
+            return
         if event_type == "flow_stopped":
-            self.stopped_since_us[row[QUEUE_AT]] = row[TS_AT]
+            self.stopped_since_us[queue] = row[TS_AT]
         elif event_type == "flow_resumed":
-            queue = row[QUEUE_AT]
             since = self.stopped_since_us.pop(queue, None)
             if since is not None:
                 self.stopped_us[queue] = self.stopped_us.get(queue, 0) + row[TS_AT] - since

@@ -12,11 +12,12 @@ from typer.testing import CliRunner
 from flowctl_core.cli import app
 from flowctl_core.clock import Scheduler
 from flowctl_core.events import (
-    NO_FLOW_STATE,
-    NO_LINK_IDENTITY,
+    NO_LINK,
     NO_LINK_STATE,
     EventBus,
     EventCollector,
+    as_dict,
+    flatten,
 )
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import ScenarioError, bundled_scenarios, load_scenario, parse_scenario
@@ -181,7 +182,7 @@ def test_cli_lists_scenarios() -> None:
 
 
 def test_sink_writes_exactly_the_rows_the_bus_emitted(tmp_path: Path) -> None:
-    # Both ways of emitting (by column name, and as an ordered payload) land in the same columns.
+    # Both ways of emitting (by column name, and as cached groups) land in the same columns.
     scheduler = Scheduler(1_767_225_600_000_000)
     bus = EventBus("rows", scheduler, validate=True)
     collector = EventCollector()
@@ -193,11 +194,10 @@ def test_sink_writes_exactly_the_rows_the_bus_emitted(tmp_path: Path) -> None:
         scheduler.advance(5)
         bus.emit("b", "flow", {"link": "p", "credit": 5, "detail": '{"origin":"receiver"}'})
         # Column groups are tuples that events share: each must land on its own rows.
-        consumer = ("c", None, "conn", "amqp-0-10", "consumer")
-        flow_state = (True, 1, 100, 50, 0, 0, 200, 0)
-        for message_id, identity in ((7, consumer), (8, NO_LINK_IDENTITY), (9, consumer)):
-            payload = ("a", identity, message_id, 10, 0, 0, flow_state, NO_LINK_STATE)
-            bus.emit_payload("b", "dequeue", payload)
+        consumer = ("c", None, "conn", "amqp-0-10", "consumer", *NO_LINK_STATE)
+        context = bus.context("b", "dequeue", "a", (True, 1, 100, 50, 0, 0, 200, 0))
+        for message_id, link in ((7, consumer), (8, NO_LINK), (9, consumer)):
+            bus.emit_row(context, link, message_id, 10, 0, 0)
     table = pq.read_table(sink.files[0])
     assert table.column("seq").to_pylist() == [1, 2, 3, 4, 5]
     assert table.column("queue").to_pylist() == ["a", None, "a", "a", "a"]
@@ -211,27 +211,44 @@ def test_sink_writes_exactly_the_rows_the_bus_emitted(tmp_path: Path) -> None:
     assert written == [{k: v for k, v in e.items()} for e in collector.events]
 
 
-def test_bus_rejects_unknown_columns_and_short_payloads() -> None:
+def test_bus_rejects_unknown_columns_and_badly_laid_out_groups() -> None:
     bus = EventBus("checked", Scheduler(0), validate=True)
+    context = bus.context("b", "enqueue", "a")
     with pytest.raises(ValueError, match="unknown columns"):
         bus.emit("b", "enqueue", {"queue": "a", "depth": 1})
-    with pytest.raises(ValueError, match="not laid out"):
-        bus.emit_payload("b", "enqueue", ("a",))
-    with pytest.raises(ValueError, match="not laid out"):  # a group as a (mutable) list
-        listed = ("a", list(NO_LINK_IDENTITY), 1, 1, 1, 1, NO_FLOW_STATE, NO_LINK_STATE)
-        bus.emit_payload("b", "enqueue", listed)
-    with pytest.raises(ValueError, match="not laid out"):  # a group one column short
-        short = ("a", NO_LINK_IDENTITY[1:], 1, 1, 1, 1, NO_FLOW_STATE, NO_LINK_STATE)
-        bus.emit_payload("b", "enqueue", short)
+    with pytest.raises(ValueError, match="context group is not a tuple"):
+        bus.emit_row(context[:-1], NO_LINK, 1, 1, 1, 1)  # a group one column short
+    with pytest.raises(ValueError, match="link group is not a tuple"):  # a (mutable) list
+        bus.emit_row(context, list(NO_LINK), 1, 1, 1, 1)
+    with pytest.raises(ValueError, match="context of run 'other' emitted on run 'checked'"):
+        bus.emit_row(EventBus("other", Scheduler(0)).context("b", "enqueue"), NO_LINK, 1, 1, 1, 1)
     with pytest.raises(ValueError, match="unknown event type"):
         bus.emit("b", "enqueued", {})
+    with pytest.raises(ValueError, match="unknown event type"):
+        bus.emit_row(bus.context("b", "enqueued"), NO_LINK, 1, 1, 1, 1)
+
+
+def test_row_views_follow_the_schema_order() -> None:
+    bus = EventBus("views", Scheduler(5))
+    flow_state = (False, 0, 100, 50, 0, 0, 200, 0)
+    link = ("p", "s", "conn", "amqp-1.0", "sender", 3, 7, None, 2, 20, None, "{}")
+    row = bus.emit_row(bus.context("b", "enqueue", "q", flow_state), link, 9, 10, 4, 40)
+    plain = flatten(row)
+    assert plain == (
+        *("views", "b", 1, 5, "enqueue", "q"),
+        *("p", "s", "conn", "amqp-1.0", "sender"),
+        *(9, 10, 4, 40),
+        *flow_state,
+        *(3, 7, None, 2, 20, None, "{}"),
+    )
+    assert tuple(as_dict(row)) == tuple(BROKER_EVENTS.names)
+    assert as_dict(row)["credit"] == 3 and as_dict(row)["max_count"] == 200
 
 
 def _emit_dequeues(bus: EventBus, scheduler: Scheduler, count: int, step_us: int = 1) -> None:
-    flow_state = (False, 0, 100, 50, 0, 0, 200, 0)
+    context = bus.context("b", "dequeue", "q", (False, 0, 100, 50, 0, 0, 200, 0))
     for message_id in range(count):
-        payload = ("q", NO_LINK_IDENTITY, message_id, 10, 0, 0, flow_state, NO_LINK_STATE)
-        bus.emit_payload("b", "dequeue", payload)
+        bus.emit_row(context, NO_LINK, message_id, 10, 0, 0)
         scheduler.advance(step_us)
 
 
@@ -266,7 +283,7 @@ def test_abort_counts_only_the_rows_of_kept_files(tmp_path: Path) -> None:
 
 def test_sink_refuses_events_out_of_time_order(tmp_path: Path) -> None:
     sink = ParquetSink(tmp_path, "order", row_group_size=4)
-    layout = ("q", NO_LINK_IDENTITY, 1, 10, 0, 0, NO_FLOW_STATE, NO_LINK_STATE)
+    context = EventBus("r", Scheduler(0)).context("b", "dequeue", "q")
     with pytest.raises(SinkError, match="time order"), sink:
         for seq, ts in enumerate([10, 30, 20, 40], start=1):
-            sink(("r", "b", seq, ts, "dequeue", *layout))
+            sink((seq, ts, 1, 10, 0, 0, context, NO_LINK))
