@@ -4,7 +4,10 @@ Reference workload: 4 queues with default 80/70 thresholds, 40 producers (capaci
 arrivals, sizes 100..2000 bytes) and 4 consumers, written to Parquet through the real sink. Each
 length runs in its own process so that its peak RSS is its own; a flat peak RSS across lengths is
 what "memory does not grow with the run's length" means. A last run of the long length without
-the sink shows what the engine alone does and so what writing Parquet costs on top.
+the sink shows what the engine alone does and so what writing Parquet costs on top. Each run is
+pinned to one CPU (os.sched_setaffinity), Arrow's and Parquet's threads included, so events/s is
+the one-core figure; events/cpu-s is the same work per CPU second, which moves less when other
+processes share the machine.
 
     .venv/bin/python bench/engine_throughput.py                 # 5M events, plus a 1M run
     .venv/bin/python bench/engine_throughput.py --events 500000 # quick look
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -88,6 +92,8 @@ def main() -> None:
     parser.add_argument("--no-sink", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
         with tempfile.TemporaryDirectory() as tmp:
             print(json.dumps(run_once(args.events, Path(tmp), sink_enabled=not args.no_sink)))
         return
