@@ -234,8 +234,8 @@ class Broker:
                 detail='{"reason":"unroutable"}',
             )
             self.emit("message_rejected", fields)
-        if transfer.held_by == 0 and transfer.on_complete is not None:
-            transfer.on_complete(transfer)  # complete_transfer(), one frame fewer per message
+        if transfer.held_by == 0:
+            self.complete_transfer(transfer)
         return accepted
 
     def complete_transfer(self, transfer: Transfer) -> None:

@@ -58,14 +58,19 @@ class Producer:
     def blocked(self) -> bool:
         return self.capacity is not None and self.outstanding >= self.capacity
 
-    def _link(self) -> LinkColumns:
+    def _link_columns(self, latency_us: int | None = None) -> LinkColumns:
         """The producer's columns on its events: identity, window capacity and outstanding."""
-        link = self._links.get(self.outstanding)
-        if link is None:
-            # One shared tuple per outstanding value: the sink converts each distinct one once.
-            link = (*self._identity, None, None, None, self.outstanding, self.capacity, None, None)
-            if self.capacity is not None:  # bounded by the window
-                self._links[self.outstanding] = link
+        return (
+            *self._identity,
+            *(None, None, None, self.outstanding, self.capacity, latency_us, None),
+        )
+
+    def _new_link(self) -> LinkColumns:
+        """The link columns for the current outstanding count, cached when the window bounds it."""
+        # One shared tuple per outstanding value: the sink converts each distinct one once.
+        link = self._link_columns()
+        if self.capacity is not None:
+            self._links[self.outstanding] = link
         return link
 
     def send(self, size: int, count: int = 1, routing_key: str | None = None) -> None:
@@ -104,7 +109,7 @@ class Producer:
             broker.scheduler.now_us,
             self._on_complete,
         )
-        link = self._links.get(outstanding) or self._link()
+        link = self._links.get(outstanding) or self._new_link()
         broker.publish(transfer, broker.route(self.exchange, routing_key), link)
 
     def _on_complete(self, transfer: Transfer) -> None:
@@ -115,16 +120,7 @@ class Producer:
             latency_us = broker.scheduler.now_us - transfer.received_us
             broker.bus.emit_row(
                 self._completed_context,
-                (
-                    *self._identity,
-                    None,
-                    None,
-                    None,
-                    self.outstanding,
-                    self.capacity,
-                    latency_us,
-                    None,
-                ),
+                self._link_columns(latency_us),
                 transfer.message_id,
                 transfer.size,
                 None,

@@ -24,7 +24,7 @@ Events are built in two ways:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from flowctl_core.clock import Scheduler
 from schemas.broker_events import BROKER_EVENTS, EVENT_TYPES
@@ -67,10 +67,9 @@ ROW_LAYOUT: tuple[str | tuple[str, ...], ...] = (
     CONTEXT_COLUMNS,
     LINK_COLUMNS,
 )
-SEQ_AT, TS_AT, MESSAGE_ID_AT, SIZE_BYTES_AT, DEPTH_MSGS_AT, DEPTH_BYTES_AT = range(6)
-CONTEXT_AT, LINK_AT = 6, 7
+TS_AT, CONTEXT_AT = 1, 6
 # Positions inside the context group.
-RUN_ID_IN, BROKER_IN, EVENT_TYPE_IN, QUEUE_IN = range(4)
+RUN_ID_IN, EVENT_TYPE_IN, QUEUE_IN = 0, 2, 3
 
 
 def _places(layout: tuple[str | tuple[str, ...], ...]) -> dict[str, tuple[int, int | None]]:
@@ -84,13 +83,24 @@ def _places(layout: tuple[str | tuple[str, ...], ...]) -> dict[str, tuple[int, i
     return places
 
 
+def _is_schema_slice(names: tuple[str, ...]) -> bool:
+    start = COLUMNS.index(names[0]) if names[0] in COLUMNS else -1
+    return start >= 0 and COLUMNS[start : start + len(names)] == names
+
+
 _PLACES = _places(ROW_LAYOUT)
-if sorted(_PLACES) != sorted(COLUMNS) or len(_PLACES) != len(COLUMNS):
-    # Rows are laid out by hand on the hot path; a schema change must be mirrored here.
+# Queues and clients lay the groups' tuples out by hand, in the order of the *_COLUMNS names above;
+# those names must be the schema's own runs of columns, or values would land in wrong columns.
+if (
+    sorted(_PLACES) != sorted(COLUMNS)
+    or len(_PLACES) != len(COLUMNS)
+    or not all(
+        map(_is_schema_slice, (LINK_IDENTITY_COLUMNS, FLOW_STATE_COLUMNS, LINK_STATE_COLUMNS))
+    )
+):
     raise ImportError("broker_events columns no longer match flowctl_core.events.ROW_LAYOUT")
 _FLAT_PLACES = tuple(_PLACES[name] for name in COLUMNS)
 
-NO_LINK_IDENTITY: tuple[None, ...] = (None,) * len(LINK_IDENTITY_COLUMNS)
 NO_LINK_STATE: tuple[None, ...] = (None,) * len(LINK_STATE_COLUMNS)
 NO_FLOW_STATE: tuple[None, ...] = (None,) * len(FLOW_STATE_COLUMNS)
 # What a message event carries about the client: its identity then its state, LINK_COLUMNS.
@@ -112,11 +122,11 @@ def as_dict(row: EventRow) -> Event:
 
 
 def event_type_of(row: EventRow) -> str:
-    return row[CONTEXT_AT][EVENT_TYPE_IN]  # type: ignore[no-any-return]
+    return cast(str, row[CONTEXT_AT][EVENT_TYPE_IN])
 
 
 def queue_of(row: EventRow) -> str | None:
-    return row[CONTEXT_AT][QUEUE_IN]  # type: ignore[no-any-return]
+    return cast(str | None, row[CONTEXT_AT][QUEUE_IN])
 
 
 def link_columns(fields: Mapping[str, Any] | None) -> LinkColumns:

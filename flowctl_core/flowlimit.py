@@ -141,14 +141,24 @@ class FlowThresholds:
         )
 
 
+_NEVER = float("inf")
+
+
 class FlowLimit:
-    """The ON/OFF state machine of one queue. Pure: it answers, the queue emits the events."""
+    """The ON/OFF state machine of one queue. Pure: it answers, the queue emits the events.
+
+    ``stop_above_msgs`` / ``stop_above_bytes`` are the depths above which the queue stops: the
+    non-zero stop thresholds while flowing, infinite otherwise. Every method that changes the
+    state keeps them current, so the enqueue path tests them without calling :meth:`should_stop`.
+    """
 
     __slots__ = (
         "flow_stopped",
         "flow_stopped_count",
         "resume_count",
         "resume_size",
+        "stop_above_bytes",
+        "stop_above_msgs",
         "stop_count",
         "stop_size",
     )
@@ -157,6 +167,7 @@ class FlowLimit:
         self.flow_stopped = False
         self.flow_stopped_count = 0
         self.stop_count = self.resume_count = self.stop_size = self.resume_size = 0
+        self.stop_above_msgs = self.stop_above_bytes = _NEVER
         self.apply(thresholds)
 
     def apply(self, thresholds: FlowThresholds) -> None:
@@ -165,6 +176,13 @@ class FlowLimit:
         self.resume_count = normalized.resume_count
         self.stop_size = normalized.stop_size
         self.resume_size = normalized.resume_size
+        self._set_stop_above()
+
+    def _set_stop_above(self) -> None:
+        # A zero threshold never stops; a stopped queue cannot stop again.
+        stopped = self.flow_stopped
+        self.stop_above_msgs = _NEVER if stopped or not self.stop_count else self.stop_count
+        self.stop_above_bytes = _NEVER if stopped or not self.stop_size else self.stop_size
 
     @property
     def thresholds(self) -> FlowThresholds:
@@ -172,12 +190,7 @@ class FlowLimit:
 
     def should_stop(self, depth_msgs: int, depth_bytes: int) -> bool:
         """Checked after an enqueue is counted: strict ``>`` on either non-zero stop threshold."""
-        if self.flow_stopped:
-            return False
-        return bool(
-            (self.stop_count and depth_msgs > self.stop_count)
-            or (self.stop_size and depth_bytes > self.stop_size)
-        )
+        return depth_msgs > self.stop_above_msgs or depth_bytes > self.stop_above_bytes
 
     def should_resume(self, depth_msgs: int, depth_bytes: int) -> bool:
         """Checked after a dequeue: strict ``<`` on every non-zero resume threshold."""
@@ -190,6 +203,8 @@ class FlowLimit:
     def stop(self) -> None:
         self.flow_stopped = True
         self.flow_stopped_count += 1
+        self._set_stop_above()
 
     def resume(self) -> None:
         self.flow_stopped = False
+        self._set_stop_above()

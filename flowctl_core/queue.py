@@ -120,8 +120,6 @@ class Queue:
         self._contexts: dict[str, EventRow] = {}
         self._enqueue_context: EventRow = ()
         self._dequeue_context: EventRow = ()
-        self._stop_gate_msgs: float = 0
-        self._stop_gate_bytes: float = 0
         self._refresh_flow_state()
         self.messages: deque[Message] = deque()
         self.depth_msgs = 0
@@ -162,17 +160,9 @@ class Queue:
             self.max_size,
         )
         self._flow_state = flow_state
-        self._contexts = {
-            event_type: self._bus.context(self._broker_name, event_type, self.name, flow_state)
-            for event_type in ("enqueue", "dequeue")
-        }
-        self._enqueue_context = self._contexts["enqueue"]
-        self._dequeue_context = self._contexts["dequeue"]
-        # Depths above which FlowLimit.should_stop may answer yes (never while already stopped):
-        # the enqueue path asks it only then, sparing a call per message.
-        inf = float("inf")
-        self._stop_gate_msgs = inf if flow.flow_stopped else flow.stop_count or inf
-        self._stop_gate_bytes = inf if flow.flow_stopped else flow.stop_size or inf
+        self._contexts = {}
+        self._enqueue_context = self._context("enqueue")
+        self._dequeue_context = self._context("dequeue")
 
     def _context(self, event_type: str) -> EventRow:
         context = self._contexts.get(event_type)
@@ -213,6 +203,7 @@ class Queue:
     def enqueue(self, message: Message, link: LinkColumns = NO_LINK) -> str:
         """Accept ``message`` (or reject it by policy); hold its transfer while flow is stopped."""
         size = message.size
+        # _over_limit(size) is not None, tested without a call: most enqueues are under both.
         if self.depth_msgs >= self._count_limit or self.depth_bytes + size > self._size_limit:
             limit = self._over_limit(size)
             if self.policy == "reject" or (self.max_size and size > self.max_size):
@@ -237,9 +228,8 @@ class Queue:
             self._enqueue_context, link, message.message_id, size, depth_msgs, depth_bytes
         )
         flow = self.flow
-        if (
-            depth_msgs > self._stop_gate_msgs or depth_bytes > self._stop_gate_bytes
-        ) and flow.should_stop(depth_msgs, depth_bytes):
+        # flow.should_stop(depth_msgs, depth_bytes), without the call.
+        if depth_msgs > flow.stop_above_msgs or depth_bytes > flow.stop_above_bytes:
             flow.stop()
             self._refresh_flow_state()
             self.emit("flow_stopped")
@@ -332,7 +322,7 @@ class Queue:
             del self._held[message.message_id]
             self._release(message)
         flow = self.flow
-        if flow.flow_stopped and flow.should_resume(self.depth_msgs, self.depth_bytes):
+        if flow.should_resume(self.depth_msgs, self.depth_bytes):
             flow.resume()
             self._refresh_flow_state()
             self.emit("flow_resumed")

@@ -30,10 +30,11 @@ DEFAULT_ROW_GROUP_SIZE = 131_072
 # chunk of rows is garbage once converted, so the Python-object buffer stays small too.
 CONVERT_CHUNK_ROWS = 16_384
 UNIQUE_PER_EVENT_COLUMNS = frozenset({"seq", "ts", "message_id", "latency_us"})
-# Row-group statistics are kept where readers prune on them (a run's seq and time ranges); min/max
-# of every other column cost a fifth of the write and no reader uses them.
+# Row-group statistics are kept where readers prune on them (a run's seq and time ranges): min/max
+# of all 30 columns took about a quarter of the write time (measured) and no reader uses the rest.
 STATISTICS_COLUMNS = ("run_id", "seq", "ts")
-# Increasing integers (a subset of the above): delta encoding is smaller and cheaper than plain.
+# seq and ts only increase and message_id mostly does (a dequeue trails its enqueue by the queue's
+# depth): delta encoding stores them in a few bits per row, smaller than plain and no slower.
 DELTA_ENCODED_COLUMNS = ("seq", "ts", "message_id")
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from flowctl_core import FlowConfigError, FlowDefaults, FlowLimit, FlowThresholds
 from flowctl_core.broker import BrokerConfig
@@ -249,3 +251,50 @@ def test_thresholds_changed_at_run_time() -> None:
     assert queue.flow.flow_stopped  # ...and the next one uses the new threshold
     with pytest.raises(FlowConfigError):
         rig.broker.set_thresholds("q", FlowThresholds(stop_count=10, resume_count=20))
+
+
+def _stops_by_the_seed_rule(flow: FlowLimit, depth_msgs: int, depth_bytes: int) -> bool:
+    """Seed 000: flowStopped goes ON when either non-zero stop threshold is exceeded (strict >)."""
+    if flow.flow_stopped:
+        return False
+    return bool(
+        (flow.stop_count and depth_msgs > flow.stop_count)
+        or (flow.stop_size and depth_bytes > flow.stop_size)
+    )
+
+
+_thresholds = st.builds(
+    lambda stop_count, stop_size: FlowThresholds(
+        stop_count, stop_count // 2, stop_size, stop_size // 2
+    ),
+    st.integers(0, 50),
+    st.integers(0, 5_000),
+)
+
+
+@given(
+    first=_thresholds,
+    steps=st.lists(
+        st.one_of(st.just("stop"), st.just("resume"), _thresholds), min_size=0, max_size=6
+    ),
+    depth_msgs=st.integers(0, 60),
+    depth_bytes=st.integers(0, 6_000),
+)
+def test_stop_above_depths_follow_every_state_change(
+    first: FlowThresholds, steps: list[object], depth_msgs: int, depth_bytes: int
+) -> None:
+    # The queue's enqueue path tests stop_above_* instead of calling should_stop: after any
+    # sequence of threshold changes, stops and resumes both must give the seed's answer.
+    flow = FlowLimit(first)
+    for step in [None, *steps]:
+        if step == "stop":
+            flow.stop()
+        elif step == "resume":
+            flow.resume()
+        elif isinstance(step, FlowThresholds):
+            flow.apply(step)
+        expected = _stops_by_the_seed_rule(flow, depth_msgs, depth_bytes)
+        assert flow.should_stop(depth_msgs, depth_bytes) == expected
+        assert (
+            depth_msgs > flow.stop_above_msgs or depth_bytes > flow.stop_above_bytes
+        ) == expected

@@ -287,3 +287,28 @@ def test_sink_refuses_events_out_of_time_order(tmp_path: Path) -> None:
     with pytest.raises(SinkError, match="time order"), sink:
         for seq, ts in enumerate([10, 30, 20, 40], start=1):
             sink((seq, ts, 1, 10, 0, 0, context, NO_LINK))
+
+
+def test_sink_encodings_and_statistics(tmp_path: Path) -> None:
+    # Readers prune on run_id/seq/ts, so those keep min/max; seq, ts and message_id are
+    # delta-encoded; everything reads back with the declared schema.
+    scheduler = Scheduler(1_767_225_600_000_000)
+    bus = EventBus("encodings", scheduler)
+    sink = ParquetSink(tmp_path, "encodings", row_group_size=500)
+    bus.subscribe(sink)
+    with sink:
+        _emit_dequeues(bus, scheduler, 1_200, step_us=7)
+    metadata = pq.ParquetFile(sink.files[0]).metadata
+    names = BROKER_EVENTS.names
+    for group in range(metadata.num_row_groups):
+        chunks = {names[i]: metadata.row_group(group).column(i) for i in range(len(names))}
+        with_statistics = {n for n, chunk in chunks.items() if chunk.is_stats_set}
+        assert with_statistics == {"run_id", "seq", "ts"}
+        for name in ("seq", "ts", "message_id"):
+            assert "DELTA_BINARY_PACKED" in chunks[name].encodings, name
+    first = metadata.row_group(0).column(names.index("seq")).statistics
+    assert (first.min, first.max) == (1, 500)
+    table = pq.read_table(sink.files[0])
+    assert table.schema.equals(BROKER_EVENTS.to_pyarrow())
+    assert table.column("message_id").to_pylist() == list(range(1_200))
+    assert table.column("seq").to_pylist() == list(range(1, 1_201))
