@@ -25,7 +25,6 @@ import logging
 import sys
 from dataclasses import dataclass
 from datetime import date, timedelta
-from functools import reduce
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ import pyarrow.parquet as pq
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import DateType, StructField, StructType
 
 from jobs import quality
 from jobs.cli import date_range_parser, parse_date_range, start_job
@@ -126,8 +126,9 @@ def read_raw_events(spark: SparkSession, files: list[RawFile]) -> DataFrame:
     """The rows of the readable files, with ``date`` (the raw ``date=`` folder), ``source_file``
     and the row's index within its file (``_row_index``; pruned from the scan when unused).
 
-    One scan per day, so that ``date`` and the folder part of ``source_file`` are literals rather
-    than parsed out of every row's path.
+    One scan over all the days' files, ``date`` being their partition value (a constant per file,
+    filled in by the reader), so that each Spark job over the rows compiles and runs one code path
+    rather than one per day.
     """
     raw_schema = BROKER_EVENTS.to_spark()
     if not files:
@@ -144,22 +145,25 @@ def read_raw_events(spark: SparkSession, files: list[RawFile]) -> DataFrame:
     name = F.when(
         encoded.contains("%"), F.url_decode(F.regexp_replace(encoded, r"\+", "%2B"))
     ).otherwise(encoded)
-    days: dict[date, list[str]] = {}
-    for f in files:
-        days.setdefault(f.day, []).append(f.path)
-    scans = [
-        spark.read.schema(raw_schema)
+    # Every path ends with its relative_path (date=YYYY-MM-DD/name): what precedes is the root.
+    roots = {f.path[: len(f.path) - len(f.relative_path)] for f in files}
+    if len(roots) != 1:
+        raise ValueError(f"raw files under more than one root: {sorted(roots)}")
+    (root,) = roots
+    return (
+        spark.read.schema(StructType([*raw_schema.fields, StructField("date", DateType(), False)]))
         .option("ignoreCorruptFiles", "true")
-        .parquet(*paths)
+        .option("basePath", root.rstrip("/") or "/")
+        .parquet(*(f.path for f in files))
         .select(
-            "*",
-            F.concat(F.lit(f"date={day.isoformat()}/"), name).alias("source_file"),
+            *raw_schema.names,
+            F.concat(F.lit("date="), F.col("date").cast("string"), F.lit("/"), name).alias(
+                "source_file"
+            ),
             F.col("_metadata.row_index").alias(POSITION),
-            F.lit(day).alias("date"),
+            "date",
         )
-        for day, paths in sorted(days.items())
-    ]
-    return reduce(DataFrame.unionByName, scans)
+    )
 
 
 @dataclass(frozen=True)
@@ -192,10 +196,11 @@ def file_run_stats(raw: DataFrame) -> list[FileRunStats]:
             F.max(F.when(ok, seq)).alias("max_seq"),
             F.min(F.when(ok, offset)).alias("min_offset"),
             F.max(F.when(ok, offset)).alias("max_offset"),
-            # Unused, but it makes every column decoded, so a damaged page in any column shows.
-            # It must stay in the collected result: Spark prunes an aggregate nothing reads, and
-            # with it the scan of the columns only it references.
-            F.max(F.xxhash64(*BROKER_EVENTS.names)).alias("_decoded"),
+            # Always null, but it keeps every column in the scan, so every column is decoded and
+            # a damaged page in any of them shows; nothing is hashed (the row index is never
+            # negative, which Spark cannot know). It must stay in the collected result: Spark
+            # prunes an aggregate nothing reads, and with it the scan of the columns only it reads.
+            F.max(F.when(F.col(POSITION) < 0, F.xxhash64(*BROKER_EVENTS.names))).alias("_decoded"),
         )
         .collect()
     )
