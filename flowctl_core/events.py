@@ -91,9 +91,9 @@ def _is_schema_slice(names: tuple[str, ...]) -> bool:
 _PLACES = _places(ROW_LAYOUT)
 # Queues and clients lay the groups' tuples out by hand, in the order of the *_COLUMNS names above;
 # those names must be the schema's own runs of columns, or values would land in wrong columns.
+_LAYOUT_NAMES = [n for entry in ROW_LAYOUT for n in ((entry,) if isinstance(entry, str) else entry)]
 if (
-    sorted(_PLACES) != sorted(COLUMNS)
-    or len(_PLACES) != len(COLUMNS)
+    sorted(_LAYOUT_NAMES) != sorted(COLUMNS)  # each column exactly once
     or not all(
         map(_is_schema_slice, (LINK_IDENTITY_COLUMNS, FLOW_STATE_COLUMNS, LINK_STATE_COLUMNS))
     )
@@ -188,7 +188,7 @@ class EventBus:
         )
         return self.emit_row(
             context,
-            tuple(map(get, LINK_COLUMNS)),
+            link_columns(fields),
             get("message_id"),
             get("size_bytes"),
             get("depth_msgs"),

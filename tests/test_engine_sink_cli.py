@@ -252,12 +252,19 @@ def _emit_dequeues(bus: EventBus, scheduler: Scheduler, count: int, step_us: int
         scheduler.advance(step_us)
 
 
+def _sink_on_bus(
+    tmp_path: Path, run_id: str, row_group_size: int, start_us: int = 1_767_225_600_000_000
+) -> tuple[Scheduler, EventBus, ParquetSink]:
+    scheduler = Scheduler(start_us)
+    bus = EventBus(run_id, scheduler)
+    sink = ParquetSink(tmp_path, run_id, row_group_size=row_group_size)
+    bus.subscribe(sink)
+    return scheduler, bus, sink
+
+
 def test_row_groups_hold_exactly_row_group_size_rows(tmp_path: Path) -> None:
     # 20,000 is not a multiple of the sink's conversion chunk: chunks must stop at the boundary.
-    scheduler = Scheduler(1_767_225_600_000_000)
-    bus = EventBus("groups", scheduler)
-    sink = ParquetSink(tmp_path, "groups", row_group_size=20_000)
-    bus.subscribe(sink)
+    scheduler, bus, sink = _sink_on_bus(tmp_path, "groups", row_group_size=20_000)
     with sink:
         _emit_dequeues(bus, scheduler, 50_000)
     metadata = pq.ParquetFile(sink.files[0]).metadata
@@ -268,10 +275,8 @@ def test_row_groups_hold_exactly_row_group_size_rows(tmp_path: Path) -> None:
 
 def test_abort_counts_only_the_rows_of_kept_files(tmp_path: Path) -> None:
     # A run that crosses midnight then fails: the first day's file is complete and kept.
-    scheduler = Scheduler(1_767_225_600_000_000 + 86_400_000_000 - 1_000)
-    bus = EventBus("aborted", scheduler)
-    sink = ParquetSink(tmp_path, "aborted", row_group_size=100)
-    bus.subscribe(sink)
+    start_us = 1_767_225_600_000_000 + 86_400_000_000 - 1_000
+    scheduler, bus, sink = _sink_on_bus(tmp_path, "aborted", row_group_size=100, start_us=start_us)
     with pytest.raises(RuntimeError, match="boom"), sink:
         _emit_dequeues(bus, scheduler, 1_500)
         raise RuntimeError("boom")
@@ -292,10 +297,7 @@ def test_sink_refuses_events_out_of_time_order(tmp_path: Path) -> None:
 def test_sink_encodings_and_statistics(tmp_path: Path) -> None:
     # Readers prune on run_id/seq/ts, so those keep min/max; seq, ts and message_id are
     # delta-encoded; everything reads back with the declared schema.
-    scheduler = Scheduler(1_767_225_600_000_000)
-    bus = EventBus("encodings", scheduler)
-    sink = ParquetSink(tmp_path, "encodings", row_group_size=500)
-    bus.subscribe(sink)
+    scheduler, bus, sink = _sink_on_bus(tmp_path, "encodings", row_group_size=500)
     with sink:
         _emit_dequeues(bus, scheduler, 1_200, step_us=7)
     metadata = pq.ParquetFile(sink.files[0]).metadata
