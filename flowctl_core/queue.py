@@ -316,11 +316,13 @@ class Queue:
         self._after_removal(message)
 
     def _after_removal(self, message: Message) -> None:
-        """Release the message if held, resume flow if depth fell low enough, notify watchers."""
-        if message.held:
-            # Dequeued while still held: released on its own (seed 000, "decrement ... anyways").
-            del self._held[message.message_id]
-            self._release(message)
+        """Resume flow if depth fell low enough (releasing every held message), else release the
+        removed message alone if it was held; then notify watchers.
+
+        Seed 000's order: the resume test comes first; only "if the queue is still saturated after
+        the message has been dequeued" is the message released on its own ("anyways"). A held
+        message whose removal resumes flow is released with the others, after ``flow_resumed``.
+        """
         flow = self.flow
         if flow.should_resume(self.depth_msgs, self.depth_bytes):
             flow.resume()
@@ -329,6 +331,10 @@ class Queue:
             held, self._held = self._held, {}
             for held_message in held.values():
                 self._release(held_message)
+        elif message.held:
+            # Dequeued while still ON: released on its own (seed 000, "decrement ... anyways").
+            del self._held[message.message_id]
+            self._release(message)
         for callback in self.on_space:
             callback(self)
 
