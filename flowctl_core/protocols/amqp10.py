@@ -169,11 +169,14 @@ class ReceiverLink:
 
         Frames on a session arrive in order, so every transfer sent before this flow has been
         counted already; any further advance of delivery-count is credit the sender gave up.
+        That advance is never negative and at most the credit granted (a uint, up to 2**32 - 1),
+        so it is the unsigned distance modulo 2**32: a drain of 2**31 or more credits is not an
+        RFC-1982 comparison (undefined or backwards at that distance) but a plain count.
         """
         if flow.delivery_count is None:
             raise ProtocolError(INVALID_FIELD, f"link {self.name!r}: sender flow without count")
-        advanced = serial_diff(flow.delivery_count, self.delivery_count)
-        self.credit = max(0, self.credit - max(0, advanced))
+        advanced = (flow.delivery_count - self.delivery_count) & SERIAL_MAX
+        self.credit = max(0, self.credit - advanced)
         self.delivery_count = flow.delivery_count
         self.available = flow.available
 

@@ -283,6 +283,9 @@ class BrokerConsumerLink(QueueFedSender):
         return self.queue_credit > 0
 
     def on_flow(self, flow: LinkFlow) -> None:
+        # Seed 004: RabbitMQ sets ``available`` (the queue's ready messages) in the flow frames it
+        # sends the consumer, an echo reply included.
+        self.link.available = self.queue.depth_msgs
         reply = self.link.on_flow(flow)
         self.emit_flow(_flow_detail(flow, "receiver"))
         if reply is not None:
@@ -326,6 +329,7 @@ class BrokerConsumerLink(QueueFedSender):
     def pump(self) -> None:
         super().pump()
         if self.link.drain and not self.queue.depth_msgs and not self.buffered:
+            self.link.available = 0  # the queue is empty: nothing is available
             reply = self.link.finish_drain()
             if reply is not None:
                 self.emit_flow({"origin": "sender", "reason": "drained"})
