@@ -1,0 +1,405 @@
+"""A pure-Python reference implementation of the DESIGN.md §4 metrics, written from the text.
+
+It shares no code with jobs/ and walks each timeline event by event, in ``seq`` order, the way the
+definitions read. Times are integer microseconds since the epoch (UTC); rows are plain dicts with
+the broker_events columns (``ts`` a datetime, aware or naive-UTC).
+
+Interpretations (DESIGN.md leaves them open; the project documented the same choices):
+
+* Queue flow state: the queue is stopped after its latest ``flow_stopped`` / ``flow_resumed``
+  event (by seq) when that is a ``flow_stopped``. A ``flow_stopped`` while stopped is no new
+  episode (time is the union), a ``flow_resumed`` while not stopped changes nothing.
+* Episode events: from its ``flow_stopped`` through the ``flow_resumed`` that ends it (or the
+  queue's last event while open), plus the triggering enqueue: the queue's event right before
+  the ``flow_stopped`` (by seq) when that event is an ``enqueue``. The peak depth is the max over
+  those events; the producers are the distinct non-null ``link`` of its enqueues and the bound is
+  the sum over them of each producer's max ``capacity`` among those enqueues.
+* Thresholds and counter of an episode: the latest non-null value of the queue's events up to
+  and including the ``flow_stopped``.
+* An interval never closed ends at the run's watermark (its last event's ts, any event type).
+  Intervals are half-open ``[start, end)``: one ending at 00:00 does not touch the next day; one
+  of zero length still belongs to the day it starts on (so it is counted there).
+* Observed seconds of a run in a day: the day ∩ [run's first event ts, watermark].
+* Counter change across a day: the last counter of the day minus the counter at 00:00, which is
+  the last counter before the day (by seq); a queue without one starts from its first counter of
+  the day, less one when that event is itself a ``flow_stopped`` (the counter is after the event).
+  A day without counter values has a change of 0.
+* Link state: credit of the latest event carrying a credit; an event with credit but no
+  ``available`` keeps the last known ``available`` (from any event of the link). Starved when
+  ``credit == 0 and available > 0``; ``link_detached`` ends a starvation whatever it carries.
+* A link is attached from its ``link_attached`` (or its first event of the log, unless that is a
+  ``link_detached``: it attached before the log started) to its ``link_detached`` or the watermark.
+  Its events are every event naming it in ``link`` (enqueues name their producer's link too).
+* ``link_role`` is the latest non-null role of the link's events up to an interval's start. A daily
+  link row reports the role of the starvation touching that day with the greatest start seq, else
+  that of the attached interval touching the day with the greatest start seq.
+* A daily queue row exists for a day when the queue has an event that day or an episode touches
+  it; a link row when an attached interval or a starvation touches it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+US_PER_SECOND = 1_000_000
+US_PER_DAY = 86_400 * US_PER_SECOND
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+EPOCH_DAY = date(1970, 1, 1)
+THRESHOLDS = ("flow_stop_count", "flow_resume_count", "flow_stop_size", "flow_resume_size")
+CARRIED = (*THRESHOLDS, "flow_stopped_count")
+
+Row = dict[str, Any]
+
+
+def to_us(ts: datetime) -> int:
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=UTC)
+    return (ts - EPOCH) // timedelta(microseconds=1)
+
+
+def day_of(us: int) -> date:
+    return EPOCH_DAY + timedelta(days=us // US_PER_DAY)
+
+
+def day_start(day: date) -> int:
+    return (day - EPOCH_DAY).days * US_PER_DAY
+
+
+def days_touched(start: int, end: int) -> list[date]:
+    """The UTC days [start, end) touches; a zero-length interval touches its own day."""
+    first = start // US_PER_DAY
+    last = max(first, (end - 1) // US_PER_DAY)
+    return [EPOCH_DAY + timedelta(days=d) for d in range(first, last + 1)]
+
+
+def clipped_seconds(start: int, end: int, day: date) -> float:
+    lo, hi = day_start(day), day_start(day) + US_PER_DAY
+    return max(0, min(end, hi) - max(start, lo)) / US_PER_SECOND
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Exact percentile with linear interpolation between closest ranks."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = q * (len(ordered) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def _timelines(rows: Iterable[Row], entity: str) -> dict[tuple[str, str, str], list[Row]]:
+    """Rows naming ``entity`` grouped per (run_id, broker, entity), each sorted by seq."""
+    groups: dict[tuple[str, str, str], list[Row]] = defaultdict(list)
+    for row in rows:
+        if row.get(entity) is not None:
+            groups[(row["run_id"], row["broker"], row[entity])].append(row)
+    for events in groups.values():
+        events.sort(key=lambda r: r["seq"])
+    return groups
+
+
+def run_bounds(rows: Iterable[Row]) -> dict[str, tuple[int, int]]:
+    """run_id -> (first event ts, watermark) in microseconds."""
+    bounds: dict[str, tuple[int, int]] = {}
+    for row in rows:
+        t = to_us(row["ts"])
+        lo, hi = bounds.get(row["run_id"], (t, t))
+        bounds[row["run_id"]] = (min(lo, t), max(hi, t))
+    return bounds
+
+
+# --- silver: queue flow episodes ------------------------------------------------------------
+
+
+def _overshoot(peak: int | None, threshold: int | None) -> int | None:
+    if threshold is None or threshold <= 0 or peak is None:
+        return None
+    return max(0, peak - threshold)
+
+
+def _close_episode(ep: Row, members: list[Row], end: Row | None, watermark: int) -> Row:
+    depths = [m["depth_msgs"] for m in members if m.get("depth_msgs") is not None]
+    sizes = [m["depth_bytes"] for m in members if m.get("depth_bytes") is not None]
+    capacities: dict[str, int | None] = {}
+    for m in members:
+        if m["event_type"] == "enqueue" and m.get("link") is not None:
+            seen = [c for c in (capacities.get(m["link"]), m.get("capacity")) if c is not None]
+            capacities[m["link"]] = max(seen) if seen else None
+    known = [c for c in capacities.values() if c is not None]
+    bound = sum(known) if known else None
+    peak_msgs = max(depths) if depths else None
+    peak_bytes = max(sizes) if sizes else None
+    over_msgs = _overshoot(peak_msgs, ep["flow_stop_count"])
+    ep.update(
+        end_seq=None if end is None else end["seq"],
+        end_us=None if end is None else to_us(end["ts"]),
+        is_open=end is None,
+        run_watermark_us=watermark,
+        peak_depth_msgs=peak_msgs,
+        peak_depth_bytes=peak_bytes,
+        overshoot_msgs=over_msgs,
+        overshoot_bytes=_overshoot(peak_bytes, ep["flow_stop_size"]),
+        producers=len(capacities),
+        overshoot_bound_msgs=bound,
+        overshoot_ratio=(
+            over_msgs / bound if over_msgs is not None and bound is not None and bound > 0 else None
+        ),
+    )
+    ep["duration_s"] = None if end is None else (ep["end_us"] - ep["start_us"]) / US_PER_SECOND
+    return ep
+
+
+def queue_flow_episodes(rows: list[Row]) -> list[Row]:
+    bounds = run_bounds(rows)
+    episodes = []
+    for (run_id, broker, queue), events in _timelines(rows, "queue").items():
+        watermark = bounds[run_id][1]
+        carried: dict[str, Any] = dict.fromkeys(CARRIED)
+        current: Row | None = None
+        members: list[Row] = []
+        previous: Row | None = None
+        for e in events:
+            for c in CARRIED:
+                if e.get(c) is not None:
+                    carried[c] = e[c]
+            kind = e["event_type"]
+            if current is None and kind == "flow_stopped":
+                current = {
+                    "run_id": run_id,
+                    "broker": broker,
+                    "queue": queue,
+                    "start_seq": e["seq"],
+                    "start_us": to_us(e["ts"]),
+                    "start_date": day_of(to_us(e["ts"])),
+                    **carried,
+                }
+                trigger = previous is not None and previous["event_type"] == "enqueue"
+                members = [previous, e] if trigger else [e]
+            elif current is not None:
+                members.append(e)
+                if kind == "flow_resumed":
+                    episodes.append(_close_episode(current, members, e, watermark))
+                    current, members = None, []
+            previous = e
+        if current is not None:
+            episodes.append(_close_episode(current, members, None, watermark))
+    return episodes
+
+
+# --- silver: link starvations ---------------------------------------------------------------
+
+
+def link_starvation_episodes(rows: list[Row]) -> list[Row]:
+    bounds = run_bounds(rows)
+    starvations = []
+    for (run_id, broker, link), events in _timelines(rows, "link").items():
+        role = available = None
+        current: Row | None = None
+        for e in events:
+            if e.get("link_role") is not None:
+                role = e["link_role"]
+            if e.get("available") is not None:
+                available = e["available"]
+            if e["event_type"] == "link_detached":
+                starved = False
+            elif e.get("credit") is not None:
+                starved = e["credit"] == 0 and available is not None and available > 0
+            else:
+                continue  # carries no credit: the state is unchanged
+            if starved and current is None:
+                current = {
+                    "run_id": run_id,
+                    "broker": broker,
+                    "link": link,
+                    "link_role": role,
+                    "start_seq": e["seq"],
+                    "start_us": to_us(e["ts"]),
+                    "start_date": day_of(to_us(e["ts"])),
+                    "available_at_start": available,
+                    "run_watermark_us": bounds[run_id][1],
+                }
+            elif not starved and current is not None:
+                end = to_us(e["ts"])
+                current.update(
+                    end_seq=e["seq"],
+                    end_us=end,
+                    end_reason="detached" if e["event_type"] == "link_detached" else "credit",
+                    is_open=False,
+                    duration_s=(end - current["start_us"]) / US_PER_SECOND,
+                )
+                starvations.append(current)
+                current = None
+        if current is not None:
+            current.update(end_seq=None, end_us=None, end_reason=None, is_open=True)
+            current["duration_s"] = None
+            starvations.append(current)
+    return starvations
+
+
+def link_attachments(rows: list[Row]) -> list[Row]:
+    """Attached intervals: run_id, broker, link, link_role, start_seq, start_us, end_us|None."""
+    intervals = []
+    for (run_id, broker, link), events in _timelines(rows, "link").items():
+        role = None
+        attached = False
+        current: Row | None = None
+        for i, e in enumerate(events):
+            if e.get("link_role") is not None:
+                role = e["link_role"]
+            kind = e["event_type"]
+            if kind == "link_attached" or (i == 0 and kind != "link_detached"):
+                now = True
+            elif kind == "link_detached":
+                now = False
+            else:
+                now = attached
+            if now and not attached:
+                current = {
+                    "run_id": run_id,
+                    "broker": broker,
+                    "link": link,
+                    "link_role": role,
+                    "start_seq": e["seq"],
+                    "start_us": to_us(e["ts"]),
+                    "end_us": None,
+                }
+            elif attached and not now and current is not None:
+                current["end_us"] = to_us(e["ts"])
+                intervals.append(current)
+                current = None
+            attached = now
+        if current is not None:
+            intervals.append(current)
+    return intervals
+
+
+# --- gold: daily ----------------------------------------------------------------------------
+
+
+def _days(date_from: date, date_to: date) -> list[date]:
+    return [date_from + timedelta(days=i) for i in range((date_to - date_from).days + 1)]
+
+
+def observed_seconds(bounds: dict[str, tuple[int, int]], run_id: str, day: date) -> float:
+    first, last = bounds[run_id]
+    return clipped_seconds(first, last, day) if day in days_touched(first, last) else 0.0
+
+
+def _known(rows: list[Row], column: str) -> list[Any]:
+    return [r[column] for r in rows if r[column] is not None]
+
+
+def queue_flow_daily(rows: list[Row], date_from: date, date_to: date) -> list[Row]:
+    bounds = run_bounds(rows)
+    wanted = set(_days(date_from, date_to))
+    episodes_of: dict[tuple[str, str, str], list[Row]] = defaultdict(list)
+    for ep in queue_flow_episodes(rows):
+        episodes_of[(ep["run_id"], ep["broker"], ep["queue"])].append(ep)
+    timelines = _timelines(rows, "queue")
+    out = []
+    for key in set(timelines) | set(episodes_of):
+        run_id, broker, queue = key
+        events = timelines.get(key, [])
+        by_day: dict[date, list[Row]] = defaultdict(list)
+        for e in events:
+            by_day[day_of(to_us(e["ts"]))].append(e)
+        pieces: dict[date, list[tuple[Row, int]]] = defaultdict(list)
+        for ep in episodes_of[key]:
+            end = ep["end_us"] if ep["end_us"] is not None else bounds[run_id][1]
+            for day in days_touched(ep["start_us"], end):
+                pieces[day].append((ep, end))
+        counters = [e for e in events if e.get("flow_stopped_count") is not None]
+        for day in sorted(wanted & (set(by_day) | set(pieces))):
+            todays = by_day.get(day, [])
+            stops = sum(e["event_type"] == "flow_stopped" for e in todays)
+            before = [e for e in counters if day_of(to_us(e["ts"])) < day]
+            during = [e for e in counters if day_of(to_us(e["ts"])) == day]
+            if before:
+                at_start = before[-1]["flow_stopped_count"]
+            elif during:
+                first = during[0]
+                at_start = first["flow_stopped_count"] - (first["event_type"] == "flow_stopped")
+            else:
+                at_start = None
+            delta = during[-1]["flow_stopped_count"] - at_start if during else 0
+            time_stopped = sum(clipped_seconds(ep["start_us"], end, day) for ep, end in pieces[day])
+            observed = observed_seconds(bounds, run_id, day)
+            starting = [ep for ep, _ in pieces[day] if ep["start_date"] == day]
+            over_msgs = _known(starting, "overshoot_msgs")
+            over_bytes = _known(starting, "overshoot_bytes")
+            ratios = _known(starting, "overshoot_ratio")
+            depths = [e["depth_msgs"] for e in todays if e.get("depth_msgs") is not None]
+            sizes = [e["depth_bytes"] for e in todays if e.get("depth_bytes") is not None]
+            out.append(
+                {
+                    "date": day,
+                    "broker": broker,
+                    "run_id": run_id,
+                    "queue": queue,
+                    "flow_stopped_count": stops,
+                    "flow_stopped_counter_delta": delta,
+                    "counter_check_ok": stops == delta,
+                    "stopped_at_day_start": any(
+                        ep["start_us"] < day_start(day) for ep, _ in pieces[day]
+                    ),
+                    "time_stopped_s": time_stopped,
+                    "observed_s": observed,
+                    "stopped_share": time_stopped / observed if observed > 0 else None,
+                    "episodes": len(starting),
+                    "max_depth_msgs": max(depths) if depths else None,
+                    "max_depth_bytes": max(sizes) if sizes else None,
+                    "max_overshoot_msgs": max(over_msgs) if over_msgs else None,
+                    "p95_overshoot_msgs": percentile([float(v) for v in over_msgs], 0.95),
+                    "max_overshoot_bytes": max(over_bytes) if over_bytes else None,
+                    "p95_overshoot_bytes": percentile([float(v) for v in over_bytes], 0.95),
+                    "max_overshoot_ratio": max(ratios) if ratios else None,
+                }
+            )
+    return out
+
+
+def link_starvation_daily(rows: list[Row], date_from: date, date_to: date) -> list[Row]:
+    bounds = run_bounds(rows)
+    wanted = set(_days(date_from, date_to))
+
+    def split(intervals: list[Row]) -> dict[tuple[Any, ...], list[tuple[Row, int]]]:
+        pieces: dict[tuple[Any, ...], list[tuple[Row, int]]] = defaultdict(list)
+        for iv in intervals:
+            end = iv["end_us"] if iv["end_us"] is not None else bounds[iv["run_id"]][1]
+            for day in days_touched(iv["start_us"], end):
+                if day in wanted:
+                    pieces[(iv["run_id"], iv["broker"], iv["link"], day)].append((iv, end))
+        return pieces
+
+    attached = split(link_attachments(rows))
+    starved = split(link_starvation_episodes(rows))
+    out = []
+    for key in set(attached) | set(starved):
+        run_id, broker, link, day = key
+
+        def total(pieces: list[tuple[Row, int]], day: date = day) -> float:
+            return sum(clipped_seconds(iv["start_us"], end, day) for iv, end in pieces)
+
+        def latest_role(pieces: list[tuple[Row, int]]) -> str | None:
+            return max(pieces, key=lambda p: p[0]["start_seq"])[0]["link_role"] if pieces else None
+
+        attached_s, starved_s = total(attached.get(key, [])), total(starved.get(key, []))
+        out.append(
+            {
+                "date": day,
+                "broker": broker,
+                "run_id": run_id,
+                "link": link,
+                "link_role": latest_role(starved.get(key, []))
+                or latest_role(attached.get(key, [])),
+                "starved_s": starved_s,
+                "episodes": sum(iv["start_date"] == day for iv, _ in starved.get(key, [])),
+                "attached_s": attached_s,
+                "starved_share": starved_s / attached_s if attached_s > 0 else None,
+            }
+        )
+    return out
