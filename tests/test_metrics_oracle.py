@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, date, datetime, timedelta
+from functools import reduce
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,9 @@ class QueueSim:
                 self.log.tick()
             if rng.random() < 0.1:  # something of the same queue in between: no trigger
                 self.event("transfer_completed", latency_us=rng.randint(1, 99))
+            elif rng.random() < 0.15:  # other entities' events in between: still the trigger
+                self.log.emit("connection_blocked", connection="c1")
+                self.log.emit("message_rejected", queue="q9", depth_msgs=rng.randint(0, 9))
             self.flow_stopped()
 
     def dequeue(self) -> None:
@@ -263,9 +267,90 @@ def random_run(rng: random.Random, index: int) -> list[dict[str, Any]]:
     return log.rows
 
 
+def _at(day: int, hh: int, mm: int = 0, ss: int = 0, us: int = 0) -> datetime:
+    return datetime(2024, 1, day, hh, mm, ss, us, tzinfo=UTC)
+
+
+def _run(run_id: str, *events: tuple[Any, ...]) -> list[dict[str, Any]]:
+    """Rows of one run from (ts, event_type, fields) triples, seq 1, 2, 3, ..."""
+    return [
+        {"run_id": run_id, "broker": "b1", "seq": seq, "ts": ts, "event_type": kind, **fields}
+        for seq, (ts, kind, fields) in enumerate(events, start=1)
+    ]
+
+
+def edge_runs() -> list[dict[str, Any]]:
+    """Hand-built runs for the boundaries random logs rarely hit, in the same DataFrame."""
+    q1, q3, l1 = {"queue": "q1"}, {"queue": "q3"}, {"link": "l1"}
+    e1 = _run(
+        "e1",
+        (_at(1, 20), "queue_declared", {**q1, "flow_stop_count": 4, "flow_resume_count": 2,
+                                        "flow_stopped_count": 0, "depth_msgs": 0}),
+        (_at(1, 21), "link_detached", l1),  # the link's first event: not attached until attach
+        (_at(1, 21, 30), "flow", {**l1, "credit": 0}),  # available unknown: not starved
+        (_at(1, 21, 40), "flow", {**l1, "available": 3}),  # no credit: no state change
+        (_at(1, 21, 50), "link_attached", {**l1, "credit": 0, "link_role": "consumer"}),  # starves
+        (_at(1, 23, 59, 59, 999_999), "enqueue", {**q1, "link": "p1", "capacity": 0,
+                                                   "depth_msgs": 5}),  # bound 0: no ratio
+        (_at(2, 0), "flow_stopped", {**q1, "depth_msgs": 5, "flow_stopped_count": 1}),
+        (_at(2, 0), "flow", {**l1, "credit": 0, "available": 0}),  # ends at 00:00 exactly
+        (_at(2, 5), "flow", {**l1, "credit": 0, "available": 2}),
+        (_at(3, 0), "flow_resumed", {**q1, "depth_msgs": 1}),  # resumed at 00:00 exactly
+        (_at(3, 0), "flow_stopped", {**q1, "depth_msgs": 1, "flow_stopped_count": 2}),
+        (_at(3, 0), "flow_resumed", {**q1, "depth_msgs": 1}),  # zero length, no trigger
+        (_at(3, 0), "link_detached", {**l1, "credit": 0, "available": 2}),  # watermark 00:00
+    )  # fmt: skip
+    e2 = _run("e2", (_at(2, 12), "enqueue", {"queue": "q2", "depth_msgs": 1,
+                                              "flow_stopped_count": 7}))  # fmt: skip
+    e3 = _run(
+        "e3",
+        (_at(1, 10), "enqueue", {**q3, "link": "p1", "capacity": 5, "depth_msgs": 3,
+                                 "flow_stop_count": 2}),  # the counter starts mid-log:
+        (_at(1, 10), "enqueue", {"queue": "q9", "depth_msgs": 1}),  # another queue in between
+        (_at(1, 10), "flow_stopped", {**q3, "depth_msgs": 3, "flow_stopped_count": 41}),
+        (_at(1, 11), "thresholds_changed", {**q3, "flow_stop_count": 0}),  # after the start
+        (_at(1, 12), "enqueue", {**q3, "link": "p2", "capacity": 3, "depth_msgs": 9}),
+        (_at(1, 12), "enqueue", {**q3, "link": "p2", "capacity": 7, "depth_msgs": 10}),
+        (_at(1, 13), "enqueue", {**q3, "capacity": 100, "depth_msgs": 11}),  # no producer
+        (_at(2, 1), "dequeue", {**q3, "depth_msgs": 0}),
+        (_at(2, 1), "flow_resumed", {**q3, "depth_msgs": 0, "flow_stopped_count": 41}),
+        (_at(2, 2), "dequeue", {**q3, "depth_msgs": 0}),
+        (_at(2, 2), "flow_stopped", {**q3, "depth_msgs": 0, "flow_stopped_count": 42}),
+        (_at(4, 3), "alarm_raised", {}),  # open over day 3, which has no q3 event
+    )  # fmt: skip
+    e4 = _run(  # one run, two brokers, the same queue name: two timelines, one watermark
+        "e4",
+        (_at(2, 23), "enqueue", {"queue": "q1", "link": "p1", "capacity": 4, "depth_msgs": 7,
+                                 "flow_stop_count": 5}),
+        (_at(2, 23), "flow_stopped", {"queue": "q1", "depth_msgs": 7}),
+        (_at(2, 23, 30), "enqueue", {"queue": "q1", "link": "p2", "capacity": 9,
+                                     "depth_msgs": 8, "flow_stop_count": 6}),
+        (_at(3, 1), "flow_resumed", {"queue": "q1", "depth_msgs": 0}),
+        (_at(3, 2), "dequeue", {"queue": "q1", "depth_msgs": 0}),
+    )  # fmt: skip
+    for seq in (3, 4):
+        e4[seq - 1]["broker"] = "b2"  # b2's q1: an enqueue, then a resume that ends nothing
+    return e1 + e2 + e3 + e4 + known_discrepancy_runs()
+
+
+def known_discrepancy_runs() -> list[dict[str, Any]]:
+    """Minimal logs of the discrepancies found (see the xfail tests); kept out of the others."""
+    q = {"queue": "q"}
+    return _run(
+        "x1",  # no depth_bytes anywhere while flow_stop_size is on: the bytes peak is unknown
+        (_at(1, 10), "enqueue", {**q, "link": "p1", "capacity": 5, "depth_msgs": 11,
+                                 "flow_stop_count": 10, "flow_stop_size": 1000}),
+        (_at(1, 10), "flow_stopped", {**q, "depth_msgs": 11}),
+        (_at(1, 11), "flow_resumed", {**q, "depth_msgs": 2}),
+    )  # fmt: skip
+
+
+KNOWN_DISCREPANCY_RUNS = {"x1"}
+
+
 def random_log(seed: int, runs: int) -> list[dict[str, Any]]:
     rng = random.Random(seed)
-    rows = [row for i in range(runs) for row in random_run(rng, i)]
+    rows = [row for i in range(runs) for row in random_run(rng, i)] + edge_runs()
     rng.shuffle(rows)  # out of order in the input
     return rows
 
@@ -286,6 +371,7 @@ def events_frame(spark: Any, rows: list[dict[str, Any]], folder: Path) -> Any:
 def spark_results(
     spark: Any, rows: list[dict[str, Any]], folder: Path, ranges: dict[str, tuple[date, date]]
 ) -> dict[str, list[dict[str, Any]]]:
+    from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
     from jobs.transforms.daily import link_starvation_daily, queue_flow_daily
@@ -304,17 +390,31 @@ def spark_results(
         "episodes": episodes.collect(),
         "starvations": starvations.collect(),
     }
-    for label, (date_from, date_to) in ranges.items():
+    queue_daily, link_daily = [], []
+    for label, (date_from, date_to) in ranges.items():  # as jobs/daily_metrics.py calls them
         upto = events.where(F.col("date") <= F.lit(date_to))
-        out[f"queue_daily_{label}"] = queue_flow_daily(
-            upto, overlapping(episodes, date_from, date_to), bounds, date_from, date_to
-        ).collect()
-        out[f"link_daily_{label}"] = link_starvation_daily(
-            upto, overlapping(starvations, date_from, date_to), bounds, date_from, date_to
-        ).collect()
+        queue_daily.append(
+            queue_flow_daily(
+                upto, overlapping(episodes, date_from, date_to), bounds, date_from, date_to
+            ).withColumn("_range", F.lit(label))
+        )
+        link_daily.append(
+            link_starvation_daily(
+                upto, overlapping(starvations, date_from, date_to), bounds, date_from, date_to
+            ).withColumn("_range", F.lit(label))
+        )
+    # One action per table for all the ranges.
+    for name, frames in (("queue_daily", queue_daily), ("link_daily", link_daily)):
+        if frames:
+            for row in reduce(DataFrame.unionByName, frames).collect():
+                fields = row.asDict()
+                out.setdefault(f"{name}_{fields.pop('_range')}", []).append(fields)
     for frame in (starvations, episodes, bounds, events):
         frame.unpersist()
-    return {name: [_plain(r.asDict()) for r in result] for name, result in out.items()}
+    return {
+        name: [_plain(r if isinstance(r, dict) else r.asDict()) for r in result]
+        for name, result in out.items()
+    }
 
 
 def _plain(row: dict[str, Any]) -> dict[str, Any]:
@@ -350,14 +450,22 @@ def diff_tables(
     problems = [f"missing in Spark: {k}" for k in sorted(set(want) - set(got), key=str)]
     problems += [f"unexpected in Spark: {k}" for k in sorted(set(got) - set(want), key=str)]
     for key in sorted(set(got) & set(want), key=str):
+        assert set(got[key]) == set(want[key]), "columns differ: " + str(
+            set(got[key]) ^ set(want[key])
+        )
         for column, value in want[key].items():
-            if column in got[key] and not _same(got[key][column], value):
+            if not _same(got[key][column], value):
                 problems.append(f"{key} {column}: spark={got[key][column]!r} oracle={value!r}")
     return problems
 
 
-def assert_same(actual, expected, keys) -> None:
-    problems = diff_tables(actual, expected, keys)
+def assert_same(actual, expected, keys, known: bool = False) -> None:
+    """Compare, leaving out (or, with ``known``, keeping only) the known-discrepancy runs."""
+
+    def pick(table: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [r for r in table if (r["run_id"] in KNOWN_DISCREPANCY_RUNS) == known]
+
+    problems = diff_tables(pick(actual), pick(expected), keys)
     assert not problems, f"{len(problems)} differences:\n" + "\n".join(problems[:40])
 
 
@@ -380,7 +488,7 @@ def test_random_log_exercises_the_hard_cases(rows):
     episodes = oracle.queue_flow_episodes(rows)
     starvations = oracle.link_starvation_episodes(rows)
     bounds = oracle.run_bounds(rows)
-    assert len(bounds) == RUNS and len(rows) > 4000
+    assert len(bounds) == RUNS + 5 and len(rows) > 4000
     assert any(len(oracle.days_touched(*b)) >= 3 for b in bounds.values())
     crossing = [
         e
@@ -401,7 +509,8 @@ def test_random_log_exercises_the_hard_cases(rows):
     ]
     assert len(crossing) >= 3
     daily = oracle.queue_flow_daily(rows, *ALL_DAYS)
-    assert sum(not r["counter_check_ok"] for r in daily) >= 1
+    # Counters that start mid-log (a collector joining late) make the check fail on some days.
+    assert sum(not r["counter_check_ok"] for r in daily if r["run_id"].startswith("r")) >= 3
     assert sum(r["stopped_at_day_start"] for r in daily) >= 3
 
 
@@ -429,31 +538,17 @@ def test_link_starvation_daily_matches_the_oracle(spark_out, rows, days):
     assert_same(spark_out[f"link_daily_{days}"], expected, ("date", *LINK_KEY))
 
 
-# --- known discrepancies (minimal logs) -----------------------------------------------------
-
-
-def _at(day: int, hh: int, mm: int = 0) -> datetime:
-    return datetime(2024, 1, day, hh, mm, tzinfo=UTC)
-
-
-def _row(seq: int, ts: datetime, kind: str, **fields: Any) -> dict[str, Any]:
-    return {"run_id": "r1", "broker": "b1", "seq": seq, "ts": ts, "event_type": kind, **fields}
+# --- known discrepancies (minimal logs, evaluated with the random log) ----------------------
 
 
 @pytest.mark.xfail(
     strict=True,
     reason="Spark: F.greatest(peak - threshold, 0) skips the null peak, so an episode none of "
     "whose events carries depth_bytes (or depth_msgs) gets overshoot 0 instead of unknown (null); "
-    "the 0 also enters overshoot_ratio and the daily max / p95 (DESIGN.md §4 overshoot: 'peak "
-    "depth_msgs during the stopped episode minus flow_stop_count ..., floored at 0')",
+    "the 0 also enters the daily max / p95 (DESIGN.md §4 overshoot: 'peak depth_msgs during the "
+    "stopped episode minus flow_stop_count ..., floored at 0, for thresholds that are on')",
 )
-def test_overshoot_of_an_episode_without_known_depth_is_unknown(spark, tmp_path):
-    rows = [
-        _row(1, _at(1, 10), "enqueue", queue="q", link="p1", capacity=5, depth_msgs=11,
-             flow_stop_count=10, flow_stop_size=1000),
-        _row(2, _at(1, 10), "flow_stopped", queue="q", depth_msgs=11),
-        _row(3, _at(1, 11), "flow_resumed", queue="q", depth_msgs=2),
-    ]  # fmt: skip
-    # No depth_bytes anywhere: the bytes peak is unknown, so is its overshoot (oracle: None).
-    out = spark_results(spark, rows, tmp_path, {})
-    assert_same(out["episodes"], oracle.queue_flow_episodes(rows), (*QUEUE_KEY, "start_seq"))
+def test_overshoot_of_an_episode_without_known_depth_is_unknown(spark_out, rows):
+    # Run x1: stop size 1000 is on, no event of the episode carries depth_bytes.
+    expected = oracle.queue_flow_episodes(rows)
+    assert_same(spark_out["episodes"], expected, (*QUEUE_KEY, "start_seq"), known=True)
