@@ -290,6 +290,9 @@ def edge_runs() -> list[dict[str, Any]]:
         (_at(1, 21, 30), "flow", {**l1, "credit": 0}),  # available unknown: not starved
         (_at(1, 21, 40), "flow", {**l1, "available": 3}),  # no credit: no state change
         (_at(1, 21, 50), "link_attached", {**l1, "credit": 0, "link_role": "consumer"}),  # starves
+        (_at(1, 22), "dequeue", {"queue": "q5", "depth_msgs": 20}),  # not a trigger: not in peak
+        (_at(1, 22), "flow_stopped", {"queue": "q5", "depth_msgs": 3, "flow_stop_count": 2}),
+        (_at(1, 22, 10), "flow_resumed", {"queue": "q5", "depth_msgs": 0}),
         (_at(1, 23, 59, 59, 999_999), "enqueue", {**q1, "link": "p1", "capacity": 0,
                                                    "depth_msgs": 5}),  # bound 0: no ratio
         (_at(2, 0), "flow_stopped", {**q1, "depth_msgs": 5, "flow_stopped_count": 1}),
