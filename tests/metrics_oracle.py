@@ -23,7 +23,8 @@ Interpretations (DESIGN.md leaves them open; the project documented the same cho
 * Counter change across a day: the last counter of the day minus the counter at 00:00, which is
   the last counter before the day (by seq); a queue without one starts from its first counter of
   the day, less one when that event is itself a ``flow_stopped`` (the counter is after the event).
-  A day without counter values has a change of 0.
+  A day without counter values has a change of 0, unless the queue has events that day and no
+  counter value was ever logged up to then: the change (and the check) is unknown, None.
 * Link state: credit of the latest event carrying a credit; an event with credit but no
   ``available`` keeps the last known ``available`` (from any event of the link). Starved when
   ``credit == 0 and available > 0``; ``link_detached`` ends a starvation whatever it carries.
@@ -325,7 +326,12 @@ def queue_flow_daily(rows: list[Row], date_from: date, date_to: date) -> list[Ro
                 at_start = first["flow_stopped_count"] - (first["event_type"] == "flow_stopped")
             else:
                 at_start = None
-            delta = during[-1]["flow_stopped_count"] - at_start if during else 0
+            if during:
+                delta = during[-1]["flow_stopped_count"] - at_start
+            elif todays and at_start is None:
+                delta = None  # events but no counter ever logged: the change is unknown
+            else:
+                delta = 0  # no counter value today: it has not moved
             time_stopped = sum(clipped_seconds(ep["start_us"], end, day) for ep, end in pieces[day])
             observed = observed_seconds(bounds, run_id, day)
             starting = [ep for ep, _ in pieces[day] if ep["start_date"] == day]
@@ -342,7 +348,7 @@ def queue_flow_daily(rows: list[Row], date_from: date, date_to: date) -> list[Ro
                     "queue": queue,
                     "flow_stopped_count": stops,
                     "flow_stopped_counter_delta": delta,
-                    "counter_check_ok": stops == delta,
+                    "counter_check_ok": None if delta is None else stops == delta,
                     "stopped_at_day_start": any(
                         ep["start_us"] < day_start(day) for ep, _ in pieces[day]
                     ),

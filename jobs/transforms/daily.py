@@ -44,6 +44,7 @@ def _counter_movement(queue_events: DataFrame, date_from: date, date_to: date) -
     The counter at 00:00 is the last counter value before the day (by seq); a queue without one
     (a collector joining a live broker, or a queue declared that day) starts from its first value of
     the day, less one if that first event is itself a flow_stopped (the counter is after the event).
+    A queue with no counter value up to the day's end has an unknown (null) change.
     """
     with_counter = F.when(F.col("flow_stopped_count").isNotNull(), F.col("seq"))
     per_day = (
@@ -73,6 +74,7 @@ def _counter_movement(queue_events: DataFrame, date_from: date, date_to: date) -
             F.coalesce("_last_counter", "_counter_at_start") - F.col("_counter_at_start"),
         )
         .drop("_last_counter", "_first_counter", "_first_is_stop", "_counter_at_start")
+        .withColumn("_has_events", F.lit(True))
     )
 
 
@@ -116,18 +118,20 @@ def queue_flow_daily(
     time_stopped = F.coalesce(F.col("time_stopped_s"), F.lit(0.0))
     observed = F.coalesce(F.col("observed_s"), F.lit(0.0))
     stopped_events = F.coalesce(F.col("flow_stopped_count"), F.lit(0))
+    # A day without events of the queue cannot move its counter: 0. A day with events but no
+    # counter value up to its end (a collector that logs none) leaves the change unknown: null,
+    # and so the check, rather than a false alarm.
+    counter_delta = F.when(F.col("_has_events").isNull(), F.lit(0)).otherwise(
+        F.col("flow_stopped_counter_delta")
+    )
     return daily.select(
         "date",
         "broker",
         "run_id",
         "queue",
         stopped_events.alias("flow_stopped_count"),
-        F.coalesce(F.col("flow_stopped_counter_delta"), F.lit(0)).alias(
-            "flow_stopped_counter_delta"
-        ),
-        (stopped_events == F.coalesce(F.col("flow_stopped_counter_delta"), F.lit(0))).alias(
-            "counter_check_ok"
-        ),
+        counter_delta.alias("flow_stopped_counter_delta"),
+        (stopped_events == counter_delta).alias("counter_check_ok"),
         F.coalesce(F.col("stopped_at_day_start"), F.lit(False)).alias("stopped_at_day_start"),
         time_stopped.alias("time_stopped_s"),
         observed.alias("observed_s"),

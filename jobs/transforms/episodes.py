@@ -246,8 +246,10 @@ def queue_flow_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
 
 
 def _overshoot(peak: str, stop_threshold: str) -> Column:
-    """max(0, peak - threshold) for a threshold that is on; null when it is off (0 or unknown)."""
-    on = F.coalesce(F.col(stop_threshold), F.lit(0)) > 0
+    """max(0, peak - threshold) for a threshold that is on; null when it is off (0 or unknown)
+    or when no event of the episode carries the depth (an unknown peak is not a 0 overshoot:
+    ``greatest`` alone would skip the null)."""
+    on = (F.coalesce(F.col(stop_threshold), F.lit(0)) > 0) & F.col(peak).isNotNull()
     return F.when(on, F.greatest(F.col(peak) - F.col(stop_threshold), F.lit(0)))
 
 
