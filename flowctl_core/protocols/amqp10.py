@@ -255,6 +255,14 @@ class SessionEndpoint:
             self.initial_outgoing_id if peer.next_incoming_id is None else peer.next_incoming_id
         )
         unseen_by_peer = serial_diff(self.next_outgoing_id, peer_next_incoming)
+        if unseen_by_peer < 0:
+            # The peer claims frames we never sent: its window cannot be computed (as for a
+            # receiver delivery-count ahead of the sender's; RabbitMQ ends the session so).
+            raise ProtocolError(
+                SESSION_WINDOW_VIOLATION,
+                f"session {self.name!r}: next-incoming-id {peer_next_incoming} leads "
+                f"next-outgoing-id {self.next_outgoing_id}",
+            )
         self.remote_incoming_window = max(0, peer.incoming_window - unseen_by_peer)
         if self.next_incoming_id is not None:
             unseen_by_us = serial_diff(peer.next_outgoing_id, self.next_incoming_id)

@@ -275,6 +275,10 @@ class BrokerConsumerLink(QueueFedSender):
         # that are not yet forwarded to the client wait in `buffered`.
         self.queue_credit = 0
         self.buffered: deque[Message] = deque()
+        # Frames of buffered[0] still to send: a message split by max-frame-size goes out frame
+        # by frame as the client's session window allows (seed 004: "the sender might still be
+        # blocked by session flow control sending this message in its entirety").
+        self._frames_left = 0
 
     def link_state(self) -> tuple[int, int | None]:
         return self.link.credit, self.link.delivery_count
@@ -287,6 +291,14 @@ class BrokerConsumerLink(QueueFedSender):
         # sends the consumer, an echo reply included.
         self.link.available = self.queue.depth_msgs
         reply = self.link.on_flow(flow)
+        # The client's flow re-sets the credit the queue sees (RabbitMQ passes every client flow
+        # on to the queue, capped at 256): seed 004, "Grant a link-credit of 0 (causing the queue
+        # to stop sending)". Messages buffered in the session and not yet started use up link
+        # credit first (a message partly sent has taken its credit already).
+        waiting = len(self.buffered) - (1 if self._frames_left else 0)
+        self.queue_credit = min(
+            max(0, self.link.credit - waiting), self.session.policy.max_queue_credit
+        )
         self.emit_flow(_flow_detail(flow, "receiver"))
         if reply is not None:
             self.session.send(FlowFrame(self.config.name, reply, self.session.endpoint.state()))
@@ -308,21 +320,24 @@ class BrokerConsumerLink(QueueFedSender):
     def forward(self) -> None:
         """Send buffered messages while link credit and the client's session window allow."""
         buffered, link, endpoint = self.buffered, self.link, self.session.endpoint
-        max_frame_size = self.session.max_frame_size
-        while buffered and link.credit:
+        session, name = self.session, self.config.name
+        while buffered and endpoint.remote_incoming_window:
             message = buffered[0]
-            frames = transfer_frames(message.size, max_frame_size)
-            if not endpoint.can_send(frames):
+            left = self._frames_left
+            if not left:
+                # A new delivery: it takes one link credit, its frames take session window.
+                if not link.credit:
+                    break
+                link.send_transfer()
+                left = transfer_frames(message.size, session.max_frame_size)
+            while left and endpoint.remote_incoming_window:
+                endpoint.send_frame()
+                left -= 1
+                session.send(TransferFrame(name, message.message_id, message.size, not left))
+            self._frames_left = left
+            if left:
                 break
             buffered.popleft()
-            link.send_transfer()
-            for index in range(frames):
-                endpoint.send_frame()
-                self.session.send(
-                    TransferFrame(
-                        self.config.name, message.message_id, message.size, index == frames - 1
-                    )
-                )
             self.emit_transfer(message)
         self._grant_queue_credit()
 
@@ -385,7 +400,11 @@ class ServerSession:
 
     def _on_flow(self, frame: FlowFrame) -> None:
         if frame.session_flow is not None:
-            self.endpoint.on_flow(frame.session_flow)
+            try:
+                self.endpoint.on_flow(frame.session_flow)
+            except ProtocolError as error:
+                self._end(error)
+                return
         if frame.link is not None and frame.link_flow is not None:
             consumer = self.consumers.get(frame.link)
             if consumer is not None:
