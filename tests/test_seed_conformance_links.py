@@ -378,6 +378,27 @@ def test_an_alarm_does_not_reopen_the_window_at_200_and_consumers_still_receive(
     assert connection.publishers["p"].app.sent > sent
 
 
+def test_a_session_begun_during_an_alarm_starts_with_its_window_closed() -> None:
+    """004: "In the event of a cluster wide memory or disk alarm, RabbitMQ will block AMQP 1.0
+    clients only from publishing transfer frames." A publisher that connects while the alarm is
+    in effect must not get the usual 400 frames; consuming still works."""
+    rabbit = Rabbit(prefill=10)
+    rabbit.broker.raise_alarm("disk")
+    publisher = PublisherConfig("p", "q", size_bytes=100)
+    consumer = ConsumerConfig("c1", "q", credit=50, top_up_below=0)
+    connection = rabbit.connect(publishers=(publisher,), consumers=(consumer,))
+    assert connection.server.endpoint.incoming_window == 0
+    assert connection.client_session.remote_incoming_window == 0
+    rabbit.run_for(100_000)
+    assert connection.publishers["p"].app.sent == 0
+    assert rabbit.queue.stats.enqueued == 10  # the prefill only
+    assert connection.consumers["c1"].received == 10
+    rabbit.broker.clear_alarm("disk")
+    assert connection.server.endpoint.incoming_window == 400
+    rabbit.run_for(10_000)
+    assert connection.publishers["p"].app.sent > 0
+
+
 # -- Artemis (seed 003) ----------------------------------------------------------------------------
 def test_artemis_defaults() -> None:
     """003: "By default, the consumerWindowSize is set to 1 MiB (1024 * 1024 bytes)"; "in the

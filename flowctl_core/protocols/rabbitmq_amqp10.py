@@ -367,7 +367,10 @@ class ServerSession:
         self.connection_name = config.name
         self.max_frame_size = config.max_frame_size
         self.to_client = to_client
-        self.endpoint = SessionEndpoint(self.name, incoming_window=policy.max_incoming_window)
+        # A session begun during an alarm starts with its incoming window closed (RabbitMQ's
+        # begin: 0 while any resource alarm is in effect, else max_incoming_window).
+        window = 0 if broker.alarmed else policy.max_incoming_window
+        self.endpoint = SessionEndpoint(self.name, incoming_window=window)
         self.publishers: dict[str, BrokerPublisherLink] = {}
         self.consumers: dict[str, BrokerConsumerLink] = {}
         self.error: str | None = None
