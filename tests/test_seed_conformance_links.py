@@ -177,6 +177,24 @@ def test_link_credit_0_stops_the_queue_even_with_queue_credit_left() -> None:
     assert connection.consumers["c1"].received == 0
 
 
+def test_after_a_drain_on_an_empty_queue_new_messages_stay_in_the_queue() -> None:
+    """004: draining: "Advance the delivery-count by the remaining link-credit. Set link-credit to
+    0." With no credit left the queue must not send: messages published after the drain stay
+    ready in the queue (the queue held 256 of the 300 credits before the drain)."""
+    rabbit = Rabbit()
+    consumer, _ = _consumer(300)
+    connection = rabbit.connect(consumers=(consumer,))
+    rabbit.run_for(10_000)
+    connection.consumers["c1"].grant(300, drain=True)
+    rabbit.run_for(10_000)
+    server = connection.server.consumers["c1"]
+    assert (server.link.credit, connection.consumers["c1"].link.credit) == (0, 0)
+    rabbit.fill(10)
+    rabbit.run_for(10_000)
+    assert rabbit.queue.depth_msgs == 10
+    assert (server.queue_credit, len(server.buffered)) == (0, 0)
+
+
 def test_lowering_link_credit_lowers_what_the_queue_may_send() -> None:
     """004: "The receiver is allowed to dynamically increase or decrease the amount of link
     credit"; "the queue will only ever see up to 256 credits for a given consumer" - and never

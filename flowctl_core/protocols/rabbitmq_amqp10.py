@@ -347,6 +347,7 @@ class BrokerConsumerLink(QueueFedSender):
             self.link.available = 0  # the queue is empty: nothing is available
             reply = self.link.finish_drain()
             if reply is not None:
+                self.queue_credit = 0  # the drain used up every credit, the queue's too
                 self.emit_flow({"origin": "sender", "reason": "drained"})
                 self.session.send(FlowFrame(self.config.name, reply, self.session.endpoint.state()))
 
