@@ -510,3 +510,39 @@ def test_address_size_counts_a_message_once_for_all_its_queues() -> None:
     assert state.accepted == 20
     assert state.size == 20 * 1_000  # not 3 x
     assert all(server.broker.queue(q).depth_msgs == 20 for q in ("s1", "s2", "s3"))
+
+
+# -- numbers: uint ranges and configurable RabbitMQ limits ---------------------------------------
+def test_link_credit_and_windows_are_uints_up_to_4294967295() -> None:
+    """004: "The type uint stands for unsigned integer, a value between 0 and a large number (2^32
+    - 1)"; clients can "Grant ... a huge number of link credits (up to 4 billion)" or open the
+    session incoming-window "widely (up to 4 billion)"."""
+    receiver = ReceiverLink("l", 0)
+    assert receiver.grant(SERIAL_MAX).link_credit == SERIAL_MAX
+    for bad in (-1, SERIAL_MAX + 1):
+        with pytest.raises(ProtocolError):
+            receiver.grant(bad)
+    endpoint = SessionEndpoint("s", incoming_window=SERIAL_MAX)
+    assert endpoint.set_incoming_window(SERIAL_MAX).incoming_window == SERIAL_MAX
+    with pytest.raises(ProtocolError):
+        endpoint.set_incoming_window(SERIAL_MAX + 1)
+
+
+def test_max_link_credit_and_max_incoming_window_are_configurable() -> None:
+    """004: "The value of 170 is configurable via advanced.config setting rabbit.max_link_credit"
+    / "The value of 400 is configurable via advanced.config setting rabbit.max_incoming_window".
+    With 10 credits a never-confirming queue gets 10 + 5 messages; a window of 20 re-opens at 10.
+    """
+    rabbit = Rabbit(service_time_us=NEVER)
+    publisher = PublisherConfig("p", "q", size_bytes=100)
+    connection = Amqp10Connection(
+        rabbit.broker,
+        ConnectionConfig("c", AMQP_10, publishers=(publisher,)),
+        RabbitPolicy(max_link_credit=10, max_incoming_window=20),
+    )
+    connection.start()
+    rabbit.run_for(SECOND)
+    assert rabbit.queue.stats.enqueued == 15
+    reopened = [e for e in rabbit.log.of_type("session_window") if "reopened" in e["detail"]]
+    assert len(reopened) == 1  # after frames 1..10 the window is 10: re-opened to 20 once
+    assert connection.server.endpoint.incoming_window == 20 - 5
