@@ -125,6 +125,12 @@ def main(argv: list[str] | None = None) -> int:
         help="run the three jobs this many times in the same session (a rerun replaces the same "
         "days, so later rounds show the JVM warm: JIT-compiled, classes loaded)",
     )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="then time what Spark needs at least: read every raw column, and copy the raw "
+        "events into a date-partitioned Delta table with no checks at all",
+    )
     args = parser.parse_args(argv)
 
     from jobs.daily_metrics import run_daily_metrics
@@ -165,8 +171,46 @@ def main(argv: list[str] | None = None) -> int:
                 + (" (cold JVM)" if round_number == 1 else " (warm JVM)")
             )
         run_round(spark, jobs, args.events)
+    if args.floor:  # after the jobs, so that it does not warm the JVM up for them
+        print_floor(spark, conf.raw_dir, work / "floor", args.events)
     spark.stop()
     return 0
+
+
+def print_floor(spark: Any, raw_dir: str, scratch: Path, events: int) -> None:
+    """What any Spark pipeline over these files pays, before validating or computing anything:
+    a scan of every column, and a bare copy into Delta (statistics on run_id/seq/ts, as bronze)."""
+    from jobs.delta_io import TABLE_PROPERTIES
+
+    def scan() -> None:
+        spark.read.parquet(raw_dir).write.format("noop").mode("overwrite").save()
+
+    # New tables take their properties' defaults from the session (prefix below, minus "delta.").
+    defaults = {
+        "spark.databricks.delta.properties.defaults." + name.removeprefix("delta."): value
+        for name, value in TABLE_PROPERTIES["broker_events"].items()
+    }
+
+    def copy() -> None:
+        for key, value in defaults.items():
+            spark.conf.set(key, value)
+        try:
+            raw = spark.read.parquet(raw_dir)
+            raw.write.format("delta").mode("overwrite").partitionBy("date").save(str(scratch))
+        finally:
+            for key in defaults:
+                spark.conf.unset(key)
+
+    for name, step in (("floor: scan every column", scan), ("floor: copy to Delta", copy)):
+        cpu_before, started = cpu_seconds(spark), time.perf_counter()
+        step()
+        wall, cpu = time.perf_counter() - started, cpu_seconds(spark) - cpu_before
+        print(f"{name:>28}: {wall:7.1f} s  {events / wall:>12,.0f} events/s  CPU {cpu:6.1f} s")
+    from delta.tables import DeltaTable
+
+    properties = DeltaTable.forPath(spark, str(scratch)).detail().first().properties
+    print(f"{'floor table properties':>28}: {dict(properties)}")
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 def run_round(spark: Any, jobs: Any, events: int) -> None:
