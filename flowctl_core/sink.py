@@ -95,11 +95,25 @@ class ParquetSink:
         rows = self._rows
         rows.append(row)
         if len(rows) >= self._convert_at:
-            self._convert()
-            if self._pending_rows >= self.row_group_size:
-                self.flush()
-            # A chunk never crosses a row-group boundary, so row groups hold row_group_size rows.
-            self._convert_at = min(self._chunk_rows, self.row_group_size - self._pending_rows)
+            self._chunk_full()
+
+    def write_rows(self, rows: list[EventRow]) -> None:
+        """Take rows in a batch (:meth:`EventBus.subscribe_batch`): cut into the same chunks
+        and row groups as one call per row, so the files are the same."""
+        start = 0
+        while start < len(rows):
+            end = start + self._convert_at - len(self._rows)
+            self._rows.extend(rows[start:end])
+            start = end
+            if len(self._rows) >= self._convert_at:
+                self._chunk_full()
+
+    def _chunk_full(self) -> None:
+        self._convert()
+        if self._pending_rows >= self.row_group_size:
+            self.flush()
+        # A chunk never crosses a row-group boundary, so row groups hold row_group_size rows.
+        self._convert_at = min(self._chunk_rows, self.row_group_size - self._pending_rows)
 
     def _convert(self) -> None:
         """Turn the buffered rows into record batches of one UTC day each."""
