@@ -222,10 +222,15 @@ class Broker:
         Returns how many destinations accepted the message.
         """
         accepted = 0
-        for queue in destinations:
-            message = Message(transfer.message_id, transfer.size, transfer)
-            if queue.enqueue(message, link) == EnqueueOutcome.ACCEPTED:
-                accepted += 1
+        if len(destinations) == 1:
+            # The transfer is the message of its one queue: no second object per send.
+            if destinations[0].enqueue(transfer, link) == EnqueueOutcome.ACCEPTED:
+                accepted = 1
+        else:
+            for queue in destinations:
+                message = Message(transfer.message_id, transfer.size, transfer)
+                if queue.enqueue(message, link) == EnqueueOutcome.ACCEPTED:
+                    accepted += 1
         if not destinations:
             fields = link_fields(link)
             fields.update(

@@ -22,17 +22,32 @@ LimitPolicy = Literal["reject", "ring", "ring-strict"]
 LIMIT_POLICIES: tuple[str, ...] = ("reject", "ring", "ring-strict")
 
 
-class Transfer:
-    """One message transfer awaiting completion by every queue it was routed to."""
+class Message:
+    """One message on one queue; ``transfer`` is what its enqueue holds while flow is stopped
+    (None for messages no producer waits on)."""
+
+    __slots__ = ("held", "message_id", "size", "transfer")
+
+    def __init__(self, message_id: int, size: int, transfer: Transfer | None) -> None:
+        self.message_id = message_id
+        self.size = size
+        self.transfer = transfer
+        self.held = False
+
+
+class Transfer(Message):
+    """One message transfer awaiting completion by every queue it was routed to.
+
+    A transfer routed to one queue is also that queue's message (its ``transfer`` is itself), so
+    the usual single-destination send allocates one object, not two (Broker.publish).
+    """
 
     __slots__ = (
         "capacity",
         "held_by",
-        "message_id",
         "on_complete",
         "received_us",
         "sender",
-        "size",
         "was_held",
     )
 
@@ -53,16 +68,13 @@ class Transfer:
         self.on_complete = on_complete
         self.held_by = 0  # the "pending completion counter" of seed 000
         self.was_held = False
+        self.held = False  # as the message of its one queue
 
-
-class Message:
-    __slots__ = ("held", "message_id", "size", "transfer")
-
-    def __init__(self, message_id: int, size: int, transfer: Transfer | None) -> None:
-        self.message_id = message_id
-        self.size = size
-        self.transfer = transfer
-        self.held = False
+    # A read-only property over the inherited slot: the transfer referring to itself through
+    # the slot would be a reference cycle, freed only by the cyclic GC instead of at once.
+    @property
+    def transfer(self) -> Transfer:  # type: ignore[override]
+        return self
 
 
 @dataclass
