@@ -94,6 +94,7 @@ def replace_where(
     """
     path = table_path(conf, schema)
     ensure_table(spark, path, schema)
+    version_before = latest_version(spark, path)
     (
         conform(df, schema)
         .write.format("delta")
@@ -101,9 +102,18 @@ def replace_where(
         .option("replaceWhere", predicate)
         .save(path)
     )
-    written = last_operation_output_rows(spark, path)
+    # Nothing to write and nothing to replace makes no commit: the latest one is someone else's.
+    written = 0
+    if latest_version(spark, path) != version_before:
+        written = last_operation_output_rows(spark, path)
     log.info("%s: replaced %s with %d rows", schema.name, predicate, written)
     return written
+
+
+def latest_version(spark: SparkSession, path: str) -> int:
+    """The table's latest commit version (from the Delta log)."""
+    latest = DeltaTable.forPath(spark, path).history(1).select("version").first()
+    return -1 if latest is None else int(latest.version)
 
 
 def last_operation_output_rows(spark: SparkSession, path: str) -> int:

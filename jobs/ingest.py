@@ -300,6 +300,8 @@ def run_ingest(
     label = f"{date_from.isoformat()}_{date_to.isoformat()}"
     sc = spark.sparkContext
     files = inspect_raw_files(raw_root, days_between(date_from, date_to))
+    if not files:
+        log.warning("ingest %s: no raw files under %s for these days", label, raw_root)
     bad_files = [f for f in files if f.problem]
     good_files = [f for f in files if not f.problem]
 
