@@ -73,6 +73,7 @@ class Log:
         episodes: tuple[tuple[float, float, int], ...] | list[tuple[float, float, int]] = (),
         rejected: int = 0,
         capacities: tuple[int | None, ...] = (50, 15),
+        policy: str = "reject",
     ) -> None:
         """A queue with max_count 1000 and the given thresholds; each episode is
         (start_s, duration_s, peak_depth_msgs)."""
@@ -85,7 +86,7 @@ class Log:
             "flow_stop_size": 0,
             "flow_resume_size": 0,
         }
-        self.event(0, "queue_declared", **settings)
+        self.event(0, "queue_declared", detail=f'{{"policy": "{policy}"}}', **settings)
         for number, capacity in enumerate(capacities):
             self.event(
                 1,
@@ -205,6 +206,9 @@ def recommendations(spark: Any) -> dict[str, dict[str, Any]]:
     log.queue("q-uncapped", 900, 800, capacities=(50, None))
     log.queue("q-flapping", 900, 899, [(100 + i, 0.5, 910) for i in range(4)])
     log.queue("q-idle", 500, 400)
+    # Producers that can overshoot by 1100 of a 1000 limit: no stop threshold keeps it under.
+    log.queue("q-no-room", 900, 500, [(100, LONG, 901)], capacities=(600, 500))
+    log.queue("q-ring", 0, 0, policy="ring")  # flow control off under a limit, but a ring
     log.consumer("c-starving", credit=20, deliveries=1000, starved_s=30.0, starvations=6)
     log.consumer("c-generous", credit=500, deliveries=100, starved_s=0.0, starvations=0)
     log.consumer("c-fine", credit=30, deliveries=100, starved_s=0.0, starvations=0)
@@ -220,7 +224,7 @@ def test_keep_leaves_thresholds_alone(recommendations: dict[str, dict[str, Any]]
     assert (row["recommended_flow_stop_count"], row["recommended_flow_resume_count"]) == (900, 800)
     assert row["headroom_msgs"] == 78  # ceil(65 x 1.2)
     assert row["producer_capacity_sum"] == 65
-    assert row["rationale"].startswith("keep: 2 episodes, worst overshoot 65 msgs")
+    assert row["rationale"].startswith("keep: 2 episodes; overshoot allowance 65 msgs")
 
 
 def test_idle_queue_is_kept_even_with_room_to_raise(
@@ -258,7 +262,29 @@ def test_at_risk_when_the_bound_passes_the_limit(
     row = recommendations["q-at-risk"]
     assert row["verdict"] == "at_risk_of_overflow"
     assert row["recommended_flow_stop_count"] == 922
-    assert "stop 960 + worst overshoot 65 msgs passes the limit 1000" in row["rationale"]
+    assert "stop 960 + overshoot allowance 65 msgs" in row["rationale"]
+    assert "passes the limit 1000" in row["rationale"]
+
+
+def test_no_stop_threshold_is_recommended_when_the_bound_takes_the_whole_limit(
+    recommendations: dict[str, dict[str, Any]],
+) -> None:
+    """Capacities 600 + 500 against a limit of 1000: lowering the stop (to 1) would only stop
+    the queue sooner, never keep it under the limit; the thresholds stay and the rationale says
+    what would help."""
+    row = recommendations["q-no-room"]
+    assert row["verdict"] == "at_risk_of_overflow"
+    assert (row["recommended_flow_stop_count"], row["recommended_flow_resume_count"]) == (900, 500)
+    assert "the whole limit of 1000" in row["rationale"]
+    assert "reduce the windows or raise the limit" in row["rationale"]
+
+
+def test_ring_queues_are_exempt(recommendations: dict[str, dict[str, Any]]) -> None:
+    """Seed 001: ring queues have no flow thresholds by default; they evict at their limit."""
+    row = recommendations["q-ring"]
+    assert row["verdict"] == "keep"
+    assert (row["recommended_flow_stop_count"], row["recommended_flow_resume_count"]) == (0, 0)
+    assert "ring queue" in row["rationale"]
 
 
 def test_rejections_and_uncapped_producers_are_at_risk(

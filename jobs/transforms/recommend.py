@@ -3,7 +3,10 @@
 Queues: the stop threshold leaves room below the queue limit for the worst overshoot, the larger of
 the worst one observed and Qpid's bound (seed 001: a queue passes its stop threshold by at most the
 sum of its producers' capacities; in bytes, that many of the largest message seen), times
-``1 + safety_margin``. The resume threshold sits far enough below the stop threshold that an episode
+``1 + safety_margin``. When that allowance is the whole limit or more, no stop threshold keeps the
+queue under its limit: the thresholds are kept and the rationale names the fix (smaller capacity
+windows or a larger limit). Ring queues evict at their limit and are kept as they are. The resume
+threshold sits far enough below the stop threshold that an episode
 lasts at least ``min_dwell_s`` at the observed drain rate. Consumer links: credit >= consumption
 rate x round trip + top-up batch (Kung & Morris, "Credit-based flow control for ATM networks").
 
@@ -109,6 +112,11 @@ def queue_settings(events: DataFrame) -> DataFrame:
                     "flow_resume_size",
                 )
             ),
+            # The limit policy a queue was declared with (the engine logs it in the detail).
+            F.max_by(
+                F.get_json_object("detail", "$.policy"),
+                F.when(_is("queue_declared") & F.col("detail").isNotNull(), F.struct("ts", "seq")),
+            ).alias("limit_policy"),
             F.countDistinct("run_id").alias("runs"),
             F.count(F.when(_is("message_rejected"), 1)).alias("rejected_msgs"),
             F.max(F.when(_is("enqueue"), F.col("size_bytes"))).alias("max_message_bytes"),
@@ -192,6 +200,8 @@ class _Dimension:
     exceeds_limit: Column
     lower: Column
     raise_: Column
+    # The overshoot to allow for does not fit below the limit at all: no stop threshold helps.
+    no_room: Column
 
     @property
     def at_risk(self) -> Column:
@@ -199,7 +209,7 @@ class _Dimension:
 
     @property
     def changes_stop(self) -> Column:
-        return self.at_risk | self.lower | self.raise_
+        return (self.at_risk | self.lower | self.raise_) & ~self.no_room
 
 
 def _dimension(
@@ -219,7 +229,11 @@ def _dimension(
     worst = F.coalesce(F.greatest(F.col(observed_overshoot), bound), F.lit(0))
     limited = limit_col > 0
     headroom = F.when(limited, F.ceil(worst * (1 + policy.safety_margin)).cast("long"))
-    target = F.when(limited, F.greatest(limit_col - headroom, F.lit(1)))
+    # When the producers can overshoot by the whole limit or more, a stop threshold of 1 would
+    # only stop the queue sooner without keeping it under the limit: keep the thresholds and
+    # say so (the fix is smaller capacity windows or a larger limit).
+    no_room = limited & (headroom >= limit_col)
+    target = F.when(limited & ~no_room, limit_col - headroom)
     flow_on = stop_col > 0
     exceeds = limited & flow_on & (stop_col + worst > limit_col)
     stopped_at_all = F.coalesce(F.col("episodes"), F.lit(0)) > 0
@@ -239,6 +253,7 @@ def _dimension(
         & flow_on
         & stopped_at_all
         & (target - stop_col > F.lit(policy.keep_band_share) * limit_col),
+        no_room=no_room,
     )
 
 
@@ -309,15 +324,28 @@ def recommend_queues(
     rejected = F.coalesce(F.col("rejected_msgs"), F.lit(0))
     limited = (msgs.limit > 0) | (size.limit > 0)
     at_risk = (rejected > 0) | (limited & (uncapped > 0)) | msgs.at_risk | size.at_risk
+    # Ring queues make room by evicting their oldest messages: flow control does not apply to
+    # them (seed 001), so they keep whatever they have.
+    ring = F.coalesce(F.col("limit_policy"), F.lit("")).isin("ring", "ring-strict")
     verdict = (
-        F.when(at_risk, VERDICT_AT_RISK)
+        F.when(ring, VERDICT_KEEP)
+        .when(at_risk, VERDICT_AT_RISK)
         .when(flapping, VERDICT_FLAPPING)
         .when(msgs.lower | size.lower, VERDICT_LOWER)
         .when(msgs.raise_ | size.raise_, VERDICT_RAISE)
         .otherwise(VERDICT_KEEP)
     )
-    stop_msgs, resume_msgs = _recommended_pair(msgs, "drain_rate_msgs_s", flapping, policy)
-    stop_size, resume_size = _recommended_pair(size, "drain_rate_bytes_s", flapping, policy)
+    stop_msgs, resume_msgs, stop_size, resume_size = (
+        F.when(ring, current).otherwise(recommended).cast("long")
+        for current, recommended in zip(
+            (msgs.stop, msgs.resume, size.stop, size.resume),
+            (
+                *_recommended_pair(msgs, "drain_rate_msgs_s", flapping, policy),
+                *_recommended_pair(size, "drain_rate_bytes_s", flapping, policy),
+            ),
+            strict=True,
+        )
+    )
     margin_pct = F.lit(policy.safety_margin * 100)
     reasons = F.concat_ws(
         "; ",
@@ -335,9 +363,19 @@ def recommend_queues(
         ),
         *(
             F.when(
+                d.no_room,
+                F.format_string(
+                    f"producers can overshoot by %d {d.unit} (worst seen or bounded by their "
+                    "capacity windows, plus margin), the whole limit of %d: no stop threshold "
+                    "keeps the queue under it; reduce the windows or raise the limit",
+                    d.headroom,
+                    d.limit,
+                ),
+            ).when(
                 d.exceeds_limit,
                 F.format_string(
-                    f"stop %d + worst overshoot %d {d.unit} passes the limit %d",
+                    f"stop %d + overshoot allowance %d {d.unit} (worst seen or bounded by the "
+                    "producers' capacity windows) passes the limit %d",
                     d.stop,
                     d.worst_overshoot,
                     d.limit,
@@ -388,16 +426,20 @@ def recommend_queues(
         _change("resume bytes", size.resume, resume_size),
     )
     keep_reason = F.format_string(
-        "%d episodes, worst overshoot %d msgs against %d of room needed (incl. %.0f%% margin)",
+        "%d episodes; overshoot allowance %d msgs (worst seen or bounded by the producers' "
+        "capacity windows), %d of room needed below the limit (incl. %.0f%% margin)",
         F.coalesce(F.col("episodes"), F.lit(0)),
         msgs.worst_overshoot,
         F.coalesce(msgs.headroom, F.lit(0)),
         margin_pct,
     )
+    ring_reason = F.lit(
+        "ring queue: it evicts its oldest messages at the limit, flow control does not apply"
+    )
     rationale = F.concat(
         verdict,
         F.lit(": "),
-        F.when(reasons == "", keep_reason).otherwise(reasons),
+        F.when(ring, ring_reason).when(reasons == "", keep_reason).otherwise(reasons),
         F.when(changes != "", F.concat(F.lit(" => "), changes)).otherwise(F.lit("")),
     )
     observed = F.col("_observed_s")
