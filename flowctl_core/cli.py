@@ -344,8 +344,17 @@ def whatif(
     as_of: Annotated[str | None, typer.Option(help="recommendations as of this day")] = None,
     seed: Annotated[int | None, typer.Option(help="random seed (default: the scenario's)")] = None,
 ) -> None:
-    """Rerun a scenario with the recommended thresholds; print before / after per queue."""
-    from flowctl_core.whatif import load_recommended_thresholds, run_whatif
+    """Rerun a scenario with the recommended thresholds; print before / after per queue.
+
+    Exits 1 when a recommendation changes a queue's thresholds but cuts neither its overshoot nor
+    its rejections, or makes it stop longer.
+    """
+    from flowctl_core.whatif import (
+        declared_queues,
+        load_recommended_thresholds,
+        queue_verdicts,
+        run_whatif,
+    )
 
     try:
         spec = load_scenario(scenario)
@@ -380,12 +389,15 @@ def whatif(
         console.print(
             f"not in this scenario: {', '.join(comparison.ignored_overrides)}", highlight=False
         )
-    for queue in comparison.queues:
-        verdict = "validated" if queue.validated else "NOT validated"
-        console.print(
-            f"{queue.queue}: {verdict} (less overshoot or fewer rejections, no more time stopped)",
-            highlight=False,
-        )
+    uncovered = set(declared_queues(spec)) - set(overrides)
+    failed = False
+    for queue, verdict, queue_failed in queue_verdicts(comparison):
+        if queue in uncovered:
+            verdict = f"no recommendation in {table} (run the pipeline over this scenario's days)"
+        console.print(f"{queue}: {verdict}", highlight=False)
+        failed |= queue_failed
+    if failed:  # a changed threshold that does no better: fail, so that a deploy can gate on it
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -136,6 +136,29 @@ def _change(before: Any, after: Any) -> str:
     return "=" if before == after else "changed"
 
 
+def queue_verdicts(comparison: WhatIfComparison) -> list[tuple[str, str, bool]]:
+    """Per queue of the scenario: (queue, what the what-if shows, whether a recommendation
+    failed). A queue whose thresholds the recommendations leave as they are (or do not cover) has
+    nothing to validate; one they change must cut overshoot or rejections without stopping
+    longer."""
+    verdicts = []
+    for queue in comparison.queues:
+        if queue.before.thresholds == queue.after.thresholds:
+            verdicts.append((queue.queue, "thresholds unchanged: nothing to validate", False))
+            continue
+        failed = [
+            reason
+            for reason, ok in (
+                ("neither overshoot nor rejections cut", queue.overshoot_or_rejections_cut),
+                ("more time stopped", queue.time_stopped_not_raised),
+            )
+            if not ok
+        ]
+        text = "validated" if not failed else f"NOT validated: {', '.join(failed)}"
+        verdicts.append((queue.queue, text, bool(failed)))
+    return verdicts
+
+
 def format_comparison(comparison: WhatIfComparison) -> str:
     """The comparison as a plain-text table, before and after side by side."""
     header = ("queue", "metric", "before", "after", "change")

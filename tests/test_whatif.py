@@ -17,6 +17,7 @@ from flowctl_core.sink import ParquetSink
 from flowctl_core.whatif import (
     format_comparison,
     overrides_from_recommendations,
+    queue_verdicts,
     run_whatif,
     with_thresholds,
 )
@@ -49,6 +50,21 @@ def test_seed_001_worst_case_moves_with_the_stop_threshold() -> None:
     assert payments.before.time_stopped_s == payments.after.time_stopped_s == pytest.approx(80.0)
     assert comparison.ignored_overrides == ("not-here",)
     assert not payments.validated  # the same overshoot: nothing was cut
+
+
+def test_verdicts_name_what_failed_and_skip_unchanged_queues() -> None:
+    """Stop 120 keeps the 65-message overshoot (seed 001's bound does not move with the stop):
+    a changed threshold that cuts nothing fails; the same thresholds have nothing to prove."""
+    scenario = load_scenario("qpid-165-worst-case")
+    changed = run_whatif(scenario, {"payments": FlowThresholds(120, 80)})
+    assert queue_verdicts(changed) == [
+        ("payments", "NOT validated: neither overshoot nor rejections cut", True)
+    ]
+    same = run_whatif(scenario, {"payments": FlowThresholds(100, 80)})
+    assert same.queue("payments").before.thresholds == FlowThresholds(100, 80)
+    assert queue_verdicts(same) == [
+        ("payments", "thresholds unchanged: nothing to validate", False)
+    ]
 
 
 def test_invalid_override_is_refused_by_the_engine() -> None:
