@@ -47,3 +47,13 @@ class Rig:
 
 
 NO_DEFAULTS = BrokerConfig(default_flow_stop_ratio=0, default_flow_resume_ratio=0)
+
+#: Seed 001 §1.1.2's queue: ON above 4000 msgs or 8K bytes, OFF below 3000 msgs and 6K bytes.
+QPID_4000_8K = {
+    "qpid.max_count": 5000,
+    "qpid.max_size": 10240,
+    "qpid.flow_stop_count": 4000,
+    "qpid.flow_resume_count": 3000,
+    "qpid.flow_stop_size": 8192,
+    "qpid.flow_resume_size": 6144,
+}

@@ -12,19 +12,7 @@ from flowctl_core.events import BATCH_ROWS, NO_LINK, EventBus, EventRow
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import parse_scenario
 from flowctl_core.sink import ParquetSink
-
-SCENARIO = {
-    "name": "batches",
-    "kind": "workload",
-    "start": "2026-05-01T23:59:00Z",
-    "duration_s": 120,
-    "seed": 3,
-    "queues": [{"name": "q", "arguments": {"qpid.max_count": 100}}],
-    "producers": [
-        {"name": "p", "capacity": 5, "routing_key": "q", "rate": 50, "arrival": "poisson"}
-    ],
-    "consumers": [{"name": "c", "queue": "q", "rate": 40}],
-}
+from tests.test_engine_sink_cli import MIDNIGHT_SCENARIO
 
 
 def _emit(bus: EventBus, scheduler: Scheduler, count: int) -> None:
@@ -87,7 +75,7 @@ def test_sink_writes_the_same_files_from_batches_as_row_by_row(
 
 
 def test_run_scenario_hands_the_sink_every_row_of_the_run(tmp_path: Path) -> None:
-    scenario = parse_scenario(SCENARIO)
+    scenario = parse_scenario(MIDNIGHT_SCENARIO)
     with ParquetSink(tmp_path, "all") as sink:
         result = run_scenario(scenario, [sink], run_id="all")
     seqs = sorted(
@@ -99,7 +87,7 @@ def test_run_scenario_hands_the_sink_every_row_of_the_run(tmp_path: Path) -> Non
 
 def test_a_failed_run_still_hands_over_the_buffered_rows(tmp_path: Path) -> None:
     # As with one call per row, the sink has had every emitted row when the error reaches it.
-    scenario = parse_scenario(SCENARIO)
+    scenario = parse_scenario(MIDNIGHT_SCENARIO)
     received: list[EventRow] = []
 
     class Failing:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from flowctl_core import FlowConfigError, FlowDefaults, FlowLimit, FlowThresholds
 from flowctl_core.broker import BrokerConfig
-from tests.engine_helpers import NO_DEFAULTS, Rig
+from tests.engine_helpers import NO_DEFAULTS, QPID_4000_8K, Rig
 
 
 def test_900_500_hysteresis_from_seed_001() -> None:
@@ -39,17 +39,7 @@ def test_either_stop_both_resume_4000_msgs_8k_bytes() -> None:
     # Seed 001 §1.1.2: ON if (total-msgs > 4000 OR total-bytes > 8K); stays ON until
     # (total-msgs < 3000 AND total-bytes < 6K).
     rig = Rig(NO_DEFAULTS)
-    queue = rig.queue(
-        "q",
-        {
-            "qpid.max_count": 5000,
-            "qpid.max_size": 10240,
-            "qpid.flow_stop_count": 4000,
-            "qpid.flow_resume_count": 3000,
-            "qpid.flow_stop_size": 8192,
-            "qpid.flow_resume_size": 6144,
-        },
-    )
+    queue = rig.queue("q", QPID_4000_8K)
     producer = rig.producer("p", capacity=None, routing_key="q")
     consumer = rig.consumer("c", "q")
     # Bytes trip first: 8 x 1025 = 8200 > 8192 with only 8 messages.

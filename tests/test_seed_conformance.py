@@ -19,7 +19,7 @@ from flowctl_core.protocols.config import AMQP_10, ConnectionConfig, ConsumerCon
 from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection
 from flowctl_core.protocols.serial import SERIAL_MAX
 from flowctl_core.queue import Message
-from tests.engine_helpers import NO_DEFAULTS, Rig
+from tests.engine_helpers import NO_DEFAULTS, QPID_4000_8K, Rig
 
 
 def _kinds(rig: Rig, *types: str) -> list[tuple[str, int | None]]:
@@ -94,17 +94,7 @@ def test_4000_msgs_or_8k_bytes_either_stops_count_first() -> None:
     """001: "The queue's flow control state transitions to ON if either threshold is crossed:
     (total-msgs greater-than 4000 OR total-bytes greater-than 8K)" - here the count crosses."""
     rig = Rig(NO_DEFAULTS)
-    queue = rig.queue(
-        "q",
-        {
-            "qpid.max_count": 5000,
-            "qpid.max_size": 10240,
-            "qpid.flow_stop_count": 4000,
-            "qpid.flow_resume_count": 3000,
-            "qpid.flow_stop_size": 8192,
-            "qpid.flow_resume_size": 6144,
-        },
-    )
+    queue = rig.queue("q", QPID_4000_8K)
     producer = rig.producer("p", capacity=None, routing_key="q")
     consumer = rig.consumer("c", "q")
     producer.send(2, 4000)  # 8000 bytes: neither crossed
