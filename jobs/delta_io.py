@@ -92,9 +92,15 @@ def replace_where(
     Delta checks that every written row matches the predicate, so a job cannot write outside the
     slice it replaces: that is what makes a rerun of the same range idempotent.
     """
-    path = table_path(conf, schema)
+    return replace_where_at(spark, table_path(conf, schema), schema, df, predicate)
+
+
+def replace_where_at(
+    spark: SparkSession, path: str, schema: TableSchema, df: DataFrame, predicate: str
+) -> int:
+    """:func:`replace_where` on the table at ``path`` (created from ``schema`` if absent)."""
     ensure_table(spark, path, schema)
-    version_before = latest_version(spark, path)
+    version_before, _ = latest_commit(spark, path)
     (
         conform(df, schema)
         .write.format("delta")
@@ -102,26 +108,22 @@ def replace_where(
         .option("replaceWhere", predicate)
         .save(path)
     )
+    version, output_rows = latest_commit(spark, path)
     # Nothing to write and nothing to replace makes no commit: the latest one is someone else's.
-    written = 0
-    if latest_version(spark, path) != version_before:
-        written = last_operation_output_rows(spark, path)
+    written = output_rows if version != version_before else 0
     log.info("%s: replaced %s with %d rows", schema.name, predicate, written)
     return written
 
 
-def latest_version(spark: SparkSession, path: str) -> int:
-    """The table's latest commit version (from the Delta log)."""
-    latest = DeltaTable.forPath(spark, path).history(1).select("version").first()
-    return -1 if latest is None else int(latest.version)
-
-
-def last_operation_output_rows(spark: SparkSession, path: str) -> int:
-    """numOutputRows of the table's latest commit (from the Delta log: no data is scanned)."""
-    metrics = DeltaTable.forPath(spark, path).history(1).select("operationMetrics").first()
-    if metrics is None or metrics.operationMetrics is None:
-        return 0
-    return int(metrics.operationMetrics.get("numOutputRows", 0))
+def latest_commit(spark: SparkSession, path: str) -> tuple[int, int]:
+    """Version and numOutputRows of the table's latest commit (from the Delta log: no data is
+    scanned); version -1 for a table without commits."""
+    latest = DeltaTable.forPath(spark, path).history(1).select("version", "operationMetrics")
+    row = latest.first()
+    if row is None:
+        return -1, 0
+    metrics = row.operationMetrics or {}
+    return int(row.version), int(metrics.get("numOutputRows", 0))
 
 
 def days_predicate(column: str, date_from: date, date_to: date) -> str:

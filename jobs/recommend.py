@@ -18,13 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from jobs.cli import date_range_parser, parse_date_range, start_job
 from jobs.config import PROJECT_ROOT, PipelineConf
-from jobs.delta_io import (
-    conform,
-    days_predicate,
-    ensure_table,
-    last_operation_output_rows,
-    read_table,
-)
+from jobs.delta_io import days_predicate, read_table, replace_where_at
 from jobs.transforms.recommend import RecommendPolicy, threshold_recommendations
 from schemas.recommendations import THRESHOLD_RECOMMENDATIONS
 from schemas.tables import (
@@ -102,16 +96,8 @@ def run_recommend(
     policy = policy or load_policy()
     rows = recommendations_for_days(spark, conf, policy, date_from, date_to)
     path = recommendations_path(conf)
-    ensure_table(spark, path, THRESHOLD_RECOMMENDATIONS)
     predicate = days_predicate("date", date_from, date_to)
-    (
-        conform(rows, THRESHOLD_RECOMMENDATIONS)
-        .write.format("delta")
-        .mode("overwrite")
-        .option("replaceWhere", predicate)
-        .save(path)
-    )
-    written = last_operation_output_rows(spark, path)
+    written = replace_where_at(spark, path, THRESHOLD_RECOMMENDATIONS, rows, predicate)
     verdicts = {
         r.verdict: r["count"]
         for r in spark.read.format("delta")
