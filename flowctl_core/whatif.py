@@ -172,13 +172,7 @@ def format_comparison(comparison: WhatIfComparison) -> str:
         lines.append("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
         if number == 0:
             lines.append("  ".join("-" * width for width in widths))
-    for comparison_row in comparison.queues:
-        verdict = "validated" if comparison_row.validated else "NOT validated"
-        lines.append(
-            f"{comparison_row.queue}: {verdict} (overshoot or rejections cut: "
-            f"{comparison_row.overshoot_or_rejections_cut}, time stopped not raised: "
-            f"{comparison_row.time_stopped_not_raised})"
-        )
+    lines.extend(f"{queue}: {verdict}" for queue, verdict, _ in queue_verdicts(comparison))
     if comparison.ignored_overrides:
         lines.append(f"not in this scenario, ignored: {', '.join(comparison.ignored_overrides)}")
     return "\n".join(lines)
