@@ -48,8 +48,11 @@ def simulate_to(scenario_ref: str, out: Path, seed: int | None, run_id: str | No
     """Run one scenario into ``out``; a bad scenario raises before anything is written."""
     scenario = load_scenario(scenario_ref)
     seed = scenario.seed if seed is None else seed
+    # A derived run id names exactly these events, so a rerun replaces that run's files; a run id
+    # given by hand may name something else, so its files are never overwritten.
+    derived = run_id is None
     run_id = run_id or default_run_id(scenario, seed)
-    sink = ParquetSink(out, run_id)
+    sink = ParquetSink(out, run_id, replace_run=derived)
     with (
         sink,
         Progress(
@@ -69,6 +72,11 @@ def simulate_to(scenario_ref: str, out: Path, seed: int | None, run_id: str | No
             run_id=run_id,
             seed=seed,
             progress=lambda done: progress.update(task, completed=done),
+        )
+    if sink.replaced_files:
+        err_console.print(
+            f"run {run_id} was already in {out}: its {sink.replaced_files} file(s) were replaced",
+            highlight=False,
         )
     return result
 
@@ -103,8 +111,9 @@ def print_summary(result: RunResult, out: Path | None = None) -> None:
             f"{row.peak_depth_msgs:,}",
             f"{row.peak_depth_bytes:,}",
             f"{row.flow_stop_count:,}" if row.flow_stop_count else "off",
-            f"{row.max_overshoot_msgs:,}",
-            f"{row.max_overshoot_bytes:,}",
+            # Overshoot past a threshold that is off is not 0 but undefined (DESIGN §4: null).
+            f"{row.max_overshoot_msgs:,}" if row.flow_stop_count else "off",
+            f"{row.max_overshoot_bytes:,}" if row.flow_stop_size else "off",
         )
     console.print(table)
     _print_protocol_summary(result)
@@ -181,7 +190,13 @@ def simulate(
     scenario: Annotated[str, typer.Argument(help="scenario file, or the name of a bundled one")],
     out: Annotated[Path, typer.Option("--out", help="raw event-log folder (Hive date= layout)")],
     seed: Annotated[int | None, typer.Option(help="random seed (default: the scenario's)")] = None,
-    run_id: Annotated[str | None, typer.Option(help="run id (default: name-seed-random)")] = None,
+    run_id: Annotated[
+        str | None,
+        typer.Option(
+            help="run id (default: <name>-s<seed>-<digest of the scenario>; simulating the same "
+            "scenario and seed again replaces that run's files)"
+        ),
+    ] = None,
 ) -> None:
     """Run a scenario on the virtual clock and write its event log to Parquet."""
     try:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import gc
+import hashlib
+import json
 import random
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -129,7 +130,13 @@ class RateDriver:
 
 
 def default_run_id(scenario: Scenario, seed: int) -> str:
-    return f"{scenario.name}-s{seed}-{uuid.uuid4().hex[:8]}"
+    """``<name>-s<seed>-<digest of the scenario>``: the same scenario and seed give the same
+    events (the engine is deterministic), so they get the same run id, and simulating them again
+    replaces that run rather than adding a copy that readers would count twice. The description
+    does not change the events, so it is left out."""
+    spec = scenario.model_dump(mode="json", exclude={"description"})
+    canonical = json.dumps({"scenario": spec, "seed": seed}, sort_keys=True)
+    return f"{scenario.name}-s{seed}-{hashlib.sha256(canonical.encode()).hexdigest()[:8]}"
 
 
 def build(

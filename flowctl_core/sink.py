@@ -4,13 +4,16 @@ It subscribes to the event bus, buffers at most one row group of events, and str
 Hive-partitioned files ``<out>/date=YYYY-MM-DD/part-<run_id>-NNNNN.parquet``. A file is written
 under a hidden name (readers such as Spark skip names starting with ``.``) and renamed when
 complete, so a crashed run never leaves a half-written visible file. Existing files are never
-rewritten.
+rewritten, unless the sink is told to replace the run (``replace_run``): then its new files stay
+hidden until the run completes, replace the old ones together, and old files it did not rewrite
+are deleted, so a failed rerun leaves the earlier run as it was.
 """
 
 from __future__ import annotations
 
 import bisect
 import os
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from operator import itemgetter
@@ -62,6 +65,7 @@ class ParquetSink:
         *,
         row_group_size: int = DEFAULT_ROW_GROUP_SIZE,
         compression: str = "zstd",
+        replace_run: bool = False,
     ) -> None:
         if row_group_size < 1:
             raise ValueError("row_group_size must be >= 1")
@@ -72,6 +76,9 @@ class ParquetSink:
         self.row_group_size = row_group_size
         self._chunk_rows = min(CONVERT_CHUNK_ROWS, row_group_size)
         self.compression = compression
+        self.replace_run = replace_run
+        self.replaced_files = 0  # earlier files of the run that this one replaced or deleted
+        self._completed: list[_OpenFile] = []  # complete but still hidden (replace_run)
         self.schema = BROKER_EVENTS.to_pyarrow()
         if tuple(self.schema.names) != COLUMNS:
             raise SinkError("the sink's schema and the engine's columns disagree")
@@ -197,7 +204,7 @@ class ParquetSink:
         self._file_number += 1
         name = f"part-{self.run_id}-{self._file_number:05d}.parquet"
         final, hidden = partition / name, partition / f".{name}.inprogress"
-        if final.exists():
+        if final.exists() and not self.replace_run:
             raise SinkError(
                 f"{final} exists: a run never rewrites earlier files (use a new run_id)"
             )
@@ -215,9 +222,29 @@ class ParquetSink:
     def _finish(self, day: int) -> None:
         open_file = self._writers.pop(day)
         open_file.writer.close()
+        self.rows_written += open_file.rows
+        if self.replace_run:
+            self._completed.append(open_file)
+            return
         os.replace(open_file.hidden, open_file.final)
         self.files.append(open_file.final)
-        self.rows_written += open_file.rows
+
+    def _replace_earlier_files(self) -> None:
+        """Publish the completed files over the run's earlier ones; delete those not rewritten."""
+        # Exactly this run's names: a glob on the prefix would also match run "<run_id>-x".
+        own_name = re.compile(rf"part-{re.escape(self.run_id)}-\d{{5,}}\.parquet")
+        earlier = {
+            path
+            for path in self.out_dir.glob(f"{PARTITION_COLUMN}=*/part-*.parquet")
+            if own_name.fullmatch(path.name)
+        }
+        for open_file in self._completed:
+            os.replace(open_file.hidden, open_file.final)
+            self.files.append(open_file.final)
+        self._completed.clear()
+        for stale in earlier - set(self.files):
+            stale.unlink()
+        self.replaced_files = len(earlier)
 
     def close(self) -> None:
         if self._closed:
@@ -225,6 +252,8 @@ class ParquetSink:
         self.flush()
         for day in sorted(self._writers):
             self._finish(day)
+        if self.replace_run:
+            self._replace_earlier_files()
         self._closed = True
 
     def abort(self) -> None:
@@ -233,6 +262,10 @@ class ParquetSink:
             open_file = self._writers.pop(day)
             open_file.writer.close()
             open_file.hidden.unlink(missing_ok=True)
+        for open_file in self._completed:  # replace_run: the earlier files stay as they were
+            open_file.hidden.unlink(missing_ok=True)
+            self.rows_written -= open_file.rows
+        self._completed.clear()
         self._rows.clear()
         self._batches.clear()
         self._pending_rows = 0
