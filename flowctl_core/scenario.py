@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from flowctl_core.exchange import ExchangeType
+from flowctl_core.exchange import Exchange, ExchangeType
 from flowctl_core.protocols.artemis_flow import (
     AMQP_CREDITS,
     AMQP_LOW_CREDITS,
@@ -240,6 +240,11 @@ class ProducerSpec(_Strict):
     bursts: BurstSpec | None = None
     start_s: Annotated[float, Field(ge=0)] = 0
     stop_s: Annotated[float, Field(gt=0)] | None = None
+    allow_unroutable: bool = Field(
+        default=False,
+        description="accept a routing key (its own or a send step's) that reaches no queue; "
+        "the broker drops such messages as unroutable",
+    )
 
     @model_validator(mode="after")
     def _sizes(self) -> ProducerSpec:
@@ -383,7 +388,67 @@ class Scenario(_Strict):
                 raise ValueError(f"steps.{index}.consume: unknown consumer {spec.consumer!r}")
             if action == "set_thresholds" and spec.queue not in queues:
                 raise ValueError(f"steps.{index}.set_thresholds: unknown queue {spec.queue!r}")
+        self._check_routes()
         return self
+
+    def _check_routes(self) -> None:
+        """Reject a producer's or a send step's routing key that reaches no queue.
+
+        The broker drops such messages as unroutable, as real brokers do, but in a scenario file it
+        is almost always a typo; ``allow_unroutable: true`` on the producer accepts it. Queues that
+        ``declare`` steps add later count, and so do the queues of Artemis addresses (the broker
+        declares them when the run starts).
+        """
+        default_queues = [q.name for q in self.queues]
+        default_queues += [s.declare.queue for s in self.steps if s.declare is not None]
+        if self.artemis is not None:
+            default_queues += [q for a in self.artemis.addresses for q in a.queue_names]
+        routers = {"": Exchange("", "direct")}
+        for queue in default_queues:
+            routers[""].bind(queue, queue)
+        for spec in self.exchanges:
+            routers[spec.name] = Exchange(spec.name, spec.type)
+            for binding in spec.bindings:
+                routers[spec.name].bind(binding.queue, binding.key)
+        specs = {e.name: e for e in self.exchanges}
+
+        def check(where: str, producer: ProducerSpec, key: str) -> None:
+            if producer.allow_unroutable or routers[producer.exchange].route(key):
+                return
+            if producer.exchange:
+                exchange = specs[producer.exchange]
+                bound = ", ".join(f"key {b.key!r} -> queue {b.queue!r}" for b in exchange.bindings)
+                target = (
+                    f"exchange {exchange.name!r} ({exchange.type}), which routes it to no queue "
+                    f"({'bindings: ' + bound if bound else 'it has no bindings'})"
+                )
+                if exchange.type == "topic":
+                    target += "; in a topic binding * matches one word, # zero or more"
+                fix = "the key or the bindings"
+            else:
+                target = (
+                    "the default exchange, which routes a key only to the queue of that name, "
+                    f"and no queue is named {key!r} (queues: {_names(default_queues)})"
+                )
+                fix = "the key, or declare the queue"
+            raise ValueError(
+                f"{where}: producer {producer.name!r} sends with routing_key {key!r} on {target}. "
+                f"Fix {fix}; or set allow_unroutable: true on the producer if its messages may "
+                "reach no queue (the broker drops them)"
+            )
+
+        producers = {p.name: p for p in self.producers}
+        uses_own_key = {
+            s.send.producer for s in self.steps if s.send is not None and s.send.routing_key is None
+        }
+        for index, producer in enumerate(self.producers):
+            # A scripted producer's own key matters only if a send step leaves the key to it.
+            if self.kind == "workload" or producer.name in uses_own_key:
+                check(f"producers.{index}.routing_key", producer, producer.routing_key)
+        for index, step in enumerate(self.steps):
+            if step.send is not None and step.send.routing_key is not None:
+                producer = producers[step.send.producer]
+                check(f"steps.{index}.send.routing_key", producer, step.send.routing_key)
 
     def _check_connections(self, queues: set[str]) -> None:
         connection_names = [c.name for c in self.connections]
@@ -458,6 +523,13 @@ class Scenario(_Strict):
     @property
     def start_us(self) -> int:
         return int(self.start.timestamp()) * 1_000_000 + self.start.microsecond
+
+
+def _names(names: list[str], limit: int = 20) -> str:
+    if not names:
+        return "none"
+    shown = ", ".join(repr(n) for n in names[:limit])
+    return shown if len(names) <= limit else f"{shown} and {len(names) - limit} more"
 
 
 def _format_validation_error(source: str, error: ValidationError) -> str:
