@@ -415,9 +415,19 @@ def whatif(
         raise typer.Exit(1)
 
 
+def default_dashboard_path(warehouse_dir: str) -> Path:
+    """report.html beside the warehouse it shows (var/ by default), not wherever the shell is."""
+    if "://" in warehouse_dir:  # a remote warehouse: the working directory
+        return Path("report.html")
+    return Path(warehouse_dir).parent / "report.html"
+
+
 @app.command()
 def dashboard(
-    out: Annotated[Path, typer.Option("--out", help="HTML file to write")] = Path("report.html"),
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="HTML file (default: report.html beside the warehouse)"),
+    ] = None,
     conf: Annotated[Path | None, typer.Option(help="pipeline conf")] = None,
     warehouse: Annotated[
         Path | None, typer.Option(help="Delta warehouse (default: the conf's)")
@@ -428,6 +438,7 @@ def dashboard(
     from jobs.spark_session import build_spark_session
 
     pipeline_conf = _pipeline_conf(conf, warehouse)
+    out = out or default_dashboard_path(pipeline_conf.warehouse_dir)
     spark = build_spark_session(pipeline_conf, app_name="flowctl-dashboard")
     written = render_dashboard(spark, pipeline_conf, out)
     console.print(f"dashboard: {written.resolve()}", highlight=False)

@@ -107,3 +107,11 @@ def test_empty_tables_render_placeholders() -> None:
          "warehouse": "</script><b>x"}
     )  # fmt: skip
     assert "<\\/script><b>x" in html  # the JSON cannot close the script element early
+
+
+def test_dashboard_goes_beside_the_warehouse_by_default() -> None:
+    from flowctl_core.cli import default_dashboard_path
+    from jobs.config import PROJECT_ROOT, load_conf
+
+    assert default_dashboard_path(load_conf().warehouse_dir) == PROJECT_ROOT / "var/report.html"
+    assert default_dashboard_path("s3a://lake/warehouse") == Path("report.html")
