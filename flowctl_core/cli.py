@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+from contextlib import ExitStack
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,7 +18,7 @@ from rich.table import Table
 from flowctl_core.flowlimit import FlowConfigError
 from flowctl_core.runner import RunResult, default_run_id, run_scenario
 from flowctl_core.scenario import ScenarioError, bundled_scenarios, load_scenario
-from flowctl_core.sink import ParquetSink, SinkError
+from flowctl_core.sink import ParquetSink, SinkError, rows_in_files, run_files
 from flowctl_core.summary import (
     artemis_addresses,
     artemis_links,
@@ -45,16 +46,21 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def simulate_to(scenario_ref: str, out: Path, seed: int | None, run_id: str | None) -> RunResult:
-    """Run one scenario into ``out``; a bad scenario raises before anything is written."""
+    """Run one scenario into ``out``; a bad scenario raises before anything is written.
+
+    A derived run id names exactly the events of this scenario and seed (the engine is
+    deterministic), so when ``out`` already holds that run it is simulated again only for its
+    summary, and nothing is written: the event log's files are never rewritten (DESIGN §3) and
+    readers do not count the run twice. A run id given by hand must be new.
+    """
     scenario = load_scenario(scenario_ref)
     seed = scenario.seed if seed is None else seed
-    # A derived run id names exactly these events, so a rerun replaces that run's files; a run id
-    # given by hand may name something else, so its files are never overwritten.
     derived = run_id is None
     run_id = run_id or default_run_id(scenario, seed)
-    sink = ParquetSink(out, run_id, replace_run=derived)
+    existing = run_files(out, run_id) if derived else []
+    sinks: list[ParquetSink] = [] if existing else [ParquetSink(out, run_id)]
     with (
-        sink,
+        ExitStack() as stack,
         Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -65,17 +71,26 @@ def simulate_to(scenario_ref: str, out: Path, seed: int | None, run_id: str | No
             disable=not err_console.is_terminal,
         ) as progress,
     ):
+        for sink in sinks:
+            stack.enter_context(sink)
         task = progress.add_task(scenario.name, total=1.0)
         result = run_scenario(
             scenario,
-            [sink],
+            list(sinks),
             run_id=run_id,
             seed=seed,
             progress=lambda done: progress.update(task, completed=done),
         )
-    if sink.replaced_files:
+    if existing:
+        stored = rows_in_files(existing)
+        if stored != result.events:
+            raise SinkError(
+                f"{out} holds {stored:,} events of run {run_id} where this scenario and seed give "
+                f"{result.events:,} (an interrupted run, or an older engine): delete "
+                f"{out}/date=*/part-{run_id}-*.parquet and simulate again, or pass --run-id"
+            )
         err_console.print(
-            f"run {run_id} was already in {out}: its {sink.replaced_files} file(s) were replaced",
+            f"run {run_id} is already in {out} with these {stored:,} events: nothing written",
             highlight=False,
         )
     return result

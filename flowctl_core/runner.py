@@ -132,9 +132,10 @@ class RateDriver:
 def default_run_id(scenario: Scenario, seed: int) -> str:
     """``<name>-s<seed>-<digest of the scenario>``: the same scenario and seed give the same
     events (the engine is deterministic), so they get the same run id, and simulating them again
-    replaces that run rather than adding a copy that readers would count twice. The description
-    does not change the events, so it is left out."""
-    spec = scenario.model_dump(mode="json", exclude={"description"})
+    finds that run already written rather than adding a copy that readers would count twice. The
+    description does not change the events, and fields left at their defaults are left out, so that
+    a field added to the scenario format later does not rename every run."""
+    spec = scenario.model_dump(mode="json", exclude={"description"}, exclude_defaults=True)
     canonical = json.dumps({"scenario": spec, "seed": seed}, sort_keys=True)
     return f"{scenario.name}-s{seed}-{hashlib.sha256(canonical.encode()).hexdigest()[:8]}"
 

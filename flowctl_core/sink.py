@@ -4,9 +4,7 @@ It subscribes to the event bus, buffers at most one row group of events, and str
 Hive-partitioned files ``<out>/date=YYYY-MM-DD/part-<run_id>-NNNNN.parquet``. A file is written
 under a hidden name (readers such as Spark skip names starting with ``.``) and renamed when
 complete, so a crashed run never leaves a half-written visible file. Existing files are never
-rewritten, unless the sink is told to replace the run (``replace_run``): then its new files stay
-hidden until the run completes, replace the old ones together, and old files it did not rewrite
-are deleted, so a failed rerun leaves the earlier run as it was.
+rewritten.
 """
 
 from __future__ import annotations
@@ -45,6 +43,22 @@ class SinkError(RuntimeError):
     pass
 
 
+def run_files(out_dir: str | Path, run_id: str) -> list[Path]:
+    """The visible files of ``run_id`` under ``out_dir`` (every date), by exact name: a glob on
+    the prefix would also match the files of run ``<run_id>-x``."""
+    own_name = re.compile(rf"part-{re.escape(run_id)}-\d{{5,}}\.parquet")
+    return sorted(
+        path
+        for path in Path(out_dir).glob(f"{PARTITION_COLUMN}=*/part-*.parquet")
+        if own_name.fullmatch(path.name)
+    )
+
+
+def rows_in_files(paths: list[Path]) -> int:
+    """Rows the files' footers declare (no data is read)."""
+    return sum(pq.read_metadata(path).num_rows for path in paths)
+
+
 def _date_of_day(day: int) -> str:
     return datetime.fromtimestamp(day * 86_400, tz=UTC).strftime("%Y-%m-%d")
 
@@ -65,7 +79,6 @@ class ParquetSink:
         *,
         row_group_size: int = DEFAULT_ROW_GROUP_SIZE,
         compression: str = "zstd",
-        replace_run: bool = False,
     ) -> None:
         if row_group_size < 1:
             raise ValueError("row_group_size must be >= 1")
@@ -76,9 +89,6 @@ class ParquetSink:
         self.row_group_size = row_group_size
         self._chunk_rows = min(CONVERT_CHUNK_ROWS, row_group_size)
         self.compression = compression
-        self.replace_run = replace_run
-        self.replaced_files = 0  # earlier files of the run that this one replaced or deleted
-        self._completed: list[_OpenFile] = []  # complete but still hidden (replace_run)
         self.schema = BROKER_EVENTS.to_pyarrow()
         if tuple(self.schema.names) != COLUMNS:
             raise SinkError("the sink's schema and the engine's columns disagree")
@@ -204,7 +214,7 @@ class ParquetSink:
         self._file_number += 1
         name = f"part-{self.run_id}-{self._file_number:05d}.parquet"
         final, hidden = partition / name, partition / f".{name}.inprogress"
-        if final.exists() and not self.replace_run:
+        if final.exists():
             raise SinkError(
                 f"{final} exists: a run never rewrites earlier files (use a new run_id)"
             )
@@ -222,29 +232,9 @@ class ParquetSink:
     def _finish(self, day: int) -> None:
         open_file = self._writers.pop(day)
         open_file.writer.close()
-        self.rows_written += open_file.rows
-        if self.replace_run:
-            self._completed.append(open_file)
-            return
         os.replace(open_file.hidden, open_file.final)
         self.files.append(open_file.final)
-
-    def _replace_earlier_files(self) -> None:
-        """Publish the completed files over the run's earlier ones; delete those not rewritten."""
-        # Exactly this run's names: a glob on the prefix would also match run "<run_id>-x".
-        own_name = re.compile(rf"part-{re.escape(self.run_id)}-\d{{5,}}\.parquet")
-        earlier = {
-            path
-            for path in self.out_dir.glob(f"{PARTITION_COLUMN}=*/part-*.parquet")
-            if own_name.fullmatch(path.name)
-        }
-        for open_file in self._completed:
-            os.replace(open_file.hidden, open_file.final)
-            self.files.append(open_file.final)
-        self._completed.clear()
-        for stale in earlier - set(self.files):
-            stale.unlink()
-        self.replaced_files = len(earlier)
+        self.rows_written += open_file.rows
 
     def close(self) -> None:
         if self._closed:
@@ -252,8 +242,6 @@ class ParquetSink:
         self.flush()
         for day in sorted(self._writers):
             self._finish(day)
-        if self.replace_run:
-            self._replace_earlier_files()
         self._closed = True
 
     def abort(self) -> None:
@@ -262,10 +250,6 @@ class ParquetSink:
             open_file = self._writers.pop(day)
             open_file.writer.close()
             open_file.hidden.unlink(missing_ok=True)
-        for open_file in self._completed:  # replace_run: the earlier files stay as they were
-            open_file.hidden.unlink(missing_ok=True)
-            self.rows_written -= open_file.rows
-        self._completed.clear()
         self._rows.clear()
         self._batches.clear()
         self._pending_rows = 0
