@@ -358,11 +358,18 @@ class Scenario(_Strict):
             s.declare.queue for s in self.steps if s.declare is not None
         }
         exchanges = {e.name for e in self.exchanges} | {""}
+        declared_at_start = {q.name for q in self.queues}
         for exchange in self.exchanges:
             for binding in exchange.bindings:
                 if binding.queue not in queues:
                     raise ValueError(
                         f"exchange {exchange.name!r} binds unknown queue {binding.queue!r}"
+                    )
+                if binding.queue not in declared_at_start:  # bindings are made at the start
+                    raise ValueError(
+                        f"exchange {exchange.name!r} binds queue {binding.queue!r}, which only a "
+                        "declare step adds later; bindings are made when the run starts, so "
+                        "list the queue under queues"
                     )
         for producer in self.producers:
             if producer.exchange not in exchanges:

@@ -229,3 +229,19 @@ def test_allow_unroutable_is_per_producer() -> None:
         )
     )
     assert "producers.1.routing_key" in message and "'strict'" in message
+
+
+def test_a_binding_to_a_queue_declared_only_by_a_later_step_is_rejected() -> None:
+    # Bindings are made when the run starts; the engine would fail with "no queue named 'later'".
+    exchange = {"name": "fan", "type": "fanout", "bindings": [{"queue": "later"}]}
+    message = rejected(
+        scripted(
+            {"declare": {"queue": "later"}},
+            {"send": {"producer": "p", "count": 1}},
+            exchanges=[exchange],
+            producers=[{"name": "p", "exchange": "fan"}],
+        )
+    )
+    assert (
+        "exchange 'fan' binds queue 'later'" in message and "list the queue under queues" in message
+    )
