@@ -4,6 +4,10 @@ Every job, the test suite and the benchmark get their session here, so Spark and
 cannot drift between them. ``python -m jobs.spark_session --fetch-jars`` is the install step that
 puts Delta's jars into the local Maven/Ivy caches (scripts/setup.sh runs it), so later sessions
 start without network access.
+
+Local sessions log through conf/log4j2.properties (Spark's defaults minus start-up warnings a user
+cannot act on). A conf that sets its own ``-Dlog4j2.configurationFile`` in
+``spark.driver.extraJavaOptions``, or a non-local master (spark-submit, a cluster), keeps its own.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from jobs.config import PipelineConf, load_conf
+from jobs.config import PROJECT_ROOT, PipelineConf, load_conf
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import SparkSession
@@ -37,6 +41,10 @@ DELTA_SESSION_SETTINGS = {
 }
 
 
+LOG4J2_CONF = PROJECT_ROOT / "conf" / "log4j2.properties"
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
+
 def delta_maven_artifact() -> str:
     """Maven coordinates of the Delta jar matching the installed pyspark and delta-spark.
 
@@ -47,6 +55,26 @@ def delta_maven_artifact() -> str:
     spark_minor = ".".join(pyspark.__version__.split(".")[:2])
     delta_version = importlib.metadata.version("delta-spark")
     return f"io.delta:delta-spark_{spark_minor}_{SCALA_BINARY_VERSION}:{delta_version}"
+
+
+def with_local_logging(master: str | None, settings: Mapping[str, str]) -> dict[str, str]:
+    """``settings`` plus flowctl's log4j2 file for a local[...] master, unless logging is set up.
+
+    Passed as a driver Java option: in local mode the driver JVM is the whole of Spark. Left out
+    when the master comes from spark-submit or a cluster, when the driver options already name a
+    log4j2 configuration, or when $SPARK_CONF_DIR has a log4j2.properties of its own.
+    """
+    options = settings.get(DRIVER_JAVA_OPTIONS, "")
+    conf_dir = os.environ.get("SPARK_CONF_DIR")
+    if (
+        not (master or "").startswith("local")
+        or "configurationFile" in options  # -Dlog4j2.configurationFile or -Dlog4j.configurationFile
+        or (conf_dir and (Path(conf_dir) / "log4j2.properties").is_file())
+    ):
+        return dict(settings)
+    # Quoted: Spark splits these options on blanks, and the checkout's path may contain one.
+    ours = f'-Dlog4j2.configurationFile="{LOG4J2_CONF}"'
+    return {**settings, DRIVER_JAVA_OPTIONS: f"{options} {ours}".strip()}
 
 
 def build_spark_session(
@@ -63,6 +91,7 @@ def build_spark_session(
     if conf.spark_master:  # None leaves the master to spark-submit
         builder = builder.master(conf.spark_master)
     settings = {**conf.spark_settings, **(extra_settings or {}), **DELTA_SESSION_SETTINGS}
+    settings = with_local_logging(conf.spark_master, settings)
     for key, value in settings.items():
         builder = builder.config(key, value)
     if conf.resolve_delta_jars:
