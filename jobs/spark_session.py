@@ -3,7 +3,8 @@
 Every job, the test suite and the benchmark get their session here, so Spark and Delta settings
 cannot drift between them. ``python -m jobs.spark_session --fetch-jars`` is the install step that
 puts Delta's jars into the local Maven/Ivy caches (scripts/setup.sh runs it), so later sessions
-start without network access.
+start without network access. Once a Delta table was written and read back with them, it leaves a
+stamp, so that running it again for the same versions, Java and conf answers without starting a JVM.
 
 Local sessions log through conf/log4j2.properties (Spark's defaults minus start-up warnings a user
 cannot act on). A conf that sets its own ``-Dlog4j2.configurationFile`` in
@@ -13,6 +14,7 @@ cannot act on). A conf that sets its own ``-Dlog4j2.configurationFile`` in
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.metadata
 import logging
 import os
@@ -133,6 +135,31 @@ def _record_resolved_jars(artifact: str, jars: list[str]) -> None:
     manifest.write_text("".join(f"{jar}\n" for jar in jars))
 
 
+def _verified_stamp(conf: PipelineConf, jars: list[str]) -> Path:
+    """Where fetch-jars notes that ``jars`` passed its Delta round trip for this install and conf.
+
+    Named by a digest of what the check depended on: the exact pyspark and delta-spark versions,
+    the Python environment, the Java runtime, the conf file's content and the jar list itself, so
+    that a change to any of them means another name, hence a new check.
+    """
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java") or ""
+    try:
+        conf_digest = hashlib.sha256(conf.source.read_bytes()).hexdigest()
+    except OSError:
+        conf_digest = "unreadable"
+    parts = [
+        f"pyspark {importlib.metadata.version('pyspark')}",
+        f"delta-spark {importlib.metadata.version('delta-spark')}",
+        f"python {sys.prefix}",
+        f"java {os.path.realpath(java) if java else 'none'}",
+        f"conf {conf.source} {conf_digest}",
+        *jars,
+    ]
+    digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
+    return _jar_manifest(delta_maven_artifact()).parent / "verified" / digest
+
+
 def _prefetch_with_maven(artifact: str) -> None:
     """Best effort: Maven is the more reliable fetcher here, and Spark's Ivy also reads ~/.m2.
 
@@ -157,14 +184,22 @@ def _prefetch_with_maven(artifact: str) -> None:
     print("fetch-jars: mvn could not fetch the jars; trying Spark's Ivy resolver")
 
 
-def fetch_jars(conf: PipelineConf) -> int:
+def fetch_jars(conf: PipelineConf, *, recheck: bool = False) -> int:
     """Make the Delta jars available locally; prove that a Delta table can be written and read.
 
     The first run resolves them (Maven, then Spark's Ivy) and records the resolved jar list, so
-    that later sessions and later runs of this step start without any resolution.
+    that later sessions and later runs of this step start without any resolution. After a good
+    round trip it leaves a stamp: later runs return at once while the stamp, and every jar of the
+    list, are still there (``recheck`` starts Spark and checks again anyway).
     """
     artifact = delta_maven_artifact()
-    cached = bool(resolved_delta_jars())
+    jars = resolved_delta_jars()
+    cached = bool(jars)
+    stamp = _verified_stamp(conf, jars)
+    if cached and not recheck and stamp.is_file():
+        print(f"fetch-jars: {artifact} is available (checked before with these versions and conf)")
+        return 0
+    stamp.unlink(missing_ok=True)
     if not cached:
         _prefetch_with_maven(artifact)
     try:
@@ -194,6 +229,11 @@ def fetch_jars(conf: PipelineConf) -> int:
     if rows != 3:
         print(f"fetch-jars: Delta round trip returned {rows} rows instead of 3", file=sys.stderr)
         return 1
+    verified = resolved_delta_jars()
+    if verified:
+        stamp = _verified_stamp(conf, verified)
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(f"{artifact}\n")
     how = "recorded jar list" if cached else "resolved and recorded"
     print(f"fetch-jars: {artifact} is available ({how}); a Delta table was written and read back")
     return 0
@@ -207,12 +247,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--fetch-jars",
         action="store_true",
-        help="download Delta's jars into the local caches and check that Delta works",
+        help="download Delta's jars into the local caches and check that Delta works (once: "
+        "later runs for the same versions and conf only check that the jars are still there)",
+    )
+    parser.add_argument(
+        "--recheck",
+        action="store_true",
+        help="with --fetch-jars: start Spark and check Delta again even when checked before",
     )
     args = parser.parse_args(argv)
     conf = load_conf(args.conf)
     if args.fetch_jars:
-        return fetch_jars(conf)
+        return fetch_jars(conf, recheck=args.recheck)
     print(f"Delta artifact: {delta_maven_artifact()}")
     print(f"conf: {conf.source}; warehouse: {conf.warehouse_dir}; raw: {conf.raw_dir}")
     return 0

@@ -26,4 +26,7 @@ fi
 
 # Delta's jars: Spark resolves them through Ivy, which also reads ~/.m2. Maven is the more reliable
 # fetcher here, so prefetch with it when present, then let a throw-away session confirm they load.
+# Once confirmed, a stamp in ~/.cache/flowctl/ (for these pyspark/delta-spark versions, this Java and
+# this conf, while every recorded jar is on disk) makes later runs return without starting a JVM;
+# `.venv/bin/python -m jobs.spark_session --fetch-jars --recheck` checks again regardless.
 .venv/bin/python -m jobs.spark_session --fetch-jars
