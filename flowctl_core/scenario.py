@@ -7,14 +7,25 @@ bursts) and consumers for ``duration_s`` seconds from a random ``seed``.
 
 from __future__ import annotations
 
+import difflib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from flowctl_core.broker import (
+    MAX_COUNT_KEY,
+    MAX_SIZE_KEY,
+    POLICY_TYPE_KEY,
+    Broker,
+    BrokerConfig,
+)
+from flowctl_core.clock import Scheduler
+from flowctl_core.events import EventBus
 from flowctl_core.exchange import Exchange, ExchangeType
+from flowctl_core.flowlimit import FLOW_KEYS, FlowConfigError, FlowThresholds
 from flowctl_core.protocols.artemis_flow import (
     AMQP_CREDITS,
     AMQP_LOW_CREDITS,
@@ -28,6 +39,12 @@ from flowctl_core.queue import LimitPolicy
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "conf" / "scenarios"
 
+# The ``qpid.*`` declare arguments the engine reads (Broker.declare_queue, FlowThresholds).
+# Other ``qpid.*`` keys are rejected as typos; keys outside ``qpid.`` pass through unread, as a
+# broker passes through arguments it does not know (``x-queue-type`` and the like).
+QPID_ARGUMENT_PREFIX = "qpid."
+QPID_ARGUMENTS: tuple[str, ...] = (MAX_COUNT_KEY, MAX_SIZE_KEY, POLICY_TYPE_KEY, *FLOW_KEYS)
+
 NonNegInt = Annotated[int, Field(ge=0)]
 PosInt = Annotated[int, Field(ge=1)]
 PosFloat = Annotated[float, Field(gt=0)]
@@ -35,6 +52,19 @@ PosFloat = Annotated[float, Field(gt=0)]
 
 class ScenarioError(ValueError):
     """A scenario that cannot be loaded; the message names the file and the field."""
+
+
+def _check_qpid_arguments(arguments: dict[str, int | str]) -> dict[str, int | str]:
+    """Reject a ``qpid.*`` key the engine does not read: silently ignored, it is a lost setting."""
+    for key in arguments:
+        if key.startswith(QPID_ARGUMENT_PREFIX) and key not in QPID_ARGUMENTS:
+            close = difflib.get_close_matches(key, QPID_ARGUMENTS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(
+                f"unknown argument {key!r}{hint} (known qpid.* arguments: "
+                f"{', '.join(QPID_ARGUMENTS)})"
+            )
+    return arguments
 
 
 class _Strict(BaseModel):
@@ -48,6 +78,16 @@ class BrokerSpec(_Strict):
     default_queue_limit_bytes: NonNegInt = 0
     default_limit_policy: LimitPolicy = "reject"
     log_immediate_completions: bool = False
+
+    def config(self) -> BrokerConfig:
+        return BrokerConfig(
+            name=self.name,
+            default_flow_stop_ratio=self.default_flow_stop_ratio,
+            default_flow_resume_ratio=self.default_flow_resume_ratio,
+            default_queue_limit_bytes=self.default_queue_limit_bytes,
+            default_limit_policy=self.default_limit_policy,
+            log_immediate_completions=self.log_immediate_completions,
+        )
 
 
 class PrefillSpec(_Strict):
@@ -64,6 +104,8 @@ class QueueSpec(_Strict):
         default=0, description="per-message processing before the queue confirms (0: at once)"
     )
     prefill: PrefillSpec | None = None
+
+    _arguments = field_validator("arguments")(_check_qpid_arguments)
 
 
 class RabbitPolicySpec(_Strict):
@@ -280,6 +322,11 @@ class SetThresholdsStep(_Strict):
     flow_stop_size: NonNegInt = 0
     flow_resume_size: NonNegInt = 0
 
+    def thresholds(self) -> FlowThresholds:
+        return FlowThresholds(
+            self.flow_stop_count, self.flow_resume_count, self.flow_stop_size, self.flow_resume_size
+        )
+
 
 class AdvanceStep(_Strict):
     seconds: Annotated[float, Field(ge=0)]
@@ -288,6 +335,8 @@ class AdvanceStep(_Strict):
 class DeclareStep(_Strict):
     queue: Annotated[str, Field(min_length=1)]
     arguments: dict[str, int | str] = {}
+
+    _arguments = field_validator("arguments")(_check_qpid_arguments)
 
 
 class Step(_Strict):
@@ -395,8 +444,51 @@ class Scenario(_Strict):
                 raise ValueError(f"steps.{index}.consume: unknown consumer {spec.consumer!r}")
             if action == "set_thresholds" and spec.queue not in queues:
                 raise ValueError(f"steps.{index}.set_thresholds: unknown queue {spec.queue!r}")
+        self._check_thresholds()
         self._check_routes()
         return self
+
+    def _check_thresholds(self) -> None:
+        """Declare the queues and apply the ``set_thresholds`` steps on a scratch broker.
+
+        The engine computes and checks thresholds (explicit ``qpid.flow_*`` arguments, or the
+        broker's default ratios of ``qpid.max_count`` / ``qpid.max_size``) when it declares a
+        queue; doing it here, with the same code, names the scenario field of a bad one. The
+        checks are static: a queue's limits never change after it is declared.
+        """
+        scheduler = Scheduler(self.start_us)
+        try:
+            broker = Broker(EventBus("validate", scheduler), scheduler, self.broker.config())
+        except FlowConfigError as error:
+            raise ValueError(f"broker: {error}") from None
+
+        def declare(where: str, queue: str, arguments: dict[str, int | str]) -> None:
+            try:
+                broker.declare_queue(queue, arguments)
+            except FlowConfigError as error:
+                raise ValueError(f"{where}: {error}") from None
+
+        for index, queue in enumerate(self.queues):
+            declare(f"queues.{index}.arguments", queue.name, queue.arguments)
+        for index, step in enumerate(self.steps):
+            if step.declare is not None:
+                name = step.declare.queue
+                if name in broker.queues:
+                    raise ValueError(
+                        f"steps.{index}.declare.queue: queue {name!r} is already declared"
+                    )
+                declare(f"steps.{index}.declare.arguments", name, step.declare.arguments)
+            elif step.set_thresholds is not None:
+                where = f"steps.{index}.set_thresholds"
+                name = step.set_thresholds.queue
+                if name not in broker.queues:
+                    raise ValueError(
+                        f"{where}: queue {name!r} is declared only by a later declare step"
+                    )
+                try:
+                    broker.set_thresholds(name, step.set_thresholds.thresholds())
+                except FlowConfigError as error:
+                    raise ValueError(f"{where}: {error}") from None
 
     def _check_routes(self) -> None:
         """Reject a producer's or a send step's routing key that reaches no queue.

@@ -1,14 +1,25 @@
 """Scenario validation: a routing key that reaches no queue is a scenario error, unless the
-producer opts in with ``allow_unroutable: true`` (the engine still drops such messages)."""
+producer opts in with ``allow_unroutable: true`` (the engine still drops such messages); an
+unknown ``qpid.*`` declare argument and thresholds the engine would refuse are errors that name
+the field."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import flowctl_core
 from flowctl_core.runner import run_scenario
-from flowctl_core.scenario import Scenario, ScenarioError, bundled_scenarios, load_scenario
+from flowctl_core.scenario import (
+    QPID_ARGUMENTS,
+    Scenario,
+    ScenarioError,
+    bundled_scenarios,
+    load_scenario,
+)
 from flowctl_core.scenario import parse_scenario as _parse
 
 
@@ -245,3 +256,149 @@ def test_a_binding_to_a_queue_declared_only_by_a_later_step_is_rejected() -> Non
     assert (
         "exchange 'fan' binds queue 'later'" in message and "list the queue under queues" in message
     )
+
+
+# -- declare arguments ----------------------------------------------------------------------------
+
+
+def test_known_qpid_arguments_are_the_ones_the_engine_reads() -> None:
+    # Every "qpid.*" string literal in the engine is a key it reads or writes: one list, no drift.
+    root = Path(flowctl_core.__file__).parent
+    literals = {
+        node.value
+        for path in root.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.startswith("qpid.")
+        and " " not in node.value
+        and node.value[-1] not in "._"  # prefixes such as "qpid.flow_"
+    }
+    assert literals <= set(QPID_ARGUMENTS)
+    assert len(QPID_ARGUMENTS) == len(set(QPID_ARGUMENTS)) == 7
+
+
+def test_a_misspelt_queue_argument_is_rejected_with_its_path_and_a_suggestion() -> None:
+    arguments = {"qpid.max_count": 10, "qpid.flow_stop_cnt": 3}
+    message = rejected(
+        workload(queues=[{"name": "orders"}, {"name": "audit", "arguments": arguments}])
+    )
+    assert "conf/x.yaml" in message
+    assert "queues.1.arguments" in message
+    assert "'qpid.flow_stop_cnt'" in message
+    assert "did you mean 'qpid.flow_stop_count'?" in message
+
+
+def test_a_misspelt_declare_step_argument_is_rejected_with_its_path() -> None:
+    message = rejected(
+        scripted(
+            {"declare": {"queue": "later", "arguments": {"qpid.polcy_type": "ring"}}},
+            {"send": {"producer": "p", "count": 1}},
+        )
+    )
+    assert "steps.0.declare.arguments" in message
+    assert "did you mean 'qpid.policy_type'?" in message
+
+
+def test_an_unknown_qpid_argument_without_a_close_match_lists_the_known_ones() -> None:
+    message = rejected(workload(queues=[{"name": "orders", "arguments": {"qpid.lvq_key": "k"}}]))
+    assert "'qpid.lvq_key'" in message and "did you mean" not in message
+    assert all(key in message for key in QPID_ARGUMENTS)
+
+
+def test_arguments_outside_the_qpid_namespace_pass_through() -> None:
+    # As on a real broker, arguments the engine does not read are accepted and ignored.
+    arguments = {"x-queue-type": "quorum", "qpid.max_count": 100}
+    scenario = parse_scenario(
+        scripted(
+            {"send": {"producer": "p", "count": 1}},
+            queues=[{"name": "orders", "arguments": arguments}],
+        )
+    )
+    assert run_scenario(scenario).broker.queues["orders"].max_count == 100
+
+
+def test_a_stop_threshold_above_max_count_names_the_queue_field() -> None:
+    arguments = {"qpid.max_count": 1000, "qpid.flow_stop_count": 1200}
+    message = rejected(
+        workload(queues=[{"name": "audit"}, {"name": "orders", "arguments": arguments}])
+    )
+    assert (
+        "queues.1.arguments: queue 'orders': flow_stop_count (1200) exceeds max_count (1000)"
+        in (message)
+    )
+
+
+def test_a_bad_argument_value_names_the_declare_step() -> None:
+    message = rejected(
+        scripted(
+            {"declare": {"queue": "later", "arguments": {"qpid.max_size": "lots"}}},
+            {"send": {"producer": "p", "count": 1}},
+        )
+    )
+    assert "steps.0.declare.arguments: queue 'later': qpid.max_size must be" in message
+
+
+def test_default_thresholds_are_checked_with_the_brokers_ratios() -> None:
+    # The broker's default ratios, not the engine's, decide the thresholds: a stop ratio below
+    # the resume ratio is a broker error.
+    message = rejected(workload(broker={"default_flow_stop_ratio": 50}))
+    assert "broker: default flow resume ratio (70" in message
+
+
+def test_a_set_thresholds_step_above_max_count_names_the_step() -> None:
+    message = rejected(
+        scripted(
+            {"send": {"producer": "p", "count": 1}},
+            {"set_thresholds": {"queue": "orders", "flow_stop_count": 1200}},
+            queues=[{"name": "orders", "arguments": {"qpid.max_count": 1000}}],
+        )
+    )
+    assert "steps.1.set_thresholds: queue 'orders': flow_stop_count (1200) exceeds max_count" in (
+        message
+    )
+
+
+def test_a_set_thresholds_step_with_resume_above_stop_names_the_step() -> None:
+    message = rejected(
+        scripted(
+            {"declare": {"queue": "later"}},
+            {"set_thresholds": {"queue": "later", "flow_stop_count": 5, "flow_resume_count": 9}},
+            {"send": {"producer": "p", "count": 1}},
+        )
+    )
+    assert "steps.1.set_thresholds: queue 'later': flow_resume_count (9) must not exceed" in message
+
+
+def test_set_thresholds_before_the_declare_step_is_rejected() -> None:
+    # The engine would fail at that step with "no queue named 'later'".
+    message = rejected(
+        scripted(
+            {"set_thresholds": {"queue": "later", "flow_stop_count": 5}},
+            {"declare": {"queue": "later"}},
+            {"send": {"producer": "p", "count": 1}},
+        )
+    )
+    assert "steps.0.set_thresholds: queue 'later' is declared only by a later declare step" in (
+        message
+    )
+
+
+def test_declaring_a_queue_twice_is_rejected() -> None:
+    message = rejected(
+        scripted({"declare": {"queue": "orders"}}, {"send": {"producer": "p", "count": 1}})
+    )
+    assert "steps.0.declare.queue: queue 'orders' is already declared" in message
+
+
+def test_valid_thresholds_still_run() -> None:
+    arguments = {"qpid.max_count": 1000, "qpid.flow_stop_count": 900, "qpid.flow_resume_count": 500}
+    scenario = parse_scenario(
+        scripted(
+            {"send": {"producer": "p", "count": 3}},
+            {"set_thresholds": {"queue": "orders", "flow_stop_count": 800}},
+            queues=[{"name": "orders", "arguments": arguments}],
+        )
+    )
+    result = run_scenario(scenario)
+    assert result.broker.queues["orders"].flow.thresholds.stop_count == 800
