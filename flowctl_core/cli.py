@@ -87,7 +87,8 @@ def simulate_to(scenario_ref: str, out: Path, seed: int | None, run_id: str | No
             raise SinkError(
                 f"{out} holds {stored:,} events of run {run_id} where this scenario and seed give "
                 f"{result.events:,} (an interrupted run, or an older engine): delete "
-                f"{out}/date=*/part-{run_id}-*.parquet and simulate again, or pass --run-id"
+                f"{out}/date=*/part-{run_id}-*.parquet (and any .part-{run_id}-*.inprogress) "
+                "and simulate again, or pass --run-id"
             )
         err_console.print(
             f"run {run_id} is already in {out} with these {stored:,} events: nothing written",
@@ -107,7 +108,7 @@ def print_summary(result: RunResult, out: Path | None = None) -> None:
         "flowStoppedCount",
         "peak depth",
         "peak bytes",
-        "stop count",
+        "final stop count",
         "overshoot msgs",
         "overshoot bytes",
     ):
@@ -127,8 +128,12 @@ def print_summary(result: RunResult, out: Path | None = None) -> None:
             f"{row.peak_depth_bytes:,}",
             f"{row.flow_stop_count:,}" if row.flow_stop_count else "off",
             # Overshoot past a threshold that is off is not 0 but undefined (DESIGN §4: null).
-            f"{row.max_overshoot_msgs:,}" if row.flow_stop_count else "off",
-            f"{row.max_overshoot_bytes:,}" if row.flow_stop_size else "off",
+            f"{row.max_overshoot_msgs:,}"
+            if row.flow_stop_count or row.max_overshoot_msgs
+            else "off",
+            f"{row.max_overshoot_bytes:,}"
+            if row.flow_stop_size or row.max_overshoot_bytes
+            else "off",
         )
     console.print(table)
     _print_protocol_summary(result)
@@ -209,7 +214,7 @@ def simulate(
         str | None,
         typer.Option(
             help="run id (default: <name>-s<seed>-<digest of the scenario>; simulating the same "
-            "scenario and seed again replaces that run's files)"
+            "scenario and seed again finds that run already written and writes nothing)"
         ),
     ] = None,
 ) -> None:
@@ -286,9 +291,12 @@ def print_daily_metrics(rows: list[dict[str, object]]) -> None:
 def _pipeline_conf(conf: Path | None, warehouse: Path | None) -> Any:
     import dataclasses
 
-    from jobs.config import load_conf
+    from jobs.config import ConfError, load_conf
 
-    loaded = load_conf(str(conf) if conf else None)
+    try:
+        loaded = load_conf(str(conf) if conf else None)
+    except ConfError as error:
+        raise _fail(str(error)) from None
     return dataclasses.replace(loaded, warehouse_dir=str(warehouse)) if warehouse else loaded
 
 
@@ -301,8 +309,10 @@ def _run_pipeline_and_print(
     *,
     recommend: bool = True,
     dashboard: Path | None = None,
+    allow_empty_days: bool = False,
 ) -> dict[str, object]:
     """ingest -> episodes -> daily_metrics (-> recommend) on one session, then print the gold."""
+    from jobs.ingest import IngestRefused
     from jobs.pipeline import daily_metrics_rows, run_pipeline
     from jobs.spark_session import build_spark_session
 
@@ -310,14 +320,18 @@ def _run_pipeline_and_print(
     spark = build_spark_session(pipeline_conf, app_name="flowctl")
     conf_path = str(conf) if conf else None
     warehouse_dir = str(warehouse) if warehouse else None
-    outcome = run_pipeline(
-        conf_path,
-        first,
-        last,
-        str(raw) if raw else None,
-        warehouse_dir=warehouse_dir,
-        spark=spark,
-    )
+    try:
+        outcome = run_pipeline(
+            conf_path,
+            first,
+            last,
+            str(raw) if raw else None,
+            warehouse_dir=warehouse_dir,
+            spark=spark,
+            allow_empty_days=allow_empty_days,
+        )
+    except IngestRefused as refused:
+        raise _fail(f"ingest refused, nothing written: {refused}") from None
     print_daily_metrics(
         daily_metrics_rows(conf_path, first, last, warehouse_dir=warehouse_dir, spark=spark)
     )
@@ -354,13 +368,22 @@ def pipeline(
     recommend: Annotated[
         bool, typer.Option(help="also write threshold_recommendations for the days")
     ] = True,
+    allow_empty_days: Annotated[
+        bool,
+        typer.Option(
+            help="replace days that bronze holds but that have no raw files with nothing "
+            "(refused by default: it usually means a wrong --raw)"
+        ),
+    ] = False,
 ) -> None:
     """Run ingest -> episodes -> daily_metrics (-> recommend) in-process on local Spark + Delta."""
     first = _parse_date(date_from, "--from")
     last = _parse_date(date_to, "--to") if date_to else first
     if last < first:
         raise _fail("--to is before --from")
-    _run_pipeline_and_print(conf, first, last, raw, recommend=recommend)
+    _run_pipeline_and_print(
+        conf, first, last, raw, recommend=recommend, allow_empty_days=allow_empty_days
+    )
 
 
 @app.command()

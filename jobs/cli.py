@@ -50,9 +50,12 @@ def configure_logging() -> None:
 
 def start_job(args: argparse.Namespace, app_name: str) -> tuple[PipelineConf, SparkSession]:
     """What every entry point does once its arguments are parsed: logging, conf, session."""
-    from jobs.config import load_conf
+    from jobs.config import ConfError, load_conf
     from jobs.spark_session import build_spark_session
 
     configure_logging()
-    conf = load_conf(args.conf)
+    try:
+        conf = load_conf(args.conf)
+    except ConfError as error:
+        raise SystemExit(f"error: {error}") from None  # exit status 1, the message on stderr
     return conf, build_spark_session(conf, app_name=app_name)

@@ -44,10 +44,23 @@ def _resolve(path: str) -> str:
     return str(candidate if candidate.is_absolute() else PROJECT_ROOT / candidate)
 
 
+class ConfError(ValueError):
+    """A pipeline conf that cannot be read: the message names the file."""
+
+
 def load_conf(conf_path: str | os.PathLike[str] | None = None) -> PipelineConf:
     source = Path(conf_path or os.environ.get(CONF_ENV_VAR) or DEFAULT_CONF)
-    with open(source, encoding="utf-8") as handle:
-        raw = yaml.safe_load(handle) or {}
+    try:
+        with open(source, encoding="utf-8") as handle:
+            raw = yaml.safe_load(handle) or {}
+    except OSError as error:
+        raise ConfError(
+            f"pipeline conf {source}: {error.strerror or error} (--conf or ${CONF_ENV_VAR})"
+        ) from None
+    except yaml.YAMLError as error:
+        raise ConfError(f"pipeline conf {source} is not valid YAML: {error}") from None
+    if not isinstance(raw, dict):
+        raise ConfError(f"pipeline conf {source}: expected a mapping of sections, got {raw!r}")
     spark = raw.get("spark", {})
     paths = raw.get("paths", {})
     ingest = raw.get("ingest", {})

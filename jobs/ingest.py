@@ -43,9 +43,11 @@ from jobs.config import PipelineConf
 from jobs.delta_io import (
     conform,
     days_predicate,
+    ensure_table,
     has_files_matching,
     read_table,
     replace_where,
+    table_path,
 )
 from jobs.transforms.validate import (
     ACCEPTED,
@@ -74,6 +76,42 @@ def days_between(date_from: date, date_to: date) -> list[date]:
     return [date_from + timedelta(days=i) for i in range((date_to - date_from).days + 1)]
 
 
+class IngestRefused(RuntimeError):
+    """The input cannot be what was meant (a raw folder that does not exist, or that has nothing
+    for days bronze already holds): ingesting it would replace good rows with nothing."""
+
+
+def _raw_filesystem(raw_dir: str) -> tuple[pafs.FileSystem, str, str]:
+    """(filesystem, root path within it, raw_dir as given or made absolute)."""
+    if "://" not in raw_dir:  # a local path, possibly relative (--raw)
+        raw_dir = Path(raw_dir).resolve().as_posix()
+    filesystem, root = pafs.FileSystem.from_uri(
+        raw_dir if "://" in raw_dir else Path(raw_dir).as_uri()
+    )
+    return filesystem, root, raw_dir
+
+
+def check_raw_root(raw_dir: str) -> None:
+    """Refuse a raw folder that does not exist: most likely a mistyped --raw or paths.raw."""
+    filesystem, root, shown = _raw_filesystem(raw_dir)
+    if filesystem.get_file_info(root).type == pafs.FileType.NotFound:
+        raise IngestRefused(f"raw folder {shown} does not exist (check --raw or paths.raw)")
+
+
+def bronze_days(spark: SparkSession, conf: PipelineConf, days: list[date]) -> list[date]:
+    """Those of ``days`` for which bronze holds data files (from the Delta log: no data read)."""
+    path = Path(table_path(conf, BRONZE_BROKER_EVENTS))
+    if "://" not in str(path) and not (path / "_delta_log").is_dir():
+        return []
+    files = (
+        read_table(spark, conf, BRONZE_BROKER_EVENTS)
+        .where(days_predicate("date", days[0], days[-1]))
+        .inputFiles()
+    )
+    held = {day for day in days for f in files if f"/date={day.isoformat()}/" in f}
+    return sorted(held)
+
+
 def _schema_problem(schema: pa.Schema) -> str | None:
     """Why a file's schema breaks the contract, or None. Extra columns are allowed (DESIGN §3)."""
     expected = BROKER_EVENTS.to_pyarrow()
@@ -90,11 +128,7 @@ def _schema_problem(schema: pa.Schema) -> str | None:
 
 def inspect_raw_files(raw_dir: str, days: list[date]) -> list[RawFile]:
     """List the raw files of the days and check their footers, without reading any data."""
-    if "://" not in raw_dir:  # a local path, possibly relative (--raw)
-        raw_dir = Path(raw_dir).resolve().as_posix()
-    filesystem, root = pafs.FileSystem.from_uri(
-        raw_dir if "://" in raw_dir else Path(raw_dir).as_uri()
-    )
+    filesystem, root, raw_dir = _raw_filesystem(raw_dir)
     files = []
     for day in days:
         selector = pafs.FileSelector(f"{root}/date={day.isoformat()}", allow_not_found=True)
@@ -287,8 +321,15 @@ def run_ingest(
     date_from: date,
     date_to: date,
     raw_dir: str | None = None,
+    *,
+    allow_empty_days: bool = False,
 ) -> dict[str, Any]:
     """Ingest the raw days [date_from, date_to]; returns the counts (also logged and stored).
+
+    Raises :class:`IngestRefused`, before writing anything, when the raw folder does not exist,
+    or when days that bronze already holds have no raw files (a wrong folder, or raw files
+    removed by retention): replacing those days would delete their rows. ``allow_empty_days``
+    replaces them with nothing all the same.
 
     Spark jobs: one counting pass over the raw rows (per file and run, aggregated map-side); the
     exact duplicate search (an aggregation over (run_id, seq)) only for runs the counts cannot
@@ -299,9 +340,28 @@ def run_ingest(
     raw_root = raw_dir or conf.raw_dir
     label = f"{date_from.isoformat()}_{date_to.isoformat()}"
     sc = spark.sparkContext
-    files = inspect_raw_files(raw_root, days_between(date_from, date_to))
-    if not files:
-        log.warning("ingest %s: no raw files under %s for these days", label, raw_root)
+    check_raw_root(raw_root)
+    # Both bronze tables exist after an ingest, the quarantine even when nothing was rejected.
+    for table in (BRONZE_BROKER_EVENTS, BROKER_EVENTS_QUARANTINE):
+        ensure_table(spark, table_path(conf, table), table)
+    all_days = days_between(date_from, date_to)
+    files = inspect_raw_files(raw_root, all_days)
+    empty_days = sorted(set(all_days) - {f.day for f in files})
+    if empty_days:
+        log.warning(
+            "ingest %s: no raw files under %s for %s",
+            label,
+            raw_root,
+            ", ".join(d.isoformat() for d in empty_days),
+        )
+        held = bronze_days(spark, conf, empty_days)
+        if held and not allow_empty_days:
+            shown = ", ".join(d.isoformat() for d in held)
+            raise IngestRefused(
+                f"no raw files under {raw_root} for {shown}, which bronze already holds: "
+                "ingesting would delete those rows. Check --raw / paths.raw; to empty the days "
+                "on purpose, pass --allow-empty-days"
+            )
     bad_files = [f for f in files if f.problem]
     good_files = [f for f in files if not f.problem]
 
@@ -457,9 +517,26 @@ def ingest_succeeded(report: dict[str, Any]) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = date_range_parser("Raw event log -> bronze broker_events + quarantine")
     parser.add_argument("--raw", help="raw event log root (default: paths.raw of the conf)")
+    parser.add_argument(
+        "--allow-empty-days",
+        action="store_true",
+        help="replace days that bronze holds but that have no raw files with nothing "
+        "(refused by default: it usually means a wrong raw folder)",
+    )
     args = parse_date_range(parser, argv)
     conf, spark = start_job(args, "flowctl-ingest")
-    report = run_ingest(spark, conf, args.date_from, args.date_to, raw_dir=args.raw)
+    try:
+        report = run_ingest(
+            spark,
+            conf,
+            args.date_from,
+            args.date_to,
+            raw_dir=args.raw,
+            allow_empty_days=args.allow_empty_days,
+        )
+    except IngestRefused as refused:
+        log.error("ingest refused: %s", refused)
+        return 2
     return 0 if ingest_succeeded(report) else 1
 
 

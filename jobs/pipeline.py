@@ -10,6 +10,7 @@ import dataclasses
 import sys
 import time
 from datetime import date
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobs.cli import configure_logging, date_range_parser, parse_date_range
@@ -20,8 +21,15 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 
 def _conf(conf_path: str | None, warehouse_dir: str | None) -> PipelineConf:
+    """The conf, with another warehouse if given: its Great Expectations results then go beside
+    it (<warehouse>/../quality), not into the conf's folder where another warehouse's are."""
     conf = load_conf(conf_path)
-    return dataclasses.replace(conf, warehouse_dir=warehouse_dir) if warehouse_dir else conf
+    if not warehouse_dir:
+        return conf
+    quality_dir = conf.quality_dir
+    if "://" not in warehouse_dir:
+        quality_dir = str(Path(warehouse_dir).parent / "quality")
+    return dataclasses.replace(conf, warehouse_dir=warehouse_dir, quality_dir=quality_dir)
 
 
 def _session(conf: PipelineConf, spark: SparkSession | None) -> SparkSession:
@@ -38,8 +46,12 @@ def run_pipeline(
     *,
     warehouse_dir: str | None = None,
     spark: SparkSession | None = None,
+    allow_empty_days: bool = False,
 ) -> dict[str, Any]:
     """Run ingest, episodes and daily_metrics over the days [date_from, date_to].
+
+    Raises :class:`jobs.ingest.IngestRefused` before writing anything when the raw input cannot
+    be what was meant (see :func:`jobs.ingest.run_ingest`; ``allow_empty_days`` as there).
 
     Returns each job's counts and seconds: ``{"ingest": {...}, "episodes": {...},
     "daily_metrics": {...}, "seconds": {"ingest": s, ...}, "ok": bool}``; ``ok`` is false when
@@ -54,7 +66,17 @@ def run_pipeline(
     session = _session(conf, spark)
     result: dict[str, Any] = {"seconds": {}}
     steps = (
-        ("ingest", lambda: run_ingest(session, conf, date_from, date_to, raw_dir=raw_dir)),
+        (
+            "ingest",
+            lambda: run_ingest(
+                session,
+                conf,
+                date_from,
+                date_to,
+                raw_dir=raw_dir,
+                allow_empty_days=allow_empty_days,
+            ),
+        ),
         ("episodes", lambda: run_episodes(session, conf, date_from, date_to)),
         ("daily_metrics", lambda: run_daily_metrics(session, conf, date_from, date_to)),
     )
@@ -92,9 +114,27 @@ def daily_metrics_rows(
 def main(argv: list[str] | None = None) -> int:
     parser = date_range_parser("Run ingest -> episodes -> daily_metrics in one Spark session")
     parser.add_argument("--raw", help="raw event log root (default: paths.raw of the conf)")
+    parser.add_argument(
+        "--allow-empty-days",
+        action="store_true",
+        help="replace days that bronze holds but that have no raw files with nothing",
+    )
     args = parse_date_range(parser, argv)
     configure_logging()
-    result = run_pipeline(args.conf, args.date_from, args.date_to, raw_dir=args.raw)
+    from jobs.config import ConfError
+    from jobs.ingest import IngestRefused
+
+    try:
+        result = run_pipeline(
+            args.conf,
+            args.date_from,
+            args.date_to,
+            raw_dir=args.raw,
+            allow_empty_days=args.allow_empty_days,
+        )
+    except (ConfError, IngestRefused) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     for row in daily_metrics_rows(args.conf, args.date_from, args.date_to):
         print(row)
     print({name: result[name] for name in ("seconds", "ok")})

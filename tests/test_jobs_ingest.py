@@ -192,3 +192,38 @@ def test_a_damaged_page_in_any_column_quarantines_the_file(spark, pipeline_conf)
     assert [(r.record_kind, r.reason, r.file_rows) for r in quarantine.collect()] == [
         ("file", "partially_read_file", 199)
     ]
+
+
+def test_days_bronze_holds_are_not_replaced_by_a_raw_folder_without_them(spark, pipeline_conf):
+    """A mistyped --raw (or raw files removed by retention) must not empty days already ingested:
+    ingest refuses before writing anything, unless the emptying is asked for."""
+    _, conf = pipeline_conf(validate=False)
+    write_raw(Path(conf.raw_dir), [event(1, at(1, 10), "enqueue", queue="q", depth_msgs=1)])
+    assert ingest.run_ingest(spark, conf, DAY1, DAY2)["rows_accepted"] == 1
+    bronze_schema = PIPELINE_TABLES["broker_events"][1]
+    version = DeltaTable.forPath(spark, table_path(conf, bronze_schema)).history(1).first().version
+
+    elsewhere = Path(conf.raw_dir).parent / "other-raw"
+    elsewhere.mkdir()
+    with pytest.raises(ingest.IngestRefused, match=f"{DAY1.isoformat()}, which bronze already"):
+        ingest.run_ingest(spark, conf, DAY1, DAY2, raw_dir=str(elsewhere))
+    with pytest.raises(ingest.IngestRefused, match="does not exist"):
+        ingest.run_ingest(spark, conf, DAY1, DAY1, raw_dir=str(elsewhere / "typo"))
+    history = DeltaTable.forPath(spark, table_path(conf, bronze_schema)).history(1).first()
+    assert history.version == version  # nothing written
+    assert read_table(spark, conf, bronze_schema).count() == 1
+
+    emptied = ingest.run_ingest(
+        spark, conf, DAY1, DAY2, raw_dir=str(elsewhere), allow_empty_days=True
+    )
+    assert (emptied["rows_read"], emptied["rows_accepted"], emptied["balanced"]) == (0, 0, True)
+    assert read_table(spark, conf, bronze_schema).count() == 0
+
+
+def test_the_quarantine_table_exists_even_when_nothing_was_rejected(spark, pipeline_conf):
+    _, conf = pipeline_conf(validate=False)
+    write_raw(Path(conf.raw_dir), [event(1, at(1, 10), "enqueue", queue="q", depth_msgs=1)])
+    assert ingest.run_ingest(spark, conf, DAY1, DAY1)["rows_quarantined"] == 0
+    quarantine_schema = PIPELINE_TABLES["broker_events_quarantine"][1]
+    path = table_path(conf, quarantine_schema)
+    assert spark.read.format("delta").load(path).count() == 0
