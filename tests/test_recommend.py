@@ -144,14 +144,31 @@ class Log:
         )
 
     def consumer(
-        self, name: str, credit: int, deliveries: int, starved_s: float, starvations: int
+        self,
+        name: str,
+        credit: int,
+        deliveries: int,
+        starved_s: float,
+        starvations: int,
+        grant: int = 10,
+        credit_unit: str | None = None,
+        size_bytes: int | None = None,
+        starvation_s: float | None = None,
     ) -> None:
-        """A consumer link attached 100 s: credit granted 10 at a time up to ``credit``."""
-        self.event(0, "link_attached", link=name, link_role="consumer", credit=0)
-        for granted in range(10, credit + 1, 10):
-            self.event(0.1, "flow", link=name, link_role="consumer", credit=granted)
+        """A consumer link attached 100 s: credit granted ``grant`` at a time up to ``credit``.
+
+        With ``credit_unit="bytes"`` (an Artemis CORE consumer) every event says so in its detail
+        and deliveries are transfers of ``size_bytes`` each. Each starvation lasts
+        ``starvation_s`` (default: starved_s / starvations).
+        """
+        detail = f'{{"credit_unit": "{credit_unit}"}}' if credit_unit else None
+        link = {"link": name, "link_role": "consumer", "detail": detail}
+        self.event(0, "link_attached", credit=0, **link)
+        for granted in range(grant, credit + 1, grant):
+            self.event(0.1, "flow", credit=granted, **link)
+        delivery = "transfer" if credit_unit else "dequeue"
         for _ in range(deliveries):
-            self.event(1, "dequeue", queue="work", link=name, link_role="consumer")
+            self.event(1, delivery, queue="work", size_bytes=size_bytes, **link)
         for number in range(starvations):
             self.starvations.append(
                 {
@@ -163,7 +180,7 @@ class Log:
                     "start_ts": MIDNIGHT + timedelta(seconds=number * 10),
                     "start_date": DAY,
                     "is_open": False,
-                    "duration_s": starved_s / starvations,
+                    "duration_s": starvation_s or starved_s / starvations,
                     "run_watermark_ts": MIDNIGHT + timedelta(hours=1),
                 }
             )
@@ -339,6 +356,130 @@ def test_over_provisioned_link_is_lowered_and_a_fine_one_kept(
     assert (fine["verdict"], fine["recommended_credit"]) == ("keep", 30)
 
 
+@pytest.fixture(scope="module")
+def links(spark: Any) -> dict[str, dict[str, Any]]:
+    """Consumer links whose credit is in bytes, or whose starvation the credit size does not
+    explain. Each is attached 100 s."""
+    log = Log()
+    # Artemis CORE consumers: 1000 transfers of 1000 bytes (10 msgs/s), starved 30 s in 6
+    # starvations of 5 s. A 51200-byte window granted at once, and consumerWindowSize 0 (one byte
+    # asked for at a time).
+    log.consumer(
+        "core-window",
+        credit=51200,
+        deliveries=1000,
+        starved_s=30.0,
+        starvations=6,
+        grant=51200,
+        credit_unit="bytes",
+        size_bytes=1000,
+    )
+    log.consumer(
+        "core-window-0",
+        credit=1,
+        deliveries=1000,
+        starved_s=30.0,
+        starvations=6,
+        grant=1,
+        credit_unit="bytes",
+        size_bytes=1000,
+    )
+    log.consumer(
+        "core-no-sizes",
+        credit=51200,
+        deliveries=1000,
+        starved_s=30.0,
+        starvations=6,
+        grant=51200,
+        credit_unit="bytes",
+    )
+    # Starved all its attached time, each starvation over in 50 us: no round trip to speak of.
+    log.consumer(
+        "c-late", credit=200, deliveries=1000, starved_s=100.0, starvations=5, starvation_s=5e-5
+    )
+    # Starved 90 % with 200 credits where 10 msgs/s x 15 s + 10 = 160 suffice.
+    log.consumer("c-slow", credit=200, deliveries=1000, starved_s=90.0, starvations=6)
+    # Hardly starved (0.1 ms in all), in starvations too short to be a round trip.
+    log.consumer(
+        "c-quick", credit=30, deliveries=100, starved_s=1e-4, starvations=2, starvation_s=5e-5
+    )
+    return {row.entity: row.asDict() for row in log.recommend(spark).collect()}
+
+
+def test_byte_credit_is_sized_in_bytes(links: dict[str, dict[str, Any]]) -> None:
+    row = links["core-window"]
+    # 10 msgs/s x 1000 bytes x 5 s round trip + 51200 bytes top-up = 101200 bytes.
+    assert row["verdict"] == "raise"
+    assert (row["current_credit"], row["recommended_credit"]) == (51200, 101200)
+    assert row["top_up_batch"] == 51200
+    assert row["rationale"] == (
+        "raise: starved 30.0% of its attached time with 51200 bytes of credit; needs 10.0 msgs/s"
+        " x 1000 bytes/msg x 5.000s round trip + 51200 bytes top-up = 101200 bytes of credit"
+    )
+
+
+def test_consumer_window_0_is_not_recommended_a_few_bytes(
+    links: dict[str, dict[str, Any]],
+) -> None:
+    row = links["core-window-0"]
+    assert row["verdict"] == "raise"
+    # 10 msgs/s x 1000 bytes x 5 s + 1 byte top-up: a window of 50001 bytes, not 51 "credits".
+    assert (row["current_credit"], row["recommended_credit"]) == (1, 50001)
+    assert "= 50001 bytes of credit" in row["rationale"]
+
+
+def test_byte_credit_without_message_sizes_is_not_assessed(
+    links: dict[str, dict[str, Any]],
+) -> None:
+    row = links["core-no-sizes"]
+    assert row["verdict"] == "keep"
+    assert row["recommended_credit"] == row["current_credit"] == 51200
+    assert row["rationale"] == (
+        "keep: credit is counted in bytes (up to 51200 granted) and the link logged no message "
+        "sizes: credit not assessed"
+    )
+    assert "credits" not in row["rationale"]
+
+
+def test_starvation_without_a_round_trip_is_not_blamed_on_the_credit(
+    links: dict[str, dict[str, Any]],
+) -> None:
+    row = links["c-late"]
+    assert row["verdict"] == "keep"
+    assert row["recommended_credit"] == row["current_credit"] == 200
+    assert (row["round_trip_s"], row["round_trip_source"]) == (None, None)
+    assert row["rationale"].startswith(
+        "keep: starved 100.0% of its attached time with 200 credits; its median starvation of "
+        "0.000050s is under 0.001s and no evidence of a credit round trip: credit need not "
+        "assessed"
+    )
+    assert "not caused by the credit size" in row["rationale"]
+    assert "needs" not in row["rationale"]
+
+
+def test_starved_link_that_had_the_credit_it_needs_is_kept_and_says_why(
+    links: dict[str, dict[str, Any]],
+) -> None:
+    row = links["c-slow"]
+    assert row["verdict"] == "keep"
+    assert row["recommended_credit"] == row["current_credit"] == 200
+    assert row["rationale"] == (
+        "keep: starved 90.0% of its attached time with 200 credits; starvation is not caused by "
+        "the credit size: it already had 200 >= needed 160 credits; the consumer replenishes "
+        "late (grants credit only as it processes messages); needs 10.0 msgs/s x 15.000s round "
+        "trip + 10 top-up = 160 credits"
+    )
+
+
+def test_a_sub_millisecond_round_trip_is_replaced_by_the_policy_one(
+    links: dict[str, dict[str, Any]],
+) -> None:
+    row = links["c-quick"]
+    assert (row["round_trip_s"], row["round_trip_source"]) == (0.05, "policy")
+    assert (row["verdict"], row["recommended_credit"]) == ("keep", 30)
+    assert "no evidence of a round trip: the policy round trip is used" in row["rationale"]
+
+
 def test_every_verdict_is_covered(recommendations: dict[str, dict[str, Any]]) -> None:
     assert {row["verdict"] for row in recommendations.values()} == set(VERDICTS)
     assert all(
@@ -366,3 +507,5 @@ def test_policy_from_yaml_layout_rejects_unknown_keys() -> None:
     assert policy.window_from(DAY) == date(2026, 3, 1)
     with pytest.raises(ValueError, match="unknown keys"):
         RecommendPolicy.from_mapping({"queue": {"safety_marjin": 0.5}})
+    with pytest.raises(ValueError, match="min_round_trip_s"):
+        RecommendPolicy.from_mapping({"consumer_link": {"min_round_trip_s": -1}})

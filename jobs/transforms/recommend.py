@@ -8,7 +8,9 @@ queue under its limit: the thresholds are kept and the rationale names the fix (
 windows or a larger limit). Ring queues evict at their limit and are kept as they are. The resume
 threshold sits far enough below the stop threshold that an episode
 lasts at least ``min_dwell_s`` at the observed drain rate. Consumer links: credit >= consumption
-rate x round trip + top-up batch (Kung & Morris, "Credit-based flow control for ATM networks").
+rate x round trip + top-up batch (Kung & Morris, "Credit-based flow control for ATM networks"),
+in the link's credit unit (messages, or bytes for Artemis CORE consumers: rate x mean message
+size); a starved link that already had that much credit is kept, its consumer replenishing late.
 
 Every function is DataFrame -> DataFrame without I/O; the inputs are the bronze, silver and gold
 rows of the evidence window, and the output has the schema's columns in order.
@@ -54,6 +56,7 @@ class RecommendPolicy:
     default_round_trip_s: float = 0.05
     default_top_up_batch: int = 85
     starved_share_tolerance: float = 0.01
+    min_round_trip_s: float = 0.001
     over_provision_factor: float = 4.0
 
     @classmethod
@@ -73,6 +76,10 @@ class RecommendPolicy:
             raise ValueError("recommendation policy: lookback_days must be >= 1")
         if policy.safety_margin < 0 or policy.min_dwell_s < 0:
             raise ValueError("recommendation policy: safety_margin and min_dwell_s must be >= 0")
+        if policy.min_round_trip_s < 0 or policy.default_round_trip_s <= 0:
+            raise ValueError(
+                "recommendation policy: min_round_trip_s must be >= 0 and default_round_trip_s > 0"
+            )
         if not 0 <= policy.drain_rate_quantile <= 1:
             raise ValueError("recommendation policy: drain_rate_quantile must be within 0..1")
         return policy
@@ -488,15 +495,21 @@ def consumer_link_evidence(
     events: DataFrame, link_daily: DataFrame, starvations: DataFrame
 ) -> DataFrame:
     """Per consumer link: deliveries, the largest credit granted, the median top-up, attached and
-    starved time, and the median starvation (a credit round trip as the receiver sees it)."""
+    starved time, the median starvation (a credit round trip as the receiver sees it), whether
+    the credit is counted in bytes (``detail.credit_unit``) and the mean size of the messages
+    delivered (from the delivery events' ``size_bytes``, when logged)."""
     link_events = events.where(F.col("link").isNotNull())
     in_order = Window.partitionBy("run_id", *LINK).orderBy("seq")
     with_credit = link_events.where(F.col("credit").isNotNull())
     top_up = with_credit.withColumn(
         "_top_up", F.col("credit") - F.lag("credit").over(in_order)
     ).where(_is("flow") & (F.col("_top_up") > 0))
+    delivery = _is("dequeue") | _is("transfer")
     per_link = link_events.groupBy(*LINK).agg(
         _latest("link_role"),
+        # Artemis CORE consumers count credit in bytes and say so in every event's detail.
+        F.max(F.get_json_object("detail", "$.credit_unit") == "bytes").alias("_credit_in_bytes"),
+        F.avg(F.when(delivery, F.col("size_bytes"))).alias("_mean_message_bytes"),
         F.max_by("queue", F.when(_is("dequeue"), F.struct("ts", "seq"))).alias("queue"),
         F.countDistinct("run_id").alias("runs"),
         # A delivery is logged as a dequeue by some front ends and as a transfer by others.
@@ -526,55 +539,146 @@ def consumer_link_evidence(
 
 
 def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> DataFrame:
-    """One credit recommendation per consumer link (Kung & Morris)."""
+    """One credit recommendation per consumer link (Kung & Morris).
+
+    Credit is counted in the link's own unit: messages, or bytes for links whose events say
+    ``credit_unit: bytes`` (Artemis CORE consumers). In bytes the need is rate x mean message
+    size x round trip + top-up (bytes); without logged message sizes a byte link is not assessed.
+    A median starvation under ``min_round_trip_s`` is no evidence of a round trip: a starved link
+    with one is not assessed (credit came back within moments, so its size is not what starves the
+    link), a link that did not starve falls back on the policy round trip. A starved link that
+    already had the credit the formula needs is kept: the shortage is not the credit size.
+    """
     attached = F.col("attached_s")
     rate = F.when(attached > 0, F.col("deliveries") / attached)
-    round_trip = F.coalesce(F.col("_observed_round_trip_s"), F.lit(policy.default_round_trip_s))
-    batch = F.coalesce(
-        F.ceil(F.col("_median_top_up")).cast("long"), F.lit(policy.default_top_up_batch)
-    )
-    needed = (F.ceil(rate * round_trip) + batch).cast("long")
-    current = F.col("current_credit")
+    in_bytes = F.coalesce(F.col("_credit_in_bytes"), F.lit(False))
+    message_bytes = F.col("_mean_message_bytes")
+    sizes_unknown = in_bytes & ~F.coalesce(message_bytes > 0, F.lit(False))
+    # Credit units per message: 1 for message credit, the mean message size for byte credit.
+    per_message = F.when(in_bytes, message_bytes).otherwise(F.lit(1.0))
+    observed = F.col("_observed_round_trip_s")
+    too_short = F.coalesce(observed < policy.min_round_trip_s, F.lit(False))
     starved_share = F.when(attached > 0, F.coalesce(F.col("starved_s"), F.lit(0.0)) / attached)
     starved = F.coalesce(starved_share, F.lit(0.0)) > policy.starved_share_tolerance
-    raise_ = starved & (F.coalesce(current, F.lit(0)) < needed)
-    lower = ~starved & (current > needed * policy.over_provision_factor)
+    no_round_trip = too_short & starved
+    round_trip = (
+        F.when(no_round_trip, F.lit(None).cast("double"))
+        .when(observed.isNotNull() & ~too_short, observed)
+        .otherwise(F.lit(policy.default_round_trip_s))
+    )
+    round_trip_source = (
+        F.when(no_round_trip, F.lit(None).cast("string"))
+        .when(observed.isNotNull() & ~too_short, F.lit("observed"))
+        .otherwise(F.lit("policy"))
+    )
+    batch = F.coalesce(
+        F.ceil(F.col("_median_top_up")).cast("long"),
+        F.ceil(F.lit(policy.default_top_up_batch) * per_message).cast("long"),
+    )
+    assessed = ~sizes_unknown & ~no_round_trip
+    needed = F.when(assessed, (F.ceil(rate * per_message * round_trip) + batch).cast("long"))
+    current = F.col("current_credit")
+    held = F.coalesce(current, F.lit(0))
+    raise_ = assessed & starved & (held < needed)
+    # Starved although it already had what it needs: more credit would not help.
+    not_the_size = assessed & starved & (held >= needed)
+    lower = assessed & ~starved & (current > needed * policy.over_provision_factor)
     verdict = F.when(raise_, VERDICT_RAISE).when(lower, VERDICT_LOWER).otherwise(VERDICT_KEEP)
     recommended = F.when(raise_ | lower, needed).otherwise(current)
-    formula = F.format_string(
-        "needs %.1f msgs/s x %.3fs round trip + %d top-up = %d credits",
-        F.coalesce(rate, F.lit(0.0)),
-        round_trip,
-        batch,
-        F.coalesce(needed, F.lit(0)),
+    unit = F.when(in_bytes, F.lit("bytes of credit")).otherwise(F.lit("credits"))
+    formula = F.when(
+        in_bytes,
+        F.format_string(
+            "needs %.1f msgs/s x %.0f bytes/msg x %.3fs round trip + %d bytes top-up "
+            "= %d bytes of credit",
+            F.coalesce(rate, F.lit(0.0)),
+            message_bytes,
+            round_trip,
+            batch,
+            F.coalesce(needed, F.lit(0)),
+        ),
+    ).otherwise(
+        F.format_string(
+            "needs %.1f msgs/s x %.3fs round trip + %d top-up = %d credits",
+            F.coalesce(rate, F.lit(0.0)),
+            round_trip,
+            batch,
+            F.coalesce(needed, F.lit(0)),
+        )
+    )
+    starved_with = F.format_string(
+        "starved %.1f%% of its attached time with %d %s",
+        F.coalesce(starved_share * 100, F.lit(0.0)),
+        held,
+        unit,
     )
     situation = (
         F.when(
-            raise_,
+            sizes_unknown,
             F.format_string(
-                "starved %.1f%% of its attached time with %d credits",
-                starved_share * 100,
-                F.coalesce(current, F.lit(0)),
+                "credit is counted in bytes (up to %d granted) and the link logged no message "
+                "sizes: credit not assessed",
+                held,
+            ),
+        )
+        .when(
+            no_round_trip,
+            F.concat(
+                starved_with,
+                F.format_string(
+                    "; its median starvation of %.6fs is under %.3fs and no evidence of a credit "
+                    "round trip: credit need not assessed; credit came back within moments of "
+                    "running out, so the starvation is not caused by the credit size: the "
+                    "consumer replenishes late (grants credit only as it processes messages)",
+                    observed,
+                    F.lit(policy.min_round_trip_s),
+                ),
+            ),
+        )
+        .when(raise_, starved_with)
+        .when(
+            not_the_size,
+            F.concat(
+                starved_with,
+                F.format_string(
+                    "; starvation is not caused by the credit size: it already had %d >= needed "
+                    "%d %s; the consumer replenishes late (grants credit only as it processes "
+                    "messages)",
+                    held,
+                    needed,
+                    unit,
+                ),
             ),
         )
         .when(
             lower,
             F.format_string(
-                "never starved with %d credits, over %.0fx what it needs",
+                "never starved with %d %s, over %.0fx what it needs",
                 current,
+                unit,
                 F.lit(policy.over_provision_factor),
             ),
         )
         .when(rate.isNull(), F.lit("no attached time observed"))
-        .otherwise(
-            F.format_string(
-                "starved %.1f%% of its attached time with %d credits",
-                F.coalesce(starved_share * 100, F.lit(0.0)),
-                F.coalesce(current, F.lit(0)),
-            )
-        )
+        .otherwise(starved_with)
     )
-    rationale = F.concat(verdict, F.lit(": "), situation, F.lit("; "), formula)
+    # The policy round trip stood in for an observed one too short to be evidence.
+    round_trip_note = F.when(
+        too_short & ~no_round_trip,
+        F.format_string(
+            "; its median starvation of %.6fs is under %.3fs and no evidence of a round trip: "
+            "the policy round trip is used",
+            observed,
+            F.lit(policy.min_round_trip_s),
+        ),
+    )
+    rationale = F.concat(
+        verdict,
+        F.lit(": "),
+        situation,
+        F.when(assessed, F.concat(F.lit("; "), formula)).otherwise(F.lit("")),
+        F.coalesce(round_trip_note, F.lit("")),
+    )
     return evidence.select(
         "broker",
         F.lit(ENTITY_CONSUMER_LINK).alias("entity_kind"),
@@ -588,9 +692,7 @@ def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> Da
         recommended.alias("recommended_credit"),
         rate.alias("consumption_rate_msgs_s"),
         round_trip.alias("round_trip_s"),
-        F.when(F.col("_observed_round_trip_s").isNotNull(), "observed")
-        .otherwise("policy")
-        .alias("round_trip_source"),
+        round_trip_source.alias("round_trip_source"),
         batch.alias("top_up_batch"),
         F.coalesce(F.col("starved_s"), F.lit(0.0)).alias("starved_s"),
         starved_share.alias("starved_share"),
