@@ -78,12 +78,24 @@ THRESHOLD_RECOMMENDATIONS = TableSchema(
         Column("drain_rate_msgs_s", "float64", doc="net drain rate while stopped (quantile)"),
         Column("drain_rate_bytes_s", "float64", doc="net drain rate while stopped (quantile)"),
         # -- consumer link: Kung & Morris credit ---------------------------------------------------
-        Column("current_credit", "int64", doc="largest credit granted to the link"),
-        Column("recommended_credit", "int64", doc="ceil(rate x RTT) + top-up batch"),
+        Column(
+            "current_credit", "int64", doc="largest credit granted (bytes for byte-credit links)"
+        ),
+        Column(
+            "recommended_credit",
+            "int64",
+            doc="ceil(rate x RTT) + top-up batch; x mean message size for byte-credit links",
+        ),
         Column("consumption_rate_msgs_s", "float64", doc="dequeues per attached second"),
         Column("round_trip_s", "float64", doc="credit round trip used in the formula"),
-        Column("round_trip_source", "string", doc="'observed' (starvations) or 'policy'"),
-        Column("top_up_batch", "int64", doc="credit added per top-up"),
+        Column(
+            "round_trip_source",
+            "string",
+            doc="'observed' (starvations), 'policy', or null when no round trip could be told",
+        ),
+        Column(
+            "top_up_batch", "int64", doc="credit added per top-up (bytes for byte-credit links)"
+        ),
         Column("starved_s", "float64"),
         Column("starved_share", "float64", doc="starved_s / attached_s"),
         # -- the policy the row was computed with --------------------------------------------------
