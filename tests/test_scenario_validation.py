@@ -15,6 +15,7 @@ import flowctl_core
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import (
     QPID_ARGUMENTS,
+    BrokerSpec,
     Scenario,
     ScenarioError,
     bundled_scenarios,
@@ -135,6 +136,14 @@ def test_bundled_scenarios_still_load() -> None:
     assert paths
     for path in paths:
         load_scenario(path)
+
+
+def test_bundled_scenarios_each_name_their_own_broker() -> None:
+    # The pipeline's recommendations and the dashboard group by (broker, queue): scenarios that
+    # shared the default broker name merged their "orders" queues.
+    brokers = {path.stem: load_scenario(path).broker.name for path in bundled_scenarios()}
+    assert BrokerSpec().name not in brokers.values()
+    assert len(set(brokers.values())) == len(brokers), brokers
 
 
 # -- keys that reach no queue are rejected ------------------------------------------------------
