@@ -6,7 +6,7 @@ charts and tables. No CDN, no external file: the page can be mailed or archived 
 
 Sections: time stopped per queue and day; worst overshoot per queue and day against Qpid's bound
 (the sum of the producers' capacities, from the silver episodes); credit starvation per link and
-day; the latest threshold recommendations.
+day; the latest threshold recommendations, one row per broker and queue or link.
 """
 
 from __future__ import annotations
@@ -237,7 +237,8 @@ function groupBy(rows, key) {
 
 // One small bar chart: a bar per day, its value printed on top, an optional dashed bound per day.
 function barChart(title, rows, value, unit, bound, kind, name) {
-  const card = el("div", {class: "card", "data-chart": kind, "data-name": name});
+  const card = el("div", {class: "card", "data-chart": kind, "data-name": name,
+                          "data-broker": rows[0].broker});
   card.appendChild(el("h3", {}, title));
   const width = Math.max(200, 70 * rows.length + 70), height = 150, top = 18, bottom = 22;
   const peak = Math.max(1, ...rows.map(r => Math.max(value(r) || 0, bound ? bound(r) || 0 : 0)));
@@ -297,7 +298,9 @@ fill("starvation", groupBy(data.links, r => `${r.broker} / ${r.link}`), (key, ro
     container.appendChild(el("div", {class: "empty"}, "no recommendations yet"));
     return;
   }
+  // Queue and link names repeat across brokers: the broker tells the rows apart.
   const columns = [
+    ["broker", "broker", "text"],
     ["entity", "queue / link", "text"], ["entity_kind", "kind", "text"],
     ["verdict", "verdict", "verdict"],
     ["current_flow_stop_count", "stop msgs now"], ["recommended_flow_stop_count", "stop msgs rec."],
@@ -317,7 +320,8 @@ fill("starvation", groupBy(data.links, r => `${r.broker} / ${r.link}`), (key, ro
   table.appendChild(el("thead")).appendChild(head);
   const body = table.appendChild(el("tbody"));
   for (const row of data.recommendations) {
-    const tr = el("tr", {"data-entity": row.entity, "data-verdict": row.verdict});
+    const tr = el("tr", {"data-entity": row.entity, "data-verdict": row.verdict,
+                         "data-broker": row.broker});
     for (const [key, , kind] of columns) {
       const td = el("td", {class: kind ? "text" : "", "data-column": key});
       if (kind === "verdict") td.appendChild(el("span", {class: `verdict v-${row.verdict}`},
@@ -332,7 +336,8 @@ fill("starvation", groupBy(data.links, r => `${r.broker} / ${r.link}`), (key, ro
 
 const plural = (count, noun) => `${count} ${noun}${count === 1 ? "" : "s"}`;
 document.getElementById("subtitle").textContent =
-  `${plural(byQueue.size, "queue")}, ${plural(groupBy(data.links, r => r.link).size, "link")}; ` +
+  `${plural(byQueue.size, "queue")}, ` +
+  `${plural(groupBy(data.links, r => `${r.broker} / ${r.link}`).size, "link")}; ` +
   `recommendations as of ${data.recommendations_as_of || "\u2013"}; warehouse ${data.warehouse}`;
 document.body.setAttribute("data-rendered", "true");
 </script>

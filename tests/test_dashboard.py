@@ -101,6 +101,53 @@ def test_screenshot_renders(page: Path, tmp_path: Path) -> None:
     assert shot.stat().st_size > 20_000  # a blank page is a few KB
 
 
+def _recommendation(broker: str, verdict: str, stop: int) -> dict[str, Any]:
+    return {
+        "date": "2026-03-03", "broker": broker, "entity_kind": "queue", "entity": "orders",
+        "verdict": verdict, "current_flow_stop_count": 900, "recommended_flow_stop_count": stop,
+        "episodes": 2, "time_stopped_s": 20.0, "rationale": f"{broker} orders",
+    }  # fmt: skip
+
+
+def _queue_day(broker: str, stopped: float) -> dict[str, Any]:
+    return {
+        "date": "2026-03-03", "broker": broker, "queue": "orders", "time_stopped_s": stopped,
+        "observed_s": 100.0, "episodes": 1, "max_overshoot_msgs": 5, "overshoot_bound_msgs": 10,
+    }  # fmt: skip
+
+
+def test_same_queue_on_two_brokers_is_told_apart(tmp_path: Path) -> None:
+    # Two bundled scenarios both have an "orders" queue, on brokers of their own.
+    page = tmp_path / "two-brokers.html"
+    page.write_text(
+        render_html(
+            {
+                "queues": [_queue_day("artemis-orders", 12.0), _queue_day("qpid-orders", 34.0)],
+                "links": [],
+                "recommendations": [
+                    _recommendation("artemis-orders", "keep", 900),
+                    _recommendation("qpid-orders", "raise", 1000),
+                ],
+                "recommendations_as_of": "2026-03-03",
+                "warehouse": "w",
+            }
+        ),
+        encoding="utf-8",
+    )
+    dom = chromium("--dump-dom", page.as_uri(), user_data_dir=tmp_path / "profile")
+    assert 'data-rendered="true"' in dom
+    headers = re.findall(r"<th[^>]*>([^<]*)</th>", dom)
+    assert headers[:3] == ["broker", "queue / link", "kind"]
+    rows = re.findall(r'<tr data-entity="orders" data-verdict="(\w+)" data-broker="([^"]+)">', dom)
+    assert rows == [("keep", "artemis-orders"), ("raise", "qpid-orders")]
+    cells = re.findall(r'<td class="text" data-column="broker">([^<]*)</td>', dom)
+    assert cells == ["artemis-orders", "qpid-orders"]
+    for broker in ("artemis-orders", "qpid-orders"):
+        assert f'data-chart="time-stopped" data-name="orders" data-broker="{broker}"' in dom
+        assert f"{broker} / orders" in dom
+    assert "2 queues, 0 links" in dom
+
+
 def test_empty_tables_render_placeholders() -> None:
     html = render_html(
         {"queues": [], "links": [], "recommendations": [], "recommendations_as_of": None,
