@@ -407,6 +407,7 @@ def whatif(
         load_recommended_thresholds,
         queue_verdicts,
         run_whatif,
+        without_artemis_queues,
     )
 
     try:
@@ -430,6 +431,15 @@ def whatif(
         raise _fail(f"{table}: {error}") from None
     if not overrides:
         raise _fail(f"{table}: no recommendations for broker {spec.broker.name!r}")
+    overrides, artemis_queues = without_artemis_queues(spec, overrides)
+    for queue in artemis_queues:
+        console.print(
+            f"{queue}: Artemis queue, whose flow control is its address's max-size-bytes and not "
+            "queue thresholds: not validated here",
+            highlight=False,
+        )
+    if not overrides:
+        return
     try:
         comparison = run_whatif(spec, overrides, seed=seed)
     except FlowConfigError as error:

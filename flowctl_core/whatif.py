@@ -243,6 +243,23 @@ def _with_flow_arguments(
     }
 
 
+def without_artemis_queues(
+    scenario: Scenario, overrides: Mapping[str, FlowThresholds]
+) -> tuple[dict[str, FlowThresholds], list[str]]:
+    """The overrides minus those for the scenario's Artemis queues, and those queues' names.
+
+    An Artemis queue's flow control is its address's max-size-bytes and policy, not queue flow
+    thresholds, so a threshold recommendation for one has nothing to change in the engine.
+    """
+    artemis = (
+        {q for a in scenario.artemis.addresses for q in a.queue_names}
+        if scenario.artemis
+        else set()
+    )
+    kept = {queue: t for queue, t in overrides.items() if queue not in artemis}
+    return kept, sorted(set(overrides) & artemis)
+
+
 def declared_queues(scenario: Scenario) -> list[str]:
     return [q.name for q in scenario.queues] + [
         s.declare.queue for s in scenario.steps if s.declare is not None

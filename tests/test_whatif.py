@@ -20,6 +20,7 @@ from flowctl_core.whatif import (
     queue_verdicts,
     run_whatif,
     with_thresholds,
+    without_artemis_queues,
 )
 
 
@@ -142,3 +143,18 @@ def test_bursty_producer_recommendations_validated_on_the_engine(
     assert events_queue.after.rejected <= events_queue.before.rejected
     # The recommendation kept its promise: the peak stays below the limit by the room it kept.
     assert events_queue.after.peak_depth_msgs <= 5000 - queue_row["headroom_msgs"]
+
+
+def test_artemis_queues_are_set_apart_from_threshold_overrides() -> None:
+    scenario = load_scenario("artemis-slow-fast-consumers")
+    assert scenario.artemis is not None
+    artemis_queue = scenario.artemis.addresses[0].queue_names[0]
+    thresholds = FlowThresholds(stop_count=10, resume_count=5, stop_size=0, resume_size=0)
+    kept, set_apart = without_artemis_queues(
+        scenario, {artemis_queue: thresholds, "elsewhere": thresholds}
+    )
+    assert set_apart == [artemis_queue] and list(kept) == ["elsewhere"]
+    assert without_artemis_queues(load_scenario("qpid-900-500"), {"orders": thresholds}) == (
+        {"orders": thresholds},
+        [],
+    )
