@@ -11,11 +11,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from math import log
 
-from flowctl_core.broker import Broker, BrokerConfig
+from flowctl_core.broker import Broker
 from flowctl_core.clients import Consumer, Producer
 from flowctl_core.clock import Scheduler, seconds_to_us
 from flowctl_core.events import BatchSubscriber, EventBus, Subscriber
-from flowctl_core.flowlimit import FlowThresholds
 from flowctl_core.protocols.amqp091 import Amqp091Connection
 from flowctl_core.protocols.artemis import (
     AddressConfig,
@@ -152,19 +151,8 @@ def build(
             bus.subscribe_batch(subscriber.write_rows)
         else:
             bus.subscribe(subscriber)
-    spec = scenario.broker
-    broker = Broker(
-        bus,
-        scheduler,
-        BrokerConfig(
-            name=spec.name,
-            default_flow_stop_ratio=spec.default_flow_stop_ratio,
-            default_flow_resume_ratio=spec.default_flow_resume_ratio,
-            default_queue_limit_bytes=spec.default_queue_limit_bytes,
-            default_limit_policy=spec.default_limit_policy,
-            log_immediate_completions=spec.log_immediate_completions,
-        ),
-    )
+    # The same config the scenario's validation declared its queues with.
+    broker = Broker(bus, scheduler, scenario.broker.config())
     for queue in scenario.queues:
         declared = broker.declare_queue(
             queue.name, queue.arguments, service_time_us=queue.service_time_us
@@ -407,15 +395,7 @@ def _run_steps(
         elif action == "consume":
             consumers[spec.consumer].consume(spec.count)
         elif action == "set_thresholds":
-            broker.set_thresholds(
-                spec.queue,
-                FlowThresholds(
-                    spec.flow_stop_count,
-                    spec.flow_resume_count,
-                    spec.flow_stop_size,
-                    spec.flow_resume_size,
-                ),
-            )
+            broker.set_thresholds(spec.queue, spec.thresholds())
         elif action == "advance":
             scheduler.advance(seconds_to_us(spec.seconds))
         elif action == "declare":
