@@ -538,6 +538,10 @@ def consumer_link_evidence(
     )
 
 
+#: Why a link starves although its credit is large enough.
+REPLENISHES_LATE = "the consumer replenishes late (grants credit only as it processes messages)"
+
+
 def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> DataFrame:
     """One credit recommendation per consumer link (Kung & Morris).
 
@@ -561,15 +565,13 @@ def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> Da
     starved_share = F.when(attached > 0, F.coalesce(F.col("starved_s"), F.lit(0.0)) / attached)
     starved = F.coalesce(starved_share, F.lit(0.0)) > policy.starved_share_tolerance
     no_round_trip = too_short & starved
-    round_trip = (
-        F.when(no_round_trip, F.lit(None).cast("double"))
-        .when(observed.isNotNull() & ~too_short, observed)
-        .otherwise(F.lit(policy.default_round_trip_s))
+    observed_ok = observed.isNotNull() & ~too_short
+    round_trip = F.when(
+        ~no_round_trip,
+        F.coalesce(F.when(observed_ok, observed), F.lit(policy.default_round_trip_s)),
     )
-    round_trip_source = (
-        F.when(no_round_trip, F.lit(None).cast("string"))
-        .when(observed.isNotNull() & ~too_short, F.lit("observed"))
-        .otherwise(F.lit("policy"))
+    round_trip_source = F.when(
+        ~no_round_trip, F.when(observed_ok, F.lit("observed")).otherwise(F.lit("policy"))
     )
     batch = F.coalesce(
         F.ceil(F.col("_median_top_up")).cast("long"),
@@ -628,8 +630,8 @@ def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> Da
                 F.format_string(
                     "; its median starvation of %.6fs is under %.3fs and no evidence of a credit "
                     "round trip: credit need not assessed; credit came back within moments of "
-                    "running out, so the starvation is not caused by the credit size: the "
-                    "consumer replenishes late (grants credit only as it processes messages)",
+                    "running out, so the starvation is not caused by the credit size: "
+                    + REPLENISHES_LATE,
                     observed,
                     F.lit(policy.min_round_trip_s),
                 ),
@@ -642,8 +644,7 @@ def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> Da
                 starved_with,
                 F.format_string(
                     "; starvation is not caused by the credit size: it already had %d >= needed "
-                    "%d %s; the consumer replenishes late (grants credit only as it processes "
-                    "messages)",
+                    "%d %s; " + REPLENISHES_LATE,
                     held,
                     needed,
                     unit,
