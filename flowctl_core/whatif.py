@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from flowctl_core.clock import seconds_to_us
 from flowctl_core.events import TS_AT, EventRow, event_type_of, queue_of
-from flowctl_core.flowlimit import FLOW_KEYS, FlowThresholds
+from flowctl_core.flowlimit import (
+    FLOW_KEYS,
+    FLOW_RESUME_COUNT_KEY,
+    FLOW_RESUME_SIZE_KEY,
+    FLOW_STOP_COUNT_KEY,
+    FLOW_STOP_SIZE_KEY,
+    FlowThresholds,
+)
 from flowctl_core.runner import RunResult, run_scenario
 from flowctl_core.scenario import DeclareStep, QueueSpec, Scenario, Step
 
@@ -236,10 +243,10 @@ def _with_flow_arguments(
     kept = {key: value for key, value in arguments.items() if key not in FLOW_KEYS}
     return {
         **kept,
-        "qpid.flow_stop_count": thresholds.stop_count,
-        "qpid.flow_resume_count": thresholds.resume_count,
-        "qpid.flow_stop_size": thresholds.stop_size,
-        "qpid.flow_resume_size": thresholds.resume_size,
+        FLOW_STOP_COUNT_KEY: thresholds.stop_count,
+        FLOW_RESUME_COUNT_KEY: thresholds.resume_count,
+        FLOW_STOP_SIZE_KEY: thresholds.stop_size,
+        FLOW_RESUME_SIZE_KEY: thresholds.resume_size,
     }
 
 
