@@ -66,18 +66,25 @@ def read_table(spark: SparkSession, conf: PipelineConf, schema: TableSchema) -> 
     return spark.read.format("delta").load(path)
 
 
-def has_files_matching(
+def files_matching(
     spark: SparkSession, conf: PipelineConf, schema: TableSchema, predicate: str
-) -> bool:
-    """Whether the table has data files that may hold rows matching a partition ``predicate``.
+) -> list[str]:
+    """The table's data files that may hold rows matching a partition ``predicate``.
 
     Answered from the Delta log (partition pruning of the snapshot's file list), without reading
     data; a local table that does not exist yet has none (and is not created).
     """
     path = table_path(conf, schema)
     if "://" not in path and not Path(path, "_delta_log").is_dir():
-        return False
-    return bool(read_table(spark, conf, schema).where(predicate).inputFiles())
+        return []
+    return list(read_table(spark, conf, schema).where(predicate).inputFiles())
+
+
+def has_files_matching(
+    spark: SparkSession, conf: PipelineConf, schema: TableSchema, predicate: str
+) -> bool:
+    """Whether :func:`files_matching` finds any."""
+    return bool(files_matching(spark, conf, schema, predicate))
 
 
 def replace_where(

@@ -44,6 +44,7 @@ from jobs.delta_io import (
     conform,
     days_predicate,
     ensure_table,
+    files_matching,
     has_files_matching,
     read_table,
     replace_where,
@@ -100,14 +101,8 @@ def check_raw_root(raw_dir: str) -> None:
 
 def bronze_days(spark: SparkSession, conf: PipelineConf, days: list[date]) -> list[date]:
     """Those of ``days`` for which bronze holds data files (from the Delta log: no data read)."""
-    path = Path(table_path(conf, BRONZE_BROKER_EVENTS))
-    if "://" not in str(path) and not (path / "_delta_log").is_dir():
-        return []
-    files = (
-        read_table(spark, conf, BRONZE_BROKER_EVENTS)
-        .where(days_predicate("date", days[0], days[-1]))
-        .inputFiles()
-    )
+    predicate = days_predicate("date", days[0], days[-1])
+    files = files_matching(spark, conf, BRONZE_BROKER_EVENTS, predicate)
     held = {day for day in days for f in files if f"/date={day.isoformat()}/" in f}
     return sorted(held)
 
