@@ -11,7 +11,12 @@ from typing import Any
 from flowctl_core.clock import Scheduler
 from flowctl_core.events import EventBus, LinkColumns, link_fields
 from flowctl_core.exchange import Exchange, ExchangeType
-from flowctl_core.flowlimit import FlowConfigError, FlowDefaults, FlowThresholds
+from flowctl_core.flowlimit import (
+    FlowConfigError,
+    FlowDefaults,
+    FlowThresholds,
+    integer_argument,
+)
 from flowctl_core.queue import (
     LIMIT_POLICIES,
     EnqueueOutcome,
@@ -43,21 +48,6 @@ class BrokerConfig:
     @property
     def flow_defaults(self) -> FlowDefaults:
         return FlowDefaults(self.default_flow_stop_ratio, self.default_flow_resume_ratio)
-
-
-def _int_argument(queue: str, arguments: Mapping[str, Any], key: str, default: int) -> int:
-    raw = arguments.get(key, default)
-    if isinstance(raw, bool) or not isinstance(raw, int | str):
-        raise FlowConfigError(f"queue {queue!r}: {key} must be a non-negative integer, got {raw!r}")
-    try:
-        value = int(raw)
-    except ValueError:
-        raise FlowConfigError(
-            f"queue {queue!r}: {key} must be a non-negative integer, got {raw!r}"
-        ) from None
-    if value < 0:
-        raise FlowConfigError(f"queue {queue!r}: {key} must be a non-negative integer, got {raw!r}")
-    return value
 
 
 class Broker:
@@ -104,9 +94,9 @@ class Broker:
             raise FlowConfigError("a queue needs a non-empty name")
         if name in self.queues:
             raise FlowConfigError(f"queue {name!r} is already declared")
-        max_count = _int_argument(name, arguments, MAX_COUNT_KEY, 0)
-        max_size = _int_argument(
-            name, arguments, MAX_SIZE_KEY, self.config.default_queue_limit_bytes
+        max_count = integer_argument(name, MAX_COUNT_KEY, arguments.get(MAX_COUNT_KEY, 0))
+        max_size = integer_argument(
+            name, MAX_SIZE_KEY, arguments.get(MAX_SIZE_KEY, self.config.default_queue_limit_bytes)
         )
         policy = arguments.get(POLICY_TYPE_KEY, self.config.default_limit_policy)
         if policy not in LIMIT_POLICIES:

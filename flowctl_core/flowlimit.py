@@ -7,6 +7,7 @@ non-zero resume threshold. ``flowStoppedCount`` counts OFF->ON transitions.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -21,6 +22,28 @@ FLOW_KEYS = (FLOW_STOP_COUNT_KEY, FLOW_RESUME_COUNT_KEY, FLOW_STOP_SIZE_KEY, FLO
 
 class FlowConfigError(ValueError):
     """Invalid flow thresholds or ratios; the message names the queue and the setting."""
+
+
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def integer_argument(queue: str, key: str, raw: object) -> int:
+    """One numeric ``qpid.*`` declare argument as a non-negative int.
+
+    Seed 001 gives each threshold argument as an "integer". An ``int`` or a string of decimal
+    digits (as ``qpid-config`` passes it) is accepted; a bool (``int(True)`` is 1, but ``true`` is
+    no message count), a float (even ``100.0``), a negative number and any other string are
+    refused with an error naming the queue and the argument. The engine and scenario validation
+    both call this, so they accept the same values.
+    """
+    value: int | None = None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        value = raw
+    elif isinstance(raw, str) and _DIGITS.fullmatch(raw.strip()):
+        value = int(raw)
+    if value is None or value < 0:
+        raise FlowConfigError(f"queue {queue!r}: {key} must be a non-negative integer, got {raw!r}")
+    return value
 
 
 def _ratio(value: float | int | str) -> Fraction:
@@ -121,18 +144,10 @@ class FlowThresholds:
         """Explicit thresholds from ``qpid.flow_*`` declare arguments; None when none is given."""
         if not any(key in arguments for key in FLOW_KEYS):
             return None
-        values: dict[str, int] = {}
-        for key in FLOW_KEYS:
-            raw = arguments.get(key, 0)
-            try:
-                value = int(raw)
-            except (TypeError, ValueError):
-                raise FlowConfigError(
-                    f"queue {queue!r}: {key} must be an integer, got {raw!r}"
-                ) from None
-            if isinstance(raw, float) and raw != value:
-                raise FlowConfigError(f"queue {queue!r}: {key} must be an integer, got {raw!r}")
-            values[key.removeprefix("qpid.flow_")] = value
+        values = {
+            key.removeprefix("qpid.flow_"): integer_argument(queue, key, arguments.get(key, 0))
+            for key in FLOW_KEYS
+        }
         return cls(
             stop_count=values["stop_count"],
             resume_count=values["resume_count"],

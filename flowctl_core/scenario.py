@@ -13,7 +13,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from flowctl_core.broker import (
     MAX_COUNT_KEY,
@@ -25,7 +35,7 @@ from flowctl_core.broker import (
 from flowctl_core.clock import Scheduler
 from flowctl_core.events import EventBus
 from flowctl_core.exchange import Exchange, ExchangeType
-from flowctl_core.flowlimit import FLOW_KEYS, FlowConfigError, FlowThresholds
+from flowctl_core.flowlimit import FLOW_KEYS, FlowConfigError, FlowThresholds, integer_argument
 from flowctl_core.protocols.artemis_flow import (
     AMQP_CREDITS,
     AMQP_LOW_CREDITS,
@@ -44,8 +54,12 @@ BUNDLED_DIR = Path(__file__).resolve().parent.parent / "conf" / "scenarios"
 # broker passes through arguments it does not know (``x-queue-type`` and the like).
 QPID_ARGUMENT_PREFIX = "qpid."
 QPID_ARGUMENTS: tuple[str, ...] = (MAX_COUNT_KEY, MAX_SIZE_KEY, POLICY_TYPE_KEY, *FLOW_KEYS)
+# The numeric ones: an integer or a string of digits, never a bool or a float (integer_argument).
+QPID_INTEGER_ARGUMENTS: tuple[str, ...] = (MAX_COUNT_KEY, MAX_SIZE_KEY, *FLOW_KEYS)
 
 NonNegInt = Annotated[int, Field(ge=0)]
+# A threshold: an integer in the YAML, never a bool or a float pydantic would coerce.
+Threshold = Annotated[StrictInt, Field(ge=0)]
 PosInt = Annotated[int, Field(ge=1)]
 PosFloat = Annotated[float, Field(gt=0)]
 
@@ -64,6 +78,24 @@ def _check_qpid_arguments(arguments: dict[str, int | str]) -> dict[str, int | st
                 f"unknown argument {key!r}{hint} (known qpid.* arguments: "
                 f"{', '.join(QPID_ARGUMENTS)})"
             )
+    return arguments
+
+
+def _check_qpid_integers(queue: object, arguments: object) -> object:
+    """Refuse a numeric ``qpid.*`` value the engine would refuse, before pydantic coerces it.
+
+    ``dict[str, int | str]`` alone would turn ``true`` into 1 and ``100.0`` into 100, so the
+    engine's own check (:func:`integer_argument`) runs on the raw values here; the error then
+    carries the field path (``queues.N.arguments``) and the engine's message.
+    """
+    if isinstance(arguments, dict):
+        for key in QPID_INTEGER_ARGUMENTS:
+            if key in arguments:
+                try:
+                    integer_argument(str(queue), key, arguments[key])
+                except FlowConfigError as error:
+                    # The engine's own words, as _check_thresholds reports them (no "Value error").
+                    raise PydanticCustomError("qpid_integer", str(error)) from None
     return arguments
 
 
@@ -106,6 +138,11 @@ class QueueSpec(_Strict):
     prefill: PrefillSpec | None = None
 
     _arguments = field_validator("arguments")(_check_qpid_arguments)
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _integers(cls, arguments: object, info: ValidationInfo) -> object:
+        return _check_qpid_integers(info.data.get("name", "?"), arguments)
 
 
 class RabbitPolicySpec(_Strict):
@@ -317,10 +354,10 @@ class ConsumeStep(_Strict):
 
 class SetThresholdsStep(_Strict):
     queue: str
-    flow_stop_count: NonNegInt = 0
-    flow_resume_count: NonNegInt = 0
-    flow_stop_size: NonNegInt = 0
-    flow_resume_size: NonNegInt = 0
+    flow_stop_count: Threshold = 0
+    flow_resume_count: Threshold = 0
+    flow_stop_size: Threshold = 0
+    flow_resume_size: Threshold = 0
 
     def thresholds(self) -> FlowThresholds:
         return FlowThresholds(
@@ -337,6 +374,11 @@ class DeclareStep(_Strict):
     arguments: dict[str, int | str] = {}
 
     _arguments = field_validator("arguments")(_check_qpid_arguments)
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _integers(cls, arguments: object, info: ValidationInfo) -> object:
+        return _check_qpid_integers(info.data.get("queue", "?"), arguments)
 
 
 class Step(_Strict):
