@@ -291,26 +291,34 @@ class BrokerConsumerLink(QueueFedSender):
         # sends the consumer, an echo reply included.
         self.link.available = self.queue.depth_msgs
         reply = self.link.on_flow(flow)
-        # The client's flow re-sets the credit the queue sees (RabbitMQ passes every client flow
-        # on to the queue, capped at 256): seed 004, "Grant a link-credit of 0 (causing the queue
-        # to stop sending)". Messages buffered in the session and not yet started use up link
-        # credit first (a message partly sent has taken its credit already).
-        waiting = len(self.buffered) - (1 if self._frames_left else 0)
-        self.queue_credit = min(
-            max(0, self.link.credit - waiting), self.session.policy.max_queue_credit
-        )
         self.emit_flow(_flow_detail(flow, "receiver"))
         if reply is not None:
             self.session.send(FlowFrame(self.config.name, reply, self.session.endpoint.state()))
-        self._grant_queue_credit()
+        # RabbitMQ passes every client flow on to the queue (seed 004: "Grant a link-credit of 0
+        # (causing the queue to stop sending)"), within the 256-credit cap.
+        self._grant_queue_credit(client_flow=True)
         self.forward()
         self.pump()
 
-    def _grant_queue_credit(self) -> None:
-        """Seed 004: "the queue will only ever see up to 256 credits for a given consumer"; the
-        next batch is granted once the previous one has been sent out to the client."""
-        if self.queue_credit == 0 and not self.buffered:
-            self.queue_credit = min(self.link.credit, self.session.policy.max_queue_credit)
+    def _grant_queue_credit(self, *, client_flow: bool = False) -> None:
+        """Set the credit the queue holds for this consumer: seed 004, "the queue will only ever
+        see up to 256 credits for a given consumer. Once these 256 messages have been sent out by
+        the server session process, the server session process will grant the next batch".
+
+        The cap covers the messages the queue already handed to the session that are not yet sent
+        out (``buffered``), so buffered + queue credit never exceeds 256 (the cap exists "to guard
+        against ... a large number of messages ... buffered in the session process"). A client
+        flow re-sets the queue's credit (lowering it too); otherwise the next batch is granted
+        once the previous one has been sent out. The queue never holds more than the link credit
+        the buffered messages have not taken yet (a message partly sent has taken its credit).
+        """
+        buffered = len(self.buffered)
+        if not client_flow and (self.queue_credit or buffered):
+            return
+        waiting = buffered - (1 if self._frames_left else 0)
+        uncovered = max(0, self.link.credit - waiting)
+        room = max(0, self.session.policy.max_queue_credit - buffered)
+        self.queue_credit = min(uncovered, room)
 
     def deliver(self, message: Message) -> None:
         self.queue_credit -= 1

@@ -1,0 +1,102 @@
+"""Seed conformance of RabbitMQ's AMQP 1.0 and 0.9.1 links, for the points of the AMQP review.
+
+Each test quotes the seed or DESIGN.md sentence it enforces (seed files in /work/shared/seeds/:
+004 = 004_fc910a8b38581445.txt, RabbitMQ's "Ten Benefits of AMQP 1.0 Flow Control").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from flowctl_core import Broker, EventBus, EventCollector, Scheduler
+from flowctl_core.protocols.config import AMQP_10, ConnectionConfig, ConsumerConfig
+from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection, BrokerConsumerLink
+from flowctl_core.queue import Message
+
+
+class Rabbit:
+    """A broker on a fresh virtual clock with one queue ``q``, events validated."""
+
+    def __init__(self, prefill: int = 0) -> None:
+        self.scheduler = Scheduler(0)
+        self.log = EventCollector()
+        bus = EventBus("t", self.scheduler, validate=True)
+        bus.subscribe(self.log)
+        self.broker = Broker(bus, self.scheduler)
+        self.queue = self.broker.declare_queue("q")
+        for _ in range(prefill):
+            self.queue.enqueue(Message(self.broker.next_message_id(), 100, None))
+
+    def connect(self, **config: Any) -> Amqp10Connection:
+        connection = Amqp10Connection(self.broker, ConnectionConfig("c", AMQP_10, **config))
+        connection.start()
+        return connection
+
+    def run_for(self, us: int) -> None:
+        self.scheduler.run_until(self.scheduler.now_us + us)
+
+
+def _watch(link: BrokerConsumerLink, check: Callable[[], None]) -> None:
+    """Run ``check`` after every state change of ``link`` (client flows, deliveries, sends)."""
+    for name in ("on_flow", "deliver", "forward", "pump"):
+        method = getattr(link, name)
+
+        def watched(*args: Any, _method: Any = method) -> None:
+            _method(*args)
+            check()
+
+        setattr(link, name, watched)
+
+
+# -- 1. the 256-credit cap covers the messages buffered in the session ----------------------------
+@pytest.mark.parametrize("top_up_below", [500, 995])
+def test_buffered_plus_queue_credit_never_exceeds_256_while_the_client_tops_up(
+    top_up_below: int,
+) -> None:
+    """004: "To guard against this scenario - where a large number of messages could be buffered
+    in the session process - RabbitMQ ... internally grants link credits from the session process
+    to the queue process in batches of at most 256 link credits. Even if the client grants a large
+    number of link credits, the queue will only ever see up to 256 credits for a given consumer.
+    Once these 256 messages have been sent out by the server session process, the server session
+    process will grant the next batch". So the messages the queue handed to the session that are
+    not yet sent out, plus the credit the queue still holds, never exceed 256 - also while the
+    client keeps topping up a large credit through a small session incoming-window."""
+    rabbit = Rabbit(prefill=5_000)
+    consumer = ConsumerConfig("c1", "q", credit=1_000, top_up_below=top_up_below)
+    connection = rabbit.connect(consumers=(consumer,), client_incoming_window=20)
+    link = connection.server.consumers["c1"]
+    seen: list[int] = []
+
+    def check() -> None:
+        held = len(link.buffered) + link.queue_credit
+        seen.append(held)
+        assert held <= 256, (len(link.buffered), link.queue_credit)
+        assert link.queue_credit >= 0
+
+    _watch(link, check)
+    rabbit.run_for(200_000)
+    client = connection.consumers["c1"]
+    assert client.received > 3_000  # the client kept topping up: many flows crossed the buffer
+    assert max(seen) == 256  # the cap is used, not just respected
+
+
+def test_a_client_flow_cannot_hand_the_queue_credit_for_messages_already_buffered() -> None:
+    """004: "the queue will only ever see up to 256 credits for a given consumer. Once these 256
+    messages have been sent out by the server session process, the server session process will
+    grant the next batch". With 236 of the first 256 still waiting in the session, a new grant of
+    1,000 may give the queue only the 20 the session has sent out."""
+    rabbit = Rabbit(prefill=2_000)
+    consumer = ConsumerConfig("c1", "q", credit=1_000, top_up_below=0)
+    config = ConnectionConfig("c", AMQP_10, consumers=(consumer,), client_incoming_window=20)
+    connection = Amqp10Connection(rabbit.broker, config)
+    connection.start()
+    rabbit.run_for(config.latency_us + config.frame_cost_us)  # the first flow has arrived
+    link = connection.server.consumers["c1"]
+    assert (rabbit.queue.stats.dequeued, len(link.buffered), link.queue_credit) == (256, 236, 0)
+    connection.consumers["c1"].grant(1_000)
+    rabbit.run_for(config.latency_us + config.frame_cost_us)
+    assert len(link.buffered) + link.queue_credit <= 256
+    assert rabbit.queue.stats.dequeued <= 256 + 20
