@@ -15,6 +15,7 @@ from flowctl_core.flowlimit import (
     FlowConfigError,
     FlowDefaults,
     FlowThresholds,
+    ThresholdChange,
     integer_argument,
 )
 from flowctl_core.queue import (
@@ -130,9 +131,27 @@ class Broker:
         queue.emit("queue_declared", detail=json.dumps({"policy": policy, "thresholds": source}))
         return queue
 
-    def set_thresholds(self, queue: str, thresholds: FlowThresholds) -> None:
-        """Change a queue's thresholds at run time; the next transition uses them."""
-        self.queue(queue).set_thresholds(thresholds)
+    def set_thresholds(self, queue: str, thresholds: FlowThresholds | ThresholdChange) -> None:
+        """Change a queue's thresholds at run time; the next transition uses them.
+
+        :class:`FlowThresholds` replaces all four. A :class:`ThresholdChange` replaces the ones it
+        gives and keeps the others at the queue's values in force; the merged thresholds are
+        validated like a declaration's, and a refusal names the values that were kept.
+        """
+        target = self.queue(queue)
+        if isinstance(thresholds, FlowThresholds):
+            target.set_thresholds(thresholds)
+            return
+        merged = thresholds.applied_to(target.flow.thresholds)
+        try:
+            target.set_thresholds(merged)
+        except FlowConfigError as error:
+            kept = ", ".join(f"flow_{name}={getattr(merged, name)}" for name in thresholds.kept)
+            if not kept:
+                raise
+            raise FlowConfigError(
+                f"{error}; not given, so kept at the queue's current values: {kept}"
+            ) from None
 
     def declare_exchange(self, name: str, exchange_type: ExchangeType) -> Exchange:
         if name in self.exchanges:

@@ -156,6 +156,45 @@ class FlowThresholds:
         )
 
 
+THRESHOLD_FIELDS = ("stop_count", "resume_count", "stop_size", "resume_size")
+
+
+@dataclass(frozen=True)
+class ThresholdChange:
+    """A run-time change of some of a queue's thresholds (seed 000: "allow run-time
+    modification").
+
+    A field given replaces that threshold (0 switches it off); a field left ``None`` keeps the
+    value the queue has in force. At least one field is needed. :meth:`applied_to` gives the
+    merged thresholds, which the queue validates as it does a declaration's.
+    """
+
+    stop_count: int | None = None
+    resume_count: int | None = None
+    stop_size: int | None = None
+    resume_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.given:
+            raise FlowConfigError(
+                "a threshold change needs at least one of "
+                + ", ".join(f"flow_{name}" for name in THRESHOLD_FIELDS)
+            )
+
+    @property
+    def given(self) -> tuple[str, ...]:
+        return tuple(name for name in THRESHOLD_FIELDS if getattr(self, name) is not None)
+
+    @property
+    def kept(self) -> tuple[str, ...]:
+        return tuple(name for name in THRESHOLD_FIELDS if getattr(self, name) is None)
+
+    def applied_to(self, current: FlowThresholds) -> FlowThresholds:
+        """The thresholds after the change: the fields given, the others from ``current``."""
+        values = {name: getattr(self, name) for name in self.given}
+        return FlowThresholds(**{name: getattr(current, name) for name in self.kept}, **values)
+
+
 _NEVER = float("inf")
 
 

@@ -35,7 +35,13 @@ from flowctl_core.broker import (
 from flowctl_core.clock import Scheduler
 from flowctl_core.events import EventBus
 from flowctl_core.exchange import Exchange, ExchangeType
-from flowctl_core.flowlimit import FLOW_KEYS, FlowConfigError, FlowThresholds, integer_argument
+from flowctl_core.flowlimit import (
+    FLOW_KEYS,
+    THRESHOLD_FIELDS,
+    FlowConfigError,
+    ThresholdChange,
+    integer_argument,
+)
 from flowctl_core.protocols.artemis_flow import (
     AMQP_CREDITS,
     AMQP_LOW_CREDITS,
@@ -353,14 +359,39 @@ class ConsumeStep(_Strict):
 
 
 class SetThresholdsStep(_Strict):
-    queue: str
-    flow_stop_count: Threshold = 0
-    flow_resume_count: Threshold = 0
-    flow_stop_size: Threshold = 0
-    flow_resume_size: Threshold = 0
+    """Change some of a queue's flow thresholds at run time (seed 000: "allow run-time
+    modification"; DESIGN.md §2: "Thresholds can be changed at run time").
 
-    def thresholds(self) -> FlowThresholds:
-        return FlowThresholds(
+    The four fields are optional; give at least one. A field given replaces that threshold, and
+    0 switches it off. A field left out keeps the queue's value in force at this step: from its
+    declaration (explicit ``qpid.flow_*`` arguments or the broker's default ratios of
+    ``qpid.max_count`` / ``qpid.max_size``) or from an earlier ``set_thresholds`` step. So
+    ``{queue: q, flow_stop_count: 900}`` leaves the resume count and both byte thresholds as
+    they were. The value in force is the one the event log shows: a resume declared as 0 ("resume
+    at the stop") is in force as the stop value, so lowering only the stop below it is an error;
+    give ``flow_resume_count: 0`` (or a value) with it. The merged thresholds are checked when the
+    scenario loads, as a declaration's are: resume <= stop, and stop <= the queue's max.
+    """
+
+    queue: str
+    flow_stop_count: Threshold | None = None
+    flow_resume_count: Threshold | None = None
+    flow_stop_size: Threshold | None = None
+    flow_resume_size: Threshold | None = None
+
+    @model_validator(mode="after")
+    def _some(self) -> SetThresholdsStep:
+        if all(getattr(self, f"flow_{name}") is None for name in THRESHOLD_FIELDS):
+            raise ValueError(
+                "a set_thresholds step needs at least one of "
+                + ", ".join(f"flow_{name}" for name in THRESHOLD_FIELDS)
+                + " (the others keep the queue's current values)"
+            )
+        return self
+
+    def thresholds(self) -> ThresholdChange:
+        """The change; :meth:`Broker.set_thresholds` merges it with the queue's thresholds."""
+        return ThresholdChange(
             self.flow_stop_count, self.flow_resume_count, self.flow_stop_size, self.flow_resume_size
         )
 
