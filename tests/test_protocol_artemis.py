@@ -223,12 +223,30 @@ def test_reject_threshold_above_the_block_limit_rejects_amqp_messages() -> None:
     # limit is the max-size-bytes-reject-threshold and is by default set to -1 (or no limit)."
     rig = _amqp(threshold=50_000)
     state, producer = rig.address(), rig.server.producers["a"]
-    # Rejected once the size is above the threshold: the 51st message lands at exactly 50,000.
-    assert (state.accepted, state.rejected, state.size) == (51, 49, 51_000)
-    assert producer.refused == 49
+    # The 50th message brings the size to exactly 50,000: the bound is reached, the 51st and
+    # every later one is rejected.
+    assert (state.accepted, state.rejected, state.size) == (50, 50, 50_000)
+    assert producer.refused == 50
     rejected = rig.events("message_rejected")
     assert {detail(e)["error"] for e in rejected} == {"amqp:resource-limit-exceeded"}
     assert {e["protocol"] for e in rejected} == {"amqp-1.0"}
+
+
+def test_reject_threshold_rejects_once_reached_not_only_once_passed() -> None:
+    # Seed 003: "Once this upper bound is reach Artemis will start rejecting AMQP messages" and
+    # "rejecting messages once the address size is reached": size == threshold is reached.
+    state = AddressState(
+        "q", AddressSettings(max_size_bytes=1_000, max_size_bytes_reject_threshold=2_000)
+    )
+    outcomes = [state.admit(1_000, amqp=True) for _ in range(3)]
+    assert outcomes == [Outcome.ACCEPTED, Outcome.ACCEPTED, Outcome.REJECTED]
+    assert state.size == 2_000  # the address stops at its upper bound, not 1,000 bytes over
+    below = AddressState(
+        "q", AddressSettings(max_size_bytes=1_000, max_size_bytes_reject_threshold=2_000)
+    )
+    below.admit(1_999, amqp=True)
+    assert below.admit(1_000, amqp=True) == Outcome.ACCEPTED  # 1,999: not reached yet
+    assert below.admit(1, amqp=True) == Outcome.REJECTED
 
 
 def test_reject_threshold_applies_to_amqp_only_and_must_be_above_max() -> None:

@@ -99,8 +99,9 @@ class AddressState:
     until its last reference is acknowledged ("the total memory for all queues bound to that
     address will not exceed max-size-bytes"). As in Artemis the address is *full* when its size
     is above max-size-bytes; FAIL and DROP refuse a message that arrives while the address is
-    full, so the message that fills it is still accepted. PAGE pages every message from the moment
-    an accepted message makes the address full until the page store is empty again.
+    full, so the message that fills it is still accepted. AMQP messages are rejected once the
+    size has reached ``max-size-bytes-reject-threshold`` (``>=``). PAGE pages every message from
+    the moment an accepted message makes the address full until the page store is empty again.
     """
 
     __slots__ = (
@@ -144,9 +145,14 @@ class AddressState:
 
     @property
     def rejecting(self) -> bool:
-        """``isRejectingMessages``: BLOCK, a threshold set, and the size above it (AMQP only)."""
+        """BLOCK, a threshold set, and the size at or above it (AMQP only).
+
+        Seed 003: "Once this upper bound is reach Artemis will start rejecting AMQP messages":
+        reached, so ``>=``: a size exactly at the threshold rejects the next AMQP message. Full
+        against max-size-bytes stays strict ``>`` ("block producers after 10 MiB").
+        """
         threshold = self.settings.max_size_bytes_reject_threshold
-        return self.policy == "BLOCK" and threshold != UNBOUNDED and self.size > threshold
+        return self.policy == "BLOCK" and threshold != UNBOUNDED and self.size >= threshold
 
     def admit(self, size: int, *, amqp: bool) -> str:
         """Decide the fate of one arriving message of ``size`` bytes and account for it."""
