@@ -6,15 +6,25 @@ Each test quotes the seed or DESIGN.md sentence it enforces (seed files in /work
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from flowctl_core import Broker, EventBus, EventCollector, Scheduler
-from flowctl_core.protocols.config import AMQP_10, ConnectionConfig, ConsumerConfig
+from flowctl_core.protocols.amqp091 import Amqp091Connection
+from flowctl_core.protocols.config import (
+    AMQP_091,
+    AMQP_10,
+    ConnectionConfig,
+    ConsumerConfig,
+    PublisherConfig,
+)
 from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection, BrokerConsumerLink
 from flowctl_core.queue import Message
+from flowctl_core.runner import run_scenario
+from flowctl_core.scenario import load_scenario
 
 
 class Rabbit:
@@ -100,3 +110,76 @@ def test_a_client_flow_cannot_hand_the_queue_credit_for_messages_already_buffere
     rabbit.run_for(config.latency_us + config.frame_cost_us)
     assert len(link.buffered) + link.queue_credit <= 256
     assert rabbit.queue.stats.dequeued <= 256 + 20
+
+
+# -- 2. every link's attach is a link_attached event ----------------------------------------------
+def _short_run(name: str, duration_s: float = 0.05) -> EventCollector:
+    log = EventCollector()
+    scenario = load_scenario(name).model_copy(update={"duration_s": duration_s})
+    run_scenario(scenario, [log], validate=True)
+    return log
+
+
+@pytest.mark.parametrize("scenario", ["rabbitmq-one-sender-one-receiver", "rabbitmq-two-senders"])
+def test_every_link_starts_with_one_link_attached(scenario: str) -> None:
+    """DESIGN.md §3: "Event types: ... `link_attached`, `link_detached`, `flow` (a flow frame: new
+    credit / drain / echo)". Every link of the log - AMQP 1.0 and 0.9.1, publisher and consumer -
+    is attached once, by a link_attached that is its first event; an attach sends no flow frame,
+    so no flow event stands in for it."""
+    log = _short_run(scenario)
+    first: dict[str, dict[str, Any]] = {}
+    attached: dict[str, int] = {}
+    for event in log.events:
+        link = event.get("link")
+        if link is None:
+            continue
+        first.setdefault(link, event)
+        if event["event_type"] == "link_attached":
+            attached[link] = attached.get(link, 0) + 1
+    assert first and attached == dict.fromkeys(first, 1)
+    assert {e["event_type"] for e in first.values()} == {"link_attached"}
+    reasons = {json.loads(e["detail"]).get("reason") for e in log.of_type("flow") if e["detail"]}
+    assert not reasons & {"attached", "basic.consume"}
+
+
+def test_a_consumer_link_attaches_with_the_state_it_has() -> None:
+    """004: "RabbitMQ is not allowed to start sending messages to the consumer until the consumer
+    sends its first flow frame, granting link credit to the sending queue"; DESIGN.md §3: "link
+    events carry the link's `credit` and `available` after the event". An AMQP 1.0 consumer
+    attaches with credit 0 and the queue's ready messages available; a 0.9.1 basic.consume with
+    its prefetch as credit (the logged credit of a 0.9.1 consumer is prefetch - unacknowledged)."""
+    rabbit = Rabbit(prefill=7)
+    rabbit.connect(consumers=(ConsumerConfig("c1", "q", credit=50, top_up_below=25),))
+    connection = Amqp091Connection(
+        rabbit.broker,
+        ConnectionConfig(
+            "c091", AMQP_091, consumers=(ConsumerConfig("c2", "q", credit=30, top_up_below=0),)
+        ),
+    )
+    connection.start()
+    events = {e["link"]: e for e in rabbit.log.of_type("link_attached")}
+    assert set(events) == {"c1", "c2"}
+    ten, old = events["c1"], events["c2"]
+    assert (ten["link_role"], ten["protocol"]) == ("consumer", AMQP_10)
+    assert (ten["credit"], ten["delivery_count"], ten["available"]) == (0, 0, 7)
+    assert (old["link_role"], old["protocol"]) == ("consumer", AMQP_091)
+    assert (old["credit"], old["available"]) == (30, 7)
+    # The consumer's own first flow follows the attach: a flow frame really sent.
+    rabbit.run_for(10_000)
+    flows = [json.loads(e["detail"]) for e in rabbit.log.of_type("flow") if e["link"] == "c1"]
+    assert {"origin": "receiver", "link_credit": 50, "drain": False, "echo": False} in flows
+
+
+def test_an_amqp091_publisher_attaches_without_link_credit() -> None:
+    """DESIGN.md §3: "`link_role` | `publisher` (into the broker)"; "link events carry the link's
+    `credit` and `available`" - an AMQP 0.9.1 publisher has neither (0.9.1 has no link credit;
+    it is throttled by blocking the connection), so its link_attached carries them null."""
+    rabbit = Rabbit()
+    connection = Amqp091Connection(
+        rabbit.broker,
+        ConnectionConfig("c091", AMQP_091, publishers=(PublisherConfig("p", "q"),)),
+    )
+    connection.start()
+    (event,) = rabbit.log.of_type("link_attached")
+    assert (event["link"], event["link_role"], event["protocol"]) == ("p", "publisher", AMQP_091)
+    assert (event["credit"], event["available"]) == (None, None)

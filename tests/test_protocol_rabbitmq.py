@@ -220,6 +220,11 @@ def test_link_events_carry_the_link_state() -> None:
     link_events = result_log.of_type("flow", "transfer", "link_attached")
     assert link_events
     for event in link_events:
-        for column in ("link", "link_role", "protocol", "session", "connection", "credit"):
+        for column in ("link", "link_role", "protocol", "session", "connection"):
             assert event.get(column) is not None, (column, event)
+        if (event["protocol"], event["link_role"]) == (AMQP_091, "publisher"):
+            # 0.9.1 has no link credit: its publishers' attach carries no credit or available.
+            assert event["event_type"] == "link_attached"
+            assert (event["credit"], event["available"]) == (None, None)
+            continue
         assert event["credit"] >= 0 and event["available"] >= 0

@@ -121,6 +121,18 @@ class BrokerConsumer(QueueFedSender):
     def link_state(self) -> tuple[int, int | None]:
         return self.prefetch - self.unacked, None
 
+    def emit_attached(self) -> None:
+        """basic.consume: the consumer's attach, with its whole prefetch as credit. Nothing like
+        a flow frame is sent, so it is a ``link_attached`` event, not a ``flow``."""
+        credit, _ = self.link_state()
+        self.reported_available = self.queue.depth_msgs
+        self.identity.emit(
+            "link_attached",
+            credit=credit,
+            available=self.reported_available,
+            detail={"frame": "basic.consume"},
+        )
+
     def may_take(self) -> bool:
         return self.unacked < self.prefetch
 
@@ -215,6 +227,14 @@ class BrokerConnection:
         if credit_flow.on_processed() and not credit_flow.blocked:
             self.unblock(f"credit_flow:{publisher.queue}")
 
+    def emit_publisher_attached(self, name: str) -> None:
+        """A publisher on the channel, logged as its link's attach. AMQP 0.9.1 has no link credit
+        and no ``available`` (a publisher is throttled by blocking the whole connection), so the
+        event carries neither."""
+        fields = dict(self._publisher_fields[name])
+        fields["queue"] = self.publishers[name].queue
+        self.broker.emit("link_attached", fields)
+
     def block(self, reason: str) -> None:
         """Stop reading the socket: the whole connection stalls, whatever the frame is for."""
         if reason in self.block_reasons:
@@ -275,11 +295,13 @@ class Amqp091Connection:
 
     def start(self) -> None:
         """basic.consume every consumer; the publishers start publishing."""
+        for name in self.publishers:
+            self.server.emit_publisher_attached(name)
         for name, consumer in self.consumers.items():
             queue = self.broker.queue(consumer.config.queue)
             broker_consumer = BrokerConsumer(self.server, consumer.config, queue)
             self.server.consumers[name] = broker_consumer
-            broker_consumer.emit_flow({"origin": "sender", "reason": "basic.consume"})
+            broker_consumer.emit_attached()
             broker_consumer.schedule_pump()
         # Acks share the socket with publishes, in the order the client writes them.
         self.writer.add_source(self.client_control)

@@ -283,6 +283,17 @@ class BrokerConsumerLink(QueueFedSender):
     def link_state(self) -> tuple[int, int | None]:
         return self.link.credit, self.link.delivery_count
 
+    def emit_attached(self) -> None:
+        """The attach: no credit yet (the consumer's first flow grants it), the queue's ready
+        messages available. No flow frame goes with an attach, so it is no ``flow`` event."""
+        self.reported_available = self.queue.depth_msgs
+        self.identity.emit(
+            "link_attached",
+            credit=self.link.credit,
+            delivery_count=self.link.delivery_count,
+            available=self.reported_available,
+        )
+
     def may_take(self) -> bool:
         return self.queue_credit > 0
 
@@ -502,7 +513,7 @@ class Amqp10Connection:
             queue = self.broker.queue(consumer.config.queue)
             broker_link = BrokerConsumerLink(self.server, consumer.config, queue)
             self.server.consumers[name] = broker_link
-            broker_link.emit_flow({"origin": "sender", "reason": "attached"})
+            broker_link.emit_attached()
         # Control frames (flows, acks) take their turn with the publishers' transfers.
         self.writer.add_source(self.client_control)
         for publisher in self.publishers.values():
