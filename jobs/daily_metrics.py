@@ -41,7 +41,7 @@ def run_daily_metrics(
 ) -> dict[str, Any]:
     runs = runs_concerned(spark, conf, date_from, date_to)
     all_events = bronze_events_of_runs(spark, conf, runs)
-    bounds = run_bounds(all_events.select("run_id", "ts")).cache()
+    bounds = run_bounds(all_events.select("run_id", "seq", "ts")).cache()
     events = all_events.where(F.col("date") <= F.lit(date_to)).select(*DAILY_INPUT_COLUMNS)
     episodes = overlapping(read_table(spark, conf, QUEUE_FLOW_EPISODES), date_from, date_to)
     starvations = overlapping(read_table(spark, conf, LINK_STARVATION_EPISODES), date_from, date_to)

@@ -104,13 +104,16 @@ def _timelines(rows: Iterable[Row], entity: str) -> dict[tuple[str, str, str], l
 
 
 def run_bounds(rows: Iterable[Row]) -> dict[str, tuple[int, int]]:
-    """run_id -> (first event ts, watermark) in microseconds."""
-    bounds: dict[str, tuple[int, int]] = {}
+    """run_id -> (earliest ts, watermark = ts of the run's last event by seq) in microseconds
+    (DESIGN §3: seq is the total order; ts need not follow it)."""
+    earliest: dict[str, int] = {}
+    last: dict[str, Row] = {}
     for row in rows:
-        t = to_us(row["ts"])
-        lo, hi = bounds.get(row["run_id"], (t, t))
-        bounds[row["run_id"]] = (min(lo, t), max(hi, t))
-    return bounds
+        run = row["run_id"]
+        earliest[run] = min(earliest.get(run, to_us(row["ts"])), to_us(row["ts"]))
+        if run not in last or row["seq"] > last[run]["seq"]:
+            last[run] = row
+    return {run: (earliest[run], to_us(last[run]["ts"])) for run in earliest}
 
 
 # --- silver: queue flow episodes ------------------------------------------------------------

@@ -350,6 +350,14 @@ def regression_runs() -> list[dict[str, Any]]:
         (_at(1, 12), "enqueue", {**nc, "link": "p1", "capacity": 5, "depth_msgs": 3,
                                   "flow_stop_count": 2}),
         (_at(1, 12), "flow_stopped", {**nc, "depth_msgs": 3}),
+    ) + _run(
+        "x2",  # ts steps back across midnight; the last event by seq is not the latest ts
+        (_at(2, 1), "enqueue", {**q, "link": "p1", "capacity": 5, "depth_msgs": 1,
+                                "flow_stopped_count": 0}),
+        (_at(1, 5), "flow_stopped", {**q, "depth_msgs": 1, "flow_stopped_count": 1}),
+        (_at(3, 1), "enqueue", {**q, "link": "p1", "capacity": 5, "depth_msgs": 2,
+                                "flow_stopped_count": 1}),
+        (_at(3, 0, 30), "dequeue", {**q, "depth_msgs": 1, "flow_stopped_count": 1}),
     )  # fmt: skip
 
 
@@ -488,7 +496,7 @@ def test_random_log_exercises_the_hard_cases(rows):
     episodes = oracle.queue_flow_episodes(rows)
     starvations = oracle.link_starvation_episodes(rows)
     bounds = oracle.run_bounds(rows)
-    assert len(bounds) == RUNS + 5 and len(rows) > 4000
+    assert len(bounds) == RUNS + 6 and len(rows) > 4000
     assert any(len(oracle.days_touched(*b)) >= 3 for b in bounds.values())
     crossing = [
         e
@@ -556,3 +564,24 @@ def test_counter_change_is_unknown_when_no_counter_is_logged(spark_out):
     (day,) = [r for r in spark_out["queue_daily_all"] if r["run_id"] == "x1" and r["queue"] == "nc"]
     assert day["flow_stopped_count"] == 1
     assert day["flow_stopped_counter_delta"] is None and day["counter_check_ok"] is None
+
+
+def test_counter_at_midnight_and_watermark_follow_seq_not_ts(spark_out):
+    """Run x2 (ts steps back across midnight). DESIGN §3: seq is "the total order of events";
+    §4: "The watermark of a run is its last event's ts". The counter at 00:00 of day 3 is the
+    latest value by seq before the day (1, logged on day 1 after day 2's 0), so the day's change
+    is 0 and agrees with its 0 flow_stopped events; the watermark is the last event's ts by seq
+    (00:30), not the latest ts (01:00)."""
+    (day3,) = [
+        r
+        for r in spark_out["queue_daily_all"]
+        if r["run_id"] == "x2" and r["date"] == ALL_DAYS[0].replace(day=3)
+    ]
+    assert (day3["flow_stopped_count"], day3["flow_stopped_counter_delta"]) == (0, 0)
+    assert day3["counter_check_ok"] is True
+    assert day3["observed_s"] == 1800.0 and day3["time_stopped_s"] == 1800.0
+    # Observation starts at the earliest ts (day 1, 05:00), so the share stays within [0, 1].
+    shares = [r["stopped_share"] for r in spark_out["queue_daily_all"] if r["run_id"] == "x2"]
+    assert shares == [1.0, 1.0, 1.0]
+    (episode,) = [r for r in spark_out["episodes"] if r["run_id"] == "x2"]
+    assert episode["is_open"] and episode["run_watermark_us"] == oracle.to_us(_at(3, 0, 30))

@@ -41,7 +41,7 @@ def observed_seconds(bounds: DataFrame, date_from: date, date_to: date) -> DataF
 def _counter_movement(queue_events: DataFrame, date_from: date, date_to: date) -> DataFrame:
     """Per queue and day in range: flow_stopped events, max depths and the counter's change.
 
-    The counter at 00:00 is the last counter value before the day (by seq); a queue without one
+    The counter at 00:00 is the last counter value (by seq) of the days before; a queue without one
     (a collector joining a live broker, or a queue declared that day) starts from its first value of
     the day, less one if that first event is itself a flow_stopped (the counter is after the event).
     A queue with no counter value up to the day's end has an unknown (null) change.
@@ -55,6 +55,9 @@ def _counter_movement(queue_events: DataFrame, date_from: date, date_to: date) -
             F.max("depth_msgs").alias("max_depth_msgs"),
             F.max("depth_bytes").alias("max_depth_bytes"),
             F.max_by("flow_stopped_count", with_counter).alias("_last_counter"),
+            # With its seq: the value at a later day's 00:00 is the latest by seq, not by date
+            # (ts may step back across midnight). Fixed-width buffers keep this a hash aggregation.
+            F.max(with_counter).alias("_last_counter_seq"),
             F.min_by("flow_stopped_count", with_counter).alias("_first_counter"),
             F.min_by(F.col("event_type") == "flow_stopped", with_counter).alias("_first_is_stop"),
         )
@@ -63,7 +66,7 @@ def _counter_movement(queue_events: DataFrame, date_from: date, date_to: date) -
         Window.partitionBy(*QUEUE_KEYS).orderBy("date").rowsBetween(Window.unboundedPreceding, -1)
     )
     counter_at_start = F.coalesce(
-        F.last("_last_counter", ignorenulls=True).over(before_day),
+        F.max_by("_last_counter", "_last_counter_seq").over(before_day),
         F.col("_first_counter") - F.col("_first_is_stop").cast("long"),
     )
     return (
@@ -73,7 +76,13 @@ def _counter_movement(queue_events: DataFrame, date_from: date, date_to: date) -
             "flow_stopped_counter_delta",
             F.coalesce("_last_counter", "_counter_at_start") - F.col("_counter_at_start"),
         )
-        .drop("_last_counter", "_first_counter", "_first_is_stop", "_counter_at_start")
+        .drop(
+            "_last_counter",
+            "_last_counter_seq",
+            "_first_counter",
+            "_first_is_stop",
+            "_counter_at_start",
+        )
         .withColumn("_has_events", F.lit(True))
     )
 

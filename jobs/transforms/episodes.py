@@ -20,9 +20,12 @@ THRESHOLD_COLUMNS = ("flow_stop_count", "flow_resume_count", "flow_stop_size", "
 
 
 def run_bounds(events: DataFrame) -> DataFrame:
-    """Per run: its first event's ts and its watermark (its last event's ts)."""
+    """Per run: the earliest ts (where its observation starts) and its watermark, the ts of its
+    last event by ``seq`` (DESIGN §4; seq is the total order of events, and ts need not follow
+    it, e.g. a collector's clock stepping back)."""
     return events.groupBy("run_id").agg(
-        F.min("ts").alias("first_event_ts"), F.max("ts").alias("run_watermark_ts")
+        F.min("ts").alias("first_event_ts"),
+        F.max_by("ts", "seq").alias("run_watermark_ts"),
     )
 
 
