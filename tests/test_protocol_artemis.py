@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from typing import Any
 
 import pytest
@@ -361,9 +362,19 @@ def test_consumer_window_credit_returns_in_half_windows() -> None:
 
 
 # -- rate limits --------------------------------------------------------------------------------
+def max_in_any_second(timestamps: list[int]) -> int:
+    """The most timestamps in any half-open sliding window [t, t + 1 s)."""
+    ordered = sorted(timestamps)
+    return max(
+        (bisect_left(ordered, t + SECOND) - i for i, t in enumerate(ordered)),
+        default=0,
+    )
+
+
 def test_producer_max_rate_exact_per_virtual_second() -> None:
     # Seed 003: "Apache ActiveMQ Artemis will ensure that producer never produces messages at a
-    # rate higher than that specified." As TokenBucketLimiterImpl, the first window is empty.
+    # rate higher than that specified." The limit holds in every sliding second, and the
+    # producer may send from the start: nothing in the seed makes it wait a second first.
     rig = Rig(
         ArtemisConfig(
             addresses=(address(),),
@@ -371,13 +382,45 @@ def test_producer_max_rate_exact_per_virtual_second() -> None:
         )
     ).run_until(5 * SECOND)
     sends = [e["ts"] for e in rig.events("transfer", "p")]
-    assert per_second(sends, 5) == [0, 50, 50, 50, 50]
+    assert per_second(sends, 5) == [50, 50, 50, 50, 50]
+    assert max_in_any_second(sends) == 50
+
+
+def test_producer_max_rate_holds_in_every_sliding_second_after_a_credit_stall() -> None:
+    # Seed 003: "never produces messages at a rate higher than that specified". The producer
+    # fills a 5,000-byte BLOCK address at once and stalls on credit until a consumer starts at
+    # 1.9 s; once released it must not catch up with a burst above the rate (a per-window token
+    # bucket spent its saved tokens at 1.9 s and a full window more at 2.0 s; a permit taken
+    # before the credit wait would be spent late, on top of a fresh second's worth).
+    rig = Rig(
+        ArtemisConfig(
+            addresses=(address(max_size=5_000),),
+            producers=(
+                ArtemisProducerConfig(
+                    "p", "q", window=20_000, size=1_000, max_rate=10, send_cost_us=10
+                ),
+            ),
+            consumers=(
+                ArtemisConsumerConfig(
+                    "c", "q", window=-1, process_us=100, start_us=19 * SECOND // 10
+                ),
+            ),
+        )
+    ).run_until(5 * SECOND)
+    sends = [e["ts"] for e in rig.events("transfer", "p")]
+    assert 0 < per_second(sends, 1)[0] < 10  # sends from t = 0, then stalls on credit
+    assert len(sends) > 30
+    assert max_in_any_second(sends) == 10
+    # The send times, not the times a permit was looked for, are what the rate limits.
+    producer = rig.server.producers["p"]
+    assert producer.blocked_total_us() >= 18 * SECOND // 10
 
 
 def test_consumer_max_rate_exact_per_virtual_second_and_buffer_fills() -> None:
     # Seed 003: "Rate limited flow control only effects how many messages a client can consume in
     # a second and not how many messages are in its buffer. So if you had a slow rate limit and a
     # high window based limit the clients internal buffer would soon fill up with messages."
+    # And "a consumer never consumes messages at a rate faster than the rate specified".
     rig = Rig(
         ArtemisConfig(
             addresses=(address(prefill_count=200, prefill_size=1_000),),
@@ -385,18 +428,50 @@ def test_consumer_max_rate_exact_per_virtual_second_and_buffer_fills() -> None:
         )
     ).run_until(5 * SECOND)
     consumer = rig.server.consumers["c"]
-    assert per_second(consumer.processed_at_us, 5) == [0, 20, 20, 20, 20]
+    assert per_second(consumer.processed_at_us, 5) == [20, 20, 20, 20, 20]
+    assert max_in_any_second(consumer.processed_at_us) == 20
     assert consumer.peak_buffered_bytes == 10_000
 
 
-def test_rate_limiter_windows() -> None:
+def test_rate_limiter_sliding_second() -> None:
     limiter = RateLimiter(2)
-    assert not limiter.try_acquire(0)  # the first window has no tokens
-    assert limiter.retry_at_us() == SECOND
-    assert [limiter.try_acquire(SECOND) for _ in range(3)] == [True, True, False]
-    assert limiter.try_acquire(2 * SECOND)
+    assert [limiter.try_acquire(0) for _ in range(3)] == [True, True, False]  # from t = 0
+    assert limiter.retry_at_us() == SECOND  # when the oldest permit leaves the window
+    assert not limiter.try_acquire(SECOND - 1)
+    assert limiter.try_acquire(SECOND)
     with pytest.raises(ArtemisConfigError):
         ArtemisProducerConfig("p", "q", max_rate=0)
+    # The review's sequence (rate 10): 1 permit at 1.0 s, 9 at 1.9 s, then attempts at 2.0 s.
+    limiter = RateLimiter(10)
+    attempts = [SECOND] + [19 * SECOND // 10] * 9 + [2 * SECOND] * 12
+    granted = [t for t in attempts if limiter.try_acquire(t)]
+    assert granted.count(2 * SECOND) == 1  # only the 1.0 s permit has left the window
+    assert max_in_any_second(granted) == 10
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rate=st.integers(1, 8),
+    gaps=st.lists(st.integers(0, 400_000), min_size=1, max_size=80),
+)
+def test_rate_limiter_never_exceeds_the_rate_and_refuses_only_when_full(
+    rate: int, gaps: list[int]
+) -> None:
+    # Seed 003: "never produces messages at a rate higher than that specified": at most `rate`
+    # permits in any sliding second; and a limiter, not a brake: an attempt is refused only when
+    # `rate` permits were granted in the second before it.
+    limiter = RateLimiter(rate)
+    now, granted = 0, []
+    for gap in gaps:
+        now += gap
+        in_last_second = sum(1 for t in granted if now - t < SECOND)
+        ok = limiter.try_acquire(now)
+        assert ok == (in_last_second < rate)
+        if ok:
+            granted.append(now)
+        else:
+            assert limiter.retry_at_us() > now
+    assert max_in_any_second(granted) <= rate
 
 
 # -- properties ---------------------------------------------------------------------------------

@@ -556,7 +556,6 @@ class _Producer(_Client):
         self.refused = 0  # FAIL errors and AMQP rejections the client was told about
         self.blocked_us = 0  # time spent with a message in hand and no credit
         self._blocked_since: int | None = None
-        self._permit = False  # the rate limiter let the current message through
         self._step_scheduled = False
         self._free_at_us = 0
         self.log = LinkLog(
@@ -591,19 +590,22 @@ class _Producer(_Client):
         self._step_scheduled = False
         if not self.has_message():
             return
-        limiter = self.limiter
-        if limiter is not None and not self._permit:
-            if not limiter.try_acquire(self.scheduler.now_us):
-                # producerMaxRate: wait for the next window (not blocked on credit).
-                self._step_scheduled = True
-                self.scheduler.call_at(limiter.retry_at_us(), self._step)
-                return
-            self._permit = True
+        limiter, now = self.limiter, self.scheduler.now_us
+        if limiter is not None and not limiter.allows(now):
+            # producerMaxRate: wait until the sliding second has room (not blocked on credit).
+            if self._blocked_since is not None and self._has_credit():
+                self._unblock()
+            self._step_scheduled = True
+            self.scheduler.call_at(limiter.retry_at_us(), self._step)
+            return
         if not self._take_credit():
             self._block()
             return
         self._unblock()
-        self._permit = False
+        if limiter is not None:
+            # The permit is taken at the send, so the sends themselves keep to the rate: a
+            # producer stalled on credit holds no permit to spend late.
+            limiter.record(now)
         if self.remaining is not None:
             self.remaining -= 1
         self.sent += 1
@@ -634,6 +636,10 @@ class _Producer(_Client):
         raise NotImplementedError
 
     def _take_credit(self) -> bool:
+        raise NotImplementedError
+
+    def _has_credit(self) -> bool:
+        """Whether :meth:`_take_credit` would succeed now (nothing taken or requested)."""
         raise NotImplementedError
 
     def _send(self, message_id: int, size: int) -> None:
@@ -700,6 +706,9 @@ class CoreProducer(_Producer):
         self._checked = False
         return True
 
+    def _has_credit(self) -> bool:
+        return self.credits is None or self.credits.can_acquire(self.config.size)
+
     def _send(self, message_id: int, size: int) -> None:
         self._emit("transfer", message_id=message_id, size_bytes=size)
         self.to_server.send(
@@ -749,6 +758,9 @@ class AmqpProducer(_Producer):
             return False
         self.link.send_transfer()
         return True
+
+    def _has_credit(self) -> bool:
+        return self.link.credit > 0
 
     def _send(self, message_id: int, size: int) -> None:
         self._emit("transfer", message_id=message_id, size_bytes=size)

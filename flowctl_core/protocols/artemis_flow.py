@@ -13,11 +13,12 @@ Artemis code path the seed describes:
   credits are bytes, requested in halves of ``producerWindowSize``.
 - :class:`ConsumerWindow`: the CORE client's ``consumerWindowSize`` (-1 unbounded, 0 no buffer,
   > 0 a buffer of that many bytes) and the credits it returns to the server.
-- :class:`RateLimiter`: ``producerMaxRate`` / ``consumerMaxRate`` (``TokenBucketLimiterImpl``).
+- :class:`RateLimiter`: ``producerMaxRate`` / ``consumerMaxRate``, over a sliding second.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import Literal
 
@@ -329,38 +330,48 @@ class ConsumerWindow:
 
 
 class RateLimiter:
-    """``TokenBucketLimiterImpl``: at most ``rate`` permits per one-second window.
+    """``producerMaxRate`` / ``consumerMaxRate``: at most ``rate`` permits in any sliding second.
 
-    As in Artemis, the first call opens a window without tokens, so the first permit comes one
-    window after the first attempt; from then on every window hands out exactly ``rate``
-    permits. A caller that finds no token retries at :meth:`retry_at_us` (on the virtual clock
-    that is exactly the end of the window, so windows follow each other without drift).
+    Seed 003: "Apache ActiveMQ Artemis will ensure that producer never produces messages at a
+    rate higher than that specified" (and a consumer "never consumes messages at a rate faster
+    than the rate specified"). So a permit at ``t`` needs fewer than ``rate`` permits in
+    ``(t - 1 s, t]``: any half-open second ``[a, a + 1 s)`` holds at most ``rate`` permits, and
+    the first ``rate`` permits are there from the first attempt. This is stricter than Artemis's
+    ``TokenBucketLimiterImpl``, which hands out nothing in its first window and can let almost
+    2 x ``rate`` through in a second that straddles two windows. A refused caller retries at
+    :meth:`retry_at_us`, when the oldest of the last ``rate`` permits leaves the window.
     """
 
-    __slots__ = ("last_us", "rate", "tokens", "window_us")
+    __slots__ = ("granted", "rate", "window_us")
 
     def __init__(self, rate: int, window_us: int = RATE_WINDOW_US) -> None:
         if rate < 1:
             raise ArtemisConfigError(f"a max rate must be a positive integer, got {rate}")
         self.rate = rate
         self.window_us = window_us
-        self.last_us: int | None = None
-        self.tokens = 0
+        self.granted: deque[int] = deque()  # the times of the last `rate` permits, oldest first
+
+    def allows(self, now_us: int) -> bool:
+        """Whether a permit at ``now_us`` keeps the sliding second within the rate."""
+        granted = self.granted
+        return len(granted) < self.rate or now_us - granted[0] >= self.window_us
+
+    def record(self, now_us: int) -> None:
+        """Take the permit :meth:`allows` said was there (at the moment of the send)."""
+        granted = self.granted
+        if len(granted) == self.rate:
+            granted.popleft()
+        granted.append(now_us)
 
     def try_acquire(self, now_us: int) -> bool:
-        if self.last_us is None:
-            self.last_us = now_us
-        if now_us - self.last_us >= self.window_us:
-            self.last_us = now_us
-            self.tokens = self.rate
-        if self.tokens > 0:
-            self.tokens -= 1
-            return True
-        return False
+        if not self.allows(now_us):
+            return False
+        self.record(now_us)
+        return True
 
     def retry_at_us(self) -> int:
-        assert self.last_us is not None
-        return self.last_us + self.window_us
+        """The first instant a refused caller can get a permit."""
+        return self.granted[0] + self.window_us
 
 
 def rate_limiter(max_rate: int) -> RateLimiter | None:
