@@ -183,3 +183,40 @@ def test_an_amqp091_publisher_attaches_without_link_credit() -> None:
     (event,) = rabbit.log.of_type("link_attached")
     assert (event["link"], event["link_role"], event["protocol"]) == ("p", "publisher", AMQP_091)
     assert (event["credit"], event["available"]) == (None, None)
+
+
+# -- 3. AMQP 0.9.1 enqueues carry the publisher's window and what is outstanding in it -------------
+def _amqp091_enqueues(publisher: PublisherConfig, service_time_us: int) -> list[dict[str, Any]]:
+    rabbit = Rabbit()
+    rabbit.broker.declare_queue("slow", service_time_us=service_time_us)
+    connection = Amqp091Connection(
+        rabbit.broker,
+        ConnectionConfig("c091", AMQP_091, publishers=(publisher,), frame_cost_us=8),
+    )
+    connection.start()
+    rabbit.run_for(200_000)
+    return [e for e in rabbit.log.of_type("enqueue") if e["link"] == publisher.name]
+
+
+def test_amqp091_enqueues_carry_the_credit_flow_window_and_the_unprocessed_messages() -> None:
+    """DESIGN.md §3: "Enqueue events name the producer in `link` and carry its `capacity` and
+    `outstanding`"; §2: "A producer has a capacity window of uncompleted transfers; when it is full
+    the producer must wait". A 0.9.1 publisher's window is RabbitMQ's credit flow to the queue
+    (400): when 400 of its messages are unprocessed the connection is blocked (004: "one slow
+    queue ... causes the entire AMQP 0.9.1 connection to be blocked")."""
+    enqueues = _amqp091_enqueues(PublisherConfig("p", "slow"), service_time_us=67)
+    assert len(enqueues) > 1_000
+    assert {e["capacity"] for e in enqueues} == {400}
+    outstanding = [e["outstanding"] for e in enqueues]
+    assert outstanding[0] == 1 and min(outstanding) >= 1
+    assert max(outstanding) == 400  # the window fills, and is never exceeded
+
+
+def test_a_confirming_amqp091_publisher_batch_narrows_its_window() -> None:
+    """DESIGN.md §2: "A producer has a capacity window of uncompleted transfers; when it is full
+    the producer must wait". A publisher that waits for its batch of 50 to be confirmed (004:
+    "batches of 10,000 messages" awaiting confirms) never has more than 50 uncompleted."""
+    enqueues = _amqp091_enqueues(PublisherConfig("p", "slow", batch=50), service_time_us=1_000)
+    assert len(enqueues) > 100
+    assert {e["capacity"] for e in enqueues} == {50}
+    assert max(e["outstanding"] for e in enqueues) == 50

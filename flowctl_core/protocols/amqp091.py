@@ -176,6 +176,8 @@ class BrokerConnection:
             p.queue: CreditFlow(policy.credit_flow_initial, policy.credit_flow_more)
             for p in config.publishers
         }
+        # Each publisher's messages not yet processed by their queue (the transfer completes).
+        self.outstanding: dict[str, int] = dict.fromkeys(self.publishers, 0)
         self._publisher_fields = {
             p.name: {
                 "link": p.name,
@@ -183,6 +185,7 @@ class BrokerConnection:
                 "protocol": AMQP_091,
                 "session": self.channel,
                 "connection": self.name,
+                "capacity": self.publisher_window(p),
             }
             for p in config.publishers
         }
@@ -191,6 +194,20 @@ class BrokerConnection:
             # Only publishing connections are blocked by an alarm (seed 004: "AMQP 0.9.1
             # clients must use separate connections for publishing and consuming").
             broker.alarm_listeners.append(self._on_alarm)
+
+    def publisher_window(self, publisher: PublisherConfig) -> int:
+        """The most messages of ``publisher`` that can be unprocessed at once (its ``capacity``).
+
+        0.9.1 has no link credit, but RabbitMQ's credit flow bounds what a connection has sent a
+        queue and the queue has not processed: credit starts at ``credit_flow_initial`` and grows
+        by ``more`` only per ``more`` processed, and the connection stops reading when it runs
+        out. So no publisher has more than ``credit_flow_initial`` unprocessed messages (several
+        publishers to one queue on one connection share that window). A publisher that waits
+        for its batch to be confirmed before the next (confirms come as the queue processes a
+        message) never has more than its batch unprocessed.
+        """
+        window = self.policy.credit_flow_initial
+        return window if publisher.batch is None else min(window, publisher.batch)
 
     def read(self, frame: Frame) -> None:
         if isinstance(frame, TransferFrame):
@@ -201,18 +218,19 @@ class BrokerConnection:
     def _on_publish(self, frame: TransferFrame) -> None:
         publisher = self.publishers[frame.link]
         self.accepted[frame.link] += 1
+        self.outstanding[frame.link] += 1
+        fields = dict(self._publisher_fields[frame.link])
+        fields["outstanding"] = self.outstanding[frame.link]
         transfer = Transfer(
             frame.message_id,
             frame.size_bytes,
             frame.link,
-            None,
+            fields["capacity"],
             self.broker.scheduler.now_us,
             self._on_processed,
         )
         destinations = self._destinations[frame.link]
-        self.broker.publish(
-            transfer, destinations, link_columns(self._publisher_fields[frame.link])
-        )
+        self.broker.publish(transfer, destinations, link_columns(fields))
         credit_flow = self.credit_flows[publisher.queue]
         credit_flow.on_send()
         if credit_flow.blocked:
@@ -221,6 +239,7 @@ class BrokerConnection:
     def _on_processed(self, transfer: Transfer) -> None:
         assert transfer.sender is not None
         publisher = self.publishers[transfer.sender]
+        self.outstanding[publisher.name] -= 1
         if publisher.batch is not None:
             self.to_client.write(ConfirmFrame(publisher.name, transfer.message_id))
         credit_flow = self.credit_flows[publisher.queue]
