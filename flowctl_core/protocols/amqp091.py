@@ -178,7 +178,7 @@ class BrokerConnection:
         }
         # Each publisher's messages not yet processed by their queue (the transfer completes).
         self.outstanding: dict[str, int] = dict.fromkeys(self.publishers, 0)
-        self._publisher_fields = {
+        self._publisher_fields: dict[str, dict[str, Any]] = {
             p.name: {
                 "link": p.name,
                 "link_role": "publisher",
