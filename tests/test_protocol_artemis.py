@@ -315,20 +315,57 @@ def _two_consumers(window: int) -> Rig:
 
 
 @pytest.mark.parametrize(
-    ("window", "fast", "slow"),
+    ("window", "fast", "slow", "peak"),
     [
-        (-1, 20, 20),  # unbounded: round robin hands the slow consumer half the queue
-        (10_000, 30, 10),  # a 10-message buffer stays stuck behind the slow consumer
-        (0, 39, 1),  # no buffer: "Messages will remain on the server side"
+        (-1, 20, 20, None),  # unbounded: round robin hands the slow consumer half the queue
+        (10_000, 30, 10, 10_000),  # a 10-message buffer stays stuck behind the slow consumer
+        # Not a multiple of the 1,000-byte message: the server sends while the consumer has any
+        # credit left, so the 11th message goes out on 500 (or 1) bytes of credit.
+        (10_500, 29, 11, 11_000),
+        (10_001, 29, 11, 11_000),  # the bound reached: window + message size - 1
+        (1_500, 37, 3, 2_000),
+        (0, 39, 1, 1_000),  # no buffer: "Messages will remain on the server side"
     ],
 )
-def test_slow_and_fast_consumer_distribution(window: int, fast: int, slow: int) -> None:
+def test_slow_and_fast_consumer_distribution(
+    window: int, fast: int, slow: int, peak: int | None
+) -> None:
+    # Seed 003: "The total maximum size of messages (in bytes) that will be buffered on each
+    # consumer is determined by the consumerWindowSize parameter." As Artemis's server does, a
+    # consumer gets a message while its byte credit is above 0, so with messages of at most S
+    # bytes the buffer holds at most window + S - 1 bytes (window > 0); window 0 holds the one
+    # message the client asked for.
+    size = 1_000
     rig = _two_consumers(window).run_until(SECOND // 2)
     consumers = rig.server.consumers
     assert (consumers["fast"].received, consumers["slow"].received) == (fast, slow)
     assert consumers["fast"].processed == fast  # the fast one is idle with nothing left
+    buffered = consumers["slow"].peak_buffered_bytes
+    if peak is not None:
+        assert buffered == peak
     if window > 0:
-        assert consumers["slow"].peak_buffered_bytes <= window
+        assert buffered == size * -(-window // size)  # whole messages until credit is <= 0
+        assert buffered <= window + size - 1
+    if window == 0:
+        assert buffered == size
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(window=st.integers(1, 30_000), size=st.integers(1, 5_000))
+def test_a_consumer_buffer_never_exceeds_its_window_plus_one_message_less_a_byte(
+    window: int, size: int
+) -> None:
+    # Seed 003: the buffer is "determined by the consumerWindowSize parameter": the credit is
+    # checked before each send, so the overshoot is less than one message.
+    rig = Rig(
+        ArtemisConfig(
+            addresses=(address(prefill_count=60, prefill_size=size),),
+            consumers=(ArtemisConsumerConfig("c", "q", window=window, process_us=SECOND),),
+        )
+    ).run_until(SECOND // 2)
+    consumer = rig.server.consumers["c"]
+    assert consumer.peak_buffered_bytes <= window + size - 1
+    assert consumer.server_end.credits is not None and consumer.server_end.credits > -size
 
 
 def test_window_zero_lets_the_fast_consumer_finish_the_queue() -> None:

@@ -289,6 +289,13 @@ class ConsumerWindow:
     server side ready to be consumed by other consumers". ``> 0``: the server starts with
     ``window`` bytes of credit and sends while it has any; the client gives the credit of the
     messages it takes out of its buffer back in batches of half a window.
+
+    The seed's "total maximum size of messages (in bytes) that will be buffered on each consumer
+    is determined by the consumerWindowSize parameter" is read as Artemis's server applies it:
+    the credit is checked before a send (> 0), not after, so the last message may take it below
+    zero. With messages of at most S bytes a buffer holds at most ``window + S - 1`` bytes
+    (exactly ``window`` when the window is a multiple of a uniform message size); window 0
+    holds the one message the client asked for.
     """
 
     __slots__ = ("client_window", "to_send", "window")
