@@ -70,8 +70,16 @@ THRESHOLD_RECOMMENDATIONS = TableSchema(
         Column("peak_depth_bytes", "int64"),
         Column("max_overshoot_msgs", "int64", doc="worst overshoot of an episode"),
         Column("max_overshoot_bytes", "int64", doc="worst overshoot of an episode"),
-        Column("producer_capacity_sum", "int64", doc="sum of capacities of producers seen"),
-        Column("uncapped_producers", "int64", doc="producers without a window (no bound)"),
+        Column(
+            "producer_capacity_sum",
+            "int64",
+            doc="overshoot bound: the largest sum over one run of its producers' capacities",
+        ),
+        Column(
+            "uncapped_producers",
+            "int64",
+            doc="producers without a window in one run, at most (no bound)",
+        ),
         Column("max_message_bytes", "int64", doc="largest enqueued message, for the bytes bound"),
         Column("headroom_msgs", "int64", doc="room kept below max_count"),
         Column("headroom_bytes", "int64", doc="room kept below max_size"),

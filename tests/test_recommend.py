@@ -499,6 +499,25 @@ def test_producer_capacity_counts_each_producer_once(spark: Any) -> None:
     assert_df_equality(actual, expected, ignore_nullable=True, ignore_metadata=True)
 
 
+def test_producer_capacity_bound_is_per_run_not_summed_over_runs(spark: Any) -> None:
+    """DESIGN §2: a queue passes its stop threshold by "at most the sum of its producers'
+    capacities". Producers of different runs never send together: the bound is the largest run's
+    sum (50 + 15 in r1, 100 in r2 -> 100), not 165."""
+    log = Log()
+    log.queue("q", 900, 800, capacities=(50, 15))
+    second = Log()
+    second.queue("q", 900, 800, capacities=(100,))
+    later_run = [
+        {**e, "run_id": "r2", "link": e.get("link") and f"{e['link']}-r2"} for e in second.events
+    ]
+    actual = queue_producers(_rows(spark, BRONZE_BROKER_EVENTS, log.events + later_run))
+    expected = spark.createDataFrame(
+        [(BROKER, "q", 100, 0)],
+        "broker string, queue string, producer_capacity_sum long, uncapped_producers long",
+    )
+    assert_df_equality(actual, expected, ignore_nullable=True, ignore_metadata=True)
+
+
 def test_policy_from_yaml_layout_rejects_unknown_keys() -> None:
     policy = RecommendPolicy.from_mapping(
         {"lookback_days": 3, "queue": {"safety_margin": 0.5}, "consumer_link": {}}

@@ -132,16 +132,26 @@ def queue_settings(events: DataFrame) -> DataFrame:
 
 
 def queue_producers(events: DataFrame) -> DataFrame:
-    """Per queue: the sum of the capacities of the producers that enqueued to it (each producer
-    counted once, at the largest window it had) and how many had no window at all."""
+    """Per queue: the overshoot bound from its producers' capacities (DESIGN §2: "at most the sum
+    of its producers' capacities") and how many producers had no window at all.
+
+    Producers of different runs never send at the same time (a run is one timeline), so the bound
+    is the largest per-run sum, not the sum over the look-back: seven nightly collector sessions
+    of one producer bound the overshoot by its one window, not seven. Within a run each producer
+    counts once, at the largest window it had.
+    """
     per_producer = (
         events.where(_is("enqueue") & F.col("queue").isNotNull() & F.col("link").isNotNull())
-        .groupBy(*QUEUE, "link")
+        .groupBy(*QUEUE, "run_id", "link")
         .agg(F.max("capacity").alias("capacity"))
     )
-    return per_producer.groupBy(*QUEUE).agg(
+    per_run = per_producer.groupBy(*QUEUE, "run_id").agg(
         F.sum("capacity").alias("producer_capacity_sum"),
         F.count(F.when(F.col("capacity").isNull(), 1)).alias("uncapped_producers"),
+    )
+    return per_run.groupBy(*QUEUE).agg(
+        F.max("producer_capacity_sum").alias("producer_capacity_sum"),
+        F.max("uncapped_producers").alias("uncapped_producers"),
     )
 
 
