@@ -14,6 +14,7 @@ import pytest
 
 from flowctl_core import Broker, EventBus, EventCollector, Scheduler
 from flowctl_core.protocols.amqp091 import Amqp091Connection
+from flowctl_core.protocols.amqp10 import ReceiverLink, SenderLink
 from flowctl_core.protocols.config import (
     AMQP_091,
     AMQP_10,
@@ -220,3 +221,95 @@ def test_a_confirming_amqp091_publisher_batch_narrows_its_window() -> None:
     assert len(enqueues) > 100
     assert {e["capacity"] for e in enqueues} == {50}
     assert max(e["outstanding"] for e in enqueues) == 50
+
+
+# -- 4. a drain is always answered: by transfers, or else by a flow frame --------------------------
+def test_a_drain_with_no_credit_is_answered_by_one_flow() -> None:
+    """004: "By setting the drain field to true, the consumer requests RabbitMQ to "Either send a
+    transfer or a flow frame."" With no credit no transfer can answer, so a flow frame must -
+    once: the answered request asks for nothing more."""
+    sender, receiver = SenderLink("l", 9), ReceiverLink("l", 9)
+    sender.on_flow(receiver.grant(0, drain=True))
+    reply = sender.finish_drain()
+    assert reply is not None
+    assert (reply.link_credit, reply.delivery_count, reply.drain) == (0, 9, True)
+    assert sender.finish_drain() is None
+
+
+def test_a_drain_used_up_by_transfers_needs_no_closing_flow() -> None:
+    """004: the drain asks to "Either send a transfer or a flow frame", and the flow that exhausts
+    the credit is due only "If there are not enough messages to send": "the sender must still
+    exhaust all link credit as follows: ... Send a flow frame to the receiver." A drain whose
+    credit all went in transfers has been answered by them."""
+    sender, receiver = SenderLink("l", 0), ReceiverLink("l", 0)
+    sender.on_flow(receiver.grant(3, drain=True))
+    for _ in range(3):
+        sender.send_transfer()
+        receiver.on_transfer()
+    assert sender.finish_drain() is None
+    assert (receiver.credit, receiver.delivery_count) == (0, 3)
+
+
+def test_an_echoed_drain_with_no_credit_gets_one_flow_not_two() -> None:
+    """004: "The consumer can set the echo field to request RabbitMQ to reply with a flow frame";
+    that flow also answers a drain with no credit ("Either send a transfer or a flow frame")."""
+    sender, receiver = SenderLink("l", 0), ReceiverLink("l", 0)
+    assert sender.on_flow(receiver.grant(0, drain=True, echo=True)) is not None
+    assert sender.finish_drain() is None
+
+
+def _sender_flows(rabbit: Rabbit, link: str) -> list[dict[str, Any]]:
+    return [
+        json.loads(e["detail"])
+        for e in rabbit.log.of_type("flow")
+        if e["link"] == link and json.loads(e["detail"])["origin"] == "sender"
+    ]
+
+
+@pytest.mark.parametrize("ready", [0, 5])
+def test_rabbitmq_replies_to_a_drain_with_no_credit_with_a_flow(ready: int) -> None:
+    """004: "By setting the drain field to true, the consumer requests RabbitMQ to "Either send a
+    transfer or a flow frame." If the source queue is empty, RabbitMQ will promptly reply with
+    only a flow frame." With link-credit 0 no transfer is possible, so whether or not the queue
+    has messages the reply is a flow frame, carrying the queue's ready messages in available."""
+    rabbit = Rabbit()
+    consumer = ConsumerConfig("c1", "q", credit=4, top_up_below=0)
+    connection = rabbit.connect(consumers=(consumer,))
+    rabbit.run_for(10_000)
+    client = connection.consumers["c1"]
+    replies: list[Any] = []
+    original = client.on_flow
+
+    def on_flow(flow: Any) -> None:
+        replies.append(flow)
+        original(flow)
+
+    client.on_flow = on_flow  # type: ignore[method-assign]
+    client.grant(0)
+    rabbit.run_for(10_000)
+    for _ in range(ready):
+        rabbit.queue.enqueue(Message(rabbit.broker.next_message_id(), 100, None))
+    rabbit.run_for(10_000)
+    assert not replies
+    client.grant(0, drain=True)
+    rabbit.run_for(10_000)
+    assert len(replies) == 1
+    assert (replies[0].link_credit, replies[0].drain, replies[0].available) == (0, True, ready)
+    assert _sender_flows(rabbit, "c1")[-1]["reason"] == "drained"
+    assert rabbit.queue.depth_msgs == ready and client.received == 0
+
+
+def test_rabbitmq_sends_no_closing_flow_after_a_drain_answered_by_transfers() -> None:
+    """004: the drain asks RabbitMQ to "Either send a transfer or a flow frame"; the credit-
+    exhausting flow is for when "there are not enough messages to send". Credit 3 drained with
+    10 messages ready is answered by 3 transfers and no flow."""
+    rabbit = Rabbit(prefill=10)
+    consumer = ConsumerConfig("c1", "q", credit=3, top_up_below=0)
+    connection = rabbit.connect(consumers=(consumer,))
+    rabbit.run_for(10_000)
+    client = connection.consumers["c1"]
+    assert client.received == 3
+    client.grant(3, drain=True)
+    rabbit.run_for(10_000)
+    assert client.received == 6
+    assert not [d for d in _sender_flows(rabbit, "c1") if d.get("reason") == "drained"]

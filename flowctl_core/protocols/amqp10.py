@@ -62,7 +62,15 @@ class SessionFlow:
 class SenderLink:
     """The sending end of a link: owns delivery-count and available; credit comes from flows."""
 
-    __slots__ = ("available", "credit", "delivery_count", "drain", "initial_delivery_count", "name")
+    __slots__ = (
+        "available",
+        "credit",
+        "delivery_count",
+        "drain",
+        "drain_unanswered",
+        "initial_delivery_count",
+        "name",
+    )
 
     def __init__(self, name: str, initial_delivery_count: int = 0) -> None:
         _check_uint("initial-delivery-count", initial_delivery_count)
@@ -73,6 +81,9 @@ class SenderLink:
         self.credit = 0  # no transfer before the receiver's first flow
         self.available = 0
         self.drain = False
+        # A drain request not yet answered by any frame: seed 004, the receiver asks the sender to
+        # "Either send a transfer or a flow frame".
+        self.drain_unanswered = False
 
     def on_flow(self, flow: LinkFlow) -> LinkFlow | None:
         """Apply the receiver's flow; returns the state to send back when ``echo`` asks for it.
@@ -97,6 +108,8 @@ class SenderLink:
         # sender simply has none left (credit is a uint, never negative).
         self.credit = max(0, flow.link_credit - in_flight)
         self.drain = flow.drain
+        # Every drain flow is a new request; an echo reply is a flow frame, so it answers it.
+        self.drain_unanswered = flow.drain and not flow.echo
         return self.state() if flow.echo else None
 
     def send_transfer(self) -> None:
@@ -107,17 +120,24 @@ class SenderLink:
             )
         self.credit -= 1
         self.delivery_count = serial_add(self.delivery_count, 1)
+        self.drain_unanswered = False
 
     def finish_drain(self) -> LinkFlow | None:
         """After sending what it has, a draining sender uses up the rest of its credit.
 
-        Seed 004: "Advance the delivery-count by the remaining link-credit. Set link-credit to 0.
-        Send a flow frame to the receiver." Returns that flow, or None when there is nothing to do.
+        Seed 004: "If there are not enough messages to send, the sender must still exhaust all
+        link credit as follows: 1. Advance the delivery-count by the remaining link-credit. 2. Set
+        link-credit to 0. 3. Send a flow frame to the receiver." Returns that flow, or None when
+        there is nothing to do: not draining, or a drain whose credit all went in transfers (it
+        asked to "Either send a transfer or a flow frame" and the transfers answered it). A drain
+        with no credit at all is answered by the flow alone (seed 004: "If the source queue is
+        empty, RabbitMQ will promptly reply with only a flow frame"), once.
         """
-        if not self.drain or self.credit == 0:
+        if not self.drain or (self.credit == 0 and not self.drain_unanswered):
             return None
         self.delivery_count = serial_add(self.delivery_count, self.credit)
         self.credit = 0
+        self.drain_unanswered = False
         return self.state()
 
     def state(self) -> LinkFlow:

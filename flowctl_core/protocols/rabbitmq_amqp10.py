@@ -362,9 +362,13 @@ class BrokerConsumerLink(QueueFedSender):
 
     def pump(self) -> None:
         super().pump()
-        if self.link.drain and not self.queue.depth_msgs and not self.buffered:
-            self.link.available = 0  # the queue is empty: nothing is available
-            reply = self.link.finish_drain()
+        link = self.link
+        # A drain ends once the queue has nothing more to send, or at once when there is no
+        # credit to send with (seed 004: the drain asks to "Either send a transfer or a flow
+        # frame"; with no credit only the flow is possible).
+        if link.drain and (not link.credit or (not self.queue.depth_msgs and not self.buffered)):
+            link.available = self.queue.depth_msgs
+            reply = link.finish_drain()
             if reply is not None:
                 self.queue_credit = 0  # the drain used up every credit, the queue's too
                 self.emit_flow({"origin": "sender", "reason": "drained"})
