@@ -42,18 +42,34 @@ EPISODE_INPUT_COLUMNS = (
 def runs_concerned(
     spark: SparkSession, conf: PipelineConf, date_from: date, date_to: date
 ) -> list[str]:
-    """Runs with bronze events in the days, or owning a silver episode overlapping them."""
-    in_days = (
-        read_table(spark, conf, BRONZE_BROKER_EVENTS)
-        .where(days_predicate("date", date_from, date_to))
-        .select("run_id")
-    )
+    """Runs with bronze events in the days, owning a silver episode overlapping them, or spanning
+    them (events before and after, none within: a quiet stretch is still observed, and its links
+    still attached, so a day's rows do not depend on the range it was processed in).
+
+    The spanning runs are searched among those with events after the range, usually none when the
+    latest days are processed, so the common nightly run reads no other day."""
+    bronze = read_table(spark, conf, BRONZE_BROKER_EVENTS)
+    in_days = bronze.where(days_predicate("date", date_from, date_to)).select("run_id")
     predicate = overlap_predicate(date_from, date_to)
     for table in (QUEUE_FLOW_EPISODES, LINK_STARVATION_EPISODES):
         in_days = in_days.unionByName(
             read_table(spark, conf, table).where(predicate).select("run_id")
         )
-    return sorted(r.run_id for r in in_days.distinct().collect())
+    runs = {r.run_id for r in in_days.distinct().collect()}
+    later = {
+        r.run_id
+        for r in bronze.where(F.col("date") > F.lit(date_to)).select("run_id").distinct().collect()
+    }
+    if later - runs:
+        spanning = (
+            bronze.where(F.col("date") < F.lit(date_from))
+            .where(F.col("run_id").isin(*sorted(later - runs)))
+            .select("run_id")
+            .distinct()
+            .collect()
+        )
+        runs |= {r.run_id for r in spanning}
+    return sorted(runs)
 
 
 def bronze_events_of_runs(spark: SparkSession, conf: PipelineConf, runs: list[str]) -> DataFrame:
