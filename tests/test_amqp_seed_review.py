@@ -14,7 +14,7 @@ import pytest
 
 from flowctl_core import Broker, EventBus, EventCollector, Scheduler
 from flowctl_core.protocols.amqp091 import Amqp091Connection
-from flowctl_core.protocols.amqp10 import ReceiverLink, SenderLink
+from flowctl_core.protocols.amqp10 import LinkFlow, ProtocolError, ReceiverLink, SenderLink
 from flowctl_core.protocols.config import (
     AMQP_091,
     AMQP_10,
@@ -23,6 +23,7 @@ from flowctl_core.protocols.config import (
     PublisherConfig,
 )
 from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection, BrokerConsumerLink
+from flowctl_core.protocols.serial import SERIAL_MAX
 from flowctl_core.queue import Message
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import load_scenario
@@ -313,3 +314,85 @@ def test_rabbitmq_sends_no_closing_flow_after_a_drain_answered_by_transfers() ->
     rabbit.run_for(10_000)
     assert client.received == 6
     assert not [d for d in _sender_flows(rabbit, "c1") if d.get("reason") == "drained"]
+
+
+# -- 5. delivery-count distances are serial (mod 2**32) at both ends, also for huge drains ---------
+@pytest.mark.parametrize("drained", [2**31 - 1, 2**31, 2**31 + 9, SERIAL_MAX - 1])
+def test_a_flow_crossing_a_huge_drain_across_the_wrap(drained: int) -> None:
+    """004: delivery-count values "are 32-bit RFC-1982 serial numbers that range from
+    [0 .. 4,294,967,295] and wrap around: Adding 1 to 4,294,967,295 results in 0"; the sender
+    computes "link-credit(snd) := delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)";
+    a client may grant "a huge number of link credits (up to 4 billion)" and add "drain=true".
+    A drain of ``drained`` credits, crossed by a new grant of 5 sent before the drain's flow
+    arrived, leaves both ends with credit 0 and the same delivery-count; the next grant works."""
+    start = SERIAL_MAX - 4
+    sender, receiver = SenderLink("l", start), ReceiverLink("l", start)
+    sender.on_flow(receiver.grant(drained + 1, drain=True))
+    sender.send_transfer()
+    receiver.on_transfer()
+    reply = sender.finish_drain()
+    assert reply is not None
+    crossing = receiver.grant(5)  # sent before the drain's flow reached the receiver
+    sender.on_flow(crossing)
+    receiver.on_flow(reply)
+    expected = (start + 1 + drained) % 2**32
+    assert (sender.credit, sender.delivery_count) == (0, expected)
+    assert (receiver.credit, receiver.delivery_count) == (0, expected)
+    sender.on_flow(receiver.grant(7))
+    assert sender.credit == 7
+
+
+@pytest.mark.parametrize("start", [10, SERIAL_MAX])
+def test_a_receiver_delivery_count_ahead_of_the_sender_is_still_an_error(start: int) -> None:
+    """The formula "link-credit(snd) := delivery-count(rcv) + link-credit(rcv) -
+    delivery-count(snd)" presumes the receiver counts only what the sender sent (004: "the sender
+    ... only "consumes" link credit granted by the receiver"): a receiver delivery-count the
+    sender never reached - also just past the wrap - is rejected, as is one that goes back."""
+    sender = SenderLink("l", start)
+    sender.on_flow(LinkFlow(3, start))
+    sender.send_transfer()
+    ahead = (start + 2) % 2**32
+    with pytest.raises(ProtocolError):
+        sender.on_flow(LinkFlow(3, ahead))
+    sender.on_flow(LinkFlow(3, (start + 1) % 2**32))
+    with pytest.raises(ProtocolError):
+        sender.on_flow(LinkFlow(3, start))  # behind what the receiver reported already
+
+
+def test_rabbitmq_takes_a_grant_crossing_a_drain_of_over_2_to_the_31_credits() -> None:
+    """004: clients can "Grant ... a huge number of link credits (up to 4 billion)" and "Add other
+    special logic, such as drain=true, into the mix"; "If the source queue is empty, RabbitMQ will
+    promptly reply with only a flow frame." A grant sent right behind such a drain crosses the
+    drain's flow; RabbitMQ must take it (credit 0: the drain used it all) and go on serving."""
+    rabbit = Rabbit()
+    consumer = ConsumerConfig("c1", "q", credit=4, top_up_below=0)
+    connection = rabbit.connect(consumers=(consumer,))
+    rabbit.run_for(10_000)
+    client = connection.consumers["c1"]
+    client.grant(2**31 + 10, drain=True)
+    client.grant(5)  # in flight behind the drain
+    rabbit.run_for(10_000)
+    server = connection.server.consumers["c1"]
+    assert connection.server.error is None
+    assert (server.link.credit, client.link.credit) == (0, 0)
+    assert server.link.delivery_count == client.link.delivery_count == 2**31 + 10
+    client.grant(3)
+    for _ in range(5):
+        rabbit.queue.enqueue(Message(rabbit.broker.next_message_id(), 100, None))
+    rabbit.run_for(10_000)
+    assert client.received == 3
+
+
+def test_rabbitmq_ends_the_session_on_a_consumer_flow_from_the_future() -> None:
+    """A consumer's flow whose delivery-count the sender never reached breaks "link-credit(snd) :=
+    delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)"; RabbitMQ ends the session with
+    amqp:invalid-field instead of crashing."""
+    rabbit = Rabbit()
+    consumer = ConsumerConfig("c1", "q", credit=4, top_up_below=0)
+    connection = rabbit.connect(consumers=(consumer,))
+    rabbit.run_for(10_000)
+    client = connection.consumers["c1"]
+    client.link.delivery_count = 99
+    client.grant(3)
+    rabbit.run_for(10_000)
+    assert connection.server.error == "amqp:invalid-field"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flowctl_core.protocols.serial import SERIAL_MAX, serial_add, serial_diff
+from flowctl_core.protocols.serial import SERIAL_MAX, serial_add, serial_diff, serial_distance
 
 LINK_TRANSFER_LIMIT_EXCEEDED = "amqp:link:transfer-limit-exceeded"
 SESSION_WINDOW_VIOLATION = "amqp:session:window-violation"
@@ -70,6 +70,7 @@ class SenderLink:
         "drain_unanswered",
         "initial_delivery_count",
         "name",
+        "receiver_delivery_count",
     )
 
     def __init__(self, name: str, initial_delivery_count: int = 0) -> None:
@@ -78,6 +79,9 @@ class SenderLink:
         # Sent in the attach frame; any value will do (seed 004: "0, 10, or 4,294,967,295").
         self.initial_delivery_count = initial_delivery_count
         self.delivery_count = initial_delivery_count
+        # The receiver's delivery-count in its latest flow: it only ever moves forward, to a
+        # delivery-count this sender has had.
+        self.receiver_delivery_count = initial_delivery_count
         self.credit = 0  # no transfer before the receiver's first flow
         self.available = 0
         self.drain = False
@@ -89,21 +93,26 @@ class SenderLink:
         """Apply the receiver's flow; returns the state to send back when ``echo`` asks for it.
 
         link-credit(snd) := delivery-count(rcv) + link-credit(rcv) - delivery-count(snd), computed
-        as link-credit(rcv) minus the transfers still in flight towards the receiver. The
-        subtraction is done on the serial *distance*, so a delivery-count that wrapped past
-        4,294,967,295 gives the same credit as one that did not.
+        as link-credit(rcv) minus the transfers (and drained credit) still in flight towards the
+        receiver. That is the forward serial distance modulo 2**32, so a delivery-count that
+        wrapped past 4,294,967,295 gives the same credit as one that did not, and a drain of
+        2**31 or more credits (a distance RFC 1982 cannot order) is counted like any other.
+        The receiver's delivery-count can only lie between the one it reported last and ours:
+        anything else (ahead of us, or back before its last report) is an invalid field.
         """
         _check_uint("link-credit", flow.link_credit)
         receiver_count = (
             self.initial_delivery_count if flow.delivery_count is None else flow.delivery_count
         )
-        in_flight = serial_diff(self.delivery_count, receiver_count)
-        if in_flight < 0:
+        _check_uint("delivery-count", receiver_count)
+        in_flight = serial_distance(self.delivery_count, receiver_count)
+        if in_flight > serial_distance(self.delivery_count, self.receiver_delivery_count):
             raise ProtocolError(
                 INVALID_FIELD,
-                f"link {self.name!r}: receiver delivery-count {receiver_count} is ahead of the "
-                f"sender's {self.delivery_count}",
+                f"link {self.name!r}: receiver delivery-count {receiver_count} is not between its "
+                f"last {self.receiver_delivery_count} and the sender's {self.delivery_count}",
             )
+        self.receiver_delivery_count = receiver_count
         # More transfers in flight than the new credit: the receiver lowered its credit; the
         # sender simply has none left (credit is a uint, never negative).
         self.credit = max(0, flow.link_credit - in_flight)
@@ -190,12 +199,14 @@ class ReceiverLink:
         Frames on a session arrive in order, so every transfer sent before this flow has been
         counted already; any further advance of delivery-count is credit the sender gave up.
         That advance is never negative and at most the credit granted (a uint, up to 2**32 - 1),
-        so it is the unsigned distance modulo 2**32: a drain of 2**31 or more credits is not an
-        RFC-1982 comparison (undefined or backwards at that distance) but a plain count.
+        so it is the forward serial distance modulo 2**32, as the sender counts what is in flight
+        (:meth:`SenderLink.on_flow`): a drain of 2**31 or more credits is not an RFC-1982
+        comparison (undefined or backwards at that distance) but a count.
         """
         if flow.delivery_count is None:
             raise ProtocolError(INVALID_FIELD, f"link {self.name!r}: sender flow without count")
-        advanced = (flow.delivery_count - self.delivery_count) & SERIAL_MAX
+        _check_uint("delivery-count", flow.delivery_count)
+        advanced = serial_distance(flow.delivery_count, self.delivery_count)
         self.credit = max(0, self.credit - advanced)
         self.delivery_count = flow.delivery_count
         self.available = flow.available

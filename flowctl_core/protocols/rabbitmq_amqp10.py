@@ -435,7 +435,11 @@ class ServerSession:
         if frame.link is not None and frame.link_flow is not None:
             consumer = self.consumers.get(frame.link)
             if consumer is not None:
-                consumer.on_flow(frame.link_flow)
+                try:
+                    consumer.on_flow(frame.link_flow)
+                except ProtocolError as error:
+                    self._end(error)
+                    return
             # A publisher's own flow (its available) is ignored by RabbitMQ (seed 004).
         for consumer in self.consumers.values():
             consumer.forward()

@@ -34,6 +34,19 @@ def serial_add(number: int, count: int) -> int:
     return (number + count) & SERIAL_MAX
 
 
+def serial_distance(a: int, b: int) -> int:
+    """How far ``a`` is past ``b`` counting forward, modulo 2**32: a count in [0, 2**32).
+
+    The inverse of :func:`serial_add` (``serial_add(b, serial_distance(a, b)) == a``). Unlike
+    :func:`serial_diff` it does not order the two: it is for distances known to run forward,
+    such as the transfers and drained credit a sender sent since a delivery-count the receiver
+    reported, which can be anything up to a link-credit (a uint, up to 2**32 - 1).
+    """
+    _check(a)
+    _check(b)
+    return (a - b) & SERIAL_MAX
+
+
 def serial_diff(a: int, b: int) -> int:
     """The signed distance ``a - b`` in (-2**31, 2**31): how far ``a`` is ahead of ``b``."""
     _check(a)
