@@ -283,10 +283,15 @@ fill("time-stopped", byQueue, (key, rows) => {
   return barChart(`${key} — ${fmt(total)} s stopped, ${episodes} episodes`,
                   rows, r => r.time_stopped_s, "s stopped", null, "time-stopped", rows[0].queue);
 });
-fill("overshoot", byQueue, (key, rows) => barChart(
-  `${key} — worst ${fmt(Math.max(0, ...rows.map(r => r.max_overshoot_msgs || 0)), 0)} msgs`,
-  rows, r => r.max_overshoot_msgs, "msgs", r => r.overshoot_bound_msgs, "overshoot",
-  rows[0].queue));
+fill("overshoot", byQueue, (key, rows) => {
+  // Null overshoot: no episode that day, or the count threshold is off. Not a measured 0.
+  const measured = rows.map(r => r.max_overshoot_msgs).filter(v => v !== null && v !== undefined);
+  const title = measured.length
+    ? `${key} — worst ${fmt(Math.max(...measured), 0)} msgs`
+    : `${key} — no overshoot measured (no episodes, or the count threshold is off)`;
+  return barChart(title, rows, r => r.max_overshoot_msgs, "msgs", r => r.overshoot_bound_msgs,
+                  "overshoot", rows[0].queue);
+});
 fill("starvation", groupBy(data.links, r => `${r.broker} / ${r.link}`), (key, rows) => barChart(
   `${key} (${rows[0].link_role || "?"}) — ` +
   `${fmt(rows.reduce((s, r) => s + r.starved_s, 0))} s starved`,

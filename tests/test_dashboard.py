@@ -148,6 +148,30 @@ def test_same_queue_on_two_brokers_is_told_apart(tmp_path: Path) -> None:
     assert "2 queues, 0 links" in dom
 
 
+def test_overshoot_title_says_none_was_measured_when_flow_control_is_off(tmp_path: Path) -> None:
+    """A queue whose count threshold is off has a null overshoot (DESIGN §4: "for thresholds that
+    are on"): its chart must not claim a worst overshoot of 0 msgs."""
+    off = {**_queue_day("qpid-orders", 0.0), "max_overshoot_msgs": None}
+    measured = {**_queue_day("qpid-payments", 3.0), "queue": "payments", "max_overshoot_msgs": 0}
+    page = tmp_path / "off.html"
+    page.write_text(
+        render_html(
+            {
+                "queues": [off, measured],
+                "links": [],
+                "recommendations": [],
+                "recommendations_as_of": None,
+                "warehouse": "w",
+            }
+        ),  # fmt: skip
+        encoding="utf-8",
+    )
+    dom = chromium("--dump-dom", page.as_uri(), user_data_dir=tmp_path / "profile")
+    assert "qpid-orders / orders — no overshoot measured" in dom
+    assert "qpid-orders / orders — worst" not in dom
+    assert "qpid-payments / payments — worst 0 msgs" in dom
+
+
 def test_empty_tables_render_placeholders() -> None:
     html = render_html(
         {"queues": [], "links": [], "recommendations": [], "recommendations_as_of": None,
