@@ -396,3 +396,30 @@ def test_rabbitmq_ends_the_session_on_a_consumer_flow_from_the_future() -> None:
     client.grant(3)
     rabbit.run_for(10_000)
     assert connection.server.error == "amqp:invalid-field"
+
+
+# -- 6. a consumer's credit change is logged when the credit is spent ------------------------------
+def test_the_credit_of_a_message_split_across_frames_is_logged_when_spent() -> None:
+    """DESIGN.md §3: "A link event is emitted whenever a link's `credit` or `available` changes."
+    004: "the sender might still be blocked by session flow control sending this message in its
+    entirety". Two 3-frame messages, 2 credits, a client window of 2 frames: the second message
+    takes the last credit with its first frame, sent when the window re-opens; the event showing
+    credit 0 comes then, not a window later after its last frame."""
+    rabbit = Rabbit()
+    for _ in range(2):
+        rabbit.queue.enqueue(Message(rabbit.broker.next_message_id(), 3 * 512, None))
+    consumer = ConsumerConfig("c1", "q", credit=2, top_up_below=0)
+    connection = rabbit.connect(consumers=(consumer,), max_frame_size=512, client_incoming_window=2)
+    server = connection.server.consumers["c1"]
+    spent_at = last_frame_at = None
+    while rabbit.scheduler.now_us < 10_000:
+        rabbit.run_for(1)
+        if spent_at is None and server.link.credit == 0 and server.link.delivery_count == 2:
+            spent_at = rabbit.scheduler.now_us
+        if last_frame_at is None and connection.server.endpoint.next_outgoing_id == 6:
+            last_frame_at = rabbit.scheduler.now_us
+    assert spent_at is not None and last_frame_at is not None and spent_at < last_frame_at
+    assert connection.consumers["c1"].received == 2
+    events = [e for e in rabbit.log.events if e.get("link") == "c1"]
+    spent = [e for e in events if e["event_type"] != "link_attached" and e["credit"] == 0]
+    assert spent[0]["ts"] == spent_at

@@ -344,10 +344,13 @@ class BrokerConsumerLink(QueueFedSender):
             message = buffered[0]
             left = self._frames_left
             if not left:
-                # A new delivery: it takes one link credit, its frames take session window.
+                # A new delivery: it takes one link credit, its frames take session window. The
+                # credit is spent now, so the transfer is logged now (as a publisher's is), even
+                # if the window lets its last frame go only later.
                 if not link.credit:
                     break
                 link.send_transfer()
+                self.emit_transfer(message)
                 left = transfer_frames(message.size, session.max_frame_size)
             while left and endpoint.remote_incoming_window:
                 endpoint.send_frame()
@@ -357,7 +360,6 @@ class BrokerConsumerLink(QueueFedSender):
             if left:
                 break
             buffered.popleft()
-            self.emit_transfer(message)
         self._grant_queue_credit()
 
     def pump(self) -> None:
