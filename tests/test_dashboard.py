@@ -163,7 +163,7 @@ def test_overshoot_title_says_none_was_measured_when_flow_control_is_off(tmp_pat
                 "recommendations_as_of": None,
                 "warehouse": "w",
             }
-        ),  # fmt: skip
+        ),
         encoding="utf-8",
     )
     dom = chromium("--dump-dom", page.as_uri(), user_data_dir=tmp_path / "profile")
