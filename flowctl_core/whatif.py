@@ -49,11 +49,34 @@ class QueueOutcome:
     peak_depth_bytes: int
 
 
+AIM_PROTECT, AIM_RELIEVE, AIM_STEADY = "protect", "relieve", "steady"
+_AIM_TEXT = {
+    AIM_PROTECT: "to cut overshoot or rejections",
+    AIM_RELIEVE: "to stop less",
+    AIM_STEADY: "to stop less often",
+}
+
+
 @dataclass(frozen=True)
 class QueueComparison:
     queue: str
     before: QueueOutcome
     after: QueueOutcome
+
+    @property
+    def aim(self) -> str:
+        """What the threshold change is for, read from the change itself, as the recommender
+        means it: ``protect`` (a stop threshold lowered or switched on: room below the limit for
+        the overshoot, the lower / at-risk verdicts), ``relieve`` (stop thresholds only raised or
+        switched off: the queue stopped with room to spare, the raise verdict) or ``steady``
+        (resume thresholds only: fewer, longer episodes, the flapping verdict)."""
+        before, after = self.before.thresholds, self.after.thresholds
+        stops = ((before.stop_count, after.stop_count), (before.stop_size, after.stop_size))
+        if any(new != 0 and (old == 0 or new < old) for old, new in stops):
+            return AIM_PROTECT
+        if any(old != 0 and (new == 0 or new > old) for old, new in stops):
+            return AIM_RELIEVE
+        return AIM_STEADY
 
     @property
     def overshoot_or_rejections_cut(self) -> bool:
@@ -69,9 +92,40 @@ class QueueComparison:
         return self.after.time_stopped_s <= self.before.time_stopped_s
 
     @property
+    def stopping_cut(self) -> bool:
+        before, after = self.before, self.after
+        return after.time_stopped_s < before.time_stopped_s or after.episodes < before.episodes
+
+    @property
+    def rejections_not_raised(self) -> bool:
+        return self.after.rejected <= self.before.rejected
+
+    def failures(self) -> list[str]:
+        """Why the change is not validated for its aim (empty when it is):
+
+        - protect: fewer rejections or less overshoot, and no more time stopped (issue #5's bar);
+        - relieve: less time stopped or fewer episodes, and no more rejections;
+        - steady: fewer episodes, and no more rejections.
+        """
+        checks = {
+            AIM_PROTECT: (
+                ("neither overshoot nor rejections cut", self.overshoot_or_rejections_cut),
+                ("more time stopped", self.time_stopped_not_raised),
+            ),
+            AIM_RELIEVE: (
+                ("neither time stopped nor episodes cut", self.stopping_cut),
+                ("more rejections", self.rejections_not_raised),
+            ),
+            AIM_STEADY: (
+                ("episodes not cut", self.after.episodes < self.before.episodes),
+                ("more rejections", self.rejections_not_raised),
+            ),
+        }[self.aim]
+        return [reason for reason, ok in checks if not ok]
+
+    @property
     def validated(self) -> bool:
-        """The issue's bar: fewer rejections or less overshoot, and no more time stopped."""
-        return self.overshoot_or_rejections_cut and self.time_stopped_not_raised
+        return not self.failures()
 
 
 @dataclass(frozen=True)
@@ -146,22 +200,16 @@ def _change(before: Any, after: Any) -> str:
 def queue_verdicts(comparison: WhatIfComparison) -> list[tuple[str, str, bool]]:
     """Per queue of the scenario: (queue, what the what-if shows, whether a recommendation
     failed). A queue whose thresholds the recommendations leave as they are (or do not cover) has
-    nothing to validate; one they change must cut overshoot or rejections without stopping
-    longer."""
+    nothing to validate; one they change must do what the change is for
+    (:meth:`QueueComparison.failures`)."""
     verdicts = []
     for queue in comparison.queues:
         if queue.before.thresholds == queue.after.thresholds:
             verdicts.append((queue.queue, "thresholds unchanged: nothing to validate", False))
             continue
-        failed = [
-            reason
-            for reason, ok in (
-                ("neither overshoot nor rejections cut", queue.overshoot_or_rejections_cut),
-                ("more time stopped", queue.time_stopped_not_raised),
-            )
-            if not ok
-        ]
-        text = "validated" if not failed else f"NOT validated: {', '.join(failed)}"
+        failed = queue.failures()
+        aim = _AIM_TEXT[queue.aim]
+        text = f"validated {aim}" if not failed else f"NOT validated {aim}: {', '.join(failed)}"
         verdicts.append((queue.queue, text, bool(failed)))
     return verdicts
 

@@ -50,17 +50,33 @@ def test_seed_001_worst_case_moves_with_the_stop_threshold() -> None:
     assert (payments.before.episodes, payments.after.episodes) == (5, 4)
     assert payments.before.time_stopped_s == payments.after.time_stopped_s == pytest.approx(80.0)
     assert comparison.ignored_overrides == ("not-here",)
-    assert not payments.validated  # the same overshoot: nothing was cut
+    # A raise is for stopping less: one episode fewer, no rejection, so it is validated.
+    assert payments.aim == "relieve" and payments.validated
 
 
-def test_verdicts_name_what_failed_and_skip_unchanged_queues() -> None:
-    """Stop 120 keeps the 65-message overshoot (seed 001's bound does not move with the stop):
-    a changed threshold that cuts nothing fails; the same thresholds have nothing to prove."""
+def test_verdicts_judge_each_change_by_what_it_is_for() -> None:
+    """The recommender raises a stop threshold so that the queue stops less, lowers one to leave
+    room for the overshoot below the limit, and moves only the resume threshold against flapping;
+    the what-if judges each by that aim, and names what failed."""
     scenario = load_scenario("qpid-165-worst-case")
-    changed = run_whatif(scenario, {"payments": FlowThresholds(120, 80)})
-    assert queue_verdicts(changed) == [
-        ("payments", "NOT validated: neither overshoot nor rejections cut", True)
-    ]
+    raised = run_whatif(scenario, {"payments": FlowThresholds(120, 80)})
+    assert queue_verdicts(raised) == [("payments", "validated to stop less", False)]
+    # Stop 100 -> 60 (seed 001: the bound is stop + 65 = 125 <= 200): a protective change that
+    # cuts neither overshoot (still 65) nor rejections (none).
+    lowered = run_whatif(scenario, {"payments": FlowThresholds(60, 40)})
+    payments = lowered.queue("payments")
+    assert payments.aim == "protect"
+    assert payments.after.max_overshoot_msgs == payments.before.max_overshoot_msgs == 65
+    verdict = queue_verdicts(lowered)[0]
+    assert verdict[2] and verdict[1].startswith(
+        "NOT validated to cut overshoot or rejections: neither overshoot nor rejections cut"
+    )
+    # Resume only, 80 -> 20: fewer, longer episodes.
+    steadier = run_whatif(scenario, {"payments": FlowThresholds(100, 20)})
+    payments = steadier.queue("payments")
+    assert payments.aim == "steady"
+    assert (payments.before.episodes, payments.after.episodes) == (5, 4)
+    assert queue_verdicts(steadier) == [("payments", "validated to stop less often", False)]
     same = run_whatif(scenario, {"payments": FlowThresholds(100, 80)})
     assert same.queue("payments").before.thresholds == FlowThresholds(100, 80)
     assert queue_verdicts(same) == [
