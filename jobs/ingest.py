@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, StructField, StructType
 
@@ -57,6 +57,7 @@ from jobs.transforms.validate import (
     contract_ok,
     contract_violations,
     duplicate_groups,
+    held_keys,
 )
 from schemas.broker_events import BROKER_EVENTS
 from schemas.tables import BROKER_EVENTS_QUARANTINE, BRONZE_BROKER_EVENTS
@@ -263,6 +264,55 @@ def runs_that_may_repeat_keys(stats: list[FileRunStats], excluded_files: set[str
 BROADCAST_DUPLICATE_GROUPS = 2_000_000
 
 
+def run_seq_ranges(
+    stats: list[FileRunStats], excluded_files: set[str]
+) -> dict[str, tuple[int, int]]:
+    """Per run, the [min, max] of the seqs of its valid rows (files of ``excluded_files`` aside)."""
+    ranges: dict[str, tuple[int, int]] = {}
+    for s in stats:
+        if s.valid_rows and s.source_file not in excluded_files and s.run_id is not None:
+            low, high = ranges.get(s.run_id, (s.min_seq, s.max_seq))
+            ranges[s.run_id] = (min(low, s.min_seq), max(high, s.max_seq))
+    return ranges
+
+
+def _any(conditions: list[Column]) -> Column:
+    """The OR of ``conditions`` as a balanced tree (thousands of runs stay a shallow expression)."""
+    if len(conditions) == 1:
+        return conditions[0]
+    middle = len(conditions) // 2
+    return _any(conditions[:middle]) | _any(conditions[middle:])
+
+
+def keys_elsewhere_predicate(
+    ranges: dict[str, tuple[int, int]], date_from: date, date_to: date
+) -> Column:
+    """Bronze rows outside [date_from, date_to] whose key may be one of the runs' seq ranges."""
+    outside = (F.col("date") < F.lit(date_from)) | (F.col("date") > F.lit(date_to))
+    runs = [
+        (F.col("run_id") == F.lit(run_id)) & (F.col("seq") >= low) & (F.col("seq") <= high)
+        for run_id, (low, high) in sorted(ranges.items())
+    ]
+    return outside & _any(runs)
+
+
+def bronze_files_overlapping(
+    spark: SparkSession,
+    conf: PipelineConf,
+    ranges: dict[str, tuple[int, int]],
+    date_from: date,
+    date_to: date,
+) -> list[str]:
+    """Bronze files of days outside [date_from, date_to] that may hold a key of the runs' seq
+    ranges: the Delta log's partition values and per-file min/max statistics of run_id and seq
+    (``delta.dataSkippingStatsColumns``) answer it, so no data file is read. Delta keeps a file
+    without statistics (it may hold anything)."""
+    if not ranges:
+        return []
+    predicate = keys_elsewhere_predicate(ranges, date_from, date_to)
+    return sorted(read_table(spark, conf, BRONZE_BROKER_EVENTS).where(predicate).inputFiles())
+
+
 @dataclass(frozen=True)
 class DuplicateSummary:
     groups: int = 0  # keys claimed by more than one valid row
@@ -386,11 +436,46 @@ def run_ingest(
             StorageLevel.MEMORY_AND_DISK
         )
         duplicates = DuplicateSummary.of(groups)
+
+    # Keys bronze already holds on other days take precedence (DESIGN §5: one row per key). The
+    # Delta log's file statistics prove most runs clear; the rest are checked exactly.
+    sc.setJobDescription(f"ingest {label}: seq ranges against bronze's other days")
+    ranges = run_seq_ranges(stats, damaged)
+    overlapping = bronze_files_overlapping(spark, conf, ranges, date_from, date_to)
+    held, held_keys_count, elsewhere, held_runs = None, 0, 0, set()
+    if overlapping:
+        sc.setJobDescription(f"ingest {label}: keys bronze holds on other days")
+        bronze = read_table(spark, conf, BRONZE_BROKER_EVENTS)
+        held = held_keys(
+            bronze.where(keys_elsewhere_predicate(ranges, date_from, date_to))
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        found = held.agg(F.count(F.lit(1)).alias("keys"), F.collect_set("run_id").alias("runs"))
+        summary = found.first()
+        held_keys_count, held_runs = summary.keys, set(summary.runs)
+        if held_runs:
+            holding = {s.source_file for s in stats if s.run_id in held_runs}
+            new_keys = (
+                contract_violations(
+                    read_raw_events(
+                        spark, [f for f in readable if f.relative_path in holding]
+                    ).where(F.col("run_id").isin(*sorted(held_runs)))
+                )
+                .where(F.col("reason").isNull())
+                .select("run_id", "seq")
+                .distinct()
+            )
+            matched = new_keys.join(held.select("run_id", "seq"), ["run_id", "seq"])
+            if groups is not None:  # conflicting copies are quarantined anyway
+                conflicts = groups.where(F.col("conflicting")).select("run_id", "seq")
+                matched = matched.join(conflicts, ["run_id", "seq"], "left_anti")
+            elsewhere = matched.count()
+        if not elsewhere:
+            held.unpersist()
+            held = None
     valid_rows = sum(s.valid_rows for s in stats if s.source_file not in damaged)
-    expected_accepted = valid_rows - duplicates.conflicting_rows - duplicates.dropped
-    expected_quarantined = (
-        sum(rows_per_file.values()) - valid_rows + duplicates.conflicting_rows + duplicates.dropped
-    )
+    removed = duplicates.conflicting_rows + duplicates.dropped + elsewhere
+    expected_accepted = valid_rows - removed
+    expected_quarantined = sum(rows_per_file.values()) - valid_rows + removed
 
     def classified(subset: list[RawFile]) -> DataFrame:
         return classify_events(
@@ -400,6 +485,8 @@ def run_ingest(
             duplicates=groups,
             no_duplicates=groups is None,
             broadcast_duplicates=duplicates.groups <= BROADCAST_DUPLICATE_GROUPS,
+            held=held,
+            broadcast_held=held_keys_count <= BROADCAST_DUPLICATE_GROUPS,
         )
 
     days = days_predicate("date", date_from, date_to)
@@ -412,6 +499,8 @@ def run_ingest(
     holding_rejects |= {s.source_file for s in stats if s.run_id in duplicates.conflicting_runs}
     if duplicates.dropped:  # the runs whose identical copies go to quarantine too
         holding_rejects |= {s.source_file for s in stats if s.run_id in suspicious}
+    if held is not None:  # the runs repeating keys of other days
+        holding_rejects |= {s.source_file for s in stats if s.run_id in held_runs}
     rejected_files = [*bad_files, *(f for f in good_files if f.relative_path in damaged)]
     file_records = conform(
         _quarantined_files(
@@ -454,6 +543,8 @@ def run_ingest(
         }
     if groups is not None:
         groups.unpersist()
+    if held is not None:
+        held.unpersist()
 
     report: dict[str, Any] = {
         "date_from": date_from.isoformat(),
@@ -466,6 +557,10 @@ def run_ingest(
         "rows_quarantined": rows_quarantined,
         # Identical copies of accepted rows: part of rows_quarantined (reason "duplicate").
         "duplicates_quarantined": duplicates.dropped,
+        # Rows repeating a key bronze holds on a day outside the range: part of rows_quarantined.
+        "duplicates_of_other_days": elsewhere,
+        # Bronze files of other days whose statistics could not rule out such a key.
+        "bronze_files_overlapping": len(overlapping),
         "rows_unreadable": sum(
             f.footer_rows - rows_per_file.get(f.relative_path, 0)
             for f in good_files
@@ -491,7 +586,7 @@ def run_ingest(
     sc.setJobDescription(None)
     log.info(
         "ingest %s: files %d (quarantined %d, partially read %d); rows read %d = accepted %d + "
-        "quarantined %d (of which duplicates %d); balanced=%s",
+        "quarantined %d (of which duplicates %d, keys held on other days %d); balanced=%s",
         label,
         report["files_listed"],
         report["files_quarantined"],
@@ -500,6 +595,7 @@ def run_ingest(
         report["rows_accepted"],
         report["rows_quarantined"],
         report["duplicates_quarantined"],
+        report["duplicates_of_other_days"],
         report["balanced"],
     )
     return report

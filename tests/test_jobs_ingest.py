@@ -71,7 +71,7 @@ def test_bad_input_is_quarantined_with_reasons_and_nothing_is_lost(
         True,
     )
     assert report["validation"]["success"] is True
-    assert "rows read 9 = accepted 4 + quarantined 5 (of which duplicates 1)" in caplog.text
+    assert "rows read 9 = accepted 4 + quarantined 5 (of which duplicates 1, " in caplog.text
 
 
 def _snapshot(spark, conf) -> dict[str, list]:
@@ -274,3 +274,45 @@ def test_a_quiet_day_inside_a_run_gets_the_same_rows_whatever_range_is_processed
     run_episodes(spark, conf, DAY2, DAY2)
     run_daily_metrics(spark, conf, DAY2, DAY2)
     assert _link_daily(spark, conf, DAY2) == over_the_range
+
+
+def test_a_key_bronze_holds_on_another_day_is_not_accepted_again(spark, pipeline_conf):
+    """DESIGN §5: bronze is deduplicated on (run_id, seq) whatever ranges are ingested. A row of
+    day 2 repeating a key bronze holds on day 1 is quarantined; the day-1 row stays. A run whose
+    seqs simply continue (the engine's case) is proved clear from the Delta log's file stats."""
+    _, conf = pipeline_conf(validate=True)
+    raw = Path(conf.raw_dir)
+    write_raw(raw, [event(i, at(1, 10, i), "enqueue", queue="q") for i in range(1, 4)])
+    write_raw(raw, [event(i, at(2, 10, i), "enqueue", queue="q") for i in range(4, 7)])
+    assert ingest.run_ingest(spark, conf, DAY1, DAY1)["rows_accepted"] == 3
+    continued = ingest.run_ingest(spark, conf, DAY2, DAY2)
+    assert (continued["rows_accepted"], continued["bronze_files_overlapping"]) == (3, 0)
+    assert continued["duplicates_of_other_days"] == 0
+
+    write_raw(raw, [event(100, at(1, 23, 59), "enqueue", run_id="r2", queue="q", depth_msgs=1)])
+    assert ingest.run_ingest(spark, conf, DAY1, DAY1)["rows_accepted"] == 4
+    write_raw(
+        raw,
+        [
+            event(100, at(2, 0, 0, 1), "enqueue", run_id="r2", queue="q", depth_msgs=7),
+            event(101, at(2, 0, 0, 2), "enqueue", run_id="r2", queue="q", depth_msgs=8),
+        ],
+    )
+    for _ in range(2):  # a rerun of day 2 gives the same result
+        report = ingest.run_ingest(spark, conf, DAY2, DAY2)
+        assert (report["rows_read"], report["rows_accepted"], report["rows_quarantined"]) == (
+            5,
+            4,
+            1,
+        )
+        assert report["duplicates_of_other_days"] == 1
+        assert report["bronze_files_overlapping"] >= 1
+        assert report["quarantine_reasons"] == {"conflicting_duplicate": 1}
+        assert report["balanced"] and report["great_expectations_success"]
+    bronze = read_table(spark, conf, PIPELINE_TABLES["broker_events"][1])
+    keys = sorted((r.run_id, r.seq, r.depth_msgs) for r in bronze.collect())
+    assert keys == [("r1", i, None) for i in range(1, 7)] + [("r2", 100, 1), ("r2", 101, 8)]
+    quarantine = read_table(spark, conf, PIPELINE_TABLES["broker_events_quarantine"][1])
+    assert [(r.date, r.run_id, r.seq, r.depth_msgs) for r in quarantine.collect()] == [
+        (DAY2, "r2", 100, 7)
+    ]

@@ -147,6 +147,27 @@ def duplicate_groups(checked: DataFrame, position: str) -> DataFrame:
     )
 
 
+def held_keys(rows: DataFrame) -> DataFrame:
+    """The (run_id, seq) keys of rows already accepted elsewhere (bronze rows of other days), one
+    row per key with ``held_hashes``: the content hashes of the rows holding it, for
+    ``classify_events(held=...)``."""
+    return rows.groupBy("run_id", "seq").agg(F.collect_set(_content_hash()).alias("held_hashes"))
+
+
+def _against_held(classified: DataFrame, held: DataFrame, broadcast: bool) -> DataFrame:
+    """A valid row whose key is already held (:func:`held_keys`) is quarantined: ``duplicate``
+    when it is a byte-for-byte copy of a held row, else ``conflicting_duplicate``. The held rows
+    take precedence: they were accepted first."""
+    held = held.select("run_id", "seq", "held_hashes")
+    joined = classified.join(F.broadcast(held) if broadcast else held, ["run_id", "seq"], "left")
+    is_held = F.col("reason").isNull() & F.col("held_hashes").isNotNull()
+    same = F.array_contains(F.col("held_hashes"), _content_hash())
+    reason = F.when(is_held & same, F.lit(DUPLICATE_REASON)).when(
+        is_held, F.lit("conflicting_duplicate")
+    )
+    return joined.withColumn("reason", F.coalesce(reason, F.col("reason"))).drop("held_hashes")
+
+
 def classify_events(
     raw: DataFrame,
     partially_read_files: Sequence[str] = (),
@@ -155,6 +176,8 @@ def classify_events(
     duplicates: DataFrame | None = None,
     no_duplicates: bool = False,
     broadcast_duplicates: bool = True,
+    held: DataFrame | None = None,
+    broadcast_held: bool = True,
 ) -> DataFrame:
     """Add ``reason`` and ``status`` (see the module docstring) to raw rows.
 
@@ -164,14 +187,18 @@ def classify_events(
     proved that no two valid rows share a (run_id, seq), so nothing is joined. Without
     ``position`` a window over (run_id, seq) ordered by file and content does the same on any
     DataFrame.
+
+    ``held`` (:func:`held_keys`, ``position`` given): keys accepted before, outside these rows
+    (bronze's other days); a valid row claiming one is quarantined (:func:`_against_held`).
     """
     checked = contract_violations(raw, partially_read_files)
     valid = F.col("reason").isNull()
     if position is None:
         return _classify_with_window(checked)
     if no_duplicates:
-        status = F.when(valid, F.lit(ACCEPTED)).otherwise(F.lit(QUARANTINED))
-        return checked.withColumn("status", status)
+        if held is not None:
+            checked = _against_held(checked, held, broadcast_held)
+        return checked.withColumn("status", _status())
     groups = duplicates if duplicates is not None else duplicate_groups(checked, position)
     groups = groups.select("run_id", "seq", "conflicting", "first_copy")
     # Normally a handful of keys: broadcast, so the raw rows are never shuffled.
@@ -185,8 +212,10 @@ def classify_events(
         F.when(in_group & F.col("conflicting"), F.lit("conflicting_duplicate"))
         .when(in_group & ~first, F.lit(DUPLICATE_REASON))
         .otherwise(F.col("reason")),
-    )
-    return classified.withColumn("status", _status()).drop("conflicting", "first_copy")
+    ).drop("conflicting", "first_copy")
+    if held is not None:
+        classified = _against_held(classified, held, broadcast_held)
+    return classified.withColumn("status", _status())
 
 
 def _status() -> Column:
