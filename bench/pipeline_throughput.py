@@ -214,10 +214,11 @@ def print_floor(spark: Any, raw_dir: str, scratch: Path, events: int) -> None:
 
 
 def run_round(spark: Any, jobs: Any, events: int) -> None:
-    """Run the jobs in order once, printing the wall and CPU time of each and end to end."""
+    """Run the jobs in order once, printing the wall and CPU time of each and end to end, and
+    where the JVM's CPU went (Spark's task threads, the JIT compilers, GC, the rest)."""
     timings, cpu = {}, {}
     for name, job in jobs:
-        cpu_before = cpu_seconds(spark)
+        cpu_before, threads_before = cpu_seconds(spark), jvm_thread_cpu(spark)
         started = time.perf_counter()
         result = job()
         timings[name] = time.perf_counter() - started
@@ -226,12 +227,48 @@ def run_round(spark: Any, jobs: Any, events: int) -> None:
         rate = events / timings[name]
         print(f"{name:>14}: {timings[name]:7.1f} s  {rate:>12,.0f} events/s  "
               f"CPU {cpu[name]:6.1f} s  {summary}")  # fmt: skip
+        threads = jvm_thread_cpu(spark)
+        if threads:
+            spent = {k: threads.get(k, 0.0) - threads_before.get(k, 0.0) for k in threads}
+            print(" " * 16 + "JVM CPU: " + ", ".join(f"{k} {v:.1f} s" for k, v in spent.items()))
     total, total_cpu = sum(timings.values()), sum(cpu.values())
     print(f"{'end to end':>14}: {total:7.1f} s  {events / total:,.0f} events/s "
           f"(ingest alone {events / timings['ingest']:,.0f} events/s)")  # fmt: skip
     # On a shared machine the wall time depends on the other tenants; the CPU time much less.
     print(f"{'CPU':>14}: {total_cpu:7.1f} s  {events / total_cpu:,.0f} events/CPU-s; "
           f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")  # fmt: skip
+
+
+#: JVM thread name prefixes -> what they do (Linux thread names are cut at 15 characters).
+THREAD_GROUPS = (
+    ("Executor task l", "tasks"),
+    ("C1 CompilerThre", "JIT"),
+    ("C2 CompilerThre", "JIT"),
+    ("GC Thread", "GC"),
+    ("G1 ", "GC"),
+)
+
+
+def jvm_thread_cpu(spark: Any) -> dict[str, float]:
+    """CPU seconds used so far by the driver JVM's threads, grouped as :data:`THREAD_GROUPS`
+    (the rest under "other"); empty where /proc is missing. Spark generates new classes for each
+    query, so the JIT compilers stay busy even in a warm JVM: this shows how much."""
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    groups = {"tasks": 0.0, "JIT": 0.0, "GC": 0.0, "other": 0.0}
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return {}
+    ticks = os.sysconf("SC_CLK_TCK")
+    for task in tasks:
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        group = next((g for prefix, g in THREAD_GROUPS if name.startswith(prefix)), "other")
+        groups[group] += (int(fields[11]) + int(fields[12])) / ticks
+    return groups
 
 
 def cpu_seconds(spark: Any) -> float:
