@@ -3,13 +3,17 @@
 Per run of the job over [from, to]:
 
 1. List ``<raw>/date=D/*.parquet`` for each day and check each file's footer and schema with pyarrow
-   (cheap: no data is read). A file that cannot be opened, or whose schema breaks the contract,
-   becomes one quarantine record (record_kind='file') and is not read.
+   (cheap: no data is read). A file that cannot be opened, whose schema breaks the contract, or
+   whose name Spark cannot address (':' or glob characters), becomes one quarantine record
+   (record_kind='file') and is not read.
 2. Spark reads the remaining files with ``ignoreCorruptFiles``, so a damaged page cannot crash the
    job; a file yielding fewer rows than its footer declares is "partially read" and every row read
    from it is quarantined.
 3. Rows are classified (jobs/transforms/validate.py): accepted, or quarantined with reasons; an
-   identical copy of an accepted (run_id, seq) is quarantined with the reason ``duplicate``.
+   identical copy of an accepted (run_id, seq) is quarantined with the reason ``duplicate``. A
+   key bronze already holds on a day outside the range takes precedence: the new row is
+   quarantined (``duplicate`` or ``conflicting_duplicate``). Runs whose seq range the Delta log's
+   per-file statistics of those days rule out (the engine's seqs grow across days) cost no read.
 4. Bronze and quarantine are written with replaceWhere on the days, so a rerun replaces them, and
    Great Expectations validates the accepted rows; the result and counts go to <quality>/.
 
@@ -122,6 +126,19 @@ def _schema_problem(schema: pa.Schema) -> str | None:
     return ";".join(problems) or None
 
 
+#: Characters Spark cannot take literally in a file name: Hadoop reads ':' as a URI scheme and
+#: the others as a glob (which may match nothing, or other files).
+UNADDRESSABLE_CHARACTERS = ":{}[]*?\\"
+
+
+def _name_problem(name: str) -> str | None:
+    """Why Spark cannot be given the file ``name`` to read, or None."""
+    found = "".join(sorted({c for c in name if c in UNADDRESSABLE_CHARACTERS}))
+    if not found:
+        return None
+    return f"unaddressable_file_name:Spark cannot read a name with {found!r}; rename the file"
+
+
 def inspect_raw_files(raw_dir: str, days: list[date]) -> list[RawFile]:
     """List the raw files of the days and check their footers, without reading any data."""
     filesystem, root, raw_dir = _raw_filesystem(raw_dir)
@@ -140,7 +157,7 @@ def inspect_raw_files(raw_dir: str, days: list[date]) -> list[RawFile]:
                 with filesystem.open_input_file(info.path) as handle:
                     parquet = pq.ParquetFile(handle)
                     rows = parquet.metadata.num_rows
-                    problem = _schema_problem(parquet.schema_arrow)
+                    problem = _name_problem(name) or _schema_problem(parquet.schema_arrow)
             except Exception as exc:  # any unreadable footer: truncated, not Parquet, ...
                 rows, problem = None, f"unreadable_file:{type(exc).__name__}"
                 log.warning("unreadable raw file %s: %s", relative, exc)

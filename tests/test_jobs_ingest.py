@@ -316,3 +316,29 @@ def test_a_key_bronze_holds_on_another_day_is_not_accepted_again(spark, pipeline
     assert [(r.date, r.run_id, r.seq, r.depth_msgs) for r in quarantine.collect()] == [
         (DAY2, "r2", 100, 7)
     ]
+
+
+def test_files_spark_cannot_address_are_quarantined_by_name(spark, pipeline_conf):
+    """Hadoop reads ':' as a URI scheme and '{}[]*?' as a glob: such a file is quarantined whole,
+    with a reason asking for a rename, and the rest of the day is ingested (exit 0)."""
+    conf_path, conf = pipeline_conf(validate=False)
+    raw = Path(conf.raw_dir)
+    write_raw(raw, [event(i, at(1, 10, i), "enqueue", queue="q") for i in range(1, 4)])
+    names = ["g11:colon.parquet", "g08{a,b}.parquet", "s03[1].parquet", "g09*.parquet"]
+    for i, name in enumerate(names):
+        rows = [event(10 + i, at(1, 11, i), "enqueue", run_id=f"x{i}", queue="q")]
+        (made,) = write_raw(raw, rows, part="extra")
+        made.rename(made.parent / name)
+
+    assert ingest.main(["--conf", conf_path, "--date", "2024-01-01"]) == 0
+
+    bronze = read_table(spark, conf, PIPELINE_TABLES["broker_events"][1])
+    assert sorted(r.seq for r in bronze.collect()) == [1, 2, 3]
+    quarantine = read_table(spark, conf, PIPELINE_TABLES["broker_events_quarantine"][1])
+    records = {
+        r.source_file.split("/")[-1]: (r.record_kind, r.reason) for r in quarantine.collect()
+    }
+    assert set(records) == set(names)
+    for kind, reason in records.values():
+        assert kind == "file" and reason.startswith("unaddressable_file_name:")
+        assert "rename" in reason
