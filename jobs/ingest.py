@@ -84,7 +84,7 @@ def days_between(date_from: date, date_to: date) -> list[date]:
 
 class IngestRefused(RuntimeError):
     """The input cannot be what was meant (a raw folder that does not exist, or that has nothing
-    for days bronze already holds): ingesting it would replace good rows with nothing."""
+    readable for days bronze already holds): ingesting it would replace good rows with nothing."""
 
 
 def _raw_filesystem(raw_dir: str) -> tuple[pafs.FileSystem, str, str]:
@@ -390,8 +390,9 @@ def run_ingest(
 
     Raises :class:`IngestRefused`, before writing anything, when the raw folder does not exist,
     or when days that bronze already holds have no raw files (a wrong folder, or raw files
-    removed by retention): replacing those days would delete their rows. ``allow_empty_days``
-    replaces them with nothing all the same.
+    removed by retention) or only files that cannot be read (all quarantined whole or read only
+    in part): replacing those days would delete their rows. ``allow_empty_days`` replaces them
+    with nothing all the same.
 
     Spark jobs: one counting pass over the raw rows (per file and run, aggregated map-side); the
     exact duplicate search (an aggregation over (run_id, seq)) only for runs the counts cannot
@@ -439,6 +440,18 @@ def run_ingest(
         log.warning("raw file %s could be read only in part; its rows are quarantined", name)
     damaged = set(partially_read)
     readable = [f for f in good_files if f.relative_path not in damaged]
+    # Days with raw files none of which can be read (a copy in progress, a wrong folder): as
+    # dangerous as days without files when bronze holds them.
+    unread_days = sorted({f.day for f in files} - {f.day for f in readable})
+    held = bronze_days(spark, conf, unread_days) if unread_days else []
+    if held and not allow_empty_days:
+        shown = ", ".join(d.isoformat() for d in held)
+        raise IngestRefused(
+            f"no raw file under {raw_root} for {shown} can be read (all quarantined whole or "
+            "read only in part), and bronze already holds those days: ingesting would delete "
+            "their rows. Check the files (a copy in progress?); to empty the days on purpose, "
+            "pass --allow-empty-days"
+        )
 
     # Duplicates: searched exactly (one aggregation) only in the runs not proved free of them.
     suspicious = runs_that_may_repeat_keys(stats, damaged)
@@ -628,8 +641,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--allow-empty-days",
         action="store_true",
-        help="replace days that bronze holds but that have no raw files with nothing "
-        "(refused by default: it usually means a wrong raw folder)",
+        help="replace days that bronze holds but that have no (readable) raw files with nothing "
+        "(refused by default: it usually means a wrong raw folder or a copy in progress)",
     )
     args = parse_date_range(parser, argv)
     conf, spark = start_job(args, "flowctl-ingest")

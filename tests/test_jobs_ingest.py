@@ -342,3 +342,21 @@ def test_files_spark_cannot_address_are_quarantined_by_name(spark, pipeline_conf
     for kind, reason in records.values():
         assert kind == "file" and reason.startswith("unaddressable_file_name:")
         assert "rename" in reason
+
+
+def test_days_bronze_holds_are_not_replaced_by_raw_files_that_cannot_be_read(spark, pipeline_conf):
+    """A zero-byte file (a copy in progress) as the only raw file of a day bronze holds: refused
+    like a day without files, unless the emptying is asked for."""
+    _, conf = pipeline_conf(validate=False)
+    (path,) = write_raw(Path(conf.raw_dir), [event(1, at(1, 10), "enqueue", queue="q")])
+    assert ingest.run_ingest(spark, conf, DAY1, DAY1)["rows_accepted"] == 1
+    path.write_bytes(b"")
+    bronze_schema = PIPELINE_TABLES["broker_events"][1]
+
+    with pytest.raises(ingest.IngestRefused, match=r"2024-01-01.*--allow-empty-days"):
+        ingest.run_ingest(spark, conf, DAY1, DAY2)
+    assert read_table(spark, conf, bronze_schema).count() == 1
+
+    emptied = ingest.run_ingest(spark, conf, DAY1, DAY1, allow_empty_days=True)
+    assert (emptied["rows_accepted"], emptied["files_quarantined"]) == (0, 1)
+    assert read_table(spark, conf, bronze_schema).count() == 0
