@@ -18,7 +18,10 @@ Per run of the job over [from, to]:
    Great Expectations validates the accepted rows; the result and counts go to <quality>/.
 
 Accounting: rows_read = rows_accepted + rows_quarantined, always (DESIGN.md §5); rows a
-damaged file declared but that could not be read are reported as rows_unreadable.
+damaged file declared but that could not be read are reported as rows_unreadable, rows of files
+quarantined whole as rows_in_files_quarantined, so that rows_declared (the footers' total) =
+rows_read + rows_unreadable + rows_in_files_quarantined (files_without_footer: files whose row
+count is unknown).
 Exit status: 0 whatever the input (bad input is quarantined, not fatal); 1 when the Great
 Expectations suite fails on accepted rows (a rule bug) or the accounting does not balance.
 """
@@ -596,12 +599,21 @@ def run_ingest(
             for f in good_files
             if f.relative_path in damaged
         ),
+        # Rows the footers of files quarantined whole declare (not read, not in rows_read).
+        "rows_in_files_quarantined": sum(f.footer_rows or 0 for f in bad_files),
+        # Files quarantined whole whose footer could not be read: their rows are unknown.
+        "files_without_footer": sum(f.footer_rows is None for f in bad_files),
+        # Every row the readable footers declare: rows_read + rows_unreadable +
+        # rows_in_files_quarantined.
+        "rows_declared": sum(f.footer_rows or 0 for f in files),
         "quarantine_reasons": dict(sorted(reasons.items())),
         "quarantined_files": {f.relative_path: f.problem for f in bad_files},
     }
     # The counting pass predicts what the writes must hold; the Delta commits say what they hold.
     report["balanced"] = (
         report["rows_read"] == report["rows_accepted"] + report["rows_quarantined"]
+        and report["rows_declared"]
+        == report["rows_read"] + report["rows_unreadable"] + report["rows_in_files_quarantined"]
         and rows_accepted == expected_accepted
         and rows_quarantined == expected_quarantined
     )
@@ -615,12 +627,19 @@ def run_ingest(
         )
     sc.setJobDescription(None)
     log.info(
-        "ingest %s: files %d (quarantined %d, partially read %d); rows read %d = accepted %d + "
-        "quarantined %d (of which duplicates %d, keys held on other days %d); balanced=%s",
+        "ingest %s: files %d (quarantined %d, partially read %d); rows declared by footers %d = "
+        "read %d + unreadable %d + in files quarantined whole %d (and %d files without a "
+        "readable footer); rows read %d = accepted %d + quarantined %d (of which duplicates %d, "
+        "keys held on other days %d); balanced=%s",
         label,
         report["files_listed"],
         report["files_quarantined"],
         report["files_partially_read"],
+        report["rows_declared"],
+        report["rows_read"],
+        report["rows_unreadable"],
+        report["rows_in_files_quarantined"],
+        report["files_without_footer"],
         report["rows_read"],
         report["rows_accepted"],
         report["rows_quarantined"],

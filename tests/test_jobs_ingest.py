@@ -72,6 +72,13 @@ def test_bad_input_is_quarantined_with_reasons_and_nothing_is_lost(
     )
     assert report["validation"]["success"] is True
     assert "rows read 9 = accepted 4 + quarantined 5 (of which duplicates 1, " in caplog.text
+    # Every row the footers declare is accounted for, including the file rejected whole.
+    assert (counts["rows_declared"], counts["rows_in_files_quarantined"]) == (10, 1)
+    assert (counts["rows_unreadable"], counts["files_without_footer"]) == (0, 1)
+    assert (
+        "rows declared by footers 10 = read 9 + unreadable 0 + in files quarantined whole 1 "
+        "(and 1 files without a readable footer)" in caplog.text
+    )
 
 
 def _snapshot(spark, conf) -> dict[str, list]:
@@ -188,6 +195,7 @@ def test_a_damaged_page_in_any_column_quarantines_the_file(spark, pipeline_conf)
 
     assert (report["files_partially_read"], report["rows_unreadable"]) == (1, 199)
     assert (report["rows_read"], report["rows_accepted"], report["balanced"]) == (3, 3, True)
+    assert (report["rows_declared"], report["rows_in_files_quarantined"]) == (202, 0)
     quarantine = read_table(spark, conf, PIPELINE_TABLES["broker_events_quarantine"][1])
     assert [(r.record_kind, r.reason, r.file_rows) for r in quarantine.collect()] == [
         ("file", "partially_read_file", 199)
