@@ -29,6 +29,7 @@ Expectations suite fails on accepted rows (a rule bug) or the accounting does no
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -166,6 +167,49 @@ def inspect_raw_files(raw_dir: str, days: list[date]) -> list[RawFile]:
                 log.warning("unreadable raw file %s: %s", relative, exc)
             files.append(RawFile(day, relative, address, rows, problem))
     return files
+
+
+#: Files writers leave next to their data (commit markers, checksums, summaries): never data.
+KNOWN_MARKERS = re.compile(
+    r"^(_SUCCESS|_committed_.*|_started_.*|_metadata|_common_metadata|\..*\.crc|\.DS_Store)$"
+)
+DATE_FOLDER = re.compile(r"^date=\d{4}-\d{2}-\d{2}$")
+
+
+def _is_date_folder(name: str) -> bool:
+    if not DATE_FOLDER.match(name):
+        return False
+    try:
+        date.fromisoformat(name.removeprefix("date="))
+    except ValueError:
+        return False
+    return True
+
+
+def skipped_raw_entries(raw_dir: str, days: list[date]) -> list[str]:
+    """What the ingest does not read although it may hold data, relative to the raw root: files
+    under the days' folders other than ``date=D/*.parquet`` (nested, other suffixes, hidden
+    names), and ``date=`` folders at the root whose date is malformed. Writers' markers
+    (:data:`KNOWN_MARKERS`) are left out. Listing only: nothing is opened."""
+    filesystem, root, _ = _raw_filesystem(raw_dir)
+    skipped = []
+    for info in filesystem.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
+        name = info.base_name
+        folder = info.type == pafs.FileType.Directory and name.startswith("date=")
+        if folder and not _is_date_folder(name):
+            skipped.append(name)
+    for day in days:
+        folder = f"{root}/date={day.isoformat()}"
+        selector = pafs.FileSelector(folder, allow_not_found=True, recursive=True)
+        for info in filesystem.get_file_info(selector):
+            if info.type != pafs.FileType.File or KNOWN_MARKERS.match(info.base_name):
+                continue
+            inner = info.path[len(folder) + 1 :]
+            direct = "/" not in inner
+            if direct and inner.endswith(".parquet") and not inner.startswith(("_", ".")):
+                continue  # read by inspect_raw_files
+            skipped.append(f"date={day.isoformat()}/{inner}")
+    return sorted(skipped)
 
 
 #: Parquet's index of a row within its file: with source_file, the identity of a raw row.
@@ -412,6 +456,19 @@ def run_ingest(
         ensure_table(spark, table_path(conf, table), table)
     all_days = days_between(date_from, date_to)
     files = inspect_raw_files(raw_root, all_days)
+    skipped = skipped_raw_entries(raw_root, all_days)
+    if skipped:
+        shown = ", ".join(skipped[:50]) + (
+            f" and {len(skipped) - 50} more" if len(skipped) > 50 else ""
+        )
+        log.warning(
+            "ingest %s: skipped %d entries under %s that are not <raw>/date=YYYY-MM-DD/*.parquet "
+            "(rename or move them to have them ingested): %s",
+            label,
+            len(skipped),
+            raw_root,
+            shown,
+        )
     empty_days = sorted(set(all_days) - {f.day for f in files})
     if empty_days:
         log.warning(
@@ -583,6 +640,9 @@ def run_ingest(
         "date_from": date_from.isoformat(),
         "date_to": date_to.isoformat(),
         "files_listed": len(files),
+        # Entries not read although they may hold data (nested, other suffixes, hidden names,
+        # malformed date= folders at the root): see the warning.
+        "files_skipped": len(skipped),
         "files_quarantined": len(bad_files),
         "files_partially_read": len(partially_read),
         "rows_read": sum(rows_per_file.values()),

@@ -368,3 +368,32 @@ def test_days_bronze_holds_are_not_replaced_by_raw_files_that_cannot_be_read(spa
     emptied = ingest.run_ingest(spark, conf, DAY1, DAY1, allow_empty_days=True)
     assert (emptied["rows_accepted"], emptied["files_quarantined"]) == (0, 1)
     assert read_table(spark, conf, bronze_schema).count() == 0
+
+
+def test_files_the_ingest_skips_are_warned_about_and_counted(spark, pipeline_conf, caplog):
+    """Only <raw>/date=YYYY-MM-DD/*.parquet is read; anything else that looks like data is listed
+    in one warning and counted, while writers' markers (_SUCCESS, .crc, ...) stay quiet."""
+    _, conf = pipeline_conf(validate=False)
+    raw = Path(conf.raw_dir)
+    (path,) = write_raw(raw, [event(1, at(1, 10), "enqueue", queue="q")])
+    day = path.parent
+    (day / "sub").mkdir()
+    skipped = ["sub/f35_nested.parquet", "f36_upper.PARQUET", "f37.parquet.gz"]
+    skipped += ["_underscore_good.parquet", ".hidden_good.parquet"]
+    for name in skipped:
+        (day / name).write_bytes(path.read_bytes())
+    for marker in ["_SUCCESS", ".gone.parquet.crc", "_committed_123", "_started_123"]:
+        (day / marker).write_bytes(b"")
+    for folder in ["date=2024-1-1", "date=2024-13-01"]:
+        (raw / folder).mkdir()
+        (raw / folder / "part-0.parquet").write_bytes(path.read_bytes())
+
+    with caplog.at_level("WARNING", logger="flowctl.ingest"):
+        report = ingest.run_ingest(spark, conf, DAY1, DAY1)
+
+    assert (report["rows_accepted"], report["files_listed"], report["files_skipped"]) == (1, 1, 7)
+    (warning,) = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    for name in [*skipped, "date=2024-1-1", "date=2024-13-01"]:
+        assert name in warning
+    for marker in ["_SUCCESS", ".crc", "_committed_", "_started_"]:
+        assert marker not in warning
