@@ -143,6 +143,18 @@ def _name_problem(name: str) -> str | None:
     return f"unaddressable_file_name:Spark cannot read a name with {found!r}; rename the file"
 
 
+#: Longest reason recorded for an unreadable file (the full error goes to the log).
+MAX_REASON_CHARS = 200
+
+
+def _unreadable_reason(exc: Exception, path: str, relative: str) -> str:
+    """``unreadable_file:<error type>: <message>``, one line, the file named by its relative path,
+    cut to :data:`MAX_REASON_CHARS`: tells a zero-byte file from one that is not Parquet."""
+    message = " ".join(str(exc).replace(path, relative).split())
+    reason = f"unreadable_file:{type(exc).__name__}: {message}".rstrip(": ")
+    return reason if len(reason) <= MAX_REASON_CHARS else reason[: MAX_REASON_CHARS - 3] + "..."
+
+
 def inspect_raw_files(raw_dir: str, days: list[date]) -> list[RawFile]:
     """List the raw files of the days and check their footers, without reading any data."""
     filesystem, root, raw_dir = _raw_filesystem(raw_dir)
@@ -163,7 +175,7 @@ def inspect_raw_files(raw_dir: str, days: list[date]) -> list[RawFile]:
                     rows = parquet.metadata.num_rows
                     problem = _name_problem(name) or _schema_problem(parquet.schema_arrow)
             except Exception as exc:  # any unreadable footer: truncated, not Parquet, ...
-                rows, problem = None, f"unreadable_file:{type(exc).__name__}"
+                rows, problem = None, _unreadable_reason(exc, info.path, relative)
                 log.warning("unreadable raw file %s: %s", relative, exc)
             files.append(RawFile(day, relative, address, rows, problem))
     return files

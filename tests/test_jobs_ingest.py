@@ -55,7 +55,8 @@ def test_bad_input_is_quarantined_with_reasons_and_nothing_is_lost(
         ("row", 11, "part-r1-00000.parquet"): "unknown_event_type",
         ("row", 12, "part-r1-00000.parquet"): "negative_depth_msgs",
         ("row", 13, "part-r1-00000.parquet"): "ts_outside_partition_date",
-        ("file", None, "part-r1-00001.parquet"): "unreadable_file:ArrowInvalid",
+        ("file", None, "part-r1-00001.parquet"): "unreadable_file:ArrowInvalid: Parquet magic "
+        "bytes not found in footer. Either the file is corrupted or this is not a parquet file.",
         ("file", None, "part-r1-00002.parquet"): "wrong_type:seq:string;missing_column:ts;"
         "missing_column:event_type",
     }
@@ -397,3 +398,23 @@ def test_files_the_ingest_skips_are_warned_about_and_counted(spark, pipeline_con
         assert name in warning
     for marker in ["_SUCCESS", ".crc", "_committed_", "_started_"]:
         assert marker not in warning
+
+
+def test_the_reason_of_an_unreadable_file_carries_the_error():
+    """A zero-byte file and a file that is not Parquet get reasons that tell them apart."""
+    reason = ingest._unreadable_reason(OSError("x" * 500), "/a/b", "b")
+    assert reason.startswith("unreadable_file:OSError: xxx") and len(reason) == 200
+    error = ValueError("/r/date=D/f.parquet is\nbad")
+    reason = ingest._unreadable_reason(error, "/r/date=D/f.parquet", "date=D/f.parquet")
+    assert reason == "unreadable_file:ValueError: date=D/f.parquet is bad"
+
+
+def test_a_zero_byte_file_is_quarantined_as_such(spark, pipeline_conf):
+    _, conf = pipeline_conf(validate=False)
+    (path,) = write_raw(Path(conf.raw_dir), [event(1, at(1, 10), "enqueue", queue="q")])
+    (path.parent / "part-r9-00000.parquet").write_bytes(b"")
+    report = ingest.run_ingest(spark, conf, DAY1, DAY1)
+    assert report["quarantined_files"] == {
+        "date=2024-01-01/part-r9-00000.parquet": "unreadable_file:ArrowInvalid: Parquet file size "
+        "is 0 bytes"
+    }
