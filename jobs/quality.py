@@ -21,7 +21,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from jobs.transforms.validate import NON_NEGATIVE_COLUMNS
+from jobs.transforms.validate import BLANK_PATTERN, NON_NEGATIVE_COLUMNS, REQUIRED_STRING_COLUMNS
 from schemas.broker_events import BROKER_EVENTS, EVENT_TYPES, LINK_ROLES, PROTOCOLS
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,10 @@ def build_suite() -> Any:
     suite = gx.ExpectationSuite(name=SUITE_NAME)
     for column in BROKER_EVENTS.required:
         suite.add_expectation(gxe.ExpectColumnValuesToNotBeNull(column=column))
+    for column in REQUIRED_STRING_COLUMNS:  # the rules' blank_<column>
+        suite.add_expectation(
+            gxe.ExpectColumnValuesToNotMatchRegex(column=column, regex=BLANK_PATTERN)
+        )
     suite.add_expectation(
         gxe.ExpectColumnValuesToBeInSet(column="event_type", value_set=list(EVENT_TYPES))
     )

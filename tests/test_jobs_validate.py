@@ -86,3 +86,33 @@ def test_rows_of_a_partially_read_file_are_quarantined(make_events):
     got = classified(make_events, rows, partially_read=["date=2024-01-01/b.parquet"])
     assert got[(1, "date=2024-01-01/a.parquet")] == ("accepted", None)
     assert got[(2, "date=2024-01-01/b.parquet")] == ("quarantined", "partially_read_file")
+
+
+def test_blank_strings_count_as_missing(make_events):
+    """Empty or whitespace-only run_id, broker, event_type, queue or link is no value at all."""
+    rows = [
+        {**event(1, at(1, 1), "enqueue", queue="q"), "run_id": ""},
+        {**event(3, at(1, 1), "enqueue", queue="q"), "broker": " \t"},
+        event(5, at(1, 1), "", queue="q"),
+        event(7, at(1, 1), "enqueue", queue=""),
+        event(9, at(1, 1), "flow", link="  "),
+        event(11, at(1, 1), "enqueue", queue="q", link=""),  # an optional column may be blank
+    ]
+    got = {seq: reason for (seq, _), (_, reason) in classified(make_events, rows).items()}
+    assert got == {
+        1: "blank_run_id",
+        3: "blank_broker",
+        5: "blank_event_type",
+        7: "missing_queue",
+        9: "missing_link",
+        11: None,
+    }
+
+
+def test_the_great_expectations_suite_rejects_blank_required_strings(make_events):
+    from jobs import quality
+
+    good = event(1, at(1, 1), "enqueue", queue="q")
+    frame = make_events([good, {**event(2, at(1, 1), "enqueue", queue="q"), "broker": " "}])
+    assert quality.validate_accepted_events(frame.where("seq = 1"), "ok")["success"] is True
+    assert quality.validate_accepted_events(frame, "blank")["success"] is False

@@ -62,20 +62,40 @@ QUEUE_EVENT_TYPES: tuple[str, ...] = (
 LINK_EVENT_TYPES: tuple[str, ...] = ("link_attached", "link_detached", "flow")
 
 
+#: A string that is empty or whitespace only: no more a value than a null.
+BLANK_PATTERN = r"^\s*$"
+
+#: Required string columns: a blank one breaks the rule ``blank_<column>``.
+REQUIRED_STRING_COLUMNS: tuple[str, ...] = tuple(
+    c.name for c in BROKER_EVENTS.columns if not c.nullable and c.type == "string"
+)
+
+
+def is_blank(column: str) -> Column:
+    """True for an empty or whitespace-only value (null for null)."""
+    return F.col(column).rlike(BLANK_PATTERN)
+
+
+def _missing(column: str) -> Column:
+    return F.col(column).isNull() | F.coalesce(is_blank(column), F.lit(False))
+
+
 def contract_rules() -> list[tuple[str, Column]]:
     """(rule name, condition that is true when a row breaks the rule), in reporting order."""
     col = F.col
     rules: list[tuple[str, Column]] = [
         (f"null_{name}", col(name).isNull()) for name in BROKER_EVENTS.required
     ]
+    rules += [(f"blank_{name}", is_blank(name)) for name in REQUIRED_STRING_COLUMNS]
     rules += [
-        ("unknown_event_type", ~col("event_type").isin(*EVENT_TYPES)),
+        # A blank event_type is reported as blank only.
+        ("unknown_event_type", ~col("event_type").isin(*EVENT_TYPES) & ~is_blank("event_type")),
         ("unknown_protocol", ~col("protocol").isin(*PROTOCOLS)),
         ("unknown_link_role", ~col("link_role").isin(*LINK_ROLES)),
         # The sink files each event under the UTC date of its ts; anything else is a bad timestamp.
         ("ts_outside_partition_date", utc_date("ts") != col("date")),
-        ("missing_queue", col("event_type").isin(*QUEUE_EVENT_TYPES) & col("queue").isNull()),
-        ("missing_link", col("event_type").isin(*LINK_EVENT_TYPES) & col("link").isNull()),
+        ("missing_queue", col("event_type").isin(*QUEUE_EVENT_TYPES) & _missing("queue")),
+        ("missing_link", col("event_type").isin(*LINK_EVENT_TYPES) & _missing("link")),
     ]
     rules += [(f"negative_{name}", col(name) < 0) for name in NON_NEGATIVE_COLUMNS]
     return rules
