@@ -116,6 +116,20 @@ def bronze_days(spark: SparkSession, conf: PipelineConf, days: list[date]) -> li
     return sorted(held)
 
 
+def _refuse_emptying_held_days(
+    spark: SparkSession, conf: PipelineConf, days: list[date], problem: str, raw_root: str
+) -> None:
+    """Raise :class:`IngestRefused` when bronze holds any of ``days``, which an ingest would
+    replace with nothing; ``problem`` names them as ``{days}`` and the raw folder as ``{root}``."""
+    held = bronze_days(spark, conf, days)
+    if held:
+        shown = ", ".join(d.isoformat() for d in held)
+        raise IngestRefused(
+            problem.format(root=raw_root, days=shown)
+            + "; to empty the days on purpose, pass --allow-empty-days"
+        )
+
+
 def _schema_problem(schema: pa.Schema) -> str | None:
     """Why a file's schema breaks the contract, or None. Extra columns are allowed (DESIGN §3)."""
     expected = BROKER_EVENTS.to_pyarrow()
@@ -489,13 +503,14 @@ def run_ingest(
             raw_root,
             ", ".join(d.isoformat() for d in empty_days),
         )
-        held = bronze_days(spark, conf, empty_days)
-        if held and not allow_empty_days:
-            shown = ", ".join(d.isoformat() for d in held)
-            raise IngestRefused(
-                f"no raw files under {raw_root} for {shown}, which bronze already holds: "
-                "ingesting would delete those rows. Check --raw / paths.raw; to empty the days "
-                "on purpose, pass --allow-empty-days"
+        if not allow_empty_days:
+            _refuse_emptying_held_days(
+                spark,
+                conf,
+                empty_days,
+                "no raw files under {root} for {days}, which bronze already holds: ingesting "
+                "would delete those rows. Check --raw / paths.raw",
+                raw_root,
             )
     bad_files = [f for f in files if f.problem]
     good_files = [f for f in files if not f.problem]
@@ -515,14 +530,15 @@ def run_ingest(
     # Days with raw files none of which can be read (a copy in progress, a wrong folder): as
     # dangerous as days without files when bronze holds them.
     unread_days = sorted({f.day for f in files} - {f.day for f in readable})
-    held = bronze_days(spark, conf, unread_days) if unread_days else []
-    if held and not allow_empty_days:
-        shown = ", ".join(d.isoformat() for d in held)
-        raise IngestRefused(
-            f"no raw file under {raw_root} for {shown} can be read (all quarantined whole or "
-            "read only in part), and bronze already holds those days: ingesting would delete "
-            "their rows. Check the files (a copy in progress?); to empty the days on purpose, "
-            "pass --allow-empty-days"
+    if unread_days and not allow_empty_days:
+        _refuse_emptying_held_days(
+            spark,
+            conf,
+            unread_days,
+            "no raw file under {root} for {days} can be read (all quarantined whole or read "
+            "only in part), and bronze already holds those days: ingesting would delete their "
+            "rows. Check the files (a copy in progress?)",
+            raw_root,
         )
 
     # Duplicates: searched exactly (one aggregation) only in the runs not proved free of them.
