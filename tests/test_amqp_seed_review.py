@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from flowctl_core import Broker, EventBus, EventCollector, Scheduler
+from flowctl_core import EventCollector
 from flowctl_core.protocols.amqp091 import Amqp091Connection
 from flowctl_core.protocols.amqp10 import LinkFlow, ProtocolError, ReceiverLink, SenderLink
 from flowctl_core.protocols.config import (
@@ -27,28 +27,7 @@ from flowctl_core.protocols.serial import SERIAL_MAX
 from flowctl_core.queue import Message
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import load_scenario
-
-
-class Rabbit:
-    """A broker on a fresh virtual clock with one queue ``q``, events validated."""
-
-    def __init__(self, prefill: int = 0) -> None:
-        self.scheduler = Scheduler(0)
-        self.log = EventCollector()
-        bus = EventBus("t", self.scheduler, validate=True)
-        bus.subscribe(self.log)
-        self.broker = Broker(bus, self.scheduler)
-        self.queue = self.broker.declare_queue("q")
-        for _ in range(prefill):
-            self.queue.enqueue(Message(self.broker.next_message_id(), 100, None))
-
-    def connect(self, **config: Any) -> Amqp10Connection:
-        connection = Amqp10Connection(self.broker, ConnectionConfig("c", AMQP_10, **config))
-        connection.start()
-        return connection
-
-    def run_for(self, us: int) -> None:
-        self.scheduler.run_until(self.scheduler.now_us + us)
+from tests.test_seed_conformance_links import Rabbit
 
 
 def _watch(link: BrokerConsumerLink, check: Callable[[], None]) -> None:
