@@ -130,8 +130,31 @@ def _refuse_emptying_held_days(
         )
 
 
+def reads_as(actual: pa.DataType, expected: pa.DataType) -> bool:
+    """Whether Spark reads a Parquet column written as ``actual`` into the contract's
+    ``expected`` type without losing anything: the type itself, or what common writers emit for
+    it (polars' large strings, dictionary-encoded strings, int32 for int64, timestamps in s or ms,
+    or in another time zone, which Parquet stores as the same UTC instant). Nanosecond timestamps
+    (Spark cannot read them) and naive ones (not UTC by contract: DESIGN §3 "timestamp (us, UTC)")
+    stay wrong."""
+    if actual.equals(expected):
+        return True
+    if pa.types.is_dictionary(actual):
+        return reads_as(actual.value_type, expected)
+    if pa.types.is_string(expected):
+        return pa.types.is_large_string(actual)
+    if pa.types.is_int64(expected):
+        return pa.types.is_int32(actual)
+    if pa.types.is_timestamp(expected):
+        return (
+            pa.types.is_timestamp(actual) and actual.unit in ("s", "ms", "us") and bool(actual.tz)
+        )
+    return False
+
+
 def _schema_problem(schema: pa.Schema) -> str | None:
-    """Why a file's schema breaks the contract, or None. Extra columns are allowed (DESIGN §3)."""
+    """Why a file's schema breaks the contract, or None. Extra columns are allowed (DESIGN §3),
+    and types Spark reads losslessly as the contract's (:func:`reads_as`)."""
     expected = BROKER_EVENTS.to_pyarrow()
     problems = []
     for field in expected:
@@ -139,7 +162,7 @@ def _schema_problem(schema: pa.Schema) -> str | None:
         if index < 0:
             if not field.nullable:
                 problems.append(f"missing_column:{field.name}")
-        elif not schema.field(index).type.equals(field.type):
+        elif not reads_as(schema.field(index).type, field.type):
             problems.append(f"wrong_type:{field.name}:{schema.field(index).type}")
     return ";".join(problems) or None
 

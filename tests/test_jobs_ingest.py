@@ -15,7 +15,7 @@ from jobs import ingest
 from jobs.delta_io import read_table, table_path
 from jobs.pipeline import daily_metrics_rows, run_pipeline
 from schemas.tables import PIPELINE_TABLES
-from tests.conftest import at, event, write_raw
+from tests.conftest import at, event, naive, write_raw
 from tests.test_jobs_episodes import link_starving_across_midnight, stopped_across_midnight
 
 pytestmark = pytest.mark.spark
@@ -418,3 +418,55 @@ def test_a_zero_byte_file_is_quarantined_as_such(spark, pipeline_conf):
         "date=2024-01-01/part-r9-00000.parquet": "unreadable_file:ArrowInvalid: Parquet file size "
         "is 0 bytes"
     }
+
+
+def _one_event_file(path: Path, seq: int, types: dict[str, pa.DataType]) -> None:
+    """One valid enqueue, written with the given Arrow types for some columns."""
+    from schemas.broker_events import BROKER_EVENTS
+
+    values = {"run_id": "r1", "broker": "b1", "seq": seq, "ts": at(1, 12, 0, 0, 123_000),
+              "event_type": "enqueue", "queue": "q", "depth_msgs": 5}  # fmt: skip
+    arrays = []
+    for field in BROKER_EVENTS.to_pyarrow():
+        value = values.get(field.name)
+        array = pa.array([value], type=field.type)
+        wanted = types.get(field.name)
+        if wanted is not None and pa.types.is_dictionary(wanted):
+            array = array.dictionary_encode()
+        elif wanted is not None:
+            array = array.cast(wanted)
+        arrays.append(array)
+    names = [f.name for f in BROKER_EVENTS.to_pyarrow()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_arrays(arrays, names=names), path)
+
+
+def test_types_common_writers_emit_are_read_as_the_contracts(spark, pipeline_conf):
+    """DESIGN §3 types are the contract; what Spark reads into them without loss is accepted
+    (polars' large strings, dictionary strings, int32, ms timestamps, another time zone);
+    nanosecond and naive timestamps are not (Spark cannot read the one; the other is not UTC)."""
+    _, conf = pipeline_conf(validate=False)
+    folder = Path(conf.raw_dir) / "date=2024-01-01"
+    accepted_types = {
+        "large_string": {"run_id": pa.large_string(), "queue": pa.large_string()},
+        "dictionary": {"event_type": pa.dictionary(pa.int32(), pa.string())},
+        "int32": {"seq": pa.int32(), "depth_msgs": pa.int32()},
+        "ms": {"ts": pa.timestamp("ms", tz="UTC")},
+        "paris": {"ts": pa.timestamp("us", tz="Europe/Paris")},
+    }
+    for seq, (name, types) in enumerate(accepted_types.items(), start=1):
+        _one_event_file(folder / f"part-{name}.parquet", seq, types)
+    _one_event_file(folder / "part-ns.parquet", 10, {"ts": pa.timestamp("ns", tz="UTC")})
+    _one_event_file(folder / "part-naive.parquet", 11, {"ts": pa.timestamp("us")})
+
+    report = ingest.run_ingest(spark, conf, DAY1, DAY1)
+    assert report["balanced"] and report["rows_accepted"] == len(accepted_types)
+    assert report["quarantined_files"] == {
+        "date=2024-01-01/part-naive.parquet": "wrong_type:ts:timestamp[us]",
+        "date=2024-01-01/part-ns.parquet": "wrong_type:ts:timestamp[ns, tz=UTC]",
+    }
+    rows = read_table(spark, conf, PIPELINE_TABLES["broker_events"][1]).orderBy("seq").collect()
+    assert [(r.run_id, r.seq, r.event_type, r.queue, r.depth_msgs) for r in rows] == [
+        ("r1", seq, "enqueue", "q", 5) for seq in range(1, 6)
+    ]
+    assert {r.ts for r in rows} == {naive(at(1, 12, 0, 0, 123_000))}
