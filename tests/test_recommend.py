@@ -518,6 +518,54 @@ def test_producer_capacity_bound_is_per_run_not_summed_over_runs(spark: Any) -> 
     assert_df_equality(actual, expected, ignore_nullable=True, ignore_metadata=True)
 
 
+def test_no_stop_threshold_without_a_known_overshoot_allowance(spark: Any) -> None:
+    """DESIGN §4: stop thresholds "leave room for the worst overshoot seen or bounded (sum of
+    capacities)". With a producer that has no window the bound is unknown, and with no producer
+    and no overshoot seen there is no evidence: no stop threshold is computed from a partial or
+    empty allowance (before: 500 -> 928 from the capped producer alone; 0 -> 1000, the limit)."""
+    log = Log()
+    log.queue("q-uncapped", 500, 400, [(100, LONG, 560)], capacities=(50, None))
+    log.queue("q-no-evidence", 0, 0, capacities=())
+    rows = {r.entity: r.asDict() for r in log.recommend(spark).collect()}
+    uncapped = rows["q-uncapped"]
+    assert uncapped["verdict"] == "at_risk_of_overflow"
+    assert (uncapped["recommended_flow_stop_count"], uncapped["recommended_flow_resume_count"]) == (
+        500,
+        400,
+    )
+    assert "overshoot unbounded" in uncapped["rationale"] and "=>" not in uncapped["rationale"]
+    blind = rows["q-no-evidence"]
+    assert blind["verdict"] == "at_risk_of_overflow"
+    assert blind["recommended_flow_stop_count"] == 0
+    assert "flow control off under a limit of 1000 msgs" in blind["rationale"]
+    assert "no producer capacity or overshoot seen for msgs" in blind["rationale"]
+
+
+def test_resume_of_zero_drains_from_the_stop_value(spark: Any) -> None:
+    """DESIGN §2: "A resume of 0 with a non-zero stop means resume = stop". Episodes of a 900/0
+    queue peaking at 910 for 0.05 s drain 200 msgs/s from 910 to 900, so a 5 s dwell needs a gap
+    of 1000 (resume 1), not the 10 % fallback of a missing drain rate."""
+    log = Log()
+    log.queue("q", 900, 0, [(100 + i, 0.05, 910) for i in range(4)])
+    (row,) = [r.asDict() for r in log.recommend(spark).collect()]
+    assert row["drain_rate_msgs_s"] == pytest.approx(200.0)
+    assert row["verdict"] == "flapping"
+    assert (row["recommended_flow_stop_count"], row["recommended_flow_resume_count"]) == (900, 1)
+
+
+def test_a_lowered_stop_outranks_flapping(spark: Any) -> None:
+    """Stop 930 leaves 70 of the 78 needed, and 4 short episodes flap: the verdict names the
+    protective change (what `flowctl whatif` judges it by); the resume gap widens as well."""
+    log = Log()
+    log.queue("q", 930, 929, [(100 + i, 0.5, 940) for i in range(4)])
+    (row,) = [r.asDict() for r in log.recommend(spark).collect()]
+    assert row["verdict"] == "lower"
+    assert row["recommended_flow_stop_count"] == 922
+    assert "4 of 4 episodes shorter than" in row["rationale"]
+    # Drain (940 - 929) / 0.5 s = 22 msgs/s: 5 s of dwell needs a gap of 110 below 922.
+    assert row["recommended_flow_resume_count"] == 812
+
+
 def test_policy_from_yaml_layout_rejects_unknown_keys() -> None:
     policy = RecommendPolicy.from_mapping(
         {"lookback_days": 3, "queue": {"safety_margin": 0.5}, "consumer_link": {}}

@@ -164,10 +164,14 @@ def queue_episode_evidence(episodes: DataFrame, policy: RecommendPolicy) -> Data
     closed = ~F.col("is_open") & F.col("duration_s").isNotNull()
     timed = closed & (F.col("duration_s") > 0)
 
-    def drain(peak: str, resume: str) -> Column:
+    def drain(peak: str, stop: str, resume: str) -> Column:
+        # A resume of 0 under a non-zero stop resumes at the stop value (DESIGN.md §2).
+        effective = F.when(F.coalesce(F.col(resume), F.lit(0)) == 0, F.col(stop)).otherwise(
+            F.col(resume)
+        )
         return F.when(
-            timed & (F.col(resume) > 0),
-            F.greatest(F.col(peak) - F.col(resume), F.lit(0)) / F.col("duration_s"),
+            timed & (effective > 0),
+            F.greatest(F.col(peak) - effective, F.lit(0)) / F.col("duration_s"),
         )
 
     quantile = policy.drain_rate_quantile
@@ -180,12 +184,12 @@ def queue_episode_evidence(episodes: DataFrame, policy: RecommendPolicy) -> Data
         F.percentile(F.when(closed, F.col("duration_s")), 0.5).alias("median_episode_s"),
         F.max("overshoot_msgs").alias("max_overshoot_msgs"),
         F.max("overshoot_bytes").alias("max_overshoot_bytes"),
-        F.percentile(drain("peak_depth_msgs", "flow_resume_count"), quantile).alias(
-            "drain_rate_msgs_s"
-        ),
-        F.percentile(drain("peak_depth_bytes", "flow_resume_size"), quantile).alias(
-            "drain_rate_bytes_s"
-        ),
+        F.percentile(
+            drain("peak_depth_msgs", "flow_stop_count", "flow_resume_count"), quantile
+        ).alias("drain_rate_msgs_s"),
+        F.percentile(
+            drain("peak_depth_bytes", "flow_stop_size", "flow_resume_size"), quantile
+        ).alias("drain_rate_bytes_s"),
     )
 
 
@@ -219,6 +223,9 @@ class _Dimension:
     raise_: Column
     # The overshoot to allow for does not fit below the limit at all: no stop threshold helps.
     no_room: Column
+    # The overshoot to allow for is unknown: a producer without a window (unbounded), or no
+    # evidence at all (no producer seen, no overshoot measured). No stop threshold is computed.
+    unknown_allowance: Column
 
     @property
     def at_risk(self) -> Column:
@@ -226,7 +233,7 @@ class _Dimension:
 
     @property
     def changes_stop(self) -> Column:
-        return (self.at_risk | self.lower | self.raise_) & ~self.no_room
+        return (self.at_risk | self.lower | self.raise_) & self.target_stop.isNotNull()
 
 
 def _dimension(
@@ -236,6 +243,7 @@ def _dimension(
     resume: str,
     observed_overshoot: str,
     bound: Column,
+    unbounded: Column,
     policy: RecommendPolicy,
 ) -> _Dimension:
     limit_col = F.coalesce(F.col(limit), F.lit(0))
@@ -250,7 +258,8 @@ def _dimension(
     # only stop the queue sooner without keeping it under the limit: keep the thresholds and
     # say so (the fix is smaller capacity windows or a larger limit).
     no_room = limited & (headroom >= limit_col)
-    target = F.when(limited & ~no_room, limit_col - headroom)
+    unknown = unbounded | (F.col(observed_overshoot).isNull() & bound.isNull())
+    target = F.when(limited & ~no_room & ~unknown, limit_col - headroom)
     flow_on = stop_col > 0
     exceeds = limited & flow_on & (stop_col + worst > limit_col)
     stopped_at_all = F.coalesce(F.col("episodes"), F.lit(0)) > 0
@@ -264,13 +273,17 @@ def _dimension(
         target_stop=target,
         flow_off_under_limit=limited & ~flow_on,
         exceeds_limit=exceeds,
-        lower=limited & flow_on & ~exceeds & (stop_col > target),
+        lower=F.coalesce(limited & flow_on & ~exceeds & (stop_col > target), F.lit(False)),
         # Raising only pays off on a queue that actually stopped: elsewhere it changes nothing.
-        raise_=limited
-        & flow_on
-        & stopped_at_all
-        & (target - stop_col > F.lit(policy.keep_band_share) * limit_col),
+        raise_=F.coalesce(
+            limited
+            & flow_on
+            & stopped_at_all
+            & (target - stop_col > F.lit(policy.keep_band_share) * limit_col),
+            F.lit(False),
+        ),
         no_room=no_room,
+        unknown_allowance=limited & unknown,
     )
 
 
@@ -315,6 +328,7 @@ def recommend_queues(
         .join(daily_evidence, list(QUEUE), "left")
     )
     bytes_bound = F.col("producer_capacity_sum") * F.col("max_message_bytes")
+    uncapped = F.coalesce(F.col("uncapped_producers"), F.lit(0))
     msgs = _dimension(
         "msgs",
         "max_count",
@@ -322,6 +336,7 @@ def recommend_queues(
         "flow_resume_count",
         "max_overshoot_msgs",
         F.col("producer_capacity_sum"),
+        uncapped > 0,
         policy,
     )
     size = _dimension(
@@ -331,13 +346,13 @@ def recommend_queues(
         "flow_resume_size",
         "max_overshoot_bytes",
         bytes_bound,
+        uncapped > 0,
         policy,
     )
     short = F.coalesce(F.col("short_episodes"), F.lit(0))
     flapping = (short >= policy.flapping_min_short_episodes) & (
         short >= F.col("closed_episodes") * policy.flapping_short_share
     )
-    uncapped = F.coalesce(F.col("uncapped_producers"), F.lit(0))
     rejected = F.coalesce(F.col("rejected_msgs"), F.lit(0))
     limited = (msgs.limit > 0) | (size.limit > 0)
     at_risk = (rejected > 0) | (limited & (uncapped > 0)) | msgs.at_risk | size.at_risk
@@ -347,8 +362,10 @@ def recommend_queues(
     verdict = (
         F.when(ring, VERDICT_KEEP)
         .when(at_risk, VERDICT_AT_RISK)
-        .when(flapping, VERDICT_FLAPPING)
+        # A lowered stop outranks flapping: the change is then protective (what `flowctl whatif`
+        # judges it by), with the resume gap widened too.
         .when(msgs.lower | size.lower, VERDICT_LOWER)
+        .when(flapping, VERDICT_FLAPPING)
         .when(msgs.raise_ | size.raise_, VERDICT_RAISE)
         .otherwise(VERDICT_KEEP)
     )
@@ -375,6 +392,16 @@ def recommend_queues(
             F.when(
                 d.flow_off_under_limit,
                 F.format_string(f"flow control off under a limit of %d {d.unit}", d.limit),
+            )
+            for d in (msgs, size)
+        ),
+        *(
+            F.when(
+                d.unknown_allowance & (uncapped == 0) & (d.at_risk | (d.stop > 0)),
+                F.lit(
+                    f"no producer capacity or overshoot seen for {d.unit}: no stop threshold "
+                    "computed"
+                ),
             )
             for d in (msgs, size)
         ),
