@@ -566,6 +566,17 @@ def test_a_lowered_stop_outranks_flapping(spark: Any) -> None:
     assert row["recommended_flow_resume_count"] == 812
 
 
+def test_a_lowered_link_that_starved_a_little_does_not_claim_it_never_starved(spark: Any) -> None:
+    """Starved 0.5 s of 100 s (within the tolerated share) with 500 credits: lowered, and the
+    rationale says how much it starved rather than "never starved"."""
+    log = Log()
+    log.consumer("c", credit=500, deliveries=100, starved_s=0.5, starvations=1)
+    (row,) = [r.asDict() for r in log.recommend(spark).collect() if r.entity == "c"]
+    assert row["verdict"] == "lower"
+    assert "starved only 0.50% of its attached time (up to 1.00% is tolerated)" in row["rationale"]
+    assert "never starved" not in row["rationale"]
+
+
 def test_policy_from_yaml_layout_rejects_unknown_keys() -> None:
     policy = RecommendPolicy.from_mapping(
         {"lookback_days": 3, "queue": {"safety_margin": 0.5}, "consumer_link": {}}

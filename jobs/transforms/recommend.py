@@ -689,6 +689,18 @@ def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> Da
             ),
         )
         .when(
+            lower & (F.coalesce(starved_share, F.lit(0.0)) > 0),
+            F.format_string(
+                "starved only %.2f%% of its attached time (up to %.2f%% is tolerated) with %d %s, "
+                "over %.0fx what it needs",
+                starved_share * 100,
+                F.lit(policy.starved_share_tolerance * 100),
+                current,
+                unit,
+                F.lit(policy.over_provision_factor),
+            ),
+        )
+        .when(
             lower,
             F.format_string(
                 "never starved with %d %s, over %.0fx what it needs",
