@@ -577,6 +577,17 @@ def test_a_lowered_link_that_starved_a_little_does_not_claim_it_never_starved(sp
     assert "never starved" not in row["rationale"]
 
 
+def test_flapping_without_a_change_says_why(spark: Any) -> None:
+    """Four zero-length episodes (a scripted consume at one virtual instant) flap but give no
+    drain rate: the row says the gap cannot be sized instead of a verdict with no change."""
+    log = Log()
+    log.queue("q", 900, 500, [(100 + i, 0.0, 901) for i in range(4)])
+    (row,) = [r.asDict() for r in log.recommend(spark).collect()]
+    assert row["verdict"] == "flapping"
+    assert (row["recommended_flow_stop_count"], row["recommended_flow_resume_count"]) == (900, 500)
+    assert "no drain rate measured" in row["rationale"] and "=>" not in row["rationale"]
+
+
 def test_policy_from_yaml_layout_rejects_unknown_keys() -> None:
     policy = RecommendPolicy.from_mapping(
         {"lookback_days": 3, "queue": {"safety_margin": 0.5}, "consumer_link": {}}

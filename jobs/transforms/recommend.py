@@ -437,6 +437,22 @@ def recommend_queues(
                 F.col("median_episode_s"),
             ),
         ),
+        # Flapping, yet nothing to change: say why rather than leave a verdict without a change.
+        F.when(
+            flapping & (resume_msgs == msgs.resume) & (resume_size == size.resume),
+            F.when(
+                F.col("drain_rate_msgs_s").isNull() & F.col("drain_rate_bytes_s").isNull(),
+                F.lit(
+                    "no drain rate measured (no episode with a duration): the resume gap "
+                    "cannot be sized, thresholds kept"
+                ),
+            ).otherwise(
+                F.lit(
+                    "the current resume gap already covers the dwell time at the measured "
+                    "drain rate: the episodes are short for another reason (bursty consumers?)"
+                )
+            ),
+        ),
         *(
             F.when(
                 d.lower,
