@@ -588,6 +588,29 @@ def test_flapping_without_a_change_says_why(spark: Any) -> None:
     assert "no drain rate measured" in row["rationale"] and "=>" not in row["rationale"]
 
 
+def test_ring_queues_are_exempt_only_while_their_flow_control_is_off(spark: Any) -> None:
+    """Seed 001: ring queues get no *default* thresholds; explicit ones apply (the engine honours
+    them), so a flapping ring queue at 900/899 is judged like any queue. A ring queue whose
+    declaration is older than the look-back is still known by its evictions."""
+    log = Log()
+    log.queue("q-ring-flapping", 900, 899, [(100 + i, 0.5, 910) for i in range(4)], policy="ring")
+    log.queue("q-ring-undeclared", 0, 0)
+    log.events = [
+        e
+        for e in log.events
+        if not (e["queue"] == "q-ring-undeclared" and e["event_type"] == "queue_declared")
+    ]
+    log.event(3, "ring_evicted", queue="q-ring-undeclared", size_bytes=100, depth_msgs=1000,
+              max_count=1000, max_size=0, flow_stop_count=0, flow_resume_count=0)  # fmt: skip
+    rows = {r.entity: r.asDict() for r in log.recommend(spark).collect()}
+    flapping = rows["q-ring-flapping"]
+    assert flapping["verdict"] == "flapping"
+    assert flapping["recommended_flow_resume_count"] == 790
+    undeclared = rows["q-ring-undeclared"]
+    assert undeclared["verdict"] == "keep"
+    assert undeclared["rationale"].startswith("keep: ring queue without flow thresholds")
+
+
 def test_policy_from_yaml_layout_rejects_unknown_keys() -> None:
     policy = RecommendPolicy.from_mapping(
         {"lookback_days": 3, "queue": {"safety_margin": 0.5}, "consumer_link": {}}

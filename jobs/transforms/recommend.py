@@ -124,6 +124,9 @@ def queue_settings(events: DataFrame) -> DataFrame:
                 F.get_json_object("detail", "$.policy"),
                 F.when(_is("queue_declared") & F.col("detail").isNotNull(), F.struct("ts", "seq")),
             ).alias("limit_policy"),
+            # A ring queue also shows by its evictions, when its declaration is older than the
+            # look-back (a long collector session).
+            F.max(_is("ring_evicted")).alias("_evicts"),
             F.countDistinct("run_id").alias("runs"),
             F.count(F.when(_is("message_rejected"), 1)).alias("rejected_msgs"),
             F.max(F.when(_is("enqueue"), F.col("size_bytes"))).alias("max_message_bytes"),
@@ -358,7 +361,13 @@ def recommend_queues(
     at_risk = (rejected > 0) | (limited & (uncapped > 0)) | msgs.at_risk | size.at_risk
     # Ring queues make room by evicting their oldest messages: flow control does not apply to
     # them (seed 001), so they keep whatever they have.
-    ring = F.coalesce(F.col("limit_policy"), F.lit("")).isin("ring", "ring-strict")
+    policy_name = F.coalesce(F.col("limit_policy"), F.lit(""))
+    is_ring = policy_name.isin("ring", "ring-strict") | (
+        (policy_name == "") & F.coalesce(F.col("_evicts"), F.lit(False))
+    )
+    # Exempt only while its flow control is off: explicit thresholds on a ring queue do apply
+    # (the engine honours them), and passing the limit then evicts, i.e. loses, messages.
+    ring = is_ring & (msgs.stop == 0) & (size.stop == 0)
     verdict = (
         F.when(ring, VERDICT_KEEP)
         .when(at_risk, VERDICT_AT_RISK)
@@ -494,7 +503,8 @@ def recommend_queues(
         margin_pct,
     )
     ring_reason = F.lit(
-        "ring queue: it evicts its oldest messages at the limit, flow control does not apply"
+        "ring queue without flow thresholds: it evicts its oldest messages at the limit, and "
+        "flow control is not applied to it by default"
     )
     rationale = F.concat(
         verdict,
