@@ -249,37 +249,43 @@ THREAD_GROUPS = (
 )
 
 
+def _jvm_pid(spark: Any) -> int:
+    return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+
+
+def _stat_cpu_seconds(stat: Path) -> float:
+    """utime + stime of a /proc/<pid>[/task/<tid>]/stat file, in seconds (OSError if gone)."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def jvm_thread_cpu(spark: Any) -> dict[str, float]:
     """CPU seconds used so far by the driver JVM's threads, grouped as :data:`THREAD_GROUPS`
     (the rest under "other"); empty where /proc is missing. Spark generates new classes for each
     query, so the JIT compilers stay busy even in a warm JVM: this shows how much."""
-    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
     groups = {"tasks": 0.0, "JIT": 0.0, "GC": 0.0, "other": 0.0}
     try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        tasks = list(Path(f"/proc/{_jvm_pid(spark)}/task").iterdir())
     except OSError:
         return {}
-    ticks = os.sysconf("SC_CLK_TCK")
     for task in tasks:
         try:
             name = (task / "comm").read_text().strip()
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            seconds = _stat_cpu_seconds(task / "stat")
         except OSError:  # the thread ended meanwhile
             continue
         group = next((g for prefix, g in THREAD_GROUPS if name.startswith(prefix)), "other")
-        groups[group] += (int(fields[11]) + int(fields[12])) / ticks
+        groups[group] += seconds
     return groups
 
 
 def cpu_seconds(spark: Any) -> float:
     """CPU seconds used so far by this Python process and the driver JVM (in local mode, all of
     Spark's work), from /proc (Linux; NaN elsewhere)."""
-    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        jvm = _stat_cpu_seconds(Path(f"/proc/{_jvm_pid(spark)}/stat"))
     except OSError:
         return float("nan")
-    jvm = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
     times = os.times()
     return jvm + times.user + times.system
 
