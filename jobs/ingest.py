@@ -28,9 +28,11 @@ Expectations suite fails on accepted rows (a rule bug) or the accounting does no
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sys
+import zlib
 from dataclasses import dataclass
 from datetime import date, timedelta
 from itertools import pairwise
@@ -80,6 +82,7 @@ class RawFile:
     path: str  # as the filesystem and Spark address it
     footer_rows: int | None
     problem: str | None  # why the file is quarantined whole, or None
+    detail: str | None = None  # JSON: what else the quarantine record says (partially read files)
 
 
 def days_between(date_from: date, date_to: date) -> list[date]:
@@ -184,12 +187,86 @@ def _name_problem(name: str) -> str | None:
 MAX_REASON_CHARS = 200
 
 
+def _error_text(exc: Exception, path: str, relative: str) -> str:
+    """``<error type>: <message>``, one line, the file named by its relative path, cut to
+    :data:`MAX_REASON_CHARS`."""
+    message = " ".join(str(exc).replace(path, relative).split())
+    text = f"{type(exc).__name__}: {message}".rstrip(": ")
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 3] + "..."
+
+
 def _unreadable_reason(exc: Exception, path: str, relative: str) -> str:
     """``unreadable_file:<error type>: <message>``, one line, the file named by its relative path,
     cut to :data:`MAX_REASON_CHARS`: tells a zero-byte file from one that is not Parquet."""
-    message = " ".join(str(exc).replace(path, relative).split())
-    reason = f"unreadable_file:{type(exc).__name__}: {message}".rstrip(": ")
+    reason = "unreadable_file:" + _error_text(exc, path, relative)
     return reason if len(reason) <= MAX_REASON_CHARS else reason[: MAX_REASON_CHARS - 3] + "..."
+
+
+def _stale_checksum_sidecar(filesystem: pafs.FileSystem, path: str) -> str | None:
+    """The name of the Hadoop checksum sidecar (``.<name>.crc``) beside the local file ``path``
+    when it does not match the file's bytes, else None (no sidecar, or one that matches).
+
+    Spark's local file system verifies such a sidecar on every read and fails with a
+    ChecksumException where it differs, so a sidecar left over from an earlier version of the file
+    makes an intact file look damaged. Hadoop's format: ``crc\\0``, the bytes per checksum (int32,
+    big-endian), then the CRC-32 of each chunk (uint32, big-endian); a sidecar without that header
+    is ignored by Hadoop, and so here.
+    """
+    if not isinstance(filesystem, pafs.LocalFileSystem):
+        return None  # only Hadoop's local (checksummed) file system reads sidecars
+    folder, _, name = path.rpartition("/")
+    sidecar = f"{folder}/.{name}.crc"
+    if filesystem.get_file_info(sidecar).type != pafs.FileType.File:
+        return None
+    with filesystem.open_input_file(sidecar) as handle:
+        sums = handle.read()
+    chunk = int.from_bytes(sums[4:8], "big", signed=True) if len(sums) >= 8 else 0
+    if sums[:4] != b"crc\0" or chunk <= 0:
+        return None
+    with filesystem.open_input_file(path) as handle:
+        for offset in range(8, 8 + 4 * (handle.size() // chunk + 1), 4):
+            data = handle.read(chunk)
+            if not data:
+                break
+            expected = sums[offset : offset + 4]
+            if len(expected) < 4 or int.from_bytes(expected, "big") != zlib.crc32(data):
+                return f".{name}.crc"
+    return None
+
+
+def partial_read_detail(raw_dir: str, file: RawFile, rows_read: int) -> dict[str, Any]:
+    """The ``detail`` (as JSON) of the quarantine record of a file Spark could read only in part:
+    ``rows_declared`` (its footer), ``rows_read`` and ``cause``, one line for the user: a stale
+    Hadoop checksum sidecar beside the file (:func:`_stale_checksum_sidecar`), or the error
+    pyarrow meets reading the file whole. Only damaged files are re-read, so the cost is theirs."""
+    filesystem, root, _ = _raw_filesystem(raw_dir)
+    path = f"{root}/{file.relative_path}"
+    read_whole, error = 0, None
+    try:
+        with filesystem.open_input_file(path) as handle:
+            for batch in pq.ParquetFile(handle).iter_batches():  # a batch at a time in memory
+                read_whole += batch.num_rows
+    except Exception as exc:  # the damage itself: a bad page, a truncated column chunk, ...
+        error = _error_text(exc, path, file.relative_path)
+    try:
+        sidecar = _stale_checksum_sidecar(filesystem, path)
+    except OSError:
+        sidecar = None
+    if sidecar and error is None:
+        cause = (
+            f"checksum sidecar {sidecar} does not match the file, which pyarrow reads whole "
+            f"({read_whole} rows): delete the sidecar if the file is intact, and rerun the day"
+        )
+    elif sidecar:
+        cause = f"{error}; its checksum sidecar {sidecar} does not match it either"
+    elif error:
+        cause = error
+    else:
+        cause = (
+            f"pyarrow reads the file whole ({read_whole} rows) but Spark could not: see the "
+            "executor log for the error"
+        )
+    return {"rows_declared": file.footer_rows, "rows_read": rows_read, "cause": cause}
 
 
 def inspect_raw_files(raw_dir: str, days: list[date]) -> list[RawFile]:
@@ -462,13 +539,18 @@ def _quarantined_files(spark: SparkSession, files: list[RawFile]) -> DataFrame:
             "record_kind": "file",
             "reason": f.problem,
             "file_rows": f.footer_rows,
+            "detail": f.detail,
         }
         for f in files
     ]
     schema = BROKER_EVENTS_QUARANTINE.to_spark()
-    empty_events = {c: F.lit(None).cast(schema[c].dataType) for c in BROKER_EVENTS.names}
+    empty_events = {
+        c: F.lit(None).cast(schema[c].dataType) for c in BROKER_EVENTS.names if c != "detail"
+    }
     frame = spark.createDataFrame(
-        rows, "date date, source_file string, record_kind string, reason string, file_rows bigint"
+        rows,
+        "date date, source_file string, record_kind string, reason string, file_rows bigint, "
+        "detail string",
     )
     return frame.withColumns(empty_events)
 
@@ -546,9 +628,22 @@ def run_ingest(
     partially_read = sorted(
         f.relative_path for f in good_files if rows_per_file.get(f.relative_path, 0) < f.footer_rows
     )
-    for name in partially_read:
-        log.warning("raw file %s could be read only in part; its rows are quarantined", name)
     damaged = set(partially_read)
+    partial_details = {
+        f.relative_path: partial_read_detail(raw_root, f, rows_per_file.get(f.relative_path, 0))
+        for f in good_files
+        if f.relative_path in damaged
+    }
+    for name in partially_read:
+        detail = partial_details[name]
+        log.warning(
+            "raw file %s could be read only in part (%d of the %d rows its footer declares); "
+            "its rows are quarantined: %s",
+            name,
+            detail["rows_read"],
+            detail["rows_declared"],
+            detail["cause"],
+        )
     readable = [f for f in good_files if f.relative_path not in damaged]
     # Days with raw files none of which can be read (a copy in progress, a wrong folder): as
     # dangerous as days without files when bronze holds them.
@@ -649,7 +744,14 @@ def run_ingest(
             [
                 f
                 if f.problem
-                else RawFile(f.day, f.relative_path, f.path, f.footer_rows, "partially_read_file")
+                else RawFile(
+                    f.day,
+                    f.relative_path,
+                    f.path,
+                    f.footer_rows,
+                    "partially_read_file",
+                    json.dumps(partial_details[f.relative_path], ensure_ascii=False),
+                )
                 for f in rejected_files
             ],
         ),
@@ -719,6 +821,8 @@ def run_ingest(
         "rows_declared": sum(f.footer_rows or 0 for f in files),
         "quarantine_reasons": dict(sorted(reasons.items())),
         "quarantined_files": {f.relative_path: f.problem for f in bad_files},
+        # Files read only in part: why (the detail of their quarantine record, as JSON).
+        "partially_read_files": {name: partial_details[name] for name in partially_read},
     }
     # The counting pass predicts what the writes must hold; the Delta commits say what they hold.
     report["balanced"] = (

@@ -201,6 +201,14 @@ def test_a_damaged_page_in_any_column_quarantines_the_file(spark, pipeline_conf)
     assert [(r.record_kind, r.reason, r.file_rows) for r in quarantine.collect()] == [
         ("file", "partially_read_file", 199)
     ]
+    # Why, in the record's detail (JSON) and the report: the error pyarrow meets reading it whole.
+    detail = {
+        "rows_declared": 199,
+        "rows_read": 0,
+        "cause": "OSError: Corrupt snappy compressed data.",
+    }
+    assert json.loads(quarantine.first().detail) == detail
+    assert report["partially_read_files"] == {path.relative_to(raw).as_posix(): detail}
 
 
 def test_days_bronze_holds_are_not_replaced_by_a_raw_folder_without_them(spark, pipeline_conf):
