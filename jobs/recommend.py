@@ -17,7 +17,7 @@ import yaml
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.cli import date_range_parser, parse_date_range, start_job
-from jobs.config import PROJECT_ROOT, PipelineConf
+from jobs.config import PROJECT_ROOT, ConfError, PipelineConf
 from jobs.delta_io import days_predicate, read_table, replace_where_at
 from jobs.transforms.recommend import RecommendPolicy, threshold_recommendations
 from schemas.recommendations import THRESHOLD_RECOMMENDATIONS
@@ -36,9 +36,20 @@ DEFAULT_POLICY = PROJECT_ROOT / "conf" / "recommend.yaml"
 
 
 def load_policy(path: str | Path | None = None) -> RecommendPolicy:
+    """The policy of ``path`` (default conf/recommend.yaml); a file that cannot be read, or a
+    setting that is unknown, of the wrong type or out of range, raises :class:`ConfError`
+    naming the file (and the key and its allowed range)."""
     source = Path(path or DEFAULT_POLICY)
-    with open(source, encoding="utf-8") as handle:
-        return RecommendPolicy.from_mapping(yaml.safe_load(handle) or {})
+    try:
+        with open(source, encoding="utf-8") as handle:
+            raw = yaml.safe_load(handle)
+    except OSError as error:
+        raise ConfError(
+            f"recommendation policy {source}: {error.strerror or error} (--policy)"
+        ) from None
+    except yaml.YAMLError as error:
+        raise ConfError(f"recommendation policy {source} is not valid YAML: {error}") from None
+    return RecommendPolicy.from_mapping(raw or {}, source=source)
 
 
 def recommendations_path(conf: PipelineConf) -> str:
@@ -115,8 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = date_range_parser("Bronze + silver + gold -> gold threshold_recommendations")
     parser.add_argument("--policy", help=f"recommendation policy YAML (default: {DEFAULT_POLICY})")
     args = parse_date_range(parser, argv)
+    # Before Spark starts: a policy that cannot be used is one line on stderr and exit status 2.
+    try:
+        policy = load_policy(args.policy)
+    except ConfError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     conf, spark = start_job(args, "flowctl-recommend")
-    run_recommend(spark, conf, args.date_from, args.date_to, load_policy(args.policy))
+    run_recommend(spark, conf, args.date_from, args.date_to, policy)
     return 0
 
 

@@ -609,15 +609,3 @@ def test_ring_queues_are_exempt_only_while_their_flow_control_is_off(spark: Any)
     undeclared = rows["q-ring-undeclared"]
     assert undeclared["verdict"] == "keep"
     assert undeclared["rationale"].startswith("keep: ring queue without flow thresholds")
-
-
-def test_policy_from_yaml_layout_rejects_unknown_keys() -> None:
-    policy = RecommendPolicy.from_mapping(
-        {"lookback_days": 3, "queue": {"safety_margin": 0.5}, "consumer_link": {}}
-    )
-    assert (policy.lookback_days, policy.safety_margin) == (3, 0.5)
-    assert policy.window_from(DAY) == date(2026, 3, 1)
-    with pytest.raises(ValueError, match="unknown keys"):
-        RecommendPolicy.from_mapping({"queue": {"safety_marjin": 0.5}})
-    with pytest.raises(ValueError, match="min_round_trip_s"):
-        RecommendPolicy.from_mapping({"consumer_link": {"min_round_trip_s": -1}})
