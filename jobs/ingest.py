@@ -42,6 +42,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from delta.tables import DeltaTable
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -70,6 +71,7 @@ from jobs.transforms.validate import (
     held_keys,
 )
 from schemas.broker_events import BROKER_EVENTS
+from schemas.model import TableSchema
 from schemas.tables import BROKER_EVENTS_QUARANTINE, BRONZE_BROKER_EVENTS
 
 log = logging.getLogger("flowctl.ingest")
@@ -340,6 +342,38 @@ def skipped_raw_entries(raw_dir: str, days: list[date]) -> list[str]:
 
 #: Parquet's index of a row within its file: with source_file, the identity of a raw row.
 POSITION = "_row_index"
+#: The quarantine's column for it: where to find a rejected row in its file.
+ROW_INDEX = "source_row_index"
+
+#: (Spark application, table path) pairs whose columns were checked by add_missing_columns.
+_COLUMNS_CHECKED: set[tuple[str, str]] = set()
+
+
+def _sql_string(text: str) -> str:
+    """``text`` for a quoted Spark SQL string literal."""
+    return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def add_missing_columns(spark: SparkSession, path: str, schema: TableSchema) -> list[str]:
+    """Add to the Delta table at ``path`` the columns of ``schema`` it lacks, as nullable columns
+    at its end, and return their names: a table created by an earlier version of the job
+    (``ensure_table`` leaves an existing table as it is, and a Delta write of a column the table
+    does not have fails). Rows written before hold null there. Once per application and table."""
+    key = (spark.sparkContext.applicationId, path)
+    if key in _COLUMNS_CHECKED:
+        return []
+    present = set(DeltaTable.forPath(spark, path).toDF().columns)
+    missing = [c for c in schema.columns if c.name not in present]
+    if missing:
+        ddl = {f.name: f.dataType.simpleString() for f in schema.to_spark().fields}
+        columns = ", ".join(
+            f"`{c.name}` {ddl[c.name]} COMMENT '{_sql_string(c.doc)}'" for c in missing
+        )
+        table = path.replace("`", "``")
+        spark.sql(f"ALTER TABLE delta.`{table}` ADD COLUMNS ({columns})")
+        log.info("%s: added columns %s", schema.name, ", ".join(c.name for c in missing))
+    _COLUMNS_CHECKED.add(key)
+    return [c.name for c in missing]
 
 
 def read_raw_events(spark: SparkSession, files: list[RawFile]) -> DataFrame:
@@ -545,7 +579,9 @@ def _quarantined_files(spark: SparkSession, files: list[RawFile]) -> DataFrame:
     ]
     schema = BROKER_EVENTS_QUARANTINE.to_spark()
     empty_events = {
-        c: F.lit(None).cast(schema[c].dataType) for c in BROKER_EVENTS.names if c != "detail"
+        c: F.lit(None).cast(schema[c].dataType)
+        for c in [*BROKER_EVENTS.names, ROW_INDEX]
+        if c != "detail"
     }
     frame = spark.createDataFrame(
         rows,
@@ -585,6 +621,7 @@ def run_ingest(
     # Both bronze tables exist after an ingest, the quarantine even when nothing was rejected.
     for table in (BRONZE_BROKER_EVENTS, BROKER_EVENTS_QUARANTINE):
         ensure_table(spark, table_path(conf, table), table)
+    add_missing_columns(spark, table_path(conf, BROKER_EVENTS_QUARANTINE), BROKER_EVENTS_QUARANTINE)
     all_days = days_between(date_from, date_to)
     files = inspect_raw_files(raw_root, all_days)
     skipped = skipped_raw_entries(raw_root, all_days)
@@ -763,7 +800,13 @@ def run_ingest(
         rejected_rows = (
             classified(rereads)
             .where(F.col("status") == QUARANTINED)
-            .withColumns({"record_kind": F.lit("row"), "file_rows": F.lit(None).cast("long")})
+            .withColumns(
+                {
+                    "record_kind": F.lit("row"),
+                    "file_rows": F.lit(None).cast("long"),
+                    ROW_INDEX: F.col(POSITION),
+                }
+            )
         )
         quarantine = conform(rejected_rows, BROKER_EVENTS_QUARANTINE).unionByName(file_records)
     rows_quarantined = 0

@@ -35,8 +35,9 @@ BROKER_EVENTS_QUARANTINE = TableSchema(
     version=SCHEMA_VERSION,
     partition_by=("date",),
     doc=(
-        "Every rejected raw row (record_kind='row': its columns as read, all nullable) and every "
-        "unreadable raw file (record_kind='file': event columns null), with the reason."
+        "Every rejected raw row (record_kind='row': its columns as read, all nullable, and its "
+        "position in its file) and every unreadable raw file (record_kind='file': event columns "
+        "null but detail, JSON of why a file read only in part was), with the reason."
     ),
     columns=(
         *(replace(c, nullable=True) for c in BROKER_EVENTS.columns),
@@ -45,6 +46,11 @@ BROKER_EVENTS_QUARANTINE = TableSchema(
         Column("record_kind", "string", nullable=False, doc="'row' or 'file'"),
         Column("reason", "string", nullable=False, doc="';'-separated rule names that failed"),
         Column("file_rows", "int64", doc="record_kind='file': rows the file's footer declares"),
+        Column(
+            "source_row_index",
+            "int64",
+            doc="record_kind='row': the row's 0-based position in source_file (Parquet row index)",
+        ),
     ),
 )
 

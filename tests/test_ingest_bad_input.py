@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import date
 from pathlib import Path
 
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import functions as F
 
 from jobs import ingest
-from jobs.delta_io import read_table
+from jobs.delta_io import days_predicate, read_table, replace_where_at, table_path
 from schemas.tables import PIPELINE_TABLES
 from tests.conftest import at, event, write_raw
 
@@ -80,3 +83,64 @@ def test_a_stale_checksum_sidecar_is_named_as_the_cause_of_a_partial_read(
     sidecar.unlink()  # what the cause says to do
     report = ingest.run_ingest(spark, conf, DAY1, DAY1)
     assert (report["files_partially_read"], report["rows_accepted"]) == (0, 42)
+
+
+def test_a_quarantined_row_says_where_it_is_in_its_file(spark, pipeline_conf):
+    """``source_row_index``: the row's 0-based position in ``source_file``, so that a user can
+    find it there (file records have none)."""
+    _, conf = pipeline_conf(validate=False)
+    raw = Path(conf.raw_dir)
+    rows = [event(i, at(1, 10, i), "enqueue", queue="q") for i in range(1, 8)]
+    rows[2] = event(3, at(1, 10, 3), "warp", queue="q")
+    rows[5] = {**rows[5], "broker": None}
+    (path,) = write_raw(raw, [*rows, dict(rows[0])])  # the copy of seq 1 is the last row
+    (raw / "date=2024-01-01" / "part-x-00000.parquet").write_bytes(b"not parquet")
+
+    report = ingest.run_ingest(spark, conf, DAY1, DAY1)
+
+    assert (report["rows_accepted"], report["rows_quarantined"], report["balanced"]) == (5, 3, True)
+    quarantine = read_table(spark, conf, QUARANTINE).collect()
+    found = {(r.record_kind, r.seq, r.reason): r.source_row_index for r in quarantine}
+    assert found == {
+        ("row", 3, "unknown_event_type"): 2,
+        ("row", 6, "null_broker"): 5,
+        ("row", 1, "duplicate"): 7,
+        ("file", None, "unreadable_file:ArrowInvalid: Parquet magic bytes not found in footer. "
+         "Either the file is corrupted or this is not a parquet file."): None,
+    }  # fmt: skip
+    table = pq.read_table(path)
+    for r in quarantine:
+        if r.record_kind == "row":
+            assert table.slice(r.source_row_index, 1).column("seq")[0].as_py() == r.seq
+
+
+def test_a_quarantine_table_of_the_previous_version_gets_the_row_index_column(spark, pipeline_conf):
+    """A warehouse whose quarantine was created without ``source_row_index``: the ingest adds
+    the column (null in the rows written before) instead of failing on the write."""
+    _, conf = pipeline_conf(validate=False)
+    path = table_path(conf, QUARANTINE)
+    previous = dataclasses.replace(
+        QUARANTINE, columns=tuple(c for c in QUARANTINE.columns if c.name != "source_row_index")
+    )
+    old_row = {"date": date(2024, 1, 5), "source_file": "date=2024-01-05/old.parquet",
+               "record_kind": "row", "reason": "unknown_event_type", "seq": 9}  # fmt: skip
+    frame = spark.createDataFrame([old_row], "date date, source_file string, record_kind string, "
+                                  "reason string, seq bigint")  # fmt: skip
+    frame = frame.select(
+        *(F.col(c) if c in old_row else F.lit(None).alias(c) for c in previous.names)
+    )
+    replace_where_at(
+        spark, path, previous, frame, days_predicate("date", date(2024, 1, 5), date(2024, 1, 5))
+    )
+    assert "source_row_index" not in spark.read.format("delta").load(path).columns
+
+    write_raw(Path(conf.raw_dir), [event(1, at(1, 10), "warp", queue="q"),
+                                   event(2, at(1, 11), "enqueue", queue="q")])  # fmt: skip
+    report = ingest.run_ingest(spark, conf, DAY1, DAY1)
+
+    assert (report["rows_accepted"], report["rows_quarantined"], report["balanced"]) == (1, 1, True)
+    rows = spark.read.format("delta").load(path).orderBy("date").collect()
+    assert [(r.date, r.seq, r.source_row_index) for r in rows] == [
+        (DAY1, 1, 0),
+        (date(2024, 1, 5), 9, None),
+    ]
