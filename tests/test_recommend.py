@@ -74,17 +74,20 @@ class Log:
         rejected: int = 0,
         capacities: tuple[int | None, ...] = (50, 15),
         policy: str = "reject",
+        max_size: int = 0,
+        stop_size: int = 0,
+        resume_size: int = 0,
     ) -> None:
-        """A queue with max_count 1000 and the given thresholds; each episode is
-        (start_s, duration_s, peak_depth_msgs)."""
+        """A queue with max_count 1000 and the given thresholds (in bytes: none unless given);
+        each episode is (start_s, duration_s, peak_depth_msgs). Messages are 100 bytes."""
         settings = {
             "queue": name,
             "max_count": 1000,
-            "max_size": 0,
+            "max_size": max_size,
             "flow_stop_count": stop,
             "flow_resume_count": resume,
-            "flow_stop_size": 0,
-            "flow_resume_size": 0,
+            "flow_stop_size": stop_size,
+            "flow_resume_size": resume_size,
         }
         self.event(0, "queue_declared", detail=f'{{"policy": "{policy}"}}', **settings)
         for number, capacity in enumerate(capacities):
@@ -118,8 +121,8 @@ class Log:
                     "peak_depth_msgs": peak,
                     "flow_stop_count": stop,
                     "flow_resume_count": resume,
-                    "flow_stop_size": 0,
-                    "flow_resume_size": 0,
+                    "flow_stop_size": stop_size,
+                    "flow_resume_size": resume_size,
                     "overshoot_msgs": max(0, peak - stop),
                     "producers": len(capacities),
                     "overshoot_bound_msgs": 65,
@@ -226,6 +229,12 @@ def recommendations(spark: Any) -> dict[str, dict[str, Any]]:
     # Producers that can overshoot by 1100 of a 1000 limit: no stop threshold keeps it under.
     log.queue("q-no-room", 900, 500, [(100, LONG, 901)], capacities=(600, 500))
     log.queue("q-ring", 0, 0, policy="ring")  # flow control off under a limit, but a ring
+    # Byte thresholds too: 100-byte messages, so the bound is 65 x 100 = 6500 bytes, 7800 with the
+    # margin; stop 90000 of 100000 leaves 10000 (no lower), and raising it to 92200 gains less than
+    # 5 % of the limit (no raise).
+    log.queue("q-keep-bytes", 900, 800, [(100, LONG, 950)], max_size=100_000, stop_size=90_000,
+              resume_size=80_000)  # fmt: skip
+    log.queue("q-keep-bytes-no-limit", 900, 800, [(100, LONG, 950)], stop_size=90_000)
     log.consumer("c-starving", credit=20, deliveries=1000, starved_s=30.0, starvations=6)
     log.consumer("c-generous", credit=500, deliveries=100, starved_s=0.0, starvations=0)
     log.consumer("c-fine", credit=30, deliveries=100, starved_s=0.0, starvations=0)
@@ -242,6 +251,31 @@ def test_keep_leaves_thresholds_alone(recommendations: dict[str, dict[str, Any]]
     assert row["headroom_msgs"] == 78  # ceil(65 x 1.2)
     assert row["producer_capacity_sum"] == 65
     assert row["rationale"].startswith("keep: 2 episodes; overshoot allowance 65 msgs")
+    assert "bytes" not in row["rationale"]  # no byte thresholds: nothing to say about them
+
+
+def test_keep_says_why_the_byte_threshold_is_kept_too(
+    recommendations: dict[str, dict[str, Any]],
+) -> None:
+    row = recommendations["q-keep-bytes"]
+    assert row["verdict"] == "keep"
+    assert (row["recommended_flow_stop_size"], row["recommended_flow_resume_size"]) == (
+        90_000,
+        80_000,
+    )
+    assert row["headroom_bytes"] == 7800  # ceil(65 x 100 x 1.2)
+    assert row["rationale"] == (
+        "keep: 1 episodes; overshoot allowance 65 msgs (worst seen or bounded by the producers' "
+        "capacity windows), 78 of room needed below the limit (incl. 20% margin); bytes: "
+        "overshoot allowance 6500 bytes (worst seen or bounded by the producers' capacity "
+        "windows x the largest message), stop 90000 leaves 10000 bytes below the limit of "
+        "100000, 7800 needed (incl. 20% margin)"
+    )
+    unlimited = recommendations["q-keep-bytes-no-limit"]
+    assert unlimited["verdict"] == "keep"
+    assert unlimited["rationale"].endswith(
+        "; bytes: stop 90000 bytes kept, no byte limit to leave room under"
+    )
 
 
 def test_idle_queue_is_kept_even_with_room_to_raise(

@@ -588,6 +588,28 @@ def recommend_queues(
         F.coalesce(msgs.headroom, F.lit(0)),
         margin_pct,
     )
+    # With byte thresholds in force, why the byte stop is kept too: the room it leaves in bytes.
+    keep_bytes = F.when(
+        size.stop > 0,
+        F.when(
+            size.limit > 0,
+            F.format_string(
+                "; bytes: overshoot allowance %d bytes (worst seen or bounded by the producers' "
+                "capacity windows x the largest message), stop %d leaves %d bytes below the "
+                "limit of %d, %d needed (incl. %.0f%% margin)",
+                size.worst_overshoot,
+                size.stop,
+                size.limit - size.stop,
+                size.limit,
+                size.headroom,
+                margin_pct,
+            ),
+        ).otherwise(
+            F.format_string(
+                "; bytes: stop %d bytes kept, no byte limit to leave room under", size.stop
+            )
+        ),
+    ).otherwise(F.lit(""))
     ring_reason = F.lit(
         "ring queue without flow thresholds: it evicts its oldest messages at the limit, and "
         "flow control is not applied to it by default"
@@ -595,7 +617,9 @@ def recommend_queues(
     rationale = F.concat(
         verdict,
         F.lit(": "),
-        F.when(ring, ring_reason).when(reasons == "", keep_reason).otherwise(reasons),
+        F.when(ring, ring_reason)
+        .when(reasons == "", F.concat(keep_reason, keep_bytes))
+        .otherwise(reasons),
         F.when(changes != "", F.concat(F.lit(" => "), changes)).otherwise(F.lit("")),
     )
     observed = F.col("_observed_s")
