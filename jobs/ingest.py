@@ -345,6 +345,22 @@ POSITION = "_row_index"
 #: The quarantine's column for it: where to find a rejected row in its file.
 ROW_INDEX = "source_row_index"
 
+#: Hadoop's glob characters (GlobPattern): a backslash before one makes it literal.
+GLOB_CHARACTERS = re.compile(r"([\\{}\[\]*?])")
+
+
+def literal_path(path: str) -> str:
+    """``path`` with Hadoop's glob characters escaped, so that Spark reads that file and no other.
+
+    Spark expands every path it is given to read as a glob: a raw root such as ``/data/x[1]/raw``
+    would match nothing (``[1]`` is a class matching "1"), and ``/data/x?/raw`` other folders as
+    well. Escaped, the glob matches the path itself only. (Names of raw files with such
+    characters are quarantined before, as ``unaddressable_file_name``; ``basePath`` is not a
+    glob and takes the root as it is.)
+    """
+    return GLOB_CHARACTERS.sub(r"\\\1", path)
+
+
 #: (Spark application, table path) pairs whose columns were checked by add_missing_columns.
 _COLUMNS_CHECKED: set[tuple[str, str]] = set()
 
@@ -408,7 +424,7 @@ def read_raw_events(spark: SparkSession, files: list[RawFile]) -> DataFrame:
         spark.read.schema(StructType([*raw_schema.fields, StructField("date", DateType(), False)]))
         .option("ignoreCorruptFiles", "true")
         .option("basePath", root.rstrip("/") or "/")
-        .parquet(*(f.path for f in files))
+        .parquet(*(literal_path(f.path) for f in files))
         .select(
             *raw_schema.names,
             F.concat(F.lit("date="), F.col("date").cast("string"), F.lit("/"), name).alias(

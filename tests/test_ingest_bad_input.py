@@ -144,3 +144,21 @@ def test_a_quarantine_table_of_the_previous_version_gets_the_row_index_column(sp
         (DAY1, 1, 0),
         (date(2024, 1, 5), 9, None),
     ]
+
+
+def test_a_raw_root_with_glob_characters_is_read_literally(spark, pipeline_conf, tmp_path):
+    """Spark expands the paths it reads as globs: a raw root named ``r\\x[1]{a,b}*?`` would match
+    nothing of its own, and here the sibling ``rx1ab`` instead. It is read as named."""
+    _, conf = pipeline_conf(validate=False)
+    root = tmp_path / "r\\x[1]{a,b}*?" / "raw"
+    write_raw(root, [event(i, at(1, 10, i), "enqueue", queue="q") for i in range(1, 4)])
+    sibling = tmp_path / "rx1ab" / "raw"  # what the root, taken as a glob, matches
+    write_raw(sibling, [event(i, at(1, 11), "enqueue", queue="q") for i in range(100, 110)])
+
+    report = ingest.run_ingest(spark, conf, DAY1, DAY1, raw_dir=str(root))
+
+    assert (report["rows_read"], report["rows_accepted"], report["balanced"]) == (3, 3, True)
+    bronze = read_table(spark, conf, BRONZE).collect()
+    assert sorted((r.seq, r.source_file) for r in bronze) == [
+        (i, "date=2024-01-01/part-r1-00000.parquet") for i in range(1, 4)
+    ]
