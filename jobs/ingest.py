@@ -157,9 +157,35 @@ def reads_as(actual: pa.DataType, expected: pa.DataType) -> bool:
     return False
 
 
-def _schema_problem(schema: pa.Schema) -> str | None:
+#: What to do about a timestamp Spark cannot read as the contract's (no ';': it ends a reason).
+TIMESTAMP_HINT = (
+    "write microseconds with time zone UTC (DESIGN §3), e.g. pandas ts.dt.tz_localize('UTC') and "
+    "pyarrow.parquet.write_table(..., coerce_timestamps='us', allow_truncated_timestamps=True)"
+)
+
+
+def _wrong_type(name: str, actual: pa.DataType, physical_type: str | None = None) -> str:
+    """``wrong_type:<column>:<type as written>``, with what to do when it is a timestamp: Spark 4
+    cannot read TIMESTAMP(NANOS) as a timestamp at all (it fails, or reads a bigint with
+    spark.sql.legacy.parquet.nanosAsLong); INT96 is a deprecated encoding without time zone; a
+    timestamp without time zone is not UTC by contract."""
+    if not pa.types.is_timestamp(actual):
+        return f"wrong_type:{name}:{actual}"
+    if physical_type == "INT96":
+        why = "INT96 is a deprecated nanosecond encoding without time zone"
+        return f"wrong_type:{name}:INT96 ({why}: {TIMESTAMP_HINT})"
+    if actual.unit == "ns":
+        why = "Spark cannot read nanosecond timestamps"
+    else:
+        why = "a timestamp without time zone is not UTC by contract"
+    return f"wrong_type:{name}:{actual} ({why}: {TIMESTAMP_HINT})"
+
+
+def _schema_problem(schema: pa.Schema, physical_types: dict[str, str] | None = None) -> str | None:
     """Why a file's schema breaks the contract, or None. Extra columns are allowed (DESIGN §3),
-    and types Spark reads losslessly as the contract's (:func:`reads_as`)."""
+    and types Spark reads losslessly as the contract's (:func:`reads_as`). ``physical_types``:
+    the Parquet physical type of each column (tells INT96 timestamps, which Arrow shows as
+    nanoseconds, from others)."""
     expected = BROKER_EVENTS.to_pyarrow()
     problems = []
     for field in expected:
@@ -168,7 +194,8 @@ def _schema_problem(schema: pa.Schema) -> str | None:
             if not field.nullable:
                 problems.append(f"missing_column:{field.name}")
         elif not reads_as(schema.field(index).type, field.type):
-            problems.append(f"wrong_type:{field.name}:{schema.field(index).type}")
+            physical = (physical_types or {}).get(field.name)
+            problems.append(_wrong_type(field.name, schema.field(index).type, physical))
     return ";".join(problems) or None
 
 
@@ -289,7 +316,8 @@ def inspect_raw_files(raw_dir: str, days: list[date]) -> list[RawFile]:
                 with filesystem.open_input_file(info.path) as handle:
                     parquet = pq.ParquetFile(handle)
                     rows = parquet.metadata.num_rows
-                    problem = _name_problem(name) or _schema_problem(parquet.schema_arrow)
+                    physical = {c.path: c.physical_type for c in parquet.schema}
+                    problem = _name_problem(name) or _schema_problem(parquet.schema_arrow, physical)
             except Exception as exc:  # any unreadable footer: truncated, not Parquet, ...
                 rows, problem = None, _unreadable_reason(exc, info.path, relative)
                 log.warning("unreadable raw file %s: %s", relative, exc)

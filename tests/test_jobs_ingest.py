@@ -467,11 +467,24 @@ def test_types_common_writers_emit_are_read_as_the_contracts(spark, pipeline_con
     _one_event_file(folder / "part-ns.parquet", 10, {"ts": pa.timestamp("ns", tz="UTC")})
     _one_event_file(folder / "part-naive.parquet", 11, {"ts": pa.timestamp("us")})
 
+    # What pandas writes by default (naive nanoseconds), and the deprecated INT96 encoding.
+    _one_event_file(folder / "part-pandas.parquet", 12, {"ts": pa.timestamp("ns")})
+    int96 = pq.read_table(folder / "part-pandas.parquet")
+    pq.write_table(int96, folder / "part-int96.parquet", use_deprecated_int96_timestamps=True)
+
     report = ingest.run_ingest(spark, conf, DAY1, DAY1)
     assert report["balanced"] and report["rows_accepted"] == len(accepted_types)
+    # The reason says what to do (Spark 4 cannot read TIMESTAMP(NANOS) as a timestamp).
+    fix = ingest.TIMESTAMP_HINT
+    assert "coerce_timestamps='us'" in fix and ";" not in fix
+    naive_tz = "a timestamp without time zone is not UTC by contract"
+    nanos = "Spark cannot read nanosecond timestamps"
     assert report["quarantined_files"] == {
-        "date=2024-01-01/part-naive.parquet": "wrong_type:ts:timestamp[us]",
-        "date=2024-01-01/part-ns.parquet": "wrong_type:ts:timestamp[ns, tz=UTC]",
+        "date=2024-01-01/part-naive.parquet": f"wrong_type:ts:timestamp[us] ({naive_tz}: {fix})",
+        "date=2024-01-01/part-ns.parquet": f"wrong_type:ts:timestamp[ns, tz=UTC] ({nanos}: {fix})",
+        "date=2024-01-01/part-pandas.parquet": f"wrong_type:ts:timestamp[ns] ({nanos}: {fix})",
+        "date=2024-01-01/part-int96.parquet": "wrong_type:ts:INT96 (INT96 is a deprecated "
+        f"nanosecond encoding without time zone: {fix})",
     }
     rows = read_table(spark, conf, PIPELINE_TABLES["broker_events"][1]).orderBy("seq").collect()
     assert [(r.run_id, r.seq, r.event_type, r.queue, r.depth_msgs) for r in rows] == [
