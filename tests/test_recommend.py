@@ -34,11 +34,37 @@ DAY = date(2026, 3, 3)
 MIDNIGHT = datetime(2026, 3, 3, tzinfo=UTC)
 POLICY = RecommendPolicy(lookback_days=1)
 BROKER = "broker-1"
+#: The columns every hand-built row of the one run shares.
+RUN = {"run_id": "r1", "broker": BROKER}
+WATERMARK = MIDNIGHT + timedelta(hours=1)
 
 
 def _rows(spark: Any, schema: TableSchema, rows: list[dict[str, Any]]) -> Any:
     full = [{name: row.get(name) for name in schema.names} for row in rows]
     return spark.createDataFrame(full, schema.to_spark())
+
+
+def _queue_settings(
+    name: str, stop: int, resume: int, max_size: int = 0, stop_size: int = 0, resume_size: int = 0
+) -> dict[str, Any]:
+    """The limit and threshold columns a queue's events carry (max_count 1000)."""
+    return {
+        "queue": name,
+        "max_count": 1000,
+        "max_size": max_size,
+        "flow_stop_count": stop,
+        "flow_resume_count": resume,
+        "flow_stop_size": stop_size,
+        "flow_resume_size": resume_size,
+    }
+
+
+def _producer_bound(spark: Any, capacity_sum: int, uncapped: int) -> Any:
+    """The one row queue_producers gives queue "q" of BROKER."""
+    return spark.createDataFrame(
+        [(BROKER, "q", capacity_sum, uncapped)],
+        "broker string, queue string, producer_capacity_sum long, uncapped_producers long",
+    )
 
 
 class Log:
@@ -54,8 +80,7 @@ class Log:
     def event(self, at_s: float, event_type: str, **fields: Any) -> None:
         self.events.append(
             {
-                "run_id": "r1",
-                "broker": BROKER,
+                **RUN,
                 "seq": len(self.events) + 1,
                 "ts": MIDNIGHT + timedelta(seconds=at_s),
                 "event_type": event_type,
@@ -80,15 +105,7 @@ class Log:
     ) -> None:
         """A queue with max_count 1000 and the given thresholds (in bytes: none unless given);
         each episode is (start_s, duration_s, peak_depth_msgs). Messages are 100 bytes."""
-        settings = {
-            "queue": name,
-            "max_count": 1000,
-            "max_size": max_size,
-            "flow_stop_count": stop,
-            "flow_resume_count": resume,
-            "flow_stop_size": stop_size,
-            "flow_resume_size": resume_size,
-        }
+        settings = _queue_settings(name, stop, resume, max_size, stop_size, resume_size)
         self.event(0, "queue_declared", detail=f'{{"policy": "{policy}"}}', **settings)
         for number, capacity in enumerate(capacities):
             self.event(
@@ -107,8 +124,7 @@ class Log:
             time_stopped += duration_s
             self.episodes.append(
                 {
-                    "run_id": "r1",
-                    "broker": BROKER,
+                    **RUN,
                     "queue": name,
                     "start_seq": len(self.episodes) + 1,
                     "start_ts": MIDNIGHT + timedelta(seconds=start_s),
@@ -117,7 +133,7 @@ class Log:
                     "end_ts": MIDNIGHT + timedelta(seconds=start_s + duration_s),
                     "is_open": False,
                     "duration_s": duration_s,
-                    "run_watermark_ts": MIDNIGHT + timedelta(hours=1),
+                    "run_watermark_ts": WATERMARK,
                     "peak_depth_msgs": peak,
                     "flow_stop_count": stop,
                     "flow_resume_count": resume,
@@ -130,9 +146,8 @@ class Log:
             )
         self.daily.append(
             {
+                **RUN,
                 "date": DAY,
-                "broker": BROKER,
-                "run_id": "r1",
                 "queue": name,
                 "flow_stopped_count": len(episodes),
                 "stopped_at_day_start": False,
@@ -175,8 +190,7 @@ class Log:
         for number in range(starvations):
             self.starvations.append(
                 {
-                    "run_id": "r1",
-                    "broker": BROKER,
+                    **RUN,
                     "link": name,
                     "link_role": "consumer",
                     "start_seq": number + 1,
@@ -184,14 +198,13 @@ class Log:
                     "start_date": DAY,
                     "is_open": False,
                     "duration_s": starvation_s or starved_s / starvations,
-                    "run_watermark_ts": MIDNIGHT + timedelta(hours=1),
+                    "run_watermark_ts": WATERMARK,
                 }
             )
         self.link_daily.append(
             {
+                **RUN,
                 "date": DAY,
-                "broker": BROKER,
-                "run_id": "r1",
                 "link": name,
                 "link_role": "consumer",
                 "starved_s": starved_s,
@@ -210,6 +223,18 @@ class Log:
             policy,
             DAY,
         )
+
+    def rows(self, spark: Any, policy: RecommendPolicy = POLICY) -> dict[str, dict[str, Any]]:
+        """The recommendations by entity (each entity has exactly one row)."""
+        collected = self.recommend(spark, policy).collect()
+        by_entity = {row.entity: row.asDict() for row in collected}
+        assert len(by_entity) == len(collected), "an entity with more than one row"
+        return by_entity
+
+    def only_row(self, spark: Any) -> dict[str, Any]:
+        """The one recommendation of a log with one entity."""
+        (row,) = self.rows(spark).values()
+        return row
 
 
 LONG = 20.0  # seconds: well above min_dwell_s (5 s)
@@ -437,7 +462,7 @@ def links(spark: Any) -> dict[str, dict[str, Any]]:
     log.consumer(
         "c-quick", credit=30, deliveries=100, starved_s=1e-4, starvations=2, starvation_s=5e-5
     )
-    return {row.entity: row.asDict() for row in log.recommend(spark).collect()}
+    return log.rows(spark)
 
 
 def test_byte_credit_is_sized_in_bytes(links: dict[str, dict[str, Any]]) -> None:
@@ -526,10 +551,7 @@ def test_producer_capacity_counts_each_producer_once(spark: Any) -> None:
     log.queue("q", 900, 800, capacities=(50, 15))
     log.queue("q", 900, 800, capacities=(40, None))  # the same two producer names again
     actual = queue_producers(_rows(spark, BRONZE_BROKER_EVENTS, log.events))
-    expected = spark.createDataFrame(
-        [(BROKER, "q", 65, 0)],
-        "broker string, queue string, producer_capacity_sum long, uncapped_producers long",
-    )
+    expected = _producer_bound(spark, capacity_sum=65, uncapped=0)
     assert_df_equality(actual, expected, ignore_nullable=True, ignore_metadata=True)
 
 
@@ -545,10 +567,7 @@ def test_producer_capacity_bound_is_per_run_not_summed_over_runs(spark: Any) -> 
         {**e, "run_id": "r2", "link": e.get("link") and f"{e['link']}-r2"} for e in second.events
     ]
     actual = queue_producers(_rows(spark, BRONZE_BROKER_EVENTS, log.events + later_run))
-    expected = spark.createDataFrame(
-        [(BROKER, "q", 100, 0)],
-        "broker string, queue string, producer_capacity_sum long, uncapped_producers long",
-    )
+    expected = _producer_bound(spark, capacity_sum=100, uncapped=0)
     assert_df_equality(actual, expected, ignore_nullable=True, ignore_metadata=True)
 
 
@@ -560,7 +579,7 @@ def test_no_stop_threshold_without_a_known_overshoot_allowance(spark: Any) -> No
     log = Log()
     log.queue("q-uncapped", 500, 400, [(100, LONG, 560)], capacities=(50, None))
     log.queue("q-no-evidence", 0, 0, capacities=())
-    rows = {r.entity: r.asDict() for r in log.recommend(spark).collect()}
+    rows = log.rows(spark)
     uncapped = rows["q-uncapped"]
     assert uncapped["verdict"] == "at_risk_of_overflow"
     assert (uncapped["recommended_flow_stop_count"], uncapped["recommended_flow_resume_count"]) == (
@@ -581,7 +600,7 @@ def test_resume_of_zero_drains_from_the_stop_value(spark: Any) -> None:
     of 1000 (resume 1), not the 10 % fallback of a missing drain rate."""
     log = Log()
     log.queue("q", 900, 0, [(100 + i, 0.05, 910) for i in range(4)])
-    (row,) = [r.asDict() for r in log.recommend(spark).collect()]
+    row = log.only_row(spark)
     assert row["drain_rate_msgs_s"] == pytest.approx(200.0)
     assert row["verdict"] == "flapping"
     assert (row["recommended_flow_stop_count"], row["recommended_flow_resume_count"]) == (900, 1)
@@ -592,7 +611,7 @@ def test_a_lowered_stop_outranks_flapping(spark: Any) -> None:
     protective change (what `flowctl whatif` judges it by); the resume gap widens as well."""
     log = Log()
     log.queue("q", 930, 929, [(100 + i, 0.5, 940) for i in range(4)])
-    (row,) = [r.asDict() for r in log.recommend(spark).collect()]
+    row = log.only_row(spark)
     assert row["verdict"] == "lower"
     assert row["recommended_flow_stop_count"] == 922
     assert "4 of 4 episodes shorter than" in row["rationale"]
@@ -605,7 +624,7 @@ def test_a_lowered_link_that_starved_a_little_does_not_claim_it_never_starved(sp
     rationale says how much it starved rather than "never starved"."""
     log = Log()
     log.consumer("c", credit=500, deliveries=100, starved_s=0.5, starvations=1)
-    (row,) = [r.asDict() for r in log.recommend(spark).collect() if r.entity == "c"]
+    row = log.rows(spark)["c"]  # (the other row is the queue it reads, "work")
     assert row["verdict"] == "lower"
     assert "starved only 0.50% of its attached time (up to 1.00% is tolerated)" in row["rationale"]
     assert "never starved" not in row["rationale"]
@@ -616,7 +635,7 @@ def test_flapping_without_a_change_says_why(spark: Any) -> None:
     drain rate: the row says the gap cannot be sized instead of a verdict with no change."""
     log = Log()
     log.queue("q", 900, 500, [(100 + i, 0.0, 901) for i in range(4)])
-    (row,) = [r.asDict() for r in log.recommend(spark).collect()]
+    row = log.only_row(spark)
     assert row["verdict"] == "flapping"
     assert (row["recommended_flow_stop_count"], row["recommended_flow_resume_count"]) == (900, 500)
     assert "no drain rate measured" in row["rationale"] and "=>" not in row["rationale"]
@@ -634,9 +653,14 @@ def test_ring_queues_are_exempt_only_while_their_flow_control_is_off(spark: Any)
         for e in log.events
         if not (e["queue"] == "q-ring-undeclared" and e["event_type"] == "queue_declared")
     ]
-    log.event(3, "ring_evicted", queue="q-ring-undeclared", size_bytes=100, depth_msgs=1000,
-              max_count=1000, max_size=0, flow_stop_count=0, flow_resume_count=0)  # fmt: skip
-    rows = {r.entity: r.asDict() for r in log.recommend(spark).collect()}
+    log.event(
+        3,
+        "ring_evicted",
+        size_bytes=100,
+        depth_msgs=1000,
+        **_queue_settings("q-ring-undeclared", 0, 0),
+    )
+    rows = log.rows(spark)
     flapping = rows["q-ring-flapping"]
     assert flapping["verdict"] == "flapping"
     assert flapping["recommended_flow_resume_count"] == 790

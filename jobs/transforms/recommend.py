@@ -725,6 +725,11 @@ def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> Da
     with one is not assessed (credit came back within moments, so its size is not what starves the
     link), a link that did not starve falls back on the policy round trip. A starved link that
     already had the credit the formula needs is kept: the shortage is not the credit size.
+
+    RabbitMQ's cap of 256 credits a queue sees per consumer (DESIGN §2) is not applied: no event
+    says a consumer link is served by RabbitMQ (``protocol`` names the wire protocol, which other
+    brokers' AMQP 1.0 links share, and one ``broker`` may host several front ends) nor what its
+    ``max_queue_credit`` is set to.
     """
     attached = F.col("attached_s")
     rate = F.when(attached > 0, F.col("deliveries") / attached)
