@@ -8,11 +8,15 @@ Per run of the job over [from, to]:
    (record_kind='file') and is not read.
 2. Spark reads the remaining files with ``ignoreCorruptFiles``, so a damaged page cannot crash the
    job; a file yielding fewer rows than its footer declares is "partially read" and every row read
-   from it is quarantined.
-3. Rows are classified (jobs/transforms/validate.py): accepted, or quarantined with reasons; an
-   identical copy of an accepted (run_id, seq) is quarantined with the reason ``duplicate``. A
-   key bronze already holds on a day outside the range takes precedence: the new row is
-   quarantined (``duplicate`` or ``conflicting_duplicate``). Runs whose seq range the Delta log's
+   from it is quarantined. Its file record says why in ``detail`` (JSON): rows declared and read,
+   and the cause (the error pyarrow meets reading it, or a stale ``.<name>.crc`` checksum sidecar,
+   which Spark's local file system verifies). Paths are escaped for Hadoop's glob, so a raw root
+   with glob characters is read as named.
+3. Rows are classified (jobs/transforms/validate.py): accepted, or quarantined with reasons and
+   their position in their file (``source_row_index``); an identical copy of an accepted
+   (run_id, seq) is quarantined with the reason ``duplicate``. A key bronze already holds on a
+   day outside the range takes precedence: the new row is quarantined (``duplicate`` or
+   ``conflicting_duplicate``). Runs whose seq range the Delta log's
    per-file statistics of those days rule out (the engine's seqs grow across days) cost no read.
 4. Bronze and quarantine are written with replaceWhere on the days, so a rerun replaces them, and
    Great Expectations validates the accepted rows; the result and counts go to <quality>/.
