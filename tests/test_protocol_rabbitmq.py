@@ -13,6 +13,7 @@ from flowctl_core.protocols.config import (
     ConnectionConfig,
     ConsumerConfig,
     PublisherConfig,
+    RabbitPolicy,
     incoming_window_due,
     publisher_credit_due,
 )
@@ -102,6 +103,49 @@ def test_a_queue_sees_at_most_256_credits_per_consumer() -> None:
     assert rig.broker.queue("classic").stats.dequeued == 256
     assert server_link.link.credit == 1_000 - 20  # the client window let 20 through
     assert len(server_link.buffered) == 256 - 20
+
+
+def test_consumer_link_events_carry_the_queue_credit_cap() -> None:
+    # Seed 004: "Even if the client grants a large number of link credits, the queue will only
+    # ever see up to 256 credits for a given consumer"; DESIGN.md §2: "a queue sees at most 256
+    # credits per consumer". The consumer link's link_attached and flow events log the cap (and
+    # keep what their detail already says); publisher links are not capped and do not.
+    rig = Rig()
+    rig.queue("classic", prefill=10)
+    consumer = ConsumerConfig("c1", "classic", credit=300, top_up_below=0)
+    publisher = PublisherConfig("p", "classic")
+    config = ConnectionConfig("c", AMQP_10, publishers=(publisher,), consumers=(consumer,))
+    Amqp10Connection(rig.broker, config).start()
+    rig.run_for(100_000)
+    (attached,) = rig.events("link_attached", "c1")
+    assert detail(attached) == {"max_queue_credit": 256}
+    flows = rig.events("flow", "c1")
+    assert flows and all(detail(e)["max_queue_credit"] == 256 for e in flows)
+    receiver = [detail(e) for e in flows if detail(e)["origin"] == "receiver"]
+    assert receiver[0] == {
+        "origin": "receiver",
+        "link_credit": 300,
+        "drain": False,
+        "echo": False,
+        "max_queue_credit": 256,
+    }
+    publisher_events = rig.events("link_attached", "p") + rig.events("flow", "p")
+    assert all(
+        e.get("detail") is None or "max_queue_credit" not in detail(e) for e in publisher_events
+    )
+
+
+def test_the_logged_queue_credit_cap_is_the_configured_one() -> None:
+    # Seed 004: "The value of 256 is configurable via advanced.config setting
+    # rabbit.max_queue_credit" (scenarios: rabbitmq.max_queue_credit).
+    rig = Rig()
+    rig.queue("classic", prefill=10)
+    consumer = ConsumerConfig("c1", "classic", credit=50, top_up_below=0)
+    config = ConnectionConfig("c", AMQP_10, consumers=(consumer,))
+    Amqp10Connection(rig.broker, config, RabbitPolicy(max_queue_credit=8)).start()
+    rig.run_for(100_000)
+    events = rig.events("link_attached", "c1") + rig.events("flow", "c1")
+    assert events and {detail(e)["max_queue_credit"] for e in events} == {8}
 
 
 def test_client_consumer_policy_200_100() -> None:

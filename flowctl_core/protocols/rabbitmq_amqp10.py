@@ -8,7 +8,9 @@ starvation metric needs (DESIGN.md §4: "the sending side has work and no credit
 RabbitMQ policies applied here (all in :class:`~flowctl_core.protocols.config.RabbitPolicy`):
 170 credits to a publisher, topped up when credit <= 85 and fewer than 170 unconfirmed; a session
 incoming window of 400 frames re-opened at 200; at most 256 credits per consumer handed to the
-queue; a memory or disk alarm closes the incoming window (publishers stop, consumers go on).
+queue (a consumer link's ``link_attached`` and ``flow`` events log it as
+``detail.max_queue_credit``); a memory or disk alarm closes the incoming window (publishers stop,
+consumers go on).
 """
 
 from __future__ import annotations
@@ -283,6 +285,12 @@ class BrokerConsumerLink(QueueFedSender):
     def link_state(self) -> tuple[int, int | None]:
         return self.link.credit, self.link.delivery_count
 
+    def _cap_detail(self, detail: dict[str, Any] | None = None) -> dict[str, Any]:
+        """``detail`` with the link's queue-credit cap (``max_queue_credit``): seed 004, "the
+        queue will only ever see up to 256 credits for a given consumer", so credit granted above
+        it only buffers in the session. Logged so the recommender can tell the link is capped."""
+        return dict(detail or {}, max_queue_credit=self.session.policy.max_queue_credit)
+
     def emit_attached(self) -> None:
         """The attach: no credit yet (the consumer's first flow grants it), the queue's ready
         messages available. No flow frame goes with an attach, so it is no ``flow`` event."""
@@ -292,7 +300,11 @@ class BrokerConsumerLink(QueueFedSender):
             credit=self.link.credit,
             delivery_count=self.link.delivery_count,
             available=self.reported_available,
+            detail=self._cap_detail(),
         )
+
+    def emit_flow(self, detail: dict[str, Any]) -> None:
+        super().emit_flow(self._cap_detail(detail))
 
     def may_take(self) -> bool:
         return self.queue_credit > 0
