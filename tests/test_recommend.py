@@ -7,6 +7,7 @@ needed: the target stop threshold is 1000 - 78 = 922.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -172,14 +173,21 @@ class Log:
         credit_unit: str | None = None,
         size_bytes: int | None = None,
         starvation_s: float | None = None,
+        max_queue_credit: int | None = None,
     ) -> None:
         """A consumer link attached 100 s: credit granted ``grant`` at a time up to ``credit``.
 
         With ``credit_unit="bytes"`` (an Artemis CORE consumer) every event says so in its detail
-        and deliveries are transfers of ``size_bytes`` each. Each starvation lasts
-        ``starvation_s`` (default: starved_s / starvations).
+        and deliveries are transfers of ``size_bytes`` each. With ``max_queue_credit`` (a RabbitMQ
+        AMQP 1.0 consumer) its link_attached and flow events log the cap in their detail. Each
+        starvation lasts ``starvation_s`` (default: starved_s / starvations).
         """
-        detail = f'{{"credit_unit": "{credit_unit}"}}' if credit_unit else None
+        info: dict[str, Any] = {}
+        if credit_unit:
+            info["credit_unit"] = credit_unit
+        if max_queue_credit is not None:
+            info["max_queue_credit"] = max_queue_credit
+        detail = json.dumps(info) if info else None
         link = {"link": name, "link_role": "consumer", "detail": detail}
         self.event(0, "link_attached", credit=0, **link)
         for granted in range(grant, credit + 1, grant):
@@ -537,6 +545,62 @@ def test_a_sub_millisecond_round_trip_is_replaced_by_the_policy_one(
     assert (row["round_trip_s"], row["round_trip_source"]) == (0.05, "policy")
     assert (row["verdict"], row["recommended_credit"]) == ("keep", 30)
     assert "no evidence of a round trip: the policy round trip is used" in row["rationale"]
+
+
+@pytest.fixture(scope="module")
+def rabbit_links(spark: Any) -> dict[str, dict[str, Any]]:
+    """Consumer links needing more credit than RabbitMQ's queue sees per consumer, with and
+    without the cap logged, and one needing less. Each is attached 100 s and starved 30 s in 6
+    starvations of 5 s."""
+    log = Log()
+    # 10000 deliveries / 100 s = 100 msgs/s x 5 s + 10 top-up = 510 credits, above 256.
+    busy = {"credit": 20, "deliveries": 10_000, "starved_s": 30.0, "starvations": 6}
+    log.consumer("rabbit-capped", **busy, max_queue_credit=256)
+    log.consumer("no-cap-logged", **busy)
+    # 10 msgs/s x 5 s + 10 = 60 credits: under the cap.
+    log.consumer(
+        "rabbit-under-cap",
+        credit=20,
+        deliveries=1000,
+        starved_s=30.0,
+        starvations=6,
+        max_queue_credit=256,
+    )
+    return log.rows(spark)
+
+
+def test_a_need_above_rabbitmqs_queue_credit_cap_is_said_and_not_capped(
+    rabbit_links: dict[str, dict[str, Any]],
+) -> None:
+    """DESIGN.md §2: "a queue sees at most 256 credits per consumer"; seed 004: "Once these 256
+    messages have been sent out by the server session process, the server session process will
+    grant the next batch of 256 credits to the queue". The cap bounds the session's buffer, not
+    the link's deliveries per round trip, so the recommendation is the full need, and the
+    rationale says why it exceeds the cap."""
+    row = rabbit_links["rabbit-capped"]
+    assert row["verdict"] == "raise"
+    assert (row["current_credit"], row["recommended_credit"]) == (20, 510)
+    assert row["rationale"] == (
+        "raise: starved 30.0% of its attached time with 20 credits; needs 100.0 msgs/s x 5.000s "
+        "round trip + 10 top-up = 510 credits; 510 credits is above the 256 the queue sees per "
+        "consumer at a time (max_queue_credit): not capped, as the session grants the queue its "
+        "next batch once it has sent the last one out, so credit above the cap still covers the "
+        "round trip (the cap bounds what the session buffers, not what the link delivers)"
+    )
+
+
+def test_without_a_logged_cap_or_under_it_the_rationale_is_unchanged(
+    rabbit_links: dict[str, dict[str, Any]],
+) -> None:
+    row = rabbit_links["no-cap-logged"]
+    assert (row["verdict"], row["recommended_credit"]) == ("raise", 510)
+    assert row["rationale"] == (
+        "raise: starved 30.0% of its attached time with 20 credits; needs 100.0 msgs/s x 5.000s "
+        "round trip + 10 top-up = 510 credits"
+    )
+    under = rabbit_links["rabbit-under-cap"]
+    assert (under["verdict"], under["recommended_credit"]) == ("raise", 60)
+    assert "max_queue_credit" not in under["rationale"]
 
 
 def test_every_verdict_is_covered(recommendations: dict[str, dict[str, Any]]) -> None:

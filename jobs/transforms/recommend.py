@@ -669,8 +669,10 @@ def consumer_link_evidence(
 ) -> DataFrame:
     """Per consumer link: deliveries, the largest credit granted, the median top-up, attached and
     starved time, the median starvation (a credit round trip as the receiver sees it), whether
-    the credit is counted in bytes (``detail.credit_unit``) and the mean size of the messages
-    delivered (from the delivery events' ``size_bytes``, when logged)."""
+    the credit is counted in bytes (``detail.credit_unit``), the mean size of the messages
+    delivered (from the delivery events' ``size_bytes``, when logged) and the most credit the
+    link's queue sees at a time (``detail.max_queue_credit``, RabbitMQ AMQP 1.0 links; the largest
+    logged when runs differ)."""
     link_events = events.where(F.col("link").isNotNull())
     in_order = Window.partitionBy("run_id", *LINK).orderBy("seq")
     with_credit = link_events.where(F.col("credit").isNotNull())
@@ -683,6 +685,10 @@ def consumer_link_evidence(
         # Artemis CORE consumers count credit in bytes and say so in every event's detail.
         F.max(F.get_json_object("detail", "$.credit_unit") == "bytes").alias("_credit_in_bytes"),
         F.avg(F.when(delivery, F.col("size_bytes"))).alias("_mean_message_bytes"),
+        # RabbitMQ's AMQP 1.0 consumer links log the credit its queue sees per consumer.
+        F.max(F.get_json_object("detail", "$.max_queue_credit").cast("long")).alias(
+            "_max_queue_credit"
+        ),
         F.max_by("queue", F.when(_is("dequeue"), F.struct("ts", "seq"))).alias("queue"),
         F.countDistinct("run_id").alias("runs"),
         # A delivery is logged as a dequeue by some front ends and as a transfer by others.
@@ -726,10 +732,13 @@ def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> Da
     link), a link that did not starve falls back on the policy round trip. A starved link that
     already had the credit the formula needs is kept: the shortage is not the credit size.
 
-    RabbitMQ's cap of 256 credits a queue sees per consumer (DESIGN §2) is not applied: no event
-    says a consumer link is served by RabbitMQ (``protocol`` names the wire protocol, which other
-    brokers' AMQP 1.0 links share, and one ``broker`` may host several front ends) nor what its
-    ``max_queue_credit`` is set to.
+    RabbitMQ's cap on the credit a queue sees per consumer (DESIGN §2, 256 by default; its AMQP 1.0
+    consumer links log it as ``detail.max_queue_credit``) does not cap the recommendation: seed
+    004, "Once these 256 messages have been sent out by the server session process, the server
+    session process will grant the next batch of 256 credits to the queue". The cap bounds what
+    the session buffers, not what the link delivers per round trip, so credit above it still
+    covers the client's round trip (the engine delivers 4x as much with 1024 credits as with 256
+    under the cap, and the same with any cap). A need above the cap is said in the rationale.
     """
     attached = F.col("attached_s")
     rate = F.when(attached > 0, F.col("deliveries") / attached)
@@ -863,11 +872,25 @@ def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> Da
             F.lit(policy.min_round_trip_s),
         ),
     )
+    # RabbitMQ: a need above the credit the queue sees per consumer is not capped (see above).
+    queue_cap = F.col("_max_queue_credit")
+    cap_note = F.when(
+        assessed & (needed > queue_cap),
+        F.format_string(
+            "; %d credits is above the %d the queue sees per consumer at a time "
+            "(max_queue_credit): not capped, as the session grants the queue its next batch once "
+            "it has sent the last one out, so credit above the cap still covers the round trip "
+            "(the cap bounds what the session buffers, not what the link delivers)",
+            needed,
+            queue_cap,
+        ),
+    )
     rationale = F.concat(
         verdict,
         F.lit(": "),
         situation,
         F.when(assessed, F.concat(F.lit("; "), formula)).otherwise(F.lit("")),
+        F.coalesce(cap_note, F.lit("")),
         F.coalesce(round_trip_note, F.lit("")),
     )
     return evidence.select(
