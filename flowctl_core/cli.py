@@ -300,6 +300,18 @@ def _pipeline_conf(conf: Path | None, warehouse: Path | None) -> Any:
     return dataclasses.replace(loaded, warehouse_dir=str(warehouse)) if warehouse else loaded
 
 
+def _recommend_policy(policy: Path | None) -> Any:
+    """The recommendation policy (default conf/recommend.yaml), loaded before Spark starts: a
+    policy that cannot be used is the usual one-line error and exit status 2."""
+    from jobs.config import ConfError
+    from jobs.recommend import load_policy
+
+    try:
+        return load_policy(policy)
+    except ConfError as error:
+        raise _fail(str(error)) from None
+
+
 def _run_pipeline_and_print(
     conf: Path | None,
     first: date,
@@ -310,13 +322,18 @@ def _run_pipeline_and_print(
     recommend: bool = True,
     dashboard: Path | None = None,
     allow_empty_days: bool = False,
+    policy: Path | None = None,
 ) -> dict[str, object]:
-    """ingest -> episodes -> daily_metrics (-> recommend) on one session, then print the gold."""
+    """ingest -> episodes -> daily_metrics (-> recommend) on one session, then print the gold.
+
+    The pipeline conf and the recommendation policy are loaded first: either one unusable exits
+    2 before Spark starts or anything is written."""
     from jobs.ingest import IngestRefused
     from jobs.pipeline import daily_metrics_rows, run_pipeline
     from jobs.spark_session import build_spark_session
 
     pipeline_conf = _pipeline_conf(conf, warehouse)
+    recommend_policy = _recommend_policy(policy) if recommend else None
     spark = build_spark_session(pipeline_conf, app_name="flowctl")
     conf_path = str(conf) if conf else None
     warehouse_dir = str(warehouse) if warehouse else None
@@ -343,7 +360,7 @@ def _run_pipeline_and_print(
         from jobs.recommend import run_recommend
 
         started = time.perf_counter()
-        recommended = run_recommend(spark, pipeline_conf, first, last)
+        recommended = run_recommend(spark, pipeline_conf, first, last, recommend_policy)
         seconds["recommend"] = round(time.perf_counter() - started, 3)
         console.print(f"recommendations: {recommended}", highlight=False)
     console.print(f"seconds per job: {seconds}", highlight=False)
@@ -368,6 +385,10 @@ def pipeline(
     recommend: Annotated[
         bool, typer.Option(help="also write threshold_recommendations for the days")
     ] = True,
+    policy: Annotated[
+        Path | None,
+        typer.Option(help="recommendation policy YAML (default conf/recommend.yaml)"),
+    ] = None,
     allow_empty_days: Annotated[
         bool,
         typer.Option(
@@ -382,7 +403,13 @@ def pipeline(
     if last < first:
         raise _fail("--to is before --from")
     _run_pipeline_and_print(
-        conf, first, last, raw, recommend=recommend, allow_empty_days=allow_empty_days
+        conf,
+        first,
+        last,
+        raw,
+        recommend=recommend,
+        allow_empty_days=allow_empty_days,
+        policy=policy,
     )
 
 

@@ -1,8 +1,10 @@
-"""A pipeline conf that cannot be read is an error naming the file, not a traceback."""
+"""A pipeline conf or recommendation policy that cannot be read is an error naming the file, not a
+traceback."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -10,6 +12,8 @@ from typer.testing import CliRunner
 from flowctl_core.cli import app
 from jobs.config import ConfError, load_conf
 from jobs.pipeline import _conf
+
+DAY = "2026-03-02"
 
 
 def test_missing_conf_names_the_file(tmp_path: Path) -> None:
@@ -39,3 +43,65 @@ def test_another_warehouse_keeps_its_quality_results_beside_it(tmp_path: Path) -
     conf = _conf(None, str(tmp_path / "demo" / "warehouse"))
     assert conf.quality_dir == str(tmp_path / "demo" / "quality")
     assert _conf(None, None).quality_dir == load_conf().quality_dir
+
+
+class SparkStarted(Exception):
+    """Raised in place of starting Spark: the command got past its up-front checks."""
+
+
+@pytest.fixture
+def no_spark(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Spark sessions the command asked for (none is started)."""
+    import jobs.spark_session
+
+    started: list[str] = []
+
+    def build(*_args: Any, app_name: str = "", **_kwargs: Any) -> None:
+        started.append(app_name)
+        raise SparkStarted(app_name)
+
+    monkeypatch.setattr(jobs.spark_session, "build_spark_session", build)
+    return started
+
+
+def _error_lines(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.startswith("error:")]
+
+
+def test_cli_pipeline_with_a_bad_policy_exits_2_before_spark_starts(
+    tmp_path: Path, no_spark: list[str]
+) -> None:
+    policy = tmp_path / "recommend.yaml"
+    policy.write_text("lookback_days: 0\n")
+    result = CliRunner().invoke(
+        app, ["pipeline", "--from", DAY, "--raw", str(tmp_path), "--policy", str(policy)]
+    )
+    assert result.exit_code == 2, result.output
+    assert no_spark == []  # refused before Spark (and so before ingest)
+    output = result.output.replace("\n", "")
+    assert len(_error_lines(result.output)) == 1
+    assert f"recommendation policy {policy}" in output
+    assert "lookback_days = 0 is out of range (allowed: lookback_days >= 1)" in output
+    assert "Traceback" not in result.output and not isinstance(result.exception, SparkStarted)
+
+
+def test_cli_pipeline_with_a_missing_policy_names_it_and_the_option(
+    tmp_path: Path, no_spark: list[str]
+) -> None:
+    missing = tmp_path / "nope.yaml"
+    result = CliRunner().invoke(app, ["pipeline", "--from", DAY, "--policy", str(missing)])
+    assert result.exit_code == 2 and no_spark == []
+    output = result.output.replace("\n", "")
+    assert len(_error_lines(result.output)) == 1
+    assert str(missing) in output and "(--policy)" in output
+
+
+def test_cli_pipeline_without_recommend_does_not_read_the_policy(
+    tmp_path: Path, no_spark: list[str]
+) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["pipeline", "--from", DAY, "--no-recommend", "--policy", str(tmp_path / "nope.yaml")],
+    )
+    assert isinstance(result.exception, SparkStarted)  # got as far as starting Spark
+    assert no_spark == ["flowctl"]
