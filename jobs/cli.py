@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from datetime import date
 from typing import TYPE_CHECKING
 
@@ -48,8 +49,15 @@ def configure_logging() -> None:
     logging.getLogger("great_expectations").setLevel(logging.WARNING)
 
 
+#: Exit status of a usage or conf error (as argparse's own, jobs/pipeline.py and flowctl's).
+EXIT_USAGE = 2
+
+
 def start_job(args: argparse.Namespace, app_name: str) -> tuple[PipelineConf, SparkSession]:
-    """What every entry point does once its arguments are parsed: logging, conf, session."""
+    """What every entry point does once its arguments are parsed: logging, conf, session.
+
+    A pipeline conf that cannot be used is one line on stderr and exit status 2 (a usage or
+    conf error, as everywhere else), before Spark starts."""
     from jobs.config import ConfError, load_conf
     from jobs.spark_session import build_spark_session
 
@@ -57,5 +65,6 @@ def start_job(args: argparse.Namespace, app_name: str) -> tuple[PipelineConf, Sp
     try:
         conf = load_conf(args.conf)
     except ConfError as error:
-        raise SystemExit(f"error: {error}") from None  # exit status 1, the message on stderr
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
     return conf, build_spark_session(conf, app_name=app_name)

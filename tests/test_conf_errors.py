@@ -105,3 +105,34 @@ def test_cli_pipeline_without_recommend_does_not_read_the_policy(
     )
     assert isinstance(result.exception, SparkStarted)  # got as far as starting Spark
     assert no_spark == ["flowctl"]
+
+
+def test_a_spark_job_with_a_bad_conf_exits_2_like_the_pipeline(
+    tmp_path: Path, no_spark: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """jobs/cli.py start_job, behind every spark-submit entry point: a conf error is a usage error
+    (exit 2, as jobs/pipeline.py and `flowctl pipeline`), one line on stderr, before Spark."""
+    from jobs import recommend
+
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(SystemExit) as exited:
+        recommend.main(["--date", DAY, "--conf", str(missing)])
+    assert exited.value.code == 2
+    assert no_spark == []
+    err = capsys.readouterr().err
+    assert _error_lines(err) == [err.strip()]
+    assert f"pipeline conf {missing}" in err
+
+
+def test_start_job_exits_2_on_a_conf_that_is_not_yaml(
+    tmp_path: Path, no_spark: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jobs.cli import date_range_parser, parse_date_range, start_job
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("spark: [unclosed\n")
+    args = parse_date_range(date_range_parser("t"), ["--date", DAY, "--conf", str(broken)])
+    with pytest.raises(SystemExit) as exited:
+        start_job(args, "t")
+    assert exited.value.code == 2 and no_spark == []
+    assert "is not valid YAML" in capsys.readouterr().err
