@@ -148,7 +148,14 @@ def test_a_consumer_link_attaches_with_the_state_it_has() -> None:
     # The consumer's own first flow follows the attach: a flow frame really sent.
     rabbit.run_for(10_000)
     flows = [json.loads(e["detail"]) for e in rabbit.log.of_type("flow") if e["link"] == "c1"]
-    assert {"origin": "receiver", "link_credit": 50, "drain": False, "echo": False} in flows
+    # RabbitMQ's per-consumer queue credit cap rides along (seed 004: "256 credits").
+    assert {
+        "origin": "receiver",
+        "link_credit": 50,
+        "drain": False,
+        "echo": False,
+        "max_queue_credit": 256,
+    } in flows
 
 
 def test_an_amqp091_publisher_attaches_without_link_credit() -> None:
