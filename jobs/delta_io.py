@@ -35,12 +35,19 @@ TABLE_PROPERTIES: dict[str, dict[str, str]] = {
 _ENSURED: set[tuple[str, str]] = set()
 
 
+def sql_string(text: str) -> str:
+    """``text`` as a quoted Spark SQL string literal (backslashes are escapes there too)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def ensure_table(spark: SparkSession, path: str, schema: TableSchema) -> None:
     """Create the Delta table with the schema's columns, NOT NULLs, partitioning and
-    :data:`TABLE_PROPERTIES` if absent (an existing table is left as it is)."""
+    :data:`TABLE_PROPERTIES` if absent; give an existing one the schema's columns it lacks
+    (:func:`add_missing_columns`). Once per application and table."""
     key = (spark.sparkContext.applicationId, path)
     if key in _ENSURED and ("://" in path or Path(path, "_delta_log").is_dir()):
         return
+    existed = "://" in path or Path(path, "_delta_log").is_dir()
     builder = (
         DeltaTable.createIfNotExists(spark)
         .location(path)
@@ -51,7 +58,26 @@ def ensure_table(spark: SparkSession, path: str, schema: TableSchema) -> None:
     for name, value in TABLE_PROPERTIES.get(schema.name, {}).items():
         builder = builder.property(name, value)
     builder.execute()
+    if existed:
+        add_missing_columns(spark, path, schema)
     _ENSURED.add(key)
+
+
+def add_missing_columns(spark: SparkSession, path: str, schema: TableSchema) -> list[str]:
+    """Add to the Delta table at ``path`` the columns of ``schema`` it lacks, as nullable columns
+    at its end, and return their names: a table created by an earlier version (a Delta write of a
+    column the table does not have fails). Rows written before hold null there."""
+    present = set(DeltaTable.forPath(spark, path).toDF().columns)
+    missing = [c for c in schema.columns if c.name not in present]
+    if missing:
+        ddl = {f.name: f.dataType.simpleString() for f in schema.to_spark().fields}
+        columns = ", ".join(
+            f"`{c.name}` {ddl[c.name]} COMMENT {sql_string(c.doc)}" for c in missing
+        )
+        table = path.replace("`", "``")
+        spark.sql(f"ALTER TABLE delta.`{table}` ADD COLUMNS ({columns})")
+        log.info("%s: added columns %s", schema.name, ", ".join(c.name for c in missing))
+    return [c.name for c in missing]
 
 
 def conform(df: DataFrame, schema: TableSchema) -> DataFrame:

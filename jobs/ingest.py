@@ -46,7 +46,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from delta.tables import DeltaTable
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -75,7 +74,6 @@ from jobs.transforms.validate import (
     held_keys,
 )
 from schemas.broker_events import BROKER_EVENTS
-from schemas.model import TableSchema
 from schemas.tables import BROKER_EVENTS_QUARANTINE, BRONZE_BROKER_EVENTS
 
 log = logging.getLogger("flowctl.ingest")
@@ -393,37 +391,6 @@ def literal_path(path: str) -> str:
     return GLOB_CHARACTERS.sub(r"\\\1", path)
 
 
-#: (Spark application, table path) pairs whose columns were checked by add_missing_columns.
-_COLUMNS_CHECKED: set[tuple[str, str]] = set()
-
-
-def _sql_string(text: str) -> str:
-    """``text`` for a quoted Spark SQL string literal."""
-    return text.replace("\\", "\\\\").replace("'", "\\'")
-
-
-def add_missing_columns(spark: SparkSession, path: str, schema: TableSchema) -> list[str]:
-    """Add to the Delta table at ``path`` the columns of ``schema`` it lacks, as nullable columns
-    at its end, and return their names: a table created by an earlier version of the job
-    (``ensure_table`` leaves an existing table as it is, and a Delta write of a column the table
-    does not have fails). Rows written before hold null there. Once per application and table."""
-    key = (spark.sparkContext.applicationId, path)
-    if key in _COLUMNS_CHECKED:
-        return []
-    present = set(DeltaTable.forPath(spark, path).toDF().columns)
-    missing = [c for c in schema.columns if c.name not in present]
-    if missing:
-        ddl = {f.name: f.dataType.simpleString() for f in schema.to_spark().fields}
-        columns = ", ".join(
-            f"`{c.name}` {ddl[c.name]} COMMENT '{_sql_string(c.doc)}'" for c in missing
-        )
-        table = path.replace("`", "``")
-        spark.sql(f"ALTER TABLE delta.`{table}` ADD COLUMNS ({columns})")
-        log.info("%s: added columns %s", schema.name, ", ".join(c.name for c in missing))
-    _COLUMNS_CHECKED.add(key)
-    return [c.name for c in missing]
-
-
 def read_raw_events(spark: SparkSession, files: list[RawFile]) -> DataFrame:
     """The rows of the readable files, with ``date`` (the raw ``date=`` folder), ``source_file``
     and the row's index within its file (``_row_index``; pruned from the scan when unused).
@@ -669,7 +636,6 @@ def run_ingest(
     # Both bronze tables exist after an ingest, the quarantine even when nothing was rejected.
     for table in (BRONZE_BROKER_EVENTS, BROKER_EVENTS_QUARANTINE):
         ensure_table(spark, table_path(conf, table), table)
-    add_missing_columns(spark, table_path(conf, BROKER_EVENTS_QUARANTINE), BROKER_EVENTS_QUARANTINE)
     all_days = days_between(date_from, date_to)
     files = inspect_raw_files(raw_root, all_days)
     skipped = skipped_raw_entries(raw_root, all_days)
