@@ -1,8 +1,10 @@
 """daily_metrics: bronze + silver -> gold ``queue_flow_daily`` + ``link_starvation_daily``.
 
-Gold rows of the days [from, to] are replaced as a whole (replaceWhere on ``date``). State at 00:00
-comes from earlier days: the counter from bronze events before the day, stopped and starved
-intervals from silver episodes that began earlier. Run the episodes job over the same days first.
+Gold rows of the days [from, to] are replaced as a whole (replaceWhere on ``date``), and so are
+the rows of the runs concerned on the neighbouring days their new events change (see
+:class:`jobs.episodes.Scope`). State at 00:00 comes from earlier days: the counter from bronze
+events before the day, stopped and starved intervals from silver episodes that began earlier. Run
+the episodes job over the same days first.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from pyspark.sql import functions as F
 
 from jobs.cli import date_range_parser, parse_date_range, start_job
 from jobs.config import PipelineConf
-from jobs.delta_io import days_predicate, read_table, replace_where
-from jobs.episodes import bronze_events_of_runs, runs_concerned
+from jobs.delta_io import read_table, replace_where
+from jobs.episodes import bronze_events_of_runs, processing_scope
 from jobs.transforms.daily import link_starvation_daily, queue_flow_daily
 from jobs.transforms.episodes import overlapping, run_bounds
 from schemas.tables import (
@@ -32,34 +34,39 @@ log = logging.getLogger("flowctl.daily_metrics")
 
 DAILY_INPUT_COLUMNS = (
     "run_id", "broker", "seq", "ts", "date", "event_type", "queue", "link", "link_role",
-    "depth_msgs", "depth_bytes", "flow_stopped_count",
+    "depth_msgs", "depth_bytes", "flow_stopped_count", "credit", "available",
 )  # fmt: skip
 
 
 def run_daily_metrics(
     spark: SparkSession, conf: PipelineConf, date_from: date, date_to: date
 ) -> dict[str, Any]:
-    runs = runs_concerned(spark, conf, date_from, date_to)
-    all_events = bronze_events_of_runs(spark, conf, runs)
+    scope = processing_scope(spark, conf, date_from, date_to)
+    all_events = bronze_events_of_runs(spark, conf, list(scope.runs))
     bounds = run_bounds(all_events.select("run_id", "seq", "ts")).cache()
-    events = all_events.where(F.col("date") <= F.lit(date_to)).select(*DAILY_INPUT_COLUMNS)
-    episodes = overlapping(read_table(spark, conf, QUEUE_FLOW_EPISODES), date_from, date_to)
-    starvations = overlapping(read_table(spark, conf, LINK_STARVATION_EPISODES), date_from, date_to)
-    days = days_predicate("date", date_from, date_to)
+    first, last = scope.span_from, scope.span_to
+    events = all_events.where(F.col("date") <= F.lit(last)).select(*DAILY_INPUT_COLUMNS)
+    of_runs = F.col("run_id").isin(*scope.runs)
+    episodes = overlapping(read_table(spark, conf, QUEUE_FLOW_EPISODES), first, last).where(of_runs)
+    starvations = overlapping(read_table(spark, conf, LINK_STARVATION_EPISODES), first, last).where(
+        of_runs
+    )
+    days = scope.day_predicate()
     report = {
-        "runs": len(runs),
+        "runs": len(scope.runs),
+        "span": f"{first.isoformat()}..{last.isoformat()}",
         "queue_flow_daily": replace_where(
             spark,
             conf,
             QUEUE_FLOW_DAILY,
-            queue_flow_daily(events, episodes, bounds, date_from, date_to),
+            queue_flow_daily(events, episodes, bounds, first, last).where(days),
             days,
         ),
         "link_starvation_daily": replace_where(
             spark,
             conf,
             LINK_STARVATION_DAILY,
-            link_starvation_daily(events, starvations, bounds, date_from, date_to),
+            link_starvation_daily(events, starvations, bounds, first, last).where(days),
             days,
         ),
     }

@@ -4,7 +4,9 @@ An episode is a fact about a stretch of a run that can begin before the processe
 them, so a run over [from, to] recomputes, from all bronze events of the runs concerned, every
 episode that overlaps those days (open ones included: they may have closed since), and replaces
 exactly those rows (replaceWhere on the overlap predicate). The runs concerned are those with events
-in the days plus those owning an episode the predicate replaces, so nothing replaced goes missing.
+in the days plus those owning an episode the predicate replaces, so nothing replaced goes missing;
+their episodes on the neighbouring days the new events can change are recomputed too
+(:class:`Scope`).
 Cost: whole runs are read (column-pruned); simulation runs and collector sessions are bounded.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
@@ -20,15 +23,20 @@ from pyspark.sql import functions as F
 
 from jobs.cli import date_range_parser, parse_date_range, start_job
 from jobs.config import PipelineConf
-from jobs.delta_io import days_predicate, read_table, replace_where
+from jobs.delta_io import days_predicate, read_table, replace_where, sql_string
 from jobs.transforms.episodes import (
     link_starvation_episodes,
     overlap_predicate,
-    overlapping,
     queue_flow_episodes,
     run_bounds,
 )
-from schemas.tables import BRONZE_BROKER_EVENTS, LINK_STARVATION_EPISODES, QUEUE_FLOW_EPISODES
+from schemas.tables import (
+    BRONZE_BROKER_EVENTS,
+    LINK_STARVATION_DAILY,
+    LINK_STARVATION_EPISODES,
+    QUEUE_FLOW_DAILY,
+    QUEUE_FLOW_EPISODES,
+)
 
 log = logging.getLogger("flowctl.episodes")
 
@@ -72,6 +80,94 @@ def runs_concerned(
     return sorted(runs)
 
 
+@dataclass(frozen=True)
+class Scope:
+    """What a run of the episodes and daily_metrics jobs over [date_from, date_to] recomputes.
+
+    A day's rows are final only once its runs are complete: they depend on the run's watermark
+    (an open interval is clipped there, observed seconds end there), on episodes that began
+    earlier and may peak later, and on the state carried in from earlier days. So for the runs
+    concerned the jobs also recompute, back to ``span_from``, the days whose rows were computed
+    against an earlier watermark (the runs' latest gold day before the range) or that hold the
+    start of an episode the range touches, and forward to ``span_to``, the runs' later days in
+    bronze (whose state at 00:00 the range may change, e.g. days processed out of order). Other
+    runs' rows of those extra days are left alone. The nightly run of the latest day thus also
+    refreshes the day before for runs still going, and processing days in any order, or a range
+    at once, gives the same tables.
+    """
+
+    date_from: date
+    date_to: date
+    runs: tuple[str, ...]
+    span_from: date
+    span_to: date
+
+    @property
+    def extended(self) -> bool:
+        return bool(self.runs) and (self.span_from < self.date_from or self.span_to > self.date_to)
+
+    def _runs_in(self) -> str:
+        return f"run_id IN ({', '.join(sql_string(r) for r in self.runs)})"
+
+    def episode_predicate(self) -> str:
+        """Silver episodes replaced: those overlapping the range, and the runs' episodes
+        overlapping the span (also the filter of what is written)."""
+        predicate = overlap_predicate(self.date_from, self.date_to)
+        if not self.extended:
+            return predicate
+        span = overlap_predicate(self.span_from, self.span_to)
+        return f"({predicate}) OR ({self._runs_in()} AND {span})"
+
+    def day_predicate(self) -> str:
+        """Gold rows replaced: every row of the range's days, and the runs' rows of the span."""
+        predicate = days_predicate("date", self.date_from, self.date_to)
+        if not self.extended:
+            return predicate
+        span = days_predicate("date", self.span_from, self.span_to)
+        return f"({predicate}) OR ({self._runs_in()} AND {span})"
+
+
+def processing_scope(
+    spark: SparkSession, conf: PipelineConf, date_from: date, date_to: date
+) -> Scope:
+    """The :class:`Scope` of a run over [date_from, date_to]: the runs concerned and their span.
+
+    Reads the small gold and silver tables, and of bronze only the partitions after the range
+    (none in the nightly run of the latest day)."""
+    runs = runs_concerned(spark, conf, date_from, date_to)
+    if not runs:
+        return Scope(date_from, date_to, (), date_from, date_to)
+    of_runs = F.col("run_id").isin(*runs)
+    earlier: list[date] = []
+    for table in (QUEUE_FLOW_DAILY, LINK_STARVATION_DAILY):
+        latest = (
+            read_table(spark, conf, table)
+            .where(of_runs & (F.col("date") < F.lit(date_from)))
+            .agg(F.max("date"))
+            .first()[0]
+        )
+        earlier += [latest] if latest else []
+    predicate = overlap_predicate(date_from, date_to)
+    for table in (QUEUE_FLOW_EPISODES, LINK_STARVATION_EPISODES):
+        first_start = (
+            read_table(spark, conf, table).where(predicate).where(of_runs).agg(F.min("start_date"))
+        ).first()[0]
+        earlier += [first_start] if first_start else []
+    later = (
+        read_table(spark, conf, BRONZE_BROKER_EVENTS)
+        .where((F.col("date") > F.lit(date_to)) & of_runs)
+        .agg(F.max("date"))
+        .first()[0]
+    )
+    return Scope(
+        date_from,
+        date_to,
+        tuple(runs),
+        min([date_from, *earlier]),
+        max(date_to, later) if later else date_to,
+    )
+
+
 def bronze_events_of_runs(spark: SparkSession, conf: PipelineConf, runs: list[str]) -> DataFrame:
     return read_table(spark, conf, BRONZE_BROKER_EVENTS).where(F.col("run_id").isin(*runs))
 
@@ -79,15 +175,16 @@ def bronze_events_of_runs(spark: SparkSession, conf: PipelineConf, runs: list[st
 def run_episodes(
     spark: SparkSession, conf: PipelineConf, date_from: date, date_to: date
 ) -> dict[str, Any]:
-    runs = runs_concerned(spark, conf, date_from, date_to)
-    events = bronze_events_of_runs(spark, conf, runs).select(*EPISODE_INPUT_COLUMNS)
+    scope = processing_scope(spark, conf, date_from, date_to)
+    events = bronze_events_of_runs(spark, conf, list(scope.runs)).select(*EPISODE_INPUT_COLUMNS)
     # Tiny (one row per run) and used by both tables: computed once.
     bounds = run_bounds(events).cache()
-    predicate = overlap_predicate(date_from, date_to)
-    queue_episodes = overlapping(queue_flow_episodes(events, bounds), date_from, date_to)
-    link_episodes = overlapping(link_starvation_episodes(events, bounds), date_from, date_to)
+    predicate = scope.episode_predicate()
+    queue_episodes = queue_flow_episodes(events, bounds).where(predicate)
+    link_episodes = link_starvation_episodes(events, bounds).where(predicate)
     report = {
-        "runs": len(runs),
+        "runs": len(scope.runs),
+        "span": f"{scope.span_from.isoformat()}..{scope.span_to.isoformat()}",
         "queue_flow_episodes": replace_where(
             spark, conf, QUEUE_FLOW_EPISODES, queue_episodes, predicate
         ),
