@@ -30,9 +30,9 @@ TABLE_PROPERTIES: dict[str, dict[str, str]] = {
     "broker_events_quarantine": {"delta.dataSkippingStatsColumns": "run_id,seq,ts,reason"},
 }
 
-#: (Spark application, table path) pairs known to hold a Delta table: every job reads and writes
-#: several tables, and asking Delta whether one exists costs a log replay (a few Spark jobs).
-_ENSURED: set[tuple[str, str]] = set()
+#: (Spark application, table path, columns) known to hold a Delta table with those columns: every
+#: job reads and writes several tables, and asking Delta whether one exists costs a log replay.
+_ENSURED: set[tuple[str, str, tuple[str, ...]]] = set()
 
 
 def sql_string(text: str) -> str:
@@ -44,7 +44,7 @@ def ensure_table(spark: SparkSession, path: str, schema: TableSchema) -> None:
     """Create the Delta table with the schema's columns, NOT NULLs, partitioning and
     :data:`TABLE_PROPERTIES` if absent; give an existing one the schema's columns it lacks
     (:func:`add_missing_columns`). Once per application and table."""
-    key = (spark.sparkContext.applicationId, path)
+    key = (spark.sparkContext.applicationId, path, tuple(schema.names))
     if key in _ENSURED and ("://" in path or Path(path, "_delta_log").is_dir()):
         return
     existed = "://" in path or Path(path, "_delta_log").is_dir()
