@@ -25,12 +25,14 @@ Interpretations (DESIGN.md leaves them open; the project documented the same cho
   the day, less one when that event is itself a ``flow_stopped`` (the counter is after the event).
   A day without counter values has a change of 0, unless the queue has events that day and no
   counter value was ever logged up to then: the change (and the check) is unknown, None.
-* Link state: credit of the latest event carrying a credit; an event with credit but no
-  ``available`` keeps the last known ``available`` (from any event of the link). Starved when
+* Link state: credit and ``available`` of the latest event carrying a credit (its own
+  ``available``: one logged without it is not known to starve). Starved when
   ``credit == 0 and available > 0``; ``link_detached`` ends a starvation whatever it carries.
 * A link is attached from its ``link_attached`` (or its first event of the log, unless that is a
   ``link_detached``: it attached before the log started) to its ``link_detached`` or the watermark.
-  Its events are every event naming it in ``link`` (enqueues name their producer's link too).
+  Its events are its link events: ``link_attached``, ``link_detached``, ``flow``, ``transfer``, or
+  any event carrying ``credit`` or ``available`` (an enqueue naming its producer is not one; a
+  producer named on enqueues only has no link rows).
 * ``link_role`` is the latest non-null role of the link's events up to an interval's start. A daily
   link row reports the role of the starvation touching that day with the greatest start seq, else
   that of the attached interval touching the day with the greatest start seq.
@@ -153,7 +155,9 @@ def _close_episode(ep: Row, members: list[Row], end: Row | None, watermark: int)
             over_msgs / bound if over_msgs is not None and bound is not None and bound > 0 else None
         ),
     )
-    ep["duration_s"] = None if end is None else (ep["end_us"] - ep["start_us"]) / US_PER_SECOND
+    ep["duration_s"] = (
+        None if end is None else max(0, ep["end_us"] - ep["start_us"]) / US_PER_SECOND
+    )
     return ep
 
 
@@ -206,11 +210,10 @@ def link_starvation_episodes(rows: list[Row]) -> list[Row]:
         for e in events:
             if e.get("link_role") is not None:
                 role = e["link_role"]
-            if e.get("available") is not None:
-                available = e["available"]
             if e["event_type"] == "link_detached":
                 starved = False
             elif e.get("credit") is not None:
+                available = e.get("available")
                 starved = e["credit"] == 0 and available is not None and available > 0
             else:
                 continue  # carries no credit: the state is unchanged
@@ -233,7 +236,7 @@ def link_starvation_episodes(rows: list[Row]) -> list[Row]:
                     end_us=end,
                     end_reason="detached" if e["event_type"] == "link_detached" else "credit",
                     is_open=False,
-                    duration_s=(end - current["start_us"]) / US_PER_SECOND,
+                    duration_s=max(0, end - current["start_us"]) / US_PER_SECOND,
                 )
                 starvations.append(current)
                 current = None
@@ -247,7 +250,14 @@ def link_starvation_episodes(rows: list[Row]) -> list[Row]:
 def link_attachments(rows: list[Row]) -> list[Row]:
     """Attached intervals: run_id, broker, link, link_role, start_seq, start_us, end_us|None."""
     intervals = []
-    for (run_id, broker, link), events in _timelines(rows, "link").items():
+    link_events = [
+        r
+        for r in rows
+        if r["event_type"] in ("link_attached", "link_detached", "flow", "transfer")
+        or r.get("credit") is not None
+        or r.get("available") is not None
+    ]
+    for (run_id, broker, link), events in _timelines(link_events, "link").items():
         role = None
         attached = False
         current: Row | None = None

@@ -167,3 +167,20 @@ def test_link_attached_before_the_log_starts_is_attached_from_its_first_event(ma
         ("l1", 5): (None, "publisher"),
         ("l2", 6): (None, "consumer"),
     }
+
+
+def test_a_producer_named_only_on_enqueues_has_no_link_rows(make_events):
+    """DESIGN §3: "Enqueue events name the producer in `link`", but "A link event is emitted
+    whenever a link's `credit` or `available` changes": only link events make a link with
+    attached time. An AMQP 0-10 producer (no credit, no attach) gets no link row; a link's
+    attached time starts at its first link event, not at an enqueue naming it."""
+    from jobs.transforms.daily import link_attachments
+
+    rows = [
+        event(1, at(1, 9), "enqueue", queue="q", link="p1", depth_msgs=1, capacity=10),
+        event(2, at(1, 9, 30), "enqueue", queue="q", link="l1", depth_msgs=2, capacity=10),
+        event(3, at(1, 10), "flow", link="l1", credit=5, available=0),
+        event(4, at(1, 11), "enqueue", queue="q", link="p1", depth_msgs=3, capacity=10),
+    ]
+    got = [(r.link, r.start_seq, r.end_seq) for r in link_attachments(make_events(rows)).collect()]
+    assert got == [("l1", 3, None)]

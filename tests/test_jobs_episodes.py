@@ -353,3 +353,40 @@ def test_stop_as_the_first_event_and_a_resume_without_stop(make_events):
     assert [(r.start_seq, r.end_seq, r.peak_depth_msgs, r.producers) for r in actual] == [
         (2, 4, 11, 1)
     ]
+
+
+def test_a_credit_logged_without_available_is_not_known_to_starve(make_events):
+    """DESIGN §4: "the link's state is the `credit` and `available` of its latest event that
+    carries a credit": that event's own available, not one carried from an earlier event."""
+    link = {"link": "l1", "link_role": "consumer"}
+    rows = [
+        event(1, at(1, 12), "link_attached", **link, credit=5, available=3),
+        event(2, at(1, 13), "flow", link="l1", credit=0),  # available unknown: not starved
+        event(3, at(1, 14), "flow", link="l1", available=4),  # no credit: the state is unchanged
+        event(4, at(1, 15), "flow", link="l1", credit=0, available=2),  # starves
+        event(5, at(1, 16), "link_detached", link="l1", credit=0, available=2),
+    ]
+    events = make_events(rows)
+    got = [
+        (r.start_seq, r.end_seq, r.duration_s, r.available_at_start)
+        for r in link_starvation_episodes(events, run_bounds(events)).collect()
+    ]
+    assert got == [(4, 5, 3600.0, 2)]
+
+
+def test_an_episode_whose_end_a_clock_stamped_before_its_start_is_an_instant(make_events):
+    """ts need not follow seq (a collector's clock stepping back): an episode stopped at 00:10 of
+    day 2 and resumed by a later event stamped 23:50 of day 1 lasts 0 s, and a run over day 2
+    alone still finds it (it starts there)."""
+    from jobs.transforms.episodes import overlapping
+
+    rows = [
+        event(1, at(2, 0, 10), "enqueue", queue="q", depth_msgs=6, flow_stop_count=5),
+        event(2, at(2, 0, 10), "flow_stopped", queue="q", depth_msgs=6),
+        event(3, at(1, 23, 50), "flow_resumed", queue="q", depth_msgs=1),
+    ]
+    episodes = episodes_of(make_events, rows)
+    day1, day2 = at(1).date(), at(2).date()
+    found = overlapping(episodes, day2, day2).collect()
+    assert [(r.start_seq, r.end_seq, r.duration_s) for r in found] == [(2, 3, 0.0)]
+    assert overlapping(episodes, day1, day1).count() == 0

@@ -156,9 +156,25 @@ def queue_flow_daily(
     )
 
 
+#: Events about a link itself (DESIGN §3: "A link event is emitted whenever a link's credit or
+#: available changes"), as opposed to queue events that merely name their producer's link.
+LINK_EVENT_TYPES = ("link_attached", "link_detached", "flow", "transfer")
+
+
+def is_link_event() -> Column:
+    return (
+        F.col("event_type").isin(*LINK_EVENT_TYPES)
+        | F.col("credit").isNotNull()
+        | F.col("available").isNotNull()
+    )
+
+
 def link_attachments(link_events: DataFrame) -> DataFrame:
-    """Attached intervals of each link: from its link_attached (or its first event, when the run
-    saw it attach before the log starts) to its link_detached, or open at the watermark.
+    """Attached intervals of each link: from its link_attached (or its first link event, when the
+    run saw it attach before the log starts) to its link_detached, or open at the watermark.
+
+    Only link events (:func:`is_link_event`) make a link: a producer named on enqueues alone (an
+    AMQP 0-10 producer has no link credit, no attach) has no attached time and no link rows.
 
     Only a link's first event, its attach / detach events and events naming its role can start or
     end an interval or carry the role, so only those are shuffled and sorted. The first events
@@ -170,7 +186,7 @@ def link_attachments(link_events: DataFrame) -> DataFrame:
     marker = F.when(F.col("event_type").isin("link_attached", "link_detached"), F.col("event_type"))
     attached = F.coalesce(F.last(marker, ignorenulls=True).over(upto_here), F.lit("link_attached"))
     columns = ("seq", "ts", "event_type", "link_role")
-    events = link_events.where(F.col("link").isNotNull())
+    events = link_events.where(F.col("link").isNotNull() & is_link_event())
     relevant = marker.isNotNull() | F.col("link_role").isNotNull()
     first_seqs = events.groupBy(*LINK_KEYS).agg(F.min("seq").alias("seq"))
     firsts = (

@@ -234,7 +234,7 @@ def queue_flow_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
         "end_seq",
         "end_ts",
         F.col("end_seq").isNull().alias("is_open"),
-        seconds_between(micros("start_ts"), micros("end_ts")).alias("duration_s"),
+        duration_seconds("start_ts", "end_ts").alias("duration_s"),
         "run_watermark_ts",
         "flow_stopped_count",
         "peak_depth_msgs",
@@ -259,24 +259,19 @@ def _overshoot(peak: str, stop_threshold: str) -> Column:
 def link_starvation_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
     """One row per credit starvation, in the ``link_starvation_episodes`` layout.
 
-    A link's state is the credit and available of its latest event carrying a credit (by seq);
-    an event carrying credit but no available keeps the last known available. The link starves
-    while credit == 0 and available > 0; a link_detached ends every starvation.
+    A link's state is the credit and available of its latest event carrying a credit (by seq),
+    that event's own available (DESIGN §4, to the letter: a credit logged without an available
+    is not known to starve). The link starves while credit == 0 and available > 0; a
+    link_detached ends every starvation.
     """
     in_order = Window.partitionBy(*LINK_KEYS).orderBy("seq")
     detached = F.col("event_type") == "link_detached"
     # Only events that carry link state (or detach) matter; dropping the rest (enqueues name their
     # producer's link but carry no credit) before the shuffle changes no carried value.
-    carries_state = (
-        F.col("credit").isNotNull()
-        | F.col("available").isNotNull()
-        | F.col("link_role").isNotNull()
-        | detached
-    )
+    carries_state = F.col("credit").isNotNull() | F.col("link_role").isNotNull() | detached
     state_events = (
         events.where(F.col("link").isNotNull() & carries_state)
         .withColumn("link_role", _carried("link_role", in_order))
-        .withColumn("available", _carried("available", in_order))
         .where(F.col("credit").isNotNull() | detached)
         .withColumn(
             "starved",
@@ -298,10 +293,17 @@ def link_starvation_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
         .when(F.col("end_seq").isNotNull(), F.lit("credit"))
         .alias("end_reason"),
         F.col("end_seq").isNull().alias("is_open"),
-        seconds_between(micros("start_ts"), micros("end_ts")).alias("duration_s"),
+        duration_seconds("start_ts", "end_ts").alias("duration_s"),
         "run_watermark_ts",
         F.col("available").alias("available_at_start"),
     )
+
+
+def duration_seconds(start_ts: str, end_ts: str) -> Column:
+    """Seconds from start to end (null while open), 0 when a clock stepping back stamped the end
+    before the start: the episode is then an instant, as it counts in the daily tables."""
+    seconds = seconds_between(micros(start_ts), micros(end_ts))
+    return F.when(seconds.isNotNull(), F.greatest(seconds, F.lit(0.0)))  # greatest skips nulls
 
 
 def day_bounds(date_from: date, date_to: date) -> tuple[datetime, datetime]:
@@ -320,11 +322,13 @@ def overlap_predicate(date_from: date, date_to: date) -> str:
     """SQL predicate selecting the episodes a run over [date_from, date_to] (re)computes.
 
     Used both to filter what is written and as Delta's replaceWhere, so that every episode a rerun
-    replaces is also one it rewrites. Open episodes always match: they may have closed since.
+    replaces is also one it rewrites. Open episodes always match: they may have closed since. An
+    episode whose end a clock stepping back stamped before its start is the instant it started.
     """
     start, end = day_bounds(date_from, date_to)
     fmt = "%Y-%m-%d %H:%M:%S"
+    range_start = f"TIMESTAMP '{start.strftime(fmt)}+00:00'"
     return (
         f"start_ts < TIMESTAMP '{end.strftime(fmt)}+00:00' AND "
-        f"(end_ts IS NULL OR end_ts >= TIMESTAMP '{start.strftime(fmt)}+00:00')"
+        f"(end_ts IS NULL OR end_ts >= {range_start} OR start_ts >= {range_start})"
     )
