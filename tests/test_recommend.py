@@ -16,6 +16,7 @@ from chispa import assert_df_equality
 
 from jobs.transforms.recommend import (
     RecommendPolicy,
+    consumer_link_evidence,
     queue_producers,
     threshold_recommendations,
 )
@@ -481,7 +482,9 @@ def test_byte_credit_is_sized_in_bytes(links: dict[str, dict[str, Any]]) -> None
     assert row["top_up_batch"] == 51200
     assert row["rationale"] == (
         "raise: starved 30.0% of its attached time with 51200 bytes of credit; needs 10.0 msgs/s"
-        " x 1000 bytes/msg x 5.000s round trip + 51200 bytes top-up = 101200 bytes of credit"
+        " x 1000 bytes/msg x 5.000s round trip + 51200 bytes top-up = 101200 bytes of credit;"
+        " the rate is per attached second: 1000 deliveries in 100.0s attached (the log gives no"
+        " time with messages available)"
     )
 
 
@@ -534,7 +537,8 @@ def test_starved_link_that_had_the_credit_it_needs_is_kept_and_says_why(
         "keep: starved 90.0% of its attached time with 200 credits; starvation is not caused by "
         "the credit size: it already had 200 >= needed 160 credits; the consumer replenishes "
         "late (grants credit only as it processes messages); needs 10.0 msgs/s x 15.000s round "
-        "trip + 10 top-up = 160 credits"
+        "trip + 10 top-up = 160 credits; the rate is per attached second: 1000 deliveries in "
+        "100.0s attached (the log gives no time with messages available)"
     )
 
 
@@ -582,10 +586,12 @@ def test_a_need_above_rabbitmqs_queue_credit_cap_is_said_and_not_capped(
     assert (row["current_credit"], row["recommended_credit"]) == (20, 510)
     assert row["rationale"] == (
         "raise: starved 30.0% of its attached time with 20 credits; needs 100.0 msgs/s x 5.000s "
-        "round trip + 10 top-up = 510 credits; 510 credits is above the 256 the queue sees per "
-        "consumer at a time (max_queue_credit): not capped, as the session grants the queue its "
-        "next batch once it has sent the last one out, so credit above the cap still covers the "
-        "round trip (the cap bounds what the session buffers, not what the link delivers)"
+        "round trip + 10 top-up = 510 credits; the rate is per attached second: 10000 "
+        "deliveries in 100.0s attached (the log gives no time with messages available); 510 "
+        "credits is above the 256 the queue sees per consumer at a time (max_queue_credit): not "
+        "capped, as the session grants the queue its next batch once it has sent the last one "
+        "out, so credit above the cap still covers the round trip (the cap bounds what the "
+        "session buffers, not what the link delivers)"
     )
 
 
@@ -596,7 +602,8 @@ def test_without_a_logged_cap_or_under_it_the_rationale_is_unchanged(
     assert (row["verdict"], row["recommended_credit"]) == ("raise", 510)
     assert row["rationale"] == (
         "raise: starved 30.0% of its attached time with 20 credits; needs 100.0 msgs/s x 5.000s "
-        "round trip + 10 top-up = 510 credits"
+        "round trip + 10 top-up = 510 credits; the rate is per attached second: 10000 "
+        "deliveries in 100.0s attached (the log gives no time with messages available)"
     )
     under = rabbit_links["rabbit-under-cap"]
     assert (under["verdict"], under["recommended_credit"]) == ("raise", 60)
@@ -731,3 +738,122 @@ def test_ring_queues_are_exempt_only_while_their_flow_control_is_off(spark: Any)
     undeclared = rows["q-ring-undeclared"]
     assert undeclared["verdict"] == "keep"
     assert undeclared["rationale"].startswith("keep: ring queue without flow thresholds")
+
+
+# -- the consumption rate: per backlogged second (Kung & Morris: while there is traffic to carry) --
+
+
+def _busy_half(name: str, available: bool = True) -> Log:
+    """A consumer attached 20 s (0 .. 20) with work only from 5 s to 15 s: 10 backlogged seconds.
+
+    20 credits, topped up 20 at a time. At 5 s the sender has 100 messages for it; they go out in
+    5 batches of 20 (one every 0.08 s); after batches 2 and 4 the credit stays at 0 for 1 s (two
+    starvations of 1 s: a 1 s round trip), after the others it is topped up at once. The last
+    delivery, at 15 s, leaves nothing available; the link detaches at 20 s. So 100 deliveries in
+    10 backlogged seconds (10 msgs/s) of 20 attached (5 msgs/s). With ``available=False`` no
+    event logs an ``available``.
+    """
+    log = Log()
+    link = {"link": name, "link_role": "consumer"}
+
+    def state(at_s: float, event_type: str, credit: int, left: int, **fields: Any) -> None:
+        log.event(at_s, event_type, credit=credit, available=left if available else None,
+                  **link, **fields)  # fmt: skip
+
+    state(0, "link_attached", 0, 0)
+    state(0, "flow", 20, 0)
+    state(5, "flow", 20, 100)  # the sender's flow: 100 messages available
+    at, left = 5.0, 100
+    for batch in range(5):
+        for credit in range(19, -1, -1):
+            at, left = round(at + 0.08, 2), left - 1
+            state(at, "dequeue", credit, left, queue="work", size_bytes=100)
+        at += 1.0 if batch in (1, 3) else 0.0  # starved 1 s after batches 2 and 4
+        state(at, "flow", 20, left)
+    log.event(20, "link_detached", **link)
+    for number, start_s in enumerate((8.2, 12.4)):
+        log.starvations.append(
+            {
+                **RUN,
+                "link": name,
+                "link_role": "consumer",
+                "start_seq": number + 1,
+                "start_ts": MIDNIGHT + timedelta(seconds=start_s),
+                "start_date": DAY,
+                "is_open": False,
+                "duration_s": 1.0,
+                "run_watermark_ts": MIDNIGHT + timedelta(seconds=20),
+            }
+        )
+    log.link_daily.append(
+        {**RUN, "date": DAY, "link": name, "link_role": "consumer", "starved_s": 2.0,
+         "episodes": 2, "attached_s": 20.0}
+    )  # fmt: skip
+    return log
+
+
+def test_a_consumer_busy_half_the_time_gets_the_rate_of_its_busy_half(spark: Any) -> None:
+    """100 deliveries in 10 backlogged seconds of 20 attached: 10 msgs/s, not 5. Round trip 1 s
+    (median starvation), top-up 20: 10 x 1 + 20 = 30 credits, where the per-attached-second
+    rate would give 5 x 1 + 20 = 25."""
+    row = _busy_half("busy-half").rows(spark)["busy-half"]
+    assert row["consumption_rate_msgs_s"] == pytest.approx(10.0)
+    assert (row["round_trip_s"], row["round_trip_source"], row["top_up_batch"]) == (
+        1.0,
+        "observed",
+        20,
+    )
+    assert (row["verdict"], row["current_credit"], row["recommended_credit"]) == ("raise", 20, 30)
+    assert row["rationale"] == (
+        "raise: starved 10.0% of its attached time with 20 credits; needs 10.0 msgs/s x 1.000s "
+        "round trip + 20 top-up = 30 credits; the rate is per backlogged second: 100 deliveries "
+        "in 10.0s with messages available of 20.0s attached"
+    )
+
+
+def test_without_available_logged_the_rate_stays_per_attached_second(spark: Any) -> None:
+    """The same link with no ``available`` in its log: no backlogged time to tell, so 100
+    deliveries / 20 s attached = 5 msgs/s, 5 x 1 + 20 = 25 credits, and the rationale says so."""
+    row = _busy_half("unknown-backlog", available=False).rows(spark)["unknown-backlog"]
+    assert row["consumption_rate_msgs_s"] == pytest.approx(5.0)
+    assert (row["verdict"], row["recommended_credit"]) == ("raise", 25)
+    assert row["rationale"].endswith(
+        "needs 5.0 msgs/s x 1.000s round trip + 20 top-up = 25 credits; the rate is per attached "
+        "second: 100 deliveries in 20.0s attached (the log gives no time with messages available)"
+    )
+
+
+def test_backlogged_time_ends_at_a_detach_or_runs_to_the_watermark(spark: Any) -> None:
+    """Both links have 10 messages available from 2 s on and deliver them all by 3 s, their
+    credit of 10 used up with 40 messages still waiting; neither logs anything more. The run's
+    last event (a dequeue of another queue) is at 6 s: "open" is backlogged 2 .. 6 s (4 s), while
+    "detached" detaches at 4 s (2 s). A credit logged without an available (the 0 s flow of
+    "open") is not known to be backlogged. Deliveries made while nothing was available (the
+    first one of "detached", at 1 s) are not deliveries in backlog."""
+    log = Log()
+    for name in ("open", "detached"):
+        link = {"link": name, "link_role": "consumer", "queue": "work"}
+        log.event(0, "link_attached", credit=0, available=0, **link)
+        log.event(0, "flow", credit=11 if name == "detached" else 10, **link)
+        if name == "detached":
+            log.event(1, "dequeue", credit=10, available=0, **link)
+        log.event(2, "flow", credit=10, available=50, **link)
+        for number in range(10):
+            log.event(2.1 + number / 10, "dequeue", credit=9 - number, available=49 - number,
+                      **link)  # fmt: skip
+        if name == "detached":
+            log.event(4, "link_detached", **link)
+    log.event(6, "dequeue", queue="other", depth_msgs=0)
+    events = _rows(spark, BRONZE_BROKER_EVENTS, log.events)
+    actual = consumer_link_evidence(
+        events,
+        _rows(spark, LINK_STARVATION_DAILY, []),
+        _rows(spark, LINK_STARVATION_EPISODES, []),
+    ).select("link", "deliveries", "_backlogged_deliveries", "_backlogged_s")
+    expected = spark.createDataFrame(
+        [("detached", 11, 10, 2.0), ("open", 10, 10, 4.0)],
+        "link string, deliveries long, _backlogged_deliveries long, _backlogged_s double",
+    )
+    assert_df_equality(
+        actual, expected, ignore_nullable=True, ignore_metadata=True, ignore_row_order=True
+    )

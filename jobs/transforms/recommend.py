@@ -9,8 +9,10 @@ windows or a larger limit). Ring queues evict at their limit and are kept as the
 threshold sits far enough below the stop threshold that an episode
 lasts at least ``min_dwell_s`` at the observed drain rate. Consumer links: credit >= consumption
 rate x round trip + top-up batch (Kung & Morris, "Credit-based flow control for ATM networks"),
-in the link's credit unit (messages, or bytes for Artemis CORE consumers: rate x mean message
-size); a starved link that already had that much credit is kept, its consumer replenishing late.
+the rate being the one the link runs at while it has traffic to carry (deliveries per second of
+its backlogged time, per attached second when the log gives none), in the link's credit unit
+(messages, or bytes for Artemis CORE consumers: rate x mean message size); a starved link that
+already had that much credit is kept, its consumer replenishing late.
 
 Every function is DataFrame -> DataFrame without I/O; the inputs are the bronze, silver and gold
 rows of the evidence window, and the output has the schema's columns in order.
@@ -29,6 +31,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from jobs.config import ConfError
+from jobs.transforms.timeutil import micros, seconds_between
 from schemas.recommendations import (
     ENTITY_CONSUMER_LINK,
     ENTITY_QUEUE,
@@ -670,34 +673,72 @@ def consumer_link_evidence(
     """Per consumer link: deliveries, the largest credit granted, the median top-up, attached and
     starved time, the median starvation (a credit round trip as the receiver sees it), whether
     the credit is counted in bytes (``detail.credit_unit``), the mean size of the messages
-    delivered (from the delivery events' ``size_bytes``, when logged) and the most credit the
+    delivered (from the delivery events' ``size_bytes``, when logged), the most credit the
     link's queue sees at a time (``detail.max_queue_credit``, RabbitMQ AMQP 1.0 links; the largest
-    logged when runs differ)."""
+    logged when runs differ), and its backlogged time and the deliveries made in it.
+
+    A link is backlogged while the sending side has messages for it: while its state (DESIGN §4,
+    as for starvation: the credit and ``available`` of its latest event carrying a credit, by
+    ``seq``, that event's own ``available``) has ``available > 0``; a ``link_detached`` ends it.
+    Each stretch between two of the link's events takes the state the earlier one left, and the
+    stretch after its last event runs to the run's watermark as the window sees it (its last
+    event by ``seq``); a clock stepping back makes a stretch 0 s. A delivery is made in backlog
+    when the state just before it had ``available > 0``. The window's events are all there is:
+    a link backlogged before the window's first day counts from its first event in the window.
+    """
     link_events = events.where(F.col("link").isNotNull())
+    # The run's watermark as the window sees it: the ts of its last event by seq (few runs).
+    watermarks = events.groupBy("run_id").agg(F.max_by("ts", "seq").alias("_watermark_ts"))
     in_order = Window.partitionBy("run_id", *LINK).orderBy("seq")
-    with_credit = link_events.where(F.col("credit").isNotNull())
-    top_up = with_credit.withColumn(
-        "_top_up", F.col("credit") - F.lag("credit").over(in_order)
-    ).where(_is("flow") & (F.col("_top_up") > 0))
-    delivery = _is("dequeue") | _is("transfer")
-    per_link = link_events.groupBy(*LINK).agg(
+    before = in_order.rowsBetween(Window.unboundedPreceding, -1)
+    # The state an event leaves: backlogged or not when it carries a credit (a credit logged
+    # without an available is not known to be backlogged), not when it detaches the link.
+    leaves = F.when(_is("link_detached"), F.lit(False)).when(
+        F.col("credit").isNotNull(), F.coalesce(F.col("available"), F.lit(0)) > 0
+    )
+    stepped = (
+        link_events.join(F.broadcast(watermarks), "run_id")
+        .withColumn("_prev_credit", F.last("credit", ignorenulls=True).over(before))
+        .withColumn(
+            "_backlogged_before",
+            F.coalesce(F.last(leaves, ignorenulls=True).over(before), F.lit(False)),
+        )
+        .withColumn("_until_ts", F.coalesce(F.lead("ts").over(in_order), F.col("_watermark_ts")))
+    )
+    backlogged_after = F.coalesce(leaves, F.col("_backlogged_before"))
+    # In whole microseconds, summed before they become seconds: the sum is exact.
+    stretch_us = F.greatest(micros("_until_ts") - micros("ts"), F.lit(0))  # greatest skips a null
+    top_up = F.col("credit") - F.col("_prev_credit")
+    in_backlog = F.col("_backlogged_before")
+
+    def deliveries(where: Column) -> Column:
+        # A delivery is logged as a dequeue by some front ends and as a transfer by others.
+        return F.greatest(
+            F.count(F.when(where & _is("dequeue"), 1)), F.count(F.when(where & _is("transfer"), 1))
+        )
+
+    per_link = stepped.groupBy(*LINK).agg(
         _latest("link_role"),
         # Artemis CORE consumers count credit in bytes and say so in every event's detail.
         F.max(F.get_json_object("detail", "$.credit_unit") == "bytes").alias("_credit_in_bytes"),
-        F.avg(F.when(delivery, F.col("size_bytes"))).alias("_mean_message_bytes"),
+        F.avg(F.when(_is("dequeue") | _is("transfer"), F.col("size_bytes"))).alias(
+            "_mean_message_bytes"
+        ),
         # RabbitMQ's AMQP 1.0 consumer links log the credit its queue sees per consumer.
         F.max(F.get_json_object("detail", "$.max_queue_credit").cast("long")).alias(
             "_max_queue_credit"
         ),
         F.max_by("queue", F.when(_is("dequeue"), F.struct("ts", "seq"))).alias("queue"),
         F.countDistinct("run_id").alias("runs"),
-        # A delivery is logged as a dequeue by some front ends and as a transfer by others.
-        F.greatest(F.count(F.when(_is("dequeue"), 1)), F.count(F.when(_is("transfer"), 1))).alias(
-            "deliveries"
-        ),
+        deliveries(F.lit(True)).alias("deliveries"),
         F.max("credit").alias("current_credit"),
+        # A top-up: a flow event's credit above the link's previous credit.
+        F.percentile(F.when(_is("flow") & (top_up > 0), top_up), 0.5).alias("_median_top_up"),
+        seconds_between(F.lit(0), F.sum(F.when(backlogged_after, stretch_us))).alias(
+            "_backlogged_s"
+        ),
+        deliveries(in_backlog).alias("_backlogged_deliveries"),
     )
-    batches = top_up.groupBy(*LINK).agg(F.percentile("_top_up", 0.5).alias("_median_top_up"))
     daily = link_daily.groupBy(*LINK).agg(
         F.sum("starved_s").alias("starved_s"),
         F.sum("attached_s").alias("attached_s"),
@@ -711,7 +752,6 @@ def consumer_link_evidence(
     # Links that never carried a credit (AMQP 0-10 consumers) have no credit to recommend.
     return (
         per_link.where((F.col("link_role") == "consumer") & F.col("current_credit").isNotNull())
-        .join(batches, list(LINK), "left")
         .join(daily, list(LINK), "left")
         .join(round_trips, list(LINK), "left")
     )
@@ -732,6 +772,13 @@ def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> Da
     link), a link that did not starve falls back on the policy round trip. A starved link that
     already had the credit the formula needs is kept: the shortage is not the credit size.
 
+    The rate is the one the link runs at while it has traffic to carry: the deliveries made in its
+    backlogged time (see :func:`consumer_link_evidence`) per backlogged second, not per attached
+    second, which would give a consumer idle half the time for want of messages half the credit
+    it needs. When the log gives no backlogged time (no ``available`` logged at all, or only
+    instants with some) it falls back on the deliveries per attached second; the rationale says
+    which rate was used (the schema has no column for it).
+
     RabbitMQ's cap on the credit a queue sees per consumer (DESIGN §2, 256 by default; its AMQP 1.0
     consumer links log it as ``detail.max_queue_credit``) does not cap the recommendation: seed
     004, "Once these 256 messages have been sent out by the server session process, the server
@@ -741,7 +788,13 @@ def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> Da
     under the cap, and the same with any cap). A need above the cap is said in the rationale.
     """
     attached = F.col("attached_s")
-    rate = F.when(attached > 0, F.col("deliveries") / attached)
+    backlogged = F.col("_backlogged_s")
+    # Kung & Morris size credit for the rate the link runs at while it has traffic to carry:
+    # deliveries per backlogged second, or per attached second when the log gives no backlog.
+    per_backlogged = F.coalesce(backlogged > 0, F.lit(False))
+    rate = F.when(per_backlogged, F.col("_backlogged_deliveries") / backlogged).when(
+        attached > 0, F.col("deliveries") / attached
+    )
     in_bytes = F.coalesce(F.col("_credit_in_bytes"), F.lit(False))
     message_bytes = F.col("_mean_message_bytes")
     sizes_unknown = in_bytes & ~F.coalesce(message_bytes > 0, F.lit(False))
@@ -872,6 +925,24 @@ def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> Da
             F.lit(policy.min_round_trip_s),
         ),
     )
+    # Which rate the formula used, and its evidence (the schema has no column for it).
+    rate_note = F.when(
+        per_backlogged,
+        F.format_string(
+            "; the rate is per backlogged second: %d deliveries in %.1fs with messages available "
+            "of %.1fs attached",
+            F.col("_backlogged_deliveries"),
+            backlogged,
+            F.coalesce(attached, F.lit(0.0)),
+        ),
+    ).otherwise(
+        F.format_string(
+            "; the rate is per attached second: %d deliveries in %.1fs attached (the log gives no "
+            "time with messages available)",
+            F.col("deliveries"),
+            F.coalesce(attached, F.lit(0.0)),
+        )
+    )
     # RabbitMQ: a need above the credit the queue sees per consumer is not capped (see above).
     queue_cap = F.col("_max_queue_credit")
     cap_note = F.when(
@@ -889,7 +960,7 @@ def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> Da
         verdict,
         F.lit(": "),
         situation,
-        F.when(assessed, F.concat(F.lit("; "), formula)).otherwise(F.lit("")),
+        F.when(assessed, F.concat(F.lit("; "), formula, rate_note)).otherwise(F.lit("")),
         F.coalesce(cap_note, F.lit("")),
         F.coalesce(round_trip_note, F.lit("")),
     )
