@@ -94,7 +94,12 @@ THRESHOLD_RECOMMENDATIONS = TableSchema(
             "int64",
             doc="ceil(rate x RTT) + top-up batch; x mean message size for byte-credit links",
         ),
-        Column("consumption_rate_msgs_s", "float64", doc="dequeues per attached second"),
+        Column(
+            "consumption_rate_msgs_s",
+            "float64",
+            doc="deliveries per backlogged second (attached, messages available); per attached "
+            "second when the log gives no backlogged time (the rationale says which)",
+        ),
         Column("round_trip_s", "float64", doc="credit round trip used in the formula"),
         Column(
             "round_trip_source",
