@@ -52,7 +52,9 @@ def runs_concerned(
 ) -> list[str]:
     """Runs with bronze events in the days, owning a silver episode overlapping them, or spanning
     them (events before and after, none within: a quiet stretch is still observed, and its links
-    still attached, so a day's rows do not depend on the range it was processed in).
+    still attached, so a day's rows do not depend on the range it was processed in). A run that
+    ended stopped or starved before the days is not among them: its open episode ends at its
+    watermark, and nothing of it can change until it has new events.
 
     The spanning runs are searched among those with events after the range, usually none when the
     latest days are processed, so the common nightly run reads no other day."""
@@ -89,7 +91,8 @@ class Scope:
     earlier and may peak later, and on the state carried in from earlier days. So for the runs
     concerned the jobs also recompute, back to ``span_from``, the days whose rows were computed
     against an earlier watermark (the runs' latest gold day before the range) or that hold the
-    start of an episode the range touches, and forward to ``span_to``, the runs' later days in
+    start of an episode the range touches or of one still open, and forward to ``span_to``, the
+    runs' later days in
     bronze (whose state at 00:00 the range may change, e.g. days processed out of order). Other
     runs' rows of those extra days are left alone. The nightly run of the latest day thus also
     refreshes the day before for runs still going, and processing days in any order, or a range
@@ -147,10 +150,12 @@ def processing_scope(
             .first()[0]
         )
         earlier += [latest] if latest else []
-    predicate = overlap_predicate(date_from, date_to)
+    # Episodes of these runs that the new events may change: those overlapping the range, and
+    # the open ones (computed against an earlier watermark), which must be replaced too.
+    changeable = f"({overlap_predicate(date_from, date_to)}) OR end_ts IS NULL"
     for table in (QUEUE_FLOW_EPISODES, LINK_STARVATION_EPISODES):
         first_start = (
-            read_table(spark, conf, table).where(predicate).where(of_runs).agg(F.min("start_date"))
+            read_table(spark, conf, table).where(changeable).where(of_runs).agg(F.min("start_date"))
         ).first()[0]
         earlier += [first_start] if first_start else []
     later = (

@@ -195,3 +195,46 @@ def test_the_scope_predicates_quote_run_ids_and_leave_other_runs_alone():
     assert sql_string("a'b") == "'a\\'b'"
     not_extended = Scope(DAYS[1], DAYS[1], ("r2",), DAYS[1], DAYS[1])
     assert not_extended.day_predicate() == "date >= DATE '2024-01-02' AND date <= DATE '2024-01-02'"
+
+
+def test_a_run_that_ended_stopped_is_left_alone_by_later_days(spark, tmp_path):
+    """Run "old" ends on day 1 with q1 still stopped (an open episode, which DESIGN §4 clips at
+    its watermark). Processing day 3 for run "new" must neither re-read "old" nor pull the span
+    back to day 1 (nightly runs would otherwise rewrite every day since), and must leave its
+    episode and gold rows as they were."""
+    from jobs.config import load_conf
+    from jobs.episodes import processing_scope
+
+    conf = dataclasses.replace(
+        load_conf(),
+        raw_dir=str(tmp_path / "raw"),
+        warehouse_dir=str(tmp_path / "warehouse"),
+        quality_dir=str(tmp_path / "quality"),
+        validate_with_great_expectations=False,
+    )
+    q1 = {"run_id": "old", "queue": "q1", "flow_stop_count": 1, "flow_resume_count": 1}
+    write_raw(
+        tmp_path / "raw",
+        [
+            event(1, at(1, 10), "enqueue", **q1, depth_msgs=2, link="p", capacity=5),
+            event(2, at(1, 10), "flow_stopped", **q1, depth_msgs=2, flow_stopped_count=1),
+            event(3, at(1, 11), "enqueue", **q1, depth_msgs=3, link="p", capacity=5),
+        ],
+    )
+    write_raw(
+        tmp_path / "raw", [event(1, at(3, 9), "enqueue", run_id="new", queue="q2", depth_msgs=1)]
+    )
+    for day in (DAY1, DAY3):
+        run_ingest(spark, conf, day, day)
+        run_episodes(spark, conf, day, day)
+        run_daily_metrics(spark, conf, day, day)
+        if day == DAY1:
+            before = _tables(spark, conf)
+    scope = processing_scope(spark, conf, DAY3, DAY3)
+    assert (scope.runs, scope.span_from, scope.span_to) == (("new",), DAY3, DAY3)
+    after = _tables(spark, conf)
+    for table in (QUEUE_FLOW_EPISODES, LINK_STARVATION_EPISODES):
+        assert after[table.name] == before[table.name], table.name
+    old_days = [r for r in after["queue_flow_daily"] if r["run_id"] == "old"]
+    assert old_days == before["queue_flow_daily"]
+    assert [(r["date"], r["time_stopped_s"]) for r in old_days] == [(DAY1, 3600.0)]

@@ -314,7 +314,7 @@ def day_bounds(date_from: date, date_to: date) -> tuple[datetime, datetime]:
 
 
 def overlapping(episodes: DataFrame, date_from: date, date_to: date) -> DataFrame:
-    """Episodes overlapping the days [date_from, date_to]; open ones overlap from their start on."""
+    """Episodes overlapping the days [date_from, date_to]; open ones until their run's watermark."""
     return episodes.where(overlap_predicate(date_from, date_to))
 
 
@@ -322,13 +322,16 @@ def overlap_predicate(date_from: date, date_to: date) -> str:
     """SQL predicate selecting the episodes a run over [date_from, date_to] (re)computes.
 
     Used both to filter what is written and as Delta's replaceWhere, so that every episode a rerun
-    replaces is also one it rewrites. Open episodes always match: they may have closed since. An
-    episode whose end a clock stepping back stamped before its start is the instant it started.
+    replaces is also one it rewrites. An open episode lasts until its run's watermark (as of when
+    it was computed): a run that ended stopped or starved does not overlap every later day. One
+    that may have closed since has new events, so its run is processed and its open episodes are
+    replaced with it (:class:`jobs.episodes.Scope`). An episode whose end a clock stepping back
+    stamped before its start is the instant it started.
     """
     start, end = day_bounds(date_from, date_to)
     fmt = "%Y-%m-%d %H:%M:%S"
     range_start = f"TIMESTAMP '{start.strftime(fmt)}+00:00'"
     return (
         f"start_ts < TIMESTAMP '{end.strftime(fmt)}+00:00' AND "
-        f"(end_ts IS NULL OR end_ts >= {range_start} OR start_ts >= {range_start})"
+        f"(COALESCE(end_ts, run_watermark_ts) >= {range_start} OR start_ts >= {range_start})"
     )
