@@ -97,7 +97,7 @@ THRESHOLD_RECOMMENDATIONS = TableSchema(
         Column(
             "consumption_rate_msgs_s",
             "float64",
-            doc="deliveries per backlogged second (attached, messages available); per attached "
+            doc="deliveries per backlogged second (messages available and credit); per attached "
             "second when the log gives no backlogged time (the rationale says which)",
         ),
         Column("round_trip_s", "float64", doc="credit round trip used in the formula"),

@@ -750,8 +750,8 @@ def _busy_half(name: str, available: bool = True) -> Log:
     5 batches of 20 (one every 0.08 s); after batches 2 and 4 the credit stays at 0 for 1 s (two
     starvations of 1 s: a 1 s round trip), after the others it is topped up at once. The last
     delivery, at 15 s, leaves nothing available; the link detaches at 20 s. So 100 deliveries in
-    10 backlogged seconds (10 msgs/s) of 20 attached (5 msgs/s). With ``available=False`` no
-    event logs an ``available``.
+    8 backlogged seconds (12.5 msgs/s: the 2 s starved, without credit, are left out) of 20
+    attached (5 msgs/s). With ``available=False`` no event logs an ``available``.
     """
     log = Log()
     link = {"link": name, "link_role": "consumer"}
@@ -793,21 +793,23 @@ def _busy_half(name: str, available: bool = True) -> Log:
 
 
 def test_a_consumer_busy_half_the_time_gets_the_rate_of_its_busy_half(spark: Any) -> None:
-    """100 deliveries in 10 backlogged seconds of 20 attached: 10 msgs/s, not 5. Round trip 1 s
-    (median starvation), top-up 20: 10 x 1 + 20 = 30 credits, where the per-attached-second
-    rate would give 5 x 1 + 20 = 25."""
+    """100 deliveries in 8 backlogged seconds (messages available and credit to send them) of 20
+    attached: 12.5 msgs/s, not 5 per attached second, nor 10 per second with messages available
+    (which counts the 2 s starved for credit, when the link runs at the pace its credit allows).
+    Round trip 1 s (median starvation), top-up 20: ceil(12.5 x 1) + 20 = 33 credits, where the
+    per-attached-second rate would give 5 x 1 + 20 = 25."""
     row = _busy_half("busy-half").rows(spark)["busy-half"]
-    assert row["consumption_rate_msgs_s"] == pytest.approx(10.0)
+    assert row["consumption_rate_msgs_s"] == pytest.approx(12.5)
     assert (row["round_trip_s"], row["round_trip_source"], row["top_up_batch"]) == (
         1.0,
         "observed",
         20,
     )
-    assert (row["verdict"], row["current_credit"], row["recommended_credit"]) == ("raise", 20, 30)
+    assert (row["verdict"], row["current_credit"], row["recommended_credit"]) == ("raise", 20, 33)
     assert row["rationale"] == (
-        "raise: starved 10.0% of its attached time with 20 credits; needs 10.0 msgs/s x 1.000s "
-        "round trip + 20 top-up = 30 credits; the rate is per backlogged second: 100 deliveries "
-        "in 10.0s with messages available of 20.0s attached"
+        "raise: starved 10.0% of its attached time with 20 credits; needs 12.5 msgs/s x 1.000s "
+        "round trip + 20 top-up = 33 credits; the rate is per backlogged second: 100 deliveries "
+        "in 8.0s with messages available and credit, of 20.0s attached"
     )
 
 
@@ -824,8 +826,8 @@ def test_without_available_logged_the_rate_stays_per_attached_second(spark: Any)
 
 
 def test_backlogged_time_ends_at_a_detach_or_runs_to_the_watermark(spark: Any) -> None:
-    """Both links have 10 messages available from 2 s on and deliver them all by 3 s, their
-    credit of 10 used up with 40 messages still waiting; neither logs anything more. The run's
+    """Both links have 50 messages available from 2 s on and deliver 10 of them by 3 s, with 90
+    credits left and 40 messages still waiting; neither logs anything more. The run's
     last event (a dequeue of another queue) is at 6 s: "open" is backlogged 2 .. 6 s (4 s), while
     "detached" detaches at 4 s (2 s). A credit logged without an available (the 0 s flow of
     "open") is not known to be backlogged. Deliveries made while nothing was available (the
@@ -834,12 +836,12 @@ def test_backlogged_time_ends_at_a_detach_or_runs_to_the_watermark(spark: Any) -
     for name in ("open", "detached"):
         link = {"link": name, "link_role": "consumer", "queue": "work"}
         log.event(0, "link_attached", credit=0, available=0, **link)
-        log.event(0, "flow", credit=11 if name == "detached" else 10, **link)
+        log.event(0, "flow", credit=101 if name == "detached" else 100, **link)
         if name == "detached":
-            log.event(1, "dequeue", credit=10, available=0, **link)
-        log.event(2, "flow", credit=10, available=50, **link)
+            log.event(1, "dequeue", credit=100, available=0, **link)
+        log.event(2, "flow", credit=100, available=50, **link)
         for number in range(10):
-            log.event(2.1 + number / 10, "dequeue", credit=9 - number, available=49 - number,
+            log.event(2.1 + number / 10, "dequeue", credit=99 - number, available=49 - number,
                       **link)  # fmt: skip
         if name == "detached":
             log.event(4, "link_detached", **link)

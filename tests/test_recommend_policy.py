@@ -51,7 +51,11 @@ def test_the_yaml_layout_is_read_into_the_policy() -> None:
 
 
 OUT_OF_RANGE = [
-    (None, "lookback_days", 0, "lookback_days >= 1"),
+    (None, "lookback_days", 0, "1 <= lookback_days <= 3660"),
+    # A window reaching before year 1 raised OverflowError after Spark had started; a 400-digit
+    # integer raised it in the range check itself.
+    (None, "lookback_days", 10_000_000, "1 <= lookback_days <= 3660"),
+    (None, "lookback_days", 10**400, "1 <= lookback_days <= 3660"),
     ("queue", "safety_margin", -0.1, "safety_margin >= 0"),
     ("queue", "min_dwell_s", -1, "min_dwell_s >= 0"),
     ("queue", "min_hysteresis_share", 1, "0 <= min_hysteresis_share < 1"),
@@ -90,6 +94,7 @@ def test_an_out_of_range_setting_names_the_file_the_key_and_the_range(
 
 BOUNDARIES = [
     (None, "lookback_days", 1),
+    (None, "lookback_days", 3660),
     ("queue", "safety_margin", 0),
     ("queue", "min_dwell_s", 0),
     ("queue", "min_hysteresis_share", 0),
@@ -163,7 +168,7 @@ def test_every_problem_is_named_at_once(tmp_path: Path) -> None:
     message = _error(tmp_path, {"lookback_days": 0, "queue": {"safety_margin": -1, "typo": 1}})
     assert message == (
         f"recommendation policy {tmp_path / 'recommend.yaml'}: lookback_days = 0 is out of "
-        "range (allowed: lookback_days >= 1); queue.safety_margin = -1 is out of range "
+        "range (allowed: 1 <= lookback_days <= 3660); queue.safety_margin = -1 is out of range "
         "(allowed: safety_margin >= 0); unknown key queue.typo"
     )
 

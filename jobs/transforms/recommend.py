@@ -72,7 +72,8 @@ class _Range:
 
 #: Where each knob sits in conf/recommend.yaml (None: top level) and the values it may take.
 _LAYOUT: dict[str, tuple[str | None, _Range]] = {
-    "lookback_days": (None, _Range(low=1)),
+    # Ten years at most: a longer window is a typo, and a date that far back does not exist.
+    "lookback_days": (None, _Range(low=1, high=3660)),
     "safety_margin": ("queue", _Range(low=0)),
     "min_dwell_s": ("queue", _Range(low=0)),
     "min_hysteresis_share": ("queue", _Range(low=0, high=1, high_open=True)),
@@ -95,7 +96,7 @@ def _problem(name: str, value: Any, integer: bool) -> str | None:
     # bool is an int in Python, and YAML reads yes/no/true/false as one: never a count or a share.
     if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
         return f"must be {kind}, got {type(value).__name__} {value!r}"
-    if not math.isfinite(value):
+    if isinstance(value, float) and not math.isfinite(value):  # an int is finite, however long
         return f"must be a finite number, got {value!r}"
     allowed = _LAYOUT[name][1]
     if not allowed.admits(value):
@@ -677,13 +678,16 @@ def consumer_link_evidence(
     link's queue sees at a time (``detail.max_queue_credit``, RabbitMQ AMQP 1.0 links; the largest
     logged when runs differ), and its backlogged time and the deliveries made in it.
 
-    A link is backlogged while the sending side has messages for it: while its state (DESIGN §4,
-    as for starvation: the credit and ``available`` of its latest event carrying a credit, by
-    ``seq``, that event's own ``available``) has ``available > 0``; a ``link_detached`` ends it.
+    A link is backlogged while the sending side has messages for it and credit to send them:
+    while its state (DESIGN §4, as for starvation: the credit and ``available`` of its latest
+    event carrying a credit, by ``seq``, that event's own ``available``) has ``available > 0``
+    and ``credit > 0``; a ``link_detached`` ends it. Starved time (no credit) is left out: there
+    the link runs at the pace its credit allows, about credit / round trip, which would size the
+    credit by itself.
     Each stretch between two of the link's events takes the state the earlier one left, and the
     stretch after its last event runs to the run's watermark as the window sees it (its last
     event by ``seq``); a clock stepping back makes a stretch 0 s. A delivery is made in backlog
-    when the state just before it had ``available > 0``. The window's events are all there is:
+    when the state just before it was backlogged. The window's events are all there is:
     a link backlogged before the window's first day counts from its first event in the window.
     """
     link_events = events.where(F.col("link").isNotNull())
@@ -694,7 +698,8 @@ def consumer_link_evidence(
     # The state an event leaves: backlogged or not when it carries a credit (a credit logged
     # without an available is not known to be backlogged), not when it detaches the link.
     leaves = F.when(_is("link_detached"), F.lit(False)).when(
-        F.col("credit").isNotNull(), F.coalesce(F.col("available"), F.lit(0)) > 0
+        F.col("credit").isNotNull(),
+        (F.col("credit") > 0) & (F.coalesce(F.col("available"), F.lit(0)) > 0),
     )
     stepped = (
         link_events.join(F.broadcast(watermarks), "run_id")
@@ -930,7 +935,7 @@ def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> Da
         per_backlogged,
         F.format_string(
             "; the rate is per backlogged second: %d deliveries in %.1fs with messages available "
-            "of %.1fs attached",
+            "and credit, of %.1fs attached",
             F.col("_backlogged_deliveries"),
             backlogged,
             F.coalesce(attached, F.lit(0.0)),
