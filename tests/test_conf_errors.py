@@ -81,7 +81,7 @@ def test_cli_pipeline_with_a_bad_policy_exits_2_before_spark_starts(
     output = result.output.replace("\n", "")
     assert len(_error_lines(result.output)) == 1
     assert f"recommendation policy {policy}" in output
-    assert "lookback_days = 0 is out of range (allowed: lookback_days >= 1)" in output
+    assert "lookback_days = 0 is out of range (allowed: 1 <= lookback_days <= 3660)" in output
     assert "Traceback" not in result.output and not isinstance(result.exception, SparkStarted)
 
 
