@@ -48,17 +48,21 @@ class ConfError(ValueError):
     """A pipeline conf that cannot be read: the message names the file."""
 
 
-def load_conf(conf_path: str | os.PathLike[str] | None = None) -> PipelineConf:
-    source = Path(conf_path or os.environ.get(CONF_ENV_VAR) or DEFAULT_CONF)
+def read_yaml(source: Path, what: str, option: str) -> Any:
+    """The YAML document of ``source`` (None when empty); a file that cannot be read or parsed
+    raises :class:`ConfError` naming ``what`` it is, the file, and the ``option`` that names it."""
     try:
         with open(source, encoding="utf-8") as handle:
-            raw = yaml.safe_load(handle) or {}
+            return yaml.safe_load(handle)
     except OSError as error:
-        raise ConfError(
-            f"pipeline conf {source}: {error.strerror or error} (--conf or ${CONF_ENV_VAR})"
-        ) from None
+        raise ConfError(f"{what} {source}: {error.strerror or error} ({option})") from None
     except yaml.YAMLError as error:
-        raise ConfError(f"pipeline conf {source} is not valid YAML: {error}") from None
+        raise ConfError(f"{what} {source} is not valid YAML: {error}") from None
+
+
+def load_conf(conf_path: str | os.PathLike[str] | None = None) -> PipelineConf:
+    source = Path(conf_path or os.environ.get(CONF_ENV_VAR) or DEFAULT_CONF)
+    raw = read_yaml(source, "pipeline conf", f"--conf or ${CONF_ENV_VAR}") or {}
     if not isinstance(raw, dict):
         raise ConfError(f"pipeline conf {source}: expected a mapping of sections, got {raw!r}")
     spark = raw.get("spark", {})

@@ -13,11 +13,10 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.cli import date_range_parser, parse_date_range, start_job
-from jobs.config import PROJECT_ROOT, ConfError, PipelineConf
+from jobs.config import PROJECT_ROOT, ConfError, PipelineConf, read_yaml
 from jobs.delta_io import days_predicate, read_table, replace_where_at
 from jobs.transforms.recommend import RecommendPolicy, threshold_recommendations
 from schemas.recommendations import THRESHOLD_RECOMMENDATIONS
@@ -40,15 +39,7 @@ def load_policy(path: str | Path | None = None) -> RecommendPolicy:
     setting that is unknown, of the wrong type or out of range, raises :class:`ConfError`
     naming the file (and the key and its allowed range)."""
     source = Path(path or DEFAULT_POLICY)
-    try:
-        with open(source, encoding="utf-8") as handle:
-            raw = yaml.safe_load(handle)
-    except OSError as error:
-        raise ConfError(
-            f"recommendation policy {source}: {error.strerror or error} (--policy)"
-        ) from None
-    except yaml.YAMLError as error:
-        raise ConfError(f"recommendation policy {source} is not valid YAML: {error}") from None
+    raw = read_yaml(source, "recommendation policy", "--policy")
     return RecommendPolicy.from_mapping(raw or {}, source=source)
 
 
