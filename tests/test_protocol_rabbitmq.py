@@ -272,3 +272,39 @@ def test_link_events_carry_the_link_state() -> None:
             assert (event["credit"], event["available"]) == (None, None)
             continue
         assert event["credit"] >= 0 and event["available"] >= 0
+
+
+def test_amqp10_publisher_capacity_is_the_true_bound_on_unconfirmed() -> None:
+    # DESIGN §2: "a publisher link gets 170 credits and is topped up to 170 when credit has fallen
+    # to 85 or less and fewer than 170 messages are unconfirmed"; seed 004: "grants again 170 link
+    # credits when the remaining link credit falls below half (i.e. 85) **and** the number of
+    # unconfirmed messages is less than 170". A top-up at 169 unconfirmed lets 170 more arrive
+    # before any confirm: 169 + 170 = 339. DESIGN §3: enqueue events "carry its `capacity` and
+    # `outstanding`", and Qpid's overshoot_ratio <= 1 needs outstanding <= capacity.
+    rig = Rig()
+    # One confirm per 20 ms: the publisher spends a whole grant (170 sends, ~2 ms) between two.
+    rig.queue("quorum", service_time_us=20_000)
+    publisher = PublisherConfig("p", "quorum")
+    Amqp10Connection(rig.broker, ConnectionConfig("c", AMQP_10, publishers=(publisher,))).start()
+    rig.run_for(3_000_000)
+    enqueues = rig.events("enqueue", "p")
+    assert {e["capacity"] for e in enqueues} == {339}
+    assert {detail(e)["max_link_credit"] for e in enqueues} == {170}
+    outstanding = [e["outstanding"] for e in enqueues]
+    assert max(outstanding) == 339  # the worst case is reached ...
+    assert all(1 <= o <= e["capacity"] for o, e in zip(outstanding, enqueues, strict=True))
+    # ... by the top-up granted when the 86th confirm took the unconfirmed count to 169.
+    first = outstanding.index(339)
+    assert outstanding[first - 169] == 170 and 255 in outstanding[:first]
+    # A different policy scales the same way: 2 x max_link_credit - 1.
+    small = Rig()
+    small.queue("quorum", service_time_us=20_000)
+    Amqp10Connection(
+        small.broker,
+        ConnectionConfig("c", AMQP_10, publishers=(publisher,)),
+        RabbitPolicy(max_link_credit=10),
+    ).start()
+    small.run_for(1_000_000)
+    small_enqueues = small.events("enqueue", "p")
+    assert {e["capacity"] for e in small_enqueues} == {19}
+    assert max(e["outstanding"] for e in small_enqueues) == 19

@@ -40,6 +40,21 @@ def publisher_credit_due(credit: int, unconfirmed: int, max_link_credit: int) ->
     return credit <= max_link_credit // 2 and unconfirmed < max_link_credit
 
 
+def publisher_unconfirmed_bound(max_link_credit: int) -> int:
+    """The most messages a RabbitMQ AMQP 1.0 publisher link can have unconfirmed at once: the
+    ``capacity`` its enqueues log.
+
+    Seed 004: the session "grants again 170 link credits when the remaining link credit falls
+    below half (i.e. 85) **and** the number of unconfirmed messages is less than 170". A grant
+    *sets* the link credit to 170 (DESIGN.md §2: "link credit is set, not added"), counted from
+    the last delivery the session received, so the link can deliver at most 170 more messages
+    before the next grant; and a grant comes only while at most 169 are unconfirmed. So up to
+    169 + 170 = 339 (``2 x max_link_credit - 1``) are unconfirmed, reached when the queue
+    confirms nothing while the publisher spends the whole grant (tests/test_protocol_rabbitmq.py).
+    """
+    return 2 * max_link_credit - 1
+
+
 def incoming_window_due(incoming_window: int, max_incoming_window: int) -> bool:
     """Seed 004: "Whenever the RabbitMQ session process has processed half of that number (200
     transfer frames), RabbitMQ expands this window ... incoming_window = 400"."""

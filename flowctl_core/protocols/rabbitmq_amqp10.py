@@ -6,11 +6,12 @@ consumer links from the broker's (sending) end: the sender's credit and availabl
 starvation metric needs (DESIGN.md §4: "the sending side has work and no credit").
 
 RabbitMQ policies applied here (all in :class:`~flowctl_core.protocols.config.RabbitPolicy`):
-170 credits to a publisher, topped up when credit <= 85 and fewer than 170 unconfirmed; a session
-incoming window of 400 frames re-opened at 200; at most 256 credits per consumer handed to the
-queue (a consumer link's ``link_attached`` and ``flow`` events log it as
-``detail.max_queue_credit``); a memory or disk alarm closes the incoming window (publishers stop,
-consumers go on).
+170 credits to a publisher, topped up when credit <= 85 and fewer than 170 unconfirmed (so up to
+169 + 170 = 339 unconfirmed: the ``capacity`` its enqueues log, the 170 being their
+``detail.max_link_credit``); a session incoming window of 400 frames re-opened at 200; at most
+256 credits per consumer handed to the queue (a consumer link's ``link_attached`` and ``flow``
+events log it as ``detail.max_queue_credit``); a memory or disk alarm closes the incoming window
+(publishers stop, consumers go on).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from flowctl_core.protocols.config import (
     RabbitPolicy,
     incoming_window_due,
     publisher_credit_due,
+    publisher_unconfirmed_bound,
 )
 from flowctl_core.protocols.endpoints import LinkIdentity, QueueFedSender
 from flowctl_core.protocols.wire import (
@@ -191,13 +193,18 @@ class BrokerPublisherLink:
         self.wants_confirms = config.batch is not None
         self.detached: str | None = None  # the error condition, once detached
         self._destinations = self.broker.route("", config.queue)
+        # The enqueues' capacity is the true bound on their outstanding (unconfirmed) count,
+        # 2 x 170 - 1, not the 170 credits of one grant (publisher_unconfirmed_bound).
+        max_link_credit = session.policy.max_link_credit
+        self.capacity = publisher_unconfirmed_bound(max_link_credit)
         self._fields: dict[str, Any] = {
             "link": config.name,
             "link_role": "publisher",
             "protocol": AMQP_10,
             "session": session.name,
             "connection": session.connection_name,
-            "capacity": session.policy.max_link_credit,
+            "capacity": self.capacity,
+            "detail": json.dumps({"max_link_credit": max_link_credit}),
         }
 
     def attach(self) -> None:
@@ -217,7 +224,7 @@ class BrokerPublisherLink:
             frame.message_id,
             frame.size_bytes,
             self.config.name,
-            self.session.policy.max_link_credit,
+            self.capacity,
             self.broker.scheduler.now_us,
             self._on_confirm,
         )
