@@ -428,10 +428,6 @@ KNOWN_BUGS: dict[tuple[str, str], str] = {
     ("artemis-address-full-policies", "enqueue_capacity_outstanding"): _ARTEMIS_CORE_ENQUEUE,
     ("artemis-block-core-producers", "enqueue_capacity_outstanding"): _ARTEMIS_CORE_ENQUEUE,
     ("artemis-rate-limits", "enqueue_capacity_outstanding"): _ARTEMIS_CORE_ENQUEUE,
-    ("artemis-amqp-reject-threshold", "enqueue_capacity_outstanding"): (
-        "engine bug: Artemis AMQP producers' enqueues (artemis.py AmqpProducer._send) carry "
-        "capacity (the 100 credits) but a null outstanding"
-    ),
     ("artemis-slow-fast-consumers", "enqueue_names_producer"): _PREFILL,
     ("rabbitmq-one-sender-one-receiver", "enqueue_names_producer"): _PREFILL,
     ("artemis-slow-fast-consumers", "link_event_credit"): (

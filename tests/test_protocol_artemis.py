@@ -219,6 +219,38 @@ def test_amqp_overshoots_a_full_block_address_by_its_credit() -> None:
     assert (last["credit"], last["available"]) == (0, 0)
 
 
+def test_amqp_producer_enqueues_carry_its_100_credit_window_and_outstanding() -> None:
+    # DESIGN §3: "Enqueue events name the producer in `link` and carry its `capacity` and
+    # `outstanding`"; seed 003: "Artemis will issue 100 credits to a client at a time and refresh
+    # them when the clients credits reaches 30" and "The broker will stop issuing credits once
+    # an address is full". The window is the 100 credits of a grant; outstanding is the part of
+    # it spent and not yet given back by a grant (100 - the credit left after the transfer).
+    refreshed = _amqp(threshold=-1, count=1_000, max_size=-1)
+    enqueues = refreshed.events("enqueue", "a")
+    assert len(enqueues) == 1_000
+    assert {e["capacity"] for e in enqueues} == {100}
+    outstanding = [e["outstanding"] for e in enqueues]
+    assert all(1 <= o <= 100 for o in outstanding)
+    # The server refreshes at 30 left (70 received); the new 100 reach the producer a round trip
+    # later (2 x 100 us, 10 us a send), counted from the 70th transfer: 19 sent meanwhile are
+    # outstanding against the new grant, so the count drops from 89 to 20.
+    assert outstanding[:91] == [*range(1, 90), 20, 21]
+    for enqueue, transfer in zip(enqueues, refreshed.events("transfer", "a"), strict=True):
+        assert enqueue["outstanding"] == 100 - transfer["credit"]
+        assert detail(enqueue)["producer"] == {
+            "credit": transfer["credit"],
+            "credit_unit": "messages",
+        }
+    # A full BLOCK address withholds the refresh: the producer spends its whole window.
+    blocked = _amqp(threshold=-1)
+    outstanding = [e["outstanding"] for e in blocked.events("enqueue", "a")]
+    assert outstanding == list(range(1, 101))
+    # Rejected messages carry the same columns (the reject threshold test's 51st on).
+    rejected = _amqp(threshold=50_000).events("message_rejected", "a")
+    assert [e["outstanding"] for e in rejected] == list(range(51, 101))
+    assert {e["capacity"] for e in rejected} == {100}
+
+
 def test_reject_threshold_above_the_block_limit_rejects_amqp_messages() -> None:
     # Seed 003: "Once this upper bound is reach Artemis will start rejecting AMQP messages. This
     # limit is the max-size-bytes-reject-threshold and is by default set to -1 (or no limit)."

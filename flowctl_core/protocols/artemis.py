@@ -256,8 +256,15 @@ class ServerAddress:
 
     # -- arrivals ------------------------------------------------------------------------------
     def route(self, message_id: int, size: int, fields: dict[str, Any], *, amqp: bool) -> str:
-        """One message from a producer: admit it by policy and enqueue it on every queue."""
+        """One message from a producer: admit it by policy and enqueue it on every queue.
+
+        ``fields`` are the producer's columns (its capacity and outstanding count at the send
+        included); a ``detail`` among them is a dict about the producer, logged as
+        ``detail.producer`` next to the address state.
+        """
         state = self.state
+        producer = fields.get("detail")
+        extra_detail: dict[str, Any] = {} if producer is None else {"producer": producer}
         outcome = state.admit(size, amqp=amqp)
         if outcome in (Outcome.ACCEPTED, Outcome.PAGED):
             paged = outcome == Outcome.PAGED
@@ -266,7 +273,7 @@ class ServerAddress:
             if limit != UNBOUNDED and state.size - limit > self.max_over_bytes:
                 self.max_over_bytes = state.size - limit
             enqueue_fields = dict(fields)
-            enqueue_fields["detail"] = self.detail(paged=paged)
+            enqueue_fields["detail"] = self.detail(paged=paged, **extra_detail)
             link = link_columns(enqueue_fields)
             for queue in self.queues:
                 queue.enqueue(Message(message_id, size, None), link)
@@ -286,7 +293,7 @@ class ServerAddress:
             queue=self.name,
             message_id=message_id,
             size_bytes=size,
-            detail=self.detail(outcome=outcome, **extra),
+            detail=self.detail(outcome=outcome, **extra, **extra_detail),
         )
         self.broker.emit("message_rejected", rejected)
         return outcome
@@ -765,7 +772,16 @@ class AmqpProducer(_Producer):
     def _send(self, message_id: int, size: int) -> None:
         self._emit("transfer", message_id=message_id, size_bytes=size)
         fields = self._fields_for_enqueue()
-        fields["capacity"] = self.address.state.settings.amqp_credits
+        # The window is the credit of one grant (seed 003: "Artemis will issue 100 credits to a
+        # client at a time"). A grant *sets* the link credit counted from the last transfer the
+        # server received, so the sender never holds more than 100; outstanding is the part of
+        # the window spent and not yet given back by a grant: 100 - the credit left after this
+        # transfer, 1..100, 100 exactly when this transfer took the last credit.
+        capacity = self.address.state.settings.amqp_credits
+        credit = self.link.credit
+        fields["capacity"] = capacity
+        fields["outstanding"] = capacity - credit
+        fields["detail"] = {"credit_unit": "messages", "credit": credit}
         self.to_server.send(self.server_end.on_message, message_id, size, fields)
 
     def on_flow(self, flow: LinkFlow, received: int) -> None:
