@@ -414,20 +414,12 @@ def checked_run(name: str) -> ContractChecker:
 
 # Engine bugs found by this checker: (scenario, rule) -> the bug. The engine's owner fixes them
 # (or DESIGN.md gets a note); strict, so a fix turns the test red until the entry goes.
-_ARTEMIS_CORE_ENQUEUE = (
-    "engine bug: Artemis CORE producers' enqueues (flowctl_core/protocols/artemis.py, "
-    "_Producer.enqueue_fields / Address.route) name the producer but carry neither capacity "
-    "nor outstanding"
-)
 _PREFILL = (
     "engine bug: a queue's prefill (runner.build, queue.enqueue(Message(...)) with no link) "
     "logs enqueue events with a null link, so no producer is named (or DESIGN.md needs a note "
     "exempting messages written before the run)"
 )
 KNOWN_BUGS: dict[tuple[str, str], str] = {
-    ("artemis-address-full-policies", "enqueue_capacity_outstanding"): _ARTEMIS_CORE_ENQUEUE,
-    ("artemis-block-core-producers", "enqueue_capacity_outstanding"): _ARTEMIS_CORE_ENQUEUE,
-    ("artemis-rate-limits", "enqueue_capacity_outstanding"): _ARTEMIS_CORE_ENQUEUE,
     ("artemis-slow-fast-consumers", "enqueue_names_producer"): _PREFILL,
     ("rabbitmq-one-sender-one-receiver", "enqueue_names_producer"): _PREFILL,
     ("artemis-slow-fast-consumers", "link_event_credit"): (

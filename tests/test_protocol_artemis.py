@@ -331,6 +331,109 @@ def test_over_allocation_across_producers_is_bounded_by_producers_times_window()
     assert single.address().size <= 50_000 + 20_000
 
 
+def _core_enqueues(rig: Rig, name: str = "p") -> list[dict[str, Any]]:
+    return rig.events("enqueue", name)
+
+
+def test_core_producer_enqueues_carry_its_window_in_messages() -> None:
+    # DESIGN §3: "Enqueue events name the producer in `link` and carry its `capacity` and
+    # `outstanding`"; seed 003: "The amount of credits required to send a message is given by
+    # the size of the message" and "producers will block on the client side until more space
+    # frees up". Credit is asked half a window at a time, so a 20,000-byte window holds at most
+    # 2 x 10,000 - 1 bytes: 19 messages of 1,000 bytes, not 20.
+    blocked = Rig(
+        ArtemisConfig(
+            addresses=(address(max_size=25_000),),
+            producers=(
+                ArtemisProducerConfig("p", "q", window=20_000, size=1_000, send_cost_us=100),
+            ),
+            latency_us=50,
+        )
+    ).run_until(SECOND // 2)
+    enqueues = _core_enqueues(blocked)
+    assert {e["capacity"] for e in enqueues} == {19}
+    for enqueue in enqueues:
+        producer = detail(enqueue)["producer"]
+        assert (producer["credit_unit"], producer["window"]) == ("bytes", 20_000)
+        assert enqueue["outstanding"] == 19 - producer["balance"] // 1_000
+        assert 1 <= enqueue["outstanding"] <= 19
+    # The address fills and credit is withheld: the last send spends the window to the end.
+    assert enqueues[-1]["outstanding"] == 19
+    assert detail(enqueues[-1])["producer"]["balance"] < 1_000
+    # The count is tight: when a send makes the producer ask for another half window, the
+    # message sent and the credit then held or awaited cover 1 + 18 = 19 messages, all of which
+    # can go out on credit the server has already granted if the address fills right after.
+    slow = Rig(
+        ArtemisConfig(
+            addresses=(address(),),
+            producers=(
+                ArtemisProducerConfig("p", "q", window=20_000, size=1_000, send_cost_us=1_000),
+            ),
+            latency_us=50,
+        )
+    ).run_until(SECOND // 10)
+    held = [detail(e)["producer"] for e in _core_enqueues(slow)]
+    assert max(1 + (h["balance"] + h["arriving"]) // 1_000 for h in held) == 19
+    # Credit in hand after a send covers at most 17 more (the grant lands before the next send,
+    # which leaves 18 - 1), so the window in use never drops below 2 in a steady flow.
+    assert min(e["outstanding"] for e in _core_enqueues(slow)) == 2
+
+
+def test_core_producer_without_a_window_logs_what_it_sent() -> None:
+    # Seed 003: producerWindowSize "-1 for an unbounded" window: no credit holds the producer
+    # back, so its window bounds nothing but the messages it has sent; capacity = outstanding =
+    # the messages sent so far (1, 2, 3, ...), never null (DESIGN §3) and never a window it has
+    # not used. Messages of 0 bytes take no credit: the same.
+    for window, size in ((-1, 1_000), (20_000, 0)):
+        rig = Rig(
+            ArtemisConfig(
+                addresses=(address(),),
+                producers=(ArtemisProducerConfig("p", "q", window=window, size=size, count=50),),
+            )
+        ).run_until(SECOND // 10)
+        enqueues = _core_enqueues(rig)
+        assert [e["capacity"] for e in enqueues] == list(range(1, 51))
+        assert [e["outstanding"] for e in enqueues] == list(range(1, 51))
+        assert detail(enqueues[0])["producer"]["window"] == window
+
+
+def test_producer_credits_capacity_in_messages() -> None:
+    # Half a window at a time: (2 x max(size, window // 2) - 1) // size.
+    assert ProducerCredits(65_536).capacity_msgs(1_024) == 63
+    assert ProducerCredits(65_536).capacity_msgs(1_000) == 65
+    assert ProducerCredits(20_000).capacity_msgs(15_000) == 1  # above half: one at a time
+    assert ProducerCredits(0).capacity_msgs(100) == 1
+    with pytest.raises(ArtemisConfigError):
+        ProducerCredits(1_000).capacity_msgs(0)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    window=st.integers(0, 40_000),
+    size=st.integers(1, 30_000),
+    max_size=st.integers(0, 100_000),
+    latency=st.integers(0, 300),
+    send_cost=st.integers(20, 200),
+)
+def test_core_outstanding_never_exceeds_the_logged_capacity(
+    window: int, size: int, max_size: int, latency: int, send_cost: int
+) -> None:
+    rig = Rig(
+        ArtemisConfig(
+            addresses=(address(max_size=max_size),),
+            producers=(
+                ArtemisProducerConfig("p", "q", window=window, size=size, send_cost_us=send_cost),
+            ),
+            consumers=(ArtemisConsumerConfig("c", "q", window=0, process_us=300),),
+            latency_us=latency,
+        )
+    ).run_until(30_000)
+    capacity = ProducerCredits(window).capacity_msgs(size)
+    for enqueue in _core_enqueues(rig):
+        assert enqueue["capacity"] == capacity
+        assert 1 <= enqueue["outstanding"] <= capacity
+
+
 # -- consumer windows ---------------------------------------------------------------------------
 def _two_consumers(window: int) -> Rig:
     # Seed 003: "a queue has 2 consumers; 1 of which is very slow. Messages are delivered in a

@@ -21,9 +21,11 @@ links from the server (the sending end: ``credit`` is the consumer's byte credit
 floored at 0, null when the window is unbounded; a CORE producer whose balance does not cover
 its next message logs 0, the balance being in ``detail.balance``); ``available`` is what the
 sender has ready: 1 for a producer that publishes flat out, the messages left for one with a
-count, and the ready messages of the queue for a consumer. Enqueues name the producer and carry
-the address state in ``detail``; refused messages are ``message_rejected`` with the policy in
-``detail``.
+count, and the ready messages of the queue for a consumer. Enqueues name the producer, carry
+its window as ``capacity`` and ``outstanding`` in messages (CORE: the message count of the byte
+window, :meth:`CoreProducer.window_columns`; AMQP: the 100 credits of a grant less the credit
+left) and the address state in ``detail`` (the producer's own figures in ``detail.producer``);
+refused messages are ``message_rejected`` with the policy in ``detail``.
 """
 
 from __future__ import annotations
@@ -716,11 +718,38 @@ class CoreProducer(_Producer):
     def _has_credit(self) -> bool:
         return self.credits is None or self.credits.can_acquire(self.config.size)
 
+    def window_columns(self) -> tuple[int, int, dict[str, Any]]:
+        """(capacity, outstanding, detail) of the message just sent, in messages.
+
+        The window is bytes of credit (seed 003: "The amount of credits required to send a
+        message is given by the size of the message"); its message count is what the credit the
+        producer holds or awaits can ever cover, ``ProducerCredits.capacity_msgs`` (the client
+        asks for credit half a window at a time, so it never holds a whole window: 63 messages of
+        1 KiB for 64 KiB). Outstanding is the part of that window not covered by credit in hand
+        after the send (spent, or asked for and not yet granted): ``capacity - balance // size``,
+        within 1..capacity, and capacity exactly when the send left less than one message of
+        credit, so that the producer waits for a grant (as a Qpid producer with a full window
+        waits for completions). So ``capacity - outstanding`` is what the producer can still send
+        without the server. It starts near half the window (the client asks for half at first)
+        and stays at 2 or more in a steady flow (the next half is asked at the send that needs
+        it). The byte figures (window, balance, arriving) are in ``detail``. A producer with no
+        window (-1) or of 0-byte messages is never held back by credit: its window is every
+        message it has sent, so capacity = outstanding = the messages sent so far (an unbounded
+        window bounds nothing but what was sent).
+        """
+        credits, size = self.credits, self.config.size
+        detail: dict[str, Any] = {"credit_unit": "bytes", "window": self.config.window}
+        if credits is None or size == 0:
+            return self.sent, self.sent, detail
+        capacity = credits.capacity_msgs(size)
+        detail.update(balance=credits.balance, arriving=credits.arriving)
+        return capacity, capacity - credits.balance // size, detail
+
     def _send(self, message_id: int, size: int) -> None:
         self._emit("transfer", message_id=message_id, size_bytes=size)
-        self.to_server.send(
-            self.server_end.on_message, message_id, size, self._fields_for_enqueue()
-        )
+        fields = self._fields_for_enqueue()
+        fields["capacity"], fields["outstanding"], fields["detail"] = self.window_columns()
+        self.to_server.send(self.server_end.on_message, message_id, size, fields)
 
     def on_credits(self, credits: int) -> None:
         assert self.credits is not None

@@ -243,6 +243,22 @@ class ProducerCredits:
         self.arriving = 0
         self.requested = 0  # cumulative
 
+    def capacity_msgs(self, size: int) -> int:
+        """How many messages of ``size`` (> 0) bytes the credit the producer holds or awaits can
+        ever cover: ``(2 x max(size, window // 2) - 1) // size``, the message count of the window.
+
+        A request is made only when ``balance + arriving < needed`` (``needed = max(size,
+        window // 2)``) and brings ``arriving`` up to ``needed``, so it leaves at most
+        ``needed - 1 + needed`` bytes held or awaited; grants only move credit from ``arriving``
+        to ``balance`` and sends take it away. So the balance never covers more than this many
+        messages, and a producer can send at most this many on credit it already has once the
+        server stops granting (seed 003: "producers will block on the client side"). A full
+        window is never held: with 64 KiB and 1 KiB messages it is 63, not 64.
+        """
+        if size <= 0:
+            raise ArtemisConfigError(f"a message size must be > 0 here, got {size}")
+        return (2 * max(size, self.half) - 1) // size
+
     def initial_request(self) -> int:
         """Credits to request when the producer is created (0: none)."""
         return self.check(self.half)
