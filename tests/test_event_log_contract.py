@@ -422,11 +422,6 @@ _PREFILL = (
 KNOWN_BUGS: dict[tuple[str, str], str] = {
     ("artemis-slow-fast-consumers", "enqueue_names_producer"): _PREFILL,
     ("rabbitmq-one-sender-one-receiver", "enqueue_names_producer"): _PREFILL,
-    ("artemis-slow-fast-consumers", "link_event_credit"): (
-        "engine bug: an Artemis consumer with consumerWindowSize -1 (unbounded) logs its "
-        "link_attached / flow / transfer events with a null credit (artemis.py, documented "
-        "there but not in DESIGN.md)"
-    ),
     ("rabbitmq-one-sender-one-receiver", "link_event_credit"): (
         "engine bug: AMQP 0.9.1 publishers' link_attached (amqp091.emit_publisher_attached) "
         "carries a null credit (README documents it; DESIGN.md §3 does not allow it)"

@@ -19,6 +19,7 @@ from flowctl_core.protocols.artemis import (
     ArtemisServer,
 )
 from flowctl_core.protocols.artemis_flow import (
+    UNBOUNDED_CREDIT,
     AddressSettings,
     AddressState,
     ArtemisConfigError,
@@ -521,7 +522,28 @@ def test_consumer_link_starves_when_its_window_is_full() -> None:
     slow = rig.events("transfer", "slow")[-1]
     assert slow["credit"] == 0 and detail(slow)["credit_unit"] == "bytes"
     unbounded = _two_consumers(-1).run_until(SECOND // 2)
-    assert {e["credit"] for e in unbounded.events("transfer", "slow")} == {None}
+    assert {e["credit"] for e in unbounded.events("transfer", "slow")} == {UNBOUNDED_CREDIT}
+
+
+def test_unbounded_consumer_window_logs_a_credit_that_never_runs_out() -> None:
+    # DESIGN §3: "link events carry the link's `credit` and `available` after the event"; seed
+    # 003: consumerWindowSize "-1 for an unbounded buffer" ("This will allow unbounded message
+    # buffering on the client side"). Its credit is logged as the largest 32-bit byte window,
+    # constant and never 0, so DESIGN §4's starvation ("credit == 0 and available > 0") cannot be
+    # read into a window that never closes, while the slow consumer holds half the queue.
+    rig = _two_consumers(-1).run_until(SECOND // 2)
+    for name in ("fast", "slow"):
+        events = [e for e in rig.log.events if e["link"] == name and e["link_role"] == "consumer"]
+        link_events = [
+            e for e in events if e["event_type"] in ("link_attached", "flow", "transfer")
+        ]
+        assert {e["event_type"] for e in link_events} >= {"link_attached", "transfer"}
+        assert {e["credit"] for e in link_events} == {UNBOUNDED_CREDIT} == {2**31 - 1}
+        assert all(e["available"] is not None for e in link_events)
+        assert {(detail(e)["unbounded"], detail(e)["credit_unit"]) for e in link_events} == {
+            (True, "bytes")
+        }
+    assert rig.server.consumers["slow"].received == 20  # it buffers half the queue regardless
 
 
 def test_consumer_window_credit_returns_in_half_windows() -> None:

@@ -18,7 +18,8 @@ Packets between a client and the server take the connection's one-way latency, i
 (:class:`Pipe`). Events (DESIGN.md §3): producer links are logged from the client (the sending
 end: a CORE producer's ``credit`` is its byte balance, ``detail.credit_unit`` says so), consumer
 links from the server (the sending end: ``credit`` is the consumer's byte credit on the server,
-floored at 0, null when the window is unbounded; a CORE producer whose balance does not cover
+floored at 0, and ``UNBOUNDED_CREDIT`` (2**31 - 1, ``detail.unbounded``) when the window is -1,
+which never runs out; a CORE producer whose balance does not cover
 its next message logs 0, the balance being in ``detail.balance``); ``available`` is what the
 sender has ready: 1 for a producer that publishes flat out, the messages left for one with a
 count, and the ready messages of the queue for a consumer. Enqueues name the producer, carry
@@ -43,6 +44,7 @@ from flowctl_core.protocols.artemis_flow import (
     DEFAULT_PRODUCER_WINDOW,
     RESOURCE_LIMIT_EXCEEDED,
     UNBOUNDED,
+    UNBOUNDED_CREDIT,
     AddressSettings,
     AddressState,
     ArtemisConfigError,
@@ -475,7 +477,8 @@ class ServerConsumer:
     def __init__(self, dispatcher: QueueDispatcher, client: CoreConsumer) -> None:
         self.dispatcher = dispatcher
         self.client = client
-        # Unbounded windows have no credit; others start at 0 until the client sends its window.
+        # Unbounded windows have no credit count (logged as UNBOUNDED_CREDIT); others start at 0
+        # until the client sends its window.
         self.credits: int | None = None if client.window.unbounded else 0
         self.delivered = 0
         self.log = LinkLog(
@@ -490,7 +493,7 @@ class ServerConsumer:
             key: self.log.fields[key]
             for key in ("link", "link_role", "protocol", "session", "connection")
         }
-        self._reported: tuple[int | None, int] | None = None
+        self._reported: tuple[int, int] | None = None
 
     @property
     def ready(self) -> bool:
@@ -499,8 +502,10 @@ class ServerConsumer:
         return self.credits is None or self.credits > 0
 
     @property
-    def logged_credit(self) -> int | None:
-        return None if self.credits is None else max(0, self.credits)
+    def logged_credit(self) -> int:
+        """The byte credit floored at 0; an unbounded window (-1) never runs out and logs
+        :data:`UNBOUNDED_CREDIT`."""
+        return UNBOUNDED_CREDIT if self.credits is None else max(0, self.credits)
 
     def attach(self) -> None:
         self.dispatcher.consumers.append(self)
@@ -531,8 +536,9 @@ class ServerConsumer:
     def _log(self, event_type: str, detail: dict[str, Any] | None, **extra: Any) -> None:
         credit, available = self.logged_credit, self.dispatcher.queue.depth_msgs
         self._reported = (credit, available)
-        if self.credits is not None:
-            detail = dict(detail or {}, credit_unit="bytes")
+        detail = dict(detail or {}, credit_unit="bytes")
+        if self.credits is None:
+            detail["unbounded"] = True
         self.log.emit(event_type, credit=credit, available=available, detail=detail, **extra)
 
 

@@ -30,6 +30,11 @@ DEFAULT_PRODUCER_WINDOW = 64 * 1024  # producerWindowSize default
 DEFAULT_CONSUMER_WINDOW = 1024 * 1024
 #: Seed 003: "Artemis will issue 100 credits to a client at a time and refresh them when the
 #: clients credits reaches 30."
+#: The credit logged for a consumer whose window is -1 (unbounded): the largest byte window a
+#: 32-bit ``consumerWindowSize`` can express. Such a window never runs out, so its logged credit
+#: never changes and is never 0 (DESIGN.md §4 reads credit 0 with messages available as
+#: starvation); ``detail.unbounded`` marks it.
+UNBOUNDED_CREDIT = 2**31 - 1
 AMQP_CREDITS = 100
 AMQP_LOW_CREDITS = 30
 RATE_WINDOW_US = 1_000_000  # max rates are "in units of messages per second"
