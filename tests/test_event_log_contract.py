@@ -422,22 +422,6 @@ _PREFILL = (
 KNOWN_BUGS: dict[tuple[str, str], str] = {
     ("artemis-slow-fast-consumers", "enqueue_names_producer"): _PREFILL,
     ("rabbitmq-one-sender-one-receiver", "enqueue_names_producer"): _PREFILL,
-    ("rabbitmq-one-sender-one-receiver", "link_event_credit"): (
-        "engine bug: AMQP 0.9.1 publishers' link_attached (amqp091.emit_publisher_attached) "
-        "carries a null credit (README documents it; DESIGN.md §3 does not allow it)"
-    ),
-    ("rabbitmq-one-sender-one-receiver", "link_event_available"): (
-        "engine bug: AMQP 0.9.1 publishers' link_attached (amqp091.emit_publisher_attached) "
-        "carries a null available"
-    ),
-    ("rabbitmq-two-senders", "link_event_credit"): (
-        "engine bug: AMQP 0.9.1 publishers' link_attached (amqp091.emit_publisher_attached) "
-        "carries a null credit (README documents it; DESIGN.md §3 does not allow it)"
-    ),
-    ("rabbitmq-two-senders", "link_event_available"): (
-        "engine bug: AMQP 0.9.1 publishers' link_attached (amqp091.emit_publisher_attached) "
-        "carries a null available"
-    ),
 }
 
 

@@ -267,10 +267,8 @@ def test_link_events_carry_the_link_state() -> None:
         for column in ("link", "link_role", "protocol", "session", "connection"):
             assert event.get(column) is not None, (column, event)
         if (event["protocol"], event["link_role"]) == (AMQP_091, "publisher"):
-            # 0.9.1 has no link credit: its publishers' attach carries no credit or available.
+            # 0.9.1 has no link credit: its publishers' attach is their only link event.
             assert event["event_type"] == "link_attached"
-            assert (event["credit"], event["available"]) == (None, None)
-            continue
         assert event["credit"] >= 0 and event["available"] >= 0
 
 
@@ -308,3 +306,33 @@ def test_amqp10_publisher_capacity_is_the_true_bound_on_unconfirmed() -> None:
     small_enqueues = small.events("enqueue", "p")
     assert {e["capacity"] for e in small_enqueues} == {19}
     assert max(e["outstanding"] for e in small_enqueues) == 19
+
+
+def test_amqp091_publisher_attach_logs_its_window_as_credit() -> None:
+    # DESIGN §3: "link events carry the link's `credit` and `available` after the event";
+    # DESIGN §2: "AMQP 0.9.1: one overloaded target queue blocks the whole connection" (no link
+    # credit). The attach logs the window its enqueues carry as `capacity` (400 unprocessed, or
+    # the confirm batch if smaller) as credit, and what the application has ready as available
+    # (1 flat out, the batch in batches): credit > 0, so DESIGN §4's "credit == 0 and available
+    # > 0" never reads a 0.9.1 publisher as starved; its stalls are connection_blocked events.
+    rig = Rig()
+    rig.queue("slow", service_time_us=NEVER)  # never confirms: the connection gets blocked
+    rig.queue("fast")
+    publishers = (PublisherConfig("flat", "slow"), PublisherConfig("batched", "fast", batch=50))
+    Amqp091Connection(rig.broker, ConnectionConfig("c", AMQP_091, publishers=publishers)).start()
+    rig.run_for(200_000)
+    for name, window, available in (("flat", 400, 1), ("batched", 50, 50)):
+        (attached,) = rig.events("link_attached", name)
+        assert (attached["credit"], attached["available"], attached["capacity"]) == (
+            window,
+            available,
+            window,
+        )
+        assert detail(attached) == {"credit_source": "credit-flow window"}
+        enqueues = rig.events("enqueue", name)
+        assert enqueues and {e["capacity"] for e in enqueues} == {window}
+        assert max(e["outstanding"] for e in enqueues) <= window
+        # No other link event: nothing in 0.9.1 carries a publisher's credit after the attach.
+        assert not rig.events("flow", name) and not rig.events("transfer", name)
+    assert max(e["outstanding"] for e in rig.events("enqueue", "flat")) == 400
+    assert rig.events("connection_blocked")

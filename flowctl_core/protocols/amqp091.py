@@ -5,7 +5,9 @@ each queue a connection publishes to grants the connection 400 credits and 200 m
 messages it has processed; when a queue's credit runs out the connection's reader is blocked, so
 nothing more is read from the socket: not the publishes to other queues and not the consumer's
 acknowledgements either (seed 004, benefits #3 and #4). Consumers are limited by their prefetch:
-the logged credit of a 0.9.1 consumer is ``prefetch - unacknowledged``.
+the logged credit of a 0.9.1 consumer is ``prefetch - unacknowledged``. A publisher's window
+(400 unprocessed messages, or its confirm batch if smaller) is the ``capacity`` of its enqueues
+and the credit of its ``link_attached``.
 """
 
 from __future__ import annotations
@@ -246,12 +248,26 @@ class BrokerConnection:
         if credit_flow.on_processed() and not credit_flow.blocked:
             self.unblock(f"credit_flow:{publisher.queue}")
 
-    def emit_publisher_attached(self, name: str) -> None:
-        """A publisher on the channel, logged as its link's attach. AMQP 0.9.1 has no link credit
-        and no ``available`` (a publisher is throttled by blocking the whole connection), so the
-        event carries neither."""
+    def emit_publisher_attached(self, name: str, available: int) -> None:
+        """A publisher on the channel, logged as its link's attach (DESIGN.md §3: link events
+        carry the link's ``credit`` and ``available``).
+
+        AMQP 0.9.1 has no link credit to run down: what bounds a publisher is its window, the
+        ``capacity`` its enqueues log (:meth:`publisher_window`), and it is throttled by blocking
+        the whole connection (``connection_blocked``). So the attach logs that window as the
+        credit: what the publisher may send before it must wait, all of it at the attach (no
+        message outstanding yet). It is a constant (> 0), so a 0.9.1 publisher is never read as
+        starved by link credit; its stalls are the connection's blocked intervals.
+        ``available`` is what the application has ready, as for an AMQP 1.0 publisher: 1 for one
+        publishing flat out, its batch for one publishing in batches. 0.9.1 sends no flow
+        frames, so the attach is the publisher's only link event (a batch publisher's later
+        ``available`` is not logged).
+        """
         fields = dict(self._publisher_fields[name])
         fields["queue"] = self.publishers[name].queue
+        fields["credit"] = fields["capacity"]
+        fields["available"] = available
+        fields["detail"] = json.dumps({"credit_source": "credit-flow window"})
         self.broker.emit("link_attached", fields)
 
     def block(self, reason: str) -> None:
@@ -314,8 +330,8 @@ class Amqp091Connection:
 
     def start(self) -> None:
         """basic.consume every consumer; the publishers start publishing."""
-        for name in self.publishers:
-            self.server.emit_publisher_attached(name)
+        for name, publisher in self.publishers.items():
+            self.server.emit_publisher_attached(name, publisher.app.available)
         for name, consumer in self.consumers.items():
             queue = self.broker.queue(consumer.config.queue)
             broker_consumer = BrokerConsumer(self.server, consumer.config, queue)
