@@ -150,6 +150,31 @@ def link_columns(fields: Mapping[str, Any] | None) -> LinkColumns:
     return tuple(map(fields.get, LINK_COLUMNS))
 
 
+#: The producer named on the enqueues of messages put in a queue before the run starts (a
+#: scenario's ``prefill``), a reserved client name (scenario validation refuses it for a client).
+#: DESIGN.md §3 wants every enqueue to name its producer and carry its capacity and outstanding:
+#: these messages were written before the run, by nobody the run knows, and no transfer of theirs
+#: awaits completion, so outstanding is 0; and their writer has no window the run can fill, so
+#: capacity is 0, which adds nothing to DESIGN §4's overshoot bound (sum of the capacities of the
+#: producers that enqueued during an episode) or to the producers' capacity sum of a queue. A
+#: prefill never starts an episode: a scenario whose prefill would pass a stop threshold is
+#: refused, so the prefill's enqueues all come before any flow_stopped. ``detail`` says
+#: ``prefill``; no link event ever names this producer (it has no link state).
+PREFILL_LINK = "prefill"
+PREFILL_FIELDS: dict[str, Any] = {
+    "link": PREFILL_LINK,
+    "link_role": "publisher",
+    "outstanding": 0,
+    "capacity": 0,
+}
+PREFILL_DETAIL = {"prefill": True}
+
+
+def prefill_link() -> LinkColumns:
+    """The link columns of a prefilled message's enqueue (:data:`PREFILL_LINK`)."""
+    return link_columns(dict(PREFILL_FIELDS, detail='{"prefill":true}'))
+
+
 def link_fields(link: LinkColumns) -> Event:
     """The inverse of :func:`link_columns`: the client's columns keyed by name."""
     return dict(zip(LINK_COLUMNS, link, strict=True))

@@ -14,7 +14,7 @@ from math import log
 from flowctl_core.broker import Broker
 from flowctl_core.clients import Consumer, Producer
 from flowctl_core.clock import Scheduler, seconds_to_us
-from flowctl_core.events import BatchSubscriber, EventBus, Subscriber
+from flowctl_core.events import BatchSubscriber, EventBus, Subscriber, prefill_link
 from flowctl_core.protocols.amqp091 import Amqp091Connection
 from flowctl_core.protocols.artemis import (
     AddressConfig,
@@ -158,10 +158,19 @@ def build(
             queue.name, queue.arguments, service_time_us=queue.service_time_us
         )
         if queue.prefill is not None:
-            for _ in range(queue.prefill.count):
-                # Written before the run by someone else: no transfer to complete.
-                message = Message(broker.next_message_id(), queue.prefill.size, None)
-                declared.enqueue(message)
+            count, size = queue.prefill.count, queue.prefill.size
+            if declared.flow.should_stop(count, count * size):
+                # Scenario validation refuses it; a scenario changed with model_copy is not
+                # validated again.
+                raise ValueError(
+                    f"queue {queue.name!r}: a prefill of {count} messages of {size} bytes would "
+                    "stop its flow before the run starts"
+                )
+            # Written before the run by someone else: no transfer to complete, logged as the
+            # enqueues of the reserved producer "prefill" (events.PREFILL_LINK).
+            link = prefill_link()
+            for _ in range(count):
+                declared.enqueue(Message(broker.next_message_id(), size, None), link)
     for exchange in scenario.exchanges:
         broker.declare_exchange(exchange.name, exchange.type)
         for binding in exchange.bindings:

@@ -33,7 +33,7 @@ from flowctl_core.broker import (
     BrokerConfig,
 )
 from flowctl_core.clock import Scheduler
-from flowctl_core.events import EventBus
+from flowctl_core.events import PREFILL_LINK, EventBus
 from flowctl_core.exchange import Exchange, ExchangeType
 from flowctl_core.flowlimit import (
     FLOW_KEYS,
@@ -476,6 +476,7 @@ class Scenario(_Strict):
             duplicated = sorted({n for n in names if names.count(n) > 1})
             if duplicated:
                 raise ValueError(f"duplicated {kind_name} names: {duplicated}")
+        self._check_reserved_names()
         queues = {q.name for q in self.queues} | {
             s.declare.queue for s in self.steps if s.declare is not None
         }
@@ -521,6 +522,21 @@ class Scenario(_Strict):
         self._check_routes()
         return self
 
+    def _check_reserved_names(self) -> None:
+        """``prefill`` names the producer of the messages put in queues before the run
+        (events.PREFILL_LINK): no client may take it."""
+        clients = [p.name for p in self.producers] + [c.name for c in self.consumers]
+        clients += [p.name for c in self.connections for p in c.publishers]
+        clients += [k.name for c in self.connections for k in c.consumers]
+        if self.artemis is not None:
+            clients += [p.name for p in self.artemis.producers]
+            clients += [c.name for c in self.artemis.consumers]
+        if PREFILL_LINK in clients:
+            raise ValueError(
+                f"{PREFILL_LINK!r} is a reserved client name: the event log names it as the "
+                "producer of the messages a queue is prefilled with; rename the client"
+            )
+
     def _check_thresholds(self) -> None:
         """Declare the queues and apply the ``set_thresholds`` steps on a scratch broker.
 
@@ -543,6 +559,18 @@ class Scenario(_Strict):
 
         for index, queue in enumerate(self.queues):
             declare(f"queues.{index}.arguments", queue.name, queue.arguments)
+            prefill = queue.prefill
+            if prefill is not None and broker.queues[queue.name].flow.should_stop(
+                prefill.count, prefill.count * prefill.size
+            ):
+                flow = broker.queues[queue.name].flow
+                raise ValueError(
+                    f"queues.{index}.prefill: {prefill.count} messages of {prefill.size} bytes "
+                    f"pass the queue's stop threshold (flow_stop_count {flow.stop_count}, "
+                    f"flow_stop_size {flow.stop_size}), so its flow would stop before the run "
+                    "starts; the prefill's writer has no window to bound that overshoot (its "
+                    "enqueues log capacity 0): prefill at most the stop threshold"
+                )
         for index, step in enumerate(self.steps):
             if step.declare is not None:
                 name = step.declare.queue

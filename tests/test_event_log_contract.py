@@ -414,15 +414,7 @@ def checked_run(name: str) -> ContractChecker:
 
 # Engine bugs found by this checker: (scenario, rule) -> the bug. The engine's owner fixes them
 # (or DESIGN.md gets a note); strict, so a fix turns the test red until the entry goes.
-_PREFILL = (
-    "engine bug: a queue's prefill (runner.build, queue.enqueue(Message(...)) with no link) "
-    "logs enqueue events with a null link, so no producer is named (or DESIGN.md needs a note "
-    "exempting messages written before the run)"
-)
-KNOWN_BUGS: dict[tuple[str, str], str] = {
-    ("artemis-slow-fast-consumers", "enqueue_names_producer"): _PREFILL,
-    ("rabbitmq-one-sender-one-receiver", "enqueue_names_producer"): _PREFILL,
-}
+KNOWN_BUGS: dict[tuple[str, str], str] = {}
 
 
 def _cases() -> list[Any]:

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flowctl_core import Broker, EventBus, EventCollector, Scheduler
+from flowctl_core.events import PREFILL_LINK
 from flowctl_core.protocols.artemis import (
     AddressConfig,
     ArtemisConfig,
@@ -523,6 +524,19 @@ def test_consumer_link_starves_when_its_window_is_full() -> None:
     assert slow["credit"] == 0 and detail(slow)["credit_unit"] == "bytes"
     unbounded = _two_consumers(-1).run_until(SECOND // 2)
     assert {e["credit"] for e in unbounded.events("transfer", "slow")} == {UNBOUNDED_CREDIT}
+
+
+def test_address_prefill_enqueues_name_the_reserved_producer() -> None:
+    # DESIGN §3: "Enqueue events name the producer in `link` and carry its `capacity` and
+    # `outstanding`". An address's prefill was written before the run: the reserved producer
+    # "prefill", no window (capacity 0) and nothing awaiting completion (outstanding 0).
+    rig = _two_consumers(-1)
+    prefill = [e for e in rig.log.events if e["link"] == PREFILL_LINK]
+    assert len(prefill) == 40 and {e["event_type"] for e in prefill} == {"enqueue"}
+    for event in prefill:
+        assert (event["link_role"], event["capacity"], event["outstanding"]) == ("publisher", 0, 0)
+        assert detail(event)["producer"] == {"prefill": True}
+        assert detail(event)["address"] == "q"
 
 
 def test_unbounded_consumer_window_logs_a_credit_that_never_runs_out() -> None:

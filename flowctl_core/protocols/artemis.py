@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from flowctl_core.events import link_columns
+from flowctl_core.events import PREFILL_DETAIL, PREFILL_FIELDS, link_columns
 from flowctl_core.protocols.amqp10 import LinkFlow, ProtocolError, ReceiverLink, SenderLink
 from flowctl_core.protocols.artemis_flow import (
     DEFAULT_CONSUMER_WINDOW,
@@ -946,8 +946,14 @@ class ArtemisServer:
         """Prefill the addresses, then start every client at its own start time."""
         for address in self.addresses.values():
             config = address.config
+            # Written before the run: enqueues of the reserved producer "prefill", capacity
+            # and outstanding 0 (events.PREFILL_LINK). Artemis queues have no flow thresholds,
+            # so no episode can hold them.
+            prefill = dict(PREFILL_FIELDS, detail=PREFILL_DETAIL)
             for _ in range(config.prefill_count):
-                address.route(self.broker.next_message_id(), config.prefill_size, {}, amqp=False)
+                address.route(
+                    self.broker.next_message_id(), config.prefill_size, prefill, amqp=False
+                )
         now = self.scheduler.now_us
         for producer in self.producers.values():
             self.scheduler.call_at(now + producer.config.start_us, producer.start)
