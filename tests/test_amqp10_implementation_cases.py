@@ -21,8 +21,6 @@ Not repeated here, because existing tests check the same facts: Proton testParti
 
 from __future__ import annotations
 
-import pytest
-
 from flowctl_core.protocols.amqp10 import ReceiverLink, SenderLink, SessionEndpoint
 from flowctl_core.protocols.config import (
     AMQP_10,
@@ -267,20 +265,12 @@ def test_rabbitmq_available_messages_drain_reports_none_left() -> None:
     assert (client.link.available, client.link.credit) == (0, 0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "echo reply carries the available count from before the granted credit is served: "
-        "4 ready, flow(credit=1, echo=true) -> RabbitMQ reports available 3, we report 4 "
-        "(BrokerConsumerLink.on_flow sets link.available = queue.depth_msgs and sends the echo "
-        "reply before _grant_queue_credit/forward/pump deliver the message)"
-    ),
-)
 def test_rabbitmq_available_messages_echo_after_credit() -> None:
     # amqp_client_SUITE available_messages: 4 messages ready, the receiver's first flow grants 1
     # credit with echo=true; it gets 1 message and RabbitMQ's flow reports available = 3. Later,
     # with 5001 messages ready, flow(credit=0) then flow(credit=1, echo=true) must report 5000
-    # (the same ordering; not repeated here).
+    # (the same ordering; not repeated here). The reply comes after the transfer: its state is
+    # the one the granted credit left.
     rabbit = Rabbit(prefill=4)
     consumer = ConsumerConfig("c1", "q", credit=1, top_up_below=0)
     connection = Amqp10Connection(
@@ -291,7 +281,7 @@ def test_rabbitmq_available_messages_echo_after_credit() -> None:
     connection.start()
     rabbit.run_for(SETTLE_US)
     assert client.received == 1
-    assert client.link.available == 3
+    assert (client.link.available, client.link.credit) == (3, 0)
 
 
 def test_rabbitmq_resource_alarm_before_session_begin() -> None:

@@ -288,6 +288,7 @@ class BrokerConsumerLink(QueueFedSender):
         # by frame as the client's session window allows (seed 004: "the sender might still be
         # blocked by session flow control sending this message in its entirety").
         self._frames_left = 0
+        self._drain_answered = False  # set when the pump answers a drain with its flow
 
     def link_state(self) -> tuple[int, int | None]:
         return self.link.credit, self.link.delivery_count
@@ -320,15 +321,23 @@ class BrokerConsumerLink(QueueFedSender):
         # Seed 004: RabbitMQ sets ``available`` (the queue's ready messages) in the flow frames it
         # sends the consumer, an echo reply included.
         self.link.available = self.queue.depth_msgs
-        reply = self.link.on_flow(flow)
+        echo = self.link.on_flow(flow) is not None
         self.emit_flow(_flow_detail(flow, "receiver"))
-        if reply is not None:
-            self.session.send(FlowFrame(self.config.name, reply, self.session.endpoint.state()))
         # RabbitMQ passes every client flow on to the queue (seed 004: "Grant a link-credit of 0
         # (causing the queue to stop sending)"), within the 256-credit cap.
         self._grant_queue_credit(client_flow=True)
+        self._drain_answered = False
         self.forward()
         self.pump()
+        # The echo is answered once the queue has served the credit passed on to it, so the
+        # reply's state and ``available`` are those after the deliveries it allowed (RabbitMQ's
+        # amqp_client_SUITE available_messages: 4 ready, credit 1 with echo -> one transfer, then
+        # a flow with available 3). A drain answered meanwhile by its flow answers the echo too.
+        if echo and not self._drain_answered:
+            self.link.available = self.queue.depth_msgs
+            self.session.send(
+                FlowFrame(self.config.name, self.link.state(), self.session.endpoint.state())
+            )
 
     def _grant_queue_credit(self, *, client_flow: bool = False) -> None:
         """Set the credit the queue holds for this consumer: seed 004, "the queue will only ever
@@ -392,6 +401,7 @@ class BrokerConsumerLink(QueueFedSender):
             reply = link.finish_drain()
             if reply is not None:
                 self.queue_credit = 0  # the drain used up every credit, the queue's too
+                self._drain_answered = True
                 self.emit_flow({"origin": "sender", "reason": "drained"})
                 self.session.send(FlowFrame(self.config.name, reply, self.session.endpoint.state()))
 
