@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from flowctl_core import EventCollector
+from flowctl_core.events import PREFILL_LINK
 from flowctl_core.protocols.amqp091 import Amqp091Connection
 from flowctl_core.protocols.amqp10 import LinkFlow, ProtocolError, ReceiverLink, SenderLink
 from flowctl_core.protocols.config import (
@@ -106,12 +107,17 @@ def test_every_link_starts_with_one_link_attached(scenario: str) -> None:
     """DESIGN.md §3: "Event types: ... `link_attached`, `link_detached`, `flow` (a flow frame: new
     credit / drain / echo)". Every link of the log - AMQP 1.0 and 0.9.1, publisher and consumer -
     is attached once, by a link_attached that is its first event; an attach sends no flow frame,
-    so no flow event stands in for it."""
+    so no flow event stands in for it. Messages put in the queue before the run name the reserved
+    producer ``prefill`` (DESIGN §3: "Enqueue events name the producer in `link`"), which is no
+    link: it has no attach and no link event."""
     log = _short_run(scenario)
     first: dict[str, dict[str, Any]] = {}
     attached: dict[str, int] = {}
     for event in log.events:
         link = event.get("link")
+        if link == PREFILL_LINK:
+            assert event["event_type"] == "enqueue"
+            continue
         if link is None:
             continue
         first.setdefault(link, event)
@@ -158,10 +164,12 @@ def test_a_consumer_link_attaches_with_the_state_it_has() -> None:
     } in flows
 
 
-def test_an_amqp091_publisher_attaches_without_link_credit() -> None:
+def test_an_amqp091_publisher_attaches_with_its_window_as_credit() -> None:
     """DESIGN.md §3: "`link_role` | `publisher` (into the broker)"; "link events carry the link's
-    `credit` and `available`" - an AMQP 0.9.1 publisher has neither (0.9.1 has no link credit;
-    it is throttled by blocking the connection), so its link_attached carries them null."""
+    `credit` and `available` after the event". 0.9.1 has no link credit (a publisher is throttled
+    by blocking its connection), so its link_attached carries the window its enqueues log as
+    capacity (400 unprocessed messages) as credit, never 0, and what it has ready (1 message when
+    sending flat out) as available."""
     rabbit = Rabbit()
     connection = Amqp091Connection(
         rabbit.broker,
@@ -170,7 +178,7 @@ def test_an_amqp091_publisher_attaches_without_link_credit() -> None:
     connection.start()
     (event,) = rabbit.log.of_type("link_attached")
     assert (event["link"], event["link_role"], event["protocol"]) == ("p", "publisher", AMQP_091)
-    assert (event["credit"], event["available"]) == (None, None)
+    assert (event["credit"], event["available"]) == (400, 1)
 
 
 # -- 3. AMQP 0.9.1 enqueues carry the publisher's window and what is outstanding in it -------------
