@@ -41,6 +41,8 @@ DAILY_INPUT_COLUMNS = (
 def run_daily_metrics(
     spark: SparkSession, conf: PipelineConf, date_from: date, date_to: date
 ) -> dict[str, Any]:
+    sc, label = spark.sparkContext, f"daily_metrics {date_from}..{date_to}"
+    sc.setJobDescription(f"{label}: runs concerned and their span")
     scope = processing_scope(spark, conf, date_from, date_to)
     all_events = bronze_events_of_runs(spark, conf, list(scope.runs))
     bounds = run_bounds(all_events.select("run_id", "seq", "ts")).cache()
@@ -52,24 +54,27 @@ def run_daily_metrics(
         of_runs
     )
     days = scope.day_predicate()
-    report = {
+    report: dict[str, Any] = {
         "runs": len(scope.runs),
         "span": f"{first.isoformat()}..{last.isoformat()}",
-        "queue_flow_daily": replace_where(
-            spark,
-            conf,
-            QUEUE_FLOW_DAILY,
-            queue_flow_daily(events, episodes, bounds, first, last).where(days),
-            days,
-        ),
-        "link_starvation_daily": replace_where(
-            spark,
-            conf,
-            LINK_STARVATION_DAILY,
-            link_starvation_daily(events, starvations, bounds, first, last).where(days),
-            days,
-        ),
     }
+    sc.setJobDescription(f"{label}: write queue_flow_daily")
+    report["queue_flow_daily"] = replace_where(
+        spark,
+        conf,
+        QUEUE_FLOW_DAILY,
+        queue_flow_daily(events, episodes, bounds, first, last).where(days),
+        days,
+    )
+    sc.setJobDescription(f"{label}: write link_starvation_daily")
+    report["link_starvation_daily"] = replace_where(
+        spark,
+        conf,
+        LINK_STARVATION_DAILY,
+        link_starvation_daily(events, starvations, bounds, first, last).where(days),
+        days,
+    )
+    sc.setJobDescription(None)
     bounds.unpersist()
     log.info("daily_metrics %s..%s: %s", date_from, date_to, report)
     return report

@@ -180,6 +180,8 @@ def bronze_events_of_runs(spark: SparkSession, conf: PipelineConf, runs: list[st
 def run_episodes(
     spark: SparkSession, conf: PipelineConf, date_from: date, date_to: date
 ) -> dict[str, Any]:
+    sc, label = spark.sparkContext, f"episodes {date_from}..{date_to}"
+    sc.setJobDescription(f"{label}: runs concerned and their span")
     scope = processing_scope(spark, conf, date_from, date_to)
     events = bronze_events_of_runs(spark, conf, list(scope.runs)).select(*EPISODE_INPUT_COLUMNS)
     # Tiny (one row per run) and used by both tables: computed once.
@@ -187,16 +189,19 @@ def run_episodes(
     predicate = scope.episode_predicate()
     queue_episodes = queue_flow_episodes(events, bounds).where(predicate)
     link_episodes = link_starvation_episodes(events, bounds).where(predicate)
-    report = {
+    report: dict[str, Any] = {
         "runs": len(scope.runs),
         "span": f"{scope.span_from.isoformat()}..{scope.span_to.isoformat()}",
-        "queue_flow_episodes": replace_where(
-            spark, conf, QUEUE_FLOW_EPISODES, queue_episodes, predicate
-        ),
-        "link_starvation_episodes": replace_where(
-            spark, conf, LINK_STARVATION_EPISODES, link_episodes, predicate
-        ),
     }
+    sc.setJobDescription(f"{label}: write queue_flow_episodes")
+    report["queue_flow_episodes"] = replace_where(
+        spark, conf, QUEUE_FLOW_EPISODES, queue_episodes, predicate
+    )
+    sc.setJobDescription(f"{label}: write link_starvation_episodes")
+    report["link_starvation_episodes"] = replace_where(
+        spark, conf, LINK_STARVATION_EPISODES, link_episodes, predicate
+    )
+    sc.setJobDescription(None)
     bounds.unpersist()
     log.info("episodes %s..%s: %s", date_from, date_to, report)
     return report
