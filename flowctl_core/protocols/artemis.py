@@ -291,7 +291,10 @@ class ServerAddress:
         elif outcome == Outcome.DROPPED:
             extra = {"reason": ADDRESS_FULL, "silent": True}
         else:
-            extra = {"reason": ADDRESS_FULL, "error": "ActiveMQAddressFullException"}
+            # FAIL: a CORE producer gets the exception, an AMQP message is rejected with the
+            # AMQP condition (Artemis: address full -> amqp:resource-limit-exceeded).
+            error = RESOURCE_LIMIT_EXCEEDED if amqp else "ActiveMQAddressFullException"
+            extra = {"reason": ADDRESS_FULL, "error": error}
         rejected = dict(fields)
         rejected.update(
             queue=self.name,
@@ -442,8 +445,9 @@ class ServerAmqpProducer:
 
     def flow(self) -> None:
         """``createCreditRunnable``: top the link up to 100 once its credit is at or below 30,
-        unless the address is full under BLOCK; then wait for memory to be released."""
-        if self.detached is not None or self.link.credit > self.low:
+        unless the address is full under BLOCK or FAIL; then wait for memory to be released."""
+        credit = self.link.credit
+        if self.detached is not None or credit > self.low or credit >= self.credits:
             return
         if not self.address.state.amqp_credit_allowed:
             self.address.pending_amqp[self.client.config.name] = self
