@@ -12,6 +12,7 @@ from flowctl_core.clock import Scheduler
 from flowctl_core.events import EventBus, LinkColumns, link_fields
 from flowctl_core.exchange import Exchange, ExchangeType
 from flowctl_core.flowlimit import (
+    FLOW_KEYS,
     FlowConfigError,
     FlowDefaults,
     FlowThresholds,
@@ -106,7 +107,13 @@ class Broker:
                 f"got {policy!r}"
             )
         explicit = FlowThresholds.from_arguments(name, arguments)
-        if explicit is not None:
+        # Resume keys without a stop key are ignored (Qpid: only a stop makes them explicit).
+        ignored = [] if explicit is not None else [key for key in FLOW_KEYS if key in arguments]
+        for key in ignored:  # still checked: a malformed value is an error, not a silent pass
+            integer_argument(name, key, arguments[key])
+        if explicit is not None and not explicit.enabled:
+            thresholds = FlowThresholds()  # stops 0: flow control off, any resume aside
+        elif explicit is not None:
             explicit.validate(name, max_count, max_size)
             thresholds = explicit
         elif policy in ("ring", "ring-strict"):
@@ -128,7 +135,10 @@ class Broker:
         self.exchanges[DEFAULT_EXCHANGE].bind(name, name)
         self._route_cache.clear()
         source = "arguments" if explicit is not None else "defaults"
-        queue.emit("queue_declared", detail=json.dumps({"policy": policy, "thresholds": source}))
+        detail: dict[str, Any] = {"policy": policy, "thresholds": source}
+        if ignored:
+            detail["ignored"] = ignored
+        queue.emit("queue_declared", detail=json.dumps(detail))
         return queue
 
     def set_thresholds(self, queue: str, thresholds: FlowThresholds | ThresholdChange) -> None:

@@ -18,6 +18,7 @@ FLOW_RESUME_COUNT_KEY = "qpid.flow_resume_count"
 FLOW_STOP_SIZE_KEY = "qpid.flow_stop_size"
 FLOW_RESUME_SIZE_KEY = "qpid.flow_resume_size"
 FLOW_KEYS = (FLOW_STOP_COUNT_KEY, FLOW_RESUME_COUNT_KEY, FLOW_STOP_SIZE_KEY, FLOW_RESUME_SIZE_KEY)
+FLOW_STOP_KEYS = (FLOW_STOP_COUNT_KEY, FLOW_STOP_SIZE_KEY)
 
 
 class FlowConfigError(ValueError):
@@ -141,8 +142,16 @@ class FlowThresholds:
 
     @classmethod
     def from_arguments(cls, queue: str, arguments: Mapping[str, Any]) -> FlowThresholds | None:
-        """Explicit thresholds from ``qpid.flow_*`` declare arguments; None when none is given."""
-        if not any(key in arguments for key in FLOW_KEYS):
+        """Explicit thresholds from ``qpid.flow_*`` declare arguments; None when no stop
+        threshold is given.
+
+        As in Qpid's broker (``QueueFlowLimit::createLimit``), a stop key makes the thresholds
+        explicit (the keys not given are 0), and resume keys alone are not: they are ignored and
+        the queue gets the defaults. All given stops 0 means no flow control (seed 001: "disable
+        flow control on a per queue basis by setting the flow-stop-size and flow-stop-count to
+        zero"), whatever resume is given with them.
+        """
+        if not any(key in arguments for key in FLOW_STOP_KEYS):
             return None
         values = {
             key.removeprefix("qpid.flow_"): integer_argument(queue, key, arguments.get(key, 0))

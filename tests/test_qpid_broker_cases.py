@@ -20,10 +20,13 @@ the Qpid test states in its comments.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
-from flowctl_core import BrokerConfig, FlowThresholds
+import pytest
+
+from flowctl_core import BrokerConfig, FlowConfigError, FlowThresholds
 from flowctl_core.clients import Producer
 from tests.engine_helpers import NO_DEFAULTS, Rig
 
@@ -285,6 +288,41 @@ def test_QueueFlowLimitTest_testFlowDisable() -> None:
         # 2900000 bytes: past the default stop size (2861501), under the queue limit; still OFF.
         assert flow.depth == (29, 2_900_000) and not flow.stopped
         assert not flow.rig.events("flow_stopped")
+
+
+def test_createLimit_stop_zero_with_a_resume_disables_flow_control() -> None:
+    # QueueFlowLimit::createLimit: given stops that are all 0 turn flow control off before the
+    # resume values are looked at, so a resume above the 0 stop is no error (seed 001: "disable
+    # flow control on a per queue basis by setting the flow-stop-size and flow-stop-count to
+    # zero").
+    for arguments in (
+        {"qpid.flow_stop_count": 0, "qpid.flow_resume_count": 5},
+        {"qpid.flow_stop_size": 0, "qpid.flow_resume_size": 500, "qpid.flow_resume_count": 5},
+    ):
+        flow = FlowDriver({"qpid.max_count": 1000, **arguments}, QPID_DEFAULTS_80_70)
+        assert flow.queue.flow.thresholds == FlowThresholds(0, 0, 0, 0), arguments
+        for _ in range(900):
+            flow.enqueue(10)
+        assert flow.depth == (900, 9000) and not flow.stopped  # past 80 % of max_count: still OFF
+
+
+def test_createLimit_resume_without_a_stop_is_ignored_for_the_defaults() -> None:
+    # QueueFlowLimit::createLimit (current Qpid): only a stop key makes the thresholds explicit;
+    # resume keys alone are ignored and the queue gets the default ratios. The declare logs them
+    # as ignored, and a malformed one is still an error.
+    flow = FlowDriver(
+        {"qpid.max_count": 1000, "qpid.max_size": 1000, "qpid.flow_resume_size": 500},
+        QPID_DEFAULTS_80_70,
+    )
+    assert flow.queue.flow.thresholds == FlowThresholds(800, 700, 800, 700)
+    (declared,) = flow.rig.events("queue_declared")
+    assert json.loads(declared["detail"]) == {
+        "policy": "reject",
+        "thresholds": "defaults",
+        "ignored": ["qpid.flow_resume_size"],
+    }
+    with pytest.raises(FlowConfigError, match=r"qpid\.flow_resume_count must be"):
+        Rig(QPID_DEFAULTS_80_70).queue("q", {"qpid.flow_resume_count": "lots"})
 
 
 # -- queue_flow_limit_tests.py ------------------------------------------------------------------
