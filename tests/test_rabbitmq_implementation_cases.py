@@ -569,17 +569,6 @@ def test_connection_blocked_network() -> None:
     assert connection.blocked_count == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "a 0.9.1 connection opened while an alarm is in effect is never blocked: "
-        "BrokerConnection.__init__ only appends _on_alarm to broker.alarm_listeners and does not "
-        "look at broker.alarmed, so its publishes are read and enqueued. RabbitMQ's "
-        "rabbit_reader, on connection.open, takes the alarms in force from "
-        "rabbit_alarm:register/2 into its throttle (alarmed_by) and blocks the connection at "
-        "its first publish: connection.blocked, then connection.unblocked once cleared"
-    ),
-)
 def test_blocked_connection_initial_block() -> None:
     # rabbitmq-java-client BlockedConnection.initialBlock: an alarm is raised first, then a
     # connection is opened and publishes; it is told connection.blocked (and nothing it publishes

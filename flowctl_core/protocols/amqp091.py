@@ -196,6 +196,11 @@ class BrokerConnection:
             # Only publishing connections are blocked by an alarm (seed 004: "AMQP 0.9.1
             # clients must use separate connections for publishing and consuming").
             broker.alarm_listeners.append(self._on_alarm)
+            if broker.alarmed:
+                # Opened during an alarm: RabbitMQ registers the connection with the alarms in
+                # force and blocks it as it does when one is raised (rabbitmq-java-client
+                # BlockedConnection.initialBlock: connection.blocked, then unblocked on clear).
+                self._on_alarm(True)
 
     def publisher_window(self, publisher: PublisherConfig) -> int:
         """The most messages of ``publisher`` that can be unprocessed at once (its ``capacity``).
