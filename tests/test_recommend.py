@@ -825,6 +825,36 @@ def test_without_available_logged_the_rate_stays_per_attached_second(spark: Any)
     )
 
 
+def test_a_backlog_drained_in_the_instant_it_appeared_counts_no_deliveries(spark: Any) -> None:
+    """A consumer that keeps up is logged taking messages at the ts they became available: at
+    1 s, 5 messages are available and all 5 are delivered at 1 s, a backlog of 0 s. Only the
+    backlog from 2 s (2 messages, delivered at 3 s and 4 s) lasted: 2 deliveries in 2 s, 1
+    msg/s. Counting the instant's 5 deliveries would make it 7 in 2 s, a rate 3.5 times what the
+    link ever sustained."""
+    log = Log()
+    link = {"link": "keeps-up", "link_role": "consumer", "queue": "work"}
+    log.event(0, "link_attached", credit=0, available=0, **link)
+    log.event(0, "flow", credit=100, available=0, **link)
+    log.event(1, "flow", credit=100, available=5, **link)
+    for number in range(5):
+        log.event(1, "dequeue", credit=99 - number, available=4 - number, **link)
+    log.event(2, "flow", credit=95, available=2, **link)
+    log.event(3, "dequeue", credit=94, available=1, **link)
+    log.event(4, "dequeue", credit=93, available=0, **link)
+    log.event(5, "link_detached", **link)
+    events = _rows(spark, BRONZE_BROKER_EVENTS, log.events)
+    actual = consumer_link_evidence(
+        events,
+        _rows(spark, LINK_STARVATION_DAILY, []),
+        _rows(spark, LINK_STARVATION_EPISODES, []),
+    ).select("link", "deliveries", "_backlogged_deliveries", "_backlogged_s")
+    expected = spark.createDataFrame(
+        [("keeps-up", 7, 2, 2.0)],
+        "link string, deliveries long, _backlogged_deliveries long, _backlogged_s double",
+    )
+    assert_df_equality(actual, expected, ignore_nullable=True, ignore_metadata=True)
+
+
 def test_backlogged_time_ends_at_a_detach_or_runs_to_the_watermark(spark: Any) -> None:
     """Both links have 50 messages available from 2 s on and deliver 10 of them by 3 s, with 90
     credits left and 40 messages still waiting; neither logs anything more. The run's

@@ -687,7 +687,10 @@ def consumer_link_evidence(
     Each stretch between two of the link's events takes the state the earlier one left, and the
     stretch after its last event runs to the run's watermark as the window sees it (its last
     event by ``seq``); a clock stepping back makes a stretch 0 s. A delivery is made in backlog
-    when the state just before it was backlogged. The window's events are all there is:
+    when the state just before it was backlogged, and counts only when that backlog (the
+    stretches from the event that made the link backlogged to the one that ended it) lasted:
+    a backlog drained in the instant it appeared gives deliveries and no time. The window's
+    events are all there is:
     a link backlogged before the window's first day counts from its first event in the window.
     """
     link_events = events.where(F.col("link").isNotNull())
@@ -701,6 +704,7 @@ def consumer_link_evidence(
         F.col("credit").isNotNull(),
         (F.col("credit") > 0) & (F.coalesce(F.col("available"), F.lit(0)) > 0),
     )
+    upto_here = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     stepped = (
         link_events.join(F.broadcast(watermarks), "run_id")
         .withColumn("_prev_credit", F.last("credit", ignorenulls=True).over(before))
@@ -708,13 +712,38 @@ def consumer_link_evidence(
             "_backlogged_before",
             F.coalesce(F.last(leaves, ignorenulls=True).over(before), F.lit(False)),
         )
+        .withColumn("_backlogged_after", F.coalesce(leaves, F.col("_backlogged_before")))
         .withColumn("_until_ts", F.coalesce(F.lead("ts").over(in_order), F.col("_watermark_ts")))
+        # Backlogs numbered by the events that leave the link not backlogged up to here: the
+        # events of one backlog, and the event that ends it, share the number of its first.
+        .withColumn(
+            "_backlog",
+            F.sum(F.when(~F.col("_backlogged_after"), 1).otherwise(0)).over(upto_here),
+        )
     )
-    backlogged_after = F.coalesce(leaves, F.col("_backlogged_before"))
+    backlogged_after = F.col("_backlogged_after")
     # In whole microseconds, summed before they become seconds: the sum is exact.
     stretch_us = F.greatest(micros("_until_ts") - micros("ts"), F.lit(0))  # greatest skips a null
     top_up = F.col("credit") - F.col("_prev_credit")
-    in_backlog = F.col("_backlogged_before")
+    # The backlog a delivery is made in: the one the event before it left (an event that ends a
+    # backlog has already counted itself among the events that leave the link not backlogged).
+    delivery_backlog = F.col("_backlog") - F.when(backlogged_after, 0).otherwise(1)
+    # A backlog drained in the instant it appeared (deliveries stamped with the ts the messages
+    # became available at, as a consumer that keeps up is logged) has no time to divide by; its
+    # deliveries would inflate the rate of the link's real backlogs, so they do not count.
+    timed_backlogs = (
+        stepped.where(backlogged_after)
+        .groupBy("run_id", *LINK, "_backlog")
+        .agg(F.sum(stretch_us).alias("_backlog_us"))
+        .where(F.col("_backlog_us") > 0)
+        .select("run_id", *LINK, "_backlog", F.lit(True).alias("_timed"))
+    )
+    stepped = stepped.withColumn("_delivery_backlog", delivery_backlog).join(
+        timed_backlogs.withColumnRenamed("_backlog", "_delivery_backlog"),
+        ["run_id", *LINK, "_delivery_backlog"],
+        "left",
+    )
+    in_backlog = F.col("_backlogged_before") & F.coalesce(F.col("_timed"), F.lit(False))
 
     def deliveries(where: Column) -> Column:
         # A delivery is logged as a dequeue by some front ends and as a transfer by others.
