@@ -246,8 +246,11 @@ class Broker:
             if destinations[0].enqueue(transfer, link) == EnqueueOutcome.ACCEPTED:
                 accepted = 1
         else:
+            refresh = transfer.refresh_link
             for queue in destinations:
                 message = Message(transfer.message_id, transfer.size, transfer)
+                if refresh is not None:  # an earlier destination may have completed transfers
+                    link = refresh()
                 if queue.enqueue(message, link) == EnqueueOutcome.ACCEPTED:
                     accepted += 1
         if not destinations:

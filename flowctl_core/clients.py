@@ -73,6 +73,9 @@ class Producer:
             self._links[self.outstanding] = link
         return link
 
+    def _current_link(self) -> LinkColumns:
+        return self._links.get(self.outstanding) or self._new_link()
+
     def send(self, size: int, count: int = 1, routing_key: str | None = None) -> None:
         """Queue ``count`` messages for sending; as many go out now as the window allows."""
         if size < 0:
@@ -108,6 +111,7 @@ class Producer:
             self.capacity,
             broker.scheduler.now_us,
             self._on_complete,
+            self._current_link,
         )
         link = self._links.get(outstanding) or self._new_link()
         broker.publish(transfer, broker.route(self.exchange, routing_key), link)

@@ -47,6 +47,7 @@ class Transfer(Message):
         "held_by",
         "on_complete",
         "received_us",
+        "refresh_link",
         "sender",
         "was_held",
     )
@@ -59,6 +60,7 @@ class Transfer(Message):
         capacity: int | None,
         received_us: int,
         on_complete: Callable[[Transfer], None] | None,
+        refresh_link: Callable[[], LinkColumns] | None = None,
     ) -> None:
         self.message_id = message_id
         self.size = size
@@ -66,6 +68,9 @@ class Transfer(Message):
         self.capacity = capacity
         self.received_us = received_us
         self.on_complete = on_complete
+        # The sender's link columns as of now: transfers completed while this one is being
+        # enqueued (a ring eviction that resumes flow) change its outstanding count.
+        self.refresh_link = refresh_link
         self.held_by = 0  # the "pending completion counter" of seed 000
         self.was_held = False
         self.held = False  # as the message of its one queue
@@ -224,8 +229,15 @@ class Queue:
                 self._emit_message_event("message_rejected", message, link, detail)
                 return EnqueueOutcome.REJECTED
             # ring / ring-strict: make room by evicting the oldest messages.
+            evicted = False
             while self.messages and self._over_limit(size) is not None:
                 self._evict_head()
+                evicted = True
+            # An eviction may have resumed flow and completed the sender's held transfers: its
+            # enqueue logs the outstanding count after them (DESIGN §3: uncompleted transfers).
+            transfer = message.transfer
+            if evicted and transfer is not None and transfer.refresh_link is not None:
+                link = transfer.refresh_link()
 
         self.messages.append(message)
         depth_msgs = self.depth_msgs = self.depth_msgs + 1
@@ -361,6 +373,9 @@ class Queue:
 
     # -- configuration -------------------------------------------------------------------------
     def set_thresholds(self, thresholds: FlowThresholds) -> None:
+        if not thresholds.enabled:
+            # Stops all 0: flow control off, whatever resume comes with them (as at declaration).
+            thresholds = FlowThresholds()
         thresholds.validate(self.name, self.max_count, self.max_size)
         self.flow.apply(thresholds)
         self._refresh_flow_state()

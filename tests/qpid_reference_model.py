@@ -92,7 +92,14 @@ class Thresholds:
 
 
 def check_thresholds(th: Thresholds, max_count: int, max_size: int) -> Thresholds:
-    """Normalise and validate (§2 "Errors: resume > stop, stop > max (stop == max is allowed)")."""
+    """Normalise and validate (§2 "Errors: resume > stop, stop > max (stop == max is allowed)").
+
+    Stops all 0 are no thresholds at all (§2 "Setting both stop values to 0 disables flow control
+    on that queue"), whatever resume comes with them: the disabling rule is the specific one, and
+    Qpid's broker reads it so (QueueFlowLimit::createLimit returns no limit before looking at the
+    resume values)."""
+    if min(th.as_tuple()) >= 0 and th.stop_count == 0 and th.stop_size == 0:
+        return Thresholds(0, 0, 0, 0)
     sc, rc = normalise_pair(th.stop_count, th.resume_count)
     ss, rs = normalise_pair(th.stop_size, th.resume_size)
     if min(sc, rc, ss, rs) < 0:
