@@ -1,0 +1,532 @@
+"""A plain discrete-event reference model of ActiveMQ Artemis flow control (seed 003).
+
+Written from DESIGN.md §2, seed 003 and README.md ("Where DESIGN.md leaves room", its Artemis
+bullets) only, without reading the engine's Artemis modules. One address with one or more
+queues (at most one consumer each), CORE and AMQP producers and CORE consumers, on a virtual
+clock in microseconds with a one-way latency on every connection.
+
+Documented rules modelled (quotes from seed 003 unless README is named):
+- Address size: a message counts once for all the address's queues, from its arrival until its
+  last ack ("the total memory for all queues bound to that address will not exceed
+  max-size-bytes"). Full: size > max-size-bytes (README); -1: no limit; default 10 MiB.
+- BLOCK, CORE: "the server will never send more credits to any one producer than what is
+  available": a grant is min(request, room left), room = max - size (README: never exceeds the
+  room left); no reservation between producers ("more credits are allocated across total
+  producers than what is available"), so the overshoot is bounded by producers x window.
+- BLOCK, AMQP: "issue 100 credits to a client at a time and refresh them when the clients
+  credits reaches 30" (at or below the low mark); "The broker will stop issuing credits once an
+  address is full" (README: also under FAIL).
+- FAIL refuses (producer told), DROP discards silently, PAGE accepts to storage without adding
+  to the memory size.
+- max-size-bytes-reject-threshold: AMQP messages are rejected once the size has *reached* it
+  (README).
+- CORE producer window: credit requested half a window at a time, as Artemis's client does
+  (README): before each message, needed = max(size, window // 2); if balance + arriving <
+  needed, request needed - arriving.
+- Consumer window in bytes: -1 unbounded, 0 no buffer (the client asks for one message when it
+  wants one), N: the server sends while its byte credit is > 0 (README), so a buffer holds at most
+  window + size - 1 bytes; the client returns credit as it takes messages, in batches of half
+  the window (Artemis's client window).
+- producerMaxRate / consumerMaxRate: at most ``rate`` sends / takes in any sliding second from
+  t = 0 (README).
+
+Assumptions where the documents are silent (A1, A2, ...):
+- A1 (timing): every client connection has a one-way latency L; frames on one connection
+  arrive in the order sent. Events at the same instant run in the order they were scheduled.
+- A2 (producer pacing): a producer attempts its first message at start_us and its next one
+  send_cost_us after a send; a message waiting for credit (or a rate permit) goes out the
+  instant it is available. The credit check (and request) happens once per message, at the
+  attempt, before waiting (Artemis's checkCredits before acquire).
+- A3 (CORE producer start): the producer asks for window // 2 at start (window >= 0); a -1
+  window asks for nothing and never waits for credit; 0-byte messages take no credit.
+- A4 (partial grants): the part of a request BLOCK withholds is owed to the producer and granted,
+  in request order, as acks free memory, each owed request getting min(owed, room) (no
+  reservation, so the same room may be granted to several producers).
+- A5 (AMQP): the server grants the link ``amqp_credits`` when it sees the attach (start + L),
+  unless a BLOCK/FAIL address with a limit is full; after each message it receives, if the
+  credit it believes is left is <= the low mark it tops the link up to ``amqp_credits`` (again
+  not while full); a withheld grant or top-up is issued when an ack leaves the address not
+  full, in the order the grants were withheld (owed CORE credit and AMQP grants in one queue).
+  A message refused or rejected has still used its credit.
+- A6 (outcome order): on arrival, a FAIL address that is full fails the message; else an AMQP
+  message on an address at or above the reject threshold is rejected; else a full DROP address
+  drops it; else a PAGE address that is full (or already paging) pages it; else it is accepted.
+  The generator uses the reject threshold under BLOCK and FAIL only (where the order between
+  the threshold and DROP / PAGE would matter, the documents do not say).
+- A7 (paging): once paging, an address keeps paging while its page store is non-empty; the
+  model covers PAGE without consumers only (when paged messages are read back into memory is
+  not documented).
+- A8 (consumers): a consumer attaches at start_us + L with its whole window as credit (window 0:
+  one byte, the ask for one message). A delivered message reaches the client L later and goes
+  to its buffer; the client takes one message (in a step after every delivery landing in the same
+  instant, so a batch that lands together is in the buffer at once) at a time when idle (and
+  the rate allows), which is when its credit is returned: window 0 returns size - 1
+  (cancelling the overdraft) and asks for its next message with 1 byte when done; window N
+  accumulates and returns once it has taken >= N // 2 bytes. Processing takes process_us; the
+  ack leaves when done and releases the message's memory L later, once every queue acked it.
+- A9a (refusals): a producer counts a refusal when the error reaches it, L after the arrival.
+- A9 (buffer): the consumer's buffer holds messages received and not yet taken.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+UNBOUNDED = -1
+SECOND = 1_000_000
+DEFAULT_MAX_SIZE_BYTES = 10 * 1024 * 1024
+DEFAULT_PRODUCER_WINDOW = 64 * 1024
+DEFAULT_CONSUMER_WINDOW = 1024 * 1024
+AMQP_CREDITS = 100
+AMQP_LOW_CREDITS = 30
+
+
+@dataclass(frozen=True)
+class MAddress:
+    max_size: int = DEFAULT_MAX_SIZE_BYTES
+    policy: str = "BLOCK"
+    threshold: int = UNBOUNDED
+    queues: tuple[str, ...] = ("q",)
+    amqp_credits: int = AMQP_CREDITS
+    amqp_low: int = AMQP_LOW_CREDITS
+
+
+@dataclass(frozen=True)
+class MProducer:
+    name: str
+    protocol: str = "core"
+    window: int = DEFAULT_PRODUCER_WINDOW
+    size: int = 1024
+    count: int | None = None
+    send_cost_us: int = 10
+    max_rate: int = UNBOUNDED
+    start_us: int = 0
+
+
+@dataclass(frozen=True)
+class MConsumer:
+    name: str
+    queue: str
+    window: int = DEFAULT_CONSUMER_WINDOW
+    process_us: int = 100
+    max_rate: int = UNBOUNDED
+    start_us: int = 0
+
+
+class SlidingRate:
+    """At most ``rate`` permits in any half-open second [t, t + 1 s)."""
+
+    def __init__(self, rate: int) -> None:
+        self.rate = rate
+        self.times: deque[int] = deque()
+
+    def next_allowed(self, now: int) -> int:
+        while self.times and self.times[0] + SECOND <= now:
+            self.times.popleft()
+        if len(self.times) < self.rate:
+            return now
+        return self.times[-self.rate] + SECOND
+
+    def take(self, now: int) -> None:
+        self.times.append(now)
+
+
+@dataclass
+class _Prod:
+    cfg: MProducer
+    sent: int = 0
+    refused: int = 0
+    balance: int = 0
+    arriving: int = 0
+    credit: int = 0  # AMQP: messages
+    waiting: bool = False  # a message is waiting for credit / rate
+    checked: bool = False  # the pending message's credit check is done
+    blocked_ever: bool = False
+    rate: SlidingRate | None = None
+    send_times: list[int] = field(default_factory=list)
+    # server side (AMQP)
+    received: int = 0
+    granted_upto: int = 0
+    wants_grant: bool = False
+    grants: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Cons:
+    cfg: MConsumer
+    credits: int = 0  # server side
+    buffer: deque[tuple[int, int]] = field(default_factory=deque)
+    buffered_bytes: int = 0
+    peak_buffered_bytes: int = 0
+    busy: bool = False
+    taken_bytes: int = 0
+    received: int = 0
+    processed: int = 0
+    processed_at: list[int] = field(default_factory=list)
+    rate: SlidingRate | None = None
+    take_scheduled: bool = False
+    wake_scheduled: bool = False
+    attached: bool = False
+
+
+class Model:
+    def __init__(
+        self,
+        address: MAddress,
+        producers: tuple[MProducer, ...] = (),
+        consumers: tuple[MConsumer, ...] = (),
+        latency_us: int = 100,
+        prefill: tuple[int, int] = (0, 0),
+    ) -> None:
+        self.a = address
+        self.lat = latency_us
+        self.now = 0
+        self._heap: list[tuple[int, int, Callable[[], None]]] = []
+        self._seq = 0
+        self.size = 0
+        self.peak = 0
+        self.accepted = self.failed = self.dropped = self.paged = self.rejected = 0
+        self.paged_store = 0
+        self.queues: dict[str, deque[tuple[int, int]]] = {q: deque() for q in address.queues}
+        self.refs: dict[int, list[int]] = {}  # id -> [size, refs]
+        self.next_id = 0
+        self.waiters: list[list] = []  # [producer, owed bytes (CORE)] in withholding order
+        self.producers = {p.name: _Prod(p) for p in producers}
+        self.consumers = {c.name: _Cons(c) for c in consumers}
+        for p in self.producers.values():
+            if p.cfg.max_rate != UNBOUNDED:
+                p.rate = SlidingRate(p.cfg.max_rate)
+        for c in self.consumers.values():
+            if c.cfg.max_rate != UNBOUNDED:
+                c.rate = SlidingRate(c.cfg.max_rate)
+        count, psize = prefill
+        for _ in range(count):
+            self._arrive(None, psize)
+        for p in self.producers.values():
+            self._at(p.cfg.start_us, lambda p=p: self._producer_start(p))
+        for c in self.consumers.values():
+            self._at(c.cfg.start_us + self.lat, lambda c=c: self._consumer_attach(c))
+
+    # -- clock ---------------------------------------------------------------------------------
+    def _at(self, t: int, fn: Callable[[], None]) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, self._seq, fn))
+
+    def run_until(self, t: int) -> Model:
+        while self._heap and self._heap[0][0] <= t:
+            when, _, fn = heapq.heappop(self._heap)
+            self.now = when
+            fn()
+        self.now = t
+        return self
+
+    # -- address -------------------------------------------------------------------------------
+    @property
+    def full(self) -> bool:
+        return self.a.max_size != UNBOUNDED and self.size > self.a.max_size
+
+    def room(self) -> int | None:
+        if self.a.policy != "BLOCK" or self.a.max_size == UNBOUNDED:
+            return None
+        return max(0, self.a.max_size - self.size)
+
+    def _amqp_credit_allowed(self) -> bool:
+        return not (self.a.policy in ("BLOCK", "FAIL") and self.full)
+
+    def _arrive(self, p: _Prod | None, size: int) -> str:
+        amqp = p is not None and p.cfg.protocol == "amqp"
+        a = self.a
+        if a.policy == "FAIL" and self.full:
+            self.failed += 1
+            outcome = "failed"
+        elif amqp and a.threshold != UNBOUNDED and self.size >= a.threshold:
+            self.rejected += 1
+            outcome = "rejected"
+        elif a.policy == "DROP" and self.full:
+            self.dropped += 1
+            outcome = "dropped"
+        elif a.policy == "PAGE" and (self.full or self.paged_store):
+            self.paged += 1
+            self.paged_store += 1
+            outcome = "paged"
+            self._route(size, count_memory=False)
+        else:
+            self.accepted += 1
+            self.size += size
+            self.peak = max(self.peak, self.size)
+            outcome = "accepted"
+            self._route(size, count_memory=True)
+        if p is not None and outcome in ("failed", "rejected"):
+            self._at(self.now + self.lat, lambda: self._refused(p))
+        return outcome
+
+    @staticmethod
+    def _refused(p: _Prod) -> None:
+        p.refused += 1
+
+    def _route(self, size: int, count_memory: bool) -> None:
+        self.next_id += 1
+        mid = self.next_id
+        self.refs[mid] = [size if count_memory else 0, len(self.a.queues)]
+        for q in self.a.queues:
+            self.queues[q].append((mid, size))
+            self._dispatch(q)
+
+    def _release(self, mid: int) -> None:
+        ref = self.refs[mid]
+        ref[1] -= 1
+        if ref[1] == 0:
+            del self.refs[mid]
+            if ref[0]:
+                self.size -= ref[0]
+                self._memory_released()
+
+    def _memory_released(self) -> None:
+        # A4/A5: one queue of waiters (owed CORE credit, withheld AMQP grants) served in the
+        # order they were withheld.
+        room = self.room()
+        credit_ok = self._amqp_credit_allowed()
+        still: list[list] = []
+        for waiter in self.waiters:
+            p, owed = waiter
+            if p.cfg.protocol == "amqp":
+                if credit_ok:
+                    p.wants_grant = False
+                    self._grant_amqp(p)
+                else:
+                    still.append(waiter)
+            elif room is not None and room > 0:
+                g = min(owed, room)
+                self._grant_core(p, g)
+                if owed - g:
+                    still.append([p, owed - g])
+            else:
+                still.append(waiter)
+        self.waiters = still
+
+    # -- CORE producers ------------------------------------------------------------------------
+    def _producer_start(self, p: _Prod) -> None:
+        if p.cfg.protocol == "amqp":
+            self._at(self.now + self.lat, lambda: self._amqp_attach(p))
+        elif p.cfg.window != UNBOUNDED:
+            half = p.cfg.window // 2
+            if half > 0:
+                p.arriving += half
+                self._send_request(p, half)
+        self._attempt(p)
+
+    def _send_request(self, p: _Prod, amount: int) -> None:
+        self._at(self.now + self.lat, lambda: self._on_request(p, amount))
+
+    def _on_request(self, p: _Prod, amount: int) -> None:
+        room = self.room()
+        if room is None:
+            self._grant_core(p, amount)
+            return
+        g = min(amount, room)
+        if g:
+            self._grant_core(p, g)
+        if amount - g:
+            self.waiters.append([p, amount - g])
+
+    def _grant_core(self, p: _Prod, g: int) -> None:
+        def land() -> None:
+            p.balance += g
+            p.arriving -= g
+            if p.waiting:
+                self._try_send(p)
+
+        self._at(self.now + self.lat, land)
+
+    def _done(self, p: _Prod) -> bool:
+        return p.cfg.count is not None and p.sent >= p.cfg.count
+
+    def _attempt(self, p: _Prod) -> None:
+        if self._done(p):
+            return
+        cfg = p.cfg
+        if cfg.protocol == "core" and cfg.window != UNBOUNDED:
+            needed = max(cfg.size, cfg.window // 2)
+            if p.balance + p.arriving < needed:
+                req = needed - p.arriving
+                p.arriving += req
+                self._send_request(p, req)
+        p.waiting = True
+        self._try_send(p)
+
+    def _has_credit(self, p: _Prod) -> bool:
+        cfg = p.cfg
+        if cfg.protocol == "amqp":
+            return p.credit > 0
+        if cfg.window == UNBOUNDED or cfg.size == 0:
+            return True
+        return p.balance >= cfg.size
+
+    def _try_send(self, p: _Prod) -> None:
+        if not p.waiting:
+            return
+        if not self._has_credit(p):
+            p.blocked_ever = True
+            return
+        if p.rate is not None:
+            t = p.rate.next_allowed(self.now)
+            if t > self.now:
+                self._at(t, lambda: self._try_send(p))
+                return
+            p.rate.take(self.now)
+        p.waiting = False
+        cfg = p.cfg
+        if cfg.protocol == "amqp":
+            p.credit -= 1
+        elif cfg.window != UNBOUNDED:
+            p.balance -= cfg.size
+        p.sent += 1
+        p.send_times.append(self.now)
+        self._at(self.now + self.lat, lambda: self._server_message(p))
+        self._at(self.now + cfg.send_cost_us, lambda: self._attempt(p))
+
+    def _server_message(self, p: _Prod) -> None:
+        self._arrive(p, p.cfg.size)
+        if p.cfg.protocol == "amqp":
+            p.received += 1
+            if p.granted_upto - p.received <= self.a.amqp_low and not p.wants_grant:
+                if self._amqp_credit_allowed():
+                    self._grant_amqp(p)
+                else:
+                    self._withhold_amqp(p)
+
+    def _withhold_amqp(self, p: _Prod) -> None:
+        p.wants_grant = True
+        self.waiters.append([p, 0])
+
+    # -- AMQP producers ------------------------------------------------------------------------
+    def _amqp_attach(self, p: _Prod) -> None:
+        if self._amqp_credit_allowed():
+            self._grant_amqp(p)
+        else:
+            self._withhold_amqp(p)
+
+    def _grant_amqp(self, p: _Prod) -> None:
+        p.grants.append(p.received)
+        upto = p.received + self.a.amqp_credits
+        p.granted_upto = upto
+
+        def land() -> None:
+            p.credit = upto - p.sent
+            if p.waiting:
+                self._try_send(p)
+
+        self._at(self.now + self.lat, land)
+
+    # -- consumers -----------------------------------------------------------------------------
+    def _consumer_attach(self, c: _Cons) -> None:
+        c.attached = True
+        w = c.cfg.window
+        c.credits = 1 if w == 0 else w
+        self._dispatch(c.cfg.queue)
+
+    def _ready(self, c: _Cons) -> bool:
+        return c.attached and (c.cfg.window == UNBOUNDED or c.credits > 0)
+
+    def _dispatch(self, q: str) -> None:
+        consumers = [c for c in self.consumers.values() if c.cfg.queue == q]
+        if not consumers:
+            return
+        c = consumers[0]
+        queue = self.queues[q]
+        while queue and self._ready(c):
+            mid, size = queue.popleft()
+            if c.cfg.window != UNBOUNDED:
+                c.credits -= size
+            self._at(
+                self.now + self.lat, lambda c=c, mid=mid, size=size: self._deliver(c, mid, size)
+            )
+
+    def _deliver(self, c: _Cons, mid: int, size: int) -> None:
+        c.received += 1
+        c.buffer.append((mid, size))
+        c.buffered_bytes += size
+        c.peak_buffered_bytes = max(c.peak_buffered_bytes, c.buffered_bytes)
+        if not c.wake_scheduled:
+            c.wake_scheduled = True
+            self._at(self.now, lambda: self._wake(c))
+
+    def _wake(self, c: _Cons) -> None:
+        c.wake_scheduled = False
+        self._take(c)
+
+    def _take(self, c: _Cons) -> None:
+        if c.busy or not c.buffer:
+            return
+        if c.rate is not None:
+            t = c.rate.next_allowed(self.now)
+            if t > self.now:
+                if not c.take_scheduled:
+                    c.take_scheduled = True
+
+                    def retry() -> None:
+                        c.take_scheduled = False
+                        self._take(c)
+
+                    self._at(t, retry)
+                return
+            c.rate.take(self.now)
+        mid, size = c.buffer.popleft()
+        c.buffered_bytes -= size
+        c.busy = True
+        w = c.cfg.window
+        if w == 0:
+            if size - 1:
+                self._return_credit(c, size - 1)
+        elif w > 0:
+            c.taken_bytes += size
+            if c.taken_bytes >= w // 2:
+                amount, c.taken_bytes = c.taken_bytes, 0
+                self._return_credit(c, amount)
+        self._at(self.now + c.cfg.process_us, lambda: self._processed(c, mid))
+
+    def _return_credit(self, c: _Cons, amount: int) -> None:
+        def land() -> None:
+            c.credits += amount
+            self._dispatch(c.cfg.queue)
+
+        self._at(self.now + self.lat, land)
+
+    def _processed(self, c: _Cons, mid: int) -> None:
+        c.busy = False
+        c.processed += 1
+        c.processed_at.append(self.now)
+        self._at(self.now + self.lat, lambda: self._release(mid))
+        if c.cfg.window == 0:
+            self._return_credit(c, 1)
+        self._take(c)
+
+    # -- observables ---------------------------------------------------------------------------
+    def summary(self) -> dict[str, object]:
+        return {
+            "accepted": self.accepted,
+            "failed": self.failed,
+            "dropped": self.dropped,
+            "paged": self.paged,
+            "rejected": self.rejected,
+            "size": self.size,
+            "peak_size": self.peak,
+            "producers": {n: (p.sent, p.refused) for n, p in sorted(self.producers.items())},
+            "consumers": {
+                n: (c.received, c.processed, c.peak_buffered_bytes)
+                for n, c in sorted(self.consumers.items())
+            },
+        }
+
+
+def max_in_any_second(timestamps: list[int]) -> int:
+    ordered = sorted(timestamps)
+    best, j = 0, 0
+    for i, t in enumerate(ordered):
+        while j < len(ordered) and ordered[j] < t + SECOND:
+            j += 1
+        best = max(best, j - i)
+    return best
