@@ -334,12 +334,13 @@ class SessionEndpoint:
         """Announce a new window; returns the flow that carries it.
 
         Shrinking (a broker closing the window on an alarm) cannot recall frames the peer already
-        sent under the old window, so those stay acceptable until the peer has seen the flow.
+        sent under the old window, so those stay acceptable until the peer has seen the flow. As
+        for link credit, the room kept is all the peer could still send under any window it may
+        be using (the current one plus what earlier shrinks kept), less the new window: setting
+        the window again, or growing it, never takes back room a frame in flight may be using.
         """
         _check_uint("incoming-window", frames)
-        if frames < self.incoming_window:
-            self.shrink_allowance += self.incoming_window - frames
-        else:
-            self.shrink_allowance = 0
+        could_still_send = self.incoming_window + self.shrink_allowance
+        self.shrink_allowance = max(0, could_still_send - frames)
         self.incoming_window = frames
         return self.state()
