@@ -13,6 +13,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.cli import date_range_parser, parse_date_range, start_job
@@ -57,8 +58,9 @@ def recommendations_for_days(
     policy: RecommendPolicy,
     date_from: date,
     date_to: date,
-) -> DataFrame:
-    """The recommendation rows as of each day of the range (not written)."""
+) -> tuple[DataFrame, list[DataFrame]]:
+    """The recommendation rows as of each day of the range (not written), and the per-day
+    frames they are a union of, persisted: unpersist them once the rows are written."""
     first = policy.window_from(date_from)
     evidence = {
         "events": read_table(spark, conf, BRONZE_BROKER_EVENTS).where(
@@ -77,14 +79,21 @@ def recommendations_for_days(
             days_predicate("date", first, date_to)
         ),
     }
-    per_day = [
-        threshold_recommendations(**evidence, policy=policy, as_of=day)
-        for day in _days(date_from, date_to)
-    ]
+    per_day = []
+    for day in _days(date_from, date_to):
+        # Each day's rows (a few per queue and link) are computed and kept before the next day's:
+        # one query over every day would be a plan of several thousand operators, which Spark's
+        # adaptive execution re-optimises whole after each of its stages, costing more CPU than
+        # the data (the demo's four days: ~2 minutes, most of it planning).
+        rows = threshold_recommendations(**evidence, policy=policy, as_of=day).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
+        rows.count()
+        per_day.append(rows)
     rows = per_day[0]
     for more in per_day[1:]:
         rows = rows.unionByName(more)
-    return rows
+    return rows, per_day
 
 
 def run_recommend(
@@ -96,10 +105,14 @@ def run_recommend(
 ) -> dict[str, Any]:
     """Write the recommendations as of each day in [date_from, date_to]; returns the counts."""
     policy = policy or load_policy()
-    rows = recommendations_for_days(spark, conf, policy, date_from, date_to)
+    rows, per_day = recommendations_for_days(spark, conf, policy, date_from, date_to)
     path = recommendations_path(conf)
     predicate = days_predicate("date", date_from, date_to)
-    written = replace_where_at(spark, path, THRESHOLD_RECOMMENDATIONS, rows, predicate)
+    try:
+        written = replace_where_at(spark, path, THRESHOLD_RECOMMENDATIONS, rows, predicate)
+    finally:
+        for day_rows in per_day:
+            day_rows.unpersist()
     verdicts = {
         r.verdict: r["count"]
         for r in spark.read.format("delta")

@@ -406,6 +406,28 @@ def _change(unit: str, before: Column, after: Column) -> Column:
     return F.when(before != after, F.format_string(f"{unit} %d -> %d", before, after))
 
 
+def _staged(frame: DataFrame, columns: Mapping[str, Column]) -> tuple[DataFrame, dict[str, Column]]:
+    """``frame`` with ``columns`` computed once, and references to them.
+
+    A Column is an expression tree that Spark copies into every expression built on it; the
+    verdict, the recommended thresholds and the rationale each build on the same decisions, so
+    unstaged they made a plan of hundreds of kilobytes that took Spark longer to optimise (again
+    after each stage of adaptive execution) than the data took to process. Spark does not merge a
+    staged expression back into the several expressions that use it.
+    """
+    return frame.withColumns(dict(columns)), {name: F.col(name) for name in columns}
+
+
+def _staged_dimension(frame: DataFrame, dim: _Dimension) -> tuple[DataFrame, _Dimension]:
+    """``frame`` with the decisions of ``dim`` computed once (see :func:`_staged`), and the
+    dimension over those columns."""
+    decisions = {f.name: getattr(dim, f.name) for f in fields(dim) if f.name != "unit"}
+    frame, staged = _staged(frame, {f"_{dim.unit}_{name}": c for name, c in decisions.items()})
+    return frame, _Dimension(
+        unit=dim.unit, **{name: staged[f"_{dim.unit}_{name}"] for name in decisions}
+    )
+
+
 def recommend_queues(
     settings: DataFrame,
     producers: DataFrame,
@@ -442,13 +464,20 @@ def recommend_queues(
         uncapped > 0,
         policy,
     )
+    joined, msgs = _staged_dimension(joined, msgs)
+    joined, size = _staged_dimension(joined, size)
     short = F.coalesce(F.col("short_episodes"), F.lit(0))
-    flapping = (short >= policy.flapping_min_short_episodes) & (
-        short >= F.col("closed_episodes") * policy.flapping_short_share
-    )
     rejected = F.coalesce(F.col("rejected_msgs"), F.lit(0))
     limited = (msgs.limit > 0) | (size.limit > 0)
-    at_risk = (rejected > 0) | (limited & (uncapped > 0)) | msgs.at_risk | size.at_risk
+    joined, staged = _staged(
+        joined,
+        {
+            "_flapping": (short >= policy.flapping_min_short_episodes)
+            & (short >= F.col("closed_episodes") * policy.flapping_short_share),
+            "_at_risk": (rejected > 0) | (limited & (uncapped > 0)) | msgs.at_risk | size.at_risk,
+        },
+    )
+    flapping, at_risk = staged["_flapping"], staged["_at_risk"]
     # Ring queues make room by evicting their oldest messages: flow control does not apply to
     # them (seed 001), so they keep whatever they have.
     policy_name = F.coalesce(F.col("limit_policy"), F.lit(""))
@@ -457,20 +486,12 @@ def recommend_queues(
     )
     # Exempt only while its flow control is off: explicit thresholds on a ring queue do apply
     # (the engine honours them), and passing the limit then evicts, i.e. loses, messages.
-    ring = is_ring & (msgs.stop == 0) & (size.stop == 0)
-    verdict = (
-        F.when(ring, VERDICT_KEEP)
-        .when(at_risk, VERDICT_AT_RISK)
-        # A lowered stop outranks flapping: the change is then protective (what `flowctl whatif`
-        # judges it by), with the resume gap widened too.
-        .when(msgs.lower | size.lower, VERDICT_LOWER)
-        .when(flapping, VERDICT_FLAPPING)
-        .when(msgs.raise_ | size.raise_, VERDICT_RAISE)
-        .otherwise(VERDICT_KEEP)
-    )
-    stop_msgs, resume_msgs, stop_size, resume_size = (
-        F.when(ring, current).otherwise(recommended).cast("long")
-        for current, recommended in zip(
+    joined, staged = _staged(joined, {"_ring": is_ring & (msgs.stop == 0) & (size.stop == 0)})
+    ring = staged["_ring"]
+    recommended_thresholds = {
+        name: F.when(ring, current).otherwise(recommended).cast("long")
+        for name, current, recommended in zip(
+            ("_stop_msgs", "_resume_msgs", "_stop_size", "_resume_size"),
             (msgs.stop, msgs.resume, size.stop, size.resume),
             (
                 *_recommended_pair(msgs, "drain_rate_msgs_s", flapping, policy),
@@ -478,6 +499,24 @@ def recommend_queues(
             ),
             strict=True,
         )
+    }
+    joined, staged = _staged(
+        joined,
+        {
+            "_verdict": F.when(ring, VERDICT_KEEP)
+            .when(at_risk, VERDICT_AT_RISK)
+            # A lowered stop outranks flapping: the change is then protective (what `flowctl
+            # whatif` judges it by), with the resume gap widened too.
+            .when(msgs.lower | size.lower, VERDICT_LOWER)
+            .when(flapping, VERDICT_FLAPPING)
+            .when(msgs.raise_ | size.raise_, VERDICT_RAISE)
+            .otherwise(VERDICT_KEEP),
+            **recommended_thresholds,
+        },
+    )
+    verdict = staged["_verdict"]
+    stop_msgs, resume_msgs, stop_size, resume_size = (
+        staged[name] for name in recommended_thresholds
     )
     margin_pct = F.lit(policy.safety_margin * 100)
     reasons = F.concat_ws(
@@ -618,6 +657,8 @@ def recommend_queues(
         "ring queue without flow thresholds: it evicts its oldest messages at the limit, and "
         "flow control is not applied to it by default"
     )
+    joined, staged = _staged(joined, {"_reasons": reasons, "_changes": changes})
+    reasons, changes = staged["_reasons"], staged["_changes"]
     rationale = F.concat(
         verdict,
         F.lit(": "),
@@ -852,13 +893,37 @@ def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> Da
         F.ceil(F.lit(policy.default_top_up_batch) * per_message).cast("long"),
     )
     assessed = ~sizes_unknown & ~no_round_trip
-    needed = F.when(assessed, (F.ceil(rate * per_message * round_trip) + batch).cast("long"))
+    # The decisions every later expression builds on, computed once (see _staged).
+    evidence, staged = _staged(
+        evidence,
+        {
+            "_rate": rate,
+            "_round_trip": round_trip,
+            "_batch": batch,
+            "_starved_share": starved_share,
+            "_starved": starved,
+            "_assessed": assessed,
+        },
+    )
+    rate, round_trip, batch = staged["_rate"], staged["_round_trip"], staged["_batch"]
+    starved_share, starved, assessed = (
+        staged["_starved_share"],
+        staged["_starved"],
+        staged["_assessed"],
+    )
+    need = (F.ceil(rate * per_message * round_trip) + batch).cast("long")
+    evidence, staged = _staged(evidence, {"_needed": F.when(assessed, need)})
+    needed = staged["_needed"]
     current = F.col("current_credit")
     held = F.coalesce(current, F.lit(0))
     raise_ = assessed & starved & (held < needed)
     # Starved although it already had what it needs: more credit would not help.
     not_the_size = assessed & starved & (held >= needed)
     lower = assessed & ~starved & (current > needed * policy.over_provision_factor)
+    evidence, staged = _staged(
+        evidence, {"_raise": raise_, "_not_the_size": not_the_size, "_lower": lower}
+    )
+    raise_, not_the_size, lower = staged["_raise"], staged["_not_the_size"], staged["_lower"]
     verdict = F.when(raise_, VERDICT_RAISE).when(lower, VERDICT_LOWER).otherwise(VERDICT_KEEP)
     recommended = F.when(raise_ | lower, needed).otherwise(current)
     unit = F.when(in_bytes, F.lit("bytes of credit")).otherwise(F.lit("credits"))
