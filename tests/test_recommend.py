@@ -825,6 +825,23 @@ def test_without_available_logged_the_rate_stays_per_attached_second(spark: Any)
     )
 
 
+def _assert_backlog_evidence(spark: Any, log: Log, expected_rows: list[tuple[Any, ...]]) -> None:
+    """consumer_link_evidence over ``log``'s events alone: per link, (deliveries, deliveries in
+    backlog, backlogged seconds)."""
+    actual = consumer_link_evidence(
+        _rows(spark, BRONZE_BROKER_EVENTS, log.events),
+        _rows(spark, LINK_STARVATION_DAILY, []),
+        _rows(spark, LINK_STARVATION_EPISODES, []),
+    ).select("link", "deliveries", "_backlogged_deliveries", "_backlogged_s")
+    expected = spark.createDataFrame(
+        expected_rows,
+        "link string, deliveries long, _backlogged_deliveries long, _backlogged_s double",
+    )
+    assert_df_equality(
+        actual, expected, ignore_nullable=True, ignore_metadata=True, ignore_row_order=True
+    )
+
+
 def test_a_backlog_drained_in_the_instant_it_appeared_counts_no_deliveries(spark: Any) -> None:
     """A consumer that keeps up is logged taking messages at the ts they became available: at
     1 s, 5 messages are available and all 5 are delivered at 1 s, a backlog of 0 s. Only the
@@ -842,17 +859,7 @@ def test_a_backlog_drained_in_the_instant_it_appeared_counts_no_deliveries(spark
     log.event(3, "dequeue", credit=94, available=1, **link)
     log.event(4, "dequeue", credit=93, available=0, **link)
     log.event(5, "link_detached", **link)
-    events = _rows(spark, BRONZE_BROKER_EVENTS, log.events)
-    actual = consumer_link_evidence(
-        events,
-        _rows(spark, LINK_STARVATION_DAILY, []),
-        _rows(spark, LINK_STARVATION_EPISODES, []),
-    ).select("link", "deliveries", "_backlogged_deliveries", "_backlogged_s")
-    expected = spark.createDataFrame(
-        [("keeps-up", 7, 2, 2.0)],
-        "link string, deliveries long, _backlogged_deliveries long, _backlogged_s double",
-    )
-    assert_df_equality(actual, expected, ignore_nullable=True, ignore_metadata=True)
+    _assert_backlog_evidence(spark, log, [("keeps-up", 7, 2, 2.0)])
 
 
 def test_backlogged_time_ends_at_a_detach_or_runs_to_the_watermark(spark: Any) -> None:
@@ -876,16 +883,4 @@ def test_backlogged_time_ends_at_a_detach_or_runs_to_the_watermark(spark: Any) -
         if name == "detached":
             log.event(4, "link_detached", **link)
     log.event(6, "dequeue", queue="other", depth_msgs=0)
-    events = _rows(spark, BRONZE_BROKER_EVENTS, log.events)
-    actual = consumer_link_evidence(
-        events,
-        _rows(spark, LINK_STARVATION_DAILY, []),
-        _rows(spark, LINK_STARVATION_EPISODES, []),
-    ).select("link", "deliveries", "_backlogged_deliveries", "_backlogged_s")
-    expected = spark.createDataFrame(
-        [("detached", 11, 10, 2.0), ("open", 10, 10, 4.0)],
-        "link string, deliveries long, _backlogged_deliveries long, _backlogged_s double",
-    )
-    assert_df_equality(
-        actual, expected, ignore_nullable=True, ignore_metadata=True, ignore_row_order=True
-    )
+    _assert_backlog_evidence(spark, log, [("detached", 11, 10, 2.0), ("open", 10, 10, 4.0)])
