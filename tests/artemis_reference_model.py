@@ -33,20 +33,33 @@ Documented rules modelled (quotes from seed 003 unless README is named):
 Assumptions where the documents are silent (A1, A2, ...):
 - A1 (timing): every client connection has a one-way latency L; frames on one connection
   arrive in the order sent. Events at the same instant run in the order they were scheduled.
+- A1b (steps within an instant; the documents leave this open, so the model follows the
+  engine's evident ordering, flowctl_core/protocols/artemis.py: `_Producer.wake`,
+  `QueueDispatcher.schedule`, `CoreConsumer._wake`): a producer's application, a queue's
+  dispatch and a consumer's application each act in a step of their own, scheduled when they
+  are woken and so run after everything already due in that instant. A producer is woken at its
+  start, after each send (for send_cost_us later) and by every grant that lands, whether or not
+  it covers the message (so of two producers whose grants land in one instant, the one woken
+  first sends first, even if its credit sufficed only with a later grant of that instant); a
+  queue by an enqueue, an attach or returned credit; a consumer by a delivery and when it has
+  processed a message (so a delivery landing in the instant processing ends is buffered before
+  the next take, and counts in the peak buffer).
 - A2 (producer pacing): a producer attempts its first message at start_us and its next one
-  send_cost_us after a send; a message waiting for credit (or a rate permit) goes out the
-  instant it is available. The credit check (and request) happens once per message, at the
-  attempt, before waiting (Artemis's checkCredits before acquire).
+  send_cost_us after a send; a message waiting for credit (or a rate permit) goes out in the
+  step its grant (or the permit's instant) wakes. The rate permit is waited for first, then the
+  credit check (and request) happens once per message, before waiting for credit (Artemis's
+  ClientProducerImpl: rateLimiter.limit(), then checkCredits before acquire).
 - A3 (CORE producer start): the producer asks for window // 2 at start (window >= 0); a -1
   window asks for nothing and never waits for credit; 0-byte messages take no credit.
 - A4 (partial grants): the part of a request BLOCK withholds is owed to the producer and granted,
   in request order, as acks free memory, each owed request getting min(owed, room) (no
-  reservation, so the same room may be granted to several producers).
+  reservation, so the same room may be granted to several producers). Owed CORE credit is
+  served before withheld AMQP top-ups (as the engine's `ServerAddress.memory_released`).
 - A5 (AMQP): the server grants the link ``amqp_credits`` when it sees the attach (start + L),
   unless a BLOCK/FAIL address with a limit is full; after each message it receives, if the
   credit it believes is left is <= the low mark it tops the link up to ``amqp_credits`` (again
   not while full); a withheld grant or top-up is issued when an ack leaves the address not
-  full, in the order the grants were withheld (owed CORE credit and AMQP grants in one queue).
+  full, in the order the grants were withheld (after owed CORE credit, A4).
   A message refused or rejected has still used its credit.
 - A6 (outcome order): on arrival, a FAIL address that is full fails the message; else an AMQP
   message on an address at or above the reject threshold is rejected; else a full DROP address
@@ -56,14 +69,15 @@ Assumptions where the documents are silent (A1, A2, ...):
 - A7 (paging): once paging, an address keeps paging while its page store is non-empty; the
   model covers PAGE without consumers only (when paged messages are read back into memory is
   not documented).
-- A8 (consumers): a consumer attaches at start_us + L with its whole window as credit (window 0:
-  one byte, the ask for one message). A delivered message reaches the client L later and goes
-  to its buffer; the client takes one message (in a step after every delivery landing in the same
-  instant, so a batch that lands together is in the buffer at once) at a time when idle (and
-  the rate allows), which is when its credit is returned: window 0 returns size - 1
-  (cancelling the overdraft) and asks for its next message with 1 byte when done; window N
-  accumulates and returns once it has taken >= N // 2 bytes. Processing takes process_us; the
-  ack leaves when done and releases the message's memory L later, once every queue acked it.
+- A8 (consumers): a consumer client starts at start_us; its attach, with its whole window as
+  credit (window 0: one byte, the ask for one message), reaches the server L later. A delivered
+  message reaches the client L later and goes to its buffer; the client takes one message at a
+  time when idle (and the rate allows), in a step of its own (A1b: after every delivery already
+  due in that instant, so a batch that lands together is in the buffer at once), which is when
+  its credit is returned: window 0 returns size - 1 (cancelling the overdraft) and asks for its
+  next message with 1 byte when done; window N accumulates and returns once it has taken
+  >= N // 2 bytes. Processing takes process_us; the ack leaves when done and releases the
+  message's memory L later, once every queue acked it.
 - A9a (refusals): a producer counts a refusal when the error reaches it, L after the arrival.
 - A9 (buffer): the consumer's buffer holds messages received and not yet taken.
 """
@@ -142,8 +156,10 @@ class _Prod:
     balance: int = 0
     arriving: int = 0
     credit: int = 0  # AMQP: messages
-    waiting: bool = False  # a message is waiting for credit / rate
-    checked: bool = False  # the pending message's credit check is done
+    waiting: bool = False  # the message in hand waits for credit (a grant wakes it)
+    checked: bool = False  # the message in hand's credit check is done
+    step_scheduled: bool = False  # a step is due (A1b)
+    free_at: int = 0  # the application's next message is ready then (send_cost_us)
     blocked_ever: bool = False
     rate: SlidingRate | None = None
     send_times: list[int] = field(default_factory=list)
@@ -167,8 +183,7 @@ class _Cons:
     processed: int = 0
     processed_at: list[int] = field(default_factory=list)
     rate: SlidingRate | None = None
-    take_scheduled: bool = False
-    wake_scheduled: bool = False
+    step_scheduled: bool = False  # a take is due (A1b)
     attached: bool = False
 
 
@@ -191,9 +206,11 @@ class Model:
         self.accepted = self.failed = self.dropped = self.paged = self.rejected = 0
         self.paged_store = 0
         self.queues: dict[str, deque[tuple[int, int]]] = {q: deque() for q in address.queues}
+        self._dispatch_due: set[str] = set()  # queues with a dispatch step scheduled (A1b)
         self.refs: dict[int, list[int]] = {}  # id -> [size, refs]
         self.next_id = 0
-        self.waiters: list[list] = []  # [producer, owed bytes (CORE)] in withholding order
+        self.waiters: list[list] = []  # [producer, owed bytes] (CORE) in withholding order
+        self.amqp_waiters: list[_Prod] = []  # AMQP links whose top-up is withheld, in order
         self.producers = {p.name: _Prod(p) for p in producers}
         self.consumers = {c.name: _Cons(c) for c in consumers}
         for p in self.producers.values():
@@ -208,7 +225,7 @@ class Model:
         for p in self.producers.values():
             self._at(p.cfg.start_us, lambda p=p: self._producer_start(p))
         for c in self.consumers.values():
-            self._at(c.cfg.start_us + self.lat, lambda c=c: self._consumer_attach(c))
+            self._at(c.cfg.start_us, lambda c=c: self._consumer_start(c))
 
     # -- clock ---------------------------------------------------------------------------------
     def _at(self, t: int, fn: Callable[[], None]) -> None:
@@ -273,7 +290,7 @@ class Model:
         self.refs[mid] = [size if count_memory else 0, len(self.a.queues)]
         for q in self.a.queues:
             self.queues[q].append((mid, size))
-            self._dispatch(q)
+            self._schedule_dispatch(q)
 
     def _release(self, mid: int) -> None:
         ref = self.refs[mid]
@@ -285,29 +302,24 @@ class Model:
                 self._memory_released()
 
     def _memory_released(self) -> None:
-        # A4/A5: one queue of waiters (owed CORE credit, withheld AMQP grants) served in the
-        # order they were withheld.
+        # A4/A5: owed CORE credit first (each in the order it was withheld, all getting the
+        # same room: no reservation), then the withheld AMQP top-ups in the order withheld.
         room = self.room()
-        credit_ok = self._amqp_credit_allowed()
-        still: list[list] = []
-        for waiter in self.waiters:
-            p, owed = waiter
-            if p.cfg.protocol == "amqp":
-                if credit_ok:
-                    p.wants_grant = False
-                    self._grant_amqp(p)
-                else:
-                    still.append(waiter)
-            elif room is not None and room > 0:
+        if self.waiters and room is not None and room > 0:
+            still: list[list] = []
+            for p, owed in self.waiters:
                 g = min(owed, room)
                 self._grant_core(p, g)
                 if owed - g:
                     still.append([p, owed - g])
-            else:
-                still.append(waiter)
-        self.waiters = still
+            self.waiters = still
+        if self.amqp_waiters and self._amqp_credit_allowed():
+            waiting, self.amqp_waiters = self.amqp_waiters, []
+            for p in waiting:
+                p.wants_grant = False
+                self._grant_amqp(p)
 
-    # -- CORE producers ------------------------------------------------------------------------
+    # -- producers (A2) ------------------------------------------------------------------------
     def _producer_start(self, p: _Prod) -> None:
         if p.cfg.protocol == "amqp":
             self._at(self.now + self.lat, lambda: self._amqp_attach(p))
@@ -316,7 +328,15 @@ class Model:
             if half > 0:
                 p.arriving += half
                 self._send_request(p, half)
-        self._attempt(p)
+        self._wake_producer(p)
+
+    def _wake_producer(self, p: _Prod) -> None:
+        # A1b: the application acts in a step of its own, at the instant its next message is
+        # ready (or now, if later), after whatever is already due then.
+        if p.step_scheduled or self._done(p):
+            return
+        p.step_scheduled = True
+        self._at(max(self.now, p.free_at), lambda: self._producer_step(p))
 
     def _send_request(self, p: _Prod, amount: int) -> None:
         self._at(self.now + self.lat, lambda: self._on_request(p, amount))
@@ -336,26 +356,24 @@ class Model:
         def land() -> None:
             p.balance += g
             p.arriving -= g
-            if p.waiting:
-                self._try_send(p)
+            self._wake_producer(p)
 
         self._at(self.now + self.lat, land)
 
     def _done(self, p: _Prod) -> bool:
         return p.cfg.count is not None and p.sent >= p.cfg.count
 
-    def _attempt(self, p: _Prod) -> None:
-        if self._done(p):
-            return
+    def _check_credits(self, p: _Prod) -> None:
+        # Once per message, when the rate allows it (A2): make balance + arriving cover
+        # max(size, window // 2).
         cfg = p.cfg
-        if cfg.protocol == "core" and cfg.window != UNBOUNDED:
+        if cfg.protocol == "core" and cfg.window != UNBOUNDED and not p.checked:
+            p.checked = True
             needed = max(cfg.size, cfg.window // 2)
             if p.balance + p.arriving < needed:
                 req = needed - p.arriving
                 p.arriving += req
                 self._send_request(p, req)
-        p.waiting = True
-        self._try_send(p)
 
     def _has_credit(self, p: _Prod) -> bool:
         cfg = p.cfg
@@ -365,19 +383,23 @@ class Model:
             return True
         return p.balance >= cfg.size
 
-    def _try_send(self, p: _Prod) -> None:
-        if not p.waiting:
-            return
-        if not self._has_credit(p):
-            p.blocked_ever = True
+    def _producer_step(self, p: _Prod) -> None:
+        p.step_scheduled = False
+        if self._done(p):
             return
         if p.rate is not None:
             t = p.rate.next_allowed(self.now)
             if t > self.now:
-                self._at(t, lambda: self._try_send(p))
+                p.step_scheduled = True
+                self._at(t, lambda: self._producer_step(p))
                 return
+        self._check_credits(p)
+        if not self._has_credit(p):
+            p.waiting = p.blocked_ever = True
+            return
+        if p.rate is not None:
             p.rate.take(self.now)
-        p.waiting = False
+        p.waiting = p.checked = False
         cfg = p.cfg
         if cfg.protocol == "amqp":
             p.credit -= 1
@@ -386,7 +408,8 @@ class Model:
         p.sent += 1
         p.send_times.append(self.now)
         self._at(self.now + self.lat, lambda: self._server_message(p))
-        self._at(self.now + cfg.send_cost_us, lambda: self._attempt(p))
+        p.free_at = self.now + cfg.send_cost_us
+        self._wake_producer(p)
 
     def _server_message(self, p: _Prod) -> None:
         self._arrive(p, p.cfg.size)
@@ -400,7 +423,7 @@ class Model:
 
     def _withhold_amqp(self, p: _Prod) -> None:
         p.wants_grant = True
-        self.waiters.append([p, 0])
+        self.amqp_waiters.append(p)
 
     # -- AMQP producers ------------------------------------------------------------------------
     def _amqp_attach(self, p: _Prod) -> None:
@@ -416,22 +439,31 @@ class Model:
 
         def land() -> None:
             p.credit = upto - p.sent
-            if p.waiting:
-                self._try_send(p)
+            self._wake_producer(p)
 
         self._at(self.now + self.lat, land)
 
     # -- consumers -----------------------------------------------------------------------------
+    def _consumer_start(self, c: _Cons) -> None:
+        self._at(self.now + self.lat, lambda: self._consumer_attach(c))
+
     def _consumer_attach(self, c: _Cons) -> None:
         c.attached = True
         w = c.cfg.window
         c.credits = 1 if w == 0 else w
-        self._dispatch(c.cfg.queue)
+        self._schedule_dispatch(c.cfg.queue)
 
     def _ready(self, c: _Cons) -> bool:
         return c.attached and (c.cfg.window == UNBOUNDED or c.credits > 0)
 
+    def _schedule_dispatch(self, q: str) -> None:
+        # A1b: a queue hands out messages in a step of its own, after what is already due.
+        if q not in self._dispatch_due:
+            self._dispatch_due.add(q)
+            self._at(self.now, lambda: self._dispatch(q))
+
     def _dispatch(self, q: str) -> None:
+        self._dispatch_due.discard(q)
         consumers = [c for c in self.consumers.values() if c.cfg.queue == q]
         if not consumers:
             return
@@ -450,28 +482,24 @@ class Model:
         c.buffer.append((mid, size))
         c.buffered_bytes += size
         c.peak_buffered_bytes = max(c.peak_buffered_bytes, c.buffered_bytes)
-        if not c.wake_scheduled:
-            c.wake_scheduled = True
-            self._at(self.now, lambda: self._wake(c))
+        self._wake_consumer(c)
 
-    def _wake(self, c: _Cons) -> None:
-        c.wake_scheduled = False
-        self._take(c)
+    def _wake_consumer(self, c: _Cons) -> None:
+        # A1b: the client takes in a step of its own, after what is already due now (so a batch
+        # of deliveries landing in one instant is in the buffer at once).
+        if not c.step_scheduled and not c.busy and c.buffer:
+            c.step_scheduled = True
+            self._at(self.now, lambda: self._take(c))
 
     def _take(self, c: _Cons) -> None:
+        c.step_scheduled = False
         if c.busy or not c.buffer:
             return
         if c.rate is not None:
             t = c.rate.next_allowed(self.now)
             if t > self.now:
-                if not c.take_scheduled:
-                    c.take_scheduled = True
-
-                    def retry() -> None:
-                        c.take_scheduled = False
-                        self._take(c)
-
-                    self._at(t, retry)
+                c.step_scheduled = True
+                self._at(t, lambda: self._take(c))
                 return
             c.rate.take(self.now)
         mid, size = c.buffer.popleft()
@@ -491,7 +519,7 @@ class Model:
     def _return_credit(self, c: _Cons, amount: int) -> None:
         def land() -> None:
             c.credits += amount
-            self._dispatch(c.cfg.queue)
+            self._schedule_dispatch(c.cfg.queue)
 
         self._at(self.now + self.lat, land)
 
@@ -502,7 +530,7 @@ class Model:
         self._at(self.now + self.lat, lambda: self._release(mid))
         if c.cfg.window == 0:
             self._return_credit(c, 1)
-        self._take(c)
+        self._wake_consumer(c)
 
     # -- observables ---------------------------------------------------------------------------
     def summary(self) -> dict[str, object]:
