@@ -102,7 +102,7 @@ class Producer:
 
     def _transmit(self, size: int, routing_key: str) -> None:
         broker = self.broker
-        outstanding = self.outstanding = self.outstanding + 1
+        self.outstanding += 1
         self.sent += 1
         transfer = Transfer(
             broker.next_message_id(),
@@ -113,8 +113,7 @@ class Producer:
             self._on_complete,
             self._current_link,
         )
-        link = self._links.get(outstanding) or self._new_link()
-        broker.publish(transfer, broker.route(self.exchange, routing_key), link)
+        broker.publish(transfer, broker.route(self.exchange, routing_key), self._current_link())
 
     def _on_complete(self, transfer: Transfer) -> None:
         self.outstanding -= 1

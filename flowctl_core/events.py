@@ -23,6 +23,7 @@ Events are built in two ways:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, cast, runtime_checkable
 
@@ -172,7 +173,9 @@ PREFILL_DETAIL = {"prefill": True}
 
 def prefill_link() -> LinkColumns:
     """The link columns of a prefilled message's enqueue (:data:`PREFILL_LINK`)."""
-    return link_columns(dict(PREFILL_FIELDS, detail='{"prefill":true}'))
+    return link_columns(
+        dict(PREFILL_FIELDS, detail=json.dumps(PREFILL_DETAIL, separators=(",", ":")))
+    )
 
 
 def link_fields(link: LinkColumns) -> Event:
