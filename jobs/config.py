@@ -7,12 +7,24 @@ the project root, never the working directory, so jobs behave the same wherever 
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    model_validator,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONF = PROJECT_ROOT / "conf" / "pipeline.yaml"
@@ -60,28 +72,110 @@ def read_yaml(source: Path, what: str, option: str) -> Any:
         raise ConfError(f"{what} {source} is not valid YAML: {error}") from None
 
 
+ScalarSetting = StrictStr | StrictBool | StrictInt | StrictFloat
+
+
+class _Section(BaseModel):
+    # A key the pipeline does not read is an error: silently ignored, it is a lost setting.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_is_defaults(cls, value: Any) -> Any:
+        # A section whose keys are all commented out is YAML null: it means "the defaults".
+        return {} if value is None else value
+
+
+class SparkSection(_Section):
+    master: StrictStr | None = None  # None: left to spark-submit
+    app_name: StrictStr = "flowctl"
+    conf: dict[str, ScalarSetting] = Field(default_factory=dict)
+
+
+class DeltaSection(_Section):
+    resolve_jars: StrictBool = True
+
+
+class PathsSection(_Section):
+    raw: StrictStr = "var/raw"
+    warehouse: StrictStr = "var/warehouse"
+    quality: StrictStr = "var/quality"
+
+
+class IngestSection(_Section):
+    validate_with_great_expectations: StrictBool = True
+
+
+class PipelineSections(_Section):
+    spark: SparkSection = Field(default_factory=SparkSection)
+    delta: DeltaSection = Field(default_factory=DeltaSection)
+    paths: PathsSection = Field(default_factory=PathsSection)
+    ingest: IngestSection = Field(default_factory=IngestSection)
+
+
+def _known_keys(model: type[BaseModel], location: tuple[Any, ...]) -> list[str]:
+    """The keys allowed where an unknown key ``location`` was found."""
+    for part in location[:-1]:
+        annotation = model.model_fields[str(part)].annotation
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return list(model.model_fields)
+
+
+#: The members of :data:`ScalarSetting` as pydantic names them in an error's location.
+_SCALAR_TAGS = {"str", "bool", "int", "float"}
+
+
+def _problems(error: ValidationError) -> list[str]:
+    """One phrase per problem, each naming its key as a dotted path (``paths.raw``)."""
+    problems: dict[str, str] = {}
+    for item in error.errors():
+        location = item["loc"]
+        if location and location[-1] in _SCALAR_TAGS:  # one Spark setting failed every member
+            location = location[:-1]
+            expected = "a string, number or boolean"
+        elif item["type"] in ("model_type", "dict_type"):
+            expected = "a mapping of settings"
+        else:
+            expected = item["msg"].removeprefix("Input should be ")
+        key = ".".join(str(part) for part in location) or "(top level)"
+        if item["type"] == "extra_forbidden":
+            known = _known_keys(PipelineSections, location)
+            close = difflib.get_close_matches(str(location[-1]), known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            problems[key] = f"{key}: unknown key ({hint}known: {', '.join(known)})"
+        else:
+            problems.setdefault(key, f"{key}: should be {expected}, got {item['input']!r}")
+    return list(problems.values())
+
+
 def load_conf(conf_path: str | os.PathLike[str] | None = None) -> PipelineConf:
+    """Read and check the pipeline conf; :class:`ConfError` names the file and every key that is
+    unknown or of the wrong type (a quoted "false" is not a boolean)."""
     source = Path(conf_path or os.environ.get(CONF_ENV_VAR) or DEFAULT_CONF)
     raw = read_yaml(source, "pipeline conf", f"--conf or ${CONF_ENV_VAR}") or {}
     if not isinstance(raw, dict):
         raise ConfError(f"pipeline conf {source}: expected a mapping of sections, got {raw!r}")
-    spark = raw.get("spark", {})
-    paths = raw.get("paths", {})
-    ingest = raw.get("ingest", {})
+    try:
+        sections = PipelineSections.model_validate(raw)
+    except ValidationError as error:
+        raise ConfError(f"pipeline conf {source}: " + "; ".join(_problems(error))) from None
+    spark, paths = sections.spark, sections.paths
     # YAML booleans and numbers become Spark's string settings ("true", "4").
     settings = {
         key: str(value).lower() if isinstance(value, bool) else str(value)
-        for key, value in (spark.get("conf") or {}).items()
+        for key, value in spark.conf.items()
     }
     return PipelineConf(
         source=source.resolve(),
-        spark_master=spark.get("master"),
-        app_name=spark.get("app_name", "flowctl"),
+        spark_master=spark.master,
+        app_name=spark.app_name,
         spark_settings=settings,
-        resolve_delta_jars=bool(raw.get("delta", {}).get("resolve_jars", True)),
-        raw_dir=_resolve(paths.get("raw", "var/raw")),
-        warehouse_dir=_resolve(paths.get("warehouse", "var/warehouse")),
-        quality_dir=_resolve(paths.get("quality", "var/quality")),
-        validate_with_great_expectations=bool(ingest.get("validate_with_great_expectations", True)),
+        resolve_delta_jars=sections.delta.resolve_jars,
+        raw_dir=_resolve(paths.raw),
+        warehouse_dir=_resolve(paths.warehouse),
+        quality_dir=_resolve(paths.quality),
+        validate_with_great_expectations=sections.ingest.validate_with_great_expectations,
         raw=raw,
     )

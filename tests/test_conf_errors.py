@@ -136,3 +136,58 @@ def test_start_job_exits_2_on_a_conf_that_is_not_yaml(
         start_job(args, "t")
     assert exited.value.code == 2 and no_spark == []
     assert "is not valid YAML" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("document", "expected"),
+    [
+        # Every key of a section commented out: YAML null, the section's defaults.
+        ("spark:\n  # master: local[2]\n", None),
+        ('spark: "local[2]"\n', "spark: should be a mapping of settings, got 'local[2]'"),
+        ("paths: var/raw\n", "paths: should be a mapping of settings, got 'var/raw'"),
+        ("spark: {conf: [a, b]}\n", "spark.conf: should be a mapping of settings"),
+        ("spark: {conf: {spark.x: null}}\n", "spark.conf.spark.x: should be a string, number or"),
+        ("paths: {raw: 5}\n", "paths.raw: should be a valid string, got 5"),
+        # A quoted boolean is a string: bool("false") would be True.
+        ('delta: {resolve_jars: "false"}\n', "delta.resolve_jars: should be a valid boolean"),
+        (
+            'ingest: {validate_with_great_expectations: "no"}\n',
+            "ingest.validate_with_great_expectations: should be a valid boolean, got 'no'",
+        ),
+        (
+            "paths: {raws: /elsewhere}\n",
+            "paths.raws: unknown key (did you mean 'raw'? known: raw, warehouse, quality)",
+        ),
+        ("sprak: {master: x}\n", "sprak: unknown key (did you mean 'spark'?"),
+    ],
+)
+def test_conf_keys_and_types_are_checked_and_named(
+    tmp_path: Path, document: str, expected: str | None
+) -> None:
+    conf = tmp_path / "pipeline.yaml"
+    conf.write_text(document)
+    if expected is None:
+        assert load_conf(conf).spark_master is None  # left to spark-submit
+        return
+    with pytest.raises(ConfError) as raised:
+        load_conf(conf)
+    assert str(raised.value).startswith(f"pipeline conf {conf}: ")
+    assert expected in str(raised.value)
+
+
+def test_cli_pipeline_with_a_conf_of_the_wrong_shape_exits_2_with_one_line(
+    tmp_path: Path, no_spark: list[str]
+) -> None:
+    conf = tmp_path / "pipeline.yaml"
+    conf.write_text("spark:\n  conf: [a]\npaths: {raws: x}\n")
+    result = CliRunner().invoke(app, ["pipeline", "--from", DAY, "--conf", str(conf)])
+    assert result.exit_code == 2 and no_spark == []
+    assert len(_error_lines(result.output)) == 1 and "Traceback" not in result.output
+    output = result.output.replace("\n", "")
+    assert "spark.conf: should be a mapping" in output and "paths.raws: unknown key" in output
+
+
+def test_the_bundled_conf_is_valid() -> None:
+    conf = load_conf()
+    assert conf.spark_master == "local[2]" and conf.resolve_delta_jars
+    assert conf.spark_settings["spark.sql.shuffle.partitions"] == "4"
