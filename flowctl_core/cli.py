@@ -392,8 +392,8 @@ def pipeline(
     allow_empty_days: Annotated[
         bool,
         typer.Option(
-            help="replace days that bronze holds but that have no raw files with nothing "
-            "(refused by default: it usually means a wrong --raw)"
+            help="replace days that bronze holds with what raw has even when files bronze "
+            "read are gone (refused by default: it usually means a wrong --raw)"
         ),
     ] = False,
 ) -> None:

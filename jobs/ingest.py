@@ -14,10 +14,12 @@ Per run of the job over [from, to]:
    with glob characters is read as named.
 3. Rows are classified (jobs/transforms/validate.py): accepted, or quarantined with reasons and
    their position in their file (``source_row_index``); an identical copy of an accepted
-   (run_id, seq) is quarantined with the reason ``duplicate``. A key bronze already holds on a
-   day outside the range takes precedence: the new row is quarantined (``duplicate`` or
-   ``conflicting_duplicate``). Runs whose seq range the Delta log's
-   per-file statistics of those days rule out (the engine's seqs grow across days) cost no read.
+   (run_id, seq) is quarantined with the reason ``duplicate``. Of copies of a key on several
+   days the earliest day's is kept (jobs/transforms/validate.py), bronze's other days included:
+   a row whose key bronze holds on an earlier day is quarantined, and bronze's copy on a later
+   day is moved to that day's quarantine (:func:`move_later_copies_to_quarantine`). Runs whose
+   seq range the Delta log's per-file statistics of those days rule out (the engine's seqs grow
+   across days) cost no read.
 4. Bronze and quarantine are written with replaceWhere on the days, so a rerun replaces them, and
    Great Expectations validates the accepted rows; the result and counts go to <quality>/.
 
@@ -46,6 +48,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from delta.tables import DeltaTable
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -62,6 +65,7 @@ from jobs.delta_io import (
     has_files_matching,
     read_table,
     replace_where,
+    sql_string,
     table_path,
 )
 from jobs.transforms.validate import (
@@ -121,6 +125,38 @@ def bronze_days(spark: SparkSession, conf: PipelineConf, days: list[date]) -> li
     files = files_matching(spark, conf, BRONZE_BROKER_EVENTS, predicate)
     held = {day for day in days for f in files if f"/date={day.isoformat()}/" in f}
     return sorted(held)
+
+
+def _refuse_dropping_held_files(
+    spark: SparkSession,
+    conf: PipelineConf,
+    days: list[date],
+    readable: list[RawFile],
+    why_unusable: dict[str, str],
+    raw_root: str,
+) -> None:
+    """Raise :class:`IngestRefused` when bronze holds rows of ``days`` read from raw files that
+    are now missing or cannot be read whole (``why_unusable``: relative path -> why): the rerun
+    would delete those rows (retention removed some of a day's files, a copy in progress, a file
+    replaced under a stale checksum). Bronze's ``source_file`` column is read only for days it
+    holds (the Delta log says which)."""
+    held_days = bronze_days(spark, conf, days)
+    if not held_days:
+        return
+    bronze = read_table(spark, conf, BRONZE_BROKER_EVENTS).where(
+        days_predicate("date", held_days[0], held_days[-1])
+    )
+    held = {r.source_file for r in bronze.select("source_file").distinct().collect()}
+    gone = sorted(held - {f.relative_path for f in readable})
+    if gone:
+        named = [f"{name} ({why_unusable.get(name, 'missing')})" for name in gone[:20]]
+        shown = "; ".join(named) + (f"; and {len(gone) - 20} more" if len(gone) > 20 else "")
+        raise IngestRefused(
+            f"bronze holds rows of {', '.join(d.isoformat() for d in held_days)} read from "
+            f"{len(gone)} raw files under {raw_root} that are missing or cannot be read whole: "
+            f"{shown}. Ingesting would delete those rows: restore or repair the files (or wait "
+            "for a copy to finish); to drop their rows on purpose, pass --allow-empty-days"
+        )
 
 
 def _refuse_emptying_held_days(
@@ -555,29 +591,114 @@ def bronze_files_overlapping(
 @dataclass(frozen=True)
 class DuplicateSummary:
     groups: int = 0  # keys claimed by more than one valid row
-    dropped: int = 0  # identical copies beyond the first
-    conflicting_rows: int = 0  # rows of keys whose copies differ: all quarantined
+    dropped: int = 0  # identical copies beyond the one kept
+    conflicting_rows: int = 0  # copies of other days, or of a day whose copies differ
     conflicting_runs: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, groups: DataFrame) -> DuplicateSummary:
-        totals = (
-            groups.groupBy("conflicting")
-            .agg(
-                F.count(F.lit(1)).alias("keys"),
-                F.sum("copies").alias("rows"),
-                F.collect_set("run_id").alias("runs"),
-            )
-            .collect()
-        )
-        summary = {bool(r.conflicting): r for r in totals}
-        same, differing = summary.get(False), summary.get(True)
+        """From :func:`duplicate_groups`: per key, one copy kept (if any) of ``kept_copies``
+        identical ones on its day; every copy of another day is conflicting."""
+        kept_copies = F.coalesce(F.col("kept_copies"), F.lit(0))
+        conflicting = F.col("copies") - kept_copies
+        totals = groups.agg(
+            F.count(F.lit(1)).alias("keys"),
+            F.coalesce(F.sum(F.greatest(kept_copies - 1, F.lit(0))), F.lit(0)).alias("dropped"),
+            F.coalesce(F.sum(conflicting), F.lit(0)).alias("conflicting_rows"),
+            F.collect_set(F.when(conflicting > 0, F.col("run_id"))).alias("conflicting_runs"),
+        ).first()
         return cls(
-            groups=sum(r.keys for r in totals),
-            dropped=(same.rows - same.keys) if same else 0,
-            conflicting_rows=differing.rows if differing else 0,
-            conflicting_runs=frozenset(differing.runs) if differing else frozenset(),
+            groups=totals.keys,
+            dropped=totals.dropped,
+            conflicting_rows=totals.conflicting_rows,
+            conflicting_runs=frozenset(totals.conflicting_runs),
         )
+
+
+def move_later_copies_to_quarantine(
+    spark: SparkSession, conf: PipelineConf, later_copies: DataFrame, raw_root: str
+) -> dict[str, int]:
+    """Move the bronze rows of days after ``kept_date`` repeating a key (``later_copies``: run_id,
+    seq, kept_date) into the quarantine of their own day, as ``conflicting_duplicate``: the copy
+    on the earliest day is the event (jobs/transforms/validate.py), so the outcome does not
+    depend on which day was ingested first. Returns the rows moved per day.
+
+    Two Delta MERGEs, pruned to the days and runs concerned: insert into the quarantine (a row
+    already there is not inserted again, so a rerun after a failure between the two adds
+    nothing), then delete from bronze. Bronze does not keep a row's position in its raw file:
+    ``source_row_index`` is read from the file again (the first valid row with the key: later
+    identical copies of it were quarantined as ``duplicate``), null if the file is gone.
+    """
+    copies = (
+        read_table(spark, conf, BRONZE_BROKER_EVENTS)
+        .alias("b")
+        .join(
+            later_copies.alias("k"),
+            (F.col("b.run_id") == F.col("k.run_id"))
+            & (F.col("b.seq") == F.col("k.seq"))
+            & (F.col("b.date") > F.col("k.kept_date")),
+        )
+        .select("b.*")
+    )
+    per_day = {r.date.isoformat(): r["count"] for r in copies.groupBy("date").count().collect()}
+    if not per_day:
+        return {}
+    runs = sorted({r.run_id for r in later_copies.select("run_id").distinct().collect()})
+    sources = {r.source_file for r in copies.select("source_file").distinct().collect()}
+    raw_files = [
+        f
+        for f in inspect_raw_files(raw_root, [date.fromisoformat(d) for d in sorted(per_day)])
+        if f.relative_path in sources and not f.problem
+    ]
+    if raw_files:
+        positions = (
+            read_raw_events(spark, raw_files)
+            .where(contract_ok() & F.col("run_id").isin(*runs))
+            .groupBy("source_file", "run_id", "seq")
+            .agg(F.min(POSITION).alias(ROW_INDEX))
+        )
+        copies = copies.join(positions, ["source_file", "run_id", "seq"], "left")
+    else:
+        copies = copies.withColumn(ROW_INDEX, F.lit(None).cast("long"))
+    # Literal partition and run filters let Delta prune the files each MERGE reads.
+    pruning = (
+        f"t.date IN ({', '.join(f'DATE {sql_string(d)}' for d in sorted(per_day))}) "
+        f"AND t.run_id IN ({', '.join(sql_string(r) for r in runs)})"
+    )
+    rows = conform(
+        copies.withColumns(
+            {
+                "record_kind": F.lit("row"),
+                "reason": F.lit("conflicting_duplicate"),
+                "file_rows": F.lit(None).cast("long"),
+            }
+        ),
+        BROKER_EVENTS_QUARANTINE,
+    )
+    quarantine_path = table_path(conf, BROKER_EVENTS_QUARANTINE)
+    (
+        DeltaTable.forPath(spark, quarantine_path)
+        .alias("t")
+        .merge(
+            rows.alias("s"),
+            f"{pruning} AND t.date = s.date AND t.run_id = s.run_id AND t.seq = s.seq "
+            "AND t.record_kind = 'row' AND t.reason = s.reason "
+            "AND t.source_file = s.source_file",
+        )
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+    (
+        DeltaTable.forPath(spark, table_path(conf, BRONZE_BROKER_EVENTS))
+        .alias("t")
+        .merge(
+            later_copies.alias("k"),
+            f"{pruning} AND t.run_id = k.run_id AND t.seq = k.seq AND t.date > k.kept_date",
+        )
+        .whenMatchedDelete()
+        .execute()
+    )
+    return per_day
 
 
 def _quarantined_files(spark: SparkSession, files: list[RawFile]) -> DataFrame:
@@ -620,8 +741,9 @@ def run_ingest(
     Raises :class:`IngestRefused`, before writing anything, when the raw folder does not exist,
     or when days that bronze already holds have no raw files (a wrong folder, or raw files
     removed by retention) or only files that cannot be read (all quarantined whole or read only
-    in part): replacing those days would delete their rows. ``allow_empty_days`` replaces them
-    with nothing all the same.
+    in part), or when bronze holds rows of the days read from files that are now missing or
+    unreadable: replacing those days would delete their rows. ``allow_empty_days`` replaces them
+    all the same.
 
     Spark jobs: one counting pass over the raw rows (per file and run, aggregated map-side); the
     exact duplicate search (an aggregation over (run_id, seq)) only for runs the counts cannot
@@ -710,6 +832,11 @@ def run_ingest(
             raw_root,
         )
 
+    if not allow_empty_days:
+        why_unusable = {f.relative_path: f.problem or "" for f in bad_files}
+        why_unusable |= {name: partial_details[name]["cause"] for name in partially_read}
+        _refuse_dropping_held_files(spark, conf, all_days, readable, why_unusable, raw_root)
+
     # Duplicates: searched exactly (one aggregation) only in the runs not proved free of them.
     suspicious = runs_that_may_repeat_keys(stats, damaged)
     groups, duplicates = None, DuplicateSummary()
@@ -730,6 +857,7 @@ def run_ingest(
     ranges = run_seq_ranges(stats, damaged)
     overlapping = bronze_files_overlapping(spark, conf, ranges, date_from, date_to)
     held, held_keys_count, elsewhere, held_runs = None, 0, 0, set()
+    later_copies: DataFrame | None = None  # keys these days keep that later days' bronze repeats
     if overlapping:
         sc.setJobDescription(f"ingest {label}: keys bronze holds on other days")
         bronze = read_table(spark, conf, BRONZE_BROKER_EVENTS)
@@ -741,21 +869,35 @@ def run_ingest(
         held_keys_count, held_runs = summary.keys, set(summary.runs)
         if held_runs:
             holding = {s.source_file for s in stats if s.run_id in held_runs}
-            new_keys = (
-                contract_violations(
-                    read_raw_events(
-                        spark, [f for f in readable if f.relative_path in holding]
-                    ).where(F.col("run_id").isin(*sorted(held_runs)))
+            candidates = contract_violations(
+                read_raw_events(spark, [f for f in readable if f.relative_path in holding]).where(
+                    F.col("run_id").isin(*sorted(held_runs))
                 )
-                .where(F.col("reason").isNull())
-                .select("run_id", "seq")
-                .distinct()
+            ).where(F.col("reason").isNull())
+            if groups is not None:  # of a key repeated within these days, the copy kept only
+                kept = groups.select("run_id", "seq", "kept_copy", F.lit(True).alias("_grouped"))
+                candidates = candidates.join(kept, ["run_id", "seq"], "left").where(
+                    F.col("_grouped").isNull()
+                    | (F.struct(F.col("source_file"), F.col(POSITION)) == F.col("kept_copy"))
+                )
+            matched = (
+                candidates.select("run_id", "seq", "date")
+                .join(held.select("run_id", "seq", "held_date"), ["run_id", "seq"])
+                .persist(StorageLevel.MEMORY_AND_DISK)
             )
-            matched = new_keys.join(held.select("run_id", "seq"), ["run_id", "seq"])
-            if groups is not None:  # conflicting copies are quarantined anyway
-                conflicts = groups.where(F.col("conflicting")).select("run_id", "seq")
-                matched = matched.join(conflicts, ["run_id", "seq"], "left_anti")
-            elsewhere = matched.count()
+            counts = matched.agg(
+                F.count(F.when(F.col("held_date") < F.col("date"), 1)).alias("earlier"),
+                F.count(F.when(F.col("held_date") > F.col("date"), 1)).alias("later"),
+            ).first()
+            elsewhere = counts.earlier
+            if counts.later:
+                later_copies = (
+                    matched.where(F.col("held_date") > F.col("date"))
+                    .select("run_id", "seq", F.col("date").alias("kept_date"))
+                    .persist(StorageLevel.MEMORY_AND_DISK)
+                )
+                later_copies.count()
+            matched.unpersist()
         if not elsewhere:
             held.unpersist()
             held = None
@@ -780,6 +922,21 @@ def run_ingest(
     sc.setJobDescription(f"ingest {label}: write bronze broker_events")
     accepted = classified(readable).where(F.col("status") == ACCEPTED)
     rows_accepted = replace_where(spark, conf, BRONZE_BROKER_EVENTS, accepted, days)
+    moved_from_later_days: dict[str, int] = {}
+    if later_copies is not None:
+        sc.setJobDescription(f"ingest {label}: move later days' copies of its keys to quarantine")
+        moved_from_later_days = move_later_copies_to_quarantine(spark, conf, later_copies, raw_root)
+        later_copies.unpersist()
+        log.warning(
+            "ingest %s: bronze held %d keys of these days' events on later days (%s); those "
+            "copies were moved to the quarantine of their days as conflicting_duplicate: the "
+            "earliest day's copy of a key is the event. episodes and daily_metrics over %s "
+            "recompute the runs' later days too",
+            label,
+            sum(moved_from_later_days.values()),
+            ", ".join(f"{day}: {n}" for day, n in sorted(moved_from_later_days.items())),
+            label,
+        )
 
     # Only files holding a rejected row are read again: invalid rows, damaged files, conflicts.
     holding_rejects = {s.source_file for s in stats if s.rows > s.valid_rows} | damaged
@@ -860,8 +1017,11 @@ def run_ingest(
         "rows_quarantined": rows_quarantined,
         # Identical copies of accepted rows: part of rows_quarantined (reason "duplicate").
         "duplicates_quarantined": duplicates.dropped,
-        # Rows repeating a key bronze holds on a day outside the range: part of rows_quarantined.
+        # Rows repeating a key bronze holds on an earlier day: part of rows_quarantined.
         "duplicates_of_other_days": elsewhere,
+        # Per later day, bronze rows repeating a key these days hold: moved from bronze to that
+        # day's quarantine (not rows of these days: outside the balance below).
+        "moved_from_later_days": dict(sorted(moved_from_later_days.items())),
         # Bronze files of other days whose statistics could not rule out such a key.
         "bronze_files_overlapping": len(overlapping),
         "rows_unreadable": sum(
@@ -895,7 +1055,7 @@ def run_ingest(
         validation = quality.validate_accepted_events(bronze, label)
         report["great_expectations_success"] = validation["success"]
         report["great_expectations_result"] = quality.store_result(
-            {"counts": report, "validation": validation}, conf.quality_dir, label
+            {"counts": report, "validation": validation}, conf.quality_dir, label, spark
         )
     sc.setJobDescription(None)
     log.info(

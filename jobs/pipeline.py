@@ -7,6 +7,7 @@ with :func:`daily_metrics_rows`.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import sys
 import time
 from datetime import date
@@ -18,6 +19,8 @@ from jobs.config import PipelineConf, load_conf
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import SparkSession
+
+log = logging.getLogger("flowctl.pipeline")
 
 
 def _conf(conf_path: str | None, warehouse_dir: str | None) -> PipelineConf:
@@ -55,8 +58,9 @@ def run_pipeline(
 
     Returns each job's counts and seconds: ``{"ingest": {...}, "episodes": {...},
     "daily_metrics": {...}, "seconds": {"ingest": s, ...}, "ok": bool}``; ``ok`` is false when
-    ingest's accounting or Great Expectations failed. ``warehouse_dir`` overrides the conf's (tests
-    use a temporary one); ``spark`` reuses a session instead of building one from the conf.
+    ingest's accounting or Great Expectations failed, and then episodes and daily_metrics are
+    not run (their keys are absent), as in the nightly DAG. ``warehouse_dir`` overrides the
+    conf's (tests use a temporary one); ``spark`` reuses a session instead of building one.
     """
     from jobs.daily_metrics import run_daily_metrics
     from jobs.episodes import run_episodes
@@ -84,7 +88,19 @@ def run_pipeline(
         started = time.perf_counter()
         result[name] = step()
         result["seconds"][name] = round(time.perf_counter() - started, 3)
-    result["ok"] = ingest_succeeded(result["ingest"])
+        if name == "ingest" and not ingest_succeeded(result["ingest"]):
+            # As the nightly DAG stops at ingest's exit 1: no metrics from suspect bronze rows.
+            log.error(
+                "ingest %s..%s failed (balanced=%s, Great Expectations success=%s): episodes "
+                "and daily_metrics not run",
+                date_from,
+                date_to,
+                result["ingest"].get("balanced"),
+                result["ingest"].get("great_expectations_success"),
+            )
+            result["ok"] = False
+            return result
+    result["ok"] = True
     return result
 
 
@@ -117,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--allow-empty-days",
         action="store_true",
-        help="replace days that bronze holds but that have no raw files with nothing",
+        help="replace days that bronze holds with what raw has even when files bronze read are "
+        "gone (by default refused: it usually means a wrong --raw)",
     )
     args = parse_date_range(parser, argv)
     configure_logging()

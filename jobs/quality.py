@@ -19,7 +19,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from jobs.transforms.validate import BLANK_PATTERN, NON_NEGATIVE_COLUMNS, REQUIRED_STRING_COLUMNS
 from schemas.broker_events import BROKER_EVENTS, EVENT_TYPES, LINK_ROLES, PROTOCOLS
@@ -109,9 +109,34 @@ def _run_checkpoint(accepted: DataFrame, label: str, result_format: str) -> dict
     return {"success": bool(result.success), "result": result.describe_dict()}
 
 
-def store_result(result: dict[str, Any], quality_dir: str, label: str) -> str:
-    """Write the result as JSON (one file per ingested range, replaced on rerun)."""
-    target = Path(quality_dir) / "broker_events" / f"{label}.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(result, indent=2, sort_keys=True, default=str), encoding="utf-8")
-    return str(target)
+def store_result(
+    result: dict[str, Any], quality_dir: str, label: str, spark: SparkSession | None = None
+) -> str:
+    """Write the result as JSON (one file per ingested range, replaced on rerun); returns where.
+
+    A URI (``s3a://``, ``hdfs://``, ``abfss://``, ``file://``) is written through Hadoop's
+    FileSystem of the Spark session, so it lands where the cluster's Delta tables do."""
+    text = json.dumps(result, indent=2, sort_keys=True, default=str)
+    relative = f"broker_events/{label}.json"
+    if "://" in quality_dir:
+        if spark is None:
+            raise ValueError(f"writing to {quality_dir} needs a Spark session (Hadoop FileSystem)")
+        target = f"{quality_dir.rstrip('/')}/{relative}"
+        _write_through_hadoop(spark, target, text)
+        return target
+    local = Path(quality_dir) / relative
+    local.parent.mkdir(parents=True, exist_ok=True)
+    local.write_text(text, encoding="utf-8")
+    return str(local)
+
+
+def _write_through_hadoop(spark: SparkSession, uri: str, text: str) -> None:
+    """Create or overwrite the file ``uri`` with ``text`` (UTF-8), parents included."""
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    filesystem = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    stream = filesystem.create(path, True)
+    try:
+        stream.write(bytearray(text.encode("utf-8")))
+    finally:
+        stream.close()

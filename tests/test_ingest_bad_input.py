@@ -60,8 +60,14 @@ def test_a_stale_checksum_sidecar_is_named_as_the_cause_of_a_partial_read(
     target.write_bytes(second.read_bytes())
     assert ingest._stale_checksum_sidecar(local, target.as_posix()) == sidecar.name
 
+    # Bronze holds rows of the file's earlier version: a rerun that would delete them is refused,
+    # naming the file and the cause.
+    with pytest.raises(ingest.IngestRefused) as refused:
+        ingest.run_ingest(spark, conf, DAY1, DAY1)
+    assert "date=2024-01-01/part-r2-00000.parquet (checksum sidecar" in str(refused.value)
+    caplog.clear()
     with caplog.at_level("WARNING", logger="flowctl.ingest"):
-        report = ingest.run_ingest(spark, conf, DAY1, DAY1)
+        report = ingest.run_ingest(spark, conf, DAY1, DAY1, allow_empty_days=True)
 
     assert (report["files_partially_read"], report["rows_accepted"], report["balanced"]) == (
         1,

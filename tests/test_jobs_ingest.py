@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 from datetime import date
 from pathlib import Path
 
@@ -237,6 +239,32 @@ def test_days_bronze_holds_are_not_replaced_by_a_raw_folder_without_them(spark, 
     assert read_table(spark, conf, bronze_schema).count() == 0
 
 
+def test_a_rerun_refuses_to_drop_rows_whose_raw_files_are_gone(spark, pipeline_conf):
+    """Retention removed one run's file of a day that still has another run's, or a copy in
+    progress left it empty: a rerun of the day would delete that run's bronze rows. Refused
+    (nothing written), naming the file; --allow-empty-days drops them on purpose."""
+    _, conf = pipeline_conf()
+    raw = Path(conf.raw_dir)
+    write_raw(raw, [event(1, at(1, 10), "enqueue", queue="q", depth_msgs=1)])
+    (gone,) = write_raw(raw, [event(1, at(1, 11), "enqueue", run_id="r2", queue="q")])
+    assert ingest.run_ingest(spark, conf, DAY1, DAY1)["rows_accepted"] == 2
+    bronze_schema = PIPELINE_TABLES["broker_events"][1]
+    version = DeltaTable.forPath(spark, table_path(conf, bronze_schema)).history(1).first().version
+    for damage in ("truncated", "removed"):
+        if damage == "truncated":
+            gone.write_bytes(b"")  # a copy in progress: quarantined whole, its rows unread
+        else:
+            gone.unlink()
+        named = re.escape("date=2024-01-01/part-r2-00000.parquet")
+        with pytest.raises(ingest.IngestRefused, match=named):
+            ingest.run_ingest(spark, conf, DAY1, DAY1)
+        history = DeltaTable.forPath(spark, table_path(conf, bronze_schema)).history(1).first()
+        assert history.version == version  # nothing written
+    dropped = ingest.run_ingest(spark, conf, DAY1, DAY1, allow_empty_days=True)
+    assert (dropped["rows_accepted"], dropped["balanced"]) == (1, True)
+    assert [r.run_id for r in read_table(spark, conf, bronze_schema).collect()] == ["r1"]
+
+
 def test_the_quarantine_table_exists_even_when_nothing_was_rejected(spark, pipeline_conf):
     _, conf = pipeline_conf(validate=False)
     write_raw(Path(conf.raw_dir), [event(1, at(1, 10), "enqueue", queue="q", depth_msgs=1)])
@@ -333,6 +361,62 @@ def test_a_key_bronze_holds_on_another_day_is_not_accepted_again(spark, pipeline
     assert [(r.date, r.run_id, r.seq, r.depth_msgs) for r in quarantine.collect()] == [
         (DAY2, "r2", 100, 7)
     ]
+
+
+def test_a_key_on_two_days_keeps_the_earlier_copy_whatever_order_the_days_come_in(
+    spark, pipeline_conf
+):
+    """DESIGN §5: bronze deduplicated on (run_id, seq), and a rerun of a day idempotent. Run r1
+    logs seq 2 on day 1 and replays it, with another ts, on day 2. Day by day, in reverse, in one
+    range, or day by day followed by a range rerun: bronze keeps day 1's copy and the quarantine
+    day 2's. Ingesting day 1 after day 2 moves day 2's copy from bronze to its day's quarantine
+    (a MERGE each), at the position it has in its file, as an ingest of day 2 would put it."""
+    _, base = pipeline_conf(validate=True)
+    raw = Path(base.raw_dir)
+    write_raw(
+        raw,
+        [
+            event(1, at(1, 10), "enqueue", queue="q", depth_msgs=1),
+            event(2, at(1, 23, 59), "enqueue", queue="q", depth_msgs=2),
+        ],
+    )
+    write_raw(
+        raw,
+        [
+            event(2, at(2, 0, 0, 1), "enqueue", queue="q", depth_msgs=7),
+            event(3, at(2, 0, 0, 2), "enqueue", queue="q", depth_msgs=8),
+        ],
+    )
+    orders = {
+        "forward": [(DAY1, DAY1), (DAY2, DAY2)],
+        "reverse": [(DAY2, DAY2), (DAY1, DAY1)],
+        "range": [(DAY1, DAY2)],
+        "forward_then_range": [(DAY1, DAY1), (DAY2, DAY2), (DAY1, DAY2)],
+        "reverse_then_day2_again": [(DAY2, DAY2), (DAY1, DAY1), (DAY2, DAY2)],
+    }
+    for name, ranges in orders.items():
+        conf = dataclasses.replace(
+            base,
+            warehouse_dir=str(Path(base.warehouse_dir) / name),
+            quality_dir=str(Path(base.quality_dir) / name),
+        )
+        reports = [ingest.run_ingest(spark, conf, first, last) for first, last in ranges]
+        assert all(r["balanced"] and r["great_expectations_success"] for r in reports), name
+        bronze = read_table(spark, conf, PIPELINE_TABLES["broker_events"][1])
+        assert sorted((r.seq, r.depth_msgs, r.date) for r in bronze.collect()) == [
+            (1, 1, DAY1),
+            (2, 2, DAY1),
+            (3, 8, DAY2),
+        ], name
+        quarantine = read_table(spark, conf, PIPELINE_TABLES["broker_events_quarantine"][1])
+        assert [
+            (r.seq, r.depth_msgs, r.date, r.reason, r.source_file, r.source_row_index)
+            for r in quarantine.collect()
+        ] == [(2, 7, DAY2, "conflicting_duplicate", "date=2024-01-02/part-r1-00000.parquet", 0)]
+        moved = [r["moved_from_later_days"] for r in reports]
+        if name.startswith("reverse"):
+            assert moved[1] == {"2024-01-02": 1}, name
+        assert sum(sum(m.values()) for m in moved) == (1 if name.startswith("reverse") else 0)
 
 
 def test_files_spark_cannot_address_are_quarantined_by_name(spark, pipeline_conf):
@@ -491,3 +575,33 @@ def test_types_common_writers_emit_are_read_as_the_contracts(spark, pipeline_con
         ("r1", seq, "enqueue", "q", 5) for seq in range(1, 6)
     ]
     assert {r.ts for r in rows} == {naive(at(1, 12, 0, 0, 123_000))}
+
+
+def test_great_expectations_results_go_to_a_uri_quality_folder_through_hadoop(spark, tmp_path):
+    """paths.quality may be a URI like the warehouse (s3a://, hdfs://): the result is written
+    through Hadoop's FileSystem, not to a local folder named after the scheme."""
+    from jobs.quality import store_result
+
+    target = store_result({"success": True}, f"file://{tmp_path}/q", "2024-01-01_2024-01-01", spark)
+    assert target == f"file://{tmp_path}/q/broker_events/2024-01-01_2024-01-01.json"
+    written = tmp_path / "q" / "broker_events" / "2024-01-01_2024-01-01.json"
+    assert json.loads(written.read_text(encoding="utf-8")) == {"success": True}
+    assert not Path("file:").exists()
+
+
+def test_the_pipeline_stops_after_an_ingest_that_failed(spark, pipeline_conf, monkeypatch):
+    """As the nightly DAG stops at ingest's exit 1, `flowctl pipeline` computes no episodes or
+    metrics from bronze rows whose accounting or validation failed."""
+    import jobs.episodes
+
+    conf_path, _ = pipeline_conf()
+    unbalanced = {"balanced": False, "great_expectations_success": True}
+    monkeypatch.setattr(ingest, "run_ingest", lambda *args, **kwargs: unbalanced)
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("episodes ran after a failed ingest")
+
+    monkeypatch.setattr(jobs.episodes, "run_episodes", must_not_run)
+    outcome = run_pipeline(conf_path, DAY1, DAY1, spark=spark)
+    assert outcome["ok"] is False and outcome["ingest"] == unbalanced
+    assert "episodes" not in outcome and "daily_metrics" not in outcome

@@ -116,3 +116,45 @@ def test_the_great_expectations_suite_rejects_blank_required_strings(make_events
     frame = make_events([good, {**event(2, at(1, 1), "enqueue", queue="q"), "broker": " "}])
     assert quality.validate_accepted_events(frame.where("seq = 1"), "ok")["success"] is True
     assert quality.validate_accepted_events(frame, "blank")["success"] is False
+
+
+@pytest.mark.parametrize("with_position", [False, True], ids=["window", "aggregation"])
+def test_of_copies_on_several_days_the_earliest_day_whose_copies_agree_is_kept(
+    make_events, with_position
+):
+    """DESIGN §5: one row per (run_id, seq). Copies on different days always differ (their ts lie
+    in their days), and seq is the run's total order: the earliest day's copy is the event, the
+    other days' copies are quarantined as conflicting. A day whose own copies contradict each
+    other keeps none, and then does not outrank a later day's copy."""
+    from pyspark.sql import functions as F
+
+    rows = [
+        event(1, at(1, 1), "enqueue", queue="q", depth_msgs=1),
+        event(1, at(2, 1), "enqueue", queue="q", depth_msgs=2),  # replayed on day 2
+        event(2, at(1, 2), "enqueue", queue="q", depth_msgs=3),
+        event(2, at(1, 2), "enqueue", queue="q", depth_msgs=4),  # contradicts it on day 1
+        event(2, at(2, 2), "enqueue", queue="q", depth_msgs=5),
+        event(3, at(2, 3), "enqueue", queue="q", depth_msgs=6),
+        event(3, at(2, 3), "enqueue", queue="q", depth_msgs=6),  # identical copy on day 2
+        event(3, at(3, 3), "enqueue", queue="q", depth_msgs=7),
+    ]
+    frame = make_events(rows).withColumn(
+        "source_file", F.concat(F.lit("date="), F.col("date").cast("string"), F.lit("/a.parquet"))
+    )
+    if with_position:
+        frame = frame.withColumn("pos", F.monotonically_increasing_id())
+        result = classify_events(frame, [], position="pos").collect()
+    else:
+        result = classify_events(frame, []).collect()
+    got = sorted((r.seq, r.depth_msgs, r.status, r.reason) for r in result)
+    conflicting = ("quarantined", "conflicting_duplicate")
+    assert got == [
+        (1, 1, "accepted", None),
+        (1, 2, *conflicting),
+        (2, 3, *conflicting),
+        (2, 4, *conflicting),
+        (2, 5, "accepted", None),
+        (3, 6, "accepted", None),
+        (3, 6, "quarantined", "duplicate"),
+        (3, 7, *conflicting),
+    ]

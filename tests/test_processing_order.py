@@ -20,6 +20,8 @@ from jobs.delta_io import read_table, sql_string
 from jobs.episodes import Scope, run_episodes
 from jobs.ingest import run_ingest
 from schemas.tables import (
+    BROKER_EVENTS_QUARANTINE,
+    BRONZE_BROKER_EVENTS,
     LINK_STARVATION_DAILY,
     LINK_STARVATION_EPISODES,
     QUEUE_FLOW_DAILY,
@@ -31,7 +33,14 @@ pytestmark = pytest.mark.spark
 
 DAY1, DAY3 = date(2024, 1, 1), date(2024, 1, 3)
 DAYS = [DAY1 + timedelta(days=n) for n in range(3)]
-TABLES = (QUEUE_FLOW_EPISODES, LINK_STARVATION_EPISODES, QUEUE_FLOW_DAILY, LINK_STARVATION_DAILY)
+TABLES = (
+    BRONZE_BROKER_EVENTS,
+    BROKER_EVENTS_QUARANTINE,
+    QUEUE_FLOW_EPISODES,
+    LINK_STARVATION_EPISODES,
+    QUEUE_FLOW_DAILY,
+    LINK_STARVATION_DAILY,
+)
 
 
 def _run_crossing_midnights() -> list[dict[str, Any]]:
@@ -121,6 +130,9 @@ def _run_crossing_midnights() -> list[dict[str, Any]]:
         event(1, at(2, 8), "enqueue", **other, depth_msgs=3, link="px", capacity=1),
         event(2, at(2, 8), "flow_stopped", **other, depth_msgs=3, flow_stopped_count=1),
         event(3, at(2, 9), "flow_resumed", **other, depth_msgs=0, flow_stopped_count=1),
+        # A collector's replay on day 3 of r3's seq 3 (another ts, so another content): the
+        # day-2 copy is the event whichever day is ingested first, and the replay is quarantined.
+        event(3, at(3, 2), "flow_resumed", **other, depth_msgs=0, flow_stopped_count=1),
     ]
     return rows
 
@@ -137,7 +149,8 @@ def _tables(spark: Any, conf: Any) -> dict[str, list[dict[str, Any]]]:
 
 @pytest.fixture(scope="module")
 def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The four tables after processing days 1-3 in one range, day by day, and in reverse."""
+    """Bronze, quarantine, silver and gold after processing days 1-3 in one range, day by day,
+    and in reverse."""
     from jobs.config import load_conf
 
     root = tmp_path_factory.mktemp("order")
@@ -179,6 +192,13 @@ def test_the_range_run_has_what_design_defines(outcomes):
     link_daily = {(r["link"], r["date"]): r for r in outcomes["range"]["link_starvation_daily"]}
     assert link_daily[("c1", DAY1)]["starved_s"] == 15 * 3600.0
     assert link_daily[("c1", DAYS[1])]["starved_s"] == 5 * 3600.0
+    # r3's seq 3 replayed on day 3: the day-2 copy ends qx's episode at 09:00, the replay is
+    # quarantined on its day with its position in its file.
+    (qx,) = [e for e in outcomes["range"]["queue_flow_episodes"] if e["queue"] == "qx"]
+    assert (qx["end_seq"], qx["duration_s"]) == (3, 3600.0)
+    (replay,) = outcomes["range"]["broker_events_quarantine"]
+    assert (replay["run_id"], replay["seq"], replay["date"]) == ("r3", 3, DAY3)
+    assert (replay["reason"], replay["source_row_index"]) == ("conflicting_duplicate", 0)
 
 
 @pytest.mark.parametrize("order", ["forward", "reverse"])

@@ -8,9 +8,13 @@ row was read from) and ``source_file``. :func:`classify_events` adds two columns
   reason). A byte-for-byte copy of an accepted row is quarantined with the reason ``duplicate``:
   DESIGN.md §5 wants rows in = rows accepted + rows quarantined, so nothing is dropped unseen.
 
-Two rows with the same (run_id, seq) but different contents contradict each other; since nothing
-tells which one is true, every version is quarantined as ``conflicting_duplicate`` rather than
-picking one.
+Two rows of one day with the same (run_id, seq) but different contents contradict each other;
+since nothing tells which one is true, every version is quarantined as ``conflicting_duplicate``
+rather than picking one. Copies of a key on different days always differ (their ``ts`` lies in
+their own day): the copy on the earliest day whose copies agree is the event, the copies on other
+days are quarantined as ``conflicting_duplicate``. The rule depends on the raw rows only, not on
+the order in which days are ingested (seq is the run's total order, and a log is written forward
+in time, so a later day's copy of a key is the replay).
 So every raw row ends in exactly one status: rows in = accepted + quarantined.
 """
 
@@ -148,44 +152,66 @@ def contract_ok(partially_read_files: Sequence[str] = ()) -> Column:
 def duplicate_groups(checked: DataFrame, position: str) -> DataFrame:
     """The (run_id, seq) keys that more than one valid row claims, one row per key.
 
-    ``checked`` has ``reason`` (:func:`contract_violations`), ``source_file`` and ``position`` (the
-    row's index within its file). Returns ``run_id``, ``seq``, ``copies``, ``conflicting`` (the
-    copies differ in content) and ``first_copy``: the (source_file, position) of the copy that is
-    kept, the first by file. One aggregation: no sort of the rows, and keys with a single row (all
-    of them, normally) leave nothing behind.
+    ``checked`` has ``reason`` (:func:`contract_violations`), ``date``, ``source_file`` and
+    ``position`` (the row's index within its file). Returns ``run_id``, ``seq``, ``copies`` (valid
+    rows claiming the key), and of the copy that is kept (see the module docstring): its
+    ``kept_date``, the ``kept_copies`` of that day (identical, the first kept and the others
+    ``duplicate``) and ``kept_copy``, its (source_file, position), the first by file; all three
+    null when no copy is kept. Two aggregations, per day then per key: no sort of the rows.
     """
     content = _content_hash()
-    return (
+    per_day = (
         checked.where(F.col("reason").isNull())
-        .groupBy("run_id", "seq")
+        .groupBy("run_id", "seq", "date")
         .agg(
             F.count(F.lit(1)).alias("copies"),
             (F.min(content) != F.max(content)).alias("conflicting"),
             F.min(F.struct(F.col("source_file"), F.col(position))).alias("first_copy"),
         )
+    )
+    # The earliest day whose copies agree: a struct led by the date compares by date first.
+    kept = F.min(F.when(~F.col("conflicting"), F.struct("date", "copies", "first_copy"))).alias(
+        "_kept"
+    )
+    return (
+        per_day.groupBy("run_id", "seq")
+        .agg(F.sum("copies").alias("copies"), kept)
         .where(F.col("copies") > 1)
+        .select(
+            "run_id",
+            "seq",
+            "copies",
+            F.col("_kept.date").alias("kept_date"),
+            F.col("_kept.copies").alias("kept_copies"),
+            F.col("_kept.first_copy").alias("kept_copy"),
+        )
     )
 
 
 def held_keys(rows: DataFrame) -> DataFrame:
     """The (run_id, seq) keys of rows already accepted elsewhere (bronze rows of other days), one
-    row per key with ``held_hashes``: the content hashes of the rows holding it, for
-    ``classify_events(held=...)``."""
-    return rows.groupBy("run_id", "seq").agg(F.collect_set(_content_hash()).alias("held_hashes"))
+    row per key with ``held_hashes`` (the content hashes of the rows holding it) and
+    ``held_date`` (the earliest day holding it), for ``classify_events(held=...)``."""
+    return rows.groupBy("run_id", "seq").agg(
+        F.collect_set(_content_hash()).alias("held_hashes"), F.min("date").alias("held_date")
+    )
 
 
 def _against_held(classified: DataFrame, held: DataFrame, broadcast: bool) -> DataFrame:
-    """A valid row whose key is already held (:func:`held_keys`) is quarantined: ``duplicate``
-    when it is a byte-for-byte copy of a held row, else ``conflicting_duplicate``. The held rows
-    take precedence: they were accepted first."""
-    held = held.select("run_id", "seq", "held_hashes")
+    """A valid row whose key is already held on an earlier day (:func:`held_keys`) is
+    quarantined: ``duplicate`` when it is a byte-for-byte copy of a held row, else
+    ``conflicting_duplicate``. A row whose key is held only on a later day stays valid: it is
+    the event, and the caller moves the later day's row to quarantine (jobs/ingest.py)."""
+    held = held.select("run_id", "seq", "held_hashes", "held_date")
     joined = classified.join(F.broadcast(held) if broadcast else held, ["run_id", "seq"], "left")
-    is_held = F.col("reason").isNull() & F.col("held_hashes").isNotNull()
+    is_held = F.col("reason").isNull() & (F.col("held_date") < F.col("date"))
     same = F.array_contains(F.col("held_hashes"), _content_hash())
     reason = F.when(is_held & same, F.lit(DUPLICATE_REASON)).when(
         is_held, F.lit("conflicting_duplicate")
     )
-    return joined.withColumn("reason", F.coalesce(reason, F.col("reason"))).drop("held_hashes")
+    return joined.withColumn("reason", F.coalesce(reason, F.col("reason"))).drop(
+        "held_hashes", "held_date"
+    )
 
 
 def classify_events(
@@ -220,19 +246,20 @@ def classify_events(
             checked = _against_held(checked, held, broadcast_held)
         return checked.withColumn("status", _status())
     groups = duplicates if duplicates is not None else duplicate_groups(checked, position)
-    groups = groups.select("run_id", "seq", "conflicting", "first_copy")
+    groups = groups.select("run_id", "seq", "copies", "kept_date", "kept_copy")
     # Normally a handful of keys: broadcast, so the raw rows are never shuffled.
     joined = checked.join(
         F.broadcast(groups) if broadcast_duplicates else groups, ["run_id", "seq"], "left"
     )
-    in_group = valid & F.col("first_copy").isNotNull()
-    first = F.struct(F.col("source_file"), F.col(position)) == F.col("first_copy")
+    in_group = valid & F.col("copies").isNotNull()
+    on_kept_day = F.coalesce(F.col("date") == F.col("kept_date"), F.lit(False))
+    kept = F.struct(F.col("source_file"), F.col(position)) == F.col("kept_copy")
     classified = joined.withColumn(
         "reason",
-        F.when(in_group & F.col("conflicting"), F.lit("conflicting_duplicate"))
-        .when(in_group & ~first, F.lit(DUPLICATE_REASON))
+        F.when(in_group & ~on_kept_day, F.lit("conflicting_duplicate"))
+        .when(in_group & ~kept, F.lit(DUPLICATE_REASON))
         .otherwise(F.col("reason")),
-    ).drop("conflicting", "first_copy")
+    ).drop("copies", "kept_date", "kept_copy")
     if held is not None:
         classified = _against_held(classified, held, broadcast_held)
     return classified.withColumn("status", _status())
@@ -248,17 +275,23 @@ def _classify_with_window(checked: DataFrame) -> DataFrame:
     # Only valid rows compete for a (run_id, seq): an invalid copy must not turn a good row into a
     # "conflict". Invalid rows get a partition key of their own by a null seq in the window key.
     key_seq = F.when(valid, F.col("seq"))
-    by_event = Window.partitionBy("run_id", key_seq).orderBy("source_file", "content_hash")
-    whole_event = by_event.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    conflicting = F.min("content_hash").over(whole_event) != F.max("content_hash").over(whole_event)
-    first_copy = F.row_number().over(by_event) == 1
+    whole = (Window.unboundedPreceding, Window.unboundedFollowing)
+    same_day = Window.partitionBy("run_id", key_seq, "date").rowsBetween(*whole)
+    day_agrees = F.min("content_hash").over(same_day) == F.max("content_hash").over(same_day)
+    same_key = Window.partitionBy("run_id", key_seq).rowsBetween(*whole)
+    first_in_day = Window.partitionBy("run_id", key_seq, "date").orderBy(
+        "source_file", "content_hash"
+    )
+    checked = checked.withColumn("_day_agrees", day_agrees)
+    kept_date = F.min(F.when(F.col("_day_agrees"), F.col("date"))).over(same_key)
+    on_kept_day = F.coalesce(F.col("date") == kept_date, F.lit(False))
     classified = checked.withColumn(
         "reason",
-        F.when(valid & conflicting, F.lit("conflicting_duplicate"))
-        .when(valid & ~first_copy, F.lit(DUPLICATE_REASON))
+        F.when(valid & ~on_kept_day, F.lit("conflicting_duplicate"))
+        .when(valid & (F.row_number().over(first_in_day) > 1), F.lit(DUPLICATE_REASON))
         .otherwise(F.col("reason")),
     )
-    return classified.withColumn("status", _status()).drop("content_hash")
+    return classified.withColumn("status", _status()).drop("content_hash", "_day_agrees")
 
 
 def status_counts(classified: DataFrame) -> DataFrame:
