@@ -38,6 +38,11 @@ recommend_policy = (
     f"{{{{ var.value.get('flowctl_recommend_policy', '{PROJECT_DIR}/conf/recommend.yaml') }}}}"
 )
 day = "{{ data_interval_start | ds }}"
+# episodes and daily_metrics also rewrite, for runs still going, the days before the one processed
+# (back to the start of an episode it touches), leaving small files there after those days' own
+# compaction: maintenance compacts the last week (OPTIMIZE leaves a compacted partition alone).
+MAINTAINED_DAYS = 7
+week_start = f"{{{{ macros.ds_add(data_interval_start | ds, -{MAINTAINED_DAYS - 1}) }}}}"
 
 # SparkSubmitOperator does not template conn_id, so it is read at parse time (with a default, so
 # that parsing works before the Variable exists).
@@ -54,13 +59,16 @@ default_args = {
 }
 
 
-def spark_job(task_id: str, extra_args: list[str] | None = None) -> SparkSubmitOperator:
-    """spark-submit <project>/jobs/<task_id>.py --date <day> --conf <pipeline conf>."""
+def spark_job(
+    task_id: str, extra_args: list[str] | None = None, days: list[str] | None = None
+) -> SparkSubmitOperator:
+    """spark-submit <project>/jobs/<task_id>.py <days> --conf <pipeline conf>; ``days``
+    defaults to ``--date <day>``."""
     return SparkSubmitOperator(
         task_id=task_id,
         conn_id=SPARK_CONN_ID,
         application=f"{project_dir}/jobs/{task_id}.py",
-        application_args=["--date", day, "--conf", pipeline_conf, *(extra_args or [])],
+        application_args=[*(days or ["--date", day]), "--conf", pipeline_conf, *(extra_args or [])],
         name=f"flowctl-{task_id}-{day}",
         packages=f"{{{{ var.value.get('flowctl_spark_packages', '{DELTA_PACKAGE}') }}}}",
         py_files="{{ var.value.get('flowctl_py_files', '') }}",
@@ -85,6 +93,6 @@ with DAG(
     episodes = spark_job("episodes")
     daily_metrics = spark_job("daily_metrics")
     recommend = spark_job("recommend", ["--policy", recommend_policy])
-    maintenance = spark_job("maintenance")
+    maintenance = spark_job("maintenance", days=["--from", week_start, "--to", day])
 
     ingest >> episodes >> daily_metrics >> recommend >> maintenance

@@ -94,6 +94,44 @@ def test_every_task_submits_its_job_for_the_data_interval_day(tmp_path: Path) ->
         assert task["application"].endswith(f"/jobs/{task_id}.py")
         assert (PROJECT_DIR / "jobs" / f"{task_id}.py").exists()
         args = task["application_args"]
-        assert args[:2] == ["--date", "{{ data_interval_start | ds }}"]
+        if task_id == "maintenance":  # the last week: days the other jobs may have rewritten
+            assert args[:4] == ["--from", WEEK_START, "--to", "{{ data_interval_start | ds }}"]
+            assert loaded_week_start(tmp_path) == "2026-02-24"  # for the run of 2026-03-02
+            args = args[2:]
+        assert args[:2] == ["--date" if task_id != "maintenance" else "--to", DAY]
         assert args[2] == "--conf"
     assert "--policy" in tasks["recommend"]["application_args"]
+
+
+DAY = "{{ data_interval_start | ds }}"
+WEEK_START = "{{ macros.ds_add(data_interval_start | ds, -6) }}"
+
+RENDER = textwrap.dedent(
+    """
+    import sys
+    from datetime import UTC, datetime
+    from airflow.sdk.definitions.dag import DAG
+    import airflow.sdk.execution_time.macros as macros
+
+    env = DAG("render", schedule=None).get_template_env()
+    start = datetime(2026, 3, 2, tzinfo=UTC)
+    print(env.from_string(sys.argv[1]).render(data_interval_start=start, macros=macros))
+    """
+)
+
+
+def loaded_week_start(tmp_path: Path) -> str:
+    """WEEK_START rendered by Airflow's own template environment, for 2026-03-02."""
+    home = tmp_path / "render-home"
+    home.mkdir()
+    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__UNIT_TEST_MODE": "True"}
+    done = subprocess.run(
+        [sys.executable, "-c", RENDER, WEEK_START],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout.strip().splitlines()[-1]
