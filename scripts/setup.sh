@@ -13,10 +13,20 @@ if ! command -v java >/dev/null 2>&1; then
   echo "setup: Spark needs a Java 17 runtime; install it (e.g. apt-get install openjdk-17-jre-headless)" >&2
   exit 1
 fi
+# Spark 4 runs on Java 17 or 21: 'openjdk version "17.0.15"' (or "1.8.0_..." for Java 8).
+java_version=$(java -version 2>&1 | sed -n 's/.*version "\([^"]*\)".*/\1/p' | head -1)
+java_major=${java_version%%.*}
+[ "$java_major" = 1 ] && java_major=$(echo "$java_version" | cut -d. -f2)
+if ! [ "${java_major:-0}" -ge 17 ] 2>/dev/null; then
+  echo "setup: Spark 4 needs Java 17 or newer; 'java' is version ${java_version:-unknown} ($(command -v java))" >&2
+  exit 1
+fi
 
 [ -x .venv/bin/python ] || "$PYTHON_BIN" -m venv .venv
 stamp=.venv/.flowctl-deps
-want=$(cat pyproject.toml | sha256sum | cut -c1-16)
+# The checkout's path is part of the stamp: the editable install points .venv at this folder, so a
+# moved or copied checkout reinstalls rather than running the old one's code.
+want=$( (cat pyproject.toml; pwd -P) | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing Python dependencies into .venv (first run takes a few minutes)"
   .venv/bin/pip install -q --upgrade pip
