@@ -14,14 +14,22 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from jobs.config import PipelineConf
 
 
+def iso_date(value: str) -> date:
+    """An argparse ``type``: a day as YYYY-MM-DD, worded as flowctl words a bad one."""
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected YYYY-MM-DD, got {value!r}") from None
+
+
 def date_range_parser(description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
         "--conf", help="pipeline YAML (default: $FLOWCTL_CONF or conf/pipeline.yaml)"
     )
-    parser.add_argument("--date", type=date.fromisoformat, help="one UTC day, YYYY-MM-DD")
-    parser.add_argument("--from", dest="date_from", type=date.fromisoformat, help="first day")
-    parser.add_argument("--to", dest="date_to", type=date.fromisoformat, help="last day")
+    parser.add_argument("--date", type=iso_date, help="one UTC day, YYYY-MM-DD")
+    parser.add_argument("--from", dest="date_from", type=iso_date, help="first day")
+    parser.add_argument("--to", dest="date_to", type=iso_date, help="last day")
     return parser
 
 
