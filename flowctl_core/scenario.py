@@ -8,6 +8,8 @@ bursts) and consumers for ``duration_s`` seconds from a random ``seed``.
 from __future__ import annotations
 
 import difflib
+import types
+import typing
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -72,6 +74,17 @@ PosFloat = Annotated[float, Field(gt=0)]
 
 class ScenarioError(ValueError):
     """A scenario that cannot be loaded; the message names the file and the field."""
+
+
+class FieldError(ValueError):
+    """A model validator's error about one of its fields (``start``, ``steps.0.send.producer``,
+    relative to the model that raises it): the message is reported at that field, not at the
+    model (``(top level)``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
 
 
 def _check_qpid_arguments(arguments: dict[str, int | str]) -> dict[str, int | str]:
@@ -199,7 +212,7 @@ MaxRate = Annotated[int, Field(ge=-1, description="messages per second; -1: no l
 
 def _check_rate(owner: str, max_rate: int) -> None:
     if max_rate == 0:
-        raise ValueError(f"{owner}: max_rate must be -1 (off) or a positive integer")
+        raise FieldError("max_rate", f"{owner}: max_rate must be -1 (off) or a positive integer")
 
 
 class ArtemisAddressSpec(_Strict):
@@ -288,7 +301,9 @@ class AlarmSpec(_Strict):
     @model_validator(mode="after")
     def _ordered(self) -> AlarmSpec:
         if self.clear_s is not None and self.clear_s <= self.raise_s:
-            raise ValueError(f"clear_s ({self.clear_s}) must be after raise_s ({self.raise_s})")
+            raise FieldError(
+                "clear_s", f"clear_s ({self.clear_s}) must be after raise_s ({self.raise_s})"
+            )
         return self
 
 
@@ -334,7 +349,7 @@ class ProducerSpec(_Strict):
     @model_validator(mode="after")
     def _sizes(self) -> ProducerSpec:
         if self.size_max is not None and self.size_max < self.size:
-            raise ValueError(f"size_max ({self.size_max}) is below size ({self.size})")
+            raise FieldError("size_max", f"size_max ({self.size_max}) is below size ({self.size})")
         return self
 
 
@@ -459,14 +474,14 @@ class Scenario(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
         if self.start.tzinfo is None:
-            raise ValueError("start must carry a time zone, e.g. 2026-01-01T00:00:00Z")
+            raise FieldError("start", "needs a time zone, e.g. 2026-01-01T00:00:00Z")
         if self.kind == "workload":
             if self.duration_s is None:
-                raise ValueError("a workload scenario needs duration_s")
+                raise FieldError("duration_s", "a workload scenario needs duration_s")
             if self.steps:
-                raise ValueError("a workload scenario takes no steps (use kind: scripted)")
+                raise FieldError("steps", "a workload scenario takes no steps (use kind: scripted)")
         elif not self.steps:
-            raise ValueError("a scripted scenario needs steps")
+            raise FieldError("steps", "a scripted scenario needs steps")
         for kind_name, names in (
             ("queue", [q.name for q in self.queues]),
             ("exchange", [e.name for e in self.exchanges]),
@@ -475,36 +490,43 @@ class Scenario(_Strict):
         ):
             duplicated = sorted({n for n in names if names.count(n) > 1})
             if duplicated:
-                raise ValueError(f"duplicated {kind_name} names: {duplicated}")
+                raise FieldError(f"{kind_name}s", f"duplicated {kind_name} names: {duplicated}")
         self._check_reserved_names()
         queues = {q.name for q in self.queues} | {
             s.declare.queue for s in self.steps if s.declare is not None
         }
         exchanges = {e.name for e in self.exchanges} | {""}
         declared_at_start = {q.name for q in self.queues}
-        for exchange in self.exchanges:
-            for binding in exchange.bindings:
+        for e_index, exchange in enumerate(self.exchanges):
+            for b_index, binding in enumerate(exchange.bindings):
+                where = f"exchanges.{e_index}.bindings.{b_index}.queue"
                 if binding.queue not in queues:
-                    raise ValueError(
-                        f"exchange {exchange.name!r} binds unknown queue {binding.queue!r}"
+                    raise FieldError(
+                        where, f"exchange {exchange.name!r} binds unknown queue {binding.queue!r}"
                     )
                 if binding.queue not in declared_at_start:  # bindings are made at the start
-                    raise ValueError(
+                    raise FieldError(
+                        where,
                         f"exchange {exchange.name!r} binds queue {binding.queue!r}, which only a "
                         "declare step adds later; bindings are made when the run starts, so "
-                        "list the queue under queues"
+                        "list the queue under queues",
                     )
-        for producer in self.producers:
+        for index, producer in enumerate(self.producers):
             if producer.exchange not in exchanges:
-                raise ValueError(
-                    f"producer {producer.name!r} uses unknown exchange {producer.exchange!r}"
+                raise FieldError(
+                    f"producers.{index}.exchange",
+                    f"producer {producer.name!r} uses unknown exchange {producer.exchange!r}",
                 )
             if self.kind == "workload" and producer.rate is None and producer.bursts is None:
-                raise ValueError(f"producer {producer.name!r} needs a rate or bursts in a workload")
-        for consumer in self.consumers:
+                raise FieldError(
+                    f"producers.{index}.rate",
+                    f"producer {producer.name!r} needs a rate or bursts in a workload",
+                )
+        for index, consumer in enumerate(self.consumers):
             if consumer.queue not in queues:
-                raise ValueError(
-                    f"consumer {consumer.name!r} reads unknown queue {consumer.queue!r}"
+                raise FieldError(
+                    f"consumers.{index}.queue",
+                    f"consumer {consumer.name!r} reads unknown queue {consumer.queue!r}",
                 )
         self._check_connections(queues)
         self._check_artemis(queues)
@@ -513,11 +535,19 @@ class Scenario(_Strict):
         for index, step in enumerate(self.steps):
             action, spec = step.action
             if action == "send" and spec.producer not in producers:
-                raise ValueError(f"steps.{index}.send: unknown producer {spec.producer!r}")
+                raise FieldError(
+                    f"steps.{index}.send.producer",
+                    f"unknown producer {spec.producer!r} (producers: {_names(sorted(producers))})",
+                )
             if action == "consume" and spec.consumer not in consumers:
-                raise ValueError(f"steps.{index}.consume: unknown consumer {spec.consumer!r}")
+                raise FieldError(
+                    f"steps.{index}.consume.consumer",
+                    f"unknown consumer {spec.consumer!r} (consumers: {_names(sorted(consumers))})",
+                )
             if action == "set_thresholds" and spec.queue not in queues:
-                raise ValueError(f"steps.{index}.set_thresholds: unknown queue {spec.queue!r}")
+                raise FieldError(
+                    f"steps.{index}.set_thresholds.queue", f"unknown queue {spec.queue!r}"
+                )
         self._check_thresholds()
         self._check_routes()
         return self
@@ -555,7 +585,7 @@ class Scenario(_Strict):
             try:
                 broker.declare_queue(queue, arguments)
             except FlowConfigError as error:
-                raise ValueError(f"{where}: {error}") from None
+                raise FieldError(where, str(error)) from None
 
         for index, queue in enumerate(self.queues):
             declare(f"queues.{index}.arguments", queue.name, queue.arguments)
@@ -564,32 +594,33 @@ class Scenario(_Strict):
                 prefill.count, prefill.count * prefill.size
             ):
                 flow = broker.queues[queue.name].flow
-                raise ValueError(
-                    f"queues.{index}.prefill: {prefill.count} messages of {prefill.size} bytes "
+                raise FieldError(
+                    f"queues.{index}.prefill",
+                    f"{prefill.count} messages of {prefill.size} bytes "
                     f"pass the queue's stop threshold (flow_stop_count {flow.stop_count}, "
                     f"flow_stop_size {flow.stop_size}), so its flow would stop before the run "
                     "starts; the prefill's writer has no window to bound that overshoot (its "
-                    "enqueues log capacity 0): prefill at most the stop threshold"
+                    "enqueues log capacity 0): prefill at most the stop threshold",
                 )
         for index, step in enumerate(self.steps):
             if step.declare is not None:
                 name = step.declare.queue
                 if name in broker.queues:
-                    raise ValueError(
-                        f"steps.{index}.declare.queue: queue {name!r} is already declared"
+                    raise FieldError(
+                        f"steps.{index}.declare.queue", f"queue {name!r} is already declared"
                     )
                 declare(f"steps.{index}.declare.arguments", name, step.declare.arguments)
             elif step.set_thresholds is not None:
                 where = f"steps.{index}.set_thresholds"
                 name = step.set_thresholds.queue
                 if name not in broker.queues:
-                    raise ValueError(
-                        f"{where}: queue {name!r} is declared only by a later declare step"
+                    raise FieldError(
+                        f"{where}.queue", f"queue {name!r} is declared only by a later declare step"
                     )
                 try:
                     broker.set_thresholds(name, step.set_thresholds.thresholds())
                 except FlowConfigError as error:
-                    raise ValueError(f"{where}: {error}") from None
+                    raise FieldError(where, str(error)) from None
 
     def _check_routes(self) -> None:
         """Reject a producer's or a send step's routing key that reaches no queue.
@@ -631,10 +662,11 @@ class Scenario(_Strict):
                     f"and no queue is named {key!r} (queues: {_names(default_queues)})"
                 )
                 fix = "the key, or declare the queue"
-            raise ValueError(
-                f"{where}: producer {producer.name!r} sends with routing_key {key!r} on {target}. "
+            raise FieldError(
+                where,
+                f"producer {producer.name!r} sends with routing_key {key!r} on {target}. "
                 f"Fix {fix}; or set allow_unroutable: true on the producer if its messages may "
-                "reach no queue (the broker drops them)"
+                "reach no queue (the broker drops them)",
             )
 
         producers = {p.name: p for p in self.producers}
@@ -732,12 +764,61 @@ def _names(names: list[str], limit: int = 20) -> str:
     return shown if len(names) <= limit else f"{shown} and {len(names) - limit} more"
 
 
+def _model_at(location: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The scenario model that holds the field at ``location`` (``("producers", 0)`` ->
+    :class:`ProducerSpec`), or None where the path leaves the models (a mapping's keys)."""
+    current: Any = Scenario
+    for part in location:
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            if not isinstance(part, str) or part not in current.model_fields:
+                return None
+            current = current.model_fields[part].annotation
+        elif typing.get_origin(current) is list and isinstance(part, int):
+            current = typing.get_args(current)[0]
+        else:
+            return None
+        # Unwrap ``X | None`` and ``Annotated[X, ...]`` down to the model or list inside.
+        while True:
+            origin = typing.get_origin(current)
+            if origin is Annotated:
+                current = typing.get_args(current)[0]
+            elif origin in (typing.Union, types.UnionType):
+                inner = [arg for arg in typing.get_args(current) if arg is not type(None)]
+                if len(inner) != 1:
+                    return None
+                current = inner[0]
+            else:
+                break
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _error_line(item: Any) -> str:
+    """``location: message`` of one pydantic error, located at the field that is wrong."""
+    location: tuple[int | str, ...] = tuple(item["loc"])
+    message = str(item["msg"])
+    cause = (item.get("ctx") or {}).get("error")
+    if isinstance(cause, FieldError):
+        # A model validator's error names its field: locate it there, not at the model.
+        location = (*location, *cause.field.split("."))
+        message = cause.message
+    elif item["type"] == "extra_forbidden" and location:
+        model = _model_at(location[:-1])
+        if model is not None:
+            known = list(model.model_fields)
+            close = difflib.get_close_matches(str(location[-1]), known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            message = f"unknown field ({hint}known: {', '.join(known)})"
+    return f"{'.'.join(str(part) for part in location) or '(top level)'}: {message}"
+
+
 def _format_validation_error(source: str, error: ValidationError) -> str:
-    lines = [f"{source}: invalid scenario"]
-    for item in error.errors():
-        location = ".".join(str(part) for part in item["loc"]) or "(top level)"
-        lines.append(f"  {location}: {item['msg']}")
-    return "\n".join(lines)
+    """One line naming the file and the field; several errors, one indented line each."""
+    lines = [_error_line(item) for item in error.errors()]
+    if len(lines) == 1:
+        return f"{source}: {lines[0]}"
+    return "\n".join(
+        [f"{source}: invalid scenario ({len(lines)} errors)"] + [f"  {line}" for line in lines]
+    )
 
 
 def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
@@ -751,6 +832,59 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         raise ScenarioError(_format_validation_error(source, error)) from None
 
 
+class _BadScalar(ValueError):
+    """A YAML scalar the loader cannot construct (a timestamp such as ``2026-13-02``)."""
+
+    def __init__(self, node: yaml.Node, reason: str) -> None:
+        super().__init__(reason)
+        self.node = node
+        self.reason = reason
+
+
+class _ScenarioLoader(yaml.SafeLoader):
+    """yaml's safe loader, but an impossible date is an error carrying its node, not a bare
+    ``ValueError`` from the constructor (``month must be in 1..12``)."""
+
+    def construct_yaml_timestamp(self, node: yaml.ScalarNode) -> Any:
+        try:
+            return super().construct_yaml_timestamp(node)
+        except ValueError as error:
+            raise _BadScalar(node, f"invalid date or time {node.value!r}: {error}") from None
+
+
+_ScenarioLoader.add_constructor(
+    "tag:yaml.org,2002:timestamp", _ScenarioLoader.construct_yaml_timestamp
+)
+
+
+def _node_path(root: yaml.Node | None, target: yaml.Node) -> str | None:
+    """The dotted field path (``producers.0.start``) of ``target`` in a composed document."""
+    if root is None:
+        return None
+    if root.start_mark.index == target.start_mark.index and isinstance(root, yaml.ScalarNode):
+        return ""
+    children: list[tuple[str, yaml.Node]] = []
+    if isinstance(root, yaml.MappingNode):
+        children = [(str(key.value), value) for key, value in root.value]
+    elif isinstance(root, yaml.SequenceNode):
+        children = [(str(index), item) for index, item in enumerate(root.value)]
+    for name, child in children:
+        found = _node_path(child, target)
+        if found is not None:
+            return f"{name}.{found}" if found else name
+    return None
+
+
+def _bad_scalar_message(path: Path, text: str, error: _BadScalar) -> str:
+    mark = error.node.start_mark
+    try:
+        field = _node_path(yaml.compose(text, Loader=yaml.SafeLoader), error.node)
+    except yaml.YAMLError:  # pragma: no cover - it was composed once already
+        field = None
+    where = field or f"line {mark.line + 1}"
+    return f"{path}: {where}: {error.reason} (line {mark.line + 1})"
+
+
 def load_scenario(path_or_name: str | Path) -> Scenario:
     """Load a scenario file, or a bundled scenario by name (``flowctl scenarios`` lists them)."""
     path = Path(path_or_name)
@@ -758,10 +892,13 @@ def load_scenario(path_or_name: str | Path) -> Scenario:
         path = BUNDLED_DIR / f"{path_or_name}.yaml"
     if not path.is_file():
         raise ScenarioError(f"{path_or_name}: no such scenario file or bundled scenario")
+    text = path.read_text(encoding="utf-8")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(text, Loader=_ScenarioLoader)  # a SafeLoader subclass
     except yaml.YAMLError as error:
         raise ScenarioError(f"{path}: not valid YAML: {error}") from None
+    except _BadScalar as error:
+        raise ScenarioError(_bad_scalar_message(path, text, error)) from None
     return parse_scenario(data, str(path))
 
 

@@ -388,8 +388,9 @@ def test_set_thresholds_before_the_declare_step_is_rejected() -> None:
             {"send": {"producer": "p", "count": 1}},
         )
     )
-    assert "steps.0.set_thresholds: queue 'later' is declared only by a later declare step" in (
-        message
+    assert (
+        "steps.0.set_thresholds.queue: queue 'later' is declared only by a later declare step"
+        in (message)
     )
 
 
