@@ -34,7 +34,9 @@ app = typer.Typer(
 )
 # Piped output (CI logs, `| less`) gets a wide table instead of one folded to 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 200)
-err_console = Console(stderr=True)
+# An error is one line however long (a path, a field): never folded to the terminal's or, when
+# stderr is not a terminal (CI, pipes), to 80 columns.
+err_console = Console(stderr=True, soft_wrap=True)
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 DEMO_DIR = PROJECT_DIR / "var" / "demo"
@@ -43,6 +45,16 @@ DEMO_DIR = PROJECT_DIR / "var" / "demo"
 def _fail(message: str, code: int = 2) -> typer.Exit:
     err_console.print(f"[bold red]error:[/] {message}", highlight=False)
     return typer.Exit(code)
+
+
+def _check_out_folder(out: Path) -> None:
+    """Refuse, before anything is written, an event-log folder that is a file or lies under one."""
+    for folder in (out, *out.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                where = "is a file" if folder == out else f"is under {folder}, a file"
+                raise SinkError(f"--out {out}: {where}, not a folder")
+            return
 
 
 def simulate_to(scenario_ref: str, out: Path, seed: int | None, run_id: str | None) -> RunResult:
@@ -54,6 +66,7 @@ def simulate_to(scenario_ref: str, out: Path, seed: int | None, run_id: str | No
     readers do not count the run twice. A run id given by hand must be new.
     """
     scenario = load_scenario(scenario_ref)
+    _check_out_folder(out)
     seed = scenario.seed if seed is None else seed
     derived = run_id is None
     run_id = run_id or default_run_id(scenario, seed)
@@ -223,6 +236,8 @@ def simulate(
         result = simulate_to(scenario, out, seed, run_id)
     except (ScenarioError, FlowConfigError, SinkError) as error:
         raise _fail(str(error)) from None
+    except OSError as error:  # a folder that cannot be written: no traceback
+        raise _fail(f"--out {out}: cannot write the event log: {error}") from None
     print_summary(result, out)
 
 
@@ -426,8 +441,11 @@ def whatif(
 ) -> None:
     """Rerun a scenario with the recommended thresholds; print before / after per queue.
 
-    Exits 1 when a recommendation changes a queue's thresholds but cuts neither its overshoot nor
-    its rejections, or makes it stop longer.
+    Exits 1 when a recommendation changes a queue's thresholds but fails what the change is for:
+    a stop threshold lowered or switched on must cut the overshoot or the rejections without
+    more time stopped; stop thresholds only raised or switched off must cut the time stopped or
+    the episodes without more rejections; resume thresholds only (flapping) must cut the
+    episodes without more rejections.
     """
     from flowctl_core.whatif import (
         declared_queues,
@@ -509,10 +527,13 @@ def dashboard(
     ] = None,
 ) -> None:
     """Render a self-contained HTML dashboard over the gold Delta tables."""
-    from jobs.dashboard import render_dashboard
+    from jobs.dashboard import no_gold_tables, render_dashboard
     from jobs.spark_session import build_spark_session
 
     pipeline_conf = _pipeline_conf(conf, warehouse)
+    refused = no_gold_tables(pipeline_conf)
+    if refused:  # as whatif refuses a missing table: before Spark starts or anything is written
+        raise _fail(refused)
     out = out or default_dashboard_path(pipeline_conf.warehouse_dir)
     spark = build_spark_session(pipeline_conf, app_name="flowctl-dashboard")
     written = render_dashboard(spark, pipeline_conf, out)

@@ -20,9 +20,11 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.config import PipelineConf, load_conf
-from jobs.delta_io import ensure_table, read_table
+from jobs.cli import EXIT_USAGE
+from jobs.config import ConfError, PipelineConf, load_conf
+from jobs.delta_io import ensure_table, table_path
 from jobs.recommend import recommendations_path
+from schemas.model import TableSchema
 from schemas.recommendations import THRESHOLD_RECOMMENDATIONS
 from schemas.tables import LINK_STARVATION_DAILY, QUEUE_FLOW_DAILY, QUEUE_FLOW_EPISODES
 
@@ -105,19 +107,59 @@ def latest_recommendations(recommendations: DataFrame) -> DataFrame:
     )
 
 
+#: The gold tables the page shows (it also reads the silver queue_flow_episodes for bounds).
+GOLD_TABLES: tuple[TableSchema, ...] = (
+    QUEUE_FLOW_DAILY,
+    LINK_STARVATION_DAILY,
+    THRESHOLD_RECOMMENDATIONS,
+)
+
+
+def _is_local(conf: PipelineConf) -> bool:
+    return "://" not in conf.warehouse_dir
+
+
+def no_gold_tables(conf: PipelineConf) -> str | None:
+    """Why the dashboard of a local warehouse would be empty (none of its gold tables is a Delta
+    table: a mistyped ``--warehouse``, or no pipeline run yet), else None. Checked on the file
+    system, before Spark starts; a URI warehouse is not checked."""
+    if not _is_local(conf):
+        return None
+    paths = [
+        table_path(conf, QUEUE_FLOW_DAILY),
+        table_path(conf, LINK_STARVATION_DAILY),
+        recommendations_path(conf),
+    ]
+    if any(Path(path, "_delta_log").is_dir() for path in paths):
+        return None
+    gold = Path(paths[0]).parent
+    names = ", ".join(schema.name for schema in GOLD_TABLES)
+    return f"no gold tables under {gold} ({names}); run flowctl pipeline first"
+
+
+def _read(spark: SparkSession, conf: PipelineConf, path: str, schema: TableSchema) -> DataFrame:
+    """The table at ``path``; a local one that does not exist reads as empty and is NOT created
+    (the dashboard only reads the warehouse)."""
+    if _is_local(conf) and not Path(path, "_delta_log").is_dir():
+        return spark.createDataFrame([], schema.to_spark())
+    ensure_table(spark, path, schema)
+    return spark.read.format("delta").load(path)
+
+
 def dashboard_data(spark: SparkSession, conf: PipelineConf) -> dict[str, Any]:
     """Everything the page shows, as JSON-ready lists of dicts."""
-    path = recommendations_path(conf)
-    ensure_table(spark, path, THRESHOLD_RECOMMENDATIONS)
-    recommendations = _records(latest_recommendations(spark.read.format("delta").load(path)))
+
+    def read(schema: TableSchema) -> DataFrame:
+        return _read(spark, conf, table_path(conf, schema), schema)
+
+    recommendations = _records(
+        latest_recommendations(
+            _read(spark, conf, recommendations_path(conf), THRESHOLD_RECOMMENDATIONS)
+        )
+    )
     return {
-        "queues": _records(
-            queue_days(
-                read_table(spark, conf, QUEUE_FLOW_DAILY),
-                read_table(spark, conf, QUEUE_FLOW_EPISODES),
-            )
-        ),
-        "links": _records(link_days(read_table(spark, conf, LINK_STARVATION_DAILY))),
+        "queues": _records(queue_days(read(QUEUE_FLOW_DAILY), read(QUEUE_FLOW_EPISODES))),
+        "links": _records(link_days(read(LINK_STARVATION_DAILY))),
         "recommendations": recommendations,
         "recommendations_as_of": recommendations[0]["date"] if recommendations else None,
         "warehouse": conf.warehouse_dir,
@@ -149,7 +191,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", default="var/dashboard.html", help="where to write the page")
     args = parser.parse_args(argv)
-    conf = load_conf(args.conf)
+    try:
+        conf = load_conf(args.conf)
+    except ConfError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    refused = no_gold_tables(conf)
+    if refused:
+        print(f"error: {refused}", file=sys.stderr)
+        return EXIT_USAGE
     spark = build_spark_session(conf, app_name="flowctl-dashboard")
     print(f"dashboard: {render_dashboard(spark, conf, args.out)}")
     return 0

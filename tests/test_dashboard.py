@@ -186,3 +186,22 @@ def test_dashboard_goes_beside_the_warehouse_by_default() -> None:
 
     assert default_dashboard_path(load_conf().warehouse_dir) == PROJECT_ROOT / "var/report.html"
     assert default_dashboard_path("s3a://lake/warehouse") == Path("report.html")
+
+
+@pytest.mark.spark
+def test_missing_tables_read_as_empty_and_are_not_created(spark: Any, tmp_path: Path) -> None:
+    """The dashboard only reads: a warehouse holding some gold tables (no recommend run yet)
+    renders, and the tables it lacks are not created (a typo'd warehouse is refused before
+    Spark starts: tests/test_cli_errors.py)."""
+    from jobs.dashboard import dashboard_data, no_gold_tables
+    from jobs.delta_io import ensure_table, table_path
+    from schemas.tables import QUEUE_FLOW_DAILY
+
+    conf = dataclasses.replace(load_conf(), warehouse_dir=str(tmp_path / "warehouse"))
+    assert no_gold_tables(conf) is not None
+    ensure_table(spark, table_path(conf, QUEUE_FLOW_DAILY), QUEUE_FLOW_DAILY)
+    assert no_gold_tables(conf) is None
+    data = dashboard_data(spark, conf)
+    assert (data["queues"], data["links"], data["recommendations"]) == ([], [], [])
+    tables = sorted(str(p.relative_to(conf.warehouse_dir)) for p in tmp_path.glob("warehouse/*/*"))
+    assert tables == ["gold/queue_flow_daily"]

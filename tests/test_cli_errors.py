@@ -1,0 +1,154 @@
+"""A bad scenario file or argument is ONE ``error:`` line naming the file and the field, exit
+status 2, never a traceback, and nothing written (README); unknown fields get the closest known
+one. Found by a new-user trial; no Spark here (the dashboard refuses before Spark starts)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from flowctl_core.cli import app
+from flowctl_core.scenario import BUNDLED_DIR, ScenarioError, load_scenario
+from jobs.cli import date_range_parser, parse_date_range
+
+runner = CliRunner()
+WORST_CASE = (BUNDLED_DIR / "qpid-165-worst-case.yaml").read_text(encoding="utf-8")
+
+
+def _scenario(tmp_path: Path, text: str, name: str = "trial.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _one_error_line(result: Any) -> str:
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("start", "reason"),
+    [("2026-13-02", "month must be in 1..12"), ("2026-02-30T09:00:00Z", "day is out of range")],
+)
+def test_an_impossible_date_is_one_error_naming_the_field(
+    tmp_path: Path, start: str, reason: str
+) -> None:
+    bad = _scenario(tmp_path, re.sub(r"(?m)^start: .*$", f"start: {start}", WORST_CASE))
+    out = tmp_path / "out"
+    line = _one_error_line(runner.invoke(app, ["simulate", str(bad), "--out", str(out)]))
+    assert line.startswith(f"error: {bad}: start: invalid date or time {start!r}: {reason}")
+    assert "(line 4)" in line
+    assert not out.exists()
+
+
+def test_an_impossible_date_deeper_down_names_its_path(tmp_path: Path) -> None:
+    bad = _scenario(
+        tmp_path,
+        WORST_CASE.replace(
+            "{name: C2, capacity: 15,", "{name: C2, start_s: 2026-02-30, capacity: 15,"
+        ),
+    )
+    with pytest.raises(ScenarioError, match=r": producers\.1\.start_s: invalid date or time"):
+        load_scenario(bad)
+
+
+def test_out_that_is_a_file_is_refused_and_nothing_written(tmp_path: Path) -> None:
+    afile = tmp_path / "passwd"
+    afile.write_text("root\n")
+    line = _one_error_line(
+        runner.invoke(app, ["simulate", "qpid-165-worst-case", "--out", str(afile)])
+    )
+    assert line == f"error: --out {afile}: is a file, not a folder"
+    under = afile / "raw"
+    line = _one_error_line(
+        runner.invoke(app, ["simulate", "qpid-165-worst-case", "--out", str(under)])
+    )
+    assert line == f"error: --out {under}: is under {afile}, a file, not a folder"
+    assert afile.read_text() == "root\n"
+    assert sorted(tmp_path.iterdir()) == [afile]
+
+
+def test_dashboard_refuses_a_warehouse_without_gold_tables_before_spark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import jobs.spark_session
+
+    def no_spark(*args: object, **kwargs: object) -> None:
+        raise AssertionError("Spark started")
+
+    monkeypatch.setattr(jobs.spark_session, "build_spark_session", no_spark)
+    warehouse = tmp_path / "x" / "nowh"
+    line = _one_error_line(runner.invoke(app, ["dashboard", "--warehouse", str(warehouse)]))
+    assert line.startswith(f"error: no gold tables under {warehouse}/gold (")
+    assert line.endswith("; run flowctl pipeline first")
+    assert not (tmp_path / "x").exists()  # no tables, no report.html
+
+
+def test_dashboard_job_entry_point_refuses_it_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jobs import dashboard
+
+    conf = tmp_path / "pipeline.yaml"
+    conf.write_text(f"paths:\n  warehouse: {tmp_path / 'nowh'}\n")
+    assert dashboard.main(["--conf", str(conf), "--out", str(tmp_path / "r.html")]) == 2
+    assert "error: no gold tables under" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipeline.yaml"]
+
+
+def test_errors_are_never_wrapped(tmp_path: Path) -> None:
+    # Not a terminal (CliRunner, like CI or a pipe): Rich would fold at 80 columns.
+    deep = tmp_path / ("a-rather-long-folder-name-" * 6) / "missing-scenario.yaml"
+    line = _one_error_line(runner.invoke(app, ["simulate", str(deep), "--out", "/tmp/unused"]))
+    assert len(line) > 200
+    assert line == f"error: {deep}: no such scenario file or bundled scenario"
+
+
+def test_an_unknown_field_gets_the_closest_known_one(tmp_path: Path) -> None:
+    bad = _scenario(tmp_path, WORST_CASE.replace("capacity: 50, routing_key:", "routing_kye:"))
+    line = _one_error_line(runner.invoke(app, ["simulate", str(bad), "--out", str(tmp_path)]))
+    assert line.startswith(
+        f"error: {bad}: producers.0.routing_kye: unknown field (did you mean 'routing_key'? known: "
+        "name, capacity, exchange, routing_key,"
+    )
+
+
+def test_a_naive_start_names_start(tmp_path: Path) -> None:
+    bad = _scenario(tmp_path, WORST_CASE.replace("2026-03-02T11:00:00Z", "2026-03-02T11:00:00"))
+    line = _one_error_line(runner.invoke(app, ["simulate", str(bad), "--out", str(tmp_path)]))
+    assert line == f"error: {bad}: start: needs a time zone, e.g. 2026-01-01T00:00:00Z"
+
+
+def test_an_unknown_producer_names_the_step_field(tmp_path: Path) -> None:
+    bad = _scenario(tmp_path, WORST_CASE.replace("send: {producer: C2,", "send: {producer: loadr,"))
+    line = _one_error_line(runner.invoke(app, ["simulate", str(bad), "--out", str(tmp_path)]))
+    assert line == (
+        f"error: {bad}: steps.1.send.producer: unknown producer 'loadr' (producers: 'C1', 'C2')"
+    )
+
+
+def test_whatif_help_says_what_each_aim_must_do() -> None:
+    result = runner.invoke(app, ["whatif", "--help"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0
+    text = " ".join(result.output.replace("│", " ").split())
+    assert "fails what the change is for" in text
+    assert "must cut the overshoot or the rejections without more time stopped" in text
+    assert "must cut the time stopped or the episodes without more rejections" in text
+    assert "resume thresholds only (flapping) must cut the episodes without more rejections" in text
+    assert "cuts neither its overshoot nor its rejections, or makes it stop longer" not in text
+
+
+def test_job_entry_points_word_a_bad_date_as_flowctl(capsys: pytest.CaptureFixture[str]) -> None:
+    for option in ("--date", "--from", "--to"):
+        with pytest.raises(SystemExit) as exited:
+            parse_date_range(date_range_parser("test"), [option, "2026-3-2"])
+        assert exited.value.code == 2
+        assert f"argument {option}: expected YYYY-MM-DD, got '2026-3-2'" in capsys.readouterr().err
