@@ -432,8 +432,12 @@ def pipeline(
 def whatif(
     scenario: Annotated[str, typer.Argument(help="scenario file, or the name of a bundled one")],
     recommendations: Annotated[
-        Path | None,
-        typer.Option(help="threshold_recommendations Delta table (default: the conf's gold one)"),
+        # A string, not a Path: a Path would fold the '//' of a URI (s3a://bucket/...).
+        str | None,
+        typer.Option(
+            help="threshold_recommendations Delta table, a folder or a URI "
+            "(default: the conf's gold one)"
+        ),
     ] = None,
     conf: Annotated[Path | None, typer.Option(help="pipeline conf")] = None,
     as_of: Annotated[str | None, typer.Option(help="recommendations as of this day")] = None,
@@ -464,8 +468,9 @@ def whatif(
     from jobs.spark_session import build_spark_session
 
     pipeline_conf = _pipeline_conf(conf, None)
-    table = str(recommendations) if recommendations else recommendations_path(pipeline_conf)
-    if not Path(table, "_delta_log").is_dir():
+    table = recommendations or recommendations_path(pipeline_conf)
+    # A local table is checked before Spark starts; a URI (s3a://, ...) is Spark's to read.
+    if "://" not in table and not Path(table, "_delta_log").is_dir():
         raise _fail(f"{table}: not a Delta table (run `flowctl pipeline` first)")
     spark = build_spark_session(pipeline_conf, app_name="flowctl-whatif")
     try:

@@ -152,3 +152,26 @@ def test_job_entry_points_word_a_bad_date_as_flowctl(capsys: pytest.CaptureFixtu
             parse_date_range(date_range_parser("test"), [option, "2026-3-2"])
         assert exited.value.code == 2
         assert f"argument {option}: expected YYYY-MM-DD, got '2026-3-2'" in capsys.readouterr().err
+
+
+def test_whatif_checks_a_local_recommendations_table_but_leaves_a_uri_to_spark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import jobs.spark_session
+
+    class SparkStarted(Exception):
+        pass
+
+    def spark_started(*args: object, **kwargs: object) -> None:
+        raise SparkStarted
+
+    monkeypatch.setattr(jobs.spark_session, "build_spark_session", spark_started)
+    local = tmp_path / "nowhere"
+    line = _one_error_line(
+        runner.invoke(app, ["whatif", "qpid-165-worst-case", "--recommendations", str(local)])
+    )
+    assert line == f"error: {local}: not a Delta table (run `flowctl pipeline` first)"
+    remote = runner.invoke(
+        app, ["whatif", "qpid-165-worst-case", "--recommendations", "s3a://bucket/recs"]
+    )
+    assert isinstance(remote.exception, SparkStarted)  # past the local check, on to Spark
