@@ -629,8 +629,12 @@ def move_later_copies_to_quarantine(
     ``source_row_index`` is read from the file again (the first valid row with the key: later
     identical copies of it were quarantined as ``duplicate``), null if the file is gone.
     """
+    runs = sorted({r.run_id for r in later_copies.select("run_id").distinct().collect()})
+    earliest_kept = later_copies.agg(F.min("kept_date")).first()[0]
     copies = (
         read_table(spark, conf, BRONZE_BROKER_EVENTS)
+        # Partition pruning and the run_id statistics keep the scan to the runs' later days.
+        .where((F.col("date") > F.lit(earliest_kept)) & F.col("run_id").isin(*runs))
         .alias("b")
         .join(
             later_copies.alias("k"),
@@ -643,7 +647,6 @@ def move_later_copies_to_quarantine(
     per_day = {r.date.isoformat(): r["count"] for r in copies.groupBy("date").count().collect()}
     if not per_day:
         return {}
-    runs = sorted({r.run_id for r in later_copies.select("run_id").distinct().collect()})
     sources = {r.source_file for r in copies.select("source_file").distinct().collect()}
     raw_files = [
         f
