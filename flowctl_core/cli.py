@@ -464,13 +464,14 @@ def whatif(
     except ScenarioError as error:
         raise _fail(str(error)) from None
     as_of_day = _parse_date(as_of, "--as-of") if as_of else None
+    from jobs.delta_io import local_table_missing
     from jobs.recommend import recommendations_path
     from jobs.spark_session import build_spark_session
 
     pipeline_conf = _pipeline_conf(conf, None)
     table = recommendations or recommendations_path(pipeline_conf)
     # A local table is checked before Spark starts; a URI (s3a://, ...) is Spark's to read.
-    if "://" not in table and not Path(table, "_delta_log").is_dir():
+    if local_table_missing(table):
         raise _fail(f"{table}: not a Delta table (run `flowctl pipeline` first)")
     spark = build_spark_session(pipeline_conf, app_name="flowctl-whatif")
     try:

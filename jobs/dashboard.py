@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from jobs.cli import EXIT_USAGE
 from jobs.config import ConfError, PipelineConf, load_conf
-from jobs.delta_io import ensure_table, table_path
+from jobs.delta_io import ensure_table, local_table_missing, table_path
 from jobs.recommend import recommendations_path
 from schemas.model import TableSchema
 from schemas.recommendations import THRESHOLD_RECOMMENDATIONS
@@ -115,22 +115,17 @@ GOLD_TABLES: tuple[TableSchema, ...] = (
 )
 
 
-def _is_local(conf: PipelineConf) -> bool:
-    return "://" not in conf.warehouse_dir
-
-
 def no_gold_tables(conf: PipelineConf) -> str | None:
     """Why the dashboard of a local warehouse would be empty (none of its gold tables is a Delta
     table: a mistyped ``--warehouse``, or no pipeline run yet), else None. Checked on the file
-    system, before Spark starts; a URI warehouse is not checked."""
-    if not _is_local(conf):
-        return None
+    system, before Spark starts; a URI warehouse is not checked (its tables are never known
+    missing here)."""
     paths = [
         table_path(conf, QUEUE_FLOW_DAILY),
         table_path(conf, LINK_STARVATION_DAILY),
         recommendations_path(conf),
     ]
-    if any(Path(path, "_delta_log").is_dir() for path in paths):
+    if not all(local_table_missing(path) for path in paths):
         return None
     gold = Path(paths[0]).parent
     names = ", ".join(schema.name for schema in GOLD_TABLES)
@@ -140,7 +135,7 @@ def no_gold_tables(conf: PipelineConf) -> str | None:
 def _read(spark: SparkSession, conf: PipelineConf, path: str, schema: TableSchema) -> DataFrame:
     """The table at ``path``; a local one that does not exist reads as empty and is NOT created
     (the dashboard only reads the warehouse)."""
-    if _is_local(conf) and not Path(path, "_delta_log").is_dir():
+    if local_table_missing(path):
         return spark.createDataFrame([], schema.to_spark())
     ensure_table(spark, path, schema)
     return spark.read.format("delta").load(path)

@@ -40,14 +40,20 @@ def sql_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def local_table_missing(path: str) -> bool:
+    """True when ``path`` is a local folder holding no Delta table (no ``_delta_log``), checked
+    on the file system; a URI is never known to be missing here (it is Spark's to read)."""
+    return "://" not in path and not Path(path, "_delta_log").is_dir()
+
+
 def ensure_table(spark: SparkSession, path: str, schema: TableSchema) -> None:
     """Create the Delta table with the schema's columns, NOT NULLs, partitioning and
     :data:`TABLE_PROPERTIES` if absent; give an existing one the schema's columns it lacks
     (:func:`add_missing_columns`). Once per application and table."""
     key = (spark.sparkContext.applicationId, path, tuple(schema.names))
-    if key in _ENSURED and ("://" in path or Path(path, "_delta_log").is_dir()):
+    existed = not local_table_missing(path)
+    if key in _ENSURED and existed:
         return
-    existed = "://" in path or Path(path, "_delta_log").is_dir()
     builder = (
         DeltaTable.createIfNotExists(spark)
         .location(path)
@@ -101,7 +107,7 @@ def files_matching(
     data; a local table that does not exist yet has none (and is not created).
     """
     path = table_path(conf, schema)
-    if "://" not in path and not Path(path, "_delta_log").is_dir():
+    if local_table_missing(path):
         return []
     return list(read_table(spark, conf, schema).where(predicate).inputFiles())
 
