@@ -87,7 +87,10 @@ THRESHOLD_RECOMMENDATIONS = TableSchema(
         Column("drain_rate_bytes_s", "float64", doc="net drain rate while stopped (quantile)"),
         # -- consumer link: Kung & Morris credit ---------------------------------------------------
         Column(
-            "current_credit", "int64", doc="largest credit granted (bytes for byte-credit links)"
+            "current_credit",
+            "int64",
+            doc="credit in force now: the largest logged on the link's latest day (UTC) in the "
+            "window with a credit, 0 if it granted none that day (bytes for byte-credit links)",
         ),
         Column(
             "recommended_credit",

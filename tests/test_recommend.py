@@ -80,13 +80,15 @@ class Log:
         self.starvations: list[dict[str, Any]] = []
 
     def event(self, at_s: float, event_type: str, **fields: Any) -> None:
+        """An event ``at_s`` seconds after DAY's midnight (negative: on an earlier day)."""
+        ts = MIDNIGHT + timedelta(seconds=at_s)
         self.events.append(
             {
                 **RUN,
                 "seq": len(self.events) + 1,
-                "ts": MIDNIGHT + timedelta(seconds=at_s),
+                "ts": ts,
                 "event_type": event_type,
-                "date": DAY,
+                "date": ts.date(),  # the sink's partition: the UTC date of ts
                 "source_file": "hand-built",
                 **fields,
             }
@@ -505,7 +507,7 @@ def test_byte_credit_without_message_sizes_is_not_assessed(
     assert row["verdict"] == "keep"
     assert row["recommended_credit"] == row["current_credit"] == 51200
     assert row["rationale"] == (
-        "keep: credit is counted in bytes (up to 51200 granted) and the link logged no message "
+        "keep: credit is counted in bytes (51200 in force) and the link logged no message "
         "sizes: credit not assessed"
     )
     assert "credits" not in row["rationale"]
@@ -884,3 +886,90 @@ def test_backlogged_time_ends_at_a_detach_or_runs_to_the_watermark(spark: Any) -
             log.event(4, "link_detached", **link)
     log.event(6, "dequeue", queue="other", depth_msgs=0)
     _assert_backlog_evidence(spark, log, [("detached", 11, 10, 2.0), ("open", 10, 10, 4.0)])
+
+
+# -- the current credit: the credit in force on the link's latest day, not the window's largest --
+
+WEEK = RecommendPolicy(lookback_days=7)
+
+
+def _credit_by_day(name: str, credits: list[int]) -> Log:
+    """A consumer attached 100 s on each day of WEEK's window (DAY - 6 .. DAY), one credit a day.
+
+    On a day with credit it grants 10 at a time up to that credit, makes 200 deliveries and
+    starves twice for 15 s; on a day with credit 0 it grants nothing and starves its whole 100 s
+    (a sender's flow: credit 0 with 50 messages available), in one starvation. No delivery logs a
+    credit and only the starved day logs an ``available``, so the rate is per attached second.
+    """
+    assert len(credits) == 7
+    log = Log()
+    link = {"link": name, "link_role": "consumer"}
+    for number, credit in enumerate(credits):
+        day = DAY - timedelta(days=6 - number)
+        start_s = (number - 6) * 86_400.0
+        log.event(start_s, "link_attached", credit=0, **link)
+        for granted in range(10, credit + 1, 10):
+            log.event(start_s + 0.1, "flow", credit=granted, **link)
+        if credit == 0:
+            log.event(start_s + 0.1, "flow", credit=0, available=50, **link)
+        for _ in range(200 if credit else 0):
+            log.event(start_s + 1, "dequeue", queue="work", **link)
+        log.event(start_s + 100, "link_detached", **link)
+        for duration_s in (15.0, 15.0) if credit else (100.0,):
+            log.starvations.append(
+                {
+                    **RUN,
+                    "link": name,
+                    "link_role": "consumer",
+                    "start_seq": len(log.starvations) + 1,
+                    "start_ts": MIDNIGHT + timedelta(seconds=start_s + 1),
+                    "start_date": day,
+                    "is_open": False,
+                    "duration_s": duration_s,
+                    "run_watermark_ts": WATERMARK,
+                }
+            )
+        log.link_daily.append(
+            {**RUN, "date": day, "link": name, "link_role": "consumer",
+             "starved_s": 30.0 if credit else 100.0, "episodes": 2 if credit else 1,
+             "attached_s": 100.0}
+        )  # fmt: skip
+    return log
+
+
+def test_a_credit_lowered_mid_window_is_judged_at_its_new_size(spark: Any) -> None:
+    """200 credits on days 1-3 of the week, 20 on days 4-7: 1400 deliveries in 700 s attached
+    (2 msgs/s), round trip 15 s, top-up 10: 2 x 15 + 10 = 40 credits needed. The link holds 20,
+    so it is raised to 40; judged against the window's largest, 200, it was kept as starving
+    "although its credit is large enough"."""
+    row = _credit_by_day("lowered", [200] * 3 + [20] * 4).rows(spark, WEEK)["lowered"]
+    assert row["consumption_rate_msgs_s"] == pytest.approx(2.0)
+    assert (row["round_trip_s"], row["top_up_batch"]) == (15.0, 10)
+    assert (row["verdict"], row["current_credit"], row["recommended_credit"]) == ("raise", 20, 40)
+    assert row["rationale"].startswith(
+        "raise: starved 30.0% of its attached time with 20 credits; needs 2.0 msgs/s x 15.000s "
+        "round trip + 10 top-up = 40 credits"
+    )
+
+
+def test_a_credit_raised_mid_window_is_judged_at_its_new_size(spark: Any) -> None:
+    """20 credits on days 1-3, 200 on days 4-7, with the same 40-credit need: it holds 200, so
+    its starvation is not the credit size (the days it starved with 20 are history)."""
+    row = _credit_by_day("raised", [20] * 3 + [200] * 4).rows(spark, WEEK)["raised"]
+    assert (row["verdict"], row["current_credit"], row["recommended_credit"]) == ("keep", 200, 200)
+    assert "it already had 200 >= needed 40 credits" in row["rationale"]
+
+
+def test_a_link_granting_nothing_on_its_latest_day_holds_no_credit(spark: Any) -> None:
+    """200 credits on days 1-6; on day 7 every event carrying a credit logs 0 (attached, then
+    50 messages available and starved all day). A grant is itself an event carrying the credit
+    it grants, so a day with any grant has a current credit above 0; a day with none has 0: the
+    credit in force is 0, not day 6's 200, which the link no longer held. So it is raised: 1200
+    deliveries in 700 s attached (12/7 msgs/s), median starvation 15 s, top-up 10:
+    ceil(12/7 x 15) + 10 = 36 credits, where 200 would have been kept as "large enough"."""
+    row = _credit_by_day("stopped", [200] * 6 + [0]).rows(spark, WEEK)["stopped"]
+    assert (row["verdict"], row["current_credit"], row["recommended_credit"]) == ("raise", 0, 36)
+    assert row["rationale"].startswith(
+        "raise: starved 40.0% of its attached time with 0 credits; needs 1.7 msgs/s x 15.000s "
+        "round trip + 10 top-up = 36 credits"
+    )

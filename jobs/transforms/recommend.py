@@ -31,7 +31,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from jobs.config import ConfError
-from jobs.transforms.timeutil import micros, seconds_between
+from jobs.transforms.timeutil import micros, seconds_between, utc_date
 from schemas.recommendations import (
     ENTITY_CONSUMER_LINK,
     ENTITY_QUEUE,
@@ -712,12 +712,18 @@ def recommend_queues(
 def consumer_link_evidence(
     events: DataFrame, link_daily: DataFrame, starvations: DataFrame
 ) -> DataFrame:
-    """Per consumer link: deliveries, the largest credit granted, the median top-up, attached and
+    """Per consumer link: deliveries, its current credit, the median top-up, attached and
     starved time, the median starvation (a credit round trip as the receiver sees it), whether
     the credit is counted in bytes (``detail.credit_unit``), the mean size of the messages
     delivered (from the delivery events' ``size_bytes``, when logged), the most credit the
     link's queue sees at a time (``detail.max_queue_credit``, RabbitMQ AMQP 1.0 links; the largest
     logged when runs differ), and its backlogged time and the deliveries made in it.
+
+    The current credit is the credit in force now: the largest credit the link logged on the
+    latest day (UTC date of ``ts``) of the window on which it logged any event carrying a credit.
+    A receiver's grants are such events, so a day with one gives the window it grants up to; a
+    day on which every event logged credit 0 (nothing granted, the link starved or idle) gives 0,
+    not an earlier day's credit the link no longer held.
 
     A link is backlogged while the sending side has messages for it and credit to send them:
     while its state (DESIGN §4, as for starvation: the credit and ``available`` of its latest
@@ -806,7 +812,12 @@ def consumer_link_evidence(
         F.max_by("queue", F.when(_is("dequeue"), F.struct("ts", "seq"))).alias("queue"),
         F.countDistinct("run_id").alias("runs"),
         deliveries(F.lit(True)).alias("deliveries"),
-        F.max("credit").alias("current_credit"),
+        # The credit in force now: the largest of the latest day with a credit. Structs compare
+        # field by field, so the max is that day's largest; the window's largest would judge a
+        # link whose credit was lowered against credit it no longer holds.
+        F.max(F.when(F.col("credit").isNotNull(), F.struct(utc_date("ts").alias("day"), "credit")))[
+            "credit"
+        ].alias("current_credit"),
         # A top-up: a flow event's credit above the link's previous credit.
         F.percentile(F.when(_is("flow") & (top_up > 0), top_up), 0.5).alias("_median_top_up"),
         seconds_between(F.lit(0), F.sum(F.when(backlogged_after, stretch_us))).alias(
@@ -957,7 +968,7 @@ def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> Da
         F.when(
             sizes_unknown,
             F.format_string(
-                "credit is counted in bytes (up to %d granted) and the link logged no message "
+                "credit is counted in bytes (%d in force) and the link logged no message "
                 "sizes: credit not assessed",
                 held,
             ),
