@@ -4,8 +4,10 @@ Per run of the job over [from, to]:
 
 1. List ``<raw>/date=D/*.parquet`` for each day and check each file's footer and schema with pyarrow
    (cheap: no data is read). A file that cannot be opened, whose schema breaks the contract, or
-   whose name Spark cannot address (':' or glob characters), becomes one quarantine record
-   (record_kind='file') and is not read.
+   whose name Spark cannot address (':' or glob characters), is quarantined whole: one quarantine
+   record (record_kind='file') and none of its rows in bronze. Spark does not read it; pyarrow
+   reads the rows of one whose footer it could open (a schema or name problem) into the
+   quarantine, a row record each with the file's problem as reason (:func:`quarantined_file_rows`).
 2. Spark reads the remaining files with ``ignoreCorruptFiles``, so a damaged page cannot crash the
    job; a file yielding fewer rows than its footer declares is "partially read" and every row read
    from it is quarantined. Its file record says why in ``detail`` (JSON): rows declared and read,
@@ -23,11 +25,12 @@ Per run of the job over [from, to]:
 4. Bronze and quarantine are written with replaceWhere on the days, so a rerun replaces them, and
    Great Expectations validates the accepted rows; the result and counts go to <quality>/.
 
-Accounting: rows_read = rows_accepted + rows_quarantined, always (DESIGN.md §5); rows a
-damaged file declared but that could not be read are reported as rows_unreadable, rows of files
-quarantined whole as rows_in_files_quarantined, so that rows_declared (the footers' total) =
-rows_read + rows_unreadable + rows_in_files_quarantined (files_without_footer: files whose row
-count is unknown).
+Accounting: rows_read = rows_accepted + rows_quarantined, always (DESIGN.md §5), the rows pyarrow
+read from files quarantined whole included; rows a damaged file declared but that could not be
+read are reported as rows_unreadable, rows of files quarantined whole that could not be read as
+rows (pyarrow failed on them) as rows_in_files_quarantined, so that rows_declared (the footers'
+total) = rows_read + rows_unreadable + rows_in_files_quarantined (files_without_footer: files
+whose row count is unknown).
 Exit status: 0 whatever the input (bad input is quarantined, not fatal); 1 when the Great
 Expectations suite fails on accepted rows (a rule bug) or the accounting does not balance.
 """
@@ -39,8 +42,9 @@ import logging
 import re
 import sys
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, timedelta
+from functools import reduce
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -704,6 +708,86 @@ def move_later_copies_to_quarantine(
     return per_day
 
 
+def rows_are_readable(file: RawFile) -> bool:
+    """Whether the rows of a file quarantined whole can be read: its footer opened and the
+    problem is its schema or its name, which pyarrow does not mind (an ``unreadable_file`` has
+    no footer: its rows are unknown)."""
+    return file.problem is not None and not file.problem.startswith("unreadable_file:")
+
+
+def _contract_columns_kept(schema: pa.Schema) -> list[str]:
+    """The contract's columns that a file holds in a type read losslessly as the contract's
+    (:func:`reads_as`): its rows' quarantine records keep them; the others are null there (the raw
+    file still holds them)."""
+    kept = []
+    for field in BROKER_EVENTS.to_pyarrow():
+        index = schema.get_field_index(field.name)  # -1 when missing, or the name is repeated
+        if index >= 0 and reads_as(schema.field(index).type, field.type):
+            kept.append(field.name)
+    return kept
+
+
+def _row_records(batch: pa.RecordBatch, kept: list[str], first_index: int) -> pa.Table:
+    """The event columns of a batch of rows as the contract types them (the ``kept`` ones cast,
+    the others null), and each row's position in its file (``first_index`` is the batch's)."""
+    columns = {
+        field.name: batch.column(field.name).cast(field.type)
+        if field.name in kept
+        else pa.nulls(batch.num_rows, field.type)
+        for field in BROKER_EVENTS.to_pyarrow()
+    }
+    positions = range(first_index, first_index + batch.num_rows)
+    return pa.table({**columns, ROW_INDEX: pa.array(positions, pa.int64())})
+
+
+#: Rows of a file quarantined whole that pyarrow reads, converts and hands to Spark at a time.
+ROW_RECORDS_BATCH = 65_536
+
+
+def quarantined_file_rows(
+    spark: SparkSession, raw_dir: str, file: RawFile
+) -> tuple[DataFrame | None, int, str | None]:
+    """The rows of ``file``, quarantined whole for a problem that leaves them readable
+    (:func:`rows_are_readable`), as quarantine records: record_kind='row', the file's problem as
+    reason, ``source_row_index``, and the contract columns the file holds in a type that reads as
+    the contract's (:func:`_contract_columns_kept`). Returns (records, rows, None), records None
+    for a file without rows; or (None, 0, error) when pyarrow cannot read the file whole: then no
+    row of it is quarantined as a row (all or nothing, so that the file record alone accounts
+    for its rows, as rows_in_files_quarantined).
+
+    pyarrow reads :data:`ROW_RECORDS_BATCH` rows at a time and each batch goes to Spark as its own
+    DataFrame (held by the driver's JVM as Arrow until written), so Python never holds the whole
+    file; Spark itself cannot read these files (nanosecond timestamps, names it takes as globs).
+    """
+    filesystem, root, _ = _raw_filesystem(raw_dir)
+    path = f"{root}/{file.relative_path}"
+    parts: list[DataFrame] = []
+    rows = 0
+    try:
+        with filesystem.open_input_file(path) as handle:
+            parquet = pq.ParquetFile(handle)
+            kept = _contract_columns_kept(parquet.schema_arrow)
+            for batch in parquet.iter_batches(batch_size=ROW_RECORDS_BATCH, columns=kept):
+                parts.append(spark.createDataFrame(_row_records(batch, kept, rows)))
+                rows += batch.num_rows
+    except Exception as exc:  # a damaged page, a cast that overflows, the file gone meanwhile
+        return None, 0, _error_text(exc, path, file.relative_path)
+    if rows != file.footer_rows:  # the file changed since its footer was read
+        return None, 0, f"pyarrow read {rows} rows, the footer declares {file.footer_rows}"
+    if not parts:
+        return None, 0, None
+    records = reduce(DataFrame.unionByName, parts).withColumns(
+        {
+            "date": F.lit(file.day),
+            "source_file": F.lit(file.relative_path),
+            "record_kind": F.lit("row"),
+            "reason": F.lit(file.problem),
+            "file_rows": F.lit(None).cast("long"),
+        }
+    )
+    return conform(records, BROKER_EVENTS_QUARANTINE), rows, None
+
+
 def _quarantined_files(spark: SparkSession, files: list[RawFile]) -> DataFrame:
     rows = [
         {
@@ -752,7 +836,8 @@ def run_ingest(
     exact duplicate search (an aggregation over (run_id, seq)) only for runs the counts cannot
     prove duplicate-free; the bronze write; the quarantine write, reading only the files that hold
     rejected rows (skipped when nothing is rejected and the quarantine holds nothing of these
-    days); Great Expectations over the bronze rows as written. Nothing is cached.
+    days), the rows of files quarantined whole for their schema or name read by pyarrow on the
+    driver; Great Expectations over the bronze rows as written. Nothing is cached.
     """
     raw_root = raw_dir or conf.raw_dir
     label = f"{date_from.isoformat()}_{date_to.isoformat()}"
@@ -829,7 +914,7 @@ def run_ingest(
             spark,
             conf,
             unread_days,
-            "no raw file under {root} for {days} can be read (all quarantined whole or read "
+            "no raw file under {root} for {days} can be ingested (all quarantined whole or read "
             "only in part), and bronze already holds those days: ingesting would delete their "
             "rows. Check the files (a copy in progress?)",
             raw_root,
@@ -904,10 +989,36 @@ def run_ingest(
         if not elsewhere:
             held.unpersist()
             held = None
+    # The rows of files quarantined whole for their schema or name are rejected rows: pyarrow
+    # reads them into the quarantine (DESIGN §5: every rejected row with its reason).
+    rows_of_files_quarantined: dict[str, int] = {}  # files whose rows are quarantined as rows
+    records_of_files_quarantined: list[DataFrame] = []
+    unread_details: dict[str, str] = {}  # files whose rows pyarrow failed on: their record's detail
+    for f in bad_files:
+        if not rows_are_readable(f):
+            continue
+        sc.setJobDescription(f"ingest {label}: rows of {f.relative_path}, quarantined whole")
+        records, rows, error = quarantined_file_rows(spark, raw_root, f)
+        if error is not None:
+            log.warning(
+                "raw file %s is quarantined whole (%s) and its rows could not be read into the "
+                "quarantine: %s",
+                f.relative_path,
+                f.problem,
+                error,
+            )
+            detail = {"rows_declared": f.footer_rows, "rows_read": 0, "cause": error}
+            unread_details[f.relative_path] = json.dumps(detail, ensure_ascii=False)
+            continue
+        rows_of_files_quarantined[f.relative_path] = rows
+        if records is not None:
+            records_of_files_quarantined.append(records)
+    rows_read = sum(rows_per_file.values()) + sum(rows_of_files_quarantined.values())
+
     valid_rows = sum(s.valid_rows for s in stats if s.source_file not in damaged)
     removed = duplicates.conflicting_rows + duplicates.dropped + elsewhere
     expected_accepted = valid_rows - removed
-    expected_quarantined = sum(rows_per_file.values()) - valid_rows + removed
+    expected_quarantined = rows_read - valid_rows + removed
 
     def classified(subset: list[RawFile]) -> DataFrame:
         return classify_events(
@@ -953,7 +1064,11 @@ def run_ingest(
         _quarantined_files(
             spark,
             [
-                f
+                (
+                    replace(f, detail=unread_details[f.relative_path])
+                    if f.relative_path in unread_details
+                    else f
+                )
                 if f.problem
                 else RawFile(
                     f.day,
@@ -968,7 +1083,7 @@ def run_ingest(
         ),
         BROKER_EVENTS_QUARANTINE,
     )
-    quarantine = file_records
+    quarantine = reduce(DataFrame.unionByName, records_of_files_quarantined, file_records)
     rereads = [f for f in good_files if f.relative_path in holding_rejects]
     if rereads:
         rejected_rows = (
@@ -982,7 +1097,7 @@ def run_ingest(
                 }
             )
         )
-        quarantine = conform(rejected_rows, BROKER_EVENTS_QUARANTINE).unionByName(file_records)
+        quarantine = conform(rejected_rows, BROKER_EVENTS_QUARANTINE).unionByName(quarantine)
     rows_quarantined = 0
     # Nothing rejected and nothing of these days to replace: no quarantine write (no commit).
     if rereads or rejected_files or has_files_matching(spark, conf, BROKER_EVENTS_QUARANTINE, days):
@@ -1015,7 +1130,7 @@ def run_ingest(
         "files_skipped": len(skipped),
         "files_quarantined": len(bad_files),
         "files_partially_read": len(partially_read),
-        "rows_read": sum(rows_per_file.values()),
+        "rows_read": rows_read,
         "rows_accepted": rows_accepted,
         "rows_quarantined": rows_quarantined,
         # Identical copies of accepted rows: part of rows_quarantined (reason "duplicate").
@@ -1032,8 +1147,13 @@ def run_ingest(
             for f in good_files
             if f.relative_path in damaged
         ),
-        # Rows the footers of files quarantined whole declare (not read, not in rows_read).
-        "rows_in_files_quarantined": sum(f.footer_rows or 0 for f in bad_files),
+        # Rows the footers of files quarantined whole declare whose rows could not be read (not
+        # in rows_read; the rows of those quarantined for their schema or name are, as rows).
+        "rows_in_files_quarantined": sum(
+            f.footer_rows or 0
+            for f in bad_files
+            if f.relative_path not in rows_of_files_quarantined
+        ),
         # Files quarantined whole whose footer could not be read: their rows are unknown.
         "files_without_footer": sum(f.footer_rows is None for f in bad_files),
         # Every row the readable footers declare: rows_read + rows_unreadable +
@@ -1063,7 +1183,7 @@ def run_ingest(
     sc.setJobDescription(None)
     log.info(
         "ingest %s: files %d (quarantined %d, partially read %d); rows declared by footers %d = "
-        "read %d + unreadable %d + in files quarantined whole %d (and %d files without a "
+        "read %d + unreadable %d + in files quarantined whole unread %d (and %d files without a "
         "readable footer); rows read %d = accepted %d + quarantined %d (of which duplicates %d, "
         "keys held on other days %d); balanced=%s",
         label,

@@ -7,6 +7,7 @@ import json
 from datetime import date
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
@@ -15,7 +16,7 @@ from pyspark.sql import functions as F
 from jobs import ingest
 from jobs.delta_io import days_predicate, read_table, replace_where_at, table_path
 from schemas.tables import PIPELINE_TABLES
-from tests.conftest import at, event, write_raw
+from tests.conftest import _lenient_schema, at, event, naive, write_raw
 
 pytestmark = pytest.mark.spark
 
@@ -168,3 +169,167 @@ def test_a_raw_root_with_glob_characters_is_read_literally(spark, pipeline_conf,
     assert sorted((r.seq, r.source_file) for r in bronze) == [
         (i, "date=2024-01-01/part-r1-00000.parquet") for i in range(1, 4)
     ]
+
+
+def _write_raw_table(
+    raw: Path,
+    name: str,
+    rows: list[dict],
+    *,
+    drop: tuple[str, ...] = (),
+    types: dict[str, pa.DataType] | None = None,
+    row_group_size: int | None = None,
+) -> Path:
+    """Write ``rows`` as <raw>/date=2024-01-01/``name``, without the ``drop`` columns and with the
+    Arrow ``types`` given for some: a file whose schema breaks the contract."""
+    table = pa.Table.from_pylist(rows, schema=_lenient_schema()).drop_columns(list(drop))
+    for column, wanted in (types or {}).items():
+        index = table.schema.get_field_index(column)
+        table = table.set_column(index, column, table.column(column).cast(wanted))
+    path = raw / "date=2024-01-01" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path, row_group_size=row_group_size)
+    return path
+
+
+def _quarantine_and_bronze(spark, conf) -> dict[str, list]:
+    return {
+        table.name: sorted(map(tuple, read_table(spark, conf, table).collect()), key=repr)
+        for table in (BRONZE, QUARANTINE)
+    }
+
+
+def test_rows_of_files_quarantined_for_their_schema_are_quarantined_as_rows(spark, pipeline_conf):
+    """DESIGN §5: the quarantine holds every rejected row with its reason. A file missing a
+    required column and one with nanosecond timestamps (Spark cannot read them) are quarantined
+    whole, and pyarrow reads their rows into the quarantine: each row with the file's problem as
+    reason, its position in the file, and the contract columns the file holds in a type that
+    reads as the contract's (the others null: the raw file keeps them). A zero-byte file has no
+    rows to read: a file record only."""
+    _, conf = pipeline_conf(validate=False)
+    raw = Path(conf.raw_dir)
+    write_raw(raw, [event(i, at(1, 10, i), "enqueue", queue="q") for i in range(1, 4)])
+    no_type = [event(i, at(1, 11, i), "enqueue", run_id="r2", queue="q", depth_msgs=i)
+               for i in range(1, 6)]  # fmt: skip
+    _write_raw_table(raw, "part-r2-00000.parquet", no_type, drop=("event_type",))
+    nanos = [event(i, at(1, 12, i), "dequeue", run_id="r3", queue="q") for i in range(1, 5)]
+    # Two rows per row group: pyarrow hands them over in several batches.
+    _write_raw_table(raw, "part-r3-00000.parquet", nanos,
+                     types={"ts": pa.timestamp("ns", tz="UTC")}, row_group_size=2)  # fmt: skip
+    (raw / "date=2024-01-01" / "part-r9-00000.parquet").write_bytes(b"")
+
+    report = ingest.run_ingest(spark, conf, DAY1, DAY1)
+
+    no_type_reason = "missing_column:event_type"
+    nanos_reason = report["quarantined_files"]["date=2024-01-01/part-r3-00000.parquet"]
+    assert nanos_reason.startswith("wrong_type:ts:timestamp[ns, tz=UTC] (Spark cannot read")
+    # 3 + 5 + 4 rows read; the 9 of the two files quarantined whole are quarantined as rows, so
+    # that rows_read = accepted + quarantined. No row is left unread in a file quarantined whole
+    # (rows_in_files_quarantined 0): the zero-byte file has no footer, so no rows declared.
+    assert (report["rows_read"], report["rows_accepted"], report["rows_quarantined"]) == (12, 3, 9)
+    assert (report["rows_declared"], report["rows_in_files_quarantined"]) == (12, 0)
+    assert (report["files_quarantined"], report["files_without_footer"]) == (3, 1)
+    assert report["quarantine_reasons"] == {no_type_reason: 5, nanos_reason: 4}
+    assert report["balanced"]
+
+    quarantine = read_table(spark, conf, QUARANTINE)
+    rows = quarantine.where("record_kind = 'row'").orderBy("source_file", "source_row_index")
+    found = [(r.source_file, r.source_row_index, r.reason, r.run_id, r.seq, r.ts, r.event_type,
+              r.depth_msgs) for r in rows.collect()]  # fmt: skip
+    assert found == [
+        *(("date=2024-01-01/part-r2-00000.parquet", i - 1, no_type_reason, "r2", i,
+           naive(at(1, 11, i)), None, i) for i in range(1, 6)),
+        # The nanosecond ts is null (the contract's type cannot hold it without loss).
+        *(("date=2024-01-01/part-r3-00000.parquet", i - 1, nanos_reason, "r3", i, None,
+           "dequeue", None) for i in range(1, 5)),
+    ]  # fmt: skip
+    files = quarantine.where("record_kind = 'file'").orderBy("source_file").collect()
+    assert [(r.source_file.split("/")[-1], r.reason.split(":")[0], r.file_rows, r.detail)
+            for r in files] == [
+        ("part-r2-00000.parquet", "missing_column", 5, None),
+        ("part-r3-00000.parquet", "wrong_type", 4, None),
+        ("part-r9-00000.parquet", "unreadable_file", None, None),
+    ]  # fmt: skip
+
+    # A rerun replaces the days' rows with the same ones.
+    before = _quarantine_and_bronze(spark, conf)
+    again = ingest.run_ingest(spark, conf, DAY1, DAY1)
+    assert again == report
+    assert _quarantine_and_bronze(spark, conf) == before
+
+
+def _damage_row_group_column(path: Path, row_group: int, column: str) -> None:
+    """Overwrite the compressed pages of one column chunk of one row group: the footer and the
+    earlier row groups stay readable, decoding that chunk fails."""
+    meta = pq.ParquetFile(path).metadata.row_group(row_group)
+    (chunk,) = (meta.column(i) for i in range(meta.num_columns)
+                if meta.column(i).path_in_schema == column)  # fmt: skip
+    start = chunk.dictionary_page_offset or chunk.data_page_offset
+    data = bytearray(path.read_bytes())
+    data[start + 20 : start + chunk.total_compressed_size - 2] = b"\xab" * (
+        chunk.total_compressed_size - 22
+    )
+    path.write_bytes(bytes(data))
+
+
+def test_a_file_quarantined_whole_whose_rows_pyarrow_fails_on_keeps_its_file_record_only(
+    spark, pipeline_conf
+):
+    """All or nothing: pyarrow reads the first row group of a file missing a required column and
+    fails on the second (a damaged page). None of its rows is quarantined as a row; the file
+    record says why in ``detail``, and the report counts the footer's rows as
+    rows_in_files_quarantined (not read), so the counts still balance."""
+    _, conf = pipeline_conf(validate=False)
+    raw = Path(conf.raw_dir)
+    write_raw(raw, [event(i, at(1, 10, i), "enqueue", queue="q") for i in range(1, 4)])
+    rows = [event(i, at(1, 11, 0, 0, i), "enqueue", run_id="r2", queue="q", message_id=1000 + i)
+            for i in range(200)]  # fmt: skip
+    path = _write_raw_table(raw, "part-r2-00000.parquet", rows, drop=("event_type",),
+                            row_group_size=100)  # fmt: skip
+    _damage_row_group_column(path, 1, "message_id")
+
+    report = ingest.run_ingest(spark, conf, DAY1, DAY1)
+
+    assert (report["rows_read"], report["rows_accepted"], report["rows_quarantined"]) == (3, 3, 0)
+    assert (report["rows_declared"], report["rows_in_files_quarantined"]) == (203, 200)
+    assert report["balanced"]
+    (record,) = read_table(spark, conf, QUARANTINE).collect()
+    assert (record.record_kind, record.reason, record.file_rows) == (
+        "file",
+        "missing_column:event_type",
+        200,
+    )
+    detail = json.loads(record.detail)
+    assert (detail["rows_declared"], detail["rows_read"]) == (200, 0)
+    assert detail["cause"].startswith("OSError: ")
+
+
+def test_rows_of_a_file_spark_cannot_address_are_quarantined_as_rows(spark, pipeline_conf):
+    """A file named with ':' (Hadoop reads a URI scheme) is quarantined whole, asking for a
+    rename; pyarrow reads its rows, whole and as they are, into the quarantine. A rerun gives
+    identical tables."""
+    _, conf = pipeline_conf(validate=False)
+    raw = Path(conf.raw_dir)
+    write_raw(raw, [event(1, at(1, 10), "enqueue", queue="q")])
+    rows = [event(i, at(1, 11, i), "enqueue", run_id="r2", queue="q", depth_msgs=i)
+            for i in range(1, 4)]  # fmt: skip
+    (made,) = write_raw(raw, rows)
+    made.rename(made.parent / "r2:colon.parquet")
+
+    report = ingest.run_ingest(spark, conf, DAY1, DAY1)
+
+    assert (report["rows_read"], report["rows_accepted"], report["rows_quarantined"]) == (4, 1, 3)
+    assert (report["rows_declared"], report["rows_in_files_quarantined"]) == (4, 0)
+    (reason,) = report["quarantine_reasons"]
+    assert reason.startswith("unaddressable_file_name:") and report["balanced"]
+    quarantine = read_table(spark, conf, QUARANTINE).orderBy("record_kind", "source_row_index")
+    assert [(r.record_kind, r.source_row_index, r.reason == reason, r.seq, r.ts, r.depth_msgs)
+            for r in quarantine.collect()] == [
+        ("file", None, True, None, None, None),
+        *(("row", i - 1, True, i, naive(at(1, 11, i)), i) for i in range(1, 4)),
+    ]  # fmt: skip
+    assert {r.source_file for r in quarantine.collect()} == {"date=2024-01-01/r2:colon.parquet"}
+
+    before = _quarantine_and_bronze(spark, conf)
+    assert ingest.run_ingest(spark, conf, DAY1, DAY1) == report
+    assert _quarantine_and_bronze(spark, conf) == before

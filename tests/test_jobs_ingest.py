@@ -61,26 +61,33 @@ def test_bad_input_is_quarantined_with_reasons_and_nothing_is_lost(
         "bytes not found in footer. Either the file is corrupted or this is not a parquet file.",
         ("file", None, "part-r1-00002.parquet"): "wrong_type:seq:string;missing_column:ts;"
         "missing_column:event_type",
+        # The file quarantined whole for its schema still has its row read (by pyarrow) into the
+        # quarantine, seq null there: a string is not the contract's int64.
+        ("row", None, "part-r1-00002.parquet"): "wrong_type:seq:string;missing_column:ts;"
+        "missing_column:event_type",
     }
     report = json.loads(
         Path(conf.quality_dir, "broker_events", "2024-01-01_2024-01-01.json").read_text()
     )
     counts = report["counts"]
-    # DESIGN.md §5: rows in = rows accepted + rows quarantined; the duplicate is quarantined.
-    assert (counts["rows_read"], counts["rows_accepted"], counts["rows_quarantined"]) == (9, 4, 5)
+    # DESIGN.md §5: rows in = rows accepted + rows quarantined; the duplicate is quarantined, and
+    # so is the row of the file of the wrong schema (9 rows of part-r1-00000 + 1).
+    assert (counts["rows_read"], counts["rows_accepted"], counts["rows_quarantined"]) == (10, 4, 6)
     assert (counts["duplicates_quarantined"], counts["files_quarantined"], counts["balanced"]) == (
         1,
         2,
         True,
     )
     assert report["validation"]["success"] is True
-    assert "rows read 9 = accepted 4 + quarantined 5 (of which duplicates 1, " in caplog.text
-    # Every row the footers declare is accounted for, including the file rejected whole.
-    assert (counts["rows_declared"], counts["rows_in_files_quarantined"]) == (10, 1)
+    assert "rows read 10 = accepted 4 + quarantined 6 (of which duplicates 1, " in caplog.text
+    # Every row the footers declare is accounted for: the one of the file rejected whole for its
+    # schema was read, so none is left in files quarantined whole unread; the file that is not
+    # Parquet declares none (no footer).
+    assert (counts["rows_declared"], counts["rows_in_files_quarantined"]) == (10, 0)
     assert (counts["rows_unreadable"], counts["files_without_footer"]) == (0, 1)
     assert (
-        "rows declared by footers 10 = read 9 + unreadable 0 + in files quarantined whole 1 "
-        "(and 1 files without a readable footer)" in caplog.text
+        "rows declared by footers 10 = read 10 + unreadable 0 + in files quarantined whole unread "
+        "0 (and 1 files without a readable footer)" in caplog.text
     )
 
 
@@ -421,7 +428,8 @@ def test_a_key_on_two_days_keeps_the_earlier_copy_whatever_order_the_days_come_i
 
 def test_files_spark_cannot_address_are_quarantined_by_name(spark, pipeline_conf):
     """Hadoop reads ':' as a URI scheme and '{}[]*?' as a glob: such a file is quarantined whole,
-    with a reason asking for a rename, and the rest of the day is ingested (exit 0)."""
+    with a reason asking for a rename, its row read by pyarrow into the quarantine, and the rest
+    of the day is ingested (exit 0)."""
     conf_path, conf = pipeline_conf(validate=False)
     raw = Path(conf.raw_dir)
     write_raw(raw, [event(i, at(1, 10, i), "enqueue", queue="q") for i in range(1, 4)])
@@ -436,13 +444,17 @@ def test_files_spark_cannot_address_are_quarantined_by_name(spark, pipeline_conf
     bronze = read_table(spark, conf, PIPELINE_TABLES["broker_events"][1])
     assert sorted(r.seq for r in bronze.collect()) == [1, 2, 3]
     quarantine = read_table(spark, conf, PIPELINE_TABLES["broker_events_quarantine"][1])
-    records = {
-        r.source_file.split("/")[-1]: (r.record_kind, r.reason) for r in quarantine.collect()
-    }
+    records: dict[str, list] = {}
+    for r in quarantine.orderBy("record_kind").collect():
+        records.setdefault(r.source_file.split("/")[-1], []).append(
+            (r.record_kind, r.seq, r.source_row_index, r.reason)
+        )
     assert set(records) == set(names)
-    for kind, reason in records.values():
-        assert kind == "file" and reason.startswith("unaddressable_file_name:")
+    for i, name in enumerate(names):  # a file record, and the file's one row at index 0
+        (file_kind, _, _, reason), row = records[name]
+        assert file_kind == "file" and reason.startswith("unaddressable_file_name:")
         assert "rename" in reason
+        assert row == ("row", 10 + i, 0, reason)
 
 
 def test_days_bronze_holds_are_not_replaced_by_raw_files_that_cannot_be_read(spark, pipeline_conf):
@@ -575,6 +587,19 @@ def test_types_common_writers_emit_are_read_as_the_contracts(spark, pipeline_con
         ("r1", seq, "enqueue", "q", 5) for seq in range(1, 6)
     ]
     assert {r.ts for r in rows} == {naive(at(1, 12, 0, 0, 123_000))}
+    # The rows of the files of the wrong ts type are quarantined as rows, ts null there (it does
+    # not convert to the contract's without loss), the other columns as written.
+    quarantine = read_table(spark, conf, PIPELINE_TABLES["broker_events_quarantine"][1])
+    rejected = quarantine.where("record_kind = 'row'").collect()
+    seqs = {"ns": 10, "naive": 11, "pandas": 12, "int96": 12}  # int96: pandas' file rewritten
+    expected = {f"date=2024-01-01/part-{name}.parquet": seq for name, seq in seqs.items()}
+    assert {
+        r.source_file: (r.seq, r.ts, r.event_type, r.depth_msgs, r.reason) for r in rejected
+    } == {
+        name: (seq, None, "enqueue", 5, report["quarantined_files"][name])
+        for name, seq in expected.items()
+    }
+    assert report["rows_quarantined"] == 4 and report["rows_in_files_quarantined"] == 0
 
 
 def test_great_expectations_results_go_to_a_uri_quality_folder_through_hadoop(spark, tmp_path):
