@@ -36,8 +36,11 @@ BROKER_EVENTS_QUARANTINE = TableSchema(
     partition_by=("date",),
     doc=(
         "Every rejected raw row (record_kind='row': its columns as read, all nullable, and its "
-        "position in its file) and every unreadable raw file (record_kind='file': event columns "
-        "null but detail, JSON of why a file read only in part was), with the reason."
+        "position in its file; the rows of a file quarantined whole for its schema or name too, "
+        "a column null where the file lacks it or holds a type that does not convert to the "
+        "contract's without loss) and every raw file quarantined whole or read only in part "
+        "(record_kind='file': event columns null but detail, JSON of why a file was read only in "
+        "part or its rows could not be read), with the reason."
     ),
     columns=(
         *(replace(c, nullable=True) for c in BROKER_EVENTS.columns),
