@@ -88,6 +88,25 @@ def detail(event: dict[str, Any]) -> dict[str, Any]:
     return dict(json.loads(event["detail"]))
 
 
+def expected_core_bound_bytes(window: int, size: int, latency_us: int, send_cost_us: int) -> int:
+    """One CORE producer's share of an address's overshoot bound, from its config alone.
+
+    Worked out here rather than read from the engine, so that a wrong engine bound fails.
+    Seed 003 (4.1.1): "It is therefore possible to go over the address limit by approximately:
+    total number of producers on address * producer window size". Exactly, as
+    ``ArtemisServer.overshoot_bound_bytes`` documents it: the client holds at most
+    max(window, 2 x size) of credit, "plus the messages still on the wire when it asks (none
+    when the latency is below the send cost, else at most latency // send_cost)", each ``size``.
+    """
+    on_the_wire = latency_us // send_cost_us if latency_us >= send_cost_us else 0
+    return max(window, 2 * size) + on_the_wire * size
+
+
+# The connection latency and send cost of the cases below (the engine's defaults, set explicitly
+# so that the bound can be worked out from them): 100 // 10 = 10 messages on the wire.
+LATENCY_US = 100
+SEND_COST_US = 10
+
 # -- ProducerFlowControlTest (CORE producers, BLOCK) ---------------------------------------------
 FLOW_CONTROL_CASES = {
     # name: (messages, size, max-size-bytes, producer window, consumer window, consumers,
@@ -101,6 +120,17 @@ FLOW_CONTROL_CASES = {
     "LargerMessagesSmallWindowSize": (1000, 10 * KIB, 10 * KIB, 1024, 1024, 1, 1, 0),
     "MultipleProducers": (1000, 500, MIB, 1024, 1024, 1, 5, 0),
     "MultipleProducersAndConsumers": (500, 500, 100 * KIB, 1024, 1024, 1, 3, 3),
+}
+# Each case's overshoot bound by hand: producers x (max(window, 2 x size) + 10 x size).
+FLOW_CONTROL_BOUNDS = {
+    "SingleConsumer": 1 * (max(1024, 1000) + 10 * 500),  # 6,024
+    "SingleConsumerLargeMaxSize": 1 * (max(1024, 1000) + 10 * 500),  # 6,024
+    "ZeroConsumerWindowSize": 1 * (max(1024, 1000) + 10 * 500),  # 6,024
+    "SingleConsumerSlowConsumer": 1 * (max(512, 1000) + 10 * 500),  # 6,000
+    "SmallMessages": 1 * (max(1024, 0) + 10 * 0),  # 1,024
+    "LargerMessagesSmallWindowSize": 1 * (max(1024, 20 * KIB) + 10 * 10 * KIB),  # 122,880
+    "MultipleProducers": 5 * (max(1024, 1000) + 10 * 500),  # 30,120
+    "MultipleProducersAndConsumers": 3 * (max(1024, 1000) + 10 * 500),  # 18,072
 }
 
 
@@ -118,7 +148,12 @@ def test_producer_flow_control_test_flow_control(case: str) -> None:
         addresses=(AddressConfig("testaddress", settings(max_size), queues=queues),),
         producers=tuple(
             ArtemisProducerConfig(
-                f"p{j}", "testaddress", window=p_window, size=size, count=messages
+                f"p{j}",
+                "testaddress",
+                window=p_window,
+                size=size,
+                count=messages,
+                send_cost_us=SEND_COST_US,
             )
             for j in range(producers)
         ),
@@ -128,6 +163,7 @@ def test_producer_flow_control_test_flow_control(case: str) -> None:
             )
             for i, queue in enumerate(queues)
         ),
+        latency_us=LATENCY_US,
     )
     server = Server(config).run(30 * SECOND)
     for i in range(consumers):
@@ -135,8 +171,10 @@ def test_producer_flow_control_test_flow_control(case: str) -> None:
     state = server.state("testaddress")
     assert state.size == 0 and state.accepted == messages * producers
     if max_size != -1:
-        bound = server.server.overshoot_bound_bytes("testaddress")
-        assert state.peak_size <= max_size + bound
+        expected = producers * expected_core_bound_bytes(p_window, size, LATENCY_US, SEND_COST_US)
+        assert expected == FLOW_CONTROL_BOUNDS[case]
+        assert server.server.overshoot_bound_bytes("testaddress") == expected
+        assert state.peak_size <= max_size + expected
 
 
 def test_producer_flow_control_test_closing_session_unblocks_blocked_producer() -> None:
@@ -148,14 +186,23 @@ def test_producer_flow_control_test_closing_session_unblocks_blocked_producer() 
     server = Server(
         ArtemisConfig(
             addresses=(AddressConfig("q", settings(1024)),),
-            producers=(ArtemisProducerConfig("p", "q", window=1024, size=2000, count=10),),
+            producers=(
+                ArtemisProducerConfig(
+                    "p", "q", window=1024, size=2000, count=10, send_cost_us=SEND_COST_US
+                ),
+            ),
+            latency_us=LATENCY_US,
         )
     ).run(SECOND)
     producer = server.producer("p")
     assert producer.sent < 10
     assert producer.blocked_total_us() > SECOND // 2
     assert server.server.addresses["q"].pending_core  # the credit request waits for room
-    assert server.state().peak_size <= 1024 + server.server.overshoot_bound_bytes("q")
+    # max(1024, 2 x 2000) + 10 messages of 2000 on the wire (expected_core_bound_bytes).
+    expected = expected_core_bound_bytes(1024, 2000, LATENCY_US, SEND_COST_US)
+    assert expected == 4000 + 10 * 2000
+    assert server.server.overshoot_bound_bytes("q") == expected
+    assert server.state().peak_size <= 1024 + expected
 
 
 def test_address_full_logging_test_block_logging() -> None:
