@@ -7,7 +7,10 @@ import pytest
 from pyspark.sql import types as T
 
 from schemas import BROKER_EVENTS, EVENT_TYPES
+from schemas.broker_events import LINK_ROLES, PROTOCOLS
 from schemas.model import Column, TableSchema
+from tests.test_event_log_contract import EVENT_TYPES as DESIGN_EVENT_TYPES
+from tests.test_event_log_contract import PROTOCOLS as DESIGN_PROTOCOLS
 
 SPARK_FOR_ARROW = {
     pa.string(): T.StringType(),
@@ -61,7 +64,11 @@ def test_design_md_columns_and_required_fields() -> None:
     ):
         assert BROKER_EVENTS.column(name).nullable
     assert BROKER_EVENTS.column("ts").type == "timestamp"
-    assert len(EVENT_TYPES) == 18 and "flow_stopped" in EVENT_TYPES
+    # The names themselves, not just how many: the tuple drives ingest's unknown_event_type
+    # quarantine and the Great Expectations value sets, so a misspelling would reject valid rows.
+    assert set(EVENT_TYPES) == DESIGN_EVENT_TYPES and len(EVENT_TYPES) == len(DESIGN_EVENT_TYPES)
+    assert set(PROTOCOLS) == DESIGN_PROTOCOLS and len(PROTOCOLS) == len(DESIGN_PROTOCOLS)
+    assert LINK_ROLES == ("publisher", "consumer")
 
 
 def test_ddl_and_duplicate_columns() -> None:
