@@ -172,12 +172,20 @@ def test_overshoot_title_says_none_was_measured_when_flow_control_is_off(tmp_pat
     assert "qpid-payments / payments — worst 0 msgs" in dom
 
 
-def test_empty_tables_render_placeholders() -> None:
+def test_empty_tables_render_placeholders(tmp_path: Path) -> None:
     html = render_html(
         {"queues": [], "links": [], "recommendations": [], "recommendations_as_of": None,
          "warehouse": "</script><b>x"}
     )  # fmt: skip
     assert "<\\/script><b>x" in html  # the JSON cannot close the script element early
+    page = tmp_path / "empty.html"
+    page.write_text(html, encoding="utf-8")
+    dom = chromium("--dump-dom", page.as_uri(), user_data_dir=tmp_path / "profile")
+    assert 'data-rendered="true"' in dom
+    assert "no data in the gold table yet" in dom
+    assert "no recommendations yet" in dom
+    # The warehouse name is shown as text, not parsed as markup.
+    assert "warehouse &lt;/script&gt;&lt;b&gt;x</div>" in dom and "<b>x</b>" not in dom
 
 
 def test_dashboard_goes_beside_the_warehouse_by_default() -> None:
