@@ -187,12 +187,18 @@ def test_link_starvation_open_at_watermark(make_events):
 
 def reference_queue_flow_episodes(events, bounds):
     """The episode definition spelled out with ten window functions over every queue event (the
-    implementation before the segment aggregation): the oracle the faster one is checked against."""
+    implementation before the segment aggregation): the oracle the faster one is checked against.
+    Overshoot, duration and start date are spelled out here too (DESIGN §4), not imported from
+    the code under test."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from jobs.transforms.episodes import QUEUE_KEYS, THRESHOLD_COLUMNS, _overshoot
-    from jobs.transforms.timeutil import micros, seconds_between, utc_date
+    from jobs.transforms.episodes import QUEUE_KEYS, THRESHOLD_COLUMNS
+
+    def overshoot(peak: str, stop: str):
+        # "peak minus the stop threshold, floored at 0, for thresholds that are on" (0 = off)
+        on = (F.coalesce(F.col(stop), F.lit(0)) > 0) & F.col(peak).isNotNull()
+        return F.when(on, F.greatest(F.col(peak) - F.col(stop), F.lit(0)))
 
     in_order = Window.partitionBy(*QUEUE_KEYS).orderBy("seq")
     upto_here = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
@@ -272,13 +278,16 @@ def reference_queue_flow_episodes(events, bounds):
         )
         .join(bounds.select("run_id", "run_watermark_ts"), "run_id")
     )
-    overshoot_msgs = _overshoot("peak_depth_msgs", "flow_stop_count")
-    overshoot_bytes = _overshoot("peak_depth_bytes", "flow_stop_size")
+    overshoot_msgs = overshoot("peak_depth_msgs", "flow_stop_count")
+    overshoot_bytes = overshoot("peak_depth_bytes", "flow_stop_size")
     bound = F.col("overshoot_bound_msgs")
+    # The test session's time zone is UTC (conftest), so to_date gives the UTC day; the log's ts
+    # only grow with seq, so no duration is negative.
+    duration_s = (F.unix_micros("end_ts") - F.unix_micros("start_ts")) / F.lit(1_000_000.0)
     return episodes.select(
-        *QUEUE_KEYS, "start_seq", "start_ts", utc_date("start_ts").alias("start_date"),
+        *QUEUE_KEYS, "start_seq", "start_ts", F.to_date("start_ts").alias("start_date"),
         "end_seq", "end_ts", F.col("end_seq").isNull().alias("is_open"),
-        seconds_between(micros("start_ts"), micros("end_ts")).alias("duration_s"),
+        duration_s.alias("duration_s"),
         "run_watermark_ts", "flow_stopped_count", "peak_depth_msgs", "peak_depth_bytes",
         *THRESHOLD_COLUMNS, overshoot_msgs.alias("overshoot_msgs"),
         overshoot_bytes.alias("overshoot_bytes"), "producers",
