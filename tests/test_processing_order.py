@@ -239,8 +239,11 @@ def test_a_run_that_ended_stopped_is_left_alone_by_later_days(spark, tmp_path):
             event(1, at(1, 10), "enqueue", **q1, depth_msgs=2, link="p", capacity=5),
             event(2, at(1, 10), "flow_stopped", **q1, depth_msgs=2, flow_stopped_count=1),
             event(3, at(1, 11), "enqueue", **q1, depth_msgs=3, link="p", capacity=5),
+            # A consumer link left starving too: its open starvation must stay as it was.
+            event(4, at(1, 11), "flow", run_id="old", link="c", link_role="consumer", credit=0,
+                  available=3),
         ],
-    )
+    )  # fmt: skip
     write_raw(
         tmp_path / "raw", [event(1, at(3, 9), "enqueue", run_id="new", queue="q2", depth_msgs=1)]
     )
@@ -254,6 +257,7 @@ def test_a_run_that_ended_stopped_is_left_alone_by_later_days(spark, tmp_path):
     assert (scope.runs, scope.span_from, scope.span_to) == (("new",), DAY3, DAY3)
     after = _tables(spark, conf)
     for table in (QUEUE_FLOW_EPISODES, LINK_STARVATION_EPISODES):
+        assert len(before[table.name]) == 1, table.name  # the open episode and starvation
         assert after[table.name] == before[table.name], table.name
     old_days = [r for r in after["queue_flow_daily"] if r["run_id"] == "old"]
     assert old_days == before["queue_flow_daily"]
