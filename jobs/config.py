@@ -42,6 +42,9 @@ class PipelineConf:
     warehouse_dir: str
     quality_dir: str
     validate_with_great_expectations: bool
+    #: Rows of raw files quarantined whole (schema or name) read into the quarantine per run; the
+    #: driver holds them until the write (~400 bytes a row), so past this a file keeps its record.
+    max_rows_from_files_quarantined_whole: int = 2_000_000
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def table_path(self, layer: str, table: str) -> str:
@@ -104,6 +107,7 @@ class PathsSection(_Section):
 
 class IngestSection(_Section):
     validate_with_great_expectations: StrictBool = True
+    max_rows_from_files_quarantined_whole: StrictInt = Field(2_000_000, ge=0)
 
 
 class PipelineSections(_Section):
@@ -177,5 +181,8 @@ def load_conf(conf_path: str | os.PathLike[str] | None = None) -> PipelineConf:
         warehouse_dir=_resolve(paths.warehouse),
         quality_dir=_resolve(paths.quality),
         validate_with_great_expectations=sections.ingest.validate_with_great_expectations,
+        max_rows_from_files_quarantined_whole=(
+            sections.ingest.max_rows_from_files_quarantined_whole
+        ),
         raw=raw,
     )

@@ -230,9 +230,13 @@ def _schema_problem(schema: pa.Schema, physical_types: dict[str, str] | None = N
     nanoseconds, from others)."""
     expected = BROKER_EVENTS.to_pyarrow()
     problems = []
+    names = [name.lower() for name in schema.names]
     for field in expected:
         index = schema.get_field_index(field.name)
-        if index < 0:
+        # Spark matches column names regardless of case and refuses a file holding one twice.
+        if names.count(field.name.lower()) > 1:
+            problems.append(f"duplicate_column:{field.name}")
+        elif index < 0:
             if not field.nullable:
                 problems.append(f"missing_column:{field.name}")
         elif not reads_as(schema.field(index).type, field.type):
@@ -251,7 +255,7 @@ def _name_problem(name: str) -> str | None:
     found = "".join(sorted({c for c in name if c in UNADDRESSABLE_CHARACTERS}))
     if not found:
         return None
-    return f"unaddressable_file_name:Spark cannot read a name with {found!r}; rename the file"
+    return f"unaddressable_file_name:Spark cannot read a name with {found!r} (rename the file)"
 
 
 #: Longest reason recorded for an unreadable file (the full error goes to the log).
@@ -359,7 +363,12 @@ def inspect_raw_files(raw_dir: str, days: list[date]) -> list[RawFile]:
                     parquet = pq.ParquetFile(handle)
                     rows = parquet.metadata.num_rows
                     physical = {c.path: c.physical_type for c in parquet.schema}
-                    problem = _name_problem(name) or _schema_problem(parquet.schema_arrow, physical)
+                    # Both, so that renaming the file does not merely reveal the next problem.
+                    problems = (
+                        _name_problem(name),
+                        _schema_problem(parquet.schema_arrow, physical),
+                    )
+                    problem = ";".join(p for p in problems if p) or None
             except Exception as exc:  # any unreadable footer: truncated, not Parquet, ...
                 rows, problem = None, _unreadable_reason(exc, info.path, relative)
                 log.warning("unreadable raw file %s: %s", relative, exc)
@@ -994,11 +1003,21 @@ def run_ingest(
     rows_of_files_quarantined: dict[str, int] = {}  # files whose rows are quarantined as rows
     records_of_files_quarantined: list[DataFrame] = []
     unread_details: dict[str, str] = {}  # files whose rows pyarrow failed on: their record's detail
+    row_budget = conf.max_rows_from_files_quarantined_whole
     for f in bad_files:
         if not rows_are_readable(f):
             continue
-        sc.setJobDescription(f"ingest {label}: rows of {f.relative_path}, quarantined whole")
-        records, rows, error = quarantined_file_rows(spark, raw_root, f)
+        if (f.footer_rows or 0) > row_budget:  # the driver would hold them all until the write
+            error = (
+                f"its {f.footer_rows} rows are past what is left of "
+                f"ingest.max_rows_from_files_quarantined_whole ({row_budget} of "
+                f"{conf.max_rows_from_files_quarantined_whole} rows per run): fix the file and "
+                "rerun the day, or raise the limit"
+            )
+            records, rows = None, 0
+        else:
+            sc.setJobDescription(f"ingest {label}: rows of {f.relative_path}, quarantined whole")
+            records, rows, error = quarantined_file_rows(spark, raw_root, f)
         if error is not None:
             log.warning(
                 "raw file %s is quarantined whole (%s) and its rows could not be read into the "
@@ -1011,6 +1030,7 @@ def run_ingest(
             unread_details[f.relative_path] = json.dumps(detail, ensure_ascii=False)
             continue
         rows_of_files_quarantined[f.relative_path] = rows
+        row_budget -= rows
         if records is not None:
             records_of_files_quarantined.append(records)
     rows_read = sum(rows_per_file.values()) + sum(rows_of_files_quarantined.values())

@@ -159,6 +159,11 @@ def test_start_job_exits_2_on_a_conf_that_is_not_yaml(
             "paths.raws: unknown key (did you mean 'raw'? known: raw, warehouse, quality)",
         ),
         ("sprak: {master: x}\n", "sprak: unknown key (did you mean 'spark'?"),
+        (
+            "ingest: {max_rows_from_files_quarantined_whole: -1}\n",
+            "ingest.max_rows_from_files_quarantined_whole: should be greater than or equal to 0, "
+            "got -1",
+        ),
     ],
 )
 def test_conf_keys_and_types_are_checked_and_named(

@@ -333,3 +333,57 @@ def test_rows_of_a_file_spark_cannot_address_are_quarantined_as_rows(spark, pipe
     before = _quarantine_and_bronze(spark, conf)
     assert ingest.run_ingest(spark, conf, DAY1, DAY1) == report
     assert _quarantine_and_bronze(spark, conf) == before
+
+
+def test_files_quarantined_whole_name_every_problem_and_bound_the_rows_read(spark, pipeline_conf):
+    """A file's reason names both its bad name and its schema problem (a rename alone would only
+    reveal the next one); a contract column held twice is ``duplicate_column`` (Spark refuses such
+    a file: it matches names regardless of case), its rows kept with the column of the exact name
+    (``queue``, not ``Queue``). The rows
+    read this way are bounded per run (the driver holds them until the write): a file past what
+    is left of the limit keeps its file record only, saying why, its rows counted as
+    rows_in_files_quarantined; smaller files after it are still read."""
+    _, conf = pipeline_conf(validate=False)
+    conf = dataclasses.replace(conf, max_rows_from_files_quarantined_whole=4)
+    raw = Path(conf.raw_dir)
+    write_raw(raw, [event(1, at(1, 10), "enqueue", queue="q")])
+    both = [event(i, at(1, 11, i), "enqueue", run_id="r2", queue="q") for i in (1, 2)]
+    _write_raw_table(raw, "r2:both.parquet", both, types={"ts": pa.timestamp("ns", tz="UTC")})
+    twice = pa.Table.from_pylist(
+        [event(i, at(1, 12, i), "dequeue", run_id="r3", queue="q") for i in (1, 2)],
+        schema=_lenient_schema(),
+    )
+    twice = twice.append_column("Queue", twice.column("queue"))
+    (raw / "date=2024-01-01").mkdir(parents=True, exist_ok=True)
+    pq.write_table(twice, raw / "date=2024-01-01" / "part-r3-00000.parquet")
+    past = [event(i, at(1, 13, i), "enqueue", run_id="r4", queue="q") for i in (1, 2, 3)]
+    _write_raw_table(raw, "part-r4-00000.parquet", past, drop=("event_type",))
+
+    report = ingest.run_ingest(spark, conf, DAY1, DAY1)
+
+    reasons = report["quarantined_files"]
+    both_reason = reasons["date=2024-01-01/r2:both.parquet"]
+    assert both_reason.startswith("unaddressable_file_name:Spark cannot read a name with ':'")
+    assert ";wrong_type:ts:timestamp[ns, tz=UTC]" in both_reason
+    assert reasons["date=2024-01-01/part-r3-00000.parquet"] == "duplicate_column:queue"
+    assert reasons["date=2024-01-01/part-r4-00000.parquet"] == "missing_column:event_type"
+    # Files are taken in name order: r3's 2 rows (2 of 4 left), r4's 3 are past the 2 left and
+    # not read, r2's 2 are read (0 left). 1 + 2 + 2 rows read; r4's 3 declared, not read.
+    assert (report["rows_read"], report["rows_accepted"], report["rows_quarantined"]) == (5, 1, 4)
+    assert (report["rows_declared"], report["rows_in_files_quarantined"]) == (8, 3)
+    assert report["balanced"]
+
+    quarantine = read_table(spark, conf, QUARANTINE)
+    rows = quarantine.where("record_kind = 'row'").orderBy("source_file", "source_row_index")
+    assert [(r.source_file.split("/")[-1], r.source_row_index, r.run_id, r.queue, r.ts is None)
+            for r in rows.collect()] == [
+        ("part-r3-00000.parquet", 0, "r3", "q", False),
+        ("part-r3-00000.parquet", 1, "r3", "q", False),
+        ("r2:both.parquet", 0, "r2", "q", True),
+        ("r2:both.parquet", 1, "r2", "q", True),
+    ]  # fmt: skip
+    (past_record,) = quarantine.where("source_file LIKE '%part-r4%'").collect()
+    assert (past_record.record_kind, past_record.file_rows) == ("file", 3)
+    detail = json.loads(past_record.detail)
+    assert (detail["rows_declared"], detail["rows_read"]) == (3, 0)
+    assert "max_rows_from_files_quarantined_whole (2 of 4 rows per run)" in detail["cause"]
