@@ -89,8 +89,9 @@ THRESHOLD_RECOMMENDATIONS = TableSchema(
         Column(
             "current_credit",
             "int64",
-            doc="credit in force now: the largest logged on the link's latest day (UTC) in the "
-            "window with a credit, 0 if it granted none that day (bytes for byte-credit links)",
+            doc="credit the receiver grants now: the largest granted (a flow event not logged "
+            "by the sender) on the link's latest day (UTC) in the window with a grant; without "
+            "any grant, the largest credit of its latest day with one (bytes for byte links)",
         ),
         Column(
             "recommended_credit",

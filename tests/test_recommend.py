@@ -888,18 +888,24 @@ def test_backlogged_time_ends_at_a_detach_or_runs_to_the_watermark(spark: Any) -
     _assert_backlog_evidence(spark, log, [("detached", 11, 10, 2.0), ("open", 10, 10, 4.0)])
 
 
-# -- the current credit: the credit in force on the link's latest day, not the window's largest --
+# -- the current credit: what the receiver grants now, not the largest or what is left --
 
 WEEK = RecommendPolicy(lookback_days=7)
 
 
-def _credit_by_day(name: str, credits: list[int]) -> Log:
+def _credit_by_day(name: str, credits: list[int | None], zero_by: str = "sender") -> Log:
     """A consumer attached 100 s on each day of WEEK's window (DAY - 6 .. DAY), one credit a day.
 
     On a day with credit it grants 10 at a time up to that credit, makes 200 deliveries and
-    starves twice for 15 s; on a day with credit 0 it grants nothing and starves its whole 100 s
-    (a sender's flow: credit 0 with 50 messages available), in one starvation. No delivery logs a
-    credit and only the starved day logs an ``available``, so the rate is per attached second.
+    starves twice for 15 s. On a day with credit 0 it grants nothing and starves its whole 100 s
+    in one starvation: after its attach (credit 0) one flow logs credit 0 with 50 messages
+    available, from ``zero_by`` (``detail.origin``: the sender's report by default, or the
+    receiver's flow setting the credit to 0). On a day with None the receiver grants nothing
+    either: the link stays attached from the day before (no detach, no attach at midnight), at
+    midnight delivers 20 messages running its credit down 19 -> 0, then the sender reports 50
+    messages available at credit 0 and the link starves 100 s, in one starvation. No delivery of
+    a day with credit logs a credit and only the days without log an ``available``, so the rate is
+    per attached second.
     """
     assert len(credits) == 7
     log = Log()
@@ -907,22 +913,32 @@ def _credit_by_day(name: str, credits: list[int]) -> Log:
     for number, credit in enumerate(credits):
         day = DAY - timedelta(days=6 - number)
         start_s = (number - 6) * 86_400.0
-        log.event(start_s, "link_attached", credit=0, **link)
-        for granted in range(10, credit + 1, 10):
+        starved_s: tuple[float, ...] = (15.0, 15.0) if credit else (100.0,)
+        starts_at = start_s + 1
+        if credit is None:
+            starts_at = start_s
+            for left in range(19, -1, -1):
+                log.event(start_s, "dequeue", credit=left, queue="work", **link)
+        else:
+            log.event(start_s, "link_attached", credit=0, **link)
+        for granted in range(10, (credit or 0) + 1, 10):
             log.event(start_s + 0.1, "flow", credit=granted, **link)
-        if credit == 0:
-            log.event(start_s + 0.1, "flow", credit=0, available=50, **link)
+        if not credit:
+            origin = "sender" if credit is None else zero_by
+            log.event(start_s + (0 if credit is None else 0.1), "flow", credit=0, available=50,
+                      detail=json.dumps({"origin": origin}), **link)  # fmt: skip
         for _ in range(200 if credit else 0):
             log.event(start_s + 1, "dequeue", queue="work", **link)
-        log.event(start_s + 100, "link_detached", **link)
-        for duration_s in (15.0, 15.0) if credit else (100.0,):
+        if number == 6 or credits[number + 1] is not None:
+            log.event(start_s + 100, "link_detached", **link)
+        for duration_s in starved_s:
             log.starvations.append(
                 {
                     **RUN,
                     "link": name,
                     "link_role": "consumer",
                     "start_seq": len(log.starvations) + 1,
-                    "start_ts": MIDNIGHT + timedelta(seconds=start_s + 1),
+                    "start_ts": MIDNIGHT + timedelta(seconds=starts_at),
                     "start_date": day,
                     "is_open": False,
                     "duration_s": duration_s,
@@ -931,8 +947,7 @@ def _credit_by_day(name: str, credits: list[int]) -> Log:
             )
         log.link_daily.append(
             {**RUN, "date": day, "link": name, "link_role": "consumer",
-             "starved_s": 30.0 if credit else 100.0, "episodes": 2 if credit else 1,
-             "attached_s": 100.0}
+             "starved_s": sum(starved_s), "episodes": len(starved_s), "attached_s": 100.0}
         )  # fmt: skip
     return log
 
@@ -960,16 +975,104 @@ def test_a_credit_raised_mid_window_is_judged_at_its_new_size(spark: Any) -> Non
     assert "it already had 200 >= needed 40 credits" in row["rationale"]
 
 
-def test_a_link_granting_nothing_on_its_latest_day_holds_no_credit(spark: Any) -> None:
-    """200 credits on days 1-6; on day 7 every event carrying a credit logs 0 (attached, then
-    50 messages available and starved all day). A grant is itself an event carrying the credit
-    it grants, so a day with any grant has a current credit above 0; a day with none has 0: the
-    credit in force is 0, not day 6's 200, which the link no longer held. So it is raised: 1200
-    deliveries in 700 s attached (12/7 msgs/s), median starvation 15 s, top-up 10:
-    ceil(12/7 x 15) + 10 = 36 credits, where 200 would have been kept as "large enough"."""
+def _replenishes_late(rate: str, needed: int, deliveries: int) -> str:
+    """The rationale of a link starved 40 % of its 700 s attached with a 200-credit window its
+    receiver replenishes late, from ``rate`` msgs/s x 15 s round trip + 10 top-up = ``needed``."""
+    return (
+        "keep: starved 40.0% of its attached time with 200 credits; starvation is not caused by "
+        f"the credit size: it already had 200 >= needed {needed} credits; the consumer "
+        "replenishes late (grants credit only as it processes messages); needs "
+        f"{rate} msgs/s x 15.000s round trip + 10 top-up = {needed} credits; the rate is per "
+        f"attached second: {deliveries} deliveries in 700.0s attached (the log gives no time "
+        "with messages available)"
+    )
+
+
+def test_a_link_running_its_credit_down_on_its_latest_day_is_judged_at_its_grant(
+    spark: Any,
+) -> None:
+    """200 credits granted on days 1-6; on day 7 the receiver grants nothing: the link delivers
+    20 messages running its credit down 19 -> 0 and starves 100 s (the sender reporting 50
+    messages available at credit 0). A delivery's credit, and the sender's report, is what is
+    left, not what the receiver grants: the window in force is day 6's 200, so its starvation
+    is the receiver replenishing late. 1220 deliveries in 700 s attached (61/35 msgs/s), median
+    starvation 15 s, top-up 10: ceil(61/35 x 15) + 10 = 37 <= 200, kept. Judged at the largest
+    credit of day 7 (19, what was left) it was raised 19 -> 37, a window it already exceeds."""
+    row = _credit_by_day("ran-down", [200] * 6 + [None]).rows(spark, WEEK)["ran-down"]
+    assert (row["verdict"], row["current_credit"], row["recommended_credit"]) == ("keep", 200, 200)
+    assert row["rationale"] == _replenishes_late("1.7", 37, 1220)
+
+
+def test_a_link_granting_nothing_on_its_latest_day_is_judged_at_its_last_grant(
+    spark: Any,
+) -> None:
+    """200 credits on days 1-6; on day 7 the link attaches (credit 0) and the receiver grants
+    nothing: the only flow is the sender reporting 50 messages available at credit 0, and it
+    starves all day. Neither the attach nor the sender's report is a grant, so the credit the
+    receiver grants is still day 6's 200, and a link starving with a 200-credit window is
+    starved by a receiver that does not replenish, not by the window's size: raising the credit
+    to what the rate needs would not make it grant. 1200 deliveries in 700 s attached (12/7
+    msgs/s), median starvation 15 s, top-up 10: ceil(12/7 x 15) + 10 = 36 <= 200, kept."""
     row = _credit_by_day("stopped", [200] * 6 + [0]).rows(spark, WEEK)["stopped"]
+    assert (row["verdict"], row["current_credit"], row["recommended_credit"]) == ("keep", 200, 200)
+    assert row["rationale"] == _replenishes_late("1.7", 36, 1200)
+
+
+def test_a_receiver_setting_its_credit_to_0_on_its_latest_day_holds_0(spark: Any) -> None:
+    """The same link, but day 7's flow of credit 0 is the receiver's (``origin: receiver``): a
+    grant of 0. The credit it grants now is 0, not day 6's 200, which it withdrew, so the same
+    36-credit need raises it 0 -> 36."""
+    log = _credit_by_day("zeroed", [200] * 6 + [0], zero_by="receiver")
+    row = log.rows(spark, WEEK)["zeroed"]
     assert (row["verdict"], row["current_credit"], row["recommended_credit"]) == ("raise", 0, 36)
     assert row["rationale"].startswith(
         "raise: starved 40.0% of its attached time with 0 credits; needs 1.7 msgs/s x 15.000s "
         "round trip + 10 top-up = 36 credits"
+    )
+
+
+def test_without_a_grant_the_current_credit_is_the_latest_days_largest(spark: Any) -> None:
+    """Links whose log has no grant (no ``flow`` event but the sender's reports) fall back on
+    the largest credit of their latest day with any event carrying one; a link with a grant is
+    judged at its latest day's grants, whatever later days logged.
+
+    - "attach-only": attached with 100 on day 6, with 30 on day 7, credits known only from the
+      attaches and transfers (30, 29): 30, day 6's 100 no longer held.
+    - "sender-only": attached with 40 on day 6 and a transfer (39); on day 7 transfers run
+      38 -> 37 and the sender reports 37 (origin sender): 38, day 7's largest, where counting
+      the sender's report as a grant would give 37.
+    - "granted": a flow without ``detail`` (a grant: no origin says otherwise) of 80 on day 6,
+      then on day 7 transfers 79 -> 70 and a sender's report at 70: 80.
+    """
+    log = Log()
+    sender = json.dumps({"origin": "sender"})
+    day_6 = -86_400.0
+
+    def event(name: str, at_s: float, event_type: str, credit: int, **fields: Any) -> None:
+        log.event(at_s, event_type, link=name, link_role="consumer", credit=credit, **fields)
+
+    event("attach-only", day_6, "link_attached", 100)
+    event("attach-only", day_6 + 1, "transfer", 99, queue="work")
+    event("attach-only", 0, "link_attached", 30)
+    event("attach-only", 1, "transfer", 29, queue="work")
+    event("sender-only", day_6, "link_attached", 40)
+    event("sender-only", day_6 + 1, "transfer", 39, queue="work")
+    event("sender-only", 1, "transfer", 38, queue="work")
+    event("sender-only", 2, "transfer", 37, queue="work")
+    event("sender-only", 3, "flow", 37, available=5, detail=sender)
+    event("granted", day_6, "flow", 80)
+    for left in range(79, 69, -1):
+        event("granted", 1, "transfer", left, queue="work")
+    event("granted", 2, "flow", 70, available=5, detail=sender)
+    actual = consumer_link_evidence(
+        _rows(spark, BRONZE_BROKER_EVENTS, log.events),
+        _rows(spark, LINK_STARVATION_DAILY, []),
+        _rows(spark, LINK_STARVATION_EPISODES, []),
+    ).select("link", "current_credit")
+    expected = spark.createDataFrame(
+        [("attach-only", 30), ("sender-only", 38), ("granted", 80)],
+        "link string, current_credit long",
+    )
+    assert_df_equality(
+        actual, expected, ignore_nullable=True, ignore_metadata=True, ignore_row_order=True
     )

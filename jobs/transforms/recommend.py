@@ -719,11 +719,16 @@ def consumer_link_evidence(
     link's queue sees at a time (``detail.max_queue_credit``, RabbitMQ AMQP 1.0 links; the largest
     logged when runs differ), and its backlogged time and the deliveries made in it.
 
-    The current credit is the credit in force now: the largest credit the link logged on the
-    latest day (UTC date of ``ts``) of the window on which it logged any event carrying a credit.
-    A receiver's grants are such events, so a day with one gives the window it grants up to; a
-    day on which every event logged credit 0 (nothing granted, the link starved or idle) gives 0,
-    not an earlier day's credit the link no longer held.
+    The current credit is the credit the receiver grants now: the largest credit of the link's
+    grants on the latest day (UTC date of ``ts``) of the window on which it logged one. A grant
+    is a ``flow`` event carrying a credit, except those the sending end logs of itself
+    (``detail.origin`` ``sender``: messages available, a drain done), which like deliveries
+    carry the credit left. So a link that ran its credit down on its latest day without a grant
+    (the receiver replenishing late) is judged at the window its last grant set, not at what was
+    left; a receiver that granted 0 (a flow setting the credit to 0) holds 0; and a lowered
+    credit is judged at its new size, not at an earlier day's it no longer holds. A link with no
+    grant in the window (its credit known only from attaches, deliveries or the sender's flows)
+    falls back on the largest credit of the latest day on which any of its events carried one.
 
     A link is backlogged while the sending side has messages for it and credit to send them:
     while its state (DESIGN §4, as for starvation: the credit and ``available`` of its latest
@@ -798,6 +803,14 @@ def consumer_link_evidence(
             F.count(F.when(where & _is("dequeue"), 1)), F.count(F.when(where & _is("transfer"), 1))
         )
 
+    day_credit = F.struct(utc_date("ts").alias("day"), "credit")
+    # A grant: a flow event carrying a credit that the sending end did not log of itself (its
+    # flows report messages available or a drain done, with the credit left, DESIGN §3).
+    granted = (
+        _is("flow")
+        & F.col("credit").isNotNull()
+        & ~F.coalesce(F.get_json_object("detail", "$.origin") == "sender", F.lit(False))
+    )
     per_link = stepped.groupBy(*LINK).agg(
         _latest("link_role"),
         # Artemis CORE consumers count credit in bytes and say so in every event's detail.
@@ -812,12 +825,14 @@ def consumer_link_evidence(
         F.max_by("queue", F.when(_is("dequeue"), F.struct("ts", "seq"))).alias("queue"),
         F.countDistinct("run_id").alias("runs"),
         deliveries(F.lit(True)).alias("deliveries"),
-        # The credit in force now: the largest of the latest day with a credit. Structs compare
-        # field by field, so the max is that day's largest; the window's largest would judge a
-        # link whose credit was lowered against credit it no longer holds.
-        F.max(F.when(F.col("credit").isNotNull(), F.struct(utc_date("ts").alias("day"), "credit")))[
-            "credit"
-        ].alias("current_credit"),
+        # The credit in force now: the largest grant of the latest day with a grant, else the
+        # largest credit of the latest day with any credit. Structs compare field by field, so
+        # each max is that day's largest; the window's largest would judge a link whose credit
+        # was lowered against credit it no longer holds, and a delivery's credit is what is left.
+        F.coalesce(
+            F.max(F.when(granted, day_credit))["credit"],
+            F.max(F.when(F.col("credit").isNotNull(), day_credit))["credit"],
+        ).alias("current_credit"),
         # A top-up: a flow event's credit above the link's previous credit.
         F.percentile(F.when(_is("flow") & (top_up > 0), top_up), 0.5).alias("_median_top_up"),
         seconds_between(F.lit(0), F.sum(F.when(backlogged_after, stretch_us))).alias(
