@@ -315,6 +315,17 @@ def _pipeline_conf(conf: Path | None, warehouse: Path | None) -> Any:
     return dataclasses.replace(loaded, warehouse_dir=str(warehouse)) if warehouse else loaded
 
 
+def _spark_session(pipeline_conf: Any, app_name: str) -> Any:
+    """The pipeline's SparkSession; Spark settings it refuses are the usual one-line error."""
+    from jobs.config import ConfError
+    from jobs.spark_session import build_spark_session
+
+    try:
+        return build_spark_session(pipeline_conf, app_name=app_name)
+    except ConfError as error:
+        raise _fail(str(error)) from None
+
+
 def _recommend_policy(policy: Path | None) -> Any:
     """The recommendation policy (default conf/recommend.yaml), loaded before Spark starts: a
     policy that cannot be used is the usual one-line error and exit status 2."""
@@ -345,11 +356,10 @@ def _run_pipeline_and_print(
     2 before Spark starts or anything is written."""
     from jobs.ingest import IngestRefused
     from jobs.pipeline import daily_metrics_rows, run_pipeline
-    from jobs.spark_session import build_spark_session
 
     pipeline_conf = _pipeline_conf(conf, warehouse)
     recommend_policy = _recommend_policy(policy) if recommend else None
-    spark = build_spark_session(pipeline_conf, app_name="flowctl")
+    spark = _spark_session(pipeline_conf, "flowctl")
     conf_path = str(conf) if conf else None
     warehouse_dir = str(warehouse) if warehouse else None
     try:
@@ -466,14 +476,13 @@ def whatif(
     as_of_day = _parse_date(as_of, "--as-of") if as_of else None
     from jobs.delta_io import local_table_missing
     from jobs.recommend import recommendations_path
-    from jobs.spark_session import build_spark_session
 
     pipeline_conf = _pipeline_conf(conf, None)
     table = recommendations or recommendations_path(pipeline_conf)
     # A local table is checked before Spark starts; a URI (s3a://, ...) is Spark's to read.
     if local_table_missing(table):
         raise _fail(f"{table}: not a Delta table (run `flowctl pipeline` first)")
-    spark = build_spark_session(pipeline_conf, app_name="flowctl-whatif")
+    spark = _spark_session(pipeline_conf, "flowctl-whatif")
     try:
         overrides = load_recommended_thresholds(
             spark, table, as_of=as_of_day, broker=spec.broker.name
@@ -533,15 +542,15 @@ def dashboard(
     ] = None,
 ) -> None:
     """Render a self-contained HTML dashboard over the gold Delta tables."""
-    from jobs.dashboard import no_gold_tables, render_dashboard
-    from jobs.spark_session import build_spark_session
+    from jobs.dashboard import no_gold_tables, out_file_problem, render_dashboard
 
     pipeline_conf = _pipeline_conf(conf, warehouse)
-    refused = no_gold_tables(pipeline_conf)
-    if refused:  # as whatif refuses a missing table: before Spark starts or anything is written
-        raise _fail(refused)
     out = out or default_dashboard_path(pipeline_conf.warehouse_dir)
-    spark = build_spark_session(pipeline_conf, app_name="flowctl-dashboard")
+    # As whatif refuses a missing table: before Spark starts or anything is written.
+    refused = no_gold_tables(pipeline_conf) or out_file_problem(out)
+    if refused:
+        raise _fail(refused)
+    spark = _spark_session(pipeline_conf, "flowctl-dashboard")
     written = render_dashboard(spark, pipeline_conf, out)
     console.print(f"dashboard: {written.resolve()}", highlight=False)
 

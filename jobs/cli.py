@@ -72,7 +72,7 @@ def start_job(args: argparse.Namespace, app_name: str) -> tuple[PipelineConf, Sp
     configure_logging()
     try:
         conf = load_conf(args.conf)
-    except ConfError as error:
+        return conf, build_spark_session(conf, app_name=app_name)
+    except ConfError as error:  # also Spark settings Spark refuses, checked as it starts
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
-    return conf, build_spark_session(conf, app_name=app_name)

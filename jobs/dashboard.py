@@ -167,6 +167,18 @@ def render_html(data: dict[str, Any], title: str = "flowctl — broker flow cont
     return _PAGE.replace("__TITLE__", title).replace("__DATA__", payload)
 
 
+def out_file_problem(out_path: str | Path) -> str | None:
+    """Why the page cannot be written to ``out_path`` (a folder, or under a file), else None:
+    checked before Spark starts, so that a typo does not cost the whole read."""
+    out = Path(out_path)
+    if out.is_dir():
+        return f"--out {out}: is a folder; give the page's file name (e.g. {out / 'report.html'})"
+    for folder in out.parents:
+        if folder.exists():
+            return None if folder.is_dir() else f"--out {out}: {folder} is a file, not a folder"
+    return None
+
+
 def render_dashboard(spark: SparkSession, conf: PipelineConf, out_path: str | Path) -> Path:
     """Write the dashboard page to ``out_path`` (parent folders created); returns its path."""
     out = Path(out_path)
@@ -191,11 +203,15 @@ def main(argv: list[str] | None = None) -> int:
     except ConfError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    refused = no_gold_tables(conf)
+    refused = no_gold_tables(conf) or out_file_problem(args.out)
     if refused:
         print(f"error: {refused}", file=sys.stderr)
         return EXIT_USAGE
-    spark = build_spark_session(conf, app_name="flowctl-dashboard")
+    try:
+        spark = build_spark_session(conf, app_name="flowctl-dashboard")
+    except ConfError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     print(f"dashboard: {render_dashboard(spark, conf, args.out)}")
     return 0
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from jobs.config import PROJECT_ROOT, PipelineConf, load_conf
+from jobs.config import PROJECT_ROOT, ConfError, PipelineConf, load_conf
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import SparkSession
@@ -106,9 +106,49 @@ def build_spark_session(
             from delta import configure_spark_with_delta_pip
 
             builder = configure_spark_with_delta_pip(builder)
-    spark = builder.getOrCreate()
+    from pyspark.errors import PySparkRuntimeError
+
+    try:
+        spark = builder.getOrCreate()
+    except PySparkRuntimeError as error:
+        if error.getCondition() != "JAVA_GATEWAY_EXITED":
+            raise
+        raise ConfError(
+            f"pipeline conf {conf.source}: Spark's JVM exited before it started (its message is "
+            "above): check the spark.conf settings (a memory size is written 6g, not 6gb)"
+        ) from None
     spark.sparkContext.setLogLevel("WARN")
+    check_sql_settings(spark, settings, conf.source)
     return spark
+
+
+def check_sql_settings(spark: SparkSession, settings: Mapping[str, str], source: Path) -> None:
+    """Raise :class:`ConfError` naming every Spark SQL setting whose value Spark refuses
+    (``spark.sql.shuffle.partitions: four``), after stopping the session.
+
+    Spark checks SQL settings only when a query reads them, and a session holding a bad one never
+    reports it: PySpark turns each Java error into a Python one by reading the session's settings,
+    which fails again, and so on without end (the job hangs). So each value is set on a fresh
+    SQLConf with PySpark's error conversion left out of those few calls."""
+    import py4j.java_gateway
+    import py4j.protocol
+
+    converting = py4j.java_gateway.get_return_value
+    py4j.java_gateway.get_return_value = py4j.protocol.get_return_value
+    problems = []
+    try:
+        fresh = spark.sparkContext._jvm.org.apache.spark.sql.internal.SQLConf()
+        for key, value in settings.items():
+            try:
+                fresh.setConfString(key, value)
+            except py4j.protocol.Py4JJavaError as error:
+                message = str(error.java_exception.getMessage()).split(" SQLSTATE")[0]
+                problems.append(f"spark.conf.{key}: {message}")
+    finally:
+        py4j.java_gateway.get_return_value = converting
+    if problems:
+        spark.stop()
+        raise ConfError(f"pipeline conf {source}: " + "; ".join(problems))
 
 
 def _jar_manifest(artifact: str) -> Path:

@@ -175,3 +175,70 @@ def test_whatif_checks_a_local_recommendations_table_but_leaves_a_uri_to_spark(
         app, ["whatif", "qpid-165-worst-case", "--recommendations", "s3a://bucket/recs"]
     )
     assert isinstance(remote.exception, SparkStarted)  # past the local check, on to Spark
+
+
+@pytest.mark.parametrize("where", ["folder", "under_a_file"])
+def test_dashboard_refuses_an_out_it_cannot_write_before_spark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Found by a new-user trial: ``--out`` naming a folder, or a path under a file, failed with
+    a traceback after Spark had read every gold table."""
+    import jobs.spark_session
+
+    def no_spark(*args: object, **kwargs: object) -> None:
+        raise AssertionError("Spark started")
+
+    monkeypatch.setattr(jobs.spark_session, "build_spark_session", no_spark)
+    warehouse = tmp_path / "wh"
+    (warehouse / "gold" / "queue_flow_daily" / "_delta_log").mkdir(parents=True)
+    (tmp_path / "afile").write_text("x")
+    out = tmp_path / "reports" if where == "folder" else tmp_path / "afile" / "r.html"
+    if where == "folder":
+        out.mkdir()
+    line = _one_error_line(
+        runner.invoke(app, ["dashboard", "--warehouse", str(warehouse), "--out", str(out)])
+    )
+    expected = "is a folder; give the page's file name" if where == "folder" else "is a file"
+    assert line.startswith(f"error: --out {out}: ") and expected in line
+
+
+# A Spark setting whose value Spark refuses used to hang the job: PySpark converts each Java error
+# by reading the session's settings, which fails again, without end. A new JVM each, so that the
+# test session's own Spark is not given the bad setting.
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        (
+            "spark.sql.shuffle.partitions: 4",
+            "spark.conf.spark.sql.shuffle.partitions: [INVALID_CONF_VALUE.TYPE_MISMATCH] The "
+            "value 'four' in the config \"spark.sql.shuffle.partitions\" is invalid",
+        ),
+        ("spark.driver.memory: 6g", "Spark's JVM exited before it started"),
+    ],
+)
+def test_a_spark_setting_spark_refuses_is_one_error_line(
+    tmp_path: Path, setting: str, expected: str
+) -> None:
+    import subprocess
+    import sys
+
+    from jobs.config import DEFAULT_CONF
+
+    bad_value = {"spark.sql.shuffle.partitions: 4": "four", "spark.driver.memory: 6g": "6gb"}
+    text = DEFAULT_CONF.read_text(encoding="utf-8")
+    assert setting in text
+    key = setting.split(":")[0]
+    conf = tmp_path / "pipeline.yaml"
+    conf.write_text(text.replace(setting, f"{key}: {bad_value[setting]}"), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.episodes", "--date", "2026-03-02", "--conf", str(conf)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert done.returncode == 2, done.stderr
+    assert errors == [errors[0]] and errors[0].startswith(f"error: pipeline conf {conf}: ")
+    assert expected in errors[0] and "Traceback" not in done.stderr
