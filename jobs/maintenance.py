@@ -4,11 +4,13 @@ OPTIMIZE compacts the small files a day's replaceWhere leaves behind, only in th
 days given (the rest were compacted on their own nights). VACUUM then deletes files that no
 version within the retention period still references; the retention (default 168 h, Delta's own
 default) bounds how far back time travel and a concurrent reader can go, so it is never shortened
-below Delta's safety check here.
+below Delta's safety check here. Delta ignores a VACUUM's own ``RETAIN`` (other than 0 hours) and
+goes by the table property ``delta.deletedFileRetentionDuration``: the retention is set there.
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 from collections.abc import Collection
@@ -27,7 +29,8 @@ from schemas.tables import GOLD, PIPELINE_TABLES
 
 log = logging.getLogger(__name__)
 
-DEFAULT_RETENTION_HOURS = 168.0
+DEFAULT_RETENTION_HOURS = 168
+RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
 
 
 def maintained_tables(conf: PipelineConf) -> list[tuple[str, TableSchema]]:
@@ -41,16 +44,39 @@ def maintained_tables(conf: PipelineConf) -> list[tuple[str, TableSchema]]:
     return tables
 
 
-def _vacuum(spark: SparkSession, path: str, retention_hours: float) -> None:
+def retention_hours_arg(text: str) -> int:
+    """argparse type of ``--retention-hours``: whole hours, at least Delta's safety minimum."""
+    try:
+        hours = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected whole hours, got {text!r}") from None
+    if hours < DEFAULT_RETENTION_HOURS:
+        raise argparse.ArgumentTypeError(
+            f"{hours} h is below Delta's safety minimum of {DEFAULT_RETENTION_HOURS} h (files a "
+            "concurrent reader or time travel may still need)"
+        )
+    return hours
+
+
+def _set_retention(spark: SparkSession, table: DeltaTable, path: str, hours: int) -> None:
+    """Make ``hours`` the table's retention, where VACUUM reads it (a commit only on change)."""
+    wanted = f"interval {hours} hours"
+    properties = table.detail().first().properties or {}
+    if properties.get(RETENTION_PROPERTY) != wanted:
+        spark.sql(
+            f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{RETENTION_PROPERTY}' = '{wanted}')"
+        )
+
+
+def _vacuum(spark: SparkSession, path: str) -> None:
     """VACUUM in LITE mode, which finds the files to delete in the Delta log instead of listing
     the whole table folder (seconds instead of a minute on tiny local tables); FULL when LITE
     cannot, e.g. once the log entries it needs have expired."""
-    retain = f"RETAIN {retention_hours:g} HOURS"
     try:
-        spark.sql(f"VACUUM delta.`{path}` LITE {retain}").collect()
+        spark.sql(f"VACUUM delta.`{path}` LITE").collect()
     except Exception as exc:  # Delta raises a plain AnalysisException-style error here
         log.info("VACUUM LITE of %s not possible (%s); running a full VACUUM", path, exc)
-        spark.sql(f"VACUUM delta.`{path}` {retain}").collect()
+        spark.sql(f"VACUUM delta.`{path}`").collect()
 
 
 def run_maintenance(
@@ -58,12 +84,14 @@ def run_maintenance(
     conf: PipelineConf,
     date_from: date,
     date_to: date,
-    retention_hours: float = DEFAULT_RETENTION_HOURS,
+    retention_hours: int = DEFAULT_RETENTION_HOURS,
     tables: Collection[str] | None = None,
 ) -> dict[str, Any]:
     """OPTIMIZE the days' partitions of every existing table (or of ``tables``, by name), then
-    VACUUM it; returns per table the files the compaction added and removed. A table not created
-    yet is skipped."""
+    VACUUM it with ``retention_hours`` as its retention; returns per table the files the
+    compaction added and removed. A table not created yet is skipped."""
+    if retention_hours < DEFAULT_RETENTION_HOURS:
+        raise ValueError(f"retention {retention_hours} h is below {DEFAULT_RETENTION_HOURS} h")
     report: dict[str, Any] = {}
     for path, schema in maintained_tables(conf):
         if tables is not None and schema.name not in tables:
@@ -81,7 +109,8 @@ def run_maintenance(
             .select("metrics.numFilesAdded", "metrics.numFilesRemoved")
             .first()
         )
-        _vacuum(spark, path, retention_hours)
+        _set_retention(spark, table, path, retention_hours)
+        _vacuum(spark, path)
         report[schema.name] = {
             "files_added": int(metrics[0]) if metrics else 0,
             "files_removed": int(metrics[1]) if metrics else 0,
@@ -100,9 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = date_range_parser("OPTIMIZE the days' partitions and VACUUM every Delta table")
     parser.add_argument(
         "--retention-hours",
-        type=float,
+        type=retention_hours_arg,
         default=DEFAULT_RETENTION_HOURS,
-        help=f"VACUUM retention (default {DEFAULT_RETENTION_HOURS:g} h)",
+        help=f"how long VACUUM keeps files no longer in the table, set as each table's "
+        f"{RETENTION_PROPERTY} (whole hours, at least and by default {DEFAULT_RETENTION_HOURS})",
     )
     args = parse_date_range(parser, argv)
     conf, spark = start_job(args, "flowctl-maintenance")

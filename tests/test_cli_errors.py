@@ -242,3 +242,17 @@ def test_a_spark_setting_spark_refuses_is_one_error_line(
     assert done.returncode == 2, done.stderr
     assert errors == [errors[0]] and errors[0].startswith(f"error: pipeline conf {conf}: ")
     assert expected in errors[0] and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("hours", "why"), [("-5", "below Delta's safety minimum"),
+                                            ("1.5", "expected whole hours")])  # fmt: skip
+def test_maintenance_refuses_a_retention_delta_would_not_keep(
+    capsys: pytest.CaptureFixture[str], hours: str, why: str
+) -> None:
+    """Found by a new-user trial: a negative --retention-hours ran (and Delta ignored it)."""
+    from jobs import maintenance
+
+    with pytest.raises(SystemExit) as exited:
+        maintenance.main(["--date", "2026-03-02", "--retention-hours", hours])
+    assert exited.value.code == 2
+    assert why in capsys.readouterr().err

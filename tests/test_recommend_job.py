@@ -7,6 +7,7 @@ from datetime import date
 from typing import Any
 
 import pytest
+from delta.tables import DeltaTable
 
 from jobs.config import PipelineConf
 from jobs.delta_io import replace_where
@@ -87,3 +88,6 @@ def test_rerun_replaces_the_days_and_changes_nothing(spark: Any, warehouse: Pipe
     report = run_maintenance(spark, warehouse, DAY, following, tables=maintained)
     assert set(report) == maintained
     assert table_rows() == before
+    # Delta ignores VACUUM's own RETAIN: the retention is the table's property.
+    detail = DeltaTable.forPath(spark, recommendations_path(warehouse)).detail().first()
+    assert detail.properties["delta.deletedFileRetentionDuration"] == "interval 168 hours"
