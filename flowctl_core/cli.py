@@ -259,10 +259,14 @@ def scenarios() -> None:
 
 
 def _parse_date(value: str, option: str) -> date:
+    from jobs.cli import DATE_SHAPE, impossible_date
+
+    if not DATE_SHAPE.fullmatch(value):
+        raise _fail(f"{option}: expected YYYY-MM-DD, got {value!r}")
     try:
         return date.fromisoformat(value)
-    except ValueError:
-        raise _fail(f"{option}: expected YYYY-MM-DD, got {value!r}") from None
+    except ValueError as error:
+        raise _fail(f"{option}: {impossible_date(value, error)}") from None
 
 
 DAILY_COLUMNS = (
@@ -426,7 +430,7 @@ def pipeline(
     first = _parse_date(date_from, "--from")
     last = _parse_date(date_to, "--to") if date_to else first
     if last < first:
-        raise _fail("--to is before --from")
+        raise _fail(f"--to {last} is before --from {first}")
     _run_pipeline_and_print(
         conf,
         first,

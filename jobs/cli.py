@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 from datetime import date
 from typing import TYPE_CHECKING
@@ -14,12 +15,23 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from jobs.config import PipelineConf
 
 
+#: A day as the jobs and flowctl take it; a value of this shape may still be no date (02-30).
+DATE_SHAPE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def impossible_date(value: str, error: ValueError) -> str:
+    """How a value of the right shape that is no date is worded (``day is out of range...``)."""
+    return f"{value!r} is not a date: {error}"
+
+
 def iso_date(value: str) -> date:
     """An argparse ``type``: a day as YYYY-MM-DD, worded as flowctl words a bad one."""
+    if not DATE_SHAPE.fullmatch(value):
+        raise argparse.ArgumentTypeError(f"expected YYYY-MM-DD, got {value!r}")
     try:
         return date.fromisoformat(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected YYYY-MM-DD, got {value!r}") from None
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(impossible_date(value, error)) from None
 
 
 def date_range_parser(description: str) -> argparse.ArgumentParser:

@@ -256,3 +256,28 @@ def test_maintenance_refuses_a_retention_delta_would_not_keep(
         maintenance.main(["--date", "2026-03-02", "--retention-hours", hours])
     assert exited.value.code == 2
     assert why in capsys.readouterr().err
+
+
+def test_an_impossible_date_and_a_reversed_range_say_which_values(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Found by a new-user trial: 2026-02-30 is of the right shape but no date, and was answered
+    "expected YYYY-MM-DD"; a reversed range did not say which days."""
+    with pytest.raises(SystemExit):
+        parse_date_range(date_range_parser("test"), ["--date", "2026-02-30"])
+    assert "'2026-02-30' is not a date: day is out of range for month" in capsys.readouterr().err
+    line = _one_error_line(runner.invoke(app, ["pipeline", "--from", "2026-02-30"]))
+    assert line == "error: --from: '2026-02-30' is not a date: day is out of range for month"
+    reversed_range = ["pipeline", "--from", "2026-03-03", "--to", "2026-03-02"]
+    line = _one_error_line(runner.invoke(app, reversed_range))
+    assert line == "error: --to 2026-03-02 is before --from 2026-03-03"
+
+
+def test_a_policy_key_typo_gets_the_closest_known_one(tmp_path: Path) -> None:
+    from jobs.config import ConfError
+    from jobs.recommend import load_policy
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("lookback_daysx: 3\n", encoding="utf-8")
+    with pytest.raises(ConfError, match=r"lookback_daysx \(did you mean 'lookback_days'"):
+        load_policy(policy)

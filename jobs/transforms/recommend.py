@@ -20,6 +20,7 @@ rows of the evidence window, and the output has the schema's columns in order.
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 from collections.abc import Mapping
@@ -151,11 +152,12 @@ class RecommendPolicy:
             path = f"{section}.{key}" if section else str(key)
             home = _LAYOUT[key][0] if key in _LAYOUT else None
             if key not in _LAYOUT or home != section:
-                belongs = (
-                    f" (it belongs {'at the top level' if home is None else f'under {home}:'})"
-                    if key in _LAYOUT
-                    else ""
-                )
+                if key in _LAYOUT:
+                    where = "at the top level" if home is None else f"under {home}:"
+                    belongs = f" (it belongs {where})"
+                else:
+                    close = difflib.get_close_matches(str(key), list(_LAYOUT), n=1)
+                    belongs = f" (did you mean {close[0]!r}?)" if close else ""
                 problems.append(f"unknown key {path}{belongs}")
             elif problem := _problem(key, value, types[key] == "int"):
                 problems.append(f"{path} {problem}")
