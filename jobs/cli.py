@@ -7,7 +7,7 @@ import logging
 import re
 import sys
 from datetime import date
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import SparkSession
@@ -34,8 +34,16 @@ def iso_date(value: str) -> date:
         raise argparse.ArgumentTypeError(impossible_date(value, error)) from None
 
 
+class JobArgumentParser(argparse.ArgumentParser):
+    """argparse as the jobs use it: a usage error is one ``error:`` line (as flowctl's own), with
+    where to find the usage, rather than the usage itself followed by the error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"error: {message} (see {self.prog} --help)\n")
+
+
 def date_range_parser(description: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=description)
+    parser = JobArgumentParser(description=description)
     parser.add_argument(
         "--conf", help="pipeline YAML (default: $FLOWCTL_CONF or conf/pipeline.yaml)"
     )

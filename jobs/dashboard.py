@@ -20,7 +20,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.cli import EXIT_USAGE
+from jobs.cli import EXIT_USAGE, JobArgumentParser
 from jobs.config import ConfError, PipelineConf, load_conf
 from jobs.delta_io import ensure_table, local_table_missing, table_path
 from jobs.recommend import recommendations_path
@@ -188,11 +188,9 @@ def render_dashboard(spark: SparkSession, conf: PipelineConf, out_path: str | Pa
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     from jobs.spark_session import build_spark_session
 
-    parser = argparse.ArgumentParser(description="Render the flowctl dashboard (one HTML file)")
+    parser = JobArgumentParser(description="Render the flowctl dashboard (one HTML file)")
     parser.add_argument(
         "--conf", help="pipeline YAML (default: $FLOWCTL_CONF or conf/pipeline.yaml)"
     )
