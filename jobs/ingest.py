@@ -1084,19 +1084,14 @@ def run_ingest(
         _quarantined_files(
             spark,
             [
-                (
-                    replace(f, detail=unread_details[f.relative_path])
-                    if f.relative_path in unread_details
-                    else f
-                )
+                # A file read only in part gets its reason here; one quarantined whole whose rows
+                # pyarrow failed on, the detail of why.
+                replace(f, detail=unread_details.get(f.relative_path, f.detail))
                 if f.problem
-                else RawFile(
-                    f.day,
-                    f.relative_path,
-                    f.path,
-                    f.footer_rows,
-                    "partially_read_file",
-                    json.dumps(partial_details[f.relative_path], ensure_ascii=False),
+                else replace(
+                    f,
+                    problem="partially_read_file",
+                    detail=json.dumps(partial_details[f.relative_path], ensure_ascii=False),
                 )
                 for f in rejected_files
             ],
