@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent install of everything flowctl needs: a project virtualenv with the pinned Python
-# dependencies, and Delta Lake's JVM jars in the local Maven/Ivy caches so that Spark starts offline.
+# dependencies, and Delta Lake's JVM jars resolved by Maven into .jvm/ so that Spark starts offline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,9 +34,17 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" >"$stamp"
 fi
 
-# Delta's jars: Spark resolves them through Ivy, which also reads ~/.m2. Maven is the more reliable
-# fetcher here, so prefetch with it when present, then let a throw-away session confirm they load.
-# Once confirmed, a stamp in ~/.cache/flowctl/ (for these pyspark/delta-spark versions, this Java and
-# this conf, while every recorded jar is on disk) makes later runs return without starting a JVM;
-# `.venv/bin/python -m jobs.spark_session --fetch-jars --recheck` checks again regardless.
-.venv/bin/python -m jobs.spark_session --fetch-jars
+# JVM jars: resolved with Maven (Spark's own Ivy resolver cannot download here) into the project's
+# .jvm/ folder, then loaded once in Spark; every session names exactly those files in spark.jars.
+# A second run finds them resolved and checked, says so in one line and starts nothing.
+if ! command -v mvn >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing Maven (Debian's maven) to resolve the JVM jars"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null
+  else
+    echo "setup: flowctl resolves its JVM jars with Maven: install it (Debian: sudo apt-get install maven)" >&2
+    exit 1
+  fi
+fi
+.venv/bin/python -m jobs.jvm_jars

@@ -5,6 +5,9 @@ cd "$(dirname "$0")/.."
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
+# The fresh-machine path, every run: Delta's jars resolved into an empty, throw-away Maven
+# repository and loaded by Spark with an empty Ivy home (a warm ~/.m2 cannot hide a missing step).
+.venv/bin/python -m jobs.jvm_jars --fresh-check
 # The dashboard test drives Debian's Chromium; the DAG test runs in Airflow's own virtualenv
 # (the Spark provider pulls pyspark-client, which collides with pyspark).
 bash scripts/setup_chromium.sh
