@@ -40,7 +40,9 @@ from typing import TYPE_CHECKING, Any
 from flowctl_core.events import PREFILL_DETAIL, PREFILL_FIELDS, link_columns
 from flowctl_core.protocols.amqp10 import LinkFlow, ProtocolError, ReceiverLink, SenderLink
 from flowctl_core.protocols.artemis_flow import (
+    DEFAULT_AMQP_MESSAGE_OVERHEAD,
     DEFAULT_CONSUMER_WINDOW,
+    DEFAULT_CORE_MESSAGE_OVERHEAD,
     DEFAULT_PRODUCER_WINDOW,
     RESOURCE_LIMIT_EXCEEDED,
     UNBOUNDED,
@@ -146,10 +148,17 @@ class ArtemisConfig:
     producers: tuple[ArtemisProducerConfig, ...] = ()
     consumers: tuple[ArtemisConsumerConfig, ...] = ()
     latency_us: int = 100  # one way, every client connection unless it sets its own
+    #: What the broker's memory estimate of a message adds to its body, per protocol (DESIGN §2:
+    #: the address size counts the estimate; measured on Artemis 2.40, see the defaults).
+    core_message_overhead_bytes: int = DEFAULT_CORE_MESSAGE_OVERHEAD
+    amqp_message_overhead_bytes: int = DEFAULT_AMQP_MESSAGE_OVERHEAD
 
     def __post_init__(self) -> None:
         if self.latency_us < 0:
             raise ArtemisConfigError("latency_us must be >= 0")
+        for name in ("core_message_overhead_bytes", "amqp_message_overhead_bytes"):
+            if getattr(self, name) < 0:
+                raise ArtemisConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         addresses = [a.name for a in self.addresses]
         queues = [q for a in self.addresses for q in a.queue_names]
         clients = [p.name for p in self.producers] + [c.name for c in self.consumers]
@@ -244,6 +253,12 @@ class ServerAddress:
         # AMQP links whose credit refresh waits for memory ("checkMemory" runnables).
         self.pending_amqp: dict[str, ServerAmqpProducer] = {}
         self.max_over_bytes = 0  # peak size above max-size-bytes
+        # BLOCK as flow control: whether the address blocks now, and how often it has started to.
+        self.blocked = False
+        self.blocked_count = 0
+        # The broker's memory estimate of a message: its body plus this (DESIGN §2).
+        self.overhead_core = server.config.core_message_overhead_bytes
+        self.overhead_amqp = server.config.amqp_message_overhead_bytes
 
     def detail(self, **extra: Any) -> str:
         state = self.state
@@ -269,10 +284,11 @@ class ServerAddress:
         state = self.state
         producer = fields.get("detail")
         extra_detail: dict[str, Any] = {} if producer is None else {"producer": producer}
-        outcome = state.admit(size, amqp=amqp)
+        memory = size + (self.overhead_amqp if amqp else self.overhead_core)
+        outcome = state.admit(memory, amqp=amqp)
         if outcome in (Outcome.ACCEPTED, Outcome.PAGED):
             paged = outcome == Outcome.PAGED
-            self._refs[message_id] = _Ref(size, len(self.queues), paged)
+            self._refs[message_id] = _Ref(memory, len(self.queues), paged)
             limit = state.settings.max_size_bytes
             if limit != UNBOUNDED and state.size - limit > self.max_over_bytes:
                 self.max_over_bytes = state.size - limit
@@ -281,6 +297,7 @@ class ServerAddress:
             link = link_columns(enqueue_fields)
             for queue in self.queues:
                 queue.enqueue(Message(message_id, size, None), link)
+            self.note_fullness()
             return outcome
         if outcome == Outcome.REJECTED:
             extra: dict[str, Any] = {
@@ -310,7 +327,7 @@ class ServerAddress:
         ref = self._refs.get(message.message_id)
         if ref is not None and ref.paged:
             ref.paged = False
-            self.state.depage(message.size)
+            self.state.depage(ref.size)
 
     def on_ack(self, message_id: int) -> None:
         ref = self._refs.get(message_id)
@@ -321,33 +338,59 @@ class ServerAddress:
             return
         del self._refs[message_id]
         self.state.release(ref.size)
+        self.note_fullness()
         self.memory_released()
 
     def memory_released(self) -> None:
-        """``checkReleasedMemory``: serve withheld CORE credits and AMQP refreshes."""
+        """``checkReleasedMemory``: once the address is not full, every withheld CORE request is
+        granted whole, in arrival order, then the withheld AMQP refreshes."""
         state = self.state
-        pending = self.pending_core
-        if pending:
-            room = state.room
-            if room is None or room > 0:
-                # Every waiting producer may get the room now: credits are not reserved.
-                for entry in pending:
-                    granted = entry.owed if room is None else min(entry.owed, room)
-                    entry.owed -= granted
-                    entry.producer.grant(granted)
-                self.pending_core = deque(e for e in pending if e.owed > 0)
+        if self.pending_core and not state.withholds_core_credit:
+            waiting, self.pending_core = self.pending_core, deque()
+            for entry in waiting:
+                entry.producer.grant(entry.owed)
         if self.pending_amqp and state.amqp_credit_allowed:
-            waiting, self.pending_amqp = self.pending_amqp, {}
-            for link in waiting.values():
+            waiting_links, self.pending_amqp = self.pending_amqp, {}
+            for link in waiting_links.values():
                 link.flow()
 
     # -- CORE producer credits -----------------------------------------------------------------
     def request_credits(self, producer: ServerCoreProducer, requested: int) -> None:
-        granted = self.state.core_grant(requested)
-        if granted:
-            producer.grant(granted)
-        if requested > granted:
-            self.pending_core.append(_Owed(producer, requested - granted))
+        """Granted whole now, or (BLOCK, full) withheld whole until memory is released."""
+        if self.state.withholds_core_credit:
+            self.pending_core.append(_Owed(producer, requested))
+        else:
+            producer.grant(requested)
+
+    # -- BLOCK as flow control -----------------------------------------------------------------
+    def note_fullness(self) -> None:
+        """Log a BLOCK address that fills or drains as ``flow_stopped`` / ``flow_resumed`` of the
+        address (DESIGN §2, as the broker logs AMQ222183 / AMQ221046), with the address size (the
+        memory estimate) in ``depth_bytes`` and max-size-bytes as its stop and resume size."""
+        state = self.state
+        if state.policy != "BLOCK" or state.full == self.blocked:
+            return
+        self.blocked = state.full
+        if self.blocked:
+            self.blocked_count += 1
+        limit = state.settings.max_size_bytes
+        self.broker.emit(
+            "flow_stopped" if self.blocked else "flow_resumed",
+            {
+                "queue": self.name,
+                "depth_msgs": len(self._refs),
+                "depth_bytes": state.size,
+                "flow_stopped": self.blocked,
+                "flow_stopped_count": self.blocked_count,
+                "flow_stop_count": 0,
+                "flow_resume_count": 0,
+                "flow_stop_size": limit,
+                "flow_resume_size": limit,
+                "max_count": 0,
+                "max_size": 0,
+                "detail": self.detail(kind="address"),
+            },
+        )
 
 
 class QueueDispatcher:
@@ -972,19 +1015,25 @@ class ArtemisServer:
 
         Seed 003: "approximately: total number of producers on address * producer window size".
         Exactly: a producer asks for credit only when what it holds and awaits is below
-        ``max(size, window / 2)``, so it holds at most ``max(window, 2 x size)``, plus the
-        messages still on the wire when it asks (none when the latency is below the send cost,
-        else at most ``latency // send_cost``): the server caps each grant at the room left but
-        does not reserve it, so every producer can spend all of that once the room is gone.
+        ``max(size, window / 2)``, so it never holds or awaits credit for more than its window's
+        message count (:meth:`ProducerCredits.capacity_msgs`); add the messages still on the wire
+        when the address fills (none when the latency is below the send cost, else at most
+        ``latency // send_cost``). Requests are granted whole until the address is full and
+        nothing after (DESIGN §2), so every producer can spend all of that once it is full, each
+        message counting its memory estimate (body plus the CORE overhead).
         """
+        overhead = self.config.core_message_overhead_bytes
         return sum(
-            core_producer_bound_bytes(p.config, p.to_server.latency_us)
+            core_producer_bound_bytes(p.config, p.to_server.latency_us, overhead)
             for p in self.producers_on(address)
             if isinstance(p, CoreProducer) and p.config.window != UNBOUNDED
         )
 
 
-def core_producer_bound_bytes(config: ArtemisProducerConfig, latency_us: int) -> int:
+def core_producer_bound_bytes(
+    config: ArtemisProducerConfig, latency_us: int, overhead_bytes: int
+) -> int:
     """One CORE producer's share of :meth:`ArtemisServer.overshoot_bound_bytes`."""
     in_flight = latency_us // config.send_cost_us if latency_us >= config.send_cost_us else 0
-    return max(config.window, 2 * config.size) + in_flight * config.size
+    on_credit = ProducerCredits(config.window).capacity_msgs(config.size) if config.size else 0
+    return (on_credit + in_flight) * (config.size + overhead_bytes)

@@ -6,9 +6,8 @@ Artemis code path the seed describes:
 
 - :class:`AddressState`: an address's memory size against ``max-size-bytes`` and its
   ``address-full-policy`` (BLOCK / FAIL / DROP / PAGE), the AMQP
-  ``max-size-bytes-reject-threshold``, and the byte credits the server hands to CORE producers
-  ("never ... more credits to any one producer than what is available according to the address's
-  upper memory limit"; no reservation, so several producers can be over-allocated).
+  ``max-size-bytes-reject-threshold``, and whether CORE credit requests wait (BLOCK, while full:
+  a request is otherwise granted whole, DESIGN §2).
 - :class:`ProducerCredits`: the CORE client's producer window (``ClientProducerCreditsImpl``):
   credits are bytes, requested in halves of ``producerWindowSize``.
 - :class:`ConsumerWindow`: the CORE client's ``consumerWindowSize`` (-1 unbounded, 0 no buffer,
@@ -28,13 +27,18 @@ DEFAULT_MAX_SIZE_BYTES = 10 * 1024 * 1024
 DEFAULT_PRODUCER_WINDOW = 64 * 1024  # producerWindowSize default
 #: Seed 003: "By default, the consumerWindowSize is set to 1 MiB (1024 * 1024 bytes)".
 DEFAULT_CONSUMER_WINDOW = 1024 * 1024
-#: Seed 003: "Artemis will issue 100 credits to a client at a time and refresh them when the
-#: clients credits reaches 30."
 #: The credit logged for a consumer whose window is -1 (unbounded): the largest byte window a
 #: 32-bit ``consumerWindowSize`` can express. Such a window never runs out, so its logged credit
 #: never changes and is never 0 (DESIGN.md §4 reads credit 0 with messages available as
 #: starvation); ``detail.unbounded`` marks it.
 UNBOUNDED_CREDIT = 2**31 - 1
+#: The broker's memory estimate of a message beyond its body, which the address size counts
+#: (DESIGN §2). Measured on Artemis 2.40 with no consumer, reading the address size over Jolokia
+#: after sending messages of a known body size (tests/realbrokers: the conformance suite).
+DEFAULT_CORE_MESSAGE_OVERHEAD = 1076
+DEFAULT_AMQP_MESSAGE_OVERHEAD = 452
+#: Seed 003: "Artemis will issue 100 credits to a client at a time and refresh them when the
+#: clients credits reaches 30."
 AMQP_CREDITS = 100
 AMQP_LOW_CREDITS = 30
 RATE_WINDOW_US = 1_000_000  # max rates are "in units of messages per second"
@@ -106,11 +110,13 @@ class AddressState:
 
     The size counts each message once, however many queues it was routed to, from its arrival
     until its last reference is acknowledged ("the total memory for all queues bound to that
-    address will not exceed max-size-bytes"). As in Artemis the address is *full* when its size
-    is above max-size-bytes; FAIL and DROP refuse a message that arrives while the address is
-    full, so the message that fills it is still accepted. AMQP messages are rejected once the
-    size has reached ``max-size-bytes-reject-threshold`` (``>=``). PAGE pages every message from
-    the moment an accepted message makes the address full until the page store is empty again.
+    address will not exceed max-size-bytes"), at the broker's memory estimate of the message (its
+    body plus a per-protocol overhead, which the caller adds). As in Artemis 2.40
+    (``SizeAwareMetric``, DESIGN §2) the address is *full* while its size is at or above
+    max-size-bytes; FAIL and DROP refuse a message that arrives while the address is full, so the
+    message that fills it is still accepted. AMQP messages are rejected while the size is above
+    ``max-size-bytes-reject-threshold`` (strict ``>``). PAGE pages every message from the moment
+    an accepted message makes the address full until the page store is empty again.
     """
 
     __slots__ = (
@@ -149,19 +155,17 @@ class AddressState:
 
     @property
     def full(self) -> bool:
+        """``size >= max-size-bytes`` (DESIGN §2: Artemis 2.40's ``SizeAwareMetric`` is over its
+        limit once the size reaches it)."""
         limit = self.settings.max_size_bytes
-        return limit != UNBOUNDED and self.size > limit
+        return limit != UNBOUNDED and self.size >= limit
 
     @property
     def rejecting(self) -> bool:
-        """BLOCK, a threshold set, and the size at or above it (AMQP only).
-
-        Seed 003: "Once this upper bound is reach Artemis will start rejecting AMQP messages":
-        reached, so ``>=``: a size exactly at the threshold rejects the next AMQP message. Full
-        against max-size-bytes stays strict ``>`` ("block producers after 10 MiB").
-        """
+        """BLOCK, a threshold set, and the size above it (AMQP only; DESIGN §2: strict ``>``, as
+        Artemis 2.40 checks ``size > maxSizeBytesRejectThreshold`` before an AMQP message)."""
         threshold = self.settings.max_size_bytes_reject_threshold
-        return self.policy == "BLOCK" and threshold != UNBOUNDED and self.size >= threshold
+        return self.policy == "BLOCK" and threshold != UNBOUNDED and self.size > threshold
 
     def admit(self, size: int, *, amqp: bool) -> str:
         """Decide the fate of one arriving message of ``size`` bytes and account for it."""
@@ -211,17 +215,17 @@ class AddressState:
         limit = self.settings.max_size_bytes
         return None if limit == UNBOUNDED else max(0, limit - self.size)
 
-    def core_grant(self, requested: int) -> int:
-        """Credits the server sends now for a CORE request of ``requested`` bytes.
+    @property
+    def withholds_core_credit(self) -> bool:
+        """Whether a CORE credit request waits: only under BLOCK, only while the address is full.
 
-        Under BLOCK: "the server will never send more credits to any one producer than what is
-        available according to the address's upper memory limit" (the room now, not minus credits
-        already granted to others: over-allocation is possible). Other policies never withhold.
+        DESIGN §2: a request is granted whole while the address is not full (Artemis 2.40's
+        ``PagingStoreImpl`` runs the grant at once unless the store is full; it does not cap it
+        at the room left), so every producer can hold a whole window when the address fills and
+        the overshoot is about producers x window, seed 003's bound. Other policies never
+        withhold.
         """
-        room = self.room
-        if self.policy != "BLOCK" or room is None:
-            return requested
-        return min(requested, room)
+        return self.policy == "BLOCK" and self.full
 
     @property
     def amqp_credit_allowed(self) -> bool:
