@@ -119,8 +119,8 @@ class Producer:
         self.outstanding -= 1
         self.completed += 1
         broker = self.broker
-        if transfer.was_held or broker.config.log_immediate_completions:
-            latency_us = broker.scheduler.now_us - transfer.received_us
+        latency_us = broker.scheduler.now_us - transfer.received_us
+        if transfer.completion_logged(latency_us, broker.config.log_immediate_completions):
             broker.bus.emit_row(
                 self._completed_context,
                 self._link_columns(latency_us),

@@ -81,6 +81,13 @@ class Transfer(Message):
     def transfer(self) -> Transfer:  # type: ignore[override]
         return self
 
+    def completion_logged(self, latency_us: int, log_immediate: bool) -> bool:
+        """Whether its completion (Qpid's session completion, a RabbitMQ publisher confirm) is
+        logged as ``transfer_completed``: when it was delayed, held by flow control or completed
+        later than it arrived (a queue that confirms after processing), and every one with
+        ``log_immediate_completions`` (DESIGN §2). The one rule for every protocol."""
+        return self.was_held or latency_us > 0 or log_immediate
+
 
 @dataclass
 class QueueStats:

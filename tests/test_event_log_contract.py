@@ -106,6 +106,9 @@ RULES: dict[str, str] = {
     "flow_stop_count` ... : strict `>`, after the enqueue is counted (an enqueue that should)",
     "qpid_missed_flow_off": "Flow goes OFF on a dequeue, while ON, when every non-zero resume "
     "threshold is satisfied (a dequeue that should)",
+    "artemis_address_flow": "An address that blocks or unblocks writes `flow_stopped` / "
+    "`flow_resumed` for the address (in `queue`) ... an address is full while its size >= "
+    "`max-size-bytes` (its events alternate, stop when full, resume when not, count each stop)",
 }
 
 
@@ -151,6 +154,9 @@ class ContractChecker:
         self._seq: int | None = None
         self._ts: Any = None
         self._queues: dict[str, _QueueState] = collections.defaultdict(_QueueState)
+        # Artemis BLOCK addresses: (blocked now, blocks so far), kept apart from the queues (an
+        # address and its one queue share a name, but not what depth_bytes counts).
+        self._addresses: dict[str, tuple[bool, int]] = {}
         self._links: dict[tuple[Any, ...], _LinkState] = {}
 
     def _bad(self, rule: str, event: Event, why: str) -> None:
@@ -189,7 +195,27 @@ class ContractChecker:
         if event["link"] is not None:
             self._link(event, event_type)
         if event["queue"] is not None:
-            self._queue(event, event_type)
+            if '"kind": "address"' in (event["detail"] or ""):
+                self._address(event, event_type)
+            else:
+                self._queue(event, event_type)
+
+    def _address(self, event: Event, event_type: str) -> None:
+        """DESIGN §2: an Artemis BLOCK address's own flow events, with its size (the broker's
+        memory estimate) in depth_bytes and max-size-bytes as its stop and resume size."""
+        blocked, stops = self._addresses.get(event["queue"], (False, 0))
+        size, limit = event["depth_bytes"], event["flow_stop_size"]
+        if event_type == "flow_stopped" and not blocked and size >= limit:
+            blocked, stops = True, stops + 1
+        elif event_type == "flow_resumed" and blocked and size < event["flow_resume_size"]:
+            blocked = False
+        else:
+            why = f"{event_type} with size {size}, max-size-bytes {limit}, blocked={blocked}"
+            self._bad("artemis_address_flow", event, why)
+        if (event["flow_stopped"], event["flow_stopped_count"]) != (blocked, stops):
+            why = f"carries {event['flow_stopped']}/{event['flow_stopped_count']}"
+            self._bad("artemis_address_flow", event, f"{why}, implied {blocked}/{stops}")
+        self._addresses[event["queue"]] = (blocked, stops)
 
     def finish(self) -> None:
         self._check_instant()
@@ -427,6 +453,12 @@ def _cases() -> list[Any]:
     return cases
 
 
+def test_bundled_artemis_block_addresses_log_their_flow() -> None:
+    """The address rule is not vacuous: the BLOCK scenario's address fills and drains."""
+    checker = checked_run("artemis-block-core-producers")
+    assert checker._addresses and all(stops > 0 for _, stops in checker._addresses.values())
+
+
 def test_known_bugs_name_real_cases() -> None:
     assert {name for name, _ in KNOWN_BUGS} <= set(SCENARIOS)
     assert {rule for _, rule in KNOWN_BUGS} <= set(RULES)
@@ -495,6 +527,23 @@ def _amqp_log() -> list[Event]:
     ]
 
 
+def _address_log() -> list[Event]:
+    """An Artemis BLOCK address of 1,000 bytes filling and draining (DESIGN §2)."""
+    address = {"queue": "a", "flow_stop_size": 1000, "flow_resume_size": 1000}
+    address |= {"detail": '{"address": "a", "kind": "address"}'}
+    return [
+        _event(
+            1, "flow_stopped", depth_bytes=1000, flow_stopped=True, flow_stopped_count=1, **address
+        ),
+        _event(
+            2, "flow_resumed", depth_bytes=999, flow_stopped=False, flow_stopped_count=1, **address
+        ),
+        _event(
+            3, "flow_stopped", depth_bytes=1500, flow_stopped=True, flow_stopped_count=2, **address
+        ),
+    ]
+
+
 def _drop(index: int) -> Callable[[list[Event]], None]:
     def drop(events: list[Event]) -> None:
         del events[index]
@@ -524,6 +573,10 @@ CORRUPTIONS: list[tuple[Callable[[], list[Event]], Callable[[list[Event]], None]
     (_qpid_log, _drop(7), "qpid_missed_flow_off"),
     (_qpid_log, _set(0, flow_stop_count=3, flow_resume_count=3), "qpid_flow_on_rule"),
     (_qpid_log, _set(0, flow_resume_count=1), "qpid_flow_off_rule"),
+    (_address_log, _set(0, depth_bytes=999), "artemis_address_flow"),
+    (_address_log, _set(1, depth_bytes=1000), "artemis_address_flow"),
+    (_address_log, _drop(1), "artemis_address_flow"),
+    (_address_log, _set(2, flow_stopped_count=1), "artemis_address_flow"),
     (_amqp_log, _set(2, delivery_count=9), "delivery_count_serial"),
     (_amqp_log, _set(3, credit=-1), "credit_not_negative"),
     (_amqp_log, _set(2, credit=2), "amqp10_transfer_spends_one_credit"),

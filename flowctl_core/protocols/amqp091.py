@@ -24,7 +24,7 @@ from flowctl_core.protocols.config import (
     PublisherConfig,
     RabbitPolicy,
 )
-from flowctl_core.protocols.endpoints import LinkIdentity, QueueFedSender
+from flowctl_core.protocols.endpoints import LinkIdentity, QueueFedSender, log_confirm
 from flowctl_core.protocols.wire import (
     AckFrame,
     ConfirmFrame,
@@ -249,6 +249,10 @@ class BrokerConnection:
         self.outstanding[publisher.name] -= 1
         if publisher.batch is not None:
             self.to_client.write(ConfirmFrame(publisher.name, transfer.message_id))
+            fields = self._publisher_fields[publisher.name]
+            log_confirm(
+                self.broker, transfer, dict(fields, outstanding=self.outstanding[publisher.name])
+            )
         credit_flow = self.credit_flows[publisher.queue]
         if credit_flow.on_processed() and not credit_flow.blocked:
             self.unblock(f"credit_flow:{publisher.queue}")

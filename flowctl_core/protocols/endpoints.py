@@ -6,7 +6,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from flowctl_core.events import link_columns
-from flowctl_core.queue import Message, Queue
+from flowctl_core.queue import Message, Queue, Transfer
 
 if TYPE_CHECKING:
     from flowctl_core.broker import Broker
@@ -158,3 +158,15 @@ class QueueFedSender:
             self.schedule_pump()
         elif self.queue.depth_msgs != self.reported_available:
             self.emit_flow({"origin": "sender", "reason": "available"})
+
+
+def log_confirm(broker: Broker, transfer: Transfer, fields: dict[str, Any]) -> None:
+    """A RabbitMQ publisher confirm (an AMQP 1.0 disposition, a 0.9.1 ``basic.ack``) is a
+    completion: ``transfer_completed`` with its delay, under :meth:`Transfer.completion_logged`'s
+    rule. ``fields`` are the publisher's columns after the confirm."""
+    latency_us = broker.scheduler.now_us - transfer.received_us
+    if transfer.completion_logged(latency_us, broker.config.log_immediate_completions):
+        fields.update(
+            message_id=transfer.message_id, size_bytes=transfer.size, latency_us=latency_us
+        )
+        broker.emit("transfer_completed", fields)

@@ -40,7 +40,7 @@ from flowctl_core.protocols.config import (
     publisher_credit_due,
     publisher_unconfirmed_bound,
 )
-from flowctl_core.protocols.endpoints import LinkIdentity, QueueFedSender
+from flowctl_core.protocols.endpoints import LinkIdentity, QueueFedSender, log_confirm
 from flowctl_core.protocols.wire import (
     AckFrame,
     ConfirmFrame,
@@ -238,6 +238,7 @@ class BrokerPublisherLink:
         self.unconfirmed -= 1
         if self.wants_confirms:
             self.session.send(ConfirmFrame(self.config.name, transfer.message_id))
+            log_confirm(self.broker, transfer, dict(self._fields, outstanding=self.unconfirmed))
         self._maybe_grant()
 
     def _maybe_grant(self) -> None:
