@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from flowctl_core import Broker, EventBus, EventCollector, Scheduler
+from flowctl_core.broker import BrokerConfig
 from flowctl_core.protocols.amqp091 import Amqp091Connection
 from flowctl_core.protocols.config import (
     AMQP_091,
@@ -336,3 +339,45 @@ def test_amqp091_publisher_attach_logs_its_window_as_credit() -> None:
         assert not rig.events("flow", name) and not rig.events("transfer", name)
     assert max(e["outstanding"] for e in rig.events("enqueue", "flat")) == 400
     assert rig.events("connection_blocked")
+
+
+# -- publisher confirms are completions (DESIGN §2) --------------------------------------------
+def _confirmed_run(
+    protocol: str, service_time_us: int, *, log_immediate: bool = False
+) -> tuple[Rig, int]:
+    """One batch publisher (confirms on) to one queue for 50 ms; the rig and the messages the
+    queue processed (each of them confirmed: a batch publisher waits for every confirm)."""
+    rig = Rig()
+    rig.broker.config = BrokerConfig(log_immediate_completions=log_immediate)
+    rig.queue("q", service_time_us=service_time_us)
+    publisher = PublisherConfig("p", "q", batch=5)
+    config = ConnectionConfig("c", protocol, publishers=(publisher,))
+    connection_class = Amqp10Connection if protocol == AMQP_10 else Amqp091Connection
+    connection_class(rig.broker, config).start()
+    rig.run_for(50_000)
+    queue = rig.broker.queue("q")
+    processed = queue.stats.enqueued - queue.in_service
+    return rig, processed
+
+
+@pytest.mark.parametrize("protocol", [AMQP_10, AMQP_091])
+def test_delayed_publisher_confirms_are_logged_as_completions(protocol: str) -> None:
+    # A queue that confirms 1 ms after a message arrives (a quorum queue's replication): every
+    # confirm is delayed, so every one is a transfer_completed of the publisher with its delay.
+    rig, processed = _confirmed_run(protocol, service_time_us=1_000)
+    completed = rig.events("transfer_completed", "p")
+    assert processed > 10 and len(completed) == processed
+    assert all(e["latency_us"] >= 1_000 for e in completed)
+    assert all(e["link_role"] == "publisher" and e["protocol"] == protocol for e in completed)
+    # One at a time, in batches of 5: the first waits exactly its own service time.
+    assert completed[0]["latency_us"] == 1_000
+    assert [e["outstanding"] for e in completed[:5]] == [4, 3, 2, 1, 0]
+
+
+@pytest.mark.parametrize("protocol", [AMQP_10, AMQP_091])
+def test_immediate_confirms_are_logged_only_when_asked(protocol: str) -> None:
+    rig, processed = _confirmed_run(protocol, service_time_us=0)
+    assert processed > 10 and rig.events("transfer_completed", "p") == []
+    rig, processed = _confirmed_run(protocol, service_time_us=0, log_immediate=True)
+    completed = rig.events("transfer_completed", "p")
+    assert len(completed) == processed and {e["latency_us"] for e in completed} == {0}
