@@ -35,14 +35,19 @@ DEFAULT_EXCHANGE = ""
 ALARM_RESOURCES: tuple[str, ...] = ("memory", "disk")
 
 
+#: Qpid's broker-wide default queue limit (its --default-queue-limit): 100 MiB.
+QPID_DEFAULT_QUEUE_LIMIT_BYTES = 100 * 1024 * 1024
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
     name: str = "broker-1"
     # Qpid's --default-flow-stop-threshold / --default-flow-resume-threshold, in percent.
     default_flow_stop_ratio: float = 80
     default_flow_resume_ratio: float = 70
-    # Qpid's --default-queue-limit in bytes, for queues declared without qpid.max_size (0: none).
-    default_queue_limit_bytes: int = 0
+    # Qpid's --default-queue-limit in bytes, for queues declared without qpid.max_size (0: none);
+    # DESIGN §2: 100 MiB, so such a queue still gets byte thresholds (80 % / 70 % of it).
+    default_queue_limit_bytes: int = QPID_DEFAULT_QUEUE_LIMIT_BYTES
     default_limit_policy: LimitPolicy = "reject"
     # Log transfer_completed for transfers completed at once too (doubles the log; off by default).
     log_immediate_completions: bool = False

@@ -152,7 +152,7 @@ def build(
         else:
             bus.subscribe(subscriber)
     # The same config the scenario's validation declared its queues with.
-    broker = Broker(bus, scheduler, scenario.broker.config())
+    broker = Broker(bus, scheduler, scenario.broker_config())
     for queue in scenario.queues:
         declared = broker.declare_queue(
             queue.name, queue.arguments, service_time_us=queue.service_time_us

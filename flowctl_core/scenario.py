@@ -31,6 +31,7 @@ from flowctl_core.broker import (
     MAX_COUNT_KEY,
     MAX_SIZE_KEY,
     POLICY_TYPE_KEY,
+    QPID_DEFAULT_QUEUE_LIMIT_BYTES,
     Broker,
     BrokerConfig,
 )
@@ -126,16 +127,22 @@ class BrokerSpec(_Strict):
     name: str = "broker-1"
     default_flow_stop_ratio: Annotated[float, Field(ge=0, le=100)] = 80
     default_flow_resume_ratio: Annotated[float, Field(ge=0, le=100)] = 70
-    default_queue_limit_bytes: NonNegInt = 0
+    # None: Qpid's 100 MiB for a Qpid broker, none for RabbitMQ's queues (a scenario with
+    # connections), which have no Qpid flow thresholds to derive from it.
+    default_queue_limit_bytes: NonNegInt | None = None
     default_limit_policy: LimitPolicy = "reject"
     log_immediate_completions: bool = False
 
-    def config(self) -> BrokerConfig:
+    def config(self, *, qpid: bool = True) -> BrokerConfig:
+        """The engine's broker config; ``qpid`` False when the queues are RabbitMQ's."""
+        limit = self.default_queue_limit_bytes
+        if limit is None:
+            limit = QPID_DEFAULT_QUEUE_LIMIT_BYTES if qpid else 0
         return BrokerConfig(
             name=self.name,
             default_flow_stop_ratio=self.default_flow_stop_ratio,
             default_flow_resume_ratio=self.default_flow_resume_ratio,
-            default_queue_limit_bytes=self.default_queue_limit_bytes,
+            default_queue_limit_bytes=limit,
             default_limit_policy=self.default_limit_policy,
             log_immediate_completions=self.log_immediate_completions,
         )
@@ -471,6 +478,11 @@ class Scenario(_Strict):
     # Apache ActiveMQ Artemis front end (seed 003).
     artemis: ArtemisSpec | None = None
 
+    def broker_config(self) -> BrokerConfig:
+        """The engine's broker: RabbitMQ's queues (a scenario with connections) get no Qpid
+        default queue limit unless the scenario sets one (Artemis declares its own queues)."""
+        return self.broker.config(qpid=not self.connections)
+
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
         if self.start.tzinfo is None:
@@ -577,7 +589,7 @@ class Scenario(_Strict):
         """
         scheduler = Scheduler(self.start_us)
         try:
-            broker = Broker(EventBus("validate", scheduler), scheduler, self.broker.config())
+            broker = Broker(EventBus("validate", scheduler), scheduler, self.broker_config())
         except FlowConfigError as error:
             raise ValueError(f"broker: {error}") from None
 

@@ -46,7 +46,10 @@ class Rig:
         ]
 
 
-NO_DEFAULTS = BrokerConfig(default_flow_stop_ratio=0, default_flow_resume_ratio=0)
+# No broker-wide defaults at all, as Qpid's unit tests run: ratios 0 / 0 and no default limit.
+NO_DEFAULTS = BrokerConfig(
+    default_flow_stop_ratio=0, default_flow_resume_ratio=0, default_queue_limit_bytes=0
+)
 
 #: Seed 001 §1.1.2's queue: ON above 4000 msgs or 8K bytes, OFF below 3000 msgs and 6K bytes.
 QPID_4000_8K = {

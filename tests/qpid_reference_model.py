@@ -190,12 +190,16 @@ class Queue:
         )
 
 
+#: DESIGN §2: "The broker's default queue limit is 100 MiB in bytes (settable; 0 = none)".
+DEFAULT_LIMIT_BYTES = 100 * 1024 * 1024
+
+
 class Model:
     def __init__(
         self,
         default_stop_ratio: float = 80,
         default_resume_ratio: float = 70,
-        default_limit_bytes: int = 0,
+        default_limit_bytes: int = DEFAULT_LIMIT_BYTES,
     ) -> None:
         check_ratios(default_stop_ratio, default_resume_ratio)
         self.default_stop_ratio = default_stop_ratio

@@ -172,7 +172,10 @@ def test_enqueue_events_carry_producer_and_queue_state() -> None:
     assert enqueue["capacity"] == 4 and enqueue["outstanding"] == 1
     assert (enqueue["depth_msgs"], enqueue["depth_bytes"]) == (3, 300)
     assert (enqueue["flow_stop_count"], enqueue["flow_resume_count"]) == (8, 7)
-    assert (enqueue["max_count"], enqueue["max_size"]) == (10, 0)
+    # No qpid.max_size: the broker's default queue limit, 100 MiB (DESIGN §2), with byte
+    # thresholds round(104857600 x 0.8) = 83886080 and floor(104857600 x 0.7) = 73400320.
+    assert (enqueue["max_count"], enqueue["max_size"]) == (10, 104_857_600)
+    assert (enqueue["flow_stop_size"], enqueue["flow_resume_size"]) == (83_886_080, 73_400_320)
     assert [e["seq"] for e in rig.events()] == list(range(1, len(rig.events()) + 1))
 
 

@@ -288,3 +288,33 @@ def test_stop_above_depths_follow_every_state_change(
         assert (
             depth_msgs > flow.stop_above_msgs or depth_bytes > flow.stop_above_bytes
         ) == expected
+
+
+def test_the_broker_default_queue_limit_is_100_mib() -> None:
+    """DESIGN §2: "The broker's default queue limit is 100 MiB in bytes (settable; 0 = none), so
+    a queue without `qpid.max_size` still gets byte thresholds 80 % / 70 % of it"."""
+    from flowctl_core import Broker, EventBus, Scheduler
+    from flowctl_core.scenario import Scenario
+
+    base = {
+        "name": "s",
+        "kind": "scripted",
+        "queues": [{"name": "q"}],
+        "steps": [{"advance": {"seconds": 1}}],
+    }
+    qpid = Scenario.model_validate(base).broker_config()
+    assert qpid.default_queue_limit_bytes == 104_857_600
+    broker = Broker(EventBus("t", Scheduler(0)), Scheduler(0), qpid)
+    flow = broker.declare_queue("q").flow
+    assert (flow.stop_size, flow.resume_size) == (83_886_080, 73_400_320)
+    assert (flow.stop_count, flow.resume_count) == (0, 0)  # no max_count: no count thresholds
+    off = Scenario.model_validate({**base, "broker": {"default_queue_limit_bytes": 0}})
+    assert off.broker_config().default_queue_limit_bytes == 0
+    # RabbitMQ's queues (a scenario with connections) have no Qpid default limit to derive from.
+    rabbit = {
+        **{key: value for key, value in base.items() if key != "steps"},
+        "kind": "workload",
+        "duration_s": 1,
+        "connections": [{"name": "c", "protocol": "amqp-0-9-1", "publishers": []}],
+    }
+    assert Scenario.model_validate(rabbit).broker_config().default_queue_limit_bytes == 0
