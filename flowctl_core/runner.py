@@ -194,11 +194,16 @@ def connection_config(spec: ConnectionSpec) -> ConnectionConfig:
         name=spec.name,
         protocol=spec.protocol,
         publishers=tuple(
-            PublisherConfig(p.name, p.queue, p.size, p.batch, p.initial_delivery_count)
+            PublisherConfig(
+                p.name, p.queue, p.size, p.batch, p.initial_delivery_count, p.reports_available
+            )
             for p in spec.publishers
         ),
         consumers=tuple(
-            ConsumerConfig(c.name, c.queue, c.credit, c.top_up_below) for c in spec.consumers
+            ConsumerConfig(
+                c.name, c.queue, c.credit, c.top_up_below, c.drain, c.drain_poll_us, c.echo
+            )
+            for c in spec.consumers
         ),
         latency_us=spec.latency_us,
         frame_cost_us=spec.frame_cost_us,
@@ -260,6 +265,8 @@ def artemis_config(spec: ArtemisSpec) -> ArtemisConfig:
             for c in spec.consumers
         ),
         latency_us=spec.latency_us,
+        core_message_overhead_bytes=spec.core_message_overhead_bytes,
+        amqp_message_overhead_bytes=spec.amqp_message_overhead_bytes,
     )
 
 

@@ -48,7 +48,9 @@ from flowctl_core.flowlimit import (
 from flowctl_core.protocols.artemis_flow import (
     AMQP_CREDITS,
     AMQP_LOW_CREDITS,
+    DEFAULT_AMQP_MESSAGE_OVERHEAD,
     DEFAULT_CONSUMER_WINDOW,
+    DEFAULT_CORE_MESSAGE_OVERHEAD,
     DEFAULT_MAX_SIZE_BYTES,
     DEFAULT_PRODUCER_WINDOW,
     AddressFullPolicy,
@@ -189,6 +191,9 @@ class LinkPublisherSpec(_Strict):
         default=None, description="publish N, wait for their confirms, repeat; omit: flat out"
     )
     initial_delivery_count: Annotated[int, Field(ge=0, le=4_294_967_295)] = 0
+    reports_available: bool = Field(
+        default=True, description="1.0: advertise what it has ready in `available` (false: 0)"
+    )
 
 
 class LinkConsumerSpec(_Strict):
@@ -196,6 +201,11 @@ class LinkConsumerSpec(_Strict):
     queue: str
     credit: PosInt = Field(default=200, description="1.0: link credit granted; 0.9.1: prefetch")
     top_up_below: NonNegInt = Field(default=100, description="1.0: grant again below this")
+    drain: bool = Field(default=False, description="1.0: every grant asks the sender to drain")
+    drain_poll_us: PosInt = Field(
+        default=10_000, description="1.0, with drain: wait this long to grant again when drained"
+    )
+    echo: bool = Field(default=False, description="1.0: every grant asks for a flow reply")
 
 
 class ConnectionSpec(_Strict):
@@ -210,6 +220,23 @@ class ConnectionSpec(_Strict):
     client_incoming_window: PosInt = 5_000
     publishers: list[LinkPublisherSpec] = []
     consumers: list[LinkConsumerSpec] = []
+
+    @model_validator(mode="after")
+    def _amqp10_only(self) -> ConnectionSpec:
+        """drain, echo and available are AMQP 1.0 link flow fields: 0.9.1 has no such knob."""
+        if self.protocol == "amqp-0-9-1":
+            for kind, links, field_name, default in (
+                ("consumers", self.consumers, "drain", False),
+                ("consumers", self.consumers, "echo", False),
+                ("publishers", self.publishers, "reports_available", True),
+            ):
+                for index, link in enumerate(links):
+                    if getattr(link, field_name) != default:
+                        raise FieldError(
+                            f"{kind}.{index}.{field_name}",
+                            "an AMQP 1.0 link setting; AMQP 0.9.1 has no such knob",
+                        )
+        return self
 
 
 # Artemis (seed 003): -1 switches a window or a rate off.
@@ -295,6 +322,14 @@ class ArtemisSpec(_Strict):
     """An Artemis broker front end (seed 003): addresses, CORE / AMQP producers, CORE consumers."""
 
     latency_us: NonNegInt = 100
+    core_message_overhead_bytes: NonNegInt = Field(
+        default=DEFAULT_CORE_MESSAGE_OVERHEAD,
+        description="what the broker's memory estimate of a CORE message adds to its body",
+    )
+    amqp_message_overhead_bytes: NonNegInt = Field(
+        default=DEFAULT_AMQP_MESSAGE_OVERHEAD,
+        description="what the broker's memory estimate of an AMQP message adds to its body",
+    )
     addresses: list[ArtemisAddressSpec] = []
     producers: list[ArtemisProducerSpec] = []
     consumers: list[ArtemisConsumerSpec] = []

@@ -75,6 +75,9 @@ class PublisherConfig:
     size_bytes: int = 1024
     batch: int | None = None
     initial_delivery_count: int = 0
+    #: AMQP 1.0: whether the sender tells the receiver what it has ready (``available``, DESIGN
+    #: §2: "set by the sender"); False advertises 0, as a client whose application never says.
+    reports_available: bool = True
 
     def __post_init__(self) -> None:
         if self.size_bytes < 0:
@@ -95,12 +98,21 @@ class ConsumerConfig:
     queue: str
     credit: int = 200
     top_up_below: int = 100
+    #: AMQP 1.0: every grant asks the sender to drain (use the credit or give it back at once),
+    #: as a client receiving with a timeout does; after a drain that leaves it without credit,
+    #: the consumer grants again ``drain_poll_us`` later.
+    drain: bool = False
+    drain_poll_us: int = 10_000
+    #: AMQP 1.0: every grant asks the sender for a flow reply with its link state.
+    echo: bool = False
 
     def __post_init__(self) -> None:
         if self.credit < 1:
             raise ValueError(f"consumer {self.name!r}: credit must be >= 1")
         if not 0 <= self.top_up_below <= self.credit:
             raise ValueError(f"consumer {self.name!r}: top_up_below must be within 0..credit")
+        if self.drain_poll_us < 1:
+            raise ValueError(f"consumer {self.name!r}: drain_poll_us must be >= 1")
 
     def top_up_due(self, remaining_credit: int) -> bool:
         return remaining_credit < self.top_up_below

@@ -75,7 +75,7 @@ class ClientPublisherLink:
         self.config = config
         self.link = SenderLink(config.name, config.initial_delivery_count)
         self.app = PublisherApp(config)
-        self.link.available = self.app.available
+        self.link.available = self.advertised
         self.identity = LinkIdentity(
             connection.broker,
             link=config.name,
@@ -87,6 +87,11 @@ class ClientPublisherLink:
         )
         self._frames_left = 0  # further frames of a message split by max-frame-size
         self._current: TransferFrame | None = None
+
+    @property
+    def advertised(self) -> int:
+        """The ``available`` the sender puts in its link state (0 when it reports nothing)."""
+        return self.app.available if self.config.reports_available else 0
 
     def emit(self, event_type: str, detail: dict[str, Any] | None = None, **extra: Any) -> None:
         link = self.link
@@ -118,7 +123,7 @@ class ClientPublisherLink:
             return None
         size = self.app.take()
         link.send_transfer()
-        link.available = self.app.available
+        link.available = self.advertised
         session.send_frame()
         message_id = self.connection.broker.next_message_id()
         frames = transfer_frames(size, self.connection.config.max_frame_size)
@@ -138,8 +143,8 @@ class ClientPublisherLink:
         self.connection.writer.wake()
 
     def on_confirm(self) -> None:
-        if self.app.on_confirm():
-            self.link.available = self.app.available
+        if self.app.on_confirm() and self.config.reports_available:
+            self.link.available = self.advertised
             self.emit("flow", {"origin": "sender", "reason": "available"})
             self.connection.writer.wake()
 
@@ -156,9 +161,15 @@ class ClientConsumerLink:
     def attach(self) -> None:
         self.grant(self.config.credit)
 
-    def grant(self, credit: int, *, drain: bool = False, echo: bool = False) -> None:
+    def grant(self, credit: int, *, drain: bool | None = None, echo: bool | None = None) -> None:
+        """Grant ``credit`` (set, not added), with the consumer's own drain / echo unless told."""
         connection = self.connection
-        flow = self.link.grant(credit, drain=drain, echo=echo)
+        config = self.config
+        flow = self.link.grant(
+            credit,
+            drain=config.drain if drain is None else drain,
+            echo=config.echo if echo is None else echo,
+        )
         connection.client_control.push(
             FlowFrame(self.config.name, flow, connection.client_session.state())
         )
@@ -177,6 +188,15 @@ class ClientConsumerLink:
 
     def on_flow(self, flow: LinkFlow) -> None:
         self.link.on_flow(flow)
+        if self.config.drain and flow.drain and self.link.credit == 0:
+            # The sender drained what the queue did not fill: poll again a little later (a
+            # grant at once would drain again at the same instant, without end).
+            scheduler = self.connection.broker.scheduler
+            scheduler.call_later(self.config.drain_poll_us, self._poll)
+
+    def _poll(self) -> None:
+        if self.link.credit == 0:
+            self.grant(self.config.credit)
 
 
 # -- broker side -------------------------------------------------------------------------------
@@ -339,6 +359,9 @@ class BrokerConsumerLink(QueueFedSender):
             self.session.send(
                 FlowFrame(self.config.name, self.link.state(), self.session.endpoint.state())
             )
+            # The reply is a flow frame of the sender's (DESIGN §3: `flow` ... new credit /
+            # drain / echo), so it is logged as one, as the drain's answer is.
+            self.emit_flow({"origin": "sender", "reason": "echo"})
 
     def _grant_queue_credit(self, *, client_flow: bool = False) -> None:
         """Set the credit the queue holds for this consumer: seed 004, "the queue will only ever

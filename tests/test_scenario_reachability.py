@@ -1,0 +1,133 @@
+"""DESIGN §2: "Every protocol rule a scenario can trigger, it can also configure (drain, echo,
+available, windows, credits, rates): what the engine models is reachable from a scenario file,
+not only from Python." Each knob here is set from a scenario's YAML and its effect read from the
+event log the run writes."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from flowctl_core import EventCollector
+from flowctl_core.runner import run_scenario
+from flowctl_core.scenario import ScenarioError, parse_scenario
+
+
+def _run(text: str) -> list[dict[str, Any]]:
+    log = EventCollector()
+    run_scenario(parse_scenario(yaml.safe_load(text)), [log], validate=True)
+    return list(log.events)
+
+
+def _amqp10(consumer: str = "", publisher: str = "") -> str:
+    """A 1.0 connection: a consumer granting 10 credits on a queue that holds 5 messages, and a
+    publisher sending batches of 5 to another queue, each with the given extra settings."""
+    return f"""
+name: knobs
+kind: workload
+duration_s: 0.1
+queues: [{{name: q, prefill: {{count: 5}}}}, {{name: other}}]
+connections:
+  - name: c
+    protocol: amqp-1.0
+    publishers: [{{name: p, queue: other, batch: 5{publisher}}}]
+    consumers: [{{name: r, queue: q, credit: 10, top_up_below: 0{consumer}}}]
+"""
+
+
+def _flows(events: list[dict[str, Any]], link: str) -> list[dict[str, Any]]:
+    return [e for e in events if e["event_type"] == "flow" and e["link"] == link]
+
+
+def _detail(event: dict[str, Any]) -> dict[str, Any]:
+    return dict(json.loads(event["detail"] or "{}"))
+
+
+def test_a_draining_consumer_gets_its_unused_credit_drained_and_polls_again() -> None:
+    events = _run(_amqp10(consumer=", drain: true, drain_poll_us: 20000"))
+    # The broker's sending end logs each grant it receives (drain true) and its answer: 5
+    # messages sent on the first grant of 10, the other 5 credits drained (credit 0, the
+    # delivery-count advanced by 10 in all); each later grant finds the queue empty and is
+    # drained whole. The consumer grants again 20 ms after each drained answer: at 0, ~20, ~40,
+    # ~60 and ~80 ms of the 100 ms run.
+    grants = [e for e in _flows(events, "r") if _detail(e).get("drain")]
+    assert len(grants) == 5
+    times = [e["ts"] for e in grants]
+    assert all(later - earlier >= 20_000 for earlier, later in itertools.pairwise(times))
+    delivered = [e for e in events if e["event_type"] == "transfer" and e["link"] == "r"]
+    assert len(delivered) == 5
+    last = [e for e in events if e["link"] == "r" and e["credit"] is not None][-1]
+    assert last["credit"] == 0
+    assert last["delivery_count"] == 10 * len(grants)  # every credit sent or drained
+
+
+def test_without_drain_the_unused_credit_stays() -> None:
+    events = _run(_amqp10())
+    assert not any(json.loads(e["detail"] or "{}").get("drain") for e in _flows(events, "r"))
+    last = [e for e in events if e["link"] == "r" and e["credit"] is not None][-1]
+    assert last["credit"] == 5  # 10 granted, 5 delivered, the rest kept
+
+
+def test_an_echo_grant_gets_a_flow_reply() -> None:
+    plain = _flows(_run(_amqp10()), "r")
+    echoed = _flows(_run(_amqp10(consumer=", echo: true")), "r")
+    assert [_detail(e).get("echo") for e in echoed][:1] == [True]
+    assert not any(_detail(e).get("echo") for e in plain)
+    # One grant (top_up_below 0): the echo adds the sender's reply, after the 5 deliveries the
+    # grant allowed (credit 10 - 5, nothing left available).
+    assert len(echoed) == len(plain) + 1
+    reply = echoed[-1]
+    assert _detail(reply)["reason"] == "echo" and (reply["credit"], reply["available"]) == (5, 0)
+
+
+def test_a_publisher_that_reports_nothing_advertises_zero_available() -> None:
+    reporting = [e for e in _run(_amqp10()) if e["link"] == "p" and e["available"] is not None]
+    silent = [
+        e
+        for e in _run(_amqp10(publisher=", reports_available: false"))
+        if e["link"] == "p" and e["available"] is not None
+    ]
+    assert any(e["available"] > 0 for e in reporting)
+    assert silent and {e["available"] for e in silent} == {0}
+
+
+@pytest.mark.parametrize(
+    "link, field",
+    [
+        ("consumers: [{name: r, queue: q, drain: true}]", "consumers.0.drain"),
+        ("consumers: [{name: r, queue: q, echo: true}]", "consumers.0.echo"),
+        ("publishers: [{name: p, queue: q, reports_available: false}]", "publishers.0"),
+    ],
+)
+def test_amqp10_link_knobs_are_refused_on_0_9_1(link: str, field: str) -> None:
+    text = f"""
+name: knobs
+kind: workload
+duration_s: 0.1
+queues: [{{name: q}}]
+connections: [{{name: c, protocol: amqp-0-9-1, {link}}}]
+"""
+    with pytest.raises(ScenarioError, match=rf"{field}.*AMQP 0\.9\.1 has no such knob"):
+        parse_scenario(yaml.safe_load(text))
+
+
+def test_the_artemis_memory_overheads_are_set_from_the_scenario() -> None:
+    text = """
+name: overhead
+kind: workload
+duration_s: 0.01
+artemis:
+  core_message_overhead_bytes: 100
+  amqp_message_overhead_bytes: 7
+  addresses: [{name: a, max_size_bytes: -1}]
+  producers:
+    - {name: core, address: a, size: 1000, count: 1}
+    - {name: amqp, address: a, protocol: amqp, size: 1000, count: 1, start_s: 0.005}
+"""
+    enqueues = [e for e in _run(text) if e["event_type"] == "enqueue"]
+    sizes = [json.loads(e["detail"])["address_size"] for e in enqueues]
+    assert sizes == [1_100, 1_100 + 1_007]  # body + 100 (CORE), then + body + 7 (AMQP)
