@@ -12,6 +12,9 @@ cd "$(dirname "$0")/.."
 # (the Spark provider pulls pyspark-client, which collides with pyspark).
 bash scripts/setup_chromium.sh
 bash scripts/setup_airflow.sh
+# The real brokers the conformance tests run against (tests/realbrokers): RabbitMQ from Debian,
+# Artemis from Maven Central, started by the tests as plain processes on loopback.
+bash scripts/setup_brokers.sh
 # pytest exits 5 when it collected nothing: that must fail, never pass silently.
 set +e
 .venv/bin/python -m pytest --ignore=tests/airflow "$@"
