@@ -161,10 +161,20 @@ def dashboard_data(spark: SparkSession, conf: PipelineConf) -> dict[str, Any]:
     }
 
 
+#: Characters that must not appear as themselves in JSON inside a <script> element: "<" and ">"
+#: can open "<!--", "<script" or "</script" (the HTML parser then swallows the rest of the page,
+#: whatever a queue is named), "&" a character reference; U+2028 / U+2029 end a JavaScript line.
+#: Each is written as its JSON escape, which JSON.parse reads back as the same character.
+_SCRIPT_UNSAFE = {ord(c): f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"}
+
+
+def json_for_script(data: Any) -> str:
+    """``data`` as JSON that is safe inside an HTML ``<script type="application/json">``."""
+    return json.dumps(data, sort_keys=True, allow_nan=False).translate(_SCRIPT_UNSAFE)
+
+
 def render_html(data: dict[str, Any], title: str = "flowctl — broker flow control") -> str:
-    # "</" inside a <script> would end it early: JSON allows the escaped form.
-    payload = json.dumps(data, sort_keys=True, allow_nan=False).replace("</", "<\\/")
-    return _PAGE.replace("__TITLE__", title).replace("__DATA__", payload)
+    return _PAGE.replace("__TITLE__", title).replace("__DATA__", json_for_script(data))
 
 
 def out_file_problem(out_path: str | Path) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import html
 import re
 import shutil
 import subprocess
@@ -177,7 +178,7 @@ def test_empty_tables_render_placeholders(tmp_path: Path) -> None:
         {"queues": [], "links": [], "recommendations": [], "recommendations_as_of": None,
          "warehouse": "</script><b>x"}
     )  # fmt: skip
-    assert "<\\/script><b>x" in html  # the JSON cannot close the script element early
+    assert "\\u003c/script\\u003e\\u003cb\\u003ex" in html  # cannot close the script early
     page = tmp_path / "empty.html"
     page.write_text(html, encoding="utf-8")
     dom = chromium("--dump-dom", page.as_uri(), user_data_dir=tmp_path / "profile")
@@ -186,6 +187,41 @@ def test_empty_tables_render_placeholders(tmp_path: Path) -> None:
     assert "no recommendations yet" in dom
     # The warehouse name is shown as text, not parsed as markup.
     assert "warehouse &lt;/script&gt;&lt;b&gt;x</div>" in dom and "<b>x</b>" not in dom
+
+
+HOSTILE_NAMES = [
+    "<!--<script>",  # opens an HTML comment inside the script element: the page vanished
+    "</script><b>x",
+    "<script>alert(1)</script>",
+    "a & b \"quoted\" 'single'",
+    "line\u2028separator\u2029paragraph",
+    "]]></x><!--",
+]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_a_hostile_name_cannot_blank_the_page(tmp_path: Path, name: str) -> None:
+    """A queue or broker may be named anything: the page renders whole and shows it as text."""
+    page = tmp_path / "hostile.html"
+    page.write_text(
+        render_html(
+            {
+                "queues": [{**_queue_day(name, 12.0), "queue": name}],
+                "links": [],
+                "recommendations": [_recommendation(name, "keep", 900)],
+                "recommendations_as_of": "2026-03-03",
+                "warehouse": name,
+            }
+        ),
+        encoding="utf-8",
+    )
+    dom = chromium("--dump-dom", page.as_uri(), user_data_dir=tmp_path / "profile")
+    assert 'data-rendered="true"' in dom  # the script ran to the end
+    assert "1 queues, 0 links" in dom or "1 queue, 0 links" in dom
+    assert 'data-verdict="keep"' in dom  # the recommendations table after the data is there
+    assert "<b>x</b>" not in dom and "alert(1)</script>" not in dom.split("flowctl-data")[0]
+    shown = html.escape(name, quote=False)
+    assert f"{shown} / {shown}" in dom  # the chart title names the queue on its broker
 
 
 def test_dashboard_goes_beside_the_warehouse_by_default() -> None:
