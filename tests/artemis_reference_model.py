@@ -1,32 +1,42 @@
 """A plain discrete-event reference model of ActiveMQ Artemis flow control (seed 003).
 
-Written from DESIGN.md §2, seed 003 and README.md ("Where DESIGN.md leaves room", its Artemis
-bullets) only, without reading the engine's Artemis modules. One address with one or more
-queues (at most one consumer each), CORE and AMQP producers and CORE consumers, on a virtual
-clock in microseconds with a one-way latency on every connection.
+Written from DESIGN.md §2 (its "Decided readings", Artemis bullet), seed 003 and README.md
+("Where DESIGN.md leaves room"; where README predates DESIGN §2's decided readings, DESIGN wins)
+only, without reading the engine's Artemis modules for its rules (the same-instant ordering of
+A1b and the paging start of A7, which the documents leave open, follow the engine). One
+address with one or more queues (at most one consumer each), CORE and AMQP producers and CORE
+consumers, on a virtual clock in microseconds with a one-way latency on every connection.
 
-Documented rules modelled (quotes from seed 003 unless README is named):
+Documented rules modelled (quotes from seed 003 unless DESIGN §2 or README is named):
 - Address size: a message counts once for all the address's queues, from its arrival until its
   last ack ("the total memory for all queues bound to that address will not exceed
-  max-size-bytes"). Full: size > max-size-bytes (README); -1: no limit; default 10 MiB.
-- BLOCK, CORE: "the server will never send more credits to any one producer than what is
-  available": a grant is min(request, room left), room = max - size (README: never exceeds the
-  room left); no reservation between producers ("more credits are allocated across total
-  producers than what is available"), so the overshoot is bounded by producers x window.
+  max-size-bytes"), at "the broker's memory estimate of a message: its body plus a per-protocol
+  overhead (a setting)" (DESIGN §2): ``core_overhead`` for a CORE message, ``amqp_overhead`` for
+  an AMQP one. Full: "while its size >= max-size-bytes" (DESIGN §2); -1: no limit; default
+  10 MiB.
+- BLOCK, CORE: "a CORE credit request is granted whole while the address is not full and
+  withheld while it is full; withheld requests are granted in arrival order once it is not full
+  again" (DESIGN §2): every withheld request, whole, in the order the server received them. So
+  the overshoot is about producers x window ("total number of producers on address * producer
+  window size").
 - BLOCK, AMQP: "issue 100 credits to a client at a time and refresh them when the clients
   credits reaches 30" (at or below the low mark); "The broker will stop issuing credits once an
   address is full" (README: also under FAIL).
+- BLOCK as flow control (DESIGN §2: "An address that blocks or unblocks writes `flow_stopped` /
+  `flow_resumed` for the address"): ``stops`` counts the address becoming full, ``resumes`` it
+  becoming not full again, under BLOCK only.
 - FAIL refuses (producer told), DROP discards silently, PAGE accepts to storage without adding
   to the memory size.
-- max-size-bytes-reject-threshold: AMQP messages are rejected once the size has *reached* it
-  (README).
+- max-size-bytes-reject-threshold: an AMQP message is rejected "when the address size is >
+  max-size-bytes-reject-threshold (strict)" (DESIGN §2).
 - CORE producer window: credit requested half a window at a time, as Artemis's client does
   (README): before each message, needed = max(size, window // 2); if balance + arriving <
-  needed, request needed - arriving.
+  needed, request needed - arriving. Credits are body bytes ("The amount of credits required to
+  send a message is given by the size of the message").
 - Consumer window in bytes: -1 unbounded, 0 no buffer (the client asks for one message when it
   wants one), N: the server sends while its byte credit is > 0 (README), so a buffer holds at most
   window + size - 1 bytes; the client returns credit as it takes messages, in batches of half
-  the window (Artemis's client window).
+  the window (Artemis's client window). Buffers and consumer credits count message bodies.
 - producerMaxRate / consumerMaxRate: at most ``rate`` sends / takes in any sliding second from
   t = 0 (README).
 
@@ -51,24 +61,28 @@ Assumptions where the documents are silent (A1, A2, ...):
   ClientProducerImpl: rateLimiter.limit(), then checkCredits before acquire).
 - A3 (CORE producer start): the producer asks for window // 2 at start (window >= 0); a -1
   window asks for nothing and never waits for credit; 0-byte messages take no credit.
-- A4 (partial grants): the part of a request BLOCK withholds is owed to the producer and granted,
-  in request order, as acks free memory, each owed request getting min(owed, room) (no
-  reservation, so the same room may be granted to several producers). Owed CORE credit is
-  served before withheld AMQP top-ups (as the engine's `ServerAddress.memory_released`).
+- A4 (withheld grants): a request BLOCK withholds is granted, whole, when an ack leaves the
+  address not full (every withheld request then, in the order withheld; each exactly once).
+  Withheld CORE credit is served before withheld AMQP top-ups (as the engine's
+  `ServerAddress.memory_released`).
 - A5 (AMQP): the server grants the link ``amqp_credits`` when it sees the attach (start + L),
   unless a BLOCK/FAIL address with a limit is full; after each message it receives, if the
   credit it believes is left is <= the low mark it tops the link up to ``amqp_credits`` (again
   not while full); a withheld grant or top-up is issued when an ack leaves the address not
-  full, in the order the grants were withheld (after owed CORE credit, A4).
+  full, in the order the grants were withheld (after withheld CORE credit, A4).
   A message refused or rejected has still used its credit.
 - A6 (outcome order): on arrival, a FAIL address that is full fails the message; else an AMQP
-  message on an address at or above the reject threshold is rejected; else a full DROP address
-  drops it; else a PAGE address that is full (or already paging) pages it; else it is accepted.
+  message on an address above the reject threshold is rejected; else a full DROP address
+  drops it; else a PAGE address that is paging (A7) pages it; else it is accepted.
   The generator uses the reject threshold under BLOCK and FAIL only (where the order between
   the threshold and DROP / PAGE would matter, the documents do not say).
-- A7 (paging): once paging, an address keeps paging while its page store is non-empty; the
-  model covers PAGE without consumers only (when paged messages are read back into memory is
-  not documented).
+- A7 (paging): a PAGE address starts paging when an accepted message makes it full and keeps
+  paging while its page store is non-empty. The documents do not say when paging starts; this
+  is how Artemis does it (its size metric's "over" callback, run after the size is added, starts
+  paging) and the engine's documented reading (``AddressState``), adopted when the generator found
+  the one case it differs from "pages while full": an address full while empty (max-size-bytes
+  0), whose first message is accepted. The model covers PAGE without
+  consumers only (when paged messages are read back into memory is not documented).
 - A8 (consumers): a consumer client starts at start_us; its attach, with its whole window as
   credit (window 0: one byte, the ask for one message), reaches the server L later. A delivered
   message reaches the client L later and goes to its buffer; the client takes one message at a
@@ -80,6 +94,11 @@ Assumptions where the documents are silent (A1, A2, ...):
   message's memory L later, once every queue acked it.
 - A9a (refusals): a producer counts a refusal when the error reaches it, L after the arrival.
 - A9 (buffer): the consumer's buffer holds messages received and not yet taken.
+- A10 (prefill): messages in the address before the run count the CORE overhead (they are
+  written by the server, not by an AMQP client).
+- A11 (fill / drain instants): the address is checked for becoming full after each accepted
+  arrival and for becoming not full after each release, so one enqueue stops it at most once and
+  one ack resumes it at most once.
 """
 
 from __future__ import annotations
@@ -88,6 +107,13 @@ import heapq
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+# The overheads' defaults are settings (DESIGN §2: "a setting; measured on a real broker"), not
+# rules: the model takes the engine's configured defaults as its own defaults, never its logic.
+from flowctl_core.protocols.artemis_flow import (
+    DEFAULT_AMQP_MESSAGE_OVERHEAD,
+    DEFAULT_CORE_MESSAGE_OVERHEAD,
+)
 
 UNBOUNDED = -1
 SECOND = 1_000_000
@@ -195,9 +221,14 @@ class Model:
         consumers: tuple[MConsumer, ...] = (),
         latency_us: int = 100,
         prefill: tuple[int, int] = (0, 0),
+        *,
+        core_overhead: int = DEFAULT_CORE_MESSAGE_OVERHEAD,
+        amqp_overhead: int = DEFAULT_AMQP_MESSAGE_OVERHEAD,
     ) -> None:
         self.a = address
         self.lat = latency_us
+        self.core_overhead = core_overhead
+        self.amqp_overhead = amqp_overhead
         self.now = 0
         self._heap: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = 0
@@ -205,11 +236,16 @@ class Model:
         self.peak = 0
         self.accepted = self.failed = self.dropped = self.paged = self.rejected = 0
         self.paged_store = 0
+        self.paging = False  # A7
+        # BLOCK as flow control (DESIGN §2): whether the address is blocking now, and how often
+        # it started and stopped blocking.
+        self.blocking = False
+        self.stops = self.resumes = 0
         self.queues: dict[str, deque[tuple[int, int]]] = {q: deque() for q in address.queues}
         self._dispatch_due: set[str] = set()  # queues with a dispatch step scheduled (A1b)
         self.refs: dict[int, list[int]] = {}  # id -> [size, refs]
         self.next_id = 0
-        self.waiters: list[list] = []  # [producer, owed bytes] (CORE) in withholding order
+        self.waiters: list[list] = []  # [producer, requested bytes] (CORE) in withholding order
         self.amqp_waiters: list[_Prod] = []  # AMQP links whose top-up is withheld, in order
         self.producers = {p.name: _Prod(p) for p in producers}
         self.consumers = {c.name: _Cons(c) for c in consumers}
@@ -243,39 +279,55 @@ class Model:
     # -- address -------------------------------------------------------------------------------
     @property
     def full(self) -> bool:
-        return self.a.max_size != UNBOUNDED and self.size > self.a.max_size
+        # DESIGN §2: "an address is full while its size >= max-size-bytes".
+        return self.a.max_size != UNBOUNDED and self.size >= self.a.max_size
 
-    def room(self) -> int | None:
-        if self.a.policy != "BLOCK" or self.a.max_size == UNBOUNDED:
-            return None
-        return max(0, self.a.max_size - self.size)
+    def _withholds_core(self) -> bool:
+        # DESIGN §2: under BLOCK a request is "withheld while it is full", granted whole otherwise.
+        return self.a.policy == "BLOCK" and self.full
+
+    def _note_fullness(self) -> None:
+        # DESIGN §2: a BLOCK address that blocks or unblocks logs it (A11: checked after each
+        # accepted arrival and each release).
+        if self.a.policy != "BLOCK" or self.full == self.blocking:
+            return
+        self.blocking = self.full
+        if self.blocking:
+            self.stops += 1
+        else:
+            self.resumes += 1
 
     def _amqp_credit_allowed(self) -> bool:
         return not (self.a.policy in ("BLOCK", "FAIL") and self.full)
 
     def _arrive(self, p: _Prod | None, size: int) -> str:
         amqp = p is not None and p.cfg.protocol == "amqp"
+        # DESIGN §2: the body plus the protocol's overhead (A10: prefill counts as CORE).
+        memory = size + (self.amqp_overhead if amqp else self.core_overhead)
         a = self.a
         if a.policy == "FAIL" and self.full:
             self.failed += 1
             outcome = "failed"
-        elif amqp and a.threshold != UNBOUNDED and self.size >= a.threshold:
+        elif amqp and a.threshold != UNBOUNDED and self.size > a.threshold:
             self.rejected += 1
             outcome = "rejected"
         elif a.policy == "DROP" and self.full:
             self.dropped += 1
             outcome = "dropped"
-        elif a.policy == "PAGE" and (self.full or self.paged_store):
+        elif a.policy == "PAGE" and self.paging:
             self.paged += 1
             self.paged_store += 1
             outcome = "paged"
-            self._route(size, count_memory=False)
+            self._route(size, 0)
         else:
             self.accepted += 1
-            self.size += size
+            self.size += memory
             self.peak = max(self.peak, self.size)
             outcome = "accepted"
-            self._route(size, count_memory=True)
+            self._route(size, memory)
+            if a.policy == "PAGE" and self.full:
+                self.paging = True  # A7
+            self._note_fullness()
         if p is not None and outcome in ("failed", "rejected"):
             self._at(self.now + self.lat, lambda: self._refused(p))
         return outcome
@@ -284,10 +336,12 @@ class Model:
     def _refused(p: _Prod) -> None:
         p.refused += 1
 
-    def _route(self, size: int, count_memory: bool) -> None:
+    def _route(self, size: int, memory: int) -> None:
+        # ``size`` (the body) travels to consumers; ``memory`` (0: paged) is what the address
+        # releases at the last ack.
         self.next_id += 1
         mid = self.next_id
-        self.refs[mid] = [size if count_memory else 0, len(self.a.queues)]
+        self.refs[mid] = [memory, len(self.a.queues)]
         for q in self.a.queues:
             self.queues[q].append((mid, size))
             self._schedule_dispatch(q)
@@ -299,20 +353,16 @@ class Model:
             del self.refs[mid]
             if ref[0]:
                 self.size -= ref[0]
+                self._note_fullness()
                 self._memory_released()
 
     def _memory_released(self) -> None:
-        # A4/A5: owed CORE credit first (each in the order it was withheld, all getting the
-        # same room: no reservation), then the withheld AMQP top-ups in the order withheld.
-        room = self.room()
-        if self.waiters and room is not None and room > 0:
-            still: list[list] = []
-            for p, owed in self.waiters:
-                g = min(owed, room)
-                self._grant_core(p, g)
-                if owed - g:
-                    still.append([p, owed - g])
-            self.waiters = still
+        # A4/A5: once the address is not full, every withheld CORE request whole, in the order
+        # withheld, then the withheld AMQP top-ups in the order withheld.
+        if self.waiters and not self._withholds_core():
+            waiting, self.waiters = self.waiters, []
+            for p, requested in waiting:
+                self._grant_core(p, requested)
         if self.amqp_waiters and self._amqp_credit_allowed():
             waiting, self.amqp_waiters = self.amqp_waiters, []
             for p in waiting:
@@ -342,15 +392,10 @@ class Model:
         self._at(self.now + self.lat, lambda: self._on_request(p, amount))
 
     def _on_request(self, p: _Prod, amount: int) -> None:
-        room = self.room()
-        if room is None:
+        if self._withholds_core():
+            self.waiters.append([p, amount])
+        else:
             self._grant_core(p, amount)
-            return
-        g = min(amount, room)
-        if g:
-            self._grant_core(p, g)
-        if amount - g:
-            self.waiters.append([p, amount - g])
 
     def _grant_core(self, p: _Prod, g: int) -> None:
         def land() -> None:
@@ -542,6 +587,8 @@ class Model:
             "rejected": self.rejected,
             "size": self.size,
             "peak_size": self.peak,
+            "address_stops": self.stops,
+            "address_resumes": self.resumes,
             "producers": {n: (p.sent, p.refused) for n, p in sorted(self.producers.items())},
             "consumers": {
                 n: (c.received, c.processed, c.peak_buffered_bytes)

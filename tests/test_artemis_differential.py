@@ -1,22 +1,27 @@
 """Differential tests: the engine's Artemis flow control against the reference model.
 
-The model is written from DESIGN.md §2, seed 003 and README.md's Artemis readings only. Hypothesis
-generates one address (limit, BLOCK / FAIL / DROP / PAGE, reject threshold, AMQP credits, 1-3
-queues), 1-3 CORE or AMQP producers (windows -1 / 0 / N bytes, sizes, counts, rates, start times)
-and at most one consumer per queue (windows -1 / 0 / N, processing time, rate); both sides run it
-on a virtual clock and are compared at the end: messages accepted / failed / dropped / paged /
-rejected, address size and peak, per producer messages sent and refused, per consumer messages
-received and processed and the peak bytes buffered. Both are also checked against seed 003's
-bounds: the overshoot (peak <= max-size-bytes + producers x window), a consumer buffer (window +
-message size - 1) and the rate limits (at most ``rate`` in any sliding second).
+The model is written from DESIGN.md §2 (its decided Artemis readings), seed 003 and README.md's
+Artemis readings only. Hypothesis generates one address (limit, BLOCK / FAIL / DROP / PAGE,
+reject threshold, AMQP credits, 1-3 queues), 1-3 CORE or AMQP producers (windows -1 / 0 / N
+bytes, sizes, counts, rates, start times), at most one consumer per queue (windows -1 / 0 / N,
+processing time, rate) and the per-protocol message overheads the address counts (none, the
+defaults, or any); both sides run it on a virtual clock and are compared at the end: messages
+accepted / failed / dropped / paged / rejected, address size and peak, how often a BLOCK address
+stopped and resumed (the engine's address flow_stopped / flow_resumed events), per producer
+messages sent and refused, per consumer messages received and processed and the peak bytes
+buffered. Both are also checked against seed 003's bounds: the overshoot (peak < max-size-bytes
++ producers x the messages their credit covers, at their memory estimate), a consumer buffer
+(window + message size - 1) and the rate limits (at most ``rate`` in any sliding second); and
+the engine's CORE grants against DESIGN §2 (whole requests, in the order they reach the server).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from flowctl_core import Broker, EventBus, EventCollector, Scheduler
@@ -27,7 +32,11 @@ from flowctl_core.protocols.artemis import (
     ArtemisProducerConfig,
     ArtemisServer,
 )
-from flowctl_core.protocols.artemis_flow import AddressSettings
+from flowctl_core.protocols.artemis_flow import (
+    DEFAULT_AMQP_MESSAGE_OVERHEAD,
+    DEFAULT_CORE_MESSAGE_OVERHEAD,
+    AddressSettings,
+)
 from tests.artemis_reference_model import (
     DEFAULT_MAX_SIZE_BYTES,
     SECOND,
@@ -49,6 +58,7 @@ class Engine:
         consumers: tuple[MConsumer, ...],
         latency_us: int,
         prefill: tuple[int, int] = (0, 0),
+        overheads: tuple[int, int] = (DEFAULT_CORE_MESSAGE_OVERHEAD, DEFAULT_AMQP_MESSAGE_OVERHEAD),
     ) -> None:
         config = ArtemisConfig(
             addresses=(
@@ -92,6 +102,8 @@ class Engine:
                 for c in consumers
             ),
             latency_us=latency_us,
+            core_message_overhead_bytes=overheads[0],
+            amqp_message_overhead_bytes=overheads[1],
         )
         self.scheduler = Scheduler(0)
         self.log = EventCollector()
@@ -114,12 +126,17 @@ class Engine:
             "rejected": state.rejected,
             "size": state.size,
             "peak_size": state.peak_size,
+            "address_stops": len(self.address_events("flow_stopped")),
+            "address_resumes": len(self.address_events("flow_resumed")),
             "producers": {n: (p.sent, p.refused) for n, p in sorted(self.server.producers.items())},
             "consumers": {
                 n: (c.received, c.processed, c.peak_buffered_bytes)
                 for n, c in sorted(self.server.consumers.items())
             },
         }
+
+    def address_events(self, event_type: str) -> list[dict[str, Any]]:
+        return [e for e in self.log.of_type(event_type) if e["queue"] == "q"]
 
     def send_times(self, name: str) -> list[int]:
         return [e["ts"] for e in self.log.of_type("transfer") if e["link"] == name]
@@ -132,10 +149,34 @@ def run_both(
     latency_us: int = 100,
     until_us: int = SECOND,
     prefill: tuple[int, int] = (0, 0),
+    overheads: tuple[int, int] = (DEFAULT_CORE_MESSAGE_OVERHEAD, DEFAULT_AMQP_MESSAGE_OVERHEAD),
 ) -> tuple[Engine, Model]:
-    engine = Engine(address, producers, consumers, latency_us, prefill).run_until(until_us)
-    model = Model(address, producers, consumers, latency_us, prefill).run_until(until_us)
-    return engine, model
+    """Both sides on one workload; ``overheads`` = (CORE, AMQP) bytes a message's memory estimate
+    adds to its body (DESIGN §2)."""
+    engine = Engine(address, producers, consumers, latency_us, prefill, overheads)
+    model = Model(
+        address,
+        producers,
+        consumers,
+        latency_us,
+        prefill,
+        core_overhead=overheads[0],
+        amqp_overhead=overheads[1],
+    )
+    return engine.run_until(until_us), model.run_until(until_us)
+
+
+def core_capacity_msgs(window: int, size: int) -> int:
+    """The messages a CORE producer's credit (held, awaited, or spent on the one message on the
+    wire) can cover, from the client's rule alone (README: half a window at a time).
+
+    It asks only when balance + arriving < needed = max(size, window // 2) and then brings
+    arriving up to needed, so balance + arriving <= 2 x needed - 1 right after a request; the check
+    runs before the send it covers, so that message is within it too, and a grant only moves
+    credit from arriving to balance.
+    """
+    needed = max(size, window // 2)
+    return (2 * needed - 1) // size
 
 
 def check_bounds(
@@ -148,6 +189,7 @@ def check_bounds(
 ) -> None:
     """Seed 003's bounds, on both sides."""
     e, m = engine.summary(), model.summary()
+    overhead = model.core_overhead
     core = [p for p in producers if p.protocol == "core"]
     if (
         address.policy == "BLOCK"
@@ -158,9 +200,13 @@ def check_bounds(
         and all(latency_us < p.send_cost_us for p in core)
     ):
         # "possible to go over the address limit by approximately: total number of producers on
-        # address * producer window size" (every producer sends at least one message of credit
-        # it was granted: a message larger than the window is asked for whole).
-        bound = address.max_size + sum(max(p.window, p.size) for p in core)
+        # address * producer window size". DESIGN §2: no grant while the address is full, so
+        # from the arrival that fills it (the size was at most max - 1 before) each producer
+        # lands at most the messages its credit covers, each counting body + CORE overhead
+        # (latency < send cost: only the message just sent is on the wire, already covered).
+        over = sum(core_capacity_msgs(p.window, p.size) * (p.size + overhead) for p in core)
+        assert engine.server.overshoot_bound_bytes("q") == over
+        bound = address.max_size - 1 + over
         assert e["peak_size"] <= bound and m["peak_size"] <= bound
     largest = max((p.size for p in producers), default=0)
     for c in consumers:
@@ -193,8 +239,11 @@ def comparable(summary: dict[str, object]) -> dict[str, object]:
 
 
 # -- generated workloads ------------------------------------------------------------------------
+Workload = tuple[MAddress, tuple[MProducer, ...], tuple[MConsumer, ...], int, tuple[int, int]]
+
+
 @st.composite
-def workloads(draw: Any) -> tuple[MAddress, tuple[MProducer, ...], tuple[MConsumer, ...], int]:
+def workloads(draw: Any) -> Workload:
     policy = draw(st.sampled_from(["BLOCK", "BLOCK", "FAIL", "DROP", "PAGE"]))
     max_size = draw(st.one_of(st.just(UNBOUNDED), st.integers(0, 60_000)))
     threshold = UNBOUNDED
@@ -237,7 +286,15 @@ def workloads(draw: Any) -> tuple[MAddress, tuple[MProducer, ...], tuple[MConsum
                     )
                 )
     latency = draw(st.integers(0, 300))
-    return address, tuple(producers), tuple(consumers), latency
+    # DESIGN §2: the per-protocol overhead is a setting: none, the defaults, or any.
+    overheads = draw(
+        st.one_of(
+            st.just((0, 0)),
+            st.just((DEFAULT_CORE_MESSAGE_OVERHEAD, DEFAULT_AMQP_MESSAGE_OVERHEAD)),
+            st.tuples(st.integers(0, 2_000), st.integers(0, 2_000)),
+        )
+    )
+    return address, tuple(producers), tuple(consumers), latency, overheads
 
 
 @settings(
@@ -248,26 +305,65 @@ def workloads(draw: Any) -> tuple[MAddress, tuple[MProducer, ...], tuple[MConsum
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(workloads())
-def test_engine_matches_the_reference_model(
-    workload: tuple[MAddress, tuple[MProducer, ...], tuple[MConsumer, ...], int],
-) -> None:
-    address, producers, consumers, latency = workload
-    engine, model = run_both(address, producers, consumers, latency, until_us=SECOND // 2)
+# Boundaries random sizes rarely hit exactly: an AMQP message landing with the size exactly at
+# the reject threshold (accepted: strict >), and CORE messages taking a BLOCK address exactly to
+# its limit (full: >=) with two producers' requests withheld and granted as a consumer drains it.
+@example(
+    (
+        MAddress(10_000, "BLOCK", 50_000),
+        (MProducer("a", "amqp", size=1_000, count=100),),
+        (),
+        100,
+        (0, 0),
+    )
+)
+@example(
+    (
+        MAddress(10_000),
+        (
+            MProducer("p0", window=4_000, size=1_000, send_cost_us=100),
+            MProducer("p1", window=3_000, size=500, send_cost_us=70, start_us=30),
+        ),
+        (MConsumer("cq", "q", window=0, process_us=400, start_us=3_000),),
+        50,
+        (0, 0),
+    )
+)
+def test_engine_matches_the_reference_model(workload: Workload) -> None:
+    address, producers, consumers, latency, overheads = workload
+    engine, model = run_both(
+        address, producers, consumers, latency, until_us=SECOND // 2, overheads=overheads
+    )
     assert comparable(engine.summary()) == comparable(model.summary())
     check_bounds(engine, model, address, producers, consumers, latency)
+    # DESIGN §2: every CORE grant is a whole request, in the order requests reach the server
+    # (one latency for every client here), each granted once.
+    arrival_order, grants, _ = requests_and_grants(engine, latency)
+    assert grants == arrival_order[: len(grants)]
 
 
 # -- seed 003's worked statements ---------------------------------------------------------------
-def test_default_address_blocks_after_10_mib() -> None:
+NO_OVERHEAD = (0, 0)  # each message counts its body: byte figures stay multiples of it
+
+
+def test_default_address_blocks_after_10_mib_of_memory_estimate() -> None:
     # "in the default configuration all addresses are set to block producers after 10 MiB of
     # message data is in the address": default settings, default 64 KiB window, 1 KiB messages.
+    # DESIGN §2: the address counts each message's memory estimate (1,024 + the default CORE
+    # overhead), and is full from the message that takes it to 10 MiB or more.
     address = MAddress()
     assert (address.max_size, address.policy) == (DEFAULT_MAX_SIZE_BYTES, "BLOCK")
     producers = (MProducer("p", size=1024, send_cost_us=10),)
     engine, model = run_both(address, producers, latency_us=5, until_us=SECOND)
     assert engine.summary() == model.summary()
-    size = model.summary()["peak_size"]
-    assert DEFAULT_MAX_SIZE_BYTES < size <= DEFAULT_MAX_SIZE_BYTES + 64 * 1024  # type: ignore[operator]
+    memory = 1024 + DEFAULT_CORE_MESSAGE_OVERHEAD
+    fills_at = -(-DEFAULT_MAX_SIZE_BYTES // memory)
+    (stop,) = engine.address_events("flow_stopped")
+    assert (stop["depth_msgs"], stop["depth_bytes"]) == (fills_at, fills_at * memory)
+    assert (model.stops, model.resumes) == (1, 0)
+    # Past the limit by at most its credit: (2 x 32,768 - 1) // 1,024 = 63 messages.
+    size = model.peak
+    assert DEFAULT_MAX_SIZE_BYTES < size < DEFAULT_MAX_SIZE_BYTES + 63 * memory
     assert model.producers["p"].waiting  # blocked on the client side
     check_bounds(engine, model, address, producers, (), 5)
 
@@ -283,44 +379,101 @@ def test_amqp_100_credits_refreshed_at_30() -> None:
     assert engine.server.producers["a"].server_end.grants == model.producers["a"].grants  # type: ignore[union-attr]
 
 
-def test_amqp_credits_stop_once_the_address_is_full() -> None:
+@pytest.mark.parametrize(
+    "overheads", [NO_OVERHEAD, (DEFAULT_CORE_MESSAGE_OVERHEAD, DEFAULT_AMQP_MESSAGE_OVERHEAD)]
+)
+def test_amqp_credits_stop_once_the_address_is_full(overheads: tuple[int, int]) -> None:
     # "The broker will stop issuing credits once an address is full. However ... it would be
     # possible ... for an AMQP client to significantly exceed an address upper bound".
+    # Each message counts 1,000 + the AMQP overhead; the address is full from the
+    # ceil(10,000 / that)-th (the 10th without overhead), before the refresh due at 70 received:
+    # the first 100 credits are all the producer gets, and all 100 messages are in.
+    memory = 1_000 + overheads[1]
+    assert -(-10_000 // memory) < 70
     address = MAddress(10_000)
-    engine, model = run_both(address, (MProducer("a", "amqp", size=1_000, count=500),))
+    producers = (MProducer("a", "amqp", size=1_000, count=500),)
+    engine, model = run_both(address, producers, overheads=overheads)
     assert engine.summary() == model.summary()
-    assert model.summary()["size"] == 100_000 and model.producers["a"].grants == [0]
+    assert model.summary()["size"] == 100 * memory and model.producers["a"].grants == [0]
 
 
-def test_reject_threshold_once_reached() -> None:
-    # "Once this upper bound is reach Artemis will start rejecting AMQP messages."
+@pytest.mark.parametrize(
+    ("overheads", "accepted"),
+    [
+        # The 50th brings the size to exactly 50,000, not above the threshold: the 51st is
+        # accepted too, every later one rejected.
+        (NO_OVERHEAD, 51),
+        # Each counts 1,000 + the default AMQP overhead: accepted while the size before it is
+        # <= 50,000, so 50,000 // (1,000 + overhead) + 1.
+        (
+            (DEFAULT_CORE_MESSAGE_OVERHEAD, DEFAULT_AMQP_MESSAGE_OVERHEAD),
+            50_000 // (1_000 + DEFAULT_AMQP_MESSAGE_OVERHEAD) + 1,
+        ),
+    ],
+)
+def test_reject_threshold_rejects_once_the_size_is_above_it(
+    overheads: tuple[int, int], accepted: int
+) -> None:
+    # "Once this upper bound is reach Artemis will start rejecting AMQP messages"; DESIGN §2:
+    # "rejected when the address size is > max-size-bytes-reject-threshold (strict)".
     address = MAddress(10_000, threshold=50_000)
-    engine, model = run_both(address, (MProducer("a", "amqp", size=1_000, count=100),))
+    producers = (MProducer("a", "amqp", size=1_000, count=100),)
+    engine, model = run_both(address, producers, overheads=overheads)
     assert engine.summary() == model.summary()
-    assert (model.accepted, model.rejected, model.size) == (50, 50, 50_000)
+    memory = 1_000 + overheads[1]
+    assert (model.accepted, model.rejected) == (accepted, 100 - accepted)
+    assert model.size == accepted * memory and (accepted - 1) * memory <= 50_000 < model.size
 
 
-def test_over_allocation_bounded_by_producers_times_window() -> None:
-    # "total number of producers on address * producer window size".
+def test_whole_grants_overshoot_bounded_by_producers_times_window() -> None:
+    # "total number of producers on address * producer window size"; DESIGN §2: requests are
+    # granted whole while the address is not full. Each producer asks for 10,000 at its start
+    # and before its messages 2, 12 and 22 (when what it holds and awaits drops below 10,000),
+    # the four in lockstep: the first three requests land with at most 4 x 11 messages in (below
+    # 50,000), granted whole; the fourth with 4 x 21 in, withheld. 30 messages each: 120,000.
     address = MAddress(50_000)
     producers = tuple(MProducer(f"p{i}", window=20_000, size=1_000) for i in range(4))
-    engine, model = run_both(address, producers, latency_us=5)
+    engine, model = run_both(address, producers, latency_us=5, overheads=NO_OVERHEAD)
     assert engine.summary() == model.summary()
-    assert 50_000 + 20_000 < model.peak <= 50_000 + 4 * 20_000
+    assert model.peak == 120_000 and model.summary()["producers"] == {
+        f"p{i}": (30, 0) for i in range(4)
+    }
+    # Beyond one producer's 19 messages of credit, within four producers' (check_bounds).
+    assert 50_000 + 19_000 < model.peak < 50_000 + 4 * 19_000
     check_bounds(engine, model, address, producers, (), 5)
 
 
 @pytest.mark.parametrize("policy", ["FAIL", "DROP", "PAGE"])
-def test_fail_drop_page_outcomes(policy: str) -> None:
+def test_fail_drop_page_refuse_from_the_message_that_reaches_the_limit(policy: str) -> None:
+    # DESIGN §2: full while the size >= max-size-bytes. Without overhead the 5th message takes
+    # the 5,000-byte address to exactly its limit: 5 accepted, the other 5 refused / paged; none
+    # of these policies blocks, so no address flow events.
     address = MAddress(5_000, policy)
-    engine, model = run_both(address, (MProducer("p", window=4_000, size=1_000, count=10),))
+    producers = (MProducer("p", window=4_000, size=1_000, count=10),)
+    engine, model = run_both(address, producers, overheads=NO_OVERHEAD)
     assert engine.summary() == model.summary()
-    assert model.accepted == 6
+    assert model.accepted == 5 and model.size == 5_000
     assert (model.failed, model.dropped, model.paged) == {
-        "FAIL": (4, 0, 0),
-        "DROP": (0, 4, 0),
-        "PAGE": (0, 0, 4),
+        "FAIL": (5, 0, 0),
+        "DROP": (0, 5, 0),
+        "PAGE": (0, 0, 5),
     }[policy]
+    assert (model.stops, model.resumes) == (0, 0)
+
+
+def test_block_address_stops_and_resumes_as_it_fills_and_drains() -> None:
+    # DESIGN §2: a BLOCK address that blocks or unblocks logs it. A producer faster than its
+    # consumer keeps a 10,000-byte address filling and draining: both sides count the same stops
+    # and resumes (compared in the summaries), one resume fewer if it ends full.
+    address = MAddress(10_000)
+    producers = (MProducer("p", window=4_000, size=1_000, send_cost_us=100),)
+    consumers = (MConsumer("c", "q", window=0, process_us=300, start_us=5_000),)
+    engine, model = run_both(address, producers, consumers, 50, SECOND // 10, overheads=(100, 0))
+    assert engine.summary() == model.summary()
+    assert model.stops > 5 and model.stops - model.resumes == int(model.full)
+    assert [e["flow_stopped_count"] for e in engine.address_events("flow_stopped")] == list(
+        range(1, model.stops + 1)
+    )
 
 
 @pytest.mark.parametrize(("window", "peak"), [(-1, 40_000), (0, 1_000), (10_500, 11_000)])
@@ -345,21 +498,49 @@ def test_rate_limits_messages_per_second() -> None:
 
 
 # -- same-instant orderings the documents leave open (the model's A1b) --------------------------
-def test_grants_landing_together_wake_producers_in_order() -> None:
-    # The generated run where the address peaks differed (engine 3932, model 4082 before A1b): at
-    # t=4366 an ack's freed room lands as three grants, p0 204 bytes, p1 119, p0 583. p0 is woken
-    # by its first (too small) grant, so it sends before p1 although its credit covers the message
-    # only with its second grant of that instant.
+def requests_and_grants(
+    engine: Engine, latency_us: int
+) -> tuple[list[tuple[str, int]], list[tuple[str, int]], dict[int, list[str]]]:
+    """From the engine's log: CORE credit requests in the order they reach the server (sent at
+    ``ts``, landing ``latency_us`` later, in order on one latency), the grants in the order they
+    land, and the producers whose grants land at each instant."""
+    requests, grants, landing = [], [], {}
+    for event in engine.log.of_type("flow"):
+        info = json.loads(event["detail"])
+        if "requested" in info:
+            requests.append(
+                (event["ts"] + latency_us, event["seq"], event["link"], info["requested"])
+            )
+        elif "granted" in info:
+            grants.append((event["link"], info["granted"]))
+            landing.setdefault(event["ts"], []).append(event["link"])
+    arrival_order = [(link, amount) for _, _, link, amount in sorted(requests)]
+    return arrival_order, grants, landing
+
+
+def test_withheld_requests_of_two_producers_are_granted_whole_in_arrival_order() -> None:
+    # The generated run that once made the address peaks differ (A1b). DESIGN §2: "withheld
+    # requests are granted in arrival order once it is not full again", each whole. p0 (window
+    # 1,574) and p1 (window 0) both wait on a 3,413-byte address while their requests are
+    # withheld; each ack that takes it below the limit grants every withheld request, so grants of
+    # both producers land in one instant, over and over. No overhead: the sizes are the bodies.
     address = MAddress(3413, "BLOCK", 3570, ("q0",))
     producers = (
         MProducer("p0", "core", 1574, 745, 139, 174, 154, 646),
         MProducer("p1", "core", 0, 119, 67, 81, 192, 891),
     )
     consumers = (MConsumer("cq0", "q0", 884, 260, UNBOUNDED, 691),)
-    engine, model = run_both(address, producers, consumers, 100, until_us=SECOND // 2)
+    engine, model = run_both(
+        address, producers, consumers, 100, until_us=SECOND // 2, overheads=NO_OVERHEAD
+    )
     assert engine.summary() == model.summary()
-    assert model.peak == 3932
-    assert model.summary()["consumers"] == {"cq0": (206, 206, 1490)}
+    arrival_order, grants, landing = requests_and_grants(engine, 100)
+    # Every grant is a whole request, in the order the requests reached the server: one
+    # first-come queue across producers, each request granted once (never the same room twice).
+    assert grants == arrival_order[: len(grants)] and len(grants) > 100
+    together = [t for t, links in landing.items() if set(links) == {"p0", "p1"}]
+    assert len(together) > 10
+    assert model.stops > 10 and model.stops - model.resumes in (0, 1)
 
 
 def test_delivery_landing_as_processing_ends_is_buffered_first() -> None:

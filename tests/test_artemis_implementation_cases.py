@@ -2,8 +2,9 @@
 
 Each test names the upstream case it mirrors (apache/activemq-artemis, and for AMQP 0.9.1
 connection blocking rabbitmq/rabbitmq-java-client) and the fact it checks. Inputs are translated
-to our engine: a message's size is its body (Artemis counts its encoded size, a few dozen bytes
-more), wall-clock waits become virtual time, and sessions the upstream test closes become
+to our engine: a message's size is its body, and the address counts it with the engine's default
+per-protocol overhead (DESIGN §2: the broker's memory estimate of a message), wall-clock waits
+become virtual time, and sessions the upstream test closes become
 consumers that start later or never take a message. Where the upstream rule and ours differ and
 nothing in DESIGN.md, seed 003 or README.md decides it, the test is a strict xfail whose reason
 states the difference; differences those documents decide are noted in the comments.
@@ -27,7 +28,9 @@ from flowctl_core.protocols.artemis import (
     ArtemisServer,
 )
 from flowctl_core.protocols.artemis_flow import (
+    DEFAULT_AMQP_MESSAGE_OVERHEAD,
     DEFAULT_CONSUMER_WINDOW,
+    DEFAULT_CORE_MESSAGE_OVERHEAD,
     AddressSettings,
     ArtemisConfigError,
     ConsumerWindow,
@@ -88,18 +91,24 @@ def detail(event: dict[str, Any]) -> dict[str, Any]:
     return dict(json.loads(event["detail"]))
 
 
-def expected_core_bound_bytes(window: int, size: int, latency_us: int, send_cost_us: int) -> int:
+def expected_core_bound_bytes(
+    window: int, size: int, latency_us: int, send_cost_us: int, overhead: int
+) -> int:
     """One CORE producer's share of an address's overshoot bound, from its config alone.
 
     Worked out here rather than read from the engine, so that a wrong engine bound fails.
     Seed 003 (4.1.1): "It is therefore possible to go over the address limit by approximately:
-    total number of producers on address * producer window size". Exactly, as
-    ``ArtemisServer.overshoot_bound_bytes`` documents it: the client holds at most
-    max(window, 2 x size) of credit, "plus the messages still on the wire when it asks (none
-    when the latency is below the send cost, else at most latency // send_cost)", each ``size``.
+    total number of producers on address * producer window size". DESIGN §2: requests are
+    granted whole until the address is full, none while it is full; so once full a producer
+    lands what its credit covers plus what is on the wire. The client asks only when balance +
+    arriving < max(size, window // 2) = needed, up to needed, so it covers at most
+    (2 x needed - 1) // size messages (a 0-byte message takes no credit: none counted); on the
+    wire besides: none when the latency is below the send cost, else at most
+    latency // send_cost. Each message counts size + the CORE overhead.
     """
+    on_credit = (2 * max(size, window // 2) - 1) // size if size else 0
     on_the_wire = latency_us // send_cost_us if latency_us >= send_cost_us else 0
-    return max(window, 2 * size) + on_the_wire * size
+    return (on_credit + on_the_wire) * (size + overhead)
 
 
 # The connection latency and send cost of the cases below (the engine's defaults, set explicitly
@@ -121,20 +130,42 @@ FLOW_CONTROL_CASES = {
     "MultipleProducers": (1000, 500, MIB, 1024, 1024, 1, 5, 0),
     "MultipleProducersAndConsumers": (500, 500, 100 * KIB, 1024, 1024, 1, 3, 3),
 }
-# Each case's overshoot bound by hand: producers x (max(window, 2 x size) + 10 x size).
+# Each case's overshoot bound by hand: producers x ((2 x max(size, window // 2) - 1) // size
+# messages of credit + 10 on the wire) x (size + the default CORE overhead, OVH).
+OVH = DEFAULT_CORE_MESSAGE_OVERHEAD
 FLOW_CONTROL_BOUNDS = {
-    "SingleConsumer": 1 * (max(1024, 1000) + 10 * 500),  # 6,024
-    "SingleConsumerLargeMaxSize": 1 * (max(1024, 1000) + 10 * 500),  # 6,024
-    "ZeroConsumerWindowSize": 1 * (max(1024, 1000) + 10 * 500),  # 6,024
-    "SingleConsumerSlowConsumer": 1 * (max(512, 1000) + 10 * 500),  # 6,000
-    "SmallMessages": 1 * (max(1024, 0) + 10 * 0),  # 1,024
-    "LargerMessagesSmallWindowSize": 1 * (max(1024, 20 * KIB) + 10 * 10 * KIB),  # 122,880
-    "MultipleProducers": 5 * (max(1024, 1000) + 10 * 500),  # 30,120
-    "MultipleProducersAndConsumers": 3 * (max(1024, 1000) + 10 * 500),  # 18,072
+    "SingleConsumer": 1 * (1023 // 500 + 10) * (500 + OVH),  # 12 messages
+    "SingleConsumerLargeMaxSize": 1 * (1023 // 500 + 10) * (500 + OVH),  # 12
+    "ZeroConsumerWindowSize": 1 * (1023 // 500 + 10) * (500 + OVH),  # 12
+    "SingleConsumerSlowConsumer": 1 * (999 // 500 + 10) * (500 + OVH),  # 11 (max(500, 256) = 500)
+    "SmallMessages": 1 * (0 + 10) * (0 + OVH),  # 0-byte messages take no credit: the wire only
+    "LargerMessagesSmallWindowSize": 1 * ((20 * KIB - 1) // (10 * KIB) + 10) * (10 * KIB + OVH),
+    "MultipleProducers": 5 * (1023 // 500 + 10) * (500 + OVH),  # 5 x 12
+    "MultipleProducersAndConsumers": 3 * (1023 // 500 + 10) * (500 + OVH),  # 3 x 12
+}
+# The engine does not hold 0-byte CORE messages back, yet counts each at the CORE overhead: the
+# address passes any bound. A disagreement with DESIGN §2 ("overshoot is about producers x
+# window"), reported rather than read into the test.
+FLOW_CONTROL_XFAIL = {
+    "SmallMessages": "engine: a 0-byte CORE message takes no producer credit but counts the CORE "
+    "overhead in the address, so BLOCK never holds its producer back and the address passes "
+    "max-size-bytes + overshoot_bound_bytes (peak about 23 KB against 10,240 + 10 x overhead)",
 }
 
 
-@pytest.mark.parametrize("case", list(FLOW_CONTROL_CASES), ids=list(FLOW_CONTROL_CASES))
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(
+            case,
+            id=case,
+            marks=[pytest.mark.xfail(strict=True, reason=FLOW_CONTROL_XFAIL[case])]
+            if case in FLOW_CONTROL_XFAIL
+            else [],
+        )
+        for case in FLOW_CONTROL_CASES
+    ],
+)
 def test_producer_flow_control_test_flow_control(case: str) -> None:
     # ProducerFlowControlTest.testFlowControl<case>: under BLOCK with these windows and limits,
     # every consumer (one queue each on the address) gets all messages * producers, with no
@@ -171,18 +202,22 @@ def test_producer_flow_control_test_flow_control(case: str) -> None:
     state = server.state("testaddress")
     assert state.size == 0 and state.accepted == messages * producers
     if max_size != -1:
-        expected = producers * expected_core_bound_bytes(p_window, size, LATENCY_US, SEND_COST_US)
+        expected = producers * expected_core_bound_bytes(
+            p_window, size, LATENCY_US, SEND_COST_US, DEFAULT_CORE_MESSAGE_OVERHEAD
+        )
         assert expected == FLOW_CONTROL_BOUNDS[case]
         assert server.server.overshoot_bound_bytes("testaddress") == expected
-        assert state.peak_size <= max_size + expected
+        assert state.peak_size < max_size + expected
 
 
 def test_producer_flow_control_test_closing_session_unblocks_blocked_producer() -> None:
     # ProducerFlowControlTest.testClosingSessionUnblocksBlockedProducer: max-size-bytes 1024,
     # BLOCK, producerWindowSize 1024, messages of 2000 bytes and no consumer: the producer blocks
-    # before its 10th send ("This will block") and stays blocked. (Artemis sends one message
-    # first: its server grants the whole 2000-byte request while the address is not full; ours
-    # never grants more than the room left, seed 003, so it blocks at the first send.)
+    # before its 10th send ("This will block") and stays blocked. As in Artemis (DESIGN §2), the
+    # server grants the 512 asked at the start and the 1,488 more asked for the first message
+    # whole while the address is empty, though both exceed the 1,024 bytes of room: one message
+    # goes out; it fills the address (2,000 + overhead >= 1,024) before the request for the
+    # second lands, which is withheld.
     server = Server(
         ArtemisConfig(
             addresses=(AddressConfig("q", settings(1024)),),
@@ -195,21 +230,25 @@ def test_producer_flow_control_test_closing_session_unblocks_blocked_producer() 
         )
     ).run(SECOND)
     producer = server.producer("p")
-    assert producer.sent < 10
+    assert producer.sent == 1
     assert producer.blocked_total_us() > SECOND // 2
     assert server.server.addresses["q"].pending_core  # the credit request waits for room
-    # max(1024, 2 x 2000) + 10 messages of 2000 on the wire (expected_core_bound_bytes).
-    expected = expected_core_bound_bytes(1024, 2000, LATENCY_US, SEND_COST_US)
-    assert expected == 4000 + 10 * 2000
+    assert server.state().peak_size == 2000 + DEFAULT_CORE_MESSAGE_OVERHEAD
+    # (2 x 2000 - 1) // 2000 = 1 message of credit + 10 of 2000 on the wire, each 2000 + O.
+    expected = expected_core_bound_bytes(
+        1024, 2000, LATENCY_US, SEND_COST_US, DEFAULT_CORE_MESSAGE_OVERHEAD
+    )
+    assert expected == (1 + 10) * (2000 + DEFAULT_CORE_MESSAGE_OVERHEAD)
     assert server.server.overshoot_bound_bytes("q") == expected
-    assert server.state().peak_size <= 1024 + expected
+    assert server.state().peak_size < 1024 + expected
 
 
 def test_address_full_logging_test_block_logging() -> None:
     # AddressFullLoggingTest.testBlockLogging: max-size-bytes 20 KiB, BLOCK, default producer
     # window, 200 sends of 1 KiB: the producer blocks before the 200th ("message sending has been
-    # blocked"), and production resumes once a consumer takes the messages (the "unblocking"
-    # log line): all 200 arrive.
+    # blocked", AMQ222183), and production resumes once a consumer takes the messages (the
+    # "unblocking" line, AMQ221046): all 200 arrive. DESIGN §2: our log has the address's
+    # flow_stopped / flow_resumed for those lines.
     blocked = Server(
         ArtemisConfig(
             addresses=(AddressConfig("myAddress", settings(20 * KIB), queues=("myQueue",)),),
@@ -218,6 +257,9 @@ def test_address_full_logging_test_block_logging() -> None:
     ).run(3 * SECOND)
     assert blocked.producer("p").sent < 200
     assert blocked.producer("p").blocked_total_us() > 2 * SECOND
+    stopped = blocked.events("flow_stopped")
+    assert len(stopped) == 1 and not blocked.events("flow_resumed")
+    assert stopped[0]["queue"] == "myAddress" and stopped[0]["depth_bytes"] >= 20 * KIB
 
     drained = Server(
         ArtemisConfig(
@@ -229,6 +271,10 @@ def test_address_full_logging_test_block_logging() -> None:
     producer = drained.producer("p")
     assert producer.sent == 200 and drained.consumer("c").processed == 200
     assert 0 < producer.blocked_total_us() < 10 * SECOND
+    resumed = drained.events("flow_resumed")
+    assert resumed and resumed[0]["ts"] > 3 * SECOND  # unblocked by the consumer's acks
+    assert resumed[0]["queue"] == "myAddress" and resumed[0]["depth_bytes"] < 20 * KIB
+    assert drained.state("myAddress").size == 0
 
 
 # -- ConsumerWindowSizeTest (CORE consumers) ------------------------------------------------------
@@ -452,7 +498,10 @@ def test_amqp_flow_control_test_credits_are_not_allocated_when_address_is_full()
     assert isinstance(producer, AmqpProducer)
     assert AMQP_MAX <= state.size <= AMQP_REJECT
     assert state.rejected == 0
-    assert state.accepted == 21  # 20 x 50 KiB is still below 1 MiB
+    # Each counts 50 KiB + the default AMQP overhead: 20 are still below 1 MiB, the 21st fills it.
+    memory = AMQP_SIZE + DEFAULT_AMQP_MESSAGE_OVERHEAD
+    assert 20 * memory < AMQP_MAX <= 21 * memory == state.size
+    assert state.accepted == 21
     assert producer.sent == 21 and producer.link.credit == 0
     assert producer.blocked_total_us() > SECOND
 
