@@ -1,0 +1,117 @@
+"""Conformance table: the engine against real ActiveMQ Artemis and RabbitMQ brokers.
+
+Starts Artemis 2.40 and RabbitMQ 3.10 as plain processes on 127.0.0.1 (installed by
+``bash scripts/setup_brokers.sh``), runs every conformance case of conformance/cases.py on the
+real broker and on the engine, and prints one table: workload, figure, real broker, engine,
+tolerance, verdict. Exits 0 even when rows disagree (it says how many); 1 when no broker could be
+started.
+
+    .venv/bin/python bench/conformance.py                  # every case, about 2 minutes
+    .venv/bin/python bench/conformance.py --only rabbitmq  # one broker's cases
+    .venv/bin/python bench/conformance.py --case artemis-amqp-fail
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from rich.console import Console
+from rich.table import Table
+
+from conformance.brokers import ArtemisBroker, BrokerUnavailable, RabbitBroker
+from conformance.cases import ARTEMIS_ADDRESSES, CASES, RABBITMQ_CONFIG, Case, Row
+
+
+def run_cases(cases: list[Case], console: Console) -> tuple[list[Row], list[str]]:
+    """Every case, each broker started once for its cases and stopped after them."""
+    rows: list[Row] = []
+    problems: list[str] = []
+    for kind in ("artemis", "rabbitmq"):
+        mine = [case for case in cases if case.broker == kind]
+        if not mine:
+            continue
+        broker: ArtemisBroker | RabbitBroker = (
+            ArtemisBroker(ARTEMIS_ADDRESSES) if kind == "artemis" else RabbitBroker(RABBITMQ_CONFIG)
+        )
+        started = time.monotonic()
+        try:
+            with console.status(f"starting {kind}"):
+                broker.start()
+        except BrokerUnavailable as error:
+            problems.append(f"{kind}: not started, {len(mine)} cases skipped: {error}")
+            continue
+        console.print(f"{kind} up in {time.monotonic() - started:.0f} s")
+        try:
+            for case in mine:
+                began = time.monotonic()
+                with console.status(f"{case.name}: {case.about}"):
+                    try:
+                        got = case.run(broker)
+                    except Exception as error:  # one broken case must not hide the others
+                        problems.append(f"{case.name}: failed: {type(error).__name__}: {error}")
+                        continue
+                rows.extend(got)
+                console.print(
+                    f"  {case.name}: {len(got)} figures, {time.monotonic() - began:.0f} s"
+                )
+        finally:
+            broker.stop()
+    return rows, problems
+
+
+def render(rows: list[Row]) -> Table:
+    table = Table(title="flowctl engine vs real brokers", show_lines=True)
+    for column, style in (
+        ("workload", "cyan"),
+        ("figure", ""),
+        ("real broker", "bold"),
+        ("engine", "bold"),
+        ("tolerance", ""),
+        ("verdict", ""),
+    ):
+        table.add_column(column, style=style, overflow="fold")
+    for row in rows:
+        verdict = "[green]agrees[/]" if row.ok else "[red]DISAGREES[/]"
+        figure = row.figure + (f"\n[dim]{row.note}[/]" if row.note else "")
+        table.add_row(row.workload, figure, row.real, row.engine, row.tolerance, verdict)
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=("artemis", "rabbitmq"), help="one broker's cases")
+    parser.add_argument("--case", action="append", default=[], help="a case by name (repeat)")
+    args = parser.parse_args(argv)
+    known = {case.name for case in CASES}
+    unknown = sorted(set(args.case) - known)
+    if unknown:
+        parser.error(f"unknown case {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    cases = [
+        case
+        for case in CASES
+        if (args.only is None or case.broker == args.only)
+        and (not args.case or case.name in args.case)
+    ]
+    console = Console()
+    began = time.monotonic()
+    rows, problems = run_cases(cases, console)
+    if rows:
+        console.print(render(rows))
+    disagree = [row for row in rows if not row.ok]
+    console.print(
+        f"{len(rows)} figures from {len(cases)} cases in {time.monotonic() - began:.0f} s: "
+        f"{len(rows) - len(disagree)} agree, {len(disagree)} disagree"
+        + (" (see the verdict column)" if disagree else "")
+    )
+    for problem in problems:
+        console.print(f"[yellow]{problem}[/]")
+    return 0 if rows else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,602 @@
+"""Real brokers as plain processes on 127.0.0.1, all state in a temporary folder (DESIGN.md §6).
+
+:class:`ArtemisBroker` creates an ActiveMQ Artemis 2.40 instance (``artemis create --silent``)
+from the distribution ``scripts/setup_brokers.sh`` unpacks into ``.jvm/brokers/``, writes its
+acceptor, web port, addresses and address settings, and runs it (``artemis run``).
+:class:`RabbitBroker` runs Debian's RabbitMQ 3.10 (``/usr/lib/rabbitmq/bin/rabbitmq-server``)
+with its own epmd, both on free ports. Each waits until its broker is ready and stops it by the
+PIDs it started (never by name), whatever happened in between; an ``atexit`` hook is the last
+resort. A broker that is not installed or does not start raises :class:`BrokerUnavailable`,
+whose message names what is missing and how to install it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+from xml.sax.saxutils import escape
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+ARTEMIS_VERSION = "2.40.0"
+ARTEMIS_HOME = PROJECT_ROOT / ".jvm" / "brokers" / f"apache-artemis-{ARTEMIS_VERSION}"
+RABBITMQ_BIN = Path("/usr/lib/rabbitmq/bin")
+SETUP_HINT = "run `bash scripts/setup_brokers.sh` (as root)"
+LOOPBACK = "127.0.0.1"
+ARTEMIS_USER = "admin"
+#: Seed 003: "Artemis will issue 100 credits to a client at a time and refresh them when the
+#: clients credits reaches 30" (the generated acceptors say 1000 / 300: set them per acceptor).
+ARTEMIS_AMQP_CREDITS = 100
+ARTEMIS_AMQP_LOW_CREDITS = 30
+ARTEMIS_READY_LINE = "AMQ221007"  # Server is now active
+ARTEMIS_START_TIMEOUT_S = 90.0
+RABBITMQ_START_TIMEOUT_S = 120.0
+
+
+class BrokerUnavailable(RuntimeError):
+    """A real broker that is not installed or did not start; the message says which and why."""
+
+
+# -- processes and ports ---------------------------------------------------------------------
+_LIVE: dict[int, str] = {}  # PIDs this process started and has not reaped yet: what they are
+
+
+def stop_pid(pid: int, *, grace_s: float = 10.0) -> None:
+    """SIGTERM to ``pid`` (the leader of its own process group), SIGKILL to that group if it is
+    still there after ``grace_s``; then reap it."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            if sig == signal.SIGKILL:
+                os.killpg(pid, sig)  # the group: a child the leader left behind goes too
+            else:
+                os.kill(pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:  # not our child (or reaped): poll for its end
+                done = 0 if _alive(pid) else pid
+            if done:
+                _LIVE.pop(pid, None)
+                return
+            time.sleep(0.05)
+    _LIVE.pop(pid, None)
+
+
+def reaped(pid: int) -> bool:
+    """Whether ``pid`` (a child this process spawned) has ended; reaps it if so."""
+    try:
+        done = os.waitpid(pid, os.WNOHANG)[0] == pid
+    except ChildProcessError:
+        done = True
+    if done:
+        _LIVE.pop(pid, None)
+    return done
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@atexit.register
+def _stop_leftovers() -> None:
+    for pid in list(_LIVE):
+        stop_pid(pid, grace_s=3.0)
+
+
+def spawn(command: Sequence[str], *, env: dict[str, str], log: Path, what: str) -> int:
+    """Start ``command`` in its own process group with stdout and stderr in ``log``; its PID,
+    remembered until :func:`stop_pid` reaps it."""
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            list(command),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    _LIVE[process.pid] = what
+    return process.pid
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on at 127.0.0.1 now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_range(count: int, *, low: int = 20_000, high: int = 32_000) -> int:
+    """The first of ``count`` consecutive free ports below the kernel's ephemeral range."""
+    start = low + (os.getpid() * 37) % (high - low - count)
+    for offset in range(0, high - low, count):
+        base = low + (start - low + offset) % (high - low - count)
+        if all(_bindable(port) for port in range(base, base + count)):
+            return base
+    raise BrokerUnavailable(f"no {count} consecutive free ports on {LOOPBACK}")
+
+
+def wait_for_port(port: int, *, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.settimeout(0.5)
+            if sock.connect_ex((LOOPBACK, port)) == 0:
+                return True
+        time.sleep(0.1)
+    return False
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no log)"
+    return " | ".join(text[-lines:])[:800]
+
+
+# -- ActiveMQ Artemis ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ArtemisAddress:
+    """An anycast address with a queue of the same name, and its ``<address-setting>``."""
+
+    name: str
+    max_size_bytes: int = -1
+    policy: str = "BLOCK"
+    reject_threshold: int = -1
+
+    def setting_xml(self) -> str:
+        lines = [
+            f'<address-setting match="{escape(self.name)}">',
+            f"<max-size-bytes>{self.max_size_bytes}</max-size-bytes>",
+            f"<address-full-policy>{self.policy}</address-full-policy>",
+        ]
+        if self.reject_threshold != -1:
+            lines.append(
+                "<max-size-bytes-reject-threshold>"
+                f"{self.reject_threshold}</max-size-bytes-reject-threshold>"
+            )
+        lines.append("</address-setting>")
+        return "\n".join(lines)
+
+    def address_xml(self) -> str:
+        name = escape(self.name)
+        return f'<address name="{name}"><anycast><queue name="{name}"/></anycast></address>'
+
+
+def artemis_installed() -> Path:
+    """The Artemis distribution's ``bin/artemis``; :class:`BrokerUnavailable` when missing."""
+    launcher = ARTEMIS_HOME / "bin" / "artemis"
+    if not os.access(launcher, os.X_OK):
+        raise BrokerUnavailable(
+            f"ActiveMQ Artemis {ARTEMIS_VERSION} is not installed ({launcher} missing): "
+            f"{SETUP_HINT}"
+        )
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise BrokerUnavailable("ActiveMQ Artemis needs a Java runtime: no `java` on PATH")
+    return launcher
+
+
+class ArtemisBroker:
+    """One Artemis instance in a temporary folder: a CORE + AMQP acceptor and a web console
+    (Jolokia) on free loopback ports, the given addresses declared with their settings."""
+
+    def __init__(self, addresses: Sequence[ArtemisAddress], *, java_memory: str = "512M") -> None:
+        self.addresses = tuple(addresses)
+        self.java_memory = java_memory
+        self.port = 0
+        self.http_port = 0
+        self.pid: int | None = None
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
+        self.instance = Path()
+
+    # -- life cycle ----------------------------------------------------------------------------
+    def start(self) -> Self:
+        launcher = artemis_installed()
+        self._scratch = tempfile.TemporaryDirectory(prefix="flowctl-artemis-")
+        self.instance = Path(self._scratch.name) / "instance"
+        created = subprocess.run(
+            [
+                str(launcher),
+                "create",
+                str(self.instance),
+                "--user",
+                ARTEMIS_USER,
+                "--password",
+                ARTEMIS_USER,
+                "--allow-anonymous",
+                "--silent",
+                "--host",
+                LOOPBACK,
+                "--http-host",
+                LOOPBACK,
+                "--java-memory",
+                self.java_memory,
+                "--nio",
+                "--no-autotune",
+                "--relax-jolokia",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if created.returncode != 0:
+            self.stop()
+            raise BrokerUnavailable(
+                "`artemis create` failed: " + (created.stdout + created.stderr).strip()[-600:]
+            )
+        self.port, self.http_port = free_port(), free_port()
+        self._configure()
+        log = self.instance / "log" / "console.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        self.pid = spawn(
+            [str(self.instance / "bin" / "artemis"), "run"], env=env, log=log, what="artemis"
+        )
+        try:
+            self._wait_ready(log)
+        except BrokerUnavailable:
+            self.stop()
+            raise
+        return self
+
+    def _configure(self) -> None:
+        etc = self.instance / "etc"
+        broker_xml = (etc / "broker.xml").read_text()
+        acceptor = (
+            f'<acceptor name="artemis">tcp://{LOOPBACK}:{self.port}?protocols=CORE,AMQP;'
+            f"amqpCredits={ARTEMIS_AMQP_CREDITS};amqpLowCredits={ARTEMIS_AMQP_LOW_CREDITS};"
+            "amqpMinLargeMessageSize=102400;amqpDuplicateDetection=true;useEpoll=true"
+            "</acceptor>"
+        )
+        broker_xml, acceptors = re.subn(
+            r"<acceptors>.*?</acceptors>",
+            f"<acceptors>{acceptor}</acceptors>",
+            broker_xml,
+            flags=re.DOTALL,
+        )
+        # The journal need not reach the disk: the workloads send non-durable messages.
+        broker_xml = broker_xml.replace(
+            "<journal-datasync>true</journal-datasync>",
+            "<journal-datasync>false</journal-datasync>",
+        )
+        settings = "\n".join(address.setting_xml() for address in self.addresses)
+        broker_xml, with_settings = re.subn(
+            r"<address-settings>", f"<address-settings>\n{settings}", broker_xml, count=1
+        )
+        declared = "\n".join(address.address_xml() for address in self.addresses)
+        broker_xml, with_addresses = re.subn(
+            r"</addresses>", f"{declared}\n</addresses>", broker_xml, count=1
+        )
+        if (acceptors, with_settings, with_addresses) != (1, 1, 1):
+            raise BrokerUnavailable(
+                f"{etc / 'broker.xml'} has not the layout this Artemis {ARTEMIS_VERSION} "
+                "configuration expects (acceptors, address-settings, addresses)"
+            )
+        (etc / "broker.xml").write_text(broker_xml)
+        bootstrap = (etc / "bootstrap.xml").read_text()
+        bootstrap, web = re.subn(
+            rf"http://{re.escape(LOOPBACK)}:\d+", f"http://{LOOPBACK}:{self.http_port}", bootstrap
+        )
+        if web != 1:
+            raise BrokerUnavailable(f"{etc / 'bootstrap.xml'}: no web binding on {LOOPBACK}")
+        (etc / "bootstrap.xml").write_text(bootstrap)
+
+    def _wait_ready(self, log: Path) -> None:
+        deadline = time.monotonic() + ARTEMIS_START_TIMEOUT_S
+        while ARTEMIS_READY_LINE not in self.log_text():
+            if self.pid is None or not _alive(self.pid) or time.monotonic() > deadline:
+                raise BrokerUnavailable(
+                    f"Artemis did not start within {ARTEMIS_START_TIMEOUT_S:.0f} s: {_tail(log)}"
+                )
+            time.sleep(0.1)
+        while True:
+            try:
+                self.jolokia([{"type": "version"}])
+                return
+            except (OSError, BrokerUnavailable) as error:
+                if time.monotonic() > deadline:
+                    raise BrokerUnavailable(f"Artemis's Jolokia did not answer: {error}") from None
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.pid is not None:
+            stop_pid(self.pid, grace_s=15.0)
+            self.pid = None
+        if self._scratch is not None:
+            self._scratch.cleanup()
+            self._scratch = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- addresses and observation ---------------------------------------------------------------
+    @property
+    def core_url(self) -> str:
+        return f"tcp://{LOOPBACK}:{self.port}"
+
+    @property
+    def amqp_url(self) -> str:
+        return f"amqp://{LOOPBACK}:{self.port}"
+
+    def log_text(self) -> str:
+        path = self.instance / "log" / "artemis.log"
+        try:
+            return path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def jolokia(self, requests: list[dict[str, Any]]) -> list[Any]:
+        """One bulk Jolokia POST; each request's ``value`` (an error raises)."""
+        auth = base64.b64encode(f"{ARTEMIS_USER}:{ARTEMIS_USER}".encode()).decode()
+        request = urllib.request.Request(
+            f"http://{LOOPBACK}:{self.http_port}/console/jolokia/",
+            data=json.dumps(requests).encode(),
+            headers={
+                "Authorization": f"Basic {auth}",
+                "Origin": f"http://{LOOPBACK}",
+                "Content-Type": "application/json",
+            },
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            answers = json.loads(response.read())
+        values = []
+        for answer in answers:
+            if answer.get("status") != 200:
+                raise BrokerUnavailable(f"Jolokia: {answer.get('error', answer)}")
+            values.append(answer["value"])
+        return values
+
+    def address_mbean(self, address: str) -> str:
+        return (
+            f'org.apache.activemq.artemis:broker="{LOOPBACK}",component=addresses,'
+            f'address="{address}"'
+        )
+
+    def queue_mbean(self, address: str, queue: str | None = None) -> str:
+        return (
+            f'{self.address_mbean(address)},subcomponent=queues,routing-type="anycast",'
+            f'queue="{queue or address}"'
+        )
+
+    def address_stats(self, address: str) -> dict[str, Any]:
+        """The address's size and paging state and its queue's message counts, in one read."""
+        address_attrs = ["AddressSize", "NumberOfPages", "Paging", "MessageCount"]
+        queue_attrs = ["MessageCount", "MessagesAdded", "PersistentSize", "DurableMessageCount"]
+        address_values, queue_values = self.jolokia(
+            [
+                {"type": "read", "mbean": self.address_mbean(address), "attribute": address_attrs},
+                {"type": "read", "mbean": self.queue_mbean(address), "attribute": queue_attrs},
+            ]
+        )
+        stats = {f"address.{key}": value for key, value in address_values.items()}
+        stats.update({f"queue.{key}": value for key, value in queue_values.items()})
+        return stats
+
+    def address_size(self, address: str) -> int:
+        (value,) = self.jolokia(
+            [{"type": "read", "mbean": self.address_mbean(address), "attribute": "AddressSize"}]
+        )
+        return int(value)
+
+    def run_cli(self, *args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """``artemis ARGS`` from the distribution (a client command such as ``producer``)."""
+        return subprocess.run(
+            [str(artemis_installed()), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+
+
+# -- RabbitMQ ----------------------------------------------------------------------------------
+def rabbitmq_installed() -> Path:
+    server = RABBITMQ_BIN / "rabbitmq-server"
+    if not os.access(server, os.X_OK):
+        raise BrokerUnavailable(
+            f"RabbitMQ is not installed ({server} missing; Debian's rabbitmq-server): {SETUP_HINT}"
+        )
+    return server
+
+
+def epmd_executable() -> str:
+    found = shutil.which("epmd") or next(
+        (str(p) for p in sorted(Path("/usr/lib/erlang").glob("erts-*/bin/epmd"))), None
+    )
+    if found is None:
+        raise BrokerUnavailable(f"RabbitMQ's Erlang has no epmd: {SETUP_HINT}")
+    return found
+
+
+class RabbitBroker:
+    """One RabbitMQ node (``rabbit@localhost``) as a plain process with its own epmd, its AMQP
+    listener, distribution and CLI ports free loopback ports, its state in a temporary folder.
+
+    ``config`` is extra ``rabbitmq.conf`` text (e.g. ``raft.wal_max_batch_size = 16``).
+    """
+
+    def __init__(self, config: str = "") -> None:
+        self.config = config
+        self.port = 0
+        self.pid: int | None = None
+        self.epmd_pid: int | None = None
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
+        self.home = Path()
+        self.env: dict[str, str] = {}
+
+    def start(self) -> Self:
+        server = rabbitmq_installed()
+        self._scratch = tempfile.TemporaryDirectory(prefix="flowctl-rabbitmq-")
+        self.home = Path(self._scratch.name)
+        base = free_port_range(14)
+        self.port, epmd_port, dist_port = base, base + 1, base + 2
+        (self.home / "log").mkdir()
+        (self.home / "rabbitmq.conf").write_text(
+            f"listeners.tcp.default = {LOOPBACK}:{self.port}\n"
+            "loopback_users = none\n"
+            "disk_free_limit.absolute = 1MB\n"
+            "vm_memory_high_watermark.relative = 0.4\n"
+            f"{self.config}\n"
+        )
+        (self.home / "enabled_plugins").write_text("[].\n")
+        loopback_dist = "-kernel inet_dist_use_interface {127,0,0,1}"
+        self.env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.home),
+            "LANG": "C.UTF-8",
+            "RABBITMQ_NODENAME": "rabbit@localhost",
+            "RABBITMQ_NODE_IP_ADDRESS": LOOPBACK,
+            "RABBITMQ_NODE_PORT": str(self.port),
+            "RABBITMQ_DIST_PORT": str(dist_port),
+            "RABBITMQ_CTL_DIST_PORT_MIN": str(base + 3),
+            "RABBITMQ_CTL_DIST_PORT_MAX": str(base + 13),
+            "ERL_EPMD_ADDRESS": LOOPBACK,
+            "ERL_EPMD_PORT": str(epmd_port),
+            "RABBITMQ_CONFIG_FILE": str(self.home / "rabbitmq.conf"),
+            "RABBITMQ_MNESIA_BASE": str(self.home / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(self.home / "log"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(self.home / "enabled_plugins"),
+            "RABBITMQ_PLUGINS_EXPAND_DIR": str(self.home / "plugins-expand"),
+            "RABBITMQ_PID_FILE": str(self.home / "rabbit.pid"),
+            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": loopback_dist,
+            "RABBITMQ_CTL_ERL_ARGS": loopback_dist,
+        }
+        # Our own epmd, in the foreground: its PID is ours to stop (the node would otherwise
+        # start a daemonised one that outlives it).
+        self.epmd_pid = spawn(
+            [epmd_executable(), "-port", str(epmd_port), "-address", LOOPBACK],
+            env=self.env,
+            log=self.home / "log" / "epmd.log",
+            what="epmd",
+        )
+        if not wait_for_port(epmd_port, timeout_s=10):
+            self.stop()
+            raise BrokerUnavailable(f"epmd did not listen on {LOOPBACK}:{epmd_port}")
+        log = self.home / "log" / "console.log"
+        self.pid = spawn([str(server)], env=self.env, log=log, what="rabbitmq-server")
+        try:
+            self._wait_ready(log)
+        except BrokerUnavailable:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self, log: Path) -> None:
+        """The PID file appears once the Erlang VM runs; ``rabbitmqctl wait`` then waits for the
+        node to boot. A server that dies on the way fails at once, with its log's last lines."""
+        pid_file = Path(self.env["RABBITMQ_PID_FILE"])
+        deadline = time.monotonic() + RABBITMQ_START_TIMEOUT_S
+        while not pid_file.exists():
+            if self.pid is None or not _alive(self.pid) or time.monotonic() > deadline:
+                raise BrokerUnavailable(f"RabbitMQ did not start: {_tail(log)}")
+            time.sleep(0.1)
+        left = max(5, int(deadline - time.monotonic()))
+        waited = self.ctl("wait", "--timeout", str(left), str(pid_file))
+        if waited.returncode != 0 or not wait_for_port(self.port, timeout_s=10):
+            detail = (waited.stdout + waited.stderr).strip()[-300:]
+            raise BrokerUnavailable(f"RabbitMQ did not start: {detail} {_tail(log)}")
+
+    def ctl(self, *args: str, timeout_s: float = RABBITMQ_START_TIMEOUT_S + 10) -> Any:
+        """``rabbitmqctl ARGS`` against this node (about 0.8 s a call)."""
+        return subprocess.run(
+            [str(RABBITMQ_BIN / "rabbitmqctl"), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+
+    def ctl_ok(self, *args: str) -> str:
+        result = self.ctl(*args)
+        if result.returncode != 0:
+            raise BrokerUnavailable(
+                f"rabbitmqctl {' '.join(args)}: {(result.stdout + result.stderr).strip()[-400:]}"
+            )
+        return str(result.stdout)
+
+    def stop(self) -> None:
+        if self.pid is not None:
+            if _alive(self.pid):
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.ctl("stop", timeout_s=30)
+            stop_pid(self.pid, grace_s=10.0)
+            self.pid = None
+        if self.epmd_pid is not None:
+            stop_pid(self.epmd_pid, grace_s=3.0)
+            self.epmd_pid = None
+        if self._scratch is not None:
+            self._scratch.cleanup()
+            self._scratch = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def running(broker: ArtemisBroker | RabbitBroker) -> Iterator[Any]:
+    """Start ``broker``, yield it, stop it whatever happened."""
+    try:
+        yield broker.start()
+    finally:
+        broker.stop()
+
+
+__all__ = [
+    "ArtemisAddress",
+    "ArtemisBroker",
+    "BrokerUnavailable",
+    "RabbitBroker",
+    "running",
+]

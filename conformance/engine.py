@@ -1,0 +1,232 @@
+"""The conformance workloads on the engine (flowctl_core's Python API and scenario model).
+
+Artemis workloads build an :class:`~flowctl_core.protocols.artemis.ArtemisServer` on a fresh
+virtual clock, with the per-protocol memory overhead measured on the real broker; RabbitMQ
+workloads are scenarios (:func:`~flowctl_core.scenario.parse_scenario`) run by
+:func:`~flowctl_core.runner.run_scenario`. Figures are read from the engine's own state and its
+event log (DESIGN.md §3).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from flowctl_core import Broker, EventBus, EventCollector, Scheduler
+from flowctl_core.protocols.artemis import (
+    AddressConfig,
+    ArtemisConfig,
+    ArtemisProducerConfig,
+    ArtemisServer,
+)
+from flowctl_core.protocols.artemis_flow import AddressSettings
+from flowctl_core.runner import run_scenario
+from flowctl_core.scenario import parse_scenario
+
+SECOND_US = 1_000_000
+
+
+# -- Artemis ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EngineAddress:
+    """What the engine's address did: its outcomes, its peak and final size, what the producers
+    were told (the ``error`` of each ``message_rejected``) and its flow events."""
+
+    accepted: int
+    paged: int
+    dropped: int
+    failed: int
+    rejected: int
+    peak_size: int
+    final_size: int
+    in_memory: int  # messages counted in the address size at the end
+    stored: int  # messages in the queue at the end (memory and page store)
+    errors: Counter[str]
+    flow_stopped: int
+    credit_zero_with_work: bool  # an AMQP / CORE producer ended with work and no credit
+    credit_granted: dict[str, int]  # AMQP producers: link credit ever granted
+    told_refused: int  # refusals the producers were told of (FAIL errors, AMQP rejections)
+
+
+def artemis_config(
+    address: AddressConfig,
+    producers: Sequence[ArtemisProducerConfig],
+    *,
+    core_overhead: int,
+    amqp_overhead: int,
+    latency_us: int = 100,
+) -> ArtemisConfig:
+    """An engine config with the per-protocol memory overhead per message (DESIGN §2)."""
+    return ArtemisConfig(
+        addresses=(address,),
+        producers=tuple(producers),
+        latency_us=latency_us,
+        core_message_overhead_bytes=core_overhead,
+        amqp_message_overhead_bytes=amqp_overhead,
+    )
+
+
+def address_config(
+    name: str, max_size_bytes: int, policy: str, reject_threshold: int = -1
+) -> AddressConfig:
+    return AddressConfig(
+        name,
+        AddressSettings(
+            max_size_bytes=max_size_bytes,
+            address_full_policy=policy,  # type: ignore[arg-type]
+            max_size_bytes_reject_threshold=reject_threshold,
+        ),
+    )
+
+
+def run_artemis(config: ArtemisConfig, *, seconds: float) -> EngineAddress:
+    """Run ``config`` (one address) for ``seconds`` of virtual time; its figures."""
+    scheduler = Scheduler(0)
+    log = EventCollector()
+    bus = EventBus("conformance", scheduler, validate=True)
+    bus.subscribe(log)
+    broker = Broker(bus, scheduler)
+    server = ArtemisServer(broker, config)
+    server.start()
+    scheduler.run_until(int(seconds * SECOND_US))
+    bus.flush()
+    (address,) = server.addresses.values()
+    state = address.state
+    errors: Counter[str] = Counter()
+    for event in log.of_type("message_rejected"):
+        detail = json.loads(event["detail"] or "{}")
+        errors[str(detail.get("error") or detail.get("reason") or "(silent)")] += 1
+    queue = address.queues[0]
+    stuck = False
+    granted: dict[str, int] = {}
+    for producer in server.producers.values():
+        if producer.has_message() and not producer._has_credit():
+            stuck = True
+        link = getattr(producer, "link", None)
+        if link is not None:
+            granted[producer.config.name] = int(link.delivery_count) + int(link.credit)
+    in_memory = queue.depth_msgs - state.paged_msgs
+    return EngineAddress(
+        accepted=state.accepted,
+        paged=state.paged,
+        dropped=state.dropped,
+        failed=state.failed,
+        rejected=state.rejected,
+        peak_size=state.peak_size,
+        final_size=state.size,
+        in_memory=in_memory,
+        stored=queue.depth_msgs,
+        errors=errors,
+        flow_stopped=len(log.of_type("flow_stopped")),
+        credit_zero_with_work=stuck,
+        credit_granted=granted,
+        told_refused=sum(p.refused for p in server.producers.values()),
+    )
+
+
+# -- RabbitMQ (scenarios) ----------------------------------------------------------------------
+def run_rabbit_scenario(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Run a scenario given as a dict; every event, in order."""
+    collector = EventCollector()
+    run_scenario(parse_scenario(spec, source=f"<conformance {spec['name']}>"), [collector])
+    return collector.events
+
+
+def two_senders_scenario(
+    service_time_us: dict[str, int], *, shared_connection: bool, seconds: float
+) -> dict[str, Any]:
+    """Seed 004's two senders over 0.9.1, flat out, each queue confirming one message per
+    ``service_time_us`` (measured on the real broker); one connection or one per queue."""
+    queues = [{"name": name, "service_time_us": us} for name, us in service_time_us.items()]
+    publishers = [{"name": f"publisher-{name}", "queue": name} for name in service_time_us]
+    groups = [publishers] if shared_connection else [[publisher] for publisher in publishers]
+    connections = [
+        {
+            "name": f"connection-{index}",
+            "protocol": "amqp-0-9-1",
+            "frame_cost_us": 2,
+            "publishers": group,
+        }
+        for index, group in enumerate(groups)
+    ]
+    return {
+        "name": "conformance-two-senders",
+        "kind": "workload",
+        "duration_s": seconds,
+        "queues": queues,
+        "connections": connections,
+    }
+
+
+def intake_rates(
+    events: list[dict[str, Any]], queues: Sequence[str], *, after_s: float
+) -> dict[str, float]:
+    """Enqueues per second of each queue from ``after_s`` to the last event (the warm-up left
+    out, as on the real broker)."""
+    start = min(e["ts"] for e in events)  # microseconds
+    end = max(e["ts"] for e in events)
+    window = (end - start) / SECOND_US - after_s
+    counts = dict.fromkeys(queues, 0)
+    for event in events:
+        late = event["ts"] - start >= after_s * SECOND_US
+        if event["event_type"] == "enqueue" and event["queue"] in counts and late:
+            counts[event["queue"]] += 1
+    return {queue: count / window for queue, count in counts.items()}
+
+
+def blocked_reasons(events: list[dict[str, Any]]) -> dict[str, Counter[str]]:
+    """``connection_blocked`` events per connection, by reason (``credit_flow:<queue>``,
+    ``alarm``)."""
+    reasons: dict[str, Counter[str]] = {}
+    for event in events:
+        if event["event_type"] == "connection_blocked":
+            reason = json.loads(event["detail"])["reason"]
+            reasons.setdefault(event["connection"], Counter())[reason] += 1
+    return reasons
+
+
+def memory_alarm_scenario(
+    *, prefill: int, raise_s: float, clear_s: float, seconds: float, consumer_latency_us: int
+) -> dict[str, Any]:
+    """A publisher connection flat out into one queue, a consumer connection draining a prefilled
+    queue (prefetch 100: ``consumer_latency_us`` one way sets its pace, about 100 messages per
+    round trip), and a memory alarm from ``raise_s`` to ``clear_s``."""
+    return {
+        "name": "conformance-memory-alarm",
+        "kind": "workload",
+        "duration_s": seconds,
+        "queues": [
+            {"name": "alarm-in", "service_time_us": 200},
+            {"name": "alarm-drain", "prefill": {"count": prefill, "size": 16}},
+        ],
+        "connections": [
+            {
+                "name": "publisher",
+                "protocol": "amqp-0-9-1",
+                "publishers": [{"name": "publisher-in", "queue": "alarm-in", "size": 16}],
+            },
+            {
+                "name": "consumer",
+                "protocol": "amqp-0-9-1",
+                "latency_us": consumer_latency_us,
+                "consumers": [{"name": "consumer-drain", "queue": "alarm-drain", "credit": 100}],
+            },
+        ],
+        "alarms": [{"resource": "memory", "raise_s": raise_s, "clear_s": clear_s}],
+    }
+
+
+def counts_between(
+    events: list[dict[str, Any]], event_type: str, queue: str, from_s: float, to_s: float
+) -> int:
+    start = min(e["ts"] for e in events)
+    return sum(
+        1
+        for e in events
+        if e["event_type"] == event_type
+        and e["queue"] == queue
+        and from_s * SECOND_US <= e["ts"] - start < to_s * SECOND_US
+    )

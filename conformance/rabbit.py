@@ -1,0 +1,434 @@
+"""RabbitMQ 3.10 workloads over AMQP 0.9.1 (pika's codec and client).
+
+pika's ``BlockingConnection`` publishes a few thousand messages a second here, slower than the
+queues it should overload, so the flat-out publishers (:class:`RawConnection`) speak 0.9.1
+themselves: pika's frame classes encode a batch of ``basic.publish`` frames once and the batch
+is written on the socket again and again. A connection whose reader RabbitMQ blocks (credit flow
+from an overloaded queue, or a resource alarm) stops taking bytes, so ``sendall`` blocks: every
+publisher on that connection waits, as every goroutine on the seed-004 client's channel does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from conformance.brokers import LOOPBACK, RabbitBroker
+
+PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
+CHANNEL = 1
+BATCH = 50  # publishes per socket write
+SOCKET_BUFFER = 64 * 1024
+
+
+def _pika() -> Any:
+    import pika
+
+    return pika
+
+
+@contextlib.contextmanager
+def blocking_connection(broker: RabbitBroker, **params: Any) -> Iterator[Any]:
+    pika = _pika()
+    connection = pika.BlockingConnection(
+        pika.ConnectionParameters(LOOPBACK, broker.port, connection_attempts=3, **params)
+    )
+    try:
+        yield connection
+    finally:
+        with contextlib.suppress(Exception):
+            connection.close()
+
+
+def declare(broker: RabbitBroker, queues: dict[str, str]) -> None:
+    """Declare durable queues, ``{name: "classic" | "quorum"}``, empty."""
+    with blocking_connection(broker) as connection:
+        channel = connection.channel()
+        for name, kind in queues.items():
+            channel.queue_declare(name, durable=True, arguments={"x-queue-type": kind})
+            channel.queue_purge(name)
+
+
+def depths(broker: RabbitBroker, names: Sequence[str]) -> dict[str, int]:
+    with blocking_connection(broker) as connection:
+        channel = connection.channel()
+        return {
+            name: int(channel.queue_declare(name, passive=True).method.message_count)
+            for name in names
+        }
+
+
+# -- a minimal 0.9.1 publisher on a raw socket -----------------------------------------------
+class RawConnection:
+    """One AMQP 0.9.1 connection and channel, opened with pika's codec, whose publishers write
+    pre-encoded ``basic.publish`` batches. A reader thread records ``connection.blocked`` /
+    ``connection.unblocked`` (the client announces the capability) and a close."""
+
+    def __init__(self, broker: RabbitBroker, name: str) -> None:
+        self.name = name
+        self.sock = socket.create_connection((LOOPBACK, broker.port), timeout=10)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # Small socket buffers: what the client has written and the broker not yet read stays
+        # small, so a blocked reader blocks the writers at once and nothing piles up to be
+        # processed after the run.
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
+        self._buffer = b""
+        self.blocked_events: list[tuple[float, str]] = []  # (monotonic time, blocked/unblocked)
+        self.closed_by_broker: str | None = None
+        self._write_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._open(name)
+        self.sock.settimeout(None)
+        self._reader = threading.Thread(target=self._read_loop, name=f"{name}-reader", daemon=True)
+        self._reader.start()
+
+    # -- handshake ---------------------------------------------------------------------------
+    def _send_method(self, channel: int, method: Any) -> None:
+        pika = _pika()
+        self.sock.sendall(pika.frame.Method(channel, method).marshal())
+
+    def _read_frame(self) -> Any:
+        pika = _pika()
+        while True:
+            if self._buffer:
+                consumed, frame = pika.frame.decode_frame(self._buffer)
+                if frame is not None:
+                    self._buffer = self._buffer[consumed:]
+                    return frame
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError(f"{self.name}: the broker closed the connection")
+            self._buffer += chunk
+
+    def _expect(self, kind: type) -> Any:
+        frame = self._read_frame()
+        method = getattr(frame, "method", None)
+        if not isinstance(method, kind):
+            raise ConnectionError(f"{self.name}: expected {kind.__name__}, got {frame}")
+        return method
+
+    def _open(self, name: str) -> None:
+        spec = _pika().spec
+        self.sock.sendall(PROTOCOL_HEADER)
+        self._expect(spec.Connection.Start)
+        self._send_method(
+            0,
+            spec.Connection.StartOk(
+                client_properties={
+                    "connection_name": name,
+                    "capabilities": {"connection.blocked": True},
+                },
+                mechanism="PLAIN",
+                response="\0guest\0guest",
+                locale="en_US",
+            ),
+        )
+        tune = self._expect(spec.Connection.Tune)
+        self.frame_max = int(tune.frame_max)
+        self._send_method(0, spec.Connection.TuneOk(tune.channel_max, tune.frame_max, 0))
+        self._send_method(0, spec.Connection.Open(virtual_host="/"))
+        self._expect(spec.Connection.OpenOk)
+        self._send_method(CHANNEL, spec.Channel.Open())
+        self._expect(spec.Channel.OpenOk)
+
+    def _read_loop(self) -> None:
+        spec = _pika().spec
+        while not self._stop.is_set():
+            try:
+                frame = self._read_frame()
+            except (OSError, ConnectionError):
+                return
+            method = getattr(frame, "method", None)
+            if isinstance(method, spec.Connection.Blocked):
+                self.blocked_events.append((time.monotonic(), "blocked"))
+            elif isinstance(method, spec.Connection.Unblocked):
+                self.blocked_events.append((time.monotonic(), "unblocked"))
+            elif isinstance(method, spec.Connection.Close | spec.Channel.Close):
+                self.closed_by_broker = f"{method.reply_code} {method.reply_text}"
+                return
+
+    # -- publishing --------------------------------------------------------------------------
+    def publish_batch(self, queue: str, body: bytes, count: int) -> bytes:
+        """``count`` encoded ``basic.publish`` (method, header, body frames) to ``queue``."""
+        pika = _pika()
+        one = b"".join(
+            (
+                pika.frame.Method(CHANNEL, pika.spec.Basic.Publish(routing_key=queue)).marshal(),
+                pika.frame.Header(CHANNEL, len(body), pika.spec.BasicProperties()).marshal(),
+                pika.frame.Body(CHANNEL, body).marshal(),
+            )
+        )
+        return one * count
+
+    def write(self, data: bytes) -> None:
+        """Write one batch whole (publishers sharing the connection take turns, as they would on
+        a client's channel); blocks while the broker does not read the socket."""
+        with self._write_lock:
+            self.sock.sendall(data)
+
+    def close(self) -> None:
+        self._stop.set()
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+
+
+class FlatOut:
+    """A writer thread for one connection: batches of each of its queues' publishes in turn
+    (a fair channel: publishers sharing a connection take turns), until told to stop."""
+
+    def __init__(self, connection: RawConnection, queues: Sequence[str], body: bytes) -> None:
+        self.connection = connection
+        self.batches = [(q, connection.publish_batch(q, body, BATCH)) for q in queues]
+        self.written = dict.fromkeys(queues, 0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"{connection.name}-writer")
+        self._thread.daemon = True
+
+    def start(self) -> FlatOut:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for queue, data in self.batches:
+                try:
+                    self.connection.write(data)
+                except OSError:
+                    return
+                self.written[queue] += BATCH
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def sample_connection_states(broker: RabbitBroker) -> dict[str, str]:
+    """``rabbitmqctl list_connections name state``: ``{connection name: state}``."""
+    out = broker.ctl_ok("list_connections", "client_properties", "state", "--no-table-headers")
+    states: dict[str, str] = {}
+    for line in out.splitlines():
+        if "connection_name" not in line:
+            continue
+        state = line.rsplit("\t", 1)[-1].strip()
+        marker = '{"connection_name","'
+        start = line.find(marker)
+        name = line[start + len(marker) :].split('"', 1)[0] if start >= 0 else line
+        states[name] = state
+    return states
+
+
+@dataclass
+class TwoSendersRun:
+    """Seed 004's two-senders workload over 0.9.1: each queue's intake rate (messages a second,
+    from its depth sampled at both ends of a steady window) and the connection states seen."""
+
+    shared_connection: bool
+    window_s: float
+    rates: dict[str, float]
+    states_seen: dict[str, set[str]]
+
+
+def two_senders(
+    broker: RabbitBroker,
+    queues: dict[str, str],
+    *,
+    shared_connection: bool,
+    window_s: float = 3.0,
+    warmup_s: float = 1.0,
+    body_size: int = 16,
+) -> TwoSendersRun:
+    """One flat-out publisher per queue (``{name: "classic" | "quorum"}``), on one shared
+    connection or one connection each. After ``warmup_s`` each queue's depth is read twice,
+    ``window_s`` apart, over a separate connection that only reads; then the connections'
+    states (``rabbitmqctl list_connections``). The queues are declared fresh and deleted after.
+    """
+    declare(broker, queues)
+    body = b"m" * body_size
+    groups = [list(queues)] if shared_connection else [[queue] for queue in queues]
+    connections = [RawConnection(broker, "two-senders-" + "+".join(g)) for g in groups]
+    writers = [FlatOut(c, g, body).start() for c, g in zip(connections, groups, strict=True)]
+    try:
+        with blocking_connection(broker) as reader:
+            channel = reader.channel()
+
+            def sample() -> tuple[float, dict[str, int]]:
+                counts = {
+                    name: int(channel.queue_declare(name, passive=True).method.message_count)
+                    for name in queues
+                }
+                return time.monotonic(), counts
+
+            time.sleep(warmup_s)
+            t0, before = sample()
+            time.sleep(window_s)
+            t1, after = sample()
+            states: dict[str, set[str]] = {}
+            for name, state in sample_connection_states(broker).items():
+                states.setdefault(name, set()).add(state)
+            for writer in writers:
+                writer.stop()
+            for connection in connections:
+                connection.close()
+            for name in queues:
+                channel.queue_delete(name)
+    finally:
+        for writer in writers:
+            writer.stop()
+        for connection in connections:
+            connection.close()
+    rates = {name: (after[name] - before[name]) / (t1 - t0) for name in queues}
+    return TwoSendersRun(shared_connection, t1 - t0, rates, states)
+
+
+# -- a memory alarm: publishers blocked, consumers not -----------------------------------------
+@dataclass
+class AlarmRun:
+    """A flat-out publisher connection and a consuming connection through a memory alarm."""
+
+    intake_before: float  # publisher's queue intake, messages a second, before the alarm
+    intake_during: float
+    intake_after: float  # after the alarm cleared
+    delivered_before: float  # the consumer's deliveries a second before the alarm
+    delivered_during: float
+    publisher_blocked: bool  # the publisher connection was sent connection.blocked
+    publisher_unblocked: bool  # ... and connection.unblocked after the alarm cleared
+    consumer_blocked: bool  # the consumer connection was sent connection.blocked
+    consumer_state: str  # rabbitmqctl's state of the consumer connection during the alarm
+    alarm_s: float
+
+
+class _Consumer(threading.Thread):
+    """A pika consumer (prefetch 100, one ack per message, about ``rate`` a second) on its own
+    connection that only consumes; records delivery times and connection.blocked."""
+
+    def __init__(self, broker: RabbitBroker, queue: str, rate: float) -> None:
+        super().__init__(name="alarm-consumer", daemon=True)
+        self.broker, self.queue, self.pause = broker, queue, 1.0 / rate
+        self.deliveries: list[float] = []
+        self.blocked = False
+        self.ready = threading.Event()
+        self.halt = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with blocking_connection(
+                self.broker, client_properties={"connection_name": "alarm-consumer"}
+            ) as connection:
+                connection.add_on_connection_blocked_callback(self._on_blocked)
+                channel = connection.channel()
+                channel.basic_qos(prefetch_count=100)
+                channel.basic_consume(self.queue, self._on_message)
+                self.ready.set()
+                while not self.halt.is_set():
+                    connection.process_data_events(time_limit=0.05)
+        except BaseException as error:  # reported by the caller
+            self.error = error
+            self.ready.set()
+
+    def _on_blocked(self, _connection: Any, _frame: Any) -> None:
+        self.blocked = True
+
+    def _on_message(self, channel: Any, method: Any, _properties: Any, _body: bytes) -> None:
+        self.deliveries.append(time.monotonic())
+        channel.basic_ack(method.delivery_tag)
+        time.sleep(self.pause)
+
+    def delivered_between(self, start: float, end: float) -> int:
+        return sum(1 for t in self.deliveries if start <= t < end)
+
+
+def _wait_for(predicate: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def memory_alarm(
+    broker: RabbitBroker,
+    *,
+    prefill: int = 6000,
+    consumer_rate: float = 800.0,
+    window_s: float = 2.0,
+) -> AlarmRun:
+    """``rabbitmqctl set_vm_memory_high_watermark 0.0001`` while a publisher connection writes
+    flat out to ``alarm-in`` and another connection consumes a prefilled ``alarm-drain``; then
+    the watermark back to 0.4. Intake rates come from ``alarm-in``'s depth, sampled over a
+    connection that neither publishes nor consumes."""
+    queues = {"alarm-in": "classic", "alarm-drain": "classic"}
+    declare(broker, queues)
+    filler = RawConnection(broker, "alarm-prefill")
+    try:
+        filler.write(filler.publish_batch("alarm-drain", b"d" * 16, prefill))
+        # Closed only once the broker has taken every message (an abrupt close may lose some).
+        if not _wait_for(lambda: depths(broker, ["alarm-drain"])["alarm-drain"] >= prefill, 30):
+            raise RuntimeError(
+                f"alarm-drain holds {depths(broker, ['alarm-drain'])} of the {prefill} written"
+            )
+    finally:
+        filler.close()
+    consumer = _Consumer(broker, "alarm-drain", consumer_rate)
+    consumer.start()
+    consumer.ready.wait(30)
+    publisher = RawConnection(broker, "alarm-publisher")
+    writer = FlatOut(publisher, ["alarm-in"], b"p" * 16).start()
+    try:
+        with blocking_connection(broker) as reader:
+            channel = reader.channel()
+
+            def depth() -> tuple[float, int]:
+                count = channel.queue_declare("alarm-in", passive=True).method.message_count
+                return time.monotonic(), int(count)
+
+            time.sleep(0.5)
+            t0, d0 = depth()
+            time.sleep(1.0)
+            t1, d1 = depth()
+            broker.ctl_ok("set_vm_memory_high_watermark", "0.0001")
+            raised = time.monotonic()
+            blocked = _wait_for(lambda: bool(publisher.blocked_events), 15)
+            time.sleep(0.3)  # what was in flight when the block came is processed
+            t2, d2 = depth()
+            time.sleep(window_s)
+            t3, d3 = depth()
+            states = sample_connection_states(broker)
+            broker.ctl_ok("set_vm_memory_high_watermark", "0.4")
+            cleared = time.monotonic()
+            unblocked = _wait_for(
+                lambda: any(kind == "unblocked" for _, kind in publisher.blocked_events), 15
+            )
+            time.sleep(0.3)
+            t4, d4 = depth()
+            time.sleep(1.0)
+            t5, d5 = depth()
+    finally:
+        writer.stop()
+        publisher.close()
+        consumer.halt.set()
+        consumer.join(10)
+        with blocking_connection(broker) as cleanup:
+            for name in queues:
+                cleanup.channel().queue_delete(name)
+    if consumer.error is not None:
+        raise RuntimeError(f"the alarm consumer failed: {consumer.error!r}")
+    return AlarmRun(
+        intake_before=(d1 - d0) / (t1 - t0),
+        intake_during=(d3 - d2) / (t3 - t2),
+        intake_after=(d5 - d4) / (t5 - t4),
+        delivered_before=consumer.delivered_between(t0, t1) / (t1 - t0),
+        delivered_during=consumer.delivered_between(t2, t3) / (t3 - t2),
+        publisher_blocked=blocked
+        and any(kind == "blocked" for _, kind in publisher.blocked_events),
+        publisher_unblocked=unblocked,
+        consumer_blocked=consumer.blocked,
+        consumer_state=states.get("alarm-consumer", "?"),
+        alarm_s=cleared - raised,
+    )

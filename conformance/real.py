@@ -1,0 +1,265 @@
+"""Workloads on the real brokers, driven by real clients.
+
+- AMQP 1.0: python-qpid-proton's event-driven :class:`~proton.reactor.Container`
+  (:func:`amqp_send`): a sender that sends whenever it has credit and records what the broker
+  tells it (dispositions and their error conditions, credit withheld).
+- CORE: Artemis's own ``artemis producer --protocol core`` (:func:`core_block_peak`), a Java
+  client with a byte window (``producerWindowSize``).
+- AMQP 0.9.1: pika (:mod:`conformance.rabbit` has those workloads).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance.brokers import (
+    ArtemisBroker,
+    BrokerUnavailable,
+    artemis_installed,
+    reaped,
+    spawn,
+    stop_pid,
+)
+
+
+# -- AMQP 1.0 (python-qpid-proton) -----------------------------------------------------------
+@dataclass
+class AmqpSendResult:
+    """What an AMQP 1.0 sender saw: deliveries sent and their outcomes, the error conditions of
+    refused ones, and whether it ended with messages to send and no credit (blocked)."""
+
+    sent: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    released: int = 0
+    conditions: Counter[str] = field(default_factory=Counter)
+    credit_granted: int = 0  # the total link credit the broker ever gave
+    blocked_at_end: bool = False  # work left, credit 0 when the sender gave up waiting
+    link_error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def settled(self) -> int:
+        return self.accepted + self.rejected + self.released
+
+
+def amqp_send(
+    url: str,
+    address: str,
+    *,
+    count: int,
+    body_size: int,
+    in_flight: int | None = None,
+    idle_s: float = 1.5,
+    timeout_s: float = 30.0,
+) -> AmqpSendResult:
+    """Send up to ``count`` messages of a ``body_size``-byte binary body to ``address`` as fast
+    as the link credit allows (and, with ``in_flight``, with at most that many unsettled); stop
+    when all are settled or nothing has happened for ``idle_s`` (credit withheld), or after
+    ``timeout_s``."""
+    from proton import Message
+    from proton.handlers import MessagingHandler
+    from proton.reactor import Container
+
+    result = AmqpSendResult()
+    body = b"x" * body_size
+    started = time.monotonic()
+
+    class Sender(MessagingHandler):
+        def __init__(self) -> None:
+            super().__init__(auto_accept=False, auto_settle=True)
+            self.last_progress = time.monotonic()
+            self.connection: Any = None
+            self.sender: Any = None
+            self.done = False
+            self.opened = False  # the broker attached the link: idleness counts from then
+
+        def on_link_opened(self, event: Any) -> None:
+            self.opened = True
+            self.last_progress = time.monotonic()
+
+        def on_start(self, event: Any) -> None:
+            self.connection = event.container.connect(url, reconnect=False, sasl_enabled=False)
+            self.sender = event.container.create_sender(self.connection, address)
+            event.container.schedule(0.05, self)
+
+        def on_sendable(self, event: Any) -> None:
+            self._send_more()
+
+        def _send_more(self) -> None:
+            sender = self.sender
+            limit = count if in_flight is None else min(count, result.settled + in_flight)
+            while sender.credit > 0 and result.sent < limit:
+                sender.send(Message(body=body, durable=False))
+                result.sent += 1
+            self.last_progress = time.monotonic()
+
+        def _settled(self) -> None:
+            self.last_progress = time.monotonic()
+            if in_flight is not None and not self.done:
+                self._send_more()
+            if result.settled >= count:
+                self._finish(blocked=False)
+
+        def on_accepted(self, event: Any) -> None:
+            result.accepted += 1
+            self._settled()
+
+        def on_rejected(self, event: Any) -> None:
+            result.rejected += 1
+            condition = event.delivery.remote.condition
+            result.conditions[condition.name if condition is not None else "(none)"] += 1
+            self._settled()
+
+        def on_released(self, event: Any) -> None:
+            result.released += 1
+            self._settled()
+
+        def on_link_error(self, event: Any) -> None:
+            condition = event.link.remote_condition
+            result.link_error = condition.name if condition is not None else "link error"
+            self._finish(blocked=False)
+
+        def on_transport_error(self, event: Any) -> None:
+            condition = event.transport.condition
+            result.link_error = result.link_error or (
+                condition.name if condition is not None else "transport error"
+            )
+            self._finish(blocked=False)
+
+        def on_timer_task(self, event: Any) -> None:
+            if self.done:
+                return
+            now = time.monotonic()
+            idle = self.opened and now - self.last_progress > idle_s
+            if idle or now - started > timeout_s:
+                credit = self.sender.credit if self.sender is not None else 0
+                self._finish(blocked=result.sent < count and credit == 0)
+            else:
+                event.container.schedule(0.05, self)
+
+        def _finish(self, *, blocked: bool) -> None:
+            if self.done:
+                return
+            self.done = True
+            result.blocked_at_end = blocked
+            if self.sender is not None:
+                # link credit granted = what was sent plus what is left
+                result.credit_granted = result.sent + self.sender.credit
+            if self.connection is not None:
+                self.connection.close()
+
+    Container(Sender()).run()
+    result.seconds = time.monotonic() - started
+    return result
+
+
+# -- CORE (artemis producer) -------------------------------------------------------------------
+@dataclass
+class CoreRun:
+    """A CORE producer run that blocked: the address size over time and where it settled."""
+
+    peak_size: int
+    final_size: int
+    messages: int
+    samples: int
+    seconds: float
+    stopped_by_us: bool  # the producers were still blocked when we ended them
+
+
+def core_producer_command(
+    broker: ArtemisBroker,
+    address: str,
+    *,
+    threads: int,
+    count: int,
+    size: int,
+    window: int,
+) -> list[str]:
+    return [
+        str(artemis_installed()),
+        "producer",
+        "--protocol",
+        "core",
+        "--url",
+        f"{broker.core_url}?producerWindowSize={window}",
+        "--destination",
+        f"queue://{address}",
+        "--threads",
+        str(threads),
+        "--message-count",
+        str(count),
+        "--message-size",
+        str(size),
+        "--non-persistent",
+        "--silent",
+    ]
+
+
+def core_send(
+    broker: ArtemisBroker, address: str, *, count: int, size: int, window: int = 1024 * 1024
+) -> subprocess.CompletedProcess[str]:
+    """``count`` CORE messages of a ``size``-byte BytesMessage body, one producer, to the end."""
+    command = core_producer_command(
+        broker, address, threads=1, count=count, size=size, window=window
+    )
+    return broker.run_cli(*command[1:], timeout_s=120)
+
+
+def core_block_peak(
+    broker: ArtemisBroker,
+    address: str,
+    *,
+    threads: int,
+    count: int,
+    size: int,
+    window: int,
+    settle_s: float = 2.0,
+    timeout_s: float = 60.0,
+) -> CoreRun:
+    """Run ``threads`` CORE producers (one ``artemis producer`` process) into a BLOCK address
+    with no consumer, sample the address size over Jolokia until it has not moved for
+    ``settle_s`` (every producer blocked) or the producers are done, then end them."""
+    command = core_producer_command(
+        broker, address, threads=threads, count=count, size=size, window=window
+    )
+    log = broker.instance / "log" / f"producer-{address}.log"
+    pid = spawn(command, env=dict(os.environ), log=log, what="artemis producer")
+    started = time.monotonic()
+    peak = last = samples = 0
+    last_change = time.monotonic()
+    stopped_by_us = True
+    try:
+        while True:
+            time.sleep(0.1)
+            size_now = broker.address_size(address)
+            samples += 1
+            peak = max(peak, size_now)
+            if size_now != last:
+                last, last_change = size_now, time.monotonic()
+            if reaped(pid):
+                stopped_by_us = False
+                break
+            if last and time.monotonic() - last_change > settle_s:
+                break
+            if time.monotonic() - started > timeout_s:
+                raise BrokerUnavailable(
+                    f"CORE producers into {address} neither blocked nor finished in {timeout_s} s"
+                )
+    finally:
+        if stopped_by_us:
+            stop_pid(pid, grace_s=2.0)
+    stats = broker.address_stats(address)
+    return CoreRun(
+        peak_size=peak,
+        final_size=int(stats["address.AddressSize"]),
+        messages=int(stats["queue.MessageCount"]),
+        samples=samples,
+        seconds=time.monotonic() - started,
+        stopped_by_us=stopped_by_us,
+    )

@@ -1,0 +1,59 @@
+"""Session-scoped real brokers for the conformance suite (DESIGN.md §6, issue 18).
+
+One ActiveMQ Artemis 2.40 and one RabbitMQ 3.10 node for the whole session, each a plain process
+on 127.0.0.1 with its state in a temporary folder, started when the first test asks for it and
+stopped by PID at the end of the session whatever the tests did. A broker or client library that
+is not installed, or a broker that does not start, skips its tests with a reason naming it
+(``bash scripts/setup_brokers.sh`` installs everything).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+
+import pytest
+
+from conformance.brokers import ArtemisBroker, BrokerUnavailable, RabbitBroker
+from conformance.cases import ARTEMIS_ADDRESSES, RABBITMQ_CONFIG
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "realbroker: runs a real Artemis / RabbitMQ process (tests/realbrokers)"
+    )
+
+
+def _need_module(module: str, package: str) -> None:
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        pytest.skip(f"{package} is not installed in .venv: run `bash scripts/setup_brokers.sh`")
+
+
+@pytest.fixture(scope="session")
+def artemis() -> Iterator[ArtemisBroker]:
+    _need_module("proton", "python-qpid-proton")
+    broker = ArtemisBroker(ARTEMIS_ADDRESSES)
+    try:
+        broker.start()
+    except BrokerUnavailable as error:
+        pytest.skip(f"ActiveMQ Artemis unavailable: {error}")
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def rabbitmq() -> Iterator[RabbitBroker]:
+    _need_module("pika", "pika")
+    broker = RabbitBroker(RABBITMQ_CONFIG)
+    try:
+        broker.start()
+    except BrokerUnavailable as error:
+        pytest.skip(f"RabbitMQ unavailable: {error}")
+    try:
+        yield broker
+    finally:
+        broker.stop()
