@@ -92,8 +92,17 @@ QUEUE_FLOW_EPISODES = TableSchema(
             doc="max(0, peak - stop size); null if that is off or the peak unknown",
         ),
         Column("producers", "int64", nullable=False, doc="distinct producers that enqueued"),
-        Column("overshoot_bound_msgs", "int64", doc="sum of those producers' capacities"),
-        Column("overshoot_ratio", "float64", doc="overshoot_msgs / overshoot_bound_msgs"),
+        Column(
+            "overshoot_bound_msgs",
+            "int64",
+            doc="sum of those producers' capacities; null if any has none (no window) or none "
+            "enqueued",
+        ),
+        Column(
+            "overshoot_ratio",
+            "float64",
+            doc="overshoot_msgs / overshoot_bound_msgs; null if either is null or the bound 0",
+        ),
     ),
 )
 
@@ -148,7 +157,11 @@ QUEUE_FLOW_DAILY = TableSchema(
         Column("p95_overshoot_msgs", "float64", doc="exact, linear interpolation"),
         Column("max_overshoot_bytes", "int64", doc="over the episodes starting this day"),
         Column("p95_overshoot_bytes", "float64", doc="exact, linear interpolation"),
-        Column("max_overshoot_ratio", "float64", doc="max overshoot / bound of those episodes"),
+        Column(
+            "max_overshoot_ratio",
+            "float64",
+            doc="max overshoot / bound of those episodes that have a bound",
+        ),
     ),
 )
 

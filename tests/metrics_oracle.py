@@ -12,8 +12,12 @@ Interpretations (DESIGN.md leaves them open; the project documented the same cho
 * Episode events: from its ``flow_stopped`` through the ``flow_resumed`` that ends it (or the
   queue's last event while open), plus the triggering enqueue: the queue's event right before
   the ``flow_stopped`` (by seq) when that event is an ``enqueue``. The peak depth is the max over
-  those events; the producers are the distinct non-null ``link`` of its enqueues and the bound is
-  the sum over them of each producer's max ``capacity`` among those enqueues.
+  those events; the producers are the distinct non-null ``link`` of its enqueues. A producer's
+  capacity is its max ``capacity`` among those enqueues; it has none (no window) when none of
+  them carries one. The bound is the sum of the producers' capacities, and None when any producer
+  has none ("there is no guarantee to hold") or when no producer enqueued; a capacity of 0 (the
+  engine's ``prefill``) is a window of 0 and adds 0. The ratio is overshoot / bound, None when
+  either is None or the bound is 0.
 * Thresholds and counter of an episode: the latest non-null value of the queue's events up to
   and including the ``flow_stopped``.
 * An interval never closed ends at the run's watermark (its last event's ts, any event type).
@@ -38,6 +42,7 @@ Interpretations (DESIGN.md leaves them open; the project documented the same cho
   that of the attached interval touching the day with the greatest start seq.
 * A daily queue row exists for a day when the queue has an event that day or an episode touches
   it; a link row when an attached interval or a starvation touches it.
+* The daily max overshoot ratio is over the day's episodes that have a ratio.
 """
 
 from __future__ import annotations
@@ -135,8 +140,9 @@ def _close_episode(ep: Row, members: list[Row], end: Row | None, watermark: int)
         if m["event_type"] == "enqueue" and m.get("link") is not None:
             seen = [c for c in (capacities.get(m["link"]), m.get("capacity")) if c is not None]
             capacities[m["link"]] = max(seen) if seen else None
-    known = [c for c in capacities.values() if c is not None]
-    bound = sum(known) if known else None
+    # "When any of those producers has no capacity (no window), the bound and the ratio are null"
+    caps = list(capacities.values())
+    bound = sum(c for c in caps if c is not None) if caps and None not in caps else None
     peak_msgs = max(depths) if depths else None
     peak_bytes = max(sizes) if sizes else None
     over_msgs = _overshoot(peak_msgs, ep["flow_stop_count"])

@@ -10,7 +10,11 @@ from chispa import assert_df_equality
 from jobs.transforms.daily import link_starvation_daily, queue_flow_daily
 from jobs.transforms.episodes import link_starvation_episodes, queue_flow_episodes, run_bounds
 from tests.conftest import at, event
-from tests.test_jobs_episodes import link_starving_across_midnight, stopped_across_midnight
+from tests.test_jobs_episodes import (
+    link_starving_across_midnight,
+    producer_without_window,
+    stopped_across_midnight,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -184,3 +188,22 @@ def test_a_producer_named_only_on_enqueues_has_no_link_rows(make_events):
     ]
     got = [(r.link, r.start_seq, r.end_seq) for r in link_attachments(make_events(rows)).collect()]
     assert got == [("l1", 3, None)]
+
+
+def test_the_daily_max_ratio_is_over_the_episodes_that_have_a_bound(make_events):
+    rows = [
+        *producer_without_window(),
+        event(5, at(1, 12), "enqueue", queue="q", link="p1", capacity=2, depth_msgs=5),
+        event(6, at(1, 12), "flow_stopped", queue="q", depth_msgs=5),
+        event(7, at(1, 12, 5), "flow_resumed", queue="q", depth_msgs=1),
+    ]
+    events = make_events(rows)
+    bounds = run_bounds(events)
+    (row,) = queue_flow_daily(
+        events, queue_flow_episodes(events, bounds), bounds, DAY1, DAY1
+    ).collect()
+    # Episode 1: overshoot 27 - 4 = 23, no bound (p2 has no window), no ratio. Episode 2 (stop
+    # still 4): overshoot 5 - 4 = 1, bound 2 (p1), ratio 0.5. Max overshoot 23; p95 of [1, 23]:
+    # 1 + 0.95 * 22 = 21.9; the max ratio is that of the one episode with a guarantee, 0.5.
+    assert (row.episodes, row.max_overshoot_msgs, row.max_overshoot_ratio) == (2, 23, 0.5)
+    assert row.p95_overshoot_msgs == pytest.approx(21.9)

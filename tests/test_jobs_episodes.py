@@ -274,7 +274,14 @@ def reference_queue_flow_episodes(events, bounds):
             F.max("peak_depth_msgs").alias("peak_depth_msgs"),
             F.max("peak_depth_bytes").alias("peak_depth_bytes"),
             F.count("_producer").alias("producers"),
-            F.sum("capacity").alias("overshoot_bound_msgs"),
+            # DESIGN §4: the bound is null when any producer has no capacity (its enqueues in
+            # the episode carry none).
+            F.max(F.col("_producer").isNotNull() & F.col("capacity").isNull()).alias("_uncapped"),
+            F.sum("capacity").alias("_capacity_sum"),
+        )
+        .withColumn(
+            "overshoot_bound_msgs",
+            F.when(~F.col("_uncapped"), F.col("_capacity_sum")),
         )
         .join(bounds.select("run_id", "run_watermark_ts"), "run_id")
     )
@@ -399,3 +406,57 @@ def test_an_episode_whose_end_a_clock_stamped_before_its_start_is_an_instant(mak
     found = overlapping(episodes, day2, day2).collect()
     assert [(r.start_seq, r.end_seq, r.duration_s) for r in found] == [(2, 3, 0.0)]
     assert overlapping(episodes, day1, day1).count() == 0
+
+
+def producer_without_window() -> list[dict]:
+    """Issue 18's case: stop 4; p1 (window 3) triggers the stop, p2 (no window: its enqueues
+    carry no capacity) pushes the queue to 27."""
+    return [
+        event(1, at(1, 10), "enqueue", queue="q", link="p1", capacity=3, depth_msgs=5,
+              flow_stop_count=4),
+        event(2, at(1, 10), "flow_stopped", queue="q", depth_msgs=5),
+        event(3, at(1, 10, 1), "enqueue", queue="q", link="p2", depth_msgs=27),
+        event(4, at(1, 10, 5), "flow_resumed", queue="q", depth_msgs=2),
+    ]  # fmt: skip
+
+
+def test_a_producer_without_a_window_leaves_the_bound_and_ratio_null(spark, make_events):
+    """DESIGN §4: "When any of those producers has no capacity (no window), the bound and the
+    ratio are null: there is no guarantee to hold"."""
+    actual = episodes_of(make_events, producer_without_window())
+    # Overshoot 27 - 4 = 23, still measured; producers p1 and p2; p2 has no capacity, so no
+    # bound and no ratio (before: bound 3 from p1 alone, ratio 23 / 3 = 7.67).
+    expected = spark.createDataFrame(
+        [("r1", "q", 2, 4, False, 300.0, 27, 23, None, 2, None, None)],
+        "run_id string, queue string, start_seq long, end_seq long, is_open boolean, "
+        "duration_s double, peak_depth_msgs long, overshoot_msgs long, overshoot_bytes long, "
+        "producers long, overshoot_bound_msgs long, overshoot_ratio double",
+    )
+    assert_df_equality(
+        actual.select(*EPISODE_COLUMNS), expected, ignore_nullable=True, ignore_metadata=True
+    )
+
+
+def test_a_window_of_zero_counts_and_a_capacity_missing_on_one_enqueue_does_not_void_it(
+    make_events,
+):
+    """A capacity of 0 (the engine's ``prefill`` producer) is a window of 0, not a missing one;
+    a producer whose capacity one enqueue leaves out still has the window its others log."""
+    rows = [
+        event(1, at(1, 10), "enqueue", queue="q", link="p1", capacity=3, depth_msgs=5,
+              flow_stop_count=4),
+        event(2, at(1, 10), "flow_stopped", queue="q", depth_msgs=5),
+        event(3, at(1, 10, 1), "enqueue", queue="q", link="p1", depth_msgs=6),  # no capacity
+        event(4, at(1, 10, 2), "enqueue", queue="q", link="prefill", capacity=0, depth_msgs=7),
+        event(5, at(1, 10, 5), "flow_resumed", queue="q", depth_msgs=1),
+        event(6, at(1, 11), "enqueue", queue="q", link="prefill", capacity=0, depth_msgs=5),
+        event(7, at(1, 11), "flow_stopped", queue="q", depth_msgs=5),
+        event(8, at(1, 11, 5), "flow_resumed", queue="q", depth_msgs=1),
+    ]  # fmt: skip
+    got = [
+        (r.start_seq, r.producers, r.overshoot_msgs, r.overshoot_bound_msgs, r.overshoot_ratio)
+        for r in episodes_of(make_events, rows).orderBy("start_seq").collect()
+    ]
+    # Episode 1: p1 (window 3) and prefill (0): bound 3 + 0 = 3; overshoot 7 - 4 = 3; ratio 1.
+    # Episode 2: prefill alone: bound 0, overshoot 5 - 4 = 1, and no ratio (nothing to divide by).
+    assert got == [(2, 2, 3, 3, 1.0), (7, 1, 1, 0, None)]

@@ -358,6 +358,15 @@ def regression_runs() -> list[dict[str, Any]]:
         (_at(3, 1), "enqueue", {**q, "link": "p1", "capacity": 5, "depth_msgs": 2,
                                 "flow_stopped_count": 1}),
         (_at(3, 0, 30), "dequeue", {**q, "depth_msgs": 1, "flow_stopped_count": 1}),
+    ) + _run(
+        "x3",  # a producer without a window
+        (_at(1, 8), "queue_declared", {"queue": "qi", "depth_msgs": 0, "flow_stopped_count": 0}),
+        (_at(1, 9), "enqueue", {**q, "link": "p1", "capacity": 3, "depth_msgs": 5,
+                                "flow_stop_count": 4, "flow_stopped_count": 0}),
+        (_at(1, 9), "flow_stopped", {**q, "depth_msgs": 5, "flow_stopped_count": 1}),
+        (_at(1, 9, 1), "enqueue", {**q, "link": "p2", "depth_msgs": 9}),  # no capacity
+        (_at(1, 9, 5), "flow_resumed", {**q, "depth_msgs": 1}),
+        (_at(3, 0), "alarm_raised", {}),
     )  # fmt: skip
 
 
@@ -496,7 +505,7 @@ def test_random_log_exercises_the_hard_cases(rows):
     episodes = oracle.queue_flow_episodes(rows)
     starvations = oracle.link_starvation_episodes(rows)
     bounds = oracle.run_bounds(rows)
-    assert len(bounds) == RUNS + 6 and len(rows) > 4000
+    assert len(bounds) == RUNS + 7 and len(rows) > 4000
     assert any(len(oracle.days_touched(*b)) >= 3 for b in bounds.values())
     crossing = [
         e
@@ -508,6 +517,8 @@ def test_random_log_exercises_the_hard_cases(rows):
     assert sum(e["duration_s"] == 0 for e in episodes if not e["is_open"]) >= 5
     assert sum(e["overshoot_msgs"] is None for e in episodes) >= 5
     assert sum((e["overshoot_ratio"] or 0) > 0 for e in episodes) >= 20
+    # Producers without a window (enqueues naming one with no capacity) void some bounds.
+    assert sum(e["producers"] > 0 and e["overshoot_bound_msgs"] is None for e in episodes) >= 5
     assert len(starvations) >= 50 and sum(s["is_open"] for s in starvations) >= 3
     assert sum(s["end_reason"] == "detached" for s in starvations) >= 3
     crossing = [
@@ -585,3 +596,12 @@ def test_counter_at_midnight_and_watermark_follow_seq_not_ts(spark_out):
     assert shares == [1.0, 1.0, 1.0]
     (episode,) = [r for r in spark_out["episodes"] if r["run_id"] == "x2"]
     assert episode["is_open"] and episode["run_watermark_us"] == oracle.to_us(_at(3, 0, 30))
+
+
+def test_a_producer_without_a_window_voids_the_bound_and_ratio(spark_out):
+    """Run x3, queue q: p1 (window 3) triggers the stop at 5 > 4, p2 (no capacity logged, no
+    window) takes it to 9. DESIGN §4: any producer without capacity -> bound and ratio null; the
+    overshoot 9 - 4 = 5 is still measured (before: bound 3, ratio 5 / 3)."""
+    (episode,) = [r for r in spark_out["episodes"] if r["run_id"] == "x3"]
+    assert (episode["producers"], episode["overshoot_msgs"]) == (2, 5)
+    assert episode["overshoot_bound_msgs"] is None and episode["overshoot_ratio"] is None

@@ -135,7 +135,8 @@ def queue_segment_stats(
     Columns: run_id, ``_qid``, ``_seg`` and: ``_is_start`` (the segment opens an episode),
     ``_start_ts``, ``_start_depth_msgs``, ``_start_depth_bytes`` and ``_start_<c>`` of the
     event that opens it; ``peak_depth_msgs``, ``peak_depth_bytes`` over its events;
-    ``producers`` and ``overshoot_bound_msgs`` (sum of each producer's max capacity);
+    ``producers`` and ``overshoot_bound_msgs`` (sum of each producer's max capacity, null when
+    a producer has none: :func:`overshoot_bound`);
     ``_pre_<c>``, the value of the trigger moved into it; ``_seq_<c>`` / ``_val_<c>``, seq and
     value of the latest non-null ``c`` among its events.
     """
@@ -160,17 +161,38 @@ def queue_segment_stats(
             for c in CARRIED_COLUMNS
         ),
     )
-    producer = F.col("_producer").isNotNull()
     return per_producer.groupBy(*QUEUE_ID, "_seg").agg(
         *(F.max(name).alias(name) for name in start_fields),
         F.max("peak_depth_msgs").alias("peak_depth_msgs"),
         F.max("peak_depth_bytes").alias("peak_depth_bytes"),
         F.count("_producer").alias("producers"),
-        F.sum(F.when(producer, F.col("capacity"))).alias("overshoot_bound_msgs"),
+        overshoot_bound(F.col("_producer"), F.col("capacity")).alias("overshoot_bound_msgs"),
         *(F.max(f"_pre_{c}").alias(f"_pre_{c}") for c in CARRIED_COLUMNS),
         *(F.max(f"_seq_{c}").alias(f"_seq_{c}") for c in CARRIED_COLUMNS),
         *(F.max_by(f"_val_{c}", f"_seq_{c}").alias(f"_val_{c}") for c in CARRIED_COLUMNS),
     )
+
+
+def overshoot_bound(producer: Column, capacity: Column) -> Column:
+    """DESIGN §4's ``overshoot_bound_msgs``, an aggregate over one row per producer of an episode
+    (``producer`` null on the rows of other events): the sum of their capacities, or null when
+    any of them has no capacity, i.e. no window, so there is no guarantee to hold (a sum of the
+    others' windows would read as Qpid breaking it).
+
+    "No capacity" in the log is a null ``capacity`` on every enqueue of that producer in the
+    episode (``capacity`` is the max over them): the engine logs null for a producer without a
+    window (an AMQP 0-10 client with ``capacity: None``), and one enqueue of a windowed producer
+    that misses the column does not make its window go away. (The engine's Artemis CORE producer
+    with a -1 window logs the messages it has sent so far as its capacity, which reads as a window
+    here: only a null says there is none.) A ``capacity`` of 0 is a window of
+    0, not a missing one: the ``prefill`` producer logs 0 (messages written before the run by
+    nobody who can send more), and it adds 0. An episode no named producer enqueued to keeps a
+    null bound (the empty sum is not read as a bound of 0), and a bound of 0 gives no ratio.
+    Enqueues that name no producer are no producer's and are not counted.
+    """
+    is_producer = producer.isNotNull()
+    uncapped = F.count(F.when(is_producer & capacity.isNull(), 1))
+    return F.when(uncapped == 0, F.sum(F.when(is_producer, capacity)))
 
 
 def queue_flow_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
