@@ -5,7 +5,7 @@ setup:
 	bash scripts/setup.sh
 
 demo: setup
-	.venv/bin/python -m flowctl_core.cli demo
+	.venv/bin/python -m flowctl.cli demo
 
 test: setup
 	bash scripts/test.sh

@@ -1,4 +1,4 @@
-"""The ``flowctl`` command line."""
+"""The ``flowctl`` command line: the engine's runs, the Spark pipeline and what-if, in one tool."""
 
 from __future__ import annotations
 
@@ -465,9 +465,9 @@ def whatif(
     the episodes without more rejections; resume thresholds only (flapping) must cut the
     episodes without more rejections.
     """
+    from flowctl.whatif import load_recommended_thresholds
     from flowctl_core.whatif import (
         declared_queues,
-        load_recommended_thresholds,
         queue_verdicts,
         run_whatif,
         without_artemis_queues,

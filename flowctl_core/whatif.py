@@ -4,16 +4,15 @@ A recommendation is only worth deploying if the engine agrees: :func:`run_whatif
 scenario (same seed, so the same arrivals) twice, as written and with thresholds overridden per
 queue from the start, and reports overshoot, time stopped, episodes and rejected messages of both
 runs. Everything is measured on the engine itself (its queue state and its own events), without the
-event log or Spark. :func:`load_recommended_thresholds` reads the overrides from the gold
-``threshold_recommendations`` Delta table; it needs a SparkSession, imported only when called.
+event log or Spark. :func:`overrides_from_recommendations` turns recommendation rows into the
+overrides; reading them from the gold Delta table lives above the engine (``flowctl.whatif``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import date
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from flowctl_core.clock import seconds_to_us
 from flowctl_core.events import TS_AT, EventRow, event_type_of, queue_of
@@ -27,9 +26,6 @@ from flowctl_core.flowlimit import (
 )
 from flowctl_core.runner import RunResult, run_scenario
 from flowctl_core.scenario import DeclareStep, QueueSpec, Scenario, Step
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from pyspark.sql import SparkSession
 
 _US_PER_S = seconds_to_us(1)
 
@@ -405,26 +401,3 @@ def overrides_from_recommendations(rows: Iterable[Mapping[str, Any]]) -> dict[st
                 "choose one broker"
             )
     return overrides
-
-
-def load_recommended_thresholds(
-    spark: SparkSession,
-    table_path: str,
-    *,
-    as_of: date | None = None,
-    broker: str | None = None,
-) -> dict[str, FlowThresholds]:
-    """queue -> thresholds from the Delta table at ``table_path``: the rows of ``as_of`` (default:
-    the latest day in the table), optionally of one broker."""
-    from pyspark.sql import functions as F
-
-    table = spark.read.format("delta").load(table_path).where(F.col("entity_kind") == "queue")
-    if broker is not None:
-        table = table.where(F.col("broker") == broker)
-    if as_of is None:
-        latest = table.agg(F.max("date").alias("latest")).first()
-        if latest is None or latest["latest"] is None:
-            return {}
-        as_of = latest["latest"]
-    rows = table.where(F.col("date") == F.lit(as_of)).collect()
-    return overrides_from_recommendations(row.asDict() for row in rows)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from flowctl_core.cli import app
+from flowctl.cli import app
 from flowctl_core.scenario import BUNDLED_DIR, ScenarioError, load_scenario
 from jobs.cli import date_range_parser, parse_date_range
 

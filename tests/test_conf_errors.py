@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from flowctl_core.cli import app
+from flowctl.cli import app
 from jobs.config import ConfError, load_conf
 from jobs.pipeline import _conf
 

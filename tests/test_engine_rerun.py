@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 from typer.testing import CliRunner
 
-from flowctl_core.cli import app
+from flowctl.cli import app
 from flowctl_core.runner import default_run_id
 from flowctl_core.scenario import parse_scenario
 from flowctl_core.sink import run_files

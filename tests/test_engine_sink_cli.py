@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from flowctl_core.cli import app
+from flowctl.cli import app
 from flowctl_core.clock import Scheduler
 from flowctl_core.events import (
     NO_LINK,

@@ -1,0 +1,53 @@
+"""DESIGN §1: the layers point one way, ``schemas/`` <- ``flowctl_core/`` <- ``jobs/``; the engine
+imports neither ``jobs`` nor pyspark (what joins them lives in ``flowctl/``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from jobs.config import PROJECT_ROOT
+
+#: Every module of the engine imported with ``jobs`` and ``pyspark`` made unimportable.
+IMPORT_ALL_BLOCKED = textwrap.dedent(
+    """
+    import importlib, pkgutil, sys
+
+    class Blocked:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in ("jobs", "pyspark", "flowctl", "delta"):
+                raise ImportError(f"the engine imported {name}")
+            return None
+
+    sys.meta_path.insert(0, Blocked())
+    import flowctl_core
+    names = [m.name for m in pkgutil.walk_packages(flowctl_core.__path__, "flowctl_core.")]
+    for name in names:
+        importlib.import_module(name)
+    print(len(names))
+    """
+)
+
+
+def test_the_engine_imports_neither_jobs_nor_pyspark() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORT_ALL_BLOCKED],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout) >= 15  # every engine module was imported, not an empty walk
+
+
+def test_no_engine_source_names_the_pipeline() -> None:
+    """Function-level imports are imports too: none may reach ``jobs`` or pyspark."""
+    offenders = [
+        f"{path.relative_to(PROJECT_ROOT)}:{number}"
+        for path in (PROJECT_ROOT / "flowctl_core").rglob("*.py")
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if line.strip().startswith(("from jobs", "import jobs", "from pyspark", "import pyspark"))
+    ]
+    assert offenders == []
