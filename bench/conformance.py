@@ -97,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         if (args.only is None or case.broker == args.only)
         and (not args.case or case.name in args.case)
     ]
-    console = Console()
+    # Piped into a file or a CI log, rich would wrap the table at 80 columns: give it room.
+    console = Console() if sys.stdout.isatty() else Console(width=200)
     began = time.monotonic()
     rows, problems = run_cases(cases, console)
     if rows:

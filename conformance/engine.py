@@ -46,6 +46,7 @@ class EngineAddress:
     stored: int  # messages in the queue at the end (memory and page store)
     errors: Counter[str]
     flow_stopped: int
+    flow_resumed: int
     credit_zero_with_work: bool  # an AMQP / CORE producer ended with work and no credit
     credit_granted: dict[str, int]  # AMQP producers: link credit ever granted
     told_refused: int  # refusals the producers were told of (FAIL errors, AMQP rejections)
@@ -121,6 +122,7 @@ def run_artemis(config: ArtemisConfig, *, seconds: float) -> EngineAddress:
         stored=queue.depth_msgs,
         errors=errors,
         flow_stopped=len(log.of_type("flow_stopped")),
+        flow_resumed=len(log.of_type("flow_resumed")),
         credit_zero_with_work=stuck,
         credit_granted=granted,
         told_refused=sum(p.refused for p in server.producers.values()),

@@ -167,6 +167,7 @@ class CoreRun:
     peak_size: int
     final_size: int
     messages: int
+    encoded_size: int  # bytes per message as the queue counts them (PersistentSize / messages)
     samples: int
     seconds: float
     stopped_by_us: bool  # the producers were still blocked when we ended them
@@ -259,6 +260,9 @@ def core_block_peak(
         peak_size=peak,
         final_size=int(stats["address.AddressSize"]),
         messages=int(stats["queue.MessageCount"]),
+        encoded_size=round(
+            int(stats["queue.PersistentSize"]) / max(1, int(stats["queue.MessageCount"]))
+        ),
         samples=samples,
         seconds=time.monotonic() - started,
         stopped_by_us=stopped_by_us,
