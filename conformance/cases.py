@@ -29,11 +29,17 @@ CORE_BODY = 1024
 #: 1), so that on this machine it is far slower than a classic queue, as seed 004's benchmark
 #: assumes (with the default batch a quorum queue on a fast disk is not slow; REAL_BROKERS.md
 #: found 16 enough elsewhere, here it left the quorum queue at 2/3 of the classic one's rate).
-RABBITMQ_CONFIG = "raft.wal_max_batch_size = 1\n"
+RABBITMQ_CONFIG = (
+    "raft.wal_max_batch_size = 1\n"
+    # Small socket buffers: what a blocked connection's client has written and the broker has
+    # not read stays small, so the client's write rate is the broker's read rate.
+    "tcp_listen_options.recbuf = 65536\n"
+    "tcp_listen_options.sndbuf = 65536\n"
+)
 #: A classic queue sharing a 0.9.1 connection with a slow quorum queue keeps less than this share
 #: of the intake it has on a connection of its own (seed 004: blocked "around 80 times per
 #: second", it is paced by the slow queue); the quorum queue here is 10-80x slower.
-THROTTLED = 0.25
+THROTTLED = 0.5
 
 
 # -- rows ------------------------------------------------------------------------------------
@@ -77,6 +83,20 @@ def within_rel(
 ) -> Row:
     ok = abs(engine_value - real_value) <= rel * abs(real_value)
     tolerance = f"± {rel:.0%} of real"
+    return Row(workload, figure, _num(real_value), _num(engine_value), tolerance, ok, note)
+
+
+def within_factor(
+    workload: str,
+    figure: str,
+    real_value: float,
+    engine_value: float,
+    factor: float,
+    note: str = "",
+) -> Row:
+    ok = real_value > 0 and engine_value > 0
+    ok = ok and 1 / factor <= engine_value / real_value <= factor
+    tolerance = f"x/÷ {factor:g}"
     return Row(workload, figure, _num(real_value), _num(engine_value), tolerance, ok, note)
 
 
@@ -573,9 +593,9 @@ def two_senders(broker: RabbitBroker) -> list[Row]:
     classic, quorum = queues
     own = rabbit.two_senders(broker, queues, shared_connection=False)
     shared = rabbit.two_senders(broker, queues, shared_connection=True)
-    # The engine's queues confirm at the rates the real queues took messages on their own
-    # connections (the calibration), so what is compared is what sharing a connection does.
-    service_us = {name: max(1, round(1_000_000 / rate)) for name, rate in own.rates.items()}
+    # The engine's queues take messages at the rates the real ones took them on connections of
+    # their own (the calibration), so what is compared is what sharing a connection does.
+    service_us = {name: max(1, round(1_000_000 / rate)) for name, rate in own.read.items()}
     events = engine.run_rabbit_scenario(
         engine.two_senders_scenario(service_us, shared_connection=True, seconds=2.5)
     )
@@ -585,31 +605,30 @@ def two_senders(broker: RabbitBroker) -> list[Row]:
     engine_flow = any(
         reason == f"credit_flow:{quorum}" for counter in blocked.values() for reason in counter
     )
-    calibration = (
-        f"engine calibrated on the real rates with a connection each: classic "
-        f"{own.rates[classic]:,.0f}/s, quorum {own.rates[quorum]:,.0f}/s"
-    )
+    real_share = shared.read[classic] / own.read[classic]
+    engine_share = model[classic] / own.read[classic]
     return [
-        within_abs(
-            workload,
-            "one connection: classic ÷ quorum intake",
-            shared.rates[classic] / shared.rates[quorum],
-            model[classic] / model[quorum],
-            0.25,
-            "seed 004 measured 1.02: the client writes both queues' publishes in turn and the "
-            "broker reads the connection at the slow queue's pace",
-        ),
         bound(
             workload,
-            "one connection: classic intake ÷ its intake on its own connection",
-            shared.rates[classic] / own.rates[classic],
-            model[classic] / own.rates[classic],
-            shared.rates[classic] / own.rates[classic] < THROTTLED
-            and model[classic] / own.rates[classic] < THROTTLED,
-            f"both < {THROTTLED} (throttled to the slow queue)",
-            calibration
-            + "; the quorum queue's fsync-bound rate varies 2-3x between runs here, so the "
-            "engine's figure is compared as a bound",
+            "one connection: classic intake ÷ its intake on a connection of its own",
+            real_share,
+            engine_share,
+            real_share < THROTTLED and engine_share < THROTTLED,
+            f"both < {THROTTLED} (paced by the slow queue)",
+            "intake = publishes the broker read a second; engine calibrated on the real rates "
+            f"with a connection each (classic {own.read[classic]:,.0f}/s, quorum "
+            f"{own.read[quorum]:,.0f}/s). The quorum queue's fsync-bound rate varies 2-3x "
+            "between runs here, so this is a bound",
+        ),
+        within_factor(
+            workload,
+            "one connection: classic intake ÷ quorum intake on a connection of its own",
+            shared.read[classic] / own.read[quorum],
+            model[classic] / own.read[quorum],
+            3.0,
+            "seed 004: 'constrained by the slowest target queue' (its classic and quorum "
+            "counts 159,077 / 155,782); x/÷ 3 for the quorum queue's run-to-run rate here; "
+            "unpaced it would be 20-80",
         ),
         same(
             workload,

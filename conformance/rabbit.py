@@ -224,12 +224,16 @@ def sample_connection_states(broker: RabbitBroker) -> dict[str, str]:
 
 @dataclass
 class TwoSendersRun:
-    """Seed 004's two-senders workload over 0.9.1: each queue's intake rate (messages a second,
-    from its depth sampled at both ends of a steady window) and the connection states seen."""
+    """Seed 004's two-senders workload over 0.9.1, over a steady window: each queue's publishes
+    the broker read off the socket a second (``read``: what the writers got written, with small
+    socket buffers on both ends), each queue's depth growth a second (``applied``: a quorum
+    queue counts a message once its log has applied it, which may lag behind what it took in)
+    and the connection states seen."""
 
     shared_connection: bool
     window_s: float
-    rates: dict[str, float]
+    read: dict[str, float]
+    applied: dict[str, float]
     states_seen: dict[str, set[str]]
 
 
@@ -265,8 +269,10 @@ def two_senders(
 
             time.sleep(warmup_s)
             t0, before = sample()
+            written0 = {q: n for w in writers for q, n in w.written.items()}
             time.sleep(window_s)
             t1, after = sample()
+            written1 = {q: n for w in writers for q, n in w.written.items()}
             states: dict[str, set[str]] = {}
             for name, state in sample_connection_states(broker).items():
                 states.setdefault(name, set()).add(state)
@@ -281,8 +287,9 @@ def two_senders(
             writer.stop()
         for connection in connections:
             connection.close()
-    rates = {name: (after[name] - before[name]) / (t1 - t0) for name in queues}
-    return TwoSendersRun(shared_connection, t1 - t0, rates, states)
+    applied = {name: (after[name] - before[name]) / (t1 - t0) for name in queues}
+    read = {name: (written1[name] - written0[name]) / (t1 - t0) for name in queues}
+    return TwoSendersRun(shared_connection, t1 - t0, read, applied, states)
 
 
 # -- a memory alarm: publishers blocked, consumers not -----------------------------------------
