@@ -144,6 +144,8 @@ class Queue:
         self._contexts: dict[str, EventRow] = {}
         self._enqueue_context: EventRow = ()
         self._dequeue_context: EventRow = ()
+        # A flow state shown in place of the thresholds' (show_flow_state), None: the queue's own.
+        self._shown_flow: tuple[bool, int] | None = None
         self._refresh_flow_state()
         self.messages: deque[Message] = deque()
         self.depth_msgs = 0
@@ -169,13 +171,22 @@ class Queue:
         return self._max_size
 
     # -- event helpers -------------------------------------------------------------------------
+    def show_flow_state(self, stopped: bool, stopped_count: int) -> None:
+        """Log ``stopped`` / ``stopped_count`` as this queue's flow state from now on, in place of
+        its own thresholds' (which stay off): an Artemis address that blocks is its same-named
+        queue's flow control (DESIGN §2), so that queue's events carry the address's state and
+        its cumulative ``flow_stopped_count`` agrees with the address's flow events."""
+        self._shown_flow = (stopped, stopped_count)
+        self._refresh_flow_state()
+
     def _refresh_flow_state(self) -> None:
         """Rebuild the cached context groups; flow state changes only on transitions and
         reconfiguration."""
         flow = self.flow
+        shown = self._shown_flow
         flow_state = (
-            flow.flow_stopped,
-            flow.flow_stopped_count,
+            flow.flow_stopped if shown is None else shown[0],
+            flow.flow_stopped_count if shown is None else shown[1],
             flow.stop_count,
             flow.resume_count,
             flow.stop_size,

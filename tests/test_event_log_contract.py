@@ -216,6 +216,10 @@ class ContractChecker:
             why = f"carries {event['flow_stopped']}/{event['flow_stopped_count']}"
             self._bad("artemis_address_flow", event, f"{why}, implied {blocked}/{stops}")
         self._addresses[event["queue"]] = (blocked, stops)
+        # The address's same-named queue carries the address's flow state on its own events.
+        if event["queue"] in self._queues:
+            queue = self._queues[event["queue"]]
+            queue.stopped, queue.stops = blocked, stops
 
     def finish(self) -> None:
         self._check_instant()
@@ -406,6 +410,8 @@ class ContractChecker:
         if queue.thresholds is None or depth_msgs is None or depth_bytes is None:
             return False
         stop_count, resume_count, stop_size, resume_size = queue.thresholds[:4]
+        if not stop_count and not stop_size:
+            return False  # Qpid flow control off (an Artemis queue stopped by its address)
         # DESIGN §2: "A resume of 0 with a non-zero stop means resume = stop."
         resume_count = resume_count or stop_count
         resume_size = resume_size or stop_size

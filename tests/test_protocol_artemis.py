@@ -401,13 +401,6 @@ def test_block_address_flow_events_count_the_default_overhead() -> None:
     assert stop["flow_stopped_count"] == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: an address's flow_stopped / flow_resumed share `queue` with its queue's own "
-    "enqueue / dequeue events, which carry that queue's Qpid counter (0), so the queue's "
-    "cumulative flow_stopped_count falls back to 0 after each address stop and DESIGN §4's check "
-    "(flowStoppedCount agrees with the counter's change over the day) fails for Artemis BLOCK",
-)
 def test_block_address_flow_stopped_count_is_cumulative_across_every_event_of_its_queue() -> None:
     # DESIGN §3: flow_stopped_count is "the queue's cumulative counter after the event"; §4:
     # flowStoppedCount(queue, day) "must agree with the change of the cumulative

@@ -32,6 +32,7 @@ from flowctl_core.protocols.artemis import (
 )
 from flowctl_core.protocols.artemis_flow import (
     DEFAULT_CONSUMER_WINDOW,
+    DEFAULT_CORE_MESSAGE_OVERHEAD,
     DEFAULT_MAX_SIZE_BYTES,
     AddressSettings,
     ArtemisConfigError,
@@ -508,7 +509,8 @@ def test_address_size_counts_a_message_once_for_all_its_queues() -> None:
     scheduler.run_until(SECOND)
     state = server.addresses["t"].state
     assert state.accepted == 20
-    assert state.size == 20 * 1_000  # not 3 x
+    # Each message once at its memory estimate (DESIGN §2: body + the CORE overhead), not 3 x.
+    assert state.size == 20 * (1_000 + DEFAULT_CORE_MESSAGE_OVERHEAD)
     assert all(server.broker.queue(q).depth_msgs == 20 for q in ("s1", "s2", "s3"))
 
 

@@ -373,6 +373,9 @@ class ServerAddress:
         self.blocked = state.full
         if self.blocked:
             self.blocked_count += 1
+        for queue in self.queues:
+            if queue.name == self.name:  # the address's own queue: its events carry the state
+                queue.show_flow_state(self.blocked, self.blocked_count)
         limit = state.settings.max_size_bytes
         self.broker.emit(
             "flow_stopped" if self.blocked else "flow_resumed",
