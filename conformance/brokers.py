@@ -24,9 +24,8 @@ import socket
 import subprocess
 import tempfile
 import time
-import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -259,7 +258,11 @@ class ArtemisBroker:
                 "`artemis create` failed: " + (created.stdout + created.stderr).strip()[-600:]
             )
         self.port, self.http_port = free_port(), free_port()
-        self._configure()
+        try:
+            self._configure()
+        except (OSError, BrokerUnavailable):
+            self.stop()
+            raise
         log = self.instance / "log" / "console.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
@@ -582,21 +585,3 @@ class RabbitBroker:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
-
-
-@contextlib.contextmanager
-def running(broker: ArtemisBroker | RabbitBroker) -> Iterator[Any]:
-    """Start ``broker``, yield it, stop it whatever happened."""
-    try:
-        yield broker.start()
-    finally:
-        broker.stop()
-
-
-__all__ = [
-    "ArtemisAddress",
-    "ArtemisBroker",
-    "BrokerUnavailable",
-    "RabbitBroker",
-    "running",
-]
