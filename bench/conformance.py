@@ -8,7 +8,7 @@ started.
 
     .venv/bin/python bench/conformance.py                  # every case, about 2 minutes
     .venv/bin/python bench/conformance.py --only rabbitmq  # one broker's cases
-    .venv/bin/python bench/conformance.py --case artemis-amqp-fail
+    .venv/bin/python bench/conformance.py --case artemis-amqp-fail --markdown
 """
 
 from __future__ import annotations
@@ -82,10 +82,23 @@ def render(rows: list[Row]) -> Table:
     return table
 
 
+def markdown(rows: list[Row]) -> str:
+    """The rows as a Markdown table (for an issue's closing note), notes in the last column."""
+    lines = [
+        "| workload | figure | real broker | engine | tolerance | verdict | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        cells = (row.workload, row.figure, row.real, row.engine, row.tolerance, row.verdict)
+        lines.append("| " + " | ".join((*cells, row.note)).replace("\n", " ") + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("artemis", "rabbitmq"), help="one broker's cases")
     parser.add_argument("--case", action="append", default=[], help="a case by name (repeat)")
+    parser.add_argument("--markdown", action="store_true", help="print a Markdown table too")
     args = parser.parse_args(argv)
     known = {case.name for case in CASES}
     unknown = sorted(set(args.case) - known)
@@ -103,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     rows, problems = run_cases(cases, console)
     if rows:
         console.print(render(rows))
+    if rows and args.markdown:
+        print(markdown(rows))
     disagree = [row for row in rows if not row.ok]
     console.print(
         f"{len(rows)} figures from {len(cases)} cases in {time.monotonic() - began:.0f} s: "
