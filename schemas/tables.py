@@ -133,7 +133,8 @@ QUEUE_FLOW_DAILY = TableSchema(
     name="queue_flow_daily",
     version=SCHEMA_VERSION,
     partition_by=("date",),
-    doc="Flow-control metrics of DESIGN.md §4, one row per (date, broker, run_id, queue).",
+    doc="Flow-control metrics of DESIGN.md §4, one row per (date, broker, run_id, queue): every "
+    "day from the queue's declaration through its run's watermark day, idle days included.",
     columns=(
         _DATE,
         Column("broker", "string", nullable=False),

@@ -40,8 +40,14 @@ Interpretations (DESIGN.md leaves them open; the project documented the same cho
 * ``link_role`` is the latest non-null role of the link's events up to an interval's start. A daily
   link row reports the role of the starvation touching that day with the greatest start seq, else
   that of the attached interval touching the day with the greatest start seq.
-* A daily queue row exists for a day when the queue has an event that day or an episode touches
-  it; a link row when an attached interval or a starvation touches it.
+* A daily queue row exists for every day from the queue's declaration through the day of its
+  run's watermark ("idle days included"), and for any other day it has an event or an episode
+  touches; a link row when an attached interval or a starvation touches it. The declaration is
+  the queue's ``queue_declared``; a queue never declared in the log, or with events stamped
+  before its declaration (it existed then), starts at its earliest event. The watermark's day
+  counts even when the watermark is 00:00 (observed seconds 0, share None). An idle day's row:
+  no stopped events, a counter change of 0, nothing stopped, the run's observed seconds, no
+  episode, and None for the depths and overshoots (nothing was measured).
 * The daily max overshoot ratio is over the day's episodes that have a ratio.
 """
 
@@ -333,7 +339,16 @@ def queue_flow_daily(rows: list[Row], date_from: date, date_to: date) -> list[Ro
             for day in days_touched(ep["start_us"], end):
                 pieces[day].append((ep, end))
         counters = [e for e in events if e.get("flow_stopped_count") is not None]
-        for day in sorted(wanted & (set(by_day) | set(pieces))):
+        # "a row for every day of its run's observed span from its declaration on, idle days
+        # included", through the watermark's day. From its queue_declared; a queue not declared
+        # in the log, or seen before its declaration (it existed then), from its earliest event:
+        # either way, its earliest ts.
+        span: set[date] = set()
+        if events:
+            first = min(to_us(e["ts"]) for e in events) // US_PER_DAY
+            last = bounds[run_id][1] // US_PER_DAY
+            span = {EPOCH_DAY + timedelta(days=d) for d in range(first, last + 1)}
+        for day in sorted(wanted & (set(by_day) | set(pieces) | span)):
             todays = by_day.get(day, [])
             stops = sum(e["event_type"] == "flow_stopped" for e in todays)
             before = [e for e in counters if day_of(to_us(e["ts"])) < day]

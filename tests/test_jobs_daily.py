@@ -207,3 +207,84 @@ def test_the_daily_max_ratio_is_over_the_episodes_that_have_a_bound(make_events)
     # 1 + 0.95 * 22 = 21.9; the max ratio is that of the one episode with a guarantee, 0.5.
     assert (row.episodes, row.max_overshoot_msgs, row.max_overshoot_ratio) == (2, 23, 0.5)
     assert row.p95_overshoot_msgs == pytest.approx(21.9)
+
+
+DAY4 = date(2024, 1, 4)
+
+
+def test_a_declared_queue_gets_a_row_for_every_idle_day_up_to_its_run_watermark(spark, make_events):
+    """DESIGN §4: "A queue gets a row for every day of its run's observed span from its
+    declaration on, idle days included"."""
+    rows = [
+        event(1, at(1, 10), "queue_declared", queue="q", depth_msgs=0, flow_stopped_count=0),
+        event(2, at(1, 10), "enqueue", queue="q", link="p1", capacity=5, depth_msgs=1,
+              flow_stopped_count=0),
+        event(3, at(3, 12), "queue_declared", queue="other", depth_msgs=0, flow_stopped_count=0),
+        event(1, at(3, 6), "queue_declared", run_id="r2", queue="q", flow_stopped_count=0),
+        event(2, at(3, 18), "enqueue", run_id="r2", queue="q", depth_msgs=1, flow_stopped_count=0),
+    ]  # fmt: skip
+    actual = queue_daily(make_events, rows, DAY1, DAY4)
+    # r1 observes day 1 10:00 -> day 3 12:00 (its watermark), r2 day 3 06:00 -> 18:00. r1's q,
+    # declared on day 1, is idle on days 2 and 3: no stopped events, a counter change of 0 (it
+    # cannot move without events), so the check holds; nothing stopped; observed the run's
+    # seconds: day 1 10:00 -> 24:00 = 50400, day 2 86400, day 3 00:00 -> 12:00 = 43200; share
+    # 0 / observed = 0; no episode, so no overshoot. "other" is declared on day 3 and r2's q on
+    # day 3: one row each. Day 4 is after both watermarks: no row; r2 has no row before day 3.
+    expected = spark.createDataFrame(
+        [
+            (DAY1, "r1", "q", 0, 0, True, False, 0.0, 50400.0, 0.0, 0, None),
+            (DAY2, "r1", "q", 0, 0, True, False, 0.0, 86400.0, 0.0, 0, None),
+            (DAY3, "r1", "q", 0, 0, True, False, 0.0, 43200.0, 0.0, 0, None),
+            (DAY3, "r1", "other", 0, 0, True, False, 0.0, 43200.0, 0.0, 0, None),
+            (DAY3, "r2", "q", 0, 0, True, False, 0.0, 43200.0, 0.0, 0, None),
+        ],
+        QUEUE_TYPES,
+    )
+    assert_df_equality(
+        actual, expected, ignore_row_order=True, ignore_nullable=True, ignore_metadata=True
+    )
+    # Processing day 2 alone (the declaration is on day 1, before the range) gives the idle row,
+    # with nothing measured: depths and overshoots are null.
+    events = make_events(rows)
+    bounds = run_bounds(events)
+    (idle,) = queue_flow_daily(
+        events, queue_flow_episodes(events, bounds), bounds, DAY2, DAY2
+    ).collect()
+    assert (idle.date, idle.run_id, idle.queue, idle.observed_s, idle.stopped_share) == (
+        DAY2, "r1", "q", 86400.0, 0.0
+    )  # fmt: skip
+    assert idle.flow_stopped_counter_delta == 0 and idle.counter_check_ok is True
+    nothing_measured = (
+        idle.max_depth_msgs, idle.max_depth_bytes, idle.max_overshoot_msgs,
+        idle.p95_overshoot_msgs, idle.max_overshoot_bytes, idle.p95_overshoot_bytes,
+        idle.max_overshoot_ratio,
+    )  # fmt: skip
+    assert nothing_measured == (None,) * 7
+
+
+def test_an_undeclared_queue_starts_at_its_first_event_and_a_midnight_watermark_day_counts(
+    make_events,
+):
+    rows = [
+        event(1, at(1, 22), "enqueue", queue="q1", depth_msgs=1, flow_stopped_count=0),
+        event(2, at(2, 6), "enqueue", queue="q2", depth_msgs=1, flow_stopped_count=0),
+        event(3, at(4), "alarm_raised"),  # the watermark: day 4 00:00, of no queue
+    ]
+    got = {
+        (r.queue, r.date): (r.observed_s, r.stopped_share, r.time_stopped_s, r.episodes)
+        for r in queue_daily(make_events, rows, DAY1, DAY4).collect()
+    }
+    # The run observes day 1 22:00 -> day 4 00:00: day 1 7200 s, days 2 and 3 86400 s, day 4 0 s
+    # (its watermark's day: an observed instant, so a row, with no share: 0 observed). q1 from
+    # its first event (day 1); q2, seen without a declaration, from its first event (day 2, not
+    # day 1 although the run observed day 1). Observed seconds are the run's, not the queue's:
+    # q2's day 2 is 86400 s although it was first seen at 06:00.
+    assert got == {
+        ("q1", DAY1): (7200.0, 0.0, 0.0, 0),
+        ("q1", DAY2): (86400.0, 0.0, 0.0, 0),
+        ("q1", DAY3): (86400.0, 0.0, 0.0, 0),
+        ("q1", DAY4): (0.0, None, 0.0, 0),
+        ("q2", DAY2): (86400.0, 0.0, 0.0, 0),
+        ("q2", DAY3): (86400.0, 0.0, 0.0, 0),
+        ("q2", DAY4): (0.0, None, 0.0, 0),
+    }

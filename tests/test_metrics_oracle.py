@@ -359,7 +359,7 @@ def regression_runs() -> list[dict[str, Any]]:
                                 "flow_stopped_count": 1}),
         (_at(3, 0, 30), "dequeue", {**q, "depth_msgs": 1, "flow_stopped_count": 1}),
     ) + _run(
-        "x3",  # a producer without a window
+        "x3",  # idle days up to a watermark at 00:00, and a producer without a window
         (_at(1, 8), "queue_declared", {"queue": "qi", "depth_msgs": 0, "flow_stopped_count": 0}),
         (_at(1, 9), "enqueue", {**q, "link": "p1", "capacity": 3, "depth_msgs": 5,
                                 "flow_stop_count": 4, "flow_stopped_count": 0}),
@@ -531,6 +531,20 @@ def test_random_log_exercises_the_hard_cases(rows):
     # Counters that start mid-log (a collector joining late) make the check fail on some days.
     assert sum(r["counter_check_ok"] is False for r in daily if r["run_id"].startswith("r")) >= 3
     assert sum(r["stopped_at_day_start"] for r in daily) >= 3
+    # Idle queue-days: no event of the queue and no episode touching the day.
+    active = {
+        (r["run_id"], r["broker"], r["queue"], oracle.day_of(oracle.to_us(r["ts"])))
+        for r in rows
+        if r.get("queue") is not None
+    }
+    idle = [
+        r
+        for r in daily
+        if (r["run_id"], r["broker"], r["queue"], r["date"]) not in active
+        and r["time_stopped_s"] == 0
+        and not r["stopped_at_day_start"]
+    ]
+    assert sum(r["run_id"].startswith("r") for r in idle) >= 5
 
 
 def test_queue_flow_episodes_match_the_oracle(spark_out, rows):
@@ -605,3 +619,31 @@ def test_a_producer_without_a_window_voids_the_bound_and_ratio(spark_out):
     (episode,) = [r for r in spark_out["episodes"] if r["run_id"] == "x3"]
     assert (episode["producers"], episode["overshoot_msgs"]) == (2, 5)
     assert episode["overshoot_bound_msgs"] is None and episode["overshoot_ratio"] is None
+
+
+def test_idle_queue_days_get_rows_up_to_the_watermark_day(spark_out):
+    """Run x3 observes day 1 08:00 -> day 3 00:00 (its watermark). qi, declared on day 1, never
+    has another event; q is first seen on day 1 (no declaration). Each gets a row for days 1, 2
+    and 3: day 1 with the run's 16 h observed (08:00 -> 24:00, 57600 s), day 2 the whole 86400 s,
+    day 3 0 s (the watermark's day, an instant: no share). Idle rows have no stopped events, a
+    counter change of 0 and nothing measured. q was stopped 09:00 -> 09:05 on day 1 (300 s)."""
+    day1, day2, day3 = (ALL_DAYS[0] + timedelta(days=i) for i in range(3))
+    got = {
+        (r["queue"], r["date"]): (r["observed_s"], r["time_stopped_s"], r["stopped_share"])
+        for r in spark_out["queue_daily_all"]
+        if r["run_id"] == "x3"
+    }
+    assert got == {
+        ("qi", day1): (57600.0, 0.0, 0.0),
+        ("qi", day2): (86400.0, 0.0, 0.0),
+        ("qi", day3): (0.0, 0.0, None),
+        ("q", day1): (57600.0, 300.0, 300 / 57600),
+        ("q", day2): (86400.0, 0.0, 0.0),
+        ("q", day3): (0.0, 0.0, None),
+    }
+    middle = [r for r in spark_out["queue_daily_middle"] if r["run_id"] == "x3"]
+    assert sorted(r["queue"] for r in middle) == ["q", "qi"]  # day 2 alone: both idle rows
+    for r in middle:
+        counts = (r["flow_stopped_count"], r["flow_stopped_counter_delta"], r["episodes"])
+        assert counts == (0, 0, 0)
+        assert r["counter_check_ok"] is True and r["max_depth_msgs"] is None

@@ -47,10 +47,12 @@ def _run_crossing_midnights() -> list[dict[str, Any]]:
     """Run r2: q1 (stop 10) stops on day 1 at 20:00 and resumes on day 3; it peaks on day 2, so the
     overshoot of the episode counted on day 1 is only known once day 2 is in. Consumer c1 starves
     from day 1 09:00 to day 2 05:00. Run r3 (another queue, day 2 only) is never concerned by r2's
-    days and must keep its rows."""
+    days and must keep its rows. r2's qi is declared on day 1 and idle after: it has a row on
+    each day up to r2's watermark (day 3), whichever day brings its declaration in."""
     q1 = {"run_id": "r2", "queue": "q1", "flow_stop_count": 10, "flow_resume_count": 5}
     c1 = {"run_id": "r2", "link": "c1", "link_role": "consumer"}
     rows = [
+        event(0, at(1, 8), "queue_declared", run_id="r2", queue="qi", flow_stopped_count=0),
         event(1, at(1, 9), "link_attached", **c1, credit=0, available=3),
         event(2, at(1, 19), "queue_declared", **q1, depth_msgs=0, flow_stopped_count=0),
     ]
@@ -189,6 +191,15 @@ def test_the_range_run_has_what_design_defines(outcomes):
     assert day1["time_stopped_s"] == 4 * 3600 - 11
     assert queue_daily[("r2", "q1", DAYS[1])]["time_stopped_s"] == 86400.0
     assert queue_daily[("r2", "q1", DAY3)]["time_stopped_s"] == 3600.0
+    # DESIGN §4: "A queue gets a row for every day of its run's observed span from its
+    # declaration on, idle days included". r2 observes day 1 08:00 (qi's declaration) -> day 3
+    # 06:00 (its watermark): 16 h, 24 h and 6 h; qi is never stopped.
+    idle = [(d, queue_daily[("r2", "qi", d)]) for d in DAYS if ("r2", "qi", d) in queue_daily]
+    assert [(d, r["observed_s"], r["time_stopped_s"], r["episodes"]) for d, r in idle] == [
+        (DAY1, 16 * 3600.0, 0.0, 0),
+        (DAYS[1], 24 * 3600.0, 0.0, 0),
+        (DAY3, 6 * 3600.0, 0.0, 0),
+    ]
     link_daily = {(r["link"], r["date"]): r for r in outcomes["range"]["link_starvation_daily"]}
     assert link_daily[("c1", DAY1)]["starved_s"] == 15 * 3600.0
     assert link_daily[("c1", DAYS[1])]["starved_s"] == 5 * 3600.0

@@ -3,6 +3,9 @@
 "Observed" time: a run observes a day from max(00:00, the run's first event) to min(24:00, the
 run's watermark). ``stopped_share`` divides by that, so a run that starts at noon and is stopped
 all afternoon has a share of 1, not 0.5. A link's share divides by its attached time in the day.
+
+A queue has a row for every day from its declaration through its run's watermark day, idle days
+included (DESIGN §4), besides any day it has an event or is stopped in.
 """
 
 from __future__ import annotations
@@ -13,8 +16,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from jobs.transforms.episodes import LINK_KEYS, QUEUE_KEYS
-from jobs.transforms.intervals import split_by_day, true_intervals
-from jobs.transforms.timeutil import micros
+from jobs.transforms.intervals import DAY_INDEX_EPOCH, split_by_day, true_intervals
+from jobs.transforms.timeutil import US_PER_DAY, micros
 
 
 def _in_days(column: str, date_from: date, date_to: date) -> Column:
@@ -38,19 +41,15 @@ def observed_seconds(bounds: DataFrame, date_from: date, date_to: date) -> DataF
     return observed.select("run_id", "date", F.col("clipped_s").alias("observed_s"))
 
 
-def _counter_movement(queue_events: DataFrame, date_from: date, date_to: date) -> DataFrame:
-    """Per queue and day in range: flow_stopped events, max depths and the counter's change.
-
-    The counter at 00:00 is the last counter value (by seq) of the days before; a queue without one
-    (a collector joining a live broker, or a queue declared that day) starts from its first value of
-    the day, less one if that first event is itself a flow_stopped (the counter is after the event).
-    A queue with no counter value up to the day's end has an unknown (null) change.
-    """
+def _queue_days(queue_events: DataFrame, date_to: date) -> DataFrame:
+    """Per queue and day with events up to date_to: the aggregates :func:`_counter_movement` and
+    :func:`_declared_days` read (one hash aggregation; both read its output)."""
     with_counter = F.when(F.col("flow_stopped_count").isNotNull(), F.col("seq"))
-    per_day = (
+    return (
         queue_events.where(F.col("date") <= F.lit(date_to))
         .groupBy(*QUEUE_KEYS, "date")
         .agg(
+            F.min("ts").alias("_first_ts"),
             F.count(F.when(F.col("event_type") == "flow_stopped", 1)).alias("flow_stopped_count"),
             F.max("depth_msgs").alias("max_depth_msgs"),
             F.max("depth_bytes").alias("max_depth_bytes"),
@@ -62,6 +61,53 @@ def _counter_movement(queue_events: DataFrame, date_from: date, date_to: date) -
             F.min_by(F.col("event_type") == "flow_stopped", with_counter).alias("_first_is_stop"),
         )
     )
+
+
+def _declared_days(
+    per_day: DataFrame, bounds: DataFrame, date_from: date, date_to: date
+) -> DataFrame:
+    """Per queue: every day in range from its declaration through its run's watermark day
+    (DESIGN §4: "A queue gets a row for every day of its run's observed span from its declaration
+    on, idle days included"). Queue keys and ``date``.
+
+    The declaration is the queue's earliest ``ts``: its ``queue_declared`` where the log has one
+    (the engine declares a queue before any other event of it), else its first event (a collector
+    joining a live broker). An event stamped before a declaration shows the queue existed
+    already, so the earliest ts starts the span either way, as a run's first event starts its
+    observation (:func:`observed_seconds`). The watermark's day is included even when the
+    watermark is 00:00 (an observed instant, with 0 observed seconds). ``per_day`` is
+    :func:`_queue_days`' output: it holds every day with events up to date_to, so a declaration
+    before the range is seen.
+    """
+    first_day = (date_from - DAY_INDEX_EPOCH).days
+    last_day = (date_to - DAY_INDEX_EPOCH).days
+
+    def day_index(ts: str) -> Column:
+        return F.floor(micros(ts) / F.lit(US_PER_DAY))
+
+    spans = (
+        per_day.groupBy(*QUEUE_KEYS)
+        .agg(F.min("_first_ts").alias("_declared_ts"))
+        .join(bounds.select("run_id", "run_watermark_ts"), "run_id")
+    )
+    lo = F.greatest(day_index("_declared_ts"), F.lit(first_day)).cast("int")
+    hi = F.least(day_index("run_watermark_ts"), F.lit(last_day)).cast("int")
+    return (
+        spans.where(lo <= hi)
+        .select(*QUEUE_KEYS, F.explode(F.sequence(lo, hi)).alias("_day"))
+        .select(*QUEUE_KEYS, F.date_from_unix_date("_day").alias("date"))
+    )
+
+
+def _counter_movement(per_day: DataFrame, date_from: date, date_to: date) -> DataFrame:
+    """Per queue and day in range with events: flow_stopped events, max depths and the counter's
+    change (``per_day``: :func:`_queue_days`).
+
+    The counter at 00:00 is the last counter value (by seq) of the days before; a queue without one
+    (a collector joining a live broker, or a queue declared that day) starts from its first value of
+    the day, less one if that first event is itself a flow_stopped (the counter is after the event).
+    A queue with no counter value up to the day's end has an unknown (null) change.
+    """
     before_day = (
         Window.partitionBy(*QUEUE_KEYS).orderBy("date").rowsBetween(Window.unboundedPreceding, -1)
     )
@@ -77,6 +123,7 @@ def _counter_movement(queue_events: DataFrame, date_from: date, date_to: date) -
             F.coalesce("_last_counter", "_counter_at_start") - F.col("_counter_at_start"),
         )
         .drop(
+            "_first_ts",
             "_last_counter",
             "_last_counter_seq",
             "_first_counter",
@@ -97,11 +144,18 @@ def queue_flow_daily(
     """Rows of ``queue_flow_daily`` for the days [date_from, date_to].
 
     ``queue_events``: bronze events (with ``date``) of the runs concerned, for every day up to
-    date_to (earlier days give the counter at 00:00). ``episodes``: silver episodes overlapping the
-    range. ``bounds``: :func:`jobs.transforms.episodes.run_bounds` of those runs.
-    A queue gets a row for a day when it has an event that day or is stopped during it.
+    date_to (earlier days give the counter at 00:00 and the declaration). ``episodes``: silver
+    episodes overlapping the range. ``bounds``: :func:`jobs.transforms.episodes.run_bounds` of
+    those runs.
+    A queue gets a row for a day when it has an event that day, is stopped during it, or is
+    between its declaration and its run's watermark (:func:`_declared_days`). An idle day's row
+    has what a day without events of the queue has: no stopped events, a counter change of 0
+    (it cannot move without events), no time stopped, the run's observed seconds, no episode, and
+    null depths and overshoots (nothing measured).
     """
-    activity = _counter_movement(queue_events.where(F.col("queue").isNotNull()), date_from, date_to)
+    per_day = _queue_days(queue_events.where(F.col("queue").isNotNull()), date_to)
+    activity = _counter_movement(per_day, date_from, date_to)
+    declared = _declared_days(per_day, bounds, date_from, date_to)
     ended = _open_ends_at_watermark(episodes, bounds)
     today = F.col("_today")  # the episode starts on this day: it counts here
     stopped = (
@@ -121,8 +175,10 @@ def queue_flow_daily(
             F.max(F.when(today, F.col("overshoot_ratio"))).alias("max_overshoot_ratio"),
         )
     )
-    daily = activity.join(stopped, [*QUEUE_KEYS, "date"], "full_outer").join(
-        observed_seconds(bounds, date_from, date_to), ["run_id", "date"], "left"
+    daily = (
+        activity.join(stopped, [*QUEUE_KEYS, "date"], "full_outer")
+        .join(declared, [*QUEUE_KEYS, "date"], "full_outer")
+        .join(observed_seconds(bounds, date_from, date_to), ["run_id", "date"], "left")
     )
     time_stopped = F.coalesce(F.col("time_stopped_s"), F.lit(0.0))
     observed = F.coalesce(F.col("observed_s"), F.lit(0.0))
