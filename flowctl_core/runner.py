@@ -267,6 +267,7 @@ def artemis_config(spec: ArtemisSpec) -> ArtemisConfig:
         latency_us=spec.latency_us,
         core_message_overhead_bytes=spec.core_message_overhead_bytes,
         amqp_message_overhead_bytes=spec.amqp_message_overhead_bytes,
+        core_encode_overhead_bytes=spec.core_encode_overhead_bytes,
     )
 
 

@@ -50,6 +50,7 @@ from flowctl_core.protocols.artemis_flow import (
     AMQP_LOW_CREDITS,
     DEFAULT_AMQP_MESSAGE_OVERHEAD,
     DEFAULT_CONSUMER_WINDOW,
+    DEFAULT_CORE_ENCODE_OVERHEAD,
     DEFAULT_CORE_MESSAGE_OVERHEAD,
     DEFAULT_MAX_SIZE_BYTES,
     DEFAULT_PRODUCER_WINDOW,
@@ -329,6 +330,10 @@ class ArtemisSpec(_Strict):
     amqp_message_overhead_bytes: NonNegInt = Field(
         default=DEFAULT_AMQP_MESSAGE_OVERHEAD,
         description="what the broker's memory estimate of an AMQP message adds to its body",
+    )
+    core_encode_overhead_bytes: NonNegInt = Field(
+        default=DEFAULT_CORE_ENCODE_OVERHEAD,
+        description="what a CORE message's encoded size (its producer credit) adds to its body",
     )
     addresses: list[ArtemisAddressSpec] = []
     producers: list[ArtemisProducerSpec] = []

@@ -42,6 +42,7 @@ from flowctl_core.protocols.amqp10 import LinkFlow, ProtocolError, ReceiverLink,
 from flowctl_core.protocols.artemis_flow import (
     DEFAULT_AMQP_MESSAGE_OVERHEAD,
     DEFAULT_CONSUMER_WINDOW,
+    DEFAULT_CORE_ENCODE_OVERHEAD,
     DEFAULT_CORE_MESSAGE_OVERHEAD,
     DEFAULT_PRODUCER_WINDOW,
     RESOURCE_LIMIT_EXCEEDED,
@@ -152,11 +153,17 @@ class ArtemisConfig:
     #: the address size counts the estimate; measured on Artemis 2.40, see the defaults).
     core_message_overhead_bytes: int = DEFAULT_CORE_MESSAGE_OVERHEAD
     amqp_message_overhead_bytes: int = DEFAULT_AMQP_MESSAGE_OVERHEAD
+    #: What a CORE message's encoded size adds to its body: producer credits are spent on it.
+    core_encode_overhead_bytes: int = DEFAULT_CORE_ENCODE_OVERHEAD
 
     def __post_init__(self) -> None:
         if self.latency_us < 0:
             raise ArtemisConfigError("latency_us must be >= 0")
-        for name in ("core_message_overhead_bytes", "amqp_message_overhead_bytes"):
+        for name in (
+            "core_message_overhead_bytes",
+            "amqp_message_overhead_bytes",
+            "core_encode_overhead_bytes",
+        ):
             if getattr(self, name) < 0:
                 raise ArtemisConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         addresses = [a.name for a in self.addresses]
@@ -719,6 +726,9 @@ class CoreProducer(_Producer):
     def __init__(self, server: ArtemisServer, config: ArtemisProducerConfig) -> None:
         super().__init__(server, config)
         self.credits = None if config.window == UNBOUNDED else ProducerCredits(config.window)
+        # Credits are spent on a message's encoded size (seed 003: "given by the size of the
+        # message"; Artemis counts its encoding, headers and properties included, never 0).
+        self.credit_size = config.size + server.config.core_encode_overhead_bytes
         self.server_end = ServerCoreProducer(self.address, self)
         self._checked = False  # checkCredits ran for the message in hand
 
@@ -733,7 +743,7 @@ class CoreProducer(_Producer):
         credits = self.credits
         if credits is None:
             return None
-        return credits.balance if credits.balance >= self.config.size else 0
+        return credits.balance if credits.balance >= self.credit_size else 0
 
     def _emit(self, event_type: str, detail: dict[str, Any] | None = None, **extra: Any) -> None:
         info = {"credit_unit": "bytes", "window": self.config.window}
@@ -761,7 +771,7 @@ class CoreProducer(_Producer):
         credits = self.credits
         if credits is None:
             return True  # window -1: no producer flow control
-        size = self.config.size
+        size = self.credit_size
         if not self._checked:
             self._checked = True
             self._request(credits.check(size))
@@ -772,7 +782,7 @@ class CoreProducer(_Producer):
         return True
 
     def _has_credit(self) -> bool:
-        return self.credits is None or self.credits.can_acquire(self.config.size)
+        return self.credits is None or self.credits.can_acquire(self.credit_size)
 
     def window_columns(self) -> tuple[int, int, dict[str, Any]]:
         """(capacity, outstanding, detail) of the message just sent, in messages.
@@ -793,7 +803,7 @@ class CoreProducer(_Producer):
         message it has sent, so capacity = outstanding = the messages sent so far (an unbounded
         window bounds nothing but what was sent).
         """
-        credits, size = self.credits, self.config.size
+        credits, size = self.credits, self.credit_size
         detail: dict[str, Any] = {"credit_unit": "bytes", "window": self.config.window}
         if credits is None or size == 0:
             return self.sent, self.sent, detail
@@ -1025,18 +1035,26 @@ class ArtemisServer:
         nothing after (DESIGN §2), so every producer can spend all of that once it is full, each
         message counting its memory estimate (body plus the CORE overhead).
         """
-        overhead = self.config.core_message_overhead_bytes
+        settings = self.config
         return sum(
-            core_producer_bound_bytes(p.config, p.to_server.latency_us, overhead)
+            core_producer_bound_bytes(
+                p.config,
+                p.to_server.latency_us,
+                memory_overhead=settings.core_message_overhead_bytes,
+                encode_overhead=settings.core_encode_overhead_bytes,
+            )
             for p in self.producers_on(address)
             if isinstance(p, CoreProducer) and p.config.window != UNBOUNDED
         )
 
 
 def core_producer_bound_bytes(
-    config: ArtemisProducerConfig, latency_us: int, overhead_bytes: int
+    config: ArtemisProducerConfig, latency_us: int, *, memory_overhead: int, encode_overhead: int
 ) -> int:
-    """One CORE producer's share of :meth:`ArtemisServer.overshoot_bound_bytes`."""
+    """One CORE producer's share of :meth:`ArtemisServer.overshoot_bound_bytes`: the messages
+    its credit can cover (spent on encoded sizes) plus those on the wire, at their memory
+    estimate. A producer whose messages encode to 0 bytes is not bounded (0 is returned)."""
     in_flight = latency_us // config.send_cost_us if latency_us >= config.send_cost_us else 0
-    on_credit = ProducerCredits(config.window).capacity_msgs(config.size) if config.size else 0
-    return (on_credit + in_flight) * (config.size + overhead_bytes)
+    encoded = config.size + encode_overhead
+    on_credit = ProducerCredits(config.window).capacity_msgs(encoded) if encoded else 0
+    return (on_credit + in_flight) * (config.size + memory_overhead)
