@@ -280,13 +280,20 @@ class BrokerConnection:
         self.broker.emit("link_attached", fields)
 
     def block(self, reason: str) -> None:
-        """Stop reading the socket: the whole connection stalls, whatever the frame is for."""
+        """Stop reading the socket: the whole connection stalls, whatever the frame is for.
+
+        ``connection_blocked`` is logged when the connection starts to stall, and again when an
+        alarm joins a stall credit flow began: RabbitMQ tells the client of an alarm
+        (``connection.blocked``) whether or not credit flow already holds the connection, as a
+        real RabbitMQ 3.10 shows. The blocked interval (DESIGN §4) still runs from the first."""
         if reason in self.block_reasons:
             return
         self.block_reasons.add(reason)
         if len(self.block_reasons) == 1:
             self.blocked_count += 1
             self.from_client.pause()
+            self._emit("connection_blocked", reason)
+        elif reason == ALARM_REASON:
             self._emit("connection_blocked", reason)
 
     def unblock(self, reason: str) -> None:
