@@ -381,3 +381,24 @@ def test_immediate_confirms_are_logged_only_when_asked(protocol: str) -> None:
     rig, processed = _confirmed_run(protocol, service_time_us=0, log_immediate=True)
     completed = rig.events("transfer_completed", "p")
     assert len(completed) == processed and {e["latency_us"] for e in completed} == {0}
+
+
+def test_an_alarm_is_told_to_a_091_client_already_held_by_credit_flow() -> None:
+    # A real RabbitMQ 3.10 (conformance: the memory-alarm case) sends connection.blocked for an
+    # alarm even while credit flow already holds the connection. Here a queue that never
+    # confirms holds it by credit flow (400 unprocessed) before the alarm is raised.
+    rig = Rig()
+    rig.queue("stuck", service_time_us=NEVER)
+    publisher = PublisherConfig("p", "stuck")
+    Amqp091Connection(rig.broker, ConnectionConfig("c", AMQP_091, publishers=(publisher,))).start()
+    rig.run_for(100_000)
+    assert [detail(e)["reason"] for e in rig.log.of_type("connection_blocked")] == [
+        "credit_flow:stuck"
+    ]
+    rig.broker.raise_alarm("memory")
+    rig.run_for(1_000)
+    reasons = [detail(e)["reason"] for e in rig.log.of_type("connection_blocked")]
+    assert reasons == ["credit_flow:stuck", "alarm"]
+    # Still one stall: the blocked count, and the unblock when both reasons are gone, say so.
+    assert [detail(e)["blocked_count"] for e in rig.log.of_type("connection_blocked")] == [1, 1]
+    assert rig.log.of_type("connection_unblocked") == []
