@@ -13,7 +13,7 @@ Variable                       default
 ``flowctl_project_dir``        the repository this file lives in
 ``flowctl_conf``               ``<project>/conf/pipeline.yaml``
 ``flowctl_recommend_policy``   ``<project>/conf/recommend.yaml``
-``flowctl_spark_packages``     the Delta Lake artifact matching the pinned delta-spark
+``flowctl_spark_jars``         Delta's jars as ``scripts/setup.sh`` resolved them (``.jvm/``)
 ``flowctl_py_files``           empty; a zip of ``jobs/`` + ``schemas/`` for cluster deploy mode
 =============================  ===================================================================
 """
@@ -27,8 +27,19 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import DAG, CronDataIntervalTimetable, Variable
 
 PROJECT_DIR = str(Path(__file__).resolve().parent.parent)
-# pyproject.toml pins pyspark 4.1.1 and delta-spark 4.3.1; the jar must match both.
-DELTA_PACKAGE = "io.delta:delta-spark_4.1_2.13:4.3.1"
+
+
+def resolved_jars(project_dir: str) -> str:
+    """The Delta jars scripts/setup.sh resolved with Maven into ``<project>/.jvm/`` (each folder's
+    ``jars.txt``, jobs/jvm_jars.py), comma-separated for ``spark-submit --jars``: nothing is
+    resolved when a task runs (no ``--packages``, no Ivy). Empty before setup has run."""
+    jars = [
+        str(manifest.parent / name)
+        for manifest in sorted(Path(project_dir, ".jvm").glob("delta-spark_*/jars.txt"))
+        for name in manifest.read_text().split()
+    ]
+    return ",".join(jars)
+
 
 # Templated: resolved when a task runs, so changing a Variable needs no redeploy and parsing the
 # DAG costs no Variable look-ups for them.
@@ -70,7 +81,7 @@ def spark_job(
         application=f"{project_dir}/jobs/{task_id}.py",
         application_args=[*(days or ["--date", day]), "--conf", pipeline_conf, *(extra_args or [])],
         name=f"flowctl-{task_id}-{day}",
-        packages=f"{{{{ var.value.get('flowctl_spark_packages', '{DELTA_PACKAGE}') }}}}",
+        jars=f"{{{{ var.value.get('flowctl_spark_jars', '{resolved_jars(PROJECT_DIR)}') }}}}",
         py_files="{{ var.value.get('flowctl_py_files', '') }}",
         # The jobs import the jobs/ and schemas/ packages of the project (client deploy mode).
         env_vars={"PYTHONPATH": project_dir},

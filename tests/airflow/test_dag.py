@@ -35,6 +35,8 @@ CHECK = textwrap.dedent(
                 "application": task.application,
                 "application_args": task.application_args,
                 "conn_id": task._conn_id,
+                "jars": task.jars,
+                "packages": task.packages,
             }
     print(json.dumps({
         "import_errors": {k: str(v) for k, v in bag.import_errors.items()},
@@ -100,6 +102,13 @@ def test_every_task_submits_its_job_for_the_data_interval_day(tmp_path: Path) ->
             args = args[2:]
         assert args[:2] == ["--date" if task_id != "maintenance" else "--to", DAY]
         assert args[2] == "--conf"
+        # Delta's jars as setup resolved them into .jvm/, never --packages (Ivy at run time).
+        assert task["packages"] is None
+        default_jars = task["jars"].split("'")[3].split(",")
+        manifests = sorted((PROJECT_DIR / ".jvm").glob("delta-spark_*/jars.txt"))
+        listed = [m.parent / name for m in manifests for name in m.read_text().split()]
+        assert [Path(jar) for jar in default_jars] == listed and listed
+        assert "var.value.get('flowctl_spark_jars'" in task["jars"]
     assert "--policy" in tasks["recommend"]["application_args"]
 
 
