@@ -22,7 +22,7 @@ from flowctl_core.protocols.artemis import (
     ArtemisProducerConfig,
     ArtemisServer,
 )
-from flowctl_core.protocols.artemis_flow import AddressSettings
+from flowctl_core.protocols.artemis_flow import DEFAULT_CORE_ENCODE_OVERHEAD, AddressSettings
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import parse_scenario
 
@@ -58,15 +58,20 @@ def artemis_config(
     *,
     core_overhead: int,
     amqp_overhead: int,
+    core_encode_overhead: int | None = None,
     latency_us: int = 100,
 ) -> ArtemisConfig:
-    """An engine config with the per-protocol memory overhead per message (DESIGN §2)."""
+    """An engine config with the per-protocol memory overhead per message (DESIGN §2) and, when
+    measured, what a CORE message's encoded size (its producer credit) adds to its body."""
     return ArtemisConfig(
         addresses=(address,),
         producers=tuple(producers),
         latency_us=latency_us,
         core_message_overhead_bytes=core_overhead,
         amqp_message_overhead_bytes=amqp_overhead,
+        core_encode_overhead_bytes=(
+            DEFAULT_CORE_ENCODE_OVERHEAD if core_encode_overhead is None else core_encode_overhead
+        ),
     )
 
 
