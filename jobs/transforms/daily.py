@@ -41,15 +41,36 @@ def observed_seconds(bounds: DataFrame, date_from: date, date_to: date) -> DataF
     return observed.select("run_id", "date", F.col("clipped_s").alias("observed_s"))
 
 
-def _queue_days(queue_events: DataFrame, date_to: date) -> DataFrame:
-    """Per queue and day with events up to date_to: the aggregates :func:`_counter_movement` and
-    :func:`_declared_days` read (one hash aggregation; both read its output)."""
+def _queue_days(
+    queue_events: DataFrame, bounds: DataFrame, date_from: date, date_to: date
+) -> DataFrame:
+    """Per queue and day in range: flow_stopped events, max depths and the counter's change, for
+    every day it has events and every idle day from its declaration through its run's watermark
+    day (DESIGN §4: "A queue gets a row for every day of its run's observed span from its
+    declaration on, idle days included"). ``_has_events`` is true on days with events, null on
+    idle days.
+
+    The counter at 00:00 is the last counter value (by seq) of the days before; a queue without one
+    (a collector joining a live broker, or a queue declared that day) starts from its first value of
+    the day, less one if that first event is itself a flow_stopped (the counter is after the event).
+    A queue with no counter value up to the day's end has an unknown (null) change.
+
+    The declaration is the queue's earliest ``ts``: its ``queue_declared`` where the log has one
+    (the engine declares a queue before any other event of it), else its first event (a collector
+    joining a live broker). An event stamped before a declaration shows the queue existed
+    already, so the earliest ts starts the span either way, as a run's first event starts its
+    observation (:func:`observed_seconds`). The watermark's day is included even when the
+    watermark is 00:00 (an observed instant, with 0 observed seconds). So the days are the
+    queue's days with events (all of them, from the earliest, are in ``queue_events``) and the
+    idle days each of them is followed by: up to the day before its next day with events, or up
+    to the watermark's day after the last. The idle days come out of the per-day rows themselves
+    (an explode), so the events are read and aggregated once.
+    """
     with_counter = F.when(F.col("flow_stopped_count").isNotNull(), F.col("seq"))
-    return (
+    per_day = (
         queue_events.where(F.col("date") <= F.lit(date_to))
         .groupBy(*QUEUE_KEYS, "date")
         .agg(
-            F.min("ts").alias("_first_ts"),
             F.count(F.when(F.col("event_type") == "flow_stopped", 1)).alias("flow_stopped_count"),
             F.max("depth_msgs").alias("max_depth_msgs"),
             F.max("depth_bytes").alias("max_depth_bytes"),
@@ -61,76 +82,42 @@ def _queue_days(queue_events: DataFrame, date_to: date) -> DataFrame:
             F.min_by(F.col("event_type") == "flow_stopped", with_counter).alias("_first_is_stop"),
         )
     )
-
-
-def _declared_days(
-    per_day: DataFrame, bounds: DataFrame, date_from: date, date_to: date
-) -> DataFrame:
-    """Per queue: every day in range from its declaration through its run's watermark day
-    (DESIGN §4: "A queue gets a row for every day of its run's observed span from its declaration
-    on, idle days included"). Queue keys and ``date``.
-
-    The declaration is the queue's earliest ``ts``: its ``queue_declared`` where the log has one
-    (the engine declares a queue before any other event of it), else its first event (a collector
-    joining a live broker). An event stamped before a declaration shows the queue existed
-    already, so the earliest ts starts the span either way, as a run's first event starts its
-    observation (:func:`observed_seconds`). The watermark's day is included even when the
-    watermark is 00:00 (an observed instant, with 0 observed seconds). ``per_day`` is
-    :func:`_queue_days`' output: it holds every day with events up to date_to, so a declaration
-    before the range is seen.
-    """
-    first_day = (date_from - DAY_INDEX_EPOCH).days
-    last_day = (date_to - DAY_INDEX_EPOCH).days
-
-    def day_index(ts: str) -> Column:
-        return F.floor(micros(ts) / F.lit(US_PER_DAY))
-
-    spans = (
-        per_day.groupBy(*QUEUE_KEYS)
-        .agg(F.min("_first_ts").alias("_declared_ts"))
-        .join(bounds.select("run_id", "run_watermark_ts"), "run_id")
-    )
-    lo = F.greatest(day_index("_declared_ts"), F.lit(first_day)).cast("int")
-    hi = F.least(day_index("run_watermark_ts"), F.lit(last_day)).cast("int")
-    return (
-        spans.where(lo <= hi)
-        .select(*QUEUE_KEYS, F.explode(F.sequence(lo, hi)).alias("_day"))
-        .select(*QUEUE_KEYS, F.date_from_unix_date("_day").alias("date"))
-    )
-
-
-def _counter_movement(per_day: DataFrame, date_from: date, date_to: date) -> DataFrame:
-    """Per queue and day in range with events: flow_stopped events, max depths and the counter's
-    change (``per_day``: :func:`_queue_days`).
-
-    The counter at 00:00 is the last counter value (by seq) of the days before; a queue without one
-    (a collector joining a live broker, or a queue declared that day) starts from its first value of
-    the day, less one if that first event is itself a flow_stopped (the counter is after the event).
-    A queue with no counter value up to the day's end has an unknown (null) change.
-    """
-    before_day = (
-        Window.partitionBy(*QUEUE_KEYS).orderBy("date").rowsBetween(Window.unboundedPreceding, -1)
-    )
+    by_date = Window.partitionBy(*QUEUE_KEYS).orderBy("date")
+    before_day = by_date.rowsBetween(Window.unboundedPreceding, -1)
     counter_at_start = F.coalesce(
         F.max_by("_last_counter", "_last_counter_seq").over(before_day),
         F.col("_first_counter") - F.col("_first_is_stop").cast("long"),
     )
+    own_day = F.unix_date("date")
+    idle_until = F.coalesce(F.unix_date(F.lead("date").over(by_date)) - 1, F.col("_watermark_day"))
+    # No idle day after date_to is generated (the range filter would drop it).
+    last_day = F.least(idle_until, F.lit((date_to - DAY_INDEX_EPOCH).days))
+    watermark_day = F.floor(micros("run_watermark_ts") / F.lit(US_PER_DAY))
+    with_days = (
+        per_day.join(bounds.select("run_id", watermark_day.alias("_watermark_day")), "run_id")
+        .select(
+            "*",
+            counter_at_start.alias("_counter_at_start"),
+            own_day.alias("_own_day"),
+            F.greatest(own_day, last_day).cast("int").alias("_last_day"),
+        )
+        .withColumn("_day", F.explode(F.sequence("_own_day", "_last_day")))
+    )
+    has_events = F.col("_day") == F.col("_own_day")
+    counter_delta = F.coalesce("_last_counter", "_counter_at_start") - F.col("_counter_at_start")
     return (
-        per_day.withColumn("_counter_at_start", counter_at_start)
+        with_days.withColumn("date", F.date_from_unix_date("_day"))
         .where(_in_days("date", date_from, date_to))
-        .withColumn(
-            "flow_stopped_counter_delta",
-            F.coalesce("_last_counter", "_counter_at_start") - F.col("_counter_at_start"),
+        .select(
+            *QUEUE_KEYS,
+            "date",
+            *(
+                F.when(has_events, F.col(c)).alias(c)
+                for c in ("flow_stopped_count", "max_depth_msgs", "max_depth_bytes")
+            ),
+            F.when(has_events, counter_delta).alias("flow_stopped_counter_delta"),
+            F.when(has_events, F.lit(True)).alias("_has_events"),
         )
-        .drop(
-            "_first_ts",
-            "_last_counter",
-            "_last_counter_seq",
-            "_first_counter",
-            "_first_is_stop",
-            "_counter_at_start",
-        )
-        .withColumn("_has_events", F.lit(True))
     )
 
 
@@ -148,14 +135,14 @@ def queue_flow_daily(
     episodes overlapping the range. ``bounds``: :func:`jobs.transforms.episodes.run_bounds` of
     those runs.
     A queue gets a row for a day when it has an event that day, is stopped during it, or is
-    between its declaration and its run's watermark (:func:`_declared_days`). An idle day's row
+    between its declaration and its run's watermark (:func:`_queue_days`). An idle day's row
     has what a day without events of the queue has: no stopped events, a counter change of 0
     (it cannot move without events), no time stopped, the run's observed seconds, no episode, and
     null depths and overshoots (nothing measured).
     """
-    per_day = _queue_days(queue_events.where(F.col("queue").isNotNull()), date_to)
-    activity = _counter_movement(per_day, date_from, date_to)
-    declared = _declared_days(per_day, bounds, date_from, date_to)
+    activity = _queue_days(
+        queue_events.where(F.col("queue").isNotNull()), bounds, date_from, date_to
+    )
     ended = _open_ends_at_watermark(episodes, bounds)
     today = F.col("_today")  # the episode starts on this day: it counts here
     stopped = (
@@ -175,10 +162,8 @@ def queue_flow_daily(
             F.max(F.when(today, F.col("overshoot_ratio"))).alias("max_overshoot_ratio"),
         )
     )
-    daily = (
-        activity.join(stopped, [*QUEUE_KEYS, "date"], "full_outer")
-        .join(declared, [*QUEUE_KEYS, "date"], "full_outer")
-        .join(observed_seconds(bounds, date_from, date_to), ["run_id", "date"], "left")
+    daily = activity.join(stopped, [*QUEUE_KEYS, "date"], "full_outer").join(
+        observed_seconds(bounds, date_from, date_to), ["run_id", "date"], "left"
     )
     time_stopped = F.coalesce(F.col("time_stopped_s"), F.lit(0.0))
     observed = F.coalesce(F.col("observed_s"), F.lit(0.0))
