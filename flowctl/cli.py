@@ -354,6 +354,42 @@ def _run_pipeline_and_print(
     allow_empty_days: bool = False,
     policy: Path | None = None,
 ) -> dict[str, object]:
+    """:func:`_pipeline_and_print`, with a failure Spark or Delta raises as one line, its exit
+    code and a log file of the trace (jobs/failures.py), never a traceback."""
+    from jobs.failures import failure_line, rule_for, write_trace
+
+    try:
+        return _pipeline_and_print(
+            conf,
+            first,
+            last,
+            raw,
+            warehouse,
+            recommend=recommend,
+            dashboard=dashboard,
+            allow_empty_days=allow_empty_days,
+            policy=policy,
+        )
+    except (typer.Exit, SystemExit, KeyboardInterrupt):
+        raise
+    except Exception as error:
+        message = failure_line("pipeline", error, write_trace("pipeline", error))
+        err_console.print(message.replace("error:", "[bold red]error:[/]", 1), highlight=False)
+        raise typer.Exit(rule_for(error).exit_code) from None
+
+
+def _pipeline_and_print(
+    conf: Path | None,
+    first: date,
+    last: date,
+    raw: Path | None,
+    warehouse: Path | None = None,
+    *,
+    recommend: bool = True,
+    dashboard: Path | None = None,
+    allow_empty_days: bool = False,
+    policy: Path | None = None,
+) -> dict[str, object]:
     """ingest -> episodes -> daily_metrics (-> recommend) on one session, then print the gold.
 
     The pipeline conf and the recommendation policy are loaded first: either one unusable exits

@@ -88,4 +88,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs.failures import run_entry_point
+
+    sys.exit(run_entry_point("daily_metrics", main))

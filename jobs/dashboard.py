@@ -421,4 +421,6 @@ document.body.setAttribute("data-rendered", "true");
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs.failures import run_entry_point
+
+    sys.exit(run_entry_point("dashboard", main))

@@ -1,0 +1,111 @@
+"""How a job that fails for a reason it did not check first ends: one ``error:`` line, an exit code
+per kind of failure, and the full trace in a log file whose path the line gives.
+
+The kinds are a table of ordered rules (:data:`FAILURE_RULES`): the first whose pattern matches the
+exception's type name or message decides the words, the advice and the exit code. Conf and usage
+errors are checked before Spark starts and keep their own exit code 2 (jobs/cli.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from jobs.config import PROJECT_ROOT
+
+#: Where the full traces go (one file per failure); ``$FLOWCTL_LOG_DIR`` names another folder.
+LOG_DIR_ENV_VAR = "FLOWCTL_LOG_DIR"
+DEFAULT_LOG_DIR = PROJECT_ROOT / "var" / "log"
+
+
+@dataclass(frozen=True)
+class FailureRule:
+    kind: str
+    pattern: re.Pattern[str]
+    exit_code: int
+    advice: str
+
+
+FAILURE_RULES: tuple[FailureRule, ...] = (
+    FailureRule(
+        "Delta commit conflict",
+        re.compile(
+            r"Concurrent(Append|DeleteRead|DeleteDelete|Transaction|Write)Exception|"
+            r"MetadataChangedException|ProtocolChangedException|"
+            r"DeltaConcurrentModificationException"
+        ),
+        75,  # EX_TEMPFAIL: try again
+        "another run wrote the same table at the same time; run this one again (every job "
+        "replaces its days, so a rerun is safe)",
+    ),
+    FailureRule(
+        "out of memory",
+        re.compile(r"OutOfMemoryError|Java heap space|GC overhead limit exceeded"),
+        71,
+        "give Spark more memory (spark.conf.spark.driver.memory in the pipeline conf) or run "
+        "fewer days at once",
+    ),
+    FailureRule(
+        "Spark failure",
+        re.compile(r"^(Py4J|\w*Captured|Analysis|\w*Spark|Java)\w*:"),  # the type's name
+        70,  # EX_SOFTWARE
+        "Spark stopped the job; the trace names the stage",
+    ),
+)
+#: Anything else: a bug of flowctl's, or a failure nobody foresaw.
+UNFORESEEN = FailureRule("unexpected error", re.compile(""), 1, "please report it with the trace")
+
+
+def rule_for(error: BaseException) -> FailureRule:
+    described = f"{type(error).__name__}: {error}"
+    return next((rule for rule in FAILURE_RULES if rule.pattern.search(described)), UNFORESEEN)
+
+
+def cause_line(error: BaseException) -> str:
+    """The exception's own first line, without the JVM's stack (at most 300 characters)."""
+    text = str(error).strip()
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    first = re.sub(r"^\[[A-Z_.]+\]\s*", "", first)  # PySpark's [ERROR_CLASS] prefix
+    return (first or type(error).__name__)[:300]
+
+
+def write_trace(job: str, error: BaseException) -> Path | None:
+    """The full trace in ``<log dir>/flowctl-<job>-<UTC time>.log``; None when it cannot be
+    written (the line then says so rather than failing again)."""
+    folder = Path(os.environ.get(LOG_DIR_ENV_VAR) or DEFAULT_LOG_DIR)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    path = folder / f"flowctl-{job}-{stamp}.log"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(traceback.format_exception(error)), encoding="utf-8")
+    except OSError:
+        return None
+    return path
+
+
+def failure_line(job: str, error: BaseException, trace: Path | None) -> str:
+    rule = rule_for(error)
+    where = f"full trace: {trace}" if trace else "the trace could not be written"
+    return (
+        f"error: {job}: {rule.kind}: {cause_line(error)}: {rule.advice} "
+        f"(exit {rule.exit_code}; {where})"
+    )
+
+
+def run_entry_point(job: str, main: Callable[[], int]) -> int:
+    """``main()``'s exit status; an exception it raises becomes one line on stderr, its exit
+    code by :data:`FAILURE_RULES`, and its trace in a log file."""
+    try:
+        return main()
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except Exception as error:
+        trace = write_trace(job, error)
+        print(failure_line(job, error, trace), file=sys.stderr)
+        return rule_for(error).exit_code

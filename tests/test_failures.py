@@ -1,0 +1,112 @@
+"""A failure a job did not check for is one ``error:`` line with an exit code per kind and the
+full trace in a log file (jobs/failures.py): a Delta conflict says to retry, never 1,000 lines."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobs import failures
+from jobs.config import DEFAULT_CONF, PROJECT_ROOT
+
+
+def _named(type_name: str, message: str) -> Exception:
+    """An exception of the given class name, as PySpark and Delta raise them."""
+    return type(type_name, (Exception,), {})(message)
+
+
+CONFLICT = _named(
+    "ConcurrentAppendException",
+    "[DELTA_CONCURRENT_APPEND] ConcurrentAppendException: Files were added to partition "
+    "[date=2026-03-04] by a concurrent update. Please try the operation again.\n"
+    "Conflicting commit: {...}\n\tat org.apache.spark.sql.delta...",
+)
+
+
+@pytest.mark.parametrize(
+    "error, kind, code",
+    [
+        (CONFLICT, "Delta commit conflict", 75),
+        (_named("ConcurrentWriteException", "concurrent WRITE ... Please retry"), "Delta", 75),
+        (_named("MetadataChangedException", "The metadata changed"), "Delta commit conflict", 75),
+        (_named("Py4JJavaError", "java.lang.OutOfMemoryError: Java heap space"), "out of", 71),
+        (_named("Py4JJavaError", "An error occurred while calling o123.save"), "Spark", 70),
+        (_named("AnalysisException", "[PATH_NOT_FOUND] Path does not exist"), "Spark", 70),
+        (_named("KeyError", "'Spark' is not a key"), "unexpected error", 1),
+    ],
+)
+def test_each_failure_has_its_kind_and_exit_code(error: Exception, kind: str, code: int) -> None:
+    rule = failures.rule_for(error)
+    assert rule.kind.startswith(kind) and rule.exit_code == code
+
+
+def test_a_conflict_is_one_line_that_says_to_retry_with_its_trace_in_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(failures.LOG_DIR_ENV_VAR, str(tmp_path / "logs"))
+
+    def main() -> int:
+        raise CONFLICT
+
+    assert failures.run_entry_point("ingest", main) == 75
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ingest: Delta commit conflict: ")
+    assert "Files were added to partition [date=2026-03-04]" in err
+    assert "[DELTA_CONCURRENT_APPEND]" not in err and "\tat " not in err
+    assert "run this one again" in err
+    (log,) = (tmp_path / "logs").glob("flowctl-ingest-*.log")
+    assert f"full trace: {log}" in err
+    trace = log.read_text()
+    assert "Traceback" in trace and "Conflicting commit" in trace
+
+
+def test_an_unwritable_log_folder_is_said_not_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv(failures.LOG_DIR_ENV_VAR, str(blocker / "logs"))
+
+    def main() -> int:
+        raise CONFLICT
+
+    assert failures.run_entry_point("episodes", main) == 75
+    assert "the trace could not be written" in capsys.readouterr().err
+
+
+def test_a_normal_exit_status_passes_through() -> None:
+    assert failures.run_entry_point("daily_metrics", lambda: 0) == 0
+    assert failures.run_entry_point("daily_metrics", lambda: 1) == 1
+
+
+@pytest.mark.spark
+def test_a_jvm_error_in_a_real_job_is_one_line_and_a_log_file(tmp_path: Path) -> None:
+    """A Delta table whose log is garbage: Spark fails inside the job (nothing checked it first);
+    the spark-submit entry point prints one line and exits 70 with the trace in a file."""
+    warehouse = tmp_path / "warehouse"
+    log_dir = warehouse / "bronze" / "broker_events" / "_delta_log"
+    log_dir.mkdir(parents=True)
+    (log_dir / "00000000000000000000.json").write_text("{not json\n")
+    conf = tmp_path / "pipeline.yaml"
+    conf.write_text(
+        DEFAULT_CONF.read_text().replace("warehouse: var/warehouse", f"warehouse: {warehouse}")
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.maintenance", "--date", "2026-03-02", "--conf", str(conf)],
+        cwd=PROJECT_ROOT,
+        env={**os.environ, failures.LOG_DIR_ENV_VAR: str(tmp_path / "logs")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 70, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and lines[0].startswith("error: maintenance: Spark failure: ")
+    assert "Traceback" not in done.stderr
+    (log,) = (tmp_path / "logs").glob("flowctl-maintenance-*.log")
+    assert str(log) in lines[0] and "Traceback" in log.read_text()
