@@ -3,7 +3,8 @@
 Written from DESIGN.md §2 (its "Decided readings", Artemis bullet), seed 003 and README.md
 ("Where DESIGN.md leaves room"; where README predates DESIGN §2's decided readings, DESIGN wins)
 only, without reading the engine's Artemis modules for its rules (the same-instant ordering of
-A1b and the paging start of A7, which the documents leave open, follow the engine). One
+A1b and the paging start of A7, which the documents leave open, follow the engine; the encoded
+size CORE credits are spent on follows the measurement on Artemis 2.40 stated below). One
 address with one or more queues (at most one consumer each), CORE and AMQP producers and CORE
 consumers, on a virtual clock in microseconds with a one-way latency on every connection.
 
@@ -30,9 +31,14 @@ Documented rules modelled (quotes from seed 003 unless DESIGN §2 or README is n
 - max-size-bytes-reject-threshold: an AMQP message is rejected "when the address size is >
   max-size-bytes-reject-threshold (strict)" (DESIGN §2).
 - CORE producer window: credit requested half a window at a time, as Artemis's client does
-  (README): before each message, needed = max(size, window // 2); if balance + arriving <
-  needed, request needed - arriving. Credits are body bytes ("The amount of credits required to
-  send a message is given by the size of the message").
+  (README): before each message, needed = max(encoded, window // 2); if balance + arriving <
+  needed, request needed - arriving; the message goes out once the balance covers ``encoded``,
+  which it then takes. Credits are spent on the message's encoded size, ``encoded = size +
+  encode_overhead`` ("The amount of credits required to send a message is given by the size of
+  the message": the size Artemis encodes, headers and properties included, measured on Artemis
+  2.40 as the body + 333 B + 4 B per character of the address name; ``encode_overhead`` is a
+  setting, as the memory overheads are), not its body. The address still counts the memory
+  estimate (body + ``core_overhead``), consumers the body.
 - Consumer window in bytes: -1 unbounded, 0 no buffer (the client asks for one message when it
   wants one), N: the server sends while its byte credit is > 0 (README), so a buffer holds at most
   window + size - 1 bytes; the client returns credit as it takes messages, in batches of half
@@ -60,7 +66,9 @@ Assumptions where the documents are silent (A1, A2, ...):
   credit check (and request) happens once per message, before waiting for credit (Artemis's
   ClientProducerImpl: rateLimiter.limit(), then checkCredits before acquire).
 - A3 (CORE producer start): the producer asks for window // 2 at start (window >= 0); a -1
-  window asks for nothing and never waits for credit; 0-byte messages take no credit.
+  window asks for nothing and never waits for credit; a message whose encoded size is 0 (a
+  0-byte body with ``encode_overhead`` 0) takes no credit, while a 0-byte body with an encode
+  overhead takes that overhead, like any other message.
 - A4 (withheld grants): a request BLOCK withholds is granted, whole, when an ack leaves the
   address not full (every withheld request then, in the order withheld; each exactly once).
   Withheld CORE credit is served before withheld AMQP top-ups (as the engine's
@@ -112,6 +120,7 @@ from dataclasses import dataclass, field
 # rules: the model takes the engine's configured defaults as its own defaults, never its logic.
 from flowctl_core.protocols.artemis_flow import (
     DEFAULT_AMQP_MESSAGE_OVERHEAD,
+    DEFAULT_CORE_ENCODE_OVERHEAD,
     DEFAULT_CORE_MESSAGE_OVERHEAD,
 )
 
@@ -224,11 +233,13 @@ class Model:
         *,
         core_overhead: int = DEFAULT_CORE_MESSAGE_OVERHEAD,
         amqp_overhead: int = DEFAULT_AMQP_MESSAGE_OVERHEAD,
+        encode_overhead: int = DEFAULT_CORE_ENCODE_OVERHEAD,
     ) -> None:
         self.a = address
         self.lat = latency_us
         self.core_overhead = core_overhead
         self.amqp_overhead = amqp_overhead
+        self.encode_overhead = encode_overhead
         self.now = 0
         self._heap: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = 0
@@ -408,13 +419,17 @@ class Model:
     def _done(self, p: _Prod) -> bool:
         return p.cfg.count is not None and p.sent >= p.cfg.count
 
+    def encoded(self, p: _Prod) -> int:
+        """What a CORE message of ``p`` costs in producer credit: its encoded size."""
+        return p.cfg.size + self.encode_overhead
+
     def _check_credits(self, p: _Prod) -> None:
         # Once per message, when the rate allows it (A2): make balance + arriving cover
-        # max(size, window // 2).
+        # max(encoded, window // 2).
         cfg = p.cfg
         if cfg.protocol == "core" and cfg.window != UNBOUNDED and not p.checked:
             p.checked = True
-            needed = max(cfg.size, cfg.window // 2)
+            needed = max(self.encoded(p), cfg.window // 2)
             if p.balance + p.arriving < needed:
                 req = needed - p.arriving
                 p.arriving += req
@@ -424,9 +439,9 @@ class Model:
         cfg = p.cfg
         if cfg.protocol == "amqp":
             return p.credit > 0
-        if cfg.window == UNBOUNDED or cfg.size == 0:
+        if cfg.window == UNBOUNDED or self.encoded(p) == 0:
             return True
-        return p.balance >= cfg.size
+        return p.balance >= self.encoded(p)
 
     def _producer_step(self, p: _Prod) -> None:
         p.step_scheduled = False
@@ -449,7 +464,7 @@ class Model:
         if cfg.protocol == "amqp":
             p.credit -= 1
         elif cfg.window != UNBOUNDED:
-            p.balance -= cfg.size
+            p.balance -= self.encoded(p)
         p.sent += 1
         p.send_times.append(self.now)
         self._at(self.now + self.lat, lambda: self._server_message(p))

@@ -4,15 +4,17 @@ The model is written from DESIGN.md §2 (its decided Artemis readings), seed 003
 Artemis readings only. Hypothesis generates one address (limit, BLOCK / FAIL / DROP / PAGE,
 reject threshold, AMQP credits, 1-3 queues), 1-3 CORE or AMQP producers (windows -1 / 0 / N
 bytes, sizes, counts, rates, start times), at most one consumer per queue (windows -1 / 0 / N,
-processing time, rate) and the per-protocol message overheads the address counts (none, the
-defaults, or any); both sides run it on a virtual clock and are compared at the end: messages
-accepted / failed / dropped / paged / rejected, address size and peak, how often a BLOCK address
-stopped and resumed (the engine's address flow_stopped / flow_resumed events), per producer
-messages sent and refused, per consumer messages received and processed and the peak bytes
-buffered. Both are also checked against seed 003's bounds: the overshoot (peak < max-size-bytes
-+ producers x the messages their credit covers, at their memory estimate), a consumer buffer
-(window + message size - 1) and the rate limits (at most ``rate`` in any sliding second); and
-the engine's CORE grants against DESIGN §2 (whole requests, in the order they reach the server).
+processing time, rate), the per-protocol message overheads the address counts (none, the
+defaults, or any) and the encode overhead a CORE message's producer credit counts beyond its
+body (none, the default, or any); both sides run it on a virtual clock and are compared at the
+end: messages accepted / failed / dropped / paged / rejected, address size and peak, how often a
+BLOCK address stopped and resumed (the engine's address flow_stopped / flow_resumed events), per
+producer messages sent and refused, per consumer messages received and processed and the peak
+bytes buffered. Both are also checked against seed 003's bounds: the overshoot (peak <
+max-size-bytes + producers x the messages their credit covers at their encoded size, each at its
+memory estimate), a consumer buffer (window + message size - 1) and the rate limits (at most
+``rate`` in any sliding second); and the engine's CORE grants against DESIGN §2 (whole requests,
+in the order they reach the server).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from flowctl_core.protocols.artemis import (
 )
 from flowctl_core.protocols.artemis_flow import (
     DEFAULT_AMQP_MESSAGE_OVERHEAD,
+    DEFAULT_CORE_ENCODE_OVERHEAD,
     DEFAULT_CORE_MESSAGE_OVERHEAD,
     AddressSettings,
 )
@@ -59,6 +62,7 @@ class Engine:
         latency_us: int,
         prefill: tuple[int, int] = (0, 0),
         overheads: tuple[int, int] = (DEFAULT_CORE_MESSAGE_OVERHEAD, DEFAULT_AMQP_MESSAGE_OVERHEAD),
+        encode_overhead: int = DEFAULT_CORE_ENCODE_OVERHEAD,
     ) -> None:
         config = ArtemisConfig(
             addresses=(
@@ -104,6 +108,7 @@ class Engine:
             latency_us=latency_us,
             core_message_overhead_bytes=overheads[0],
             amqp_message_overhead_bytes=overheads[1],
+            core_encode_overhead_bytes=encode_overhead,
         )
         self.scheduler = Scheduler(0)
         self.log = EventCollector()
@@ -150,10 +155,12 @@ def run_both(
     until_us: int = SECOND,
     prefill: tuple[int, int] = (0, 0),
     overheads: tuple[int, int] = (DEFAULT_CORE_MESSAGE_OVERHEAD, DEFAULT_AMQP_MESSAGE_OVERHEAD),
+    encode_overhead: int = DEFAULT_CORE_ENCODE_OVERHEAD,
 ) -> tuple[Engine, Model]:
     """Both sides on one workload; ``overheads`` = (CORE, AMQP) bytes a message's memory estimate
-    adds to its body (DESIGN §2)."""
-    engine = Engine(address, producers, consumers, latency_us, prefill, overheads)
+    adds to its body (DESIGN §2); ``encode_overhead`` = what a CORE message's encoded size, which
+    its producer's credit is spent on, adds to its body."""
+    engine = Engine(address, producers, consumers, latency_us, prefill, overheads, encode_overhead)
     model = Model(
         address,
         producers,
@@ -162,21 +169,23 @@ def run_both(
         prefill,
         core_overhead=overheads[0],
         amqp_overhead=overheads[1],
+        encode_overhead=encode_overhead,
     )
     return engine.run_until(until_us), model.run_until(until_us)
 
 
-def core_capacity_msgs(window: int, size: int) -> int:
+def core_capacity_msgs(window: int, encoded: int) -> int:
     """The messages a CORE producer's credit (held, awaited, or spent on the one message on the
-    wire) can cover, from the client's rule alone (README: half a window at a time).
+    wire) can cover, from the client's rule alone (README: half a window at a time), each
+    message costing its ``encoded`` size (> 0) in credit.
 
-    It asks only when balance + arriving < needed = max(size, window // 2) and then brings
+    It asks only when balance + arriving < needed = max(encoded, window // 2) and then brings
     arriving up to needed, so balance + arriving <= 2 x needed - 1 right after a request; the check
     runs before the send it covers, so that message is within it too, and a grant only moves
     credit from arriving to balance.
     """
-    needed = max(size, window // 2)
-    return (2 * needed - 1) // size
+    needed = max(encoded, window // 2)
+    return (2 * needed - 1) // encoded
 
 
 def check_bounds(
@@ -189,22 +198,26 @@ def check_bounds(
 ) -> None:
     """Seed 003's bounds, on both sides."""
     e, m = engine.summary(), model.summary()
-    overhead = model.core_overhead
+    overhead, encode = model.core_overhead, model.encode_overhead
     core = [p for p in producers if p.protocol == "core"]
     if (
         address.policy == "BLOCK"
         and address.max_size != UNBOUNDED
         and core
         and len(core) == len(producers)
-        and all(p.window != UNBOUNDED for p in core)
+        and all(p.window != UNBOUNDED and p.size + encode > 0 for p in core)
         and all(latency_us < p.send_cost_us for p in core)
     ):
         # "possible to go over the address limit by approximately: total number of producers on
         # address * producer window size". DESIGN §2: no grant while the address is full, so
         # from the arrival that fills it (the size was at most max - 1 before) each producer
-        # lands at most the messages its credit covers, each counting body + CORE overhead
-        # (latency < send cost: only the message just sent is on the wire, already covered).
-        over = sum(core_capacity_msgs(p.window, p.size) * (p.size + overhead) for p in core)
+        # lands at most the messages its credit covers at their encoded size (body + encode
+        # overhead), each counting its memory estimate, body + CORE overhead (latency < send
+        # cost: only the message just sent is on the wire, already covered). A message that
+        # encodes to 0 bytes takes no credit: nothing bounds it, so no bound is checked.
+        over = sum(
+            core_capacity_msgs(p.window, p.size + encode) * (p.size + overhead) for p in core
+        )
         assert engine.server.overshoot_bound_bytes("q") == over
         bound = address.max_size - 1 + over
         assert e["peak_size"] <= bound and m["peak_size"] <= bound
@@ -239,7 +252,7 @@ def comparable(summary: dict[str, object]) -> dict[str, object]:
 
 
 # -- generated workloads ------------------------------------------------------------------------
-Workload = tuple[MAddress, tuple[MProducer, ...], tuple[MConsumer, ...], int, tuple[int, int]]
+Workload = tuple[MAddress, tuple[MProducer, ...], tuple[MConsumer, ...], int, tuple[int, int], int]
 
 
 @st.composite
@@ -294,7 +307,11 @@ def workloads(draw: Any) -> Workload:
             st.tuples(st.integers(0, 2_000), st.integers(0, 2_000)),
         )
     )
-    return address, tuple(producers), tuple(consumers), latency, overheads
+    # The CORE encode overhead (producer credit) is a setting too: none, the default, or any.
+    encode = draw(
+        st.one_of(st.just(0), st.just(DEFAULT_CORE_ENCODE_OVERHEAD), st.integers(0, 2_000))
+    )
+    return address, tuple(producers), tuple(consumers), latency, overheads, encode
 
 
 @settings(
@@ -315,6 +332,7 @@ def workloads(draw: Any) -> Workload:
         (),
         100,
         (0, 0),
+        0,
     )
 )
 @example(
@@ -327,12 +345,34 @@ def workloads(draw: Any) -> Workload:
         (MConsumer("cq", "q", window=0, process_us=400, start_us=3_000),),
         50,
         (0, 0),
+        0,
+    )
+)
+# 0-byte CORE messages with the default encode overhead: each takes 357 B of credit, so BLOCK
+# holds the producers back and the bound holds (check_bounds) while a late consumer drains.
+@example(
+    (
+        MAddress(10_240),
+        (
+            MProducer("p0", window=1_024, size=0, count=150, send_cost_us=20),
+            MProducer("p1", window=4_000, size=0, count=150, send_cost_us=30, start_us=10),
+        ),
+        (MConsumer("cq", "q", window=UNBOUNDED, process_us=200, start_us=20_000),),
+        10,
+        (DEFAULT_CORE_MESSAGE_OVERHEAD, DEFAULT_AMQP_MESSAGE_OVERHEAD),
+        DEFAULT_CORE_ENCODE_OVERHEAD,
     )
 )
 def test_engine_matches_the_reference_model(workload: Workload) -> None:
-    address, producers, consumers, latency, overheads = workload
+    address, producers, consumers, latency, overheads, encode = workload
     engine, model = run_both(
-        address, producers, consumers, latency, until_us=SECOND // 2, overheads=overheads
+        address,
+        producers,
+        consumers,
+        latency,
+        until_us=SECOND // 2,
+        overheads=overheads,
+        encode_overhead=encode,
     )
     assert comparable(engine.summary()) == comparable(model.summary())
     check_bounds(engine, model, address, producers, consumers, latency)
@@ -350,7 +390,8 @@ def test_default_address_blocks_after_10_mib_of_memory_estimate() -> None:
     # "in the default configuration all addresses are set to block producers after 10 MiB of
     # message data is in the address": default settings, default 64 KiB window, 1 KiB messages.
     # DESIGN §2: the address counts each message's memory estimate (1,024 + the default CORE
-    # overhead), and is full from the message that takes it to 10 MiB or more.
+    # overhead), and is full from the message that takes it to 10 MiB or more. The producer's
+    # credit is spent on the encoded size, 1,024 + the default encode overhead (357) = 1,381.
     address = MAddress()
     assert (address.max_size, address.policy) == (DEFAULT_MAX_SIZE_BYTES, "BLOCK")
     producers = (MProducer("p", size=1024, send_cost_us=10),)
@@ -361,9 +402,11 @@ def test_default_address_blocks_after_10_mib_of_memory_estimate() -> None:
     (stop,) = engine.address_events("flow_stopped")
     assert (stop["depth_msgs"], stop["depth_bytes"]) == (fills_at, fills_at * memory)
     assert (model.stops, model.resumes) == (1, 0)
-    # Past the limit by at most its credit: (2 x 32,768 - 1) // 1,024 = 63 messages.
+    # Past the limit by at most its credit: (2 x 32,768 - 1) // (1,024 + 357) = 47 messages.
+    assert 1024 + DEFAULT_CORE_ENCODE_OVERHEAD == 1_381
+    assert engine.server.overshoot_bound_bytes("q") == 47 * memory
     size = model.peak
-    assert DEFAULT_MAX_SIZE_BYTES < size < DEFAULT_MAX_SIZE_BYTES + 63 * memory
+    assert DEFAULT_MAX_SIZE_BYTES < size < DEFAULT_MAX_SIZE_BYTES + 47 * memory
     assert model.producers["p"].waiting  # blocked on the client side
     check_bounds(engine, model, address, producers, (), 5)
 
@@ -431,9 +474,13 @@ def test_whole_grants_overshoot_bounded_by_producers_times_window() -> None:
     # and before its messages 2, 12 and 22 (when what it holds and awaits drops below 10,000),
     # the four in lockstep: the first three requests land with at most 4 x 11 messages in (below
     # 50,000), granted whole; the fourth with 4 x 21 in, withheld. 30 messages each: 120,000.
+    # Body-only credits (encode overhead 0) and no memory overhead: a message costs 1,000 in
+    # credit and in the address, so the request instants above are whole message counts.
     address = MAddress(50_000)
     producers = tuple(MProducer(f"p{i}", window=20_000, size=1_000) for i in range(4))
-    engine, model = run_both(address, producers, latency_us=5, overheads=NO_OVERHEAD)
+    engine, model = run_both(
+        address, producers, latency_us=5, overheads=NO_OVERHEAD, encode_overhead=0
+    )
     assert engine.summary() == model.summary()
     assert model.peak == 120_000 and model.summary()["producers"] == {
         f"p{i}": (30, 0) for i in range(4)
@@ -464,7 +511,8 @@ def test_fail_drop_page_refuse_from_the_message_that_reaches_the_limit(policy: s
 def test_block_address_stops_and_resumes_as_it_fills_and_drains() -> None:
     # DESIGN §2: a BLOCK address that blocks or unblocks logs it. A producer faster than its
     # consumer keeps a 10,000-byte address filling and draining: both sides count the same stops
-    # and resumes (compared in the summaries), one resume fewer if it ends full.
+    # and resumes (compared in the summaries), one resume fewer if it ends full. The producer's
+    # credit counts the default encode overhead (1,357 a message): no figure here depends on it.
     address = MAddress(10_000)
     producers = (MProducer("p", window=4_000, size=1_000, send_cost_us=100),)
     consumers = (MConsumer("c", "q", window=0, process_us=300, start_us=5_000),)
@@ -523,7 +571,8 @@ def test_withheld_requests_of_two_producers_are_granted_whole_in_arrival_order()
     # requests are granted in arrival order once it is not full again", each whole. p0 (window
     # 1,574) and p1 (window 0) both wait on a 3,413-byte address while their requests are
     # withheld; each ack that takes it below the limit grants every withheld request, so grants of
-    # both producers land in one instant, over and over. No overhead: the sizes are the bodies.
+    # both producers land in one instant, over and over. No overhead: the sizes are the bodies,
+    # in the address and in credit (encode overhead 0), as in the run that was generated.
     address = MAddress(3413, "BLOCK", 3570, ("q0",))
     producers = (
         MProducer("p0", "core", 1574, 745, 139, 174, 154, 646),
@@ -531,7 +580,13 @@ def test_withheld_requests_of_two_producers_are_granted_whole_in_arrival_order()
     )
     consumers = (MConsumer("cq0", "q0", 884, 260, UNBOUNDED, 691),)
     engine, model = run_both(
-        address, producers, consumers, 100, until_us=SECOND // 2, overheads=NO_OVERHEAD
+        address,
+        producers,
+        consumers,
+        100,
+        until_us=SECOND // 2,
+        overheads=NO_OVERHEAD,
+        encode_overhead=0,
     )
     assert engine.summary() == model.summary()
     arrival_order, grants, landing = requests_and_grants(engine, 100)

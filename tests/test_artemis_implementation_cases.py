@@ -30,6 +30,7 @@ from flowctl_core.protocols.artemis import (
 from flowctl_core.protocols.artemis_flow import (
     DEFAULT_AMQP_MESSAGE_OVERHEAD,
     DEFAULT_CONSUMER_WINDOW,
+    DEFAULT_CORE_ENCODE_OVERHEAD,
     DEFAULT_CORE_MESSAGE_OVERHEAD,
     AddressSettings,
     ArtemisConfigError,
@@ -92,7 +93,7 @@ def detail(event: dict[str, Any]) -> dict[str, Any]:
 
 
 def expected_core_bound_bytes(
-    window: int, size: int, latency_us: int, send_cost_us: int, overhead: int
+    window: int, size: int, latency_us: int, send_cost_us: int, overhead: int, *, encode: int
 ) -> int:
     """One CORE producer's share of an address's overshoot bound, from its config alone.
 
@@ -100,13 +101,15 @@ def expected_core_bound_bytes(
     Seed 003 (4.1.1): "It is therefore possible to go over the address limit by approximately:
     total number of producers on address * producer window size". DESIGN §2: requests are
     granted whole until the address is full, none while it is full; so once full a producer
-    lands what its credit covers plus what is on the wire. The client asks only when balance +
-    arriving < max(size, window // 2) = needed, up to needed, so it covers at most
-    (2 x needed - 1) // size messages (a 0-byte message takes no credit: none counted); on the
-    wire besides: none when the latency is below the send cost, else at most
-    latency // send_cost. Each message counts size + the CORE overhead.
+    lands what its credit covers plus what is on the wire. A message costs its encoded size in
+    credit, encoded = size + encode (the CORE encode overhead). The client asks only when
+    balance + arriving < max(encoded, window // 2) = needed, up to needed, so it covers at most
+    (2 x needed - 1) // encoded messages (a message that encodes to 0 bytes takes no credit:
+    none counted); on the wire besides: none when the latency is below the send cost, else at
+    most latency // send_cost. Each message counts size + the CORE overhead.
     """
-    on_credit = (2 * max(size, window // 2) - 1) // size if size else 0
+    encoded = size + encode
+    on_credit = (2 * max(encoded, window // 2) - 1) // encoded if encoded else 0
     on_the_wire = latency_us // send_cost_us if latency_us >= send_cost_us else 0
     return (on_credit + on_the_wire) * (size + overhead)
 
@@ -130,47 +133,32 @@ FLOW_CONTROL_CASES = {
     "MultipleProducers": (1000, 500, MIB, 1024, 1024, 1, 5, 0),
     "MultipleProducersAndConsumers": (500, 500, 100 * KIB, 1024, 1024, 1, 3, 3),
 }
-# Each case's overshoot bound by hand: producers x ((2 x max(size, window // 2) - 1) // size
-# messages of credit + 10 on the wire) x (size + the default CORE overhead, OVH).
+# Each case's overshoot bound by hand: producers x ((2 x max(encoded, window // 2) - 1) //
+# encoded messages of credit + 10 on the wire) x (size + the default CORE overhead, OVH), where
+# encoded = size + the default CORE encode overhead (357 B): what a message costs in credit.
 OVH = DEFAULT_CORE_MESSAGE_OVERHEAD
 FLOW_CONTROL_BOUNDS = {
-    "SingleConsumer": 1 * (1023 // 500 + 10) * (500 + OVH),  # 12 messages
-    "SingleConsumerLargeMaxSize": 1 * (1023 // 500 + 10) * (500 + OVH),  # 12
-    "ZeroConsumerWindowSize": 1 * (1023 // 500 + 10) * (500 + OVH),  # 12
-    "SingleConsumerSlowConsumer": 1 * (999 // 500 + 10) * (500 + OVH),  # 11 (max(500, 256) = 500)
-    "SmallMessages": 1 * (0 + 10) * (0 + OVH),  # 0-byte messages take no credit: the wire only
-    "LargerMessagesSmallWindowSize": 1 * ((20 * KIB - 1) // (10 * KIB) + 10) * (10 * KIB + OVH),
-    "MultipleProducers": 5 * (1023 // 500 + 10) * (500 + OVH),  # 5 x 12
-    "MultipleProducersAndConsumers": 3 * (1023 // 500 + 10) * (500 + OVH),  # 3 x 12
-}
-# The engine does not hold 0-byte CORE messages back, yet counts each at the CORE overhead: the
-# address passes any bound. A disagreement with DESIGN §2 ("overshoot is about producers x
-# window"), reported rather than read into the test.
-FLOW_CONTROL_XFAIL = {
-    "SmallMessages": "engine: a 0-byte CORE message takes no producer credit but counts the CORE "
-    "overhead in the address, so BLOCK never holds its producer back and the address passes "
-    "max-size-bytes + overshoot_bound_bytes (peak about 23 KB against 10,240 + 10 x overhead)",
+    # 500 + 357 = 857 > 512: (2 x 857 - 1) // 857 = 1 message of credit + 10: 11.
+    "SingleConsumer": 1 * (1 + 10) * (500 + OVH),
+    "SingleConsumerLargeMaxSize": 1 * (1 + 10) * (500 + OVH),  # 11, as above
+    "ZeroConsumerWindowSize": 1 * (1 + 10) * (500 + OVH),  # 11, as above
+    "SingleConsumerSlowConsumer": 1 * (1 + 10) * (500 + OVH),  # 11 (max(857, 256) = 857)
+    # 0-byte messages still cost 357 in credit: (2 x 512 - 1) // 357 = 2 + 10: 12.
+    "SmallMessages": 1 * (2 + 10) * (0 + OVH),
+    # 10,240 + 357 = 10,597 > 512: (2 x 10,597 - 1) // 10,597 = 1 + 10: 11.
+    "LargerMessagesSmallWindowSize": 1 * (1 + 10) * (10 * KIB + OVH),
+    "MultipleProducers": 5 * (1 + 10) * (500 + OVH),  # 5 x 11
+    "MultipleProducersAndConsumers": 3 * (1 + 10) * (500 + OVH),  # 3 x 11
 }
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(
-            case,
-            id=case,
-            marks=[pytest.mark.xfail(strict=True, reason=FLOW_CONTROL_XFAIL[case])]
-            if case in FLOW_CONTROL_XFAIL
-            else [],
-        )
-        for case in FLOW_CONTROL_CASES
-    ],
-)
+@pytest.mark.parametrize("case", list(FLOW_CONTROL_CASES))
 def test_producer_flow_control_test_flow_control(case: str) -> None:
     # ProducerFlowControlTest.testFlowControl<case>: under BLOCK with these windows and limits,
     # every consumer (one queue each on the address) gets all messages * producers, with no
     # deadlock between producer credits, address memory and consumer credits. Ours also keeps
-    # the address within max-size-bytes plus its producers' windows (seed 003).
+    # the address within max-size-bytes plus its producers' windows (seed 003), SmallMessages'
+    # 0-byte messages too: each costs its encoded size (the default encode overhead) in credit.
     messages, size, max_size, p_window, c_window, consumers, producers, delay_ms = (
         FLOW_CONTROL_CASES[case]
     )
@@ -203,7 +191,12 @@ def test_producer_flow_control_test_flow_control(case: str) -> None:
     assert state.size == 0 and state.accepted == messages * producers
     if max_size != -1:
         expected = producers * expected_core_bound_bytes(
-            p_window, size, LATENCY_US, SEND_COST_US, DEFAULT_CORE_MESSAGE_OVERHEAD
+            p_window,
+            size,
+            LATENCY_US,
+            SEND_COST_US,
+            DEFAULT_CORE_MESSAGE_OVERHEAD,
+            encode=DEFAULT_CORE_ENCODE_OVERHEAD,
         )
         assert expected == FLOW_CONTROL_BOUNDS[case]
         assert server.server.overshoot_bound_bytes("testaddress") == expected
@@ -214,8 +207,9 @@ def test_producer_flow_control_test_closing_session_unblocks_blocked_producer() 
     # ProducerFlowControlTest.testClosingSessionUnblocksBlockedProducer: max-size-bytes 1024,
     # BLOCK, producerWindowSize 1024, messages of 2000 bytes and no consumer: the producer blocks
     # before its 10th send ("This will block") and stays blocked. As in Artemis (DESIGN §2), the
-    # server grants the 512 asked at the start and the 1,488 more asked for the first message
-    # whole while the address is empty, though both exceed the 1,024 bytes of room: one message
+    # server grants the 512 asked at the start and the 1,845 more asked for the first message
+    # (its encoded size, 2,000 + the 357 encode overhead, less the 512 arriving) whole while the
+    # address is empty, though both exceed the 1,024 bytes of room: one message
     # goes out; it fills the address (2,000 + overhead >= 1,024) before the request for the
     # second lands, which is withheld.
     server = Server(
@@ -231,12 +225,21 @@ def test_producer_flow_control_test_closing_session_unblocks_blocked_producer() 
     ).run(SECOND)
     producer = server.producer("p")
     assert producer.sent == 1
+    flows = [detail(e) for e in server.events("flow", "p")]
+    assert [f["requested"] for f in flows if "requested" in f] == [512, 1_845, 2_357]
+    assert [f["granted"] for f in flows if "granted" in f] == [512, 1_845]
     assert producer.blocked_total_us() > SECOND // 2
     assert server.server.addresses["q"].pending_core  # the credit request waits for room
     assert server.state().peak_size == 2000 + DEFAULT_CORE_MESSAGE_OVERHEAD
-    # (2 x 2000 - 1) // 2000 = 1 message of credit + 10 of 2000 on the wire, each 2000 + O.
+    # A message costs 2,000 + the encode overhead (2,357) in credit: (2 x 2,357 - 1) // 2,357 =
+    # 1 message of credit + 10 of 2000 on the wire, each 2000 + O.
     expected = expected_core_bound_bytes(
-        1024, 2000, LATENCY_US, SEND_COST_US, DEFAULT_CORE_MESSAGE_OVERHEAD
+        1024,
+        2000,
+        LATENCY_US,
+        SEND_COST_US,
+        DEFAULT_CORE_MESSAGE_OVERHEAD,
+        encode=DEFAULT_CORE_ENCODE_OVERHEAD,
     )
     assert expected == (1 + 10) * (2000 + DEFAULT_CORE_MESSAGE_OVERHEAD)
     assert server.server.overshoot_bound_bytes("q") == expected

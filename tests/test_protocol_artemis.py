@@ -21,6 +21,7 @@ from flowctl_core.protocols.artemis import (
 )
 from flowctl_core.protocols.artemis_flow import (
     DEFAULT_AMQP_MESSAGE_OVERHEAD,
+    DEFAULT_CORE_ENCODE_OVERHEAD,
     DEFAULT_CORE_MESSAGE_OVERHEAD,
     UNBOUNDED_CREDIT,
     AddressSettings,
@@ -62,7 +63,7 @@ class Rig:
 
 
 def expected_core_bound_bytes(
-    window: int, size: int, latency_us: int, send_cost_us: int, overhead: int
+    window: int, size: int, latency_us: int, send_cost_us: int, overhead: int, *, encode: int
 ) -> int:
     """One CORE producer's share of an address's overshoot bound, from its config alone.
 
@@ -71,13 +72,16 @@ def expected_core_bound_bytes(
     total number of producers on address * producer window size". DESIGN §2: a request is
     granted whole while the address is not full and nothing is granted while it is full, so
     what a producer can land once the address is full is what its credit already covers plus
-    what is on the wire. The client asks only when balance + arriving < needed = max(size,
-    window // 2) and brings arriving up to needed, so balance + arriving stays below 2 x needed,
-    the message sent after the check included: (2 x needed - 1) // size messages. On the wire
-    besides: none when the latency is below the send cost, else at most latency // send_cost.
-    Each message counts its memory estimate, size + the CORE overhead.
+    what is on the wire. A message costs its encoded size in credit, ``encoded = size +
+    encode`` (the CORE encode overhead). The client asks only when balance + arriving < needed =
+    max(encoded, window // 2) and brings arriving up to needed, so balance + arriving stays below
+    2 x needed, the message sent after the check included: (2 x needed - 1) // encoded messages
+    (none when a message encodes to 0 bytes: it takes no credit). On the wire besides: none when
+    the latency is below the send cost, else at most latency // send_cost. Each message counts
+    its memory estimate, size + the CORE overhead.
     """
-    on_credit = (2 * max(size, window // 2) - 1) // size
+    encoded = size + encode
+    on_credit = (2 * max(encoded, window // 2) - 1) // encoded if encoded else 0
     on_the_wire = latency_us // send_cost_us if latency_us >= send_cost_us else 0
     return (on_credit + on_the_wire) * (size + overhead)
 
@@ -192,11 +196,14 @@ def test_block_withholds_requests_while_full_and_grants_each_whole_in_arrival_or
 def test_block_withholds_credit_until_a_consumer_frees_memory() -> None:
     # Seed 003: "When the address gets full, producers will block on the client side until more
     # space frees up on the address, i.e. until messages are consumed from the queue".
+    # Body-only credits (encode overhead 0) and no memory overhead: a message costs 1,000 bytes
+    # in credit and in the address, so the request instants below are whole message counts.
     config = ArtemisConfig(
         addresses=(address(max_size=25_000),),
         producers=(ArtemisProducerConfig("p", "q", window=20_000, size=1_000, send_cost_us=100),),
         latency_us=50,
         core_message_overhead_bytes=0,
+        core_encode_overhead_bytes=0,
     )
     rig = Rig(config).run_until(SECOND // 2)
     state, producer = rig.address(), rig.server.producers["p"]
@@ -208,7 +215,8 @@ def test_block_withholds_credit_until_a_consumer_frees_memory() -> None:
     granted = [detail(e)["granted"] for e in rig.events("flow", "p") if "granted" in detail(e)]
     assert requests == [10_000] * 5 and granted == [10_000] * 4
     assert (producer.sent, state.size) == (40, 40_000)
-    assert state.size - 25_000 < expected_core_bound_bytes(20_000, 1_000, 50, 100, 0) == 19_000
+    bound = expected_core_bound_bytes(20_000, 1_000, 50, 100, 0, encode=0)
+    assert state.size - 25_000 < bound == 19_000
     assert rig.server.addresses["q"].pending_core  # a request waits for room
     last = rig.events("transfer", "p")[-1]
     assert (last["credit"], last["available"]) == (0, 1)  # starved: work and no credit
@@ -223,6 +231,7 @@ def test_block_withholds_credit_until_a_consumer_frees_memory() -> None:
             consumers=(ArtemisConsumerConfig("c", "q", window=0, process_us=1_000),),
             latency_us=50,
             core_message_overhead_bytes=0,
+            core_encode_overhead_bytes=0,
         )
     ).run_until(SECOND // 2)
     assert consumed.server.producers["p"].sent > 10 * sent_while_blocked
@@ -615,7 +624,9 @@ def test_whole_grants_let_each_producer_overshoot_within_producers_times_window(
     # Seed 003: "it is theoretically possible that more credits are allocated across total
     # producers than what is available. It is therefore possible to go over the address limit by
     # approximately: total number of producers on address * producer window size". DESIGN §2:
-    # requests are granted whole until the address is full. Overhead 0: a message counts 1,000.
+    # requests are granted whole until the address is full. Overhead 0: a message counts 1,000;
+    # body-only credits (encode overhead 0): it costs 1,000 in credit too, so the request instants
+    # below are whole message counts.
     producers = tuple(
         ArtemisProducerConfig(f"p{i}", "q", window=20_000, size=1_000, send_cost_us=10)
         for i in range(4)
@@ -627,6 +638,7 @@ def test_whole_grants_let_each_producer_overshoot_within_producers_times_window(
             producers=producers,
             latency_us=5,
             core_message_overhead_bytes=0,
+            core_encode_overhead_bytes=0,
         )
         return Rig(config).run_until(SECOND)
 
@@ -638,7 +650,7 @@ def test_whole_grants_let_each_producer_overshoot_within_producers_times_window(
     assert [p.sent for p in rig.server.producers.values()] == [30] * 4
     assert rig.address().size == 120_000
     # (2 x 10,000 - 1) // 1,000 = 19 messages of credit each, none on the wire (5 us < 10 us).
-    bound = 4 * expected_core_bound_bytes(20_000, 1_000, 5, 10, 0)
+    bound = 4 * expected_core_bound_bytes(20_000, 1_000, 5, 10, 0, encode=0)
     assert rig.server.overshoot_bound_bytes("q") == bound == 4 * 19 * 1_000
     assert 50_000 + 19_000 < rig.address().size < 50_000 + bound  # beyond one producer's share
     # Alone, the requests before messages 32 and 42 land with 31 and 41 messages in, granted; the
@@ -651,9 +663,12 @@ def test_seed_003_bound_holds_and_is_nearly_reached_by_flooding_producers() -> N
     # DESIGN §2: "overshoot is about producers x window (seed 003's bound), as a real Artemis 2.40
     # shows (4 producers, 1 MiB windows: 5.6 MB in a 100 KB address)"; issue 18: the engine held
     # 0.8 MB there while it capped grants at the room left. 1 KiB messages, no consumer, the
-    # default CORE overhead (a setting: each message counts 1,024 + it).
+    # default CORE overhead (a setting: each message counts 1,024 + it) and the default encode
+    # overhead (each costs 1,024 + 357 = 1,381 bytes of credit).
     window, size, latency, send_cost = 1024 * 1024, 1024, 100, 10
     memory = size + DEFAULT_CORE_MESSAGE_OVERHEAD
+    encoded = size + DEFAULT_CORE_ENCODE_OVERHEAD
+    assert encoded == 1_381
     rig = Rig(
         ArtemisConfig(
             addresses=(address(max_size=100_000),),
@@ -667,22 +682,69 @@ def test_seed_003_bound_holds_and_is_nearly_reached_by_flooding_producers() -> N
         )
     ).run_until(2 * SECOND)
     peak = rig.address().peak_size
-    # Each producer asks for half its window (512 messages) at its start and again before its
+    # Each producer asks for half its window (524,288 bytes) at its start and again before its
     # second message; both land while the address is far from full (it fills at its
-    # ceil(100,000 / memory)-th message overall), the third (before message 514) long after:
-    # 1,024 messages each, every one of them in the address.
-    assert [p.sent for p in rig.server.producers.values()] == [1_024] * 4
-    assert peak == 4 * 1_024 * memory
-    # The bound: (2 x 524,288 - 1) // 1,024 = 1,023 messages of credit plus 100 // 10 = 10 on
+    # ceil(100,000 / memory)-th message overall), the third (before message 381, when
+    # 1,048,576 - 380 x 1,381 < 524,288) long after: 1,048,576 // 1,381 = 759 messages each,
+    # every one of them in the address.
+    assert [p.sent for p in rig.server.producers.values()] == [759] * 4
+    assert peak == 4 * 759 * memory
+    # The bound: (2 x 524,288 - 1) // 1,381 = 759 messages of credit plus 100 // 10 = 10 on
     # the wire, each producer.
     bound = 4 * expected_core_bound_bytes(
-        window, size, latency, send_cost, DEFAULT_CORE_MESSAGE_OVERHEAD
+        window,
+        size,
+        latency,
+        send_cost,
+        DEFAULT_CORE_MESSAGE_OVERHEAD,
+        encode=DEFAULT_CORE_ENCODE_OVERHEAD,
     )
-    assert bound == 4 * (1_023 + 10) * memory == rig.server.overshoot_bound_bytes("q")
+    assert bound == 4 * (759 + 10) * memory == rig.server.overshoot_bound_bytes("q")
     assert peak - 100_000 <= bound
     assert peak - 100_000 > 0.95 * bound  # flooding producers nearly reach it
     assert peak > 4 * window  # beyond producers x window of bodies, as the real broker's 5.6 MB
     assert len(rig.log.of_type("flow_stopped")) == 1 and not rig.log.of_type("flow_resumed")
+
+
+def test_zero_byte_core_messages_are_bounded_by_their_encoded_size() -> None:
+    # Seed 003: "The amount of credits required to send a message is given by the size of the
+    # message": a CORE message's encoded size, never 0 with the default encode overhead (357 B),
+    # so BLOCK holds producers of 0-byte bodies back like any other and the address stays within
+    # max-size-bytes + overshoot_bound_bytes. Two producers flat out, default 64 KiB windows, no
+    # consumer, latency 5 us < send cost 10 us (nothing on the wire); each message counts the
+    # default CORE memory overhead (1,068) in the address.
+    def run(until_us: int, **overheads: int) -> Rig:
+        return Rig(
+            ArtemisConfig(
+                addresses=(address(max_size=100_000),),
+                producers=tuple(
+                    ArtemisProducerConfig(f"p{i}", "q", size=0, send_cost_us=10) for i in range(2)
+                ),
+                latency_us=5,
+                **overheads,
+            )
+        ).run_until(until_us)
+
+    rig = run(SECOND)
+    memory = DEFAULT_CORE_MESSAGE_OVERHEAD  # 0 + 1,068
+    # (2 x 32,768 - 1) // 357 = 183 messages of credit each: the bound.
+    bound = 2 * expected_core_bound_bytes(
+        64 * 1024, 0, 5, 10, DEFAULT_CORE_MESSAGE_OVERHEAD, encode=DEFAULT_CORE_ENCODE_OVERHEAD
+    )
+    assert bound == 2 * 183 * memory == rig.server.overshoot_bound_bytes("q") > 0
+    # Each asks for 32,768 at its start and before its second message, both granted while the
+    # address is far from full (it fills at the ceil(100,000 / 1,068) = 94th message); the third
+    # request, before message 93 (65,536 - 92 x 357 < 32,768), finds it full and is withheld:
+    # 65,536 // 357 = 183 messages each, then the producers block.
+    assert [p.sent for p in rig.server.producers.values()] == [183, 183]
+    assert rig.address().peak_size == 2 * 183 * memory < 100_000 + bound
+    assert len(rig.server.addresses["q"].pending_core) == 2
+    assert all(p.blocked_total_us() > SECOND // 2 for p in rig.server.producers.values())
+    # With the encode overhead set to 0 the same messages cost no credit: nothing bounds them
+    # (the bound counts no message of credit) and they pass any limit within 5 ms.
+    free = run(5_000, core_encode_overhead_bytes=0)
+    assert free.server.overshoot_bound_bytes("q") == 0
+    assert free.address().peak_size > 100_000 + bound
 
 
 def _core_enqueues(rig: Rig, name: str = "p") -> list[dict[str, Any]]:
@@ -694,7 +756,9 @@ def test_core_producer_enqueues_carry_its_window_in_messages() -> None:
     # `outstanding`"; seed 003: "The amount of credits required to send a message is given by
     # the size of the message" and "producers will block on the client side until more space
     # frees up". Credit is asked half a window at a time, so a 20,000-byte window holds at most
-    # 2 x 10,000 - 1 bytes: 19 messages of 1,000 bytes, not 20.
+    # 2 x 10,000 - 1 bytes: with the default encode overhead a 1,000-byte message costs 1,357
+    # bytes of credit, so (2 x 10,000 - 1) // 1,357 = 14 messages (19 with body-only credits).
+    assert 1_000 + DEFAULT_CORE_ENCODE_OVERHEAD == 1_357
     blocked = Rig(
         ArtemisConfig(
             addresses=(address(max_size=25_000),),
@@ -705,18 +769,19 @@ def test_core_producer_enqueues_carry_its_window_in_messages() -> None:
         )
     ).run_until(SECOND // 2)
     enqueues = _core_enqueues(blocked)
-    assert {e["capacity"] for e in enqueues} == {19}
+    assert {e["capacity"] for e in enqueues} == {14}
     for enqueue in enqueues:
         producer = detail(enqueue)["producer"]
         assert (producer["credit_unit"], producer["window"]) == ("bytes", 20_000)
-        assert enqueue["outstanding"] == 19 - producer["balance"] // 1_000
-        assert 1 <= enqueue["outstanding"] <= 19
+        assert enqueue["outstanding"] == 14 - producer["balance"] // 1_357
+        assert 1 <= enqueue["outstanding"] <= 14
     # The address fills and credit is withheld: the last send spends the window to the end.
-    assert enqueues[-1]["outstanding"] == 19
-    assert detail(enqueues[-1])["producer"]["balance"] < 1_000
+    assert enqueues[-1]["outstanding"] == 14
+    assert detail(enqueues[-1])["producer"]["balance"] < 1_357
     # The count is tight: when a send makes the producer ask for another half window, the
-    # message sent and the credit then held or awaited cover 1 + 18 = 19 messages, all of which
-    # can go out on credit the server has already granted if the address fills right after.
+    # message sent and the credit then held or awaited cover 1 + 13 = 14 messages (at most
+    # 19,999 - 1,357 = 18,642 bytes left: 13 x 1,357), all of which can go out on credit the
+    # server has already granted if the address fills right after.
     slow = Rig(
         ArtemisConfig(
             addresses=(address(),),
@@ -727,9 +792,9 @@ def test_core_producer_enqueues_carry_its_window_in_messages() -> None:
         )
     ).run_until(SECOND // 10)
     held = [detail(e)["producer"] for e in _core_enqueues(slow)]
-    assert max(1 + (h["balance"] + h["arriving"]) // 1_000 for h in held) == 19
-    # Credit in hand after a send covers at most 17 more (the grant lands before the next send,
-    # which leaves 18 - 1), so the window in use never drops below 2 in a steady flow.
+    assert max(1 + (h["balance"] + h["arriving"]) // 1_357 for h in held) == 14
+    # Credit in hand after a send covers at most 12 more (the grant lands before the next send,
+    # which leaves 13 - 1), so the window in use never drops below 14 - 12 = 2 in a steady flow.
     assert min(e["outstanding"] for e in _core_enqueues(slow)) == 2
 
 
@@ -737,18 +802,30 @@ def test_core_producer_without_a_window_logs_what_it_sent() -> None:
     # Seed 003: producerWindowSize "-1 for an unbounded" window: no credit holds the producer
     # back, so its window bounds nothing but the messages it has sent; capacity = outstanding =
     # the messages sent so far (1, 2, 3, ...), never null (DESIGN §3) and never a window it has
-    # not used. Messages of 0 bytes take no credit: the same.
+    # not used. Messages that encode to 0 bytes (0-byte bodies with the encode overhead set to 0
+    # explicitly: the case is about a message that costs no credit) take no credit: the same.
     for window, size in ((-1, 1_000), (20_000, 0)):
         rig = Rig(
             ArtemisConfig(
                 addresses=(address(),),
                 producers=(ArtemisProducerConfig("p", "q", window=window, size=size, count=50),),
+                core_encode_overhead_bytes=0,
             )
         ).run_until(SECOND // 10)
         enqueues = _core_enqueues(rig)
         assert [e["capacity"] for e in enqueues] == list(range(1, 51))
         assert [e["outstanding"] for e in enqueues] == list(range(1, 51))
         assert detail(enqueues[0])["producer"]["window"] == window
+    # With the default encode overhead a 0-byte message costs 357 bytes of credit: its window
+    # holds (2 x 10,000 - 1) // 357 = 56 of them.
+    zero = Rig(
+        ArtemisConfig(
+            addresses=(address(),),
+            producers=(ArtemisProducerConfig("p", "q", window=20_000, size=0, count=50),),
+        )
+    ).run_until(SECOND // 10)
+    assert DEFAULT_CORE_ENCODE_OVERHEAD == 357
+    assert {e["capacity"] for e in _core_enqueues(zero)} == {56}
 
 
 def test_producer_credits_capacity_in_messages() -> None:
@@ -768,9 +845,10 @@ def test_producer_credits_capacity_in_messages() -> None:
     max_size=st.integers(0, 100_000),
     latency=st.integers(0, 300),
     send_cost=st.integers(20, 200),
+    encode=st.one_of(st.just(DEFAULT_CORE_ENCODE_OVERHEAD), st.integers(0, 2_000)),
 )
 def test_core_outstanding_never_exceeds_the_logged_capacity(
-    window: int, size: int, max_size: int, latency: int, send_cost: int
+    window: int, size: int, max_size: int, latency: int, send_cost: int, encode: int
 ) -> None:
     rig = Rig(
         ArtemisConfig(
@@ -780,9 +858,11 @@ def test_core_outstanding_never_exceeds_the_logged_capacity(
             ),
             consumers=(ArtemisConsumerConfig("c", "q", window=0, process_us=300),),
             latency_us=latency,
+            core_encode_overhead_bytes=encode,
         )
     ).run_until(30_000)
-    capacity = ProducerCredits(window).capacity_msgs(size)
+    # The window's message count at the encoded size each message spends: size + encode.
+    capacity = ProducerCredits(window).capacity_msgs(size + encode)
     for enqueue in _core_enqueues(rig):
         assert enqueue["capacity"] == capacity
         assert 1 <= enqueue["outstanding"] <= capacity
@@ -951,10 +1031,11 @@ def test_producer_max_rate_holds_in_every_sliding_second_after_a_credit_stall() 
     # fills a 5,000-byte BLOCK address at once and stalls on credit until a consumer starts at
     # 1.9 s; once released it must not catch up with a burst above the rate (a per-window token
     # bucket spent its saved tokens at 1.9 s and a full window more at 2.0 s; a permit taken
-    # before the credit wait would be spent late, on top of a fresh second's worth). Overhead 0:
-    # its requests of 4,000 (half its window) at the start and before message 2 are granted
-    # whole; the one before message 6 lands with 5 messages (5,000 bytes) in, full: withheld.
-    # So 8 messages in the first second, fewer than the rate allows.
+    # before the credit wait would be spent late, on top of a fresh second's worth). Overheads 0
+    # (memory, and encode: body-only credits, so a message costs 1,000 in credit and in the
+    # address): its requests of 4,000 (half its window) at the start and before message 2 are
+    # granted whole; the one before message 6 lands with 5 messages (5,000 bytes) in, full:
+    # withheld. So 8 messages in the first second, fewer than the rate allows.
     rig = Rig(
         ArtemisConfig(
             addresses=(address(max_size=5_000),),
@@ -969,6 +1050,7 @@ def test_producer_max_rate_holds_in_every_sliding_second_after_a_credit_stall() 
                 ),
             ),
             core_message_overhead_bytes=0,
+            core_encode_overhead_bytes=0,
         )
     ).run_until(5 * SECOND)
     sends = [e["ts"] for e in rig.events("transfer", "p")]
@@ -1049,6 +1131,7 @@ def test_rate_limiter_never_exceeds_the_rate_and_refuses_only_when_full(
     send_cost=st.integers(20, 200),
     consumer=st.sampled_from([None, -1, 0, 8_000]),
     overhead=st.one_of(st.just(DEFAULT_CORE_MESSAGE_OVERHEAD), st.integers(0, 2_000)),
+    encode=st.one_of(st.just(DEFAULT_CORE_ENCODE_OVERHEAD), st.integers(0, 2_000)),
 )
 def test_block_keeps_the_address_within_its_bound_and_grants_requests_whole(
     producers: int,
@@ -1059,6 +1142,7 @@ def test_block_keeps_the_address_within_its_bound_and_grants_requests_whole(
     send_cost: int,
     consumer: int | None,
     overhead: int,
+    encode: int,
 ) -> None:
     size = max(1, int(window * size_share))  # at most half the window
     consumers = (
@@ -1078,20 +1162,25 @@ def test_block_keeps_the_address_within_its_bound_and_grants_requests_whole(
             consumers=consumers,
             latency_us=latency,
             core_message_overhead_bytes=overhead,
+            core_encode_overhead_bytes=encode,
         )
     ).run_until(30_000)
     state = rig.address()
-    # size <= window / 2, so max(size, window // 2) = window // 2: producers x ((window - 1)
-    # // size messages of credit + latency // send_cost on the wire), each size + overhead bytes
-    # (see expected_core_bound_bytes).
-    expected = producers * expected_core_bound_bytes(window, size, latency, send_cost, overhead)
-    on_the_wire = latency // send_cost
-    assert expected == producers * ((2 * (window // 2) - 1) // size + on_the_wire) * (
-        size + overhead
+    # A message spends encoded = size + encode bytes of credit. encoded <= window // 2: producers
+    # x ((2 x (window // 2) - 1) // encoded messages of credit + latency // send_cost on the
+    # wire); encoded above half the window: the client asks for one message at a time, 1 of
+    # credit. Each counts size + overhead bytes (see expected_core_bound_bytes).
+    expected = producers * expected_core_bound_bytes(
+        window, size, latency, send_cost, overhead, encode=encode
     )
+    encoded = size + encode
+    on_credit = (2 * (window // 2) - 1) // encoded if encoded <= window // 2 else 1
+    on_the_wire = latency // send_cost
+    assert expected == producers * (on_credit + on_the_wire) * (size + overhead)
     if latency < send_cost:
         # Nothing of a producer's is on the wire when it asks for credit: the seed's bound, a
-        # window's worth of messages at their memory estimate.
+        # window's worth of messages at their memory estimate (encoded >= size and size <=
+        # window / 2: the credit never covers more than window // size of them).
         assert expected <= producers * window * (size + overhead) // size
     assert rig.server.overshoot_bound_bytes("q") == expected
     # The size was below the limit before the arrival that filled it, and nothing is granted
@@ -1117,27 +1206,30 @@ ARTEMIS_SCENARIOS = [p for p in bundled_scenarios() if p.stem.startswith("artemi
 
 
 # The BLOCK bounds of the bundled scenarios, worked out by hand from their YAML
-# (expected_core_bound_bytes: ((2 x max(size, window // 2) - 1) // size + latency // send_cost)
-# messages of size + the CORE overhead each; a scenario cannot set the overhead: the default).
+# (expected_core_bound_bytes: ((2 x max(encoded, window // 2) - 1) // encoded + latency //
+# send_cost) messages of size + the CORE overhead each, encoded = size + the encode overhead;
+# none of them sets either overhead: the defaults).
 _SCENARIO_MESSAGE = 1_024 + DEFAULT_CORE_MESSAGE_OVERHEAD  # the scenarios' 1 KiB, as counted
 SCENARIO_BLOCK_BOUNDS = {
-    # 4 producers, window 65536, size 1024: (65,535 // 1,024 = 63) + (200 us // 20 us = 10) on
-    # the wire.
-    ("artemis-block-core-producers", "orders"): 4 * (63 + 10) * _SCENARIO_MESSAGE,
-    # 1 producer, window 65536, size 1024: 63, send_cost 500 us > latency 100 us: none on the wire.
-    ("artemis-address-full-policies", "block-address"): 63 * _SCENARIO_MESSAGE,
+    # 4 producers, window 65536, size 1024, 1,381 bytes of credit each: (65,535 // 1,381 = 47)
+    # + (200 us // 20 us = 10) on the wire.
+    ("artemis-block-core-producers", "orders"): 4 * (47 + 10) * _SCENARIO_MESSAGE,
+    # 1 producer, window 65536, size 1024: 47, send_cost 500 us > latency 100 us: none on the wire.
+    ("artemis-address-full-policies", "block-address"): 47 * _SCENARIO_MESSAGE,
 }
 
 
 def scenario_bound_bytes(spec: Any, address_name: str) -> int:
-    """The overshoot bound of an address from the scenario's artemis spec (not the engine)."""
+    """The overshoot bound of an address from the scenario's artemis spec (not the engine),
+    with the overheads the spec sets (their defaults when it sets none)."""
     return sum(
         expected_core_bound_bytes(
             p.window,
             p.size,
             spec.latency_us if p.latency_us is None else p.latency_us,
             p.send_cost_us,
-            DEFAULT_CORE_MESSAGE_OVERHEAD,
+            spec.core_message_overhead_bytes,
+            encode=spec.core_encode_overhead_bytes,
         )
         for p in spec.producers
         if p.address == address_name and p.protocol == "core" and p.window != -1
