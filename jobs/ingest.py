@@ -823,6 +823,10 @@ def _quarantined_files(spark: SparkSession, files: list[RawFile]) -> DataFrame:
     return frame.withColumns(empty_events)
 
 
+def _days_text(days: list[date]) -> str:
+    return days[0].isoformat() if len(days) == 1 else f"{days[0]} .. {days[-1]}"
+
+
 def run_ingest(
     spark: SparkSession,
     conf: PipelineConf,
@@ -852,11 +856,33 @@ def run_ingest(
     label = f"{date_from.isoformat()}_{date_to.isoformat()}"
     sc = spark.sparkContext
     check_raw_root(raw_root)
+    all_days = days_between(date_from, date_to)
+    files = inspect_raw_files(raw_root, all_days)
+    if not files:
+        # Nothing at all to ingest is a decision, not a quiet night: usually a wrong day (an
+        # Airflow logical date is the end of its data interval) or a wrong folder.
+        where = f"{raw_root}/date={date_from.isoformat()}" + (
+            "" if date_from == date_to else f" .. date={date_to.isoformat()}"
+        )
+        if not allow_empty_days:
+            _refuse_emptying_held_days(  # the sharper reason first, when bronze holds the days
+                spark,
+                conf,
+                all_days,
+                "no raw files under {root} for {days}, which bronze already holds: ingesting "
+                "would delete those rows. Check --raw / paths.raw",
+                raw_root,
+            )
+            raise IngestRefused(
+                f"no raw files for {_days_text(all_days)} (looked in {where}): a wrong day or "
+                "--raw / paths.raw? --allow-empty-days ingests nothing on purpose"
+            )
+        log.warning(
+            "ingest %s: no raw data in %s; nothing to ingest (--allow-empty-days)", label, where
+        )
     # Both bronze tables exist after an ingest, the quarantine even when nothing was rejected.
     for table in (BRONZE_BROKER_EVENTS, BROKER_EVENTS_QUARANTINE):
         ensure_table(spark, table_path(conf, table), table)
-    all_days = days_between(date_from, date_to)
-    files = inspect_raw_files(raw_root, all_days)
     skipped = skipped_raw_entries(raw_root, all_days)
     if skipped:
         shown = ", ".join(skipped[:50]) + (

@@ -26,8 +26,11 @@ Documented rules modelled (quotes from seed 003 unless DESIGN §2 or README is n
 - BLOCK as flow control (DESIGN §2: "An address that blocks or unblocks writes `flow_stopped` /
   `flow_resumed` for the address"): ``stops`` counts the address becoming full, ``resumes`` it
   becoming not full again, under BLOCK only.
-- FAIL refuses (producer told), DROP discards silently, PAGE accepts to storage without adding
-  to the memory size.
+- FAIL refuses: an AMQP producer is told of each message (rejected); a CORE message, sent
+  without an answer (non-durable), is discarded silently, and the CORE producer is told when its
+  next credit request reaches a full FAIL address (a real Artemis 2.40: AMQ219058 on the send
+  after the refused request), after which it sends nothing more. DROP discards silently, PAGE
+  accepts to storage without adding to the memory size.
 - max-size-bytes-reject-threshold: an AMQP message is rejected "when the address size is >
   max-size-bytes-reject-threshold (strict)" (DESIGN §2).
 - CORE producer window: credit requested half a window at a time, as Artemis's client does
@@ -195,6 +198,7 @@ class _Prod:
     checked: bool = False  # the message in hand's credit check is done
     step_scheduled: bool = False  # a step is due (A1b)
     free_at: int = 0  # the application's next message is ready then (send_cost_us)
+    failed_app: bool = False  # told the FAIL address is full: it sends nothing more
     blocked_ever: bool = False
     rate: SlidingRate | None = None
     send_times: list[int] = field(default_factory=list)
@@ -339,7 +343,7 @@ class Model:
             if a.policy == "PAGE" and self.full:
                 self.paging = True  # A7
             self._note_fullness()
-        if p is not None and outcome in ("failed", "rejected"):
+        if p is not None and (outcome == "rejected" or (outcome == "failed" and amqp)):
             self._at(self.now + self.lat, lambda: self._refused(p))
         return outcome
 
@@ -405,8 +409,16 @@ class Model:
     def _on_request(self, p: _Prod, amount: int) -> None:
         if self._withholds_core():
             self.waiters.append([p, amount])
+        elif self.a.policy == "FAIL" and self.full:
+            self._at(self.now + self.lat, lambda: self._told_full(p))
         else:
             self._grant_core(p, amount)
+
+    @staticmethod
+    def _told_full(p: _Prod) -> None:
+        """The CORE producer's application gets the address-full error and stops sending."""
+        p.refused += 1
+        p.failed_app = True
 
     def _grant_core(self, p: _Prod, g: int) -> None:
         def land() -> None:
@@ -417,7 +429,7 @@ class Model:
         self._at(self.now + self.lat, land)
 
     def _done(self, p: _Prod) -> bool:
-        return p.cfg.count is not None and p.sent >= p.cfg.count
+        return p.failed_app or (p.cfg.count is not None and p.sent >= p.cfg.count)
 
     def encoded(self, p: _Prod) -> int:
         """What a CORE message of ``p`` costs in producer credit: its encoded size."""

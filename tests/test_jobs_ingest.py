@@ -159,18 +159,23 @@ def test_rerun_without_rejects_clears_the_days_quarantine_and_then_skips_it(spar
     assert DeltaTable.forPath(spark, quarantine_path).history(1).first().version == version
 
 
-def test_a_day_without_raw_files_ingests_nothing_and_balances(spark, pipeline_conf, caplog):
-    """A day with no raw files: 0 read, 0 accepted (not the previous commit's row count), and a
-    warning naming the raw folder."""
+def test_a_day_without_raw_files_is_refused_unless_allowed(spark, pipeline_conf, caplog):
+    """A day with no raw files is refused, naming the day and the folder looked in (a wrong day
+    or folder must not look like a quiet night); allowed on purpose, it reads 0, accepts 0 (not
+    the previous commit's row count), balances and warns."""
     _, conf = pipeline_conf(validate=False)
     write_raw(Path(conf.raw_dir), [event(1, at(1, 10), "enqueue", queue="q", depth_msgs=1)])
     assert ingest.run_ingest(spark, conf, DAY1, DAY1)["rows_accepted"] == 1
 
+    with pytest.raises(ingest.IngestRefused) as refused:
+        ingest.run_ingest(spark, conf, DAY2, DAY2)
+    assert f"no raw files for {DAY2.isoformat()}" in str(refused.value)
+    assert f"{conf.raw_dir}/date={DAY2.isoformat()}" in str(refused.value)
     with caplog.at_level("WARNING", logger="flowctl.ingest"):
-        empty = ingest.run_ingest(spark, conf, DAY2, DAY2)
+        empty = ingest.run_ingest(spark, conf, DAY2, DAY2, allow_empty_days=True)
     assert (empty["files_listed"], empty["rows_read"], empty["rows_accepted"]) == (0, 0, 0)
     assert (empty["rows_quarantined"], empty["balanced"]) == (0, True)
-    assert any("no raw files" in r.getMessage() for r in caplog.records)
+    assert any("no raw data" in r.getMessage() for r in caplog.records)
     bronze = read_table(spark, conf, PIPELINE_TABLES["broker_events"][1])
     assert bronze.count() == 1  # day 1 untouched
 

@@ -314,11 +314,15 @@ class ServerAddress:
             }
         elif outcome == Outcome.DROPPED:
             extra = {"reason": ADDRESS_FULL, "silent": True}
+        elif amqp:
+            # FAIL: an AMQP message is rejected with the AMQP condition (Artemis: address full
+            # -> amqp:resource-limit-exceeded).
+            extra = {"reason": ADDRESS_FULL, "error": RESOURCE_LIMIT_EXCEEDED}
         else:
-            # FAIL: a CORE producer gets the exception, an AMQP message is rejected with the
-            # AMQP condition (Artemis: address full -> amqp:resource-limit-exceeded).
-            error = RESOURCE_LIMIT_EXCEEDED if amqp else "ActiveMQAddressFullException"
-            extra = {"reason": ADDRESS_FULL, "error": error}
+            # FAIL, CORE: a non-durable send has no answer, so the message is discarded without
+            # a word; the producer learns it when it next asks for credit (request_credits), as
+            # a real Artemis 2.40 shows (AMQ219058 on the send after the refused request).
+            extra = {"reason": ADDRESS_FULL, "silent": True}
         rejected = dict(fields)
         rejected.update(
             queue=self.name,
@@ -363,9 +367,13 @@ class ServerAddress:
 
     # -- CORE producer credits -----------------------------------------------------------------
     def request_credits(self, producer: ServerCoreProducer, requested: int) -> None:
-        """Granted whole now, or (BLOCK, full) withheld whole until memory is released."""
-        if self.state.withholds_core_credit:
+        """Granted whole now, or (BLOCK, full) withheld whole until memory is released, or
+        (FAIL, full) refused with the address-full error."""
+        state = self.state
+        if state.withholds_core_credit:
             self.pending_core.append(_Owed(producer, requested))
+        elif state.policy == "FAIL" and state.full:
+            producer.refuse_credit()
         else:
             producer.grant(requested)
 
@@ -471,11 +479,13 @@ class ServerCoreProducer:
         self.granted += credits
         self.client.to_client.send(self.client.on_credits, credits)
 
+    def refuse_credit(self) -> None:
+        """FAIL, full: "an error to the producer", on its credit request (seed 003)."""
+        self.client.to_client.send(self.client.on_credit_refused)
+
     def on_message(self, message_id: int, size: int, fields: dict[str, Any]) -> None:
-        outcome = self.address.route(message_id, size, fields, amqp=False)
-        if outcome == Outcome.FAILED:
-            # FAIL: "an error to the producer"; DROP discards without telling it.
-            self.client.to_client.send(self.client.on_error, message_id, outcome)
+        # FAIL and DROP discard a CORE message without an answer (a non-durable send has none).
+        self.address.route(message_id, size, fields, amqp=False)
 
 
 class ServerAmqpProducer:
@@ -823,8 +833,16 @@ class CoreProducer(_Producer):
         self._emit("flow", {"origin": "server", "granted": credits})
         self.wake()
 
-    def on_error(self, _message_id: int, _outcome: str) -> None:
+    def on_credit_refused(self) -> None:
+        """The address-full error reaches the application (ActiveMQAddressFullException): its
+        session fails and it sends nothing more, as ``artemis producer`` stops there."""
         self.refused += 1
+        self.remaining = 0
+        self._unblock()
+        self._emit(
+            "link_detached",
+            {"error": "ActiveMQAddressFullException", "reason": "credit request refused"},
+        )
 
 
 class AmqpProducer(_Producer):
@@ -1054,7 +1072,9 @@ def core_producer_bound_bytes(
     """One CORE producer's share of :meth:`ArtemisServer.overshoot_bound_bytes`: the messages
     its credit can cover (spent on encoded sizes) plus those on the wire, at their memory
     estimate. A producer whose messages encode to 0 bytes is not bounded (0 is returned)."""
-    in_flight = latency_us // config.send_cost_us if latency_us >= config.send_cost_us else 0
     encoded = config.size + encode_overhead
-    on_credit = ProducerCredits(config.window).capacity_msgs(encoded) if encoded else 0
+    if not encoded:
+        return 0  # messages that take no credit: nothing bounds them
+    in_flight = latency_us // config.send_cost_us if latency_us >= config.send_cost_us else 0
+    on_credit = ProducerCredits(config.window).capacity_msgs(encoded)
     return (on_credit + in_flight) * (config.size + memory_overhead)
