@@ -102,9 +102,14 @@ def run_artemis(config: ArtemisConfig, *, seconds: float) -> EngineAddress:
     (address,) = server.addresses.values()
     state = address.state
     errors: Counter[str] = Counter()
-    for event in log.of_type("message_rejected"):
+    # What the clients were told: each rejected message's error, and a CORE producer's failed
+    # credit request (logged as its link's detach with the error).
+    for event in log.of_type("message_rejected", "link_detached"):
         detail = json.loads(event["detail"] or "{}")
-        errors[str(detail.get("error") or detail.get("reason") or "(silent)")] += 1
+        if event["event_type"] == "message_rejected" and detail.get("silent"):
+            errors["(silent)"] += 1
+        else:
+            errors[str(detail.get("error") or detail.get("reason") or "(silent)")] += 1
     queue = address.queues[0]
     stuck = False
     granted: dict[str, int] = {}
