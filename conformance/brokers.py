@@ -208,7 +208,38 @@ def artemis_installed() -> Path:
     return launcher
 
 
-class ArtemisBroker:
+class _ScratchBroker:
+    """What both brokers share: a process started by :meth:`start` with its state in a scratch
+    folder, stopped (and the folder removed) by :meth:`stop`, whatever happened, as a context
+    manager."""
+
+    _scratch: tempfile.TemporaryDirectory[str] | None = None
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop_process(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        self.stop_process()
+        if self._scratch is not None:
+            self._scratch.cleanup()
+            self._scratch = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class ArtemisBroker(_ScratchBroker):
     """One Artemis instance in a temporary folder: a CORE + AMQP acceptor and a web console
     (Jolokia) on free loopback ports, the given addresses declared with their settings."""
 
@@ -335,24 +366,10 @@ class ArtemisBroker:
                     raise BrokerUnavailable(f"Artemis's Jolokia did not answer: {error}") from None
                 time.sleep(0.2)
 
-    def stop(self) -> None:
+    def stop_process(self) -> None:
         if self.pid is not None:
             stop_pid(self.pid, grace_s=15.0)
             self.pid = None
-        if self._scratch is not None:
-            self._scratch.cleanup()
-            self._scratch = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- addresses and observation ---------------------------------------------------------------
     @property
@@ -454,7 +471,7 @@ def epmd_executable() -> str:
     return found
 
 
-class RabbitBroker:
+class RabbitBroker(_ScratchBroker):
     """One RabbitMQ node (``rabbit@localhost``) as a plain process with its own epmd, its AMQP
     listener, distribution and CLI ports free loopback ports, its state in a temporary folder.
 
@@ -561,7 +578,7 @@ class RabbitBroker:
             )
         return str(result.stdout)
 
-    def stop(self) -> None:
+    def stop_process(self) -> None:
         if self.pid is not None:
             if _alive(self.pid):
                 with contextlib.suppress(subprocess.TimeoutExpired):
@@ -571,17 +588,3 @@ class RabbitBroker:
         if self.epmd_pid is not None:
             stop_pid(self.epmd_pid, grace_s=3.0)
             self.epmd_pid = None
-        if self._scratch is not None:
-            self._scratch.cleanup()
-            self._scratch = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

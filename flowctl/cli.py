@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
@@ -342,43 +344,37 @@ def _recommend_policy(policy: Path | None) -> Any:
         raise _fail(str(error)) from None
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _one_line_failures(job: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """A failure Spark or Delta raises inside the decorated command is one line, its exit code
+    and a log file of the trace (jobs/failures.py), never a traceback."""
+
+    def decorate(command: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(command)
+        def run(*args: P.args, **kwargs: P.kwargs) -> R:
+            from jobs.failures import failure_line, rule_for, write_trace
+
+            try:
+                return command(*args, **kwargs)
+            except (typer.Exit, SystemExit, KeyboardInterrupt):
+                raise
+            except Exception as error:
+                message = failure_line(job, error, write_trace(job, error))
+                err_console.print(
+                    message.replace("error:", "[bold red]error:[/]", 1), highlight=False
+                )
+                raise typer.Exit(rule_for(error).exit_code) from None
+
+        return run
+
+    return decorate
+
+
+@_one_line_failures("pipeline")
 def _run_pipeline_and_print(
-    conf: Path | None,
-    first: date,
-    last: date,
-    raw: Path | None,
-    warehouse: Path | None = None,
-    *,
-    recommend: bool = True,
-    dashboard: Path | None = None,
-    allow_empty_days: bool = False,
-    policy: Path | None = None,
-) -> dict[str, object]:
-    """:func:`_pipeline_and_print`, with a failure Spark or Delta raises as one line, its exit
-    code and a log file of the trace (jobs/failures.py), never a traceback."""
-    from jobs.failures import failure_line, rule_for, write_trace
-
-    try:
-        return _pipeline_and_print(
-            conf,
-            first,
-            last,
-            raw,
-            warehouse,
-            recommend=recommend,
-            dashboard=dashboard,
-            allow_empty_days=allow_empty_days,
-            policy=policy,
-        )
-    except (typer.Exit, SystemExit, KeyboardInterrupt):
-        raise
-    except Exception as error:
-        message = failure_line("pipeline", error, write_trace("pipeline", error))
-        err_console.print(message.replace("error:", "[bold red]error:[/]", 1), highlight=False)
-        raise typer.Exit(rule_for(error).exit_code) from None
-
-
-def _pipeline_and_print(
     conf: Path | None,
     first: date,
     last: date,
