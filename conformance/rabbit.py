@@ -412,6 +412,11 @@ def memory_alarm(
             unblocked = _wait_for(
                 lambda: any(kind == "unblocked" for _, kind in publisher.blocked_events), 15
             )
+            # Publishing resumes some time after connection.unblocked (the socket's backlog is
+            # read first; on a busy 2-core machine up to seconds): the "after" window starts once
+            # the queue grows again, within 15 s (never growing leaves it at 0, a disagreement).
+            _, resumed_from = depth()
+            _wait_for(lambda: depth()[1] > resumed_from, 15)
             time.sleep(0.3)
             t4, d4 = depth()
             time.sleep(1.0)
