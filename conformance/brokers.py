@@ -221,6 +221,18 @@ class _ScratchBroker:
     def stop_process(self) -> None:
         raise NotImplementedError
 
+    def _wait_ready(self, log: Path) -> None:
+        raise NotImplementedError
+
+    def _started(self, log: Path) -> Self:
+        """The broker once ready; stopped (its folder removed) if it never gets there."""
+        try:
+            self._wait_ready(log)
+        except BrokerUnavailable:
+            self.stop()
+            raise
+        return self
+
     def stop(self) -> None:
         self.stop_process()
         if self._scratch is not None:
@@ -300,12 +312,7 @@ class ArtemisBroker(_ScratchBroker):
         self.pid = spawn(
             [str(self.instance / "bin" / "artemis"), "run"], env=env, log=log, what="artemis"
         )
-        try:
-            self._wait_ready(log)
-        except BrokerUnavailable:
-            self.stop()
-            raise
-        return self
+        return self._started(log)
 
     def _configure(self) -> None:
         etc = self.instance / "etc"
@@ -537,12 +544,7 @@ class RabbitBroker(_ScratchBroker):
             raise BrokerUnavailable(f"epmd did not listen on {LOOPBACK}:{epmd_port}")
         log = self.home / "log" / "console.log"
         self.pid = spawn([str(server)], env=self.env, log=log, what="rabbitmq-server")
-        try:
-            self._wait_ready(log)
-        except BrokerUnavailable:
-            self.stop()
-            raise
-        return self
+        return self._started(log)
 
     def _wait_ready(self, log: Path) -> None:
         """The PID file appears once the Erlang VM runs; ``rabbitmqctl wait`` then waits for the

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator
+from typing import TypeVar
 
 import pytest
 
 from conformance.brokers import ArtemisBroker, BrokerUnavailable, RabbitBroker
 from conformance.cases import ARTEMIS_ADDRESSES, RABBITMQ_CONFIG
+
+BrokerT = TypeVar("BrokerT", ArtemisBroker, RabbitBroker)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -31,29 +34,26 @@ def _need_module(module: str, package: str) -> None:
         pytest.skip(f"{package} is not installed in .venv: run `bash scripts/setup_brokers.sh`")
 
 
-@pytest.fixture(scope="session")
-def artemis() -> Iterator[ArtemisBroker]:
-    _need_module("proton", "python-qpid-proton")
-    broker = ArtemisBroker(ARTEMIS_ADDRESSES)
+def _running(broker: BrokerT, name: str) -> Iterator[BrokerT]:
+    """``broker`` started for the session and stopped after it; a skip naming why when it
+    cannot start."""
     try:
         broker.start()
     except BrokerUnavailable as error:
-        pytest.skip(f"ActiveMQ Artemis unavailable: {error}")
+        pytest.skip(f"{name} unavailable: {error}")
     try:
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def artemis() -> Iterator[ArtemisBroker]:
+    _need_module("proton", "python-qpid-proton")
+    yield from _running(ArtemisBroker(ARTEMIS_ADDRESSES), "ActiveMQ Artemis")
 
 
 @pytest.fixture(scope="session")
 def rabbitmq() -> Iterator[RabbitBroker]:
     _need_module("pika", "pika")
-    broker = RabbitBroker(RABBITMQ_CONFIG)
-    try:
-        broker.start()
-    except BrokerUnavailable as error:
-        pytest.skip(f"RabbitMQ unavailable: {error}")
-    try:
-        yield broker
-    finally:
-        broker.stop()
+    yield from _running(RabbitBroker(RABBITMQ_CONFIG), "RabbitMQ")
