@@ -559,6 +559,58 @@ def whatif(
         raise typer.Exit(1)
 
 
+def print_pipeline_status(status: Any, warehouse_dir: str) -> None:
+    """Per job its recorded days and how many are behind bronze, then each day behind and why."""
+    table = Table(title=f"pipeline state of {warehouse_dir}")
+    for name, justify in (("job", "left"), ("days", "right"), ("first", "left"), ("last", "left")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    table.add_column("behind bronze", justify="right")
+    for job in status.jobs:
+        table.add_row(
+            job.job,
+            f"{job.days:,}",
+            str(job.first or ""),
+            str(job.last or ""),
+            f"{len(job.behind):,}" if job.job != "ingest" else "",
+        )
+    console.print(table)
+    for job in status.jobs:
+        for day, why in job.behind.items():
+            console.print(f"behind: {job.job} {day}: {why}", highlight=False)
+    if status.unrecorded_bronze_days:
+        from jobs.pipeline_state import days_text
+
+        console.print(
+            "bronze days without a record (ingested before the pipeline state existed): "
+            + days_text(status.unrecorded_bronze_days),
+            highlight=False,
+        )
+    if status.up_to_date:
+        console.print("every recorded day is up to date with bronze", highlight=False)
+
+
+@app.command()
+@_one_line_failures("status")
+def status(
+    conf: Annotated[Path | None, typer.Option(help="pipeline conf")] = None,
+    warehouse: Annotated[
+        Path | None, typer.Option(help="Delta warehouse (default: the conf's)")
+    ] = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="exit 1 when a day is behind bronze (for scripts)")
+    ] = False,
+) -> None:
+    """List what each job has processed and the days behind bronze (stale or never processed)."""
+    from jobs.pipeline_state import read_status
+
+    pipeline_conf = _pipeline_conf(conf, warehouse)
+    spark = _spark_session(pipeline_conf, "flowctl-status")
+    found = read_status(spark, pipeline_conf)
+    print_pipeline_status(found, pipeline_conf.warehouse_dir)
+    if check and not found.up_to_date:
+        raise typer.Exit(1)
+
+
 def default_dashboard_path(warehouse_dir: str) -> Path:
     """report.html beside the warehouse it shows (var/ by default), not wherever the shell is."""
     if "://" in warehouse_dir:  # a remote warehouse: the working directory

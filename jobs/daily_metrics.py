@@ -21,6 +21,7 @@ from jobs.cli import date_range_parser, parse_date_range, start_job
 from jobs.config import PipelineConf
 from jobs.delta_io import read_table, replace_where
 from jobs.episodes import bronze_events_of_runs, processing_scope
+from jobs.pipeline_state import run_recorded
 from jobs.transforms.daily import link_starvation_daily, queue_flow_daily
 from jobs.transforms.episodes import overlapping, run_bounds
 from schemas.tables import (
@@ -39,6 +40,15 @@ DAILY_INPUT_COLUMNS = (
 
 
 def run_daily_metrics(
+    spark: SparkSession, conf: PipelineConf, date_from: date, date_to: date
+) -> dict[str, Any]:
+    """:func:`process_daily_metrics` over the days, after the earlier days behind bronze, recorded
+    in the pipeline state; refused when episodes are behind on any of them
+    (jobs/pipeline_state.py)."""
+    return run_recorded(spark, conf, "daily_metrics", process_daily_metrics, date_from, date_to)
+
+
+def process_daily_metrics(
     spark: SparkSession, conf: PipelineConf, date_from: date, date_to: date
 ) -> dict[str, Any]:
     sc, label = spark.sparkContext, f"daily_metrics {date_from}..{date_to}"

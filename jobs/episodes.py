@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from jobs.cli import date_range_parser, parse_date_range, start_job
 from jobs.config import PipelineConf
 from jobs.delta_io import days_predicate, read_table, replace_where, sql_string
+from jobs.pipeline_state import run_recorded
 from jobs.transforms.episodes import (
     link_starvation_episodes,
     overlap_predicate,
@@ -178,6 +179,14 @@ def bronze_events_of_runs(spark: SparkSession, conf: PipelineConf, runs: list[st
 
 
 def run_episodes(
+    spark: SparkSession, conf: PipelineConf, date_from: date, date_to: date
+) -> dict[str, Any]:
+    """:func:`process_episodes` over the days, after the earlier days behind bronze, recorded in
+    the pipeline state (jobs/pipeline_state.py)."""
+    return run_recorded(spark, conf, "episodes", process_episodes, date_from, date_to)
+
+
+def process_episodes(
     spark: SparkSession, conf: PipelineConf, date_from: date, date_to: date
 ) -> dict[str, Any]:
     sc, label = spark.sparkContext, f"episodes {date_from}..{date_to}"

@@ -45,6 +45,13 @@ FAILURE_RULES: tuple[FailureRule, ...] = (
         "replaces its days, so a rerun is safe)",
     ),
     FailureRule(
+        "input behind bronze",
+        re.compile(r"^StaleInputError:"),  # jobs/pipeline_state.py, raised before any write
+        65,  # EX_DATAERR
+        "nothing was written; run the job named over those days first (`flowctl status` lists "
+        "every job and day behind bronze)",
+    ),
+    FailureRule(
         "out of memory",
         re.compile(r"OutOfMemoryError|Java heap space|GC overhead limit exceeded"),
         71,

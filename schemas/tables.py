@@ -14,7 +14,7 @@ from schemas.model import Column, TableSchema
 
 SCHEMA_VERSION = 1
 
-BRONZE, SILVER, GOLD = "bronze", "silver", "gold"
+BRONZE, SILVER, GOLD, STATE = "bronze", "silver", "gold", "state"
 
 _DATE = Column("date", "date", nullable=False, doc="UTC calendar day (partition)")
 
@@ -184,6 +184,23 @@ LINK_STARVATION_DAILY = TableSchema(
     ),
 )
 
+PIPELINE_STATE = TableSchema(
+    name="pipeline_state",
+    version=SCHEMA_VERSION,
+    partition_by=("date",),
+    doc=(
+        "What each job processed: one row per (job, date) with the bronze version its rows of "
+        "that day reflect (ingest: the version it wrote; the later jobs: the version they read). "
+        "A later job's day is behind when ingest's version of it is newer (jobs/pipeline_state.py)."
+    ),
+    columns=(
+        Column("job", "string", nullable=False, doc="ingest, episodes or daily_metrics"),
+        replace(_DATE, doc="the day processed (partition)"),
+        Column("bronze_version", "int64", nullable=False, doc="Delta version of broker_events"),
+        Column("processed_at", "timestamp", nullable=False, doc="when the job finished the day"),
+    ),
+)
+
 #: Every pipeline table with its layer; the table lives at <warehouse>/<layer>/<name>.
 PIPELINE_TABLES: dict[str, tuple[str, TableSchema]] = {
     t.name: (layer, t)
@@ -194,5 +211,6 @@ PIPELINE_TABLES: dict[str, tuple[str, TableSchema]] = {
         (SILVER, LINK_STARVATION_EPISODES),
         (GOLD, QUEUE_FLOW_DAILY),
         (GOLD, LINK_STARVATION_DAILY),
+        (STATE, PIPELINE_STATE),
     )
 }

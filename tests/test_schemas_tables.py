@@ -19,9 +19,10 @@ def test_every_table_is_registered_once_with_a_layer_and_real_partition_columns(
         "link_starvation_episodes",
         "queue_flow_daily",
         "link_starvation_daily",
+        "pipeline_state",
     }
     for layer, schema in PIPELINE_TABLES.values():
-        assert layer in {"bronze", "silver", "gold"}
+        assert layer in {"bronze", "silver", "gold", "state"}
         assert set(schema.partition_by) <= set(schema.names), schema.name
         assert schema.to_pyarrow().names == schema.names
         assert [f.name for f in schema.to_spark().fields] == schema.names

@@ -1,0 +1,99 @@
+"""The pipeline state (jobs/pipeline_state.py): which days each job is behind bronze on, what a job
+processes first, and what it refuses. The crash-then-later-days case on real Delta tables is in
+tests/test_processing_order.py, beside the other processing orders it must equal."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from jobs import failures
+from jobs.pipeline_state import (
+    DayRecord,
+    StaleInputError,
+    behind_days,
+    contiguous_ranges,
+    days_text,
+    earlier_days_behind,
+    pipeline_status,
+    stale_inputs,
+)
+
+D1, D2, D3, D4, D5 = (date(2026, 3, day) for day in range(1, 6))
+
+
+def _records(*rows: tuple[str, date, int]) -> list[DayRecord]:
+    return [DayRecord(job, day, version) for job, day, version in rows]
+
+
+def test_a_day_is_behind_when_never_processed_or_ingested_again_since() -> None:
+    records = _records(
+        ("ingest", D1, 3),
+        ("ingest", D2, 5),  # re-ingested after episodes read v4
+        ("ingest", D3, 6),  # the crash: ingested, episodes never ran
+        ("episodes", D1, 4),  # read a later version than ingest wrote: up to date
+        ("episodes", D2, 4),
+        ("episodes", D4, 7),  # a day ingest has no record of (before the state existed)
+    )
+    assert behind_days(records, "episodes") == {
+        D2: "bronze v5 is newer than v4",
+        D3: "never processed",
+    }
+    assert earlier_days_behind(records, "episodes", D3) == [D2]
+    assert list(behind_days(records, "daily_metrics")) == [D1, D2, D3]
+
+
+def test_a_job_reading_another_is_refused_on_the_days_that_other_is_behind() -> None:
+    records = _records(
+        ("ingest", D1, 1),
+        ("ingest", D2, 2),
+        ("episodes", D1, 2),
+    )
+    assert stale_inputs(records, "daily_metrics", [D1]) is None
+    assert stale_inputs(records, "daily_metrics", [D1, D2]) == (
+        "episodes is behind bronze on 2026-03-02"
+    )
+    # episodes reads bronze only: never refused for another job's state.
+    assert stale_inputs(records, "episodes", [D1, D2]) is None
+
+
+def test_days_are_named_as_ranges() -> None:
+    assert contiguous_ranges([D5, D1, D2, D4, D2]) == [(D1, D2), (D4, D5)]
+    assert days_text([D1, D2, D3, D5]) == "2026-03-01..2026-03-03, 2026-03-05"
+    assert contiguous_ranges([]) == []
+
+
+def test_the_status_lists_each_job_its_days_behind_and_unrecorded_bronze_days() -> None:
+    records = _records(
+        ("ingest", D2, 1),
+        ("ingest", D3, 2),
+        ("episodes", D2, 2),
+        ("episodes", D3, 2),
+        ("daily_metrics", D2, 2),
+    )
+    status = pipeline_status(records, in_bronze=[D1, D2, D3])
+    by_job = {job.job: job for job in status.jobs}
+    assert [job.job for job in status.jobs] == ["ingest", "episodes", "daily_metrics"]
+    assert (by_job["ingest"].days, by_job["ingest"].first, by_job["ingest"].last) == (2, D2, D3)
+    assert by_job["episodes"].behind == {}
+    assert by_job["daily_metrics"].behind == {D3: "never processed"}
+    assert status.unrecorded_bronze_days == (D1,)
+    assert not status.up_to_date
+    caught_up = pipeline_status([*records, DayRecord("daily_metrics", D3, 2)], [D2, D3])
+    assert caught_up.up_to_date and caught_up.unrecorded_bronze_days == ()
+
+
+def test_a_refusal_is_its_own_kind_of_failure_with_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(failures.LOG_DIR_ENV_VAR, str(tmp_path))
+    error = StaleInputError("episodes is behind bronze on 2026-03-02")
+    rule = failures.rule_for(error)
+    assert (rule.kind, rule.exit_code) == ("input behind bronze", 65)
+    line = failures.failure_line("daily_metrics", error, None)
+    assert line.startswith(
+        "error: daily_metrics: input behind bronze: episodes is behind bronze on 2026-03-02: "
+        "nothing was written; run the job named over those days first"
+    )
