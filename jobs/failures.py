@@ -74,12 +74,23 @@ def rule_for(error: BaseException) -> FailureRule:
     return next((rule for rule in FAILURE_RULES if rule.pattern.search(described)), UNFORESEEN)
 
 
+#: py4j's wrapper of a Java exception: this line, then ": <Java class>: <message>" on the next.
+_PY4J_CALL = re.compile(r"^An error occurred while calling [\w.$]+$")
+#: A Java class's package (``: io.delta.exceptions.``) before its simple name.
+_JAVA_PACKAGE = re.compile(r"^:?\s*(?:[a-z_]\w*\.)+(?=[A-Z]\w*(?:Exception|Error)\b)")
+#: Spark's and Delta's error class (``[DELTA_CONCURRENT_APPEND] ``), after the type if any.
+_ERROR_CLASS = re.compile(r"^(\w+: )?\[[A-Z_.]+\]\s*")
+
+
 def cause_line(error: BaseException) -> str:
-    """The exception's own first line, without the JVM's stack (at most 300 characters)."""
-    text = str(error).strip()
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    first = re.sub(r"^\[[A-Z_.]+\]\s*", "", first)  # PySpark's [ERROR_CLASS] prefix
-    return (first or type(error).__name__)[:300]
+    """The exception's own first line, without the JVM's stack (at most 400 characters): for an
+    error py4j wraps, the Java exception's simple name and message (Delta's "a concurrent WRITE
+    ... in the partition [date=...]"), not py4j's "An error occurred while calling o72.save"."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    if len(lines) > 1 and _PY4J_CALL.match(lines[0]):
+        lines = lines[1:]
+    first = _ERROR_CLASS.sub(r"\1", _JAVA_PACKAGE.sub("", lines[0] if lines else ""))
+    return (first or type(error).__name__)[:400]
 
 
 def write_trace(job: str, error: BaseException) -> Path | None:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,3 +111,50 @@ def test_a_jvm_error_in_a_real_job_is_one_line_and_a_log_file(tmp_path: Path) ->
     assert "Traceback" not in done.stderr
     (log,) = (tmp_path / "logs").glob("flowctl-maintenance-*.log")
     assert str(log) in lines[0] and "Traceback" in log.read_text()
+
+
+def _lose_a_delta_race(spark: Any, path: str) -> None:
+    """Two writers of one partition, interleaved the way concurrent runs interleave: this one
+    reads the table, the other replaces the partition and commits first, then this one commits
+    and Delta refuses it (a real ConcurrentDeleteReadException through py4j)."""
+    rows = spark.range(3).selectExpr("id", "DATE '2026-03-04' AS date")
+    rows.write.format("delta").partitionBy("date").mode("overwrite").save(path)
+    jvm = spark._jvm
+    transaction = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
+        spark._jsparkSession, path
+    ).startTransaction()
+    transaction.filterFiles()  # what this writer read: the whole table
+    rows.write.format("delta").mode("overwrite").option(
+        "replaceWhere", "date = DATE '2026-03-04'"
+    ).save(path)
+    nothing = getattr(getattr(jvm.scala.collection.immutable, "Nil$"), "MODULE$")
+    update = getattr(
+        getattr(jvm.org.apache.spark.sql.delta, "DeltaOperations$ManualUpdate$"), "MODULE$"
+    )
+    transaction.commit(nothing, update)
+
+
+@pytest.mark.spark
+def test_a_real_delta_conflict_is_one_line_naming_the_partition_and_a_log_file(
+    spark: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv(failures.LOG_DIR_ENV_VAR, str(tmp_path / "logs"))
+
+    def main() -> int:
+        _lose_a_delta_race(spark, str(tmp_path / "table"))
+        return 0
+
+    assert failures.run_entry_point("daily_metrics", main) == 75
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(
+        "error: daily_metrics: Delta commit conflict: ConcurrentDeleteReadException: "
+        "Transaction conflict detected, a concurrent WRITE deleted data"
+    ), err
+    assert "in the partition [date=2026-03-04]" in err and "run this one again" in err
+    (log,) = (tmp_path / "logs").glob("flowctl-daily_metrics-*.log")
+    assert f"full trace: {log}" in err
+    assert "io.delta.exceptions.ConcurrentDeleteReadException" in log.read_text()
