@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from flowctl_core.errors import FlowctlError
 from flowctl_core.flowlimit import FlowConfigError
 from flowctl_core.runner import RunResult, default_run_id, run_scenario
 from flowctl_core.scenario import ScenarioError, bundled_scenarios, load_scenario
@@ -47,6 +48,36 @@ DEMO_DIR = PROJECT_DIR / "var" / "demo"
 def _fail(message: str, code: int = 2) -> typer.Exit:
     err_console.print(f"[bold red]error:[/] {message}", highlight=False)
     return typer.Exit(code)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _one_line_failures(job: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Every failure inside the decorated command is one line and the exit code of its kind
+    (jobs/failures.py, the one table): a :class:`FlowctlError`'s own message, or for a failure
+    nobody foresaw (Spark, Delta, a bug) its cause with the trace in a log file."""
+
+    def decorate(command: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(command)
+        def run(*args: P.args, **kwargs: P.kwargs) -> R:
+            from jobs.failures import report_failure, rule_for
+
+            try:
+                return command(*args, **kwargs)
+            except (typer.Exit, SystemExit, KeyboardInterrupt):
+                raise
+            except FlowctlError as error:  # its message is the line, as the user typed the command
+                raise _fail(str(error), rule_for(error).exit_code) from None
+            except Exception as error:
+                line, exit_code = report_failure(job, error)
+                err_console.print(line.replace("error:", "[bold red]error:[/]", 1), highlight=False)
+                raise typer.Exit(exit_code) from None
+
+        return run
+
+    return decorate
 
 
 def _check_out_folder(out: Path) -> None:
@@ -221,6 +252,7 @@ def _print_protocol_summary(result: RunResult) -> None:
 
 
 @app.command()
+@_one_line_failures("simulate")
 def simulate(
     scenario: Annotated[str, typer.Argument(help="scenario file, or the name of a bundled one")],
     out: Annotated[Path, typer.Option("--out", help="raw event-log folder (Hive date= layout)")],
@@ -236,8 +268,6 @@ def simulate(
     """Run a scenario on the virtual clock and write its event log to Parquet."""
     try:
         result = simulate_to(scenario, out, seed, run_id)
-    except (ScenarioError, FlowConfigError, SinkError) as error:
-        raise _fail(str(error)) from None
     except OSError as error:  # a folder that cannot be written: no traceback
         raise _fail(f"--out {out}: cannot write the event log: {error}") from None
     print_summary(result, out)
@@ -312,65 +342,25 @@ def print_daily_metrics(rows: list[dict[str, object]]) -> None:
 def _pipeline_conf(conf: Path | None, warehouse: Path | None) -> Any:
     import dataclasses
 
-    from jobs.config import ConfError, load_conf
+    from jobs.config import load_conf
 
-    try:
-        loaded = load_conf(str(conf) if conf else None)
-    except ConfError as error:
-        raise _fail(str(error)) from None
+    loaded = load_conf(str(conf) if conf else None)
     return dataclasses.replace(loaded, warehouse_dir=str(warehouse)) if warehouse else loaded
 
 
 def _spark_session(pipeline_conf: Any, app_name: str) -> Any:
-    """The pipeline's SparkSession; Spark settings it refuses are the usual one-line error."""
-    from jobs.config import ConfError
+    """The pipeline's SparkSession; Spark settings it refuses raise a ConfError (one line)."""
     from jobs.spark_session import build_spark_session
 
-    try:
-        return build_spark_session(pipeline_conf, app_name=app_name)
-    except ConfError as error:
-        raise _fail(str(error)) from None
+    return build_spark_session(pipeline_conf, app_name=app_name)
 
 
 def _recommend_policy(policy: Path | None) -> Any:
     """The recommendation policy (default conf/recommend.yaml), loaded before Spark starts: a
-    policy that cannot be used is the usual one-line error and exit status 2."""
-    from jobs.config import ConfError
+    policy that cannot be used raises a ConfError (one line, exit status 2)."""
     from jobs.recommend import load_policy
 
-    try:
-        return load_policy(policy)
-    except ConfError as error:
-        raise _fail(str(error)) from None
-
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _one_line_failures(job: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """A failure Spark or Delta raises inside the decorated command is one line, its exit code
-    and a log file of the trace (jobs/failures.py), never a traceback."""
-
-    def decorate(command: Callable[P, R]) -> Callable[P, R]:
-        @functools.wraps(command)
-        def run(*args: P.args, **kwargs: P.kwargs) -> R:
-            from jobs.failures import failure_line, rule_for, write_trace
-
-            try:
-                return command(*args, **kwargs)
-            except (typer.Exit, SystemExit, KeyboardInterrupt):
-                raise
-            except Exception as error:
-                message = failure_line(job, error, write_trace(job, error))
-                err_console.print(
-                    message.replace("error:", "[bold red]error:[/]", 1), highlight=False
-                )
-                raise typer.Exit(rule_for(error).exit_code) from None
-
-        return run
-
-    return decorate
+    return load_policy(policy)
 
 
 @_one_line_failures("pipeline")
@@ -434,6 +424,7 @@ def _run_pipeline_and_print(
 
 
 @app.command()
+@_one_line_failures("pipeline")
 def pipeline(
     date_from: Annotated[str, typer.Option("--from", help="first day, YYYY-MM-DD")],
     date_to: Annotated[str | None, typer.Option("--to", help="last day (default: --from)")] = None,
@@ -475,6 +466,7 @@ def pipeline(
 
 
 @app.command()
+@_one_line_failures("whatif")
 def whatif(
     scenario: Annotated[str, typer.Argument(help="scenario file, or the name of a bundled one")],
     recommendations: Annotated[
@@ -505,10 +497,7 @@ def whatif(
         without_artemis_queues,
     )
 
-    try:
-        spec = load_scenario(scenario)
-    except ScenarioError as error:
-        raise _fail(str(error)) from None
+    spec = load_scenario(scenario)
     as_of_day = _parse_date(as_of, "--as-of") if as_of else None
     from jobs.delta_io import local_table_missing
     from jobs.recommend import recommendations_path
@@ -619,6 +608,7 @@ def default_dashboard_path(warehouse_dir: str) -> Path:
 
 
 @app.command()
+@_one_line_failures("dashboard")
 def dashboard(
     out: Annotated[
         Path | None,
@@ -644,6 +634,7 @@ def dashboard(
 
 
 @app.command()
+@_one_line_failures("demo")
 def demo(
     keep: Annotated[bool, typer.Option(help="keep earlier demo output")] = False,
 ) -> None:
@@ -654,10 +645,7 @@ def demo(
     first_day: date | None = None
     last_day: date | None = None
     for path in bundled_scenarios():
-        try:
-            result = simulate_to(str(path), raw, None, None)
-        except (ScenarioError, FlowConfigError, SinkError) as error:
-            raise _fail(str(error)) from None
+        result = simulate_to(str(path), raw, None, None)
         print_summary(result)
         start = datetime.fromtimestamp(result.start_us / 1e6, tz=UTC).date()
         end = datetime.fromtimestamp(result.end_us / 1e6, tz=UTC).date()

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from flowctl_core.errors import ConfigurationError
+
 FLOW_STOP_COUNT_KEY = "qpid.flow_stop_count"
 FLOW_RESUME_COUNT_KEY = "qpid.flow_resume_count"
 FLOW_STOP_SIZE_KEY = "qpid.flow_stop_size"
@@ -21,7 +23,7 @@ FLOW_KEYS = (FLOW_STOP_COUNT_KEY, FLOW_RESUME_COUNT_KEY, FLOW_STOP_SIZE_KEY, FLO
 FLOW_STOP_KEYS = (FLOW_STOP_COUNT_KEY, FLOW_STOP_SIZE_KEY)
 
 
-class FlowConfigError(ValueError):
+class FlowConfigError(ConfigurationError):
     """Invalid flow thresholds or ratios; the message names the queue and the setting."""
 
 

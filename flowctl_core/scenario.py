@@ -36,6 +36,7 @@ from flowctl_core.broker import (
     BrokerConfig,
 )
 from flowctl_core.clock import Scheduler
+from flowctl_core.errors import ScenarioError as ScenarioError
 from flowctl_core.events import PREFILL_LINK, EventBus
 from flowctl_core.exchange import Exchange, ExchangeType
 from flowctl_core.flowlimit import (
@@ -74,10 +75,6 @@ NonNegInt = Annotated[int, Field(ge=0)]
 Threshold = Annotated[StrictInt, Field(ge=0)]
 PosInt = Annotated[int, Field(ge=1)]
 PosFloat = Annotated[float, Field(gt=0)]
-
-
-class ScenarioError(ValueError):
-    """A scenario that cannot be loaded; the message names the file and the field."""
 
 
 class FieldError(ValueError):

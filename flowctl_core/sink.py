@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from flowctl_core.errors import ConfigurationError
 from flowctl_core.events import COLUMNS, ROW_LAYOUT, TS_AT, EventRow
 from schemas.broker_events import BROKER_EVENTS, PARTITION_COLUMN
 
@@ -39,8 +40,8 @@ STATISTICS_COLUMNS = ("run_id", "seq", "ts")
 DELTA_ENCODED_COLUMNS = ("seq", "ts", "message_id")
 
 
-class SinkError(RuntimeError):
-    pass
+class SinkError(ConfigurationError):
+    """An event-log folder that cannot be written as asked (``--out``); the message names it."""
 
 
 def run_files(out_dir: str | Path, run_id: str) -> list[Path]:

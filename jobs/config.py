@@ -26,6 +26,8 @@ from pydantic import (
     model_validator,
 )
 
+from flowctl_core.errors import ConfigurationError
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONF = PROJECT_ROOT / "conf" / "pipeline.yaml"
 CONF_ENV_VAR = "FLOWCTL_CONF"
@@ -59,7 +61,7 @@ def _resolve(path: str) -> str:
     return str(candidate if candidate.is_absolute() else PROJECT_ROOT / candidate)
 
 
-class ConfError(ValueError):
+class ConfError(ConfigurationError):
     """A pipeline conf that cannot be read: the message names the file."""
 
 

@@ -1,9 +1,10 @@
 """How a job that fails for a reason it did not check first ends: one ``error:`` line, an exit code
 per kind of failure, and the full trace in a log file whose path the line gives.
 
-The kinds are a table of ordered rules (:data:`FAILURE_RULES`): the first whose pattern matches the
-exception's type name or message decides the words, the advice and the exit code. Conf and usage
-errors are checked before Spark starts and keep their own exit code 2 (jobs/cli.py).
+The kinds are a table of ordered rules (:data:`FAILURE_RULES`): flowctl's own error families first
+(flowctl_core/errors.py: configuration, scenario, protocol, pipeline), then patterns over the type
+name and message of failures nobody foresaw; the first rule that applies decides the words, the
+advice and the exit code. ``flowctl`` maps its errors through the same table.
 """
 
 from __future__ import annotations
@@ -17,7 +18,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from flowctl_core.errors import (
+    ConfigurationError,
+    FlowctlError,
+    PipelineError,
+    ProtocolError,
+    ScenarioError,
+)
+from jobs.cli import EXIT_USAGE
 from jobs.config import PROJECT_ROOT
+from jobs.pipeline_state import StaleInputError
 
 #: Where the full traces go (one file per failure); ``$FLOWCTL_LOG_DIR`` names another folder.
 LOG_DIR_ENV_VAR = "FLOWCTL_LOG_DIR"
@@ -26,13 +36,37 @@ DEFAULT_LOG_DIR = PROJECT_ROOT / "var" / "log"
 
 @dataclass(frozen=True)
 class FailureRule:
+    """A kind of failure: a :class:`~flowctl_core.errors.FlowctlError` family, whose message
+    states the reason (no trace is written), or a pattern over ``<type name>: <message>`` of a
+    failure nobody foresaw (its trace goes to a log file)."""
+
     kind: str
-    pattern: re.Pattern[str]
+    matches: type[FlowctlError] | re.Pattern[str]
     exit_code: int
-    advice: str
+    advice: str = ""
+
+    @property
+    def stated(self) -> bool:
+        return isinstance(self.matches, type)
+
+    def applies_to(self, error: BaseException) -> bool:
+        if isinstance(self.matches, type):
+            return isinstance(error, self.matches)
+        return bool(self.matches.search(f"{type(error).__name__}: {error}"))
 
 
 FAILURE_RULES: tuple[FailureRule, ...] = (
+    FailureRule(
+        "input behind bronze",
+        StaleInputError,  # jobs/pipeline_state.py, raised before any write
+        65,  # EX_DATAERR
+        "nothing was written; run the job named over those days first (`flowctl status` lists "
+        "every job and day behind bronze)",
+    ),
+    FailureRule("refused", PipelineError, EXIT_USAGE),
+    FailureRule("configuration error", ConfigurationError, EXIT_USAGE),
+    FailureRule("scenario error", ScenarioError, EXIT_USAGE),
+    FailureRule("protocol violation", ProtocolError, EXIT_USAGE),
     FailureRule(
         "Delta commit conflict",
         re.compile(
@@ -43,13 +77,6 @@ FAILURE_RULES: tuple[FailureRule, ...] = (
         75,  # EX_TEMPFAIL: try again
         "another run wrote the same table at the same time; run this one again (every job "
         "replaces its days, so a rerun is safe)",
-    ),
-    FailureRule(
-        "input behind bronze",
-        re.compile(r"^StaleInputError:"),  # jobs/pipeline_state.py, raised before any write
-        65,  # EX_DATAERR
-        "nothing was written; run the job named over those days first (`flowctl status` lists "
-        "every job and day behind bronze)",
     ),
     FailureRule(
         "out of memory",
@@ -70,8 +97,7 @@ UNFORESEEN = FailureRule("unexpected error", re.compile(""), 1, "please report i
 
 
 def rule_for(error: BaseException) -> FailureRule:
-    described = f"{type(error).__name__}: {error}"
-    return next((rule for rule in FAILURE_RULES if rule.pattern.search(described)), UNFORESEEN)
+    return next((rule for rule in FAILURE_RULES if rule.applies_to(error)), UNFORESEEN)
 
 
 #: py4j's wrapper of a Java exception: this line, then ": <Java class>: <message>" on the next.
@@ -109,21 +135,31 @@ def write_trace(job: str, error: BaseException) -> Path | None:
 
 def failure_line(job: str, error: BaseException, trace: Path | None) -> str:
     rule = rule_for(error)
+    advice = f": {rule.advice}" if rule.advice else ""
+    if rule.stated:
+        return f"error: {job}: {rule.kind}: {cause_line(error)}{advice} (exit {rule.exit_code})"
     where = f"full trace: {trace}" if trace else "the trace could not be written"
     return (
-        f"error: {job}: {rule.kind}: {cause_line(error)}: {rule.advice} "
-        f"(exit {rule.exit_code}; {where})"
+        f"error: {job}: {rule.kind}: {cause_line(error)}{advice} (exit {rule.exit_code}; {where})"
     )
 
 
+def report_failure(job: str, error: BaseException) -> tuple[str, int]:
+    """The one line and the exit code of ``error``; the trace of a failure nobody foresaw is
+    written to its log file first (a stated one's message says it all)."""
+    rule = rule_for(error)
+    trace = None if rule.stated else write_trace(job, error)
+    return failure_line(job, error, trace), rule.exit_code
+
+
 def run_entry_point(job: str, main: Callable[[], int]) -> int:
-    """``main()``'s exit status; an exception it raises becomes one line on stderr, its exit
-    code by :data:`FAILURE_RULES`, and its trace in a log file."""
+    """``main()``'s exit status; an exception it raises becomes one line on stderr and its exit
+    code by :data:`FAILURE_RULES`, the trace of an unforeseen one in a log file."""
     try:
         return main()
     except (SystemExit, KeyboardInterrupt):
         raise
     except Exception as error:
-        trace = write_trace(job, error)
-        print(failure_line(job, error, trace), file=sys.stderr)
-        return rule_for(error).exit_code
+        line, exit_code = report_failure(job, error)
+        print(line, file=sys.stderr)
+        return exit_code

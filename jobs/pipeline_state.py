@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from flowctl_core.errors import PipelineError
 from schemas.tables import BRONZE_BROKER_EVENTS, PIPELINE_STATE
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -45,7 +46,7 @@ READS: dict[str, tuple[str, ...]] = {
 JOBS = tuple(READS)
 
 
-class StaleInputError(RuntimeError):
+class StaleInputError(PipelineError):
     """A job would compute days from another job's output that is behind bronze."""
 
 

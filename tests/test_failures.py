@@ -158,3 +158,54 @@ def test_a_real_delta_conflict_is_one_line_naming_the_partition_and_a_log_file(
     (log,) = (tmp_path / "logs").glob("flowctl-daily_metrics-*.log")
     assert f"full trace: {log}" in err
     assert "io.delta.exceptions.ConcurrentDeleteReadException" in log.read_text()
+
+
+def _all_subclasses(cls: type) -> set[type]:
+    found = set(cls.__subclasses__())
+    for sub in list(found):
+        found |= _all_subclasses(sub)
+    return found
+
+
+def test_flowctls_own_errors_are_four_families_each_with_its_exit_code_and_no_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One hierarchy (flowctl_core/errors.py) mapped to exit codes in one table: every error class
+    flowctl raises on purpose belongs to a family, and none of them leaves a trace file."""
+    import flowctl.cli  # noqa: F401 - imports every module that defines an error class
+    import jobs.jvm_jars  # noqa: F401
+    from flowctl_core import errors
+    from flowctl_core.flowlimit import FlowConfigError
+    from flowctl_core.protocols.artemis_flow import ArtemisConfigError
+    from flowctl_core.sink import SinkError
+    from jobs.config import ConfError
+    from jobs.pipeline_state import StaleInputError
+
+    families = {
+        errors.ConfigurationError,
+        errors.ScenarioError,
+        errors.ProtocolError,
+        errors.PipelineError,
+    }
+    assert set(errors.FlowctlError.__subclasses__()) == families
+    for error_class in _all_subclasses(errors.FlowctlError):
+        assert failures.rule_for(error_class.__new__(error_class)).stated, error_class
+    expected = {
+        ConfError("conf/pipeline.yaml: paths.raw: not a folder"): 2,
+        FlowConfigError("q1: flow_stop_count must be >= 0"): 2,
+        ArtemisConfigError("max-size-bytes: must be -1 or > 0"): 2,
+        SinkError("--out x: is a file, not a folder"): 2,
+        errors.ScenarioError("s.yaml: steps.0: unknown step"): 2,
+        errors.ProtocolError("amqp:invalid-field", "delivery-count must be a uint"): 2,
+        StaleInputError("episodes is behind bronze on 2026-03-02"): 65,
+    }
+    monkeypatch.setenv(failures.LOG_DIR_ENV_VAR, str(tmp_path / "logs"))
+    for error, code in expected.items():
+
+        def main(error: Exception = error) -> int:
+            raise error
+
+        assert failures.run_entry_point("job", main) == code, error
+        line = capsys.readouterr().err
+        assert line.count("\n") == 1 and str(error) in line and "trace" not in line, line
+    assert not (tmp_path / "logs").exists()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from flowctl_core.errors import ProtocolError as ProtocolError
 from flowctl_core.protocols.serial import SERIAL_MAX, serial_add, serial_diff, serial_distance
 
 LINK_TRANSFER_LIMIT_EXCEEDED = "amqp:link:transfer-limit-exceeded"
@@ -20,15 +21,6 @@ SESSION_WINDOW_VIOLATION = "amqp:session:window-violation"
 INVALID_FIELD = "amqp:invalid-field"
 #: The spec's MIN-MAX-FRAME-SIZE: no peer may negotiate a smaller max-frame-size.
 MIN_MAX_FRAME_SIZE = 512
-
-
-class ProtocolError(Exception):
-    """A peer broke a flow-control rule; ``condition`` is the AMQP error condition."""
-
-    def __init__(self, condition: str, description: str) -> None:
-        super().__init__(f"{condition}: {description}")
-        self.condition = condition
-        self.description = description
 
 
 def _check_uint(name: str, value: int) -> None:

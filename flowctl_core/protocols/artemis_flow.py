@@ -21,6 +21,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Literal
 
+from flowctl_core.errors import ConfigurationError
+
 UNBOUNDED = -1
 #: Seed 003: "in the default configuration all addresses are set to block producers after 10 MiB".
 DEFAULT_MAX_SIZE_BYTES = 10 * 1024 * 1024
@@ -57,7 +59,7 @@ ADDRESS_FULL_POLICIES: tuple[str, ...] = ("BLOCK", "FAIL", "DROP", "PAGE")
 RESOURCE_LIMIT_EXCEEDED = "amqp:resource-limit-exceeded"
 
 
-class ArtemisConfigError(ValueError):
+class ArtemisConfigError(ConfigurationError):
     """An Artemis setting out of range; the message names the setting."""
 
 

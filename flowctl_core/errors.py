@@ -1,0 +1,35 @@
+"""flowctl's error families: every refusal or failure it states a reason for, in one hierarchy.
+
+A :class:`FlowctlError`'s message is the one line a user reads (it names the file, field, queue or
+day). The command line and the spark-submit entry points give each family its exit status in one
+table (``jobs/failures.py``: FAILURE_RULES); anything that is not a FlowctlError is a failure
+nobody foresaw (a Spark or JVM error, or a bug) and goes to a log file with its trace.
+"""
+
+from __future__ import annotations
+
+
+class FlowctlError(Exception):
+    """A refusal or failure flowctl states the reason for."""
+
+
+class ConfigurationError(FlowctlError, ValueError):
+    """A setting that cannot be used: a pipeline conf or policy, a broker's flow settings, an
+    output folder."""
+
+
+class ScenarioError(FlowctlError, ValueError):
+    """A scenario that cannot be loaded or run as written; the message names the file and field."""
+
+
+class ProtocolError(FlowctlError):
+    """A peer broke a flow-control rule; ``condition`` is the AMQP error condition."""
+
+    def __init__(self, condition: str, description: str) -> None:
+        super().__init__(f"{condition}: {description}")
+        self.condition = condition
+        self.description = description
+
+
+class PipelineError(FlowctlError):
+    """A pipeline job that refuses to compute what it was asked, before writing anything."""
