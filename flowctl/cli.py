@@ -633,15 +633,41 @@ def dashboard(
     console.print(f"dashboard: {written.resolve()}", highlight=False)
 
 
+#: What a demo folder holds; an --out holding anything else is not the demo's to remove.
+DEMO_ENTRIES = frozenset({"raw", "warehouse", "quality", "report.html"})
+
+
+def _clear_demo_folder(out: Path) -> None:
+    """Remove an earlier demo's output from ``out``; refuse a file, or a folder holding anything a
+    demo does not write (a mistyped --out must never cost the user a folder)."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise SinkError(f"--out {out}: is a file, not a folder")
+    foreign = sorted(entry.name for entry in out.iterdir() if entry.name not in DEMO_ENTRIES)
+    if foreign:
+        raise SinkError(
+            f"--out {out}: holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}, "
+            "which a demo does not write: name a new folder or an earlier demo's (or --keep)"
+        )
+    shutil.rmtree(out)
+
+
 @app.command()
 @_one_line_failures("demo")
 def demo(
     keep: Annotated[bool, typer.Option(help="keep earlier demo output")] = False,
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", help="folder of the demo's raw log, warehouse and dashboard (default var/demo)"
+        ),
+    ] = DEMO_DIR,
 ) -> None:
     """Simulate every bundled scenario, then run the pipeline over the days they cover."""
-    raw = DEMO_DIR / "raw"
-    if not keep and DEMO_DIR.exists():
-        shutil.rmtree(DEMO_DIR)
+    raw = out / "raw"
+    if not keep:
+        _clear_demo_folder(out)
     first_day: date | None = None
     last_day: date | None = None
     for path in bundled_scenarios():
@@ -655,15 +681,10 @@ def demo(
     if first_day is None or last_day is None:
         raise _fail("no bundled scenarios found")
     _run_pipeline_and_print(
-        None,
-        first_day,
-        last_day,
-        raw,
-        DEMO_DIR / "warehouse",
-        dashboard=DEMO_DIR / "report.html",
+        None, first_day, last_day, raw, out / "warehouse", dashboard=out / "report.html"
     )
-    console.print(f"Delta warehouse: {DEMO_DIR / 'warehouse'}", highlight=False)
-    console.print(f"open the dashboard: {DEMO_DIR / 'report.html'}", highlight=False)
+    console.print(f"Delta warehouse: {out / 'warehouse'}", highlight=False)
+    console.print(f"open the dashboard: {out / 'report.html'}", highlight=False)
 
 
 def main() -> None:  # pragma: no cover - console entry point

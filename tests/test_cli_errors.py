@@ -289,3 +289,22 @@ def test_a_policy_key_typo_gets_the_closest_known_one(tmp_path: Path) -> None:
     policy.write_text("lookback_daysx: 3\n", encoding="utf-8")
     with pytest.raises(ConfError, match=r"lookback_daysx \(did you mean 'lookback_days'"):
         load_policy(policy)
+
+
+def test_demo_out_never_removes_a_folder_it_did_not_write(tmp_path: Path) -> None:
+    """``flowctl demo --out`` clears an earlier demo's output; a mistyped --out naming a folder of
+    the user's (or a file) is refused before anything is simulated or removed."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    (mine / "raw").mkdir()
+    line = _one_error_line(runner.invoke(app, ["demo", "--out", str(mine)]))
+    assert line == (
+        f"error: --out {mine}: holds notes.txt, which a demo does not write: name a new folder "
+        "or an earlier demo's (or --keep)"
+    )
+    assert (mine / "notes.txt").read_text() == "keep me" and (mine / "raw").is_dir()
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    line = _one_error_line(runner.invoke(app, ["demo", "--out", str(afile)]))
+    assert line == f"error: --out {afile}: is a file, not a folder"
