@@ -10,16 +10,21 @@ from __future__ import annotations
 import logging
 import sys
 from datetime import date, timedelta
-from pathlib import Path
 from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.cli import date_range_parser, parse_date_range, start_job
-from jobs.config import PROJECT_ROOT, ConfError, PipelineConf, read_yaml
+from jobs.config import ConfError, PipelineConf
 from jobs.delta_io import days_predicate, read_table, replace_where_at
-from jobs.transforms.recommend import RecommendPolicy, threshold_recommendations
+
+# The policy's home is jobs/recommend_policy.py; load_policy and DEFAULT_POLICY are named here too,
+# as the entry point's own, for the flowctl command and the tests that read the policy from here.
+from jobs.recommend_policy import DEFAULT_POLICY as DEFAULT_POLICY
+from jobs.recommend_policy import RecommendPolicy
+from jobs.recommend_policy import load_policy as load_policy
+from jobs.transforms.recommend import threshold_recommendations
 from schemas.recommendations import THRESHOLD_RECOMMENDATIONS
 from schemas.tables import (
     BRONZE_BROKER_EVENTS,
@@ -31,17 +36,6 @@ from schemas.tables import (
 )
 
 log = logging.getLogger(__name__)
-
-DEFAULT_POLICY = PROJECT_ROOT / "conf" / "recommend.yaml"
-
-
-def load_policy(path: str | Path | None = None) -> RecommendPolicy:
-    """The policy of ``path`` (default conf/recommend.yaml); a file that cannot be read, or a
-    setting that is unknown, of the wrong type or out of range, raises :class:`ConfError`
-    naming the file (and the key and its allowed range)."""
-    source = Path(path or DEFAULT_POLICY)
-    raw = read_yaml(source, "recommendation policy", "--policy")
-    return RecommendPolicy.from_mapping(raw or {}, source=source)
 
 
 def recommendations_path(conf: PipelineConf) -> str:

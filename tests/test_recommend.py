@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from chispa import assert_df_equality
 
+from jobs.recommend_policy import RecommendPolicy
 from jobs.transforms.recommend import (
-    RecommendPolicy,
     consumer_link_evidence,
     queue_producers,
     threshold_recommendations,

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from jobs.config import ConfError
-from jobs.recommend import DEFAULT_POLICY, load_policy, main
-from jobs.transforms.recommend import RecommendPolicy
+from jobs.recommend import main
+from jobs.recommend_policy import DEFAULT_POLICY, RecommendPolicy, load_policy
 
 
 def _write(tmp_path: Path, raw: Any) -> Path:
