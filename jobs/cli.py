@@ -1,4 +1,6 @@
-"""Command line shared by the spark-submit entry points: --date or --from/--to, and --conf."""
+"""Command line shared by the spark-submit entry points: --date or --from/--to, and --conf; and
+the line each job logs once its session runs (the days it processes, its conf, its driver's heap).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import re
 import sys
 from datetime import date
 from typing import TYPE_CHECKING, NoReturn
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import SparkSession
@@ -92,7 +96,43 @@ def start_job(args: argparse.Namespace, app_name: str) -> tuple[PipelineConf, Sp
     configure_logging()
     try:
         conf = load_conf(args.conf)
-        return conf, build_spark_session(conf, app_name=app_name)
+        spark = build_spark_session(conf, app_name=app_name)
     except ConfError as error:  # also Spark settings Spark refuses, checked as it starts
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
+    log_job_start(app_name, args.date_from, args.date_to, conf, spark)
+    return conf, spark
+
+
+def days_text(date_from: date, date_to: date) -> str:
+    """``2026-03-01``, or ``2026-03-01 .. 2026-03-04 (4 days)``."""
+    if date_from == date_to:
+        return date_from.isoformat()
+    count = (date_to - date_from).days + 1
+    return f"{date_from.isoformat()} .. {date_to.isoformat()} ({count} days)"
+
+
+def log_job_start(
+    app_name: str, date_from: date, date_to: date, conf: PipelineConf, spark: SparkSession
+) -> None:
+    """One line saying which days the job processes, with which conf, and the heap its driver
+    really has: under a scheduler the day comes from a template (an Airflow run processes the day
+    its data interval starts, not its logical date), and spark.driver.memory only counts if it
+    reached the JVM's command line. A heap short of the conf's is a warning naming the fix."""
+    from jobs.spark_session import driver_max_heap_bytes, driver_memory_report
+
+    memory, short = driver_memory_report(conf, driver_max_heap_bytes(spark))
+    log.info(
+        "%s processes %s (conf %s); %s",
+        app_name,
+        days_text(date_from, date_to),
+        conf.source,
+        memory,
+    )
+    if short:
+        log.warning(
+            "%s: the driver JVM has less memory than the conf's spark.driver.memory: it started "
+            "before the conf was read; give it to spark-submit (--driver-memory, or --conf "
+            "spark.driver.memory=...), as the nightly DAG does",
+            app_name,
+        )

@@ -86,6 +86,44 @@ def start_up_hint(master: str | None, settings: Mapping[str, str]) -> str:
     return ""
 
 
+#: The units of a memory setting the JVM takes (-Xmx), as powers of 1024.
+_MEMORY_UNITS = {"k": 1, "m": 2, "g": 3, "t": 4}
+
+
+def memory_setting_bytes(value: str) -> int | None:
+    """Bytes of a memory setting such as ``6g`` or ``512m``; None for a value without a unit (a
+    bare number means MiB to Spark but bytes to the JVM's -Xmx, so it has no one reading) or one
+    that is no size at all."""
+    found = re.fullmatch(r"(\d+)([kmgt])", value.strip(), re.IGNORECASE)
+    if not found:
+        return None
+    return int(found.group(1)) * 1024 ** _MEMORY_UNITS[found.group(2).lower()]
+
+
+def driver_max_heap_bytes(spark: SparkSession) -> int:
+    """The running driver JVM's maximum heap (``Runtime.maxMemory``): what ``spark.driver.memory``
+    really gave it, whatever the session's settings say (they are read after the JVM started)."""
+    return int(spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory())
+
+
+#: A heap this far below the conf's spark.driver.memory was not sized by it (the JVM reports a
+#: little less than -Xmx with some collectors, never a tenth less).
+_HEAP_SHORTFALL = 0.9
+
+
+def driver_memory_report(conf: PipelineConf, max_heap: int) -> tuple[str, bool]:
+    """How the driver's heap compares with the conf's ``spark.driver.memory``: the phrase to log,
+    and whether the heap falls short of it (the JVM was started before the conf was read, as under
+    spark-submit without ``--driver-memory``)."""
+    heap = f"driver JVM max heap {max_heap / 2**20:.0f} MiB"
+    wanted = conf.spark_settings.get("spark.driver.memory")
+    if wanted is None:
+        return f"{heap} (the conf sets no spark.driver.memory)", False
+    wanted_bytes = memory_setting_bytes(wanted)
+    short = wanted_bytes is not None and max_heap < _HEAP_SHORTFALL * wanted_bytes
+    return f"{heap} (spark.driver.memory {wanted} in the conf)", short
+
+
 def build_spark_session(
     conf: PipelineConf | None = None,
     *,

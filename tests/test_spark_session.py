@@ -1,17 +1,22 @@
 """The session factory's local choices.
 
 flowctl's log4j2 file is for a local master only, and never over a user's own logging
-configuration; a setting that keeps the JVM from starting is named in the error. (The Delta jars
-a session loads: tests/test_jvm_jars.py.)
+configuration; a setting that keeps the JVM from starting is named in the error; a driver heap
+short of the conf's spark.driver.memory is told apart from one it sized. (The Delta jars a session
+loads: tests/test_jvm_jars.py; a real driver's heap under spark-submit:
+tests/airflow/test_dag_run.py.)
 """
 
 from __future__ import annotations
 
+from datetime import date
 from pathlib import Path
 
 import pytest
 
 from jobs import spark_session
+from jobs.cli import days_text
+from jobs.config import load_conf
 
 JAVA_OPTIONS = spark_session.DRIVER_JAVA_OPTIONS
 OUR_LOG4J2 = f'-Dlog4j2.configurationFile="{spark_session.LOG4J2_CONF}"'
@@ -85,3 +90,62 @@ def test_a_setting_that_stops_the_jvm_is_named(
 def test_good_settings_get_no_hint(master: str | None) -> None:
     for memory in ("6g", "512m", "1024", "2G"):
         assert spark_session.start_up_hint(master, {"spark.driver.memory": memory}) == ""
+
+
+@pytest.mark.parametrize(
+    "value, size",
+    [
+        ("6g", 6 * 2**30),
+        ("512m", 512 * 2**20),
+        ("2G", 2 * 2**30),
+        (" 1536M ", 1536 * 2**20),
+        ("64k", 64 * 2**10),
+        ("1t", 2**40),
+        ("1024", None),  # MiB to Spark, bytes to -Xmx: no one reading
+        ("6gb", None),  # the JVM refuses it (start_up_hint names it)
+        ("six", None),
+    ],
+)
+def test_memory_settings_are_read_as_the_jvm_reads_them(value: str, size: int | None) -> None:
+    assert spark_session.memory_setting_bytes(value) == size
+
+
+def _conf_with(tmp_path: Path, settings: str) -> spark_session.PipelineConf:
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(f"spark: {{conf: {settings}}}\n")
+    return load_conf(str(path))
+
+
+def test_a_heap_the_conf_sized_is_reported_as_such(tmp_path: Path) -> None:
+    conf = _conf_with(tmp_path, "{spark.driver.memory: 6g}")
+    # G1 reports -Xmx itself; other collectors a few per cent less.
+    for heap in (6 * 2**30, int(0.95 * 6 * 2**30)):
+        phrase, short = spark_session.driver_memory_report(conf, heap)
+        assert not short
+        assert phrase.endswith("MiB (spark.driver.memory 6g in the conf)")
+    assert spark_session.driver_memory_report(conf, 6 * 2**30)[0].startswith(
+        "driver JVM max heap 6144 MiB"
+    )
+
+
+def test_a_heap_short_of_the_confs_memory_is_flagged(tmp_path: Path) -> None:
+    # spark-submit without --driver-memory: the launcher's 1g, whatever the conf says.
+    conf = _conf_with(tmp_path, "{spark.driver.memory: 6g}")
+    phrase, short = spark_session.driver_memory_report(conf, 2**30)
+    assert short
+    assert phrase == "driver JVM max heap 1024 MiB (spark.driver.memory 6g in the conf)"
+
+
+def test_without_a_readable_memory_setting_nothing_is_flagged(tmp_path: Path) -> None:
+    unset = _conf_with(tmp_path, "{spark.ui.enabled: false}")
+    assert spark_session.driver_memory_report(unset, 2**30) == (
+        "driver JVM max heap 1024 MiB (the conf sets no spark.driver.memory)",
+        False,
+    )
+    bare = _conf_with(tmp_path, "{spark.driver.memory: 4096}")
+    assert spark_session.driver_memory_report(bare, 2**30)[1] is False
+
+
+def test_the_days_a_job_processes_are_named_in_its_log() -> None:
+    assert days_text(date(2026, 3, 1), date(2026, 3, 1)) == "2026-03-01"
+    assert days_text(date(2026, 2, 23), date(2026, 3, 1)) == "2026-02-23 .. 2026-03-01 (7 days)"
