@@ -1,4 +1,6 @@
-"""The nightly DAG loads without import errors and chains the jobs in the pipeline's order."""
+"""The nightly DAG loads without import errors and chains the jobs in the pipeline's order; what
+its tasks give spark-submit before the driver's JVM starts (tests/airflow/test_dag_run.py runs it).
+"""
 
 from __future__ import annotations
 
@@ -37,6 +39,9 @@ CHECK = textwrap.dedent(
                 "conn_id": task._conn_id,
                 "jars": task.jars,
                 "packages": task.packages,
+                "pipeline_conf": task.pipeline_conf,
+                "spark_bin": task.spark_bin,
+                "allow_empty_days": task.allow_empty_days,
             }
     print(json.dumps({
         "import_errors": {k: str(v) for k, v in bag.import_errors.items()},
@@ -90,7 +95,7 @@ def test_dag_folder_loads_and_orders_the_jobs(tmp_path: Path) -> None:
 def test_every_task_submits_its_job_for_the_data_interval_day(tmp_path: Path) -> None:
     tasks = _load_dag_folder(tmp_path)["tasks"]
     for task_id, task in tasks.items():
-        assert task["operator"] == "SparkSubmitOperator"
+        assert task["operator"] == "FlowctlSparkSubmitOperator"
         assert task["retries"] == 2
         assert task["conn_id"] == "spark_default"  # the Variable's default
         assert task["application"].endswith(f"/jobs/{task_id}.py")
@@ -110,6 +115,18 @@ def test_every_task_submits_its_job_for_the_data_interval_day(tmp_path: Path) ->
         assert [Path(jar) for jar in default_jars] == listed and listed
         assert "var.value.get('flowctl_spark_jars'" in task["jars"]
     assert "--policy" in tasks["recommend"]["application_args"]
+    # The conf read for the driver's launch settings is the one the job gets.
+    for task in tasks.values():
+        conf_arg = task["application_args"][task["application_args"].index("--conf") + 1]
+        assert task["pipeline_conf"] == conf_arg
+        assert task["spark_bin"] == (
+            f"{{{{ var.value.get('flowctl_spark_bin', '{PROJECT_DIR}/.venv/bin') }}}}"
+        )
+    # Only ingest decides about days without raw files.
+    assert tasks["ingest"]["allow_empty_days"] == (
+        "{{ var.value.get('flowctl_allow_empty_days', 'false') }}"
+    )
+    assert all(tasks[t]["allow_empty_days"] is None for t in EXPECTED_ORDER if t != "ingest")
 
 
 DAY = "{{ data_interval_start | ds }}"
@@ -144,3 +161,97 @@ def loaded_week_start(tmp_path: Path) -> str:
     )
     assert done.returncode == 0, done.stderr[-4000:]
     return done.stdout.strip().splitlines()[-1]
+
+
+# The DAG module's own helpers, imported in a child process for the same reason as above.
+HELPERS = textwrap.dedent(
+    """
+    import json, os, sys
+    from pathlib import Path
+    sys.path.insert(0, sys.argv[1])
+    import flowctl_nightly as dag
+
+    tmp, project = Path(sys.argv[2]), sys.argv[3]
+    out = {}
+    def launch(text, environ=None):
+        conf = tmp / "conf.yaml"
+        conf.write_text(text)
+        return dag.driver_launch_conf(str(conf), project, environ or {})
+
+    out["shipped"] = dag.driver_launch_conf(f"{project}/conf/pipeline.yaml", project, {})
+    out["own_options"] = launch(
+        "spark: {conf: {spark.driver.extraJavaOptions: -Xss4m, spark.driver.cores: 2}}"
+    )
+    out["own_log4j"] = launch(
+        "spark: {conf: {spark.driver.extraJavaOptions: -Dlog4j2.configurationFile=/etc/l.xml}}"
+    )
+    (tmp / "sparkconf").mkdir()
+    (tmp / "sparkconf" / "log4j2.properties").write_text("rootLogger.level = info")
+    out["spark_conf_dir"] = launch("spark: {master: null}", {"SPARK_CONF_DIR": f"{tmp}/sparkconf"})
+    out["empty_conf"] = launch("")
+    try:
+        dag.driver_launch_conf(str(tmp / "missing.yaml"), project, {})
+    except FileNotFoundError as error:
+        out["missing"] = str(error)
+
+    out["flags"] = [dag.true_or_false(v, "v") for v in ("true", "False", " TRUE ")]
+    try:
+        dag.true_or_false("1", "flowctl_allow_empty_days")
+    except ValueError as error:
+        out["unclear"] = str(error)
+
+    before = os.environ["PATH"]
+    with dag.spark_submit_first_on_path(f"{project}/.venv/bin"):
+        out["path_inside"] = os.environ["PATH"].split(os.pathsep)[0]
+    out["path_restored"] = os.environ["PATH"] == before
+    try:
+        with dag.spark_submit_first_on_path(str(tmp)):
+            pass
+    except FileNotFoundError as error:
+        out["no_spark_submit"] = str(error)
+    os.environ["PATH"] = str(tmp)
+    try:
+        with dag.spark_submit_first_on_path(""):
+            pass
+    except FileNotFoundError as error:
+        out["not_on_path"] = str(error)
+    os.environ["PATH"] = before
+    print(json.dumps(out))
+    """
+)
+
+
+def test_the_driver_gets_the_confs_launch_settings_and_the_jobs_spark_submit(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__UNIT_TEST_MODE": "True"}
+    done = subprocess.run(
+        [sys.executable, "-c", HELPERS, str(DAG_FOLDER), str(tmp_path), str(PROJECT_DIR)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    log4j2 = f'-Dlog4j2.configurationFile="{PROJECT_DIR}/conf/log4j2.properties"'
+    java = "spark.driver.extraJavaOptions"
+    assert out["shipped"] == {"spark.driver.memory": "6g", java: log4j2}
+    # The conf's own driver options come first; settings Spark reads later stay with the job.
+    assert out["own_options"] == {java: f"-Xss4m {log4j2}"}
+    assert out["own_log4j"] == {java: "-Dlog4j2.configurationFile=/etc/l.xml"}
+    assert out["spark_conf_dir"] == {}
+    assert out["empty_conf"] == {java: log4j2}
+    assert "missing.yaml cannot be read on this worker" in out["missing"]
+    assert "Variable flowctl_conf" in out["missing"]
+
+    assert out["flags"] == [True, False, True]
+    assert out["unclear"] == "Variable flowctl_allow_empty_days must be true or false, not '1'"
+
+    assert out["path_inside"] == f"{PROJECT_DIR}/.venv/bin"
+    assert out["path_restored"] is True
+    assert f"no spark-submit in {tmp_path} (Variable flowctl_spark_bin)" in out["no_spark_submit"]
+    assert "no spark-submit on the worker's PATH" in out["not_on_path"]
