@@ -12,6 +12,8 @@ from flowctl_core.clock import Scheduler
 from flowctl_core.events import EventBus, LinkColumns, link_fields
 from flowctl_core.exchange import Exchange, ExchangeType
 from flowctl_core.flowlimit import (
+    DEFAULT_FLOW_RESUME_RATIO,
+    DEFAULT_FLOW_STOP_RATIO,
     FLOW_KEYS,
     FlowConfigError,
     FlowDefaults,
@@ -43,8 +45,8 @@ QPID_DEFAULT_QUEUE_LIMIT_BYTES = 100 * 1024 * 1024
 class BrokerConfig:
     name: str = "broker-1"
     # Qpid's --default-flow-stop-threshold / --default-flow-resume-threshold, in percent.
-    default_flow_stop_ratio: float = 80
-    default_flow_resume_ratio: float = 70
+    default_flow_stop_ratio: float = DEFAULT_FLOW_STOP_RATIO
+    default_flow_resume_ratio: float = DEFAULT_FLOW_RESUME_RATIO
     # Qpid's --default-queue-limit in bytes, for queues declared without qpid.max_size (0: none);
     # DESIGN §2: 100 MiB, so such a queue still gets byte thresholds (80 % / 70 % of it).
     default_queue_limit_bytes: int = QPID_DEFAULT_QUEUE_LIMIT_BYTES

@@ -58,12 +58,19 @@ def _round_half_up(value: Fraction) -> int:
     return int((value + Fraction(1, 2)) // 1)
 
 
+#: Qpid's broker-wide default flow thresholds (--default-flow-stop-threshold and
+#: --default-flow-resume-threshold), in percent of a queue's maximum count and size. The one home
+#: of these defaults: the broker config and the scenario format take theirs from here.
+DEFAULT_FLOW_STOP_RATIO = 80
+DEFAULT_FLOW_RESUME_RATIO = 70
+
+
 @dataclass(frozen=True)
 class FlowDefaults:
     """Broker-wide default ratios, in percent of a queue's maximum count and size."""
 
-    stop_ratio: float = 80
-    resume_ratio: float = 70
+    stop_ratio: float = DEFAULT_FLOW_STOP_RATIO
+    resume_ratio: float = DEFAULT_FLOW_RESUME_RATIO
 
     def __post_init__(self) -> None:
         for name, value in (("stop_ratio", self.stop_ratio), ("resume_ratio", self.resume_ratio)):

@@ -7,6 +7,7 @@ bursts) and consumers for ``duration_s`` seconds from a random ``seed``.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import types
 import typing
@@ -40,12 +41,15 @@ from flowctl_core.errors import ScenarioError as ScenarioError
 from flowctl_core.events import PREFILL_LINK, EventBus
 from flowctl_core.exchange import Exchange, ExchangeType
 from flowctl_core.flowlimit import (
+    DEFAULT_FLOW_RESUME_RATIO,
+    DEFAULT_FLOW_STOP_RATIO,
     FLOW_KEYS,
     THRESHOLD_FIELDS,
     FlowConfigError,
     ThresholdChange,
     integer_argument,
 )
+from flowctl_core.protocols.amqp10 import MIN_MAX_FRAME_SIZE
 from flowctl_core.protocols.artemis_flow import (
     AMQP_CREDITS,
     AMQP_LOW_CREDITS,
@@ -58,6 +62,7 @@ from flowctl_core.protocols.artemis_flow import (
     AddressFullPolicy,
     AddressSettings,
 )
+from flowctl_core.protocols.config import ConnectionConfig, ConsumerConfig, RabbitPolicy
 from flowctl_core.queue import LimitPolicy
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "conf" / "scenarios"
@@ -75,6 +80,15 @@ NonNegInt = Annotated[int, Field(ge=0)]
 Threshold = Annotated[StrictInt, Field(ge=0)]
 PosInt = Annotated[int, Field(ge=1)]
 PosFloat = Annotated[float, Field(gt=0)]
+
+#: The engine's configs are the one home of their defaults; the scenario format takes them.
+_RABBIT = RabbitPolicy()
+
+
+def _engine_default(config: type, name: str) -> Any:
+    """The default of field ``name`` of the engine's dataclass ``config``."""
+    (default,) = [f.default for f in dataclasses.fields(config) if f.name == name]
+    return default
 
 
 class FieldError(ValueError):
@@ -125,8 +139,8 @@ class _Strict(BaseModel):
 
 class BrokerSpec(_Strict):
     name: str = "broker-1"
-    default_flow_stop_ratio: Annotated[float, Field(ge=0, le=100)] = 80
-    default_flow_resume_ratio: Annotated[float, Field(ge=0, le=100)] = 70
+    default_flow_stop_ratio: Annotated[float, Field(ge=0, le=100)] = DEFAULT_FLOW_STOP_RATIO
+    default_flow_resume_ratio: Annotated[float, Field(ge=0, le=100)] = DEFAULT_FLOW_RESUME_RATIO
     # None: Qpid's 100 MiB for a Qpid broker, none for RabbitMQ's queues (a scenario with
     # connections), which have no Qpid flow thresholds to derive from it.
     default_queue_limit_bytes: NonNegInt | None = None
@@ -172,13 +186,14 @@ class QueueSpec(_Strict):
 
 
 class RabbitPolicySpec(_Strict):
-    """RabbitMQ's internal flow-control limits (seed 004; defaults are RabbitMQ's)."""
+    """RabbitMQ's internal flow-control limits (seed 004; defaults are RabbitMQ's, from
+    :class:`RabbitPolicy`)."""
 
-    max_link_credit: PosInt = 170
-    max_incoming_window: PosInt = 400
-    max_queue_credit: PosInt = 256
-    credit_flow_initial: PosInt = 400
-    credit_flow_more: PosInt = 200
+    max_link_credit: PosInt = _RABBIT.max_link_credit
+    max_incoming_window: PosInt = _RABBIT.max_incoming_window
+    max_queue_credit: PosInt = _RABBIT.max_queue_credit
+    credit_flow_initial: PosInt = _RABBIT.credit_flow_initial
+    credit_flow_more: PosInt = _RABBIT.credit_flow_more
 
 
 class LinkPublisherSpec(_Strict):
@@ -197,11 +212,18 @@ class LinkPublisherSpec(_Strict):
 class LinkConsumerSpec(_Strict):
     name: Annotated[str, Field(min_length=1)]
     queue: str
-    credit: PosInt = Field(default=200, description="1.0: link credit granted; 0.9.1: prefetch")
-    top_up_below: NonNegInt = Field(default=100, description="1.0: grant again below this")
+    credit: PosInt = Field(
+        default=_engine_default(ConsumerConfig, "credit"),
+        description="1.0: link credit granted; 0.9.1: prefetch",
+    )
+    top_up_below: NonNegInt = Field(
+        default=_engine_default(ConsumerConfig, "top_up_below"),
+        description="1.0: grant again below this",
+    )
     drain: bool = Field(default=False, description="1.0: every grant asks the sender to drain")
     drain_poll_us: PosInt = Field(
-        default=10_000, description="1.0, with drain: wait this long to grant again when drained"
+        default=_engine_default(ConsumerConfig, "drain_poll_us"),
+        description="1.0, with drain: wait this long to grant again when drained",
     )
     echo: bool = Field(default=False, description="1.0: every grant asks for a flow reply")
 
@@ -211,11 +233,13 @@ class ConnectionSpec(_Strict):
 
     name: Annotated[str, Field(min_length=1)]
     protocol: Literal["amqp-1.0", "amqp-0-9-1"]
-    latency_us: NonNegInt = 100
-    frame_cost_us: PosInt = 10
-    socket_buffer_frames: PosInt = 200
-    max_frame_size: Annotated[int, Field(ge=512)] = 131_072
-    client_incoming_window: PosInt = 5_000
+    latency_us: NonNegInt = _engine_default(ConnectionConfig, "latency_us")
+    frame_cost_us: PosInt = _engine_default(ConnectionConfig, "frame_cost_us")
+    socket_buffer_frames: PosInt = _engine_default(ConnectionConfig, "socket_buffer_frames")
+    max_frame_size: Annotated[int, Field(ge=MIN_MAX_FRAME_SIZE)] = _engine_default(
+        ConnectionConfig, "max_frame_size"
+    )
+    client_incoming_window: PosInt = _engine_default(ConnectionConfig, "client_incoming_window")
     publishers: list[LinkPublisherSpec] = []
     consumers: list[LinkConsumerSpec] = []
 

@@ -1,8 +1,8 @@
 """AMQP 1.0 link and session flow control as pure state machines (seeds 002/004).
 
 Nothing here knows about clocks, queues or events: an endpoint is updated by the frames it sends
-and receives, and returns the frames it has to send. :mod:`flowctl_core.protocols.rabbitmq` wires
-the endpoints to the broker, the virtual clock and the event log.
+and receives, and returns the frames it has to send. :mod:`flowctl_core.protocols.rabbitmq_amqp10`
+wires the endpoints to the broker, the virtual clock and the event log.
 
 Link flow control (AMQP 1.0 §2.6.7): the receiver *sets* link-credit; the sender owns
 delivery-count and available. Session flow control (§2.5.6) counts transfer frames against the

@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from jobs.transforms.episodes import LINK_KEYS, QUEUE_KEYS
 from jobs.transforms.intervals import DAY_INDEX_EPOCH, split_by_day, true_intervals
 from jobs.transforms.timeutil import US_PER_DAY, micros
+from jobs.transforms.validate import LINK_EVENT_TYPES
 
 
 def _in_days(column: str, date_from: date, date_to: date) -> Column:
@@ -197,14 +198,16 @@ def queue_flow_daily(
     )
 
 
-#: Events about a link itself (DESIGN §3: "A link event is emitted whenever a link's credit or
-#: available changes"), as opposed to queue events that merely name their producer's link.
-LINK_EVENT_TYPES = ("link_attached", "link_detached", "flow", "transfer")
+#: Events that report a link's own state (DESIGN §3: "A link event is emitted whenever a link's
+#: credit or available changes"): the link events that must name their link
+#: (jobs.transforms.validate.LINK_EVENT_TYPES, a contract rule) and a transfer, which changes
+#: credit too; as opposed to queue events that merely name their producer's link.
+LINK_STATE_EVENT_TYPES = (*LINK_EVENT_TYPES, "transfer")
 
 
 def is_link_event() -> Column:
     return (
-        F.col("event_type").isin(*LINK_EVENT_TYPES)
+        F.col("event_type").isin(*LINK_STATE_EVENT_TYPES)
         | F.col("credit").isNotNull()
         | F.col("available").isNotNull()
     )
