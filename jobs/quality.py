@@ -1,8 +1,11 @@
 """Great Expectations 1.x validation of the rows accepted into bronze ``broker_events``.
 
-The quarantine rules (jobs/transforms/validate.py) decide what is accepted; this suite is the
-independent second look at the result, stored as JSON next to the ingest counts. A failure means a
-row broke the contract yet got past the rules, i.e. a bug in the rules, not bad input.
+The suite is built from the contract's rules (``contract_rules()``, jobs/transforms/validate.py),
+the declarations the quarantine filters with: one declaration filters and reports, as Delta Live
+Tables' expectations do, so a rule cannot be in one and not the other; each expectation names its
+rule in its ``meta``. Beside them, one row per (run_id, seq). The suite is the second look at the
+result, stored as JSON next to the ingest counts: a failure means a row broke the contract yet got
+past the quarantine, i.e. a bug in the ingest, not bad input.
 
 Cost: the suite runs over the columns it checks only, uncached (the batch is re-read from
 Parquet by each of the checkpoint's few Spark jobs, cheaper than building Spark's in-memory cache
@@ -21,48 +24,90 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs.transforms.validate import BLANK_PATTERN, NON_NEGATIVE_COLUMNS, REQUIRED_STRING_COLUMNS
-from schemas.broker_events import BROKER_EVENTS, EVENT_TYPES, LINK_ROLES, PROTOCOLS
+from jobs.transforms.timeutil import utc_date
+from jobs.transforms.validate import BLANK_PATTERN, ContractRule, contract_rules
+from schemas.broker_events import BROKER_EVENTS
 
 log = logging.getLogger(__name__)
 
 SUITE_NAME = "broker_events_bronze"
+UNIQUE_KEY = ("run_id", "seq")
+#: The key of an expectation's ``meta`` naming the contract rule it states.
+RULE_META = "contract_rule"
+
+
+def partition_day_column(column: str) -> str:
+    """The batch column holding the UTC day of the timestamp ``column`` (:func:`suite_batch`)."""
+    return f"_utc_day_of_{column}"
+
+
+def rule_expectations(rule: ContractRule) -> list[Any]:
+    """The expectations stating ``rule`` of accepted rows, each naming it in its ``meta``: the
+    same declaration the quarantine filters with (jobs/transforms/validate.py), reported here."""
+    import great_expectations.expectations as gxe
+    from great_expectations.expectations.row_conditions import Column as RowsWhere
+
+    meta = {RULE_META: rule.name}
+    column = rule.column
+    if rule.check == "not_null":
+        return [gxe.ExpectColumnValuesToNotBeNull(column=column, meta=meta)]
+    if rule.check == "not_blank":
+        return [
+            gxe.ExpectColumnValuesToNotMatchRegex(column=column, regex=BLANK_PATTERN, meta=meta)
+        ]
+    if rule.check == "in_set":
+        return [
+            gxe.ExpectColumnValuesToBeInSet(column=column, value_set=list(rule.values), meta=meta)
+        ]
+    if rule.check == "not_negative":
+        return [gxe.ExpectColumnValuesToBeBetween(column=column, min_value=0, meta=meta)]
+    if rule.check == "present_for":  # neither null nor blank, in events of those types
+        events = RowsWhere("event_type").is_in(list(rule.values))
+        return [
+            gxe.ExpectColumnValuesToNotBeNull(column=column, row_condition=events, meta=meta),
+            gxe.ExpectColumnValuesToNotMatchRegex(
+                column=column, regex=BLANK_PATTERN, row_condition=events, meta=meta
+            ),
+        ]
+    if rule.check == "in_partition_day":
+        return [
+            gxe.ExpectColumnPairValuesToBeEqual(
+                column_A=partition_day_column(column), column_B="date", meta=meta
+            )
+        ]
+    raise ValueError(f"contract rule {rule.name}: no expectation for the check {rule.check!r}")
 
 
 def build_suite() -> Any:
+    """Every contract rule as expectations (:func:`rule_expectations`), and one row per key."""
     import great_expectations as gx
     import great_expectations.expectations as gxe
 
     suite = gx.ExpectationSuite(name=SUITE_NAME)
-    for column in BROKER_EVENTS.required:
-        suite.add_expectation(gxe.ExpectColumnValuesToNotBeNull(column=column))
-    for column in REQUIRED_STRING_COLUMNS:  # the rules' blank_<column>
-        suite.add_expectation(
-            gxe.ExpectColumnValuesToNotMatchRegex(column=column, regex=BLANK_PATTERN)
-        )
-    suite.add_expectation(
-        gxe.ExpectColumnValuesToBeInSet(column="event_type", value_set=list(EVENT_TYPES))
-    )
-    suite.add_expectation(
-        gxe.ExpectColumnValuesToBeInSet(column="protocol", value_set=list(PROTOCOLS))
-    )
-    suite.add_expectation(
-        gxe.ExpectColumnValuesToBeInSet(column="link_role", value_set=list(LINK_ROLES))
-    )
-    for column in NON_NEGATIVE_COLUMNS:
-        suite.add_expectation(gxe.ExpectColumnValuesToBeBetween(column=column, min_value=0))
+    for rule in contract_rules():
+        for expectation in rule_expectations(rule):
+            suite.add_expectation(expectation)
     suite.add_expectation(gxe.ExpectCompoundColumnsToBeUnique(column_list=list(UNIQUE_KEY)))
     return suite
 
 
-UNIQUE_KEY = ("run_id", "seq")
-
-
 def suite_columns() -> list[str]:
-    """The columns the suite reads, in schema order."""
-    checked = {*BROKER_EVENTS.required, "event_type", "protocol", "link_role"}
-    checked |= {*NON_NEGATIVE_COLUMNS, *UNIQUE_KEY}
-    return [name for name in BROKER_EVENTS.names if name in checked]
+    """The event columns the suite reads, in schema order, then ``date``."""
+    checked = {rule.column for rule in contract_rules()} | set(UNIQUE_KEY)
+    if any(rule.check == "present_for" for rule in contract_rules()):
+        checked.add("event_type")
+    return [name for name in BROKER_EVENTS.names if name in checked] + ["date"]
+
+
+def suite_batch(accepted: DataFrame) -> DataFrame:
+    """What the suite validates: the columns it reads, and the UTC day of each timestamp a rule
+    places in its ``date`` partition (Great Expectations compares columns, not expressions)."""
+    days = {
+        partition_day_column(rule.column): utc_date(rule.column)
+        for rule in contract_rules()
+        if rule.check == "in_partition_day"
+    }
+    return accepted.select(*suite_columns()).withColumns(days)
 
 
 def validate_accepted_events(accepted: DataFrame, label: str) -> dict[str, Any]:
@@ -70,7 +115,7 @@ def validate_accepted_events(accepted: DataFrame, label: str) -> dict[str, Any]:
 
     BOOLEAN_ONLY first; on failure the checkpoint runs again with BASIC, whose result is returned.
     """
-    columns = accepted.select(*suite_columns())
+    columns = suite_batch(accepted)
     result = _run_checkpoint(columns, label, "BOOLEAN_ONLY")
     if not result["success"]:
         log.warning(

@@ -118,6 +118,47 @@ def test_the_great_expectations_suite_rejects_blank_required_strings(make_events
     assert quality.validate_accepted_events(frame, "blank")["success"] is False
 
 
+def test_the_great_expectations_suite_fails_rows_breaking_the_rules_it_used_to_miss(make_events):
+    """The suite is built from the quarantine's rules: rows breaking ts_outside_partition_date,
+    missing_queue or missing_link (which the hand-listed suite let through) fail it, each on its
+    own expectation, and the quarantine rejects the same rows for the same rules."""
+    from datetime import date
+
+    from pyspark.sql import functions as F
+
+    from jobs import quality
+
+    rows = [
+        event(1, at(1, 1), "enqueue", queue="q"),  # keeps every rule
+        event(2, at(1, 2), "enqueue", queue=" "),  # a blank queue
+        event(3, at(1, 3), "flow"),  # a link event without its link
+        event(4, at(1, 4), "enqueue", queue="q"),  # filed under the next day (below)
+    ]
+    next_day = F.lit(date(2024, 1, 2))
+    frame = make_events(rows).withColumn(
+        "date", F.when(F.col("seq") == 4, next_day).otherwise(F.col("date"))
+    )
+    result = quality.validate_accepted_events(frame, "missed")
+    failed = sorted(
+        (e["expectation_type"], e["kwargs"].get("column", e["kwargs"].get("column_A")))
+        for validation in result["result"]["validation_results"]
+        for e in validation["expectations"]
+        if not e["success"]
+    )
+    assert failed == [
+        ("expect_column_pair_values_to_be_equal", quality.partition_day_column("ts")),
+        ("expect_column_values_to_not_be_null", "link"),
+        ("expect_column_values_to_not_match_regex", "queue"),
+    ]
+    classified = classify_events(frame.withColumn("source_file", _file()), []).collect()
+    assert {r.seq: r.reason for r in classified} == {
+        1: None,
+        2: "missing_queue",
+        3: "missing_link",
+        4: "ts_outside_partition_date",
+    }
+
+
 @pytest.mark.parametrize("with_position", [False, True], ids=["window", "aggregation"])
 def test_of_copies_on_several_days_the_earliest_day_whose_copies_agree_is_kept(
     make_events, with_position

@@ -3,7 +3,9 @@
 Input: raw rows with the ``broker_events`` columns plus ``date`` (the raw ``date=`` partition the
 row was read from) and ``source_file``. :func:`classify_events` adds two columns:
 
-- ``reason``: ';'-separated names of the rules a row breaks, null when it keeps the contract;
+- ``reason``: ';'-separated names of the rules a row breaks, null when it keeps the contract (the
+  rules are declarations, :data:`CONTRACT_RULES`, from which jobs/quality.py also builds the
+  Great Expectations suite over bronze);
 - ``status``: ``accepted`` (goes to bronze) or ``quarantined`` (goes to quarantine with its
   reason). A byte-for-byte copy of an accepted row is quarantined with the reason ``duplicate``:
   DESIGN.md §5 wants rows in = rows accepted + rows quarantined, so nothing is dropped unseen.
@@ -21,6 +23,8 @@ So every raw row ends in exactly one status: rows in = accepted + quarantined.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -84,25 +88,70 @@ def _missing(column: str) -> Column:
     return F.col(column).isNull() | F.coalesce(is_blank(column), F.lit(False))
 
 
-def contract_rules() -> list[tuple[str, Column]]:
-    """(rule name, condition that is true when a row breaks the rule), in reporting order."""
-    col = F.col
-    rules: list[tuple[str, Column]] = [
-        (f"null_{name}", col(name).isNull()) for name in BROKER_EVENTS.required
-    ]
-    rules += [(f"blank_{name}", is_blank(name)) for name in REQUIRED_STRING_COLUMNS]
-    rules += [
-        # A blank event_type is reported as blank only.
-        ("unknown_event_type", ~col("event_type").isin(*EVENT_TYPES) & ~is_blank("event_type")),
-        ("unknown_protocol", ~col("protocol").isin(*PROTOCOLS)),
-        ("unknown_link_role", ~col("link_role").isin(*LINK_ROLES)),
-        # The sink files each event under the UTC date of its ts; anything else is a bad timestamp.
-        ("ts_outside_partition_date", utc_date("ts") != col("date")),
-        ("missing_queue", col("event_type").isin(*QUEUE_EVENT_TYPES) & _missing("queue")),
-        ("missing_link", col("event_type").isin(*LINK_EVENT_TYPES) & _missing("link")),
-    ]
-    rules += [(f"negative_{name}", col(name) < 0) for name in NON_NEGATIVE_COLUMNS]
-    return rules
+#: What a :class:`ContractRule` checks of its column: the value is not null; is not blank; is one
+#: of ``values``; is not negative; is present (neither null nor blank) in events of the types
+#: ``values``; (a timestamp) lies in the row's ``date`` partition, as a UTC day.
+RuleCheck = Literal[
+    "not_null", "not_blank", "in_set", "not_negative", "present_for", "in_partition_day"
+]
+
+
+@dataclass(frozen=True)
+class ContractRule:
+    """One rule of the contract, declared once, as Delta Live Tables' expectations are: the
+    quarantine rejects a raw row for which :meth:`broken` holds, with ``name`` as its reason
+    (:func:`contract_violations`), and the Great Expectations suite over bronze expects it of
+    every accepted row (jobs/quality.py builds its expectations from these declarations)."""
+
+    name: str
+    check: RuleCheck
+    column: str
+    values: tuple[str, ...] = ()
+
+    def broken(self) -> Column:
+        """True when a row breaks the rule; null (not broken) over a null value, except for the
+        ``not_null`` and ``present_for`` checks, whose subject is the missing value."""
+        col = F.col(self.column)
+        if self.check == "not_null":
+            return col.isNull()
+        if self.check == "not_blank":
+            return is_blank(self.column)
+        if self.check == "in_set":
+            unknown = ~col.isin(*self.values)
+            # A blank required string is reported as blank only.
+            return (
+                unknown & ~is_blank(self.column)
+                if self.column in REQUIRED_STRING_COLUMNS
+                else unknown
+            )
+        if self.check == "not_negative":
+            return col < 0
+        if self.check == "present_for":
+            return F.col("event_type").isin(*self.values) & _missing(self.column)
+        if self.check == "in_partition_day":
+            # The sink files each event under the UTC date of its ts; anything else is a bad
+            # timestamp.
+            return utc_date(self.column) != F.col("date")
+        raise ValueError(f"contract rule {self.name}: unknown check {self.check!r}")
+
+
+#: The contract's rules in reporting order (a row's reason lists the rules it breaks in this order).
+CONTRACT_RULES: tuple[ContractRule, ...] = (
+    *(ContractRule(f"null_{name}", "not_null", name) for name in BROKER_EVENTS.required),
+    *(ContractRule(f"blank_{name}", "not_blank", name) for name in REQUIRED_STRING_COLUMNS),
+    ContractRule("unknown_event_type", "in_set", "event_type", EVENT_TYPES),
+    ContractRule("unknown_protocol", "in_set", "protocol", PROTOCOLS),
+    ContractRule("unknown_link_role", "in_set", "link_role", LINK_ROLES),
+    ContractRule("ts_outside_partition_date", "in_partition_day", "ts"),
+    ContractRule("missing_queue", "present_for", "queue", QUEUE_EVENT_TYPES),
+    ContractRule("missing_link", "present_for", "link", LINK_EVENT_TYPES),
+    *(ContractRule(f"negative_{name}", "not_negative", name) for name in NON_NEGATIVE_COLUMNS),
+)
+
+
+def contract_rules() -> tuple[ContractRule, ...]:
+    """The contract's rules (:data:`CONTRACT_RULES`), in reporting order."""
+    return CONTRACT_RULES
 
 
 def contract_violations(raw: DataFrame, partially_read_files: Sequence[str] = ()) -> DataFrame:
@@ -120,7 +169,7 @@ def contract_violations(raw: DataFrame, partially_read_files: Sequence[str] = ()
 
 
 def _rules(partially_read_files: Sequence[str] = ()) -> list[tuple[str, Column]]:
-    rules = contract_rules()
+    rules = [(rule.name, rule.broken()) for rule in contract_rules()]
     if partially_read_files:
         damaged = F.col("source_file").isin(*partially_read_files)
         rules.insert(0, ("partially_read_file", damaged))
@@ -201,7 +250,7 @@ def _against_held(classified: DataFrame, held: DataFrame, broadcast: bool) -> Da
     """A valid row whose key is already held on an earlier day (:func:`held_keys`) is
     quarantined: ``duplicate`` when it is a byte-for-byte copy of a held row, else
     ``conflicting_duplicate``. A row whose key is held only on a later day stays valid: it is
-    the event, and the caller moves the later day's row to quarantine (jobs/ingest.py)."""
+    the event, and the caller moves the later day's row to quarantine (jobs/ingest_keys.py)."""
     held = held.select("run_id", "seq", "held_hashes", "held_date")
     joined = classified.join(F.broadcast(held) if broadcast else held, ["run_id", "seq"], "left")
     is_held = F.col("reason").isNull() & (F.col("held_date") < F.col("date"))

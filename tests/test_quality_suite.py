@@ -1,0 +1,58 @@
+"""The Great Expectations suite is the contract's rules, stated as expectations (jobs/quality.py):
+one declaration (``contract_rules()``, jobs/transforms/validate.py) filters in the quarantine and
+reports in the suite. No Spark: the suite is built, not run (test_jobs_validate.py runs it)."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+import pytest
+
+from jobs import quality
+from jobs.transforms.validate import ContractRule, RuleCheck, contract_rules
+
+
+@pytest.fixture(scope="module")
+def suite():
+    import great_expectations as gx
+
+    gx.get_context(mode="ephemeral")  # a suite is built inside a data context
+    return quality.build_suite()
+
+
+def test_every_contract_rule_is_an_expectation_and_every_expectation_a_rule(suite):
+    """Fails when a rule is added to the quarantine and not to the suite, or the other way."""
+    stated = {e.meta[quality.RULE_META] for e in suite.expectations if e.meta}
+    assert stated == {rule.name for rule in contract_rules()}
+    # Beside the rules, only the key's uniqueness (the quarantine's duplicate search).
+    others = [type(e).__name__ for e in suite.expectations if not e.meta]
+    assert others == ["ExpectCompoundColumnsToBeUnique"]
+
+
+def test_the_three_rules_the_hand_listed_suite_missed_are_expectations(suite):
+    by_rule: dict[str, list[str]] = {}
+    for e in suite.expectations:
+        if e.meta:
+            by_rule.setdefault(e.meta[quality.RULE_META], []).append(type(e).__name__)
+    assert by_rule["ts_outside_partition_date"] == ["ExpectColumnPairValuesToBeEqual"]
+    # Missing is null or blank, in events of the types that need the column.
+    for rule in ("missing_queue", "missing_link"):
+        assert by_rule[rule] == [
+            "ExpectColumnValuesToNotBeNull",
+            "ExpectColumnValuesToNotMatchRegex",
+        ]
+
+
+def test_every_kind_of_check_has_its_expectations():
+    """A new kind of check in validate.py must be stated in quality.py before any rule uses it."""
+    for check in get_args(RuleCheck):
+        assert quality.rule_expectations(ContractRule("rule", check, "queue", ("enqueue",)))
+    unknown = ContractRule("rule", "not_null", "queue")
+    object.__setattr__(unknown, "check", "below_ten")
+    with pytest.raises(ValueError, match="no expectation for the check 'below_ten'"):
+        quality.rule_expectations(unknown)
+
+
+def test_the_suite_reads_every_column_a_rule_checks():
+    columns = set(quality.suite_columns())
+    assert {rule.column for rule in contract_rules()} | {"event_type", "date"} <= columns
