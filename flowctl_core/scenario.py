@@ -81,6 +81,10 @@ Threshold = Annotated[StrictInt, Field(ge=0)]
 PosInt = Annotated[int, Field(ge=1)]
 PosFloat = Annotated[float, Field(gt=0)]
 
+#: The longest workload a scenario may run, in virtual seconds (a leap year): beyond it a typo
+#: (``1e12``) would start writing an event log no disk holds before saying a word.
+MAX_DURATION_S = 366 * 86_400
+
 #: The engine's configs are the one home of their defaults; the scenario format takes them.
 _RABBIT = RabbitPolicy()
 
@@ -551,6 +555,13 @@ class Scenario(_Strict):
         if self.kind == "workload":
             if self.duration_s is None:
                 raise FieldError("duration_s", "a workload scenario needs duration_s")
+            if self.duration_s > MAX_DURATION_S:
+                raise FieldError(
+                    "duration_s",
+                    f"{self.duration_s:g} s is {self.duration_s / 86_400:,.0f} days of virtual "
+                    f"time; at most {MAX_DURATION_S:,} s ({MAX_DURATION_S // 86_400} days): a day "
+                    "of a busy broker is already millions of events",
+                )
             if self.steps:
                 raise FieldError("steps", "a workload scenario takes no steps (use kind: scripted)")
         elif not self.steps:

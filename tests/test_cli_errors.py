@@ -308,3 +308,17 @@ def test_demo_out_never_removes_a_folder_it_did_not_write(tmp_path: Path) -> Non
     afile.write_text("")
     line = _one_error_line(runner.invoke(app, ["demo", "--out", str(afile)]))
     assert line == f"error: --out {afile}: is a file, not a folder"
+
+
+def test_a_workload_longer_than_a_year_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    """Found by a fault trial: ``duration_s: 1e12`` started writing without a word of its size."""
+    bad = _scenario(
+        tmp_path,
+        "name: huge\nkind: workload\nduration_s: 1e12\nqueues: [{name: q}]\n"
+        "producers: [{name: p, routing_key: q, rate: 10}]\n",
+    )
+    line = _one_error_line(runner.invoke(app, ["simulate", str(bad), "--out", str(tmp_path / "o")]))
+    assert "duration_s: 1e+12 s is 11,574,074 days of virtual time; at most 31,622,400 s" in line
+    assert not (tmp_path / "o").exists()
