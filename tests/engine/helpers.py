@@ -7,6 +7,9 @@ from typing import Any
 
 from flowctl_core import Broker, BrokerConfig, EventBus, EventCollector, Scheduler
 from flowctl_core.clients import Consumer, Producer
+from flowctl_core.protocols.config import AMQP_10, ConnectionConfig
+from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection
+from flowctl_core.queue import Message
 
 START_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
 
@@ -60,3 +63,37 @@ QPID_4000_8K = {
     "qpid.flow_stop_size": 8192,
     "qpid.flow_resume_size": 6144,
 }
+
+
+def completed_ids(rig: Rig) -> list[int]:
+    """The message ids of the rig's ``transfer_completed`` events, in order."""
+    return [e["message_id"] for e in rig.events("transfer_completed")]
+
+
+NEVER = 10**12  # a queue service time no test reaches: the queue never confirms
+SECOND = 1_000_000
+
+
+class Rabbit:
+    """A broker on a fresh virtual clock with one AMQP 1.0 connection, events validated."""
+
+    def __init__(self, prefill: int = 0, service_time_us: int = 0, size: int = 100) -> None:
+        self.scheduler = Scheduler(0)
+        self.log = EventCollector()
+        bus = EventBus("t", self.scheduler, validate=True)
+        bus.subscribe(self.log)
+        self.broker = Broker(bus, self.scheduler)
+        self.queue = self.broker.declare_queue("q", service_time_us=service_time_us)
+        self.fill(prefill, size)
+
+    def fill(self, count: int, size: int = 100) -> None:
+        for _ in range(count):
+            self.queue.enqueue(Message(self.broker.next_message_id(), size, None))
+
+    def connect(self, **config: Any) -> Amqp10Connection:
+        connection = Amqp10Connection(self.broker, ConnectionConfig("c", AMQP_10, **config))
+        connection.start()
+        return connection
+
+    def run_for(self, us: int) -> None:
+        self.scheduler.run_until(self.scheduler.now_us + us)

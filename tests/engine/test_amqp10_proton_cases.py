@@ -53,6 +53,8 @@ from flowctl_core.protocols.amqp10 import (
 )
 from flowctl_core.protocols.serial import SERIAL_MAX
 
+pytestmark = pytest.mark.implementation_case
+
 INT_MAX = (1 << 31) - 1  # Java's Integer.MAX_VALUE, a boundary the protonj2 cases probe
 
 
@@ -120,7 +122,7 @@ def test_sender_drained_when_drain_signaled_but_no_credit_given() -> None:
     # flow(credit 0) the sender's drained() sends nothing and the credit stays 0. (Despite its
     # name the upstream flow carries drain=false; a drain=true flow with no credit is a different
     # case, answered by one flow: seed 004 "If the source queue is empty, RabbitMQ will promptly
-    # reply with only a flow frame", tests/test_amqp10_differential.py.)
+    # reply with only a flow frame", tests/engine/test_amqp10_differential.py.)
     sender, _ = link_pair()
     sender.on_flow(LinkFlow(0, 0, drain=False))
     assert sender.finish_drain() is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from tests.engine_helpers import NO_DEFAULTS, Rig
+from tests.engine.helpers import NO_DEFAULTS, Rig
 
 
 def _worst_case_rig() -> Rig:

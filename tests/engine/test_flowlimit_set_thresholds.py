@@ -21,7 +21,7 @@ from flowctl_core import FlowConfigError, FlowThresholds
 from flowctl_core.flowlimit import ThresholdChange
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import ScenarioError, SetThresholdsStep, parse_scenario
-from tests.engine_helpers import Rig
+from tests.engine.helpers import Rig
 
 # Broker defaults 80 % / 70 % of max 1000 messages and 100 000 bytes (seed 001 §1.2).
 LIMITS = {"qpid.max_count": 1000, "qpid.max_size": 100_000}

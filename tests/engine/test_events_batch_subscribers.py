@@ -12,7 +12,7 @@ from flowctl_core.events import BATCH_ROWS, NO_LINK, EventBus, EventRow
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import parse_scenario
 from flowctl_core.sink import ParquetSink
-from tests.test_engine_sink_cli import MIDNIGHT_SCENARIO
+from tests.engine.test_sink_and_cli import MIDNIGHT_SCENARIO
 
 
 def _emit(bus: EventBus, scheduler: Scheduler, count: int) -> None:

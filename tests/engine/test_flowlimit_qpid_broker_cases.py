@@ -28,7 +28,9 @@ import pytest
 
 from flowctl_core import BrokerConfig, FlowConfigError, FlowThresholds
 from flowctl_core.clients import Producer
-from tests.engine_helpers import NO_DEFAULTS, Rig
+from tests.engine.helpers import NO_DEFAULTS, Rig
+
+pytestmark = pytest.mark.implementation_case
 
 # Qpid's QueueFlowLimit::setDefaults(2950001, 80, 70) in testFlowDefaultArgs and
 # testFlowOverrideArgs: a broker-wide default queue limit of 2950001 bytes, ratios 80 % / 70 %.

@@ -17,7 +17,7 @@ from flowctl.cli import app
 from flowctl_core.runner import default_run_id
 from flowctl_core.scenario import parse_scenario
 from flowctl_core.sink import run_files
-from tests.test_engine_sink_cli import MIDNIGHT_SCENARIO
+from tests.engine.test_sink_and_cli import MIDNIGHT_SCENARIO
 
 runner = CliRunner()
 

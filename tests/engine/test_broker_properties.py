@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flowctl_core.broker import BrokerConfig
-from tests.engine_helpers import Rig
+from tests.engine.helpers import Rig
 
 queue_arguments = st.fixed_dictionaries(
     {

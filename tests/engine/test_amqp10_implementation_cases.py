@@ -21,6 +21,8 @@ Not repeated here, because existing tests check the same facts: Proton testParti
 
 from __future__ import annotations
 
+import pytest
+
 from flowctl_core.protocols.amqp10 import ReceiverLink, SenderLink, SessionEndpoint
 from flowctl_core.protocols.config import (
     AMQP_10,
@@ -31,7 +33,9 @@ from flowctl_core.protocols.config import (
     publisher_credit_due,
 )
 from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection, ClientConsumerLink
-from tests.test_seed_conformance_links import Rabbit
+from tests.engine.helpers import Rabbit
+
+pytestmark = pytest.mark.implementation_case
 
 SETTLE_US = 10_000  # long enough on the virtual clock for every frame in flight to arrive
 

@@ -3,7 +3,7 @@
 Sources: DESIGN.md §2 ("Queue flow limits (Qpid, seeds 000/001)") and §3 (the event log), seed 000
 (QPID-2935 design note) and seed 001 (C++ broker "Producer Flow Control" chapter). Nothing here is
 taken from ``flowctl_core``; the engine is checked against this model by
-``tests/test_qpid_differential.py``.
+``tests/engine/test_flowlimit_differential.py``.
 
 One broker: queues with limits and flow thresholds, producers with capacity windows sending to one
 queue or to several (fanout), consumers that dequeue from the head, and a virtual clock.

@@ -40,7 +40,7 @@ from flowctl_core.protocols.artemis_flow import (
     DEFAULT_CORE_MESSAGE_OVERHEAD,
     AddressSettings,
 )
-from tests.artemis_reference_model import (
+from tests.engine.reference.artemis_reference_model import (
     DEFAULT_MAX_SIZE_BYTES,
     SECOND,
     UNBOUNDED,
@@ -50,6 +50,8 @@ from tests.artemis_reference_model import (
     MProducer,
     max_in_any_second,
 )
+
+pytestmark = pytest.mark.differential
 
 
 # -- the engine side ------------------------------------------------------------------------------

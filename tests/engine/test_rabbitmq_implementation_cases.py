@@ -13,11 +13,12 @@ Sources (rabbitmq/rabbitmq-server unless said otherwise):
   rabbitmq/rabbitmq-java-client ``src/test/java/com/rabbitmq/client/test/server/
   BlockedConnection.java`` (AMQP 0.9.1 connection blocking).
 
-Already ported in tests/test_amqp10_implementation_cases.py and not repeated: roundtrip_with_drain,
-drain_many, available_messages, resource_alarm_before_session_begin. Not ported, because our model
-has no equivalent: tcp_back_pressure_* (TCP buffers), incoming_window_closed_close_link and the
-detach/requeue cases (no link detach of consumers), priorities, single active consumer, exchanges
-with several target queues for AMQP 1.0 publishers (last_queue_confirms, target_queue_deleted).
+Already ported in tests/engine/test_amqp10_implementation_cases.py and not repeated:
+roundtrip_with_drain, drain_many, available_messages, resource_alarm_before_session_begin. Not
+ported, because our model has no equivalent: tcp_back_pressure_* (TCP buffers),
+incoming_window_closed_close_link and the detach/requeue cases (no link detach of consumers),
+priorities, single active consumer, exchanges with several target queues for AMQP 1.0 publishers
+(last_queue_confirms, target_queue_deleted).
 No case named credit_reply_* exists in the stored amqp_client_SUITE.erl (commit 02b8de5d).
 
 The Erlang client's ``amqp10_client_session:flow(Session, Window, never)`` sets the client's
@@ -45,7 +46,9 @@ from flowctl_core.protocols.config import (
 )
 from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection, ClientConsumerLink
 from flowctl_core.protocols.wire import FlowFrame, Frame, TransferFrame
-from tests.test_seed_conformance_links import NEVER, Rabbit
+from tests.engine.helpers import NEVER, Rabbit
+
+pytestmark = pytest.mark.implementation_case
 
 SETTLE_US = 10_000  # every frame in flight has arrived by then (latency 100 us per direction)
 

@@ -1,10 +1,8 @@
-"""Conformance of the AMQP 1.0 link/session layer, RabbitMQ's credit policies and the Artemis model.
-
-Each test quotes the seed sentence it checks (seed files in /work/shared/seeds/): 002 =
-002_8bfb94f9202e03aa.txt and 004 = 004_fc910a8b38581445.txt (RabbitMQ, "Ten Benefits of AMQP 1.0
-Flow Control", prose and markdown of the same post), 003 = 003_f23b3b194dd46fde.txt (Apache
-Artemis flow control). Cases already covered by tests/test_seed_conformance.py and the
-tests/test_protocol_*.py files are not repeated here.
+"""RabbitMQ's credit, session-window and alarm policies (flowctl_core/protocols/rabbitmq_amqp10.py),
+checked against the sentences of seed 004 (004_fc910a8b38581445.txt in /work/shared/seeds/,
+RabbitMQ's "Ten Benefits of AMQP 1.0 Flow Control"; 002 is the same post as plain prose) that
+each test quotes. The ``seed`` mark keeps their provenance: they came from
+tests/test_seed_conformance.py and tests/test_seed_conformance_links.py.
 """
 
 from __future__ import annotations
@@ -14,31 +12,7 @@ from typing import Any
 import pytest
 
 from flowctl_core import Broker, EventBus, EventCollector, Scheduler
-from flowctl_core.protocols.amqp10 import (
-    SESSION_WINDOW_VIOLATION,
-    LinkFlow,
-    ProtocolError,
-    ReceiverLink,
-    SenderLink,
-    SessionEndpoint,
-    SessionFlow,
-)
-from flowctl_core.protocols.artemis import (
-    AddressConfig,
-    ArtemisConfig,
-    ArtemisConsumerConfig,
-    ArtemisProducerConfig,
-    ArtemisServer,
-)
-from flowctl_core.protocols.artemis_flow import (
-    DEFAULT_CONSUMER_WINDOW,
-    DEFAULT_CORE_MESSAGE_OVERHEAD,
-    DEFAULT_MAX_SIZE_BYTES,
-    AddressSettings,
-    ArtemisConfigError,
-    ConsumerWindow,
-    rate_limiter,
-)
+from flowctl_core.protocols.amqp10 import SESSION_WINDOW_VIOLATION, LinkFlow, SessionFlow
 from flowctl_core.protocols.config import (
     AMQP_10,
     ConnectionConfig,
@@ -50,98 +24,71 @@ from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection
 from flowctl_core.protocols.serial import SERIAL_MAX
 from flowctl_core.protocols.wire import FlowFrame
 from flowctl_core.queue import Message
+from tests.engine.helpers import NEVER, SECOND, Rabbit
 
-NEVER = 10**12  # a queue service time no test reaches: the queue never confirms
-SECOND = 1_000_000
+pytestmark = pytest.mark.seed("004")
 
 
-class Rabbit:
-    """A broker on a fresh virtual clock with one AMQP 1.0 connection, events validated."""
-
-    def __init__(self, prefill: int = 0, service_time_us: int = 0, size: int = 100) -> None:
-        self.scheduler = Scheduler(0)
-        self.log = EventCollector()
-        bus = EventBus("t", self.scheduler, validate=True)
-        bus.subscribe(self.log)
-        self.broker = Broker(bus, self.scheduler)
-        self.queue = self.broker.declare_queue("q", service_time_us=service_time_us)
-        self.fill(prefill, size)
-
-    def fill(self, count: int, size: int = 100) -> None:
-        for _ in range(count):
-            self.queue.enqueue(Message(self.broker.next_message_id(), size, None))
-
-    def connect(self, **config: Any) -> Amqp10Connection:
-        connection = Amqp10Connection(self.broker, ConnectionConfig("c", AMQP_10, **config))
-        connection.start()
-        return connection
-
-    def run_for(self, us: int) -> None:
-        self.scheduler.run_until(self.scheduler.now_us + us)
+def _consumer_connection(prefill: int, credit: int) -> tuple[Scheduler, Broker, Amqp10Connection]:
+    scheduler = Scheduler(0)
+    bus = EventBus("t", scheduler, validate=True)
+    bus.subscribe(EventCollector())
+    broker = Broker(bus, scheduler)
+    queue = broker.declare_queue("q")
+    for _ in range(prefill):
+        queue.enqueue(Message(broker.next_message_id(), 100, None))
+    consumer = ConsumerConfig("c1", "q", credit=credit, top_up_below=0)
+    connection = Amqp10Connection(broker, ConnectionConfig("c", AMQP_10, consumers=(consumer,)))
+    connection.start()
+    scheduler.run_until(10_000)
+    return scheduler, broker, connection
 
 
 def _consumer(credit: int, **config: Any) -> tuple[ConsumerConfig, dict[str, Any]]:
     return ConsumerConfig("c1", "q", credit=credit, top_up_below=0), config
 
 
-# -- AMQP 1.0 link flow control: who owns which field ---------------------------------------------
-def test_a_sender_flow_never_changes_the_receivers_link_credit() -> None:
-    """004: "it is always the receiver (and never the sender) that determines the current link
-    credit. The sender only "consumes" link credit granted by the receiver"."""
-    sender, receiver = SenderLink("l", 7), ReceiverLink("l", 7)
-    sender.on_flow(receiver.grant(5))
-    sender.send_transfer()
-    receiver.on_transfer()
-    # A sender's flow (e.g. an echo reply) claiming more credit than granted changes nothing.
-    receiver.on_flow(LinkFlow(link_credit=1_000, delivery_count=sender.delivery_count))
-    assert receiver.credit == 4
-    # Even a sender with a stale, larger credit view cannot raise it: only delivery-count moves.
-    receiver.on_flow(LinkFlow(link_credit=SERIAL_MAX, delivery_count=sender.delivery_count))
-    assert (receiver.credit, receiver.delivery_count) == (4, 8)
+def test_echo_reply_from_rabbitmq_carries_the_available_messages() -> None:
+    """004: "RabbitMQ sets the available field in the flow frame to inform the consumer how many
+    messages are available" ... "Including this information in every flow frame sent from
+    RabbitMQ to the consumer"; "The consumer can set the echo field to request RabbitMQ to reply
+    with a flow frame"."""
+    scheduler, broker, connection = _consumer_connection(prefill=10, credit=3)
+    client = connection.consumers["c1"]
+    assert client.received == 3 and broker.queue("q").depth_msgs == 7
+    client.grant(0, echo=True)
+    scheduler.run_until(20_000)
+    assert client.link.available == 7
+    assert client.link.credit == 0
 
 
-def test_available_is_set_by_the_sender_only() -> None:
-    """004: "The following link flow control fields are independently determined by the sender:
-    delivery-count, available"; "The available field could also be set by a publisher"."""
-    sender, receiver = SenderLink("l", 0), ReceiverLink("l", 0)
-    sender.available = 7
-    grant = receiver.grant(3)
-    sender.on_flow(LinkFlow(grant.link_credit, grant.delivery_count, available=123))
-    assert sender.available == 7  # a receiver's available is no instruction to the sender
-    receiver.on_flow(sender.state())
-    assert receiver.available == 7
+def test_drain_on_an_empty_queue_replies_with_a_flow_and_zero_credit() -> None:
+    """004: "If the source queue is empty, RabbitMQ will promptly reply with only a flow frame."
+    (delivery-count advanced by the remaining credit, credit 0, available 0)."""
+    scheduler, _broker, connection = _consumer_connection(prefill=2, credit=5)
+    client = connection.consumers["c1"]
+    assert client.received == 2 and client.link.credit == 3
+    client.grant(3, drain=True)
+    scheduler.run_until(20_000)
+    assert client.received == 2
+    assert (client.link.credit, client.link.delivery_count, client.link.available) == (0, 5, 0)
+    assert connection.server.consumers["c1"].link.credit == 0
 
 
-def test_the_sender_takes_drain_from_the_receivers_last_flow() -> None:
-    """004: "The receiver decides whether drain mode is enabled, and the sender sets drain to the
-    last known value from the receiver." / "By default, the drain field is set to false"."""
-    sender, receiver = SenderLink("l", 0), ReceiverLink("l", 0)
-    assert LinkFlow(1, 0).drain is False and LinkFlow(1, 0).echo is False
-    sender.on_flow(receiver.grant(2, drain=True))
-    assert sender.drain is True and sender.state().drain is True
-    sender.on_flow(receiver.grant(2))
-    assert sender.drain is False
-    assert sender.finish_drain() is None  # not draining: the credit stays
-    assert sender.credit == 2
-
-
-def test_figure_2_45_grant_6_then_6_again_after_3_received_with_2_in_flight() -> None:
-    """004: "the receiver might have granted 6 credits initially, and then sends another flow
-    frame with link-credit = 6 to RabbitMQ whenever it has received 3 messages." With 5 sent and
-    3 received, the sender computes 3 + 6 - 5 = 4 and both ends agree once the 2 arrive."""
-    sender, receiver = SenderLink("l", 20), ReceiverLink("l", 20)
-    sender.on_flow(receiver.grant(6))
-    for _ in range(5):
-        sender.send_transfer()
-    for _ in range(3):
-        receiver.on_transfer()
-    flow = receiver.grant(6)
-    assert flow.delivery_count == 23
-    sender.on_flow(flow)
-    assert (sender.credit, sender.delivery_count) == (4, 25)
-    for _ in range(2):
-        receiver.on_transfer()
-    assert (receiver.credit, receiver.delivery_count) == (4, 25)
+# -- RabbitMQ alarms -------------------------------------------------------------------------------
+def test_window_stays_closed_until_every_alarm_clears() -> None:
+    """004: "each session will close its incoming window by sending a flow frame with
+    incoming_window = 0 to publishers" when "a memory or disk alarm is triggered"."""
+    scheduler, broker, connection = _consumer_connection(prefill=0, credit=5)
+    endpoint = connection.server.endpoint
+    broker.raise_alarm("memory")
+    broker.raise_alarm("disk")
+    assert endpoint.incoming_window == 0
+    broker.clear_alarm("memory")
+    assert endpoint.incoming_window == 0  # disk still alarmed
+    broker.clear_alarm("disk")
+    assert endpoint.incoming_window == 400
+    scheduler.run_until(20_000)
 
 
 def test_rabbitmq_sends_nothing_before_the_consumers_first_flow() -> None:
@@ -274,42 +221,6 @@ def test_a_publishers_message_of_three_frames_uses_three_units_of_the_400_window
     assert connection.server.publishers["p"].link.delivery_count == 255
 
 
-def test_session_window_computed_with_transfers_crossing_the_flow_across_the_wrap() -> None:
-    """004: "next-incoming-id and next-outgoing-id are sequence numbers and serve the same purpose
-    as the delivery-count in link flow control: they ensure that the windows are computed
-    correctly on the other side when transfer frames are sent in parallel with flow frames."
-    RabbitMQ starts its next-outgoing-id at 2**32 - 4, so 6 frames cross the wrap."""
-    sender = SessionEndpoint("s", incoming_window=400, initial_outgoing_id=SERIAL_MAX - 3)
-    receiver = SessionEndpoint("r", incoming_window=10)
-    sender.on_begin(receiver.begin())
-    receiver.on_begin(sender.begin())
-    assert sender.remote_incoming_window == 10
-    for _ in range(4):
-        sender.send_frame()
-        receiver.receive_frame()
-    flow = receiver.set_incoming_window(10)  # next-incoming-id 0 (wrapped), window 10
-    assert flow.next_incoming_id == 0
-    for _ in range(2):
-        sender.send_frame()  # in flight while the flow travels
-    sender.on_flow(flow)
-    assert sender.next_outgoing_id == 2
-    assert sender.remote_incoming_window == 0 + 10 - 2
-
-
-def test_a_flow_whose_next_incoming_id_leads_next_outgoing_id_is_a_window_violation() -> None:
-    """004: next-incoming-id "serve[s] the same purpose as the delivery-count": a peer cannot have
-    received frames that were never sent (RabbitMQ: "next-incoming-id from FLOW leads
-    next-outgoing-id", session error window-violation)."""
-    endpoint = SessionEndpoint("s", incoming_window=400)
-    endpoint.on_begin(SessionFlow(None, 10, 0, SERIAL_MAX))
-    endpoint.send_frame()
-    with pytest.raises(ProtocolError) as error:
-        endpoint.on_flow(SessionFlow(5, 10, 0, SERIAL_MAX))
-    assert error.value.condition == SESSION_WINDOW_VIOLATION
-    endpoint.on_flow(SessionFlow(1, 10, 0, SERIAL_MAX))  # caught up exactly: fine
-    assert endpoint.remote_incoming_window == 10
-
-
 def test_rabbitmq_ends_the_session_on_a_leading_next_incoming_id() -> None:
     """004: "Session flow control ... is designed to protect the entire client application and
     RabbitMQ as a whole": a flow that breaks the session sequence numbers ends the session."""
@@ -416,118 +327,6 @@ def test_a_session_begun_during_an_alarm_starts_with_its_window_closed() -> None
     assert connection.server.endpoint.incoming_window == 400
     rabbit.run_for(10_000)
     assert connection.publishers["p"].app.sent > 0
-
-
-# -- Artemis (seed 003) ----------------------------------------------------------------------------
-def test_artemis_defaults() -> None:
-    """003: "By default, the consumerWindowSize is set to 1 MiB (1024 * 1024 bytes)"; "in the
-    default configuration all addresses are set to block producers after 10 MiB"; reject
-    threshold "by default set to -1 (or no limit)"; max rates: "The default value is -1."."""
-    assert DEFAULT_CONSUMER_WINDOW == 1024 * 1024
-    assert ArtemisConsumerConfig("c", "q").window == 1024 * 1024
-    settings = AddressSettings()
-    assert settings.max_size_bytes == DEFAULT_MAX_SIZE_BYTES == 10 * 1024 * 1024
-    assert settings.address_full_policy == "BLOCK"
-    assert settings.max_size_bytes_reject_threshold == -1
-    assert (settings.amqp_credits, settings.amqp_low_credits) == (100, 30)
-    assert ArtemisProducerConfig("p", "q").max_rate == -1
-    assert ArtemisConsumerConfig("c", "q").max_rate == -1
-
-
-@pytest.mark.parametrize("rate", [0, -2, -100])
-def test_a_max_rate_must_be_positive_or_minus_one(rate: int) -> None:
-    """003: "The rate must be a positive integer to enable this functionality" / "Setting this to
-    -1 disables rate limited flow control."."""
-    assert rate_limiter(-1) is None
-    assert rate_limiter(1) is not None
-    with pytest.raises(ArtemisConfigError):
-        rate_limiter(rate)
-    with pytest.raises(ArtemisConfigError):
-        ArtemisProducerConfig("p", "q", max_rate=rate)
-    with pytest.raises(ArtemisConfigError):
-        ArtemisConsumerConfig("c", "q", max_rate=rate)
-
-
-def _artemis(config: ArtemisConfig) -> tuple[Scheduler, ArtemisServer]:
-    scheduler = Scheduler(0)
-    bus = EventBus("t", scheduler, validate=True)
-    bus.subscribe(EventCollector())
-    server = ArtemisServer(Broker(bus, scheduler), config)
-    server.start()
-    return scheduler, server
-
-
-def test_consumer_window_minus_one_buffers_without_bound() -> None:
-    """003: "-1 for an unbounded buffer" / "This will allow unbounded message buffering on the
-    client side." A consumer that takes a second per message still receives every message."""
-    scheduler, server = _artemis(
-        ArtemisConfig(
-            addresses=(AddressConfig("q", AddressSettings(max_size_bytes=-1), prefill_count=500),),
-            consumers=(ArtemisConsumerConfig("c", "q", window=-1, process_us=SECOND),),
-        )
-    )
-    scheduler.run_until(SECOND // 2)
-    consumer = server.consumers["c"]
-    assert consumer.server_end.credits is None
-    assert consumer.received == 500 and consumer.peak_buffered_msgs >= 499
-    assert ConsumerWindow(-1).on_take(10_000) == 0  # nothing to give back: no credit exists
-
-
-def test_consumer_window_counts_bytes_not_messages() -> None:
-    """003: "The total maximum size of messages (in bytes) that will be buffered on each consumer
-    is determined by the consumerWindowSize parameter." A 10,000-byte window holds 10 messages of
-    1,000 bytes (the server sends while it has any credit left)."""
-    scheduler, server = _artemis(
-        ArtemisConfig(
-            addresses=(
-                AddressConfig(
-                    "q", AddressSettings(max_size_bytes=-1), prefill_count=50, prefill_size=1_000
-                ),
-            ),
-            consumers=(ArtemisConsumerConfig("c", "q", window=10_000, process_us=10 * SECOND),),
-        )
-    )
-    scheduler.run_until(SECOND)
-    consumer = server.consumers["c"]
-    assert consumer.received == 10
-    assert consumer.server_end.credits == 0
-
-
-def test_address_size_counts_a_message_once_for_all_its_queues() -> None:
-    """003: "The address block applies to all queues registered to that address. i.e. the total
-    memory for all queues bound to that address will not exceed max-size-bytes."."""
-    scheduler, server = _artemis(
-        ArtemisConfig(
-            addresses=(
-                AddressConfig(
-                    "t", AddressSettings(max_size_bytes=100_000), queues=("s1", "s2", "s3")
-                ),
-            ),
-            producers=(ArtemisProducerConfig("p", "t", size=1_000, count=20),),
-        )
-    )
-    scheduler.run_until(SECOND)
-    state = server.addresses["t"].state
-    assert state.accepted == 20
-    # Each message once at its memory estimate (DESIGN §2: body + the CORE overhead), not 3 x.
-    assert state.size == 20 * (1_000 + DEFAULT_CORE_MESSAGE_OVERHEAD)
-    assert all(server.broker.queue(q).depth_msgs == 20 for q in ("s1", "s2", "s3"))
-
-
-# -- numbers: uint ranges and configurable RabbitMQ limits ---------------------------------------
-def test_link_credit_and_windows_are_uints_up_to_4294967295() -> None:
-    """004: "The type uint stands for unsigned integer, a value between 0 and a large number (2^32
-    - 1)"; clients can "Grant ... a huge number of link credits (up to 4 billion)" or open the
-    session incoming-window "widely (up to 4 billion)"."""
-    receiver = ReceiverLink("l", 0)
-    assert receiver.grant(SERIAL_MAX).link_credit == SERIAL_MAX
-    for bad in (-1, SERIAL_MAX + 1):
-        with pytest.raises(ProtocolError):
-            receiver.grant(bad)
-    endpoint = SessionEndpoint("s", incoming_window=SERIAL_MAX)
-    assert endpoint.set_incoming_window(SERIAL_MAX).incoming_window == SERIAL_MAX
-    with pytest.raises(ProtocolError):
-        endpoint.set_incoming_window(SERIAL_MAX + 1)
 
 
 def test_max_link_credit_and_max_incoming_window_are_configurable() -> None:

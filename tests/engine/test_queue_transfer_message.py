@@ -7,7 +7,7 @@ import gc
 import pytest
 
 from flowctl_core.queue import Message, Transfer
-from tests.engine_helpers import Rig
+from tests.engine.helpers import Rig
 
 
 def test_a_single_destination_transfer_is_its_own_message() -> None:

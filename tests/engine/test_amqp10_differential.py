@@ -1,5 +1,6 @@
 """Differential tests: the engine's AMQP 1.0 link / session flow control and RabbitMQ policy against
-the independent reference model in tests/amqp10_reference_model.py (DESIGN.md §2, seeds 002/004).
+the independent reference model in tests/engine/reference/amqp10_reference_model.py (DESIGN.md §2,
+seeds 002/004).
 
 Hypothesis generates operation sequences (derandomized) that are applied to the engine objects and
 to the model in lock step; after every step the link / session state and every frame produced are
@@ -35,7 +36,8 @@ from flowctl_core.protocols.config import (
 )
 from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection
 from flowctl_core.protocols.wire import Frame, TransferFrame
-from tests.amqp10_reference_model import (
+from tests.engine.helpers import Rabbit
+from tests.engine.reference.amqp10_reference_model import (
     SERIAL_MAX,
     Flow,
     ModelError,
@@ -50,7 +52,8 @@ from tests.amqp10_reference_model import (
     sender_credit,
     transfer_frames,
 )
-from tests.test_seed_conformance_links import Rabbit
+
+pytestmark = pytest.mark.differential
 
 FAST = settings(
     derandomize=True,

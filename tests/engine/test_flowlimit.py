@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from flowctl_core import FlowConfigError, FlowDefaults, FlowLimit, FlowThresholds
 from flowctl_core.broker import BrokerConfig
-from tests.engine_helpers import NO_DEFAULTS, QPID_4000_8K, Rig
+from tests.engine.helpers import NO_DEFAULTS, QPID_4000_8K, Rig
 
 
 def test_900_500_hysteresis_from_seed_001() -> None:

@@ -39,6 +39,8 @@ from flowctl_core.protocols.artemis_flow import (
 )
 from flowctl_core.protocols.config import AMQP_091, ConnectionConfig, PublisherConfig
 
+pytestmark = pytest.mark.implementation_case
+
 SECOND = 1_000_000
 MS = 1_000
 KIB = 1024

@@ -23,7 +23,7 @@ from flowctl_core import FlowConfigError
 from flowctl_core.broker import MAX_COUNT_KEY, MAX_SIZE_KEY
 from flowctl_core.flowlimit import FLOW_KEYS, FlowThresholds
 from flowctl_core.scenario import ScenarioError, load_scenario, parse_scenario
-from tests.engine_helpers import NO_DEFAULTS, Rig
+from tests.engine.helpers import NO_DEFAULTS, Rig
 
 NUMERIC_KEYS = (MAX_COUNT_KEY, MAX_SIZE_KEY, *FLOW_KEYS)
 NOT_INTEGERS: list[object] = [True, False, 100.0, 100.5, "1e3", "-5", "", "ten", None, {"n": 1}]

@@ -1,7 +1,9 @@
-"""Seed conformance of RabbitMQ's AMQP 1.0 and 0.9.1 links, for the points of the AMQP review.
+"""RabbitMQ's AMQP 1.0 and 0.9.1 links (flowctl_core/protocols/rabbitmq_amqp10.py, amqp091.py), for
+the points of the AMQP review.
 
 Each test quotes the seed or DESIGN.md sentence it enforces (seed files in /work/shared/seeds/:
-004 = 004_fc910a8b38581445.txt, RabbitMQ's "Ten Benefits of AMQP 1.0 Flow Control").
+004 = 004_fc910a8b38581445.txt, RabbitMQ's "Ten Benefits of AMQP 1.0 Flow Control"). Moved from
+tests/test_amqp_seed_review.py (provenance: the ``review`` mark).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import pytest
 from flowctl_core import EventCollector
 from flowctl_core.events import PREFILL_LINK
 from flowctl_core.protocols.amqp091 import Amqp091Connection
-from flowctl_core.protocols.amqp10 import LinkFlow, ProtocolError, ReceiverLink, SenderLink
 from flowctl_core.protocols.config import (
     AMQP_091,
     AMQP_10,
@@ -24,11 +25,12 @@ from flowctl_core.protocols.config import (
     PublisherConfig,
 )
 from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection, BrokerConsumerLink
-from flowctl_core.protocols.serial import SERIAL_MAX
 from flowctl_core.queue import Message
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import load_scenario
-from tests.test_seed_conformance_links import Rabbit
+from tests.engine.helpers import Rabbit
+
+pytestmark = pytest.mark.review
 
 
 def _watch(link: BrokerConsumerLink, check: Callable[[], None]) -> None:
@@ -41,6 +43,35 @@ def _watch(link: BrokerConsumerLink, check: Callable[[], None]) -> None:
             check()
 
         setattr(link, name, watched)
+
+
+# -- 2. every link's attach is a link_attached event ----------------------------------------------
+def _short_run(name: str, duration_s: float = 0.05) -> EventCollector:
+    log = EventCollector()
+    scenario = load_scenario(name).model_copy(update={"duration_s": duration_s})
+    run_scenario(scenario, [log], validate=True)
+    return log
+
+
+# -- 3. AMQP 0.9.1 enqueues carry the publisher's window and what is outstanding in it -------------
+def _amqp091_enqueues(publisher: PublisherConfig, service_time_us: int) -> list[dict[str, Any]]:
+    rabbit = Rabbit()
+    rabbit.broker.declare_queue("slow", service_time_us=service_time_us)
+    connection = Amqp091Connection(
+        rabbit.broker,
+        ConnectionConfig("c091", AMQP_091, publishers=(publisher,), frame_cost_us=8),
+    )
+    connection.start()
+    rabbit.run_for(200_000)
+    return [e for e in rabbit.log.of_type("enqueue") if e["link"] == publisher.name]
+
+
+def _sender_flows(rabbit: Rabbit, link: str) -> list[dict[str, Any]]:
+    return [
+        json.loads(e["detail"])
+        for e in rabbit.log.of_type("flow")
+        if e["link"] == link and json.loads(e["detail"])["origin"] == "sender"
+    ]
 
 
 # -- 1. the 256-credit cap covers the messages buffered in the session ----------------------------
@@ -92,14 +123,6 @@ def test_a_client_flow_cannot_hand_the_queue_credit_for_messages_already_buffere
     rabbit.run_for(config.latency_us + config.frame_cost_us)
     assert len(link.buffered) + link.queue_credit <= 256
     assert rabbit.queue.stats.dequeued <= 256 + 20
-
-
-# -- 2. every link's attach is a link_attached event ----------------------------------------------
-def _short_run(name: str, duration_s: float = 0.05) -> EventCollector:
-    log = EventCollector()
-    scenario = load_scenario(name).model_copy(update={"duration_s": duration_s})
-    run_scenario(scenario, [log], validate=True)
-    return log
 
 
 @pytest.mark.parametrize("scenario", ["rabbitmq-one-sender-one-receiver", "rabbitmq-two-senders"])
@@ -181,19 +204,6 @@ def test_an_amqp091_publisher_attaches_with_its_window_as_credit() -> None:
     assert (event["credit"], event["available"]) == (400, 1)
 
 
-# -- 3. AMQP 0.9.1 enqueues carry the publisher's window and what is outstanding in it -------------
-def _amqp091_enqueues(publisher: PublisherConfig, service_time_us: int) -> list[dict[str, Any]]:
-    rabbit = Rabbit()
-    rabbit.broker.declare_queue("slow", service_time_us=service_time_us)
-    connection = Amqp091Connection(
-        rabbit.broker,
-        ConnectionConfig("c091", AMQP_091, publishers=(publisher,), frame_cost_us=8),
-    )
-    connection.start()
-    rabbit.run_for(200_000)
-    return [e for e in rabbit.log.of_type("enqueue") if e["link"] == publisher.name]
-
-
 def test_amqp091_enqueues_carry_the_credit_flow_window_and_the_unprocessed_messages() -> None:
     """DESIGN.md §3: "Enqueue events name the producer in `link` and carry its `capacity` and
     `outstanding`"; §2: "A producer has a capacity window of uncompleted transfers; when it is full
@@ -216,49 +226,6 @@ def test_a_confirming_amqp091_publisher_batch_narrows_its_window() -> None:
     assert len(enqueues) > 100
     assert {e["capacity"] for e in enqueues} == {50}
     assert max(e["outstanding"] for e in enqueues) == 50
-
-
-# -- 4. a drain is always answered: by transfers, or else by a flow frame --------------------------
-def test_a_drain_with_no_credit_is_answered_by_one_flow() -> None:
-    """004: "By setting the drain field to true, the consumer requests RabbitMQ to "Either send a
-    transfer or a flow frame."" With no credit no transfer can answer, so a flow frame must -
-    once: the answered request asks for nothing more."""
-    sender, receiver = SenderLink("l", 9), ReceiverLink("l", 9)
-    sender.on_flow(receiver.grant(0, drain=True))
-    reply = sender.finish_drain()
-    assert reply is not None
-    assert (reply.link_credit, reply.delivery_count, reply.drain) == (0, 9, True)
-    assert sender.finish_drain() is None
-
-
-def test_a_drain_used_up_by_transfers_needs_no_closing_flow() -> None:
-    """004: the drain asks to "Either send a transfer or a flow frame", and the flow that exhausts
-    the credit is due only "If there are not enough messages to send": "the sender must still
-    exhaust all link credit as follows: ... Send a flow frame to the receiver." A drain whose
-    credit all went in transfers has been answered by them."""
-    sender, receiver = SenderLink("l", 0), ReceiverLink("l", 0)
-    sender.on_flow(receiver.grant(3, drain=True))
-    for _ in range(3):
-        sender.send_transfer()
-        receiver.on_transfer()
-    assert sender.finish_drain() is None
-    assert (receiver.credit, receiver.delivery_count) == (0, 3)
-
-
-def test_an_echoed_drain_with_no_credit_gets_one_flow_not_two() -> None:
-    """004: "The consumer can set the echo field to request RabbitMQ to reply with a flow frame";
-    that flow also answers a drain with no credit ("Either send a transfer or a flow frame")."""
-    sender, receiver = SenderLink("l", 0), ReceiverLink("l", 0)
-    assert sender.on_flow(receiver.grant(0, drain=True, echo=True)) is not None
-    assert sender.finish_drain() is None
-
-
-def _sender_flows(rabbit: Rabbit, link: str) -> list[dict[str, Any]]:
-    return [
-        json.loads(e["detail"])
-        for e in rabbit.log.of_type("flow")
-        if e["link"] == link and json.loads(e["detail"])["origin"] == "sender"
-    ]
 
 
 @pytest.mark.parametrize("ready", [0, 5])
@@ -308,49 +275,6 @@ def test_rabbitmq_sends_no_closing_flow_after_a_drain_answered_by_transfers() ->
     rabbit.run_for(10_000)
     assert client.received == 6
     assert not [d for d in _sender_flows(rabbit, "c1") if d.get("reason") == "drained"]
-
-
-# -- 5. delivery-count distances are serial (mod 2**32) at both ends, also for huge drains ---------
-@pytest.mark.parametrize("drained", [2**31 - 1, 2**31, 2**31 + 9, SERIAL_MAX - 1])
-def test_a_flow_crossing_a_huge_drain_across_the_wrap(drained: int) -> None:
-    """004: delivery-count values "are 32-bit RFC-1982 serial numbers that range from
-    [0 .. 4,294,967,295] and wrap around: Adding 1 to 4,294,967,295 results in 0"; the sender
-    computes "link-credit(snd) := delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)";
-    a client may grant "a huge number of link credits (up to 4 billion)" and add "drain=true".
-    A drain of ``drained`` credits, crossed by a new grant of 5 sent before the drain's flow
-    arrived, leaves both ends with credit 0 and the same delivery-count; the next grant works."""
-    start = SERIAL_MAX - 4
-    sender, receiver = SenderLink("l", start), ReceiverLink("l", start)
-    sender.on_flow(receiver.grant(drained + 1, drain=True))
-    sender.send_transfer()
-    receiver.on_transfer()
-    reply = sender.finish_drain()
-    assert reply is not None
-    crossing = receiver.grant(5)  # sent before the drain's flow reached the receiver
-    sender.on_flow(crossing)
-    receiver.on_flow(reply)
-    expected = (start + 1 + drained) % 2**32
-    assert (sender.credit, sender.delivery_count) == (0, expected)
-    assert (receiver.credit, receiver.delivery_count) == (0, expected)
-    sender.on_flow(receiver.grant(7))
-    assert sender.credit == 7
-
-
-@pytest.mark.parametrize("start", [10, SERIAL_MAX])
-def test_a_receiver_delivery_count_ahead_of_the_sender_is_still_an_error(start: int) -> None:
-    """The formula "link-credit(snd) := delivery-count(rcv) + link-credit(rcv) -
-    delivery-count(snd)" presumes the receiver counts only what the sender sent (004: "the sender
-    ... only "consumes" link credit granted by the receiver"): a receiver delivery-count the
-    sender never reached - also just past the wrap - is rejected, as is one that goes back."""
-    sender = SenderLink("l", start)
-    sender.on_flow(LinkFlow(3, start))
-    sender.send_transfer()
-    ahead = (start + 2) % 2**32
-    with pytest.raises(ProtocolError):
-        sender.on_flow(LinkFlow(3, ahead))
-    sender.on_flow(LinkFlow(3, (start + 1) % 2**32))
-    with pytest.raises(ProtocolError):
-        sender.on_flow(LinkFlow(3, start))  # behind what the receiver reported already
 
 
 def test_rabbitmq_takes_a_grant_crossing_a_drain_of_over_2_to_the_31_credits() -> None:

@@ -1,8 +1,8 @@
 """An independent, plain reference model of AMQP 1.0 link and session flow control and of
 RabbitMQ's AMQP 1.0 credit policy, written only from /work/shared/DESIGN.md §2-§3 and seeds 002/004
 ("Ten Benefits of AMQP 1.0 Flow Control"). It does not import flowctl_core: the differential tests
-in tests/test_amqp10_differential.py drive the engine and this model with the same operations and
-compare them.
+in tests/engine/test_amqp10_differential.py drive the engine and this model with the same
+operations and compare them.
 
 What the documents state (quoted where it matters) is modelled as stated; where they are silent
 an assumption is written down as A1, A2, ... next to the code that makes it:

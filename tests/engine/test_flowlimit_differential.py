@@ -1,4 +1,5 @@
-"""Differential tests: the engine's Qpid flow control against ``tests/qpid_reference_model.py``.
+"""Differential tests: the engine's Qpid flow control (flowctl_core/flowlimit.py, as the broker
+applies it) against ``tests/engine/reference/qpid_reference_model.py``.
 
 The model is written from DESIGN.md §2-§3 and seeds 000/001 only. Hypothesis generates workloads
 (queues with random limits, thresholds and policies; 1-3 producers with capacity windows, routed
@@ -21,8 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flowctl_core import BrokerConfig, FlowConfigError, FlowThresholds
-from tests.engine_helpers import Rig
-from tests.qpid_reference_model import Model, ModelConfigError, Thresholds
+from tests.engine.helpers import Rig
+from tests.engine.reference.qpid_reference_model import Model, ModelConfigError, Thresholds
+
+pytestmark = pytest.mark.differential
 
 # -- workload description ---------------------------------------------------------------------
 
