@@ -15,11 +15,8 @@ import pytest
 from chispa import assert_df_equality
 
 from jobs.recommend_policy import RecommendPolicy
-from jobs.transforms.recommend import (
-    consumer_link_evidence,
-    queue_producers,
-    threshold_recommendations,
-)
+from jobs.transforms.recommend import threshold_recommendations
+from jobs.transforms.recommend_evidence import consumer_link_evidence, queue_producers
 from schemas.model import TableSchema
 from schemas.recommendations import THRESHOLD_RECOMMENDATIONS, VERDICTS
 from schemas.tables import (

@@ -1,0 +1,320 @@
+"""The evidence of a recommendation (DESIGN.md §4 "recommendation"), aggregated per queue and per
+consumer link from the bronze, silver and gold rows of the evidence window.
+
+Queues: the limits and thresholds in force, the overshoot bound from the producers' capacities,
+episode counts, worst overshoot and drain rates, time stopped and peak depth. Consumer links:
+deliveries, the credit in force, top-ups, attached, starved and backlogged time, the credit unit.
+Every function is DataFrame -> DataFrame without I/O; the verdicts are decided elsewhere
+(recommend_queues.py, recommend_links.py).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from jobs.recommend_policy import RecommendPolicy
+from jobs.transforms.timeutil import micros, seconds_between, utc_date
+
+QUEUE = ("broker", "queue")
+LINK = ("broker", "link")
+
+
+def entity_columns(kind: str, entity: str) -> list[Column]:
+    """The first columns of a recommendation row: its broker, entity (``kind`` and the name in
+    column ``entity``), the queue it concerns and the runs its evidence comes from."""
+    return [
+        F.col("broker"),
+        F.lit(kind).alias("entity_kind"),
+        F.col(entity).alias("entity"),
+        F.col("queue"),
+        F.col("runs"),
+    ]
+
+
+def _latest(column: str) -> Column:
+    """The column's value at the latest event (by ts, then seq) where it is not null."""
+    order = F.when(F.col(column).isNotNull(), F.struct("ts", "seq"))
+    return F.max_by(column, order).alias(column)
+
+
+def _is(event_type: str) -> Column:
+    return F.col("event_type") == event_type
+
+
+# -- queue evidence ---------------------------------------------------------------------------
+
+
+def queue_settings(events: DataFrame) -> DataFrame:
+    """Per queue: the limits and thresholds in force at its latest event, runs, rejections and the
+    largest message enqueued (the bytes bound is capacity x that size)."""
+    return (
+        events.where(F.col("queue").isNotNull())
+        .groupBy(*QUEUE)
+        .agg(
+            *(
+                _latest(c)
+                for c in (
+                    "max_count",
+                    "max_size",
+                    "flow_stop_count",
+                    "flow_resume_count",
+                    "flow_stop_size",
+                    "flow_resume_size",
+                )
+            ),
+            # The limit policy a queue was declared with (the engine logs it in the detail).
+            F.max_by(
+                F.get_json_object("detail", "$.policy"),
+                F.when(_is("queue_declared") & F.col("detail").isNotNull(), F.struct("ts", "seq")),
+            ).alias("limit_policy"),
+            # A ring queue also shows by its evictions, when its declaration is older than the
+            # look-back (a long collector session).
+            F.max(_is("ring_evicted")).alias("_evicts"),
+            F.countDistinct("run_id").alias("runs"),
+            F.count(F.when(_is("message_rejected"), 1)).alias("rejected_msgs"),
+            F.max(F.when(_is("enqueue"), F.col("size_bytes"))).alias("max_message_bytes"),
+        )
+    )
+
+
+def queue_producers(events: DataFrame) -> DataFrame:
+    """Per queue: the overshoot bound from its producers' capacities (DESIGN §2: "at most the sum
+    of its producers' capacities") and how many producers had no window at all.
+
+    Producers of different runs never send at the same time (a run is one timeline), so the bound
+    is the largest per-run sum, not the sum over the look-back: seven nightly collector sessions
+    of one producer bound the overshoot by its one window, not seven. Within a run each producer
+    counts once, at the largest window it had.
+    """
+    per_producer = (
+        events.where(_is("enqueue") & F.col("queue").isNotNull() & F.col("link").isNotNull())
+        .groupBy(*QUEUE, "run_id", "link")
+        .agg(F.max("capacity").alias("capacity"))
+    )
+    per_run = per_producer.groupBy(*QUEUE, "run_id").agg(
+        F.sum("capacity").alias("producer_capacity_sum"),
+        F.count(F.when(F.col("capacity").isNull(), 1)).alias("uncapped_producers"),
+    )
+    return per_run.groupBy(*QUEUE).agg(
+        F.max("producer_capacity_sum").alias("producer_capacity_sum"),
+        F.max("uncapped_producers").alias("uncapped_producers"),
+    )
+
+
+def queue_episode_evidence(episodes: DataFrame, policy: RecommendPolicy) -> DataFrame:
+    """Per queue, from silver episodes: counts, short episodes, worst overshoot and drain rates.
+
+    The net drain rate of a closed episode is (peak depth - resume threshold) / duration: how fast
+    the queue fell from its peak to where flow resumed, producers' in-flight windows included.
+    """
+    closed = ~F.col("is_open") & F.col("duration_s").isNotNull()
+    timed = closed & (F.col("duration_s") > 0)
+
+    def drain(peak: str, stop: str, resume: str) -> Column:
+        # A resume of 0 under a non-zero stop resumes at the stop value (DESIGN.md §2).
+        effective = F.when(F.coalesce(F.col(resume), F.lit(0)) == 0, F.col(stop)).otherwise(
+            F.col(resume)
+        )
+        return F.when(
+            timed & (effective > 0),
+            F.greatest(F.col(peak) - effective, F.lit(0)) / F.col("duration_s"),
+        )
+
+    quantile = policy.drain_rate_quantile
+    return episodes.groupBy(*QUEUE).agg(
+        F.count(F.lit(1)).alias("episodes"),
+        F.count(F.when(closed, 1)).alias("closed_episodes"),
+        F.count(F.when(closed & (F.col("duration_s") < policy.min_dwell_s), 1)).alias(
+            "short_episodes"
+        ),
+        F.percentile(F.when(closed, F.col("duration_s")), 0.5).alias("median_episode_s"),
+        F.max("overshoot_msgs").alias("max_overshoot_msgs"),
+        F.max("overshoot_bytes").alias("max_overshoot_bytes"),
+        F.percentile(
+            drain("peak_depth_msgs", "flow_stop_count", "flow_resume_count"), quantile
+        ).alias("drain_rate_msgs_s"),
+        F.percentile(
+            drain("peak_depth_bytes", "flow_stop_size", "flow_resume_size"), quantile
+        ).alias("drain_rate_bytes_s"),
+    )
+
+
+def queue_daily_evidence(queue_daily: DataFrame) -> DataFrame:
+    """Per queue, from gold daily rows (summed over days and runs): time stopped and peak depth."""
+    return queue_daily.groupBy(*QUEUE).agg(
+        F.sum("time_stopped_s").alias("time_stopped_s"),
+        F.sum("observed_s").alias("_observed_s"),
+        F.max("max_depth_msgs").alias("peak_depth_msgs"),
+        F.max("max_depth_bytes").alias("peak_depth_bytes"),
+    )
+
+
+# -- consumer links ---------------------------------------------------------------------------
+
+
+def consumer_link_evidence(
+    events: DataFrame, link_daily: DataFrame, starvations: DataFrame
+) -> DataFrame:
+    """Per consumer link: deliveries, its current credit, the median top-up, attached and
+    starved time, the median starvation (a credit round trip as the receiver sees it), whether
+    the credit is counted in bytes (``detail.credit_unit``), the mean size of the messages
+    delivered (from the delivery events' ``size_bytes``, when logged), the most credit the
+    link's queue sees at a time (``detail.max_queue_credit``, RabbitMQ AMQP 1.0 links; the largest
+    logged when runs differ), and its backlogged time and the deliveries made in it (see
+    :func:`_link_steps`).
+
+    The current credit is the credit the receiver grants now: the largest credit of the link's
+    grants on the latest day (UTC date of ``ts``) of the window on which it logged one. A grant
+    is a ``flow`` event carrying a credit, except those the sending end logs of itself
+    (``detail.origin`` ``sender``: messages available, a drain done), which like deliveries
+    carry the credit left. So a link that ran its credit down on its latest day without a grant
+    (the receiver replenishing late) is judged at the window its last grant set, not at what was
+    left; a receiver that granted 0 (a flow setting the credit to 0) holds 0; and a lowered
+    credit is judged at its new size, not at an earlier day's it no longer holds. A link with no
+    grant in the window (its credit known only from attaches, deliveries or the sender's flows)
+    falls back on the largest credit of the latest day on which any of its events carried one.
+    """
+    daily = link_daily.groupBy(*LINK).agg(
+        F.sum("starved_s").alias("starved_s"),
+        F.sum("attached_s").alias("attached_s"),
+        F.sum("episodes").alias("episodes"),
+    )
+    round_trips = (
+        starvations.where(~F.col("is_open") & (F.col("duration_s") > 0))
+        .groupBy(*LINK)
+        .agg(F.percentile("duration_s", 0.5).alias("_observed_round_trip_s"))
+    )
+    # Links that never carried a credit (AMQP 0-10 consumers) have no credit to recommend.
+    return (
+        _per_link(_link_steps(events))
+        .where((F.col("link_role") == "consumer") & F.col("current_credit").isNotNull())
+        .join(daily, list(LINK), "left")
+        .join(round_trips, list(LINK), "left")
+    )
+
+
+def _stretch_us() -> Column:
+    """The microseconds from an event to the link's next one (or the watermark), 0 when the clock
+    stepped back; in whole microseconds, summed before they become seconds: the sum is exact."""
+    return F.greatest(micros("_until_ts") - micros("ts"), F.lit(0))  # greatest skips a null
+
+
+def _link_steps(events: DataFrame) -> DataFrame:
+    """The events of every link in ``seq`` order, each with the link's previous credit, whether
+    the link was backlogged before and after it, when the stretch it starts ends, and whether a
+    delivery it makes counts in a timed backlog (``_timed``).
+
+    A link is backlogged while the sending side has messages for it and credit to send them:
+    while its state (DESIGN §4, as for starvation: the credit and ``available`` of its latest
+    event carrying a credit, by ``seq``, that event's own ``available``) has ``available > 0``
+    and ``credit > 0``; a ``link_detached`` ends it. Starved time (no credit) is left out: there
+    the link runs at the pace its credit allows, about credit / round trip, which would size the
+    credit by itself.
+    Each stretch between two of the link's events takes the state the earlier one left, and the
+    stretch after its last event runs to the run's watermark as the window sees it (its last
+    event by ``seq``); a clock stepping back makes a stretch 0 s. A delivery is made in backlog
+    when the state just before it was backlogged, and counts only when that backlog (the
+    stretches from the event that made the link backlogged to the one that ended it) lasted:
+    a backlog drained in the instant it appeared gives deliveries and no time. The window's
+    events are all there is:
+    a link backlogged before the window's first day counts from its first event in the window.
+    """
+    link_events = events.where(F.col("link").isNotNull())
+    # The run's watermark as the window sees it: the ts of its last event by seq (few runs).
+    watermarks = events.groupBy("run_id").agg(F.max_by("ts", "seq").alias("_watermark_ts"))
+    in_order = Window.partitionBy("run_id", *LINK).orderBy("seq")
+    before = in_order.rowsBetween(Window.unboundedPreceding, -1)
+    # The state an event leaves: backlogged or not when it carries a credit (a credit logged
+    # without an available is not known to be backlogged), not when it detaches the link.
+    leaves = F.when(_is("link_detached"), F.lit(False)).when(
+        F.col("credit").isNotNull(),
+        (F.col("credit") > 0) & (F.coalesce(F.col("available"), F.lit(0)) > 0),
+    )
+    upto_here = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    stepped = (
+        link_events.join(F.broadcast(watermarks), "run_id")
+        .withColumn("_prev_credit", F.last("credit", ignorenulls=True).over(before))
+        .withColumn(
+            "_backlogged_before",
+            F.coalesce(F.last(leaves, ignorenulls=True).over(before), F.lit(False)),
+        )
+        .withColumn("_backlogged_after", F.coalesce(leaves, F.col("_backlogged_before")))
+        .withColumn("_until_ts", F.coalesce(F.lead("ts").over(in_order), F.col("_watermark_ts")))
+        # Backlogs numbered by the events that leave the link not backlogged up to here: the
+        # events of one backlog, and the event that ends it, share the number of its first.
+        .withColumn(
+            "_backlog",
+            F.sum(F.when(~F.col("_backlogged_after"), 1).otherwise(0)).over(upto_here),
+        )
+    )
+    backlogged_after = F.col("_backlogged_after")
+    # The backlog a delivery is made in: the one the event before it left (an event that ends a
+    # backlog has already counted itself among the events that leave the link not backlogged).
+    delivery_backlog = F.col("_backlog") - F.when(backlogged_after, 0).otherwise(1)
+    # A backlog drained in the instant it appeared (deliveries stamped with the ts the messages
+    # became available at, as a consumer that keeps up is logged) has no time to divide by; its
+    # deliveries would inflate the rate of the link's real backlogs, so they do not count.
+    timed_backlogs = (
+        stepped.where(backlogged_after)
+        .groupBy("run_id", *LINK, "_backlog")
+        .agg(F.sum(_stretch_us()).alias("_backlog_us"))
+        .where(F.col("_backlog_us") > 0)
+        .select("run_id", *LINK, "_backlog", F.lit(True).alias("_timed"))
+    )
+    return stepped.withColumn("_delivery_backlog", delivery_backlog).join(
+        timed_backlogs.withColumnRenamed("_backlog", "_delivery_backlog"),
+        ["run_id", *LINK, "_delivery_backlog"],
+        "left",
+    )
+
+
+def _deliveries(where: Column) -> Column:
+    # A delivery is logged as a dequeue by some front ends and as a transfer by others.
+    return F.greatest(
+        F.count(F.when(where & _is("dequeue"), 1)), F.count(F.when(where & _is("transfer"), 1))
+    )
+
+
+def _per_link(stepped: DataFrame) -> DataFrame:
+    """Per link, from :func:`_link_steps`: the columns :func:`consumer_link_evidence` names,
+    before the gold and silver ones are joined."""
+    top_up = F.col("credit") - F.col("_prev_credit")
+    in_backlog = F.col("_backlogged_before") & F.coalesce(F.col("_timed"), F.lit(False))
+    day_credit = F.struct(utc_date("ts").alias("day"), "credit")
+    # A grant: a flow event carrying a credit that the sending end did not log of itself (its
+    # flows report messages available or a drain done, with the credit left, DESIGN §3).
+    granted = (
+        _is("flow")
+        & F.col("credit").isNotNull()
+        & ~F.coalesce(F.get_json_object("detail", "$.origin") == "sender", F.lit(False))
+    )
+    return stepped.groupBy(*LINK).agg(
+        _latest("link_role"),
+        # Artemis CORE consumers count credit in bytes and say so in every event's detail.
+        F.max(F.get_json_object("detail", "$.credit_unit") == "bytes").alias("_credit_in_bytes"),
+        F.avg(F.when(_is("dequeue") | _is("transfer"), F.col("size_bytes"))).alias(
+            "_mean_message_bytes"
+        ),
+        # RabbitMQ's AMQP 1.0 consumer links log the credit its queue sees per consumer.
+        F.max(F.get_json_object("detail", "$.max_queue_credit").cast("long")).alias(
+            "_max_queue_credit"
+        ),
+        F.max_by("queue", F.when(_is("dequeue"), F.struct("ts", "seq"))).alias("queue"),
+        F.countDistinct("run_id").alias("runs"),
+        _deliveries(F.lit(True)).alias("deliveries"),
+        # The credit in force now: the largest grant of the latest day with a grant, else the
+        # largest credit of the latest day with any credit. Structs compare field by field, so
+        # each max is that day's largest; the window's largest would judge a link whose credit
+        # was lowered against credit it no longer holds, and a delivery's credit is what is left.
+        F.coalesce(
+            F.max(F.when(granted, day_credit))["credit"],
+            F.max(F.when(F.col("credit").isNotNull(), day_credit))["credit"],
+        ).alias("current_credit"),
+        # A top-up: a flow event's credit above the link's previous credit.
+        F.percentile(F.when(_is("flow") & (top_up > 0), top_up), 0.5).alias("_median_top_up"),
+        seconds_between(F.lit(0), F.sum(F.when(F.col("_backlogged_after"), _stretch_us()))).alias(
+            "_backlogged_s"
+        ),
+        _deliveries(in_backlog).alias("_backlogged_deliveries"),
+    )

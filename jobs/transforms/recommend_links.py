@@ -1,0 +1,335 @@
+"""Consumer-link recommendations (DESIGN.md §4 "recommendation"): credit per consumer link.
+
+Credit >= consumption rate x round trip + top-up batch (Kung & Morris, "Credit-based flow control
+for ATM networks"), the rate being the one the link runs at while it has traffic to carry
+(deliveries per second of its backlogged time, per attached second when the log gives none), in
+the link's credit unit (messages, or bytes for Artemis CORE consumers: rate x mean message size);
+a starved link that already had that much credit is kept, its consumer replenishing late.
+
+The verdict and what the rationale says of the link's situation are the first rule of
+:data:`LINK_RULES` that holds; the notes of :data:`LINK_NOTES` that hold follow (the formula and
+its rate, RabbitMQ's queue credit cap, a policy round trip standing in). DataFrame -> DataFrame
+without I/O.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from jobs.recommend_policy import RecommendPolicy
+from jobs.transforms.recommend_evidence import entity_columns
+from jobs.transforms.verdict_rules import Facts, Finding, Rule, always, decide, staged, stated
+from schemas.recommendations import (
+    ENTITY_CONSUMER_LINK,
+    VERDICT_KEEP,
+    VERDICT_LOWER,
+    VERDICT_RAISE,
+)
+
+#: Why a link starves although its credit is large enough.
+REPLENISHES_LATE = "the consumer replenishes late (grants credit only as it processes messages)"
+
+
+#: A consumer link's verdict, and what its rationale says of its situation: the first rule that
+#: holds.
+LINK_RULES: tuple[Rule, ...] = (
+    Rule(
+        "byte credit without message sizes",
+        lambda k: k.sizes_unknown,
+        VERDICT_KEEP,
+        lambda k: F.format_string(
+            "credit is counted in bytes (%d in force) and the link logged no message "
+            "sizes: credit not assessed",
+            k.held,
+        ),
+    ),
+    Rule(
+        "starved without a credit round trip",
+        lambda k: k.no_round_trip,
+        VERDICT_KEEP,
+        lambda k: F.concat(
+            k.starved_with,
+            F.format_string(
+                "; its median starvation of %.6fs is under %.3fs and no evidence of a credit "
+                "round trip: credit need not assessed; credit came back within moments of "
+                "running out, so the starvation is not caused by the credit size: "
+                + REPLENISHES_LATE,
+                k.observed_round_trip,
+                F.lit(k.policy.min_round_trip_s),
+            ),
+        ),
+    ),
+    Rule("starved for want of credit", lambda k: k.raise_, VERDICT_RAISE, lambda k: k.starved_with),
+    Rule(
+        "starved with the credit it needs",
+        lambda k: k.not_the_size,
+        VERDICT_KEEP,
+        lambda k: F.concat(
+            k.starved_with,
+            F.format_string(
+                "; starvation is not caused by the credit size: it already had %d >= needed "
+                "%d %s; " + REPLENISHES_LATE,
+                k.held,
+                k.needed,
+                k.unit,
+            ),
+        ),
+    ),
+    Rule(
+        "over-provisioned, starved within tolerance",
+        lambda k: k.lower & (F.coalesce(k.starved_share, F.lit(0.0)) > 0),
+        VERDICT_LOWER,
+        lambda k: F.format_string(
+            "starved only %.2f%% of its attached time (up to %.2f%% is tolerated) with %d %s, "
+            "over %.0fx what it needs",
+            k.starved_share * 100,
+            F.lit(k.policy.starved_share_tolerance * 100),
+            k.current,
+            k.unit,
+            F.lit(k.policy.over_provision_factor),
+        ),
+    ),
+    Rule(
+        "over-provisioned",
+        lambda k: k.lower,
+        VERDICT_LOWER,
+        lambda k: F.format_string(
+            "never starved with %d %s, over %.0fx what it needs",
+            k.current,
+            k.unit,
+            F.lit(k.policy.over_provision_factor),
+        ),
+    ),
+    Rule(
+        "never attached",
+        lambda k: k.rate.isNull(),
+        VERDICT_KEEP,
+        lambda k: F.lit("no attached time observed"),
+    ),
+    Rule("credit suffices", always, VERDICT_KEEP, lambda k: k.starved_with),
+)
+
+
+def _formula(k: Facts) -> Column:
+    """The need, in the link's credit unit, as the formula computes it."""
+    rate, needed = F.coalesce(k.rate, F.lit(0.0)), F.coalesce(k.needed, F.lit(0))
+    return F.when(
+        k.in_bytes,
+        F.format_string(
+            "needs %.1f msgs/s x %.0f bytes/msg x %.3fs round trip + %d bytes top-up "
+            "= %d bytes of credit",
+            rate,
+            F.col("_mean_message_bytes"),
+            k.round_trip,
+            k.batch,
+            needed,
+        ),
+    ).otherwise(
+        F.format_string(
+            "needs %.1f msgs/s x %.3fs round trip + %d top-up = %d credits",
+            rate,
+            k.round_trip,
+            k.batch,
+            needed,
+        )
+    )
+
+
+def _rate_evidence(k: Facts) -> Column:
+    """Which rate the formula used, and its evidence (the schema has no column for it)."""
+    attached = F.coalesce(F.col("attached_s"), F.lit(0.0))
+    return F.when(
+        k.per_backlogged,
+        F.format_string(
+            "; the rate is per backlogged second: %d deliveries in %.1fs with messages available "
+            "and credit, of %.1fs attached",
+            F.col("_backlogged_deliveries"),
+            F.col("_backlogged_s"),
+            attached,
+        ),
+    ).otherwise(
+        F.format_string(
+            "; the rate is per attached second: %d deliveries in %.1fs attached (the log gives no "
+            "time with messages available)",
+            F.col("deliveries"),
+            attached,
+        )
+    )
+
+
+#: What follows a link's situation in its rationale: every note that holds, in this order.
+LINK_NOTES: tuple[Finding, ...] = (
+    Finding(
+        "the need by the formula",
+        lambda k: k.assessed,
+        lambda k: F.concat(F.lit("; "), _formula(k), _rate_evidence(k)),
+    ),
+    # RabbitMQ caps the credit a queue sees per consumer (DESIGN §2, 256 by default); a need above
+    # it is not capped (see recommend_consumer_links).
+    Finding(
+        "a need above RabbitMQ's queue credit cap",
+        lambda k: k.assessed & (k.needed > F.col("_max_queue_credit")),
+        lambda k: F.format_string(
+            "; %d credits is above the %d the queue sees per consumer at a time "
+            "(max_queue_credit): not capped, as the session grants the queue its next batch once "
+            "it has sent the last one out, so credit above the cap still covers the round trip "
+            "(the cap bounds what the session buffers, not what the link delivers)",
+            k.needed,
+            F.col("_max_queue_credit"),
+        ),
+    ),
+    # The policy round trip stood in for an observed one too short to be evidence.
+    Finding(
+        "the policy round trip stands in",
+        lambda k: k.too_short & ~k.no_round_trip,
+        lambda k: F.format_string(
+            "; its median starvation of %.6fs is under %.3fs and no evidence of a round trip: "
+            "the policy round trip is used",
+            k.observed_round_trip,
+            F.lit(k.policy.min_round_trip_s),
+        ),
+    ),
+)
+
+
+def _basis(evidence: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame, dict[str, Column]]:
+    """``evidence`` with the rate, round trip, batch and starvation of each link staged, and the
+    facts they give (see :func:`_link_facts`)."""
+    attached = F.col("attached_s")
+    backlogged = F.col("_backlogged_s")
+    # Kung & Morris size credit for the rate the link runs at while it has traffic to carry:
+    # deliveries per backlogged second, or per attached second when the log gives no backlog.
+    per_backlogged = F.coalesce(backlogged > 0, F.lit(False))
+    rate = F.when(per_backlogged, F.col("_backlogged_deliveries") / backlogged).when(
+        attached > 0, F.col("deliveries") / attached
+    )
+    in_bytes = F.coalesce(F.col("_credit_in_bytes"), F.lit(False))
+    message_bytes = F.col("_mean_message_bytes")
+    # Credit units per message: 1 for message credit, the mean message size for byte credit.
+    per_message = F.when(in_bytes, message_bytes).otherwise(F.lit(1.0))
+    observed = F.col("_observed_round_trip_s")
+    too_short = F.coalesce(observed < policy.min_round_trip_s, F.lit(False))
+    starved_share = F.when(attached > 0, F.coalesce(F.col("starved_s"), F.lit(0.0)) / attached)
+    starved = F.coalesce(starved_share, F.lit(0.0)) > policy.starved_share_tolerance
+    no_round_trip = too_short & starved
+    observed_ok = observed.isNotNull() & ~too_short
+    round_trip = F.when(
+        ~no_round_trip,
+        F.coalesce(F.when(observed_ok, observed), F.lit(policy.default_round_trip_s)),
+    )
+    batch = F.coalesce(
+        F.ceil(F.col("_median_top_up")).cast("long"),
+        F.ceil(F.lit(policy.default_top_up_batch) * per_message).cast("long"),
+    )
+    sizes_unknown = in_bytes & ~F.coalesce(message_bytes > 0, F.lit(False))
+    evidence, columns = staged(
+        evidence,
+        {
+            "_rate": rate,
+            "_round_trip": round_trip,
+            "_batch": batch,
+            "_starved_share": starved_share,
+            "_starved": starved,
+            "_assessed": ~sizes_unknown & ~no_round_trip,
+        },
+    )
+    return evidence, {
+        "per_backlogged": per_backlogged,
+        "in_bytes": in_bytes,
+        "sizes_unknown": sizes_unknown,
+        "per_message": per_message,
+        "observed_round_trip": observed,
+        "too_short": too_short,
+        "no_round_trip": no_round_trip,
+        **{name.lstrip("_"): column for name, column in columns.items()},
+    }
+
+
+def _link_facts(evidence: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame, Facts]:
+    """``evidence`` with each link's decisions staged, and the facts :data:`LINK_RULES` and
+    :data:`LINK_NOTES` read: ``policy``; the ``rate`` (``per_backlogged`` or per attached
+    second), the ``round_trip`` (``observed_round_trip`` unless ``too_short`` to be evidence of
+    one) and the top-up ``batch``; the credit unit (``in_bytes``; ``per_message``, the credit
+    units of a message; ``unit``, its name) and ``sizes_unknown`` (byte credit, no message size
+    logged); ``starved_share``, ``starved`` (over the tolerance), ``no_round_trip`` (starved,
+    and the round trip too short to be one), ``starved_with`` (the text) and ``assessed``
+    (neither sizes unknown nor no round trip); the credit ``current``ly granted (``held``: 0 when
+    unknown) and ``needed``; and the decisions ``raise_``, ``not_the_size`` (starved although it
+    already had what it needs: more credit would not help) and ``lower``."""
+    evidence, basis = _basis(evidence, policy)
+    rate, per_message, round_trip = basis["rate"], basis["per_message"], basis["round_trip"]
+    assessed, starved = basis["assessed"], basis["starved"]
+    need = (F.ceil(rate * per_message * round_trip) + basis["batch"]).cast("long")
+    evidence, columns = staged(evidence, {"_needed": F.when(assessed, need)})
+    needed = columns["_needed"]
+    current = F.col("current_credit")
+    held = F.coalesce(current, F.lit(0))
+    evidence, decided = staged(
+        evidence,
+        {
+            "_raise_": assessed & starved & (held < needed),
+            "_not_the_size": assessed & starved & (held >= needed),
+            "_lower": assessed & ~starved & (current > needed * policy.over_provision_factor),
+        },
+    )
+    decisions = {name[1:]: column for name, column in decided.items()}
+    facts = Facts(policy=policy, needed=needed, current=current, held=held, **basis, **decisions)
+    unit = F.when(facts.in_bytes, F.lit("bytes of credit")).otherwise(F.lit("credits"))
+    starved_with = F.format_string(
+        "starved %.1f%% of its attached time with %d %s",
+        F.coalesce(facts.starved_share * 100, F.lit(0.0)),
+        held,
+        unit,
+    )
+    return evidence, facts.but(unit=unit, starved_with=starved_with)
+
+
+def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> DataFrame:
+    """One credit recommendation per consumer link (Kung & Morris).
+
+    Credit is counted in the link's own unit: messages, or bytes for links whose events say
+    ``credit_unit: bytes`` (Artemis CORE consumers). In bytes the need is rate x mean message
+    size x round trip + top-up (bytes); without logged message sizes a byte link is not assessed.
+    A median starvation under ``min_round_trip_s`` is no evidence of a round trip: a starved link
+    with one is not assessed (credit came back within moments, so its size is not what starves the
+    link), a link that did not starve falls back on the policy round trip. A starved link that
+    already had the credit the formula needs is kept: the shortage is not the credit size.
+
+    The rate is the one the link runs at while it has traffic to carry: the deliveries made in its
+    backlogged time (see :func:`~jobs.transforms.recommend_evidence.consumer_link_evidence`) per
+    backlogged second, not per attached second, which would give a consumer idle half the time
+    for want of messages half the credit it needs. When the log gives no backlogged time (no
+    ``available`` logged at all, or only instants with some) it falls back on the deliveries per
+    attached second; the rationale says which rate was used (the schema has no column for it).
+
+    RabbitMQ's cap on the credit a queue sees per consumer (DESIGN §2, 256 by default; its AMQP 1.0
+    consumer links log it as ``detail.max_queue_credit``) does not cap the recommendation: seed
+    004, "Once these 256 messages have been sent out by the server session process, the server
+    session process will grant the next batch of 256 credits to the queue". The cap bounds what
+    the session buffers, not what the link delivers per round trip, so credit above it still
+    covers the client's round trip (the engine delivers 4x as much with 1024 credits as with 256
+    under the cap, and the same with any cap). A need above the cap is said in the rationale.
+    """
+    evidence, facts = _link_facts(evidence, policy)
+    decision = decide(LINK_RULES, facts, notes=stated(LINK_NOTES, facts, separator=""))
+    changes = facts.raise_ | facts.lower
+    return evidence.select(
+        *entity_columns(ENTITY_CONSUMER_LINK, "link"),
+        decision.verdict.alias("verdict"),
+        decision.rationale.alias("rationale"),
+        F.coalesce(F.col("episodes"), F.lit(0)).alias("episodes"),
+        facts.current.alias("current_credit"),
+        F.when(changes, facts.needed).otherwise(facts.current).alias("recommended_credit"),
+        facts.rate.alias("consumption_rate_msgs_s"),
+        facts.round_trip.alias("round_trip_s"),
+        F.when(
+            ~facts.no_round_trip,
+            F.when(
+                F.col("_observed_round_trip_s").isNotNull() & ~facts.too_short, F.lit("observed")
+            ).otherwise(F.lit("policy")),
+        ).alias("round_trip_source"),
+        facts.batch.alias("top_up_batch"),
+        F.coalesce(F.col("starved_s"), F.lit(0.0)).alias("starved_s"),
+        facts.starved_share.alias("starved_share"),
+    )

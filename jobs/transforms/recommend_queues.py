@@ -1,0 +1,411 @@
+"""Queue recommendations (DESIGN.md §4 "recommendation"): Qpid flow thresholds per queue.
+
+The stop threshold leaves room below the queue limit for the worst overshoot, the larger of the
+worst one observed and Qpid's bound (seed 001: a queue passes its stop threshold by at most the
+sum of its producers' capacities; in bytes, that many of the largest message seen), times
+``1 + safety_margin``. When that allowance is the whole limit or more, no stop threshold keeps the
+queue under its limit: the thresholds are kept and the rationale names the fix (smaller capacity
+windows or a larger limit). Ring queues evict at their limit and are kept as they are. The resume
+threshold sits far enough below the stop threshold that an episode lasts at least ``min_dwell_s``
+at the observed drain rate.
+
+The verdict is the first rule of :data:`QUEUE_RULES` that holds; its rationale quotes every
+finding of :data:`QUEUE_FINDINGS` that holds (or, when none does, what was weighed), then the
+changes. DataFrame -> DataFrame without I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from jobs.recommend_policy import RecommendPolicy
+from jobs.transforms.queue_thresholds import (
+    Dimension,
+    change,
+    dimension,
+    recommended_pair,
+    staged_dimension,
+)
+from jobs.transforms.recommend_evidence import QUEUE, entity_columns
+from jobs.transforms.verdict_rules import Facts, Finding, Rule, always, decide, staged, stated
+from schemas.recommendations import (
+    ENTITY_QUEUE,
+    VERDICT_AT_RISK,
+    VERDICT_FLAPPING,
+    VERDICT_KEEP,
+    VERDICT_LOWER,
+    VERDICT_RAISE,
+)
+
+# -- the facts a queue's rules read -----------------------------------------------------------
+
+
+def _each_dimension(*findings: Finding) -> tuple[Finding, ...]:
+    """``findings`` on messages, then the same on bytes: each reads the queue's facts with the
+    dimension as ``dim``."""
+
+    def on(unit: str, part: Callable[[Facts], Column]) -> Callable[[Facts], Column]:
+        return lambda q: part(q.but(dim=q.msgs if unit == q.msgs.unit else q.size))
+
+    return tuple(
+        Finding(f"{finding.name} ({unit})", on(unit, finding.predicate), on(unit, finding.text))
+        for unit in ("msgs", "bytes")
+        for finding in findings
+    )
+
+
+def _margin_pct(q: Facts) -> Column:
+    return F.lit(q.policy.safety_margin * 100)
+
+
+def _flapping_unchanged(q: Facts) -> Column:
+    """Flapping, yet no resume threshold changes."""
+    return q.flapping & (q.resume_msgs == q.msgs.resume) & (q.resume_size == q.size.resume)
+
+
+def _no_drain_rate() -> Column:
+    return F.col("drain_rate_msgs_s").isNull() & F.col("drain_rate_bytes_s").isNull()
+
+
+#: The evidence a queue's rationale quotes: every finding that holds, in this order.
+QUEUE_FINDINGS: tuple[Finding, ...] = (
+    Finding(
+        "rejections",
+        lambda q: q.rejected > 0,
+        lambda q: F.format_string("%d messages rejected at the limit", q.rejected),
+    ),
+    Finding(
+        "producers without a capacity window",
+        lambda q: q.unbounded,
+        lambda q: F.format_string(
+            "%d producers have no capacity window: overshoot unbounded", q.uncapped
+        ),
+    ),
+    *_each_dimension(
+        Finding(
+            "flow control off under a limit",
+            lambda o: o.dim.flow_off_under_limit,
+            lambda o: F.format_string(
+                f"flow control off under a limit of %d {o.dim.unit}", o.dim.limit
+            ),
+        )
+    ),
+    *_each_dimension(
+        Finding(
+            "no overshoot allowance known",
+            lambda o: (
+                o.dim.unknown_allowance & (o.uncapped == 0) & (o.dim.at_risk | (o.dim.stop > 0))
+            ),
+            lambda o: F.lit(
+                f"no producer capacity or overshoot seen for {o.dim.unit}: no stop threshold "
+                "computed"
+            ),
+        )
+    ),
+    *_each_dimension(
+        Finding(
+            "no room below the limit",
+            lambda o: o.dim.no_room,
+            lambda o: F.format_string(
+                f"producers can overshoot by %d {o.dim.unit} (worst seen or bounded by their "
+                "capacity windows, plus margin), the whole limit of %d: no stop threshold "
+                "keeps the queue under it; reduce the windows or raise the limit",
+                o.dim.headroom,
+                o.dim.limit,
+            ),
+        ),
+        Finding(
+            "stop plus overshoot passes the limit",
+            lambda o: o.dim.exceeds_limit & ~o.dim.no_room,
+            lambda o: F.format_string(
+                f"stop %d + overshoot allowance %d {o.dim.unit} (worst seen or bounded by the "
+                "producers' capacity windows) passes the limit %d",
+                o.dim.stop,
+                o.dim.worst_overshoot,
+                o.dim.limit,
+            ),
+        ),
+    ),
+    Finding(
+        "short episodes",
+        lambda q: q.flapping,
+        lambda q: F.format_string(
+            "%d of %d episodes shorter than %.1fs (median %.2fs)",
+            q.short,
+            F.col("closed_episodes"),
+            F.lit(q.policy.min_dwell_s),
+            F.col("median_episode_s"),
+        ),
+    ),
+    # Flapping, yet nothing to change: say why rather than leave a verdict without a change.
+    Finding(
+        "flapping without a drain rate",
+        lambda q: _flapping_unchanged(q) & _no_drain_rate(),
+        lambda q: F.lit(
+            "no drain rate measured (no episode with a duration): the resume gap "
+            "cannot be sized, thresholds kept"
+        ),
+    ),
+    Finding(
+        "flapping with a wide enough resume gap",
+        lambda q: _flapping_unchanged(q) & ~_no_drain_rate(),
+        lambda q: F.lit(
+            "the current resume gap already covers the dwell time at the measured "
+            "drain rate: the episodes are short for another reason (bursty consumers?)"
+        ),
+    ),
+    *_each_dimension(
+        Finding(
+            "too little room below the limit",
+            lambda o: o.dim.lower,
+            lambda o: F.format_string(
+                f"stop %d leaves %d {o.dim.unit} below the limit, %d needed",
+                o.dim.stop,
+                o.dim.limit - o.dim.stop,
+                o.dim.headroom,
+            ),
+        )
+    ),
+    *_each_dimension(
+        Finding(
+            "stopped with room to spare",
+            lambda o: o.dim.raise_ & ~o.dim.lower,
+            lambda o: F.format_string(
+                f"stopped %.0fs with %d {o.dim.unit} of room where %d suffice",
+                F.coalesce(F.col("time_stopped_s"), F.lit(0.0)),
+                o.dim.limit - o.dim.stop,
+                o.dim.headroom,
+            ),
+        )
+    ),
+)
+
+
+def _weighed(q: Facts) -> Column:
+    """What was weighed, for a queue no finding is stated for: the episodes and the room the
+    stop threshold needs (and, with byte thresholds in force, the room in bytes)."""
+    msgs, size = q.msgs, q.size
+    weighed_msgs = F.format_string(
+        "%d episodes; overshoot allowance %d msgs (worst seen or bounded by the producers' "
+        "capacity windows), %d of room needed below the limit (incl. %.0f%% margin)",
+        F.coalesce(F.col("episodes"), F.lit(0)),
+        msgs.worst_overshoot,
+        F.coalesce(msgs.headroom, F.lit(0)),
+        _margin_pct(q),
+    )
+    weighed_bytes = F.when(
+        size.stop > 0,
+        F.when(
+            size.limit > 0,
+            F.format_string(
+                "; bytes: overshoot allowance %d bytes (worst seen or bounded by the producers' "
+                "capacity windows x the largest message), stop %d leaves %d bytes below the "
+                "limit of %d, %d needed (incl. %.0f%% margin)",
+                size.worst_overshoot,
+                size.stop,
+                size.limit - size.stop,
+                size.limit,
+                size.headroom,
+                _margin_pct(q),
+            ),
+        ).otherwise(
+            F.format_string(
+                "; bytes: stop %d bytes kept, no byte limit to leave room under", size.stop
+            )
+        ),
+    ).otherwise(F.lit(""))
+    return F.concat(weighed_msgs, weighed_bytes)
+
+
+def _findings(q: Facts) -> Column:
+    """The findings that hold, or what was weighed when none does."""
+    return F.when(q.stated == "", _weighed(q)).otherwise(q.stated)
+
+
+RING_EXEMPT = (
+    "ring queue without flow thresholds: it evicts its oldest messages at the limit, and "
+    "flow control is not applied to it by default"
+)
+
+#: A queue's verdict: the first rule that holds.
+QUEUE_RULES: tuple[Rule, ...] = (
+    # Ring queues make room by evicting their oldest messages: flow control does not apply to
+    # them (seed 001), so they keep whatever they have.
+    Rule("ring queue", lambda q: q.ring, VERDICT_KEEP, lambda q: F.lit(RING_EXEMPT)),
+    Rule("overflow possible", lambda q: q.at_risk, VERDICT_AT_RISK, _findings),
+    # A lowered stop outranks flapping: the change is then protective (what `flowctl whatif`
+    # judges it by), with the resume gap widened too.
+    Rule("margin eaten", lambda q: q.msgs.lower | q.size.lower, VERDICT_LOWER, _findings),
+    Rule("flapping", lambda q: q.flapping, VERDICT_FLAPPING, _findings),
+    Rule("room to spare", lambda q: q.msgs.raise_ | q.size.raise_, VERDICT_RAISE, _findings),
+    Rule("thresholds fit", always, VERDICT_KEEP, _findings),
+)
+
+
+# -- the recommendation -----------------------------------------------------------------------
+
+
+def _dimensions(
+    joined: DataFrame, policy: RecommendPolicy
+) -> tuple[DataFrame, Dimension, Dimension]:
+    """``joined`` with the decisions on messages and on bytes staged, and the two dimensions."""
+    uncapped = F.coalesce(F.col("uncapped_producers"), F.lit(0))
+    msgs = dimension(
+        "msgs",
+        "max_count",
+        "flow_stop_count",
+        "flow_resume_count",
+        "max_overshoot_msgs",
+        F.col("producer_capacity_sum"),
+        uncapped > 0,
+        policy,
+    )
+    size = dimension(
+        "bytes",
+        "max_size",
+        "flow_stop_size",
+        "flow_resume_size",
+        "max_overshoot_bytes",
+        F.col("producer_capacity_sum") * F.col("max_message_bytes"),
+        uncapped > 0,
+        policy,
+    )
+    joined, msgs = staged_dimension(joined, msgs)
+    joined, size = staged_dimension(joined, size)
+    return joined, msgs, size
+
+
+def _named(columns: dict[str, Column]) -> dict[str, Column]:
+    """Staged columns by the names of the facts they are ("_short" is ``short``)."""
+    return {name.lstrip("_"): column for name, column in columns.items()}
+
+
+def _queue_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame, Facts]:
+    """``joined`` with a queue's decisions staged, and the facts :data:`QUEUE_RULES` and
+    :data:`QUEUE_FINDINGS` read: ``policy``; ``msgs`` and ``size``, the two dimensions; the
+    counts ``short`` (episodes), ``rejected`` (messages) and ``uncapped`` (producers without a
+    window); ``unbounded`` (such producers on a queue with a limit), ``flapping``, ``at_risk``,
+    ``ring`` (exempt); and the thresholds to recommend, ``stop_msgs``, ``resume_msgs``,
+    ``stop_size``, ``resume_size``. What the findings state comes later (``stated``)."""
+    joined, msgs, size = _dimensions(joined, policy)
+    joined, counts = staged(
+        joined,
+        {
+            f"_{name}": F.coalesce(F.col(column), F.lit(0))
+            for name, column in (
+                ("short", "short_episodes"),
+                ("rejected", "rejected_msgs"),
+                ("uncapped", "uncapped_producers"),
+            )
+        },
+    )
+    short, rejected, uncapped = counts["_short"], counts["_rejected"], counts["_uncapped"]
+    unbounded = ((msgs.limit > 0) | (size.limit > 0)) & (uncapped > 0)
+    # Ring queues make room by evicting; exempt only while their flow control is off: explicit
+    # thresholds on a ring queue do apply (the engine honours them), and passing the limit then
+    # evicts, i.e. loses, messages.
+    policy_name = F.coalesce(F.col("limit_policy"), F.lit(""))
+    is_ring = policy_name.isin("ring", "ring-strict") | (
+        (policy_name == "") & F.coalesce(F.col("_evicts"), F.lit(False))
+    )
+    joined, decided = staged(
+        joined,
+        {
+            "_unbounded": unbounded,
+            "_flapping": (short >= policy.flapping_min_short_episodes)
+            & (short >= F.col("closed_episodes") * policy.flapping_short_share),
+            "_at_risk": (rejected > 0) | unbounded | msgs.at_risk | size.at_risk,
+            "_ring": is_ring & (msgs.stop == 0) & (size.stop == 0),
+        },
+    )
+    ring, flapping = decided["_ring"], decided["_flapping"]
+    joined, thresholds = staged(
+        joined,
+        {
+            name: F.when(ring, current).otherwise(recommended).cast("long")
+            for name, current, recommended in zip(
+                ("_stop_msgs", "_resume_msgs", "_stop_size", "_resume_size"),
+                (msgs.stop, msgs.resume, size.stop, size.resume),
+                (
+                    *recommended_pair(msgs, "drain_rate_msgs_s", flapping, policy),
+                    *recommended_pair(size, "drain_rate_bytes_s", flapping, policy),
+                ),
+                strict=True,
+            )
+        },
+    )
+    facts = {**_named(counts), **_named(decided), **_named(thresholds)}
+    return joined, Facts(policy=policy, msgs=msgs, size=size, **facts)
+
+
+def recommend_queues(
+    settings: DataFrame,
+    producers: DataFrame,
+    episode_evidence: DataFrame,
+    daily_evidence: DataFrame,
+    policy: RecommendPolicy,
+) -> DataFrame:
+    """One recommendation per queue, with verdict, evidence and rationale (columns of the schema
+    that concern queues; the caller adds the date columns)."""
+    joined = (
+        settings.join(producers, list(QUEUE), "left")
+        .join(episode_evidence, list(QUEUE), "left")
+        .join(daily_evidence, list(QUEUE), "left")
+    )
+    joined, facts = _queue_facts(joined, policy)
+    changes = F.concat_ws(
+        ", ",
+        change("stop msgs", facts.msgs.stop, facts.stop_msgs),
+        change("resume msgs", facts.msgs.resume, facts.resume_msgs),
+        change("stop bytes", facts.size.stop, facts.stop_size),
+        change("resume bytes", facts.size.resume, facts.resume_size),
+    )
+    joined, said = staged(joined, {"_reasons": stated(QUEUE_FINDINGS, facts), "_changes": changes})
+    facts = facts.but(stated=said["_reasons"])
+    changed = said["_changes"]
+    decision = decide(
+        QUEUE_RULES,
+        facts,
+        notes=F.when(changed != "", F.concat(F.lit(" => "), changed)).otherwise(F.lit("")),
+    )
+    return _queue_rows(joined, facts, decision.verdict, decision.rationale)
+
+
+def _queue_rows(joined: DataFrame, q: Facts, verdict: Column, rationale: Column) -> DataFrame:
+    """The schema's queue columns."""
+    observed = F.col("_observed_s")
+    return joined.select(
+        *entity_columns(ENTITY_QUEUE, "queue"),
+        verdict.alias("verdict"),
+        rationale.alias("rationale"),
+        "max_count",
+        "max_size",
+        q.msgs.stop.alias("current_flow_stop_count"),
+        q.msgs.resume.alias("current_flow_resume_count"),
+        q.size.stop.alias("current_flow_stop_size"),
+        q.size.resume.alias("current_flow_resume_size"),
+        q.stop_msgs.alias("recommended_flow_stop_count"),
+        q.resume_msgs.alias("recommended_flow_resume_count"),
+        q.stop_size.alias("recommended_flow_stop_size"),
+        q.resume_size.alias("recommended_flow_resume_size"),
+        F.coalesce(F.col("episodes"), F.lit(0)).alias("episodes"),
+        F.coalesce(F.col("short_episodes"), F.lit(0)).alias("short_episodes"),
+        "median_episode_s",
+        F.coalesce(F.col("time_stopped_s"), F.lit(0.0)).alias("time_stopped_s"),
+        F.when(observed > 0, F.col("time_stopped_s") / observed).alias("stopped_share"),
+        F.col("rejected_msgs"),
+        "peak_depth_msgs",
+        "peak_depth_bytes",
+        "max_overshoot_msgs",
+        "max_overshoot_bytes",
+        "producer_capacity_sum",
+        F.coalesce(F.col("uncapped_producers"), F.lit(0)).alias("uncapped_producers"),
+        "max_message_bytes",
+        q.msgs.headroom.alias("headroom_msgs"),
+        q.size.headroom.alias("headroom_bytes"),
+        "drain_rate_msgs_s",
+        "drain_rate_bytes_s",
+    )

@@ -1,0 +1,109 @@
+"""Verdicts as ordered rule tables: the one way a recommendation turns evidence into a verdict.
+
+A rule table is a tuple of :class:`Rule` in priority order. :func:`decide` turns it into the
+verdict column and the rationale column of a DataFrame: the first rule whose predicate holds gives
+both, so a row's verdict and its rationale come from the same rule, and why a verdict won is one
+line of the table. A :class:`Finding` table lists the evidence statements a rationale quotes;
+:func:`stated` joins every finding that holds, in table order.
+
+Predicates and texts are functions of an entity's :class:`Facts`: the named Columns (mostly staged,
+see :func:`staged`) that a recommendation builds once per DataFrame, so a table is declared once
+at module level and applied to any frame; each broker's knobs can declare their own tables over
+their own facts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+
+class Facts(SimpleNamespace):
+    """An entity's facts by name (``facts.rate``): Columns, and the values their texts quote
+    (the policy). The function that builds them says what each one is."""
+
+    def but(self, **facts: Any) -> Facts:
+        """These facts with ``facts`` added or replaced."""
+        return Facts(**{**vars(self), **facts})
+
+
+@dataclass(frozen=True)
+class Rule:
+    """When ``predicate`` holds (and no earlier rule of its table does): ``verdict``, because
+    ``rationale``."""
+
+    name: str
+    predicate: Callable[[Facts], Column]
+    verdict: str
+    rationale: Callable[[Facts], Column]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A statement of evidence, quoted in a rationale when ``predicate`` holds."""
+
+    name: str
+    predicate: Callable[[Facts], Column]
+    text: Callable[[Facts], Column]
+
+
+def always(_facts: object) -> Column:
+    """The predicate of a table's last rule: what holds when nothing before it does."""
+    return F.lit(True)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The columns :func:`decide` builds: the winning rule's name, its verdict, and the rationale
+    ``"<verdict>: <its rationale><notes>"``."""
+
+    rule: Column
+    verdict: Column
+    rationale: Column
+
+
+def _first_match(rules: Sequence[Rule], facts: Facts, value: Callable[[Rule], Column]) -> Column:
+    first, *rest = rules
+    chosen = F.when(first.predicate(facts), value(first))
+    for rule in rest:
+        chosen = chosen.when(rule.predicate(facts), value(rule))
+    return chosen
+
+
+def decide(rules: Sequence[Rule], facts: Facts, notes: Column | None = None) -> Decision:
+    """The verdict and rationale of the first rule of ``rules`` that holds (null when none does:
+    end a table with an :func:`always` rule). ``notes`` follow the rationale of every rule."""
+    if not rules:
+        raise ValueError("a rule table needs at least one rule")
+    verdict = _first_match(rules, facts, lambda rule: F.lit(rule.verdict))
+    because = _first_match(rules, facts, lambda rule: rule.rationale(facts))
+    return Decision(
+        rule=_first_match(rules, facts, lambda rule: F.lit(rule.name)),
+        verdict=verdict,
+        rationale=F.concat(verdict, F.lit(": "), because, *([] if notes is None else [notes])),
+    )
+
+
+def stated(findings: Sequence[Finding], facts: Facts, separator: str = "; ") -> Column:
+    """The texts of the findings that hold, in table order, joined by ``separator`` ("" when none
+    holds)."""
+    return F.concat_ws(
+        separator, *(F.when(finding.predicate(facts), finding.text(facts)) for finding in findings)
+    )
+
+
+def staged(frame: DataFrame, columns: Mapping[str, Column]) -> tuple[DataFrame, dict[str, Column]]:
+    """``frame`` with ``columns`` computed once, and references to them.
+
+    A Column is an expression tree that Spark copies into every expression built on it; the
+    verdict, the recommended values and the rationale each build on the same decisions, so
+    unstaged they made a plan of hundreds of kilobytes that took Spark longer to optimise (again
+    after each stage of adaptive execution) than the data took to process. Spark does not merge a
+    staged expression back into the several expressions that use it.
+    """
+    return frame.withColumns(dict(columns)), {name: F.col(name) for name in columns}
