@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from delta.tables import DeltaTable
 
-from jobs import ingest
+from jobs import ingest, raw_files
 from jobs.delta_io import read_table, table_path
 from jobs.pipeline import daily_metrics_rows, run_pipeline
 from schemas.tables import PIPELINE_TABLES
@@ -509,15 +509,6 @@ def test_files_the_ingest_skips_are_warned_about_and_counted(spark, pipeline_con
         assert marker not in warning
 
 
-def test_the_reason_of_an_unreadable_file_carries_the_error():
-    """A zero-byte file and a file that is not Parquet get reasons that tell them apart."""
-    reason = ingest._unreadable_reason(OSError("x" * 500), "/a/b", "b")
-    assert reason.startswith("unreadable_file:OSError: xxx") and len(reason) == 200
-    error = ValueError("/r/date=D/f.parquet is\nbad")
-    reason = ingest._unreadable_reason(error, "/r/date=D/f.parquet", "date=D/f.parquet")
-    assert reason == "unreadable_file:ValueError: date=D/f.parquet is bad"
-
-
 def test_a_zero_byte_file_is_quarantined_as_such(spark, pipeline_conf):
     _, conf = pipeline_conf(validate=False)
     (path,) = write_raw(Path(conf.raw_dir), [event(1, at(1, 10), "enqueue", queue="q")])
@@ -576,7 +567,7 @@ def test_types_common_writers_emit_are_read_as_the_contracts(spark, pipeline_con
     report = ingest.run_ingest(spark, conf, DAY1, DAY1)
     assert report["balanced"] and report["rows_accepted"] == len(accepted_types)
     # The reason says what to do (Spark 4 cannot read TIMESTAMP(NANOS) as a timestamp).
-    fix = ingest.TIMESTAMP_HINT
+    fix = raw_files.TIMESTAMP_HINT
     assert "coerce_timestamps='us'" in fix and ";" not in fix
     naive_tz = "a timestamp without time zone is not UTC by contract"
     nanos = "Spark cannot read nanosecond timestamps"

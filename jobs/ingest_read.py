@@ -1,0 +1,398 @@
+"""The ingest's reads of raw files into Spark, and what one run covers (:class:`IngestScope`).
+
+- :func:`read_raw_events`: the rows of raw files, with their day, file and position in the file;
+- :func:`count_raw_rows` (the second half of stage 1, inspecting the raw files): one counting pass
+  per (file, run), which tells the files Spark could read only in part -> :class:`RawCounts`;
+- :func:`read_rows_of_files_quarantined_whole`: the rows of files quarantined whole for their
+  schema or name, read by pyarrow within the run's row budget -> :class:`WholeFileRows`;
+- :func:`file_records`: the quarantine records of whole files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from functools import reduce
+from typing import Any
+
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DateType, StructField, StructType
+
+from jobs.config import PipelineConf
+from jobs.delta_io import conform, days_predicate
+from jobs.raw_files import (
+    ROW_INDEX,
+    RawFile,
+    RawListing,
+    contract_columns_kept,
+    error_text,
+    partial_read_detail,
+    raw_filesystem,
+    row_records,
+    rows_are_readable,
+)
+from jobs.transforms.validate import contract_ok
+from schemas.broker_events import BROKER_EVENTS
+from schemas.tables import BROKER_EVENTS_QUARANTINE
+
+log = logging.getLogger("flowctl.ingest")
+
+
+def days_between(date_from: date, date_to: date) -> list[date]:
+    return [date_from + timedelta(days=i) for i in range((date_to - date_from).days + 1)]
+
+
+@dataclass(frozen=True)
+class IngestScope:
+    """What one run of the ingest covers: the days [date_from, date_to] under ``raw_root``."""
+
+    date_from: date
+    date_to: date
+    raw_root: str
+    allow_empty_days: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{self.date_from.isoformat()}_{self.date_to.isoformat()}"
+
+    @property
+    def days(self) -> list[date]:
+        return days_between(self.date_from, self.date_to)
+
+    @property
+    def days_predicate(self) -> str:
+        """The days as a replaceWhere predicate on ``date``."""
+        return days_predicate("date", self.date_from, self.date_to)
+
+    def describe(self, spark: SparkSession, what: str | None) -> None:
+        """Name the Spark jobs that follow in the Spark UI (None: stop naming them)."""
+        text = None if what is None else f"ingest {self.label}: {what}"
+        spark.sparkContext.setJobDescription(text)  # type: ignore[arg-type]
+
+
+#: Parquet's index of a row within its file: with source_file, the identity of a raw row.
+POSITION = "_row_index"
+
+#: Hadoop's glob characters (GlobPattern): a backslash before one makes it literal.
+GLOB_CHARACTERS = re.compile(r"([\\{}\[\]*?])")
+
+
+def literal_path(path: str) -> str:
+    """``path`` with Hadoop's glob characters escaped, so that Spark reads that file and no other.
+
+    Spark expands every path it is given to read as a glob: a raw root such as ``/data/x[1]/raw``
+    would match nothing (``[1]`` is a class matching "1"), and ``/data/x?/raw`` other folders as
+    well. Escaped, the glob matches the path itself only. (Names of raw files with such
+    characters are quarantined before, as ``unaddressable_file_name``; ``basePath`` is not a
+    glob and takes the root as it is.)
+    """
+    return GLOB_CHARACTERS.sub(r"\\\1", path)
+
+
+def read_raw_events(spark: SparkSession, files: list[RawFile]) -> DataFrame:
+    """The rows of the readable files, with ``date`` (the raw ``date=`` folder), ``source_file``
+    and the row's index within its file (``_row_index``; pruned from the scan when unused).
+
+    One scan over all the days' files, ``date`` being their partition value (a constant per file,
+    filled in by the reader), so that each Spark job over the rows compiles and runs one code path
+    rather than one per day.
+    """
+    raw_schema = BROKER_EVENTS.to_spark()
+    if not files:
+        return spark.createDataFrame([], raw_schema).withColumns(
+            {
+                "source_file": F.lit(None).cast("string"),
+                POSITION: F.lit(None).cast("long"),
+                "date": F.lit(None).cast("date"),
+            }
+        )
+    # Hadoop reports file names URI-encoded ('+' is literal in a URI): decode the rare ones that
+    # need it, leaving the common case a plain string.
+    encoded = F.col("_metadata.file_name")
+    name = F.when(
+        encoded.contains("%"), F.url_decode(F.regexp_replace(encoded, r"\+", "%2B"))
+    ).otherwise(encoded)
+    # Every path ends with its relative_path (date=YYYY-MM-DD/name): what precedes is the root.
+    roots = {f.path[: len(f.path) - len(f.relative_path)] for f in files}
+    if len(roots) != 1:
+        raise ValueError(f"raw files under more than one root: {sorted(roots)}")
+    (root,) = roots
+    return (
+        spark.read.schema(StructType([*raw_schema.fields, StructField("date", DateType(), False)]))
+        .option("ignoreCorruptFiles", "true")
+        .option("basePath", root.rstrip("/") or "/")
+        .parquet(*(literal_path(f.path) for f in files))
+        .select(
+            *raw_schema.names,
+            F.concat(F.lit("date="), F.col("date").cast("string"), F.lit("/"), name).alias(
+                "source_file"
+            ),
+            F.col("_metadata.row_index").alias(POSITION),
+            "date",
+        )
+    )
+
+
+@dataclass(frozen=True)
+class FileRunStats:
+    """What the counting pass learns about the rows of one run in one raw file."""
+
+    source_file: str
+    run_id: str | None
+    rows: int
+    valid_rows: int  # rows that keep the contract (partially read files aside)
+    min_seq: int | None  # over the valid rows
+    max_seq: int | None
+    # min and max of seq - row index over the valid rows: equal when their seqs are consecutive in
+    # file order, which proves them distinct.
+    min_offset: int | None
+    max_offset: int | None
+
+
+def file_run_stats(raw: DataFrame) -> list[FileRunStats]:
+    """One pass over the raw rows, every column decoded (so a damaged page shows as missing rows),
+    aggregated per (file, run): a few rows for the driver, no shuffle of the events."""
+    ok, seq = contract_ok(), F.col("seq")
+    offset = seq - F.col(POSITION)
+    rows = (
+        raw.groupBy("source_file", "run_id")
+        .agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.count(F.when(ok, 1)).alias("valid_rows"),
+            F.min(F.when(ok, seq)).alias("min_seq"),
+            F.max(F.when(ok, seq)).alias("max_seq"),
+            F.min(F.when(ok, offset)).alias("min_offset"),
+            F.max(F.when(ok, offset)).alias("max_offset"),
+            # Always null, but it keeps every column in the scan, so every column is decoded and
+            # a damaged page in any of them shows; nothing is hashed (the row index is never
+            # negative, which Spark cannot know). It must stay in the collected result: Spark
+            # prunes an aggregate nothing reads, and with it the scan of the columns only it reads.
+            F.max(F.when(F.col(POSITION) < 0, F.xxhash64(*BROKER_EVENTS.names))).alias("_decoded"),
+        )
+        .collect()
+    )
+    return [
+        FileRunStats(**{k: v for k, v in row.asDict().items() if k != "_decoded"}) for row in rows
+    ]
+
+
+def rows_per_file(stats: list[FileRunStats]) -> dict[str, int]:
+    """The rows Spark read of each file (the sum over its runs)."""
+    rows: dict[str, int] = {}
+    for s in stats:
+        rows[s.source_file] = rows.get(s.source_file, 0) + s.rows
+    return rows
+
+
+def partially_read_files(files: list[RawFile], rows_read: Mapping[str, int]) -> list[str]:
+    """The files (relative paths, sorted) of which Spark read fewer rows than their footers
+    declare: ``ignoreCorruptFiles`` skipped a damaged part."""
+    return sorted(
+        f.relative_path for f in files if rows_read.get(f.relative_path, 0) < (f.footer_rows or 0)
+    )
+
+
+@dataclass(frozen=True)
+class RawCounts:
+    """What the counting pass learns of the files whose footers passed (:func:`count_raw_rows`)."""
+
+    stats: tuple[FileRunStats, ...]
+    rows_per_file: Mapping[str, int]
+    #: Files read only in part (relative path, sorted) -> the detail of their quarantine record.
+    partial_details: Mapping[str, dict[str, Any]]
+    #: The files read whole: the rows that can be accepted come from these only.
+    readable: tuple[RawFile, ...]
+
+    @property
+    def partially_read(self) -> list[str]:
+        return list(self.partial_details)
+
+    @property
+    def damaged(self) -> frozenset[str]:
+        return frozenset(self.partial_details)
+
+    @property
+    def rows_read(self) -> int:
+        return sum(self.rows_per_file.values())
+
+    @property
+    def valid_rows(self) -> int:
+        """Rows that keep the contract in the files read whole."""
+        return sum(s.valid_rows for s in self.stats if s.source_file not in self.damaged)
+
+    def files_of_runs(self, runs: set[str] | frozenset[str]) -> set[str]:
+        """The files holding rows of ``runs``."""
+        return {s.source_file for s in self.stats if s.run_id in runs}
+
+
+def count_raw_rows(spark: SparkSession, scope: IngestScope, listing: RawListing) -> RawCounts:
+    """One counting pass over the rows of the files whose footers passed (per file and run,
+    aggregated map-side); a file yielding fewer rows than its footer declares is partially read:
+    why is found out (:func:`partial_read_detail`) and logged."""
+    good = listing.good_files
+    scope.describe(spark, "count rows per file and run")
+    stats = file_run_stats(read_raw_events(spark, good)) if good else []
+    per_file = rows_per_file(stats)
+    by_path = {f.relative_path: f for f in good}
+    details = {
+        name: partial_read_detail(scope.raw_root, by_path[name], per_file.get(name, 0))
+        for name in partially_read_files(good, per_file)
+    }
+    for name, detail in details.items():
+        log.warning(
+            "raw file %s could be read only in part (%d of the %d rows its footer declares); "
+            "its rows are quarantined: %s",
+            name,
+            detail["rows_read"],
+            detail["rows_declared"],
+            detail["cause"],
+        )
+    readable = tuple(f for f in good if f.relative_path not in details)
+    return RawCounts(tuple(stats), per_file, details, readable)
+
+
+#: Rows of a file quarantined whole that pyarrow reads, converts and hands to Spark at a time.
+ROW_RECORDS_BATCH = 65_536
+
+
+def quarantined_file_rows(
+    spark: SparkSession, raw_dir: str, file: RawFile
+) -> tuple[DataFrame | None, int, str | None]:
+    """The rows of ``file``, quarantined whole for a problem that leaves them readable
+    (:func:`rows_are_readable`), as quarantine records: record_kind='row', the file's problem as
+    reason, ``source_row_index``, and the contract columns the file holds in a type that reads as
+    the contract's (:func:`contract_columns_kept`). Returns (records, rows, None), records None
+    for a file without rows; or (None, 0, error) when pyarrow cannot read the file whole: then no
+    row of it is quarantined as a row (all or nothing, so that the file record alone accounts
+    for its rows, as rows_in_files_quarantined).
+
+    pyarrow reads :data:`ROW_RECORDS_BATCH` rows at a time and each batch goes to Spark as its own
+    DataFrame (held by the driver's JVM as Arrow until written), so Python never holds the whole
+    file; Spark itself cannot read these files (nanosecond timestamps, names it takes as globs).
+    """
+    filesystem, root, _ = raw_filesystem(raw_dir)
+    path = f"{root}/{file.relative_path}"
+    parts: list[DataFrame] = []
+    rows = 0
+    try:
+        with filesystem.open_input_file(path) as handle:
+            parquet = pq.ParquetFile(handle)
+            kept = contract_columns_kept(parquet.schema_arrow)
+            for batch in parquet.iter_batches(batch_size=ROW_RECORDS_BATCH, columns=kept):
+                parts.append(spark.createDataFrame(row_records(batch, kept, rows)))
+                rows += batch.num_rows
+    except Exception as exc:  # a damaged page, a cast that overflows, the file gone meanwhile
+        return None, 0, error_text(exc, path, file.relative_path)
+    if rows != file.footer_rows:  # the file changed since its footer was read
+        return None, 0, f"pyarrow read {rows} rows, the footer declares {file.footer_rows}"
+    if not parts:
+        return None, 0, None
+    records = reduce(DataFrame.unionByName, parts).withColumns(
+        {
+            "date": F.lit(file.day),
+            "source_file": F.lit(file.relative_path),
+            "record_kind": F.lit("row"),
+            "reason": F.lit(file.problem),
+            "file_rows": F.lit(None).cast("long"),
+        }
+    )
+    return conform(records, BROKER_EVENTS_QUARANTINE), rows, None
+
+
+@dataclass(frozen=True)
+class WholeFileRows:
+    """The rows of files quarantined whole for their schema or name, read by pyarrow into the
+    quarantine (DESIGN §5: every rejected row with its reason)."""
+
+    #: Files whose rows are quarantined as rows -> their rows.
+    rows_per_file: Mapping[str, int] = field(default_factory=dict)
+    records: tuple[DataFrame, ...] = ()
+    #: Files whose rows could not be read -> the detail (JSON) of their file record.
+    unread_details: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def rows_read(self) -> int:
+        return sum(self.rows_per_file.values())
+
+
+def over_budget(file: RawFile, budget: int, limit: int) -> str | None:
+    """Why the rows of ``file`` are not read into the quarantine when ``budget`` rows are left of
+    the run's ``limit`` (the driver would hold them all until the write), or None."""
+    if (file.footer_rows or 0) <= budget:
+        return None
+    return (
+        f"its {file.footer_rows} rows are past what is left of "
+        f"ingest.max_rows_from_files_quarantined_whole ({budget} of {limit} rows per run): fix "
+        "the file and rerun the day, or raise the limit"
+    )
+
+
+def read_rows_of_files_quarantined_whole(
+    spark: SparkSession, conf: PipelineConf, scope: IngestScope, listing: RawListing
+) -> WholeFileRows:
+    """The rows of the files quarantined whole whose rows are readable (:func:`rows_are_readable`),
+    up to ``ingest.max_rows_from_files_quarantined_whole`` per run; a file whose rows cannot be
+    read (or are past the budget) is logged, and its file record says why."""
+    rows_per_file: dict[str, int] = {}
+    records: list[DataFrame] = []
+    unread_details: dict[str, str] = {}
+    limit = conf.max_rows_from_files_quarantined_whole
+    budget = limit
+    for f in listing.bad_files:
+        if not rows_are_readable(f):
+            continue
+        error = over_budget(f, budget, limit)
+        found, rows = None, 0
+        if error is None:
+            scope.describe(spark, f"rows of {f.relative_path}, quarantined whole")
+            found, rows, error = quarantined_file_rows(spark, scope.raw_root, f)
+        if error is not None:
+            log.warning(
+                "raw file %s is quarantined whole (%s) and its rows could not be read into the "
+                "quarantine: %s",
+                f.relative_path,
+                f.problem,
+                error,
+            )
+            detail = {"rows_declared": f.footer_rows, "rows_read": 0, "cause": error}
+            unread_details[f.relative_path] = json.dumps(detail, ensure_ascii=False)
+            continue
+        rows_per_file[f.relative_path] = rows
+        budget -= rows
+        if found is not None:
+            records.append(found)
+    return WholeFileRows(rows_per_file, tuple(records), unread_details)
+
+
+def file_records(spark: SparkSession, files: list[RawFile]) -> DataFrame:
+    """Quarantine records (record_kind='file') of ``files``: their problem as reason, the rows
+    their footers declare, their detail; the event columns null."""
+    rows = [
+        {
+            "date": f.day,
+            "source_file": f.relative_path,
+            "record_kind": "file",
+            "reason": f.problem,
+            "file_rows": f.footer_rows,
+            "detail": f.detail,
+        }
+        for f in files
+    ]
+    schema = BROKER_EVENTS_QUARANTINE.to_spark()
+    empty_events = {
+        c: F.lit(None).cast(schema[c].dataType)
+        for c in [*BROKER_EVENTS.names, ROW_INDEX]
+        if c != "detail"
+    }
+    frame = spark.createDataFrame(
+        rows,
+        "date date, source_file string, record_kind string, reason string, file_rows bigint, "
+        "detail string",
+    )
+    return frame.withColumns(empty_events)

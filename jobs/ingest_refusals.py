@@ -1,0 +1,191 @@
+"""Stage 2 of the ingest: refusing input that cannot be what was meant, before anything is written.
+
+A raw folder that does not exist; a range without any raw file; days that bronze holds but that
+have no raw files, or only files that cannot be read whole; rows bronze holds that were read from
+files now missing or unreadable. Replacing those days would delete good rows with nothing, so the
+ingest raises :class:`IngestRefused` unless ``--allow-empty-days`` says it is meant. Bronze is
+asked through the Delta log (which days it holds) and, for those days only, its ``source_file``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import date
+
+import pyarrow.fs as pafs
+from pyspark.sql import SparkSession
+
+from jobs.config import PipelineConf
+from jobs.delta_io import days_predicate, files_matching, read_table
+from jobs.ingest_read import IngestScope, RawCounts
+from jobs.raw_files import RawFile, RawListing, raw_filesystem
+from schemas.tables import BRONZE_BROKER_EVENTS
+
+log = logging.getLogger("flowctl.ingest")
+
+
+class IngestRefused(RuntimeError):
+    """The input cannot be what was meant (a raw folder that does not exist, or that has nothing
+    readable for days bronze already holds): ingesting it would replace good rows with nothing."""
+
+
+def check_raw_root(raw_dir: str) -> None:
+    """Refuse a raw folder that does not exist: most likely a mistyped --raw or paths.raw."""
+    filesystem, root, shown = raw_filesystem(raw_dir)
+    if filesystem.get_file_info(root).type == pafs.FileType.NotFound:
+        raise IngestRefused(f"raw folder {shown} does not exist (check --raw or paths.raw)")
+
+
+def bronze_days(spark: SparkSession, conf: PipelineConf, days: list[date]) -> list[date]:
+    """Those of ``days`` for which bronze holds data files (from the Delta log: no data read)."""
+    predicate = days_predicate("date", days[0], days[-1])
+    files = files_matching(spark, conf, BRONZE_BROKER_EVENTS, predicate)
+    held = {day for day in days for f in files if f"/date={day.isoformat()}/" in f}
+    return sorted(held)
+
+
+def days_text(days: list[date]) -> str:
+    return days[0].isoformat() if len(days) == 1 else f"{days[0]} .. {days[-1]}"
+
+
+#: Why days without raw files that bronze holds are refused ({root}, {days}: see below).
+NO_RAW_FILES_FOR_HELD_DAYS = (
+    "no raw files under {root} for {days}, which bronze already holds: ingesting would delete "
+    "those rows. Check --raw / paths.raw"
+)
+
+
+def refuse_emptying_held_days(
+    spark: SparkSession, conf: PipelineConf, days: list[date], problem: str, raw_root: str
+) -> None:
+    """Raise :class:`IngestRefused` when bronze holds any of ``days``, which an ingest would
+    replace with nothing; ``problem`` names them as ``{days}`` and the raw folder as ``{root}``."""
+    held = bronze_days(spark, conf, days)
+    if held:
+        shown = ", ".join(d.isoformat() for d in held)
+        raise IngestRefused(
+            problem.format(root=raw_root, days=shown)
+            + "; to empty the days on purpose, pass --allow-empty-days"
+        )
+
+
+def refuse_no_raw_files(
+    spark: SparkSession, conf: PipelineConf, scope: IngestScope, listing: RawListing
+) -> None:
+    """Nothing at all to ingest is a decision, not a quiet night: usually a wrong day (an Airflow
+    logical date is the end of its data interval) or a wrong folder. Refused (the sharper reason
+    first, when bronze holds the days) unless empty days are allowed, then only warned about."""
+    if listing.files:
+        return
+    where = f"{scope.raw_root}/date={scope.date_from.isoformat()}" + (
+        "" if scope.date_from == scope.date_to else f" .. date={scope.date_to.isoformat()}"
+    )
+    if not scope.allow_empty_days:
+        refuse_emptying_held_days(
+            spark, conf, scope.days, NO_RAW_FILES_FOR_HELD_DAYS, scope.raw_root
+        )
+        raise IngestRefused(
+            f"no raw files for {days_text(scope.days)} (looked in {where}): a wrong day or "
+            "--raw / paths.raw? --allow-empty-days ingests nothing on purpose"
+        )
+    log.warning(
+        "ingest %s: no raw data in %s; nothing to ingest (--allow-empty-days)", scope.label, where
+    )
+
+
+def refuse_days_without_files(
+    spark: SparkSession, conf: PipelineConf, scope: IngestScope, listing: RawListing
+) -> None:
+    """Warn about the days without raw files; refuse them when bronze holds any (unless allowed)."""
+    empty_days = listing.days_without_files(scope.days)
+    if not empty_days:
+        return
+    log.warning(
+        "ingest %s: no raw files under %s for %s",
+        scope.label,
+        scope.raw_root,
+        ", ".join(d.isoformat() for d in empty_days),
+    )
+    if not scope.allow_empty_days:
+        refuse_emptying_held_days(
+            spark, conf, empty_days, NO_RAW_FILES_FOR_HELD_DAYS, scope.raw_root
+        )
+
+
+def unread_days(listing: RawListing, counts: RawCounts) -> list[date]:
+    """Days with raw files none of which can be read whole (a copy in progress, a wrong folder):
+    as dangerous as days without files when bronze holds them."""
+    return sorted({f.day for f in listing.files} - {f.day for f in counts.readable})
+
+
+def why_unusable(listing: RawListing, counts: RawCounts) -> dict[str, str]:
+    """Files that cannot be read whole (relative path) -> why: quarantined whole, read in part."""
+    why = {f.relative_path: f.problem or "" for f in listing.bad_files}
+    return why | {name: counts.partial_details[name]["cause"] for name in counts.partially_read}
+
+
+def refuse_unusable_files(
+    spark: SparkSession,
+    conf: PipelineConf,
+    scope: IngestScope,
+    listing: RawListing,
+    counts: RawCounts,
+) -> None:
+    """After the counting pass (unless empty days are allowed): refuse days bronze holds whose
+    raw files can none be read whole, then rows bronze holds from files missing or unreadable."""
+    if scope.allow_empty_days:
+        return
+    unread = unread_days(listing, counts)
+    if unread:
+        refuse_emptying_held_days(
+            spark,
+            conf,
+            unread,
+            "no raw file under {root} for {days} can be ingested (all quarantined whole or read "
+            "only in part), and bronze already holds those days: ingesting would delete their "
+            "rows. Check the files (a copy in progress?)",
+            scope.raw_root,
+        )
+    refuse_dropping_held_files(
+        spark, conf, scope, list(counts.readable), why_unusable(listing, counts)
+    )
+
+
+def dropped_files_message(
+    held_days: list[date], gone: list[str], why: Mapping[str, str], raw_root: str
+) -> str:
+    """The refusal of an ingest that would delete bronze's rows of the files ``gone`` (the first
+    20 named, each with why it cannot be used: ``why``, or missing)."""
+    named = [f"{name} ({why.get(name, 'missing')})" for name in gone[:20]]
+    shown = "; ".join(named) + (f"; and {len(gone) - 20} more" if len(gone) > 20 else "")
+    return (
+        f"bronze holds rows of {', '.join(d.isoformat() for d in held_days)} read from "
+        f"{len(gone)} raw files under {raw_root} that are missing or cannot be read whole: "
+        f"{shown}. Ingesting would delete those rows: restore or repair the files (or wait "
+        "for a copy to finish); to drop their rows on purpose, pass --allow-empty-days"
+    )
+
+
+def refuse_dropping_held_files(
+    spark: SparkSession,
+    conf: PipelineConf,
+    scope: IngestScope,
+    readable: list[RawFile],
+    why: Mapping[str, str],
+) -> None:
+    """Raise :class:`IngestRefused` when bronze holds rows of the days read from raw files that
+    are now missing or cannot be read whole (``why``: relative path -> why): the rerun would
+    delete those rows (retention removed some of a day's files, a copy in progress, a file
+    replaced under a stale checksum). Bronze's ``source_file`` column is read only for days it
+    holds (the Delta log says which)."""
+    held_days = bronze_days(spark, conf, scope.days)
+    if not held_days:
+        return
+    bronze = read_table(spark, conf, BRONZE_BROKER_EVENTS).where(
+        days_predicate("date", held_days[0], held_days[-1])
+    )
+    held = {r.source_file for r in bronze.select("source_file").distinct().collect()}
+    gone = sorted(held - {f.relative_path for f in readable})
+    if gone:
+        raise IngestRefused(dropped_files_message(held_days, gone, why, scope.raw_root))

@@ -1,0 +1,371 @@
+"""Raw files of the event log, checked before any row is read: listing, footers and schemas.
+
+What the ingest learns of ``<raw>/date=D/*.parquet`` with pyarrow alone (no Spark, no data read
+except where said): which files exist (:func:`inspect_raw_files`) and which entries it skips
+(:func:`skipped_raw_entries`); why a file is quarantined whole (a footer that cannot be read, a
+schema that breaks the contract, a name Spark cannot address); why a file Spark read only in part
+was damaged (:func:`partial_read_detail`); and the rows of a file quarantined whole as the
+contract types them (:func:`row_records`). The reasons written here are the quarantine's.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import zlib
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from schemas.broker_events import BROKER_EVENTS
+
+log = logging.getLogger("flowctl.ingest")
+
+#: The quarantine's column for a row's index within its raw file: where to find a rejected row.
+ROW_INDEX = "source_row_index"
+
+
+@dataclass(frozen=True)
+class RawFile:
+    """One raw Parquet file of a day, as its footer describes it."""
+
+    day: date
+    relative_path: str  # date=YYYY-MM-DD/part-....parquet: stable lineage, whatever the raw root
+    path: str  # as the filesystem and Spark address it
+    footer_rows: int | None
+    problem: str | None  # why the file is quarantined whole, or None
+    detail: str | None = None  # JSON: what else the quarantine record says (partially read files)
+
+
+def raw_filesystem(raw_dir: str) -> tuple[pafs.FileSystem, str, str]:
+    """(filesystem, root path within it, raw_dir as given or made absolute)."""
+    if "://" not in raw_dir:  # a local path, possibly relative (--raw)
+        raw_dir = Path(raw_dir).resolve().as_posix()
+    filesystem, root = pafs.FileSystem.from_uri(
+        raw_dir if "://" in raw_dir else Path(raw_dir).as_uri()
+    )
+    return filesystem, root, raw_dir
+
+
+def reads_as(actual: pa.DataType, expected: pa.DataType) -> bool:
+    """Whether Spark reads a Parquet column written as ``actual`` into the contract's
+    ``expected`` type without losing anything: the type itself, or what common writers emit for
+    it (polars' large strings, dictionary-encoded strings, int32 for int64, timestamps in s or ms,
+    or in another time zone, which Parquet stores as the same UTC instant). Nanosecond timestamps
+    (Spark cannot read them) and naive ones (not UTC by contract: DESIGN §3 "timestamp (us, UTC)")
+    stay wrong."""
+    if actual.equals(expected):
+        return True
+    if pa.types.is_dictionary(actual):
+        return reads_as(actual.value_type, expected)
+    if pa.types.is_string(expected):
+        return pa.types.is_large_string(actual)
+    if pa.types.is_int64(expected):
+        return pa.types.is_int32(actual)
+    if pa.types.is_timestamp(expected):
+        return (
+            pa.types.is_timestamp(actual) and actual.unit in ("s", "ms", "us") and bool(actual.tz)
+        )
+    return False
+
+
+#: What to do about a timestamp Spark cannot read as the contract's (no ';': it ends a reason).
+TIMESTAMP_HINT = (
+    "write microseconds with time zone UTC (DESIGN §3), e.g. pandas ts.dt.tz_localize('UTC') and "
+    "pyarrow.parquet.write_table(..., coerce_timestamps='us', allow_truncated_timestamps=True)"
+)
+
+
+def _wrong_type(name: str, actual: pa.DataType, physical_type: str | None = None) -> str:
+    """``wrong_type:<column>:<type as written>``, with what to do when it is a timestamp: Spark 4
+    cannot read TIMESTAMP(NANOS) as a timestamp at all (it fails, or reads a bigint with
+    spark.sql.legacy.parquet.nanosAsLong); INT96 is a deprecated encoding without time zone; a
+    timestamp without time zone is not UTC by contract."""
+    if not pa.types.is_timestamp(actual):
+        return f"wrong_type:{name}:{actual}"
+    if physical_type == "INT96":
+        why = "INT96 is a deprecated nanosecond encoding without time zone"
+        return f"wrong_type:{name}:INT96 ({why}: {TIMESTAMP_HINT})"
+    if actual.unit == "ns":
+        why = "Spark cannot read nanosecond timestamps"
+    else:
+        why = "a timestamp without time zone is not UTC by contract"
+    return f"wrong_type:{name}:{actual} ({why}: {TIMESTAMP_HINT})"
+
+
+def _schema_problem(schema: pa.Schema, physical_types: dict[str, str] | None = None) -> str | None:
+    """Why a file's schema breaks the contract, or None. Extra columns are allowed (DESIGN §3),
+    and types Spark reads losslessly as the contract's (:func:`reads_as`). ``physical_types``:
+    the Parquet physical type of each column (tells INT96 timestamps, which Arrow shows as
+    nanoseconds, from others)."""
+    expected = BROKER_EVENTS.to_pyarrow()
+    problems = []
+    names = [name.lower() for name in schema.names]
+    for field in expected:
+        index = schema.get_field_index(field.name)
+        # Spark matches column names regardless of case and refuses a file holding one twice.
+        if names.count(field.name.lower()) > 1:
+            problems.append(f"duplicate_column:{field.name}")
+        elif index < 0:
+            if not field.nullable:
+                problems.append(f"missing_column:{field.name}")
+        elif not reads_as(schema.field(index).type, field.type):
+            physical = (physical_types or {}).get(field.name)
+            problems.append(_wrong_type(field.name, schema.field(index).type, physical))
+    return ";".join(problems) or None
+
+
+#: Characters Spark cannot take literally in a file name: Hadoop reads ':' as a URI scheme and
+#: the others as a glob (which may match nothing, or other files).
+UNADDRESSABLE_CHARACTERS = ":{}[]*?\\"
+
+
+def _name_problem(name: str) -> str | None:
+    """Why Spark cannot be given the file ``name`` to read, or None."""
+    found = "".join(sorted({c for c in name if c in UNADDRESSABLE_CHARACTERS}))
+    if not found:
+        return None
+    return f"unaddressable_file_name:Spark cannot read a name with {found!r} (rename the file)"
+
+
+#: Longest reason recorded for an unreadable file (the full error goes to the log).
+MAX_REASON_CHARS = 200
+
+
+def error_text(exc: Exception, path: str, relative: str) -> str:
+    """``<error type>: <message>``, one line, the file named by its relative path, cut to
+    :data:`MAX_REASON_CHARS`."""
+    message = " ".join(str(exc).replace(path, relative).split())
+    text = f"{type(exc).__name__}: {message}".rstrip(": ")
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 3] + "..."
+
+
+def unreadable_reason(exc: Exception, path: str, relative: str) -> str:
+    """``unreadable_file:<error type>: <message>``, one line, the file named by its relative path,
+    cut to :data:`MAX_REASON_CHARS`: tells a zero-byte file from one that is not Parquet."""
+    reason = "unreadable_file:" + error_text(exc, path, relative)
+    return reason if len(reason) <= MAX_REASON_CHARS else reason[: MAX_REASON_CHARS - 3] + "..."
+
+
+def stale_checksum_sidecar(filesystem: pafs.FileSystem, path: str) -> str | None:
+    """The name of the Hadoop checksum sidecar (``.<name>.crc``) beside the local file ``path``
+    when it does not match the file's bytes, else None (no sidecar, or one that matches).
+
+    Spark's local file system verifies such a sidecar on every read and fails with a
+    ChecksumException where it differs, so a sidecar left over from an earlier version of the file
+    makes an intact file look damaged. Hadoop's format: ``crc\\0``, the bytes per checksum (int32,
+    big-endian), then the CRC-32 of each chunk (uint32, big-endian); a sidecar without that header
+    is ignored by Hadoop, and so here.
+    """
+    if not isinstance(filesystem, pafs.LocalFileSystem):
+        return None  # only Hadoop's local (checksummed) file system reads sidecars
+    folder, _, name = path.rpartition("/")
+    sidecar = f"{folder}/.{name}.crc"
+    if filesystem.get_file_info(sidecar).type != pafs.FileType.File:
+        return None
+    with filesystem.open_input_file(sidecar) as handle:
+        sums = handle.read()
+    chunk = int.from_bytes(sums[4:8], "big", signed=True) if len(sums) >= 8 else 0
+    if sums[:4] != b"crc\0" or chunk <= 0:
+        return None
+    with filesystem.open_input_file(path) as handle:
+        for offset in range(8, 8 + 4 * (handle.size() // chunk + 1), 4):
+            data = handle.read(chunk)
+            if not data:
+                break
+            expected = sums[offset : offset + 4]
+            if len(expected) < 4 or int.from_bytes(expected, "big") != zlib.crc32(data):
+                return f".{name}.crc"
+    return None
+
+
+def partial_read_detail(raw_dir: str, file: RawFile, rows_read: int) -> dict[str, Any]:
+    """The ``detail`` (as JSON) of the quarantine record of a file Spark could read only in part:
+    ``rows_declared`` (its footer), ``rows_read`` and ``cause``, one line for the user: a stale
+    Hadoop checksum sidecar beside the file (:func:`stale_checksum_sidecar`), or the error
+    pyarrow meets reading the file whole. Only damaged files are re-read, so the cost is theirs."""
+    filesystem, root, _ = raw_filesystem(raw_dir)
+    path = f"{root}/{file.relative_path}"
+    read_whole, error = 0, None
+    try:
+        with filesystem.open_input_file(path) as handle:
+            for batch in pq.ParquetFile(handle).iter_batches():  # a batch at a time in memory
+                read_whole += batch.num_rows
+    except Exception as exc:  # the damage itself: a bad page, a truncated column chunk, ...
+        error = error_text(exc, path, file.relative_path)
+    try:
+        sidecar = stale_checksum_sidecar(filesystem, path)
+    except OSError:
+        sidecar = None
+    if sidecar and error is None:
+        cause = (
+            f"checksum sidecar {sidecar} does not match the file, which pyarrow reads whole "
+            f"({read_whole} rows): delete the sidecar if the file is intact, and rerun the day"
+        )
+    elif sidecar:
+        cause = f"{error}; its checksum sidecar {sidecar} does not match it either"
+    elif error:
+        cause = error
+    else:
+        cause = (
+            f"pyarrow reads the file whole ({read_whole} rows) but Spark could not: see the "
+            "executor log for the error"
+        )
+    return {"rows_declared": file.footer_rows, "rows_read": rows_read, "cause": cause}
+
+
+def inspect_raw_files(raw_dir: str, days: list[date]) -> list[RawFile]:
+    """List the raw files of the days and check their footers, without reading any data."""
+    filesystem, root, raw_dir = raw_filesystem(raw_dir)
+    files = []
+    for day in days:
+        selector = pafs.FileSelector(f"{root}/date={day.isoformat()}", allow_not_found=True)
+        for info in sorted(filesystem.get_file_info(selector), key=lambda i: i.path):
+            name = info.base_name
+            if info.type != pafs.FileType.File or name.startswith(("_", ".")):
+                continue
+            if not name.endswith(".parquet"):
+                continue
+            relative = f"date={day.isoformat()}/{name}"
+            address = info.path if "://" not in raw_dir else f"{raw_dir}/{relative}"
+            try:
+                with filesystem.open_input_file(info.path) as handle:
+                    parquet = pq.ParquetFile(handle)
+                    rows = parquet.metadata.num_rows
+                    physical = {c.path: c.physical_type for c in parquet.schema}
+                    # Both, so that renaming the file does not merely reveal the next problem.
+                    problems = (
+                        _name_problem(name),
+                        _schema_problem(parquet.schema_arrow, physical),
+                    )
+                    problem = ";".join(p for p in problems if p) or None
+            except Exception as exc:  # any unreadable footer: truncated, not Parquet, ...
+                rows, problem = None, unreadable_reason(exc, info.path, relative)
+                log.warning("unreadable raw file %s: %s", relative, exc)
+            files.append(RawFile(day, relative, address, rows, problem))
+    return files
+
+
+#: Files writers leave next to their data (commit markers, checksums, summaries): never data.
+KNOWN_MARKERS = re.compile(
+    r"^(_SUCCESS|_committed_.*|_started_.*|_metadata|_common_metadata|\..*\.crc|\.DS_Store)$"
+)
+DATE_FOLDER = re.compile(r"^date=\d{4}-\d{2}-\d{2}$")
+
+
+def _is_date_folder(name: str) -> bool:
+    if not DATE_FOLDER.match(name):
+        return False
+    try:
+        date.fromisoformat(name.removeprefix("date="))
+    except ValueError:
+        return False
+    return True
+
+
+def skipped_raw_entries(raw_dir: str, days: list[date]) -> list[str]:
+    """What the ingest does not read although it may hold data, relative to the raw root: files
+    under the days' folders other than ``date=D/*.parquet`` (nested, other suffixes, hidden
+    names), and ``date=`` folders at the root whose date is malformed. Writers' markers
+    (:data:`KNOWN_MARKERS`) are left out. Listing only: nothing is opened."""
+    filesystem, root, _ = raw_filesystem(raw_dir)
+    skipped = []
+    for info in filesystem.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
+        name = info.base_name
+        folder = info.type == pafs.FileType.Directory and name.startswith("date=")
+        if folder and not _is_date_folder(name):
+            skipped.append(name)
+    for day in days:
+        folder = f"{root}/date={day.isoformat()}"
+        selector = pafs.FileSelector(folder, allow_not_found=True, recursive=True)
+        for info in filesystem.get_file_info(selector):
+            if info.type != pafs.FileType.File or KNOWN_MARKERS.match(info.base_name):
+                continue
+            inner = info.path[len(folder) + 1 :]
+            direct = "/" not in inner
+            if direct and inner.endswith(".parquet") and not inner.startswith(("_", ".")):
+                continue  # read by inspect_raw_files
+            skipped.append(f"date={day.isoformat()}/{inner}")
+    return sorted(skipped)
+
+
+def rows_are_readable(file: RawFile) -> bool:
+    """Whether the rows of a file quarantined whole can be read: its footer opened and the
+    problem is its schema or its name, which pyarrow does not mind (an ``unreadable_file`` has
+    no footer: its rows are unknown)."""
+    return file.problem is not None and not file.problem.startswith("unreadable_file:")
+
+
+def contract_columns_kept(schema: pa.Schema) -> list[str]:
+    """The contract's columns that a file holds in a type read losslessly as the contract's
+    (:func:`reads_as`): its rows' quarantine records keep them; the others are null there (the raw
+    file still holds them)."""
+    kept = []
+    for field in BROKER_EVENTS.to_pyarrow():
+        index = schema.get_field_index(field.name)  # -1 when missing, or the name is repeated
+        if index >= 0 and reads_as(schema.field(index).type, field.type):
+            kept.append(field.name)
+    return kept
+
+
+def row_records(batch: pa.RecordBatch, kept: list[str], first_index: int) -> pa.Table:
+    """The event columns of a batch of rows as the contract types them (the ``kept`` ones cast,
+    the others null), and each row's position in its file (``first_index`` is the batch's)."""
+    columns = {
+        field.name: batch.column(field.name).cast(field.type)
+        if field.name in kept
+        else pa.nulls(batch.num_rows, field.type)
+        for field in BROKER_EVENTS.to_pyarrow()
+    }
+    positions = range(first_index, first_index + batch.num_rows)
+    return pa.table({**columns, ROW_INDEX: pa.array(positions, pa.int64())})
+
+
+@dataclass(frozen=True)
+class RawListing:
+    """The raw files of the days, their footers checked (:func:`inspect_raw_files`), and the
+    entries the ingest skips (:func:`skipped_raw_entries`): stage 1 of the ingest, no data read."""
+
+    files: tuple[RawFile, ...]
+    skipped: tuple[str, ...] = ()
+
+    @property
+    def bad_files(self) -> list[RawFile]:
+        """Files quarantined whole (their problem says why): Spark does not read them."""
+        return [f for f in self.files if f.problem]
+
+    @property
+    def good_files(self) -> list[RawFile]:
+        return [f for f in self.files if not f.problem]
+
+    def days_without_files(self, days: list[date]) -> list[date]:
+        return sorted(set(days) - {f.day for f in self.files})
+
+
+def list_raw_files(raw_dir: str, days: list[date]) -> RawListing:
+    """The :class:`RawListing` of ``days`` under ``raw_dir``."""
+    return RawListing(
+        tuple(inspect_raw_files(raw_dir, days)), tuple(skipped_raw_entries(raw_dir, days))
+    )
+
+
+def log_skipped_entries(label: str, raw_dir: str, skipped: tuple[str, ...]) -> None:
+    """Warn about what the ingest does not read although it may hold data (the first 50 named)."""
+    if not skipped:
+        return
+    shown = ", ".join(skipped[:50]) + (
+        f" and {len(skipped) - 50} more" if len(skipped) > 50 else ""
+    )
+    log.warning(
+        "ingest %s: skipped %d entries under %s that are not <raw>/date=YYYY-MM-DD/*.parquet "
+        "(rename or move them to have them ingested): %s",
+        label,
+        len(skipped),
+        raw_dir,
+        shown,
+    )
