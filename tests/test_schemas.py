@@ -9,8 +9,8 @@ from pyspark.sql import types as T
 from schemas import BROKER_EVENTS, EVENT_TYPES
 from schemas.broker_events import LINK_ROLES, PROTOCOLS
 from schemas.model import Column, TableSchema
-from tests.test_event_log_contract import EVENT_TYPES as DESIGN_EVENT_TYPES
-from tests.test_event_log_contract import PROTOCOLS as DESIGN_PROTOCOLS
+from tests.engine.test_event_log_contract import EVENT_TYPES as DESIGN_EVENT_TYPES
+from tests.engine.test_event_log_contract import PROTOCOLS as DESIGN_PROTOCOLS
 
 SPARK_FOR_ARROW = {
     pa.string(): T.StringType(),

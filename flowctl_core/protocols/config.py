@@ -50,7 +50,7 @@ def publisher_unconfirmed_bound(max_link_credit: int) -> int:
     the last delivery the session received, so the link can deliver at most 170 more messages
     before the next grant; and a grant comes only while at most 169 are unconfirmed. So up to
     169 + 170 = 339 (``2 x max_link_credit - 1``) are unconfirmed, reached when the queue
-    confirms nothing while the publisher spends the whole grant (tests/test_protocol_rabbitmq.py).
+    confirms nothing while the publisher spends the whole grant (tests/engine/test_rabbitmq.py).
     """
     return 2 * max_link_credit - 1
 
