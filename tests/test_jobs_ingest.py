@@ -165,7 +165,12 @@ def test_a_day_without_raw_files_is_refused_unless_allowed(spark, pipeline_conf,
     the previous commit's row count), balances and warns."""
     _, conf = pipeline_conf(validate=False)
     write_raw(Path(conf.raw_dir), [event(1, at(1, 10), "enqueue", queue="q", depth_msgs=1)])
-    assert ingest.run_ingest(spark, conf, DAY1, DAY1)["rows_accepted"] == 1
+    first = ingest.run_ingest(spark, conf, DAY1, DAY1)
+    assert first["rows_accepted"] == 1
+    # bronze_version: the Delta version the write committed (what pipeline state records).
+    bronze_path = table_path(conf, PIPELINE_TABLES["broker_events"][1])
+    latest = DeltaTable.forPath(spark, bronze_path).history(1).first().version
+    assert first["bronze_version"] == latest
 
     with pytest.raises(ingest.IngestRefused) as refused:
         ingest.run_ingest(spark, conf, DAY2, DAY2)
@@ -175,6 +180,8 @@ def test_a_day_without_raw_files_is_refused_unless_allowed(spark, pipeline_conf,
         empty = ingest.run_ingest(spark, conf, DAY2, DAY2, allow_empty_days=True)
     assert (empty["files_listed"], empty["rows_read"], empty["rows_accepted"]) == (0, 0, 0)
     assert (empty["rows_quarantined"], empty["balanced"]) == (0, True)
+    # Nothing to write and nothing of the day to replace: no commit, no version.
+    assert empty["bronze_version"] is None
     assert any("no raw data" in r.getMessage() for r in caplog.records)
     bronze = read_table(spark, conf, PIPELINE_TABLES["broker_events"][1])
     assert bronze.count() == 1  # day 1 untouched
