@@ -59,6 +59,7 @@ from jobs.ingest_refusals import (
 )
 from jobs.ingest_report import IngestReport, log_report, validate_with_great_expectations
 from jobs.ingest_write import IngestPlan, write_tables
+from jobs.pipeline_state import INGEST, bronze_version, record_processed
 from jobs.raw_files import list_raw_files, log_skipped_entries
 from schemas.tables import BROKER_EVENTS_QUARANTINE, BRONZE_BROKER_EVENTS
 
@@ -114,6 +115,12 @@ def run_ingest(
     plan.release()
     # 6: report.
     report = IngestReport.of(plan, written)
+    # Recorded before validation: the days are in bronze now, so later jobs are behind on them
+    # whatever Great Expectations finds (jobs/pipeline_state.py).
+    version = (
+        bronze_version(spark, conf) if written.bronze_version is None else written.bronze_version
+    )
+    record_processed(spark, conf, INGEST, date_from, date_to, version)
     report = validate_with_great_expectations(spark, conf, plan, report)
     scope.describe(spark, None)
     log_report(scope.label, report)

@@ -15,7 +15,7 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date
 from functools import reduce
 from typing import Any
 
@@ -26,6 +26,7 @@ from pyspark.sql.types import DateType, StructField, StructType
 
 from jobs.config import PipelineConf
 from jobs.delta_io import conform, days_predicate
+from jobs.pipeline_state import days_between
 from jobs.raw_files import (
     ROW_INDEX,
     RawFile,
@@ -42,10 +43,6 @@ from schemas.broker_events import BROKER_EVENTS
 from schemas.tables import BROKER_EVENTS_QUARANTINE
 
 log = logging.getLogger("flowctl.ingest")
-
-
-def days_between(date_from: date, date_to: date) -> list[date]:
-    return [date_from + timedelta(days=i) for i in range((date_to - date_from).days + 1)]
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from datetime import date
 import pyarrow.fs as pafs
 from pyspark.sql import SparkSession
 
+from flowctl_core.errors import PipelineError
 from jobs.config import PipelineConf
 from jobs.delta_io import days_predicate, files_matching, read_table
 from jobs.ingest_read import IngestScope, RawCounts
@@ -25,7 +26,7 @@ from schemas.tables import BRONZE_BROKER_EVENTS
 log = logging.getLogger("flowctl.ingest")
 
 
-class IngestRefused(RuntimeError):
+class IngestRefused(PipelineError):
     """The input cannot be what was meant (a raw folder that does not exist, or that has nothing
     readable for days bronze already holds): ingesting it would replace good rows with nothing."""
 

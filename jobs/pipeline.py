@@ -138,20 +138,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parse_date_range(parser, argv)
     configure_logging()
-    from jobs.config import ConfError
-    from jobs.ingest import IngestRefused
-
-    try:
-        result = run_pipeline(
-            args.conf,
-            args.date_from,
-            args.date_to,
-            raw_dir=args.raw,
-            allow_empty_days=args.allow_empty_days,
-        )
-    except (ConfError, IngestRefused) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    # A refusal (conf, raw input, days behind) is one line and its exit code: run_entry_point.
+    result = run_pipeline(
+        args.conf,
+        args.date_from,
+        args.date_to,
+        raw_dir=args.raw,
+        allow_empty_days=args.allow_empty_days,
+    )
     for row in daily_metrics_rows(args.conf, args.date_from, args.date_to):
         print(row)
     print({name: result[name] for name in ("seconds", "ok")})

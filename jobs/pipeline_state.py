@@ -59,7 +59,7 @@ class DayRecord:
     bronze_version: int
 
 
-def days_of(date_from: date, date_to: date) -> list[date]:
+def days_between(date_from: date, date_to: date) -> list[date]:
     return [date_from + timedelta(days=n) for n in range((date_to - date_from).days + 1)]
 
 
@@ -157,7 +157,7 @@ def record_processed(
     if job not in READS:
         raise ValueError(f"{job!r} is not a recorded job ({', '.join(JOBS)})")
     now = datetime.now(UTC).replace(tzinfo=None)
-    rows = [(job, day, version, now) for day in days_of(date_from, date_to)]
+    rows = [(job, day, version, now) for day in days_between(date_from, date_to)]
     frame = spark.createDataFrame(rows, PIPELINE_STATE.to_spark())
     predicate = f"job = {sql_string(job)} AND {days_predicate('date', date_from, date_to)}"
     replace_where(spark, conf, PIPELINE_STATE, frame, predicate)
@@ -194,7 +194,7 @@ def run_recorded(
     ``caught_up`` (the earlier days processed first, as text) when there were any."""
     records = read_records(spark, conf)
     earlier = earlier_days_behind(records, job, date_from)
-    refusal = stale_inputs(records, job, [*earlier, *days_of(date_from, date_to)])
+    refusal = stale_inputs(records, job, [*earlier, *days_between(date_from, date_to)])
     if refusal:
         raise StaleInputError(refusal)
     for first, last in contiguous_ranges(earlier):

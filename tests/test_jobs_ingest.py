@@ -92,10 +92,16 @@ def test_bad_input_is_quarantined_with_reasons_and_nothing_is_lost(
 
 
 def _snapshot(spark, conf) -> dict[str, list]:
-    return {
+    """Every table's rows; of the pipeline state, which days each job has recorded (a rerun
+    records them again, from the newer bronze version it wrote or read)."""
+    snapshot = {
         name: sorted(map(tuple, read_table(spark, conf, schema).collect()), key=repr)
         for name, (_, schema) in PIPELINE_TABLES.items()
+        if name != "pipeline_state"
     }
+    state = read_table(spark, conf, PIPELINE_TABLES["pipeline_state"][1]).select("job", "date")
+    snapshot["pipeline_state"] = sorted(map(tuple, state.collect()), key=repr)
+    return snapshot
 
 
 def test_rerun_is_idempotent_and_picks_up_late_events(spark, pipeline_conf):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -97,3 +98,45 @@ def test_a_refusal_is_its_own_kind_of_failure_with_what_to_do(
         "error: daily_metrics: input behind bronze: episodes is behind bronze on 2026-03-02: "
         "nothing was written; run the job named over those days first"
     )
+
+
+@pytest.mark.spark
+def test_daily_metrics_refuses_days_whose_episodes_are_behind_and_status_names_them(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Killed after ingest: daily_metrics alone must not compute the day from missing episodes
+    (one line, exit 65, nothing written), and ``flowctl status`` names the day for both jobs."""
+    import dataclasses
+
+    from typer.testing import CliRunner
+
+    from flowctl.cli import app
+    from jobs.config import load_conf
+    from jobs.daily_metrics import run_daily_metrics
+    from jobs.delta_io import read_table
+    from jobs.ingest import run_ingest
+    from jobs.pipeline_state import read_records
+    from schemas.tables import QUEUE_FLOW_DAILY
+    from tests.conftest import at, event, write_raw
+
+    conf = dataclasses.replace(
+        load_conf(),
+        raw_dir=str(tmp_path / "raw"),
+        warehouse_dir=str(tmp_path / "warehouse"),
+        quality_dir=str(tmp_path / "quality"),
+        validate_with_great_expectations=False,
+    )
+    write_raw(tmp_path / "raw", [event(1, at(1, 9), "queue_declared", queue="q", depth_msgs=0)])
+    day = date(2024, 1, 1)
+    run_ingest(spark, conf, day, day)
+    with pytest.raises(StaleInputError, match=r"^episodes is behind bronze on 2024-01-01$"):
+        run_daily_metrics(spark, conf, day, day)
+    assert read_table(spark, conf, QUEUE_FLOW_DAILY).count() == 0
+    assert [r.job for r in read_records(spark, conf)] == ["ingest"]
+
+    shown = CliRunner().invoke(
+        app, ["status", "--warehouse", conf.warehouse_dir, "--check"], terminal_width=200
+    )
+    assert shown.exit_code == 1, shown.output
+    assert "behind: episodes 2024-01-01: never processed" in shown.output
+    assert "behind: daily_metrics 2024-01-01: never processed" in shown.output
