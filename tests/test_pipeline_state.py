@@ -102,16 +102,13 @@ def test_a_refusal_is_its_own_kind_of_failure_with_what_to_do(
 
 @pytest.mark.spark
 def test_daily_metrics_refuses_days_whose_episodes_are_behind_and_status_names_them(
-    spark: Any, tmp_path: Path
+    spark: Any, pipeline_conf: Any, tmp_path: Path
 ) -> None:
     """Killed after ingest: daily_metrics alone must not compute the day from missing episodes
     (one line, exit 65, nothing written), and ``flowctl status`` names the day for both jobs."""
-    import dataclasses
-
     from typer.testing import CliRunner
 
     from flowctl.cli import app
-    from jobs.config import load_conf
     from jobs.daily_metrics import run_daily_metrics
     from jobs.delta_io import read_table
     from jobs.ingest import run_ingest
@@ -119,13 +116,7 @@ def test_daily_metrics_refuses_days_whose_episodes_are_behind_and_status_names_t
     from schemas.tables import QUEUE_FLOW_DAILY
     from tests.conftest import at, event, write_raw
 
-    conf = dataclasses.replace(
-        load_conf(),
-        raw_dir=str(tmp_path / "raw"),
-        warehouse_dir=str(tmp_path / "warehouse"),
-        quality_dir=str(tmp_path / "quality"),
-        validate_with_great_expectations=False,
-    )
+    _, conf = pipeline_conf(validate=False)
     write_raw(tmp_path / "raw", [event(1, at(1, 9), "queue_declared", queue="q", depth_msgs=0)])
     day = date(2024, 1, 1)
     run_ingest(spark, conf, day, day)

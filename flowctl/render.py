@@ -1,0 +1,205 @@
+"""What ``flowctl`` prints: the consoles and the tables of a run's summary, the gold daily metrics
+and the pipeline state (the commands themselves are in flowctl/cli.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+
+from flowctl_core.runner import RunResult
+from flowctl_core.summary import (
+    artemis_addresses,
+    artemis_links,
+    connection_totals,
+    link_messages,
+    queue_summaries,
+)
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from jobs.pipeline_state import PipelineStatus
+
+# Piped output (CI logs, `| less`) gets a wide table instead of one folded to 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 200)
+# An error is one line however long (a path, a field): never folded to the terminal's or, when
+# stderr is not a terminal (CI, pipes), to 80 columns.
+err_console = Console(stderr=True, soft_wrap=True)
+
+
+def print_summary(result: RunResult, out: Path | None = None) -> None:
+    table = Table(title=f"{result.scenario.name}  run {result.run_id}  ({result.events:,} events)")
+    for column in (
+        "queue",
+        "enqueued",
+        "dequeued",
+        "rejected",
+        "evicted",
+        "flowStoppedCount",
+        "peak depth",
+        "peak bytes",
+        "final stop count",
+        "overshoot msgs",
+        "overshoot bytes",
+    ):
+        if column == "queue":
+            table.add_column(column, no_wrap=True, min_width=12)
+        else:
+            table.add_column(column, justify="right")
+    for row in queue_summaries(result):
+        table.add_row(
+            row.queue,
+            f"{row.enqueued:,}",
+            f"{row.dequeued:,}",
+            f"{row.rejected:,}",
+            f"{row.evicted:,}",
+            f"{row.flow_stopped_count:,}",
+            f"{row.peak_depth_msgs:,}",
+            f"{row.peak_depth_bytes:,}",
+            f"{row.flow_stop_count:,}" if row.flow_stop_count else "off",
+            # Overshoot past a threshold that is off is not 0 but undefined (DESIGN §4: null).
+            f"{row.max_overshoot_msgs:,}"
+            if row.flow_stop_count or row.max_overshoot_msgs
+            else "off",
+            f"{row.max_overshoot_bytes:,}"
+            if row.flow_stop_size or row.max_overshoot_bytes
+            else "off",
+        )
+    console.print(table)
+    print_protocol_summary(result)
+    if getattr(result, "artemis", None):
+        print_dict_table("artemis addresses", [row.as_dict() for row in artemis_addresses(result)])
+        print_dict_table("artemis clients", [row.as_dict() for row in artemis_links(result)])
+    if out is not None:
+        console.print(f"event log: {out}", highlight=False)
+
+
+def format_cell(value: object) -> str:
+    if isinstance(value, bool) or value is None:
+        return "" if value is None else str(value).lower()
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    return str(value)
+
+
+def print_dict_table(title: str, rows: list[dict[str, object]]) -> None:
+    """A table whose columns are the rows' keys: for summaries that carry their own columns."""
+    if not rows:
+        return
+    table = Table(title=title)
+    for index, (key, value) in enumerate(rows[0].items()):
+        numeric = isinstance(value, int | float) and not isinstance(value, bool)
+        table.add_column(
+            key.replace("_", " "), justify="right" if numeric else "left", no_wrap=index == 0
+        )
+    for row in rows:
+        table.add_row(*(format_cell(value) for value in row.values()))
+    console.print(table)
+
+
+def print_protocol_summary(result: RunResult) -> None:
+    """Messages per link and totals per connection, so protocols compare side by side (seed 004)."""
+    links = link_messages(result)
+    if not links:
+        return
+    per_link = Table(title="messages per link")
+    for column in ("connection", "protocol", "link", "role", "queue", "messages"):
+        per_link.add_column(column, justify="right" if column == "messages" else "left")
+    for link in links:
+        per_link.add_row(
+            link.connection, link.protocol, link.link, link.role, link.queue, f"{link.messages:,}"
+        )
+    console.print(per_link)
+    totals = Table(title="totals per connection")
+    for column in ("connection", "protocol", "sent", "received", "total", "times blocked"):
+        totals.add_column(
+            column, justify="left" if column in ("connection", "protocol") else "right"
+        )
+    for row in connection_totals(result):
+        totals.add_row(
+            row.connection,
+            row.protocol,
+            f"{row.sent:,}",
+            f"{row.received:,}",
+            f"{row.total:,}",
+            f"{row.blocked:,}",
+        )
+    console.print(totals)
+    by_protocol: dict[str, int] = {}
+    for row in connection_totals(result):
+        by_protocol[row.protocol] = by_protocol.get(row.protocol, 0) + row.total
+    if by_protocol.get("amqp-1.0") and by_protocol.get("amqp-0-9-1"):
+        ratio = by_protocol["amqp-1.0"] / by_protocol["amqp-0-9-1"]
+        console.print(f"amqp-1.0 moved {ratio:.2f}x the messages of amqp-0-9-1", highlight=False)
+
+
+DAILY_COLUMNS = (
+    ("date", "date"),
+    ("run_id", "run"),
+    ("queue", "queue"),
+    ("flow_stopped_count", "flowStoppedCount"),
+    ("time_stopped_s", "stopped s"),
+    ("stopped_share", "stopped share"),
+    ("episodes", "episodes"),
+    ("max_depth_msgs", "max depth"),
+    ("max_overshoot_msgs", "max overshoot"),
+    ("p95_overshoot_msgs", "p95 overshoot"),
+    ("max_overshoot_ratio", "overshoot / bound"),
+    ("counter_check_ok", "counter ok"),
+)
+
+
+def print_daily_metrics(rows: list[dict[str, object]]) -> None:
+    """The gold queue_flow_daily rows, one line per (date, run, queue)."""
+    table = Table(title="queue_flow_daily (gold)")
+    for key, title in DAILY_COLUMNS:
+        numeric = key not in ("date", "run_id", "queue", "counter_check_ok")
+        table.add_column(
+            title,
+            justify="right" if numeric else "left",
+            no_wrap=key in ("date", "run_id", "queue"),
+        )
+    for row in rows:
+        cells = []
+        for key, _ in DAILY_COLUMNS:
+            value = row.get(key)
+            if key == "stopped_share" and isinstance(value, float):
+                cells.append(f"{value:.1%}")
+            else:
+                cells.append(format_cell(value))
+        table.add_row(*cells)
+    console.print(table)
+
+
+def print_pipeline_status(status: PipelineStatus, warehouse_dir: str) -> None:
+    """Per job its recorded days and how many are behind bronze, then each day behind and why."""
+    table = Table(title=f"pipeline state of {warehouse_dir}")
+    for name, justify in (("job", "left"), ("days", "right"), ("first", "left"), ("last", "left")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    table.add_column("behind bronze", justify="right")
+    for job in status.jobs:
+        table.add_row(
+            job.job,
+            f"{job.days:,}",
+            str(job.first or ""),
+            str(job.last or ""),
+            f"{len(job.behind):,}" if job.job != "ingest" else "",
+        )
+    console.print(table)
+    for job in status.jobs:
+        for day, why in job.behind.items():
+            console.print(f"behind: {job.job} {day}: {why}", highlight=False)
+    if status.unrecorded_bronze_days:
+        from jobs.pipeline_state import days_text
+
+        console.print(
+            "bronze days without a record (ingested before the pipeline state existed): "
+            + days_text(status.unrecorded_bronze_days),
+            highlight=False,
+        )
+    if status.up_to_date:
+        console.print("every recorded day is up to date with bronze", highlight=False)
