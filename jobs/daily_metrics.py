@@ -1,4 +1,5 @@
-"""daily_metrics: bronze + silver -> gold ``queue_flow_daily`` + ``link_starvation_daily``.
+"""daily_metrics: bronze + silver -> gold ``queue_flow_daily``, ``link_starvation_daily`` and
+``blocking_daily``.
 
 Gold rows of the days [from, to] are replaced as a whole (replaceWhere on ``date``), and so are
 the rows of the runs concerned on the neighbouring days their new events change (see
@@ -22,9 +23,12 @@ from jobs.config import PipelineConf
 from jobs.delta_io import read_table, replace_where
 from jobs.episodes import bronze_events_of_runs, processing_scope
 from jobs.pipeline_state import run_recorded
-from jobs.transforms.daily import link_starvation_daily, queue_flow_daily
+from jobs.transforms.blocking import blocking_daily
+from jobs.transforms.daily import link_starvation_daily, observed_seconds, queue_flow_daily
 from jobs.transforms.episodes import overlapping, run_bounds
 from schemas.tables import (
+    BLOCKING_DAILY,
+    BLOCKING_EPISODES,
     LINK_STARVATION_DAILY,
     LINK_STARVATION_EPISODES,
     QUEUE_FLOW_DAILY,
@@ -63,6 +67,7 @@ def process_daily_metrics(
     starvations = overlapping(read_table(spark, conf, LINK_STARVATION_EPISODES), first, last).where(
         of_runs
     )
+    blockings = overlapping(read_table(spark, conf, BLOCKING_EPISODES), first, last).where(of_runs)
     days = scope.day_predicate()
     report: dict[str, Any] = {
         "runs": len(scope.runs),
@@ -82,6 +87,15 @@ def process_daily_metrics(
         conf,
         LINK_STARVATION_DAILY,
         link_starvation_daily(events, starvations, bounds, first, last).where(days),
+        days,
+    )
+    sc.setJobDescription(f"{label}: write blocking_daily")
+    observed = observed_seconds(bounds, first, last)
+    report["blocking_daily"] = replace_where(
+        spark,
+        conf,
+        BLOCKING_DAILY,
+        blocking_daily(blockings, observed, bounds, first, last).where(days),
         days,
     )
     sc.setJobDescription(None)

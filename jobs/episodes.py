@@ -1,4 +1,5 @@
-"""episodes: bronze broker_events -> silver queue_flow_episodes + link_starvation_episodes.
+"""episodes: bronze broker_events -> silver queue_flow_episodes, link_starvation_episodes and
+blocking_episodes.
 
 An episode is a fact about a stretch of a run that can begin before the processed days and end after
 them, so a run over [from, to] recomputes, from all bronze events of the runs concerned, every
@@ -25,6 +26,7 @@ from jobs.cli import date_range_parser, parse_date_range, start_job
 from jobs.config import PipelineConf
 from jobs.delta_io import days_predicate, read_table, replace_where, sql_string
 from jobs.pipeline_state import run_recorded
+from jobs.transforms.blocking import BLOCKING_INPUT_COLUMNS, blocking_episodes
 from jobs.transforms.episodes import (
     link_starvation_episodes,
     overlap_predicate,
@@ -32,6 +34,8 @@ from jobs.transforms.episodes import (
     run_bounds,
 )
 from schemas.tables import (
+    BLOCKING_DAILY,
+    BLOCKING_EPISODES,
     BRONZE_BROKER_EVENTS,
     LINK_STARVATION_DAILY,
     LINK_STARVATION_EPISODES,
@@ -46,6 +50,10 @@ EPISODE_INPUT_COLUMNS = (
     "depth_msgs", "depth_bytes", "flow_stopped_count", "flow_stop_count", "flow_resume_count",
     "flow_stop_size", "flow_resume_size", "credit", "available",
 )  # fmt: skip
+
+#: The silver tables of episodes and the gold tables of days: what a run's scope is read from.
+EPISODE_TABLES = (QUEUE_FLOW_EPISODES, LINK_STARVATION_EPISODES, BLOCKING_EPISODES)
+DAILY_TABLES = (QUEUE_FLOW_DAILY, LINK_STARVATION_DAILY, BLOCKING_DAILY)
 
 
 def runs_concerned(
@@ -62,7 +70,7 @@ def runs_concerned(
     bronze = read_table(spark, conf, BRONZE_BROKER_EVENTS)
     in_days = bronze.where(days_predicate("date", date_from, date_to)).select("run_id")
     predicate = overlap_predicate(date_from, date_to)
-    for table in (QUEUE_FLOW_EPISODES, LINK_STARVATION_EPISODES):
+    for table in EPISODE_TABLES:
         in_days = in_days.unionByName(
             read_table(spark, conf, table).where(predicate).select("run_id")
         )
@@ -143,7 +151,7 @@ def processing_scope(
         return Scope(date_from, date_to, (), date_from, date_to)
     of_runs = F.col("run_id").isin(*runs)
     earlier: list[date] = []
-    for table in (QUEUE_FLOW_DAILY, LINK_STARVATION_DAILY):
+    for table in DAILY_TABLES:
         latest = (
             read_table(spark, conf, table)
             .where(of_runs & (F.col("date") < F.lit(date_from)))
@@ -154,7 +162,7 @@ def processing_scope(
     # Episodes of these runs that the new events may change: those overlapping the range, and
     # the open ones (computed against an earlier watermark), which must be replaced too.
     changeable = f"({overlap_predicate(date_from, date_to)}) OR end_ts IS NULL"
-    for table in (QUEUE_FLOW_EPISODES, LINK_STARVATION_EPISODES):
+    for table in EPISODE_TABLES:
         first_start = (
             read_table(spark, conf, table).where(changeable).where(of_runs).agg(F.min("start_date"))
         ).first()[0]
@@ -192,12 +200,14 @@ def process_episodes(
     sc, label = spark.sparkContext, f"episodes {date_from}..{date_to}"
     sc.setJobDescription(f"{label}: runs concerned and their span")
     scope = processing_scope(spark, conf, date_from, date_to)
-    events = bronze_events_of_runs(spark, conf, list(scope.runs)).select(*EPISODE_INPUT_COLUMNS)
+    columns = dict.fromkeys((*EPISODE_INPUT_COLUMNS, *BLOCKING_INPUT_COLUMNS))
+    events = bronze_events_of_runs(spark, conf, list(scope.runs)).select(*columns)
     # Tiny (one row per run) and used by both tables: computed once.
     bounds = run_bounds(events).cache()
     predicate = scope.episode_predicate()
     queue_episodes = queue_flow_episodes(events, bounds).where(predicate)
     link_episodes = link_starvation_episodes(events, bounds).where(predicate)
+    blockings = blocking_episodes(events, bounds).where(predicate)
     report: dict[str, Any] = {
         "runs": len(scope.runs),
         "span": f"{scope.span_from.isoformat()}..{scope.span_to.isoformat()}",
@@ -209,6 +219,10 @@ def process_episodes(
     sc.setJobDescription(f"{label}: write link_starvation_episodes")
     report["link_starvation_episodes"] = replace_where(
         spark, conf, LINK_STARVATION_EPISODES, link_episodes, predicate
+    )
+    sc.setJobDescription(f"{label}: write blocking_episodes")
+    report["blocking_episodes"] = replace_where(
+        spark, conf, BLOCKING_EPISODES, blockings, predicate
     )
     sc.setJobDescription(None)
     bounds.unpersist()

@@ -184,6 +184,66 @@ LINK_STARVATION_DAILY = TableSchema(
     ),
 )
 
+BLOCKING_EPISODES = TableSchema(
+    name="blocking_episodes",
+    version=SCHEMA_VERSION,
+    partition_by=("start_date",),
+    doc=(
+        "One row per blocking episode of every kind other than queue flow and link credit "
+        "(DESIGN.md §4): a blocked AMQP 0.9.1 connection, a raised alarm, a session window closed "
+        "to publishers, a producer whose capacity window is full; jobs/transforms/blocking.py."
+    ),
+    columns=(
+        Column("run_id", "string", nullable=False),
+        Column("broker", "string", nullable=False),
+        Column(
+            "kind",
+            "string",
+            nullable=False,
+            doc="'connection', 'alarm', 'session_window' or 'producer_window'",
+        ),
+        Column(
+            "entity",
+            "string",
+            nullable=False,
+            doc="the connection, the alarm's resource, the session or the producer link",
+        ),
+        Column("protocol", "string", doc="the protocol of the event that began it"),
+        Column("reason", "string", doc="why it began, as the event says (detail.reason)"),
+        Column("start_seq", "int64", nullable=False, doc="seq of the event that blocked it"),
+        Column("start_ts", "timestamp", nullable=False),
+        Column("start_date", "date", nullable=False, doc="UTC date of start_ts (partition)"),
+        Column("end_seq", "int64", doc="seq of the event that ended it; null while open"),
+        Column("end_ts", "timestamp", doc="null while open"),
+        Column("is_open", "bool", nullable=False, doc="still blocked at the run's watermark"),
+        Column("duration_s", "float64", doc="end_ts - start_ts; null while open"),
+        Column("run_watermark_ts", "timestamp", nullable=False, doc="the run's last event ts"),
+    ),
+)
+
+BLOCKING_DAILY = TableSchema(
+    name="blocking_daily",
+    version=SCHEMA_VERSION,
+    partition_by=("date",),
+    doc=(
+        "Blocked time per (date, broker, run_id, kind, entity) for the days an entity was "
+        "blocked, DESIGN.md §4: clipped to the day, carried over midnight, open ones closed at the "
+        "watermark; episodes count on the day they start."
+    ),
+    columns=(
+        _DATE,
+        Column("broker", "string", nullable=False),
+        Column("run_id", "string", nullable=False),
+        Column("kind", "string", nullable=False, doc="as in blocking_episodes"),
+        Column("entity", "string", nullable=False),
+        Column("protocol", "string"),
+        Column("blocked_s", "float64", nullable=False, doc="blocked time clipped to the day"),
+        Column("episodes", "int64", nullable=False, doc="blocking episodes starting this day"),
+        Column("observed_s", "float64", nullable=False, doc="day ∩ [run's first event, watermark]"),
+        Column("blocked_share", "float64", doc="blocked_s / observed_s; null if 0 observed"),
+    ),
+)
+
 PIPELINE_STATE = TableSchema(
     name="pipeline_state",
     version=SCHEMA_VERSION,
@@ -209,8 +269,10 @@ PIPELINE_TABLES: dict[str, tuple[str, TableSchema]] = {
         (BRONZE, BROKER_EVENTS_QUARANTINE),
         (SILVER, QUEUE_FLOW_EPISODES),
         (SILVER, LINK_STARVATION_EPISODES),
+        (SILVER, BLOCKING_EPISODES),
         (GOLD, QUEUE_FLOW_DAILY),
         (GOLD, LINK_STARVATION_DAILY),
+        (GOLD, BLOCKING_DAILY),
         (STATE, PIPELINE_STATE),
     )
 }

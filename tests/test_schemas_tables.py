@@ -19,6 +19,8 @@ def test_every_table_is_registered_once_with_a_layer_and_real_partition_columns(
         "link_starvation_episodes",
         "queue_flow_daily",
         "link_starvation_daily",
+        "blocking_episodes",
+        "blocking_daily",
         "pipeline_state",
     }
     for layer, schema in PIPELINE_TABLES.values():

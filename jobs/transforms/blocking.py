@@ -1,0 +1,168 @@
+"""Blocking episodes of every kind other than queue flow and link credit (DESIGN.md §4), silver
+``blocking_episodes`` and gold ``blocking_daily``.
+
+Each kind is one rule of :data:`BLOCKING_KINDS`: which events carry the state, which entity they
+concern, and when that entity is blocked after the event. An episode runs from the event that
+blocks the entity to the next that unblocks it (only flips count: a second ``connection_blocked``
+while blocked, as when an alarm joins a credit-flow stall, does not start another), or stays
+open until the run's watermark; the daily rows clip it to each day, as time_stopped_s does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from jobs.transforms.episodes import duration_seconds
+from jobs.transforms.intervals import split_by_day, true_intervals
+from jobs.transforms.timeutil import utc_date
+
+BLOCKING_KEYS = ("run_id", "broker", "kind", "entity")
+
+#: The bronze columns the blocking transforms read.
+BLOCKING_INPUT_COLUMNS = (
+    "run_id", "broker", "seq", "ts", "event_type", "protocol", "connection", "session", "link",
+    "link_role", "capacity", "outstanding", "detail",
+)  # fmt: skip
+
+
+def _detail(field: str) -> Column:
+    return F.get_json_object("detail", f"$.{field}")
+
+
+def _is(*event_types: str) -> Column:
+    return F.col("event_type").isin(*event_types)
+
+
+@dataclass(frozen=True)
+class BlockingKind:
+    """One kind of blocking: its events, the entity they concern, and whether an event leaves the
+    entity blocked (evaluated on those events only)."""
+
+    kind: str
+    events: Callable[[], Column]
+    entity: Callable[[], Column]
+    blocked: Callable[[], Column]
+    why: str
+
+
+BLOCKING_KINDS: tuple[BlockingKind, ...] = (
+    BlockingKind(
+        "connection",
+        lambda: _is("connection_blocked", "connection_unblocked") & F.col("connection").isNotNull(),
+        lambda: F.col("connection"),
+        lambda: F.col("event_type") == "connection_blocked",
+        "an AMQP 0.9.1 connection from connection_blocked to connection_unblocked",
+    ),
+    BlockingKind(
+        "alarm",
+        lambda: _is("alarm_raised", "alarm_cleared"),
+        lambda: F.coalesce(_detail("resource"), F.lit("alarm")),
+        lambda: F.col("event_type") == "alarm_raised",
+        "an alarm (per resource) from alarm_raised to alarm_cleared",
+    ),
+    BlockingKind(
+        "session_window",
+        lambda: _is("session_window") & F.col("session").isNotNull(),
+        lambda: F.col("session"),
+        # A session that ends while closed is no longer blocked: it is gone.
+        lambda: (_detail("incoming_window").cast("long") == 0) & (_detail("reason") != "ended"),
+        "a session whose incoming window is closed (0) to its publishers",
+    ),
+    BlockingKind(
+        "producer_window",
+        # Qpid's producer window (seed 001): its capacity is a window of uncompleted transfers.
+        # Other protocols' publishers are blocked by credit (link starvation) or their connection.
+        lambda: (
+            (F.col("protocol") == "amqp-0-10")
+            & F.col("link").isNotNull()
+            & (F.col("capacity") > 0)
+            & F.col("outstanding").isNotNull()
+        ),
+        lambda: F.col("link"),
+        lambda: F.col("outstanding") >= F.col("capacity"),
+        "a producer whose capacity window is full (outstanding >= capacity)",
+    ),
+)
+
+
+def blocking_states(events: DataFrame) -> DataFrame:
+    """Every event that carries a blocking state: the keys, seq, ts, event_type, ``blocked``, and
+    the ``protocol`` and ``reason`` reported with an episode that starts there."""
+    frames = [
+        events.where(rule.events()).select(
+            "run_id",
+            "broker",
+            F.lit(rule.kind).alias("kind"),
+            rule.entity().alias("entity"),
+            "seq",
+            "ts",
+            "event_type",
+            F.coalesce(rule.blocked(), F.lit(False)).alias("blocked"),
+            "protocol",
+            _detail("reason").alias("reason"),
+        )
+        for rule in BLOCKING_KINDS
+    ]
+    states = frames[0]
+    for frame in frames[1:]:
+        states = states.unionByName(frame)
+    return states
+
+
+def blocking_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
+    """One row per blocking episode, in the ``blocking_episodes`` layout."""
+    episodes = true_intervals(
+        blocking_states(events), BLOCKING_KEYS, "blocked", carry=("protocol", "reason")
+    ).join(bounds.select("run_id", "run_watermark_ts"), "run_id")
+    return episodes.select(
+        *BLOCKING_KEYS,
+        "protocol",
+        "reason",
+        "start_seq",
+        "start_ts",
+        utc_date("start_ts").alias("start_date"),
+        "end_seq",
+        "end_ts",
+        F.col("end_seq").isNull().alias("is_open"),
+        duration_seconds("start_ts", "end_ts").alias("duration_s"),
+        "run_watermark_ts",
+    )
+
+
+def blocking_daily(
+    episodes: DataFrame, observed: DataFrame, bounds: DataFrame, date_from: date, date_to: date
+) -> DataFrame:
+    """Rows of ``blocking_daily`` for the days [date_from, date_to] from the silver episodes that
+    overlap them; ``observed`` is :func:`jobs.transforms.daily.observed_seconds` of the runs."""
+    with_ends = (
+        episodes.drop("run_watermark_ts")
+        .join(bounds.select("run_id", "run_watermark_ts"), "run_id")
+        .withColumn("effective_end_ts", F.coalesce("end_ts", "run_watermark_ts"))
+    )
+    blocked = (
+        split_by_day(with_ends, F.col("start_ts"), F.col("effective_end_ts"), date_from, date_to)
+        .groupBy(*BLOCKING_KEYS, "date")
+        .agg(
+            F.sum("clipped_s").alias("blocked_s"),
+            F.count(F.when(F.col("start_date") == F.col("date"), 1)).alias("episodes"),
+            F.max_by("protocol", "start_seq").alias("protocol"),
+        )
+    )
+    observed_s = F.coalesce(F.col("observed_s"), F.lit(0.0))
+    return blocked.join(observed, ["run_id", "date"], "left").select(
+        "date",
+        "broker",
+        "run_id",
+        "kind",
+        "entity",
+        "protocol",
+        "blocked_s",
+        "episodes",
+        observed_s.alias("observed_s"),
+        F.when(observed_s > 0, F.col("blocked_s") / observed_s).alias("blocked_share"),
+    )

@@ -1,0 +1,113 @@
+"""Blocking episodes of every kind (jobs/transforms/blocking.py), DESIGN.md §4: "an AMQP 0.9.1
+connection from connection_blocked to connection_unblocked; a publishing session whose incoming
+window is closed (0) by an alarm; an alarm from alarm_raised to alarm_cleared; a producer whose
+capacity window ... is exhausted", with time_stopped_s's interval rules: clipped per day, carried
+over midnight, closed at the watermark, counted on the day they start."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from typing import Any
+
+import pytest
+
+from jobs.transforms.blocking import BLOCKING_KINDS, blocking_daily, blocking_episodes
+from jobs.transforms.daily import observed_seconds
+from jobs.transforms.episodes import run_bounds
+from tests.conftest import at, event, naive
+
+pytestmark = pytest.mark.spark
+
+DAY1, DAY2 = date(2024, 1, 1), date(2024, 1, 2)
+
+
+def _window(seq: int, ts: Any, frames: int, reason: str) -> dict[str, Any]:
+    detail = json.dumps({"incoming_window": frames, "reason": reason})
+    return event(seq, ts, "session_window", session="s1", connection="c10", protocol="amqp-1.0",
+                 detail=detail)  # fmt: skip
+
+
+def _rows() -> list[dict[str, Any]]:
+    c091 = {"connection": "c091", "session": "c091/channel-1", "protocol": "amqp-0-9-1"}
+    qpid = {"queue": "q", "link": "p", "link_role": "publisher", "protocol": "amqp-0-10"}
+    return [
+        # The 0.9.1 connection stalls on credit flow at 23:00; an alarm joins at 23:30 (logged
+        # again, as RabbitMQ does, but the interval runs from the first) until 01:00.
+        event(1, at(1, 23), "connection_blocked", **c091, detail='{"reason": "credit_flow:q"}'),
+        event(2, at(1, 23, 30), "connection_blocked", **c091, detail='{"reason": "alarm"}'),
+        event(3, at(2, 1), "connection_unblocked", **c091, detail='{"reason": "alarm"}'),
+        # A Qpid producer fills its window of 3 at 09:00 and gets a completion 30 s later.
+        event(4, at(2, 8, 59), "enqueue", **qpid, outstanding=2, capacity=3),
+        event(5, at(2, 9), "enqueue", **qpid, outstanding=3, capacity=3),
+        event(6, at(2, 9, 0, 30), "transfer_completed", **qpid, outstanding=2, capacity=3),
+        # A memory alarm at 10:00 closes the 1.0 session's window for an hour; the alarm itself
+        # is never cleared: open at the watermark (12:00).
+        event(7, at(2, 10), "alarm_raised", detail='{"resource": "memory"}'),
+        _window(8, at(2, 10), 0, "alarm"),
+        _window(9, at(2, 11), 400, "alarm_cleared"),
+        event(10, at(2, 12), "enqueue", queue="q", link="p", protocol="amqp-0-10", outstanding=2,
+              capacity=3),
+    ]  # fmt: skip
+
+
+@pytest.fixture
+def results(make_events: Any) -> dict[str, Any]:
+    events = make_events(_rows())
+    bounds = run_bounds(events)
+    episodes = blocking_episodes(events, bounds).cache()
+    daily = blocking_daily(episodes, observed_seconds(bounds, DAY1, DAY2), bounds, DAY1, DAY2)
+    return {
+        "episodes": {(r.kind, r.entity): r.asDict() for r in episodes.collect()},
+        "daily": {(r.kind, r.entity, r.date): r.asDict() for r in daily.collect()},
+    }
+
+
+def test_each_kind_gives_one_episode_from_the_event_that_blocks_to_the_one_that_unblocks(results):
+    episodes = results["episodes"]
+    assert set(episodes) == {
+        ("connection", "c091"),
+        ("producer_window", "p"),
+        ("alarm", "memory"),
+        ("session_window", "s1"),
+    }
+    connection = episodes[("connection", "c091")]
+    assert (connection["start_seq"], connection["end_seq"]) == (1, 3)  # not restarted at seq 2
+    assert (connection["reason"], connection["protocol"]) == ("credit_flow:q", "amqp-0-9-1")
+    assert (connection["start_date"], connection["duration_s"]) == (DAY1, 7200.0)
+    producer = episodes[("producer_window", "p")]
+    assert (producer["start_seq"], producer["end_seq"], producer["duration_s"]) == (5, 6, 30.0)
+    window = episodes[("session_window", "s1")]
+    assert (window["start_ts"], window["duration_s"], window["reason"]) == (
+        naive(at(2, 10)),
+        3600.0,
+        "alarm",
+    )
+    alarm = episodes[("alarm", "memory")]
+    assert alarm["is_open"] and alarm["end_ts"] is None and alarm["duration_s"] is None
+    assert alarm["run_watermark_ts"] == naive(at(2, 12))
+
+
+def test_daily_rows_clip_to_each_day_carry_over_midnight_and_close_at_the_watermark(results):
+    daily = results["daily"]
+    day1 = daily[("connection", "c091", DAY1)]
+    day2 = daily[("connection", "c091", DAY2)]
+    # Observed: day 1 from the run's first event (23:00), day 2 until the watermark (12:00).
+    assert (day1["blocked_s"], day1["episodes"], day1["observed_s"]) == (3600.0, 1, 3600.0)
+    assert day1["blocked_share"] == 1.0
+    assert (day2["blocked_s"], day2["episodes"], day2["observed_s"]) == (3600.0, 0, 43200.0)
+    alarm = daily[("alarm", "memory", DAY2)]
+    assert (alarm["blocked_s"], alarm["episodes"]) == (7200.0, 1)  # open: ends at the watermark
+    assert daily[("session_window", "s1", DAY2)]["blocked_s"] == 3600.0
+    assert daily[("producer_window", "p", DAY2)]["blocked_share"] == pytest.approx(30 / 43200)
+    # Rows only for the days an entity was blocked.
+    assert ("producer_window", "p", DAY1) not in daily
+
+
+def test_every_kind_of_design_section_4_has_one_rule() -> None:
+    assert [rule.kind for rule in BLOCKING_KINDS] == [
+        "connection",
+        "alarm",
+        "session_window",
+        "producer_window",
+    ]
