@@ -201,5 +201,10 @@ def print_pipeline_status(status: PipelineStatus, warehouse_dir: str) -> None:
             + days_text(status.unrecorded_bronze_days),
             highlight=False,
         )
-    if status.up_to_date:
+    if not any(job.days for job in status.jobs) and not status.unrecorded_bronze_days:
+        console.print(
+            f"nothing recorded in {warehouse_dir}: no job has run on it (the warehouse you meant?)",
+            highlight=False,
+        )
+    elif status.up_to_date:
         console.print("every recorded day is up to date with bronze", highlight=False)

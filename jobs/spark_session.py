@@ -60,6 +60,18 @@ def with_local_logging(master: str | None, settings: Mapping[str, str]) -> dict[
     return {**settings, DRIVER_JAVA_OPTIONS: f"{options} {ours}".strip()}
 
 
+SQL_WAREHOUSE_DIR = "spark.sql.warehouse.dir"
+
+
+def with_sql_warehouse(warehouse_dir: str, settings: Mapping[str, str]) -> dict[str, str]:
+    """``settings`` plus a Spark SQL warehouse inside the Delta warehouse (``_spark_sql``), unless
+    one is set. Spark creates that folder as a session starts, by default ``./spark-warehouse``
+    wherever the command runs; flowctl's tables are paths and never use it."""
+    if SQL_WAREHOUSE_DIR in settings:
+        return dict(settings)
+    return {**settings, SQL_WAREHOUSE_DIR: f"{warehouse_dir.rstrip('/')}/_spark_sql"}
+
+
 # Spark's own forms of a master URL and of a JVM memory size: a conf value of another form is the
 # likely reason a JVM does not start, so the error names it.
 _MASTER = re.compile(
@@ -139,6 +151,7 @@ def build_spark_session(
         builder = builder.master(conf.spark_master)
     settings = {**conf.spark_settings, **(extra_settings or {}), **DELTA_SESSION_SETTINGS}
     settings = with_local_logging(conf.spark_master, settings)
+    settings = with_sql_warehouse(conf.warehouse_dir, settings)
     for key, value in settings.items():
         builder = builder.config(key, value)
     if conf.resolve_delta_jars:

@@ -149,3 +149,15 @@ def test_without_a_readable_memory_setting_nothing_is_flagged(tmp_path: Path) ->
 def test_the_days_a_job_processes_are_named_in_its_log() -> None:
     assert days_text(date(2026, 3, 1), date(2026, 3, 1)) == "2026-03-01"
     assert days_text(date(2026, 2, 23), date(2026, 3, 1)) == "2026-02-23 .. 2026-03-01 (7 days)"
+
+
+def test_spark_sql_warehouse_goes_inside_the_delta_warehouse_not_the_working_folder() -> None:
+    """Found by a fault trial: every Spark command left an empty ``spark-warehouse/`` wherever it
+    was run."""
+    settings = spark_session.with_sql_warehouse("/data/wh/", {"spark.ui.enabled": "false"})
+    assert settings == {
+        "spark.ui.enabled": "false",
+        "spark.sql.warehouse.dir": "/data/wh/_spark_sql",
+    }
+    chosen = {"spark.sql.warehouse.dir": "s3a://b/sql"}
+    assert spark_session.with_sql_warehouse("s3a://b/wh", chosen) == chosen
