@@ -17,9 +17,17 @@ bash scripts/setup_airflow.sh
 bash scripts/setup_brokers.sh
 # pytest exits 5 when it collected nothing: that must fail, never pass silently.
 set +e
-.venv/bin/python -m pytest --ignore=tests/airflow "$@"
+# Two workers, a test file each at a time: the Spark tests wait on job scheduling and the Delta
+# log more than on a core, so two sessions side by side use the 2 cores (each worker builds its
+# own session in its own temporary folders). The real-broker tests share the two brokers they
+# start, so they run after, in one process.
+.venv/bin/python -m pytest --ignore=tests/airflow -m "not realbroker" -n 2 --dist loadfile "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then echo "test: pytest collected no tests" >&2; exit 1; fi
+[ "$rc" -eq 0 ] || exit "$rc"
+.venv/bin/python -m pytest tests/realbrokers -m realbroker "$@"
+rc=$?
+if [ "$rc" -eq 5 ]; then echo "test: the real-broker tests collected no tests" >&2; exit 1; fi
 [ "$rc" -eq 0 ] || exit "$rc"
 .airflow-venv/bin/python -m pytest tests/airflow -q -p no:cacheprovider
 rc=$?

@@ -17,6 +17,7 @@ from datetime import date
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from jobs.transforms.daily import open_ends_at_watermark
 from jobs.transforms.episodes import duration_seconds
 from jobs.transforms.intervals import split_by_day, true_intervals
 from jobs.transforms.timeutil import utc_date
@@ -139,13 +140,14 @@ def blocking_daily(
 ) -> DataFrame:
     """Rows of ``blocking_daily`` for the days [date_from, date_to] from the silver episodes that
     overlap them; ``observed`` is :func:`jobs.transforms.daily.observed_seconds` of the runs."""
-    with_ends = (
-        episodes.drop("run_watermark_ts")
-        .join(bounds.select("run_id", "run_watermark_ts"), "run_id")
-        .withColumn("effective_end_ts", F.coalesce("end_ts", "run_watermark_ts"))
-    )
     blocked = (
-        split_by_day(with_ends, F.col("start_ts"), F.col("effective_end_ts"), date_from, date_to)
+        split_by_day(
+            open_ends_at_watermark(episodes, bounds),
+            F.col("start_ts"),
+            F.col("effective_end_ts"),
+            date_from,
+            date_to,
+        )
         .groupBy(*BLOCKING_KEYS, "date")
         .agg(
             F.sum("clipped_s").alias("blocked_s"),

@@ -25,7 +25,7 @@ def _in_days(column: str, date_from: date, date_to: date) -> Column:
     return F.col(column).between(F.lit(date_from), F.lit(date_to))
 
 
-def _open_ends_at_watermark(episodes: DataFrame, bounds: DataFrame) -> DataFrame:
+def open_ends_at_watermark(episodes: DataFrame, bounds: DataFrame) -> DataFrame:
     """Attach the run's current watermark and the effective end of each episode."""
     return (
         episodes.drop("run_watermark_ts")
@@ -144,7 +144,7 @@ def queue_flow_daily(
     activity = _queue_days(
         queue_events.where(F.col("queue").isNotNull()), bounds, date_from, date_to
     )
-    ended = _open_ends_at_watermark(episodes, bounds)
+    ended = open_ends_at_watermark(episodes, bounds)
     today = F.col("_today")  # the episode starts on this day: it counts here
     stopped = (
         split_by_day(ended, F.col("start_ts"), F.col("effective_end_ts"), date_from, date_to)
@@ -260,7 +260,7 @@ def link_starvation_daily(
     ``link_events``: bronze events of the runs concerned (all days up to date_to, for the attach
     state at 00:00); ``starvations``: silver starvations overlapping the range.
     """
-    attachments = _open_ends_at_watermark(link_attachments(link_events), bounds)
+    attachments = open_ends_at_watermark(link_attachments(link_events), bounds)
     attached = (
         split_by_day(attachments, F.col("start_ts"), F.col("effective_end_ts"), date_from, date_to)
         .groupBy(*LINK_KEYS, "date")
@@ -271,7 +271,7 @@ def link_starvation_daily(
     )
     starved = (
         split_by_day(
-            _open_ends_at_watermark(starvations, bounds),
+            open_ends_at_watermark(starvations, bounds),
             F.col("start_ts"),
             F.col("effective_end_ts"),
             date_from,
