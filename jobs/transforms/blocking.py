@@ -18,9 +18,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs.transforms.daily import open_ends_at_watermark
-from jobs.transforms.episodes import duration_seconds
+from jobs.transforms.episodes import episode_span
 from jobs.transforms.intervals import split_by_day, true_intervals
-from jobs.transforms.timeutil import utc_date
 
 BLOCKING_KEYS = ("run_id", "broker", "kind", "entity")
 
@@ -124,14 +123,7 @@ def blocking_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
         *BLOCKING_KEYS,
         "protocol",
         "reason",
-        "start_seq",
-        "start_ts",
-        utc_date("start_ts").alias("start_date"),
-        "end_seq",
-        "end_ts",
-        F.col("end_seq").isNull().alias("is_open"),
-        duration_seconds("start_ts", "end_ts").alias("duration_s"),
-        "run_watermark_ts",
+        *episode_span(),
     )
 
 

@@ -250,14 +250,7 @@ def queue_flow_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
     bound = F.col("overshoot_bound_msgs")
     return episodes.select(
         *QUEUE_KEYS,
-        "start_seq",
-        "start_ts",
-        utc_date("start_ts").alias("start_date"),
-        "end_seq",
-        "end_ts",
-        F.col("end_seq").isNull().alias("is_open"),
-        duration_seconds("start_ts", "end_ts").alias("duration_s"),
-        "run_watermark_ts",
+        *episode_span(),
         "flow_stopped_count",
         "peak_depth_msgs",
         "peak_depth_bytes",
@@ -319,6 +312,21 @@ def link_starvation_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
         "run_watermark_ts",
         F.col("available").alias("available_at_start"),
     )
+
+
+def episode_span() -> list[str | Column]:
+    """The columns an episode table takes from its interval: start and end events, whether it is
+    still open at the run's watermark, and its length (null while open)."""
+    return [
+        "start_seq",
+        "start_ts",
+        utc_date("start_ts").alias("start_date"),
+        "end_seq",
+        "end_ts",
+        F.col("end_seq").isNull().alias("is_open"),
+        duration_seconds("start_ts", "end_ts").alias("duration_s"),
+        "run_watermark_ts",
+    ]
 
 
 def duration_seconds(start_ts: str, end_ts: str) -> Column:
