@@ -17,9 +17,9 @@ from datetime import date
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs.transforms.daily import open_ends_at_watermark
+from jobs.transforms.daily import episodes_per_day
 from jobs.transforms.episodes import episode_span
-from jobs.transforms.intervals import split_by_day, true_intervals
+from jobs.transforms.intervals import true_intervals
 
 BLOCKING_KEYS = ("run_id", "broker", "kind", "entity")
 
@@ -132,20 +132,14 @@ def blocking_daily(
 ) -> DataFrame:
     """Rows of ``blocking_daily`` for the days [date_from, date_to] from the silver episodes that
     overlap them; ``observed`` is :func:`jobs.transforms.daily.observed_seconds` of the runs."""
-    blocked = (
-        split_by_day(
-            open_ends_at_watermark(episodes, bounds),
-            F.col("start_ts"),
-            F.col("effective_end_ts"),
-            date_from,
-            date_to,
-        )
-        .groupBy(*BLOCKING_KEYS, "date")
-        .agg(
-            F.sum("clipped_s").alias("blocked_s"),
-            F.count(F.when(F.col("start_date") == F.col("date"), 1)).alias("episodes"),
-            F.max_by("protocol", "start_seq").alias("protocol"),
-        )
+    blocked = episodes_per_day(
+        episodes,
+        bounds,
+        BLOCKING_KEYS,
+        date_from,
+        date_to,
+        seconds="blocked_s",
+        latest=F.max_by("protocol", "start_seq").alias("protocol"),
     )
     observed_s = F.coalesce(F.col("observed_s"), F.lit(0.0))
     return blocked.join(observed, ["run_id", "date"], "left").select(

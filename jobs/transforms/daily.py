@@ -10,6 +10,7 @@ included (DESIGN §4), besides any day it has an event or is stopped in.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date
 
 from pyspark.sql import Column, DataFrame, Window
@@ -31,6 +32,36 @@ def open_ends_at_watermark(episodes: DataFrame, bounds: DataFrame) -> DataFrame:
         episodes.drop("run_watermark_ts")
         .join(bounds.select("run_id", "run_watermark_ts"), "run_id")
         .withColumn("effective_end_ts", F.coalesce("end_ts", "run_watermark_ts"))
+    )
+
+
+def episodes_per_day(
+    episodes: DataFrame,
+    bounds: DataFrame,
+    keys: Sequence[str],
+    date_from: date,
+    date_to: date,
+    *,
+    seconds: str,
+    latest: Column,
+) -> DataFrame:
+    """Per ``keys`` and day in range: the episodes' seconds clipped to the day (open ones until
+    the run's current watermark) as ``seconds``, the episodes starting that day (``episodes``),
+    and ``latest``, an aggregate over them (a column of the latest episode, say)."""
+    return (
+        split_by_day(
+            open_ends_at_watermark(episodes, bounds),
+            F.col("start_ts"),
+            F.col("effective_end_ts"),
+            date_from,
+            date_to,
+        )
+        .groupBy(*keys, "date")
+        .agg(
+            F.sum("clipped_s").alias(seconds),
+            F.count(F.when(F.col("start_date") == F.col("date"), 1)).alias("episodes"),
+            latest,
+        )
     )
 
 
@@ -269,20 +300,14 @@ def link_starvation_daily(
             F.max_by("link_role", "start_seq").alias("attached_role"),
         )
     )
-    starved = (
-        split_by_day(
-            open_ends_at_watermark(starvations, bounds),
-            F.col("start_ts"),
-            F.col("effective_end_ts"),
-            date_from,
-            date_to,
-        )
-        .groupBy(*LINK_KEYS, "date")
-        .agg(
-            F.sum("clipped_s").alias("starved_s"),
-            F.count(F.when(F.col("start_date") == F.col("date"), 1)).alias("episodes"),
-            F.max_by("link_role", "start_seq").alias("starved_role"),
-        )
+    starved = episodes_per_day(
+        starvations,
+        bounds,
+        LINK_KEYS,
+        date_from,
+        date_to,
+        seconds="starved_s",
+        latest=F.max_by("link_role", "start_seq").alias("starved_role"),
     )
     daily = attached.join(starved, [*LINK_KEYS, "date"], "full_outer")
     attached_s = F.coalesce(F.col("attached_s"), F.lit(0.0))
