@@ -1,5 +1,5 @@
-"""daily_metrics: bronze + silver -> gold ``queue_flow_daily``, ``link_starvation_daily`` and
-``blocking_daily``.
+"""daily_metrics: bronze + silver -> gold ``queue_flow_daily`` (with what flow control costs the
+producers, jobs/transforms/queue_costs.py), ``link_starvation_daily`` and ``blocking_daily``.
 
 Gold rows of the days [from, to] are replaced as a whole (replaceWhere on ``date``), and so are
 the rows of the runs concerned on the neighbouring days their new events change (see
@@ -26,6 +26,7 @@ from jobs.pipeline_state import run_recorded
 from jobs.transforms.blocking import blocking_daily
 from jobs.transforms.daily import link_starvation_daily, observed_seconds, queue_flow_daily
 from jobs.transforms.episodes import overlapping, run_bounds
+from jobs.transforms.queue_costs import QUEUE_COST_INPUT_COLUMNS, with_queue_costs
 from schemas.tables import (
     BLOCKING_DAILY,
     BLOCKING_EPISODES,
@@ -40,6 +41,7 @@ log = logging.getLogger("flowctl.daily_metrics")
 DAILY_INPUT_COLUMNS = (
     "run_id", "broker", "seq", "ts", "date", "event_type", "queue", "link", "link_role",
     "depth_msgs", "depth_bytes", "flow_stopped_count", "credit", "available",
+    *QUEUE_COST_INPUT_COLUMNS,
 )  # fmt: skip
 
 
@@ -78,7 +80,9 @@ def process_daily_metrics(
         spark,
         conf,
         QUEUE_FLOW_DAILY,
-        queue_flow_daily(events, episodes, bounds, first, last).where(days),
+        with_queue_costs(
+            queue_flow_daily(events, episodes, bounds, first, last), events, first, last
+        ).where(days),
         days,
     )
     sc.setJobDescription(f"{label}: write link_starvation_daily")

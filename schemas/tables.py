@@ -163,6 +163,27 @@ QUEUE_FLOW_DAILY = TableSchema(
             "float64",
             doc="max overshoot / bound of those episodes that have a bound",
         ),
+        # What flow control costs the producers (DESIGN §4): throughput and loss beside the
+        # time stopped (jobs/transforms/queue_costs.py).
+        Column("enqueued", "int64", doc="enqueue events this day (paged ones included)"),
+        Column("dequeued", "int64", doc="dequeue events this day"),
+        Column(
+            "rejected",
+            "int64",
+            doc="message_rejected this day, refused with an answer (reject, FAIL, threshold)",
+        ),
+        Column("dropped", "int64", doc="message_rejected with detail.outcome 'dropped' (DROP)"),
+        Column("paged", "int64", doc="enqueues with detail.paged true (Artemis PAGE)"),
+        Column("evicted", "int64", doc="ring_evicted events this day"),
+        Column(
+            "held_completions",
+            "int64",
+            doc="transfer_completed this day with latency_us > 0 of messages enqueued here",
+        ),
+        Column("completion_p50_us", "float64", doc="of those latencies; exact, linear"),
+        Column("completion_p95_us", "float64", doc="of those latencies; exact, linear"),
+        Column("completion_p99_us", "float64", doc="of those latencies; exact, linear"),
+        Column("completion_max_us", "int64", doc="of those latencies"),
     ),
 )
 

@@ -1,0 +1,138 @@
+"""What flow control costs the producers, per queue and day (DESIGN.md §4): messages enqueued,
+dequeued, rejected, dropped, paged and evicted, and the completion delay of held transfers.
+
+The counts are events of the queue in the day, sorted by one rule table (``MESSAGE_COUNTS``):
+
+- ``rejected`` is a ``message_rejected`` the producer hears of (Qpid's reject policy, Artemis's
+  FAIL and its AMQP reject threshold), ``dropped`` one it does not (Artemis's DROP policy,
+  ``detail.outcome == 'dropped'``), so the two never overlap;
+- ``paged`` counts the enqueues an Artemis PAGE address wrote to its page store
+  (``detail.paged``); they are enqueued messages as well.
+
+A ``transfer_completed`` names its producer (``link``) and message but not the queue: its delay
+is the queue's when the queue enqueued that message (same run, producer and ``message_id``). A
+message routed to several queues counts on each of them, since the producer waited for all of
+them (DESIGN §2: a transfer completes when no destination holds it). Only held transfers
+(``latency_us > 0``) count: an immediate completion logged with ``log_immediate_completions``
+cost nothing. A completion counts on the day it happened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import date
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from jobs.transforms.episodes import QUEUE_KEYS
+
+
+def _is(event_type: str) -> Column:
+    return F.col("event_type") == F.lit(event_type)
+
+
+def _outcome_is(outcome: str) -> Column:
+    return F.coalesce(F.get_json_object("detail", "$.outcome") == F.lit(outcome), F.lit(False))
+
+
+def _paged() -> Column:
+    return F.coalesce(F.get_json_object("detail", "$.paged") == F.lit("true"), F.lit(False))
+
+
+#: (column, the events it counts): one rule per count, in the order of the gold table. Rules are
+#: functions because a Column needs a running Spark session.
+MESSAGE_COUNTS: tuple[tuple[str, Callable[[], Column]], ...] = (
+    ("enqueued", lambda: _is("enqueue")),
+    ("dequeued", lambda: _is("dequeue")),
+    ("rejected", lambda: _is("message_rejected") & ~_outcome_is("dropped")),
+    ("dropped", lambda: _is("message_rejected") & _outcome_is("dropped")),
+    ("paged", lambda: _is("enqueue") & _paged()),
+    ("evicted", lambda: _is("ring_evicted")),
+)
+
+#: Percentiles of the completion delay: (column, fraction), exact with linear interpolation.
+COMPLETION_PERCENTILES: tuple[tuple[str, float], ...] = (
+    ("completion_p50_us", 0.5),
+    ("completion_p95_us", 0.95),
+    ("completion_p99_us", 0.99),
+)
+
+QUEUE_COST_COLUMNS: tuple[str, ...] = (
+    *(name for name, _ in MESSAGE_COUNTS),
+    "held_completions",
+    *(name for name, _ in COMPLETION_PERCENTILES),
+    "completion_max_us",
+)
+
+#: Columns of bronze the costs read, beside ``run_id, broker, date, event_type, queue, link``.
+QUEUE_COST_INPUT_COLUMNS = ("message_id", "latency_us", "detail")
+
+
+def _in_days(date_from: date, date_to: date) -> Column:
+    return F.col("date").between(F.lit(date_from), F.lit(date_to))
+
+
+def message_counts(events: DataFrame, date_from: date, date_to: date) -> DataFrame:
+    """Per queue and day in range with a counted event: :data:`MESSAGE_COUNTS`."""
+    return (
+        events.where(_in_days(date_from, date_to) & F.col("queue").isNotNull())
+        .groupBy(*QUEUE_KEYS, "date")
+        .agg(*(F.count(F.when(rule(), 1)).alias(name) for name, rule in MESSAGE_COUNTS))
+    )
+
+
+def held_completions(events: DataFrame, date_from: date, date_to: date) -> DataFrame:
+    """Per queue and day in range: the held transfers completed that day whose message the queue
+    enqueued, with their delay's percentiles and maximum.
+
+    ``events`` must hold the enqueues of every earlier day of the runs (a transfer held over
+    midnight completes the next day).
+    """
+    message = ["run_id", "link", "message_id"]
+    completed = events.where(
+        _is("transfer_completed") & (F.col("latency_us") > 0) & _in_days(date_from, date_to)
+    ).select(*message, "date", "latency_us")
+    enqueued_on = (
+        events.where(_is("enqueue") & F.col("queue").isNotNull() & (F.col("date") <= date_to))
+        .select(*message, "broker", "queue")
+        .distinct()
+    )
+    latency = F.col("latency_us")
+    fractions = [fraction for _, fraction in COMPLETION_PERCENTILES]
+    return (
+        completed.join(enqueued_on, message)
+        .groupBy(*QUEUE_KEYS, "date")
+        .agg(
+            F.count(F.lit(1)).alias("held_completions"),
+            F.percentile(latency, fractions).alias("_percentiles"),
+            F.max(latency).alias("completion_max_us"),
+        )
+        .select(
+            *QUEUE_KEYS,
+            "date",
+            "held_completions",
+            *(
+                F.col("_percentiles")[index].alias(name)
+                for index, (name, _) in enumerate(COMPLETION_PERCENTILES)
+            ),
+            "completion_max_us",
+        )
+    )
+
+
+def with_queue_costs(
+    queue_daily: DataFrame, events: DataFrame, date_from: date, date_to: date
+) -> DataFrame:
+    """``queue_daily`` (rows of ``queue_flow_daily``) with :data:`QUEUE_COST_COLUMNS`: counts 0
+    and delays null on a day without such events."""
+    keys = [*QUEUE_KEYS, "date"]
+    costs = message_counts(events, date_from, date_to).join(
+        held_completions(events, date_from, date_to), keys, "full_outer"
+    )
+    counts = [name for name, _ in MESSAGE_COUNTS] + ["held_completions"]
+    return (
+        queue_daily.join(costs, keys, "left")
+        .fillna(0, subset=counts)
+        .select(*queue_daily.columns, *QUEUE_COST_COLUMNS)
+    )
