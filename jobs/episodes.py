@@ -24,9 +24,16 @@ from pyspark.sql import functions as F
 
 from jobs.cli import date_range_parser, parse_date_range, start_job
 from jobs.config import PipelineConf
-from jobs.delta_io import days_predicate, read_table, replace_where, sql_string
+from jobs.delta_io import (
+    days_predicate,
+    read_table,
+    replace_where,
+    replace_where_at,
+    sql_string,
+)
 from jobs.pipeline_state import run_recorded
 from jobs.transforms.blocking import BLOCKING_INPUT_COLUMNS, blocking_episodes
+from jobs.transforms.depth_timeline import depth_timeline
 from jobs.transforms.episodes import (
     link_starvation_episodes,
     overlap_predicate,
@@ -42,6 +49,8 @@ from schemas.tables import (
     QUEUE_FLOW_DAILY,
     QUEUE_FLOW_EPISODES,
 )
+from schemas.timelines import LAYER as TIMELINE_LAYER
+from schemas.timelines import QUEUE_DEPTH_TIMELINE
 
 log = logging.getLogger("flowctl.episodes")
 
@@ -224,10 +233,36 @@ def process_episodes(
     report["blocking_episodes"] = replace_where(
         spark, conf, BLOCKING_EPISODES, blockings, predicate
     )
+    sc.setJobDescription(f"{label}: write queue_depth_timeline")
+    report["queue_depth_timeline"] = write_depth_timeline(spark, conf, events, bounds, scope.runs)
     sc.setJobDescription(None)
     bounds.unpersist()
     log.info("episodes %s..%s: %s", date_from, date_to, report)
     return report
+
+
+def depth_timeline_path(conf: PipelineConf) -> str:
+    """Where ``queue_depth_timeline`` lives: <warehouse>/silver/queue_depth_timeline."""
+    return conf.table_path(TIMELINE_LAYER, QUEUE_DEPTH_TIMELINE.name)
+
+
+def write_depth_timeline(
+    spark: SparkSession,
+    conf: PipelineConf,
+    events: DataFrame,
+    bounds: DataFrame,
+    runs: tuple[str, ...],
+) -> int:
+    """Replace the ``queue_depth_timeline`` rows of ``runs`` by those of their events. A run's
+    bucket width follows its whole span, which grows with its new events: its buckets are
+    rewritten whole, as its episodes are recomputed from all its events."""
+    if not runs:
+        return 0
+    of_runs = f"run_id IN ({', '.join(sql_string(r) for r in runs)})"
+    timeline = depth_timeline(events, bounds)
+    return replace_where_at(
+        spark, depth_timeline_path(conf), QUEUE_DEPTH_TIMELINE, timeline, of_runs
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

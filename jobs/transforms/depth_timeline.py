@@ -1,0 +1,97 @@
+"""Silver ``queue_depth_timeline`` (schemas/timelines.py): a queue's depth against its thresholds
+and its flow state, downsampled to at most a few hundred time buckets per run.
+
+The dashboard's per-queue timeline reads this table instead of the event log: a run logs an event
+per enqueue and dequeue, far more points than a chart can show or a page should carry.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from jobs.transforms.episodes import QUEUE_KEYS, THRESHOLD_COLUMNS
+from jobs.transforms.timeutil import US_PER_SECOND, micros, utc_date
+from schemas.timelines import MAX_BUCKETS_PER_RUN, MIN_BUCKET_US
+
+#: Round bucket widths in microseconds, 1 ms to 5 x 10^15 us (158 years): 1, 2 and 5 x 10^k.
+ROUND_WIDTHS_US = tuple(m * 10**k for k in range(3, 16) for m in (1, 2, 5))
+
+#: The columns whose latest non-null value, by seq, is the queue's state after an event.
+CARRIED_COLUMNS = ("depth_msgs", "depth_bytes", *THRESHOLD_COLUMNS)
+
+
+def bucket_width_us(span_us: Column) -> Column:
+    """The smallest round width (:data:`ROUND_WIDTHS_US`, at least :data:`MIN_BUCKET_US`) that
+    cuts ``span_us`` into at most :data:`MAX_BUCKETS_PER_RUN` buckets."""
+    needed = F.greatest(
+        F.ceil(span_us / F.lit(MAX_BUCKETS_PER_RUN)).cast("long"), F.lit(MIN_BUCKET_US)
+    )
+    # least() skips nulls: the widths too narrow for the span drop out.
+    return F.least(*(F.when(F.lit(width) >= needed, F.lit(width)) for width in ROUND_WIDTHS_US))
+
+
+def run_buckets(bounds: DataFrame) -> DataFrame:
+    """Per run (``bounds``: run_id, first_event_ts, run_watermark_ts, as
+    :func:`jobs.transforms.episodes.run_bounds` gives them): where its buckets start, ``_first_us``,
+    and their width, ``_width_us``."""
+    first_us = micros("first_event_ts")
+    return bounds.select(
+        "run_id",
+        first_us.alias("_first_us"),
+        bucket_width_us(micros("run_watermark_ts") - first_us).alias("_width_us"),
+    )
+
+
+def queue_states(events: DataFrame) -> DataFrame:
+    """A queue's events with its state after each (queue keys, seq, ts): the latest logged depth
+    and thresholds (:data:`CARRIED_COLUMNS`), ``flow_stopped`` (its latest flow_stopped /
+    flow_resumed is a flow_stopped) and ``_stopped_before`` (the same before the event)."""
+    in_order = Window.partitionBy(*QUEUE_KEYS).orderBy("seq")
+    upto_here = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    flow_change = F.when(F.col("event_type") == "flow_stopped", True).when(
+        F.col("event_type") == "flow_resumed", False
+    )
+    return (
+        events.where(F.col("queue").isNotNull())
+        .select(
+            *QUEUE_KEYS,
+            "seq",
+            "ts",
+            *(F.last(c, ignorenulls=True).over(upto_here).alias(c) for c in CARRIED_COLUMNS),
+            F.coalesce(F.last(flow_change, ignorenulls=True).over(upto_here), F.lit(False)).alias(
+                "flow_stopped"
+            ),
+        )
+        .withColumn(
+            "_stopped_before", F.coalesce(F.lag("flow_stopped").over(in_order), F.lit(False))
+        )
+    )
+
+
+def depth_timeline(events: DataFrame, bounds: DataFrame) -> DataFrame:
+    """The ``queue_depth_timeline`` rows of the runs in ``events`` (bronze events of whole runs;
+    ``bounds``: their :func:`~jobs.transforms.episodes.run_bounds`): one per queue and bucket of
+    its run in which the queue had events. Columns of schemas/timelines.py, in any order."""
+    states = queue_states(events).join(F.broadcast(run_buckets(bounds)), "run_id")
+    bucket = F.floor((micros("ts") - F.col("_first_us")) / F.col("_width_us")).cast("long")
+    at_bucket_end = {c: F.max_by(c, "seq").alias(c) for c in (*THRESHOLD_COLUMNS, "flow_stopped")}
+    bucket_start = F.timestamp_micros(F.col("_first_us") + F.col("_bucket") * F.col("_width_us"))
+    return (
+        states.withColumn("_bucket", bucket)
+        .groupBy(*QUEUE_KEYS, "_bucket", "_first_us", "_width_us")
+        .agg(
+            F.count(F.lit(1)).alias("events"),
+            F.max("depth_msgs").alias("max_depth_msgs"),
+            F.max_by("depth_msgs", "seq").alias("last_depth_msgs"),
+            F.max("depth_bytes").alias("max_depth_bytes"),
+            F.max_by("depth_bytes", "seq").alias("last_depth_bytes"),
+            *at_bucket_end.values(),
+            # Stopped at the bucket's start (before its first event) or after one of its events.
+            F.max(F.col("flow_stopped") | F.col("_stopped_before")).alias("stopped_in_bucket"),
+        )
+        .withColumn("bucket_start", bucket_start)
+        .withColumn("date", utc_date("bucket_start"))
+        .withColumn("bucket_s", F.col("_width_us") / F.lit(float(US_PER_SECOND)))
+        .drop("_bucket", "_first_us", "_width_us")
+    )
