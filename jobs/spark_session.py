@@ -13,11 +13,12 @@ cannot act on). A conf that sets its own ``-Dlog4j2.configurationFile`` in
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -173,7 +174,67 @@ def build_spark_session(
         ) from None
     spark.sparkContext.setLogLevel("WARN")
     check_sql_settings(spark, settings, conf.source)
+    known = registered_settings(spark)
+    for problem in unknown_settings(conf.spark_settings, known) if known else ():
+        log.warning("pipeline conf %s: %s", conf.source, problem)
     return spark
+
+
+#: Settings Spark reads by name without declaring them, and families of settings whose names
+#: are open-ended (a catalog's, a Hadoop option, an environment variable): never reported.
+UNDECLARED_SETTINGS = frozenset(
+    {"spark.master", "spark.app.name", "spark.local.dir", "spark.submit.deployMode"}
+)
+OPEN_SETTING_PREFIXES = (
+    "spark.hadoop.",
+    "spark.executorEnv.",
+    "spark.sql.catalog.",
+    "spark.yarn.appMasterEnv.",
+    "spark.kubernetes.",
+    "spark.metrics.conf.",
+)
+#: Namespaces whose every setting Spark or Delta declares: a name there that is not declared is
+#: a misspelling, close match or not. Elsewhere only a near miss of a declared name is reported
+#: (a plugin may read undeclared names of its own).
+DECLARED_NAMESPACES = ("spark.sql.", "spark.databricks.delta.")
+
+
+def unknown_settings(settings: Iterable[str], declared: Collection[str]) -> list[str]:
+    """One line per setting that Spark and Delta do not declare and that is not a known open
+    family: Spark ignores such a setting without a word (``spark.sql.shuffle.partiton``), so
+    the user is told, with the declared name it is closest to."""
+    problems = []
+    for key in settings:
+        if key in declared or key in UNDECLARED_SETTINGS or key.startswith(OPEN_SETTING_PREFIXES):
+            continue
+        close = difflib.get_close_matches(key, declared, n=1, cutoff=0.85)
+        if close:
+            problems.append(f"spark.conf.{key} is not a Spark setting (did you mean {close[0]}?)")
+        elif key.startswith(DECLARED_NAMESPACES):
+            problems.append(f"spark.conf.{key} is not a Spark or Delta setting: Spark ignores it")
+    return problems
+
+
+def registered_settings(spark: SparkSession) -> frozenset[str]:
+    """Every setting name Spark and Delta declare (their ``ConfigEntry`` registry), Delta's
+    loaded first; empty when this Spark does not let it be read (then nothing is reported)."""
+    jvm = spark.sparkContext._jvm
+    try:
+        jvm.org.apache.spark.sql.delta.sources.DeltaSQLConf.DELTA_SNAPSHOT_PARTITIONS()
+    except Exception:  # Delta not on the classpath (delta.resolve_jars off, say): Spark's only
+        log.debug("Delta's settings are not loaded", exc_info=True)
+    try:
+        # A private registry, read by reflection: it is the one complete list of names.
+        registry_class = jvm.java.lang.Class.forName(
+            "org.apache.spark.internal.config.ConfigEntry$"
+        )
+        registry = registry_class.getField("MODULE$").get(None)
+        field = registry_class.getDeclaredField("knownConfigs")
+        field.setAccessible(True)
+        return frozenset(str(key) for key in field.get(registry).keySet().toArray())
+    except Exception:
+        log.debug("Spark's setting registry could not be read", exc_info=True)
+        return frozenset()
 
 
 def check_sql_settings(spark: SparkSession, settings: Mapping[str, str], source: Path) -> None:

@@ -161,3 +161,59 @@ def test_spark_sql_warehouse_goes_inside_the_delta_warehouse_not_the_working_fol
     }
     chosen = {"spark.sql.warehouse.dir": "s3a://b/sql"}
     assert spark_session.with_sql_warehouse("s3a://b/wh", chosen) == chosen
+
+
+DECLARED = frozenset(
+    {"spark.sql.shuffle.partitions", "spark.driver.memory", "spark.databricks.delta.optimizeWrite"}
+)
+
+
+@pytest.mark.parametrize(
+    ("key", "problem"),
+    [
+        (
+            "spark.sql.shuffle.partiton",
+            "spark.conf.spark.sql.shuffle.partiton is not a Spark setting "
+            "(did you mean spark.sql.shuffle.partitions?)",
+        ),
+        (
+            "spark.driver.memroy",
+            "spark.conf.spark.driver.memroy is not a Spark setting "
+            "(did you mean spark.driver.memory?)",
+        ),
+        (
+            "spark.sql.nothing.like.it",
+            "spark.conf.spark.sql.nothing.like.it is not a Spark or Delta setting: "
+            "Spark ignores it",
+        ),
+    ],
+)
+def test_a_misspelt_setting_is_named_with_the_closest_declared_one(key: str, problem: str) -> None:
+    """Found by a fault trial: Spark ignores a setting it does not know without a word."""
+    assert spark_session.unknown_settings([key], DECLARED) == [problem]
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "spark.sql.shuffle.partitions",  # declared
+        "spark.master",  # read by name, never declared
+        "spark.local.dir",
+        "spark.hadoop.fs.s3a.endpoint",  # open families
+        "spark.sql.catalog.lake.uri",
+        "spark.myplugin.mode",  # a plugin's own name, far from any declared one
+    ],
+)
+def test_declared_and_open_ended_settings_are_not_reported(key: str) -> None:
+    assert spark_session.unknown_settings([key], DECLARED) == []
+
+
+@pytest.mark.spark
+def test_the_registry_holds_spark_and_delta_settings_and_the_default_conf_is_clean(spark) -> None:
+    declared = spark_session.registered_settings(spark)
+    assert {
+        "spark.driver.memory",
+        "spark.sql.shuffle.partitions",
+        "spark.databricks.delta.snapshotPartitions",
+    } <= declared
+    assert spark_session.unknown_settings(load_conf().spark_settings, declared) == []
