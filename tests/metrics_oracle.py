@@ -443,3 +443,74 @@ def link_starvation_daily(rows: list[Row], date_from: date, date_to: date) -> li
             }
         )
     return out
+
+
+# --- what flow control costs the producers (queue, day) -------------------------------------
+#
+# Readings (README, "Where DESIGN.md leaves room"): counts are the queue's events of the day;
+# ``rejected`` is a ``message_rejected`` whose detail outcome is not ``dropped``, ``dropped`` one
+# whose outcome is; ``paged`` an enqueue whose detail says ``paged: true``. A completion counts
+# for a queue when it has ``latency_us > 0`` and the queue enqueued that message (same run,
+# producer ``link`` and ``message_id``), on the completion's day.
+
+COST_COUNTS = ("enqueued", "dequeued", "rejected", "dropped", "paged", "evicted")
+
+
+def _detail(row: Row) -> dict[str, Any]:
+    import json
+
+    text = row.get("detail")
+    return json.loads(text) if text else {}
+
+
+def _cost_kind(row: Row) -> list[str]:
+    kind, detail = row["event_type"], _detail(row)
+    if kind == "enqueue":
+        return ["enqueued", "paged"] if detail.get("paged") is True else ["enqueued"]
+    if kind == "dequeue":
+        return ["dequeued"]
+    if kind == "message_rejected":
+        return ["dropped"] if detail.get("outcome") == "dropped" else ["rejected"]
+    if kind == "ring_evicted":
+        return ["evicted"]
+    return []
+
+
+def queue_costs_daily(
+    rows: list[Row], keys: Iterable[tuple[str, str, str, date]]
+) -> dict[tuple[str, str, str, date], Row]:
+    """The cost columns of ``queue_flow_daily`` for each (run_id, broker, queue, date) key."""
+    counts: dict[tuple[str, str, str, date], dict[str, int]] = defaultdict(
+        lambda: dict.fromkeys(COST_COUNTS, 0)
+    )
+    enqueued_on: dict[tuple[str, str, int], set[tuple[str, str]]] = defaultdict(set)
+    for row in rows:
+        if row.get("queue") is None:
+            continue
+        key = (row["run_id"], row["broker"], row["queue"], day_of(to_us(row["ts"])))
+        for name in _cost_kind(row):
+            counts[key][name] += 1
+        if row["event_type"] == "enqueue" and row.get("message_id") is not None:
+            message = (row["run_id"], row.get("link"), row["message_id"])
+            enqueued_on[message].add((row["broker"], row["queue"]))
+    delays: dict[tuple[str, str, str, date], list[int]] = defaultdict(list)
+    for row in rows:
+        latency = row.get("latency_us")
+        if row["event_type"] != "transfer_completed" or latency is None or latency <= 0:
+            continue
+        day = day_of(to_us(row["ts"]))
+        message = (row["run_id"], row.get("link"), row["message_id"])
+        for broker, queue in enqueued_on.get(message, ()):
+            delays[(row["run_id"], broker, queue, day)].append(latency)
+    out = {}
+    for key in keys:
+        held = delays.get(key, [])
+        out[key] = {
+            **counts.get(key, dict.fromkeys(COST_COUNTS, 0)),
+            "held_completions": len(held),
+            "completion_p50_us": percentile(held, 0.5),
+            "completion_p95_us": percentile(held, 0.95),
+            "completion_p99_us": percentile(held, 0.99),
+            "completion_max_us": max(held) if held else None,
+        }
+    return out
