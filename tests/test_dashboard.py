@@ -1,9 +1,12 @@
-"""The dashboard page, opened in headless Chromium as a person would (scripts/setup_chromium.sh)."""
+"""The dashboard page, opened in headless Chromium at 1366 x 768 as a person would
+(scripts/setup_chromium.sh): what it shows, measured from the DOM, and screenshots."""
 
 from __future__ import annotations
 
 import dataclasses
 import html
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -11,10 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plotly.offline import get_plotlyjs
 
-from jobs.config import load_conf
-from jobs.dashboard import render_dashboard, render_html
+from jobs.config import PROJECT_ROOT, PipelineConf, load_conf
+from jobs.dashboard import dashboard_data
+from jobs.dashboard_figures import short
+from jobs.dashboard_page import render_page
+from jobs.delta_io import read_table
+from jobs.episodes import write_depth_timeline
 from jobs.recommend import load_policy, run_recommend
+from jobs.transforms.episodes import run_bounds
+from schemas.tables import BRONZE_BROKER_EVENTS
 from tests.test_recommend import DAY
 from tests.test_recommend_job import write_warehouse
 
@@ -48,145 +58,290 @@ def chromium(*args: str, user_data_dir: Path) -> str:
     return done.stdout
 
 
+#: Run in the page after it rendered: what a person sees, measured from the DOM, written into
+#: the page as JSON for ``--dump-dom`` (the page's own scripts are left as they are).
+MEASURE = """
+<script>
+(function measure() {
+  if (document.body.getAttribute("data-rendered") !== "true") { setTimeout(measure, 50); return; }
+  const shown = (node) => {
+    const box = node.getBoundingClientRect();
+    return box.width > 0 && box.height > 0 && node.textContent.trim() !== "";
+  };
+  const labels = [...document.querySelectorAll(".figure svg text")].filter(shown);
+  const boxes = labels.map(node => node.getBoundingClientRect());
+  const overlaps = [];
+  for (let i = 0; i < boxes.length; i++) {
+    for (let j = i + 1; j < boxes.length; j++) {
+      const a = boxes[i], b = boxes[j];
+      // 1 px of tolerance: glyph boxes of neighbouring lines touch.
+      if (a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 &&
+          b.top < a.bottom - 1) {
+        overlaps.push([labels[i].textContent, labels[j].textContent]);
+      }
+    }
+  }
+  const figures = [...document.querySelectorAll(".figure")].filter(f => f.offsetParent !== null);
+  const marks = (figure) => figure.querySelectorAll(
+    ".barlayer .point path, .scatterlayer .js-line, .scatterlayer .point").length;
+  const overview = document.getElementById("overview");
+  const found = {
+    overlaps,
+    labels: labels.length,
+    figures: figures.map(f => ({chart: f.dataset.chart, name: f.dataset.name, marks: marks(f)})),
+    innerWidth: window.innerWidth,
+    scrollWidth: document.documentElement.scrollWidth,
+    clientWidth: document.documentElement.clientWidth,
+    height: document.documentElement.scrollHeight,
+    entities: [...overview.querySelectorAll("#entities-table tr[data-entity]")].map(
+      row => [row.dataset.broker, row.dataset.kind, row.dataset.entity]),
+    idle: [...overview.querySelectorAll("#idle-table tr")].slice(1).map(
+      row => [row.dataset.broker, [...row.querySelectorAll(".name")].map(n => n.textContent)]),
+    tooWide: [...document.querySelectorAll("table, .figure")].filter(
+      n => n.getBoundingClientRect().right > document.documentElement.clientWidth).length,
+  };
+  const out = document.createElement("pre");
+  out.id = "measured";
+  out.textContent = JSON.stringify(found);
+  document.body.appendChild(out);
+})();
+</script>
+"""
+SCREEN = "--window-size=1366,768"
+#: The timeline screenshot: the broker of the first queue timeline, from its heading.
+TIMELINE_SHOWN = ".broker-timelines:has(.figure[data-chart='timeline'])"
+DOCS = PROJECT_ROOT / "docs"
+
+
+def measured(page: Path, tmp_path: Path) -> dict[str, Any]:
+    """What :data:`MEASURE` finds in ``page`` opened at 1366 x 768."""
+    probe = tmp_path / f"measure-{page.name}"
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", MEASURE + "</body>"))
+    dom = chromium("--dump-dom", SCREEN, probe.as_uri(), user_data_dir=tmp_path / "profile")
+    found = re.search(r'<pre id="measured">(.*?)</pre>', dom, re.S)
+    assert found, "the page did not finish rendering"
+    result: dict[str, Any] = json.loads(html.unescape(found.group(1)))
+    return result
+
+
+def screenshot(page: Path, shot: Path, tmp_path: Path, show: str | None = None) -> Path:
+    """A 1366 x 768 screenshot of ``page``; with ``show``, of the part of the page from the
+    element ``show`` selects. Headless Chromium paints nothing for a scrolled page, so the page
+    is moved up under the window (a CSS translation: the layout is the page's own)."""
+    if show is not None:
+        moved = tmp_path / f"moved-{page.name}"
+        script = (
+            "<script>(function move() { if (document.body.dataset.rendered !== 'true') "
+            "{ setTimeout(move, 50); return; } "
+            f"const top = document.querySelector({json.dumps(show)}).getBoundingClientRect().top;"
+            " document.body.style.transform = `translateY(${8 - top}px)`; })();</script>"
+        )
+        moved.write_text(page.read_text(encoding="utf-8").replace("</body>", script + "</body>"))
+        page = moved
+    chromium(f"--screenshot={shot}", SCREEN, page.as_uri(), user_data_dir=tmp_path / "profile")
+    assert shot.stat().st_size > 20_000  # a blank page is a few KB
+    return shot
+
+
 @pytest.fixture(scope="module")
-def page(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def warehouse(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> PipelineConf:
+    """The hand-built day of tests/test_recommend_job.py with its recommendations and the depth
+    timeline of its events; with FLOWCTL_DOCS_SCREENSHOTS=1, the demo's warehouse
+    ($FLOWCTL_DEMO_WAREHOUSE, default var/demo/warehouse) instead, for docs/'s screenshots."""
+    if os.environ.get("FLOWCTL_DOCS_SCREENSHOTS") == "1":
+        demo = os.environ.get("FLOWCTL_DEMO_WAREHOUSE", str(PROJECT_ROOT / "var/demo/warehouse"))
+        return dataclasses.replace(load_conf(), warehouse_dir=demo)
     scratch = tmp_path_factory.mktemp("dashboard")
     conf = dataclasses.replace(load_conf(), warehouse_dir=str(scratch / "warehouse"))
     write_warehouse(spark, conf)
     run_recommend(spark, conf, DAY, DAY, load_policy())
-    return render_dashboard(spark, conf, scratch / "out" / "report.html")
+    events = read_table(spark, conf, BRONZE_BROKER_EVENTS)
+    runs = tuple(sorted(r.run_id for r in events.select("run_id").distinct().collect()))
+    write_depth_timeline(spark, conf, events, run_bounds(events), runs)
+    return conf
+
+
+@pytest.fixture(scope="module")
+def data(spark: Any, warehouse: PipelineConf) -> dict[str, Any]:
+    return dashboard_data(spark, warehouse)
+
+
+@pytest.fixture(scope="module")
+def page(data: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("page") / "report.html"
+    out.write_text(render_page(data), encoding="utf-8")
+    return out
 
 
 @pytest.mark.spark
 def test_page_is_self_contained(page: Path) -> None:
-    html = page.read_text(encoding="utf-8")
-    assert html.startswith("<!DOCTYPE html>")
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>")
+    # plotly.js once, not once per chart; its source names web pages it never fetches.
+    assert text.count(get_plotlyjs()) == 1
+    own = text.replace(get_plotlyjs(), "")
     # Nothing is fetched: no external script, style sheet, image or font.
-    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
-    assert "<link" not in html and "@import" not in html
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", own)
+    assert "<link" not in own and "@import" not in own
+
+
+@pytest.mark.spark
+def test_what_a_person_sees_at_1366(
+    page: Path, data: dict[str, Any], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    seen = measured(page, tmp_path)
+    print(f"page height at 1366 px: {seen['height']} px")  # for the README and the report
+    # Nothing wider than the screen (less the vertical scroll bar): no horizontal scroll.
+    assert seen["innerWidth"] == 1366
+    assert seen["scrollWidth"] <= seen["clientWidth"] and seen["tooWide"] == 0
+    # No label drawn over another, in any chart.
+    assert seen["labels"] > 20 and seen["overlaps"] == []
+    # Every chart drawn shows marks: empty ones are a line of text, not a chart.
+    assert seen["figures"] and all(f["marks"] > 0 for f in seen["figures"]), seen["figures"]
+    # Every gold entity is in the overview: ranked, or among the idle ones.
+    listed = {tuple(e) for e in seen["entities"]}
+    idle = {(broker, name) for broker, names in seen["idle"] for name in names}
+    for entity in data["entities"]:
+        key = (entity["broker"], entity["kind"], entity["entity"])
+        assert key in listed or (entity["broker"], entity["entity"]) in idle, key
+    # Screenshots at 1366 x 768: the overview, then a queue's timeline.
+    overview = screenshot(page, tmp_path / "dashboard-overview.png", tmp_path)
+    timeline = screenshot(page, tmp_path / "dashboard-timeline.png", tmp_path, TIMELINE_SHOWN)
+    if os.environ.get("FLOWCTL_DOCS_SCREENSHOTS") == "1":
+        DOCS.mkdir(exist_ok=True)
+        for shot in (overview, timeline):
+            shutil.copyfile(shot, DOCS / shot.name)
 
 
 @pytest.mark.spark
 def test_chromium_shows_queues_links_and_recommendations(page: Path, tmp_path: Path) -> None:
-    dom = chromium("--dump-dom", page.as_uri(), user_data_dir=tmp_path / "profile")
-    assert 'data-rendered="true"' in dom  # the script ran to the end
-    # Time stopped: 2 x 20 s for orders on DAY, as a bar with its value.
-    assert re.search(r'data-chart="time-stopped" data-name="orders"', dom)
-    assert 'data-date="2026-03-03" data-value="40"' in dom
+    if os.environ.get("FLOWCTL_DOCS_SCREENSHOTS") == "1":
+        pytest.skip("checks the hand-built warehouse")
+    dom = chromium("--dump-dom", SCREEN, page.as_uri(), user_data_dir=tmp_path / "profile")
+    assert 'data-rendered="true"' in dom  # the scripts ran to the end
+    # The ranked entities: orders 2 x 20 s stopped, the indexer link 30 s starved.
+    rows = re.findall(r'<tr data-broker="[^"]*" data-kind="(\w+)" data-entity="([^"]+)">', dom)
+    assert ("queue", "orders") in rows and ("link", "indexer") in rows
+    orders = dom[dom.index('data-entity="orders">') :]
+    assert '<td data-column="blocked_s">40.0</td>' in orders[:1000]
     # Overshoot against the bound: payments peaked 40 past 960; producers' capacities sum to 65.
-    overshoot = dom[dom.index('data-chart="overshoot" data-name="payments"') :]
-    assert 'data-value="40"' in overshoot[:2000] and 'data-bound="65"' in overshoot[:2000]
-    # Starvation of the consumer link: 30 s.
-    assert 'data-chart="starvation" data-name="indexer"' in dom
-    assert "indexer (consumer) — 30 s starved" in dom
-    # The recommendations table, rendered row by row by the script.
-    rows = dict(re.findall(r'<tr data-entity="([^"]+)" data-verdict="([^"]+)"', dom))
-    assert rows == {
+    payments = dom[dom.index('data-kind="queue" data-entity="payments">') :]
+    assert "40 / 65" in payments[:1500]
+    # Charts were drawn: the worst entities, the overshoot, orders' timeline.
+    for chart in ("blocked", "overshoot"):
+        assert re.search(rf'data-chart="{chart}"[^>]*data-drawn="true"', dom)
+    assert re.search(r'data-chart="timeline" data-name="orders"[^>]*data-drawn="true"', dom)
+    # The recommendations table, every row with its verdict and what it changes.
+    table = dom[dom.index('id="recommendations-table"') :]
+    verdicts = dict(re.findall(r'<tr data-entity="([^"]+)" data-verdict="([^"]+)"', table))
+    assert verdicts == {
         "orders": "raise",
         "payments": "at_risk_of_overflow",
         "work": "keep",
         "indexer": "raise",
     }
-    assert "stop msgs 500 -&gt; 922" in dom
+    assert "stop msgs 500 -&gt; 922" in dom or "500 -&gt; 922" in dom
+    # payments is at risk: it is in the overview's at-risk table too.
+    at_risk = dom[dom.index('id="at-risk-table"') : dom.index('id="entities-table"')]
+    assert 'data-entity="payments"' in at_risk and 'data-entity="orders"' not in at_risk
 
 
-@pytest.mark.spark
-def test_screenshot_renders(page: Path, tmp_path: Path) -> None:
-    shot = tmp_path / "dashboard.png"
-    chromium(
-        f"--screenshot={shot}",
-        "--window-size=1400,1800",
-        page.as_uri(),
-        user_data_dir=tmp_path / "profile",
-    )
-    assert shot.stat().st_size > 20_000  # a blank page is a few KB
-
-
-def _recommendation(broker: str, verdict: str, stop: int) -> dict[str, Any]:
+def _recommendation(broker: str, verdict: str, stop: int, **more: Any) -> dict[str, Any]:
     return {
         "date": "2026-03-03", "broker": broker, "entity_kind": "queue", "entity": "orders",
         "verdict": verdict, "current_flow_stop_count": 900, "recommended_flow_stop_count": stop,
-        "episodes": 2, "time_stopped_s": 20.0, "rationale": f"{broker} orders",
+        "episodes": 2, "time_stopped_s": 20.0, "rationale": f"{broker} orders", **more,
     }  # fmt: skip
 
 
-def _queue_day(broker: str, stopped: float) -> dict[str, Any]:
+def _queue(broker: str, stopped: float, name: str = "orders", **more: Any) -> dict[str, Any]:
     return {
-        "date": "2026-03-03", "broker": broker, "queue": "orders", "time_stopped_s": stopped,
-        "observed_s": 100.0, "episodes": 1, "max_overshoot_msgs": 5, "overshoot_bound_msgs": 10,
+        "broker": broker, "kind": "queue", "entity": name, "blocked_s": stopped,
+        "observed_s": 100.0, "share": stopped / 100, "episodes": 1 if stopped else 0,
+        "max_overshoot_msgs": 5, "overshoot_bound_msgs": 10, "max_overshoot_ratio": 0.5,
+        "completion_p95_us": None, "lost": None, **more,
     }  # fmt: skip
 
 
-def test_same_queue_on_two_brokers_is_told_apart(tmp_path: Path) -> None:
-    # Two bundled scenarios both have an "orders" queue, on brokers of their own.
-    page = tmp_path / "two-brokers.html"
-    page.write_text(
-        render_html(
-            {
-                "queues": [_queue_day("artemis-orders", 12.0), _queue_day("qpid-orders", 34.0)],
-                "links": [],
-                "recommendations": [
-                    _recommendation("artemis-orders", "keep", 900),
-                    _recommendation("qpid-orders", "raise", 1000),
-                ],
-                "recommendations_as_of": "2026-03-03",
-                "warehouse": "w",
-            }
-        ),
-        encoding="utf-8",
+def _page(tmp_path: Path, **data: Any) -> Path:
+    page = tmp_path / "page.html"
+    records = {
+        "entities": [], "timelines": [], "intervals": [], "recommendations": [],
+        "recommendations_as_of": "2026-03-03", "warehouse": "w", **data,
+    }  # fmt: skip
+    page.write_text(render_page(records), encoding="utf-8")
+    return page
+
+
+def test_the_broker_filter_shows_one_broker(tmp_path: Path) -> None:
+    """Two bundled scenarios both have an "orders" queue, on brokers of their own: the filter
+    keeps one broker's rows and its own overview charts."""
+    page = _page(
+        tmp_path,
+        entities=[_queue("artemis-orders", 12.0), _queue("qpid-orders", 34.0)],
+        recommendations=[
+            _recommendation("artemis-orders", "keep", 900),
+            _recommendation("qpid-orders", "raise", 1000),
+        ],
     )
-    dom = chromium("--dump-dom", page.as_uri(), user_data_dir=tmp_path / "profile")
+    chosen = tmp_path / "chosen.html"
+    pick = (
+        "<script>window.addEventListener('load', () => { const f = "
+        "document.getElementById('broker-filter'); f.value = 'qpid-orders'; "
+        "f.dispatchEvent(new Event('change')); });</script>"
+    )
+    chosen.write_text(page.read_text(encoding="utf-8").replace("</body>", pick + "</body>"))
+    dom = chromium("--dump-dom", SCREEN, chosen.as_uri(), user_data_dir=tmp_path / "profile")
     assert 'data-rendered="true"' in dom
-    headers = re.findall(r"<th[^>]*>([^<]*)</th>", dom)
-    assert headers[:3] == ["broker", "queue / link", "kind"]
-    rows = re.findall(r'<tr data-entity="orders" data-verdict="(\w+)" data-broker="([^"]+)">', dom)
-    assert rows == [("keep", "artemis-orders"), ("raise", "qpid-orders")]
-    cells = re.findall(r'<td class="text" data-column="broker">([^<]*)</td>', dom)
-    assert cells == ["artemis-orders", "qpid-orders"]
-    for broker in ("artemis-orders", "qpid-orders"):
-        assert f'data-chart="time-stopped" data-name="orders" data-broker="{broker}"' in dom
-        assert f"{broker} / orders" in dom
-    assert "2 queues, 0 links" in dom
-
-
-def test_overshoot_title_says_none_was_measured_when_flow_control_is_off(tmp_path: Path) -> None:
-    """A queue whose count threshold is off has a null overshoot (DESIGN §4: "for thresholds that
-    are on"): its chart must not claim a worst overshoot of 0 msgs."""
-    off = {**_queue_day("qpid-orders", 0.0), "max_overshoot_msgs": None}
-    measured = {**_queue_day("qpid-payments", 3.0), "queue": "payments", "max_overshoot_msgs": 0}
-    page = tmp_path / "off.html"
-    page.write_text(
-        render_html(
-            {
-                "queues": [off, measured],
-                "links": [],
-                "recommendations": [],
-                "recommendations_as_of": None,
-                "warehouse": "w",
-            }
-        ),
-        encoding="utf-8",
+    rows = re.findall(
+        r'<tr data-entity="orders" data-verdict="(\w+)" data-broker="([^"]+)"( hidden)?', dom
     )
-    dom = chromium("--dump-dom", page.as_uri(), user_data_dir=tmp_path / "profile")
-    assert "qpid-orders / orders — no overshoot measured" in dom
-    assert "qpid-orders / orders — worst" not in dom
-    assert "qpid-payments / payments — worst 0 msgs" in dom
+    assert rows == [("keep", "artemis-orders", " hidden"), ("raise", "qpid-orders", "")]
+    # The qpid-orders overview is shown and drawn; the all-brokers one hidden.
+    assert re.search(r'<div class="scope" data-scope="qpid-orders">', dom)
+    assert re.search(r'<div class="scope" data-scope="" hidden="">', dom)
+    assert "1 with nothing" not in dom and "2 queues" in dom
+
+
+def test_the_broker_own_knob_is_shown_and_a_null_one_falls_back(tmp_path: Path) -> None:
+    page = _page(
+        tmp_path,
+        recommendations=[
+            _recommendation(
+                "artemis", "lower", 900, entity="addr", broker_kind="artemis",
+                knob="max-size-bytes", current_value=10_485_760, recommended_value=5_242_880,
+                unit="bytes", rule="margin_eaten",
+            ),
+            _recommendation("qpid", "raise", 1000, knob=None, unit=None),
+        ],
+    )  # fmt: skip
+    dom = chromium("--dump-dom", SCREEN, page.as_uri(), user_data_dir=tmp_path / "profile")
+    assert "max-size-bytes: 10,485,760 -&gt; 5,242,880 bytes" in dom
+    assert "margin_eaten" in dom and "artemis queue" in dom
+    assert "stop msgs 900 -&gt; 1,000" in dom
+
+
+def test_idle_entities_are_summarised_not_drawn(tmp_path: Path) -> None:
+    quiet = [_queue("qpid", 0.0, name=f"q{n}", max_overshoot_msgs=None) for n in range(5)]
+    page = _page(tmp_path, entities=[*quiet, _queue("qpid", 3.0, name="busy")])
+    seen = measured(page, tmp_path)
+    assert seen["idle"] == [["qpid", [f"q{n}" for n in range(5)]]]
+    assert [e[2] for e in seen["entities"]] == ["busy"]
+    # One bar chart of time blocked and one of overshoot, no producer delay (none measured).
+    assert sorted(f["chart"] for f in seen["figures"]) == ["blocked", "overshoot"]
 
 
 def test_empty_tables_render_placeholders(tmp_path: Path) -> None:
-    html = render_html(
-        {"queues": [], "links": [], "recommendations": [], "recommendations_as_of": None,
-         "warehouse": "</script><b>x"}
-    )  # fmt: skip
-    assert "\\u003c/script\\u003e\\u003cb\\u003ex" in html  # cannot close the script early
-    page = tmp_path / "empty.html"
-    page.write_text(html, encoding="utf-8")
-    dom = chromium("--dump-dom", page.as_uri(), user_data_dir=tmp_path / "profile")
+    page = _page(tmp_path, recommendations_as_of=None, warehouse="</script><b>x")
+    text = page.read_text(encoding="utf-8")
+    assert "<b>x" not in text.split("<body>")[1].split("<script")[0]
+    dom = chromium("--dump-dom", SCREEN, page.as_uri(), user_data_dir=tmp_path / "profile")
     assert 'data-rendered="true"' in dom
-    assert "no data in the gold table yet" in dom
+    assert "no data in the gold tables yet" in dom
     assert "no recommendations yet" in dom
+    assert 'class="figure"' not in dom  # no empty chart
     # The warehouse name is shown as text, not parsed as markup.
-    assert "warehouse &lt;/script&gt;&lt;b&gt;x</div>" in dom and "<b>x</b>" not in dom
+    assert "warehouse &lt;/script&gt;&lt;b&gt;x" in dom and "<b>x</b>" not in dom
 
 
 HOSTILE_NAMES = [
@@ -202,26 +357,22 @@ HOSTILE_NAMES = [
 @pytest.mark.parametrize("name", HOSTILE_NAMES)
 def test_a_hostile_name_cannot_blank_the_page(tmp_path: Path, name: str) -> None:
     """A queue or broker may be named anything: the page renders whole and shows it as text."""
-    page = tmp_path / "hostile.html"
-    page.write_text(
-        render_html(
-            {
-                "queues": [{**_queue_day(name, 12.0), "queue": name}],
-                "links": [],
-                "recommendations": [_recommendation(name, "keep", 900)],
-                "recommendations_as_of": "2026-03-03",
-                "warehouse": name,
-            }
-        ),
-        encoding="utf-8",
+    page = _page(
+        tmp_path,
+        entities=[_queue(name, 12.0, name=name)],
+        recommendations=[_recommendation(name, "keep", 900)],
+        warehouse=name,
     )
-    dom = chromium("--dump-dom", page.as_uri(), user_data_dir=tmp_path / "profile")
-    assert 'data-rendered="true"' in dom  # the script ran to the end
-    assert "1 queues, 0 links" in dom or "1 queue, 0 links" in dom
+    dom = chromium("--dump-dom", SCREEN, page.as_uri(), user_data_dir=tmp_path / "profile")
+    assert 'data-rendered="true"' in dom  # the scripts ran to the end
     assert 'data-verdict="keep"' in dom  # the recommendations table after the data is there
-    assert "<b>x</b>" not in dom and "alert(1)</script>" not in dom.split("flowctl-data")[0]
+    assert "<b>x</b>" not in dom and "alert(1)</script>" not in dom.split("flowctl-figures")[0]
     shown = html.escape(name, quote=False)
-    assert f"{shown} / {shown}" in dom  # the chart title names the queue on its broker
+    assert f'<td data-column="entity">{shown}</td>' in dom  # the table names the queue
+    # The chart labels it as text too (Plotly reads a few tags in labels: they are escaped).
+    cut = short(f"{name} / {name}").replace("\u2028", " ").replace("\u2029", " ")
+    shown_label = html.escape(cut, quote=False)
+    assert f"1. {shown_label}" in dom
 
 
 def test_dashboard_goes_beside_the_warehouse_by_default() -> None:
@@ -246,6 +397,7 @@ def test_missing_tables_read_as_empty_and_are_not_created(spark: Any, tmp_path: 
     ensure_table(spark, table_path(conf, QUEUE_FLOW_DAILY), QUEUE_FLOW_DAILY)
     assert no_gold_tables(conf) is None
     data = dashboard_data(spark, conf)
-    assert (data["queues"], data["links"], data["recommendations"]) == ([], [], [])
+    shown = ("entities", "timelines", "intervals", "recommendations")
+    assert [data[key] for key in shown] == [[], [], [], []]
     tables = sorted(str(p.relative_to(conf.warehouse_dir)) for p in tmp_path.glob("warehouse/*/*"))
     assert tables == ["gold/queue_flow_daily"]

@@ -1,0 +1,302 @@
+"""The dashboard's charts as Plotly figures, built from the plain records jobs/dashboard.py reads
+from the warehouse (no Spark here, so the page can be tested from hand-built records).
+
+Every figure has a fixed size that fits its slot of the page at 1366 px, so nothing is measured
+at load and a chart drawn in a hidden broker's section cannot come out the wrong size. Names
+come from the brokers' configuration and may hold anything: Plotly reads a few HTML tags in
+labels (``<b>``, ``<br>``), so every name goes through :func:`label` first.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import plotly.graph_objects as go
+
+#: Bars in an overview chart: the worst entities; the rest are in the table below it.
+TOP_N = 12
+#: Sizes in CSS pixels of the page's slots: three overview charts or two timelines a row.
+OVERVIEW_SIZE = (430, 340)
+TIMELINE_SIZE = (655, 280)
+INTERVALS_WIDTH = 1320
+#: Characters of an axis label: longer names are cut (the full name is in the hover text).
+LABEL_CHARS = 30
+
+KIND_LABELS = {
+    "queue": "queue stopped",
+    "link": "link starved",
+    "connection": "0.9.1 connection blocked",
+    "alarm": "alarm raised",
+    "session_window": "session window closed",
+    "producer_window": "producer window full",
+}
+KIND_COLOURS = {
+    "queue": "#3d7cc9",
+    "link": "#2f8f5b",
+    "connection": "#c0392b",
+    "alarm": "#8e44ad",
+    "session_window": "#c27c0e",
+    "producer_window": "#6d4c41",
+}
+_FONT = {"family": "system-ui, sans-serif", "size": 11, "color": "#1d2733"}
+
+
+def label(text: str) -> str:
+    """``text`` as Plotly shows it literally: its pseudo-HTML escaped (Plotly decodes the
+    entities back), U+2028/U+2029 shown as spaces (they break an SVG text line)."""
+    return html.escape(text.replace("\u2028", " ").replace("\u2029", " "), quote=False)
+
+
+def short(text: str, limit: int = LABEL_CHARS) -> str:
+    """A name cut to ``limit`` characters, with an ellipsis when cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def entity_label(row: dict[str, Any]) -> str:
+    return f"{row['broker']} / {row['entity']}"
+
+
+def _layout(fig: go.Figure, title: str, size: tuple[int, int], **more: Any) -> go.Figure:
+    width, height = size
+    fig.update_layout(
+        title={"text": label(title), "x": 0, "xanchor": "left", "font": {"size": 13}},
+        width=width,
+        height=height,
+        margin={"l": 10, "r": 16, "t": 40, "b": 40},
+        font=_FONT,
+        paper_bgcolor="#ffffff",
+        plot_bgcolor="#ffffff",
+        **more,
+    )
+    # Ticks of the background's colour: they hold the x labels off the y labels at the origin.
+    fig.update_xaxes(
+        automargin=True, gridcolor="#e6ebf0", zeroline=False, ticks="outside", ticklen=8,
+        tickcolor="#ffffff",
+    )  # fmt: skip
+    fig.update_yaxes(automargin=True, gridcolor="#e6ebf0")
+    return fig
+
+
+def _ranked(rows: Sequence[dict[str, Any]], value: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The :data:`TOP_N` rows with the largest ``value`` in Plotly's order (it draws the first
+    category at the bottom) and their y labels, numbered from the worst: two long names cut
+    alike stay two bars."""
+    top = sorted(rows, key=lambda r: r[value], reverse=True)[:TOP_N][::-1]
+    names = [f"{len(top) - i}. {label(short(entity_label(r)))}" for i, r in enumerate(top)]
+    return top, names
+
+
+def _hovers(rows: Iterable[dict[str, Any]]) -> list[str]:
+    return [label(entity_label(r)) for r in rows]
+
+
+def blocked_time_figure(entities: Sequence[dict[str, Any]]) -> go.Figure | None:
+    """The entities longest stopped, starved or blocked, coloured by what blocked them."""
+    rows = [r for r in entities if (r.get("blocked_s") or 0) > 0]
+    if not rows:
+        return None
+    fig = go.Figure()
+    top, names = _ranked(rows, "blocked_s")
+    for kind, kind_label in KIND_LABELS.items():
+        # One trace per kind, for its colour and legend entry; the bars keep their rank.
+        of_kind = [(name, r) for name, r in zip(names, top, strict=True) if r["kind"] == kind]
+        if not of_kind:
+            continue
+        fig.add_trace(
+            go.Bar(
+                orientation="h",
+                y=[name for name, _ in of_kind],
+                x=[r["blocked_s"] for _, r in of_kind],
+                name=kind_label,
+                marker_color=KIND_COLOURS[kind],
+                customdata=_hovers(r for _, r in of_kind),
+                hovertemplate="%{customdata}: %{x:,.1f} s<extra>" + kind_label + "</extra>",
+            )
+        )
+    _layout(
+        fig,
+        f"Time stopped, starved or blocked: worst {TOP_N}",
+        OVERVIEW_SIZE,
+        barmode="stack",
+        legend={"orientation": "h", "y": -0.22, "x": 0, "font": {"size": 10}},
+        showlegend=True,
+    )
+    fig.update_yaxes(categoryorder="array", categoryarray=names)
+    fig.update_xaxes(title_text="seconds (summed over runs and days)")
+    return fig
+
+
+def overshoot_figure(entities: Sequence[dict[str, Any]]) -> go.Figure | None:
+    """The queues' worst overshoot past the stop threshold as a share of Qpid's bound (the sum
+    of the producers' capacities: Qpid guarantees at most 1), worst first. Queues without a
+    bound (a producer without a window) are in the entity table, not here."""
+    rows = [
+        r
+        for r in entities
+        if r["kind"] == "queue"
+        and (r.get("max_overshoot_msgs") or 0) > 0
+        and r.get("max_overshoot_ratio") is not None
+    ]
+    if not rows:
+        return None
+    top, names = _ranked(rows, "max_overshoot_ratio")
+    fig = go.Figure(
+        go.Bar(
+            orientation="h",
+            y=names,
+            x=[r["max_overshoot_ratio"] for r in top],
+            marker_color=["#c0392b" if r["max_overshoot_ratio"] > 1 else "#3d7cc9" for r in top],
+            customdata=[
+                [label(entity_label(r)), r["max_overshoot_msgs"], r.get("overshoot_bound_msgs")]
+                for r in top
+            ],
+            hovertemplate="%{customdata[0]}: %{customdata[1]:,} msgs past the stop threshold, "
+            "bound %{customdata[2]:,}<extra></extra>",
+        )
+    )
+    # The bound itself: a bar past this line broke Qpid's guarantee.
+    fig.add_vline(x=1, line_dash="dash", line_color="#d2452f", line_width=2)
+    _layout(fig, "Worst overshoot against its bound", OVERVIEW_SIZE, showlegend=False)
+    fig.update_yaxes(categoryorder="array", categoryarray=names)
+    fig.update_xaxes(
+        title_text="overshoot / bound (dashed: the bound)", tickformat=".0%", rangemode="tozero"
+    )
+    return fig
+
+
+def producer_delay_figure(entities: Sequence[dict[str, Any]]) -> go.Figure | None:
+    """The queues whose producers waited longest for completions (p95 of held transfers)."""
+    rows = [r for r in entities if r["kind"] == "queue" and (r.get("completion_p95_us") or 0) > 0]
+    if not rows:
+        return None
+    top, names = _ranked(rows, "completion_p95_us")
+    fig = go.Figure(
+        go.Bar(
+            orientation="h",
+            y=names,
+            x=[r["completion_p95_us"] / 1000 for r in top],
+            marker_color="#c27c0e",
+            customdata=_hovers(top),
+            hovertemplate="%{customdata}: p95 %{x:,.1f} ms<extra></extra>",
+        )
+    )
+    _layout(fig, "Producer delay: worst day's p95 completion", OVERVIEW_SIZE, showlegend=False)
+    fig.update_yaxes(categoryorder="array", categoryarray=names)
+    fig.update_xaxes(title_text="completion delay p95 (ms)")
+    return fig
+
+
+def stopped_intervals(points: Sequence[dict[str, Any]]) -> list[tuple[datetime, datetime]]:
+    """The stretches a queue was stopped, from its timeline buckets (time order): a bucket in
+    which it was stopped at some moment, and the quiet gap after one that ended stopped."""
+    stretches: list[tuple[datetime, datetime]] = []
+    for point, following in zip(points, [*points[1:], None], strict=True):
+        start = point["bucket_start"]
+        end = start + timedelta(seconds=point["bucket_s"])
+        if point["flow_stopped"] and following is not None:
+            end = following["bucket_start"]
+        if not point["stopped_in_bucket"]:
+            continue
+        if stretches and stretches[-1][1] >= start:
+            stretches[-1] = (stretches[-1][0], max(end, stretches[-1][1]))
+        else:
+            stretches.append((start, end))
+    return stretches
+
+
+def _threshold(values: Iterable[int | None]) -> list[int | None]:
+    """Thresholds as drawn: 0 (off) is no line."""
+    return [v if v else None for v in values]
+
+
+def queue_timeline_figure(timeline: dict[str, Any]) -> go.Figure:
+    """A queue's depth per bucket against the stop and resume thresholds in force, the stopped
+    stretches shaded. In bytes when only byte thresholds are on (an Artemis address)."""
+    points = timeline["points"]
+    in_bytes = not any(p.get("flow_stop_count") for p in points) and any(
+        p.get("flow_stop_size") for p in points
+    )
+    unit, depth, stop, resume = (
+        ("bytes", "max_depth_bytes", "flow_stop_size", "flow_resume_size")
+        if in_bytes
+        else ("msgs", "max_depth_msgs", "flow_stop_count", "flow_resume_count")
+    )
+    x = [p["bucket_start"] for p in points]
+    step = {"shape": "hv", "width": 1.5}
+    fig = go.Figure(
+        [
+            go.Scatter(
+                x=x,
+                y=[p[depth] for p in points],
+                name=f"depth (max per {points[0]['bucket_s']:g} s)",
+                line={**step, "color": "#3d7cc9"},
+                fill="tozeroy",
+                fillcolor="rgba(61,124,201,0.12)",
+            ),
+            go.Scatter(
+                x=x,
+                y=_threshold(p.get(stop) for p in points),
+                name="stop threshold",
+                line={**step, "color": "#d2452f", "dash": "dash"},
+            ),
+            go.Scatter(
+                x=x,
+                y=_threshold(p.get(resume) for p in points),
+                name="resume threshold",
+                line={**step, "color": "#2f8f5b", "dash": "dot"},
+            ),
+        ]
+    )
+    for start, end in stopped_intervals(points):
+        fig.add_vrect(x0=start, x1=end, fillcolor="#d2452f", opacity=0.13, line_width=0)
+    runs = timeline.get("runs", 1)
+    run_note = f" (run {timeline['run_id']}, 1 of {runs})" if runs > 1 else ""
+    _layout(
+        fig,
+        f"{timeline['broker']} / {timeline['queue']}{run_note}: depth, shaded while stopped",
+        TIMELINE_SIZE,
+        legend={"orientation": "h", "y": -0.25, "x": 0, "font": {"size": 10}},
+        hovermode="x unified",
+    )
+    fig.update_yaxes(title_text=unit, rangemode="tozero")
+    return fig
+
+
+def intervals_figure(broker: str, intervals: Sequence[dict[str, Any]]) -> go.Figure | None:
+    """A broker's starvation and blocking intervals, one row per entity, coloured by kind."""
+    if not intervals:
+        return None
+    rows = sorted({(i["kind"], i["entity"]) for i in intervals})
+    names = {key: f"{label(short(key[1]))} ({KIND_LABELS[key[0]]})" for key in rows}
+    fig = go.Figure()
+    for kind, kind_label in KIND_LABELS.items():
+        of_kind = [i for i in intervals if i["kind"] == kind]
+        if not of_kind:
+            continue
+        fig.add_trace(
+            go.Bar(
+                orientation="h",
+                base=[i["start"] for i in of_kind],
+                x=[(i["end"] - i["start"]).total_seconds() * 1000 for i in of_kind],
+                y=[names[(kind, i["entity"])] for i in of_kind],
+                name=kind_label,
+                marker_color=KIND_COLOURS[kind],
+                customdata=[label(i["entity"]) for i in of_kind],
+                hovertemplate="%{customdata}: %{base|%H:%M:%S.%L} for %{x:,.0f} ms"
+                f"<extra>{kind_label}</extra>",
+            )
+        )
+    height = 110 + 26 * len(rows)
+    _layout(
+        fig,
+        f"{broker}: starvation and blocking intervals",
+        (INTERVALS_WIDTH, height),
+        barmode="overlay",
+        legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 1, "xanchor": "right"},
+    )
+    fig.update_xaxes(type="date")
+    fig.update_yaxes(categoryorder="array", categoryarray=[names[k] for k in rows])
+    return fig

@@ -1,0 +1,449 @@
+"""The dashboard page: its layout, tables, broker filter and the escaping of what it embeds.
+
+:func:`render_page` takes the records of :func:`jobs.dashboard.dashboard_data` (or hand-built
+ones, in tests) and returns one HTML document: plotly.js once, the figures of
+jobs/dashboard_figures.py as JSON, the tables as HTML. Order: the overview (the worst entities,
+the at-risk recommendations, every entity ranked, the idle ones summarised), the per-queue and
+per-broker timelines, then every recommendation.
+
+Every name is escaped: as text in HTML (:func:`html.escape`) and inside the JSON script element
+(:func:`json_for_script`), so a queue named ``</script>`` cannot end the page early.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+
+from jobs.dashboard_figures import (
+    KIND_LABELS,
+    blocked_time_figure,
+    intervals_figure,
+    overshoot_figure,
+    producer_delay_figure,
+    queue_timeline_figure,
+)
+
+TITLE = "flowctl — broker flow control"
+VERDICT_AT_RISK = "at_risk_of_overflow"
+#: What the page calls one and several entities of a kind.
+KIND_NOUNS = {
+    "queue": ("queue", "queues"),
+    "link": ("link", "links"),
+    "connection": ("0.9.1 connection", "0.9.1 connections"),
+    "alarm": ("alarm", "alarms"),
+    "session_window": ("session", "sessions"),
+    "producer_window": ("producer", "producers"),
+}
+
+
+def counted(count: int, kind: str) -> str:
+    one, many = KIND_NOUNS.get(kind, (kind, kind))
+    return f"{count} {one if count == 1 else many}"
+
+
+#: Characters that must not appear as themselves in JSON inside a <script> element: "<" and ">"
+#: can open "<!--", "<script" or "</script" (the HTML parser then swallows the rest of the page,
+#: whatever a queue is named), "&" a character reference; U+2028 / U+2029 end a JavaScript line.
+#: Each is written as its JSON escape, which JSON.parse reads back as the same character.
+_SCRIPT_UNSAFE = {ord(c): f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"}
+
+
+def json_for_script(data: Any) -> str:
+    """``data`` as JSON that is safe inside an HTML ``<script type="application/json">``."""
+    return json.dumps(data, sort_keys=True, allow_nan=False).translate(_SCRIPT_UNSAFE)
+
+
+def text(value: Any) -> str:
+    """A value as HTML text: escaped, and a dash when missing."""
+    return "\u2013" if value is None else html.escape(str(value))
+
+
+def number(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "\u2013"
+    return f"{value:,.{digits}f}" if isinstance(value, float) else f"{value:,}"
+
+
+def is_idle(entity: dict[str, Any]) -> bool:
+    """Nothing to show: never stopped, starved or blocked, no episode, nothing lost."""
+    return not (entity.get("blocked_s") or entity.get("episodes") or entity.get("lost"))
+
+
+class Figures:
+    """The page's figures by element id, serialised by Plotly (dates, numbers) for the JSON."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, Any] = {}
+
+    def div(self, figure: go.Figure, kind: str, name: str = "") -> str:
+        figure_id = f"figure-{len(self.by_id)}"
+        self.by_id[figure_id] = json.loads(figure.to_json())
+        # Sized before it is drawn: the page does not move as charts appear.
+        size = f"width:{figure.layout.width}px;height:{figure.layout.height}px"
+        return (
+            f'<div class="figure" id="{figure_id}" data-chart="{kind}" '
+            f'data-name="{html.escape(name)}" style="{size}"></div>'
+        )
+
+
+def _table(
+    table_id: str,
+    columns: Sequence[tuple[str, str, int]],
+    rows: Iterable[dict[str, Any]],
+    cells: Callable[[dict[str, Any]], Sequence[str]],
+    row_attributes: Callable[[dict[str, Any]], str],
+) -> str:
+    """A table of fixed column widths (``columns``: key, heading, width in %) that wraps its
+    cells rather than growing past the page."""
+    widths = "".join(f'<col style="width:{width}%">' for _, _, width in columns)
+    head = "".join(f'<th data-column="{key}">{text(heading)}</th>' for key, heading, _ in columns)
+    body = "".join(
+        f"<tr {row_attributes(row)}>"
+        + "".join(
+            f'<td data-column="{key}">{cell}</td>'
+            for (key, _, _), cell in zip(columns, cells(row), strict=True)
+        )
+        + "</tr>"
+        for row in rows
+    )
+    return (
+        f'<table id="{table_id}"><colgroup>{widths}</colgroup><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table>"
+    )
+
+
+def _broker_attribute(row: dict[str, Any]) -> str:
+    return f'data-broker="{html.escape(row["broker"])}"'
+
+
+def _entity_attributes(row: dict[str, Any]) -> str:
+    return (
+        f'{_broker_attribute(row)} data-kind="{html.escape(row["kind"])}" '
+        f'data-entity="{html.escape(row["entity"])}"'
+    )
+
+
+def entities_table(entities: Sequence[dict[str, Any]]) -> str:
+    """Every entity with something to show, worst first: what the charts rank, in full."""
+
+    def cells(row: dict[str, Any]) -> list[str]:
+        overshoot = (
+            f"{number(row.get('max_overshoot_msgs'))} / {number(row.get('overshoot_bound_msgs'))}"
+            if row.get("max_overshoot_msgs") is not None
+            else "\u2013"
+        )
+        delay = row.get("completion_p95_us")
+        return [
+            text(row["broker"]),
+            text(row["entity"]),
+            text(KIND_LABELS.get(row["kind"], row["kind"])),
+            number(row.get("blocked_s")),
+            "\u2013" if row.get("share") is None else f"{row['share']:.1%}",
+            number(row.get("episodes")),
+            overshoot,
+            "\u2013" if delay is None else number(delay / 1000),
+            number(row.get("lost")),
+        ]
+
+    columns = [
+        ("broker", "broker", 15), ("entity", "entity", 19), ("kind", "what", 15),
+        ("blocked_s", "seconds", 9), ("share", "share", 7), ("episodes", "episodes", 8),
+        ("overshoot", "worst overshoot / bound (msgs)", 11), ("delay", "p95 delay (ms)", 8),
+        ("lost", "rejected + dropped + evicted", 8),
+    ]  # fmt: skip
+    return _table("entities-table", columns, entities, cells, _entity_attributes)
+
+
+def idle_summary(entities: Sequence[dict[str, Any]]) -> str:
+    """The entities with nothing to show, one row per broker and kind: their names, not charts."""
+    grouped: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for row in entities:
+        grouped[(row["broker"], row["kind"])].append(row["entity"])
+    if not grouped:
+        return '<p class="empty">every entity has something to show</p>'
+    rows = [
+        {"broker": broker, "kind": kind, "names": sorted(names)}
+        for (broker, kind), names in sorted(grouped.items())
+    ]
+
+    def cells(row: dict[str, Any]) -> list[str]:
+        names = "".join(f'<span class="name">{text(name)}</span>' for name in row["names"])
+        return [text(row["broker"]), text(counted(len(row["names"]), row["kind"])), names]
+
+    columns = [("broker", "broker", 18), ("count", "idle", 10), ("names", "names", 72)]
+    return _table("idle-table", columns, rows, cells, _broker_attribute)
+
+
+def knob_change(row: dict[str, Any]) -> str:
+    """What the recommendation changes, in the broker's own knob (``knob: current -> recommended
+    unit``); from the Qpid threshold and credit columns when no knob is given."""
+    if row.get("knob"):
+        unit = f" {row['unit']}" if row.get("unit") else ""
+        return (
+            f"{row['knob']}: {number(row.get('current_value'))} -> "
+            f"{number(row.get('recommended_value'))}{unit}"
+        )
+    pairs = [
+        ("stop msgs", "flow_stop_count"),
+        ("resume msgs", "flow_resume_count"),
+        ("stop bytes", "flow_stop_size"),
+        ("credit", "credit"),
+    ]
+    changes = [
+        f"{name} {number(row.get('current_' + key))} -> {number(row.get('recommended_' + key))}"
+        for name, key in pairs
+        if row.get("current_" + key) is not None or row.get("recommended_" + key) is not None
+    ]
+    return "; ".join(changes) or "\u2013"
+
+
+def evidence(row: dict[str, Any]) -> str:
+    parts = []
+    if row.get("episodes") is not None:
+        parts.append(f"{number(row['episodes'])} episodes")
+    for key, what in (("time_stopped_s", "s stopped"), ("starved_s", "s starved")):
+        if row.get(key):
+            parts.append(f"{number(row[key])} {what}")
+    if row.get("max_overshoot_msgs") is not None:
+        parts.append(
+            f"overshoot {number(row['max_overshoot_msgs'])} / "
+            f"bound {number(row.get('producer_capacity_sum'))}"
+        )
+    return ", ".join(parts) or "\u2013"
+
+
+def recommendations_table(rows: Sequence[dict[str, Any]], table_id: str) -> str:
+    """Recommendations in columns that fit 1366 px: long rationales are cut to two lines, the
+    whole text in the cell's tooltip."""
+
+    def cells(row: dict[str, Any]) -> list[str]:
+        verdict = row["verdict"]
+        kind = " ".join(filter(None, (row.get("broker_kind"), row["entity_kind"])))
+        return [
+            text(row["broker"]),
+            f'{text(row["entity"])}<div class="muted">{text(kind.replace("_", " "))}</div>',
+            f'<span class="verdict v-{html.escape(verdict)}">'
+            f"{text(verdict.replace('_', ' '))}</span>",
+            text(knob_change(row)),
+            text(row.get("rule")),
+            text(evidence(row)),
+            f'<div class="clamp" title="{html.escape(row["rationale"])}">'
+            f"{text(row['rationale'])}</div>",
+        ]
+
+    def attributes(row: dict[str, Any]) -> str:
+        return (
+            f'data-entity="{html.escape(row["entity"])}" '
+            f'data-verdict="{html.escape(row["verdict"])}" {_broker_attribute(row)}'
+        )
+
+    columns = [
+        ("broker", "broker", 12), ("entity", "queue / link", 13), ("verdict", "verdict", 9),
+        ("change", "knob: now -> recommended", 19), ("rule", "rule", 9),
+        ("evidence", "evidence", 13), ("rationale", "rationale (hover for all)", 25),
+    ]  # fmt: skip
+    return _table(table_id, columns, rows, cells, attributes)
+
+
+def overview_charts(entities: Sequence[dict[str, Any]], figures: Figures) -> str:
+    """The three ranked charts of the entities; a line of text instead of an empty chart."""
+    parts = []
+    for make, kind, nothing in (
+        (blocked_time_figure, "blocked", "nothing was stopped, starved or blocked"),
+        (overshoot_figure, "overshoot", "no queue overshot its stop threshold"),
+        (producer_delay_figure, "delay", "no producer waited for a completion"),
+    ):
+        figure = make(entities)
+        parts.append(
+            figures.div(figure, kind)
+            if figure is not None
+            else f'<div class="no-chart" data-chart-missing="{kind}">{text(nothing)}</div>'
+        )
+    return "".join(parts)
+
+
+def timelines_section(data: dict[str, Any], active: set[tuple[str, str]], figures: Figures) -> str:
+    """Per broker: the depth timelines of its queues with something to show, then the intervals
+    of its starved and blocked entities."""
+    intervals: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for interval in data["intervals"]:
+        intervals[interval["broker"]].append(interval)
+    timelines: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for timeline in data["timelines"]:
+        if (timeline["broker"], timeline["queue"]) in active and timeline["points"]:
+            timelines[timeline["broker"]].append(timeline)
+    parts = []
+    for broker in sorted(set(intervals) | set(timelines)):
+        queue_divs = "".join(
+            figures.div(queue_timeline_figure(t), "timeline", t["queue"]) for t in timelines[broker]
+        )
+        figure = intervals_figure(broker, intervals[broker])
+        parts.append(
+            f'<div class="broker-timelines" data-broker="{html.escape(broker)}">'
+            f"<h3>{text(broker)}</h3>"
+            + (f'<div class="timeline-grid">{queue_divs}</div>' if queue_divs else "")
+            + (figures.div(figure, "intervals", broker) if figure is not None else "")
+            + "</div>"
+        )
+    if not parts:
+        return '<p class="empty">no timelines: no queue was stopped and nothing was blocked</p>'
+    return "".join(parts)
+
+
+def render_page(data: dict[str, Any], title: str = TITLE) -> str:
+    entities = data["entities"]
+    active = [e for e in entities if not is_idle(e)]
+    idle = [e for e in entities if is_idle(e)]
+    brokers = sorted(
+        {e["broker"] for e in entities} | {r["broker"] for r in data["recommendations"]}
+    )
+    figures = Figures()
+    scopes = [("", "All brokers", active)] + [
+        (b, b, [e for e in active if e["broker"] == b]) for b in brokers
+    ]
+    charts = "".join(
+        f'<div class="scope" data-scope="{html.escape(scope)}">'
+        f'<div class="charts">{overview_charts(rows, figures)}</div></div>'
+        for scope, _, rows in scopes
+    )
+    at_risk = [r for r in data["recommendations"] if r["verdict"] == VERDICT_AT_RISK]
+    counts: dict[str, int] = defaultdict(int)
+    for entity in entities:
+        counts[entity["kind"]] += 1
+    subtitle = ", ".join(counted(n, k) for k, n in sorted(counts.items()))
+    options = "".join(
+        f'<option value="{html.escape(scope)}">{text(name)}</option>' for scope, name, _ in scopes
+    )
+    body = f"""
+<header>
+  <h1>{text(title)}</h1>
+  <div class="muted" id="subtitle">{text(subtitle or "no entities")}; {len(idle)} with nothing
+  to show; recommendations as of {text(data["recommendations_as_of"])};
+  warehouse {text(data["warehouse"])}</div>
+  <label>Broker <select id="broker-filter">{options}</select></label>
+</header>
+<section id="overview">
+  <h2>Overview</h2>
+  {charts}
+  <h3>At risk</h3>
+  {
+        recommendations_table(at_risk, "at-risk-table")
+        if at_risk
+        else '<p class="empty">no recommendation is at risk of overflow</p>'
+    }
+  <h3>Every entity with something to show, worst first</h3>
+  {entities_table(active) if active else '<p class="empty">no data in the gold tables yet</p>'}
+  <h3>Nothing to show (never stopped, starved or blocked, nothing lost)</h3>
+  {idle_summary(idle)}
+</section>
+<section id="timelines">
+  <h2>Timelines</h2>
+  <p class="muted">A queue's depth (the largest in each time bucket) against its stop and resume
+  thresholds, shaded while its flow was stopped; then each broker's starved links and blocked
+  connections, alarms, sessions and producers over time.</p>
+  {
+        timelines_section(
+            data, {(e["broker"], e["entity"]) for e in active if e["kind"] == "queue"}, figures
+        )
+    }
+</section>
+<section id="recommendations">
+  <h2>Recommendations</h2>
+  {
+        recommendations_table(data["recommendations"], "recommendations-table")
+        if data["recommendations"]
+        else '<p class="empty">no recommendations yet</p>'
+    }
+</section>"""
+    parts = {
+        "TITLE": text(title),
+        "PLOTLYJS": get_plotlyjs(),
+        "FIGURES": json_for_script(figures.by_id),
+        "BODY": body,
+    }
+    # One pass over the template: a name that spells a placeholder is not replaced in turn.
+    return re.sub(r"__(TITLE|PLOTLYJS|FIGURES|BODY)__", lambda m: parts[m.group(1)], _PAGE)
+
+
+_PAGE = r"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>__TITLE__</title>
+<style>
+  :root { --ink:#1d2733; --muted:#66768a; --line:#d8dee6; --ok:#2f8f5b; --warn:#c27c0e;
+          --bad:#c0392b; }
+  [hidden] { display: none !important; }
+  body { font: 13px/1.4 system-ui, sans-serif; color: var(--ink); margin: 12px 16px;
+         background: #f7f9fb; }
+  h1 { font-size: 20px; margin: 0 0 2px; }
+  h2 { font-size: 16px; margin: 18px 0 6px; border-bottom: 1px solid var(--line); }
+  h3 { font-size: 14px; margin: 12px 0 4px; }
+  header label { display: inline-block; margin-top: 6px; }
+  .muted { color: var(--muted); }
+  .charts, .timeline-grid { display: flex; flex-wrap: wrap; gap: 10px; }
+  .figure, .no-chart { background: #fff; border: 1px solid var(--line); border-radius: 4px; }
+  .no-chart { width: 428px; padding: 12px; color: var(--muted); font-style: italic; }
+  .figure[data-chart="intervals"] { margin-top: 10px; display: inline-block; }
+  table { border-collapse: collapse; background: #fff; width: 100%; table-layout: fixed; }
+  th, td { border: 1px solid var(--line); padding: 3px 5px; text-align: left;
+           vertical-align: top; overflow-wrap: anywhere; }
+  th { background: #eef2f6; font-weight: 600; }
+  .clamp { display: -webkit-box; -webkit-box-orient: vertical; -webkit-line-clamp: 2;
+           overflow: hidden; }
+  .name { display: inline-block; margin: 0 10px 0 0; }
+  .verdict { font-weight: 600; border-radius: 3px; padding: 0 4px; color: #fff;
+             display: inline-block; }
+  .v-keep { background: var(--ok); } .v-raise, .v-lower { background: var(--warn); }
+  .v-flapping { background: #8e44ad; } .v-at_risk_of_overflow { background: var(--bad); }
+  .empty { color: var(--muted); font-style: italic; }
+</style>
+<script>__PLOTLYJS__</script>
+</head>
+<body>
+__BODY__
+<script id="flowctl-figures" type="application/json">__FIGURES__</script>
+<script>
+"use strict";
+const figures = JSON.parse(document.getElementById("flowctl-figures").textContent);
+const config = {displayModeBar: false, responsive: false};
+
+// A figure is drawn when first shown: Plotly measures its labels, which a hidden one has not.
+function drawShown() {
+  const drawing = [];
+  for (const div of document.querySelectorAll(".figure:not([data-drawn])")) {
+    if (div.offsetParent === null) continue;
+    div.setAttribute("data-drawn", "true");
+    const figure = figures[div.id];
+    drawing.push(Plotly.newPlot(div, figure.data, figure.layout, config));
+  }
+  return Promise.all(drawing);
+}
+
+// "" is every broker: the overview charts of all of them, and every row and timeline.
+function showBroker(broker) {
+  for (const node of document.querySelectorAll("[data-scope]")) {
+    node.hidden = node.dataset.scope !== broker;
+  }
+  for (const node of document.querySelectorAll("[data-broker]")) {
+    node.hidden = broker !== "" && node.dataset.broker !== broker;
+  }
+  return drawShown();
+}
+
+const filter = document.getElementById("broker-filter");
+filter.addEventListener("change", () => showBroker(filter.value));
+showBroker("").then(() => document.body.setAttribute("data-rendered", "true"));
+</script>
+</body>
+</html>
+"""
