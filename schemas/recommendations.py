@@ -1,10 +1,21 @@
 """Gold ``threshold_recommendations`` v1 (DESIGN.md §4, §5), written by jobs/recommend.py.
 
-One row per (date, broker, entity_kind, entity): a queue (``entity_kind='queue'``) or a consumer
-link (``'consumer_link'``). ``date`` is the day the recommendation is made *as of*; its evidence
-covers ``window_from`` .. ``date`` (the policy's look-back). Queue-only and link-only columns are
-null on the other kind of row. When the verdict is ``keep`` the recommended values equal the
-current ones, so applying every row of the table is always safe.
+One row per (date, broker, entity_kind, entity), in the knob of the entity's own broker
+(``broker_kind``, ``knob``, ``current_value`` -> ``recommended_value``, ``unit``, and the ``rule``
+whose verdict won):
+
+- ``'queue'``: a Qpid queue (knob ``qpid.flow_stop_count``, with the four flow threshold columns)
+  or a RabbitMQ queue (``x-max-length``);
+- ``'address'``: an Artemis address (``max-size-bytes``, ``max-size-bytes-reject-threshold`` or
+  ``producerWindowSize``, the producers on the address);
+- ``'consumer_link'``: an AMQP 1.0 consumer link (``link credit``, Kung & Morris);
+- ``'consumer'``: an AMQP 0.9.1 consumer (``prefetch``, basic.qos) or an Artemis CORE consumer
+  (``consumerWindowSize``, in bytes).
+
+``date`` is the day the recommendation is made *as of*; its evidence covers ``window_from`` ..
+``date`` (the policy's look-back). Columns of one kind of entity are null on the others. When the
+verdict is ``keep`` the recommended values equal the current ones, so applying every row of the
+table is always safe.
 """
 
 from __future__ import annotations
@@ -15,6 +26,27 @@ SCHEMA_VERSION = 1
 
 ENTITY_QUEUE = "queue"
 ENTITY_CONSUMER_LINK = "consumer_link"
+ENTITY_ADDRESS = "address"
+ENTITY_CONSUMER = "consumer"
+
+BROKER_QPID = "qpid"
+BROKER_ARTEMIS = "artemis"
+BROKER_RABBITMQ = "rabbitmq"
+BROKER_KINDS: tuple[str, ...] = (BROKER_QPID, BROKER_ARTEMIS, BROKER_RABBITMQ)
+
+# The knobs, as each broker's configuration spells them.
+KNOB_QPID_FLOW_STOP_COUNT = "qpid.flow_stop_count"
+KNOB_MAX_SIZE_BYTES = "max-size-bytes"
+KNOB_REJECT_THRESHOLD = "max-size-bytes-reject-threshold"
+KNOB_PRODUCER_WINDOW = "producerWindowSize"
+KNOB_CONSUMER_WINDOW = "consumerWindowSize"
+KNOB_LINK_CREDIT = "link credit"
+KNOB_PREFETCH = "prefetch"
+KNOB_MAX_LENGTH = "x-max-length"
+
+UNIT_MESSAGES = "messages"
+UNIT_BYTES = "bytes"
+UNIT_CREDITS = "credits"
 
 # In order of severity: when several apply, a row carries the first one.
 VERDICT_AT_RISK = "at_risk_of_overflow"
@@ -42,8 +74,13 @@ THRESHOLD_RECOMMENDATIONS = TableSchema(
         Column("date", "date", nullable=False, doc="as-of UTC day (partition)"),
         Column("window_from", "date", nullable=False, doc="first day of the evidence"),
         Column("broker", "string", nullable=False),
-        Column("entity_kind", "string", nullable=False, doc="'queue' or 'consumer_link'"),
-        Column("entity", "string", nullable=False, doc="queue or link name"),
+        Column(
+            "entity_kind",
+            "string",
+            nullable=False,
+            doc="'queue', 'address', 'consumer_link' or 'consumer' (see the module docstring)",
+        ),
+        Column("entity", "string", nullable=False, doc="queue, address, link or consumer name"),
         Column("queue", "string", doc="the queue (for a link: the queue it consumes from)"),
         Column("runs", "int64", nullable=False, doc="runs that contributed evidence"),
         Column("verdict", "string", nullable=False, doc="one of VERDICTS"),
@@ -115,6 +152,19 @@ THRESHOLD_RECOMMENDATIONS = TableSchema(
         ),
         Column("starved_s", "float64"),
         Column("starved_share", "float64", doc="starved_s / attached_s"),
+        # -- every broker in its own knobs (DESIGN §4): the setting the verdict is about ----------
+        Column("broker_kind", "string", doc="'qpid', 'artemis' or 'rabbitmq'"),
+        Column(
+            "knob",
+            "string",
+            doc="the broker's own setting the verdict changes or keeps, as its config names it "
+            "(qpid.flow_stop_count, max-size-bytes, producerWindowSize, prefetch, x-max-length, "
+            "...)",
+        ),
+        Column("current_value", "int64", doc="the knob's value now (null when not logged)"),
+        Column("recommended_value", "int64", doc="equal to current_value when the verdict keeps"),
+        Column("unit", "string", doc="'messages', 'bytes' or 'credits'"),
+        Column("rule", "string", doc="the name of the rule whose verdict won"),
         # -- the policy the row was computed with --------------------------------------------------
         Column("safety_margin", "float64", nullable=False),
         Column("min_dwell_s", "float64", nullable=False),

@@ -92,3 +92,53 @@ def test_the_recommendation_tables_in_priority_order() -> None:
     ]
     assert QUEUE_RULES[-1].predicate is always and LINK_RULES[-1].predicate is always
     assert {rule.verdict for rule in (*QUEUE_RULES, *LINK_RULES)} == set(VERDICTS)
+
+
+def test_each_broker_table_in_priority_order_in_its_own_knobs() -> None:
+    """Artemis: no limit to advise on first; lost messages outrank rejections, which outrank an
+    overshoot (AMQP credits before CORE windows); paging is kept. RabbitMQ: a limit in force is
+    kept; a growing queue that blocks its connection before one that only grows. Every rule
+    names the knob it acts on, and no rule of either gives Qpid's."""
+    from jobs.transforms.recommend_artemis import ARTEMIS_ADDRESS_RULES
+    from jobs.transforms.recommend_links import ARTEMIS_CONSUMER_RULES
+    from jobs.transforms.recommend_rabbitmq import RABBITMQ_QUEUE_RULES
+
+    assert [(r.name, r.verdict, r.knob) for r in ARTEMIS_ADDRESS_RULES] == [
+        ("no address limit", VERDICT_KEEP, "max-size-bytes"),
+        ("messages dropped at the limit", VERDICT_RAISE, "max-size-bytes"),
+        ("producers failed at the limit", VERDICT_AT_RISK, "max-size-bytes"),
+        ("AMQP rejections inside the credit overshoot", VERDICT_RAISE,
+         "max-size-bytes-reject-threshold"),
+        ("AMQP overshoot without a hard limit", VERDICT_AT_RISK,
+         "max-size-bytes-reject-threshold"),
+        ("CORE windows overshoot the address", VERDICT_LOWER, "producerWindowSize"),
+        ("paging", VERDICT_KEEP, "max-size-bytes"),
+        ("within its limit", VERDICT_KEEP, "max-size-bytes"),
+    ]  # fmt: skip
+    assert [(r.name, r.verdict, r.knob) for r in RABBITMQ_QUEUE_RULES] == [
+        ("length limit in force", VERDICT_KEEP, "x-max-length"),
+        ("blocks its connection and grows", VERDICT_AT_RISK, "x-max-length"),
+        ("grows without bound", VERDICT_AT_RISK, "x-max-length"),
+        ("blocks its connection, drains", VERDICT_KEEP, "x-max-length"),
+        ("does not grow", VERDICT_KEEP, "x-max-length"),
+    ]
+    # An Artemis consumer: a slow one loses its buffer before Kung & Morris size it.
+    assert ARTEMIS_CONSUMER_RULES[0].knob == "consumerWindowSize"
+    assert ARTEMIS_CONSUMER_RULES[1:] == LINK_RULES
+    for table in (ARTEMIS_ADDRESS_RULES, RABBITMQ_QUEUE_RULES):
+        assert table[-1].predicate is always
+
+
+@pytest.mark.spark
+def test_the_winning_rule_gives_its_knob_and_value(spark: Any) -> None:
+    rules = (
+        Rule("over", lambda f: f.level > f.limit, "lower", lambda f: F.lit("over"), "stop",
+             lambda f: f.limit - 1),
+        Rule("fine", always, "keep", lambda f: F.lit("fine")),  # no knob of its own
+    )  # fmt: skip
+    frame = spark.createDataFrame([(13, 12), (1, 12)], "level int, limit int")
+    decision = decide(rules, Facts(level=F.col("level"), limit=F.col("limit")))
+    rows = frame.select(
+        "level", decision.rule, decision.knob.alias("knob"), decision.value.alias("value")
+    ).collect()
+    assert sorted(tuple(row) for row in rows) == [(1, "fine", None, None), (13, "over", "stop", 11)]

@@ -35,12 +35,15 @@ class Facts(SimpleNamespace):
 @dataclass(frozen=True)
 class Rule:
     """When ``predicate`` holds (and no earlier rule of its table does): ``verdict``, because
-    ``rationale``."""
+    ``rationale``. A table whose rules act on different settings names each rule's ``knob``
+    (as the broker's config spells it) and the ``value`` it recommends for it."""
 
     name: str
     predicate: Callable[[Facts], Column]
     verdict: str
     rationale: Callable[[Facts], Column]
+    knob: str | None = None
+    value: Callable[[Facts], Column] | None = None
 
 
 @dataclass(frozen=True)
@@ -59,12 +62,15 @@ def always(_facts: object) -> Column:
 
 @dataclass(frozen=True)
 class Decision:
-    """The columns :func:`decide` builds: the winning rule's name, its verdict, and the rationale
-    ``"<verdict>: <its rationale><notes>"``."""
+    """The columns :func:`decide` builds: the winning rule's name, its verdict, the rationale
+    ``"<verdict>: <its rationale><notes>"``, and its knob and recommended value (null for a rule
+    that names none)."""
 
     rule: Column
     verdict: Column
     rationale: Column
+    knob: Column
+    value: Column
 
 
 def _first_match(rules: Sequence[Rule], facts: Facts, value: Callable[[Rule], Column]) -> Column:
@@ -86,6 +92,12 @@ def decide(rules: Sequence[Rule], facts: Facts, notes: Column | None = None) -> 
         rule=_first_match(rules, facts, lambda rule: F.lit(rule.name)),
         verdict=verdict,
         rationale=F.concat(verdict, F.lit(": "), because, *([] if notes is None else [notes])),
+        knob=_first_match(rules, facts, lambda rule: F.lit(rule.knob).cast("string")),
+        value=_first_match(
+            rules,
+            facts,
+            lambda rule: (F.lit(None) if rule.value is None else rule.value(facts)).cast("long"),
+        ),
     )
 
 
