@@ -101,6 +101,11 @@ def test_overrides_from_rows_skip_links_and_refuse_ambiguity() -> None:
         {"entity_kind": "consumer_link", "entity": "c", "recommended_credit": 5},
     ]  # fmt: skip
     assert overrides_from_recommendations(rows) == {"q": FlowThresholds(10, 8, 0, 0)}
+    # A RabbitMQ queue's row is about its length limit: no Qpid thresholds to replay.
+    rabbit = {"entity_kind": "queue", "entity": "r", "knob": "x-max-length",
+              "recommended_value": 500}  # fmt: skip
+    qpid = {**rows[0], "knob": "qpid.flow_stop_count"}
+    assert overrides_from_recommendations([qpid, rabbit]) == {"q": FlowThresholds(10, 8, 0, 0)}
     conflicting = {**rows[0], "recommended_flow_stop_count": 11}
     with pytest.raises(ValueError, match="disagree"):
         overrides_from_recommendations([rows[0], conflicting])
@@ -154,6 +159,12 @@ def test_bursty_producer_recommendations_validated_on_the_engine(
     queue_row = next(r for r in rows if r["entity"] == "events")
     print(queue_row["rationale"])
     assert queue_row["verdict"] == "raise"
+    assert (queue_row["broker_kind"], queue_row["knob"], queue_row["rule"]) == (
+        "qpid",
+        "qpid.flow_stop_count",
+        "room to spare",
+    )
+    assert queue_row["recommended_value"] == queue_row["recommended_flow_stop_count"]
     # Bursts every 300 s from 60 s into the 3,600 s run: 12 bursts of 4,200 messages, each past
     # the default stop threshold of 4,000 (80 % of 5,000): one episode each.
     assert queue_row["episodes"] == 12
