@@ -1,8 +1,10 @@
 """spark-submit entry point: bronze + silver + gold -> gold ``threshold_recommendations``.
 
-For each day D of ``--date`` / ``--from --to`` it recommends thresholds as of D from the evidence of
-the policy's look-back window ending on D, and replaces the rows of those days (a rerun of a day
-leaves the table as it was). ``--policy`` names the policy YAML (default conf/recommend.yaml).
+For each day D of ``--date`` / ``--from --to`` it recommends, in each entity's own broker's knobs
+(Qpid thresholds; Artemis address limits and windows; RabbitMQ credit, prefetch and length
+limits), as of D from the evidence of the policy's look-back window ending on D, and replaces the
+rows of those days (a rerun of a day leaves the table as it was). ``--policy`` names the policy
+YAML (default conf/recommend.yaml).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from jobs.recommend_policy import load_policy as load_policy
 from jobs.transforms.recommend import threshold_recommendations
 from schemas.recommendations import THRESHOLD_RECOMMENDATIONS
 from schemas.tables import (
+    BLOCKING_EPISODES,
     BRONZE_BROKER_EVENTS,
     GOLD,
     LINK_STARVATION_DAILY,
@@ -71,6 +74,10 @@ def recommendations_for_days(
         ),
         "link_daily": read_table(spark, conf, LINK_STARVATION_DAILY).where(
             days_predicate("date", first, date_to)
+        ),
+        # A 0.9.1 connection blocked by a queue's credit flow: evidence for its length limit.
+        "blocking_episodes": read_table(spark, conf, BLOCKING_EPISODES).where(
+            days_predicate("start_date", first, date_to)
         ),
     }
     per_day = []

@@ -60,8 +60,11 @@ _LAYOUT: dict[str, tuple[str | None, _Range]] = {
     "min_round_trip_s": ("consumer_link", _Range(low=0)),
     "starved_share_tolerance": ("consumer_link", _Range(low=0, high=1, high_open=True)),
     "over_provision_factor": ("consumer_link", _Range(low=1, low_open=True)),
+    "slow_consumer_share": ("consumer_link", _Range(low=0, low_open=True, high=1, high_open=True)),
+    "max_overshoot_share": ("address", _Range(low=0, low_open=True)),
+    "max_backlog_s": ("rabbitmq_queue", _Range(low=0, low_open=True)),
 }
-_SECTIONS = ("queue", "consumer_link")
+_SECTIONS = ("queue", "consumer_link", "address", "rabbitmq_queue")
 
 
 def _problem(name: str, value: Any, integer: bool) -> str | None:
@@ -95,6 +98,9 @@ class RecommendPolicy:
     starved_share_tolerance: float = 0.01
     min_round_trip_s: float = 0.001
     over_provision_factor: float = 4.0
+    slow_consumer_share: float = 0.1
+    max_overshoot_share: float = 0.1
+    max_backlog_s: float = 1.0
 
     def __post_init__(self) -> None:
         problems = [
@@ -109,7 +115,8 @@ class RecommendPolicy:
     def from_mapping(
         cls, raw: Mapping[str, Any], source: str | os.PathLike[str] | None = None
     ) -> RecommendPolicy:
-        """From the YAML layout: top-level ``lookback_days``, ``queue:`` and ``consumer_link:``.
+        """From the YAML layout: top-level ``lookback_days``; ``queue:``, ``consumer_link:``,
+        ``address:`` and ``rabbitmq_queue:``.
 
         Raises :class:`~jobs.config.ConfError` naming ``source`` (the file), every key that is
         unknown, misplaced, of the wrong type or out of range, and the range allowed.

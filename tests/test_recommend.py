@@ -285,6 +285,29 @@ def test_keep_leaves_thresholds_alone(recommendations: dict[str, dict[str, Any]]
     assert row["producer_capacity_sum"] == 65
     assert row["rationale"].startswith("keep: 2 episodes; overshoot allowance 65 msgs")
     assert "bytes" not in row["rationale"]  # no byte thresholds: nothing to say about them
+    # In Qpid's own knob: the stop count (the other three threshold columns beside it).
+    assert (row["broker_kind"], row["knob"], row["unit"], row["rule"]) == (
+        "qpid",
+        "qpid.flow_stop_count",
+        "messages",
+        "thresholds fit",
+    )
+    assert (row["current_value"], row["recommended_value"]) == (900, 900)
+
+
+def test_every_queue_row_names_its_winning_rule(
+    recommendations: dict[str, dict[str, Any]],
+) -> None:
+    from jobs.transforms.recommend_queues import QUEUE_RULES
+
+    for name in ("q-raise", "q-lower", "q-at-risk", "q-flapping", "q-ring"):
+        row = recommendations[name]
+        (rule,) = [r for r in QUEUE_RULES if r.name == row["rule"]]
+        assert rule.verdict == row["verdict"]
+        assert (row["current_value"], row["recommended_value"]) == (
+            row["current_flow_stop_count"],
+            row["recommended_flow_stop_count"],
+        )
 
 
 def test_keep_says_why_the_byte_threshold_is_kept_too(
@@ -401,6 +424,12 @@ def test_starving_consumer_link_gets_kung_morris_credit(
 ) -> None:
     row = recommendations["c-starving"]
     assert row["entity_kind"] == "consumer_link"
+    assert (row["knob"], row["unit"], row["rule"]) == (
+        "link credit",
+        "credits",
+        "starved for want of credit",
+    )
+    assert (row["current_value"], row["recommended_value"]) == (20, 60)
     assert row["queue"] == "work"
     assert row["verdict"] == "raise"
     # 1000 deliveries / 100 s attached = 10 msgs/s; round trip = median starvation 5 s;
@@ -477,6 +506,14 @@ def test_byte_credit_is_sized_in_bytes(links: dict[str, dict[str, Any]]) -> None
     row = links["core-window"]
     # 10 msgs/s x 1000 bytes x 5 s round trip + 51200 bytes top-up = 101200 bytes.
     assert row["verdict"] == "raise"
+    # Byte credit is Artemis's CORE consumer window.
+    assert (row["broker_kind"], row["entity_kind"], row["knob"], row["unit"]) == (
+        "artemis",
+        "consumer",
+        "consumerWindowSize",
+        "bytes",
+    )
+    assert (row["current_value"], row["recommended_value"]) == (51200, 101200)
     assert (row["current_credit"], row["recommended_credit"]) == (51200, 101200)
     assert row["top_up_batch"] == 51200
     assert row["rationale"] == (

@@ -1,11 +1,17 @@
 """Gold ``threshold_recommendations`` rows (DESIGN.md §4 "recommendation") as of a day: the
-evidence of the policy's window, each entity's recommendation, the schema's columns in order.
+evidence of the policy's window, each entity's recommendation in its own broker's knob, the
+schema's columns in order.
 
 The pieces, each DataFrame -> DataFrame without I/O:
+- recommend_brokers.py: the broker kind of each queue and link (the one place it is told);
 - recommend_evidence.py: per-queue and per-consumer-link evidence from bronze, silver and gold;
 - recommend_queues.py (with queue_thresholds.py): Qpid flow thresholds, ``QUEUE_RULES``;
-- recommend_links.py: consumer-link credit (Kung & Morris), ``LINK_RULES``;
-- verdict_rules.py: how a rule table becomes the verdict and rationale columns.
+- recommend_artemis.py: Artemis addresses (max-size-bytes, reject threshold, producer windows),
+  ``ARTEMIS_ADDRESS_RULES``, and the slow-consumer rule of consumerWindowSize;
+- recommend_rabbitmq.py: RabbitMQ queues' x-max-length, ``RABBITMQ_QUEUE_RULES``;
+- recommend_links.py: consumers (link credit, prefetch, consumerWindowSize; Kung & Morris),
+  ``LINK_RULES`` and ``ARTEMIS_CONSUMER_RULES``;
+- verdict_rules.py: how a rule table becomes the verdict, rationale, knob and value columns.
 The policy (conf/recommend.yaml) is read and checked in jobs/recommend_policy.py.
 """
 
@@ -17,7 +23,16 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs.recommend_policy import RecommendPolicy
+from jobs.transforms.recommend_artemis import (
+    address_evidence,
+    address_producers,
+    artemis_consumer_evidence,
+    recommend_addresses,
+)
+from jobs.transforms.recommend_brokers import link_broker_kinds, queue_broker_kinds
 from jobs.transforms.recommend_evidence import (
+    LINK,
+    QUEUE,
     consumer_link_evidence,
     queue_daily_evidence,
     queue_episode_evidence,
@@ -26,7 +41,13 @@ from jobs.transforms.recommend_evidence import (
 )
 from jobs.transforms.recommend_links import recommend_consumer_links
 from jobs.transforms.recommend_queues import recommend_queues
-from schemas.recommendations import THRESHOLD_RECOMMENDATIONS
+from jobs.transforms.recommend_rabbitmq import (
+    connection_blocking,
+    queue_growth,
+    recommend_rabbitmq_queues,
+)
+from schemas.recommendations import BROKER_QPID, BROKER_RABBITMQ, THRESHOLD_RECOMMENDATIONS
+from schemas.tables import BLOCKING_EPISODES
 
 
 def _between(column: str, first: date, last: date) -> Column:
@@ -41,32 +62,58 @@ def threshold_recommendations(
     link_daily: DataFrame,
     policy: RecommendPolicy,
     as_of: date,
+    blocking_episodes: DataFrame | None = None,
 ) -> DataFrame:
     """Rows of ``threshold_recommendations`` as of ``as_of``, from the evidence window's rows.
 
     Each input may hold more days than the window (bronze ``events`` by ``date``, silver rows by
-    ``start_date``, gold rows by ``date``); only the window's days are used.
+    ``start_date``, gold rows by ``date``); only the window's days are used. Without silver
+    ``blocking_episodes`` no queue is known to have blocked a connection.
     """
     first = policy.window_from(as_of)
     window_events = events.where(_between("date", first, as_of))
     window_episodes = queue_episodes.where(_between("start_date", first, as_of))
-    queues = recommend_queues(
-        queue_settings(window_events),
+    if blocking_episodes is None:
+        blocking_episodes = events.sparkSession.createDataFrame([], BLOCKING_EPISODES.to_spark())
+    queue_kinds = queue_broker_kinds(window_events)
+    settings = queue_settings(window_events).join(queue_kinds, list(QUEUE), "left")
+    daily = queue_daily_evidence(queue_daily.where(_between("date", first, as_of)))
+
+    def of_kind(kind: str) -> DataFrame:
+        return settings.where(F.col("broker_kind") == kind).drop("broker_kind")
+
+    qpid_queues = recommend_queues(
+        of_kind(BROKER_QPID),
         queue_producers(window_events),
         queue_episode_evidence(window_episodes, policy),
-        queue_daily_evidence(queue_daily.where(_between("date", first, as_of))),
+        daily,
         policy,
     )
+    rabbitmq_queues = recommend_rabbitmq_queues(
+        of_kind(BROKER_RABBITMQ),
+        queue_growth(window_events),
+        connection_blocking(blocking_episodes.where(_between("start_date", first, as_of))),
+        daily,
+        policy,
+    )
+    addresses = recommend_addresses(
+        address_evidence(window_events), address_producers(window_events), daily, policy
+    )
+    link_kinds = link_broker_kinds(window_events, queue_kinds)
     links = recommend_consumer_links(
         consumer_link_evidence(
             window_events,
             link_daily.where(_between("date", first, as_of)),
             link_starvations.where(_between("start_date", first, as_of)),
-        ),
+        )
+        .join(link_kinds, list(LINK), "left")
+        .join(artemis_consumer_evidence(window_events), list(LINK), "left"),
         policy,
     )
     rows = (
-        queues.unionByName(links, allowMissingColumns=True)
+        qpid_queues.unionByName(rabbitmq_queues, allowMissingColumns=True)
+        .unionByName(addresses, allowMissingColumns=True)
+        .unionByName(links, allowMissingColumns=True)
         .withColumn("date", F.lit(as_of))
         .withColumn("window_from", F.lit(first))
         .withColumn("safety_margin", F.lit(policy.safety_margin))

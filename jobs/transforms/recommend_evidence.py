@@ -291,6 +291,8 @@ def _per_link(stepped: DataFrame) -> DataFrame:
     )
     return stepped.groupBy(*LINK).agg(
         _latest("link_role"),
+        # The credit a consumer attaches with: a 0.9.1 consumer's prefetch (basic.consume).
+        F.max(F.when(_is("link_attached"), F.col("credit"))).alias("_attached_credit"),
         # Artemis CORE consumers count credit in bytes and say so in every event's detail.
         F.max(F.get_json_object("detail", "$.credit_unit") == "bytes").alias("_credit_in_bytes"),
         F.avg(F.when(_is("dequeue") | _is("transfer"), F.col("size_bytes"))).alias(

@@ -1,4 +1,6 @@
-"""Consumer-link recommendations (DESIGN.md §4 "recommendation"): credit per consumer link.
+"""Consumer recommendations (DESIGN.md §4 "recommendation") in each broker's knob: AMQP 1.0 link
+credit, a RabbitMQ 0.9.1 consumer's prefetch (basic.qos), an Artemis CORE consumer's
+consumerWindowSize (:data:`CONSUMER_KNOBS`).
 
 Credit >= consumption rate x round trip + top-up batch (Kung & Morris, "Credit-based flow control
 for ATM networks"), the rate being the one the link runs at while it has traffic to carry
@@ -6,22 +8,34 @@ for ATM networks"), the rate being the one the link runs at while it has traffic
 the link's credit unit (messages, or bytes for Artemis CORE consumers: rate x mean message size);
 a starved link that already had that much credit is kept, its consumer replenishing late.
 
-The verdict and what the rationale says of the link's situation are the first rule of
-:data:`LINK_RULES` that holds; the notes of :data:`LINK_NOTES` that hold follow (the formula and
-its rate, RabbitMQ's queue credit cap, a policy round trip standing in). DataFrame -> DataFrame
-without I/O.
+The verdict and what the rationale says of the link's situation are the first rule of its
+broker's table that holds (:data:`ARTEMIS_CONSUMER_RULES` for Artemis: a slow consumer first, then
+:data:`LINK_RULES`; :data:`LINK_RULES` for the others); the notes of :data:`LINK_NOTES` that hold
+follow (the formula and its rate, RabbitMQ's queue credit cap, a policy round trip standing in).
+DataFrame -> DataFrame without I/O.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs.recommend_policy import RecommendPolicy
-from jobs.transforms.recommend_evidence import entity_columns
+from jobs.transforms.recommend_artemis import SLOW_CONSUMER_RULE, current_value
+from jobs.transforms.recommend_brokers import AMQP_0_9_1
 from jobs.transforms.verdict_rules import Facts, Finding, Rule, always, decide, staged, stated
 from schemas.recommendations import (
+    BROKER_ARTEMIS,
+    ENTITY_CONSUMER,
     ENTITY_CONSUMER_LINK,
+    KNOB_CONSUMER_WINDOW,
+    KNOB_LINK_CREDIT,
+    KNOB_PREFETCH,
+    UNIT_BYTES,
+    UNIT_CREDITS,
+    UNIT_MESSAGES,
     VERDICT_KEEP,
     VERDICT_LOWER,
     VERDICT_RAISE,
@@ -111,6 +125,47 @@ LINK_RULES: tuple[Rule, ...] = (
 )
 
 
+#: An Artemis CORE consumer: a slow one gets no buffer, the others Kung & Morris's window.
+ARTEMIS_CONSUMER_RULES: tuple[Rule, ...] = (SLOW_CONSUMER_RULE, *LINK_RULES)
+
+#: Each broker's consumer rule table (the others': LINK_RULES).
+CONSUMER_RULES: dict[str, tuple[Rule, ...]] = {BROKER_ARTEMIS: ARTEMIS_CONSUMER_RULES}
+
+
+def _is_prefetch() -> Column:
+    return F.coalesce(F.col("protocol") == AMQP_0_9_1, F.lit(False))
+
+
+def _in_bytes() -> Column:
+    return F.coalesce(F.col("_credit_in_bytes"), F.lit(False))
+
+
+#: A consumer's knob: the first whose predicate holds gives its entity kind, knob and unit.
+CONSUMER_KNOBS: tuple[tuple[Callable[[], Column], str, str, str], ...] = (
+    (_in_bytes, ENTITY_CONSUMER, KNOB_CONSUMER_WINDOW, UNIT_BYTES),
+    (_is_prefetch, ENTITY_CONSUMER, KNOB_PREFETCH, UNIT_MESSAGES),
+    (lambda: F.lit(True), ENTITY_CONSUMER_LINK, KNOB_LINK_CREDIT, UNIT_CREDITS),
+)
+
+
+def _knob_part(part: int) -> Column:
+    """Part ``part`` (1 entity kind, 2 knob, 3 unit) of the first of :data:`CONSUMER_KNOBS` that
+    holds."""
+    chosen = F.lit(None).cast("string")
+    for knob in reversed(CONSUMER_KNOBS):
+        chosen = F.when(knob[0](), F.lit(knob[part])).otherwise(chosen)
+    return chosen
+
+
+#: A consumer's knob value now: a consumerWindowSize as configured (-1 unbounded, 0 no buffer),
+#: else the credit in force (for a 0.9.1 consumer its prefetch, see recommend_consumer_links).
+_CURRENT_CONSUMER_VALUE: dict[str, Callable[[Facts], Column]] = {
+    KNOB_CONSUMER_WINDOW: lambda k: F.coalesce(F.col("consumer_window"), k.current),
+    KNOB_PREFETCH: lambda k: k.current,
+    KNOB_LINK_CREDIT: lambda k: k.current,
+}
+
+
 def _formula(k: Facts) -> Column:
     """The need, in the link's credit unit, as the formula computes it."""
     rate, needed = F.coalesce(k.rate, F.lit(0.0)), F.coalesce(k.needed, F.lit(0))
@@ -190,6 +245,14 @@ LINK_NOTES: tuple[Finding, ...] = (
             F.lit(k.policy.min_round_trip_s),
         ),
     ),
+    Finding(
+        "a 0.9.1 consumer's starvations are no round trip",
+        lambda k: k.assessed & _is_prefetch() & (F.coalesce(F.col("starved_s"), F.lit(0.0)) > 0),
+        lambda k: F.lit(
+            "; a 0.9.1 consumer's starvations end at each single ack (its prefetch frees one "
+            "message at a time), so they are no round trip: the policy round trip is used"
+        ),
+    ),
 )
 
 
@@ -208,7 +271,9 @@ def _basis(evidence: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame, dic
     message_bytes = F.col("_mean_message_bytes")
     # Credit units per message: 1 for message credit, the mean message size for byte credit.
     per_message = F.when(in_bytes, message_bytes).otherwise(F.lit(1.0))
-    observed = F.col("_observed_round_trip_s")
+    # A 0.9.1 consumer's starvations end at each single ack (its prefetch frees one message at a
+    # time), not after a round trip: they are no evidence of one, and the policy's stands in.
+    observed = F.when(~_is_prefetch(), F.col("_observed_round_trip_s"))
     too_short = F.coalesce(observed < policy.min_round_trip_s, F.lit(False))
     starved_share = F.when(attached > 0, F.coalesce(F.col("starved_s"), F.lit(0.0)) / attached)
     starved = F.coalesce(starved_share, F.lit(0.0)) > policy.starved_share_tolerance
@@ -275,7 +340,11 @@ def _link_facts(evidence: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame
     )
     decisions = {name[1:]: column for name, column in decided.items()}
     facts = Facts(policy=policy, needed=needed, current=current, held=held, **basis, **decisions)
-    unit = F.when(facts.in_bytes, F.lit("bytes of credit")).otherwise(F.lit("credits"))
+    unit = (
+        F.when(facts.in_bytes, F.lit("bytes of credit"))
+        .when(_is_prefetch(), F.lit("messages of prefetch"))
+        .otherwise(F.lit("credits"))
+    )
     starved_with = F.format_string(
         "starved %.1f%% of its attached time with %d %s",
         F.coalesce(facts.starved_share * 100, F.lit(0.0)),
@@ -311,22 +380,62 @@ def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> Da
     covers the client's round trip (the engine delivers 4x as much with 1024 credits as with 256
     under the cap, and the same with any cap). A need above the cap is said in the rationale.
     """
+    # A 0.9.1 consumer's credit is its prefetch less the unacknowledged: the prefetch is the
+    # credit it attached with (basic.consume).
+    evidence = evidence.withColumn(
+        "current_credit",
+        F.when(
+            _is_prefetch(), F.coalesce(F.col("_attached_credit"), F.col("current_credit"))
+        ).otherwise(F.col("current_credit")),
+    )
     evidence, facts = _link_facts(evidence, policy)
-    decision = decide(LINK_RULES, facts, notes=stated(LINK_NOTES, facts, separator=""))
+    evidence, knob = staged(
+        evidence, {"_entity_kind": _knob_part(1), "_knob": _knob_part(2), "_unit": _knob_part(3)}
+    )
+    kind = F.coalesce(F.col("broker_kind"), F.lit(""))
+    decided = [
+        _consumer_rows(evidence.where(kind == broker), facts, knob, rules)
+        for broker, rules in CONSUMER_RULES.items()
+    ]
+    others = evidence.where(~kind.isin(*CONSUMER_RULES))
+    rows = _consumer_rows(others, facts, knob, LINK_RULES)
+    for more in decided:
+        rows = rows.unionByName(more)
+    return rows
+
+
+def _consumer_rows(
+    evidence: DataFrame, facts: Facts, knob: dict[str, Column], rules: tuple[Rule, ...]
+) -> DataFrame:
+    """The schema's consumer columns, the verdict from ``rules`` (a rule without a value of its
+    own recommends the Kung & Morris credit)."""
+    decision = decide(rules, facts, notes=stated(LINK_NOTES, facts, separator=""))
     changes = facts.raise_ | facts.lower
+    kung_morris = F.when(changes, facts.needed).otherwise(facts.current)
+    recommended = F.coalesce(decision.value, kung_morris)
     return evidence.select(
-        *entity_columns(ENTITY_CONSUMER_LINK, "link"),
+        "broker",
+        knob["_entity_kind"].alias("entity_kind"),
+        F.col("link").alias("entity"),
+        "queue",
+        "runs",
         decision.verdict.alias("verdict"),
         decision.rationale.alias("rationale"),
+        F.col("broker_kind"),
+        knob["_knob"].alias("knob"),
+        current_value(knob["_knob"], _CURRENT_CONSUMER_VALUE, facts).alias("current_value"),
+        recommended.alias("recommended_value"),
+        knob["_unit"].alias("unit"),
+        decision.rule.alias("rule"),
         F.coalesce(F.col("episodes"), F.lit(0)).alias("episodes"),
         facts.current.alias("current_credit"),
-        F.when(changes, facts.needed).otherwise(facts.current).alias("recommended_credit"),
+        recommended.alias("recommended_credit"),
         facts.rate.alias("consumption_rate_msgs_s"),
         facts.round_trip.alias("round_trip_s"),
         F.when(
             ~facts.no_round_trip,
             F.when(
-                F.col("_observed_round_trip_s").isNotNull() & ~facts.too_short, F.lit("observed")
+                facts.observed_round_trip.isNotNull() & ~facts.too_short, F.lit("observed")
             ).otherwise(F.lit("policy")),
         ).alias("round_trip_source"),
         facts.batch.alias("top_up_batch"),

@@ -1,4 +1,5 @@
-"""Queue recommendations (DESIGN.md §4 "recommendation"): Qpid flow thresholds per queue.
+"""Qpid queue recommendations (DESIGN.md §4 "recommendation"): flow thresholds per Qpid queue
+(knob ``qpid.flow_stop_count``, with the resume count and the byte pair beside it).
 
 The stop threshold leaves room below the queue limit for the worst overshoot, the larger of the
 worst one observed and Qpid's bound (seed 001: a queue passes its stop threshold by at most the
@@ -30,9 +31,21 @@ from jobs.transforms.queue_thresholds import (
     staged_dimension,
 )
 from jobs.transforms.recommend_evidence import QUEUE, entity_columns
-from jobs.transforms.verdict_rules import Facts, Finding, Rule, always, decide, staged, stated
+from jobs.transforms.verdict_rules import (
+    Decision,
+    Facts,
+    Finding,
+    Rule,
+    always,
+    decide,
+    staged,
+    stated,
+)
 from schemas.recommendations import (
+    BROKER_QPID,
     ENTITY_QUEUE,
+    KNOB_QPID_FLOW_STOP_COUNT,
+    UNIT_MESSAGES,
     VERDICT_AT_RISK,
     VERDICT_FLAPPING,
     VERDICT_KEEP,
@@ -371,16 +384,23 @@ def recommend_queues(
         facts,
         notes=F.when(changed != "", F.concat(F.lit(" => "), changed)).otherwise(F.lit("")),
     )
-    return _queue_rows(joined, facts, decision.verdict, decision.rationale)
+    return _queue_rows(joined, facts, decision)
 
 
-def _queue_rows(joined: DataFrame, q: Facts, verdict: Column, rationale: Column) -> DataFrame:
-    """The schema's queue columns."""
+def _queue_rows(joined: DataFrame, q: Facts, decision: Decision) -> DataFrame:
+    """The schema's queue columns; the knob columns name the stop count (the first threshold of
+    the four, which the other threshold columns complete)."""
     observed = F.col("_observed_s")
     return joined.select(
         *entity_columns(ENTITY_QUEUE, "queue"),
-        verdict.alias("verdict"),
-        rationale.alias("rationale"),
+        decision.verdict.alias("verdict"),
+        decision.rationale.alias("rationale"),
+        F.lit(BROKER_QPID).alias("broker_kind"),
+        F.lit(KNOB_QPID_FLOW_STOP_COUNT).alias("knob"),
+        q.msgs.stop.alias("current_value"),
+        q.stop_msgs.alias("recommended_value"),
+        F.lit(UNIT_MESSAGES).alias("unit"),
+        decision.rule.alias("rule"),
         "max_count",
         "max_size",
         q.msgs.stop.alias("current_flow_stop_count"),

@@ -1,0 +1,469 @@
+"""Artemis recommendations (DESIGN.md §4 "recommendation", seed 003) in Artemis's own knobs: per
+address ``max-size-bytes``, ``max-size-bytes-reject-threshold`` or the producers'
+``producerWindowSize`` (:data:`ARTEMIS_ADDRESS_RULES`); per CORE consumer ``consumerWindowSize``
+(:data:`ARTEMIS_CONSUMER_RULES`: 0 for a slow consumer that hogs its buffer, else the Kung & Morris
+window of recommend_links.py).
+
+Evidence, from the address state the engine (and a collector) writes in the detail of every
+enqueue, rejection and flow event of an address: its policy, ``max_size_bytes``, ``address_size``
+(the broker's memory estimate), rejections by ``outcome`` (``dropped``, ``failed``, ``rejected``
+with the ``reject_threshold``), ``paged`` enqueues, and the producers' windows
+(``producer.window`` in bytes for CORE, ``producer.credit`` in messages for AMQP). A message's
+memory estimate is its body plus the address's per-message overhead: the smallest
+``address_size - size_bytes`` of an enqueue (the address holding that message alone).
+DataFrame -> DataFrame without I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from jobs.recommend_policy import RecommendPolicy
+from jobs.transforms.recommend_evidence import entity_columns
+from jobs.transforms.verdict_rules import Facts, Rule, always, decide, staged
+from schemas.recommendations import (
+    BROKER_ARTEMIS,
+    ENTITY_ADDRESS,
+    KNOB_CONSUMER_WINDOW,
+    KNOB_MAX_SIZE_BYTES,
+    KNOB_PRODUCER_WINDOW,
+    KNOB_REJECT_THRESHOLD,
+    UNIT_BYTES,
+    VERDICT_AT_RISK,
+    VERDICT_KEEP,
+    VERDICT_LOWER,
+    VERDICT_RAISE,
+)
+
+ADDRESS = ("broker", "address")
+PREFILL_LINK = "prefill"  # the engine's writer of prefilled messages: no producer, no window
+
+
+def _detail(path: str) -> Column:
+    return F.get_json_object("detail", f"$.{path}")
+
+
+def _is(event_type: str) -> Column:
+    return F.col("event_type") == event_type
+
+
+def _latest(value: Column, name: str) -> Column:
+    """``value`` at the latest event (by ts, then seq) where it is not null."""
+    return F.max_by(value, F.when(value.isNotNull(), F.struct("ts", "seq"))).alias(name)
+
+
+# -- evidence ---------------------------------------------------------------------------------
+
+
+def address_evidence(events: DataFrame) -> DataFrame:
+    """Per Artemis address (``detail.address``): its settings at the latest event, peak size,
+    messages dropped, failed, rejected and paged, episodes blocked, and the largest
+    message and the per-message overhead of the memory estimate."""
+    outcome = _detail("outcome")
+    address_size = _detail("address_size").cast("long")
+    return (
+        events.withColumn("address", _detail("address"))
+        .where(F.col("address").isNotNull())
+        .groupBy(*ADDRESS)
+        .agg(
+            F.max_by("queue", F.struct("ts", "seq")).alias("queue"),
+            F.countDistinct("run_id").alias("runs"),
+            _latest(_detail("policy"), "address_policy"),
+            _latest(_detail("max_size_bytes").cast("long"), "max_size_bytes"),
+            _latest(_detail("reject_threshold").cast("long"), "reject_threshold"),
+            F.max(address_size).alias("peak_address_bytes"),
+            F.count(F.when(_is("message_rejected") & (outcome == "dropped"), 1)).alias(
+                "dropped_msgs"
+            ),
+            F.count(F.when(_is("message_rejected") & (outcome == "failed"), 1)).alias(
+                "failed_msgs"
+            ),
+            F.count(F.when(_is("message_rejected") & (outcome == "rejected"), 1)).alias(
+                "rejected_msgs"
+            ),
+            F.count(F.when(_is("enqueue") & (_detail("paged") == "true"), 1)).alias("paged_msgs"),
+            F.count(F.when(_is("flow_stopped"), 1)).alias("episodes"),
+            F.max(F.when(_is("enqueue"), F.col("size_bytes"))).alias("max_message_bytes"),
+            F.min(F.when(_is("enqueue"), address_size - F.col("size_bytes"))).alias(
+                "_message_overhead_bytes"
+            ),
+        )
+    )
+
+
+def address_producers(events: DataFrame) -> DataFrame:
+    """Per address: the overshoot bound of BLOCK (seed 003: about producers x window) as the
+    largest over one run of its producers' windows, CORE windows in bytes and AMQP credits in
+    messages apart; the CORE producers and the largest CORE window. An AMQP enqueue logs the
+    credit left after it, so a producer's credit window is the largest logged + 1."""
+    per_producer = (
+        events.withColumn("address", _detail("address"))
+        .where(
+            _is("enqueue")
+            & F.col("address").isNotNull()
+            & F.col("link").isNotNull()
+            & (F.col("link") != PREFILL_LINK)
+        )
+        .groupBy(*ADDRESS, "run_id", "link")
+        .agg(
+            F.max(_detail("producer.window").cast("long")).alias("window"),
+            (F.max(_detail("producer.credit").cast("long")) + 1).alias("amqp_credit"),
+        )
+    )
+    core = F.col("window").isNotNull()
+    per_run = per_producer.groupBy(*ADDRESS, "run_id").agg(
+        F.count(F.when(core, 1)).alias("core_producers"),
+        F.sum(F.when(core & (F.col("window") > 0), F.col("window"))).alias("core_window_bytes"),
+        F.count(F.when(F.col("window") < 0, 1)).alias("unbounded_windows"),
+        F.max("window").alias("producer_window"),
+        F.count(F.when(F.col("amqp_credit").isNotNull(), 1)).alias("amqp_producers"),
+        F.sum("amqp_credit").alias("amqp_credits"),
+    )
+    return per_run.groupBy(*ADDRESS).agg(
+        *(
+            F.max(column).alias(column)
+            for column in (
+                "core_producers",
+                "core_window_bytes",
+                "unbounded_windows",
+                "producer_window",
+                "amqp_producers",
+                "amqp_credits",
+            )
+        )
+    )
+
+
+def artemis_consumer_evidence(events: DataFrame) -> DataFrame:
+    """Per Artemis CORE consumer: its ``consumerWindowSize`` (``detail.window`` of its attach; -1
+    unbounded, 0 no buffer), its queue, and the rate at which it processes messages: the window
+    credit its client returns after processing (``flow`` events of origin ``client`` after the
+    first, the initial grant) in messages of the mean size it received, per second from its
+    first to its last return. Null when it returned none (an unbounded window returns nothing)."""
+    consumer_events = events.where(
+        (F.col("link_role") == "consumer") & (_detail("credit_unit") == "bytes")
+    )
+    returns = consumer_events.where(_is("flow") & (_detail("origin") == "client")).withColumn(
+        "_nth", F.row_number().over(Window.partitionBy("broker", "run_id", "link").orderBy("seq"))
+    )
+    returned = (
+        returns.where(F.col("_nth") > 1)
+        .groupBy("broker", "link")
+        .agg(
+            F.sum(_detail("credits").cast("long")).alias("_returned_bytes"),
+            (F.max(F.unix_micros("ts")) - F.min(F.unix_micros("ts"))).alias("_return_span_us"),
+        )
+    )
+    per_consumer = consumer_events.groupBy("broker", "link").agg(
+        F.max(F.when(_is("link_attached"), _detail("window").cast("long"))).alias(
+            "consumer_window"
+        ),
+        F.avg(F.when(_is("transfer"), F.col("size_bytes"))).alias("_received_mean_bytes"),
+        F.max_by("queue", F.when(F.col("queue").isNotNull(), F.col("seq"))).alias("_queue"),
+    )
+    rate = F.when(
+        F.col("_return_span_us") > 0,
+        F.col("_returned_bytes") / F.col("_received_mean_bytes") / F.col("_return_span_us") * 1e6,
+    )
+    siblings = Window.partitionBy("broker", "_queue")
+    return (
+        per_consumer.join(returned, ["broker", "link"], "left")
+        .withColumn("processing_rate_msgs_s", rate)
+        .withColumn("_fastest_sibling_rate", F.max("processing_rate_msgs_s").over(siblings))
+        .withColumn("_consumers_on_queue", F.count(F.lit(1)).over(siblings))
+        .select(
+            "broker",
+            "link",
+            "consumer_window",
+            "processing_rate_msgs_s",
+            "_fastest_sibling_rate",
+            "_consumers_on_queue",
+        )
+    )
+
+
+# -- addresses --------------------------------------------------------------------------------
+
+
+def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame, Facts]:
+    """``joined`` with an address's decisions staged, and the facts its rules read: ``policy``;
+    ``max_size`` (-1: no limit), ``peak``, ``overshoot`` (peak past max-size-bytes, floored at
+    0) and ``tolerated`` (policy.max_overshoot_share of it), ``memory`` (one message's
+    estimate); ``dropped``, ``failed``, ``rejected``, ``paged`` (messages); the BLOCK bound of
+    the producers' windows ``bound`` (CORE windows + AMQP credits x memory); ``reject_threshold``
+    (null when not logged); ``core_producers``, ``amqp_producers``, ``window`` (the largest CORE
+    window), ``blocks`` (policy BLOCK); and the values to recommend: ``limit_for_dropped`` (room
+    for the peak and every dropped message, with margin), ``hard_limit`` (max-size-bytes + the
+    bound with margin) and ``smaller_window`` (the CORE window that scales the observed
+    overshoot, with margin, into the tolerated one; at least one message)."""
+    margin = 1 + policy.safety_margin
+
+    def count(column: str) -> Column:
+        return F.coalesce(F.col(column), F.lit(0))
+
+    memory = F.col("max_message_bytes") + F.coalesce(F.col("_message_overhead_bytes"), F.lit(0))
+    max_size = F.coalesce(F.col("max_size_bytes"), F.lit(-1))
+    overshoot = F.greatest(F.col("peak_address_bytes") - max_size, F.lit(0))
+    bound = count("core_window_bytes") + count("amqp_credits") * memory
+    tolerated = F.floor(max_size * policy.max_overshoot_share)
+    joined, facts = staged(
+        joined,
+        {
+            "_memory": memory,
+            "_max_size": max_size,
+            "_overshoot": F.when(max_size >= 0, overshoot),
+            "_tolerated": tolerated,
+            "_bound": bound,
+            "_dropped": count("dropped_msgs"),
+            "_failed": count("failed_msgs"),
+            "_rejected": count("rejected_msgs"),
+            "_paged": count("paged_msgs"),
+        },
+    )
+    f = {name.lstrip("_"): column for name, column in facts.items()}
+    window = F.col("producer_window")
+    smaller_window = F.greatest(
+        F.floor(window * f["tolerated"] / (f["overshoot"] * margin)), f["memory"]
+    )
+    return joined, Facts(
+        policy=policy,
+        peak=F.col("peak_address_bytes"),
+        reject_threshold=F.col("reject_threshold"),
+        core_producers=count("core_producers"),
+        amqp_producers=count("amqp_producers"),
+        window=window,
+        blocks=F.coalesce(F.col("address_policy"), F.lit("")) == "BLOCK",
+        limit_for_dropped=F.ceil(
+            (F.col("peak_address_bytes") + f["dropped"] * f["memory"]) * margin
+        ),
+        hard_limit=f["max_size"] + F.ceil(f["bound"] * margin),
+        smaller_window=smaller_window,
+        **f,
+    )
+
+
+def _bytes(text: str, *columns: Column) -> Column:
+    return F.format_string(text, *columns)
+
+
+#: An address's verdict, the knob it acts on and the value it recommends: the first rule that
+#: holds.
+ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
+    Rule(
+        "no address limit",
+        lambda a: a.max_size < 0,
+        VERDICT_KEEP,
+        lambda a: F.lit("max-size-bytes -1: the address has no limit of its own to advise on"),
+        KNOB_MAX_SIZE_BYTES,
+        lambda a: a.max_size,
+    ),
+    Rule(
+        "messages dropped at the limit",
+        lambda a: a.dropped > 0,
+        VERDICT_RAISE,
+        lambda a: _bytes(
+            "%d messages dropped at max-size-bytes %d (DROP); room for the peak %d bytes and "
+            "every dropped message (~%d bytes each) with %.0f%% margin; if the consumers cannot "
+            "keep up for good, BLOCK or PAGE instead",
+            a.dropped,
+            a.max_size,
+            a.peak,
+            a.memory,
+            F.lit(a.policy.safety_margin * 100),
+        ),
+        KNOB_MAX_SIZE_BYTES,
+        lambda a: a.limit_for_dropped,
+    ),
+    # FAIL throws ActiveMQAddressFullException at the producer, which stops sending: what it
+    # would have sent after is not in the log, so no limit can be sized from it.
+    Rule(
+        "producers failed at the limit",
+        lambda a: a.failed > 0,
+        VERDICT_AT_RISK,
+        lambda a: _bytes(
+            "%d sends failed at max-size-bytes %d (FAIL) and the producers stopped: how much they "
+            "would have sent is not in the log, so no limit is sized; BLOCK holds them back "
+            "instead of failing them",
+            a.failed,
+            a.max_size,
+        ),
+        KNOB_MAX_SIZE_BYTES,
+        lambda a: a.max_size,
+    ),
+    Rule(
+        "AMQP rejections inside the credit overshoot",
+        lambda a: (a.rejected > 0) & (a.reject_threshold < a.max_size + a.bound),
+        VERDICT_RAISE,
+        lambda a: _bytes(
+            "%d AMQP messages rejected above the reject threshold %d, inside the overshoot "
+            "BLOCK allows the producers' credits (%d bytes past max-size-bytes %d): well-behaved "
+            "producers are refused; the hard limit goes above it with %.0f%% margin",
+            a.rejected,
+            a.reject_threshold,
+            a.bound,
+            a.max_size,
+            F.lit(a.policy.safety_margin * 100),
+        ),
+        KNOB_REJECT_THRESHOLD,
+        lambda a: a.hard_limit,
+    ),
+    Rule(
+        "AMQP overshoot without a hard limit",
+        lambda a: (
+            a.blocks
+            & (a.amqp_producers > 0)
+            & (a.overshoot > a.tolerated)
+            & a.reject_threshold.isNull()
+        ),
+        VERDICT_AT_RISK,
+        lambda a: _bytes(
+            "AMQP producers passed max-size-bytes %d by %d bytes (their credits allow %d) and no "
+            "reject threshold is in force: a client that ignores credit is not stopped; set the "
+            "hard limit above the credit overshoot with %.0f%% margin",
+            a.max_size,
+            a.overshoot,
+            a.bound,
+            F.lit(a.policy.safety_margin * 100),
+        ),
+        KNOB_REJECT_THRESHOLD,
+        lambda a: a.hard_limit,
+    ),
+    Rule(
+        "CORE windows overshoot the address",
+        lambda a: a.blocks & (a.core_producers > 0) & (a.overshoot > a.tolerated),
+        VERDICT_LOWER,
+        lambda a: _bytes(
+            "BLOCK let %d CORE producers with %d-byte windows pass max-size-bytes %d by %d "
+            "bytes, over the %d tolerated (%.0f%%): overshoot is about producers x window "
+            "(seed 003), so the windows shrink in proportion, with %.0f%% margin",
+            a.core_producers,
+            a.window,
+            a.max_size,
+            a.overshoot,
+            a.tolerated,
+            F.lit(a.policy.max_overshoot_share * 100),
+            F.lit(a.policy.safety_margin * 100),
+        ),
+        KNOB_PRODUCER_WINDOW,
+        lambda a: a.smaller_window,
+    ),
+    Rule(
+        "paging",
+        lambda a: a.paged > 0,
+        VERDICT_KEEP,
+        lambda a: _bytes(
+            "%d messages paged to disk at max-size-bytes %d: PAGE works as configured (raise "
+            "the limit to page less)",
+            a.paged,
+            a.max_size,
+        ),
+        KNOB_MAX_SIZE_BYTES,
+        lambda a: a.max_size,
+    ),
+    Rule(
+        "within its limit",
+        always,
+        VERDICT_KEEP,
+        lambda a: _bytes(
+            "peak %d bytes against max-size-bytes %d (%s): overshoot %d within the %d tolerated, "
+            "nothing lost or rejected",
+            a.peak,
+            a.max_size,
+            F.coalesce(F.col("address_policy"), F.lit("?")),
+            F.coalesce(a.overshoot, F.lit(0)),
+            a.tolerated,
+        ),
+        KNOB_MAX_SIZE_BYTES,
+        lambda a: a.max_size,
+    ),
+)
+
+#: Each knob's value now, for the knob the winning rule acts on.
+_CURRENT_ADDRESS_VALUE: dict[str, Callable[[Facts], Column]] = {
+    KNOB_MAX_SIZE_BYTES: lambda a: a.max_size,
+    KNOB_REJECT_THRESHOLD: lambda a: a.reject_threshold,
+    KNOB_PRODUCER_WINDOW: lambda a: a.window,
+}
+
+
+def current_value(knob: Column, values: dict[str, Callable[[Facts], Column]], f: Facts) -> Column:
+    """The value now of whichever of ``values``' knobs ``knob`` names."""
+    chosen = F.lit(None).cast("long")
+    for name, value in values.items():
+        chosen = F.when(knob == name, value(f).cast("long")).otherwise(chosen)
+    return chosen
+
+
+def recommend_addresses(
+    evidence: DataFrame,
+    producers: DataFrame,
+    daily_evidence: DataFrame,
+    policy: RecommendPolicy,
+) -> DataFrame:
+    """One recommendation per Artemis address (the schema's columns that concern it; the caller
+    adds the date columns). ``daily_evidence`` is recommend_evidence.queue_daily_evidence: an
+    address writes its flow events under its name in ``queue``."""
+    daily = daily_evidence.withColumnRenamed("queue", "address")
+    joined = evidence.join(producers, list(ADDRESS), "left").join(daily, list(ADDRESS), "left")
+    joined, facts = _address_facts(joined, policy)
+    decision = decide(ARTEMIS_ADDRESS_RULES, facts)
+    joined, decided = staged(joined, {"_knob": decision.knob, "_value": decision.value})
+    observed = F.col("_observed_s")
+    return joined.select(
+        *entity_columns(ENTITY_ADDRESS, "address"),
+        decision.verdict.alias("verdict"),
+        decision.rationale.alias("rationale"),
+        F.lit(BROKER_ARTEMIS).alias("broker_kind"),
+        decided["_knob"].alias("knob"),
+        current_value(decided["_knob"], _CURRENT_ADDRESS_VALUE, facts).alias("current_value"),
+        decided["_value"].alias("recommended_value"),
+        F.lit(UNIT_BYTES).alias("unit"),
+        decision.rule.alias("rule"),
+        F.col("episodes"),
+        F.coalesce(F.col("time_stopped_s"), F.lit(0.0)).alias("time_stopped_s"),
+        F.when(observed > 0, F.col("time_stopped_s") / observed).alias("stopped_share"),
+        F.col("rejected_msgs"),
+        F.col("max_size_bytes").alias("max_size"),
+        F.col("peak_address_bytes").alias("peak_depth_bytes"),
+        facts.overshoot.alias("max_overshoot_bytes"),
+        "max_message_bytes",
+    )
+
+
+# -- consumers --------------------------------------------------------------------------------
+
+
+def hogs_its_buffer(k: Facts) -> Column:
+    """A CORE consumer with a buffer (window not 0) that shares its queue and processes at less
+    than ``slow_consumer_share`` of the fastest consumer's rate (seed 003, "slow consumers")."""
+    return (
+        (F.coalesce(F.col("consumer_window"), F.lit(0)) != 0)
+        & (F.col("_consumers_on_queue") >= 2)
+        & (
+            F.col("processing_rate_msgs_s")
+            < F.col("_fastest_sibling_rate") * k.policy.slow_consumer_share
+        )
+    )
+
+
+#: The rule an Artemis CORE consumer's window is judged by before Kung & Morris's (the consumer
+#: rules of recommend_links.py follow it: ARTEMIS_CONSUMER_RULES there).
+SLOW_CONSUMER_RULE = Rule(
+    "slow consumer hogs its buffer",
+    lambda k: F.coalesce(hogs_its_buffer(k), F.lit(False)),
+    VERDICT_LOWER,
+    lambda k: F.format_string(
+        "processes %.1f msgs/s, under %.0f%% of the %.1f msgs/s of the fastest consumer on its "
+        "queue, with a %d-byte window: the messages in its buffer wait for it while the others "
+        "idle (seed 003: slow consumers take consumerWindowSize 0)",
+        F.col("processing_rate_msgs_s"),
+        F.lit(k.policy.slow_consumer_share * 100),
+        F.col("_fastest_sibling_rate"),
+        F.col("consumer_window"),
+    ),
+    KNOB_CONSUMER_WINDOW,
+    lambda k: F.lit(0),
+)

@@ -1,0 +1,239 @@
+"""RabbitMQ queue recommendations (DESIGN.md §4 "recommendation", seed 004) in RabbitMQ's own knob:
+the queue length limit ``x-max-length`` (overflow ``reject-publish``), :data:`RABBITMQ_QUEUE_RULES`.
+RabbitMQ's consumers (link credit, prefetch) are recommend_links.py's.
+
+A queue that grows without bound (it gained messages over the window and ended at its peak) gets a
+limit of the messages it takes in ``max_backlog_s`` at its intake rate: past it, publishes are
+refused at once instead of the queue falling further behind, and its credit flow no longer blocks
+a whole 0.9.1 connection for it (seed 004: one slow queue blocks the connection; the evidence is
+silver ``blocking_episodes`` of kind ``connection`` whose reason is ``credit_flow:<queue>``).
+DataFrame -> DataFrame without I/O.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from jobs.recommend_policy import RecommendPolicy
+from jobs.transforms.recommend_evidence import QUEUE, entity_columns
+from jobs.transforms.timeutil import micros
+from jobs.transforms.verdict_rules import Facts, Rule, always, decide, staged
+from schemas.recommendations import (
+    BROKER_RABBITMQ,
+    ENTITY_QUEUE,
+    KNOB_MAX_LENGTH,
+    UNIT_MESSAGES,
+    VERDICT_AT_RISK,
+    VERDICT_KEEP,
+)
+
+CREDIT_FLOW_REASON = "credit_flow:"
+
+
+def _is(event_type: str) -> Column:
+    return F.col("event_type") == event_type
+
+
+def queue_growth(events: DataFrame) -> DataFrame:
+    """Per queue: messages enqueued and dequeued (deliveries to 0.9.1 and 1.0 consumers alike),
+    its depth at its latest event, and its intake rate: enqueues per second between its first
+    and its last enqueue of a run (the fastest run)."""
+    queue_events = events.where(F.col("queue").isNotNull())
+    per_run = (
+        queue_events.where(_is("enqueue"))
+        .groupBy(*QUEUE, "run_id")
+        .agg(
+            F.count(F.lit(1)).alias("_enqueues"),
+            (F.max(micros("ts")) - F.min(micros("ts"))).alias("_span_us"),
+        )
+        .groupBy(*QUEUE)
+        .agg(
+            F.max(
+                F.when(F.col("_span_us") > 0, F.col("_enqueues") / F.col("_span_us") * 1e6)
+            ).alias("intake_rate_msgs_s")
+        )
+    )
+    counts = queue_events.groupBy(*QUEUE).agg(
+        F.count(F.when(_is("enqueue"), 1)).alias("enqueued"),
+        F.count(F.when(_is("dequeue"), 1)).alias("dequeued"),
+        F.max_by(
+            "depth_msgs", F.when(F.col("depth_msgs").isNotNull(), F.struct("ts", "seq"))
+        ).alias("last_depth_msgs"),
+    )
+    return counts.join(per_run, list(QUEUE), "left")
+
+
+def connection_blocking(blocking_episodes: DataFrame) -> DataFrame:
+    """Per queue: the seconds and episodes of 0.9.1 connections blocked by its credit flow (an
+    open episode counts to its run's watermark), and the connections."""
+    reason = F.coalesce(F.col("reason"), F.lit(""))
+    seconds = F.coalesce(
+        F.col("duration_s"),
+        (micros("run_watermark_ts") - micros("start_ts")) / 1e6,
+    )
+    return (
+        blocking_episodes.where(
+            (F.col("kind") == "connection") & reason.startswith(CREDIT_FLOW_REASON)
+        )
+        .withColumn("queue", F.expr(f"substring(reason, {len(CREDIT_FLOW_REASON) + 1})"))
+        .groupBy(*QUEUE)
+        .agg(
+            F.sum(seconds).alias("connection_blocked_s"),
+            F.count(F.lit(1)).alias("connection_blocks"),
+            F.concat_ws(", ", F.sort_array(F.collect_set("entity"))).alias("_connections"),
+        )
+    )
+
+
+def _queue_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame, Facts]:
+    """``joined`` with a queue's decisions staged, and the facts its rules read: ``policy``,
+    ``limit`` (x-max-length now, 0 none), ``growing`` (gained messages and ended at its peak),
+    ``blocked_s`` (its connections' credit-flow blocking), ``blocked_share`` (of the queue's
+    observed time) and ``length`` (the limit to recommend)."""
+
+    def count(column: str) -> Column:
+        return F.coalesce(F.col(column), F.lit(0))
+
+    peak = F.greatest(count("peak_depth_msgs"), count("last_depth_msgs"))
+    growing = (count("enqueued") > count("dequeued")) & (
+        count("last_depth_msgs") >= peak * (1 - policy.keep_band_share)
+    )
+    observed = F.col("_observed_s")
+    joined, facts = staged(
+        joined,
+        {
+            "_limit": count("max_count"),
+            "_growing": growing & (count("last_depth_msgs") > 0),
+            "_blocked_s": F.coalesce(F.col("connection_blocked_s"), F.lit(0.0)),
+            "_length": F.greatest(
+                F.ceil(F.col("intake_rate_msgs_s") * policy.max_backlog_s), F.lit(1)
+            ).cast("long"),
+        },
+    )
+    named = {name.lstrip("_"): column for name, column in facts.items()}
+    return joined, Facts(
+        policy=policy,
+        peak=peak,
+        blocked_share=F.when(observed > 0, named["blocked_s"] / observed),
+        **named,
+    )
+
+
+def _growth(q: Facts) -> Column:
+    return F.format_string(
+        "grew to %d messages (%d enqueued, %d delivered) with no length limit; at %.0f msgs/s "
+        "intake, x-max-length %d holds %.1fs of it and refuses the rest at once "
+        "(overflow reject-publish)",
+        q.peak,
+        F.coalesce(F.col("enqueued"), F.lit(0)),
+        F.coalesce(F.col("dequeued"), F.lit(0)),
+        F.col("intake_rate_msgs_s"),
+        q.length,
+        F.lit(q.policy.max_backlog_s),
+    )
+
+
+#: A RabbitMQ queue's verdict: the first rule that holds (all act on x-max-length).
+RABBITMQ_QUEUE_RULES: tuple[Rule, ...] = (
+    Rule(
+        "length limit in force",
+        lambda q: q.limit > 0,
+        VERDICT_KEEP,
+        lambda q: F.format_string(
+            "x-max-length %d in force (peak %d, %d rejected)",
+            q.limit,
+            q.peak,
+            F.coalesce(F.col("rejected_msgs"), F.lit(0)),
+        ),
+        KNOB_MAX_LENGTH,
+        lambda q: q.limit,
+    ),
+    Rule(
+        "blocks its connection and grows",
+        lambda q: q.growing & (q.blocked_s > 0) & F.col("intake_rate_msgs_s").isNotNull(),
+        VERDICT_AT_RISK,
+        lambda q: F.concat(
+            F.format_string(
+                "its credit flow blocked 0.9.1 connection %s for %.2fs (%.0f%% of the time), "
+                "publishes to every other queue included; it ",
+                F.col("_connections"),
+                q.blocked_s,
+                F.coalesce(q.blocked_share, F.lit(0.0)) * 100,
+            ),
+            _growth(q),
+        ),
+        KNOB_MAX_LENGTH,
+        lambda q: q.length,
+    ),
+    Rule(
+        "grows without bound",
+        lambda q: q.growing & F.col("intake_rate_msgs_s").isNotNull(),
+        VERDICT_AT_RISK,
+        lambda q: F.concat(F.lit("it "), _growth(q)),
+        KNOB_MAX_LENGTH,
+        lambda q: q.length,
+    ),
+    Rule(
+        "blocks its connection, drains",
+        lambda q: q.blocked_s > 0,
+        VERDICT_KEEP,
+        lambda q: F.format_string(
+            "its credit flow blocked 0.9.1 connection %s for %.2fs, but it drains (ends at %d of "
+            "a peak of %d): it is slow, not long, and a length limit would not unblock it; "
+            "publish to it on a connection of its own (seed 004) or use AMQP 1.0",
+            F.col("_connections"),
+            q.blocked_s,
+            F.coalesce(F.col("last_depth_msgs"), F.lit(0)),
+            q.peak,
+        ),
+        KNOB_MAX_LENGTH,
+        lambda q: F.lit(None),
+    ),
+    Rule(
+        "does not grow",
+        always,
+        VERDICT_KEEP,
+        lambda q: F.format_string(
+            "no length limit; peak %d, ends at %d: it does not grow",
+            q.peak,
+            F.coalesce(F.col("last_depth_msgs"), F.lit(0)),
+        ),
+        KNOB_MAX_LENGTH,
+        lambda q: F.lit(None),
+    ),
+)
+
+
+def recommend_rabbitmq_queues(
+    settings: DataFrame,
+    growth: DataFrame,
+    blocking: DataFrame,
+    daily_evidence: DataFrame,
+    policy: RecommendPolicy,
+) -> DataFrame:
+    """One x-max-length recommendation per RabbitMQ queue (``settings``: queue_settings of the
+    RabbitMQ queues; the caller adds the date columns)."""
+    joined = (
+        settings.join(growth, list(QUEUE), "left")
+        .join(blocking, list(QUEUE), "left")
+        .join(daily_evidence, list(QUEUE), "left")
+    )
+    joined, facts = _queue_facts(joined, policy)
+    decision = decide(RABBITMQ_QUEUE_RULES, facts)
+    current = F.when(facts.limit > 0, facts.limit)
+    return joined.select(
+        *entity_columns(ENTITY_QUEUE, "queue"),
+        decision.verdict.alias("verdict"),
+        decision.rationale.alias("rationale"),
+        F.lit(BROKER_RABBITMQ).alias("broker_kind"),
+        decision.knob.alias("knob"),
+        current.alias("current_value"),
+        F.coalesce(decision.value, current).alias("recommended_value"),
+        F.lit(UNIT_MESSAGES).alias("unit"),
+        decision.rule.alias("rule"),
+        "max_count",
+        F.col("rejected_msgs"),
+        facts.peak.alias("peak_depth_msgs"),
+        "peak_depth_bytes",
+    )

@@ -1,0 +1,457 @@
+"""Recommendations in each broker's own knobs (DESIGN.md §4, issue 21 item 2): the broker kind of an
+entity told from the log, the Artemis and RabbitMQ rule tables (first match wins, the rationale
+names the winning rule's evidence), and, per broker kind, a recommendation computed by the real
+transforms on the engine's own event log and validated by re-simulation (``whatif``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from flowctl_core.runner import run_scenario
+from flowctl_core.scenario import Scenario, load_scenario, parse_scenario
+from flowctl_core.sink import ParquetSink
+from flowctl_core.whatif import (
+    format_knob_comparison,
+    knob_changes_from_recommendations,
+    run_knob_whatif,
+)
+from jobs.recommend_policy import RecommendPolicy
+from schemas.recommendations import THRESHOLD_RECOMMENDATIONS
+
+POLICY = RecommendPolicy(lookback_days=1)
+
+#: A small RabbitMQ workload: a 0.9.1 consumer and an AMQP 1.0 consumer with 10 of prefetch /
+#: credit across a 10 ms round trip (5 ms each way), and a 0.9.1 publisher writing flat out to a
+#: slow queue (200 us a message) and a fast one on one connection, nothing consuming them.
+RABBITMQ_SMALL_CREDIT = """
+name: rabbitmq-small-credit
+kind: workload
+start: 2026-03-06T10:00:00Z
+broker: {name: rabbitmq-small-credit}
+duration_s: 0.5
+queues:
+  - {name: backlog-091, prefill: {count: 5000, size: 1024}}
+  - {name: backlog-10, prefill: {count: 5000, size: 1024}}
+  - {name: slow-sink, service_time_us: 200}
+  - {name: fast-sink, service_time_us: 2}
+connections:
+  - name: reader-091-conn
+    protocol: amqp-0-9-1
+    latency_us: 5000
+    consumers: [{name: reader-091, queue: backlog-091, credit: 10, top_up_below: 0}]
+  - name: reader-10-conn
+    protocol: amqp-1.0
+    latency_us: 5000
+    consumers: [{name: reader-10, queue: backlog-10, credit: 10, top_up_below: 5}]
+  - name: writer
+    protocol: amqp-0-9-1
+    frame_cost_us: 8
+    publishers: [{name: to-slow, queue: slow-sink}, {name: to-fast, queue: fast-sink}]
+"""
+
+
+def engine_recommendations(
+    spark: Any, scenario: Scenario, raw: Path, policy: RecommendPolicy | None = None
+) -> dict[str, dict[str, Any]]:
+    """The scenario run on the engine into Parquet, then the pipeline's transforms (episodes,
+    daily, blocking episodes) and the recommendations as of its day: rows by entity."""
+    from pyspark.sql import functions as F
+
+    from jobs.recommend import load_policy
+    from jobs.transforms.blocking import blocking_episodes
+    from jobs.transforms.daily import link_starvation_daily, queue_flow_daily
+    from jobs.transforms.episodes import (
+        link_starvation_episodes,
+        queue_flow_episodes,
+        run_bounds,
+    )
+    from jobs.transforms.recommend import threshold_recommendations
+
+    with ParquetSink(raw, scenario.name) as sink:
+        run_scenario(scenario, [sink], run_id=scenario.name)
+    events = (
+        spark.read.parquet(str(raw))
+        .withColumn("date", F.to_date("date"))
+        .withColumn("source_file", F.input_file_name())
+        .cache()
+    )
+    day = scenario.start.date()
+    bounds = run_bounds(events).cache()
+    queue_episodes = queue_flow_episodes(events, bounds).cache()
+    starvations = link_starvation_episodes(events, bounds)
+    table = threshold_recommendations(
+        events,
+        queue_episodes,
+        queue_flow_daily(events, queue_episodes, bounds, day, day),
+        starvations,
+        link_starvation_daily(events, starvations, bounds, day, day),
+        policy or load_policy(),
+        day,
+        blocking_episodes(events, bounds),
+    )
+    assert [(f.name, f.dataType) for f in table.schema.fields] == [
+        (f.name, f.dataType) for f in THRESHOLD_RECOMMENDATIONS.to_spark().fields
+    ]
+    rows = [row.asDict() for row in table.collect()]
+    events.unpersist()
+    by_entity = {row["entity"]: row for row in rows}
+    assert len(by_entity) == len(rows), "an entity with more than one row"
+    for row in rows:  # every row names its broker's knob and the rule that decided it
+        assert row["broker_kind"] and row["knob"] and row["unit"] and row["rule"], row
+    return by_entity
+
+
+def validated(scenario: Scenario, row: dict[str, Any]) -> dict[str, Any]:
+    """The what-if of one recommendation row: it must be validated; returns its metrics."""
+    (change,) = knob_changes_from_recommendations([row])
+    comparison = run_knob_whatif(scenario, change)
+    print(format_knob_comparison(comparison))
+    assert comparison.validated, format_knob_comparison(comparison)
+    return {"before": comparison.before, "after": comparison.after}
+
+
+# -- the broker kind --------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_the_broker_kind_is_told_from_the_log(spark: Any, make_events: Any) -> None:
+    from jobs.transforms.recommend_brokers import link_broker_kinds, queue_broker_kinds
+
+    base = {"run_id": "r", "broker": "b", "ts": datetime(2026, 3, 3, tzinfo=UTC)}
+    artemis = json.dumps({"address": "orders", "address_size": 10, "policy": "BLOCK"})
+    rows = [
+        {**base, "seq": 1, "event_type": "enqueue", "queue": "q010", "protocol": "amqp-0-10"},
+        {**base, "seq": 2, "event_type": "enqueue", "queue": "orders", "protocol": "amqp-1.0",
+         "link": "amqp-in", "detail": artemis},
+        {**base, "seq": 3, "event_type": "enqueue", "queue": "q091", "protocol": "amqp-0-9-1"},
+        {**base, "seq": 4, "event_type": "enqueue", "queue": "q10", "protocol": "amqp-1.0"},
+        {**base, "seq": 5, "event_type": "queue_declared", "queue": "quiet",
+         "detail": '{"policy": "reject"}'},
+        # An AMQP 1.0 consumer of an Artemis queue is Artemis's, whatever its own events say.
+        {**base, "seq": 6, "event_type": "transfer", "queue": "orders", "protocol": "amqp-1.0",
+         "link": "amqp-out", "link_role": "consumer"},
+        {**base, "seq": 7, "event_type": "transfer", "queue": "q10", "protocol": "amqp-1.0",
+         "link": "rabbit-out", "link_role": "consumer"},
+    ]  # fmt: skip
+    events = make_events(rows)
+    queues = queue_broker_kinds(events)
+    assert {r.queue: r.broker_kind for r in queues.collect()} == {
+        "q010": "qpid",
+        "orders": "artemis",
+        "q091": "rabbitmq",
+        "q10": "rabbitmq",
+        "quiet": "qpid",  # no protocol logged: the plain engine's (Qpid's) queue
+    }
+    links = {r.link: r.broker_kind for r in link_broker_kinds(events, queues).collect()}
+    assert links == {"amqp-in": "artemis", "amqp-out": "artemis", "rabbit-out": "rabbitmq"}
+
+
+# -- the rule tables --------------------------------------------------------------------------
+
+ADDRESS_EVIDENCE = (
+    "broker string, address string, queue string, runs long, address_policy string, "
+    "max_size_bytes long, reject_threshold long, peak_address_bytes long, dropped_msgs long, "
+    "failed_msgs long, rejected_msgs long, paged_msgs long, episodes long, "
+    "max_message_bytes long, _message_overhead_bytes long"
+)
+ADDRESS_PRODUCERS = (
+    "broker string, address string, core_producers long, core_window_bytes long, "
+    "unbounded_windows long, producer_window long, amqp_producers long, amqp_credits long"
+)
+QUEUE_DAILY = (
+    "broker string, queue string, time_stopped_s double, _observed_s double, "
+    "peak_depth_msgs long, peak_depth_bytes long"
+)
+
+
+def _address(name: str, policy: str, peak: int, **counts: int) -> tuple[Any, ...]:
+    """A 262144-byte address of 1024-byte messages (1068 bytes of overhead each)."""
+    return ("b", name, name, 1, policy, 262144, counts.get("reject_threshold"), peak,
+            counts.get("dropped", 0), counts.get("failed", 0), counts.get("rejected", 0),
+            counts.get("paged", 0), 1, 1024, 1068)  # fmt: skip
+
+
+@pytest.mark.spark
+def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
+    from jobs.transforms.recommend_artemis import ARTEMIS_ADDRESS_RULES, recommend_addresses
+
+    evidence = spark.createDataFrame(
+        [
+            # Dropped messages and a window overshoot: the loss is what the row is about.
+            _address("dropping", "DROP", 300_000, dropped=100),
+            _address("overshooting", "BLOCK", 299_156),
+            _address("failing", "FAIL", 263_592, failed=7),
+            _address("paging", "PAGE", 263_592, paged=5),
+            _address("rejecting", "BLOCK", 154_256, rejected=10, reject_threshold=153_600),
+            _address("fine", "BLOCK", 270_000),
+        ],
+        ADDRESS_EVIDENCE,
+    )
+    producers = spark.createDataFrame(
+        [("b", name, 1, 65536, 0, 65536, 0, 0) for name in
+         ("dropping", "overshooting", "failing", "paging", "fine")]
+        + [("b", "rejecting", 0, None, 0, None, 2, 200)],
+        ADDRESS_PRODUCERS,
+    )  # fmt: skip
+    daily = spark.createDataFrame([], QUEUE_DAILY)
+    rows = {r.entity: r.asDict() for r in recommend_addresses(
+        evidence, producers, daily, POLICY).collect()}  # fmt: skip
+    names = [rule.name for rule in ARTEMIS_ADDRESS_RULES]
+    assert names.index("messages dropped at the limit") < names.index(
+        "CORE windows overshoot the address"
+    )
+    dropping = rows["dropping"]
+    assert (dropping["rule"], dropping["verdict"], dropping["knob"]) == (
+        "messages dropped at the limit",
+        "raise",
+        "max-size-bytes",
+    )
+    # Room for the peak and 100 dropped messages of 1024 + 1068 bytes, 20 % margin.
+    assert dropping["recommended_value"] == -(-(300_000 + 100 * 2092) * 12 // 10)
+    assert dropping["rationale"].startswith("raise: 100 messages dropped at max-size-bytes 262144")
+    over = rows["overshooting"]
+    assert (over["rule"], over["knob"], over["current_value"]) == (
+        "CORE windows overshoot the address",
+        "producerWindowSize",
+        65536,
+    )
+    # Overshoot 37012 past 262144, tolerated 26214 (10 %): 65536 x 26214 / (37012 x 1.2).
+    assert over["recommended_value"] == 65536 * 26214 * 10 // (37012 * 12)
+    assert "pass max-size-bytes 262144 by 37012 bytes" in over["rationale"]
+    failing = rows["failing"]
+    assert (failing["rule"], failing["verdict"]) == (
+        "producers failed at the limit",
+        "at_risk_of_overflow",
+    )
+    assert failing["recommended_value"] == failing["current_value"] == 262144
+    assert rows["paging"]["rule"] == "paging" and rows["paging"]["verdict"] == "keep"
+    rejecting = rows["rejecting"]
+    assert (rejecting["knob"], rejecting["current_value"]) == (
+        "max-size-bytes-reject-threshold",
+        153_600,
+    )
+    # Two AMQP producers' 200 credits x 2092 bytes past the limit, 20 % margin.
+    assert rejecting["recommended_value"] == 262144 + -(-200 * 2092 * 12 // 10)
+    assert "10 AMQP messages rejected above the reject threshold 153600" in rejecting["rationale"]
+    assert (rows["fine"]["rule"], rows["fine"]["verdict"]) == ("within its limit", "keep")
+    assert rows["fine"]["recommended_value"] == rows["fine"]["current_value"] == 262144
+
+
+@pytest.mark.spark
+def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
+    from jobs.transforms.recommend_rabbitmq import recommend_rabbitmq_queues
+
+    settings = spark.createDataFrame(
+        [("b", q, limit, 0, 1) for q, limit in
+         (("blocking", 0), ("growing", 0), ("limited", 500), ("slow", 0), ("drained", 0))],
+        "broker string, queue string, max_count long, rejected_msgs long, runs long",
+    )  # fmt: skip
+    growth = spark.createDataFrame(
+        [
+            ("b", "blocking", 3000, 0, 3000, 5000.0),
+            ("b", "growing", 3000, 0, 3000, 5000.0),
+            ("b", "limited", 3000, 2500, 500, 5000.0),
+            ("b", "slow", 3000, 2990, 10, 5000.0),
+            ("b", "drained", 3000, 3000, 0, 5000.0),
+        ],
+        "broker string, queue string, enqueued long, dequeued long, last_depth_msgs long, "
+        "intake_rate_msgs_s double",
+    )
+    blocking = spark.createDataFrame(
+        [("b", "blocking", 0.25, 3, "writer"), ("b", "slow", 0.1, 1, "writer")],
+        "broker string, queue string, connection_blocked_s double, connection_blocks long, "
+        "_connections string",
+    )
+    daily = spark.createDataFrame(
+        [("b", q, 0.0, 0.5, peak, None) for q, peak in
+         (("blocking", 3000), ("growing", 3000), ("limited", 500), ("slow", 400), ("drained", 10))],
+        QUEUE_DAILY,
+    )  # fmt: skip
+    rows = {r.entity: r.asDict() for r in recommend_rabbitmq_queues(
+        settings, growth, blocking, daily, POLICY).collect()}  # fmt: skip
+    assert {q: (r["rule"], r["verdict"]) for q, r in rows.items()} == {
+        "blocking": ("blocks its connection and grows", "at_risk_of_overflow"),
+        "growing": ("grows without bound", "at_risk_of_overflow"),
+        "limited": ("length limit in force", "keep"),
+        "slow": ("blocks its connection, drains", "keep"),
+        "drained": ("does not grow", "keep"),
+    }
+    blocking_row = rows["blocking"]
+    # 5000 msgs/s x max_backlog_s 1 s.
+    assert (blocking_row["knob"], blocking_row["current_value"]) == ("x-max-length", None)
+    assert blocking_row["recommended_value"] == 5000
+    assert blocking_row["rationale"].startswith(
+        "at_risk_of_overflow: its credit flow blocked 0.9.1 connection writer for 0.25s (50% "
+    )
+    assert rows["limited"]["recommended_value"] == rows["limited"]["current_value"] == 500
+    assert rows["drained"]["recommended_value"] is None  # no limit, and none recommended
+
+
+# -- per broker kind: the real transforms on the engine's log, validated by re-simulation --------
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_artemis_address_knobs_are_validated_by_whatif(spark: Any, tmp_path: Path) -> None:
+    """artemis-address-full-policies: DROP loses 2875 messages at 256 KiB (max-size-bytes raised
+    to hold them: none lost in the re-run); BLOCK with one 64 KiB CORE window passes the limit by
+    more than the 10 % tolerated (producerWindowSize lowered: less overshoot); PAGE pages and is
+    kept; FAIL's producer stops at the first failure, so no limit is sized from it."""
+    scenario = load_scenario("artemis-address-full-policies")
+    rows = engine_recommendations(spark, scenario, tmp_path / "raw")
+    assert {r["broker_kind"] for r in rows.values()} == {"artemis"}
+    assert not any(r["knob"].startswith("qpid.") for r in rows.values())
+    drop = rows["drop-address"]
+    assert (drop["entity_kind"], drop["knob"], drop["rule"]) == (
+        "address",
+        "max-size-bytes",
+        "messages dropped at the limit",
+    )
+    assert drop["current_value"] == 262144 < drop["recommended_value"]
+    metrics = validated(scenario, drop)
+    assert metrics["before"]["lost msgs (dropped, failed)"] == 2875
+    assert metrics["after"]["lost msgs (dropped, failed)"] == 0
+    block = rows["block-address"]
+    assert (block["knob"], block["verdict"], block["current_value"]) == (
+        "producerWindowSize",
+        "lower",
+        65536,
+    )
+    metrics = validated(scenario, block)
+    assert metrics["after"]["max overshoot bytes"] < metrics["before"]["max overshoot bytes"]
+    assert (rows["page-address"]["verdict"], rows["page-address"]["rule"]) == ("keep", "paging")
+    assert rows["fail-address"]["rule"] == "producers failed at the limit"
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_artemis_reject_threshold_is_validated_by_whatif(spark: Any, tmp_path: Path) -> None:
+    """artemis-amqp-reject-threshold: the hard address rejects 11,594 AMQP messages at a threshold
+    inside the overshoot BLOCK allows two producers' 100 credits; raised above it, the re-run
+    rejects none and stays under it. The soft address has no threshold: one is set above the
+    credit overshoot, which the re-run never reaches."""
+    scenario = load_scenario("artemis-amqp-reject-threshold")
+    rows = engine_recommendations(spark, scenario, tmp_path / "raw")
+    hard, soft = rows["telemetry-hard"], rows["telemetry-soft"]
+    assert (hard["knob"], hard["current_value"], hard["verdict"]) == (
+        "max-size-bytes-reject-threshold",
+        153600,
+        "raise",
+    )
+    metrics = validated(scenario, hard)
+    assert metrics["before"]["rejected msgs"] == 11594 and metrics["after"]["rejected msgs"] == 0
+    assert (soft["knob"], soft["current_value"], soft["verdict"]) == (
+        "max-size-bytes-reject-threshold",
+        None,
+        "at_risk_of_overflow",
+    )
+    metrics = validated(scenario, soft)
+    assert metrics["after"]["peak address bytes"] <= soft["recommended_value"]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_artemis_slow_consumer_gets_no_buffer_validated_by_whatif(
+    spark: Any, tmp_path: Path
+) -> None:
+    """artemis-slow-fast-consumers: the slow consumer on the 100 KiB-window queue holds 100 of its
+    400 messages for 20 s while the fast one idles (seed 003); consumerWindowSize 0 lets the fast
+    one take them: the queue is processed in well under a second."""
+    scenario = load_scenario("artemis-slow-fast-consumers")
+    rows = engine_recommendations(spark, scenario, tmp_path / "raw")
+    slow = rows["slow-100k"]
+    assert (slow["entity_kind"], slow["knob"], slow["unit"]) == (
+        "consumer",
+        "consumerWindowSize",
+        "bytes",
+    )
+    assert (slow["rule"], slow["current_value"], slow["recommended_value"]) == (
+        "slow consumer hogs its buffer",
+        102400,
+        0,
+    )
+    assert rows["fast-100k"]["rule"] != "slow consumer hogs its buffer"
+    metrics = validated(scenario, slow)
+    assert metrics["before"]["queue processed by s"] > 19
+    assert metrics["after"]["queue processed by s"] < 1
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_rabbitmq_knobs_are_validated_by_whatif(spark: Any, tmp_path: Path) -> None:
+    """A 0.9.1 consumer gets prefetch and an AMQP 1.0 consumer link credit (never each other's),
+    each raised for its round trip (the 0.9.1 one the policy's: its starvations end at each
+    single ack) and receiving more in the re-run; the slow queue that grows
+    and blocks its 0.9.1 connection gets x-max-length, under which the connection is blocked less.
+    No RabbitMQ queue gets Qpid thresholds."""
+    from jobs.recommend import load_policy
+
+    scenario = parse_scenario(yaml.safe_load(RABBITMQ_SMALL_CREDIT), "rabbitmq-small-credit")
+    # A 0.5 s run: a backlog of 0.2 s is a limit the run reaches.
+    policy = dataclasses.replace(load_policy(), max_backlog_s=0.2)
+    rows = engine_recommendations(spark, scenario, tmp_path / "raw", policy)
+    assert {r["broker_kind"] for r in rows.values()} == {"rabbitmq"}
+    prefetch, credit = rows["reader-091"], rows["reader-10"]
+    assert (prefetch["entity_kind"], prefetch["knob"], prefetch["current_value"]) == (
+        "consumer",
+        "prefetch",
+        10,
+    )
+    assert (credit["entity_kind"], credit["knob"], credit["current_value"]) == (
+        "consumer_link",
+        "link credit",
+        10,
+    )
+    for row in (prefetch, credit):
+        assert row["verdict"] == "raise" and row["recommended_value"] > 10, row["rationale"]
+        validated(scenario, row)
+    slow = rows["slow-sink"]
+    assert (slow["entity_kind"], slow["knob"], slow["rule"]) == (
+        "queue",
+        "x-max-length",
+        "blocks its connection and grows",
+    )
+    assert "writer" in slow["rationale"]
+    metrics = validated(scenario, slow)
+    assert metrics["after"]["peak depth msgs"] <= slow["recommended_value"]
+    queues = [r for r in rows.values() if r["entity_kind"] == "queue"]
+    assert all(r["knob"] == "x-max-length" for r in queues)
+    assert all(r["current_flow_stop_count"] is None for r in queues)
+
+
+def test_the_rows_knob_changes_skip_qpid_and_kept_rows() -> None:
+    rows: list[dict[str, Any]] = [
+        {"entity": "q", "knob": "qpid.flow_stop_count", "current_value": 100,
+         "recommended_value": 80, "broker_kind": "qpid"},
+        {"entity": "a", "knob": "max-size-bytes", "current_value": 10, "recommended_value": 10,
+         "broker_kind": "artemis"},
+        {"entity": "r", "knob": "x-max-length", "current_value": None,
+         "recommended_value": None, "broker_kind": "rabbitmq"},
+        {"entity": "c", "knob": "prefetch", "current_value": 10, "recommended_value": 20,
+         "broker_kind": "rabbitmq", "verdict": "raise", "rule": "starved for want of credit"},
+    ]  # fmt: skip
+    (change,) = knob_changes_from_recommendations(rows)
+    assert (change.entity, change.knob, change.current, change.value) == ("c", "prefetch", 10, 20)
+
+
+def test_rabbitmq_length_limit_is_a_reject_limit_without_flow_thresholds() -> None:
+    from flowctl_core.whatif import KnobChange, with_knob
+
+    scenario = parse_scenario(yaml.safe_load(RABBITMQ_SMALL_CREDIT), "rabbitmq-small-credit")
+    change = KnobChange("rabbitmq", "slow-sink", "x-max-length", None, 300, "v", "r")
+    (queue,) = [q for q in with_knob(scenario, change).queues if q.name == "slow-sink"]
+    assert queue.arguments == {
+        "qpid.max_count": 300,
+        "qpid.policy_type": "reject",
+        "qpid.flow_stop_count": 0,
+        "qpid.flow_resume_count": 0,
+        "qpid.flow_stop_size": 0,
+        "qpid.flow_resume_size": 0,
+    }
