@@ -99,7 +99,9 @@ def spark_tables(spark: Any, rows: list[dict[str, Any]], folder: Path) -> dict[s
 
 
 @pytest.fixture(scope="module")
-def compared(spark, tmp_path_factory) -> dict[str, peer.TableDifferences]:
+def compared(
+    spark: Any, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, peer.TableDifferences]:
     folder = tmp_path_factory.mktemp("peer")
     rows = hard_log()
     write_raw(rows, folder / "raw")
@@ -131,7 +133,9 @@ def _explain(found: peer.TableDifferences) -> str:
 
 
 @pytest.mark.parametrize("table", list(peer.TABLE_KEYS))
-def test_the_peer_agrees_with_the_spark_transforms(compared, table) -> None:
+def test_the_peer_agrees_with_the_spark_transforms(
+    compared: dict[str, peer.TableDifferences], table: str
+) -> None:
     found = compared[table]
     assert found.right_rows > 0
     assert found.agree, _explain(found)
@@ -145,11 +149,13 @@ def test_the_peer_agrees_with_the_spark_transforms(compared, table) -> None:
     "0); and an idle day of a queue that never logged a counter is, for the peer, an unknown "
     "change (null), for Spark 0",
 )
-def test_the_peer_reads_the_counter_change_as_spark_does(compared) -> None:
+def test_the_peer_reads_the_counter_change_as_spark_does(
+    compared: dict[str, peer.TableDifferences],
+) -> None:
     assert compared["counter_change"].agree, _explain(compared["counter_change"])
 
 
-def test_the_peer_refuses_copies_of_an_event_that_differ(tmp_path) -> None:
+def test_the_peer_refuses_copies_of_an_event_that_differ(tmp_path: Path) -> None:
     row = {"run_id": "r", "broker": "b", "seq": 1, "event_type": "enqueue", "queue": "q"}
     rows = [{**row, "ts": random_log(1, 1)[0]["ts"]}]
     write_raw(rows, tmp_path)
