@@ -17,6 +17,7 @@ import logging
 import sys
 from dataclasses import dataclass
 from datetime import date
+from functools import reduce
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -77,17 +78,24 @@ def runs_concerned(
     The spanning runs are searched among those with events after the range, usually none when the
     latest days are processed, so the common nightly run reads no other day."""
     bronze = read_table(spark, conf, BRONZE_BROKER_EVENTS)
-    in_days = bronze.where(days_predicate("date", date_from, date_to)).select("run_id")
+    # One Spark job: the runs with events or episodes in the days ("in") and the runs with
+    # events after them ("later").
+    found = bronze.where(days_predicate("date", date_from, date_to)).select(
+        "run_id", F.lit("in").alias("where")
+    )
     predicate = overlap_predicate(date_from, date_to)
     for table in EPISODE_TABLES:
-        in_days = in_days.unionByName(
-            read_table(spark, conf, table).where(predicate).select("run_id")
+        found = found.unionByName(
+            read_table(spark, conf, table)
+            .where(predicate)
+            .select("run_id", F.lit("in").alias("where"))
         )
-    runs = {r.run_id for r in in_days.distinct().collect()}
-    later = {
-        r.run_id
-        for r in bronze.where(F.col("date") > F.lit(date_to)).select("run_id").distinct().collect()
-    }
+    found = found.unionByName(
+        bronze.where(F.col("date") > F.lit(date_to)).select("run_id", F.lit("later").alias("where"))
+    )
+    rows = found.distinct().collect()
+    runs = {r.run_id for r in rows if r.where == "in"}
+    later = {r.run_id for r in rows if r.where == "later"}
     if later - runs:
         spanning = (
             bronze.where(F.col("date") < F.lit(date_from))
@@ -159,29 +167,41 @@ def processing_scope(
     if not runs:
         return Scope(date_from, date_to, (), date_from, date_to)
     of_runs = F.col("run_id").isin(*runs)
-    earlier: list[date] = []
-    for table in DAILY_TABLES:
-        latest = (
-            read_table(spark, conf, table)
-            .where(of_runs & (F.col("date") < F.lit(date_from)))
-            .agg(F.max("date"))
-            .first()[0]
-        )
-        earlier += [latest] if latest else []
     # Episodes of these runs that the new events may change: those overlapping the range, and
     # the open ones (computed against an earlier watermark), which must be replaced too.
     changeable = f"({overlap_predicate(date_from, date_to)}) OR end_ts IS NULL"
-    for table in EPISODE_TABLES:
-        first_start = (
-            read_table(spark, conf, table).where(changeable).where(of_runs).agg(F.min("start_date"))
-        ).first()[0]
-        earlier += [first_start] if first_start else []
-    later = (
+    # One Spark job over the small tables and bronze's later partitions: per source, the days
+    # that bound the span (a gold table's latest day before the range, an episode table's
+    # earliest changeable start, bronze's latest day after the range).
+    sources = [
+        read_table(spark, conf, table)
+        .where(of_runs & (F.col("date") < F.lit(date_from)))
+        .select(F.lit(table.name).alias("source"), F.col("date").alias("day"))
+        for table in DAILY_TABLES
+    ]
+    sources += [
+        read_table(spark, conf, table)
+        .where(changeable)
+        .where(of_runs)
+        .select(F.lit(table.name).alias("source"), F.col("start_date").alias("day"))
+        for table in EPISODE_TABLES
+    ]
+    sources.append(
         read_table(spark, conf, BRONZE_BROKER_EVENTS)
         .where((F.col("date") > F.lit(date_to)) & of_runs)
-        .agg(F.max("date"))
-        .first()[0]
+        .select(F.lit(BRONZE_BROKER_EVENTS.name).alias("source"), F.col("date").alias("day"))
     )
+    bounds = {
+        row.source: row
+        for row in reduce(DataFrame.unionByName, sources)
+        .groupBy("source")
+        .agg(F.min("day").alias("first"), F.max("day").alias("last"))
+        .collect()
+    }
+    earlier = [bounds[t.name].last for t in DAILY_TABLES if t.name in bounds]
+    earlier += [bounds[t.name].first for t in EPISODE_TABLES if t.name in bounds]
+    bronze_after = bounds.get(BRONZE_BROKER_EVENTS.name)
+    later = bronze_after.last if bronze_after else None
     return Scope(
         date_from,
         date_to,
