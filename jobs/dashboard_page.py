@@ -270,20 +270,27 @@ def overview_charts(entities: Sequence[dict[str, Any]], figures: Figures) -> str
     return "".join(parts)
 
 
-def timelines_section(data: dict[str, Any], active: set[tuple[str, str]], figures: Figures) -> str:
-    """Per broker: the depth timelines of its queues with something to show, then the intervals
-    of its starved and blocked entities."""
+def timelines_section(
+    data: dict[str, Any], active: Sequence[dict[str, Any]], figures: Figures
+) -> str:
+    """Per broker, worst first: the depth timelines of its queues with something to show
+    (longest stopped first), then the intervals of its starved and blocked entities."""
+    blocked = {(e["broker"], e["kind"], e["entity"]): e.get("blocked_s") or 0.0 for e in active}
     intervals: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for interval in data["intervals"]:
         intervals[interval["broker"]].append(interval)
     timelines: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for timeline in data["timelines"]:
-        if (timeline["broker"], timeline["queue"]) in active and timeline["points"]:
+        if (timeline["broker"], "queue", timeline["queue"]) in blocked and timeline["points"]:
             timelines[timeline["broker"]].append(timeline)
+    worst: dict[str, float] = defaultdict(float)
+    for (broker, _, _), seconds in blocked.items():
+        worst[broker] = max(worst[broker], seconds)
     parts = []
-    for broker in sorted(set(intervals) | set(timelines)):
+    for broker in sorted(set(intervals) | set(timelines), key=lambda b: (-worst[b], b)):
+        drawn = sorted(timelines[broker], key=lambda t: -blocked[(broker, "queue", t["queue"])])
         queue_divs = "".join(
-            figures.div(queue_timeline_figure(t), "timeline", t["queue"]) for t in timelines[broker]
+            figures.div(queue_timeline_figure(t), "timeline", t["queue"]) for t in drawn
         )
         figure = intervals_figure(broker, intervals[broker])
         parts.append(
@@ -322,6 +329,19 @@ def render_page(data: dict[str, Any], title: str = TITLE) -> str:
     options = "".join(
         f'<option value="{html.escape(scope)}">{text(name)}</option>' for scope, name, _ in scopes
     )
+    at_risk_table = (
+        recommendations_table(at_risk, "at-risk-table")
+        if at_risk
+        else '<p class="empty">no recommendation is at risk of overflow</p>'
+    )
+    ranked_table = (
+        entities_table(active) if active else '<p class="empty">no data in the gold tables yet</p>'
+    )
+    every_recommendation = (
+        recommendations_table(data["recommendations"], "recommendations-table")
+        if data["recommendations"]
+        else '<p class="empty">no recommendations yet</p>'
+    )
     body = f"""
 <header>
   <h1>{text(title)}</h1>
@@ -334,13 +354,9 @@ def render_page(data: dict[str, Any], title: str = TITLE) -> str:
   <h2>Overview</h2>
   {charts}
   <h3>At risk</h3>
-  {
-        recommendations_table(at_risk, "at-risk-table")
-        if at_risk
-        else '<p class="empty">no recommendation is at risk of overflow</p>'
-    }
+  {at_risk_table}
   <h3>Every entity with something to show, worst first</h3>
-  {entities_table(active) if active else '<p class="empty">no data in the gold tables yet</p>'}
+  {ranked_table}
   <h3>Nothing to show (never stopped, starved or blocked, nothing lost)</h3>
   {idle_summary(idle)}
 </section>
@@ -349,19 +365,11 @@ def render_page(data: dict[str, Any], title: str = TITLE) -> str:
   <p class="muted">A queue's depth (the largest in each time bucket) against its stop and resume
   thresholds, shaded while its flow was stopped; then each broker's starved links and blocked
   connections, alarms, sessions and producers over time.</p>
-  {
-        timelines_section(
-            data, {(e["broker"], e["entity"]) for e in active if e["kind"] == "queue"}, figures
-        )
-    }
+  {timelines_section(data, active, figures)}
 </section>
 <section id="recommendations">
   <h2>Recommendations</h2>
-  {
-        recommendations_table(data["recommendations"], "recommendations-table")
-        if data["recommendations"]
-        else '<p class="empty">no recommendations yet</p>'
-    }
+  {every_recommendation}
 </section>"""
     parts = {
         "TITLE": text(title),
