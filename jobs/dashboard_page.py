@@ -208,7 +208,7 @@ def knob_change(row: dict[str, Any]) -> str:
 def evidence(row: dict[str, Any]) -> str:
     parts = []
     if row.get("episodes") is not None:
-        parts.append(f"{number(row['episodes'])} episodes")
+        parts.append(f"{number(row['episodes'])} episode{'' if row['episodes'] == 1 else 's'}")
     for key, what in (("time_stopped_s", "s stopped"), ("starved_s", "s starved")):
         if row.get(key):
             parts.append(f"{number(row[key])} {what}")
