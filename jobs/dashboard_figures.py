@@ -118,14 +118,14 @@ def blocked_time_figure(entities: Sequence[dict[str, Any]]) -> go.Figure | None:
         )
     _layout(
         fig,
-        f"Time stopped, starved or blocked: worst {TOP_N}",
+        f"Time stopped, starved or blocked: the worst {len(top)}",
         OVERVIEW_SIZE,
         barmode="stack",
         legend={"orientation": "h", "y": -0.22, "x": 0, "font": {"size": 10}},
         showlegend=True,
     )
     fig.update_yaxes(categoryorder="array", categoryarray=names)
-    fig.update_xaxes(title_text="seconds (summed over runs and days)")
+    fig.update_xaxes(title_text="seconds, over all runs and days")
     return fig
 
 

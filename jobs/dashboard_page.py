@@ -400,7 +400,8 @@ _PAGE = r"""<!DOCTYPE html>
   .muted { color: var(--muted); }
   .charts, .timeline-grid { display: flex; flex-wrap: wrap; gap: 10px; }
   .figure, .no-chart { background: #fff; border: 1px solid var(--line); border-radius: 4px; }
-  .no-chart { width: 428px; padding: 12px; color: var(--muted); font-style: italic; }
+  .no-chart { box-sizing: border-box; width: 432px; align-self: flex-start; padding: 12px;
+              color: var(--muted); font-style: italic; }
   .figure[data-chart="intervals"] { margin-top: 10px; display: inline-block; }
   table { border-collapse: collapse; background: #fff; width: 100%; table-layout: fixed; }
   th, td { border: 1px solid var(--line); padding: 3px 5px; text-align: left;
