@@ -334,8 +334,11 @@ def whatif(
     as_of: Annotated[str | None, typer.Option(help="recommendations as of this day")] = None,
     seed: Annotated[int | None, typer.Option(help="random seed (default: the scenario's)")] = None,
 ) -> None:
-    """Rerun a scenario with the recommended thresholds; print before / after per queue.
+    """Rerun a scenario with the recommended settings; print before / after per queue or knob.
 
+    Qpid thresholds are replayed together; other brokers' knobs (Artemis max-size-bytes, reject
+    threshold, producer/consumer windows; RabbitMQ link credit, prefetch, x-max-length) one row
+    at a time, each failing when the re-run does not do what its verdict is for.
     Exits 1 when a recommendation changes a queue's thresholds but fails what the change is for:
     a stop threshold lowered or switched on must cut the overshoot or the rejections without
     more time stopped; stop thresholds only raised or switched off must cut the time stopped or
@@ -361,22 +364,27 @@ def whatif(
     if local_table_missing(table):
         raise _fail(f"{table}: not a Delta table (run `flowctl pipeline` first)")
     spark = _spark_session(pipeline_conf, "flowctl-whatif")
+    from flowctl.whatif import load_recommendation_rows, whatif_knobs
+    from flowctl_core.whatif import format_knob_comparison
+
     try:
+        rows = load_recommendation_rows(spark, table, as_of=as_of_day, broker=spec.broker.name)
         overrides = load_recommended_thresholds(
             spark, table, as_of=as_of_day, broker=spec.broker.name
         )
     except ValueError as error:
         raise _fail(f"{table}: {error}") from None
-    if not overrides:
+    if not rows:
         raise _fail(f"{table}: no recommendations for broker {spec.broker.name!r}")
-    overrides, artemis_queues = without_artemis_queues(spec, overrides)
-    for queue in artemis_queues:
-        console.print(
-            f"{queue}: Artemis queue, whose flow control is its address's max-size-bytes and not "
-            "queue thresholds: not validated here",
-            highlight=False,
-        )
+    # Other brokers' knobs (Artemis, RabbitMQ) are replayed one row at a time.
+    failed = False
+    for knob_comparison in whatif_knobs(spark, table, spec, as_of=as_of_day, seed=seed):
+        console.print(format_knob_comparison(knob_comparison), highlight=False)
+        failed |= not knob_comparison.validated
+    overrides, _ = without_artemis_queues(spec, overrides)
     if not overrides:
+        if failed:
+            raise typer.Exit(1)
         return
     try:
         comparison = run_whatif(spec, overrides, seed=seed)
@@ -391,7 +399,6 @@ def whatif(
             f"not in this scenario: {', '.join(comparison.ignored_overrides)}", highlight=False
         )
     uncovered = set(declared_queues(spec)) - set(overrides)
-    failed = False
     for queue, verdict, queue_failed in queue_verdicts(comparison):
         if queue in uncovered:
             verdict = f"no recommendation in {table} (run the pipeline over this scenario's days)"

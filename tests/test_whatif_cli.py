@@ -1,0 +1,70 @@
+"""``flowctl whatif`` on a broker other than Qpid: a recommendation row in an Artemis knob, read
+from a Delta table as the pipeline writes it, replayed on the bundled scenario from the command
+line; a row whose replay does worse fails the command (exit 1), so a deploy can gate on it."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from flowctl.cli import app
+from jobs.delta_io import replace_where_at
+from schemas.recommendations import THRESHOLD_RECOMMENDATIONS
+
+pytestmark = pytest.mark.spark
+
+AS_OF = date(2026, 3, 5)
+
+
+def _artemis_row(entity: str, recommended: int, verdict: str) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(THRESHOLD_RECOMMENDATIONS.names)
+    return {
+        **row,
+        "date": AS_OF,
+        "window_from": AS_OF,
+        "broker": "artemis-policies",
+        "entity_kind": "address",
+        "entity": entity,
+        "queue": entity,
+        "runs": 1,
+        "verdict": verdict,
+        "rationale": "test row",
+        "broker_kind": "artemis",
+        "knob": "max-size-bytes",
+        "current_value": 262_144,
+        "recommended_value": recommended,
+        "unit": "bytes",
+        "rule": "messages dropped at the limit",
+        "safety_margin": 0.2,
+        "min_dwell_s": 1.0,
+    }
+
+
+def _table(spark: Any, folder: Path, rows: list[dict[str, Any]]) -> str:
+    path = str(folder / "threshold_recommendations")
+    frame = spark.createDataFrame(rows, THRESHOLD_RECOMMENDATIONS.to_spark())
+    replace_where_at(spark, path, THRESHOLD_RECOMMENDATIONS, frame, "true")
+    return path
+
+
+def test_an_artemis_max_size_bytes_row_is_replayed_and_validated(spark, tmp_path) -> None:
+    # DROP at 256 KiB loses messages in the bundled scenario; 7.5 MB holds them all.
+    table = _table(spark, tmp_path, [_artemis_row("drop-address", 7_533_711, "raise")])
+    result = CliRunner().invoke(app, ["whatif", "artemis-address-full-policies",
+                                      "--recommendations", table])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "drop-address (artemis): max-size-bytes 262144 -> 7533711" in result.output
+    assert "  validated" in result.output
+
+
+def test_a_row_that_does_worse_fails_the_command(spark, tmp_path) -> None:
+    # Lowering the DROP address's limit loses more messages, not fewer.
+    table = _table(spark, tmp_path, [_artemis_row("drop-address", 65_536, "raise")])
+    result = CliRunner().invoke(app, ["whatif", "artemis-address-full-policies",
+                                      "--recommendations", table])  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert "NOT validated" in result.output
