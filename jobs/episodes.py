@@ -31,6 +31,7 @@ from jobs.delta_io import (
     replace_where,
     replace_where_at,
     sql_string,
+    table_path,
 )
 from jobs.pipeline_state import run_recorded
 from jobs.transforms.blocking import BLOCKING_INPUT_COLUMNS, blocking_episodes
@@ -50,7 +51,6 @@ from schemas.tables import (
     QUEUE_FLOW_DAILY,
     QUEUE_FLOW_EPISODES,
 )
-from schemas.timelines import LAYER as TIMELINE_LAYER
 from schemas.timelines import QUEUE_DEPTH_TIMELINE
 
 log = logging.getLogger("flowctl.episodes")
@@ -263,7 +263,7 @@ def process_episodes(
 
 def depth_timeline_path(conf: PipelineConf) -> str:
     """Where ``queue_depth_timeline`` lives: <warehouse>/silver/queue_depth_timeline."""
-    return conf.table_path(TIMELINE_LAYER, QUEUE_DEPTH_TIMELINE.name)
+    return table_path(conf, QUEUE_DEPTH_TIMELINE)
 
 
 def write_depth_timeline(

@@ -26,8 +26,6 @@ from jobs.delta_io import days_predicate
 from schemas.model import TableSchema
 from schemas.recommendations import THRESHOLD_RECOMMENDATIONS
 from schemas.tables import GOLD, PIPELINE_TABLES
-from schemas.timelines import LAYER as TIMELINE_LAYER
-from schemas.timelines import QUEUE_DEPTH_TIMELINE
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +40,6 @@ def maintained_tables(conf: PipelineConf) -> list[tuple[str, TableSchema]]:
     ]
     tables.append(
         (conf.table_path(GOLD, THRESHOLD_RECOMMENDATIONS.name), THRESHOLD_RECOMMENDATIONS)
-    )
-    tables.append(
-        (conf.table_path(TIMELINE_LAYER, QUEUE_DEPTH_TIMELINE.name), QUEUE_DEPTH_TIMELINE)
     )
     return tables
 

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from schemas.broker_events import BROKER_EVENTS
 from schemas.model import Column, TableSchema
+from schemas.timelines import QUEUE_DEPTH_TIMELINE
 
 SCHEMA_VERSION = 1
 
@@ -291,6 +292,7 @@ PIPELINE_TABLES: dict[str, tuple[str, TableSchema]] = {
         (SILVER, QUEUE_FLOW_EPISODES),
         (SILVER, LINK_STARVATION_EPISODES),
         (SILVER, BLOCKING_EPISODES),
+        (SILVER, QUEUE_DEPTH_TIMELINE),
         (GOLD, QUEUE_FLOW_DAILY),
         (GOLD, LINK_STARVATION_DAILY),
         (GOLD, BLOCKING_DAILY),

@@ -56,6 +56,3 @@ QUEUE_DEPTH_TIMELINE = TableSchema(
         Column("flow_stopped", "bool", nullable=False, doc="flow stopped at the bucket's end"),
     ),
 )
-
-#: The layer the table lives in: <warehouse>/silver/queue_depth_timeline.
-LAYER = "silver"

@@ -21,6 +21,7 @@ def test_every_table_is_registered_once_with_a_layer_and_real_partition_columns(
         "link_starvation_daily",
         "blocking_episodes",
         "blocking_daily",
+        "queue_depth_timeline",
         "pipeline_state",
     }
     for layer, schema in PIPELINE_TABLES.values():
