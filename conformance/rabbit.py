@@ -419,7 +419,9 @@ def memory_alarm(
             _wait_for(lambda: depth()[1] > resumed_from, 15)
             time.sleep(0.3)
             t4, d4 = depth()
-            time.sleep(1.0)
+            # Three seconds, not one: the intake right after comes in bursts here (a 1 s window
+            # saw 0 once, 0.07 of before another time, although the queue had grown again).
+            time.sleep(3.0)
             t5, d5 = depth()
     finally:
         writer.stop()
