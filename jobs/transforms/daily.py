@@ -22,7 +22,8 @@ from jobs.transforms.timeutil import US_PER_DAY, micros
 from jobs.transforms.validate import LINK_EVENT_TYPES
 
 
-def _in_days(column: str, date_from: date, date_to: date) -> Column:
+def in_days(column: str, date_from: date, date_to: date) -> Column:
+    """``column`` (a date) within [date_from, date_to]."""
     return F.col(column).between(F.lit(date_from), F.lit(date_to))
 
 
@@ -139,7 +140,7 @@ def _queue_days(
     counter_delta = F.coalesce("_last_counter", "_counter_at_start") - F.col("_counter_at_start")
     return (
         with_days.withColumn("date", F.date_from_unix_date("_day"))
-        .where(_in_days("date", date_from, date_to))
+        .where(in_days("date", date_from, date_to))
         .select(
             *QUEUE_KEYS,
             "date",

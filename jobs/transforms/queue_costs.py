@@ -25,6 +25,7 @@ from datetime import date
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from jobs.transforms.daily import in_days
 from jobs.transforms.episodes import QUEUE_KEYS
 
 
@@ -69,14 +70,10 @@ QUEUE_COST_COLUMNS: tuple[str, ...] = (
 QUEUE_COST_INPUT_COLUMNS = ("message_id", "latency_us", "detail")
 
 
-def _in_days(date_from: date, date_to: date) -> Column:
-    return F.col("date").between(F.lit(date_from), F.lit(date_to))
-
-
 def message_counts(events: DataFrame, date_from: date, date_to: date) -> DataFrame:
     """Per queue and day in range with a counted event: :data:`MESSAGE_COUNTS`."""
     return (
-        events.where(_in_days(date_from, date_to) & F.col("queue").isNotNull())
+        events.where(in_days("date", date_from, date_to) & F.col("queue").isNotNull())
         .groupBy(*QUEUE_KEYS, "date")
         .agg(*(F.count(F.when(rule(), 1)).alias(name) for name, rule in MESSAGE_COUNTS))
     )
@@ -91,7 +88,7 @@ def held_completions(events: DataFrame, date_from: date, date_to: date) -> DataF
     """
     message = ["run_id", "link", "message_id"]
     completed = events.where(
-        _is("transfer_completed") & (F.col("latency_us") > 0) & _in_days(date_from, date_to)
+        _is("transfer_completed") & (F.col("latency_us") > 0) & in_days("date", date_from, date_to)
     ).select(*message, "date", "latency_us")
     enqueued_on = (
         events.where(_is("enqueue") & F.col("queue").isNotNull() & (F.col("date") <= date_to))
