@@ -2,6 +2,10 @@
 
 Each command is a thin function over the engine (flowctl_core) or the jobs (imported when the
 command runs, so the engine's commands start without Spark); what they print is flowctl/render.py.
+
+It stays one module although a little over 500 lines: every command registers on the one typer
+``app`` here and shares its failure wrapper and its conf and Spark helpers, so the whole command
+line (options, exit codes, the checks made before Spark starts) reads in one place.
 """
 
 from __future__ import annotations
@@ -28,11 +32,14 @@ from flowctl.render import (
     print_pipeline_status,
     print_summary,
 )
+from flowctl.whatif import load_recommendation_rows, load_recommended_thresholds, whatif_knobs
 from flowctl_core.errors import FlowctlError
-from flowctl_core.flowlimit import FlowConfigError
+from flowctl_core.flowlimit import FlowConfigError, FlowThresholds
 from flowctl_core.runner import RunResult, default_run_id, run_scenario
-from flowctl_core.scenario import ScenarioError, bundled_scenarios, load_scenario
+from flowctl_core.scenario import Scenario, ScenarioError, bundled_scenarios, load_scenario
 from flowctl_core.sink import ParquetSink, SinkError, rows_in_files, run_files
+from flowctl_core.whatif import declared_queues, queue_verdicts, run_whatif, without_artemis_queues
+from flowctl_core.whatif_knobs import format_knob_comparison
 
 app = typer.Typer(
     help="flowctl: how broker flow control really behaves, and what thresholds to set.",
@@ -345,14 +352,6 @@ def whatif(
     the episodes without more rejections; resume thresholds only (flapping) must cut the
     episodes without more rejections.
     """
-    from flowctl.whatif import load_recommended_thresholds
-    from flowctl_core.whatif import (
-        declared_queues,
-        queue_verdicts,
-        run_whatif,
-        without_artemis_queues,
-    )
-
     spec = load_scenario(scenario)
     as_of_day = _parse_date(as_of, "--as-of") if as_of else None
     from jobs.delta_io import local_table_missing
@@ -364,9 +363,6 @@ def whatif(
     if local_table_missing(table):
         raise _fail(f"{table}: not a Delta table (run `flowctl pipeline` first)")
     spark = _spark_session(pipeline_conf, "flowctl-whatif")
-    from flowctl.whatif import load_recommendation_rows, whatif_knobs
-    from flowctl_core.whatif import format_knob_comparison
-
     try:
         rows = load_recommendation_rows(spark, table, as_of=as_of_day, broker=spec.broker.name)
         overrides = load_recommended_thresholds(
@@ -382,10 +378,17 @@ def whatif(
         console.print(format_knob_comparison(knob_comparison), highlight=False)
         failed |= not knob_comparison.validated
     overrides, _ = without_artemis_queues(spec, overrides)
-    if not overrides:
-        if failed:
-            raise typer.Exit(1)
-        return
+    if overrides:
+        failed |= _print_threshold_whatif(spec, overrides, table, seed)
+    if failed:  # a changed setting that does no better: fail, so that a deploy can gate on it
+        raise typer.Exit(1)
+
+
+def _print_threshold_whatif(
+    spec: Scenario, overrides: dict[str, FlowThresholds], table: str, seed: int | None
+) -> bool:
+    """Replay the Qpid threshold overrides together and print before / after and each queue's
+    verdict; whether a changed threshold failed what the change is for."""
     try:
         comparison = run_whatif(spec, overrides, seed=seed)
     except FlowConfigError as error:
@@ -399,13 +402,13 @@ def whatif(
             f"not in this scenario: {', '.join(comparison.ignored_overrides)}", highlight=False
         )
     uncovered = set(declared_queues(spec)) - set(overrides)
+    failed = False
     for queue, verdict, queue_failed in queue_verdicts(comparison):
         if queue in uncovered:
             verdict = f"no recommendation in {table} (run the pipeline over this scenario's days)"
         console.print(f"{queue}: {verdict}", highlight=False)
         failed |= queue_failed
-    if failed:  # a changed threshold that does no better: fail, so that a deploy can gate on it
-        raise typer.Exit(1)
+    return failed
 
 
 @app.command()

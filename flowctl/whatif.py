@@ -1,7 +1,7 @@
 """What-if over the Delta tables: the recommendations read from the gold
-``threshold_recommendations`` table, for :mod:`flowctl_core.whatif` to replay: Qpid's thresholds
+``threshold_recommendations`` table, for the engine to replay: Qpid's thresholds
 (:func:`load_recommended_thresholds`, :func:`flowctl_core.whatif.run_whatif`) and every other
-broker's knob (:func:`whatif_knobs`, :func:`flowctl_core.whatif.run_knob_whatif`)."""
+broker's knob (:func:`whatif_knobs`, :func:`flowctl_core.whatif_knobs.run_knob_whatif`)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from flowctl_core.flowlimit import FlowThresholds
 from flowctl_core.scenario import Scenario
-from flowctl_core.whatif import (
+from flowctl_core.whatif import overrides_from_recommendations
+from flowctl_core.whatif_knobs import (
     KnobComparison,
     knob_applies,
     knob_changes_from_recommendations,
-    overrides_from_recommendations,
     run_knob_whatif,
 )
 

@@ -3,6 +3,11 @@
 Two forms share one model. A *scripted* scenario runs ordered ``steps`` (declare, send, consume,
 set thresholds, advance the clock); a *workload* scenario runs rate-driven producers (with optional
 bursts) and consumers for ``duration_s`` seconds from a random ``seed``.
+
+It stays one module although over 500 lines: the format is one pydantic model tree, whose
+cross-field checks (:class:`Scenario` and its ``_check_*`` methods) need every part's model and
+whose error messages walk that same tree to name the wrong field (``_model_at``); split, the
+halves would import each other, and the whole format would no longer read in one place.
 """
 
 from __future__ import annotations

@@ -14,16 +14,14 @@ from typing import Any
 import pytest
 import yaml
 
-from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import Scenario, load_scenario, parse_scenario
-from flowctl_core.sink import ParquetSink
-from flowctl_core.whatif import (
+from flowctl_core.whatif_knobs import (
     format_knob_comparison,
     knob_changes_from_recommendations,
     run_knob_whatif,
 )
 from jobs.recommend_policy import RecommendPolicy
-from schemas.recommendations import THRESHOLD_RECOMMENDATIONS
+from tests.scenario_gold import recommendation_rows
 
 POLICY = RecommendPolicy(lookback_days=1)
 
@@ -60,47 +58,9 @@ connections:
 def engine_recommendations(
     spark: Any, scenario: Scenario, raw: Path, policy: RecommendPolicy | None = None
 ) -> dict[str, dict[str, Any]]:
-    """The scenario run on the engine into Parquet, then the pipeline's transforms (episodes,
-    daily, blocking episodes) and the recommendations as of its day: rows by entity."""
-    from pyspark.sql import functions as F
-
-    from jobs.recommend import load_policy
-    from jobs.transforms.blocking import blocking_episodes
-    from jobs.transforms.daily import link_starvation_daily, queue_flow_daily
-    from jobs.transforms.episodes import (
-        link_starvation_episodes,
-        queue_flow_episodes,
-        run_bounds,
-    )
-    from jobs.transforms.recommend import threshold_recommendations
-
-    with ParquetSink(raw, scenario.name) as sink:
-        run_scenario(scenario, [sink], run_id=scenario.name)
-    events = (
-        spark.read.parquet(str(raw))
-        .withColumn("date", F.to_date("date"))
-        .withColumn("source_file", F.input_file_name())
-        .cache()
-    )
-    day = scenario.start.date()
-    bounds = run_bounds(events).cache()
-    queue_episodes = queue_flow_episodes(events, bounds).cache()
-    starvations = link_starvation_episodes(events, bounds)
-    table = threshold_recommendations(
-        events,
-        queue_episodes,
-        queue_flow_daily(events, queue_episodes, bounds, day, day),
-        starvations,
-        link_starvation_daily(events, starvations, bounds, day, day),
-        policy or load_policy(),
-        day,
-        blocking_episodes(events, bounds),
-    )
-    assert [(f.name, f.dataType) for f in table.schema.fields] == [
-        (f.name, f.dataType) for f in THRESHOLD_RECOMMENDATIONS.to_spark().fields
-    ]
-    rows = [row.asDict() for row in table.collect()]
-    events.unpersist()
+    """The scenario's recommendations as the pipeline computes them (:func:`recommendation_rows`),
+    by entity."""
+    rows = recommendation_rows(spark, scenario, raw, policy)
     by_entity = {row["entity"]: row for row in rows}
     assert len(by_entity) == len(rows), "an entity with more than one row"
     for row in rows:  # every row names its broker's knob and the rule that decided it
@@ -442,7 +402,7 @@ def test_the_rows_knob_changes_skip_qpid_and_kept_rows() -> None:
 
 
 def test_rabbitmq_length_limit_is_a_reject_limit_without_flow_thresholds() -> None:
-    from flowctl_core.whatif import KnobChange, with_knob
+    from flowctl_core.whatif_knobs import KnobChange, with_knob
 
     scenario = parse_scenario(yaml.safe_load(RABBITMQ_SMALL_CREDIT), "rabbitmq-small-credit")
     change = KnobChange("rabbitmq", "slow-sink", "x-max-length", None, 300, "v", "r")

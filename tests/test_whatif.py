@@ -3,7 +3,6 @@ engine -> Parquet -> the pipeline's transforms -> recommendations -> what-if on 
 
 from __future__ import annotations
 
-from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,6 @@ from flowctl_core.events import EventCollector
 from flowctl_core.flowlimit import FlowConfigError, FlowThresholds
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import load_scenario
-from flowctl_core.sink import ParquetSink
 from flowctl_core.whatif import (
     format_comparison,
     overrides_from_recommendations,
@@ -22,6 +20,7 @@ from flowctl_core.whatif import (
     with_thresholds,
     without_artemis_queues,
 )
+from tests.scenario_gold import recommendation_rows
 
 
 def test_overrides_are_declared_from_the_start() -> None:
@@ -120,42 +119,9 @@ def test_bursty_producer_recommendations_validated_on_the_engine(
     event log, then replayed on the engine. The queue's verdict is a raise (it stopped with room
     to spare), so the what-if must find it stopping less, with no more rejections, and its peak
     must stay below the limit by the room the recommendation kept."""
-    from pyspark.sql import functions as F
-
-    from jobs.recommend import load_policy
-    from jobs.transforms.daily import link_starvation_daily, queue_flow_daily
-    from jobs.transforms.episodes import (
-        link_starvation_episodes,
-        queue_flow_episodes,
-        run_bounds,
-    )
-    from jobs.transforms.recommend import threshold_recommendations
-
     scenario = load_scenario("bursty-producer")
-    raw = tmp_path / "raw"
-    with ParquetSink(raw, "bursty") as sink:
-        run_scenario(scenario, [sink], run_id="bursty")
-    events = (
-        spark.read.parquet(str(raw))
-        .withColumn("date", F.to_date("date"))
-        .withColumn("source_file", F.input_file_name())
-        .cache()
-    )
-    first_day, last_day = date(2026, 3, 2), date(2026, 3, 3)
-    bounds = run_bounds(events).cache()
-    queue_episodes = queue_flow_episodes(events, bounds).cache()
-    starvations = link_starvation_episodes(events, bounds)
-    table = threshold_recommendations(
-        events,
-        queue_episodes,
-        queue_flow_daily(events, queue_episodes, bounds, first_day, last_day),
-        starvations,
-        link_starvation_daily(events, starvations, bounds, first_day, last_day),
-        load_policy(),
-        last_day,
-    )
-    rows = [row.asDict() for row in table.collect()]
-    events.unpersist()
+    # 23:30 to 00:30: the recommendations over both days, as of the second (2026-03-03).
+    rows = recommendation_rows(spark, scenario, tmp_path / "raw")
     queue_row = next(r for r in rows if r["entity"] == "events")
     print(queue_row["rationale"])
     assert queue_row["verdict"] == "raise"

@@ -27,6 +27,11 @@ its window as ``capacity`` and ``outstanding`` in messages (CORE: the message co
 window, :meth:`CoreProducer.window_columns`; AMQP: the 100 credits of a grant less the credit
 left) and the address state in ``detail`` (the producer's own figures in ``detail.producer``);
 refused messages are ``message_rejected`` with the policy in ``detail``.
+
+It stays one module although over 500 lines: it is one broker's flow-control state machine,
+both ends of it (the server's addresses, dispatchers and client endpoints, and the clients that
+request, grant and spend credit across the :class:`Pipe`), so every transition and the packet that
+answers it read in one place, as h11 keeps its connection states in one ``_state.py``.
 """
 
 from __future__ import annotations

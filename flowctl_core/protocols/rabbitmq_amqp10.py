@@ -12,6 +12,11 @@ RabbitMQ policies applied here (all in :class:`~flowctl_core.protocols.config.Ra
 256 credits per consumer handed to the queue (a consumer link's ``link_attached`` and ``flow``
 events log it as ``detail.max_queue_credit``); a memory or disk alarm closes the incoming window
 (publishers stop, consumers go on).
+
+It stays one module although over 500 lines: it is one connection's flow control from both
+ends (the client's links, the broker's links and the session process between them), so each flow
+frame and the answer the other end makes to it read in one place, as h11 keeps its connection
+states in one ``_state.py``.
 """
 
 from __future__ import annotations

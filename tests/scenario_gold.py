@@ -1,0 +1,71 @@
+"""A scenario's recommendations as the pipeline computes them: the engine's event log read by
+Spark, then the episodes, daily and blocking transforms and ``threshold_recommendations``.
+
+Shared by the tests that replay those recommendations on the engine (test_whatif and
+test_recommend_brokers), so both judge what the real transforms recommend."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from flowctl_core.clock import seconds_to_us
+from flowctl_core.runner import run_scenario
+from flowctl_core.scenario import Scenario
+from flowctl_core.sink import ParquetSink
+from schemas.recommendations import THRESHOLD_RECOMMENDATIONS
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from jobs.recommend_policy import RecommendPolicy
+
+
+def _day(ts_us: int) -> date:
+    return datetime.fromtimestamp(ts_us / seconds_to_us(1), tz=UTC).date()
+
+
+def recommendation_rows(
+    spark: Any, scenario: Scenario, raw: Path, policy: RecommendPolicy | None = None
+) -> list[dict[str, Any]]:
+    """The scenario run on the engine into Parquet under ``raw``, then the recommendations over
+    the days it covers, as of its last day (``policy``: default conf/recommend.yaml), as dicts."""
+    from pyspark.sql import functions as F
+
+    from jobs.recommend import load_policy
+    from jobs.transforms.blocking import blocking_episodes
+    from jobs.transforms.daily import link_starvation_daily, queue_flow_daily
+    from jobs.transforms.episodes import (
+        link_starvation_episodes,
+        queue_flow_episodes,
+        run_bounds,
+    )
+    from jobs.transforms.recommend import threshold_recommendations
+
+    with ParquetSink(raw, scenario.name) as sink:
+        result = run_scenario(scenario, [sink], run_id=scenario.name)
+    first_day, last_day = _day(result.start_us), _day(result.end_us)
+    events = (
+        spark.read.parquet(str(raw))
+        .withColumn("date", F.to_date("date"))
+        .withColumn("source_file", F.input_file_name())
+        .cache()
+    )
+    bounds = run_bounds(events).cache()
+    queue_episodes = queue_flow_episodes(events, bounds).cache()
+    starvations = link_starvation_episodes(events, bounds)
+    table = threshold_recommendations(
+        events,
+        queue_episodes,
+        queue_flow_daily(events, queue_episodes, bounds, first_day, last_day),
+        starvations,
+        link_starvation_daily(events, starvations, bounds, first_day, last_day),
+        policy or load_policy(),
+        last_day,
+        blocking_episodes(events, bounds),
+    )
+    assert [(f.name, f.dataType) for f in table.schema.fields] == [
+        (f.name, f.dataType) for f in THRESHOLD_RECOMMENDATIONS.to_spark().fields
+    ]
+    rows = [row.asDict() for row in table.collect()]
+    events.unpersist()
+    return rows
