@@ -11,7 +11,9 @@ frozen plan, in its own module:
    each with the file's problem as reason. Then one counting pass in Spark (jobs/ingest_read.py)
    over the other files, read with ``ignoreCorruptFiles`` so that a damaged page cannot crash the
    job: a file yielding fewer rows than its footer declares is "partially read", every row read
-   from it quarantined, and its file record says why in ``detail`` (JSON).
+   from it quarantined, and its file record says why in ``detail`` (JSON). pyarrow reads such a
+   file one row group at a time: the row groups after the damaged one that it reads whole (Spark
+   read the rows before the damage) are quarantined as rows too, within the row budget.
 2. Refuse input that cannot be what was meant (jobs/ingest_refusals.py): replacing days that bronze
    holds with nothing, or dropping rows of raw files now missing or unreadable.
 3. Resolve the keys repeated within the days (jobs/ingest_keys.py): an identical copy of an
@@ -26,11 +28,12 @@ frozen plan, in its own module:
    accepted rows; the result and counts go to <quality>/.
 
 Accounting: rows_read = rows_accepted + rows_quarantined, always (DESIGN.md §5), the rows pyarrow
-read from files quarantined whole included; rows a damaged file declared but that could not be
-read are reported as rows_unreadable, rows of files quarantined whole that could not be read as
-rows (pyarrow failed on them) as rows_in_files_quarantined, so that rows_declared (the footers'
-total) = rows_read + rows_unreadable + rows_in_files_quarantined (files_without_footer: files
-whose row count is unknown).
+read from files quarantined whole and of row groups of damaged files included; rows a damaged
+file declared but that neither Spark nor pyarrow could read are reported as rows_unreadable, rows
+of files quarantined whole that could not be read as rows (pyarrow failed on them) as
+rows_in_files_quarantined, so that rows_declared (the footers' total) = rows_read +
+rows_unreadable + rows_in_files_quarantined (files_without_footer: files whose row count is
+unknown).
 Exit status: 0 whatever the input (bad input is quarantined, not fatal); 1 when the Great
 Expectations suite fails on accepted rows (a rule bug) or the accounting does not balance; 2 when
 the input is refused.
@@ -90,8 +93,9 @@ def run_ingest(
     exact duplicate search (an aggregation over (run_id, seq)) only for runs the counts cannot
     prove duplicate-free; the bronze write; the quarantine write, reading only the files that hold
     rejected rows (skipped when nothing is rejected and the quarantine holds nothing of these
-    days), the rows of files quarantined whole for their schema or name read by pyarrow on the
-    driver; Great Expectations over the bronze rows as written. Nothing is cached.
+    days), the rows of files quarantined whole for their schema or name, and of row groups of
+    damaged files that Spark did not reach, read by pyarrow on the driver; Great Expectations over
+    the bronze rows as written. Nothing is cached.
     """
     scope = IngestScope(date_from, date_to, raw_dir or conf.raw_dir, allow_empty_days)
     # 1 and 2: inspect the raw files, refusing what cannot be meant as soon as it shows.

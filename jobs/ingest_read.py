@@ -5,6 +5,8 @@
   per (file, run), which tells the files Spark could read only in part -> :class:`RawCounts`;
 - :func:`read_rows_of_files_quarantined_whole`: the rows of files quarantined whole for their
   schema or name, read by pyarrow within the run's row budget -> :class:`WholeFileRows`;
+- :func:`recovered_row_records`: the rows of row groups pyarrow reads of a file Spark read only
+  in part, after the damaged one;
 - :func:`file_records`: the quarantine records of whole files.
 """
 
@@ -29,11 +31,13 @@ from jobs.delta_io import conform, days_predicate
 from jobs.pipeline_state import days_between
 from jobs.raw_files import (
     ROW_INDEX,
+    PartialRead,
     RawFile,
     RawListing,
+    RowGroup,
     contract_columns_kept,
     error_text,
-    partial_read_detail,
+    partial_read,
     raw_filesystem,
     row_records,
     rows_are_readable,
@@ -150,6 +154,8 @@ class FileRunStats:
     # file order, which proves them distinct.
     min_offset: int | None
     max_offset: int | None
+    #: The largest row index: with ``rows``, tells whether they are the file's first rows.
+    max_row_index: int | None = None
 
 
 def file_run_stats(raw: DataFrame) -> list[FileRunStats]:
@@ -166,6 +172,7 @@ def file_run_stats(raw: DataFrame) -> list[FileRunStats]:
             F.max(F.when(ok, seq)).alias("max_seq"),
             F.min(F.when(ok, offset)).alias("min_offset"),
             F.max(F.when(ok, offset)).alias("max_offset"),
+            F.max(POSITION).alias("max_row_index"),
             # Always null, but it keeps every column in the scan, so every column is decoded and
             # a damaged page in any of them shows; nothing is hashed (the row index is never
             # negative, which Spark cannot know). It must stay in the collected result: Spark
@@ -187,6 +194,14 @@ def rows_per_file(stats: list[FileRunStats]) -> dict[str, int]:
     return rows
 
 
+def read_from_first_row(stats: list[FileRunStats], name: str) -> bool:
+    """Whether the rows Spark read of the file ``name`` are its first ones, [0, rows): their row
+    indices are distinct, so they are iff their largest is rows - 1 (or none was read)."""
+    of_file = [s for s in stats if s.source_file == name]
+    last = max((s.max_row_index for s in of_file if s.max_row_index is not None), default=-1)
+    return sum(s.rows for s in of_file) == last + 1
+
+
 def partially_read_files(files: list[RawFile], rows_read: Mapping[str, int]) -> list[str]:
     """The files (relative paths, sorted) of which Spark read fewer rows than their footers
     declare: ``ignoreCorruptFiles`` skipped a damaged part."""
@@ -205,6 +220,8 @@ class RawCounts:
     partial_details: Mapping[str, dict[str, Any]]
     #: The files read whole: the rows that can be accepted come from these only.
     readable: tuple[RawFile, ...]
+    #: Files read only in part -> what pyarrow reads of them one row group at a time.
+    partial_reads: Mapping[str, PartialRead] = field(default_factory=dict)
 
     @property
     def partially_read(self) -> list[str]:
@@ -231,31 +248,77 @@ class RawCounts:
 def count_raw_rows(spark: SparkSession, scope: IngestScope, listing: RawListing) -> RawCounts:
     """One counting pass over the rows of the files whose footers passed (per file and run,
     aggregated map-side); a file yielding fewer rows than its footer declares is partially read:
-    why is found out (:func:`partial_read_detail`) and logged."""
+    why, and which of its row groups pyarrow reads on its own, is found out
+    (:func:`partial_read`) and logged."""
     good = listing.good_files
     scope.describe(spark, "count rows per file and run")
     stats = file_run_stats(read_raw_events(spark, good)) if good else []
     per_file = rows_per_file(stats)
     by_path = {f.relative_path: f for f in good}
-    details = {
-        name: partial_read_detail(scope.raw_root, by_path[name], per_file.get(name, 0))
+    # Spark reads a small file as one split and ends it at the first damaged page: its rows are
+    # the file's first ones, and pyarrow may read the row groups after the damaged one. A large
+    # file split in several parts may have lost a middle part instead: which row groups Spark
+    # read is not known then, and its unread rows stay unreadable, as before (PartialRead).
+    reads = {
+        name: partial_read(
+            scope.raw_root, by_path[name], per_file.get(name, 0), read_from_first_row(stats, name)
+        )
         for name in partially_read_files(good, per_file)
     }
+    details = {name: read.detail() for name, read in reads.items()}
     for name, detail in details.items():
         log.warning(
-            "raw file %s could be read only in part (%d of the %d rows its footer declares); "
-            "its rows are quarantined: %s",
+            "raw file %s could be read only in part (Spark read %d of the %d rows its footer "
+            "declares); its rows are quarantined: %s",
             name,
-            detail["rows_read"],
+            per_file.get(name, 0),
             detail["rows_declared"],
             detail["cause"],
         )
     readable = tuple(f for f in good if f.relative_path not in details)
-    return RawCounts(tuple(stats), per_file, details, readable)
+    return RawCounts(tuple(stats), per_file, details, readable, reads)
 
 
 #: Rows of a file quarantined whole that pyarrow reads, converts and hands to Spark at a time.
 ROW_RECORDS_BATCH = 65_536
+
+
+def _row_record_parts(
+    spark: SparkSession, parquet: pq.ParquetFile, row_groups: tuple[RowGroup, ...] | None
+) -> tuple[list[DataFrame], list[int]]:
+    """The rows of ``parquet`` (of ``row_groups`` only, when given) as row records
+    (:func:`row_records`: the contract columns the file holds, :func:`contract_columns_kept`, and
+    each row's position in the file); and the rows read (of each of the ``row_groups``).
+
+    pyarrow reads :data:`ROW_RECORDS_BATCH` rows at a time and each batch goes to Spark as its own
+    DataFrame (held by the driver's JVM as Arrow until written), so Python never holds the file.
+    """
+    kept = contract_columns_kept(parquet.schema_arrow)
+    spans = [(None, 0)] if row_groups is None else [([g.index], g.first_row) for g in row_groups]
+    parts: list[DataFrame] = []
+    rows: list[int] = []
+    for groups, first in spans:
+        read = 0
+        batches = parquet.iter_batches(ROW_RECORDS_BATCH, row_groups=groups, columns=kept)
+        for batch in batches:
+            parts.append(spark.createDataFrame(row_records(batch, kept, first + read)))
+            read += batch.num_rows
+        rows.append(read)
+    return parts, rows
+
+
+def _quarantine_rows(parts: list[DataFrame], file: RawFile, reason: str | None) -> DataFrame:
+    """Row records (:func:`_row_record_parts`) of ``file`` as quarantine rows with ``reason``."""
+    records = reduce(DataFrame.unionByName, parts).withColumns(
+        {
+            "date": F.lit(file.day),
+            "source_file": F.lit(file.relative_path),
+            "record_kind": F.lit("row"),
+            "reason": F.lit(reason),
+            "file_rows": F.lit(None).cast("long"),
+        }
+    )
+    return conform(records, BROKER_EVENTS_QUARANTINE)
 
 
 def quarantined_file_rows(
@@ -267,39 +330,40 @@ def quarantined_file_rows(
     the contract's (:func:`contract_columns_kept`). Returns (records, rows, None), records None
     for a file without rows; or (None, 0, error) when pyarrow cannot read the file whole: then no
     row of it is quarantined as a row (all or nothing, so that the file record alone accounts
-    for its rows, as rows_in_files_quarantined).
-
-    pyarrow reads :data:`ROW_RECORDS_BATCH` rows at a time and each batch goes to Spark as its own
-    DataFrame (held by the driver's JVM as Arrow until written), so Python never holds the whole
-    file; Spark itself cannot read these files (nanosecond timestamps, names it takes as globs).
+    for its rows, as rows_in_files_quarantined). Spark itself cannot read these files
+    (nanosecond timestamps, names it takes as globs): pyarrow does (:func:`_row_record_parts`).
     """
     filesystem, root, _ = raw_filesystem(raw_dir)
     path = f"{root}/{file.relative_path}"
-    parts: list[DataFrame] = []
-    rows = 0
     try:
         with filesystem.open_input_file(path) as handle:
-            parquet = pq.ParquetFile(handle)
-            kept = contract_columns_kept(parquet.schema_arrow)
-            for batch in parquet.iter_batches(batch_size=ROW_RECORDS_BATCH, columns=kept):
-                parts.append(spark.createDataFrame(row_records(batch, kept, rows)))
-                rows += batch.num_rows
+            parts, (rows,) = _row_record_parts(spark, pq.ParquetFile(handle), None)
     except Exception as exc:  # a damaged page, a cast that overflows, the file gone meanwhile
         return None, 0, error_text(exc, path, file.relative_path)
     if rows != file.footer_rows:  # the file changed since its footer was read
         return None, 0, f"pyarrow read {rows} rows, the footer declares {file.footer_rows}"
     if not parts:
         return None, 0, None
-    records = reduce(DataFrame.unionByName, parts).withColumns(
-        {
-            "date": F.lit(file.day),
-            "source_file": F.lit(file.relative_path),
-            "record_kind": F.lit("row"),
-            "reason": F.lit(file.problem),
-            "file_rows": F.lit(None).cast("long"),
-        }
-    )
-    return conform(records, BROKER_EVENTS_QUARANTINE), rows, None
+    return _quarantine_rows(parts, file, file.problem), rows, None
+
+
+def recovered_row_records(
+    spark: SparkSession, raw_dir: str, file: RawFile, row_groups: tuple[RowGroup, ...]
+) -> tuple[DataFrame | None, str | None]:
+    """The rows of ``row_groups`` of ``file``, a file Spark read only in part, that pyarrow reads
+    whole (:attr:`PartialRead.recoverable`), as quarantine records (``partially_read_file``, the
+    row's position in the file, the contract columns): (records, None), records None when the
+    row groups hold no row; or (None, error) when they no more read as in the counting pass."""
+    filesystem, root, _ = raw_filesystem(raw_dir)
+    path = f"{root}/{file.relative_path}"
+    try:
+        with filesystem.open_input_file(path) as handle:
+            parts, rows = _row_record_parts(spark, pq.ParquetFile(handle), row_groups)
+    except Exception as exc:  # the file changed or went since the counting pass
+        return None, error_text(exc, path, file.relative_path)
+    if rows != [g.rows for g in row_groups]:
+        return None, f"pyarrow read {sum(rows)} rows, {sum(g.rows for g in row_groups)} before"
+    return (_quarantine_rows(parts, file, "partially_read_file") if parts else None), None
 
 
 @dataclass(frozen=True)
@@ -312,6 +376,10 @@ class WholeFileRows:
     records: tuple[DataFrame, ...] = ()
     #: Files whose rows could not be read -> the detail (JSON) of their file record.
     unread_details: Mapping[str, str] = field(default_factory=dict)
+    #: ``ingest.max_rows_from_files_quarantined_whole`` and what these files left of it, for the
+    #: rows pyarrow recovers of files read in part (jobs/ingest_write.py); None: no limit.
+    budget: int | None = None
+    budget_left: int | None = None
 
     @property
     def rows_read(self) -> int:
@@ -364,7 +432,7 @@ def read_rows_of_files_quarantined_whole(
         budget -= rows
         if found is not None:
             records.append(found)
-    return WholeFileRows(rows_per_file, tuple(records), unread_details)
+    return WholeFileRows(rows_per_file, tuple(records), unread_details, limit, budget)
 
 
 def file_records(spark: SparkSession, files: list[RawFile]) -> DataFrame:

@@ -2,10 +2,11 @@
 
 :class:`IngestReport` holds the counts of one run; its ``balanced`` states the accounting: rows
 read = rows accepted + rows quarantined (DESIGN §5), the rows pyarrow read from files quarantined
-whole included; every row the footers declare is read, unreadable (in files read only in part) or
-in files quarantined whole whose rows could not be read; and the Delta commits hold what the
-counting pass predicted. :meth:`IngestReport.as_dict` is what ``run_ingest`` returns and the
-quality folder stores beside the Great Expectations result.
+whole, and of row groups of files read only in part that Spark did not reach, included; every row
+the footers declare is read, unreadable (in files read only in part: in row groups neither Spark
+nor pyarrow read whole) or in files quarantined whole whose rows could not be read; and the Delta
+commits hold what the counting pass predicted. :meth:`IngestReport.as_dict` is what
+``run_ingest`` returns and the quality folder stores beside the Great Expectations result.
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ class IngestReport:
     # What the counting pass predicts the writes hold (not in as_dict: part of ``balanced``).
     expected_accepted: int
     expected_quarantined: int
+    # Of rows_read, those pyarrow read of row groups of files read only in part that Spark did
+    # not reach (logged; per file in partially_read_files).
+    rows_recovered: int = 0
     # Set by the Great Expectations stage when it runs: the suite's verdict, where it is stored.
     great_expectations_success: bool | None = None
     great_expectations_result: str | None = None
@@ -77,6 +81,7 @@ class IngestReport:
         listing, counts, whole = plan.listing, plan.counts, plan.whole
         bad_files = listing.bad_files
         damaged = [f for f in listing.good_files if f.relative_path in counts.damaged]
+        recovered = plan.recovered.rows_per_file
         return cls(
             date_from=plan.scope.date_from.isoformat(),
             date_to=plan.scope.date_to.isoformat(),
@@ -92,7 +97,10 @@ class IngestReport:
             moved_from_later_days=written.moved_from_later_days,
             bronze_files_overlapping=len(plan.held.overlapping),
             rows_unreadable=sum(
-                (f.footer_rows or 0) - counts.rows_per_file.get(f.relative_path, 0) for f in damaged
+                (f.footer_rows or 0)
+                - counts.rows_per_file.get(f.relative_path, 0)
+                - recovered.get(f.relative_path, 0)
+                for f in damaged
             ),
             rows_in_files_quarantined=sum(
                 f.footer_rows or 0 for f in bad_files if f.relative_path not in whole.rows_per_file
@@ -101,10 +109,11 @@ class IngestReport:
             rows_declared=sum(f.footer_rows or 0 for f in listing.files),
             quarantine_reasons=written.quarantine_reasons,
             quarantined_files={f.relative_path: f.problem for f in bad_files},
-            partially_read_files=dict(counts.partial_details),
+            partially_read_files=dict(plan.recovered.details),
             bronze_version=written.bronze_version,
             expected_accepted=plan.expected_accepted,
             expected_quarantined=plan.expected_quarantined,
+            rows_recovered=sum(recovered.values()),
         )
 
     @property
@@ -122,7 +131,7 @@ class IngestReport:
     def as_dict(self) -> dict[str, Any]:
         """The report as ``run_ingest`` returns it: the counts, ``balanced``, and the Great
         Expectations keys once that stage has run."""
-        hidden = {"expected_accepted", "expected_quarantined"}
+        hidden = {"expected_accepted", "expected_quarantined", "rows_recovered"}
         great_expectations = {"great_expectations_success", "great_expectations_result"}
         report = {
             f.name: getattr(self, f.name)
@@ -161,7 +170,8 @@ def validate_with_great_expectations(
 def log_report(label: str, report: IngestReport) -> None:
     log.info(
         "ingest %s: files %d (quarantined %d, partially read %d); rows declared by footers %d = "
-        "read %d + unreadable %d + in files quarantined whole unread %d (and %d files without a "
+        "read %d (of which %d read by pyarrow past the damage in files partially read) + "
+        "unreadable %d + in files quarantined whole unread %d (and %d files without a "
         "readable footer); rows read %d = accepted %d + quarantined %d (of which duplicates %d, "
         "keys held on other days %d); balanced=%s",
         label,
@@ -170,6 +180,7 @@ def log_report(label: str, report: IngestReport) -> None:
         report.files_partially_read,
         report.rows_declared,
         report.rows_read,
+        report.rows_recovered,
         report.rows_unreadable,
         report.rows_in_files_quarantined,
         report.files_without_footer,

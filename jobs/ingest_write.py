@@ -4,7 +4,8 @@ Bronze ``broker_events`` and ``broker_events_quarantine`` are written with repla
 days, so a rerun replaces them. Bronze gets the accepted rows of the files read whole; copies that
 later days' bronze holds of the days' keys move to those days' quarantine; the quarantine gets a
 record per file quarantined whole or read only in part, the rows pyarrow read of files
-quarantined whole, and the rejected rows, read again from the files that hold any
+quarantined whole and of the row groups of files read in part that Spark did not reach
+(:class:`RecoveredRows`), and the rejected rows, read again from the files that hold any
 (:func:`files_holding_rejects`) only.
 """
 
@@ -14,7 +15,8 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import reduce
+from functools import cached_property, reduce
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -41,12 +43,54 @@ from jobs.ingest_read import (
     WholeFileRows,
     file_records,
     read_raw_events,
+    recovered_row_records,
 )
-from jobs.raw_files import ROW_INDEX, RawFile, RawListing
+from jobs.raw_files import ROW_INDEX, RawFile, RawListing, RowGroup
 from jobs.transforms.validate import ACCEPTED, QUARANTINED, classify_events
 from schemas.tables import BROKER_EVENTS_QUARANTINE, BRONZE_BROKER_EVENTS
 
 log = logging.getLogger("flowctl.ingest")
+
+
+@dataclass(frozen=True)
+class RecoveredRows:
+    """The row groups of files Spark read only in part that pyarrow reads whole and Spark did not
+    read (:attr:`jobs.raw_files.PartialRead.recoverable`), within the run's row budget: their
+    rows go to the quarantine as rows (``partially_read_file``) and count as read."""
+
+    #: Files -> their row groups recovered.
+    row_groups: Mapping[str, tuple[RowGroup, ...]] = field(default_factory=dict)
+    #: Files read only in part -> the detail of their file record (JSON), what was recovered said.
+    details: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def rows_per_file(self) -> dict[str, int]:
+        return {name: sum(g.rows for g in groups) for name, groups in self.row_groups.items()}
+
+    @property
+    def rows_read(self) -> int:
+        return sum(self.rows_per_file.values())
+
+
+def recover_within_budget(counts: RawCounts, whole: WholeFileRows) -> RecoveredRows:
+    """The row groups pyarrow recovers of the files read only in part, in name order, all of a
+    file's or none: they take what the files quarantined whole left of
+    ``ingest.max_rows_from_files_quarantined_whole``, since the driver holds their rows too until
+    the write. A file past it keeps Spark's rows only, and its detail and a warning say why."""
+    left, row_groups, details = whole.budget_left, {}, dict(counts.partial_details)
+    for name, read in sorted(counts.partial_reads.items()):
+        groups = read.recoverable
+        rows = sum(g.rows for g in groups)
+        if groups and left is not None and rows > left:
+            details[name] = read.detail(
+                f"past what is left of ingest.max_rows_from_files_quarantined_whole ({left} of "
+                f"{whole.budget} rows per run): fix the file and rerun the day, or raise the limit"
+            )
+            log.warning("raw file %s (partially read): %s", name, details[name]["cause"])
+        elif groups:
+            row_groups[name] = groups
+            left = None if left is None else left - rows
+    return RecoveredRows(row_groups, details)
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,10 +104,16 @@ class IngestPlan:
     held: HeldKeysPlan = field(default_factory=HeldKeysPlan)
     whole: WholeFileRows = field(default_factory=WholeFileRows)
 
+    @cached_property
+    def recovered(self) -> RecoveredRows:
+        """What pyarrow recovers of the files read only in part (decided once)."""
+        return recover_within_budget(self.counts, self.whole)
+
     @property
     def rows_read(self) -> int:
-        """Rows Spark read of the files it was given, and pyarrow of files quarantined whole."""
-        return self.counts.rows_read + self.whole.rows_read
+        """Rows Spark read of the files it was given, and pyarrow of files quarantined whole and
+        of row groups of files read in part that Spark did not reach."""
+        return self.counts.rows_read + self.whole.rows_read + self.recovered.rows_read
 
     @property
     def rows_removed(self) -> int:
@@ -112,11 +162,33 @@ def rejected_files(plan: IngestPlan) -> list[RawFile]:
             replace(
                 f,
                 problem="partially_read_file",
-                detail=json.dumps(plan.counts.partial_details[f.relative_path], ensure_ascii=False),
+                detail=json.dumps(plan.recovered.details[f.relative_path], ensure_ascii=False),
             )
             for f in damaged
         ),
     ]
+
+
+def recovered_records(spark: SparkSession, plan: IngestPlan) -> list[DataFrame]:
+    """The rows pyarrow recovers of files read only in part, as quarantine records. A file that no
+    more reads as in the counting pass (it changed meanwhile) is logged, and the report does not
+    balance: its rows were counted as read."""
+    by_path = {f.relative_path: f for f in plan.listing.good_files}
+    found = []
+    for name, groups in plan.recovered.row_groups.items():
+        plan.scope.describe(spark, f"rows pyarrow recovers of {name}, read in part")
+        records, error = recovered_row_records(spark, plan.scope.raw_root, by_path[name], groups)
+        if error is not None:
+            log.error(
+                "raw file %s changed during the ingest: the rows of its row groups %s, counted as "
+                "read, could not be quarantined (%s)",
+                name,
+                [g.index for g in groups],
+                error,
+            )
+        elif records is not None:
+            found.append(records)
+    return found
 
 
 def classify_rows(spark: SparkSession, plan: IngestPlan, files: list[RawFile]) -> DataFrame:
@@ -171,7 +243,8 @@ def write_quarantine(spark: SparkSession, conf: PipelineConf, plan: IngestPlan) 
     Nothing rejected and nothing of these days to replace: no write (no commit)."""
     files = rejected_files(plan)
     records = conform(file_records(spark, files), BROKER_EVENTS_QUARANTINE)
-    quarantine = reduce(DataFrame.unionByName, plan.whole.records, records)
+    recovered = recovered_records(spark, plan)
+    quarantine = reduce(DataFrame.unionByName, [*plan.whole.records, *recovered], records)
     holding = files_holding_rejects(plan)
     rereads = [f for f in plan.listing.good_files if f.relative_path in holding]
     if rereads:

@@ -4,8 +4,9 @@ What the ingest learns of ``<raw>/date=D/*.parquet`` with pyarrow alone (no Spar
 except where said): which files exist (:func:`inspect_raw_files`) and which entries it skips
 (:func:`skipped_raw_entries`); why a file is quarantined whole (a footer that cannot be read, a
 schema that breaks the contract, a name Spark cannot address); why a file Spark read only in part
-was damaged (:func:`partial_read_detail`); and the rows of a file quarantined whole as the
-contract types them (:func:`row_records`). The reasons written here are the quarantine's.
+was damaged and which of its row groups pyarrow reads on their own (:func:`partial_read`); and
+the rows of a file quarantined whole, or of such row groups, as the contract types them
+(:func:`row_records`). The reasons written here are the quarantine's.
 """
 
 from __future__ import annotations
@@ -184,39 +185,153 @@ def stale_checksum_sidecar(filesystem: pafs.FileSystem, path: str) -> str | None
     return None
 
 
-def partial_read_detail(raw_dir: str, file: RawFile, rows_read: int) -> dict[str, Any]:
-    """The ``detail`` (as JSON) of the quarantine record of a file Spark could read only in part:
-    ``rows_declared`` (its footer), ``rows_read`` and ``cause``, one line for the user: a stale
-    Hadoop checksum sidecar beside the file (:func:`stale_checksum_sidecar`), or the error
-    pyarrow meets reading the file whole. Only damaged files are re-read, so the cost is theirs."""
-    filesystem, root, _ = raw_filesystem(raw_dir)
-    path = f"{root}/{file.relative_path}"
-    read_whole, error = 0, None
+@dataclass(frozen=True)
+class RowGroup:
+    """One row group of a raw file: its index (from 0, as pyarrow.parquet.ParquetFile numbers
+    them), the index of its first row in the file, its rows, and whether pyarrow reads it whole."""
+
+    index: int
+    first_row: int
+    rows: int
+    readable: bool
+
+
+def scan_row_groups(
+    filesystem: pafs.FileSystem, path: str, relative: str
+) -> tuple[tuple[RowGroup, ...], str | None]:
+    """pyarrow reads the file one row group at a time (a batch at a time in memory, every column
+    decoded, nothing kept): the row groups, and the first error met (None when it reads all)."""
+    groups: list[RowGroup] = []
+    error = None
     try:
         with filesystem.open_input_file(path) as handle:
-            for batch in pq.ParquetFile(handle).iter_batches():  # a batch at a time in memory
-                read_whole += batch.num_rows
-    except Exception as exc:  # the damage itself: a bad page, a truncated column chunk, ...
-        error = error_text(exc, path, file.relative_path)
+            parquet = pq.ParquetFile(handle)
+            first = 0
+            for index in range(parquet.num_row_groups):
+                rows = parquet.metadata.row_group(index).num_rows
+                try:
+                    read = sum(b.num_rows for b in parquet.iter_batches(row_groups=[index]))
+                except Exception as exc:  # the damage itself: a bad page, a truncated chunk, ...
+                    read, error = -1, error or error_text(exc, path, relative)
+                groups.append(RowGroup(index, first, rows, read == rows))
+                first += rows
+    except Exception as exc:  # the footer itself, no more readable: the file changed meanwhile
+        error = error or error_text(exc, path, relative)
+    return tuple(groups), error
+
+
+def _numbers(indices: list[int]) -> str:
+    return f"row group {indices[0]}" if len(indices) == 1 else f"row groups {indices}"
+
+
+@dataclass(frozen=True)
+class PartialRead:
+    """A file Spark read only in part (``ignoreCorruptFiles`` ended its read at a damaged page),
+    and what pyarrow reads of it one row group at a time (:func:`partial_read`)."""
+
+    rows_declared: int | None  # its footer
+    spark_rows: int
+    #: Spark's rows are the file's first ones, [0, spark_rows): it read the file as one split
+    #: and stopped at the damage. Else (a large file split in several parts, one of which
+    #: failed) which row groups Spark read is unknown, and none is recovered.
+    spark_prefix: bool
+    row_groups: tuple[RowGroup, ...]
+    error: str | None  # the first error pyarrow met
+    sidecar: str | None  # a stale checksum sidecar beside the file
+
+    @property
+    def recoverable(self) -> tuple[RowGroup, ...]:
+        """The row groups pyarrow reads whole of which Spark read no row: those starting at or
+        after Spark's prefix. The one Spark stopped in stays partly read (its rows before the
+        bad page by Spark, the rest unreadable)."""
+        if not self.spark_prefix:
+            return ()
+        return tuple(g for g in self.row_groups if g.readable and g.first_row >= self.spark_rows)
+
+    def detail(self, not_recovered: str | None = None) -> dict[str, Any]:
+        """The ``detail`` (as JSON) of the file's quarantine record: ``rows_declared``,
+        ``rows_read`` (by Spark, and by pyarrow of :attr:`recoverable`), then, for a file of
+        several row groups or one whose rows pyarrow recovered, ``rows_recovered`` (pyarrow's),
+        ``row_groups_recovered`` and ``row_groups_unreadable`` (of which neither read every row;
+        left out when Spark's rows are no prefix), and ``cause``, one line for the user.
+        ``not_recovered``: why the recoverable row groups are not read all the same."""
+        groups = self.recoverable if not_recovered is None else ()
+        recovered = sum(g.rows for g in groups)
+        detail: dict[str, Any] = {
+            "rows_declared": self.rows_declared,
+            "rows_read": self.spark_rows + recovered,
+        }
+        if len(self.row_groups) > 1 or recovered:
+            detail["rows_recovered"] = recovered
+            detail["row_groups_recovered"] = [g.index for g in groups]
+            if self.spark_prefix:
+                detail["row_groups_unreadable"] = [
+                    g.index
+                    for g in self.row_groups
+                    if g.first_row + g.rows > self.spark_rows and g not in groups
+                ]
+        cause = self._damage()
+        if "rows_recovered" in detail:
+            cause += "; " + self._recovery(detail, not_recovered)
+        detail["cause"] = cause
+        return detail
+
+    def _damage(self) -> str:
+        """What damaged the file: a stale Hadoop checksum sidecar beside it
+        (:func:`stale_checksum_sidecar`), or the first error pyarrow meets reading it."""
+        whole = sum(g.rows for g in self.row_groups)
+        if self.sidecar and self.error is None:
+            return (
+                f"checksum sidecar {self.sidecar} does not match the file, which pyarrow reads "
+                f"whole ({whole} rows): delete the sidecar if the file is intact, and rerun the day"
+            )
+        if self.sidecar:
+            return f"{self.error}; its checksum sidecar {self.sidecar} does not match it either"
+        if self.error:
+            return self.error
+        return (
+            f"pyarrow reads the file whole ({whole} rows) but Spark could not: see the executor "
+            "log for the error"
+        )
+
+    def _recovery(self, detail: dict[str, Any], not_recovered: str | None) -> str:
+        """What pyarrow added to Spark's rows, reading row groups on their own."""
+        if not self.spark_prefix:
+            return (
+                f"Spark read {self.spark_rows} rows, not the first ones of the file (read in "
+                "several parts): no row group is read by pyarrow on its own"
+            )
+        first = self.spark_rows
+        said = f"Spark read the first {first} rows" if first else "Spark read no row"
+        if not_recovered is not None:
+            groups = _numbers([g.index for g in self.recoverable])
+            rows = sum(g.rows for g in self.recoverable)
+            said += f"; pyarrow reads {groups} ({rows} rows) but did not: {not_recovered}"
+        elif detail["row_groups_recovered"]:
+            groups = _numbers(detail["row_groups_recovered"])
+            said += f", pyarrow {detail['rows_recovered']}{' more' if first else ''} from {groups}"
+        else:
+            said += f", pyarrow no row group{' after them' if first else ''}"
+        if detail["row_groups_unreadable"]:
+            unread = (self.rows_declared or 0) - detail["rows_read"]
+            groups = _numbers(detail["row_groups_unreadable"])
+            said += f"; {unread} rows of {groups} could be read by neither"
+        return said
+
+
+def partial_read(raw_dir: str, file: RawFile, spark_rows: int, spark_prefix: bool) -> PartialRead:
+    """What pyarrow learns of a file Spark could read only in part (``spark_rows`` rows, the
+    file's first ones when ``spark_prefix``): each row group read on its own
+    (:func:`scan_row_groups`), and whether a stale checksum sidecar explains the damage. Only
+    damaged files are re-read, so the cost is theirs."""
+    filesystem, root, _ = raw_filesystem(raw_dir)
+    path = f"{root}/{file.relative_path}"
+    row_groups, error = scan_row_groups(filesystem, path, file.relative_path)
     try:
         sidecar = stale_checksum_sidecar(filesystem, path)
     except OSError:
         sidecar = None
-    if sidecar and error is None:
-        cause = (
-            f"checksum sidecar {sidecar} does not match the file, which pyarrow reads whole "
-            f"({read_whole} rows): delete the sidecar if the file is intact, and rerun the day"
-        )
-    elif sidecar:
-        cause = f"{error}; its checksum sidecar {sidecar} does not match it either"
-    elif error:
-        cause = error
-    else:
-        cause = (
-            f"pyarrow reads the file whole ({read_whole} rows) but Spark could not: see the "
-            "executor log for the error"
-        )
-    return {"rows_declared": file.footer_rows, "rows_read": rows_read, "cause": cause}
+    return PartialRead(file.footer_rows, spark_rows, spark_prefix, row_groups, error, sidecar)
 
 
 def inspect_raw_files(raw_dir: str, days: list[date]) -> list[RawFile]:

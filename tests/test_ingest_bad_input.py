@@ -75,12 +75,16 @@ def test_a_stale_checksum_sidecar_is_named_as_the_cause_of_a_partial_read(
         3,
         True,
     )
+    # Spark fails on the checksum of the footer's bytes, before any row: pyarrow reads the
+    # file's one row group on its own, its rows into the quarantine, counted as read.
+    assert (report["rows_quarantined"], report["rows_unreadable"]) == (39, 0)
     detail = report["partially_read_files"]["date=2024-01-01/part-r2-00000.parquet"]
-    assert detail["rows_declared"] == 39 and detail["rows_read"] < 39
+    assert (detail["rows_declared"], detail["rows_read"], detail["rows_recovered"]) == (39, 39, 39)
     assert detail["cause"].startswith(
         "checksum sidecar .part-r2-00000.parquet.crc does not match the file, which pyarrow "
         "reads whole (39 rows): delete the sidecar if the file is intact"
     )
+    assert detail["cause"].endswith("; Spark read no row, pyarrow 39 from row group 0")
     (record,) = read_table(spark, conf, QUARANTINE).where("record_kind = 'file'").collect()
     assert (record.reason, record.file_rows) == ("partially_read_file", 39)
     assert json.loads(record.detail) == detail
@@ -393,3 +397,128 @@ def test_files_quarantined_whole_name_every_problem_and_bound_the_rows_read(spar
     detail = json.loads(past_record.detail)
     assert (detail["rows_declared"], detail["rows_read"]) == (3, 0)
     assert "max_rows_from_files_quarantined_whole (2 of 4 rows per run)" in detail["cause"]
+
+
+R2 = "date=2024-01-01/part-r2-00000.parquet"
+SNAPPY = "OSError: Corrupt snappy compressed data."
+
+
+def _ingest_damaged(spark, pipeline_conf, row_group: int, budget: int | None = None):
+    """Ingest r1's 3 valid rows and R2: 200 rows in 4 row groups of 50, row i with seq i + 1 and
+    message_id 1000 + i, the message_id pages of ``row_group`` (from 0) damaged. Returns the
+    conf, the report, the rows of R2 and how many Spark reads of it with ``ignoreCorruptFiles``,
+    every column decoded: a measure of the damage independent of the ingest."""
+    _, conf = pipeline_conf(validate=False)
+    if budget is not None:
+        conf = dataclasses.replace(conf, max_rows_from_files_quarantined_whole=budget)
+    raw = Path(conf.raw_dir)
+    write_raw(raw, [event(i, at(1, 10, i), "enqueue", queue="q") for i in range(1, 4)])
+    rows = [event(i + 1, at(1, 11, 0, 0, i), "enqueue", run_id="r2", queue="q",
+                  message_id=1000 + i) for i in range(200)]  # fmt: skip
+    path = _write_raw_table(raw, "part-r2-00000.parquet", rows, row_group_size=50)
+    assert pq.ParquetFile(path).num_row_groups == 4
+    _damage_row_group_column(path, row_group, "message_id")
+    read = spark.read.option("ignoreCorruptFiles", "true").parquet(str(path)).collect()
+    return conf, ingest.run_ingest(spark, conf, DAY1, DAY1), rows, len(read)
+
+
+def _quarantined_rows_of_r2(spark, conf) -> list:
+    quarantine = read_table(spark, conf, QUARANTINE).where(f"source_file = '{R2}'")
+    return quarantine.where("record_kind = 'row'").orderBy("source_row_index").collect()
+
+
+def test_row_groups_after_a_damaged_one_are_read_by_pyarrow_into_the_quarantine(
+    spark, pipeline_conf, caplog
+):
+    """Spark ends its read of a file at the first damaged page (in row group 1, from 0, of 4):
+    it read row group 0 and whatever of 1 precedes the bad page. pyarrow reads row groups 2 and 3
+    on their own: their rows are quarantined as rows too, at their true positions, and counted
+    as read; only the rest of row group 1 is unreadable."""
+    with caplog.at_level("INFO", logger="flowctl.ingest"):
+        conf, report, rows, spark_rows = _ingest_damaged(spark, pipeline_conf, 1)
+
+    assert 50 <= spark_rows < 100  # row group 0 whole, row group 1 in part at most
+    # Read: r1's 3 (accepted), and of R2 Spark's rows and pyarrow's 100, all quarantined.
+    assert (report["rows_read"], report["rows_accepted"], report["rows_quarantined"],
+            report["rows_unreadable"], report["rows_declared"], report["balanced"]) == (
+        3 + spark_rows + 100, 3, spark_rows + 100, 100 - spark_rows, 203, True)  # fmt: skip
+    assert report["quarantine_reasons"] == {"partially_read_file": spark_rows + 100}
+    assert not read_table(spark, conf, BRONZE).where("run_id = 'r2'").count()
+    positions = [*range(spark_rows), *range(100, 200)]
+    assert [(r.source_row_index, r.reason, r.run_id, r.seq, r.message_id, r.ts)
+            for r in _quarantined_rows_of_r2(spark, conf)] == [
+        (i, "partially_read_file", "r2", i + 1, 1000 + i, naive(rows[i]["ts"])) for i in positions
+    ]  # fmt: skip
+    detail = report["partially_read_files"][R2]
+    assert detail == {
+        "rows_declared": 200, "rows_read": spark_rows + 100, "rows_recovered": 100,
+        "row_groups_recovered": [2, 3], "row_groups_unreadable": [1],
+        "cause": f"{SNAPPY}; Spark read the first {spark_rows} rows, pyarrow 100 more from row "
+        f"groups [2, 3]; {100 - spark_rows} rows of row group 1 could be read by neither",
+    }  # fmt: skip
+    (record,) = read_table(spark, conf, QUARANTINE).where("record_kind = 'file'").collect()
+    assert (record.reason, record.file_rows, json.loads(record.detail)) == (
+        "partially_read_file", 200, detail)  # fmt: skip
+    (line,) = [r.getMessage() for r in caplog.records if "balanced=" in r.getMessage()]
+    assert f"read {3 + spark_rows + 100} (of which 100 read by pyarrow past the damage" in line
+
+
+def test_row_groups_pyarrow_reads_past_the_row_budget_stay_unreadable(spark, pipeline_conf):
+    """The rows pyarrow recovers are held by the driver until the write, as those of files
+    quarantined whole: past what is left of the row budget they are not read, and the detail
+    says why."""
+    conf, report, _, spark_rows = _ingest_damaged(spark, pipeline_conf, 1, budget=99)
+
+    assert (report["rows_read"], report["rows_quarantined"], report["rows_unreadable"],
+            report["balanced"]) == (3 + spark_rows, spark_rows, 200 - spark_rows, True)  # fmt: skip
+    detail = report["partially_read_files"][R2]
+    assert (detail["rows_read"], detail["rows_recovered"], detail["row_groups_recovered"],
+            detail["row_groups_unreadable"]) == (spark_rows, 0, [], [1, 2, 3])  # fmt: skip
+    assert detail["cause"] == (
+        f"{SNAPPY}; Spark read the first {spark_rows} rows; pyarrow reads row groups [2, 3] "
+        "(100 rows) but did not: past what is left of ingest.max_rows_from_files_quarantined_whole"
+        " (99 of 99 rows per run): fix the file and rerun the day, or raise the limit; "
+        f"{200 - spark_rows} rows of row groups [1, 2, 3] could be read by neither"
+    )
+    quarantined = _quarantined_rows_of_r2(spark, conf)
+    assert [r.source_row_index for r in quarantined] == list(range(spark_rows))
+
+
+def test_a_damaged_last_row_group_leaves_nothing_to_recover(spark, pipeline_conf):
+    """The damage is in the last row group: Spark read the row groups before it (and what
+    precedes the bad page), pyarrow has no row group after it to read."""
+    conf, report, _, spark_rows = _ingest_damaged(spark, pipeline_conf, 3)
+
+    assert 150 <= spark_rows < 200
+    assert (report["rows_read"], report["rows_accepted"], report["rows_quarantined"],
+            report["rows_unreadable"], report["rows_declared"], report["balanced"]) == (
+        3 + spark_rows, 3, spark_rows, 200 - spark_rows, 203, True)  # fmt: skip
+    quarantined = _quarantined_rows_of_r2(spark, conf)
+    assert [r.source_row_index for r in quarantined] == list(range(spark_rows))
+    assert report["partially_read_files"][R2] == {
+        "rows_declared": 200, "rows_read": spark_rows, "rows_recovered": 0,
+        "row_groups_recovered": [], "row_groups_unreadable": [3],
+        "cause": f"{SNAPPY}; Spark read the first {spark_rows} rows, pyarrow no row group after "
+        f"them; {200 - spark_rows} rows of row group 3 could be read by neither",
+    }  # fmt: skip
+
+
+def test_row_groups_are_recovered_only_after_spark_s_rows_when_they_are_the_first_ones():
+    """Which row groups pyarrow adds: those it reads whole starting at or after the rows Spark
+    read, when those are the file's first ones; none when Spark's rows are not (a large file read
+    in several parts, one of which failed: which row groups Spark read is unknown)."""
+    readable = (True, False, True, True)
+    groups = tuple(raw_files.RowGroup(i, 10 * i, 10, ok) for i, ok in enumerate(readable))
+    # Spark stopped in row group 1 after 4 of its rows.
+    read = raw_files.PartialRead(40, 14, True, groups, "OSError: bad page", None)
+    assert read.detail() == {
+        "rows_declared": 40, "rows_read": 34, "rows_recovered": 20,
+        "row_groups_recovered": [2, 3], "row_groups_unreadable": [1],
+        "cause": "OSError: bad page; Spark read the first 14 rows, pyarrow 20 more from row "
+        "groups [2, 3]; 6 rows of row group 1 could be read by neither",
+    }  # fmt: skip
+    scattered = dataclasses.replace(read, spark_prefix=False)
+    assert (scattered.recoverable, scattered.detail()) == ((), {
+        "rows_declared": 40, "rows_read": 14, "rows_recovered": 0, "row_groups_recovered": [],
+        "cause": "OSError: bad page; Spark read 14 rows, not the first ones of the file (read "
+        "in several parts): no row group is read by pyarrow on its own"})  # fmt: skip
