@@ -169,18 +169,18 @@ def validate_with_great_expectations(
 
 def log_report(label: str, report: IngestReport) -> None:
     log.info(
-        "ingest %s: files %d (quarantined %d, partially read %d); rows declared by footers %d = "
-        "read %d (of which %d read by pyarrow past the damage in files partially read) + "
-        "unreadable %d + in files quarantined whole unread %d (and %d files without a "
-        "readable footer); rows read %d = accepted %d + quarantined %d (of which duplicates %d, "
-        "keys held on other days %d); balanced=%s",
+        "ingest %s: files %d (quarantined %d, partially read %d: pyarrow read %d of their rows "
+        "past the damage); rows declared by footers %d = read %d + unreadable %d + in files "
+        "quarantined whole unread %d (and %d files without a readable footer); rows read %d = "
+        "accepted %d + quarantined %d (of which duplicates %d, keys held on other days %d); "
+        "balanced=%s",
         label,
         report.files_listed,
         report.files_quarantined,
         report.files_partially_read,
+        report.rows_recovered,
         report.rows_declared,
         report.rows_read,
-        report.rows_recovered,
         report.rows_unreadable,
         report.rows_in_files_quarantined,
         report.files_without_footer,

@@ -460,7 +460,8 @@ def test_row_groups_after_a_damaged_one_are_read_by_pyarrow_into_the_quarantine(
     assert (record.reason, record.file_rows, json.loads(record.detail)) == (
         "partially_read_file", 200, detail)  # fmt: skip
     (line,) = [r.getMessage() for r in caplog.records if "balanced=" in r.getMessage()]
-    assert f"read {3 + spark_rows + 100} (of which 100 read by pyarrow past the damage" in line
+    assert "partially read 1: pyarrow read 100 of their rows past the damage" in line
+    assert f"by footers 203 = read {3 + spark_rows + 100} + unreadable {100 - spark_rows} " in line
 
 
 def test_row_groups_pyarrow_reads_past_the_row_budget_stay_unreadable(spark, pipeline_conf):
