@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import re
 from datetime import date
 from pathlib import Path
 
@@ -154,9 +157,36 @@ def replace_where_at(
     return written
 
 
+#: A commit file of the Delta log (the protocol's ``<version, 20 digits>.json``); checkpoints,
+#: checksums and compacted ranges have other names.
+_COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
+
+
+def latest_local_commit(log_dir: Path) -> tuple[int, int]:
+    """:func:`latest_commit` of a local table, read from its newest commit file's ``commitInfo``
+    action: a directory listing and one small file, no Spark job (Delta's ``history(1)`` costs a
+    log replay and a job, and every write asks twice). A log cleanup never removes the newest
+    commit file, so it is always there."""
+    versions = [int(m.group(1)) for m in map(_COMMIT_FILE.match, os.listdir(log_dir)) if m]
+    if not versions:
+        return -1, 0
+    version = max(versions)
+    with open(log_dir / f"{version:020d}.json", encoding="utf-8") as commit:
+        for line in commit:
+            info = json.loads(line).get("commitInfo") if line.strip() else None
+            if info is not None:
+                metrics = info.get("operationMetrics") or {}
+                return version, int(metrics.get("numOutputRows", 0))
+    return version, 0
+
+
 def latest_commit(spark: SparkSession, path: str) -> tuple[int, int]:
     """Version and numOutputRows of the table's latest commit (from the Delta log: no data is
-    scanned); version -1 for a table without commits."""
+    scanned); version -1 for a table without commits. Local tables are read by
+    :func:`latest_local_commit`, others through Delta's history."""
+    log_dir = Path(path, "_delta_log")
+    if "://" not in path and log_dir.is_dir():
+        return latest_local_commit(log_dir)
     latest = DeltaTable.forPath(spark, path).history(1).select("version", "operationMetrics")
     row = latest.first()
     if row is None:

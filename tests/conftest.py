@@ -28,6 +28,9 @@ TEST_SPARK_SETTINGS = {
     "spark.sql.shuffle.partitions": "1",
     # Tiny data: compiling whole-stage code and re-planning adaptively cost more than they save.
     "spark.sql.codegen.wholeStage": "false",
+    # ... and so does compiling each expression (Janino): interpreted, a warm pipeline job of the
+    # tests' size took about a sixth less time (tests/test_processing_order.py's days).
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     "spark.sql.adaptive.enabled": "false",
     "spark.default.parallelism": "2",
     "spark.ui.enabled": "false",

@@ -33,6 +33,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from tests.conftest import TEST_SPARK_SETTINGS
+
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 AIRFLOW = Path(sys.executable).parent / "airflow"
 JOBS_BIN = PROJECT_DIR / ".venv" / "bin"
@@ -145,6 +147,9 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         "quality": str(tmp / "quality"),
     }
     conf["spark"]["conf"]["spark.driver.extraJavaOptions"] = "-XX:TieredStopAtLevel=1"
+    # The other Spark tests' settings for their tiny data (one shuffle partition, no adaptive
+    # planning, no generated code): a day here is ~1,200 rows.
+    conf["spark"]["conf"].update(TEST_SPARK_SETTINGS)
     conf_path = tmp / "pipeline.yaml"
     conf_path.write_text(yaml.safe_dump(conf))
 
