@@ -73,11 +73,14 @@ class Decision:
     value: Column
 
 
-def _first_match(rules: Sequence[Rule], facts: Facts, value: Callable[[Rule], Column]) -> Column:
-    first, *rest = rules
-    chosen = F.when(first.predicate(facts), value(first))
-    for rule in rest:
-        chosen = chosen.when(rule.predicate(facts), value(rule))
+def _first_match(
+    rules: Sequence[Rule], predicates: Sequence[Column], value: Callable[[Rule], Column]
+) -> Column:
+    """``value`` of the first rule whose predicate (``predicates``, in the same order) holds."""
+    (first, *rest), (holds, *others) = rules, predicates
+    chosen = F.when(holds, value(first))
+    for rule, predicate in zip(rest, others, strict=True):
+        chosen = chosen.when(predicate, value(rule))
     return chosen
 
 
@@ -86,16 +89,19 @@ def decide(rules: Sequence[Rule], facts: Facts, notes: Column | None = None) -> 
     end a table with an :func:`always` rule). ``notes`` follow the rationale of every rule."""
     if not rules:
         raise ValueError("a rule table needs at least one rule")
-    verdict = _first_match(rules, facts, lambda rule: F.lit(rule.verdict))
-    because = _first_match(rules, facts, lambda rule: rule.rationale(facts))
+    # Built once and shared by the five columns: each predicate is a tree of Columns, and
+    # building one is a round trip to the JVM per node (the same expressions as built five times).
+    predicates = [rule.predicate(facts) for rule in rules]
+    verdict = _first_match(rules, predicates, lambda rule: F.lit(rule.verdict))
+    because = _first_match(rules, predicates, lambda rule: rule.rationale(facts))
     return Decision(
-        rule=_first_match(rules, facts, lambda rule: F.lit(rule.name)),
+        rule=_first_match(rules, predicates, lambda rule: F.lit(rule.name)),
         verdict=verdict,
         rationale=F.concat(verdict, F.lit(": "), because, *([] if notes is None else [notes])),
-        knob=_first_match(rules, facts, lambda rule: F.lit(rule.knob).cast("string")),
+        knob=_first_match(rules, predicates, lambda rule: F.lit(rule.knob).cast("string")),
         value=_first_match(
             rules,
-            facts,
+            predicates,
             lambda rule: (F.lit(None) if rule.value is None else rule.value(facts)).cast("long"),
         ),
     )
