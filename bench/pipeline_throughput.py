@@ -51,8 +51,9 @@ EVENT_MIX = {
 }
 
 
-def generate_raw(raw_dir: Path, events: int, seed: int = 7) -> int:
-    """Write ``events`` synthetic events as <raw>/date=D/part-<run>-NNNNN.parquet; returns files."""
+def generate_raw(raw_dir: Path, events: int, seed: int = 7, days: int = DAYS) -> int:
+    """Write ``events`` synthetic events over ``days`` days as
+    <raw>/date=D/part-<run>-NNNNN.parquet; returns files."""
     rng = np.random.default_rng(seed)
     schema = BROKER_EVENTS.to_pyarrow()
     day_us = 86_400 * 1_000_000
@@ -63,8 +64,8 @@ def generate_raw(raw_dir: Path, events: int, seed: int = 7) -> int:
     for run in range(RUNS):
         run_id = f"bench-{run}"
         n = per_run if run < RUNS - 1 else events - per_run * (RUNS - 1)
-        # Evenly spread over DAYS days, strictly ordered by seq.
-        ts = start_us + np.sort(rng.integers(0, DAYS * day_us, n))
+        # Evenly spread over the days, strictly ordered by seq.
+        ts = start_us + np.sort(rng.integers(0, days * day_us, n))
         kind = kinds[rng.choice(len(kinds), n, p=list(EVENT_MIX.values()))]
         is_queue_event = kind != "flow"
         queue = np.char.add("q", rng.integers(0, QUEUES, n).astype(str))
@@ -89,7 +90,7 @@ def generate_raw(raw_dir: Path, events: int, seed: int = 7) -> int:
             "link_role": np.where(kind == "flow", "publisher", None),
         }
         day_index = (ts - start_us) // day_us
-        for day in range(DAYS):
+        for day in range(days):
             in_day = np.flatnonzero(day_index == day)
             folder = raw_dir / f"date={date.fromordinal(DAY1.toordinal() + day).isoformat()}"
             folder.mkdir(parents=True, exist_ok=True)
@@ -111,10 +112,25 @@ def generate_raw(raw_dir: Path, events: int, seed: int = 7) -> int:
     return files
 
 
+def jvm_peak_rss_gib(spark: Any) -> float:
+    """The driver JVM's peak resident memory (``VmHWM`` of /proc): in local mode, all of Spark's."""
+    pid = spark.sparkContext._jvm.ProcessHandle.current().pid()
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 2**20  # kB
+    return float("nan")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=10_000_000)
     parser.add_argument("--conf", help="pipeline YAML (default: conf/pipeline.yaml)")
+    parser.add_argument(
+        "--days",
+        type=int,
+        default=DAYS,
+        help=f"days the events are spread over (default {DAYS}; 1 puts them all in one day)",
+    )
     parser.add_argument(
         "--no-great-expectations",
         action="store_true",
@@ -151,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         validate_with_great_expectations=not args.no_great_expectations,
     )
     started = time.perf_counter()
-    files = generate_raw(Path(conf.raw_dir), args.events)
+    files = generate_raw(Path(conf.raw_dir), args.events, days=args.days)
     print(
         f"generated {args.events:,} events in {files} files: {time.perf_counter() - started:.1f} s"
     )
@@ -161,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     spark.range(1).count()
     print(f"Spark + Delta session start-up: {time.perf_counter() - started:.1f} s (excluded)")
 
-    date_to = date.fromordinal(DAY1.toordinal() + DAYS - 1)
+    date_to = date.fromordinal(DAY1.toordinal() + args.days - 1)
     jobs = (
         ("ingest", lambda: run_ingest(spark, conf, DAY1, date_to)),
         ("episodes", lambda: run_episodes(spark, conf, DAY1, date_to)),
@@ -176,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         run_round(spark, jobs, args.events)
     if args.floor:  # after the jobs, so that it does not warm the JVM up for them
         print_floor(spark, conf.raw_dir, work / "floor", args.events)
+    print(f"driver JVM peak resident memory: {jvm_peak_rss_gib(spark):.2f} GiB (VmHWM)")
     spark.stop()
     return 0
 
