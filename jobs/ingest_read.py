@@ -376,14 +376,18 @@ class WholeFileRows:
     records: tuple[DataFrame, ...] = ()
     #: Files whose rows could not be read -> the detail (JSON) of their file record.
     unread_details: Mapping[str, str] = field(default_factory=dict)
-    #: ``ingest.max_rows_from_files_quarantined_whole`` and what these files left of it, for the
-    #: rows pyarrow recovers of files read in part (jobs/ingest_write.py); None: no limit.
+    #: ``ingest.max_rows_from_files_quarantined_whole``, of which the rows pyarrow recovers of
+    #: files read in part take what these files leave (jobs/ingest_write.py); None: no limit.
     budget: int | None = None
-    budget_left: int | None = None
 
     @property
     def rows_read(self) -> int:
         return sum(self.rows_per_file.values())
+
+    @property
+    def budget_left(self) -> int | None:
+        """What these files' rows leave of :attr:`budget` (None: no limit)."""
+        return None if self.budget is None else self.budget - self.rows_read
 
 
 def over_budget(file: RawFile, budget: int, limit: int) -> str | None:
@@ -432,7 +436,7 @@ def read_rows_of_files_quarantined_whole(
         budget -= rows
         if found is not None:
             records.append(found)
-    return WholeFileRows(rows_per_file, tuple(records), unread_details, limit, budget)
+    return WholeFileRows(rows_per_file, tuple(records), unread_details, limit)
 
 
 def file_records(spark: SparkSession, files: list[RawFile]) -> DataFrame:
