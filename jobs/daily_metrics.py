@@ -3,9 +3,10 @@ producers, jobs/transforms/queue_costs.py), ``link_starvation_daily`` and ``bloc
 
 Gold rows of the days [from, to] are replaced as a whole (replaceWhere on ``date``), and so are
 the rows of the runs concerned on the neighbouring days their new events change (see
-:class:`jobs.episodes.Scope`). State at 00:00 comes from earlier days: the counter from bronze
-events before the day, stopped and starved intervals from silver episodes that began earlier. Run
-the episodes job over the same days first.
+:class:`jobs.episodes.Scope`). State at 00:00 comes from earlier days: the counter, a queue's
+declaration and a link's attachment from the events carried into the span (silver
+``carried_events``, jobs/span_events.py), stopped and starved intervals from silver episodes that
+began earlier. Run the episodes job over the same days first.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from pyspark.sql import functions as F
 from jobs.cli import date_range_parser, parse_date_range, start_job
 from jobs.config import PipelineConf
 from jobs.delta_io import read_table, replace_where
-from jobs.episodes import bronze_events_of_runs, processing_scope
+from jobs.episodes import processing_scope
 from jobs.pipeline_state import run_recorded
+from jobs.span_events import earlier_enqueues, span_events
 from jobs.transforms.blocking import blocking_daily
 from jobs.transforms.daily import link_starvation_daily, observed_seconds, queue_flow_daily
 from jobs.transforms.episodes import overlapping, run_bounds
@@ -60,10 +62,17 @@ def process_daily_metrics(
     sc, label = spark.sparkContext, f"daily_metrics {date_from}..{date_to}"
     sc.setJobDescription(f"{label}: runs concerned and their span")
     scope = processing_scope(spark, conf, date_from, date_to)
-    all_events = bronze_events_of_runs(spark, conf, list(scope.runs))
-    bounds = run_bounds(all_events.select("run_id", "seq", "ts")).cache()
     first, last = scope.span_from, scope.span_to
-    events = all_events.where(F.col("date") <= F.lit(last)).select(*DAILY_INPUT_COLUMNS)
+    read = span_events(spark, conf, scope.runs, first, last)
+    bounds = run_bounds(read.events.select("run_id", "seq", "ts")).cache()
+    events = read.events.where(F.col("date") <= F.lit(last)).select(*DAILY_INPUT_COLUMNS)
+    # A transfer held over midnight completes in the span; its enqueue may be days earlier.
+    enqueues_before = earlier_enqueues(spark, conf, read)
+    cost_events = (
+        events
+        if enqueues_before is None
+        else events.unionByName(enqueues_before.select(*DAILY_INPUT_COLUMNS))
+    )
     of_runs = F.col("run_id").isin(*scope.runs)
     episodes = overlapping(read_table(spark, conf, QUEUE_FLOW_EPISODES), first, last).where(of_runs)
     starvations = overlapping(read_table(spark, conf, LINK_STARVATION_EPISODES), first, last).where(
@@ -74,6 +83,7 @@ def process_daily_metrics(
     report: dict[str, Any] = {
         "runs": len(scope.runs),
         "span": f"{first.isoformat()}..{last.isoformat()}",
+        "read": read.describe(),
     }
     sc.setJobDescription(f"{label}: write queue_flow_daily")
     report["queue_flow_daily"] = replace_where(
@@ -81,7 +91,7 @@ def process_daily_metrics(
         conf,
         QUEUE_FLOW_DAILY,
         with_queue_costs(
-            queue_flow_daily(events, episodes, bounds, first, last), events, first, last
+            queue_flow_daily(events, episodes, bounds, first, last), cost_events, first, last
         ).where(days),
         days,
     )

@@ -1,14 +1,14 @@
-"""episodes: bronze broker_events -> silver queue_flow_episodes, link_starvation_episodes and
-blocking_episodes.
+"""episodes: bronze broker_events -> silver queue_flow_episodes, link_starvation_episodes,
+blocking_episodes, queue_depth_timeline and carried_events.
 
 An episode is a fact about a stretch of a run that can begin before the processed days and end after
-them, so a run over [from, to] recomputes, from all bronze events of the runs concerned, every
-episode that overlaps those days (open ones included: they may have closed since), and replaces
-exactly those rows (replaceWhere on the overlap predicate). The runs concerned are those with events
-in the days plus those owning an episode the predicate replaces, so nothing replaced goes missing;
-their episodes on the neighbouring days the new events can change are recomputed too
-(:class:`Scope`).
-Cost: whole runs are read (column-pruned); simulation runs and collector sessions are bounded.
+them, so a run over [from, to] recomputes every episode that overlaps those days (open ones
+included: they may have closed since), and replaces exactly those rows (replaceWhere on the overlap
+predicate). The runs concerned are those with events in the days plus those owning an episode the
+predicate replaces, so nothing replaced goes missing; their episodes on the neighbouring days the
+new events can change are recomputed too (:class:`Scope`).
+Cost: the span's bronze days plus the state carried into it (jobs/span_events.py), column-pruned;
+an episode that began before the span cannot change and is not rewritten.
 """
 
 from __future__ import annotations
@@ -27,21 +27,30 @@ from jobs.cli import date_range_parser, parse_date_range, start_job
 from jobs.config import PipelineConf
 from jobs.delta_io import (
     days_predicate,
+    ensure_table,
+    local_table_missing,
     read_table,
     replace_where,
     replace_where_at,
-    sql_string,
     table_path,
 )
 from jobs.pipeline_state import run_recorded
+from jobs.span_events import (
+    SpanEvents,
+    runs_in,
+    span_events,
+    whole_runs,
+    write_carried_events,
+)
 from jobs.transforms.blocking import BLOCKING_INPUT_COLUMNS, blocking_episodes
-from jobs.transforms.depth_timeline import depth_timeline
+from jobs.transforms.depth_timeline import depth_timeline, run_buckets
 from jobs.transforms.episodes import (
     link_starvation_episodes,
     overlap_predicate,
     queue_flow_episodes,
     run_bounds,
 )
+from jobs.transforms.timeutil import US_PER_SECOND
 from schemas.tables import (
     BLOCKING_DAILY,
     BLOCKING_EPISODES,
@@ -136,16 +145,20 @@ class Scope:
         return bool(self.runs) and (self.span_from < self.date_from or self.span_to > self.date_to)
 
     def _runs_in(self) -> str:
-        return f"run_id IN ({', '.join(sql_string(r) for r in self.runs)})"
+        return runs_in(self.runs)
 
     def episode_predicate(self) -> str:
         """Silver episodes replaced: those overlapping the range, and the runs' episodes
-        overlapping the span (also the filter of what is written)."""
+        overlapping the span, that start within the span (also the filter of what is written).
+
+        Every episode the range can change starts within the span (``span_from`` is the
+        earliest start among them); one that began before it ended before the range, and its
+        events before the span are not read (only the state carried into it)."""
         predicate = overlap_predicate(self.date_from, self.date_to)
-        if not self.extended:
-            return predicate
-        span = overlap_predicate(self.span_from, self.span_to)
-        return f"({predicate}) OR ({self._runs_in()} AND {span})"
+        if self.extended:
+            span = overlap_predicate(self.span_from, self.span_to)
+            predicate = f"({predicate}) OR ({self._runs_in()} AND {span})"
+        return f"({predicate}) AND start_date >= DATE '{self.span_from.isoformat()}'"
 
     def day_predicate(self) -> str:
         """Gold rows replaced: every row of the range's days, and the runs' rows of the span."""
@@ -211,10 +224,6 @@ def processing_scope(
     )
 
 
-def bronze_events_of_runs(spark: SparkSession, conf: PipelineConf, runs: list[str]) -> DataFrame:
-    return read_table(spark, conf, BRONZE_BROKER_EVENTS).where(F.col("run_id").isin(*runs))
-
-
 def run_episodes(
     spark: SparkSession, conf: PipelineConf, date_from: date, date_to: date
 ) -> dict[str, Any]:
@@ -229,10 +238,15 @@ def process_episodes(
     sc, label = spark.sparkContext, f"episodes {date_from}..{date_to}"
     sc.setJobDescription(f"{label}: runs concerned and their span")
     scope = processing_scope(spark, conf, date_from, date_to)
+    read = span_events(spark, conf, scope.runs, scope.span_from, scope.span_to)
+    # Tiny (one row per run) and used by every table: computed once.
+    bounds = run_bounds(read.events).cache()
+    if read.carried and timeline_width_changed(spark, conf, read, bounds):
+        bounds.unpersist()
+        read = whole_runs(spark, conf, scope.runs, scope.span_from, scope.span_to)
+        bounds = run_bounds(read.events).cache()
     columns = dict.fromkeys((*EPISODE_INPUT_COLUMNS, *BLOCKING_INPUT_COLUMNS))
-    events = bronze_events_of_runs(spark, conf, list(scope.runs)).select(*columns)
-    # Tiny (one row per run) and used by both tables: computed once.
-    bounds = run_bounds(events).cache()
+    events = read.events.select(*columns)
     predicate = scope.episode_predicate()
     queue_episodes = queue_flow_episodes(events, bounds).where(predicate)
     link_episodes = link_starvation_episodes(events, bounds).where(predicate)
@@ -240,6 +254,7 @@ def process_episodes(
     report: dict[str, Any] = {
         "runs": len(scope.runs),
         "span": f"{scope.span_from.isoformat()}..{scope.span_to.isoformat()}",
+        "read": read.describe(),
     }
     sc.setJobDescription(f"{label}: write queue_flow_episodes")
     report["queue_flow_episodes"] = replace_where(
@@ -254,7 +269,9 @@ def process_episodes(
         spark, conf, BLOCKING_EPISODES, blockings, predicate
     )
     sc.setJobDescription(f"{label}: write queue_depth_timeline")
-    report["queue_depth_timeline"] = write_depth_timeline(spark, conf, events, bounds, scope.runs)
+    report["queue_depth_timeline"] = write_depth_timeline(spark, conf, read, bounds)
+    sc.setJobDescription(f"{label}: write carried_events")
+    report["carried_events"] = write_carried_events(spark, conf, read)
     sc.setJobDescription(None)
     bounds.unpersist()
     log.info("episodes %s..%s: %s", date_from, date_to, report)
@@ -266,22 +283,44 @@ def depth_timeline_path(conf: PipelineConf) -> str:
     return table_path(conf, QUEUE_DEPTH_TIMELINE)
 
 
+def timeline_width_changed(
+    spark: SparkSession, conf: PipelineConf, read: SpanEvents, bounds: DataFrame
+) -> bool:
+    """Whether a run's bucket width (from its ``bounds`` now) differs from the width of its
+    buckets before the span: those must be cut again, from the run's whole events. Runs without
+    events before the span (``read.history``) have no such buckets."""
+    path = depth_timeline_path(conf)
+    if not read.history or local_table_missing(path):
+        return False
+    ensure_table(spark, path, QUEUE_DEPTH_TIMELINE)
+    earlier = (
+        spark.read.format("delta")
+        .load(path)
+        .where(f"{runs_in(read.history)} AND date < DATE '{read.span_from.isoformat()}'")
+        .select(
+            "run_id", F.round(F.col("bucket_s") * F.lit(US_PER_SECOND)).cast("long").alias("_was")
+        )
+    )
+    changed = earlier.join(run_buckets(bounds), "run_id").where(F.col("_was") != F.col("_width_us"))
+    return bool(changed.limit(1).collect())
+
+
 def write_depth_timeline(
-    spark: SparkSession,
-    conf: PipelineConf,
-    events: DataFrame,
-    bounds: DataFrame,
-    runs: tuple[str, ...],
+    spark: SparkSession, conf: PipelineConf, read: SpanEvents, bounds: DataFrame
 ) -> int:
-    """Replace the ``queue_depth_timeline`` rows of ``runs`` by those of their events. A run's
-    bucket width follows its whole span, which grows with its new events: its buckets are
-    rewritten whole, as its episodes are recomputed from all its events."""
-    if not runs:
+    """Replace the ``queue_depth_timeline`` rows of the span's days of ``read.runs`` by those of
+    their events, or every row of the runs when whole runs were read (a run's bucket width
+    follows its span until it has lasted a day, so its buckets are then cut again)."""
+    if not read.runs:
         return 0
-    of_runs = f"run_id IN ({', '.join(sql_string(r) for r in runs)})"
-    timeline = depth_timeline(events, bounds)
+    timeline = depth_timeline(read.events, bounds)
+    replaced = runs_in(read.runs)
+    if read.carried:
+        days = days_predicate("date", read.span_from, read.span_to)
+        replaced = f"{replaced} AND {days}"
+        timeline = timeline.where(days)
     return replace_where_at(
-        spark, depth_timeline_path(conf), QUEUE_DEPTH_TIMELINE, timeline, of_runs
+        spark, depth_timeline_path(conf), QUEUE_DEPTH_TIMELINE, timeline, replaced
     )
 
 

@@ -243,6 +243,28 @@ BLOCKING_EPISODES = TableSchema(
     ),
 )
 
+CARRIED_EVENTS = TableSchema(
+    name="carried_events",
+    version=SCHEMA_VERSION,
+    partition_by=("carried_to",),
+    doc=(
+        "Per run and day, the bronze events that carry the run's state over that day's end "
+        "(jobs/transforms/carry.py): the latest event of each kind per queue, link and blocking "
+        "entity, and the run's first event. The episodes and daily_metrics jobs start a span "
+        "from the day before's rows instead of reading every earlier day of the run."
+    ),
+    columns=(
+        *BROKER_EVENTS.columns,
+        replace(_DATE, doc="UTC date of the event's ts, as in broker_events"),
+        Column(
+            "carried_to",
+            "date",
+            nullable=False,
+            doc="the day at whose end this event is part of the run's state (partition)",
+        ),
+    ),
+)
+
 BLOCKING_DAILY = TableSchema(
     name="blocking_daily",
     version=SCHEMA_VERSION,
@@ -293,6 +315,7 @@ PIPELINE_TABLES: dict[str, tuple[str, TableSchema]] = {
         (SILVER, LINK_STARVATION_EPISODES),
         (SILVER, BLOCKING_EPISODES),
         (SILVER, QUEUE_DEPTH_TIMELINE),
+        (SILVER, CARRIED_EVENTS),
         (GOLD, QUEUE_FLOW_DAILY),
         (GOLD, LINK_STARVATION_DAILY),
         (GOLD, BLOCKING_DAILY),

@@ -5,10 +5,12 @@ log has one row per enqueue and dequeue (hundreds of thousands per run), so the 
 (jobs/episodes.py) writes this table, computed by jobs/transforms/depth_timeline.py: one row per
 (run, queue, time bucket) in which the queue had events.
 
-The bucket width is one per run, the smallest of 1, 2 or 5 x 10^k seconds (1 ms at least) that
-cuts the run's observed span (first event to watermark) into at most
-:data:`MAX_BUCKETS_PER_RUN` buckets, counted from the run's first event: a queue gets at most that
-many points plus one whatever the run's length, and a chart's time axis has round steps.
+The bucket width is one per run, the smallest of 1, 2 or 5 x 10^k seconds (1 ms to 200 s) or
+5 minutes that cuts the run's observed span (first event to watermark), or one day if the run is
+longer, into at most :data:`MAX_BUCKETS` buckets, counted from the epoch (00:00 UTC): a queue gets
+at most that many points plus one per day of its run, a chart's time axis has round steps, and
+every width divides a day, so no bucket straddles midnight and a day's buckets are computed from
+that day's events and the state carried into it (silver ``carried_events``).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from schemas.model import Column, TableSchema
 
 SCHEMA_VERSION = 1
 
-#: Buckets of a run's span at most (a queue's chart: at most this many points, plus one).
-MAX_BUCKETS_PER_RUN = 300
+#: Buckets of a run's span, or of each day of a run longer than a day, at most (a queue's chart:
+#: at most this many points per day, plus one).
+MAX_BUCKETS = 300
 
 #: The narrowest bucket, in microseconds: finer than the engine's timer resolution is noise.
 MIN_BUCKET_US = 1_000
@@ -36,7 +39,12 @@ QUEUE_DEPTH_TIMELINE = TableSchema(
         Column("run_id", "string", nullable=False),
         Column("broker", "string", nullable=False),
         Column("queue", "string", nullable=False),
-        Column("bucket_start", "timestamp", nullable=False, doc="run's first event + n x width"),
+        Column(
+            "bucket_start",
+            "timestamp",
+            nullable=False,
+            doc="the epoch + n x width (00:00 UTC + n x width)",
+        ),
         Column("bucket_s", "float64", nullable=False, doc="the run's bucket width in seconds"),
         Column("events", "int64", nullable=False, doc="the queue's events in the bucket"),
         Column("max_depth_msgs", "int64", doc="largest depth_msgs logged in the bucket"),

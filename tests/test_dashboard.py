@@ -23,6 +23,7 @@ from jobs.dashboard_page import render_page
 from jobs.delta_io import read_table
 from jobs.episodes import write_depth_timeline
 from jobs.recommend import load_policy, run_recommend
+from jobs.span_events import SpanEvents
 from jobs.transforms.episodes import run_bounds
 from schemas.tables import BRONZE_BROKER_EVENTS
 from tests.test_recommend import DAY
@@ -157,7 +158,7 @@ def warehouse(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> PipelineC
     run_recommend(spark, conf, DAY, DAY, load_policy())
     events = read_table(spark, conf, BRONZE_BROKER_EVENTS)
     runs = tuple(sorted(r.run_id for r in events.select("run_id").distinct().collect()))
-    write_depth_timeline(spark, conf, events, run_bounds(events), runs)
+    write_depth_timeline(spark, conf, SpanEvents(events, False, DAY, DAY, runs), run_bounds(events))
     return conf
 
 

@@ -9,7 +9,7 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from jobs.transforms.depth_timeline import bucket_width_us, depth_timeline
+from jobs.transforms.depth_timeline import ROUND_WIDTHS_US, bucket_width_us, depth_timeline
 from jobs.transforms.episodes import run_bounds
 from tests.conftest import at, event, naive
 
@@ -116,7 +116,9 @@ def test_date_is_the_utc_day_of_the_bucket(spark: Any, make_events: Any) -> None
         (300_001, 2_000),  # one microsecond more: the next round width
         (600_000_000, 2_000_000),  # 10 minutes: 2 s
         (1_000_000_000, 5_000_000),  # 1,000 s: 3.3 s rounded up to 5 s
-        (86_400_000_000, 500_000_000),  # a day: 288 s rounded up to 500 s
+        (86_400_000_000, 300_000_000),  # a day: 288 s rounded up to 5 minutes
+        (10 * 86_400_000_000, 300_000_000),  # ten days: a day's width, 300 buckets a day
+        (72_000_000_000, 300_000_000),  # 20 h: 240 s, the first width above 200 s
     ],
 )
 def test_bucket_width_is_round_and_gives_at_most_300_buckets(
@@ -124,7 +126,15 @@ def test_bucket_width_is_round_and_gives_at_most_300_buckets(
 ) -> None:
     width = spark.range(1).select(bucket_width_us(F.lit(span_us)).alias("w")).first().w
     assert width == width_us
-    assert span_us // width <= 300
+    assert min(span_us, 86_400_000_000) // width <= 300
+    # Counted from the epoch, buckets never straddle midnight (jobs/episodes.py recomputes a
+    # day's buckets from that day's events).
+    assert 86_400_000_000 % width == 0
+
+
+def test_every_round_width_divides_a_day() -> None:
+    assert all(86_400_000_000 % width == 0 for width in ROUND_WIDTHS_US)
+    assert sorted(ROUND_WIDTHS_US) == list(ROUND_WIDTHS_US)
 
 
 def test_rewriting_a_run_replaces_its_rows(
@@ -132,13 +142,17 @@ def test_rewriting_a_run_replaces_its_rows(
 ) -> None:
     """Idempotent as the episodes are: the run's rows are replaced, other runs' kept."""
     from jobs.episodes import depth_timeline_path, write_depth_timeline
+    from jobs.span_events import SpanEvents
 
     _, conf = pipeline_conf()
     other = [event(1, after(0), "enqueue", run_id="r9", queue="q", depth_msgs=1)]
     events = make_events(stop_and_resume() + other)
     bounds = run_bounds(events)
-    assert write_depth_timeline(spark, conf, events, bounds, ("r1", "r9")) == 5
+    day = START.date()
+    both = SpanEvents(events, False, day, day, ("r1", "r9"))
+    assert write_depth_timeline(spark, conf, both, bounds) == 5
     # Delta copies the rows of other runs sharing a rewritten file: the count written may be 5.
-    write_depth_timeline(spark, conf, events.where("run_id = 'r1'"), bounds, ("r1",))
+    r1 = SpanEvents(events.where("run_id = 'r1'"), False, day, day, ("r1",))
+    write_depth_timeline(spark, conf, r1, bounds)
     table = spark.read.format("delta").load(depth_timeline_path(conf))
     assert sorted(r.run_id for r in table.collect()) == ["r1"] * 4 + ["r9"]

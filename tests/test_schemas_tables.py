@@ -22,6 +22,7 @@ def test_every_table_is_registered_once_with_a_layer_and_real_partition_columns(
         "blocking_episodes",
         "blocking_daily",
         "queue_depth_timeline",
+        "carried_events",
         "pipeline_state",
     }
     for layer, schema in PIPELINE_TABLES.values():

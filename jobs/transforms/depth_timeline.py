@@ -11,11 +11,17 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from jobs.transforms.episodes import QUEUE_KEYS, THRESHOLD_COLUMNS
-from jobs.transforms.timeutil import US_PER_SECOND, micros, utc_date
-from schemas.timelines import MAX_BUCKETS_PER_RUN, MIN_BUCKET_US
+from jobs.transforms.timeutil import US_PER_DAY, US_PER_SECOND, micros, utc_date
+from schemas.timelines import MAX_BUCKETS, MIN_BUCKET_US
 
-#: Round bucket widths in microseconds, 1 ms to 5 x 10^15 us (158 years): 1, 2 and 5 x 10^k.
-ROUND_WIDTHS_US = tuple(m * 10**k for k in range(3, 16) for m in (1, 2, 5))
+#: Round bucket widths in microseconds, 1, 2 and 5 x 10^k from 1 ms to 200 s, then 5 minutes:
+#: each divides a day, so buckets counted from the epoch never straddle midnight and a day's
+#: buckets can be recomputed from that day's events alone (jobs/episodes.py). 5 minutes is the
+#: first that cuts a day into at most :data:`MAX_BUCKETS` (288).
+ROUND_WIDTHS_US = (
+    *(m * 10**k for k in range(3, 9) for m in (1, 2, 5) if m * 10**k <= 200 * US_PER_SECOND),
+    300 * US_PER_SECOND,
+)
 
 #: The columns whose latest non-null value, by seq, is the queue's state after an event.
 CARRIED_COLUMNS = ("depth_msgs", "depth_bytes", *THRESHOLD_COLUMNS)
@@ -23,24 +29,19 @@ CARRIED_COLUMNS = ("depth_msgs", "depth_bytes", *THRESHOLD_COLUMNS)
 
 def bucket_width_us(span_us: Column) -> Column:
     """The smallest round width (:data:`ROUND_WIDTHS_US`, at least :data:`MIN_BUCKET_US`) that
-    cuts ``span_us`` into at most :data:`MAX_BUCKETS_PER_RUN` buckets."""
-    needed = F.greatest(
-        F.ceil(span_us / F.lit(MAX_BUCKETS_PER_RUN)).cast("long"), F.lit(MIN_BUCKET_US)
-    )
+    cuts ``span_us``, or a day if longer, into at most :data:`MAX_BUCKETS` buckets: a run's
+    width stops growing once it has lasted a day, so its earlier days' buckets stay valid."""
+    capped = F.least(span_us, F.lit(US_PER_DAY))
+    needed = F.greatest(F.ceil(capped / F.lit(MAX_BUCKETS)).cast("long"), F.lit(MIN_BUCKET_US))
     # least() skips nulls: the widths too narrow for the span drop out.
     return F.least(*(F.when(F.lit(width) >= needed, F.lit(width)) for width in ROUND_WIDTHS_US))
 
 
 def run_buckets(bounds: DataFrame) -> DataFrame:
     """Per run (``bounds``: run_id, first_event_ts, run_watermark_ts, as
-    :func:`jobs.transforms.episodes.run_bounds` gives them): where its buckets start, ``_first_us``,
-    and their width, ``_width_us``."""
-    first_us = micros("first_event_ts")
-    return bounds.select(
-        "run_id",
-        first_us.alias("_first_us"),
-        bucket_width_us(micros("run_watermark_ts") - first_us).alias("_width_us"),
-    )
+    :func:`jobs.transforms.episodes.run_bounds` gives them): its bucket width, ``_width_us``."""
+    span_us = micros("run_watermark_ts") - micros("first_event_ts")
+    return bounds.select("run_id", bucket_width_us(span_us).alias("_width_us"))
 
 
 def queue_states(events: DataFrame) -> DataFrame:
@@ -74,12 +75,13 @@ def depth_timeline(events: DataFrame, bounds: DataFrame) -> DataFrame:
     ``bounds``: their :func:`~jobs.transforms.episodes.run_bounds`): one per queue and bucket of
     its run in which the queue had events. Columns of schemas/timelines.py, in any order."""
     states = queue_states(events).join(F.broadcast(run_buckets(bounds)), "run_id")
-    bucket = F.floor((micros("ts") - F.col("_first_us")) / F.col("_width_us")).cast("long")
+    # Counted from the epoch: a width divides a day, so a bucket lies within one day.
+    bucket = F.floor(micros("ts") / F.col("_width_us")).cast("long")
     at_bucket_end = {c: F.max_by(c, "seq").alias(c) for c in (*THRESHOLD_COLUMNS, "flow_stopped")}
-    bucket_start = F.timestamp_micros(F.col("_first_us") + F.col("_bucket") * F.col("_width_us"))
+    bucket_start = F.timestamp_micros(F.col("_bucket") * F.col("_width_us"))
     return (
         states.withColumn("_bucket", bucket)
-        .groupBy(*QUEUE_KEYS, "_bucket", "_first_us", "_width_us")
+        .groupBy(*QUEUE_KEYS, "_bucket", "_width_us")
         .agg(
             F.count(F.lit(1)).alias("events"),
             F.max("depth_msgs").alias("max_depth_msgs"),
@@ -93,5 +95,5 @@ def depth_timeline(events: DataFrame, bounds: DataFrame) -> DataFrame:
         .withColumn("bucket_start", bucket_start)
         .withColumn("date", utc_date("bucket_start"))
         .withColumn("bucket_s", F.col("_width_us") / F.lit(float(US_PER_SECOND)))
-        .drop("_bucket", "_first_us", "_width_us")
+        .drop("_bucket", "_width_us")
     )

@@ -1,0 +1,126 @@
+"""One new day against a long bronze: does a nightly run cost what the day holds (issue 22)?
+
+Runs that last the whole stretch (collector sessions: every run has events on every day) are
+generated over ``--days`` + 1 days, the same number of events each day. Two warehouses, in one
+Spark session, one sitting:
+
+- long: the first ``--days`` days ingested and processed as one range (the backfill), then the
+  nightly run of the last day;
+- short: only the day before the last ingested and processed, then the same nightly run.
+
+The nightly run (ingest, episodes, daily_metrics of the one new day) is timed in both, short first
+(so that the long warehouse's run has the warmer JVM, if anything). Cost that follows the new day
+gives a ratio long / short near 1; cost that follows the run's length gives about ``--days``. The
+episodes job's report says what it read (carried state + span, or whole runs).
+
+    .venv/bin/python bench/nightly_increment.py                          # 10 days + 1, 1M a day
+    .venv/bin/python bench/nightly_increment.py --per-day 200000 --days 3  # a quick smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shutil
+import sys
+import time
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.pipeline_throughput import DAY1, cpu_seconds, generate_raw, jvm_peak_rss_gib
+from jobs.config import PROJECT_ROOT, load_conf
+
+
+def process(spark: Any, conf: Any, first: date, last: date) -> dict[str, Any]:
+    """Ingest, episodes and daily_metrics of [first, last]: seconds and CPU seconds per job,
+    and the episodes job's read."""
+    from jobs.daily_metrics import run_daily_metrics
+    from jobs.episodes import run_episodes
+    from jobs.ingest import run_ingest
+
+    figures: dict[str, Any] = {}
+    for name, job in (
+        ("ingest", run_ingest),
+        ("episodes", run_episodes),
+        ("daily_metrics", run_daily_metrics),
+    ):
+        started, cpu = time.perf_counter(), cpu_seconds(spark)
+        report = job(spark, conf, first, last)
+        figures[name] = (time.perf_counter() - started, cpu_seconds(spark) - cpu)
+        if name == "episodes":
+            figures["read"] = report["read"]
+    return figures
+
+
+def line(label: str, figures: dict[str, Any]) -> str:
+    jobs = ("ingest", "episodes", "daily_metrics")
+    total = sum(figures[j][0] for j in jobs)
+    parts = "  ".join(f"{j} {figures[j][0]:6.1f} s" for j in jobs)
+    return f"{label:<34} {parts}  total {total:6.1f} s  (episodes read {figures['read']})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--per-day", type=int, default=1_000_000, help="events a day")
+    parser.add_argument("--days", type=int, default=10, help="days in bronze before the new one")
+    parser.add_argument("--conf", help="pipeline YAML (default: conf/pipeline.yaml)")
+    args = parser.parse_args(argv)
+
+    from jobs.spark_session import build_spark_session
+
+    work = PROJECT_ROOT / "var" / "bench-nightly"
+    shutil.rmtree(work, ignore_errors=True)
+    base = load_conf(args.conf)
+
+    def conf_of(name: str) -> Any:
+        return dataclasses.replace(
+            base,
+            raw_dir=str(work / "raw"),
+            warehouse_dir=str(work / name / "warehouse"),
+            quality_dir=str(work / name / "quality"),
+        )
+
+    total_days = args.days + 1
+    started = time.perf_counter()
+    files = generate_raw(work / "raw", args.per_day * total_days, days=total_days)
+    print(
+        f"generated {args.per_day * total_days:,} events over {total_days} days "
+        f"({args.per_day:,} a day, every run on every day) in {files} files: "
+        f"{time.perf_counter() - started:.1f} s"
+    )
+    spark = build_spark_session(base, app_name="flowctl-bench-nightly")
+    spark.range(1).count()
+    new_day = DAY1 + timedelta(days=args.days)
+    day_before = new_day - timedelta(days=1)
+
+    long, short = conf_of("long"), conf_of("short")
+    backfill = process(spark, long, DAY1, day_before)
+    print(line(f"long: backfill of {args.days} days", backfill))
+    backfill_short = process(spark, short, day_before, day_before)
+    print(line("short: backfill of the day before", backfill_short))
+    nightly_short = process(spark, short, new_day, new_day)
+    print(line("short: nightly run of the new day", nightly_short))
+    nightly_long = process(spark, long, new_day, new_day)
+    print(line("long: nightly run of the new day", nightly_long))
+    jobs = ("ingest", "episodes", "daily_metrics")
+    ratio = sum(nightly_long[j][0] for j in jobs) / sum(nightly_short[j][0] for j in jobs)
+    cpu_ratio = sum(nightly_long[j][1] for j in jobs) / sum(nightly_short[j][1] for j in jobs)
+    print(
+        f"nightly run with {args.days} days in bronze / with 1 day: {ratio:.2f}x wall, "
+        f"{cpu_ratio:.2f}x CPU (1 = the new day's cost; {args.days} = the run's length)"
+    )
+    for job in jobs:
+        print(
+            f"  {job:<14} long {nightly_long[job][0]:6.1f} s ({nightly_long[job][1]:6.1f} s CPU)"
+            f"  short {nightly_short[job][0]:6.1f} s ({nightly_short[job][1]:6.1f} s CPU)"
+        )
+    print(f"driver JVM peak resident memory: {jvm_peak_rss_gib(spark):.2f} GiB (VmHWM)")
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""The events the episodes and daily_metrics jobs read for a :class:`~jobs.episodes.Scope`, and
+the silver ``carried_events`` they start from (jobs/transforms/carry.py).
+
+A scope's span is computed from the rows carried to the day before it plus the bronze days of the
+span, so a nightly run costs what its days hold, not what the run has logged since it began
+(issue 22). Whole runs are read instead when a run of the scope has days processed before this
+table existed (gold rows before the span and nothing carried), and, for the depth timeline, when
+a run's bucket width changed (it grows until the run has lasted a day,
+jobs/transforms/depth_timeline.py): its earlier buckets must be cut again.
+
+The carried rows at a span's start are final: every earlier bronze day of a run was processed
+before the span (the pipeline state, jobs/pipeline_state.py, processes earlier days behind bronze
+first), and a rerun of an earlier day makes that day, and so the carried rows from it on, part of
+the next span.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs.config import PipelineConf
+from jobs.delta_io import days_predicate, read_table, replace_where, sql_string
+from jobs.transforms.carry import carried_events
+from jobs.transforms.timeutil import micros, utc_date
+from schemas.broker_events import BROKER_EVENTS
+from schemas.tables import (
+    BLOCKING_DAILY,
+    BRONZE_BROKER_EVENTS,
+    CARRIED_EVENTS,
+    LINK_STARVATION_DAILY,
+    QUEUE_FLOW_DAILY,
+)
+
+log = logging.getLogger("flowctl.span_events")
+
+#: What the jobs read of bronze: the event columns and the day.
+EVENT_COLUMNS = (*BROKER_EVENTS.names, "date")
+
+#: Gold tables whose rows before a span show that a run has processed history.
+_HISTORY_TABLES = (QUEUE_FLOW_DAILY, LINK_STARVATION_DAILY, BLOCKING_DAILY)
+
+
+@dataclass(frozen=True)
+class SpanEvents:
+    """The events of a scope's runs: ``events`` (:data:`EVENT_COLUMNS`) and how they were read.
+
+    ``carried``: the rows carried to the day before ``span_from`` plus bronze of the span (events
+    dated before the span are there only as carried state); else every event of the runs.
+    ``history``: the runs whose carried rows were read (those with events before the span).
+    """
+
+    events: DataFrame
+    carried: bool
+    span_from: date
+    span_to: date
+    runs: tuple[str, ...]
+    history: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        read = "carried state + span" if self.carried else "whole runs"
+        return f"{read} ({self.span_from.isoformat()}..{self.span_to.isoformat()})"
+
+
+def runs_in(runs: tuple[str, ...]) -> str:
+    return f"run_id IN ({', '.join(sql_string(r) for r in runs)})"
+
+
+def carried_days(
+    spark: SparkSession, conf: PipelineConf, runs: tuple[str, ...], span_from: date
+) -> tuple[dict[str, date], set[str]]:
+    """Per run, the latest day before ``span_from`` carried rows were written for, and the runs
+    with gold rows before ``span_from``: one Spark job over the small tables."""
+    before = f"{runs_in(runs)} AND "
+    sources = [
+        read_table(spark, conf, CARRIED_EVENTS)
+        .where(before + f"carried_to < DATE '{span_from.isoformat()}'")
+        .select("run_id", F.col("carried_to").alias("day"), F.lit("carried").alias("source"))
+    ]
+    sources += [
+        read_table(spark, conf, table)
+        .where(before + f"date < DATE '{span_from.isoformat()}'")
+        .select("run_id", F.col("date").alias("day"), F.lit("gold").alias("source"))
+        for table in _HISTORY_TABLES
+    ]
+    union = sources[0]
+    for source in sources[1:]:
+        union = union.unionByName(source)
+    rows = union.groupBy("run_id", "source").agg(F.max("day").alias("day")).collect()
+    carried = {r.run_id: r.day for r in rows if r.source == "carried"}
+    with_gold = {r.run_id for r in rows if r.source == "gold"}
+    return carried, with_gold
+
+
+def whole_runs(
+    spark: SparkSession, conf: PipelineConf, runs: tuple[str, ...], span_from: date, span_to: date
+) -> SpanEvents:
+    """Every bronze event of the runs (the runs' history was processed without carried rows)."""
+    events = read_table(spark, conf, BRONZE_BROKER_EVENTS).where(F.col("run_id").isin(*runs))
+    return SpanEvents(events.select(*EVENT_COLUMNS), False, span_from, span_to, runs)
+
+
+def span_events(
+    spark: SparkSession, conf: PipelineConf, runs: tuple[str, ...], span_from: date, span_to: date
+) -> SpanEvents:
+    """The events to compute the span [span_from, span_to] of ``runs`` from: carried state plus
+    the span's bronze days when every run with history before the span has carried rows, else
+    whole runs."""
+    if not runs:
+        return whole_runs(spark, conf, runs, span_from, span_to)
+    carried, with_gold = carried_days(spark, conf, runs, span_from)
+    uncarried = sorted(with_gold - set(carried))
+    if uncarried:
+        log.info("whole runs read: %s processed before carried state was kept", uncarried)
+        return whole_runs(spark, conf, runs, span_from, span_to)
+    bronze = (
+        read_table(spark, conf, BRONZE_BROKER_EVENTS)
+        .where(days_predicate("date", span_from, span_to))
+        .where(F.col("run_id").isin(*runs))
+        .select(*EVENT_COLUMNS)
+    )
+    if carried:
+        at_start = " OR ".join(
+            f"(run_id = {sql_string(run)} AND carried_to = DATE '{day.isoformat()}')"
+            for run, day in sorted(carried.items())
+        )
+        state = read_table(spark, conf, CARRIED_EVENTS).where(at_start).select(*EVENT_COLUMNS)
+        bronze = state.unionByName(bronze)
+    return SpanEvents(bronze, True, span_from, span_to, runs, tuple(sorted(carried)))
+
+
+def write_carried_events(spark: SparkSession, conf: PipelineConf, read: SpanEvents) -> int:
+    """Replace the runs' carried rows of the span's days by those of ``read``."""
+    if not read.runs:
+        return 0
+    predicate = (
+        f"{runs_in(read.runs)} AND {days_predicate('carried_to', read.span_from, read.span_to)}"
+    )
+    rows = carried_events(read.events, read.span_from, read.span_to)
+    return replace_where(spark, conf, CARRIED_EVENTS, rows, predicate)
+
+
+def earlier_enqueues(spark: SparkSession, conf: PipelineConf, read: SpanEvents) -> DataFrame | None:
+    """The enqueues before the span whose transfers complete, held, within it: a held
+    transfer's enqueue is no earlier than its completion less its delay (the delay runs from
+    the send), so only the days back to the earliest such send are read. None when whole runs
+    were read (they hold every enqueue), no run has events before the span, or no held
+    transfer reaches back before it."""
+    if not read.carried or not read.history:
+        return None
+    sent = F.timestamp_micros(micros("ts") - F.col("latency_us"))
+    held = read.events.where(
+        (F.col("event_type") == "transfer_completed")
+        & (F.col("latency_us") > 0)
+        & (F.col("date") >= F.lit(read.span_from))
+    )
+    earliest = held.select(F.min(utc_date(sent)).alias("day")).first()
+    if earliest is None or earliest.day is None or earliest.day >= read.span_from:
+        return None
+    before = read.span_from - timedelta(days=1)
+    return (
+        read_table(spark, conf, BRONZE_BROKER_EVENTS)
+        .where(days_predicate("date", earliest.day, before))
+        .where(F.col("run_id").isin(*read.history) & (F.col("event_type") == "enqueue"))
+        .select(*EVENT_COLUMNS)
+    )

@@ -1,0 +1,142 @@
+"""The events that carry a run's state over midnight: silver ``carried_events``.
+
+Every rule of DESIGN §4 reads a run's events in ``seq`` order and asks of earlier days only for
+the latest event of some kind: the latest flow_stopped / flow_resumed of a queue (is it stopped at
+00:00?), the latest non-null threshold, counter or depth, the queue's event right before an
+episode's start (its trigger), a link's latest credit, role and attach / detach, a blocking
+entity's latest state, and the run's first event (where its observation starts). Those events,
+per run and day, are this table. A span of days is then computed from the rows carried to the day
+before it plus the span's own bronze events: the same inputs to the same transforms, whatever
+the run's length (the stretch before the span only yields episodes that start before it, which
+the jobs do not write; see :mod:`jobs.episodes`).
+
+The kinds are tables of rules (:data:`QUEUE_KINDS`, :data:`LINK_KINDS`): adding a rule that
+reads another kind of earlier event means adding its kind here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import date
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from jobs.transforms.blocking import blocking_states
+from jobs.transforms.daily import is_link_event
+from jobs.transforms.depth_timeline import CARRIED_COLUMNS as TIMELINE_CARRIED_COLUMNS
+from jobs.transforms.episodes import CARRIED_COLUMNS as EPISODE_CARRIED_COLUMNS
+from jobs.transforms.timeutil import utc_date
+
+
+def _not_null(column: str) -> Callable[[], Column]:
+    return lambda: F.col(column).isNotNull()
+
+
+#: Per queue, the latest event of each kind: any event (the trigger of an episode starting at the
+#: span's first event; the queue's days, jobs/transforms/daily.py), its flow state, and each
+#: column whose latest non-null value an episode or the depth timeline carries.
+QUEUE_KINDS: dict[str, Callable[[], Column]] = {
+    "queue_event": lambda: F.lit(True),
+    "queue_flow_change": lambda: F.col("event_type").isin("flow_stopped", "flow_resumed"),
+    **{
+        f"queue_{column}": _not_null(column)
+        for column in dict.fromkeys((*EPISODE_CARRIED_COLUMNS, *TIMELINE_CARRIED_COLUMNS))
+    },
+}
+
+#: Per link, the latest event of each kind: its credit state (a starvation's start), its role,
+#: its attach / detach and any link event (its attached time, jobs/transforms/daily.py).
+LINK_KINDS: dict[str, Callable[[], Column]] = {
+    "link_event_any": lambda: F.lit(True),
+    "link_credit_state": lambda: (
+        F.col("credit").isNotNull() | (F.col("event_type") == "link_detached")
+    ),
+    "link_role": _not_null("link_role"),
+    "link_attachment": lambda: F.col("event_type").isin("link_attached", "link_detached"),
+    "link_event": is_link_event,
+}
+
+#: The run's latest event (its watermark when the span has none) and first by ts.
+RUN_KINDS = ("run_last", "run_first")
+
+
+def _days(events: DataFrame, first: date, last: date) -> DataFrame:
+    return events.sparkSession.range(1).select(
+        F.explode(F.sequence(F.lit(first), F.lit(last))).alias("carried_to")
+    )
+
+
+def _entity_seqs(events: DataFrame, first: date, last: date) -> DataFrame:
+    """(run_id, seq, carried_to) of the latest event of each queue and link kind and of the
+    run's first and last events, for each day of [first, last]: one aggregation over the events
+    per (run, broker, queue, link, date), then one over those few rows per entity and day."""
+    seq = F.col("seq")
+    on_queue, on_link = F.col("queue").isNotNull(), F.col("link").isNotNull()
+    per_day = events.groupBy("run_id", "broker", "queue", "link", "date").agg(
+        *(F.max(F.when(on_queue & kind(), seq)).alias(name) for name, kind in QUEUE_KINDS.items()),
+        *(F.max(F.when(on_link & kind(), seq)).alias(name) for name, kind in LINK_KINDS.items()),
+        F.max(seq).alias("run_last"),
+        F.min_by(seq, "ts").alias("run_first"),
+        F.min("ts").alias("_first_ts"),
+    )
+    level = F.explode(
+        F.array(
+            F.struct(F.lit("queue").alias("level"), F.col("broker"), F.col("queue").alias("key")),
+            F.struct(F.lit("link").alias("level"), F.col("broker"), F.col("link").alias("key")),
+            F.struct(
+                F.lit("run").alias("level"),
+                F.lit(None).cast("string").alias("broker"),
+                F.lit(None).cast("string").alias("key"),
+            ),
+        )
+    )
+    kinds = [*QUEUE_KINDS, *LINK_KINDS, "run_last"]
+    per_entity = (
+        per_day.join(F.broadcast(_days(events, first, last)), F.col("date") <= F.col("carried_to"))
+        .select("run_id", "carried_to", level.alias("_entity"), *kinds, "run_first", "_first_ts")
+        .where((F.col("_entity.level") == "run") | F.col("_entity.key").isNotNull())
+        .groupBy("run_id", "carried_to", "_entity")
+        .agg(
+            *(F.max(name).alias(name) for name in kinds),
+            F.min_by("run_first", "_first_ts").alias("run_first"),
+        )
+    )
+    level_name = F.col("_entity.level")
+    seqs = (
+        F.when(level_name == "queue", F.array(*QUEUE_KINDS))
+        .when(level_name == "link", F.array(*LINK_KINDS))
+        .otherwise(F.array(*RUN_KINDS))
+    )
+    return per_entity.select("run_id", "carried_to", F.explode(seqs).alias("seq"))
+
+
+def _blocking_seqs(events: DataFrame, first: date, last: date) -> DataFrame:
+    """(run_id, seq, carried_to) of each blocking entity's latest state event for each day."""
+    per_day = (
+        blocking_states(events)
+        .groupBy("run_id", "broker", "kind", "entity", utc_date("ts").alias("date"))
+        .agg(F.max("seq").alias("seq"))
+    )
+    return (
+        per_day.join(F.broadcast(_days(events, first, last)), F.col("date") <= F.col("carried_to"))
+        .groupBy("run_id", "broker", "kind", "entity", "carried_to")
+        .agg(F.max("seq").alias("seq"))
+        .select("run_id", "seq", "carried_to")
+    )
+
+
+def carried_events(events: DataFrame, first: date, last: date) -> DataFrame:
+    """The ``carried_events`` rows of the days [first, last]: for each day, the events of
+    ``events`` that carry each run's state over its end, with ``carried_to`` that day.
+
+    ``events`` are a run's events up to ``last`` (bronze columns and ``date``), or the rows
+    carried to the day before ``first`` plus the events of [first, last]: the latest event of a
+    kind among those is the latest of the whole run."""
+    seqs = (
+        _entity_seqs(events, first, last)
+        .unionByName(_blocking_seqs(events, first, last))
+        .where(F.col("seq").isNotNull())
+        .distinct()
+    )
+    return events.join(F.broadcast(seqs), ["run_id", "seq"])
