@@ -126,6 +126,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from jobs.failures import run_entry_point
+    from jobs.failures import run_job_process
 
-    sys.exit(run_entry_point("daily_metrics", main))
+    sys.exit(run_job_process("daily_metrics", main))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import sys
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 from functools import reduce
 from typing import Any
 
@@ -50,7 +50,7 @@ from jobs.transforms.episodes import (
     queue_flow_episodes,
     run_bounds,
 )
-from jobs.transforms.timeutil import US_PER_SECOND
+from jobs.transforms.timeutil import US_PER_DAY, US_PER_SECOND, micros, utc_date
 from schemas.tables import (
     BLOCKING_DAILY,
     BLOCKING_EPISODES,
@@ -287,19 +287,30 @@ def timeline_width_changed(
     spark: SparkSession, conf: PipelineConf, read: SpanEvents, bounds: DataFrame
 ) -> bool:
     """Whether a run's bucket width (from its ``bounds`` now) differs from the width of its
-    buckets before the span: those must be cut again, from the run's whole events. Runs without
-    events before the span (``read.history``) have no such buckets."""
+    buckets before the span: those must be cut again, from the run's whole events.
+
+    Only a run younger than a day at the span's start can have changed: the width grows with
+    the run's span up to a day's, and its buckets were last cut at a watermark no earlier than
+    its last event before the span. A young run's buckets lie on the days of its first and last
+    events, so only those days of the timeline are read, and only for such runs."""
     path = depth_timeline_path(conf)
-    if not read.history or local_table_missing(path):
+    if read.state is None or local_table_missing(path):
+        return False
+    ages = read.state.groupBy("run_id").agg(
+        utc_date(F.min("ts")).alias("first_day"),
+        (micros(F.max("ts")) - micros(F.min("ts"))).alias("_span_us"),
+    )
+    young = ages.where(F.col("_span_us") < US_PER_DAY).collect()
+    if not young:
         return False
     ensure_table(spark, path, QUEUE_DEPTH_TIMELINE)
+    first_day = min(r.first_day for r in young)
     earlier = (
         spark.read.format("delta")
         .load(path)
-        .where(f"{runs_in(read.history)} AND date < DATE '{read.span_from.isoformat()}'")
-        .select(
-            "run_id", F.round(F.col("bucket_s") * F.lit(US_PER_SECOND)).cast("long").alias("_was")
-        )
+        .where(runs_in(tuple(r.run_id for r in young)))
+        .where(days_predicate("date", first_day, read.span_from - timedelta(days=1)))
+        .select("run_id", F.round(F.col("bucket_s") * US_PER_SECOND).cast("long").alias("_was"))
     )
     changed = earlier.join(run_buckets(bounds), "run_id").where(F.col("_was") != F.col("_width_us"))
     return bool(changed.limit(1).collect())
@@ -332,6 +343,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from jobs.failures import run_entry_point
+    from jobs.failures import run_job_process
 
-    sys.exit(run_entry_point("episodes", main))
+    sys.exit(run_job_process("episodes", main))

@@ -9,6 +9,7 @@ advice and the exit code. ``flowctl`` maps its errors through the same table.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -28,6 +29,8 @@ from flowctl_core.errors import (
 from jobs.cli import EXIT_USAGE
 from jobs.config import PROJECT_ROOT
 from jobs.pipeline_state import StaleInputError
+
+log = logging.getLogger("flowctl.failures")
 
 #: Where the full traces go (one file per failure); ``$FLOWCTL_LOG_DIR`` names another folder.
 LOG_DIR_ENV_VAR = "FLOWCTL_LOG_DIR"
@@ -150,6 +153,31 @@ def report_failure(job: str, error: BaseException) -> tuple[str, int]:
     rule = rule_for(error)
     trace = None if rule.stated else write_trace(job, error)
     return failure_line(job, error, trace), rule.exit_code
+
+
+def run_job_process(job: str, main: Callable[[], int]) -> int:
+    """:func:`run_entry_point` as a job's own process (spark-submit), its Spark session stopped
+    before the process exits: the executors are released in order. Left to the JVM's shutdown,
+    a standalone master in the same JVM (``local-cluster``) sees them killed and starts others,
+    dozens of executor JVMs, until it is gone itself."""
+    try:
+        return run_entry_point(job, main)
+    finally:
+        _stop_spark_session()
+
+
+def _stop_spark_session() -> None:
+    if "pyspark.sql" not in sys.modules:  # the job failed before Spark started
+        return
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    if session is None:
+        return
+    try:
+        session.stop()
+    except Exception as error:  # a JVM that died with the job: nothing left to release
+        log.debug("stopping the Spark session: %s", error)
 
 
 def run_entry_point(job: str, main: Callable[[], int]) -> int:

@@ -141,6 +141,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from jobs.failures import run_entry_point
+    from jobs.failures import run_job_process
 
-    sys.exit(run_entry_point("maintenance", main))
+    sys.exit(run_job_process("maintenance", main))

@@ -143,6 +143,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from jobs.failures import run_entry_point
+    from jobs.failures import run_job_process
 
-    sys.exit(run_entry_point("recommend", main))
+    sys.exit(run_job_process("recommend", main))

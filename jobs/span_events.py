@@ -51,7 +51,8 @@ class SpanEvents:
 
     ``carried``: the rows carried to the day before ``span_from`` plus bronze of the span (events
     dated before the span are there only as carried state); else every event of the runs.
-    ``history``: the runs whose carried rows were read (those with events before the span).
+    ``history``: the runs whose carried rows were read (those with events before the span), and
+    ``state`` those rows.
     """
 
     events: DataFrame
@@ -60,6 +61,7 @@ class SpanEvents:
     span_to: date
     runs: tuple[str, ...]
     history: tuple[str, ...] = ()
+    state: DataFrame | None = None
 
     def describe(self) -> str:
         read = "carried state + span" if self.carried else "whole runs"
@@ -123,14 +125,16 @@ def span_events(
         .where(F.col("run_id").isin(*runs))
         .select(*EVENT_COLUMNS)
     )
-    if carried:
-        at_start = " OR ".join(
-            f"(run_id = {sql_string(run)} AND carried_to = DATE '{day.isoformat()}')"
-            for run, day in sorted(carried.items())
-        )
-        state = read_table(spark, conf, CARRIED_EVENTS).where(at_start).select(*EVENT_COLUMNS)
-        bronze = state.unionByName(bronze)
-    return SpanEvents(bronze, True, span_from, span_to, runs, tuple(sorted(carried)))
+    if not carried:
+        return SpanEvents(bronze, True, span_from, span_to, runs)
+    at_start = " OR ".join(
+        f"(run_id = {sql_string(run)} AND carried_to = DATE '{day.isoformat()}')"
+        for run, day in sorted(carried.items())
+    )
+    state = read_table(spark, conf, CARRIED_EVENTS).where(at_start).select(*EVENT_COLUMNS)
+    return SpanEvents(
+        state.unionByName(bronze), True, span_from, span_to, runs, tuple(sorted(carried)), state
+    )
 
 
 def write_carried_events(spark: SparkSession, conf: PipelineConf, read: SpanEvents) -> int:

@@ -18,26 +18,38 @@ bash scripts/setup_brokers.sh
 # pytest exits 5 when it collected nothing: that must fail, never pass silently.
 set +e
 # The DAG test (tests/airflow, Airflow's own virtualenv: real spark-submits, ~6 min, much of it
-# JVM start-ups and Airflow's bookkeeping) runs beside the main suite; its output is printed
-# after the suite's, and the real-broker tests wait for both (their figures are rates).
-airflow_log=$(mktemp)
-trap 'rm -f "$airflow_log"' EXIT
-.airflow-venv/bin/python -m pytest tests/airflow -q -p no:cacheprovider >"$airflow_log" 2>&1 &
-airflow_pid=$!
+# JVM start-ups and Airflow's bookkeeping), then the jobs on a multi-process Spark
+# (tests/cluster: spark-submits to local-cluster[2,1,2048], ~3 min), run beside the main suite,
+# one after the other; their output is printed after the suite's, and the real-broker tests wait
+# for all (their figures are rates).
+beside=$(mktemp -d)
+trap 'rm -rf "$beside"' EXIT
+(
+  .airflow-venv/bin/python -m pytest tests/airflow -q -p no:cacheprovider >"$beside/airflow.log" 2>&1
+  echo $? >"$beside/airflow.rc"
+  .venv/bin/python -m pytest tests/cluster -q -p no:cacheprovider >"$beside/cluster.log" 2>&1
+  echo $? >"$beside/cluster.rc"
+) &
+beside_pid=$!
 # Two workers, a test file each at a time: the Spark tests wait on job scheduling and the Delta
 # log more than on a core, so two sessions side by side use the 2 cores (each worker builds its
 # own session in its own temporary folders). The real-broker tests share the two brokers they
 # start, so they run after, in one process.
-.venv/bin/python -m pytest --ignore=tests/airflow -m "not realbroker" -n 2 --dist loadfile "$@"
+.venv/bin/python -m pytest --ignore=tests/airflow --ignore=tests/cluster -m "not realbroker" \
+  -n 2 --dist loadfile "$@"
 rc=$?
-wait "$airflow_pid"
-airflow_rc=$?
-echo "--- tests/airflow (Airflow's virtualenv, run beside the tests above)"
-cat "$airflow_log"
+wait "$beside_pid"
+for part in airflow cluster; do
+  echo "--- tests/$part (run beside the tests above)"
+  cat "$beside/$part.log"
+done
 if [ "$rc" -eq 5 ]; then echo "test: pytest collected no tests" >&2; exit 1; fi
-if [ "$airflow_rc" -eq 5 ]; then echo "test: the Airflow DAG test collected no tests" >&2; exit 1; fi
 [ "$rc" -eq 0 ] || exit "$rc"
-[ "$airflow_rc" -eq 0 ] || exit "$airflow_rc"
+for part in airflow cluster; do
+  part_rc=$(cat "$beside/$part.rc")
+  if [ "$part_rc" -eq 5 ]; then echo "test: tests/$part collected no tests" >&2; exit 1; fi
+  [ "$part_rc" -eq 0 ] || exit "$part_rc"
+done
 .venv/bin/python -m pytest tests/realbrokers -m realbroker "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then echo "test: the real-broker tests collected no tests" >&2; exit 1; fi

@@ -103,7 +103,7 @@ def four_day_run() -> list[dict[str, Any]]:
     return rows
 
 
-def _tables(spark: Any, conf: Any) -> dict[str, list[dict[str, Any]]]:
+def tables_of(spark: Any, conf: Any) -> dict[str, list[dict[str, Any]]]:
     """Silver and gold as sorted rows; a closed episode's ``run_watermark_ts`` is the watermark
     as of the night that last wrote it (episodes that cannot change are not rewritten), so it is
     compared on open episodes only."""
@@ -146,7 +146,7 @@ def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     run_ingest(spark, whole, DAYS[0], DAYS[-1])
     run_episodes(spark, whole, DAYS[0], DAYS[-1])
     run_daily_metrics(spark, whole, DAYS[0], DAYS[-1])
-    results["range"] = _tables(spark, whole)
+    results["range"] = tables_of(spark, whole)
 
     # Days 1-3 processed (as one range: the carried rows are the same as night after night's,
     # tests/test_processing_order.py compares those), then the fourth night.
@@ -162,7 +162,7 @@ def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     shutil.rmtree(bronze_day1)
     results["reads"]["last"] = run_episodes(spark, nightly, DAYS[3], DAYS[3])["read"]
     results["daily_read"] = run_daily_metrics(spark, nightly, DAYS[3], DAYS[3])["read"]
-    results["nightly"] = _tables(spark, nightly)
+    results["nightly"] = tables_of(spark, nightly)
     results["carried"] = sorted(
         (r.carried_to, r.run_id, r.seq)
         for r in read_table(spark, nightly, CARRIED_EVENTS).collect()
@@ -170,13 +170,14 @@ def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
 
     results["legacy_read"] = run_episodes(spark, legacy, DAYS[3], DAYS[3])["read"]
     run_daily_metrics(spark, legacy, DAYS[3], DAYS[3])
-    results["legacy"] = _tables(spark, legacy)
+    results["legacy"] = tables_of(spark, legacy)
     return results
 
 
-def test_the_range_run_has_what_design_defines(outcomes):
-    """The reference: q1's episodes, the held transfer and the carried thresholds."""
-    episodes = {e["start_seq"]: e for e in outcomes["range"]["queue_flow_episodes"]}
+def assert_four_day_run_tables(tables: dict[str, list[dict[str, Any]]]) -> None:
+    """:func:`four_day_run`'s tables as derived by hand: q1's episodes with the thresholds set
+    on day 1, the held transfer, qidle's idle days, c1's starvation and conn1's blocking."""
+    episodes = {e["start_seq"]: e for e in tables["queue_flow_episodes"]}
     # Stopped at 9 > 8 (thresholds of seq 4), then at seq 15 whose trigger is seq 14 (day 2).
     assert {(s, e["flow_stop_count"], e["end_seq"]) for s, e in episodes.items()} == {
         (9, 8, 11),
@@ -184,15 +185,19 @@ def test_the_range_run_has_what_design_defines(outcomes):
         (3, 2, None),  # r2's q9, open at its watermark
     }
     assert episodes[15]["overshoot_bound_msgs"] == 4  # p1, the trigger's producer
-    daily = {(r["queue"], r["date"]): r for r in outcomes["range"]["queue_flow_daily"]}
+    daily = {(r["queue"], r["date"]): r for r in tables["queue_flow_daily"]}
     assert daily[("q1", DAYS[2])]["held_completions"] == 1
     assert daily[("q1", DAYS[2])]["completion_max_us"] == 7_200_000_000
     assert daily[("q1", DAYS[2])]["flow_stopped_counter_delta"] == 1
     assert [daily[("qidle", d)]["observed_s"] for d in DAYS] == [43200.0, 86400.0, 86400.0, 64800.0]
-    starved = {r["date"]: r["starved_s"] for r in outcomes["range"]["link_starvation_daily"]}
+    starved = {r["date"]: r["starved_s"] for r in tables["link_starvation_daily"]}
     assert [starved[d] for d in DAYS[:3]] == [7200.0, 86400.0, 7200.0]
-    blocked = {r["date"]: r["blocked_s"] for r in outcomes["range"]["blocking_daily"]}
+    blocked = {r["date"]: r["blocked_s"] for r in tables["blocking_daily"]}
     assert blocked == {DAYS[1]: 14400.0, DAYS[2]: 14400.0}
+
+
+def test_the_range_run_has_what_design_defines(outcomes):
+    assert_four_day_run_tables(outcomes["range"])
 
 
 def test_night_after_night_reads_the_carried_state_and_gives_the_range_tables(outcomes):
@@ -239,24 +244,29 @@ def test_a_changed_bucket_width_asks_for_whole_runs(
     spark: Any, make_events: Any, pipeline_conf: Any
 ) -> None:
     """Buckets before a span cut with another width than the run's now must be cut again: the
-    guard that sends the episodes job to whole runs (a run's width grows until it has lasted a
-    day; the nightly span covers a run that young, a range processed out of order may not)."""
+    guard that sends the episodes job to whole runs. The width grows until a run has lasted a
+    day; the nightly span covers a run that young, a range processed out of order may not."""
     from jobs.episodes import timeline_width_changed, write_depth_timeline
     from jobs.span_events import SpanEvents
     from jobs.transforms.episodes import run_bounds
 
     _, conf = pipeline_conf()
-    rows = [r for r in four_day_run() if r["run_id"] == "r1"]
-    events = make_events(rows)
+    events = make_events([r for r in four_day_run() if r["run_id"] == "r1"])
     day_one = events.where(f"date = DATE '{DAYS[0].isoformat()}'")
     # Day 1 alone: 12:00 to 23:00:02, 11 h, buckets of 200 s.
     write_depth_timeline(
         spark, conf, SpanEvents(day_one, False, DAYS[0], DAYS[0], ("r1",)), run_bounds(day_one)
     )
-    later = SpanEvents(events, True, DAYS[2], DAYS[3], ("r1",), history=("r1",))
-    assert timeline_width_changed(spark, conf, later, run_bounds(events))  # now 5 minutes
-    assert not timeline_width_changed(spark, conf, later, run_bounds(day_one))
-    from_day_one = SpanEvents(events, True, DAYS[0], DAYS[3], ("r1",), history=("r1",))
-    assert not timeline_width_changed(spark, conf, from_day_one, run_bounds(events))
-    no_history = SpanEvents(events, True, DAYS[2], DAYS[3], ("r1",))
-    assert not timeline_width_changed(spark, conf, no_history, run_bounds(events))
+
+    def span(first: Any, state: Any) -> Any:
+        return SpanEvents(events, True, first, DAYS[3], ("r1",), ("r1",), state)
+
+    # r1 was 11 h old before day 3 (its state: day 1's events); its span is now 3 days: 5 minutes.
+    assert timeline_width_changed(spark, conf, span(DAYS[2], day_one), run_bounds(events))
+    assert not timeline_width_changed(spark, conf, span(DAYS[2], day_one), run_bounds(day_one))
+    # A span from the run's first day has no buckets before it; nor has a run without history.
+    assert not timeline_width_changed(spark, conf, span(DAYS[0], day_one), run_bounds(events))
+    assert not timeline_width_changed(spark, conf, span(DAYS[2], None), run_bounds(events))
+    # A run a day old before the span was cut at a day's width already: not read.
+    older = events.where(f"date < DATE '{DAYS[2].isoformat()}'")
+    assert not timeline_width_changed(spark, conf, span(DAYS[2], older), run_bounds(events))

@@ -361,7 +361,14 @@ def overlap_predicate(date_from: date, date_to: date) -> str:
     start, end = day_bounds(date_from, date_to)
     fmt = "%Y-%m-%d %H:%M:%S"
     range_start = f"TIMESTAMP '{start.strftime(fmt)}+00:00'"
+    # COALESCE(end_ts, run_watermark_ts) >= range_start, spelled so that Delta's per-file
+    # min / max / null-count statistics skip the files of episodes that ended earlier (a scan of
+    # every earlier day otherwise), and start_date bounding the partitions read.
+    ends_after = (
+        f"(end_ts >= {range_start} OR (end_ts IS NULL AND run_watermark_ts >= {range_start}))"
+    )
     return (
+        f"start_date <= DATE '{date_to.isoformat()}' AND "
         f"start_ts < TIMESTAMP '{end.strftime(fmt)}+00:00' AND "
-        f"(COALESCE(end_ts, run_watermark_ts) >= {range_start} OR start_ts >= {range_start})"
+        f"({ends_after} OR start_ts >= {range_start})"
     )

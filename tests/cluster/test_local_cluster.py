@@ -1,0 +1,135 @@
+"""The jobs under spark-submit on a real multi-process Spark: ``--master local-cluster[2,1,2048]``
+(a standalone master and two workers in the driver's JVM, each launching an executor JVM of its
+own), the cluster story of the README in miniature (issue 22).
+
+What a cluster adds and ``local[2]`` hides: tasks run in other JVMs, so the Delta jars must reach
+them (``--jars``), the conf must leave the master to spark-submit (``spark.master: null``),
+closures and Python workers must be shipped, and every shuffle and Delta write crosses processes.
+The four-day run of tests/test_carried_state.py goes through ingest, episodes and daily_metrics
+that way; its tables must be the ones derived by hand there, and each executor's own log must
+show it ran tasks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from jobs.config import PROJECT_ROOT, load_conf
+from tests.conftest import TEST_SPARK_SETTINGS, write_raw
+from tests.test_carried_state import DAYS, assert_four_day_run_tables, four_day_run, tables_of
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+MASTER = "local-cluster[2,1,2048]"
+JOBS = ("ingest", "episodes", "daily_metrics")
+VENV_BIN = PROJECT_ROOT / ".venv" / "bin"
+
+
+def _classpath() -> str:
+    """The Delta jars as spark-submit's ``--jars`` list (jobs/jvm_jars.py)."""
+    return subprocess.run(
+        [str(VENV_BIN / "python"), "-m", "jobs.jvm_jars", "--classpath"],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+    ).stdout.strip()
+
+
+def _spark_home(folder: Path) -> Path:
+    """pip's Spark (the pyspark package) seen through links from a folder of the test's own: a
+    local-cluster worker puts each executor's folder (its logs and a copy of every jar) in
+    ``$SPARK_HOME/work``, whatever SPARK_WORKER_DIR says, and that must not grow in the venv."""
+    import pyspark
+
+    folder.mkdir()
+    for entry in Path(pyspark.__file__).parent.iterdir():
+        if entry.name != "work":
+            (folder / entry.name).symlink_to(entry)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def cluster_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("cluster")
+    rows = four_day_run()
+    for run in ("r1", "r2"):
+        write_raw(tmp / "raw", [dict(r) for r in rows if r["run_id"] == run])
+    document = yaml.safe_load((PROJECT_ROOT / "conf/pipeline.yaml").read_text())
+    document["spark"]["master"] = None  # left to spark-submit, as on a cluster
+    document["spark"]["conf"].update(TEST_SPARK_SETTINGS)
+    document["spark"]["conf"].pop("spark.driver.memory", None)  # on the command line below
+    document["paths"] = {
+        "raw": str(tmp / "raw"),
+        "warehouse": str(tmp / "warehouse"),
+        "quality": str(tmp / "quality"),
+    }
+    conf_path = tmp / "pipeline.yaml"
+    conf_path.write_text(yaml.safe_dump(document))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
+    env |= {
+        "PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}",
+        "SPARK_HOME": str(_spark_home(tmp / "spark-home")),
+        # Master, workers, executors and driver talk over loopback only.
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "FLOWCTL_LOG_DIR": str(tmp / "log"),
+    }
+    jars = _classpath()
+    outputs = {}
+    for job in JOBS:
+        command = [
+            "spark-submit",
+            "--master",
+            MASTER,
+            "--driver-memory",
+            "1g",
+            "--conf",
+            "spark.executor.memory=1g",
+            # JVMs that live a minute: C1 only (C2 compiling Spark was ~45 % of their CPU,
+            # tests/airflow/test_dag_run.py).
+            "--conf",
+            "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1",
+            "--driver-java-options",
+            f"-XX:TieredStopAtLevel=1 "
+            f"-Dlog4j2.configurationFile={PROJECT_ROOT / 'conf/log4j2.properties'}",
+            "--jars",
+            jars,
+            str(PROJECT_ROOT / "jobs" / f"{job}.py"),
+            "--from",
+            DAYS[0].isoformat(),
+            "--to",
+            DAYS[-1].isoformat(),
+            "--conf",
+            str(conf_path),
+        ]
+        done = subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=600, cwd=tmp
+        )
+        assert done.returncode == 0, f"{job}: exit {done.returncode}\n{done.stderr[-4000:]}"
+        outputs[job] = done.stderr
+    conf = dataclasses.replace(
+        load_conf(conf_path), spark_master="local[2]", warehouse_dir=str(tmp / "warehouse")
+    )
+    return {"conf": conf, "work": tmp / "spark-home" / "work", "outputs": outputs}
+
+
+def test_every_job_ran_its_tasks_in_two_executor_jvms(cluster_run):
+    applications = sorted(Path(cluster_run["work"]).glob("app-*"))
+    assert len(applications) == len(JOBS)
+    for application in applications:
+        executors = sorted(p for p in application.iterdir() if p.is_dir())
+        assert len(executors) == 2, application.name
+        for executor in executors:
+            log = (executor / "stderr").read_text(errors="replace")
+            assert "Running task" in log, f"{application.name}/{executor.name} ran no task"
+
+
+def test_the_tables_are_those_of_the_four_day_run(spark: Any, cluster_run):
+    assert_four_day_run_tables(tables_of(spark, cluster_run["conf"]))
