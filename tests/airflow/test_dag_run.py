@@ -7,10 +7,10 @@ Spark connection to ``local[2]`` and the ``flowctl_conf`` Variable are created h
 Airflow CLI. The worker's PATH has Airflow's virtualenv first and not the jobs' one (the case that
 killed spark-submit with exit 127): the DAG puts the jobs' spark-submit first itself.
 
-maintenance (OPTIMIZE and VACUUM of every pipeline table: the slowest task on tiny tables, ~3 JVM-minutes
-on a busy machine, changing no row asserted here) is marked successful rather than run: its
-spark-submit is built as the others' (tests/airflow/test_dag.py renders its days) and its job is
-tested in the main suite (tests/test_recommend_job.py).
+maintenance (OPTIMIZE and VACUUM of every pipeline table: the slowest task on tiny tables, ~3
+JVM-minutes on a busy machine, changing no row asserted here) is marked successful rather than run:
+its spark-submit is built as the others' (tests/airflow/test_dag.py renders its days) and its job
+is tested in the main suite (tests/test_recommend_job.py).
 """
 
 from __future__ import annotations
