@@ -34,9 +34,10 @@ beside_pid=$!
 # Two workers, a test file each at a time: the Spark tests wait on job scheduling and the Delta
 # log more than on a core, so two sessions side by side use the 2 cores (each worker builds its
 # own session in its own temporary folders). The real-broker tests share the two brokers they
-# start, so they run after, in one process.
+# start, so they run after, in one process. The files reach the workers longest first
+# (tests/file_order.py; --no-loadscope-reorder keeps that order).
 .venv/bin/python -m pytest --ignore=tests/airflow --ignore=tests/cluster -m "not realbroker" \
-  -n 2 --dist loadfile "$@"
+  -n 2 --dist loadfile --no-loadscope-reorder "$@"
 rc=$?
 wait "$beside_pid"
 for part in airflow cluster; do

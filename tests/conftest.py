@@ -20,6 +20,12 @@ import pytest
 import yaml
 
 from schemas.broker_events import BROKER_EVENTS
+from tests.file_order import (  # noqa: F401  (hooks: pytest finds them by name here)
+    pytest_addoption,
+    pytest_collection_modifyitems,
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+)
 
 # PySpark returns timestamps as naive datetimes in the process's local time zone: make that UTC.
 os.environ["TZ"] = "UTC"
