@@ -144,9 +144,6 @@ class Scope:
     def extended(self) -> bool:
         return bool(self.runs) and (self.span_from < self.date_from or self.span_to > self.date_to)
 
-    def _runs_in(self) -> str:
-        return runs_in(self.runs)
-
     def episode_predicate(self) -> str:
         """Silver episodes replaced: those overlapping the range, and the runs' episodes
         overlapping the span, that start within the span (also the filter of what is written).
@@ -157,7 +154,7 @@ class Scope:
         predicate = overlap_predicate(self.date_from, self.date_to)
         if self.extended:
             span = overlap_predicate(self.span_from, self.span_to)
-            predicate = f"({predicate}) OR ({self._runs_in()} AND {span})"
+            predicate = f"({predicate}) OR ({runs_in(self.runs)} AND {span})"
         return f"({predicate}) AND start_date >= DATE '{self.span_from.isoformat()}'"
 
     def day_predicate(self) -> str:
@@ -166,7 +163,7 @@ class Scope:
         if not self.extended:
             return predicate
         span = days_predicate("date", self.span_from, self.span_to)
-        return f"({predicate}) OR ({self._runs_in()} AND {span})"
+        return f"({predicate}) OR ({runs_in(self.runs)} AND {span})"
 
 
 def processing_scope(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import date, timedelta
+from functools import reduce
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -89,10 +90,12 @@ def carried_days(
         .select("run_id", F.col("date").alias("day"), F.lit("gold").alias("source"))
         for table in _HISTORY_TABLES
     ]
-    union = sources[0]
-    for source in sources[1:]:
-        union = union.unionByName(source)
-    rows = union.groupBy("run_id", "source").agg(F.max("day").alias("day")).collect()
+    rows = (
+        reduce(DataFrame.unionByName, sources)
+        .groupBy("run_id", "source")
+        .agg(F.max("day").alias("day"))
+        .collect()
+    )
     carried = {r.run_id: r.day for r in rows if r.source == "carried"}
     with_gold = {r.run_id for r in rows if r.source == "gold"}
     return carried, with_gold
