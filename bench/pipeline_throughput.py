@@ -53,63 +53,81 @@ EVENT_MIX = {
 
 def generate_raw(raw_dir: Path, events: int, seed: int = 7, days: int = DAYS) -> int:
     """Write ``events`` synthetic events over ``days`` days as
-    <raw>/date=D/part-<run>-NNNNN.parquet; returns files."""
+    <raw>/date=D/part-<run>-NNNNN.parquet; returns files.
+
+    A file's columns are drawn when it is written (only each run's timestamps are held whole,
+    8 bytes an event), so 100 million events fit in a few GiB; the strings go to Arrow with a
+    validity mask, never as Python objects."""
     rng = np.random.default_rng(seed)
     schema = BROKER_EVENTS.to_pyarrow()
     day_us = 86_400 * 1_000_000
     start_us = int(datetime.combine(DAY1, datetime.min.time(), UTC).timestamp() * 1e6)
     per_run = events // RUNS
     kinds = np.array(list(EVENT_MIX))
+    queues = np.array([f"q{number}" for number in range(QUEUES)])
+    producers = np.array([f"p{number}" for number in range(PRODUCERS)])
     files = 0
     for run in range(RUNS):
         run_id = f"bench-{run}"
         n = per_run if run < RUNS - 1 else events - per_run * (RUNS - 1)
         # Evenly spread over the days, strictly ordered by seq.
         ts = start_us + np.sort(rng.integers(0, days * day_us, n))
-        kind = kinds[rng.choice(len(kinds), n, p=list(EVENT_MIX.values()))]
-        is_queue_event = kind != "flow"
-        queue = np.char.add("q", rng.integers(0, QUEUES, n).astype(str))
-        producer = np.char.add("p", rng.integers(0, PRODUCERS, n).astype(str))
-        depth = rng.integers(0, 200, n)
-        credit = np.where(rng.random(n) < 0.3, 0, rng.integers(1, 170, n))
-        columns = {
-            "run_id": np.full(n, run_id),
-            "broker": np.full(n, "broker-a"),
-            "seq": np.arange(1, n + 1, dtype=np.int64),
-            "ts": ts,
-            "event_type": kind,
-            "queue": np.where(is_queue_event, queue, None),
-            "link": np.where(np.isin(kind, ["enqueue", "flow"]), producer, None),
-            "depth_msgs": np.where(is_queue_event, depth, None),
-            "depth_bytes": np.where(is_queue_event, depth * 1024, None),
-            "flow_stop_count": np.where(is_queue_event, 100, None),
-            "flow_resume_count": np.where(is_queue_event, 70, None),
-            "capacity": np.where(kind == "enqueue", 50, None),
-            "credit": np.where(kind == "flow", credit, None),
-            "available": np.where(kind == "flow", rng.integers(0, 10, n), None),
-            "link_role": np.where(kind == "flow", "publisher", None),
-        }
-        day_index = (ts - start_us) // day_us
+        day_starts = np.searchsorted(ts, start_us + day_us * np.arange(days + 1))
         for day in range(days):
-            in_day = np.flatnonzero(day_index == day)
             folder = raw_dir / f"date={date.fromordinal(DAY1.toordinal() + day).isoformat()}"
             folder.mkdir(parents=True, exist_ok=True)
-            for part, first in enumerate(range(0, len(in_day), ROWS_PER_FILE)):
-                rows = in_day[first : first + ROWS_PER_FILE]
-                arrays = []
-                for field in schema:
-                    if field.name == "ts":
-                        arrays.append(pa.array(columns["ts"][rows], type=field.type))
-                    elif field.name in columns:
-                        values = columns[field.name][rows]
-                        arrays.append(pa.array(values.tolist() if values.dtype == object
-                                               else values, type=field.type))  # fmt: skip
-                    else:
-                        arrays.append(pa.nulls(len(rows), type=field.type))
+            first_of_day, end_of_day = int(day_starts[day]), int(day_starts[day + 1])
+            for part, first in enumerate(range(first_of_day, end_of_day, ROWS_PER_FILE)):
+                last = min(first + ROWS_PER_FILE, end_of_day)
+                columns = _bench_columns(rng, kinds, queues, producers, first, last)
+                columns["run_id"] = pa.array(np.full(last - first, run_id))
+                columns["ts"] = pa.array(ts[first:last], type=schema.field("ts").type)
+                arrays = [
+                    columns[f.name].cast(f.type)
+                    if f.name in columns
+                    else pa.nulls(last - first, f.type)
+                    for f in schema
+                ]
                 table = pa.Table.from_arrays(arrays, schema=schema)
                 pq.write_table(table, folder / f"part-{run_id}-{part:05d}.parquet")
                 files += 1
     return files
+
+
+def _bench_columns(
+    rng: np.random.Generator,
+    kinds: np.ndarray,
+    queues: np.ndarray,
+    producers: np.ndarray,
+    first: int,
+    last: int,
+) -> dict[str, pa.Array]:
+    """The drawn columns of a run's events ``first`` .. ``last`` - 1 (seq first + 1 on)."""
+    n = last - first
+    kind = kinds[rng.choice(len(kinds), n, p=list(EVENT_MIX.values()))]
+    queue_event = kind != "flow"
+    enqueue, flow = kind == "enqueue", kind == "flow"
+    depth = rng.integers(0, 200, n)
+    credit = np.where(rng.random(n) < 0.3, 0, rng.integers(1, 170, n))
+
+    def where(values: np.ndarray, present: np.ndarray) -> pa.Array:
+        return pa.array(values, mask=~present)
+
+    return {
+        "broker": pa.array(np.full(n, "broker-a")),
+        "seq": pa.array(np.arange(first + 1, last + 1, dtype=np.int64)),
+        "event_type": pa.array(kind),
+        "queue": where(queues[rng.integers(0, len(queues), n)], queue_event),
+        "link": where(producers[rng.integers(0, len(producers), n)], enqueue | flow),
+        "depth_msgs": where(depth, queue_event),
+        "depth_bytes": where(depth * 1024, queue_event),
+        "flow_stop_count": where(np.full(n, 100), queue_event),
+        "flow_resume_count": where(np.full(n, 70), queue_event),
+        "capacity": where(np.full(n, 50), enqueue),
+        "credit": where(credit, flow),
+        "available": where(rng.integers(0, 10, n), flow),
+        "link_role": where(np.full(n, "publisher"), flow),
+    }
 
 
 def jvm_peak_rss_gib(spark: Any) -> float:
