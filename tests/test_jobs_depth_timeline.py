@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from datetime import timedelta
 from typing import Any
 
@@ -10,14 +9,7 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from jobs.transforms.depth_timeline import (
-    ROUND_WIDTHS_US,
-    bucket_summaries,
-    bucket_width_us,
-    depth_timeline,
-    interleaved_queues,
-    timeline_of_states,
-)
+from jobs.transforms.depth_timeline import ROUND_WIDTHS_US, bucket_width_us, depth_timeline
 from jobs.transforms.episodes import run_bounds
 from tests.conftest import at, event, naive
 
@@ -164,52 +156,3 @@ def test_rewriting_a_run_replaces_its_rows(
     write_depth_timeline(spark, conf, r1, bounds)
     table = spark.read.format("delta").load(depth_timeline_path(conf))
     assert sorted(r.run_id for r in table.collect()) == ["r1"] * 4 + ["r9"]
-
-
-def random_queue_logs(seed: int, runs: int) -> list[dict[str, Any]]:
-    """Runs of random queue events: any mix of event types, depths and thresholds logged or not,
-    several queues per run, and in every third run a clock that steps back now and then (ts not
-    following seq, across bucket boundaries)."""
-    rng = random.Random(seed)
-    kinds = ["enqueue", "dequeue", "flow_stopped", "flow_resumed", "thresholds_changed"]
-    rows = []
-    for run in range(runs):
-        clock_steps_back = run % 3 == 2
-        ts = after(rng.uniform(0, 50_000))
-        for seq in range(1, rng.randint(2, 60)):
-            ts += timedelta(seconds=rng.choice([0, 0.2, 3, 40, 900]))
-            if clock_steps_back and rng.random() < 0.15:
-                ts -= timedelta(seconds=rng.choice([5, 60, 2_000]))
-            logged = {
-                name: value
-                for name, value in (
-                    ("depth_msgs", rng.randint(0, 30)),
-                    ("depth_bytes", rng.randint(0, 3_000)),
-                    ("flow_stop_count", rng.randint(5, 20)),
-                    ("flow_resume_count", rng.randint(0, 5)),
-                )
-                if rng.random() < 0.6
-            }
-            rows.append(
-                event(seq, ts, rng.choice(kinds), run_id=f"r{run}",
-                      queue=rng.choice(["a", "b", "c"]), **logged)
-            )  # fmt: skip
-    return rows
-
-
-def test_the_per_bucket_timeline_equals_the_per_event_states_whatever_the_clock(
-    spark: Any, make_events: Any
-) -> None:
-    """depth_timeline carries state from bucket to bucket (no sort of the events) and falls back
-    to every event's state for a queue whose clock stepped back across buckets: on random logs
-    its rows are those of timeline_of_states, the table's definition, for every queue."""
-    events = make_events(random_queue_logs(seed=11, runs=45))
-    bounds = run_bounds(events)
-    columns = [*TIMELINE_COLUMNS.split(", "), "date"]
-    actual = depth_timeline(events, bounds).select(*columns)
-    expected = timeline_of_states(events, bounds).select(*columns)
-    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
-    # Both paths were taken: some queues stepped back across a bucket boundary, most did not.
-    stepped_back = interleaved_queues(bucket_summaries(events, bounds)).count()
-    queues = events.select("run_id", "queue").distinct().count()
-    assert 0 < stepped_back < queues // 2

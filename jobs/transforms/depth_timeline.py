@@ -50,6 +50,9 @@ def queue_states(events: DataFrame) -> DataFrame:
     flow_resumed is a flow_stopped) and ``_stopped_before`` (the same before the event)."""
     in_order = Window.partitionBy(*QUEUE_KEYS).orderBy("seq")
     upto_here = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    flow_change = F.when(F.col("event_type") == "flow_stopped", True).when(
+        F.col("event_type") == "flow_resumed", False
+    )
     return (
         events.where(F.col("queue").isNotNull())
         .select(
@@ -57,9 +60,9 @@ def queue_states(events: DataFrame) -> DataFrame:
             "seq",
             "ts",
             *(F.last(c, ignorenulls=True).over(upto_here).alias(c) for c in CARRIED_COLUMNS),
-            F.coalesce(
-                F.last(_flow_change(), ignorenulls=True).over(upto_here), F.lit(False)
-            ).alias("flow_stopped"),
+            F.coalesce(F.last(flow_change, ignorenulls=True).over(upto_here), F.lit(False)).alias(
+                "flow_stopped"
+            ),
         )
         .withColumn(
             "_stopped_before", F.coalesce(F.lag("flow_stopped").over(in_order), F.lit(False))
@@ -67,145 +70,30 @@ def queue_states(events: DataFrame) -> DataFrame:
     )
 
 
-def _flow_change() -> Column:
-    """True on a flow_stopped, False on a flow_resumed, else null."""
-    return F.when(F.col("event_type") == "flow_stopped", True).when(
-        F.col("event_type") == "flow_resumed", False
-    )
-
-
-def _bucketed(frame: DataFrame, bounds: DataFrame) -> DataFrame:
-    """``frame`` (run_id, ts, ...) with its run's ``_width_us`` and its ``_bucket`` number."""
+def depth_timeline(events: DataFrame, bounds: DataFrame) -> DataFrame:
+    """The ``queue_depth_timeline`` rows of the runs in ``events`` (bronze events of whole runs;
+    ``bounds``: their :func:`~jobs.transforms.episodes.run_bounds`): one per queue and bucket of
+    its run in which the queue had events. Columns of schemas/timelines.py, in any order."""
+    states = queue_states(events).join(F.broadcast(run_buckets(bounds)), "run_id")
+    # Counted from the epoch: a width divides a day, so a bucket lies within one day.
     bucket = F.floor(micros("ts") / F.col("_width_us")).cast("long")
-    return frame.join(F.broadcast(run_buckets(bounds)), "run_id").withColumn("_bucket", bucket)
-
-
-def _timeline_columns(frame: DataFrame) -> DataFrame:
-    """Bucket rows (queue keys, ``_bucket``, ``_width_us``, the aggregates) -> the table's
-    columns: the bucket's start, its UTC day and its width in seconds."""
+    at_bucket_end = {c: F.max_by(c, "seq").alias(c) for c in (*THRESHOLD_COLUMNS, "flow_stopped")}
     bucket_start = F.timestamp_micros(F.col("_bucket") * F.col("_width_us"))
     return (
-        frame.withColumn("bucket_start", bucket_start)
-        .withColumn("date", utc_date("bucket_start"))
-        .withColumn("bucket_s", F.col("_width_us") / F.lit(float(US_PER_SECOND)))
-        .drop("_bucket", "_width_us")
-    )
-
-
-def timeline_of_states(events: DataFrame, bounds: DataFrame) -> DataFrame:
-    """The timeline as the table defines it: every queue event's state (:func:`queue_states`,
-    one sort of the queue's events by seq), grouped into its bucket. Exact whatever the order of
-    ``ts``; :func:`depth_timeline` uses it only for queues whose clock stepped back across a
-    bucket boundary."""
-    states = _bucketed(queue_states(events), bounds)
-    at_bucket_end = {c: F.max_by(c, "seq").alias(c) for c in (*THRESHOLD_COLUMNS, "flow_stopped")}
-    return _timeline_columns(
-        states.groupBy(*QUEUE_KEYS, "_bucket", "_width_us").agg(
+        states.withColumn("_bucket", bucket)
+        .groupBy(*QUEUE_KEYS, "_bucket", "_width_us")
+        .agg(
             F.count(F.lit(1)).alias("events"),
             F.max("depth_msgs").alias("max_depth_msgs"),
             F.max_by("depth_msgs", "seq").alias("last_depth_msgs"),
             F.max("depth_bytes").alias("max_depth_bytes"),
             F.max_by("depth_bytes", "seq").alias("last_depth_bytes"),
             *at_bucket_end.values(),
+            # Stopped at the bucket's start (before its first event) or after one of its events.
             F.max(F.col("flow_stopped") | F.col("_stopped_before")).alias("stopped_in_bucket"),
         )
+        .withColumn("bucket_start", bucket_start)
+        .withColumn("date", utc_date("bucket_start"))
+        .withColumn("bucket_s", F.col("_width_us") / F.lit(float(US_PER_SECOND)))
+        .drop("_bucket", "_width_us")
     )
-
-
-def _last_logged(column: str) -> Column:
-    """The bucket's last non-null ``column`` by seq (null if none was logged in it)."""
-    return F.max_by(column, F.when(F.col(column).isNotNull(), F.col("seq")))
-
-
-def bucket_summaries(events: DataFrame, bounds: DataFrame) -> DataFrame:
-    """One row per queue and bucket with what the bucket's own events say: their count and seq
-    range, the last value logged in it of each carried column (``_last_<c>``), the largest depths
-    logged and the seq of the first event logging one (``_max_<c>``, ``_first_<c>``), its last
-    flow change and whether it holds a flow_stopped. A hash aggregation: no sort of the events."""
-    queue_events = _bucketed(events.where(F.col("queue").isNotNull()), bounds)
-    depths = ("depth_msgs", "depth_bytes")
-    return (
-        queue_events.withColumn("_flow", _flow_change())
-        .groupBy(*QUEUE_KEYS, "_bucket", "_width_us")
-        .agg(
-            F.count(F.lit(1)).alias("events"),
-            F.min("seq").alias("_min_seq"),
-            F.max("seq").alias("_max_seq"),
-            *(_last_logged(c).alias(f"_last_{c}") for c in CARRIED_COLUMNS),
-            *(F.max(c).alias(f"_max_{c}") for c in depths),
-            *(
-                F.min(F.when(F.col(c).isNotNull(), F.col("seq"))).alias(f"_first_{c}")
-                for c in depths
-            ),
-            _last_logged("_flow").alias("_last_flow"),
-            F.max(F.col("event_type") == "flow_stopped").alias("_any_stop"),
-        )
-    )
-
-
-def timeline_of_buckets(summaries: DataFrame) -> DataFrame:
-    """The timeline from :func:`bucket_summaries`, carrying each queue's state from bucket to
-    bucket in time order (a window over a few hundred rows a run and day, not over the events).
-
-    Equal to :func:`timeline_of_states` when each bucket's events come after (by seq) those of
-    the queue's earlier buckets: then the state before a bucket's first event is the state at the
-    end of the queue's previous bucket (``_in``). A depth carried into the bucket counts towards
-    its maximum when events precede the bucket's first logged depth; the queue is stopped in the
-    bucket if it was at its start or a flow_stopped is in it."""
-    in_order = Window.partitionBy(*QUEUE_KEYS).orderBy("_bucket")
-    before = in_order.rowsBetween(Window.unboundedPreceding, -1)
-    carried_in = {
-        f"_in_{c}": F.last(f"_last_{c}", ignorenulls=True).over(before)
-        for c in (*CARRIED_COLUMNS, "flow")
-    }
-    at_end = {c: F.coalesce(F.col(f"_last_{c}"), F.col(f"_in_{c}")) for c in THRESHOLD_COLUMNS}
-    depth_columns: dict[str, Column] = {}
-    for c in ("depth_msgs", "depth_bytes"):
-        before_first_logged = F.coalesce(F.col(f"_first_{c}") > F.col("_min_seq"), F.lit(True))
-        depth_columns[f"max_{c}"] = F.greatest(
-            F.col(f"_max_{c}"), F.when(before_first_logged, F.col(f"_in_{c}"))
-        )
-        depth_columns[f"last_{c}"] = F.coalesce(F.col(f"_last_{c}"), F.col(f"_in_{c}"))
-    stopped_at_start = F.coalesce(F.col("_in_flow"), F.lit(False))
-    return _timeline_columns(
-        summaries.withColumns(carried_in).select(
-            *QUEUE_KEYS,
-            "_bucket",
-            "_width_us",
-            "events",
-            *(column.alias(name) for name, column in depth_columns.items()),
-            *(column.alias(name) for name, column in at_end.items()),
-            (stopped_at_start | F.col("_any_stop")).alias("stopped_in_bucket"),
-            F.coalesce(F.col("_last_flow"), stopped_at_start).alias("flow_stopped"),
-        )
-    )
-
-
-def interleaved_queues(summaries: DataFrame) -> DataFrame:
-    """The queues (their keys) with a bucket holding an event that comes before (by seq) an event
-    of an earlier bucket: their clock stepped back across a bucket boundary."""
-    in_order = Window.partitionBy(*QUEUE_KEYS).orderBy("_bucket")
-    return (
-        summaries.withColumn("_before", F.lag("_max_seq").over(in_order))
-        .where(F.col("_before") > F.col("_min_seq"))
-        .select(*QUEUE_KEYS)
-        .distinct()
-    )
-
-
-def depth_timeline(events: DataFrame, bounds: DataFrame) -> DataFrame:
-    """The ``queue_depth_timeline`` rows of the runs in ``events`` (their bronze events, or the
-    state carried to a span and its events; ``bounds``: their
-    :func:`~jobs.transforms.episodes.run_bounds`): one per queue and bucket of its run in which
-    the queue had events. Columns of schemas/timelines.py, in any order.
-
-    Computed per bucket (:func:`timeline_of_buckets`), without sorting the events; a queue whose
-    clock stepped back across a bucket boundary is computed from its events' states instead
-    (:func:`timeline_of_states`), so the rows are those of the table's definition either way."""
-    summaries = bucket_summaries(events, bounds)
-    stepped_back = F.broadcast(interleaved_queues(summaries))
-    in_order = timeline_of_buckets(summaries.join(stepped_back, list(QUEUE_KEYS), "left_anti"))
-    out_of_order = timeline_of_states(
-        events.join(stepped_back, list(QUEUE_KEYS), "left_semi"), bounds
-    )
-    return in_order.unionByName(out_of_order)
