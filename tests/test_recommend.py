@@ -8,6 +8,7 @@ needed: the target stop threshold is 1000 - 78 = 922.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -221,6 +222,17 @@ class Log:
             }
         )
 
+    def absorb(self, other: Log, name: str) -> None:
+        """Add ``other``'s rows as broker ``name``'s run ``name``."""
+        for rows, theirs in (
+            (self.events, other.events),
+            (self.episodes, other.episodes),
+            (self.daily, other.daily),
+            (self.link_daily, other.link_daily),
+            (self.starvations, other.starvations),
+        ):
+            rows.extend({**row, "run_id": name, "broker": name} for row in theirs)
+
     def recommend(self, spark: Any, policy: RecommendPolicy = POLICY) -> Any:
         return threshold_recommendations(
             _rows(spark, BRONZE_BROKER_EVENTS, self.events),
@@ -239,17 +251,55 @@ class Log:
         assert len(by_entity) == len(collected), "an entity with more than one row"
         return by_entity
 
-    def only_row(self, spark: Any) -> dict[str, Any]:
-        """The one recommendation of a log with one entity."""
-        (row,) = self.rows(spark).values()
-        return row
-
 
 LONG = 20.0  # seconds: well above min_dwell_s (5 s)
 
+#: Recommendation rows by case name, then by entity.
+CaseRows = dict[str, dict[str, dict[str, Any]]]
+
+#: The logs whose recommendations are computed together (:func:`case_rows`): name -> (policy, the
+#: function that builds the log).
+CASES: dict[str, tuple[RecommendPolicy, Callable[[], Log]]] = {}
+
+
+def case(name: str, policy: RecommendPolicy = POLICY) -> Callable[[Callable[[], Log]], Any]:
+    """Register a log builder under ``name``; its recommendations are ``case_rows[name]``."""
+
+    def register(build: Callable[[], Log]) -> Callable[[], Log]:
+        assert name not in CASES, name
+        CASES[name] = (policy, build)
+        return build
+
+    return register
+
 
 @pytest.fixture(scope="module")
-def recommendations(spark: Any) -> dict[str, dict[str, Any]]:
+def case_rows(spark: Any) -> CaseRows:
+    """Every registered case's recommendations, by entity: one ``threshold_recommendations`` call
+    per policy for all the cases (a call costs tens of seconds of planning and scheduling
+    whatever its rows). Each case's rows get a broker and a run of their own (the case's name),
+    and every rule keys on the broker, so no case sees another's events."""
+    by_case: CaseRows = {}
+    policies = list(dict.fromkeys(policy for policy, _ in CASES.values()))
+    for policy in policies:
+        together = Log()
+        for name, (case_policy, build) in CASES.items():
+            if case_policy == policy:
+                together.absorb(build(), name)
+        table = together.recommend(spark, policy)
+        columns = [(field.name, field.dataType) for field in table.schema.fields]
+        expected = [(f.name, f.dataType) for f in THRESHOLD_RECOMMENDATIONS.to_spark().fields]
+        assert columns == expected
+        for row in table.collect():
+            entities = by_case.setdefault(row.broker, {})
+            assert row.entity not in entities, f"{row.broker}: {row.entity} has two rows"
+            entities[row.entity] = row.asDict()
+    assert set(by_case) == set(CASES), "a case without recommendations"
+    return by_case
+
+
+@case("verdicts")
+def _verdicts() -> Log:
     log = Log()
     log.queue("q-keep", 900, 800, [(100, LONG, 950), (400, LONG, 960)])
     log.queue("q-raise", 500, 400, [(100, LONG, 550), (400, LONG, 560)])
@@ -271,10 +321,23 @@ def recommendations(spark: Any) -> dict[str, dict[str, Any]]:
     log.consumer("c-starving", credit=20, deliveries=1000, starved_s=30.0, starvations=6)
     log.consumer("c-generous", credit=500, deliveries=100, starved_s=0.0, starvations=0)
     log.consumer("c-fine", credit=30, deliveries=100, starved_s=0.0, starvations=0)
-    table = log.recommend(spark)
-    columns = [(field.name, field.dataType) for field in table.schema.fields]
-    assert columns == [(f.name, f.dataType) for f in THRESHOLD_RECOMMENDATIONS.to_spark().fields]
-    return {row.entity: row.asDict() for row in table.collect()}
+    return log
+
+
+@pytest.fixture(scope="module")
+def recommendations(case_rows: CaseRows) -> dict[str, dict[str, Any]]:
+    return case_rows["verdicts"]
+
+
+def test_a_case_computed_alone_gets_the_rows_it_gets_among_the_others(
+    spark: Any, case_rows: CaseRows
+) -> None:
+    """The cases share one computation under brokers of their own: the verdicts case (queues and
+    links of every verdict) computed alone, under the usual broker, gets the same rows."""
+    alone = _verdicts().rows(spark)
+    assert set(alone) == set(case_rows["verdicts"])
+    for entity, row in alone.items():
+        assert {**case_rows["verdicts"][entity], "broker": BROKER} == row, entity
 
 
 def test_keep_leaves_thresholds_alone(recommendations: dict[str, dict[str, Any]]) -> None:
@@ -452,8 +515,8 @@ def test_over_provisioned_link_is_lowered_and_a_fine_one_kept(
     assert (fine["verdict"], fine["recommended_credit"]) == ("keep", 30)
 
 
-@pytest.fixture(scope="module")
-def links(spark: Any) -> dict[str, dict[str, Any]]:
+@case("links")
+def _links() -> Log:
     """Consumer links whose credit is in bytes, or whose starvation the credit size does not
     explain. Each is attached 100 s."""
     log = Log()
@@ -499,7 +562,12 @@ def links(spark: Any) -> dict[str, dict[str, Any]]:
     log.consumer(
         "c-quick", credit=30, deliveries=100, starved_s=1e-4, starvations=2, starvation_s=5e-5
     )
-    return log.rows(spark)
+    return log
+
+
+@pytest.fixture(scope="module")
+def links(case_rows: CaseRows) -> dict[str, dict[str, Any]]:
+    return case_rows["links"]
 
 
 def test_byte_credit_is_sized_in_bytes(links: dict[str, dict[str, Any]]) -> None:
@@ -587,8 +655,8 @@ def test_a_sub_millisecond_round_trip_is_replaced_by_the_policy_one(
     assert "no evidence of a round trip: the policy round trip is used" in row["rationale"]
 
 
-@pytest.fixture(scope="module")
-def rabbit_links(spark: Any) -> dict[str, dict[str, Any]]:
+@case("rabbit_links")
+def _rabbit_links() -> Log:
     """Consumer links needing more credit than RabbitMQ's queue sees per consumer, with and
     without the cap logged, and one needing less. Each is attached 100 s and starved 30 s in 6
     starvations of 5 s."""
@@ -606,7 +674,12 @@ def rabbit_links(spark: Any) -> dict[str, dict[str, Any]]:
         starvations=6,
         max_queue_credit=256,
     )
-    return log.rows(spark)
+    return log
+
+
+@pytest.fixture(scope="module")
+def rabbit_links(case_rows: CaseRows) -> dict[str, dict[str, Any]]:
+    return case_rows["rabbit_links"]
 
 
 def test_a_need_above_rabbitmqs_queue_credit_cap_is_said_and_not_capped(
@@ -678,15 +751,20 @@ def test_producer_capacity_bound_is_per_run_not_summed_over_runs(spark: Any) -> 
     assert_df_equality(actual, expected, ignore_nullable=True, ignore_metadata=True)
 
 
-def test_no_stop_threshold_without_a_known_overshoot_allowance(spark: Any) -> None:
+@case("no_allowance")
+def _no_allowance() -> Log:
+    log = Log()
+    log.queue("q-uncapped", 500, 400, [(100, LONG, 560)], capacities=(50, None))
+    log.queue("q-no-evidence", 0, 0, capacities=())
+    return log
+
+
+def test_no_stop_threshold_without_a_known_overshoot_allowance(case_rows: CaseRows) -> None:
     """DESIGN §4: stop thresholds "leave room for the worst overshoot seen or bounded (sum of
     capacities)". With a producer that has no window the bound is unknown, and with no producer
     and no overshoot seen there is no evidence: no stop threshold is computed from a partial or
     empty allowance (before: 500 -> 928 from the capped producer alone; 0 -> 1000, the limit)."""
-    log = Log()
-    log.queue("q-uncapped", 500, 400, [(100, LONG, 560)], capacities=(50, None))
-    log.queue("q-no-evidence", 0, 0, capacities=())
-    rows = log.rows(spark)
+    rows = case_rows["no_allowance"]
     uncapped = rows["q-uncapped"]
     assert uncapped["verdict"] == "at_risk_of_overflow"
     assert (uncapped["recommended_flow_stop_count"], uncapped["recommended_flow_resume_count"]) == (
@@ -701,24 +779,34 @@ def test_no_stop_threshold_without_a_known_overshoot_allowance(spark: Any) -> No
     assert "no producer capacity or overshoot seen for msgs" in blind["rationale"]
 
 
-def test_resume_of_zero_drains_from_the_stop_value(spark: Any) -> None:
+@case("resume_of_zero")
+def _resume_of_zero() -> Log:
+    log = Log()
+    log.queue("q", 900, 0, [(100 + i, 0.05, 910) for i in range(4)])
+    return log
+
+
+def test_resume_of_zero_drains_from_the_stop_value(case_rows: CaseRows) -> None:
     """DESIGN §2: "A resume of 0 with a non-zero stop means resume = stop". Episodes of a 900/0
     queue peaking at 910 for 0.05 s drain 200 msgs/s from 910 to 900, so a 5 s dwell needs a gap
     of 1000 (resume 1), not the 10 % fallback of a missing drain rate."""
-    log = Log()
-    log.queue("q", 900, 0, [(100 + i, 0.05, 910) for i in range(4)])
-    row = log.only_row(spark)
+    (row,) = case_rows["resume_of_zero"].values()
     assert row["drain_rate_msgs_s"] == pytest.approx(200.0)
     assert row["verdict"] == "flapping"
     assert (row["recommended_flow_stop_count"], row["recommended_flow_resume_count"]) == (900, 1)
 
 
-def test_a_lowered_stop_outranks_flapping(spark: Any) -> None:
-    """Stop 930 leaves 70 of the 78 needed, and 4 short episodes flap: the verdict names the
-    protective change (what `flowctl whatif` judges it by); the resume gap widens as well."""
+@case("lowered_stop_flapping")
+def _lowered_stop_flapping() -> Log:
     log = Log()
     log.queue("q", 930, 929, [(100 + i, 0.5, 940) for i in range(4)])
-    row = log.only_row(spark)
+    return log
+
+
+def test_a_lowered_stop_outranks_flapping(case_rows: CaseRows) -> None:
+    """Stop 930 leaves 70 of the 78 needed, and 4 short episodes flap: the verdict names the
+    protective change (what `flowctl whatif` judges it by); the resume gap widens as well."""
+    (row,) = case_rows["lowered_stop_flapping"].values()
     assert row["verdict"] == "lower"
     assert row["recommended_flow_stop_count"] == 922
     assert "4 of 4 episodes shorter than" in row["rationale"]
@@ -726,32 +814,42 @@ def test_a_lowered_stop_outranks_flapping(spark: Any) -> None:
     assert row["recommended_flow_resume_count"] == 812
 
 
-def test_a_lowered_link_that_starved_a_little_does_not_claim_it_never_starved(spark: Any) -> None:
-    """Starved 0.5 s of 100 s (within the tolerated share) with 500 credits: lowered, and the
-    rationale says how much it starved rather than "never starved"."""
+@case("lowered_link")
+def _lowered_link() -> Log:
     log = Log()
     log.consumer("c", credit=500, deliveries=100, starved_s=0.5, starvations=1)
-    row = log.rows(spark)["c"]  # (the other row is the queue it reads, "work")
+    return log
+
+
+def test_a_lowered_link_that_starved_a_little_does_not_claim_it_never_starved(
+    case_rows: CaseRows,
+) -> None:
+    """Starved 0.5 s of 100 s (within the tolerated share) with 500 credits: lowered, and the
+    rationale says how much it starved rather than "never starved"."""
+    row = case_rows["lowered_link"]["c"]  # (the other row is the queue it reads, "work")
     assert row["verdict"] == "lower"
     assert "starved only 0.50% of its attached time (up to 1.00% is tolerated)" in row["rationale"]
     assert "never starved" not in row["rationale"]
 
 
-def test_flapping_without_a_change_says_why(spark: Any) -> None:
-    """Four zero-length episodes (a scripted consume at one virtual instant) flap but give no
-    drain rate: the row says the gap cannot be sized instead of a verdict with no change."""
+@case("flapping_without_change")
+def _flapping_without_change() -> Log:
     log = Log()
     log.queue("q", 900, 500, [(100 + i, 0.0, 901) for i in range(4)])
-    row = log.only_row(spark)
+    return log
+
+
+def test_flapping_without_a_change_says_why(case_rows: CaseRows) -> None:
+    """Four zero-length episodes (a scripted consume at one virtual instant) flap but give no
+    drain rate: the row says the gap cannot be sized instead of a verdict with no change."""
+    (row,) = case_rows["flapping_without_change"].values()
     assert row["verdict"] == "flapping"
     assert (row["recommended_flow_stop_count"], row["recommended_flow_resume_count"]) == (900, 500)
     assert "no drain rate measured" in row["rationale"] and "=>" not in row["rationale"]
 
 
-def test_ring_queues_are_exempt_only_while_their_flow_control_is_off(spark: Any) -> None:
-    """Seed 001: ring queues get no *default* thresholds; explicit ones apply (the engine honours
-    them), so a flapping ring queue at 900/899 is judged like any queue. A ring queue whose
-    declaration is older than the look-back is still known by its evictions."""
+@case("ring_queues")
+def _ring_queues() -> Log:
     log = Log()
     log.queue("q-ring-flapping", 900, 899, [(100 + i, 0.5, 910) for i in range(4)], policy="ring")
     log.queue("q-ring-undeclared", 0, 0)
@@ -767,7 +865,14 @@ def test_ring_queues_are_exempt_only_while_their_flow_control_is_off(spark: Any)
         depth_msgs=1000,
         **_queue_settings("q-ring-undeclared", 0, 0),
     )
-    rows = log.rows(spark)
+    return log
+
+
+def test_ring_queues_are_exempt_only_while_their_flow_control_is_off(case_rows: CaseRows) -> None:
+    """Seed 001: ring queues get no *default* thresholds; explicit ones apply (the engine honours
+    them), so a flapping ring queue at 900/899 is judged like any queue. A ring queue whose
+    declaration is older than the look-back is still known by its evictions."""
+    rows = case_rows["ring_queues"]
     flapping = rows["q-ring-flapping"]
     assert flapping["verdict"] == "flapping"
     assert flapping["recommended_flow_resume_count"] == 790
@@ -828,13 +933,17 @@ def _busy_half(name: str, available: bool = True) -> Log:
     return log
 
 
-def test_a_consumer_busy_half_the_time_gets_the_rate_of_its_busy_half(spark: Any) -> None:
+case("busy-half")(lambda: _busy_half("busy-half"))
+case("unknown-backlog")(lambda: _busy_half("unknown-backlog", available=False))
+
+
+def test_a_consumer_busy_half_the_time_gets_the_rate_of_its_busy_half(case_rows: CaseRows) -> None:
     """100 deliveries in 8 backlogged seconds (messages available and credit to send them) of 20
     attached: 12.5 msgs/s, not 5 per attached second, nor 10 per second with messages available
     (which counts the 2 s starved for credit, when the link runs at the pace its credit allows).
     Round trip 1 s (median starvation), top-up 20: ceil(12.5 x 1) + 20 = 33 credits, where the
     per-attached-second rate would give 5 x 1 + 20 = 25."""
-    row = _busy_half("busy-half").rows(spark)["busy-half"]
+    row = case_rows["busy-half"]["busy-half"]
     assert row["consumption_rate_msgs_s"] == pytest.approx(12.5)
     assert (row["round_trip_s"], row["round_trip_source"], row["top_up_batch"]) == (
         1.0,
@@ -849,10 +958,10 @@ def test_a_consumer_busy_half_the_time_gets_the_rate_of_its_busy_half(spark: Any
     )
 
 
-def test_without_available_logged_the_rate_stays_per_attached_second(spark: Any) -> None:
+def test_without_available_logged_the_rate_stays_per_attached_second(case_rows: CaseRows) -> None:
     """The same link with no ``available`` in its log: no backlogged time to tell, so 100
     deliveries / 20 s attached = 5 msgs/s, 5 x 1 + 20 = 25 credits, and the rationale says so."""
-    row = _busy_half("unknown-backlog", available=False).rows(spark)["unknown-backlog"]
+    row = case_rows["unknown-backlog"]["unknown-backlog"]
     assert row["consumption_rate_msgs_s"] == pytest.approx(5.0)
     assert (row["verdict"], row["recommended_credit"]) == ("raise", 25)
     assert row["rationale"].endswith(
@@ -986,12 +1095,19 @@ def _credit_by_day(name: str, credits: list[int | None], zero_by: str = "sender"
     return log
 
 
-def test_a_credit_lowered_mid_window_is_judged_at_its_new_size(spark: Any) -> None:
+case("lowered", WEEK)(lambda: _credit_by_day("lowered", [200] * 3 + [20] * 4))
+case("raised", WEEK)(lambda: _credit_by_day("raised", [20] * 3 + [200] * 4))
+case("ran-down", WEEK)(lambda: _credit_by_day("ran-down", [200] * 6 + [None]))
+case("stopped", WEEK)(lambda: _credit_by_day("stopped", [200] * 6 + [0]))
+case("zeroed", WEEK)(lambda: _credit_by_day("zeroed", [200] * 6 + [0], zero_by="receiver"))
+
+
+def test_a_credit_lowered_mid_window_is_judged_at_its_new_size(case_rows: CaseRows) -> None:
     """200 credits on days 1-3 of the week, 20 on days 4-7: 1400 deliveries in 700 s attached
     (2 msgs/s), round trip 15 s, top-up 10: 2 x 15 + 10 = 40 credits needed. The link holds 20,
     so it is raised to 40; judged against the window's largest, 200, it was kept as starving
     "although its credit is large enough"."""
-    row = _credit_by_day("lowered", [200] * 3 + [20] * 4).rows(spark, WEEK)["lowered"]
+    row = case_rows["lowered"]["lowered"]
     assert row["consumption_rate_msgs_s"] == pytest.approx(2.0)
     assert (row["round_trip_s"], row["top_up_batch"]) == (15.0, 10)
     assert (row["verdict"], row["current_credit"], row["recommended_credit"]) == ("raise", 20, 40)
@@ -1001,10 +1117,10 @@ def test_a_credit_lowered_mid_window_is_judged_at_its_new_size(spark: Any) -> No
     )
 
 
-def test_a_credit_raised_mid_window_is_judged_at_its_new_size(spark: Any) -> None:
+def test_a_credit_raised_mid_window_is_judged_at_its_new_size(case_rows: CaseRows) -> None:
     """20 credits on days 1-3, 200 on days 4-7, with the same 40-credit need: it holds 200, so
     its starvation is not the credit size (the days it starved with 20 are history)."""
-    row = _credit_by_day("raised", [20] * 3 + [200] * 4).rows(spark, WEEK)["raised"]
+    row = case_rows["raised"]["raised"]
     assert (row["verdict"], row["current_credit"], row["recommended_credit"]) == ("keep", 200, 200)
     assert "it already had 200 >= needed 40 credits" in row["rationale"]
 
@@ -1023,7 +1139,7 @@ def _replenishes_late(rate: str, needed: int, deliveries: int) -> str:
 
 
 def test_a_link_running_its_credit_down_on_its_latest_day_is_judged_at_its_grant(
-    spark: Any,
+    case_rows: CaseRows,
 ) -> None:
     """200 credits granted on days 1-6; on day 7 the receiver grants nothing: the link delivers
     20 messages running its credit down 19 -> 0 and starves 100 s (the sender reporting 50
@@ -1032,13 +1148,13 @@ def test_a_link_running_its_credit_down_on_its_latest_day_is_judged_at_its_grant
     is the receiver replenishing late. 1220 deliveries in 700 s attached (61/35 msgs/s), median
     starvation 15 s, top-up 10: ceil(61/35 x 15) + 10 = 37 <= 200, kept. Judged at the largest
     credit of day 7 (19, what was left) it was raised 19 -> 37, a window it already exceeds."""
-    row = _credit_by_day("ran-down", [200] * 6 + [None]).rows(spark, WEEK)["ran-down"]
+    row = case_rows["ran-down"]["ran-down"]
     assert (row["verdict"], row["current_credit"], row["recommended_credit"]) == ("keep", 200, 200)
     assert row["rationale"] == _replenishes_late("1.7", 37, 1220)
 
 
 def test_a_link_granting_nothing_on_its_latest_day_is_judged_at_its_last_grant(
-    spark: Any,
+    case_rows: CaseRows,
 ) -> None:
     """200 credits on days 1-6; on day 7 the link attaches (credit 0) and the receiver grants
     nothing: the only flow is the sender reporting 50 messages available at credit 0, and it
@@ -1047,17 +1163,16 @@ def test_a_link_granting_nothing_on_its_latest_day_is_judged_at_its_last_grant(
     starved by a receiver that does not replenish, not by the window's size: raising the credit
     to what the rate needs would not make it grant. 1200 deliveries in 700 s attached (12/7
     msgs/s), median starvation 15 s, top-up 10: ceil(12/7 x 15) + 10 = 36 <= 200, kept."""
-    row = _credit_by_day("stopped", [200] * 6 + [0]).rows(spark, WEEK)["stopped"]
+    row = case_rows["stopped"]["stopped"]
     assert (row["verdict"], row["current_credit"], row["recommended_credit"]) == ("keep", 200, 200)
     assert row["rationale"] == _replenishes_late("1.7", 36, 1200)
 
 
-def test_a_receiver_setting_its_credit_to_0_on_its_latest_day_holds_0(spark: Any) -> None:
+def test_a_receiver_setting_its_credit_to_0_on_its_latest_day_holds_0(case_rows: CaseRows) -> None:
     """The same link, but day 7's flow of credit 0 is the receiver's (``origin: receiver``): a
     grant of 0. The credit it grants now is 0, not day 6's 200, which it withdrew, so the same
     36-credit need raises it 0 -> 36."""
-    log = _credit_by_day("zeroed", [200] * 6 + [0], zero_by="receiver")
-    row = log.rows(spark, WEEK)["zeroed"]
+    row = case_rows["zeroed"]["zeroed"]
     assert (row["verdict"], row["current_credit"], row["recommended_credit"]) == ("raise", 0, 36)
     assert row["rationale"].startswith(
         "raise: starved 40.0% of its attached time with 0 credits; needs 1.7 msgs/s x 15.000s "
