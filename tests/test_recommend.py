@@ -779,11 +779,20 @@ def test_no_stop_threshold_without_a_known_overshoot_allowance(case_rows: CaseRo
     assert "no producer capacity or overshoot seen for msgs" in blind["rationale"]
 
 
-@case("resume_of_zero")
-def _resume_of_zero() -> Log:
-    log = Log()
-    log.queue("q", 900, 0, [(100 + i, 0.05, 910) for i in range(4)])
-    return log
+def one_queue_case(
+    name: str, stop: int, resume: int, episodes: list[tuple[float, float, int]]
+) -> None:
+    """Register case ``name``: a log of one queue, "q", with those thresholds and episodes."""
+
+    def build() -> Log:
+        log = Log()
+        log.queue("q", stop, resume, episodes)
+        return log
+
+    case(name)(build)
+
+
+one_queue_case("resume_of_zero", 900, 0, [(100 + i, 0.05, 910) for i in range(4)])
 
 
 def test_resume_of_zero_drains_from_the_stop_value(case_rows: CaseRows) -> None:
@@ -796,11 +805,7 @@ def test_resume_of_zero_drains_from_the_stop_value(case_rows: CaseRows) -> None:
     assert (row["recommended_flow_stop_count"], row["recommended_flow_resume_count"]) == (900, 1)
 
 
-@case("lowered_stop_flapping")
-def _lowered_stop_flapping() -> Log:
-    log = Log()
-    log.queue("q", 930, 929, [(100 + i, 0.5, 940) for i in range(4)])
-    return log
+one_queue_case("lowered_stop_flapping", 930, 929, [(100 + i, 0.5, 940) for i in range(4)])
 
 
 def test_a_lowered_stop_outranks_flapping(case_rows: CaseRows) -> None:
@@ -832,11 +837,7 @@ def test_a_lowered_link_that_starved_a_little_does_not_claim_it_never_starved(
     assert "never starved" not in row["rationale"]
 
 
-@case("flapping_without_change")
-def _flapping_without_change() -> Log:
-    log = Log()
-    log.queue("q", 900, 500, [(100 + i, 0.0, 901) for i in range(4)])
-    return log
+one_queue_case("flapping_without_change", 900, 500, [(100 + i, 0.0, 901) for i in range(4)])
 
 
 def test_flapping_without_a_change_says_why(case_rows: CaseRows) -> None:
