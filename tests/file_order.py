@@ -9,9 +9,7 @@ keeps both busy to the end: the classic longest-processing-time-first rule.
 
 The seconds are a measured table, ``tests/file_seconds.json`` (setup, call and teardown summed per
 file), rewritten by a run with ``--record-file-seconds``. A file the table does not list counts
-as its median; the table only orders files, so a stale one costs time, never a result. The
-table first committed was summed from the 60 slowest durations of one suite run (``--durations``),
-so it lists the slow files only.
+as its median; the table only orders files, so a stale one costs time, never a result.
 """
 
 from __future__ import annotations
@@ -29,7 +27,7 @@ FILE_SECONDS = Path(__file__).with_name("file_seconds.json")
 _measured: defaultdict[str, float] = defaultdict(float)
 
 
-def test_file(nodeid: str) -> str:
+def file_of(nodeid: str) -> str:
     """The file part of a test's node id: ``tests/a.py::test_x[1]`` -> ``tests/a.py``."""
     return nodeid.split("::", 1)[0]
 
@@ -48,10 +46,10 @@ def longest_files_first(nodeids: list[str], seconds: dict[str, float]) -> list[i
     default = statistics.median(seconds.values()) if seconds else 0.0
     first_position: dict[str, int] = {}
     for position, nodeid in enumerate(nodeids):
-        first_position.setdefault(test_file(nodeid), position)
+        first_position.setdefault(file_of(nodeid), position)
 
     def key(position: int) -> tuple[float, int, int]:
-        name = test_file(nodeids[position])
+        name = file_of(nodeids[position])
         return (-seconds.get(name, default), first_position[name], position)
 
     return sorted(range(len(nodeids)), key=key)
@@ -72,7 +70,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    _measured[test_file(report.nodeid)] += report.duration
+    _measured[file_of(report.nodeid)] += report.duration
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
