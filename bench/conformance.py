@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from conformance.brokers import ArtemisBroker, BrokerUnavailable, RabbitBroker
-from conformance.cases import ARTEMIS_ADDRESSES, CASES, RABBITMQ_CONFIG, Case, Row
+from conformance.cases import ARTEMIS_ADDRESSES, CASES, Case, Row, rabbitmq_broker
 
 
 def run_cases(cases: list[Case], console: Console) -> tuple[list[Row], list[str]]:
@@ -36,7 +36,7 @@ def run_cases(cases: list[Case], console: Console) -> tuple[list[Row], list[str]
         if not mine:
             continue
         broker: ArtemisBroker | RabbitBroker = (
-            ArtemisBroker(ARTEMIS_ADDRESSES) if kind == "artemis" else RabbitBroker(RABBITMQ_CONFIG)
+            ArtemisBroker(ARTEMIS_ADDRESSES) if kind == "artemis" else rabbitmq_broker()
         )
         started = time.monotonic()
         try:

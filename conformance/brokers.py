@@ -482,11 +482,14 @@ class RabbitBroker(_ScratchBroker):
     """One RabbitMQ node (``rabbit@localhost``) as a plain process with its own epmd, its AMQP
     listener, distribution and CLI ports free loopback ports, its state in a temporary folder.
 
-    ``config`` is extra ``rabbitmq.conf`` text (e.g. ``raft.wal_max_batch_size = 16``).
+    ``config`` is extra ``rabbitmq.conf`` text (e.g. ``raft.wal_max_batch_size = 16``);
+    ``advanced`` is an ``advanced.config`` (Erlang terms), for settings whose ``rabbitmq.conf``
+    form refuses the value wanted.
     """
 
-    def __init__(self, config: str = "") -> None:
+    def __init__(self, config: str = "", advanced: str = "[].") -> None:
         self.config = config
+        self.advanced = advanced
         self.port = 0
         self.pid: int | None = None
         self.epmd_pid: int | None = None
@@ -508,6 +511,7 @@ class RabbitBroker(_ScratchBroker):
             "vm_memory_high_watermark.relative = 0.4\n"
             f"{self.config}\n"
         )
+        (self.home / "advanced.config").write_text(f"{self.advanced}\n")
         (self.home / "enabled_plugins").write_text("[].\n")
         loopback_dist = "-kernel inet_dist_use_interface {127,0,0,1}"
         self.env = {
@@ -523,6 +527,7 @@ class RabbitBroker(_ScratchBroker):
             "ERL_EPMD_ADDRESS": LOOPBACK,
             "ERL_EPMD_PORT": str(epmd_port),
             "RABBITMQ_CONFIG_FILE": str(self.home / "rabbitmq.conf"),
+            "RABBITMQ_ADVANCED_CONFIG_FILE": str(self.home / "advanced.config"),
             "RABBITMQ_MNESIA_BASE": str(self.home / "mnesia"),
             "RABBITMQ_LOG_BASE": str(self.home / "log"),
             "RABBITMQ_ENABLED_PLUGINS_FILE": str(self.home / "enabled_plugins"),

@@ -36,6 +36,19 @@ RABBITMQ_CONFIG = (
     "tcp_listen_options.recbuf = 65536\n"
     "tcp_listen_options.sndbuf = 65536\n"
 )
+#: No paging to disk under the memory alarm case's watermark of 0.0001. Queues page once memory
+#: passes this ratio of the watermark (0.5 by default); paging all they held made the queues stop
+#: delivering and taking messages for up to 30 s after the alarm on a loaded machine: paging's
+#: cost, not the alarm's flow control (RabbitMQ 3.12+ does not page). ``rabbitmq.conf`` refuses
+#: a ratio of 1 or more, ``advanced.config`` takes it (``rabbit_memory_monitor`` reads it).
+RABBITMQ_ADVANCED_CONFIG = "[{rabbit, [{vm_memory_high_watermark_paging_ratio, 1.0e6}]}]."
+
+
+def rabbitmq_broker() -> RabbitBroker:
+    """The RabbitMQ node the RabbitMQ cases run on (not started)."""
+    return RabbitBroker(RABBITMQ_CONFIG, RABBITMQ_ADVANCED_CONFIG)
+
+
 #: A classic queue sharing a 0.9.1 connection with a slow quorum queue keeps less than this share
 #: of the intake it has on a connection of its own (seed 004: blocked "around 80 times per
 #: second", it is paced by the slow queue); the quorum queue here is 10-80x slower.
@@ -675,6 +688,20 @@ def two_senders(broker: RabbitBroker) -> list[Row]:
     ]
 
 
+def _resumption(got: rabbit.AlarmRun) -> str:
+    """How the real publisher came back, for the note of the "after" figure."""
+    if got.resumed_after_s is None:
+        return f". Real: alarm-in did not grow within {rabbit.RESUME_TIMEOUT_S:.0f} s of unblocked"
+    note = f". Real: alarm-in grew again {got.resumed_after_s:.2f} s after unblocked"
+    if got.intake_after > 0:
+        return note
+    samples = ", ".join(f"{at:.2f} s {depth:,}" for at, depth in got.after_depths)
+    return (
+        f"{note}; its depth in the after window: {samples}; writer "
+        f"{'alive' if got.writer_alive else 'stopped'}, broker close {got.publisher_closed}"
+    )
+
+
 def memory_alarm(broker: RabbitBroker) -> list[Row]:
     workload = "RabbitMQ 0.9.1 memory alarm (set_vm_memory_high_watermark 0.0001)"
     got = rabbit.memory_alarm(broker)
@@ -748,7 +775,8 @@ def memory_alarm(broker: RabbitBroker) -> list[Row]:
                 else "real: no connection.unblocked seen"
             )
             + "; a blocked publisher takes 0. The real rate in the first second after is noisy "
-            "here (0.07-0.8 of before: the broker catches up on the backlog the alarm left)",
+            "here (0.07-0.8 of before: the broker catches up on the backlog the alarm left)"
+            + _resumption(got),
         ),
     ]
 

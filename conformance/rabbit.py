@@ -24,6 +24,10 @@ PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 CHANNEL = 1
 BATCH = 50  # publishes per socket write
 SOCKET_BUFFER = 64 * 1024
+# How long publishing may take to resume after connection.unblocked: the queue first works off
+# what the alarm left (paged to disk at a watermark of 0.0001); on a loaded 2-core machine, 15 s
+# was not always enough.
+RESUME_TIMEOUT_S = 60.0
 
 
 def _pika() -> Any:
@@ -186,6 +190,7 @@ class FlatOut:
         self.connection = connection
         self.batches = [(q, connection.publish_batch(q, body, BATCH)) for q in queues]
         self.written = dict.fromkeys(queues, 0)
+        self.error: OSError | None = None  # why the writer stopped before it was told to
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"{connection.name}-writer")
         self._thread.daemon = True
@@ -199,12 +204,16 @@ class FlatOut:
             for queue, data in self.batches:
                 try:
                     self.connection.write(data)
-                except OSError:
+                except OSError as error:
+                    self.error = error
                     return
                 self.written[queue] += BATCH
 
     def stop(self) -> None:
         self._stop.set()
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
 
 
 def sample_connection_states(broker: RabbitBroker) -> dict[str, str]:
@@ -307,6 +316,11 @@ class AlarmRun:
     consumer_blocked: bool  # the consumer connection was sent connection.blocked
     consumer_state: str  # rabbitmqctl's state of the consumer connection during the alarm
     alarm_s: float
+    resumed_after_s: float | None  # unblocked -> alarm-in grows again (None: not in time)
+    publisher_events: list[tuple[float, str]]  # blocked/unblocked, seconds from the alarm's raise
+    publisher_closed: str | None  # the broker's close of the publisher connection, if any
+    writer_alive: bool  # the publisher's writer thread still writing at the end
+    after_depths: list[tuple[float, int]]  # alarm-in's depth in the after window, s from unblock
 
 
 class _Consumer(threading.Thread):
@@ -362,14 +376,16 @@ def _wait_for(predicate: Callable[[], bool], timeout_s: float) -> bool:
 def memory_alarm(
     broker: RabbitBroker,
     *,
-    prefill: int = 6000,
+    prefill: int = 50_000,
     consumer_rate: float = 800.0,
     window_s: float = 2.0,
 ) -> AlarmRun:
     """``rabbitmqctl set_vm_memory_high_watermark 0.0001`` while a publisher connection writes
     flat out to ``alarm-in`` and another connection consumes a prefilled ``alarm-drain``; then
     the watermark back to 0.4. Intake rates come from ``alarm-in``'s depth, sampled over a
-    connection that neither publishes nor consumes."""
+    connection that neither publishes nor consumes. The prefill outlasts the run at
+    ``consumer_rate`` even when each ``rabbitmqctl`` call takes 10 s (a loaded machine): 6,000
+    ran out before the alarm's window there, and the consumer took 0 during it."""
     queues = {"alarm-in": "classic", "alarm-drain": "classic"}
     declare(broker, queues)
     filler = RawConnection(broker, "alarm-prefill")
@@ -414,15 +430,22 @@ def memory_alarm(
             )
             # Publishing resumes some time after connection.unblocked (the socket's backlog is
             # read first; on a busy 2-core machine up to seconds): the "after" window starts once
-            # the queue grows again, within 15 s (never growing leaves it at 0, a disagreement).
+            # the queue grows again, within RESUME_TIMEOUT_S (never growing leaves it at 0, a
+            # disagreement).
+            unblocked_at = time.monotonic()
             _, resumed_from = depth()
-            _wait_for(lambda: depth()[1] > resumed_from, 15)
+            resumed = _wait_for(lambda: depth()[1] > resumed_from, RESUME_TIMEOUT_S)
+            resumed_at = time.monotonic()
             time.sleep(0.3)
             t4, d4 = depth()
             # Three seconds, not one: the intake right after comes in bursts here (a 1 s window
             # saw 0 once, 0.07 of before another time, although the queue had grown again).
-            time.sleep(3.0)
-            t5, d5 = depth()
+            after_depths = [(t4 - unblocked_at, d4)]
+            while time.monotonic() < t4 + 3.0:
+                time.sleep(0.25)
+                t5, d5 = depth()
+                after_depths.append((t5 - unblocked_at, d5))
+            writer_alive = writer.alive()
     finally:
         writer.stop()
         publisher.close()
@@ -445,4 +468,9 @@ def memory_alarm(
         consumer_blocked=consumer.blocked,
         consumer_state=states.get("alarm-consumer", "?"),
         alarm_s=cleared - raised,
+        resumed_after_s=resumed_at - unblocked_at if resumed else None,
+        publisher_events=[(at - raised, kind) for at, kind in publisher.blocked_events],
+        publisher_closed=publisher.closed_by_broker,
+        writer_alive=writer_alive,
+        after_depths=after_depths,
     )

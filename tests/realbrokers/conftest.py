@@ -16,7 +16,7 @@ from typing import TypeVar
 import pytest
 
 from conformance.brokers import ArtemisBroker, BrokerUnavailable, RabbitBroker
-from conformance.cases import ARTEMIS_ADDRESSES, RABBITMQ_CONFIG
+from conformance.cases import ARTEMIS_ADDRESSES, rabbitmq_broker
 
 BrokerT = TypeVar("BrokerT", ArtemisBroker, RabbitBroker)
 
@@ -56,4 +56,4 @@ def artemis() -> Iterator[ArtemisBroker]:
 @pytest.fixture(scope="session")
 def rabbitmq() -> Iterator[RabbitBroker]:
     _need_module("pika", "pika")
-    yield from _running(RabbitBroker(RABBITMQ_CONFIG), "RabbitMQ")
+    yield from _running(rabbitmq_broker(), "RabbitMQ")
