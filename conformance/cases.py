@@ -696,9 +696,11 @@ def _resumption(got: rabbit.AlarmRun) -> str:
     if got.intake_after > 0:
         return note
     samples = ", ".join(f"{at:.2f} s {depth:,}" for at, depth in got.after_depths)
+    events = ", ".join(f"{kind} at {at:.2f} s" for at, kind in got.publisher_events)
     return (
-        f"{note}; its depth in the after window: {samples}; writer "
-        f"{'alive' if got.writer_alive else 'stopped'}, broker close {got.publisher_closed}"
+        f"{note}; its depth in the after window (s from unblocked): {samples}; the publisher's "
+        f"connection.blocked/unblocked (s from the alarm): {events}; writer stopped: "
+        f"{got.writer_stopped}; broker's close: {got.publisher_closed}"
     )
 
 

@@ -24,9 +24,9 @@ PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 CHANNEL = 1
 BATCH = 50  # publishes per socket write
 SOCKET_BUFFER = 64 * 1024
-# How long publishing may take to resume after connection.unblocked: the queue first works off
-# what the alarm left (paged to disk at a watermark of 0.0001); on a loaded 2-core machine, 15 s
-# was not always enough.
+# How long publishing may take to resume after connection.unblocked: the broker first works off
+# what the alarm left; on a loaded 2-core machine 15 s was not always enough while queues paged
+# to disk under the alarm (they no longer do: conformance/cases.py RABBITMQ_ADVANCED_CONFIG).
 RESUME_TIMEOUT_S = 60.0
 
 
@@ -319,7 +319,7 @@ class AlarmRun:
     resumed_after_s: float | None  # unblocked -> alarm-in grows again (None: not in time)
     publisher_events: list[tuple[float, str]]  # blocked/unblocked, seconds from the alarm's raise
     publisher_closed: str | None  # the broker's close of the publisher connection, if any
-    writer_alive: bool  # the publisher's writer thread still writing at the end
+    writer_stopped: str | None  # why the publisher's writer stopped early (None: still writing)
     after_depths: list[tuple[float, int]]  # alarm-in's depth in the after window, s from unblock
 
 
@@ -445,7 +445,7 @@ def memory_alarm(
                 time.sleep(0.25)
                 t5, d5 = depth()
                 after_depths.append((t5 - unblocked_at, d5))
-            writer_alive = writer.alive()
+            writer_stopped = None if writer.alive() else repr(writer.error)
     finally:
         writer.stop()
         publisher.close()
@@ -471,6 +471,6 @@ def memory_alarm(
         resumed_after_s=resumed_at - unblocked_at if resumed else None,
         publisher_events=[(at - raised, kind) for at, kind in publisher.blocked_events],
         publisher_closed=publisher.closed_by_broker,
-        writer_alive=writer_alive,
+        writer_stopped=writer_stopped,
         after_depths=after_depths,
     )
