@@ -276,6 +276,7 @@ def run_round(spark: Any, jobs: Any, events: int) -> None:
     timings, cpu = {}, {}
     for name, job in jobs:
         cpu_before, threads_before = cpu_seconds(spark), jvm_thread_cpu(spark)
+        jvm_before = jvm_cpu_seconds(spark)
         started = time.perf_counter()
         result = job()
         timings[name] = time.perf_counter() - started
@@ -286,7 +287,7 @@ def run_round(spark: Any, jobs: Any, events: int) -> None:
               f"CPU {cpu[name]:6.1f} s  {summary}")  # fmt: skip
         threads = jvm_thread_cpu(spark)
         if threads:
-            spent = {k: threads.get(k, 0.0) - threads_before.get(k, 0.0) for k in threads}
+            spent = thread_cpu_spent(threads_before, threads, jvm_cpu_seconds(spark) - jvm_before)
             print(" " * 16 + "JVM CPU: " + ", ".join(f"{k} {v:.1f} s" for k, v in spent.items()))
     total, total_cpu = sum(timings.values()), sum(cpu.values())
     print(f"{'end to end':>14}: {total:7.1f} s  {events / total:,.0f} events/s "
@@ -316,15 +317,16 @@ def _stat_cpu_seconds(stat: Path) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def jvm_thread_cpu(spark: Any) -> dict[str, float]:
-    """CPU seconds used so far by the driver JVM's threads, grouped as :data:`THREAD_GROUPS`
-    (the rest under "other"); empty where /proc is missing. Spark generates new classes for each
-    query, so the JIT compilers stay busy even in a warm JVM: this shows how much."""
-    groups = {"tasks": 0.0, "JIT": 0.0, "GC": 0.0, "other": 0.0}
+def jvm_thread_cpu(spark: Any) -> dict[int, tuple[str, float]]:
+    """CPU seconds used so far by each living thread of the driver JVM: ``{thread id: (group,
+    seconds)}``, the group as :data:`THREAD_GROUPS` ("other" for the rest); empty where /proc is
+    missing. Spark generates new classes for each query, so the JIT compilers stay busy even in a
+    warm JVM: this shows how much."""
     try:
         tasks = list(Path(f"/proc/{_jvm_pid(spark)}/task").iterdir())
     except OSError:
         return {}
+    threads = {}
     for task in tasks:
         try:
             name = (task / "comm").read_text().strip()
@@ -332,19 +334,41 @@ def jvm_thread_cpu(spark: Any) -> dict[str, float]:
         except OSError:  # the thread ended meanwhile
             continue
         group = next((g for prefix, g in THREAD_GROUPS if name.startswith(prefix)), "other")
-        groups[group] += seconds
-    return groups
+        threads[int(task.name)] = (group, seconds)
+    return threads
+
+
+ENDED = "threads ended meanwhile"
+
+
+def thread_cpu_spent(
+    before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], jvm_spent: float
+) -> dict[str, float]:
+    """CPU seconds per group between two :func:`jvm_thread_cpu` samples, thread by thread (a
+    thread started meanwhile counts from 0). A thread that ended between them is in neither's
+    difference: what the whole JVM spent (``jvm_spent``) beyond the living threads is theirs.
+    (Grouped sums differenced as wholes went negative when Spark's idle task threads ended.)"""
+    spent = {"tasks": 0.0, "JIT": 0.0, "GC": 0.0, "other": 0.0}
+    for tid, (group, seconds) in after.items():
+        spent[group] += seconds - before.get(tid, (group, 0.0))[1]
+    spent[ENDED] = max(0.0, jvm_spent - sum(spent.values()))
+    return spent
+
+
+def jvm_cpu_seconds(spark: Any) -> float:
+    """CPU seconds used so far by the driver JVM, threads that ended included (NaN without
+    /proc)."""
+    try:
+        return _stat_cpu_seconds(Path(f"/proc/{_jvm_pid(spark)}/stat"))
+    except OSError:
+        return float("nan")
 
 
 def cpu_seconds(spark: Any) -> float:
     """CPU seconds used so far by this Python process and the driver JVM (in local mode, all of
     Spark's work), from /proc (Linux; NaN elsewhere)."""
-    try:
-        jvm = _stat_cpu_seconds(Path(f"/proc/{_jvm_pid(spark)}/stat"))
-    except OSError:
-        return float("nan")
     times = os.times()
-    return jvm + times.user + times.system
+    return jvm_cpu_seconds(spark) + times.user + times.system
 
 
 if __name__ == "__main__":
