@@ -38,8 +38,8 @@ TEST_SPARK_SETTINGS = {
     # tests' size took about a sixth less time (tests/test_processing_order.py's days).
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     "spark.sql.adaptive.enabled": "false",
-    # Inferring filters from every operator's constraints is the costliest part of optimizing the
-    # jobs' wide plans, and on rows this few there is nothing to prune: 27 warm job calls of
+    # Inferring filters from every operator's constraints costs planning time on the jobs' wide
+    # plans, and on rows this few there is nothing to prune: 27 warm job calls of
     # tests/test_processing_order.py's days took 264 -> 219 s without it (the results are the same:
     # the inferred filters are implied by the plan).
     "spark.sql.constraintPropagation.enabled": "false",
