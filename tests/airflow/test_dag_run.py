@@ -137,19 +137,21 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             timeout=300,
         )
 
-    # The project's conf with the test's folders. The driver runs with C1 only: these JVMs live
-    # a minute and C2 compiling Spark was ~45 % of their CPU (ingest 92 -> 52 CPU-s); it also
-    # shows the conf's own driver options reaching spark-submit beside the log4j2 file.
+    # The project's conf with the test's folders and the other Spark tests' settings for their
+    # tiny data (one shuffle partition, no adaptive planning, no generated code): a day here is
+    # ~1,200 rows.
     conf = yaml.safe_load((PROJECT_DIR / "conf/pipeline.yaml").read_text())
     conf["paths"] = {
         "raw": str(raw),
         "warehouse": str(tmp / "warehouse"),
         "quality": str(tmp / "quality"),
     }
-    conf["spark"]["conf"]["spark.driver.extraJavaOptions"] = "-XX:TieredStopAtLevel=1"
-    # The other Spark tests' settings for their tiny data (one shuffle partition, no adaptive
-    # planning, no generated code): a day here is ~1,200 rows.
     conf["spark"]["conf"].update(TEST_SPARK_SETTINGS)
+    # Their driver option (a collector for a JVM that lives the whole suite) is replaced: these
+    # JVMs live a minute and run C1 only, C2 compiling Spark was ~45 % of their CPU (ingest 92 ->
+    # 52 CPU-s). It also shows the conf's own driver options reaching spark-submit beside the
+    # log4j2 file.
+    conf["spark"]["conf"]["spark.driver.extraJavaOptions"] = "-XX:TieredStopAtLevel=1"
     conf_path = tmp / "pipeline.yaml"
     conf_path.write_text(yaml.safe_dump(conf))
 

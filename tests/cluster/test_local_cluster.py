@@ -65,7 +65,8 @@ def cluster_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     document = yaml.safe_load((PROJECT_ROOT / "conf/pipeline.yaml").read_text())
     document["spark"]["master"] = None  # left to spark-submit, as on a cluster
     document["spark"]["conf"].update(TEST_SPARK_SETTINGS)
-    document["spark"]["conf"].pop("spark.driver.memory", None)  # on the command line below
+    for on_the_command_line in ("spark.driver.memory", "spark.driver.extraJavaOptions"):
+        document["spark"]["conf"].pop(on_the_command_line, None)  # given to spark-submit below
     document["paths"] = {
         "raw": str(tmp / "raw"),
         "warehouse": str(tmp / "warehouse"),
