@@ -47,6 +47,9 @@ class PipelineConf:
     #: Rows of raw files quarantined whole (schema or name) read into the quarantine per run; the
     #: driver holds them until the write (~400 bytes a row), so past this a file keeps its record.
     max_rows_from_files_quarantined_whole: int = 2_000_000
+    #: A span of events the episodes and daily_metrics jobs recompute is read once and kept in
+    #: memory for their writes when its files are local and hold at most this many bytes.
+    span_in_memory_max_bytes: int = 64 * 1024 * 1024
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def table_path(self, layer: str, table: str) -> str:
@@ -112,11 +115,16 @@ class IngestSection(_Section):
     max_rows_from_files_quarantined_whole: StrictInt = Field(2_000_000, ge=0)
 
 
+class SpanSection(_Section):
+    keep_in_memory_max_mb: StrictInt = Field(64, ge=0)
+
+
 class PipelineSections(_Section):
     spark: SparkSection = Field(default_factory=SparkSection)
     delta: DeltaSection = Field(default_factory=DeltaSection)
     paths: PathsSection = Field(default_factory=PathsSection)
     ingest: IngestSection = Field(default_factory=IngestSection)
+    span: SpanSection = Field(default_factory=SpanSection)
 
 
 def _known_keys(model: type[BaseModel], location: tuple[Any, ...]) -> list[str]:
@@ -186,5 +194,6 @@ def load_conf(conf_path: str | os.PathLike[str] | None = None) -> PipelineConf:
         max_rows_from_files_quarantined_whole=(
             sections.ingest.max_rows_from_files_quarantined_whole
         ),
+        span_in_memory_max_bytes=sections.span.keep_in_memory_max_mb * 1024 * 1024,
         raw=raw,
     )

@@ -22,9 +22,15 @@ from pyspark.sql import functions as F
 from jobs.cli import date_range_parser, parse_date_range, start_job
 from jobs.config import PipelineConf
 from jobs.delta_io import read_table, replace_where
-from jobs.episodes import processing_scope
+from jobs.episodes import Scope, processing_scope
 from jobs.pipeline_state import run_recorded
-from jobs.span_events import earlier_enqueues, span_events
+from jobs.span_events import (
+    SpanEvents,
+    earlier_enqueues,
+    kept_in_memory,
+    released,
+    span_events,
+)
 from jobs.transforms.blocking import blocking_daily
 from jobs.transforms.daily import link_starvation_daily, observed_seconds, queue_flow_daily
 from jobs.transforms.episodes import overlapping, run_bounds
@@ -63,7 +69,18 @@ def process_daily_metrics(
     sc.setJobDescription(f"{label}: runs concerned and their span")
     scope = processing_scope(spark, conf, date_from, date_to)
     first, last = scope.span_from, scope.span_to
-    read = span_events(spark, conf, scope.runs, first, last)
+    read = kept_in_memory(span_events(spark, conf, scope.runs, first, last), conf)
+    try:
+        return write_daily_metrics(spark, conf, scope, read, label)
+    finally:
+        released(read)
+
+
+def write_daily_metrics(
+    spark: SparkSession, conf: PipelineConf, scope: Scope, read: SpanEvents, label: str
+) -> dict[str, Any]:
+    """The writes of :func:`process_daily_metrics` from the span's events ``read``."""
+    sc, first, last = spark.sparkContext, scope.span_from, scope.span_to
     bounds = run_bounds(read.events.select("run_id", "seq", "ts")).cache()
     events = read.events.where(F.col("date") <= F.lit(last)).select(*DAILY_INPUT_COLUMNS)
     # A transfer held over midnight completes in the span; its enqueue may be days earlier.
@@ -114,7 +131,7 @@ def process_daily_metrics(
     )
     sc.setJobDescription(None)
     bounds.unpersist()
-    log.info("daily_metrics %s..%s: %s", date_from, date_to, report)
+    log.info("%s: %s", label, report)
     return report
 
 

@@ -37,6 +37,8 @@ from jobs.delta_io import (
 from jobs.pipeline_state import run_recorded
 from jobs.span_events import (
     SpanEvents,
+    kept_in_memory,
+    released,
     runs_in,
     span_events,
     whole_runs,
@@ -235,13 +237,35 @@ def process_episodes(
     sc, label = spark.sparkContext, f"episodes {date_from}..{date_to}"
     sc.setJobDescription(f"{label}: runs concerned and their span")
     scope = processing_scope(spark, conf, date_from, date_to)
-    read = span_events(spark, conf, scope.runs, scope.span_from, scope.span_to)
+    read = kept_in_memory(
+        span_events(spark, conf, scope.runs, scope.span_from, scope.span_to), conf
+    )
     # Tiny (one row per run) and used by every table: computed once.
     bounds = run_bounds(read.events).cache()
-    if read.carried and timeline_width_changed(spark, conf, read, bounds):
+    try:
+        if read.carried and timeline_width_changed(spark, conf, read, bounds):
+            bounds.unpersist()
+            released(read)
+            read = kept_in_memory(
+                whole_runs(spark, conf, scope.runs, scope.span_from, scope.span_to), conf
+            )
+            bounds = run_bounds(read.events).cache()
+        return write_episodes(spark, conf, scope, read, bounds, label)
+    finally:
         bounds.unpersist()
-        read = whole_runs(spark, conf, scope.runs, scope.span_from, scope.span_to)
-        bounds = run_bounds(read.events).cache()
+        released(read)
+
+
+def write_episodes(
+    spark: SparkSession,
+    conf: PipelineConf,
+    scope: Scope,
+    read: SpanEvents,
+    bounds: DataFrame,
+    label: str,
+) -> dict[str, Any]:
+    """The writes of :func:`process_episodes` from the span's events ``read``."""
+    sc = spark.sparkContext
     columns = dict.fromkeys((*EPISODE_INPUT_COLUMNS, *BLOCKING_INPUT_COLUMNS))
     events = read.events.select(*columns)
     predicate = scope.episode_predicate()
@@ -270,8 +294,7 @@ def process_episodes(
     sc.setJobDescription(f"{label}: write carried_events")
     report["carried_events"] = write_carried_events(spark, conf, read)
     sc.setJobDescription(None)
-    bounds.unpersist()
-    log.info("episodes %s..%s: %s", date_from, date_to, report)
+    log.info("%s: %s", label, report)
     return report
 
 

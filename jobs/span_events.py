@@ -8,6 +8,9 @@ table existed (gold rows before the span and nothing carried), and, for the dept
 a run's bucket width changed (it grows until the run has lasted a day,
 jobs/transforms/depth_timeline.py): its earlier buckets must be cut again.
 
+A small span, local and within the conf's ``span.keep_in_memory_max_mb``, is read once and kept
+in memory for all the writes of a job (:func:`kept_in_memory`); a larger one is read by each write.
+
 The carried rows at a span's start are final: every earlier bronze day of a run was processed
 before the span (the pipeline state, jobs/pipeline_state.py, processes earlier days behind bronze
 first), and a rerun of an earlier day makes that day, and so the carried rows from it on, part of
@@ -16,10 +19,13 @@ the next span.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 from dataclasses import dataclass
 from datetime import date, timedelta
 from functools import reduce
+from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -175,3 +181,37 @@ def earlier_enqueues(spark: SparkSession, conf: PipelineConf, read: SpanEvents) 
         .where(F.col("run_id").isin(*read.history) & (F.col("event_type") == "enqueue"))
         .select(*EVENT_COLUMNS)
     )
+
+
+def fits_in_memory(df: DataFrame, max_bytes: int) -> bool:
+    """Whether the files ``df`` reads (one Delta file listing per table it scans) are local and
+    hold at most ``max_bytes`` together; a file on another file system answers no (its size is
+    the cluster's to tell)."""
+    total = 0
+    for uri in df.inputFiles():
+        parsed = urlparse(uri)
+        if parsed.scheme not in ("", "file"):
+            return False
+        total += os.path.getsize(unquote(parsed.path))
+        if total > max_bytes:
+            return False
+    return True
+
+
+def kept_in_memory(read: SpanEvents, conf: PipelineConf) -> SpanEvents:
+    """``read`` with its events cached (memory, then disk) when they are of some runs and
+    :func:`fits_in_memory` within ``span.keep_in_memory_max_mb``, else as it is; the caller
+    unpersists them once its writes are done (:func:`released`).
+
+    Each write of the episodes and daily_metrics jobs otherwise plans and reads the span again,
+    Delta listing its tables' files each time: on a few rows that is most of a write (a warm
+    episodes call on tests/test_processing_order.py's days 6.9-7.3 -> 5.7-5.8 s, daily_metrics
+    5.0 -> 4.6 s)."""
+    if not read.runs or not fits_in_memory(read.events, conf.span_in_memory_max_bytes):
+        return read
+    return dataclasses.replace(read, events=read.events.cache())
+
+
+def released(read: SpanEvents) -> None:
+    """Drop the cache :func:`kept_in_memory` may have made (nothing when it made none)."""
+    read.events.unpersist()
