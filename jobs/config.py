@@ -49,7 +49,7 @@ class PipelineConf:
     max_rows_from_files_quarantined_whole: int = 2_000_000
     #: A span of events the episodes and daily_metrics jobs recompute is read once and kept in
     #: memory for their writes when its files are local and hold at most this many bytes.
-    span_in_memory_max_bytes: int = 64 * 1024 * 1024
+    span_in_memory_max_bytes: int = 4 * 1024 * 1024
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def table_path(self, layer: str, table: str) -> str:
@@ -116,7 +116,7 @@ class IngestSection(_Section):
 
 
 class SpanSection(_Section):
-    keep_in_memory_max_mb: StrictInt = Field(64, ge=0)
+    keep_in_memory_max_mb: StrictInt = Field(4, ge=0)
 
 
 class PipelineSections(_Section):

@@ -199,4 +199,4 @@ def test_the_bundled_conf_is_valid() -> None:
     conf = load_conf()
     assert conf.spark_master == "local[2]" and conf.resolve_delta_jars
     assert conf.spark_settings["spark.sql.shuffle.partitions"] == "4"
-    assert conf.span_in_memory_max_bytes == 64 * 1024 * 1024
+    assert conf.span_in_memory_max_bytes == 4 * 1024 * 1024
