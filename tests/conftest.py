@@ -46,7 +46,7 @@ TEST_SPARK_SETTINGS = {
     "spark.default.parallelism": "2",
     # Each test worker's JVM lives the whole suite on a machine the suite keeps busy: the
     # parallel collector costs less CPU than G1 (no concurrent marking, lighter write barriers).
-    # 5 warm rounds of tests/test_processing_order.py's days (15 job calls a round): G1 217 and
+    # 5 warm rounds of tests/test_processing_order.py's days (9 job calls a round): G1 217 and
     # 224 s wall, 260 and 271 CPU-s; parallel 204 s, 233 CPU-s.
     "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
     "spark.ui.enabled": "false",
