@@ -97,3 +97,104 @@ def depth_timeline(events: DataFrame, bounds: DataFrame) -> DataFrame:
         .withColumn("bucket_s", F.col("_width_us") / F.lit(float(US_PER_SECOND)))
         .drop("_bucket", "_width_us")
     )
+
+
+#: The depth columns whose largest value in a bucket is reported with it.
+DEPTH_COLUMNS = ("depth_msgs", "depth_bytes")
+
+
+def bucket_summaries(events: DataFrame, bounds: DataFrame) -> DataFrame:
+    """Per queue and bucket (``events`` and ``bounds`` as :func:`depth_timeline` takes them):
+    what a bucket's row needs, from one hash aggregation of the events and a window over the
+    buckets (a few hundred per queue and day) instead of a window over every event in ``seq``
+    order, which sorts them all. :func:`depth_timeline` stays the rule; this is its fast path
+    (jobs/episodes.py), kept equal to it by tests/test_depth_timeline_buckets.py.
+
+    The state carried into a bucket is the latest of the buckets before it (``_in_<c>``,
+    ``_in_flow``), which holds when each bucket's events follow one another in the queue's
+    ``seq`` order, i.e. when the buckets' seq ranges do not overlap (ts follows seq).
+    ``_seq_ordered`` says so per queue; a queue whose clock stepped back across a bucket edge
+    has overlapping ranges, and its rows are :func:`depth_timeline`'s
+    (:func:`seq_disordered_queues`)."""
+    seq = F.col("seq")
+    flow_change = F.when(F.col("event_type") == "flow_stopped", True).when(
+        F.col("event_type") == "flow_resumed", False
+    )
+    latest = {c: F.col(c) for c in CARRIED_COLUMNS} | {"flow": flow_change}
+    bucket = F.floor(micros("ts") / F.col("_width_us")).cast("long")
+    aggregated = (
+        events.where(F.col("queue").isNotNull())
+        .join(F.broadcast(run_buckets(bounds)), "run_id")
+        .withColumn("_bucket", bucket)
+        .groupBy(*QUEUE_KEYS, "_bucket", "_width_us")
+        .agg(
+            F.count(F.lit(1)).alias("events"),
+            F.min(seq).alias("_min_seq"),
+            F.max(seq).alias("_max_seq"),
+            *(F.max(c).alias(f"_max_{c}") for c in DEPTH_COLUMNS),
+            *(
+                F.min(F.when(F.col(c).isNotNull(), seq)).alias(f"_first_seq_{c}")
+                for c in DEPTH_COLUMNS
+            ),
+            *(
+                F.max_by(value, F.when(value.isNotNull(), seq)).alias(f"_last_{name}")
+                for name, value in latest.items()
+            ),
+            F.max(F.col("event_type") == "flow_stopped").alias("_any_stop"),
+        )
+    )
+    in_order = Window.partitionBy(*QUEUE_KEYS).orderBy("_min_seq")
+    before = in_order.rowsBetween(Window.unboundedPreceding, -1)
+    overlaps = F.coalesce(F.lag("_max_seq").over(in_order) > F.col("_min_seq"), F.lit(False))
+    return aggregated.select(
+        "*",
+        *(
+            F.last(f"_last_{name}", ignorenulls=True).over(before).alias(f"_in_{name}")
+            for name in latest
+        ),
+        overlaps.alias("_overlaps"),
+    ).withColumn("_seq_ordered", ~F.max("_overlaps").over(Window.partitionBy(*QUEUE_KEYS)))
+
+
+def timeline_of_buckets(summaries: DataFrame) -> DataFrame:
+    """The ``queue_depth_timeline`` rows of the seq-ordered queues of :func:`bucket_summaries`,
+    as :func:`depth_timeline` gives them: a value carried in counts towards a bucket's largest
+    depth when some of its events come before its first logged one."""
+
+    def largest(c: str) -> Column:
+        first_logged = F.col(f"_first_seq_{c}")
+        carried_in = first_logged.isNull() | (F.col("_min_seq") < first_logged)
+        return F.greatest(f"_max_{c}", F.when(carried_in, F.col(f"_in_{c}")))
+
+    def at_end(c: str) -> Column:
+        return F.coalesce(f"_last_{c}", f"_in_{c}")
+
+    stopped_in = F.coalesce(F.col("_in_flow"), F.lit(False))
+    bucket_start = F.timestamp_micros(F.col("_bucket") * F.col("_width_us"))
+    return (
+        summaries.where(F.col("_seq_ordered"))
+        .select(
+            *QUEUE_KEYS,
+            "events",
+            *(largest(c).alias(f"max_{c}") for c in DEPTH_COLUMNS),
+            *(at_end(c).alias(f"last_{c}") for c in DEPTH_COLUMNS),
+            *(at_end(c).alias(c) for c in THRESHOLD_COLUMNS),
+            (stopped_in | F.col("_any_stop")).alias("stopped_in_bucket"),
+            F.coalesce("_last_flow", "_in_flow", F.lit(False)).alias("flow_stopped"),
+            bucket_start.alias("bucket_start"),
+            "_width_us",
+        )
+        .withColumn("date", utc_date("bucket_start"))
+        .withColumn("bucket_s", F.col("_width_us") / F.lit(float(US_PER_SECOND)))
+        .drop("_width_us")
+    )
+
+
+def seq_disordered_queues(summaries: DataFrame) -> DataFrame:
+    """The queue keys of :func:`bucket_summaries` whose buckets are not in seq order."""
+    return summaries.where(~F.col("_seq_ordered")).select(*QUEUE_KEYS).distinct()
+
+
+def timeline_of_queues(events: DataFrame, bounds: DataFrame, queues: DataFrame) -> DataFrame:
+    """:func:`depth_timeline` of the ``queues`` (queue keys) only."""
+    return depth_timeline(events.join(F.broadcast(queues), list(QUEUE_KEYS), "left_semi"), bounds)
