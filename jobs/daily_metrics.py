@@ -16,7 +16,7 @@ import sys
 from datetime import date
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.cli import date_range_parser, parse_date_range, start_job
@@ -70,18 +70,26 @@ def process_daily_metrics(
     scope = processing_scope(spark, conf, date_from, date_to)
     first, last = scope.span_from, scope.span_to
     read = kept_in_memory(span_events(spark, conf, scope.runs, first, last), conf)
+    # Tiny (one row per run) and used by every table: computed once.
+    bounds = run_bounds(read.events.select("run_id", "seq", "ts")).cache()
     try:
-        return write_daily_metrics(spark, conf, scope, read, label)
+        return write_daily_metrics(spark, conf, scope, read, bounds, label)
     finally:
+        bounds.unpersist()
         released(read)
 
 
 def write_daily_metrics(
-    spark: SparkSession, conf: PipelineConf, scope: Scope, read: SpanEvents, label: str
+    spark: SparkSession,
+    conf: PipelineConf,
+    scope: Scope,
+    read: SpanEvents,
+    bounds: DataFrame,
+    label: str,
 ) -> dict[str, Any]:
-    """The writes of :func:`process_daily_metrics` from the span's events ``read``."""
+    """The writes of :func:`process_daily_metrics` from the span's events ``read`` and their
+    runs' ``bounds`` (:func:`~jobs.transforms.episodes.run_bounds`)."""
     sc, first, last = spark.sparkContext, scope.span_from, scope.span_to
-    bounds = run_bounds(read.events.select("run_id", "seq", "ts")).cache()
     events = read.events.where(F.col("date") <= F.lit(last)).select(*DAILY_INPUT_COLUMNS)
     # A transfer held over midnight completes in the span; its enqueue may be days earlier.
     enqueues_before = earlier_enqueues(spark, conf, read)
@@ -130,7 +138,6 @@ def write_daily_metrics(
         days,
     )
     sc.setJobDescription(None)
-    bounds.unpersist()
     log.info("%s: %s", label, report)
     return report
 

@@ -214,4 +214,5 @@ def kept_in_memory(read: SpanEvents, conf: PipelineConf) -> SpanEvents:
 
 def released(read: SpanEvents) -> None:
     """Drop the cache :func:`kept_in_memory` may have made (nothing when it made none)."""
-    read.events.unpersist()
+    if read.events.is_cached:
+        read.events.unpersist()
