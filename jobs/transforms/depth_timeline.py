@@ -3,6 +3,11 @@ and its flow state, downsampled to at most a few hundred time buckets per run.
 
 The dashboard's per-queue timeline reads this table instead of the event log: a run logs an event
 per enqueue and dequeue, far more points than a chart can show or a page should carry.
+
+:func:`depth_timeline` is the rule: a window over each queue's events in ``seq`` order. The
+episodes job computes the same rows from per-bucket aggregates (:func:`bucket_summaries`,
+:func:`timeline_of_buckets`), which sort no event, and uses the rule only for the queues whose
+buckets are not in seq order (:func:`seq_disordered_queues`, :func:`timeline_of_queues`).
 """
 
 from __future__ import annotations
