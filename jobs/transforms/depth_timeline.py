@@ -49,15 +49,40 @@ def run_buckets(bounds: DataFrame) -> DataFrame:
     return bounds.select("run_id", bucket_width_us(span_us).alias("_width_us"))
 
 
+def flow_change() -> Column:
+    """True on a flow_stopped, False on a flow_resumed, null on other events: the queue's flow
+    state after its latest non-null one."""
+    return F.when(F.col("event_type") == "flow_stopped", True).when(
+        F.col("event_type") == "flow_resumed", False
+    )
+
+
+def with_bucket(events: DataFrame, bounds: DataFrame) -> DataFrame:
+    """``events`` with their run's bucket width ``_width_us`` and their bucket ``_bucket``,
+    counted from the epoch: a width divides a day, so a bucket lies within one day."""
+    return events.join(F.broadcast(run_buckets(bounds)), "run_id").withColumn(
+        "_bucket", F.floor(micros("ts") / F.col("_width_us")).cast("long")
+    )
+
+
+def bucket_columns(buckets: DataFrame) -> DataFrame:
+    """Rows per bucket (``_bucket``, ``_width_us``) -> their ``bucket_start``, ``date`` and
+    ``bucket_s``, without the two."""
+    bucket_start = F.timestamp_micros(F.col("_bucket") * F.col("_width_us"))
+    return (
+        buckets.withColumn("bucket_start", bucket_start)
+        .withColumn("date", utc_date("bucket_start"))
+        .withColumn("bucket_s", F.col("_width_us") / F.lit(float(US_PER_SECOND)))
+        .drop("_bucket", "_width_us")
+    )
+
+
 def queue_states(events: DataFrame) -> DataFrame:
     """A queue's events with its state after each (queue keys, seq, ts): the latest logged depth
     and thresholds (:data:`CARRIED_COLUMNS`), ``flow_stopped`` (its latest flow_stopped /
     flow_resumed is a flow_stopped) and ``_stopped_before`` (the same before the event)."""
     in_order = Window.partitionBy(*QUEUE_KEYS).orderBy("seq")
     upto_here = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    flow_change = F.when(F.col("event_type") == "flow_stopped", True).when(
-        F.col("event_type") == "flow_resumed", False
-    )
     return (
         events.where(F.col("queue").isNotNull())
         .select(
@@ -65,7 +90,7 @@ def queue_states(events: DataFrame) -> DataFrame:
             "seq",
             "ts",
             *(F.last(c, ignorenulls=True).over(upto_here).alias(c) for c in CARRIED_COLUMNS),
-            F.coalesce(F.last(flow_change, ignorenulls=True).over(upto_here), F.lit(False)).alias(
+            F.coalesce(F.last(flow_change(), ignorenulls=True).over(upto_here), F.lit(False)).alias(
                 "flow_stopped"
             ),
         )
@@ -79,13 +104,9 @@ def depth_timeline(events: DataFrame, bounds: DataFrame) -> DataFrame:
     """The ``queue_depth_timeline`` rows of the runs in ``events`` (bronze events of whole runs;
     ``bounds``: their :func:`~jobs.transforms.episodes.run_bounds`): one per queue and bucket of
     its run in which the queue had events. Columns of schemas/timelines.py, in any order."""
-    states = queue_states(events).join(F.broadcast(run_buckets(bounds)), "run_id")
-    # Counted from the epoch: a width divides a day, so a bucket lies within one day.
-    bucket = F.floor(micros("ts") / F.col("_width_us")).cast("long")
     at_bucket_end = {c: F.max_by(c, "seq").alias(c) for c in (*THRESHOLD_COLUMNS, "flow_stopped")}
-    bucket_start = F.timestamp_micros(F.col("_bucket") * F.col("_width_us"))
-    return (
-        states.withColumn("_bucket", bucket)
+    buckets = (
+        with_bucket(queue_states(events), bounds)
         .groupBy(*QUEUE_KEYS, "_bucket", "_width_us")
         .agg(
             F.count(F.lit(1)).alias("events"),
@@ -97,11 +118,8 @@ def depth_timeline(events: DataFrame, bounds: DataFrame) -> DataFrame:
             # Stopped at the bucket's start (before its first event) or after one of its events.
             F.max(F.col("flow_stopped") | F.col("_stopped_before")).alias("stopped_in_bucket"),
         )
-        .withColumn("bucket_start", bucket_start)
-        .withColumn("date", utc_date("bucket_start"))
-        .withColumn("bucket_s", F.col("_width_us") / F.lit(float(US_PER_SECOND)))
-        .drop("_bucket", "_width_us")
     )
+    return bucket_columns(buckets)
 
 
 #: The depth columns whose largest value in a bucket is reported with it.
@@ -122,15 +140,9 @@ def bucket_summaries(events: DataFrame, bounds: DataFrame) -> DataFrame:
     has overlapping ranges, and its rows are :func:`depth_timeline`'s
     (:func:`seq_disordered_queues`)."""
     seq = F.col("seq")
-    flow_change = F.when(F.col("event_type") == "flow_stopped", True).when(
-        F.col("event_type") == "flow_resumed", False
-    )
-    latest = {c: F.col(c) for c in CARRIED_COLUMNS} | {"flow": flow_change}
-    bucket = F.floor(micros("ts") / F.col("_width_us")).cast("long")
+    latest = {c: F.col(c) for c in CARRIED_COLUMNS} | {"flow": flow_change()}
     aggregated = (
-        events.where(F.col("queue").isNotNull())
-        .join(F.broadcast(run_buckets(bounds)), "run_id")
-        .withColumn("_bucket", bucket)
+        with_bucket(events.where(F.col("queue").isNotNull()), bounds)
         .groupBy(*QUEUE_KEYS, "_bucket", "_width_us")
         .agg(
             F.count(F.lit(1)).alias("events"),
@@ -175,24 +187,18 @@ def timeline_of_buckets(summaries: DataFrame) -> DataFrame:
         return F.coalesce(f"_last_{c}", f"_in_{c}")
 
     stopped_in = F.coalesce(F.col("_in_flow"), F.lit(False))
-    bucket_start = F.timestamp_micros(F.col("_bucket") * F.col("_width_us"))
-    return (
-        summaries.where(F.col("_seq_ordered"))
-        .select(
-            *QUEUE_KEYS,
-            "events",
-            *(largest(c).alias(f"max_{c}") for c in DEPTH_COLUMNS),
-            *(at_end(c).alias(f"last_{c}") for c in DEPTH_COLUMNS),
-            *(at_end(c).alias(c) for c in THRESHOLD_COLUMNS),
-            (stopped_in | F.col("_any_stop")).alias("stopped_in_bucket"),
-            F.coalesce("_last_flow", "_in_flow", F.lit(False)).alias("flow_stopped"),
-            bucket_start.alias("bucket_start"),
-            "_width_us",
-        )
-        .withColumn("date", utc_date("bucket_start"))
-        .withColumn("bucket_s", F.col("_width_us") / F.lit(float(US_PER_SECOND)))
-        .drop("_width_us")
+    rows = summaries.where(F.col("_seq_ordered")).select(
+        *QUEUE_KEYS,
+        "events",
+        *(largest(c).alias(f"max_{c}") for c in DEPTH_COLUMNS),
+        *(at_end(c).alias(f"last_{c}") for c in DEPTH_COLUMNS),
+        *(at_end(c).alias(c) for c in THRESHOLD_COLUMNS),
+        (stopped_in | F.col("_any_stop")).alias("stopped_in_bucket"),
+        F.coalesce("_last_flow", "_in_flow", F.lit(False)).alias("flow_stopped"),
+        "_bucket",
+        "_width_us",
     )
+    return bucket_columns(rows)
 
 
 def seq_disordered_queues(summaries: DataFrame) -> DataFrame:
