@@ -45,13 +45,7 @@ from jobs.span_events import (
     write_carried_events,
 )
 from jobs.transforms.blocking import BLOCKING_INPUT_COLUMNS, blocking_episodes
-from jobs.transforms.depth_timeline import (
-    bucket_summaries,
-    run_buckets,
-    seq_disordered_queues,
-    timeline_of_buckets,
-    timeline_of_queues,
-)
+from jobs.transforms.depth_timeline import bucket_summaries, run_buckets, timeline_from_summaries
 from jobs.transforms.episodes import (
     link_starvation_episodes,
     overlap_predicate,
@@ -355,10 +349,7 @@ def write_depth_timeline(
     # bucket edge take the rule's path.
     summaries = bucket_summaries(read.events, bounds).cache()
     try:
-        timeline = timeline_of_buckets(summaries)
-        disordered = seq_disordered_queues(summaries)
-        if not disordered.isEmpty():
-            timeline = timeline.unionByName(timeline_of_queues(read.events, bounds, disordered))
+        timeline = timeline_from_summaries(read.events, bounds, summaries)
         replaced = runs_in(read.runs)
         if read.carried:
             days = days_predicate("date", read.span_from, read.span_to)

@@ -16,8 +16,7 @@ from jobs.transforms.depth_timeline import (
     bucket_summaries,
     depth_timeline,
     seq_disordered_queues,
-    timeline_of_buckets,
-    timeline_of_queues,
+    timeline_from_summaries,
 )
 from jobs.transforms.episodes import run_bounds
 from tests.conftest import at, event
@@ -60,13 +59,13 @@ def random_log(run_id: str, seed: int, steps_back: bool) -> list[dict[str, Any]]
 
 
 def fast_path(events: Any, bounds: Any) -> tuple[Any, list[Any]]:
-    """The job's fast path: the buckets' rows, plus the rule's for the seq-disordered queues."""
+    """The job's fast path (jobs/episodes.py ``write_depth_timeline``), and the queues it hands to
+    the rule."""
     summaries = bucket_summaries(events, bounds)
-    disordered = seq_disordered_queues(summaries)
-    timeline = timeline_of_buckets(summaries)
-    if not disordered.isEmpty():
-        timeline = timeline.unionByName(timeline_of_queues(events, bounds, disordered))
-    return timeline, disordered.collect()
+    return (
+        timeline_from_summaries(events, bounds, summaries),
+        seq_disordered_queues(summaries).collect(),
+    )
 
 
 @pytest.mark.parametrize("seed", [1, 2])

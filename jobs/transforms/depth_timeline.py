@@ -209,3 +209,16 @@ def seq_disordered_queues(summaries: DataFrame) -> DataFrame:
 def timeline_of_queues(events: DataFrame, bounds: DataFrame, queues: DataFrame) -> DataFrame:
     """:func:`depth_timeline` of the ``queues`` (queue keys) only."""
     return depth_timeline(events.join(F.broadcast(queues), list(QUEUE_KEYS), "left_semi"), bounds)
+
+
+def timeline_from_summaries(
+    events: DataFrame, bounds: DataFrame, summaries: DataFrame
+) -> DataFrame:
+    """:func:`depth_timeline`'s rows from ``summaries`` (:func:`bucket_summaries` of ``events``
+    and ``bounds``, best cached: read twice): those of the seq-ordered queues, plus the rule's rows
+    of the others, if any (one small Spark job to know)."""
+    timeline = timeline_of_buckets(summaries)
+    disordered = seq_disordered_queues(summaries)
+    if disordered.isEmpty():
+        return timeline
+    return timeline.unionByName(timeline_of_queues(events, bounds, disordered))
