@@ -7,7 +7,8 @@ per enqueue and dequeue, far more points than a chart can show or a page should 
 :func:`depth_timeline` is the rule: a window over each queue's events in ``seq`` order. The
 episodes job computes the same rows from per-bucket aggregates (:func:`bucket_summaries`,
 :func:`timeline_of_buckets`), which sort no event, and uses the rule only for the queues whose
-buckets are not in seq order (:func:`seq_disordered_queues`, :func:`timeline_of_queues`).
+buckets are not in seq order (:func:`seq_disordered_queues`, :func:`timeline_of_queues`); the
+two put together are :func:`timeline_from_summaries`.
 """
 
 from __future__ import annotations
