@@ -4,8 +4,9 @@ measurement that went wrong on a loaded machine (conformance/cases.py), without 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 
-from conformance import cases, rabbit
+from conformance import cases, engine, rabbit, real
 
 RESUMED = rabbit.AlarmRun(
     intake_before=40_000.0,
@@ -49,3 +50,55 @@ def test_a_publisher_that_never_resumed_names_the_wait():
     assert cases._resumption(never) == (
         f". Real: alarm-in did not grow within {rabbit.RESUME_TIMEOUT_S:.0f} s of unblocked"
     )
+
+
+# The CI run of stop 30 (4 CORE producers, 64 KiB windows, BLOCK 100 KB): the real address held
+# 138 messages, 295,320 B; the engine, its producers all starting at once, 184 and 393,760 B.
+def _core_run(messages: int, peak_size: int) -> real.CoreRun:
+    return real.CoreRun(
+        peak_size=peak_size,
+        final_size=peak_size,
+        messages=messages,
+        encoded_size=1397,
+        samples=30,
+        seconds=3.0,
+        stopped_by_us=True,
+    )
+
+
+def _engine_address(stored: int, peak_size: int) -> engine.EngineAddress:
+    return engine.EngineAddress(
+        accepted=stored,
+        paged=0,
+        dropped=0,
+        failed=0,
+        rejected=0,
+        peak_size=peak_size,
+        final_size=peak_size,
+        in_memory=stored,
+        stored=stored,
+        errors=Counter(),
+        flow_stopped=1,
+        flow_resumed=0,
+        credit_zero_with_work=True,
+        credit_granted={},
+        told_refused=0,
+    )
+
+
+def _held(real_messages: int, real_peak: int) -> list[cases.Row]:
+    return cases._half_windows_held(
+        "w", _core_run(real_messages, real_peak), _engine_address(184, 393_760), 4, "", ""
+    )
+
+
+def test_a_producer_that_asked_after_the_address_filled_holds_whole_half_windows():
+    rows = _held(138, 295_320)  # 6 of the 8 half windows
+    assert [row.ok for row in rows] == [True, True]
+    assert rows[1].real == "6"
+
+
+def test_a_count_between_half_windows_or_an_oversized_peak_disagrees():
+    assert [row.ok for row in _held(150, 320_000)] == [True, False]  # 6.5 half windows
+    assert [row.ok for row in _held(138, 400_000)] == [False, True]  # 66,667 B a half window
+    assert [row.ok for row in _held(0, 0)] == [False, False]
