@@ -8,7 +8,13 @@ from datetime import timedelta
 import pytest
 from chispa import assert_df_equality
 
-from jobs.transforms.episodes import link_starvation_episodes, queue_flow_episodes, run_bounds
+from jobs.transforms.episodes import (
+    link_starvation_episodes,
+    queue_flow_episodes,
+    queue_segment_stats,
+    queue_segment_stats_by_lookup,
+    run_bounds,
+)
 from tests.conftest import at, event, naive
 
 pytestmark = pytest.mark.spark
@@ -303,24 +309,31 @@ def reference_queue_flow_episodes(events, bounds):
     )  # fmt: skip
 
 
-def random_queue_log(seed: int, events: int = 400) -> list[dict]:
+def random_queue_log(seed: int, events: int = 400, bursty: bool = False) -> list[dict]:
     """Two runs, three queues and a link-only event mixed in, with every irregularity the episode
     definition has to handle: repeated stops and resumes, a stop as a queue's first event,
     thresholds and counters logged only now and then, enqueues without producer or capacity, and
-    runs of one queue's events far apart in seq (other queues' traffic in between)."""
+    runs of one queue's events far apart in seq (other queues' traffic in between).
+
+    ``bursty``: flow stops and resumes come in bursts (one stretch of 40 events in three) between
+    calm stretches with gaps of thousands of seq, so a queue's changes are unevenly spread: the
+    seq blocks of the lookup path (mean gap between changes) then hold many stretches in the
+    bursts and none in the calm."""
     rng = random.Random(seed)
-    kinds = ["enqueue"] * 8 + ["dequeue"] * 6 + ["flow_stopped"] * 3 + ["flow_resumed"] * 3
-    kinds += ["queue_declared", "thresholds_changed"]
+    calm = ["enqueue"] * 8 + ["dequeue"] * 6 + ["queue_declared", "thresholds_changed"]
+    kinds = calm + ["flow_stopped"] * 3 + ["flow_resumed"] * 3
+    steps = (1, 1, 1, 2, 7, 300, 4000) if bursty else (1, 1, 1, 2, 7, 300)
     rows = []
     for run in ("r1", "r2"):
         seq = rng.randint(0, 5)
         for i in range(events // 2):
-            seq += rng.choice((1, 1, 1, 2, 7, 300))
+            in_burst = not bursty or (i // 40) % 3 == 1
+            seq += rng.choice(steps[:5] if bursty and in_burst else steps)
             ts = at(1, 12) + timedelta(seconds=seq * 7)
             if rng.random() < 0.05:
                 rows.append(event(seq, ts, "flow", run_id=run, link="l1", credit=0, available=1))
                 continue
-            kind = rng.choice(kinds)
+            kind = rng.choice(kinds if in_burst else calm)
             queue = rng.choice(("qa", "qb", "qb", "qc"))
             fields = {"run_id": run, "queue": queue}
             if rng.random() < 0.7:
@@ -341,19 +354,50 @@ def random_queue_log(seed: int, events: int = 400) -> list[dict]:
     return rows
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_segment_aggregation_matches_the_window_definition(make_events, seed):
-    events = make_events(random_queue_log(seed))
+SEGMENT_STATS = {"rule": queue_segment_stats, "lookup": queue_segment_stats_by_lookup}
+
+
+@pytest.mark.parametrize("path", SEGMENT_STATS)
+@pytest.mark.parametrize(
+    ("seed", "bursty"), [(0, False), (1, False), (2, False), (3, True), (4, True)]
+)
+def test_segment_aggregation_matches_the_window_definition(make_events, seed, bursty, path):
+    events = make_events(random_queue_log(seed, events=800 if bursty else 400, bursty=bursty))
     bounds = run_bounds(events)
     expected = reference_queue_flow_episodes(events, bounds)
     assert expected.count() > 10  # the log must exercise plenty of episodes
     assert_df_equality(
-        queue_flow_episodes(events, bounds),
+        queue_flow_episodes(events, bounds, SEGMENT_STATS[path]),
         expected,
         ignore_row_order=True,
         ignore_nullable=True,
         ignore_metadata=True,
     )
+
+
+@pytest.mark.parametrize("path", SEGMENT_STATS)
+def test_a_trigger_is_merged_with_its_producer_and_one_without_link_adds_none(make_events, path):
+    q = {"queue": "q"}
+    rows = [
+        # The trigger of the first episode is the queue's first event (before any change), and
+        # its producer enqueues again during the episode with a larger window: one producer.
+        event(1, at(1, 1), "enqueue", **q, link="p", capacity=5, depth_msgs=4),
+        event(2, at(1, 2), "flow_stopped", **q, depth_msgs=4, flow_stop_count=3),
+        event(3, at(1, 3), "enqueue", **q, link="p", capacity=7, depth_msgs=5),
+        event(4, at(1, 4), "flow_resumed", **q, depth_msgs=0),
+        # The second episode's trigger names no producer: its depth counts, no producer.
+        event(5, at(1, 5), "enqueue", **q, depth_msgs=9),
+        event(6, at(1, 6), "flow_stopped", **q, depth_msgs=9),
+        event(7, at(1, 7), "enqueue", **q, link="p2", capacity=3, depth_msgs=8),
+        event(8, at(1, 8), "flow_resumed", **q, depth_msgs=1),
+    ]
+    events = make_events(rows)
+    actual = queue_flow_episodes(events, run_bounds(events), SEGMENT_STATS[path])
+    got = [
+        (r.start_seq, r.end_seq, r.peak_depth_msgs, r.producers, r.overshoot_bound_msgs)
+        for r in actual.orderBy("start_seq").collect()
+    ]
+    assert got == [(2, 4, 5, 1, 7), (6, 8, 9, 1, 3)]
 
 
 def test_stop_as_the_first_event_and_a_resume_without_stop(make_events):

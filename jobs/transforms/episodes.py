@@ -6,6 +6,7 @@ and end days after it, and the watermark is the run's last event.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, date, datetime, time, timedelta
 
 from pyspark.sql import Column, DataFrame, Window
@@ -126,11 +127,49 @@ def _segment_rows(queue_events: DataFrame, queues: DataFrame, changes: DataFrame
     )
 
 
+def _start_fields() -> dict[str, Column]:
+    """The fields of a segment's opening event (its flow change), aggregated as the ``max`` of
+    the value at that event (``seq == _seg``), null elsewhere."""
+    return {
+        "_is_start": F.col("is_start"),
+        "_start_ts": F.col("ts"),
+        "_start_depth_msgs": F.col("depth_msgs"),
+        "_start_depth_bytes": F.col("depth_bytes"),
+        **{f"_start_{c}": F.col(c) for c in CARRIED_COLUMNS},
+    }
+
+
+def _latest_non_null(c: str) -> list[Column]:
+    """``_seq_<c>`` / ``_val_<c>``: seq and value of the latest non-null ``c`` of a group."""
+    seq = F.col("seq")
+    return [
+        F.max(F.when(F.col(c).isNotNull(), seq)).alias(f"_seq_{c}"),
+        F.max_by(c, F.when(F.col(c).isNotNull(), seq)).alias(f"_val_{c}"),
+    ]
+
+
+def _segments_of_producers(per_producer: DataFrame) -> DataFrame:
+    """Per queue segment, from its rows per (segment, producer) (``_producer`` null for the
+    events that are no producer's enqueue): the segment's stats (:func:`queue_segment_stats`)."""
+    return per_producer.groupBy(*QUEUE_ID, "_seg").agg(
+        *(F.max(name).alias(name) for name in _start_fields()),
+        F.max("peak_depth_msgs").alias("peak_depth_msgs"),
+        F.max("peak_depth_bytes").alias("peak_depth_bytes"),
+        F.count("_producer").alias("producers"),
+        overshoot_bound(F.col("_producer"), F.col("capacity")).alias("overshoot_bound_msgs"),
+        *(F.max(f"_pre_{c}").alias(f"_pre_{c}") for c in CARRIED_COLUMNS),
+        *(F.max(f"_seq_{c}").alias(f"_seq_{c}") for c in CARRIED_COLUMNS),
+        *(F.max_by(f"_val_{c}", f"_seq_{c}").alias(f"_val_{c}") for c in CARRIED_COLUMNS),
+    )
+
+
 def queue_segment_stats(
     queue_events: DataFrame, queues: DataFrame, changes: DataFrame
 ) -> DataFrame:
     """Per queue segment (see :func:`_segment_rows`): two hash aggregations with fixed-width
-    buffers, per (segment, producer) then per segment.
+    buffers, per (segment, producer) then per segment. The rule: a sort of every queue event;
+    :func:`queue_segment_stats_by_lookup` is its fast path, and a test keeps the episodes of
+    the two equal.
 
     Columns: run_id, ``_qid``, ``_seg`` and: ``_is_start`` (the segment opens an episode),
     ``_start_ts``, ``_start_depth_msgs``, ``_start_depth_bytes`` and ``_start_<c>`` of the
@@ -142,35 +181,199 @@ def queue_segment_stats(
     """
     rows = _segment_rows(queue_events, queues, changes)
     seq, at_start = F.col("seq"), F.col("seq") == F.col("_seg")
-    start_fields = {
-        "_is_start": F.col("is_start"),
-        "_start_ts": F.col("ts"),
-        "_start_depth_msgs": F.col("depth_msgs"),
-        "_start_depth_bytes": F.col("depth_bytes"),
-        **{f"_start_{c}": F.col(c) for c in CARRIED_COLUMNS},
-    }
     per_producer = rows.groupBy(*QUEUE_ID, "_seg", "_producer").agg(
-        *(F.max(F.when(at_start, value)).alias(name) for name, value in start_fields.items()),
+        *(F.max(F.when(at_start, value)).alias(name) for name, value in _start_fields().items()),
         F.max("depth_msgs").alias("peak_depth_msgs"),
         F.max("depth_bytes").alias("peak_depth_bytes"),
         F.max("capacity").alias("capacity"),
         *(F.max(F.when(seq < F.col("_seg"), F.col(c))).alias(f"_pre_{c}") for c in CARRIED_COLUMNS),
-        *(F.max(F.when(F.col(c).isNotNull(), seq)).alias(f"_seq_{c}") for c in CARRIED_COLUMNS),
+        *(column for c in CARRIED_COLUMNS for column in _latest_non_null(c)),
+    )
+    return _segments_of_producers(per_producer)
+
+
+#: A lookup key is the queue's number (``_qkey``) shifted by this many bits plus the block of the
+#: seq in the queue: a queue has fewer blocks than flow changes, far below 2^32.
+_BLOCK_BITS = 32
+
+
+def _change_stretches(queues: DataFrame, changes: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """The queues' stretches between flow changes, keyed for the lookup, and per queue its
+    lookup fields.
+
+    Per queue (``lookup``, with the queue keys): ``_qkey`` (the queues of all runs numbered,
+    so that the hash join and the aggregations key on fixed-width values only), its first and
+    last change and ``_width``, the mean seq gap between its changes. A stretch runs from a
+    change (``_seg``; ``_seg_stopped``: it starts an episode) up to the next (``_seg_next``,
+    null after the last); it is listed on each block of ``_width`` seq it covers, counted from
+    the queue's first change, under ``_key`` = queue and block in one long. So there are about
+    as many stretch rows as changes plus blocks, at most twice the changes (400,917 rows for
+    399,035 changes on the 10M bench), and an event meets the stretches of its block only. An
+    event after the last change is put in the last change's block; one before the first has no
+    key (it is in no stretch).
+    """
+    numbered = changes.join(queues, list(QUEUE_KEYS)).select(*QUEUE_ID, "seq", "is_start")
+    # One partition on purpose: a row per queue.
+    all_queues = Window.partitionBy(F.lit(0)).orderBy("run_id", "_qid")
+    lookup = (
+        numbered.groupBy(*QUEUE_ID)
+        .agg(
+            F.min("seq").alias("_first_change"),
+            F.max("seq").alias("_last_change"),
+            F.count(F.lit(1)).alias("_changes"),
+        )
+        .select(
+            *QUEUE_ID,
+            F.row_number().over(all_queues).cast("long").alias("_qkey"),
+            "_first_change",
+            "_last_change",
+            F.greatest(
+                F.lit(1),
+                F.ceil((F.col("_last_change") - F.col("_first_change") + 1) / F.col("_changes")),
+            ).alias("_width"),
+        )
+    )
+    in_order = Window.partitionBy(*QUEUE_ID).orderBy("seq")
+    stretches = numbered.join(lookup, list(QUEUE_ID)).select(
+        "_qkey",
+        F.col("seq").alias("_seg"),
+        F.col("is_start").alias("_seg_stopped"),
+        F.lead("seq").over(in_order).alias("_seg_next"),
+        "_first_change",
+        "_width",
+    )
+    first = _block_key(F.col("_seg"))
+    last = _block_key(F.coalesce(F.col("_seg_next"), F.col("_seg") + 1) - 1)
+    on_blocks = stretches.select(
+        "_seg", "_seg_stopped", "_seg_next", F.explode(F.sequence(first, last)).alias("_key")
+    )
+    return on_blocks, queues.join(lookup, list(QUEUE_ID))
+
+
+def _block_key(seq: Column) -> Column:
+    """The lookup key of ``seq`` in its queue (the ``_qkey``, ``_first_change`` and ``_width``
+    columns): the queue's number and the seq's block, one long; null before the first change."""
+    block = F.floor((seq - F.col("_first_change")) / F.col("_width"))
+    return F.when(seq >= F.col("_first_change"), F.shiftleft("_qkey", _BLOCK_BITS) + block)
+
+
+def queue_segment_stats_by_lookup(
+    queue_events: DataFrame, queues: DataFrame, changes: DataFrame
+) -> DataFrame:
+    """:func:`queue_segment_stats` without sorting the queue events: the fast path.
+
+    Each event finds its segment, the stretch from its queue's latest flow change, by a hash
+    join on one long (queue and seq block, :func:`_change_stretches`) with a seq range
+    condition, against a table of at most twice as many rows as there are flow changes. Then one
+    hash aggregation per (segment, producer), as the rule does; an event is a producer's when
+    it is an enqueue naming a link in a stopped segment. Producers are keyed by a 64-bit hash
+    of their link: the episodes count and sum them, never name them (two links of one episode
+    sharing a hash, a chance below 10^-15 for a hundred links, would count as one).
+
+    The enqueue that triggered an episode (the queue's event right before its start) is the last
+    event of the segment before it, a segment not stopped (changes alternate), which has one
+    group (no producer): that group keeps its last event's fields and hands them, as a row of
+    its own, to the next segment (``_seg_next``), merged per producer there (peak, producer and
+    capacity, the ``_pre_<c>`` values). The trigger also stays counted in the segment before:
+    that changes no episode, as that segment's peak and producers are read by none, and its
+    latest carried values only by later episodes, for which both segments lie before the start.
+    """
+    on_blocks, lookup = _change_stretches(queues, changes)
+    at = F.least(F.col("seq"), F.col("_last_change"))
+    events = queue_events.join(F.broadcast(lookup), list(QUEUE_KEYS)).select(
+        "_qkey",
+        "_first_change",
+        "seq",
+        "ts",
+        (F.col("event_type") == "enqueue").alias("_enqueue"),
+        "link",
+        "capacity",
+        "depth_msgs",
+        "depth_bytes",
+        *CARRIED_COLUMNS,
+        _block_key(at).alias("_key"),
+    )
+    s = on_blocks.alias("s")
+    within = (
+        (events["_key"] == F.col("s._key"))
+        & (events["seq"] >= F.col("s._seg"))
+        & (F.col("s._seg_next").isNull() | (events["seq"] < F.col("s._seg_next")))
+    )
+    rows = events.join(F.broadcast(s), within, "left").select(
+        events["*"],
+        F.col("s._seg").alias("_seg"),
+        F.coalesce(F.col("s._seg_stopped"), F.lit(False)).alias("_stopped"),
+        # The null segment (before the first change) is followed by the first change.
+        F.when(F.col("s._seg").isNull(), F.col("_first_change"))
+        .otherwise(F.col("s._seg_next"))
+        .alias("_seg_next"),
+    )
+    producer = F.when(
+        F.col("_stopped") & F.col("_enqueue") & F.col("link").isNotNull(), F.xxhash64("link")
+    )
+    seq, at_start = F.col("seq"), F.col("seq") == F.col("_seg")
+    starts = {**_start_fields(), "_is_start": F.col("_stopped")}
+    last_fields = ("_enqueue", "capacity", "depth_msgs", "depth_bytes", *CARRIED_COLUMNS)
+    groups = rows.groupBy(
+        "_qkey", "_seg", "_stopped", "_seg_next", producer.alias("_producer")
+    ).agg(
+        *(F.max(F.when(at_start, value)).alias(name) for name, value in starts.items()),
+        F.max("depth_msgs").alias("peak_depth_msgs"),
+        F.max("depth_bytes").alias("peak_depth_bytes"),
+        F.max("capacity").alias("capacity"),
+        *(column for c in CARRIED_COLUMNS for column in _latest_non_null(c)),
+        F.max("seq").alias("_last_seq"),
+        # The last event's link, for a trigger: a hash, so that the buffer stays fixed-width.
+        F.max_by(
+            F.when(F.col("_enqueue") & F.col("link").isNotNull(), F.xxhash64("link")), seq
+        ).alias("_last_producer"),
+        *(F.max_by(c, seq).alias(f"_last_{c.lstrip('_')}") for c in last_fields),
+    )
+    is_trigger = ~F.col("_stopped") & F.col("_last_enqueue") & F.col("_seg_next").isNotNull()
+    carried = [f"_{kind}_{c}" for c in CARRIED_COLUMNS for kind in ("pre", "seq", "val")]
+    itself = F.struct(
+        F.col("_seg").alias("_seg"),
+        F.col("_producer").alias("_producer"),
+        *(F.col(name).alias(name) for name in (*starts, "peak_depth_msgs", "peak_depth_bytes")),
+        F.col("capacity").alias("capacity"),
         *(
-            F.max_by(c, F.when(F.col(c).isNotNull(), seq)).alias(f"_val_{c}")
-            for c in CARRIED_COLUMNS
+            (F.lit(None) if name.startswith("_pre_") else F.col(name)).alias(name)
+            for name in carried
         ),
     )
-    return per_producer.groupBy(*QUEUE_ID, "_seg").agg(
-        *(F.max(name).alias(name) for name in start_fields),
-        F.max("peak_depth_msgs").alias("peak_depth_msgs"),
-        F.max("peak_depth_bytes").alias("peak_depth_bytes"),
-        F.count("_producer").alias("producers"),
-        overshoot_bound(F.col("_producer"), F.col("capacity")).alias("overshoot_bound_msgs"),
+    trigger = F.struct(
+        F.col("_seg_next").alias("_seg"),
+        F.col("_last_producer").alias("_producer"),
+        *(F.lit(None).alias(name) for name in starts),
+        F.col("_last_depth_msgs").alias("peak_depth_msgs"),
+        F.col("_last_depth_bytes").alias("peak_depth_bytes"),
+        F.col("_last_capacity").alias("capacity"),
+        *(_trigger_value(name) for name in carried),
+    )
+    both = F.when(is_trigger, F.array(itself, trigger)).otherwise(F.array(itself))
+    per_row = groups.select("_qkey", F.explode(both).alias("_r")).select("_qkey", "_r.*")
+    # A trigger's producer may also have enqueued during the episode: one row per producer.
+    per_producer = per_row.groupBy("_qkey", "_seg", "_producer").agg(
+        *(
+            F.max(name).alias(name)
+            for name in (*starts, "peak_depth_msgs", "peak_depth_bytes", "capacity")
+        ),
         *(F.max(f"_pre_{c}").alias(f"_pre_{c}") for c in CARRIED_COLUMNS),
         *(F.max(f"_seq_{c}").alias(f"_seq_{c}") for c in CARRIED_COLUMNS),
         *(F.max_by(f"_val_{c}", f"_seq_{c}").alias(f"_val_{c}") for c in CARRIED_COLUMNS),
     )
+    keys = F.broadcast(lookup.select(*QUEUE_ID, "_qkey"))
+    return _segments_of_producers(per_producer.join(keys, "_qkey").drop("_qkey"))
+
+
+def _trigger_value(name: str) -> Column:
+    """A trigger's ``_pre_<c>`` / ``_seq_<c>`` / ``_val_<c>``: its own value of ``c``, and the
+    seq of that value when it has one."""
+    kind, c = name[1:4], name[5:]
+    value = F.col(f"_last_{c}")
+    if kind == "seq":
+        return F.when(value.isNotNull(), F.col("_last_seq")).alias(name)
+    return value.alias(name)
 
 
 def overshoot_bound(producer: Column, capacity: Column) -> Column:
@@ -195,7 +398,16 @@ def overshoot_bound(producer: Column, capacity: Column) -> Column:
     return F.when(uncapped == 0, F.sum(F.when(is_producer, capacity)))
 
 
-def queue_flow_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
+#: How a queue's segment stats are computed: :func:`queue_segment_stats` (the rule) or its fast
+#: path, :func:`queue_segment_stats_by_lookup`.
+SegmentStats = Callable[[DataFrame, DataFrame, DataFrame], DataFrame]
+
+
+def queue_flow_episodes(
+    events: DataFrame,
+    bounds: DataFrame,
+    segment_stats: SegmentStats = queue_segment_stats_by_lookup,
+) -> DataFrame:
     """One row per stopped episode, in the ``queue_flow_episodes`` layout.
 
     The queue is stopped after an event when its latest flow_stopped / flow_resumed (by seq) is a
@@ -204,16 +416,17 @@ def queue_flow_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
     flow_stopped through the flow_resumed, plus the enqueue that triggered it (the queue's event
     right before the flow_stopped).
 
-    One shuffle and sort of the queue events, tagged with their segment by two window functions
-    (:func:`_segment_rows`) and aggregated per segment (:func:`queue_segment_stats`); the
-    episodes are assembled from those few rows: an episode's segment, plus the flow_resumed that
+    The queue events are tagged with their segment and aggregated per segment
+    (``segment_stats``: by default :func:`queue_segment_stats_by_lookup`, hash joins and
+    aggregations; :func:`queue_segment_stats`, the rule, sorts them); the episodes are
+    assembled from those few rows: an episode's segment, plus the flow_resumed that
     opens the next one (its end). Carried thresholds and counter are the latest non-null values
     up to the start: the start's own, else the trigger's, else the latest of earlier segments.
     """
     queue_events = events.where(F.col("queue").isNotNull())
     changes = flow_changes(queue_events)
     queues = _numbered_queues(changes)
-    segments = queue_segment_stats(queue_events, queues, changes)
+    segments = segment_stats(queue_events, queues, changes)
     in_order = Window.partitionBy(*QUEUE_ID).orderBy(F.col("_seg").asc_nulls_first())
     before = in_order.rowsBetween(Window.unboundedPreceding, -1)
     following = {
