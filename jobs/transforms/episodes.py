@@ -70,6 +70,13 @@ def _numbered_queues(changes: DataFrame) -> DataFrame:
     return changes.select(*QUEUE_KEYS).distinct().withColumn("_qid", F.row_number().over(numbered))
 
 
+def _segment_input() -> list[str | Column]:
+    """The columns of a queue event that the segments' stats read (both paths)."""
+    enqueue = (F.col("event_type") == "enqueue").alias("_enqueue")
+    fields = ("link", "capacity", "depth_msgs", "depth_bytes", *CARRIED_COLUMNS)
+    return ["seq", "ts", enqueue, *fields]
+
+
 def _segment_rows(queue_events: DataFrame, queues: DataFrame, changes: DataFrame) -> DataFrame:
     """Queue events tagged with their segment and producer: one sort, two window functions.
 
@@ -92,17 +99,7 @@ def _segment_rows(queue_events: DataFrame, queues: DataFrame, changes: DataFrame
     triggers = triggers & ~F.col("_stopped")
     return (
         queue_events.join(F.broadcast(queues), list(QUEUE_KEYS))
-        .select(
-            *QUEUE_ID,
-            "seq",
-            "ts",
-            (F.col("event_type") == "enqueue").alias("_enqueue"),
-            "link",
-            "capacity",
-            "depth_msgs",
-            "depth_bytes",
-            *CARRIED_COLUMNS,
-        )
+        .select(*QUEUE_ID, *_segment_input())
         .join(F.broadcast(numbered_changes), [*QUEUE_ID, "seq"], "left")
         .select(
             "*",
@@ -281,17 +278,7 @@ def queue_segment_stats_by_lookup(
     on_blocks, lookup = _change_stretches(queues, changes)
     at = F.least(F.col("seq"), F.col("_last_change"))
     events = queue_events.join(F.broadcast(lookup), list(QUEUE_KEYS)).select(
-        "_qkey",
-        "_first_change",
-        "seq",
-        "ts",
-        (F.col("event_type") == "enqueue").alias("_enqueue"),
-        "link",
-        "capacity",
-        "depth_msgs",
-        "depth_bytes",
-        *CARRIED_COLUMNS,
-        _block_key(at).alias("_key"),
+        "_qkey", "_first_change", *_segment_input(), _block_key(at).alias("_key")
     )
     s = on_blocks.alias("s")
     within = (
