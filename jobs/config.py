@@ -50,6 +50,9 @@ class PipelineConf:
     #: A span of events the episodes and daily_metrics jobs recompute is read once and kept in
     #: memory for their writes when its files are local and hold at most this many bytes.
     span_in_memory_max_bytes: int = 4 * 1024 * 1024
+    #: The episodes job finds queue segments by sorting a span's queue events when its files are
+    #: local and hold at most this many bytes, else by a lookup that does not sort them.
+    sort_queue_segments_max_bytes: int = 64 * 1024 * 1024
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def table_path(self, layer: str, table: str) -> str:
@@ -117,6 +120,7 @@ class IngestSection(_Section):
 
 class SpanSection(_Section):
     keep_in_memory_max_mb: StrictInt = Field(4, ge=0)
+    sort_queue_segments_max_mb: StrictInt = Field(64, ge=0)
 
 
 class PipelineSections(_Section):
@@ -195,5 +199,6 @@ def load_conf(conf_path: str | os.PathLike[str] | None = None) -> PipelineConf:
             sections.ingest.max_rows_from_files_quarantined_whole
         ),
         span_in_memory_max_bytes=sections.span.keep_in_memory_max_mb * 1024 * 1024,
+        sort_queue_segments_max_bytes=sections.span.sort_queue_segments_max_mb * 1024 * 1024,
         raw=raw,
     )

@@ -38,6 +38,7 @@ from jobs.pipeline_state import run_recorded
 from jobs.span_events import (
     SpanEvents,
     kept_in_memory,
+    local_files_within,
     released,
     runs_in,
     span_events,
@@ -50,6 +51,8 @@ from jobs.transforms.episodes import (
     link_starvation_episodes,
     overlap_predicate,
     queue_flow_episodes,
+    queue_segment_stats,
+    queue_segment_stats_by_lookup,
     run_bounds,
 )
 from jobs.transforms.timeutil import US_PER_DAY, US_PER_SECOND, micros, utc_date
@@ -269,7 +272,11 @@ def write_episodes(
     columns = dict.fromkeys((*EPISODE_INPUT_COLUMNS, *BLOCKING_INPUT_COLUMNS))
     events = read.events.select(*columns)
     predicate = scope.episode_predicate()
-    queue_episodes = queue_flow_episodes(events, bounds).where(predicate)
+    # On a small span the rule's one sort costs less than the lookup's extra stages and
+    # broadcasts (conf/pipeline.yaml ``span.sort_queue_segments_max_mb``).
+    small = local_files_within(read.events, conf.sort_queue_segments_max_bytes)
+    segment_stats = queue_segment_stats if small else queue_segment_stats_by_lookup
+    queue_episodes = queue_flow_episodes(events, bounds, segment_stats).where(predicate)
     link_episodes = link_starvation_episodes(events, bounds).where(predicate)
     blockings = blocking_episodes(events, bounds).where(predicate)
     report: dict[str, Any] = {

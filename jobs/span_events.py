@@ -183,7 +183,7 @@ def earlier_enqueues(spark: SparkSession, conf: PipelineConf, read: SpanEvents) 
     )
 
 
-def fits_in_memory(df: DataFrame, max_bytes: int) -> bool:
+def local_files_within(df: DataFrame, max_bytes: int) -> bool:
     """Whether the files ``df`` reads (one Delta file listing per table it scans) are local and
     hold at most ``max_bytes`` together; a file on another file system answers no (its size is
     the cluster's to tell)."""
@@ -199,15 +199,16 @@ def fits_in_memory(df: DataFrame, max_bytes: int) -> bool:
 
 
 def kept_in_memory(read: SpanEvents, conf: PipelineConf) -> SpanEvents:
-    """``read`` with its events cached (memory, then disk) when they are of some runs and
-    :func:`fits_in_memory` within ``span.keep_in_memory_max_mb``, else as it is; the caller
+    """``read`` with its events cached (memory, then disk) when they are of some runs and their
+    files are local and within ``span.keep_in_memory_max_mb`` (:func:`local_files_within`),
+    else as it is; the caller
     unpersists them once its writes are done (:func:`released`).
 
     Each write of the episodes and daily_metrics jobs otherwise plans and reads the span again,
     Delta listing its tables' files each time: on a few rows that is a third of a write or more
     (a warm episodes call on tests/test_processing_order.py's days 6.9-7.3 -> 5.7-5.8 s,
     daily_metrics 5.0 -> 4.6 s)."""
-    if not read.runs or not fits_in_memory(read.events, conf.span_in_memory_max_bytes):
+    if not read.runs or not local_files_within(read.events, conf.span_in_memory_max_bytes):
         return read
     return dataclasses.replace(read, events=read.events.cache())
 

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.config import load_conf
-from jobs.span_events import SpanEvents, fits_in_memory, kept_in_memory, released
+from jobs.span_events import SpanEvents, kept_in_memory, local_files_within, released
 
 pytestmark = pytest.mark.spark
 
@@ -41,7 +41,7 @@ def span(spark: Any, tmp_path: Path) -> tuple[SpanEvents, int]:
 
 def test_a_span_is_kept_in_memory_up_to_the_confs_bytes(span: tuple[SpanEvents, int]) -> None:
     read, size = span
-    assert fits_in_memory(read.events, size) and not fits_in_memory(read.events, size - 1)
+    assert local_files_within(read.events, size) and not local_files_within(read.events, size - 1)
     conf = load_conf()
     kept = kept_in_memory(read, dataclasses.replace(conf, span_in_memory_max_bytes=size))
     assert kept.events.is_cached and kept.events.count() == 100
@@ -58,4 +58,4 @@ def test_files_on_another_file_system_are_never_kept() -> None:
         def inputFiles(self) -> list[str]:  # named as DataFrame names it
             return ["s3a://bucket/bronze/date=2024-01-01/part-0.parquet"]
 
-    assert not fits_in_memory(OnObjectStorage(), 10**12)  # type: ignore[arg-type]
+    assert not local_files_within(OnObjectStorage(), 10**12)  # type: ignore[arg-type]

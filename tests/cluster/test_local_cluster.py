@@ -67,10 +67,10 @@ def cluster_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     document["spark"]["conf"].update(TEST_SPARK_SETTINGS)
     for on_the_command_line in ("spark.driver.memory", "spark.driver.extraJavaOptions"):
         document["spark"]["conf"].pop(on_the_command_line, None)  # given to spark-submit below
-    # Each span read again by every write (the path of spans too large to keep in memory): the
-    # tables must still be the four-day run's, which tests/test_carried_state.py gets with its
-    # spans kept in memory.
-    document["span"] = {"keep_in_memory_max_mb": 0}
+    # Each span read again by every write, and queue segments looked up rather than sorted (the
+    # paths of large spans): the tables must still be the four-day run's, which
+    # tests/test_carried_state.py gets with its spans kept in memory and sorted.
+    document["span"] = {"keep_in_memory_max_mb": 0, "sort_queue_segments_max_mb": 0}
     document["paths"] = {
         "raw": str(tmp / "raw"),
         "warehouse": str(tmp / "warehouse"),
