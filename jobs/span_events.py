@@ -201,8 +201,7 @@ def local_files_within(df: DataFrame, max_bytes: int) -> bool:
 def kept_in_memory(read: SpanEvents, conf: PipelineConf) -> SpanEvents:
     """``read`` with its events cached (memory, then disk) when they are of some runs and their
     files are local and within ``span.keep_in_memory_max_mb`` (:func:`local_files_within`),
-    else as it is; the caller
-    unpersists them once its writes are done (:func:`released`).
+    else as it is; the caller unpersists them once its writes are done (:func:`released`).
 
     Each write of the episodes and daily_metrics jobs otherwise plans and reads the span again,
     Delta listing its tables' files each time: on a few rows that is a third of a write or more

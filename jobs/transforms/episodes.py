@@ -203,9 +203,9 @@ def _change_stretches(queues: DataFrame, changes: DataFrame) -> tuple[DataFrame,
     last change and ``_width``, the mean seq gap between its changes. A stretch runs from a
     change (``_seg``; ``_seg_stopped``: it starts an episode) up to the next (``_seg_next``,
     null after the last); it is listed on each block of ``_width`` seq it covers, counted from
-    the queue's first change, under ``_key`` = queue and block in one long. So there are about
-    as many stretch rows as changes plus blocks, at most twice the changes (400,917 rows for
-    399,035 changes on the 10M bench), and an event meets the stretches of its block only. An
+    the queue's first change, under ``_key`` = queue and block in one long. So there are as
+    many stretch rows as changes plus blocks, about twice the changes (400,917 rows for 200,534
+    changes on the 10M bench), and an event meets the stretches of its block only. An
     event after the last change is put in the last change's block; one before the first has no
     key (it is in no stretch).
     """
@@ -261,7 +261,7 @@ def queue_segment_stats_by_lookup(
 
     Each event finds its segment, the stretch from its queue's latest flow change, by a hash
     join on one long (queue and seq block, :func:`_change_stretches`) with a seq range
-    condition, against a table of at most twice as many rows as there are flow changes. Then one
+    condition, against a table of about twice as many rows as there are flow changes. Then one
     hash aggregation per (segment, producer), as the rule does; an event is a producer's when
     it is an enqueue naming a link in a stopped segment. Producers are keyed by a 64-bit hash
     of their link: the episodes count and sum them, never name them (two links of one episode
@@ -393,7 +393,7 @@ SegmentStats = Callable[[DataFrame, DataFrame, DataFrame], DataFrame]
 def queue_flow_episodes(
     events: DataFrame,
     bounds: DataFrame,
-    segment_stats: SegmentStats = queue_segment_stats_by_lookup,
+    segment_stats: SegmentStats = queue_segment_stats,
 ) -> DataFrame:
     """One row per stopped episode, in the ``queue_flow_episodes`` layout.
 
@@ -404,9 +404,9 @@ def queue_flow_episodes(
     right before the flow_stopped).
 
     The queue events are tagged with their segment and aggregated per segment
-    (``segment_stats``: by default :func:`queue_segment_stats_by_lookup`, hash joins and
-    aggregations; :func:`queue_segment_stats`, the rule, sorts them); the episodes are
-    assembled from those few rows: an episode's segment, plus the flow_resumed that
+    (``segment_stats``: by default :func:`queue_segment_stats`, the rule, which sorts them;
+    :func:`queue_segment_stats_by_lookup`, hash joins and aggregations, for large spans); the
+    episodes are assembled from those few rows: an episode's segment, plus the flow_resumed that
     opens the next one (its end). Carried thresholds and counter are the latest non-null values
     up to the start: the start's own, else the trigger's, else the latest of earlier segments.
     """
