@@ -52,7 +52,7 @@ class PipelineConf:
     span_in_memory_max_bytes: int = 4 * 1024 * 1024
     #: The episodes job finds queue segments by sorting a span's queue events when its files are
     #: local and hold at most this many bytes, else by a lookup that does not sort them.
-    sort_queue_segments_max_bytes: int = 64 * 1024 * 1024
+    sort_queue_segments_max_bytes: int = 40 * 1024 * 1024
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def table_path(self, layer: str, table: str) -> str:
@@ -120,7 +120,7 @@ class IngestSection(_Section):
 
 class SpanSection(_Section):
     keep_in_memory_max_mb: StrictInt = Field(4, ge=0)
-    sort_queue_segments_max_mb: StrictInt = Field(64, ge=0)
+    sort_queue_segments_max_mb: StrictInt = Field(40, ge=0)
 
 
 class PipelineSections(_Section):

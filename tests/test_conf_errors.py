@@ -201,4 +201,4 @@ def test_the_bundled_conf_is_valid() -> None:
     assert conf.spark_master == "local[2]" and conf.resolve_delta_jars
     assert conf.spark_settings["spark.sql.shuffle.partitions"] == "4"
     assert conf.span_in_memory_max_bytes == 4 * 1024 * 1024
-    assert conf.sort_queue_segments_max_bytes == 64 * 1024 * 1024
+    assert conf.sort_queue_segments_max_bytes == 40 * 1024 * 1024
