@@ -1,6 +1,7 @@
 """The ingest's reads of raw files into Spark, and what one run covers (:class:`IngestScope`).
 
-- :func:`read_raw_events`: the rows of raw files, with their day, file and position in the file;
+- :func:`read_raw_events`: the rows of raw files, with their day, file and position in the file
+  (:func:`read_raw_rows`: the file's name as read, for passes that group per file);
 - :func:`count_raw_rows` (the second half of stage 1, inspecting the raw files): one counting pass
   per (file, run), which tells the files Spark could read only in part -> :class:`RawCounts`;
 - :func:`read_rows_of_files_quarantined_whole`: the rows of files quarantined whole for their
@@ -16,13 +17,13 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import date
 from functools import reduce
 from typing import Any
 
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, StructField, StructType
 
@@ -96,9 +97,26 @@ def literal_path(path: str) -> str:
     return GLOB_CHARACTERS.sub(r"\\\1", path)
 
 
-def read_raw_events(spark: SparkSession, files: list[RawFile]) -> DataFrame:
-    """The rows of the readable files, with ``date`` (the raw ``date=`` folder), ``source_file``
-    and the row's index within its file (``_row_index``; pruned from the scan when unused).
+#: A raw row's file name as Hadoop reports it (URI-encoded): :func:`source_file_of` makes it the
+#: row's ``source_file``.
+ENCODED_FILE_NAME = "_encoded_file_name"
+
+
+def source_file_of(day: Column, encoded_name: Column) -> Column:
+    """A raw file's path relative to the raw root, ``date=YYYY-MM-DD/name``, from its ``date=``
+    day and its name as Hadoop reports it, URI-encoded ('+' is literal in a URI): the rare names
+    that need it are decoded, the common case stays a plain string."""
+    name = F.when(
+        encoded_name.contains("%"), F.url_decode(F.regexp_replace(encoded_name, r"\+", "%2B"))
+    ).otherwise(encoded_name)
+    return F.concat(F.lit("date="), day.cast("string"), F.lit("/"), name)
+
+
+def read_raw_rows(spark: SparkSession, files: list[RawFile]) -> DataFrame:
+    """The rows of the readable files, with ``date`` (the raw ``date=`` folder), the file's name
+    as Hadoop reports it (:data:`ENCODED_FILE_NAME`; :func:`source_file_of` makes the
+    ``source_file``) and the row's index within its file (``_row_index``; pruned from the scan
+    when unused).
 
     One scan over all the days' files, ``date`` being their partition value (a constant per file,
     filled in by the reader), so that each Spark job over the rows compiles and runs one code path
@@ -108,17 +126,11 @@ def read_raw_events(spark: SparkSession, files: list[RawFile]) -> DataFrame:
     if not files:
         return spark.createDataFrame([], raw_schema).withColumns(
             {
-                "source_file": F.lit(None).cast("string"),
+                ENCODED_FILE_NAME: F.lit(None).cast("string"),
                 POSITION: F.lit(None).cast("long"),
                 "date": F.lit(None).cast("date"),
             }
         )
-    # Hadoop reports file names URI-encoded ('+' is literal in a URI): decode the rare ones that
-    # need it, leaving the common case a plain string.
-    encoded = F.col("_metadata.file_name")
-    name = F.when(
-        encoded.contains("%"), F.url_decode(F.regexp_replace(encoded, r"\+", "%2B"))
-    ).otherwise(encoded)
     # Every path ends with its relative_path (date=YYYY-MM-DD/name): what precedes is the root.
     roots = {f.path[: len(f.path) - len(f.relative_path)] for f in files}
     if len(roots) != 1:
@@ -131,12 +143,21 @@ def read_raw_events(spark: SparkSession, files: list[RawFile]) -> DataFrame:
         .parquet(*(literal_path(f.path) for f in files))
         .select(
             *raw_schema.names,
-            F.concat(F.lit("date="), F.col("date").cast("string"), F.lit("/"), name).alias(
-                "source_file"
-            ),
+            F.col("_metadata.file_name").alias(ENCODED_FILE_NAME),
             F.col("_metadata.row_index").alias(POSITION),
             "date",
         )
+    )
+
+
+def read_raw_events(spark: SparkSession, files: list[RawFile]) -> DataFrame:
+    """The rows of the readable files (:func:`read_raw_rows`) with their ``source_file``."""
+    rows = read_raw_rows(spark, files)
+    return rows.select(
+        *BROKER_EVENTS.names,
+        source_file_of(F.col("date"), F.col(ENCODED_FILE_NAME)).alias("source_file"),
+        POSITION,
+        "date",
     )
 
 
@@ -159,12 +180,14 @@ class FileRunStats:
 
 
 def file_run_stats(raw: DataFrame) -> list[FileRunStats]:
-    """One pass over the raw rows, every column decoded (so a damaged page shows as missing rows),
-    aggregated per (file, run): a few rows for the driver, no shuffle of the events."""
+    """One pass over the raw rows (:func:`read_raw_rows`), every column decoded (so a damaged page
+    shows as missing rows), aggregated per (file, run): a few rows for the driver, no shuffle of
+    the events. Grouped by the file's day and name as read, its ``source_file`` made of the groups
+    (not built for every row: that took half the grouping's time)."""
     ok, seq = contract_ok(), F.col("seq")
     offset = seq - F.col(POSITION)
     rows = (
-        raw.groupBy("source_file", "run_id")
+        raw.groupBy("date", ENCODED_FILE_NAME, "run_id")
         .agg(
             F.count(F.lit(1)).alias("rows"),
             F.count(F.when(ok, 1)).alias("valid_rows"),
@@ -178,6 +201,11 @@ def file_run_stats(raw: DataFrame) -> list[FileRunStats]:
             # negative, which Spark cannot know). It must stay in the collected result: Spark
             # prunes an aggregate nothing reads, and with it the scan of the columns only it reads.
             F.max(F.when(F.col(POSITION) < 0, F.xxhash64(*BROKER_EVENTS.names))).alias("_decoded"),
+        )
+        .select(
+            source_file_of(F.col("date"), F.col(ENCODED_FILE_NAME)).alias("source_file"),
+            *(f.name for f in fields(FileRunStats) if f.name != "source_file"),
+            "_decoded",
         )
         .collect()
     )
@@ -252,7 +280,7 @@ def count_raw_rows(spark: SparkSession, scope: IngestScope, listing: RawListing)
     (:func:`partial_read`) and logged."""
     good = listing.good_files
     scope.describe(spark, "count rows per file and run")
-    stats = file_run_stats(read_raw_events(spark, good)) if good else []
+    stats = file_run_stats(read_raw_rows(spark, good)) if good else []
     per_file = rows_per_file(stats)
     by_path = {f.relative_path: f for f in good}
     # Spark reads a small file as one split and ends it at the first damaged page: its rows are

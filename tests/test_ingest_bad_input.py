@@ -175,6 +175,32 @@ def test_a_raw_root_with_glob_characters_is_read_literally(spark, pipeline_conf,
     ]
 
 
+@pytest.mark.parametrize(
+    "name", ["part 1.parquet", "part+1.parquet", "part%201.parquet", "pärt-1.parquet"]
+)
+def test_a_raw_file_name_hadoop_encodes_is_its_source_file(spark, pipeline_conf, tmp_path, name):
+    """Hadoop reports file names URI-encoded (a space as %20, '%' as %25, non-ASCII as UTF-8
+    escapes; '+' stays literal): the counting pass, which groups per file on the name as read,
+    and the bronze and quarantine writes all name the file as it is on disk, so it is neither
+    taken for a file read only in part nor quarantined under another name."""
+    _, conf = pipeline_conf(validate=False)
+    root = tmp_path / "raw"
+    rows = [event(i, at(1, 10, i), "enqueue", queue="q") for i in range(1, 4)]
+    rows.append({**event(4, at(1, 10, 4), "enqueue", queue="q"), "broker": None})
+    (written,) = write_raw(root, rows)
+    written.rename(written.with_name(name))
+
+    report = ingest.run_ingest(spark, conf, DAY1, DAY1, raw_dir=str(root))
+
+    relative = f"date=2024-01-01/{name}"
+    assert (report["rows_read"], report["rows_accepted"], report["rows_quarantined"]) == (4, 3, 1)
+    assert (report["files_partially_read"], report["balanced"]) == (0, True)
+    bronze = read_table(spark, conf, BRONZE).collect()
+    assert sorted((r.seq, r.source_file) for r in bronze) == [(i, relative) for i in range(1, 4)]
+    quarantine = read_table(spark, conf, QUARANTINE).collect()
+    assert [(r.seq, r.source_file, r.reason) for r in quarantine] == [(4, relative, "null_broker")]
+
+
 def _write_raw_table(
     raw: Path,
     name: str,
