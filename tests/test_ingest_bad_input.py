@@ -179,8 +179,8 @@ def test_a_raw_root_with_glob_characters_is_read_literally(spark, pipeline_conf,
     "name", ["part 1.parquet", "part+1.parquet", "part%201.parquet", "pärt-1.parquet"]
 )
 def test_a_raw_file_name_hadoop_encodes_is_its_source_file(spark, pipeline_conf, tmp_path, name):
-    """Hadoop reports file names URI-encoded (a space as %20, '%' as %25, non-ASCII as UTF-8
-    escapes; '+' stays literal): the counting pass, which groups per file on the name as read,
+    """Hadoop reports file names URI-encoded (a space as %20, '%' as %25; '+' and, here, a
+    non-ASCII letter as they are): the counting pass, which groups per file on the name as read,
     and the bronze and quarantine writes all name the file as it is on disk, so it is neither
     taken for a file read only in part nor quarantined under another name."""
     _, conf = pipeline_conf(validate=False)
