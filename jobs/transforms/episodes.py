@@ -210,25 +210,28 @@ def _change_stretches(queues: DataFrame, changes: DataFrame) -> tuple[DataFrame,
     key (it is in no stretch).
     """
     numbered = changes.join(queues, list(QUEUE_KEYS)).select(*QUEUE_ID, "seq", "is_start")
-    # One partition on purpose: a row per queue.
-    all_queues = Window.partitionBy(F.lit(0)).orderBy("run_id", "_qid")
-    lookup = (
-        numbered.groupBy(*QUEUE_ID)
-        .agg(
-            F.min("seq").alias("_first_change"),
-            F.max("seq").alias("_last_change"),
-            F.count(F.lit(1)).alias("_changes"),
-        )
-        .select(
-            *QUEUE_ID,
-            F.row_number().over(all_queues).cast("long").alias("_qkey"),
-            "_first_change",
-            "_last_change",
-            F.greatest(
-                F.lit(1),
-                F.ceil((F.col("_last_change") - F.col("_first_change") + 1) / F.col("_changes")),
-            ).alias("_width"),
-        )
+    per_queue = numbered.groupBy(*QUEUE_ID).agg(
+        F.min("seq").alias("_first_change"),
+        F.max("seq").alias("_last_change"),
+        F.count(F.lit(1)).alias("_changes"),
+    )
+    # The queues of all runs numbered without a window over them all (Spark warns of one, once a
+    # task, though it holds a row per queue): the run's place among the runs' sorted ids times
+    # the most queues a run has, plus the queue's number in its run (from 1). Deterministic, as
+    # each use of the frame computes it again; below 2^31 for, say, 10^4 runs of 10^5 queues.
+    runs = per_queue.agg(
+        F.sort_array(F.collect_set("run_id")).alias("_runs"), F.max("_qid").alias("_most_queues")
+    )
+    run_place = F.array_position("_runs", F.col("run_id")) - 1
+    lookup = per_queue.crossJoin(F.broadcast(runs)).select(
+        *QUEUE_ID,
+        (run_place * F.col("_most_queues") + F.col("_qid")).cast("long").alias("_qkey"),
+        "_first_change",
+        "_last_change",
+        F.greatest(
+            F.lit(1),
+            F.ceil((F.col("_last_change") - F.col("_first_change") + 1) / F.col("_changes")),
+        ).alias("_width"),
     )
     in_order = Window.partitionBy(*QUEUE_ID).orderBy("seq")
     stretches = numbered.join(lookup, list(QUEUE_ID)).select(
