@@ -88,7 +88,7 @@ def _engine_address(stored: int, peak_size: int) -> engine.EngineAddress:
 
 def _held(real_messages: int, real_peak: int) -> list[cases.Row]:
     return cases._half_windows_held(
-        "w", _core_run(real_messages, real_peak), _engine_address(184, 393_760), 4, "", ""
+        "w", _core_run(real_messages, real_peak), _engine_address(184, 393_760), 4, 102_400, "", ""
     )
 
 
@@ -102,3 +102,18 @@ def test_a_count_between_half_windows_or_an_oversized_peak_disagrees():
     assert [row.ok for row in _held(150, 320_000)] == [True, False]  # 6.5 half windows
     assert [row.ok for row in _held(138, 400_000)] == [False, True]  # 66,667 B a half window
     assert [row.ok for row in _held(0, 0)] == [False, False]
+
+
+# The fresh-clone run of cd34d54: a thread that started early spent a half window while the
+# 100 KB address was far from full and was granted a third: 208 messages, 445,120 B.
+def test_a_producer_granted_a_half_window_before_the_address_filled_holds_more_than_eight():
+    rows = _held(208, 445_120)  # 9 half windows
+    assert [row.ok for row in rows] == [True, True]
+    assert rows[1].real == "9.04"
+    # 102,400 B / 49,220 B an engine half window -> at most 3 beyond the 8.
+    assert "1 to 11" in rows[1].tolerance
+
+
+def test_more_half_windows_than_the_limit_lets_a_staggered_start_grant_disagrees():
+    assert [row.ok for row in _held(253, 541_420)] == [True, True]  # 11 half windows
+    assert [row.ok for row in _held(276, 590_640)] == [True, False]  # 12
