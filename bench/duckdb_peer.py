@@ -517,7 +517,7 @@ _OUTPUT = {
                DATE '1970-01-01' + start_day::INTEGER AS start_date,
                end_seq, make_timestamp(end_us) AS end_ts, is_open,
                CASE WHEN NOT is_open THEN duration_s END AS duration_s,
-               make_timestamp(run_watermark_us) AS run_watermark_ts,
+               CASE WHEN is_open THEN make_timestamp(run_watermark_us) END AS run_watermark_ts,
                flow_stopped_count, peak_depth_msgs, peak_depth_bytes, flow_stop_count,
                flow_resume_count, flow_stop_size, flow_resume_size, overshoot_msgs,
                overshoot_bytes, producers, overshoot_bound_msgs, overshoot_ratio
@@ -527,7 +527,8 @@ _OUTPUT = {
                DATE '1970-01-01' + start_day::INTEGER AS start_date,
                end_seq, make_timestamp(end_us) AS end_ts, end_reason, is_open,
                CASE WHEN NOT is_open THEN duration_s END AS duration_s,
-               make_timestamp(run_watermark_us) AS run_watermark_ts, available_at_start
+               CASE WHEN is_open THEN make_timestamp(run_watermark_us) END AS run_watermark_ts,
+               available_at_start
         FROM peer_link_starvation_episodes""",
     "queue_flow_daily": """
         SELECT DATE '1970-01-01' + day::INTEGER AS date, * EXCLUDE (day)

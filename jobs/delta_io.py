@@ -69,6 +69,7 @@ def ensure_table(spark: SparkSession, path: str, schema: TableSchema) -> None:
     builder.execute()
     if existed:
         add_missing_columns(spark, path, schema)
+        drop_relaxed_not_nulls(spark, path, schema)
     _ENSURED.add(key)
 
 
@@ -83,10 +84,27 @@ def add_missing_columns(spark: SparkSession, path: str, schema: TableSchema) -> 
         columns = ", ".join(
             f"`{c.name}` {ddl[c.name]} COMMENT {sql_string(c.doc)}" for c in missing
         )
-        table = path.replace("`", "``")
-        spark.sql(f"ALTER TABLE delta.`{table}` ADD COLUMNS ({columns})")
+        spark.sql(f"ALTER TABLE {_delta_table(path)} ADD COLUMNS ({columns})")
         log.info("%s: added columns %s", schema.name, ", ".join(c.name for c in missing))
     return [c.name for c in missing]
+
+
+def drop_relaxed_not_nulls(spark: SparkSession, path: str, schema: TableSchema) -> list[str]:
+    """Drop the NOT NULL of the Delta table's columns that ``schema`` now allows to be null, and
+    return their names: a table created by an earlier version would refuse the nulls (the
+    episode tables' ``run_watermark_ts``, which became null on closed episodes). Rows written
+    before keep their values until a rerun replaces them."""
+    held = {f.name for f in DeltaTable.forPath(spark, path).toDF().schema.fields if not f.nullable}
+    relaxed = [c.name for c in schema.columns if c.nullable and c.name in held]
+    for name in relaxed:
+        spark.sql(f"ALTER TABLE {_delta_table(path)} ALTER COLUMN `{name}` DROP NOT NULL")
+    if relaxed:
+        log.info("%s: columns now nullable: %s", schema.name, ", ".join(relaxed))
+    return relaxed
+
+
+def _delta_table(path: str) -> str:
+    return "delta.`{}`".format(path.replace("`", "``"))
 
 
 def conform(df: DataFrame, schema: TableSchema) -> DataFrame:

@@ -1,16 +1,19 @@
 """jobs/delta_io.py on real Delta tables: the latest commit read from a local table's log equals
-what Delta's own history says, after every kind of write the jobs make."""
+what Delta's own history says, after every kind of write the jobs make; a table an earlier
+version created takes the schema's relaxed NOT NULLs."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from delta.tables import DeltaTable
 
 from jobs.delta_io import ensure_table, latest_commit, latest_local_commit, replace_where_at
-from schemas.tables import PIPELINE_STATE
+from schemas.tables import PIPELINE_STATE, QUEUE_FLOW_EPISODES
 
 pytestmark = pytest.mark.spark
 
@@ -43,3 +46,43 @@ def test_the_latest_commit_read_from_the_log_equals_deltas_history(spark, tmp_pa
     assert write([], "job = 'daily_metrics'") == 0
     assert [version for version, _ in seen] == [0, 1, 2, 2]
     assert [rows for _, rows in seen] == [0, 3, 1, 1]
+
+
+def test_a_table_an_earlier_version_created_takes_the_nulls_the_schema_now_allows(spark, tmp_path):
+    """queue_flow_episodes' run_watermark_ts was NOT NULL; a closed episode's is null now. The
+    first ensure_table of a job relaxes the existing table, keeping its rows, so the nights that
+    follow can write closed episodes into it."""
+    path = str(tmp_path / "episodes")
+    earlier = dataclasses.replace(
+        QUEUE_FLOW_EPISODES,
+        columns=tuple(
+            dataclasses.replace(c, nullable=False) if c.name == "run_watermark_ts" else c
+            for c in QUEUE_FLOW_EPISODES.columns
+        ),
+    )
+    (
+        DeltaTable.create(spark)
+        .location(path)
+        .addColumns(earlier.to_spark())
+        .partitionedBy(*earlier.partition_by)
+        .execute()
+    )
+    start = datetime(2024, 1, 1, 10)
+    kept = {"run_id": "r0", "broker": "b", "queue": "q", "start_seq": 1, "start_ts": start,
+            "start_date": date(2024, 1, 1), "is_open": True, "run_watermark_ts": start,
+            "producers": 1}  # fmt: skip
+    frame = spark.createDataFrame([kept], earlier.to_spark())
+    frame.write.format("delta").mode("append").save(path)
+
+    def watermark_nullable() -> bool:
+        return bool(spark.read.format("delta").load(path).schema["run_watermark_ts"].nullable)
+
+    assert not watermark_nullable()
+    ensure_table(spark, path, QUEUE_FLOW_EPISODES)
+    assert watermark_nullable()
+    closed = kept | {"start_seq": 5, "end_seq": 6, "end_ts": start, "is_open": False}
+    closed["run_watermark_ts"] = None
+    new_rows = spark.createDataFrame([closed], QUEUE_FLOW_EPISODES.to_spark())
+    assert replace_where_at(spark, path, QUEUE_FLOW_EPISODES, new_rows, "start_seq = 5") == 1
+    rows = spark.read.format("delta").load(path).orderBy("start_seq").collect()
+    assert [(r.start_seq, r.run_watermark_ts) for r in rows] == [(1, start), (5, None)]

@@ -301,7 +301,9 @@ def reference_queue_flow_episodes(events, bounds):
         *QUEUE_KEYS, "start_seq", "start_ts", F.to_date("start_ts").alias("start_date"),
         "end_seq", "end_ts", F.col("end_seq").isNull().alias("is_open"),
         duration_s.alias("duration_s"),
-        "run_watermark_ts", "flow_stopped_count", "peak_depth_msgs", "peak_depth_bytes",
+        # The run's watermark only where the episode is still open (schemas/tables.py).
+        F.when(F.col("end_seq").isNull(), F.col("run_watermark_ts")).alias("run_watermark_ts"),
+        "flow_stopped_count", "peak_depth_msgs", "peak_depth_bytes",
         *THRESHOLD_COLUMNS, overshoot_msgs.alias("overshoot_msgs"),
         overshoot_bytes.alias("overshoot_bytes"), "producers",
         bound.alias("overshoot_bound_msgs"),

@@ -28,7 +28,7 @@ from schemas.tables import (
     QUEUE_FLOW_DAILY,
     QUEUE_FLOW_EPISODES,
 )
-from tests.conftest import at, event, write_raw
+from tests.conftest import at, event, naive, write_raw
 
 pytestmark = pytest.mark.spark
 
@@ -214,6 +214,8 @@ def test_the_range_run_has_what_design_defines(outcomes):
     # quarantined on its day with its position in its file.
     (qx,) = [e for e in outcomes["range"]["queue_flow_episodes"] if e["queue"] == "qx"]
     assert (qx["end_seq"], qx["duration_s"]) == (3, 3600.0)
+    # A closed episode carries no watermark (none is open here: q1 resumes on day 3).
+    assert [e["run_watermark_ts"] for e in outcomes["range"]["queue_flow_episodes"]] == [None] * 2
     (replay,) = outcomes["range"]["broker_events_quarantine"]
     assert (replay["run_id"], replay["seq"], replay["date"]) == ("r3", 3, DAY3)
     assert (replay["reason"], replay["source_row_index"]) == ("conflicting_duplicate", 0)
@@ -288,3 +290,47 @@ def test_a_run_that_ended_stopped_is_left_alone_by_later_days(spark, tmp_path):
     old_days = [r for r in after["queue_flow_daily"] if r["run_id"] == "old"]
     assert old_days == before["queue_flow_daily"]
     assert [(r["date"], r["time_stopped_s"]) for r in old_days] == [(DAY1, 3600.0)]
+
+
+def _run_closed_on_its_first_day() -> list[dict[str, Any]]:
+    """Run r4: q4's one episode opens and closes on day 1, and the run goes on to day 3 with
+    nothing open, so the nights of days 2 and 3 do not rewrite that episode (jobs/episodes.py
+    Scope: the span of day 3's night starts on day 2)."""
+    q4 = {"run_id": "r4", "queue": "q4", "flow_stop_count": 2, "flow_resume_count": 1}
+    return [
+        event(1, at(1, 10), "enqueue", **q4, depth_msgs=3, link="p4", capacity=1),
+        event(2, at(1, 10), "flow_stopped", **q4, depth_msgs=3, flow_stopped_count=1),
+        event(3, at(1, 11), "flow_resumed", **q4, depth_msgs=0, flow_stopped_count=1),
+        event(4, at(2, 12), "enqueue", **q4, depth_msgs=1, link="p4", capacity=1),
+        event(5, at(3, 4), "dequeue", **q4, depth_msgs=0),
+    ]
+
+
+def test_an_episode_no_later_night_rewrites_is_the_row_of_one_range_run(spark, tmp_path):
+    """With the run's watermark kept on closed episodes, q4's would be day 2's in the nightly
+    run (the last night that wrote it) and day 3's in one range run; it is null in both."""
+    from jobs.config import load_conf
+
+    write_raw(tmp_path / "raw", _run_closed_on_its_first_day())
+    episodes = {}
+    for name, ranges in {"range": [(DAY1, DAY3)], "nightly": [(d, d) for d in DAYS]}.items():
+        conf = dataclasses.replace(
+            load_conf(),
+            raw_dir=str(tmp_path / "raw"),
+            warehouse_dir=str(tmp_path / name / "warehouse"),
+            quality_dir=str(tmp_path / name / "quality"),
+            validate_with_great_expectations=False,
+        )
+        for first, last in ranges:
+            run_ingest(spark, conf, first, last)
+            run_episodes(spark, conf, first, last)
+        episodes[name] = [
+            r.asDict() for r in read_table(spark, conf, QUEUE_FLOW_EPISODES).collect()
+        ]
+    assert episodes["nightly"] == episodes["range"]
+    (q4,) = episodes["range"]
+    assert (q4["end_ts"], q4["duration_s"], q4["run_watermark_ts"]) == (
+        naive(at(1, 11)),
+        3600.0,
+        None,
+    )

@@ -512,7 +512,7 @@ def link_starvation_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
         .alias("end_reason"),
         F.col("end_seq").isNull().alias("is_open"),
         duration_seconds("start_ts", "end_ts").alias("duration_s"),
-        "run_watermark_ts",
+        open_watermark(),
         F.col("available").alias("available_at_start"),
     )
 
@@ -528,8 +528,16 @@ def episode_span() -> list[str | Column]:
         "end_ts",
         F.col("end_seq").isNull().alias("is_open"),
         duration_seconds("start_ts", "end_ts").alias("duration_s"),
-        "run_watermark_ts",
+        open_watermark(),
     ]
+
+
+def open_watermark() -> Column:
+    """``run_watermark_ts`` of an episode row: the run's watermark while the episode is open (it
+    ends there for now), null once it closed. A closed episode is not rewritten by later nights
+    (jobs/episodes.py ``Scope``), so a watermark kept on it would be that of the night that last
+    wrote it, and the table would depend on the order the days were processed in."""
+    return F.when(F.col("end_seq").isNull(), F.col("run_watermark_ts")).alias("run_watermark_ts")
 
 
 def duration_seconds(start_ts: str, end_ts: str) -> Column:
