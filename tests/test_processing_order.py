@@ -17,7 +17,7 @@ import pytest
 
 from jobs.daily_metrics import run_daily_metrics
 from jobs.delta_io import read_table, sql_string
-from jobs.episodes import Scope, run_episodes
+from jobs.episodes import Scope, depth_timeline_path, run_episodes
 from jobs.ingest import run_ingest
 from jobs.pipeline_state import read_status
 from schemas.tables import (
@@ -334,3 +334,74 @@ def test_an_episode_no_later_night_rewrites_is_the_row_of_one_range_run(spark, t
         3600.0,
         None,
     )
+
+
+def _run_stepping_back_over_midnight() -> list[dict[str, Any]]:
+    """Run r5: q5 stops at day 1 23:59:51 and resumes at day 2 00:00:10; between them the
+    collector's clock steps back over midnight: seq 15 and 16 are stamped on day 2, seq 17 and 18
+    on day 1 again (so they sit in day 1's partition after day 2's first events by seq). Link c5
+    starves at day 2 00:00:06 and gets credit at day 1 23:59:59: a 0 s starvation."""
+    q5 = {"run_id": "r5", "queue": "q5", "flow_stop_count": 10, "flow_resume_count": 5}
+    c5 = {"run_id": "r5", "link": "c5", "link_role": "consumer"}
+    stopped = {**q5, "flow_stopped": True, "flow_stopped_count": 1}
+    rows = [
+        event(0, at(1, 8), "queue_declared", **q5, depth_msgs=0, flow_stopped_count=0),
+        event(1, at(1, 9), "link_attached", **c5, credit=5, available=0),
+    ]
+    rows += [
+        event(1 + d, at(1, 23, 59, 40 + d), "enqueue", **q5, depth_msgs=d, link="p1",
+              capacity=20, flow_stopped_count=0)
+        for d in range(1, 12)
+    ]  # fmt: skip
+    rows += [
+        event(13, at(1, 23, 59, 51), "flow_stopped", **stopped, depth_msgs=11),
+        event(14, at(2, 0, 0, 5), "enqueue", **stopped, depth_msgs=12, link="p1", capacity=20),
+        event(15, at(2, 0, 0, 6), "flow", **c5, credit=0, available=3),
+        event(16, at(1, 23, 59, 58), "enqueue", **stopped, depth_msgs=15, link="p2", capacity=3),
+        event(17, at(1, 23, 59, 59), "flow", **c5, credit=4, available=3),
+        event(18, at(2, 0, 0, 10), "dequeue", **stopped, depth_msgs=4),
+        event(19, at(2, 0, 0, 10), "flow_resumed", **q5, depth_msgs=4, flow_stopped_count=1),
+        event(20, at(2, 6), "link_detached", **c5, credit=4, available=0),
+        event(21, at(3, 6), "dequeue", **q5, depth_msgs=3, flow_stopped_count=1),
+    ]
+    return rows
+
+
+def test_a_clock_stepping_back_over_the_first_midnight_of_a_night_gives_the_range_tables(
+    spark, tmp_path
+):
+    """Day 2's night carries day 1's state in, which holds events later by seq than day 2's
+    first ones: every table, the depth timeline included, is still the range run's."""
+    from jobs.config import load_conf
+
+    write_raw(tmp_path / "raw", _run_stepping_back_over_midnight())
+    tables = {}
+    for name, ranges in {"range": [(DAY1, DAY3)], "nightly": [(d, d) for d in DAYS]}.items():
+        conf = dataclasses.replace(
+            load_conf(),
+            raw_dir=str(tmp_path / "raw"),
+            warehouse_dir=str(tmp_path / name / "warehouse"),
+            quality_dir=str(tmp_path / name / "quality"),
+            validate_with_great_expectations=False,
+        )
+        for first, last in ranges:
+            run_ingest(spark, conf, first, last)
+            run_episodes(spark, conf, first, last)
+            run_daily_metrics(spark, conf, first, last)
+        tables[name] = _tables(spark, conf)
+        timeline = spark.read.format("delta").load(depth_timeline_path(conf)).collect()
+        tables[name]["timeline"] = sorted(
+            (r.asDict() for r in timeline), key=lambda r: tuple(str(v) for v in r.values())
+        )
+    assert tables["nightly"] == tables["range"]
+    (q5,) = tables["range"]["queue_flow_episodes"]
+    assert (q5["start_ts"], q5["end_ts"], q5["peak_depth_msgs"]) == (
+        naive(at(1, 23, 59, 51)),
+        naive(at(2, 0, 0, 10)),
+        15,
+    )
+    # Stopped from 23:59:51 to midnight, then from 00:00 (stopped at midnight) to 00:00:10.
+    daily = {r["date"]: r for r in tables["range"]["queue_flow_daily"]}
+    assert [daily[d]["time_stopped_s"] for d in DAYS] == [9.0, 10.0, 0.0]
+    (c5,) = tables["range"]["link_starvation_episodes"]
+    assert (c5["start_date"], c5["end_seq"], c5["duration_s"]) == (DAYS[1], 17, 0.0)
