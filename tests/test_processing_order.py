@@ -150,11 +150,23 @@ def _tables(spark: Any, conf: Any) -> dict[str, list[dict[str, Any]]]:
     }
 
 
+def _conf(root: Any, name: str) -> Any:
+    """The pipeline conf of one processing order: raw under ``root``, its own warehouse."""
+    from jobs.config import load_conf
+
+    return dataclasses.replace(
+        load_conf(),
+        raw_dir=str(root / "raw"),
+        warehouse_dir=str(root / name / "warehouse"),
+        quality_dir=str(root / name / "quality"),
+        validate_with_great_expectations=False,
+    )
+
+
 @pytest.fixture(scope="module")
 def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Bronze, quarantine, silver and gold after processing days 1-3 in one range, day by day,
     and in reverse."""
-    from jobs.config import load_conf
 
     root = tmp_path_factory.mktemp("order")
     rows = _run_crossing_midnights()
@@ -169,13 +181,7 @@ def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         # process day 1 first (it is behind bronze), never compute days 2-3 on top of its hole.
         "crashed": [(DAY1, None), (DAYS[1], DAY3)],
     }.items():
-        conf = dataclasses.replace(
-            load_conf(),
-            raw_dir=str(root / "raw"),
-            warehouse_dir=str(root / name / "warehouse"),
-            quality_dir=str(root / name / "quality"),
-            validate_with_great_expectations=False,
-        )
+        conf = _conf(root, name)
         for first, last in ranges:
             run_ingest(spark, conf, first, last or first)
             if last is None:
@@ -306,29 +312,32 @@ def _run_closed_on_its_first_day() -> list[dict[str, Any]]:
     ]
 
 
-def test_an_episode_no_later_night_rewrites_is_the_row_of_one_range_run(spark, tmp_path):
-    """With the run's watermark kept on closed episodes, q4's would be day 2's in the nightly
-    run (the last night that wrote it) and day 3's in one range run; it is null in both."""
-    from jobs.config import load_conf
+def _nightly_and_range_tables(spark: Any, root: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Silver and gold (and the depth timeline) of ``rows`` processed night by night over days
+    1-3 and in one range run, each in its own warehouse."""
 
-    write_raw(tmp_path / "raw", _run_closed_on_its_first_day())
-    episodes = {}
+    write_raw(root / "raw", rows)
+    tables = {}
     for name, ranges in {"range": [(DAY1, DAY3)], "nightly": [(d, d) for d in DAYS]}.items():
-        conf = dataclasses.replace(
-            load_conf(),
-            raw_dir=str(tmp_path / "raw"),
-            warehouse_dir=str(tmp_path / name / "warehouse"),
-            quality_dir=str(tmp_path / name / "quality"),
-            validate_with_great_expectations=False,
-        )
+        conf = _conf(root, name)
         for first, last in ranges:
             run_ingest(spark, conf, first, last)
             run_episodes(spark, conf, first, last)
-        episodes[name] = [
-            r.asDict() for r in read_table(spark, conf, QUEUE_FLOW_EPISODES).collect()
-        ]
-    assert episodes["nightly"] == episodes["range"]
-    (q4,) = episodes["range"]
+            run_daily_metrics(spark, conf, first, last)
+        tables[name] = _tables(spark, conf)
+        timeline = spark.read.format("delta").load(depth_timeline_path(conf)).collect()
+        tables[name]["timeline"] = sorted(
+            (r.asDict() for r in timeline), key=lambda r: tuple(str(v) for v in r.values())
+        )
+    return tables
+
+
+def test_an_episode_no_later_night_rewrites_is_the_row_of_one_range_run(spark, tmp_path):
+    """With the run's watermark kept on closed episodes, q4's would be day 2's in the nightly
+    run (the last night that wrote it) and day 3's in one range run; it is null in both."""
+    tables = _nightly_and_range_tables(spark, tmp_path, _run_closed_on_its_first_day())
+    assert tables["nightly"] == tables["range"]
+    (q4,) = tables["range"]["queue_flow_episodes"]
     assert (q4["end_ts"], q4["duration_s"], q4["run_watermark_ts"]) == (
         naive(at(1, 11)),
         3600.0,
@@ -372,27 +381,7 @@ def test_a_clock_stepping_back_over_the_first_midnight_of_a_night_gives_the_rang
 ):
     """Day 2's night carries day 1's state in, which holds events later by seq than day 2's
     first ones: every table, the depth timeline included, is still the range run's."""
-    from jobs.config import load_conf
-
-    write_raw(tmp_path / "raw", _run_stepping_back_over_midnight())
-    tables = {}
-    for name, ranges in {"range": [(DAY1, DAY3)], "nightly": [(d, d) for d in DAYS]}.items():
-        conf = dataclasses.replace(
-            load_conf(),
-            raw_dir=str(tmp_path / "raw"),
-            warehouse_dir=str(tmp_path / name / "warehouse"),
-            quality_dir=str(tmp_path / name / "quality"),
-            validate_with_great_expectations=False,
-        )
-        for first, last in ranges:
-            run_ingest(spark, conf, first, last)
-            run_episodes(spark, conf, first, last)
-            run_daily_metrics(spark, conf, first, last)
-        tables[name] = _tables(spark, conf)
-        timeline = spark.read.format("delta").load(depth_timeline_path(conf)).collect()
-        tables[name]["timeline"] = sorted(
-            (r.asDict() for r in timeline), key=lambda r: tuple(str(v) for v in r.values())
-        )
+    tables = _nightly_and_range_tables(spark, tmp_path, _run_stepping_back_over_midnight())
     assert tables["nightly"] == tables["range"]
     (q5,) = tables["range"]["queue_flow_episodes"]
     assert (q5["start_ts"], q5["end_ts"], q5["peak_depth_msgs"]) == (
