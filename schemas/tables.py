@@ -58,6 +58,15 @@ BROKER_EVENTS_QUARANTINE = TableSchema(
     ),
 )
 
+#: The episode tables' watermark column: where an open episode ends for now; null once it
+#: closed, so that a closed episode is the same row whichever night wrote it last.
+OPEN_EPISODE_WATERMARK = Column(
+    "run_watermark_ts",
+    "timestamp",
+    doc="while open: the run's last event ts, where the episode ends for now; null once closed "
+    "(a later night would otherwise have to rewrite every closed episode)",
+)
+
 QUEUE_FLOW_EPISODES = TableSchema(
     name="queue_flow_episodes",
     version=SCHEMA_VERSION,
@@ -74,12 +83,7 @@ QUEUE_FLOW_EPISODES = TableSchema(
         Column("end_ts", "timestamp", doc="null while open"),
         Column("is_open", "bool", nullable=False, doc="no flow_resumed up to the run's watermark"),
         Column("duration_s", "float64", doc="end_ts - start_ts; null while open"),
-        Column(
-            "run_watermark_ts",
-            "timestamp",
-            doc="while open: the run's last event ts, where the episode ends for now; null once "
-            "closed (a later night would otherwise have to rewrite every closed episode)",
-        ),
+        OPEN_EPISODE_WATERMARK,
         Column("flow_stopped_count", "int64", doc="the queue's cumulative counter at the start"),
         Column("peak_depth_msgs", "int64", doc="max depth_msgs from the triggering enqueue on"),
         Column("peak_depth_bytes", "int64", doc="max depth_bytes from the triggering enqueue on"),
@@ -130,12 +134,7 @@ LINK_STARVATION_EPISODES = TableSchema(
         Column("end_reason", "string", doc="'credit' (credit or available changed), 'detached'"),
         Column("is_open", "bool", nullable=False, doc="still starved at the run's watermark"),
         Column("duration_s", "float64", doc="end_ts - start_ts; null while open"),
-        Column(
-            "run_watermark_ts",
-            "timestamp",
-            doc="while open: the run's last event ts, where the episode ends for now; null once "
-            "closed (a later night would otherwise have to rewrite every closed episode)",
-        ),
+        OPEN_EPISODE_WATERMARK,
         Column("available_at_start", "int64", doc="the sender's available when it starved"),
     ),
 )
@@ -249,12 +248,7 @@ BLOCKING_EPISODES = TableSchema(
         Column("end_ts", "timestamp", doc="null while open"),
         Column("is_open", "bool", nullable=False, doc="still blocked at the run's watermark"),
         Column("duration_s", "float64", doc="end_ts - start_ts; null while open"),
-        Column(
-            "run_watermark_ts",
-            "timestamp",
-            doc="while open: the run's last event ts, where the episode ends for now; null once "
-            "closed (a later night would otherwise have to rewrite every closed episode)",
-        ),
+        OPEN_EPISODE_WATERMARK,
     ),
 )
 
