@@ -20,7 +20,8 @@ Interpretations (DESIGN.md leaves them open; the project documented the same cho
   either is None or the bound is 0.
 * Thresholds and counter of an episode: the latest non-null value of the queue's events up to
   and including the ``flow_stopped``.
-* An interval never closed ends at the run's watermark (its last event's ts, any event type).
+* An interval never closed ends at the run's watermark (its last event's ts, any event type); an
+  episode row carries that watermark while open, none once closed.
   Intervals are half-open ``[start, end)``: one ending at 00:00 does not touch the next day; one
   of zero length still belongs to the day it starts on (so it is counted there).
 * Observed seconds of a run in a day: the day ∩ [run's first event ts, watermark].
@@ -156,7 +157,8 @@ def _close_episode(ep: Row, members: list[Row], end: Row | None, watermark: int)
         end_seq=None if end is None else end["seq"],
         end_us=None if end is None else to_us(end["ts"]),
         is_open=end is None,
-        run_watermark_us=watermark,
+        # Where an open episode ends for now; a closed one carries none (schemas/tables.py).
+        run_watermark_us=watermark if end is None else None,
         peak_depth_msgs=peak_msgs,
         peak_depth_bytes=peak_bytes,
         overshoot_msgs=over_msgs,
@@ -249,6 +251,7 @@ def link_starvation_episodes(rows: list[Row]) -> list[Row]:
                     end_reason="detached" if e["event_type"] == "link_detached" else "credit",
                     is_open=False,
                     duration_s=max(0, end - current["start_us"]) / US_PER_SECOND,
+                    run_watermark_us=None,
                 )
                 starvations.append(current)
                 current = None
