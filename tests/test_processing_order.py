@@ -332,19 +332,6 @@ def _nightly_and_range_tables(spark: Any, root: Any, rows: list[dict[str, Any]])
     return tables
 
 
-def test_an_episode_no_later_night_rewrites_is_the_row_of_one_range_run(spark, tmp_path):
-    """With the run's watermark kept on closed episodes, q4's would be day 2's in the nightly
-    run (the last night that wrote it) and day 3's in one range run; it is null in both."""
-    tables = _nightly_and_range_tables(spark, tmp_path, _run_closed_on_its_first_day())
-    assert tables["nightly"] == tables["range"]
-    (q4,) = tables["range"]["queue_flow_episodes"]
-    assert (q4["end_ts"], q4["duration_s"], q4["run_watermark_ts"]) == (
-        naive(at(1, 11)),
-        3600.0,
-        None,
-    )
-
-
 def _run_stepping_back_over_midnight() -> list[dict[str, Any]]:
     """Run r5: q5 stops at day 1 23:59:51 and resumes at day 2 00:00:10; between them the
     collector's clock steps back over midnight: seq 15 and 16 are stamped on day 2, seq 17 and 18
@@ -376,21 +363,31 @@ def _run_stepping_back_over_midnight() -> list[dict[str, Any]]:
     return rows
 
 
-def test_a_clock_stepping_back_over_the_first_midnight_of_a_night_gives_the_range_tables(
+def test_nights_give_the_range_tables_of_a_closed_episode_and_a_clock_stepping_back(
     spark, tmp_path
 ):
-    """Day 2's night carries day 1's state in, which holds events later by seq than day 2's
-    first ones: every table, the depth timeline included, is still the range run's."""
-    tables = _nightly_and_range_tables(spark, tmp_path, _run_stepping_back_over_midnight())
+    """Runs r4 and r5 (one pair of warehouses for both, each night's span covering both runs:
+    neither has an episode open at a night's start, so day 3's night starts on day 2 for both).
+    r4: with the run's watermark kept on closed episodes, q4's would be day 2's in the nightly
+    run (the last night that wrote it) and day 3's in the range run; it is null in both. r5:
+    day 2's night carries day 1's state in, which holds events later by seq than day 2's first
+    ones. Every table, the depth timeline included, is the range run's."""
+    rows = _run_closed_on_its_first_day() + _run_stepping_back_over_midnight()
+    tables = _nightly_and_range_tables(spark, tmp_path, rows)
     assert tables["nightly"] == tables["range"]
-    (q5,) = tables["range"]["queue_flow_episodes"]
+    episodes = {e["queue"]: e for e in tables["range"]["queue_flow_episodes"]}
+    assert (episodes["q4"]["end_ts"], episodes["q4"]["run_watermark_ts"]) == (
+        naive(at(1, 11)),
+        None,
+    )
+    q5 = episodes["q5"]
     assert (q5["start_ts"], q5["end_ts"], q5["peak_depth_msgs"]) == (
         naive(at(1, 23, 59, 51)),
         naive(at(2, 0, 0, 10)),
         15,
     )
     # Stopped from 23:59:51 to midnight, then from 00:00 (stopped at midnight) to 00:00:10.
-    daily = {r["date"]: r for r in tables["range"]["queue_flow_daily"]}
+    daily = {r["date"]: r for r in tables["range"]["queue_flow_daily"] if r["queue"] == "q5"}
     assert [daily[d]["time_stopped_s"] for d in DAYS] == [9.0, 10.0, 0.0]
     (c5,) = tables["range"]["link_starvation_episodes"]
     assert (c5["start_date"], c5["end_seq"], c5["duration_s"]) == (DAYS[1], 17, 0.0)
