@@ -131,6 +131,20 @@ def pipeline_conf(tmp_path: Path) -> Callable[..., Any]:
     return write
 
 
+def scratch_conf(root: Path, name: str = "") -> Any:
+    """conf/pipeline.yaml's conf with the raw events under ``root`` and the warehouse and quality
+    results under ``root / name`` (one per processing order compared), Great Expectations off."""
+    from jobs.config import load_conf
+
+    return dataclasses.replace(
+        load_conf(),
+        raw_dir=str(root / "raw"),
+        warehouse_dir=str(root / name / "warehouse"),
+        quality_dir=str(root / name / "quality"),
+        validate_with_great_expectations=False,
+    )
+
+
 def write_raw(raw_dir: Path, rows: list[dict[str, Any]], part: str = "00000") -> list[Path]:
     """Write rows as the engine's sink does: a file per UTC day, <raw>/date=D/part-<run>-N.parquet.
 

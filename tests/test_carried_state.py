@@ -10,7 +10,6 @@ whole runs.
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 from datetime import date, timedelta
 from pathlib import Path
@@ -33,7 +32,7 @@ from schemas.tables import (
     QUEUE_FLOW_DAILY,
     QUEUE_FLOW_EPISODES,
 )
-from tests.conftest import at, event, write_raw
+from tests.conftest import at, event, scratch_conf, write_raw
 
 pytestmark = pytest.mark.spark
 
@@ -121,24 +120,14 @@ def tables_of(spark: Any, conf: Any) -> dict[str, list[dict[str, Any]]]:
 def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The tables of one run over the four days, of night after night (day 1's bronze files
     removed before the fourth night), and of a copy whose carried rows were dropped before it."""
-    from jobs.config import load_conf
 
     root = tmp_path_factory.mktemp("carried")
     rows = four_day_run()
     for run in ("r1", "r2"):
         write_raw(root / "raw", [dict(r) for r in rows if r["run_id"] == run])
 
-    def conf_of(name: str) -> Any:
-        return dataclasses.replace(
-            load_conf(),
-            raw_dir=str(root / "raw"),
-            warehouse_dir=str(root / name / "warehouse"),
-            quality_dir=str(root / name / "quality"),
-            validate_with_great_expectations=False,
-        )
-
     results: dict[str, Any] = {"reads": {}}
-    whole = conf_of("range")
+    whole = scratch_conf(root, "range")
     run_ingest(spark, whole, DAYS[0], DAYS[-1])
     run_episodes(spark, whole, DAYS[0], DAYS[-1])
     run_daily_metrics(spark, whole, DAYS[0], DAYS[-1])
@@ -146,11 +135,11 @@ def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
 
     # Days 1-3 processed (as one range: the carried rows are the same as night after night's,
     # tests/test_processing_order.py compares those), then the fourth night.
-    nightly = conf_of("nightly")
+    nightly = scratch_conf(root, "nightly")
     run_ingest(spark, nightly, DAYS[0], DAYS[-1])
     results["reads"]["first"] = run_episodes(spark, nightly, DAYS[0], DAYS[2])["read"]
     run_daily_metrics(spark, nightly, DAYS[0], DAYS[2])
-    legacy = conf_of("legacy")
+    legacy = scratch_conf(root, "legacy")
     shutil.copytree(root / "nightly", root / "legacy")
     shutil.rmtree(table_path(legacy, CARRIED_EVENTS))
     bronze_day1 = Path(table_path(nightly, BRONZE_BROKER_EVENTS), f"date={DAYS[0].isoformat()}")

@@ -9,7 +9,6 @@ must come out of one run over the whole range, of day after day, and of the days
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import date, timedelta
 from typing import Any
 
@@ -28,7 +27,7 @@ from schemas.tables import (
     QUEUE_FLOW_DAILY,
     QUEUE_FLOW_EPISODES,
 )
-from tests.conftest import at, event, naive, write_raw
+from tests.conftest import at, event, naive, scratch_conf, write_raw
 
 pytestmark = pytest.mark.spark
 
@@ -150,19 +149,6 @@ def _tables(spark: Any, conf: Any) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def _conf(root: Any, name: str) -> Any:
-    """The pipeline conf of one processing order: raw under ``root``, its own warehouse."""
-    from jobs.config import load_conf
-
-    return dataclasses.replace(
-        load_conf(),
-        raw_dir=str(root / "raw"),
-        warehouse_dir=str(root / name / "warehouse"),
-        quality_dir=str(root / name / "quality"),
-        validate_with_great_expectations=False,
-    )
-
-
 @pytest.fixture(scope="module")
 def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Bronze, quarantine, silver and gold after processing days 1-3 in one range, day by day,
@@ -181,7 +167,7 @@ def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         # process day 1 first (it is behind bronze), never compute days 2-3 on top of its hole.
         "crashed": [(DAY1, None), (DAYS[1], DAY3)],
     }.items():
-        conf = _conf(root, name)
+        conf = scratch_conf(root, name)
         for first, last in ranges:
             run_ingest(spark, conf, first, last or first)
             if last is None:
@@ -256,16 +242,9 @@ def test_a_run_that_ended_stopped_is_left_alone_by_later_days(spark, tmp_path):
     its watermark). Processing day 3 for run "new" must neither re-read "old" nor pull the span
     back to day 1 (nightly runs would otherwise rewrite every day since), and must leave its
     episode and gold rows as they were."""
-    from jobs.config import load_conf
     from jobs.episodes import processing_scope
 
-    conf = dataclasses.replace(
-        load_conf(),
-        raw_dir=str(tmp_path / "raw"),
-        warehouse_dir=str(tmp_path / "warehouse"),
-        quality_dir=str(tmp_path / "quality"),
-        validate_with_great_expectations=False,
-    )
+    conf = scratch_conf(tmp_path)
     q1 = {"run_id": "old", "queue": "q1", "flow_stop_count": 1, "flow_resume_count": 1}
     write_raw(
         tmp_path / "raw",
@@ -319,7 +298,7 @@ def _nightly_and_range_tables(spark: Any, root: Any, rows: list[dict[str, Any]])
     write_raw(root / "raw", rows)
     tables = {}
     for name, ranges in {"range": [(DAY1, DAY3)], "nightly": [(d, d) for d in DAYS]}.items():
-        conf = _conf(root, name)
+        conf = scratch_conf(root, name)
         for first, last in ranges:
             run_ingest(spark, conf, first, last)
             run_episodes(spark, conf, first, last)
