@@ -27,6 +27,8 @@ from rich.table import Table
 from flowctl.render import (
     console,
     err_console,
+    format_figures,
+    format_ingest_report,
     print_daily_metrics,
     print_dict_table,
     print_pipeline_status,
@@ -263,7 +265,7 @@ def _run_pipeline_and_print(
     print_daily_metrics(
         daily_metrics_rows(conf_path, first, last, warehouse_dir=warehouse_dir, spark=spark)
     )
-    console.print(f"ingest: {outcome.get('ingest')}", highlight=False)
+    console.print(format_ingest_report(dict(outcome.get("ingest") or {})), highlight=False)
     seconds = dict(outcome.get("seconds") or {})
     if not outcome.get("ok"):
         raise _fail("ingest accounting or Great Expectations validation failed", code=1)
@@ -273,8 +275,12 @@ def _run_pipeline_and_print(
         started = time.perf_counter()
         recommended = run_recommend(spark, pipeline_conf, first, last, recommend_policy)
         seconds["recommend"] = round(time.perf_counter() - started, 3)
-        console.print(f"recommendations: {recommended}", highlight=False)
-    console.print(f"seconds per job: {seconds}", highlight=False)
+        verdicts = format_figures(dict(recommended["verdicts"]))
+        console.print(
+            f"threshold_recommendations: {recommended['rows']:,} rows ({verdicts})",
+            highlight=False,
+        )
+    console.print(f"seconds per job: {format_figures(seconds)}", highlight=False)
     if dashboard is not None:
         from jobs.dashboard import render_dashboard
 
@@ -293,6 +299,9 @@ def pipeline(
     ] = None,
     raw: Annotated[
         Path | None, typer.Option(help="raw event-log folder (default from conf)")
+    ] = None,
+    warehouse: Annotated[
+        Path | None, typer.Option(help="Delta warehouse (default: the conf's)")
     ] = None,
     recommend: Annotated[
         bool, typer.Option(help="also write threshold_recommendations for the days")
@@ -319,6 +328,7 @@ def pipeline(
         first,
         last,
         raw,
+        warehouse,
         recommend=recommend,
         allow_empty_days=allow_empty_days,
         policy=policy,
@@ -426,6 +436,11 @@ def status(
     from jobs.pipeline_state import read_status
 
     pipeline_conf = _pipeline_conf(conf, warehouse)
+    where = pipeline_conf.warehouse_dir
+    # As the dashboard: a mistyped folder is refused before Spark, not shown as an empty state
+    # (which `status --check` would pass). A URI is Spark's to read.
+    if "://" not in where and not Path(where).exists():
+        raise _fail(f"{where}: no such warehouse (no job has run on it; mistyped?)")
     spark = _spark_session(pipeline_conf, "flowctl-status")
     found = read_status(spark, pipeline_conf)
     print_pipeline_status(found, pipeline_conf.warehouse_dir)

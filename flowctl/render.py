@@ -86,6 +86,33 @@ def format_cell(value: object) -> str:
     return str(value)
 
 
+def format_ingest_report(report: dict[str, object]) -> str:
+    """One line of an ingest's report (jobs/ingest_report.py): files, rows in = accepted +
+    quarantined, and the checks, rather than the report's dict."""
+
+    def count(key: str) -> str:
+        value = report.get(key)
+        return f"{value:,}" if isinstance(value, int) else "?"
+
+    checks = "balanced" if report.get("balanced") else "NOT balanced"
+    if "great_expectations_success" in report:
+        passed = "passed" if report["great_expectations_success"] else "FAILED"
+        checks += f", Great Expectations {passed} ({report.get('great_expectations_result')})"
+    return (
+        f"ingest {report.get('date_from')}..{report.get('date_to')}: "
+        f"{count('files_listed')} files ({count('files_quarantined')} quarantined whole, "
+        f"{count('files_partially_read')} partially read); rows read {count('rows_read')} = "
+        f"accepted {count('rows_accepted')} + quarantined {count('rows_quarantined')} "
+        f"(duplicates {count('duplicates_quarantined')}, keys held on other days "
+        f"{count('duplicates_of_other_days')}): {checks}"
+    )
+
+
+def format_figures(figures: dict[str, object]) -> str:
+    """``name value, ...`` of a flat dict of counts or seconds (``'a_b'`` reads ``a b``)."""
+    return ", ".join(f"{name.replace('_', ' ')} {format_cell(v)}" for name, v in figures.items())
+
+
 def print_dict_table(title: str, rows: list[dict[str, object]]) -> None:
     """A table whose columns are the rows' keys: for summaries that carry their own columns."""
     if not rows:

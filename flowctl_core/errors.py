@@ -3,7 +3,8 @@
 A :class:`FlowctlError`'s message is the one line a user reads (it names the file, field, queue or
 day). The command line and the spark-submit entry points give each family its exit status in one
 table (``jobs/failures.py``: FAILURE_RULES); anything that is not a FlowctlError is a failure
-nobody foresaw (a Spark or JVM error, or a bug) and goes to a log file with its trace.
+nobody foresaw (a Spark or JVM error, or a bug) and goes to a log file with its trace. Also
+the one-line form of a YAML parse error, which every file flowctl reads can raise.
 """
 
 from __future__ import annotations
@@ -33,3 +34,20 @@ class ProtocolError(FlowctlError):
 
 class PipelineError(FlowctlError):
     """A pipeline job that refuses to compute what it was asked, before writing anything."""
+
+
+def yaml_problem(error: Exception) -> str:
+    """One line for a YAML parse error: where and what, e.g. ``line 3, column 6: mapping values
+    are not allowed here (while parsing a block mapping at line 1)``. PyYAML's own message spans
+    several lines and names the text "<unicode string>" rather than its file."""
+    problem = getattr(error, "problem", None)
+    mark = getattr(error, "problem_mark", None)
+    if not problem or mark is None:
+        return " ".join(str(error).split())
+    line = f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    context, context_mark = getattr(error, "context", None), getattr(error, "context_mark", None)
+    if context and context_mark is not None and context_mark.line != mark.line:
+        line += f" ({context} at line {context_mark.line + 1})"
+    elif context:
+        line += f" ({context})"
+    return line

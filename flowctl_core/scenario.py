@@ -43,6 +43,7 @@ from flowctl_core.broker import (
 )
 from flowctl_core.clock import Scheduler
 from flowctl_core.errors import ScenarioError as ScenarioError
+from flowctl_core.errors import yaml_problem
 from flowctl_core.events import PREFILL_LINK, EventBus
 from flowctl_core.exchange import Exchange, ExchangeType
 from flowctl_core.flowlimit import (
@@ -881,10 +882,20 @@ def _model_at(location: tuple[int | str, ...]) -> type[BaseModel] | None:
     return current if isinstance(current, type) and issubclass(current, BaseModel) else None
 
 
-def _error_line(item: Any) -> str:
-    """``location: message`` of one pydantic error, located at the field that is wrong."""
+#: pydantic's error types for a value that is no date and time: its wording ("input is too short")
+#: says less than an example would.
+_NOT_A_DATETIME = frozenset({"datetime_type", "datetime_parsing", "datetime_from_date_parsing"})
+
+
+def _error_line(item: Any, document: yaml.Node | None = None) -> str:
+    """``location: message`` of one pydantic error, located at the field that is wrong, with the
+    line of the ``document`` (the composed file) where that field, or the deepest part of its
+    path the file has, is written."""
     location: tuple[int | str, ...] = tuple(item["loc"])
-    message = str(item["msg"])
+    # A validator's ValueError reads "Value error, <its message>": the message says it all.
+    message = str(item["msg"]).removeprefix("Value error, ")
+    if item["type"] in _NOT_A_DATETIME:
+        message = f"expected a date and time such as 2026-03-02T09:00:00Z, got {item['input']!r}"
     cause = (item.get("ctx") or {}).get("error")
     if isinstance(cause, FieldError):
         # A model validator's error names its field: locate it there, not at the model.
@@ -897,12 +908,37 @@ def _error_line(item: Any) -> str:
             close = difflib.get_close_matches(str(location[-1]), known, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             message = f"unknown field ({hint}known: {', '.join(known)})"
-    return f"{'.'.join(str(part) for part in location) or '(top level)'}: {message}"
+    line = _line_of(document, location)
+    where = f" (line {line})" if line is not None else ""
+    return f"{'.'.join(str(part) for part in location) or '(top level)'}: {message}{where}"
 
 
-def _format_validation_error(source: str, error: ValidationError) -> str:
+def _line_of(document: yaml.Node | None, location: tuple[int | str, ...]) -> int | None:
+    """The line (from 1) of the node at ``location`` in a composed document, or of the deepest
+    node on its way there (a missing field: its parent); None without a document."""
+    node = document
+    if node is None:
+        return None
+    for part in location:
+        child: yaml.Node | None = None
+        if isinstance(node, yaml.MappingNode):
+            child = next((v for k, v in node.value if str(k.value) == str(part)), None)
+        elif isinstance(node, yaml.SequenceNode) and str(part).isdigit():
+            # pydantic's index is an int, a FieldError's dotted path gives a string
+            index = int(part)
+            child = node.value[index] if index < len(node.value) else None
+        if child is None:
+            break
+        node = child
+    # A field missing from the top level: the document's first line says nothing.
+    return None if node is document else node.start_mark.line + 1
+
+
+def _format_validation_error(
+    source: str, error: ValidationError, document: yaml.Node | None = None
+) -> str:
     """One line naming the file and the field; several errors, one indented line each."""
-    lines = [_error_line(item) for item in error.errors()]
+    lines = [_error_line(item, document) for item in error.errors()]
     if len(lines) == 1:
         return f"{source}: {lines[0]}"
     return "\n".join(
@@ -910,7 +946,9 @@ def _format_validation_error(source: str, error: ValidationError) -> str:
     )
 
 
-def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
+def parse_scenario(data: Any, source: str = "<scenario>", text: str | None = None) -> Scenario:
+    """The scenario of a loaded YAML document; ``text``, the file it was loaded from, gives each
+    error its line."""
     if not isinstance(data, dict):
         raise ScenarioError(
             f"{source}: a scenario must be a YAML mapping, got {type(data).__name__}"
@@ -918,7 +956,8 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     try:
         return Scenario.model_validate(data)
     except ValidationError as error:
-        raise ScenarioError(_format_validation_error(source, error)) from None
+        document = yaml.compose(text, Loader=yaml.SafeLoader) if text is not None else None
+        raise ScenarioError(_format_validation_error(source, error, document)) from None
 
 
 class _BadScalar(ValueError):
@@ -985,10 +1024,10 @@ def load_scenario(path_or_name: str | Path) -> Scenario:
     try:
         data = yaml.load(text, Loader=_ScenarioLoader)  # a SafeLoader subclass
     except yaml.YAMLError as error:
-        raise ScenarioError(f"{path}: not valid YAML: {error}") from None
+        raise ScenarioError(f"{path}: not valid YAML: {yaml_problem(error)}") from None
     except _BadScalar as error:
         raise ScenarioError(_bad_scalar_message(path, text, error)) from None
-    return parse_scenario(data, str(path))
+    return parse_scenario(data, str(path), text)
 
 
 def bundled_scenarios() -> list[Path]:

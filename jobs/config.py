@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from flowctl_core.errors import ConfigurationError
+from flowctl_core.errors import ConfigurationError, yaml_problem
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONF = PROJECT_ROOT / "conf" / "pipeline.yaml"
@@ -80,7 +80,7 @@ def read_yaml(source: Path, what: str, option: str) -> Any:
     except OSError as error:
         raise ConfError(f"{what} {source}: {error.strerror or error} ({option})") from None
     except yaml.YAMLError as error:
-        raise ConfError(f"{what} {source} is not valid YAML: {error}") from None
+        raise ConfError(f"{what} {source} is not valid YAML: {yaml_problem(error)}") from None
 
 
 ScalarSetting = StrictStr | StrictBool | StrictInt | StrictFloat

@@ -77,6 +77,15 @@ def event(seq: int, ts: datetime, event_type: str, **fields: Any) -> dict[str, A
     }
 
 
+@pytest.fixture(autouse=True, scope="session")
+def failure_traces_in_scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The traces of the failures tests provoke go to a scratch folder, not the checkout's
+    var/log (jobs/failures.py; a test that checks them sets its own folder)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FLOWCTL_LOG_DIR", str(tmp_path_factory.mktemp("log")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from jobs.config import load_conf

@@ -124,7 +124,7 @@ def test_an_unknown_field_gets_the_closest_known_one(tmp_path: Path) -> None:
 def test_a_naive_start_names_start(tmp_path: Path) -> None:
     bad = _scenario(tmp_path, WORST_CASE.replace("2026-03-02T11:00:00Z", "2026-03-02T11:00:00"))
     line = _one_error_line(runner.invoke(app, ["simulate", str(bad), "--out", str(tmp_path)]))
-    assert line == f"error: {bad}: start: needs a time zone, e.g. 2026-01-01T00:00:00Z"
+    assert line == f"error: {bad}: start: needs a time zone, e.g. 2026-01-01T00:00:00Z (line 4)"
 
 
 def test_an_unknown_producer_names_the_step_field(tmp_path: Path) -> None:
@@ -132,6 +132,7 @@ def test_an_unknown_producer_names_the_step_field(tmp_path: Path) -> None:
     line = _one_error_line(runner.invoke(app, ["simulate", str(bad), "--out", str(tmp_path)]))
     assert line == (
         f"error: {bad}: steps.1.send.producer: unknown producer 'loadr' (producers: 'C1', 'C2')"
+        " (line 16)"
     )
 
 
@@ -322,3 +323,108 @@ def test_a_workload_longer_than_a_year_is_refused_before_anything_is_written(
     line = _one_error_line(runner.invoke(app, ["simulate", str(bad), "--out", str(tmp_path / "o")]))
     assert "duration_s: 1e+12 s is 11,574,074 days of virtual time; at most 31,622,400 s" in line
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "text", "expected"),
+    [
+        (
+            "simulate",
+            "name: x\n  bad: [\n",
+            ": not valid YAML: line 2, column 6: mapping values are not allowed here",
+        ),
+        (
+            "--conf",
+            "spark: [unclosed\n",
+            " is not valid YAML: line 2, column 1: expected ',' or ']', but got '<stream end>' "
+            "(while parsing a flow sequence at line 1)",
+        ),
+        (
+            "--policy",
+            'queue:\n  safety_margin: "\\q"\n',
+            " is not valid YAML: line 2, column 20: found unknown escape character 'q' "
+            "(while scanning a double-quoted scalar)",
+        ),
+    ],
+)
+def test_a_file_that_is_not_yaml_is_one_line_with_its_line_and_column(
+    tmp_path: Path, command: str, text: str, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PyYAML's own message is four lines naming "<unicode string>" (a new-user trial)."""
+    import jobs.spark_session
+
+    def no_spark(*args: object, **kwargs: object) -> None:
+        raise AssertionError("Spark started")
+
+    monkeypatch.setattr(jobs.spark_session, "build_spark_session", no_spark)
+    bad = _scenario(tmp_path, text, "bad.yaml")
+    if command == "simulate":
+        args = ["simulate", str(bad), "--out", str(tmp_path / "out")]
+    else:
+        args = ["pipeline", "--from", "2026-03-02", "--raw", str(tmp_path), command, str(bad)]
+    line = _one_error_line(runner.invoke(app, args))
+    assert line.endswith(f"{bad}{expected}"), line
+    assert "<unicode string>" not in line
+
+
+def test_status_refuses_a_warehouse_that_does_not_exist_before_spark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the dashboard refuses one: a mistyped --warehouse is not an empty table and exit 0
+    (``status --check`` in a script would pass on it)."""
+    import jobs.spark_session
+
+    def no_spark(*args: object, **kwargs: object) -> None:
+        raise AssertionError("Spark started")
+
+    monkeypatch.setattr(jobs.spark_session, "build_spark_session", no_spark)
+    missing = tmp_path / "nowh"
+    for check in ([], ["--check"]):
+        line = _one_error_line(runner.invoke(app, ["status", "--warehouse", str(missing), *check]))
+        assert line == f"error: {missing}: no such warehouse (no job has run on it; mistyped?)"
+    assert not missing.exists()
+
+
+def test_pipeline_takes_a_warehouse_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's "give a run its own --warehouse": the session's conf (what every job of the
+    run reads its paths from) names it. Stopped where Spark would start."""
+    import jobs.spark_session
+
+    warehouses: list[str] = []
+
+    def no_spark(conf: Any, *args: object, **kwargs: object) -> None:
+        warehouses.append(conf.warehouse_dir)
+        raise RuntimeError("Spark would start here")
+
+    monkeypatch.setattr(jobs.spark_session, "build_spark_session", no_spark)
+    warehouse = tmp_path / "wh"
+    result = runner.invoke(
+        app,
+        ["pipeline", "--from", "2026-03-02", "--raw", str(tmp_path), "--warehouse", str(warehouse)],
+    )
+    assert "No such option" not in result.output, result.output
+    assert warehouses == [str(warehouse)]
+
+
+def test_field_errors_give_their_line_and_say_what_a_date_looks_like(tmp_path: Path) -> None:
+    """Every error of a file gets its line (the file's deepest node on the field's path; none for
+    a field missing from the top level), pydantic's "Value error, " prefix goes, and a start
+    that is no date says what one looks like (a new-user trial)."""
+    bad = _scenario(
+        tmp_path,
+        "name: x\nbroker: {name: b}\nstart: yesterday\nqueues:\n"
+        "  - {name: q, arguments: {qpid.flow_stop_cuont: 5}}\n",
+    )
+    with pytest.raises(ScenarioError) as raised:
+        load_scenario(bad)
+    assert str(raised.value).splitlines() == [
+        f"{bad}: invalid scenario (3 errors)",
+        "  kind: Field required",
+        "  start: expected a date and time such as 2026-03-02T09:00:00Z, got 'yesterday' (line 3)",
+        "  queues.0.arguments: unknown argument 'qpid.flow_stop_cuont'; did you mean "
+        "'qpid.flow_stop_count'? (known qpid.* arguments: qpid.max_count, qpid.max_size, "
+        "qpid.policy_type, qpid.flow_stop_count, qpid.flow_resume_count, qpid.flow_stop_size, "
+        "qpid.flow_resume_size) (line 5)",
+    ]

@@ -109,6 +109,9 @@ def test_a_jvm_error_in_a_real_job_is_one_line_and_a_log_file(tmp_path: Path) ->
     lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and lines[0].startswith("error: maintenance: Spark failure: ")
     assert "Traceback" not in done.stderr
+    # Nor Spark's own report of the failed task, the same trace again (conf/log4j2.properties).
+    assert not [line for line in done.stderr.splitlines() if line.startswith("\tat ")]
+    assert "Lost task" not in done.stderr and "Exception in task" not in done.stderr
     (log,) = (tmp_path / "logs").glob("flowctl-maintenance-*.log")
     assert str(log) in lines[0] and "Traceback" in log.read_text()
 

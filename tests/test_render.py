@@ -1,0 +1,46 @@
+"""What `flowctl pipeline` prints of a run's reports: one line each, not the reports' dicts (a
+new-user trial found the ingest report printed as a Python dict, wrapped mid-entry)."""
+
+from __future__ import annotations
+
+from flowctl.render import format_figures, format_ingest_report
+
+REPORT: dict[str, object] = {
+    "date_from": "2026-03-01",
+    "date_to": "2026-03-04",
+    "files_listed": 16,
+    "files_quarantined": 1,
+    "files_partially_read": 0,
+    "rows_read": 2_546_640,
+    "rows_accepted": 2_546_631,
+    "rows_quarantined": 9,
+    "duplicates_quarantined": 3,
+    "duplicates_of_other_days": 0,
+    "balanced": True,
+    "great_expectations_success": True,
+    "great_expectations_result": "var/quality/broker_events/2026-03-01_2026-03-04.json",
+}
+
+
+def test_the_ingest_report_is_one_line_of_its_counts_and_checks() -> None:
+    assert format_ingest_report(REPORT) == (
+        "ingest 2026-03-01..2026-03-04: 16 files (1 quarantined whole, 0 partially read); rows "
+        "read 2,546,640 = accepted 2,546,631 + quarantined 9 (duplicates 3, keys held on other "
+        "days 0): balanced, Great Expectations passed "
+        "(var/quality/broker_events/2026-03-01_2026-03-04.json)"
+    )
+
+
+def test_a_failed_check_shouts_and_a_skipped_suite_is_not_claimed() -> None:
+    failed = {**REPORT, "balanced": False, "great_expectations_success": False}
+    assert format_ingest_report(failed).endswith(
+        ": NOT balanced, Great Expectations FAILED "
+        "(var/quality/broker_events/2026-03-01_2026-03-04.json)"
+    )
+    skipped = {k: v for k, v in REPORT.items() if not k.startswith("great_expectations")}
+    assert format_ingest_report(skipped).endswith("keys held on other days 0): balanced")
+
+
+def test_figures_read_as_words_and_numbers() -> None:
+    figures = {"at_risk_of_overflow": 39, "keep": 23, "ingest": 47.37}
+    assert format_figures(figures) == "at risk of overflow 39, keep 23, ingest 47.37"
