@@ -34,6 +34,17 @@ def _one_error_line(result: Any) -> str:
     return lines[0]
 
 
+@pytest.fixture
+def spark_never_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command that starts Spark fails the test: these refusals come before it."""
+    import jobs.spark_session
+
+    def no_spark(*args: object, **kwargs: object) -> None:
+        raise AssertionError("Spark started")
+
+    monkeypatch.setattr(jobs.spark_session, "build_spark_session", no_spark)
+
+
 @pytest.mark.parametrize(
     ("start", "reason"),
     [("2026-13-02", "month must be in 1..12"), ("2026-02-30T09:00:00Z", "day is out of range")],
@@ -77,14 +88,8 @@ def test_out_that_is_a_file_is_refused_and_nothing_written(tmp_path: Path) -> No
 
 
 def test_dashboard_refuses_a_warehouse_without_gold_tables_before_spark(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, spark_never_starts: None
 ) -> None:
-    import jobs.spark_session
-
-    def no_spark(*args: object, **kwargs: object) -> None:
-        raise AssertionError("Spark started")
-
-    monkeypatch.setattr(jobs.spark_session, "build_spark_session", no_spark)
     warehouse = tmp_path / "x" / "nowh"
     line = _one_error_line(runner.invoke(app, ["dashboard", "--warehouse", str(warehouse)]))
     assert line.startswith(f"error: no gold tables under {warehouse}/gold (")
@@ -188,16 +193,10 @@ def test_whatif_checks_a_local_recommendations_table_but_leaves_a_uri_to_spark(
 
 @pytest.mark.parametrize("where", ["folder", "under_a_file"])
 def test_dashboard_refuses_an_out_it_cannot_write_before_spark(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+    tmp_path: Path, spark_never_starts: None, where: str
 ) -> None:
     """Found by a new-user trial: ``--out`` naming a folder, or a path under a file, failed with
     a traceback after Spark had read every gold table."""
-    import jobs.spark_session
-
-    def no_spark(*args: object, **kwargs: object) -> None:
-        raise AssertionError("Spark started")
-
-    monkeypatch.setattr(jobs.spark_session, "build_spark_session", no_spark)
     warehouse = tmp_path / "wh"
     (warehouse / "gold" / "queue_flow_daily" / "_delta_log").mkdir(parents=True)
     (tmp_path / "afile").write_text("x")
@@ -348,15 +347,9 @@ def test_a_workload_longer_than_a_year_is_refused_before_anything_is_written(
     ],
 )
 def test_a_file_that_is_not_yaml_is_one_line_with_its_line_and_column(
-    tmp_path: Path, command: str, text: str, expected: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, command: str, text: str, expected: str, spark_never_starts: None
 ) -> None:
     """PyYAML's own message is four lines naming "<unicode string>" (a new-user trial)."""
-    import jobs.spark_session
-
-    def no_spark(*args: object, **kwargs: object) -> None:
-        raise AssertionError("Spark started")
-
-    monkeypatch.setattr(jobs.spark_session, "build_spark_session", no_spark)
     bad = _scenario(tmp_path, text, "bad.yaml")
     if command == "simulate":
         args = ["simulate", str(bad), "--out", str(tmp_path / "out")]
@@ -368,16 +361,10 @@ def test_a_file_that_is_not_yaml_is_one_line_with_its_line_and_column(
 
 
 def test_status_refuses_a_warehouse_that_does_not_exist_before_spark(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, spark_never_starts: None
 ) -> None:
     """As the dashboard refuses one: a mistyped --warehouse is not an empty table and exit 0
     (``status --check`` in a script would pass on it)."""
-    import jobs.spark_session
-
-    def no_spark(*args: object, **kwargs: object) -> None:
-        raise AssertionError("Spark started")
-
-    monkeypatch.setattr(jobs.spark_session, "build_spark_session", no_spark)
     missing = tmp_path / "nowh"
     for check in ([], ["--check"]):
         line = _one_error_line(runner.invoke(app, ["status", "--warehouse", str(missing), *check]))
