@@ -31,6 +31,7 @@ from flowctl.render import (
     format_ingest_report,
     print_daily_metrics,
     print_dict_table,
+    print_line,
     print_pipeline_status,
     print_summary,
 )
@@ -265,7 +266,7 @@ def _run_pipeline_and_print(
     print_daily_metrics(
         daily_metrics_rows(conf_path, first, last, warehouse_dir=warehouse_dir, spark=spark)
     )
-    console.print(format_ingest_report(dict(outcome.get("ingest") or {})), highlight=False)
+    print_line(format_ingest_report(dict(outcome.get("ingest") or {})))
     seconds = dict(outcome.get("seconds") or {})
     if not outcome.get("ok"):
         raise _fail("ingest accounting or Great Expectations validation failed", code=1)
@@ -276,11 +277,8 @@ def _run_pipeline_and_print(
         recommended = run_recommend(spark, pipeline_conf, first, last, recommend_policy)
         seconds["recommend"] = round(time.perf_counter() - started, 3)
         verdicts = format_figures(dict(recommended["verdicts"]))
-        console.print(
-            f"threshold_recommendations: {recommended['rows']:,} rows ({verdicts})",
-            highlight=False,
-        )
-    console.print(f"seconds per job: {format_figures(seconds)}", highlight=False)
+        print_line(f"threshold_recommendations: {recommended['rows']:,} rows ({verdicts})")
+    print_line(f"seconds per job: {format_figures(seconds)}")
     if dashboard is not None:
         from jobs.dashboard import render_dashboard
 

@@ -86,6 +86,12 @@ def format_cell(value: object) -> str:
     return str(value)
 
 
+def print_line(text: str) -> None:
+    """A line of a run's report as one line: never folded at the console's width (200 columns
+    when piped), so that a log or a grep sees it whole."""
+    console.print(text, highlight=False, soft_wrap=True)
+
+
 def format_ingest_report(report: dict[str, object]) -> str:
     """One line of an ingest's report (jobs/ingest_report.py): files, rows in = accepted +
     quarantined, and the checks, rather than the report's dict."""

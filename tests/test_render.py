@@ -3,6 +3,12 @@ new-user trial found the ingest report printed as a Python dict, wrapped mid-ent
 
 from __future__ import annotations
 
+import io
+
+import pytest
+from rich.console import Console
+
+from flowctl import render
 from flowctl.render import format_figures, format_ingest_report
 
 REPORT: dict[str, object] = {
@@ -44,3 +50,13 @@ def test_a_failed_check_shouts_and_a_skipped_suite_is_not_claimed() -> None:
 def test_figures_read_as_words_and_numbers() -> None:
     figures = {"at_risk_of_overflow": 39, "keep": 23, "ingest": 47.37}
     assert format_figures(figures) == "at risk of overflow 39, keep 23, ingest 47.37"
+
+
+def test_a_report_line_is_printed_whole_however_narrow_the_console(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fresh demo's log showed the ingest line folded at 200 columns ("Great\nExpectations")."""
+    out = io.StringIO()
+    monkeypatch.setattr(render, "console", Console(file=out, width=40))
+    render.print_line(format_ingest_report(REPORT))
+    assert out.getvalue() == format_ingest_report(REPORT) + "\n"
