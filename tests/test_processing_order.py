@@ -355,8 +355,10 @@ def test_nights_give_the_range_tables_of_a_closed_episode_and_a_clock_stepping_b
     tables = _nightly_and_range_tables(spark, tmp_path, rows)
     assert tables["nightly"] == tables["range"]
     episodes = {e["queue"]: e for e in tables["range"]["queue_flow_episodes"]}
-    assert (episodes["q4"]["end_ts"], episodes["q4"]["run_watermark_ts"]) == (
+    q4 = episodes["q4"]
+    assert (q4["end_ts"], q4["duration_s"], q4["run_watermark_ts"]) == (
         naive(at(1, 11)),
+        3600.0,
         None,
     )
     q5 = episodes["q5"]
