@@ -16,6 +16,7 @@ import dataclasses
 import difflib
 import types
 import typing
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -887,14 +888,26 @@ def _model_at(location: tuple[int | str, ...]) -> type[BaseModel] | None:
 _NOT_A_DATETIME = frozenset({"datetime_type", "datetime_parsing", "datetime_from_date_parsing"})
 
 
-def _error_line(item: Any, document: yaml.Node | None = None) -> str:
+#: A file whose timestamps are all dates (``impossible_dates`` of the error formatters).
+_NO_IMPOSSIBLE_DATES: Mapping[str, str] = types.MappingProxyType({})
+
+
+def _error_line(
+    item: Any,
+    document: yaml.Node | None = None,
+    impossible_dates: Mapping[str, str] = _NO_IMPOSSIBLE_DATES,
+) -> str:
     """``location: message`` of one pydantic error, located at the field that is wrong, with the
     line of the ``document`` (the composed file) where that field, or the deepest part of its
-    path the file has, is written."""
+    path the file has, is written; ``impossible_dates``: the file's timestamps that are no date
+    (the loader's, :class:`_ScenarioLoader`), each with why."""
     location: tuple[int | str, ...] = tuple(item["loc"])
     # A validator's ValueError reads "Value error, <its message>": the message says it all.
     message = str(item["msg"]).removeprefix("Value error, ")
-    if item["type"] in _NOT_A_DATETIME:
+    bad_input = item.get("input")
+    if isinstance(bad_input, str) and bad_input in impossible_dates:
+        message = f"invalid date or time {bad_input!r}: {impossible_dates[bad_input]}"
+    elif item["type"] in _NOT_A_DATETIME:
         message = f"expected a date and time such as 2026-03-02T09:00:00Z, got {item['input']!r}"
     cause = (item.get("ctx") or {}).get("error")
     if isinstance(cause, FieldError):
@@ -935,10 +948,13 @@ def _line_of(document: yaml.Node | None, location: tuple[int | str, ...]) -> int
 
 
 def _format_validation_error(
-    source: str, error: ValidationError, document: yaml.Node | None = None
+    source: str,
+    error: ValidationError,
+    document: yaml.Node | None = None,
+    impossible_dates: Mapping[str, str] = _NO_IMPOSSIBLE_DATES,
 ) -> str:
     """One line naming the file and the field; several errors, one indented line each."""
-    lines = [_error_line(item, document) for item in error.errors()]
+    lines = [_error_line(item, document, impossible_dates) for item in error.errors()]
     if len(lines) == 1:
         return f"{source}: {lines[0]}"
     return "\n".join(
@@ -946,9 +962,14 @@ def _format_validation_error(
     )
 
 
-def parse_scenario(data: Any, source: str = "<scenario>", text: str | None = None) -> Scenario:
+def parse_scenario(
+    data: Any,
+    source: str = "<scenario>",
+    text: str | None = None,
+    impossible_dates: Mapping[str, str] = _NO_IMPOSSIBLE_DATES,
+) -> Scenario:
     """The scenario of a loaded YAML document; ``text``, the file it was loaded from, gives each
-    error its line."""
+    error its line; ``impossible_dates`` says why a timestamp of the file is no date."""
     if not isinstance(data, dict):
         raise ScenarioError(
             f"{source}: a scenario must be a YAML mapping, got {type(data).__name__}"
@@ -957,60 +978,31 @@ def parse_scenario(data: Any, source: str = "<scenario>", text: str | None = Non
         return Scenario.model_validate(data)
     except ValidationError as error:
         document = yaml.compose(text, Loader=yaml.SafeLoader) if text is not None else None
-        raise ScenarioError(_format_validation_error(source, error, document)) from None
-
-
-class _BadScalar(ValueError):
-    """A YAML scalar the loader cannot construct (a timestamp such as ``2026-13-02``)."""
-
-    def __init__(self, node: yaml.Node, reason: str) -> None:
-        super().__init__(reason)
-        self.node = node
-        self.reason = reason
+        raise ScenarioError(
+            _format_validation_error(source, error, document, impossible_dates)
+        ) from None
 
 
 class _ScenarioLoader(yaml.SafeLoader):
-    """yaml's safe loader, but an impossible date is an error carrying its node, not a bare
-    ``ValueError`` from the constructor (``month must be in 1..12``)."""
+    """yaml's safe loader, but a timestamp that is no date (``2026-13-02``) stays the string it is
+    written as, its reason kept in ``impossible_dates``, so that validation reports it with the
+    file's other errors rather than the constructor's bare ``month must be in 1..12`` alone."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.impossible_dates: dict[str, str] = {}
 
     def construct_yaml_timestamp(self, node: yaml.ScalarNode) -> Any:
         try:
             return super().construct_yaml_timestamp(node)
         except ValueError as error:
-            raise _BadScalar(node, f"invalid date or time {node.value!r}: {error}") from None
+            self.impossible_dates[node.value] = str(error)
+            return node.value
 
 
 _ScenarioLoader.add_constructor(
     "tag:yaml.org,2002:timestamp", _ScenarioLoader.construct_yaml_timestamp
 )
-
-
-def _node_path(root: yaml.Node | None, target: yaml.Node) -> str | None:
-    """The dotted field path (``producers.0.start``) of ``target`` in a composed document."""
-    if root is None:
-        return None
-    if root.start_mark.index == target.start_mark.index and isinstance(root, yaml.ScalarNode):
-        return ""
-    children: list[tuple[str, yaml.Node]] = []
-    if isinstance(root, yaml.MappingNode):
-        children = [(str(key.value), value) for key, value in root.value]
-    elif isinstance(root, yaml.SequenceNode):
-        children = [(str(index), item) for index, item in enumerate(root.value)]
-    for name, child in children:
-        found = _node_path(child, target)
-        if found is not None:
-            return f"{name}.{found}" if found else name
-    return None
-
-
-def _bad_scalar_message(path: Path, text: str, error: _BadScalar) -> str:
-    mark = error.node.start_mark
-    try:
-        field = _node_path(yaml.compose(text, Loader=yaml.SafeLoader), error.node)
-    except yaml.YAMLError:  # pragma: no cover - it was composed once already
-        field = None
-    where = field or f"line {mark.line + 1}"
-    return f"{path}: {where}: {error.reason} (line {mark.line + 1})"
 
 
 def load_scenario(path_or_name: str | Path) -> Scenario:
@@ -1021,13 +1013,14 @@ def load_scenario(path_or_name: str | Path) -> Scenario:
     if not path.is_file():
         raise ScenarioError(f"{path_or_name}: no such scenario file or bundled scenario")
     text = path.read_text(encoding="utf-8")
+    loader = _ScenarioLoader(text)
     try:
-        data = yaml.load(text, Loader=_ScenarioLoader)  # a SafeLoader subclass
+        data = loader.get_single_data()
     except yaml.YAMLError as error:
         raise ScenarioError(f"{path}: not valid YAML: {yaml_problem(error)}") from None
-    except _BadScalar as error:
-        raise ScenarioError(_bad_scalar_message(path, text, error)) from None
-    return parse_scenario(data, str(path), text)
+    finally:
+        loader.dispose()
+    return parse_scenario(data, str(path), text, loader.impossible_dates)
 
 
 def bundled_scenarios() -> list[Path]:

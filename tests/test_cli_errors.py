@@ -415,3 +415,21 @@ def test_field_errors_give_their_line_and_say_what_a_date_looks_like(tmp_path: P
         "qpid.policy_type, qpid.flow_stop_count, qpid.flow_resume_count, qpid.flow_stop_size, "
         "qpid.flow_resume_size) (line 5)",
     ]
+
+
+def test_an_impossible_date_is_listed_with_the_files_other_errors(tmp_path: Path) -> None:
+    """A timestamp that is no date no longer stops the load alone: it is validated with the rest
+    of the file, so one run lists every problem (a new-user trial found only the date reported)."""
+    bad = _scenario(
+        tmp_path,
+        "name: x\nkind: scripted\nbroker: {name: b}\nstart: 2026-13-02\nqueues:\n"
+        "  - {name: q, arguments: {qpid.flow_stop_cuont: 5}}\n",
+    )
+    with pytest.raises(ScenarioError) as raised:
+        load_scenario(bad)
+    lines = str(raised.value).splitlines()
+    assert lines[0] == f"{bad}: invalid scenario (2 errors)"
+    assert lines[1] == "  start: invalid date or time '2026-13-02': month must be in 1..12 (line 4)"
+    assert lines[2].startswith("  queues.0.arguments: unknown argument 'qpid.flow_stop_cuont';")
+    assert lines[2].endswith("(line 6)")
+    assert len(lines) == 3
