@@ -22,9 +22,9 @@ pytestmark = pytest.mark.spark
 DAY1, DAY2 = date(2024, 1, 1), date(2024, 1, 2)
 
 
-def _window(seq: int, ts: Any, frames: int, reason: str) -> dict[str, Any]:
+def _window(seq: int, ts: Any, frames: int, reason: str, session: str = "s1") -> dict[str, Any]:
     detail = json.dumps({"incoming_window": frames, "reason": reason})
-    return event(seq, ts, "session_window", session="s1", connection="c10", protocol="amqp-1.0",
+    return event(seq, ts, "session_window", session=session, connection="c10", protocol="amqp-1.0",
                  detail=detail)  # fmt: skip
 
 
@@ -41,12 +41,19 @@ def _rows() -> list[dict[str, Any]]:
         event(4, at(2, 8, 59), "enqueue", **qpid, outstanding=2, capacity=3),
         event(5, at(2, 9), "enqueue", **qpid, outstanding=3, capacity=3),
         event(6, at(2, 9, 0, 30), "transfer_completed", **qpid, outstanding=2, capacity=3),
-        # A memory alarm at 10:00 closes the 1.0 session's window for an hour; the alarm itself
-        # is never cleared: open at the watermark (12:00).
-        event(7, at(2, 10), "alarm_raised", detail='{"resource": "memory"}'),
-        _window(8, at(2, 10), 0, "alarm"),
-        _window(9, at(2, 11), 400, "alarm_cleared"),
-        event(10, at(2, 12), "enqueue", queue="q", link="p", protocol="amqp-0-10", outstanding=2,
+        # A memory alarm at 10:00 closes the 1.0 sessions' windows for an hour; the alarm itself
+        # is never cleared: open at the watermark (12:00). Session s1 has a publisher link (s2
+        # only consumes: RabbitMQ closes its window too, but nothing of it is held back).
+        event(7, at(2, 9, 30), "link_attached", link="pub", link_role="publisher", session="s1",
+              connection="c10", protocol="amqp-1.0", credit=170, available=0),
+        event(8, at(2, 9, 30), "link_attached", link="sub", link_role="consumer", session="s2",
+              connection="c10", protocol="amqp-1.0", credit=10, available=0),
+        event(9, at(2, 10), "alarm_raised", detail='{"resource": "memory"}'),
+        _window(10, at(2, 10), 0, "alarm"),
+        _window(11, at(2, 10), 0, "alarm", session="s2"),
+        _window(12, at(2, 11), 400, "alarm_cleared"),
+        _window(13, at(2, 11), 400, "alarm_cleared", session="s2"),
+        event(14, at(2, 12), "enqueue", queue="q", link="p", protocol="amqp-0-10", outstanding=2,
               capacity=3),
     ]  # fmt: skip
 

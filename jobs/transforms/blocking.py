@@ -38,16 +38,26 @@ def _is(*event_types: str) -> Column:
     return F.col("event_type").isin(*event_types)
 
 
+def publishing_sessions(events: DataFrame) -> DataFrame:
+    """(run_id, broker, entity): the sessions of ``events`` with a publisher link, i.e. any event
+    naming the session and the role ``publisher`` (a link's attach, its flows, its transfers; a
+    span's carried link role, jobs/transforms/carry.py)."""
+    publishes = (F.col("link_role") == "publisher") & F.col("session").isNotNull()
+    return events.where(publishes).select("run_id", "broker", F.col("session").alias("entity"))
+
+
 @dataclass(frozen=True)
 class BlockingKind:
     """One kind of blocking: its events, the entity they concern, and whether an event leaves the
-    entity blocked (evaluated on those events only)."""
+    entity blocked (evaluated on those events only); ``among``, when the kind concerns only some
+    entities of its events: those entities, as (run_id, broker, entity) rows of the events."""
 
     kind: str
     events: Callable[[], Column]
     entity: Callable[[], Column]
     blocked: Callable[[], Column]
     why: str
+    among: Callable[[DataFrame], DataFrame] | None = None
 
 
 BLOCKING_KINDS: tuple[BlockingKind, ...] = (
@@ -71,7 +81,9 @@ BLOCKING_KINDS: tuple[BlockingKind, ...] = (
         lambda: F.col("session"),
         # A session that ends while closed is no longer blocked: it is gone.
         lambda: (_detail("incoming_window").cast("long") == 0) & (_detail("reason") != "ended"),
-        "a session whose incoming window is closed (0) to its publishers",
+        "a publishing session whose incoming window is closed (0): RabbitMQ closes every "
+        "session's on an alarm, and one that only consumes is not held back by it",
+        among=publishing_sessions,
     ),
     BlockingKind(
         "producer_window",
@@ -93,25 +105,30 @@ BLOCKING_KINDS: tuple[BlockingKind, ...] = (
 def blocking_states(events: DataFrame) -> DataFrame:
     """Every event that carries a blocking state: the keys, seq, ts, event_type, ``blocked``, and
     the ``protocol`` and ``reason`` reported with an episode that starts there."""
-    frames = [
-        events.where(rule.events()).select(
-            "run_id",
-            "broker",
-            F.lit(rule.kind).alias("kind"),
-            rule.entity().alias("entity"),
-            "seq",
-            "ts",
-            "event_type",
-            F.coalesce(rule.blocked(), F.lit(False)).alias("blocked"),
-            "protocol",
-            _detail("reason").alias("reason"),
-        )
-        for rule in BLOCKING_KINDS
-    ]
+    frames = [_states_of(rule, events) for rule in BLOCKING_KINDS]
     states = frames[0]
     for frame in frames[1:]:
         states = states.unionByName(frame)
     return states
+
+
+def _states_of(rule: BlockingKind, events: DataFrame) -> DataFrame:
+    """The events of one kind that carry its state (:func:`blocking_states`)."""
+    states = events.where(rule.events()).select(
+        "run_id",
+        "broker",
+        F.lit(rule.kind).alias("kind"),
+        rule.entity().alias("entity"),
+        "seq",
+        "ts",
+        "event_type",
+        F.coalesce(rule.blocked(), F.lit(False)).alias("blocked"),
+        "protocol",
+        _detail("reason").alias("reason"),
+    )
+    if rule.among is None:
+        return states
+    return states.join(rule.among(events), ["run_id", "broker", "entity"], "left_semi")
 
 
 def blocking_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
