@@ -531,9 +531,17 @@ class ServerAmqpProducer:
             self.link.on_transfer()
         except ProtocolError as error:
             self.detached = error.condition
+            # A link event carries the link's state (DESIGN §3): the server's end of it.
+            link = self.link
             self.address.broker.emit(
                 "link_detached",
-                dict(self.client.log.fields, detail=json.dumps({"error": error.condition})),
+                dict(
+                    self.client.log.fields,
+                    credit=link.credit,
+                    delivery_count=link.delivery_count,
+                    available=link.available,
+                    detail=json.dumps({"error": error.condition}),
+                ),
             )
             return
         self.received += 1

@@ -284,6 +284,7 @@ class BrokerPublisherLink:
                 self._fields,
                 credit=self.link.credit,
                 delivery_count=self.link.delivery_count,
+                available=self.link.available,
                 detail=json.dumps({"error": error.condition}),
             ),
         )

@@ -1298,3 +1298,21 @@ def test_artemis_scenario_errors_name_the_field() -> None:
     )
     with pytest.raises(ScenarioError, match="max_rate"):
         parse_scenario(zero_rate)
+
+
+def test_an_amqp_producers_detach_carries_its_links_state() -> None:
+    """DESIGN §3: link events carry the link's credit and available after the event. A transfer
+    beyond the credit detaches the link; its link_detached says where the credit stood (an audit
+    found it without credit, delivery count or available)."""
+    config = ArtemisConfig(
+        addresses=(AddressConfig("t", AddressSettings(max_size_bytes=1000)),),
+        producers=(ArtemisProducerConfig("a", "t", protocol="amqp", size=10, count=200),),
+    )
+    rig = Rig(config).run_until(SECOND)
+    server_end = rig.server.producers["a"].server_end
+    credit, delivered = server_end.link.credit, server_end.link.delivery_count
+    assert credit == 0  # the address is full: no credit was topped up
+    server_end.on_message(123_456, 10, {})
+    (detached,) = rig.events("link_detached", "a")
+    assert (detached["credit"], detached["delivery_count"]) == (credit, delivered)
+    assert detached["available"] is not None

@@ -21,10 +21,12 @@ from flowctl_core.protocols.config import (
     publisher_credit_due,
 )
 from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection
+from flowctl_core.protocols.wire import TransferFrame
 from flowctl_core.queue import Message
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import load_scenario
 from flowctl_core.summary import connection_totals, link_messages
+from tests.engine.helpers import Rabbit
 
 NEVER = 10**12  # a service time longer than any test: the queue never confirms
 
@@ -402,3 +404,17 @@ def test_an_alarm_is_told_to_a_091_client_already_held_by_credit_flow() -> None:
     # Still one stall: the blocked count, and the unblock when both reasons are gone, say so.
     assert [detail(e)["blocked_count"] for e in rig.log.of_type("connection_blocked")] == [1, 1]
     assert rig.log.of_type("connection_unblocked") == []
+
+
+def test_a_publisher_detached_for_sending_without_credit_logs_its_links_state() -> None:
+    """DESIGN §3: link events carry the link's credit and available after the event; the
+    broker's link_detached of a publisher that sent beyond its credit had no available."""
+    rabbit = Rabbit(service_time_us=NEVER)
+    connection = rabbit.connect(publishers=(PublisherConfig("p", "q"),))
+    rabbit.run_for(200_000)  # 255 sent unconfirmed: no grant since
+    server_end = connection.server.publishers["p"]
+    credit, delivered = server_end.link.credit, server_end.link.delivery_count
+    server_end.on_message(TransferFrame("p", 99_999, 10))
+    (detached,) = rabbit.log.of_type("link_detached")
+    assert (detached["credit"], detached["delivery_count"]) == (credit, delivered)
+    assert detached["available"] == server_end.link.available
