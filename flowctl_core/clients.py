@@ -116,11 +116,16 @@ class Producer:
         broker.publish(transfer, broker.route(self.exchange, routing_key), self._current_link())
 
     def _on_complete(self, transfer: Transfer) -> None:
+        # A completion that reopens a full window is logged even when immediate: the enqueue that
+        # filled the window shows outstanding == capacity, and without this event the log would
+        # keep the producer blocked until its next event (DESIGN §4's producer window).
+        reopens = self.outstanding >= self._window
         self.outstanding -= 1
         self.completed += 1
         broker = self.broker
         latency_us = broker.scheduler.now_us - transfer.received_us
-        if transfer.completion_logged(latency_us, broker.config.log_immediate_completions):
+        logged = transfer.completion_logged(latency_us, broker.config.log_immediate_completions)
+        if logged or reopens:
             broker.bus.emit_row(
                 self._completed_context,
                 self._link_columns(latency_us),

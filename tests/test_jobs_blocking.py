@@ -53,7 +53,17 @@ def _rows() -> list[dict[str, Any]]:
         _window(11, at(2, 10), 0, "alarm", session="s2"),
         _window(12, at(2, 11), 400, "alarm_cleared"),
         _window(13, at(2, 11), 400, "alarm_cleared", session="s2"),
-        event(14, at(2, 12), "enqueue", queue="q", link="p", protocol="amqp-0-10", outstanding=2,
+        # A producer with a window of 1 whose transfers complete at once: each enqueue fills its
+        # window, and the completion logged at the same instant reopens it. It never waited.
+        event(14, at(2, 11, 30), "enqueue", queue="q", link="p1", link_role="publisher",
+              protocol="amqp-0-10", outstanding=1, capacity=1),
+        event(15, at(2, 11, 30), "transfer_completed", queue="q", link="p1",
+              link_role="publisher", protocol="amqp-0-10", outstanding=0, capacity=1),
+        event(16, at(2, 11, 40), "enqueue", queue="q", link="p1", link_role="publisher",
+              protocol="amqp-0-10", outstanding=1, capacity=1),
+        event(17, at(2, 11, 40), "transfer_completed", queue="q", link="p1",
+              link_role="publisher", protocol="amqp-0-10", outstanding=0, capacity=1),
+        event(18, at(2, 12), "enqueue", queue="q", link="p", protocol="amqp-0-10", outstanding=2,
               capacity=3),
     ]  # fmt: skip
 

@@ -58,6 +58,8 @@ class BlockingKind:
     blocked: Callable[[], Column]
     why: str
     among: Callable[[DataFrame], DataFrame] | None = None
+    #: Whether an episode that ends at the instant it starts counts (a stall of no time).
+    instants: bool = True
 
 
 BLOCKING_KINDS: tuple[BlockingKind, ...] = (
@@ -97,7 +99,10 @@ BLOCKING_KINDS: tuple[BlockingKind, ...] = (
         ),
         lambda: F.col("link"),
         lambda: F.col("outstanding") >= F.col("capacity"),
-        "a producer whose capacity window is full (outstanding >= capacity)",
+        "a producer whose capacity window is full (outstanding >= capacity) for some time: a "
+        "transfer completed at once reopens the window at the instant it filled it (the engine "
+        "logs that completion), and the producer never waited",
+        instants=False,
     ),
 )
 
@@ -133,9 +138,15 @@ def _states_of(rule: BlockingKind, events: DataFrame) -> DataFrame:
 
 def blocking_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
     """One row per blocking episode, in the ``blocking_episodes`` layout."""
-    episodes = true_intervals(
-        blocking_states(events), BLOCKING_KEYS, "blocked", carry=("protocol", "reason")
-    ).join(bounds.select("run_id", "run_watermark_ts"), "run_id")
+    no_instants = [rule.kind for rule in BLOCKING_KINDS if not rule.instants]
+    instant = F.col("kind").isin(*no_instants) & (F.col("end_ts") == F.col("start_ts"))
+    episodes = (
+        true_intervals(
+            blocking_states(events), BLOCKING_KEYS, "blocked", carry=("protocol", "reason")
+        )
+        .where(~F.coalesce(instant, F.lit(False)))
+        .join(bounds.select("run_id", "run_watermark_ts"), "run_id")
+    )
     return episodes.select(
         *BLOCKING_KEYS,
         "protocol",

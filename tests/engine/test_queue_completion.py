@@ -194,3 +194,24 @@ def test_rate_consumer_dequeues_at_its_rate_and_parks_when_empty() -> None:
     producer.send(1, 1)  # wakes the parked consumer without polling
     rig.scheduler.advance(1_000_000)
     assert len(rig.events("dequeue")) == 6
+
+
+def test_a_completion_that_reopens_a_full_window_is_logged_even_when_immediate() -> None:
+    """The enqueue that fills a producer's window shows outstanding == capacity; a transfer the
+    queue does not hold completes at once, and that completion is logged when it reopens the
+    window, or the log would keep the producer blocked until its next event (an audit found a
+    capacity-1 producer blocked for its whole run, DESIGN §4's producer window). Completions
+    that leave a window open stay unlogged, as before."""
+    rig = Rig(NO_DEFAULTS)
+    rig.queue("q", {"qpid.max_count": 1000, "qpid.flow_stop_count": 100})
+    one = rig.producer("one", capacity=1, routing_key="q")
+    three = rig.producer("three", capacity=3, routing_key="q")
+    one.send(10, 3)
+    three.send(10, 3)
+    rig.settle()
+    assert (one.outstanding, three.outstanding) == (0, 0)
+    ones = [(e["event_type"], e["outstanding"]) for e in rig.events() if e.get("link") == "one"]
+    assert ones == [("enqueue", 1), ("transfer_completed", 0)] * 3
+    completed = rig.events("transfer_completed")
+    assert {e["link"] for e in completed} == {"one"}
+    assert all(e["latency_us"] == 0 for e in completed)
