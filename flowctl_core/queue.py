@@ -89,6 +89,12 @@ class Transfer(Message):
         return self.was_held or latency_us > 0 or log_immediate
 
 
+#: The bus's ``emit_row``: context, link columns, message_id, size_bytes, depth_msgs, depth_bytes.
+RowEmitter = Callable[
+    [EventRow, LinkColumns, int | None, int | None, int | None, int | None], EventRow
+]
+
+
 @dataclass
 class QueueStats:
     enqueued: int = 0
@@ -136,7 +142,7 @@ class Queue:
         self.flow = FlowLimit(thresholds)
         # Straight to the bus: message events are most of the log, one call level fewer each.
         self._bus = broker.bus
-        self._emit_row = broker.bus.emit_row
+        self._emit_row: RowEmitter = broker.bus.emit_row
         self._broker_name = broker.name
         # The context column groups of this queue's events, per event type (events.py); the two
         # of every message are attributes, the others are built when first needed.
@@ -178,6 +184,26 @@ class Queue:
         its cumulative ``flow_stopped_count`` agrees with the address's flow events."""
         self._shown_flow = (stopped, stopped_count)
         self._refresh_flow_state()
+
+    def log_depth_bytes_as(self, measure: Callable[[], int]) -> None:
+        """Log ``measure()`` as ``depth_bytes`` on this queue's events in place of its message
+        bodies: an Artemis address that blocks is its same-named queue's flow control
+        (:meth:`show_flow_state`), and its stop size is counted in the address's memory estimate,
+        so the queue's depth is logged in that measure too, or an episode's byte overshoot would
+        compare bodies with the estimate (DESIGN §4). Other queues keep the bus's own emitter."""
+        emit_row = self._bus.emit_row
+
+        def emit_in_measure(
+            context: EventRow,
+            link: LinkColumns,
+            message_id: int | None,
+            size: int | None,
+            depth_msgs: int | None,
+            _bodies: int | None,
+        ) -> EventRow:
+            return emit_row(context, link, message_id, size, depth_msgs, measure())
+
+        self._emit_row = emit_in_measure
 
     def _refresh_flow_state(self) -> None:
         """Rebuild the cached context groups; flow state changes only on transitions and

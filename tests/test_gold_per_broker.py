@@ -6,6 +6,7 @@ connection, AMQP 1.0 only the one link) read from gold (jobs/transforms/held_bac
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -203,6 +204,14 @@ def test_an_artemis_block_address_and_its_starved_core_producers(spark, demo_gol
         [("orders", stops, stops, stopped_s, watermark_s, stopped_s / watermark_s)],
         1e-6,
     )
+    # Its overshoot in bytes is the address's: the peak address size (the broker's memory
+    # estimate, each enqueue's detail.address_size) above max-size-bytes. An audit found the
+    # enqueues' bodies compared with the estimate: 1.6 KB of overshoot for ~340 KB.
+    limit = next(e["flow_stop_size"] for e in address if e["event_type"] == "flow_stopped")
+    enqueues = [e for e in address if e["event_type"] == "enqueue"]
+    peak = max(json.loads(e["detail"])["address_size"] for e in enqueues)
+    (gold,) = _gold(demo_gold["queues"], ARTEMIS, ["queue", "max_overshoot_bytes"]).collect()
+    assert gold.max_overshoot_bytes == peak - limit > 100_000  # of the order of producers x window
 
     rows = []
     for writer in ("order-writer-1", "order-writer-2", "order-writer-3", "order-writer-4"):

@@ -272,6 +272,10 @@ class ServerAddress:
         self.overhead_core = server.config.core_message_overhead_bytes
         self.overhead_amqp = server.config.amqp_message_overhead_bytes
 
+    def memory_size(self) -> int:
+        """The address size: the memory estimate of the messages it holds (DESIGN §2)."""
+        return self.state.size
+
     def detail(self, **extra: Any) -> str:
         state = self.state
         info: dict[str, Any] = {
@@ -1020,6 +1024,8 @@ class ArtemisServer:
                 # An Artemis queue: no Qpid limits or thresholds, the address limits it.
                 queue = broker.declare_queue(queue_name, {"qpid.max_count": 0, "qpid.max_size": 0})
                 address.queues.append(queue)
+                if queue_name == address.name and address.state.policy == "BLOCK":
+                    queue.log_depth_bytes_as(address.memory_size)
                 self.dispatchers[queue_name] = QueueDispatcher(self, queue, address)
         self.producers: dict[str, Producer] = {}
         for producer_config in config.producers:

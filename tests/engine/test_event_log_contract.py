@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import json
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -113,7 +114,9 @@ RULES: dict[str, str] = {
 
 
 class _QueueState:
-    __slots__ = ("depth", "expect", "first_seq", "last", "stopped", "stops", "thresholds")
+    __slots__ = (
+        "address_measured", "depth", "expect", "first_seq", "last", "stopped", "stops", "thresholds"
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.depth: tuple[int, int] | None = None
@@ -125,6 +128,9 @@ class _QueueState:
         # (event type the queue's next event must be, seq of the event that requires it).
         self.expect: tuple[str, int] | None = None
         self.first_seq: int | None = None
+        # The own queue of an Artemis BLOCK address: depth_bytes is the address size (the memory
+        # estimate its max-size-bytes limits), as its enqueues' detail gives it.
+        self.address_measured = False
 
 
 class _LinkState:
@@ -389,12 +395,30 @@ class ContractChecker:
             step = DEPTH_STEP.get(event_type, 0)
             size = event["size_bytes"] if step else 0
             before_msgs, before_bytes = queue.depth
+            if self._address_measured(queue, event, event_type):
+                # Counted by the address: it grows with each message's estimate as it is admitted
+                # and shrinks when the message is acknowledged, not as it leaves the queue.
+                before_bytes = depth_bytes - step * size
             if size is None:
                 self._bad("depth_consistent", event, "message event with a null size_bytes")
             elif (depth_msgs, depth_bytes) != (before_msgs + step, before_bytes + step * size):
                 why = f"depth {depth_msgs}/{depth_bytes} after {before_msgs}/{before_bytes}"
                 self._bad("depth_consistent", event, f"{why}, size {size}")
         queue.depth = (depth_msgs, depth_bytes)
+
+    def _address_measured(self, queue: _QueueState, event: Event, event_type: str) -> bool:
+        """Whether the queue logs its address's size as depth_bytes (a BLOCK address's own
+        queue); an enqueue's ``detail.address_size`` must then be its depth_bytes."""
+        if event_type == "enqueue" and event["detail"]:
+            detail = json.loads(event["detail"])
+            if detail.get("address") == event["queue"] and detail.get("policy") == "BLOCK":
+                queue.address_measured = True
+                if event["depth_bytes"] != detail["address_size"]:
+                    why = (
+                        f"depth_bytes {event['depth_bytes']}, address size {detail['address_size']}"
+                    )
+                    self._bad("depth_consistent", event, why)
+        return queue.address_measured
 
     @staticmethod
     def _should_stop(queue: _QueueState, depth_msgs: Any, depth_bytes: Any) -> bool:
@@ -550,6 +574,27 @@ def _address_log() -> list[Event]:
     ]
 
 
+def _address_queue_log() -> list[Event]:
+    """The own queue of an Artemis BLOCK address: its depth_bytes is the address size (bodies
+    plus the broker's per-message estimate), which a dequeue leaves until the acknowledgement."""
+    queue = dict.fromkeys((*THRESHOLDS, *LIMITS), 0) | {"queue": "a"}
+    producer = {"link": "p", "link_role": "publisher", "capacity": 4, "protocol": "artemis-core"}
+    flow = {"flow_stopped": False, "flow_stopped_count": 0}
+
+    def detail(size: int) -> str:
+        return json.dumps({"address": "a", "address_size": size, "policy": "BLOCK"})
+
+    return [
+        _event(1, "queue_declared", depth_msgs=0, depth_bytes=0, **queue, **flow),
+        _event(2, "enqueue", message_id=1, size_bytes=10, depth_msgs=1, depth_bytes=1078,
+               outstanding=1, detail=detail(1078), **queue, **flow, **producer),
+        _event(3, "dequeue", message_id=1, size_bytes=10, depth_msgs=0, depth_bytes=1078,
+               link="c", link_role="consumer", **queue, **flow),
+        _event(4, "enqueue", message_id=2, size_bytes=10, depth_msgs=1, depth_bytes=2156,
+               outstanding=2, detail=detail(2156), **queue, **flow, **producer),
+    ]  # fmt: skip
+
+
 def _drop(index: int) -> Callable[[list[Event]], None]:
     def drop(events: list[Event]) -> None:
         del events[index]
@@ -579,6 +624,8 @@ CORRUPTIONS: list[tuple[Callable[[], list[Event]], Callable[[list[Event]], None]
     (_qpid_log, _drop(7), "qpid_missed_flow_off"),
     (_qpid_log, _set(0, flow_stop_count=3, flow_resume_count=3), "qpid_flow_on_rule"),
     (_qpid_log, _set(0, flow_resume_count=1), "qpid_flow_off_rule"),
+    (_address_queue_log, _set(1, depth_bytes=10), "depth_consistent"),
+    (_address_queue_log, _set(2, depth_msgs=1), "depth_consistent"),
     (_address_log, _set(0, depth_bytes=999), "artemis_address_flow"),
     (_address_log, _set(1, depth_bytes=1000), "artemis_address_flow"),
     (_address_log, _drop(1), "artemis_address_flow"),
