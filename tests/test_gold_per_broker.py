@@ -226,6 +226,13 @@ def test_an_artemis_block_address_and_its_starved_core_producers(spark, demo_gol
         assert starved_s / watermark_s > 0.5, writer
     writers = _gold(demo_gold["links"], ARTEMIS, ["link", "starved_s", "episodes"])
     _assert_rows(writers.where("link like 'order-writer-%'"), rows, 1e-6)
+    # DESIGN §4 lists a CORE producer's exhausted byte credit with the blocking kinds too: the
+    # same seconds as a producer window (a stall of no time is no episode there).
+    blocked = _gold(demo_gold["blocking"], ARTEMIS, ["entity", "kind", "blocked_s"])
+    windows = blocked.where("kind = 'producer_window'").select("entity", "blocked_s")
+    assert sorted((r.entity, round(r.blocked_s, 6)) for r in windows.collect()) == [
+        (writer, round(seconds, 6)) for writer, seconds, _ in rows
+    ]
 
 
 def test_the_bundled_alarm_scenario_is_in_the_demo() -> None:

@@ -63,7 +63,18 @@ def _rows() -> list[dict[str, Any]]:
               protocol="amqp-0-10", outstanding=1, capacity=1),
         event(17, at(2, 11, 40), "transfer_completed", queue="q", link="p1",
               link_role="publisher", protocol="amqp-0-10", outstanding=0, capacity=1),
-        event(18, at(2, 12), "enqueue", queue="q", link="p", protocol="amqp-0-10", outstanding=2,
+        # An Artemis CORE producer's byte credit cannot cover its next message from 11:45 to
+        # 11:55 (logged as credit 0) while it has messages: its window is exhausted (DESIGN §4).
+        # Its enqueue's message window columns are not its state; its link events are.
+        event(18, at(2, 11, 44), "flow", link="pc", link_role="publisher",
+              protocol="artemis-core", credit=2000, available=6),
+        event(19, at(2, 11, 45), "enqueue", queue="a", link="pc", link_role="publisher",
+              protocol="artemis-core", outstanding=2, capacity=2),
+        event(20, at(2, 11, 45), "transfer", link="pc", link_role="publisher",
+              protocol="artemis-core", credit=0, available=5),
+        event(21, at(2, 11, 55), "flow", link="pc", link_role="publisher",
+              protocol="artemis-core", credit=32000, available=5),
+        event(22, at(2, 12), "enqueue", queue="q", link="p", protocol="amqp-0-10", outstanding=2,
               capacity=3),
     ]  # fmt: skip
 
@@ -85,6 +96,7 @@ def test_each_kind_gives_one_episode_from_the_event_that_blocks_to_the_one_that_
     assert set(episodes) == {
         ("connection", "c091"),
         ("producer_window", "p"),
+        ("producer_window", "pc"),
         ("alarm", "memory"),
         ("session_window", "s1"),
     }
@@ -94,6 +106,9 @@ def test_each_kind_gives_one_episode_from_the_event_that_blocks_to_the_one_that_
     assert (connection["start_date"], connection["duration_s"]) == (DAY1, 7200.0)
     producer = episodes[("producer_window", "p")]
     assert (producer["start_seq"], producer["end_seq"], producer["duration_s"]) == (5, 6, 30.0)
+    core = episodes[("producer_window", "pc")]
+    assert (core["start_seq"], core["end_seq"], core["duration_s"]) == (20, 21, 600.0)
+    assert core["protocol"] == "artemis-core"
     window = episodes[("session_window", "s1")]
     assert (window["start_ts"], window["duration_s"], window["reason"]) == (
         naive(at(2, 10)),

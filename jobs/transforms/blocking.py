@@ -26,7 +26,7 @@ BLOCKING_KEYS = ("run_id", "broker", "kind", "entity")
 #: The bronze columns the blocking transforms read.
 BLOCKING_INPUT_COLUMNS = (
     "run_id", "broker", "seq", "ts", "event_type", "protocol", "connection", "session", "link",
-    "link_role", "capacity", "outstanding", "detail",
+    "link_role", "capacity", "outstanding", "credit", "available", "detail",
 )  # fmt: skip
 
 
@@ -44,6 +44,26 @@ def publishing_sessions(events: DataFrame) -> DataFrame:
     span's carried link role, jobs/transforms/carry.py)."""
     publishes = (F.col("link_role") == "publisher") & F.col("session").isNotNull()
     return events.where(publishes).select("run_id", "broker", F.col("session").alias("entity"))
+
+
+def _is_qpid_producer() -> Column:
+    """An event of a Qpid producer with a window: outstanding and capacity (seed 001)."""
+    return (
+        (F.col("protocol") == "amqp-0-10")
+        & F.col("link").isNotNull()
+        & (F.col("capacity") > 0)
+        & F.col("outstanding").isNotNull()
+    )
+
+
+def _is_core_producer_state() -> Column:
+    """A link event of an Artemis CORE producer with a window: its byte credit (seed 003)."""
+    return (
+        (F.col("protocol") == "artemis-core")
+        & (F.col("link_role") == "publisher")
+        & F.col("link").isNotNull()
+        & F.col("credit").isNotNull()
+    )
 
 
 @dataclass(frozen=True)
@@ -89,19 +109,19 @@ BLOCKING_KINDS: tuple[BlockingKind, ...] = (
     ),
     BlockingKind(
         "producer_window",
-        # Qpid's producer window (seed 001): its capacity is a window of uncompleted transfers.
-        # Other protocols' publishers are blocked by credit (link starvation) or their connection.
-        lambda: (
-            (F.col("protocol") == "amqp-0-10")
-            & F.col("link").isNotNull()
-            & (F.col("capacity") > 0)
-            & F.col("outstanding").isNotNull()
-        ),
+        # Two windows (DESIGN §4: "capacity window (or CORE byte credit)"): a Qpid producer's of
+        # uncompleted transfers (seed 001), on its events; an Artemis CORE producer's byte credit
+        # (seed 003), on its link events, logged as 0 while it cannot cover the next message.
+        # AMQP 1.0 publishers wait for link credit (link starvation) or their connection.
+        lambda: _is_qpid_producer() | _is_core_producer_state(),
         lambda: F.col("link"),
-        lambda: F.col("outstanding") >= F.col("capacity"),
-        "a producer whose capacity window is full (outstanding >= capacity) for some time: a "
-        "transfer completed at once reopens the window at the instant it filled it (the engine "
-        "logs that completion), and the producer never waited",
+        lambda: F.when(_is_qpid_producer(), F.col("outstanding") >= F.col("capacity")).otherwise(
+            (F.col("credit") == 0) & (F.coalesce(F.col("available"), F.lit(0)) > 0)
+        ),
+        "a producer whose window is exhausted while it has work, for some time: a Qpid "
+        "producer's (outstanding >= capacity) or an Artemis CORE producer's byte credit (credit 0 "
+        "with messages available); a transfer completed at once reopens a window at the instant "
+        "it filled it (the engine logs that completion), and the producer never waited",
         instants=False,
     ),
 )
