@@ -54,7 +54,8 @@ def _rows() -> list[dict[str, Any]]:
         _window(12, at(2, 11), 400, "alarm_cleared"),
         _window(13, at(2, 11), 400, "alarm_cleared", session="s2"),
         # A producer with a window of 1 whose transfers complete at once: each enqueue fills its
-        # window, and the completion logged at the same instant reopens it. It never waited.
+        # window, and the completion logged at the same instant reopens it: two episodes of 0 s
+        # (not one from its first enqueue to the watermark, as without the completions).
         event(14, at(2, 11, 30), "enqueue", queue="q", link="p1", link_role="publisher",
               protocol="amqp-0-10", outstanding=1, capacity=1),
         event(15, at(2, 11, 30), "transfer_completed", queue="q", link="p1",
@@ -97,6 +98,7 @@ def test_each_kind_gives_one_episode_from_the_event_that_blocks_to_the_one_that_
         ("connection", "c091"),
         ("producer_window", "p"),
         ("producer_window", "pc"),
+        ("producer_window", "p1"),
         ("alarm", "memory"),
         ("session_window", "s1"),
     }
@@ -132,6 +134,11 @@ def test_daily_rows_clip_to_each_day_carry_over_midnight_and_close_at_the_waterm
     assert (alarm["blocked_s"], alarm["episodes"]) == (7200.0, 1)  # open: ends at the watermark
     assert daily[("session_window", "s1", DAY2)]["blocked_s"] == 3600.0
     assert daily[("producer_window", "p", DAY2)]["blocked_share"] == pytest.approx(30 / 43200)
+    # The window of 1 filled twice, for no time each: never held back.
+    assert (
+        daily[("producer_window", "p1", DAY2)]["blocked_s"],
+        daily[("producer_window", "p1", DAY2)]["episodes"],
+    ) == (0.0, 2)
     # Rows only for the days an entity was blocked.
     assert ("producer_window", "p", DAY1) not in daily
 

@@ -78,8 +78,6 @@ class BlockingKind:
     blocked: Callable[[], Column]
     why: str
     among: Callable[[DataFrame], DataFrame] | None = None
-    #: Whether an episode that ends at the instant it starts counts (a stall of no time).
-    instants: bool = True
 
 
 BLOCKING_KINDS: tuple[BlockingKind, ...] = (
@@ -118,11 +116,10 @@ BLOCKING_KINDS: tuple[BlockingKind, ...] = (
         lambda: F.when(_is_qpid_producer(), F.col("outstanding") >= F.col("capacity")).otherwise(
             (F.col("credit") == 0) & (F.coalesce(F.col("available"), F.lit(0)) > 0)
         ),
-        "a producer whose window is exhausted while it has work, for some time: a Qpid "
-        "producer's (outstanding >= capacity) or an Artemis CORE producer's byte credit (credit 0 "
-        "with messages available); a transfer completed at once reopens a window at the instant "
-        "it filled it (the engine logs that completion), and the producer never waited",
-        instants=False,
+        "a producer whose window is exhausted while it has work: a Qpid producer's "
+        "(outstanding >= capacity; a transfer completed at once reopens the window at the "
+        "instant it filled it, the engine logs that completion: an episode of 0 s) or an Artemis "
+        "CORE producer's byte credit (credit 0 with messages available)",
     ),
 )
 
@@ -158,15 +155,9 @@ def _states_of(rule: BlockingKind, events: DataFrame) -> DataFrame:
 
 def blocking_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
     """One row per blocking episode, in the ``blocking_episodes`` layout."""
-    no_instants = [rule.kind for rule in BLOCKING_KINDS if not rule.instants]
-    instant = F.col("kind").isin(*no_instants) & (F.col("end_ts") == F.col("start_ts"))
-    episodes = (
-        true_intervals(
-            blocking_states(events), BLOCKING_KEYS, "blocked", carry=("protocol", "reason")
-        )
-        .where(~F.coalesce(instant, F.lit(False)))
-        .join(bounds.select("run_id", "run_watermark_ts"), "run_id")
-    )
+    episodes = true_intervals(
+        blocking_states(events), BLOCKING_KEYS, "blocked", carry=("protocol", "reason")
+    ).join(bounds.select("run_id", "run_watermark_ts"), "run_id")
     return episodes.select(
         *BLOCKING_KEYS,
         "protocol",
