@@ -1226,3 +1226,26 @@ def test_without_a_grant_the_current_credit_is_the_latest_days_largest(spark: An
     assert_df_equality(
         actual, expected, ignore_nullable=True, ignore_metadata=True, ignore_row_order=True
     )
+
+
+def test_empty_bodies_give_a_consumer_no_rate_rather_than_failing_the_job(spark: Any) -> None:
+    """An Artemis CORE consumer whose transfers logged 0-byte bodies (a collector's log may) has
+    no processing rate from its byte credit returns: the mean message size is 0. It used to
+    divide by it, and Spark's ANSI mode failed the whole recommendation job (an audit)."""
+    log = Log()
+
+    def event(at_s: float, event_type: str, link: str, **fields: Any) -> None:
+        detail = json.dumps({"credit_unit": "bytes", **fields.pop("detail", {})})
+        log.event(at_s, event_type, link=link, link_role="consumer", protocol="artemis-core",
+                  queue="jq", detail=detail, **fields)  # fmt: skip
+
+    for link in ("c1", "c2"):
+        event(0, "link_attached", link, credit=0, detail={"window": 1024})
+        event(0.1, "flow", link, credit=1024, detail={"origin": "client", "credits": 1024})
+        for second in range(10):
+            event(1 + second, "transfer", link, size_bytes=0, credit=1024, available=5)
+        for at_s in (5, 9):
+            event(at_s, "flow", link, credit=1024, detail={"origin": "client", "credits": 512})
+    rows = log.rows(spark)
+    assert {"c1", "c2"} <= set(rows)
+    assert all(rows[link]["rationale"] for link in ("c1", "c2"))

@@ -164,8 +164,10 @@ def artemis_consumer_evidence(events: DataFrame) -> DataFrame:
         F.avg(F.when(_is("transfer"), F.col("size_bytes"))).alias("_received_mean_bytes"),
         F.max_by("queue", F.when(F.col("queue").isNotNull(), F.col("seq"))).alias("_queue"),
     )
+    # No rate without a span of returns or a size to count them in (empty bodies: a collector's
+    # log may have them; ANSI SQL fails the whole job on a division by 0).
     rate = F.when(
-        F.col("_return_span_us") > 0,
+        (F.col("_return_span_us") > 0) & (F.col("_received_mean_bytes") > 0),
         F.col("_returned_bytes") / F.col("_received_mean_bytes") / F.col("_return_span_us") * 1e6,
     )
     siblings = Window.partitionBy("broker", "_queue")
