@@ -162,3 +162,21 @@ def test_artemis_queues_are_set_apart_from_threshold_overrides() -> None:
         {"orders": thresholds},
         [],
     )
+
+
+@pytest.mark.spark
+def test_seed_001_worst_case_is_not_at_risk_of_a_byte_limit_it_cannot_reach(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Seed 001's queue: max_count 200, stop 100 / resume 80 in messages, no byte thresholds
+    (a stop argument makes them explicit, 0 = off) under the broker's default 100 MiB limit.
+    200 messages of 512 bytes never near 100 MiB, so byte flow control off is no risk; the
+    verdict comes from the messages: the stop leaves room for the 65 the windows bound, with the
+    margin, 200 - ceil(65 x 1.2) = 122 (an audit found it 'at risk of overflow', with a byte
+    stop of 104,817,664 advised)."""
+    rows = recommendation_rows(spark, load_scenario("qpid-165-worst-case"), tmp_path / "raw")
+    payments = next(r for r in rows if r["entity"] == "payments")
+    assert payments["verdict"] != "at_risk_of_overflow", payments["rationale"]
+    assert "flow control off under a limit" not in payments["rationale"]
+    assert payments["recommended_flow_stop_size"] == payments["current_flow_stop_size"] == 0
+    assert payments["recommended_flow_stop_count"] == 122

@@ -55,10 +55,13 @@ def dimension(
     bound: Column,
     unbounded: Column,
     policy: RecommendPolicy,
+    reachable: Column | None = None,
 ) -> Dimension:
     """The decisions on one dimension, from the named evidence columns (the queue's limit, its
     stop and resume thresholds, the worst overshoot observed), Qpid's overshoot ``bound`` and
-    whether a producer without a window leaves the overshoot ``unbounded``."""
+    whether a producer without a window leaves the overshoot ``unbounded``; ``reachable``: whether
+    the queue can reach the limit at all (false: another limit always stops it first), so that
+    flow control off under it is no risk."""
     limit_col = F.coalesce(F.col(limit), F.lit(0))
     stop_col = F.coalesce(F.col(stop), F.lit(0))
     # A resume of 0 under a non-zero stop means "resume at the stop value" (DESIGN.md §2).
@@ -84,7 +87,9 @@ def dimension(
         headroom=headroom,
         worst_overshoot=worst,
         target_stop=target,
-        flow_off_under_limit=limited & ~flow_on,
+        flow_off_under_limit=limited
+        & ~flow_on
+        & (F.lit(True) if reachable is None else F.coalesce(reachable, F.lit(True))),
         exceeds_limit=exceeds,
         lower=F.coalesce(limited & flow_on & ~exceeds & (stop_col > target), F.lit(False)),
         # Raising only pays off on a queue that actually stopped: elsewhere it changes nothing.

@@ -285,6 +285,10 @@ def _dimensions(
         F.col("producer_capacity_sum") * F.col("max_message_bytes"),
         uncapped > 0,
         policy,
+        # Under a count limit, the bytes can reach max_size only if that many of the largest
+        # messages seen exceed it (seed 001's queue of 200 x 512 B never nears the 100 MiB default).
+        reachable=(F.coalesce(F.col("max_count"), F.lit(0)) == 0)
+        | (F.col("max_count") * F.col("max_message_bytes") > F.col("max_size")),
     )
     joined, msgs = staged_dimension(joined, msgs)
     joined, size = staged_dimension(joined, size)
