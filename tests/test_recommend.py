@@ -597,9 +597,12 @@ def test_consumer_window_0_is_not_recommended_a_few_bytes(
 ) -> None:
     row = links["core-window-0"]
     assert row["verdict"] == "raise"
-    # 10 msgs/s x 1000 bytes x 5 s + 1 byte top-up: a window of 50001 bytes, not 51 "credits".
-    assert (row["current_credit"], row["recommended_credit"]) == (1, 50001)
-    assert "= 50001 bytes of credit" in row["rationale"]
+    # 10 msgs/s x 1000 bytes x 5 s, plus its top-up: a 1-byte request lets one whole message
+    # through (the server sends while the credit is above 0), so 1000 bytes: a window of 51000
+    # bytes, not 51 "credits" nor 50001 bytes (an audit found the byte counted as the batch).
+    assert (row["current_credit"], row["recommended_credit"]) == (1, 51000)
+    assert row["top_up_batch"] == 1000
+    assert "= 51000 bytes of credit" in row["rationale"]
 
 
 def test_byte_credit_without_message_sizes_is_not_assessed(

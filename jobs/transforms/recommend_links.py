@@ -283,8 +283,11 @@ def _basis(evidence: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame, dic
         ~no_round_trip,
         F.coalesce(F.when(observed_ok, observed), F.lit(policy.default_round_trip_s)),
     )
+    # A top-up lets at least one message through: the server sends while a byte credit is above
+    # 0, so a window-0 consumer's 1-byte request is one message's bytes, not one byte.
+    top_up = F.col("_median_top_up")
     batch = F.coalesce(
-        F.ceil(F.col("_median_top_up")).cast("long"),
+        F.ceil(F.when(top_up.isNotNull(), F.greatest(top_up, per_message))).cast("long"),
         F.ceil(F.lit(policy.default_top_up_batch) * per_message).cast("long"),
     )
     sizes_unknown = in_bytes & ~F.coalesce(message_bytes > 0, F.lit(False))
