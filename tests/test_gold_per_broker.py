@@ -227,7 +227,7 @@ def test_an_artemis_block_address_and_its_starved_core_producers(spark, demo_gol
     writers = _gold(demo_gold["links"], ARTEMIS, ["link", "starved_s", "episodes"])
     _assert_rows(writers.where("link like 'order-writer-%'"), rows, 1e-6)
     # DESIGN §4 lists a CORE producer's exhausted byte credit with the blocking kinds too: the
-    # same seconds as a producer window (a stall of no time is no episode there).
+    # same seconds as a producer window as starved.
     blocked = _gold(demo_gold["blocking"], ARTEMIS, ["entity", "kind", "blocked_s"])
     windows = blocked.where("kind = 'producer_window'").select("entity", "blocked_s")
     assert sorted((r.entity, round(r.blocked_s, 6)) for r in windows.collect()) == [
