@@ -99,6 +99,11 @@ def test_the_broker_kind_is_told_from_the_log(spark: Any, make_events: Any) -> N
          "link": "amqp-out", "link_role": "consumer"},
         {**base, "seq": 7, "event_type": "transfer", "queue": "q10", "protocol": "amqp-1.0",
          "link": "rabbit-out", "link_role": "consumer"},
+        # A broker whose events say RabbitMQ only: its queue declared and never used (or only
+        # prefilled: the engine logs no protocol for either) is RabbitMQ's, not Qpid's.
+        {**base, "broker": "rmq", "seq": 8, "event_type": "enqueue", "queue": "busy",
+         "protocol": "amqp-0-9-1"},
+        {**base, "broker": "rmq", "seq": 9, "event_type": "queue_declared", "queue": "idle"},
     ]  # fmt: skip
     events = make_events(rows)
     queues = queue_broker_kinds(events)
@@ -107,7 +112,9 @@ def test_the_broker_kind_is_told_from_the_log(spark: Any, make_events: Any) -> N
         "orders": "artemis",
         "q091": "rabbitmq",
         "q10": "rabbitmq",
-        "quiet": "qpid",  # no protocol logged: the plain engine's (Qpid's) queue
+        "quiet": "qpid",  # no protocol logged on a broker of several kinds: the plain engine's
+        "busy": "rabbitmq",
+        "idle": "rabbitmq",  # no protocol logged, on a broker whose events say RabbitMQ only
     }
     links = {r.link: r.broker_kind for r in link_broker_kinds(events, queues).collect()}
     assert links == {"amqp-in": "artemis", "amqp-out": "artemis", "rabbit-out": "rabbitmq"}

@@ -5,8 +5,9 @@ An entity's events say which broker it lives on: Artemis address state in the de
 (``detail.address``, on every enqueue, rejection and flow event of an address), credit counted in
 bytes (``detail.credit_unit``) or the CORE protocol -> Artemis; AMQP 0-10 -> Qpid; AMQP 0.9.1, and
 AMQP 1.0 without Artemis detail -> RabbitMQ. A queue that logged no protocol at all (declared and
-never used, or a log written before protocols were logged) is Qpid's, whose front end the plain
-engine models. A consumer link takes its queue's kind when its own events say nothing.
+never used, only prefilled, or a log written before protocols were logged) is its broker's when
+the broker's events say one kind only, else Qpid's, whose front end the plain engine models. A
+consumer link takes its queue's kind when its own events say nothing.
 :data:`BROKER_KIND_RULES` is the order in which the evidence counts: the first kind whose evidence
 an entity has is its kind.
 """
@@ -59,14 +60,30 @@ def _kind(default: Column) -> Column:
     return chosen
 
 
+def _broker_default_kinds(events: DataFrame) -> DataFrame:
+    """Per broker: ``_broker_kind``, the kind its events say when exactly one kind is said (a
+    broker is one product), else null: what a queue that logged no protocol of its own takes."""
+    flags = [F.col(f"_says_{kind}").cast("int") for kind, _ in BROKER_KIND_RULES]
+    one_kind = sum(flags[1:], flags[0]) == 1
+    return (
+        events.groupBy("broker")
+        .agg(*_evidence_flags())
+        .select("broker", F.when(one_kind, _kind(F.lit(None))).alias("_broker_kind"))
+    )
+
+
 def queue_broker_kinds(events: DataFrame) -> DataFrame:
     """Per (broker, queue): ``broker_kind``. Artemis addresses log their name in ``queue`` (their
-    queues' names, the address's by default) and the address in ``detail.address``."""
+    queues' names, the address's by default) and the address in ``detail.address``. A queue whose
+    own events say no kind (declared and never used, or only prefilled) is its broker's when the
+    broker's events say one kind only (a RabbitMQ queue otherwise read as Qpid's), else Qpid's."""
+    default = F.coalesce(F.col("_broker_kind"), F.lit(BROKER_QPID))
     return (
         events.where(F.col("queue").isNotNull())
         .groupBy("broker", "queue")
         .agg(*_evidence_flags())
-        .select("broker", "queue", _kind(F.lit(BROKER_QPID)).alias("broker_kind"))
+        .join(F.broadcast(_broker_default_kinds(events)), "broker", "left")
+        .select("broker", "queue", _kind(default).alias("broker_kind"))
     )
 
 
