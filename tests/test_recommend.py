@@ -175,8 +175,10 @@ class Log:
         size_bytes: int | None = None,
         starvation_s: float | None = None,
         max_queue_credit: int | None = None,
+        protocol: str | None = None,
     ) -> None:
-        """A consumer link attached 100 s: credit granted ``grant`` at a time up to ``credit``.
+        """A consumer link attached 100 s: credit granted ``grant`` at a time up to ``credit``,
+        logging ``protocol`` (none by default).
 
         With ``credit_unit="bytes"`` (an Artemis CORE consumer) every event says so in its detail
         and deliveries are transfers of ``size_bytes`` each. With ``max_queue_credit`` (a RabbitMQ
@@ -189,7 +191,7 @@ class Log:
         if max_queue_credit is not None:
             info["max_queue_credit"] = max_queue_credit
         detail = json.dumps(info) if info else None
-        link = {"link": name, "link_role": "consumer", "detail": detail}
+        link = {"link": name, "link_role": "consumer", "detail": detail, "protocol": protocol}
         self.event(0, "link_attached", credit=0, **link)
         for granted in range(grant, credit + 1, grant):
             self.event(0.1, "flow", credit=granted, **link)
@@ -820,6 +822,41 @@ def test_a_lowered_stop_outranks_flapping(case_rows: CaseRows) -> None:
     assert "4 of 4 episodes shorter than" in row["rationale"]
     # Drain (940 - 929) / 0.5 s = 22 msgs/s: 5 s of dwell needs a gap of 110 below 922.
     assert row["recommended_flow_resume_count"] == 812
+
+
+@case("qpid_consumer")
+def _qpid_consumer() -> Log:
+    log = Log()
+    log.queue("q-qpid", 900, 800, [(100, LONG, 950)])
+    log.consumer(
+        "c-qpid", credit=20, deliveries=1000, starved_s=30.0, starvations=6, protocol="amqp-0-10"
+    )
+    return log
+
+
+def test_a_qpid_consumer_gets_no_credit_advice(case_rows: CaseRows) -> None:
+    """DESIGN §4: advice in the knobs of the entity's own broker, and "a broker that has no such
+    knob gets no such advice". An AMQP 0-10 consumer starved for want of credit (the one that
+    is raised as c-starving in "verdicts") gets no row: Qpid's knobs are its queues' flow
+    thresholds, which its queue still gets."""
+    rows = case_rows["qpid_consumer"]
+    assert "c-qpid" not in rows
+    assert rows["q-qpid"]["broker_kind"] == "qpid"
+    assert {row["knob"] for row in rows.values()} <= {"qpid.flow_stop_count"}
+
+
+def test_a_credit_link_whose_log_names_no_broker_is_advised_as_rabbitmq(
+    recommendations: dict[str, dict[str, Any]],
+) -> None:
+    """c-starving logs no protocol on a queue that says no broker: its credit is AMQP 1.0's link
+    credit, RabbitMQ's knob (the plain engine's Qpid consumers log no credit)."""
+    row = recommendations["c-starving"]
+    assert (row["broker_kind"], row["entity_kind"], row["knob"], row["unit"]) == (
+        "rabbitmq",
+        "consumer_link",
+        "link credit",
+        "credits",
+    )
 
 
 @case("lowered_link")

@@ -104,6 +104,22 @@ def test_the_broker_kind_is_told_from_the_log(spark: Any, make_events: Any) -> N
         {**base, "broker": "rmq", "seq": 8, "event_type": "enqueue", "queue": "busy",
          "protocol": "amqp-0-9-1"},
         {**base, "broker": "rmq", "seq": 9, "event_type": "queue_declared", "queue": "idle"},
+        # A consumer whose own events say nothing takes its queue's kind when that is said...
+        {**base, "broker": "rmq", "seq": 10, "event_type": "flow", "queue": "busy",
+         "link": "rmq-quiet-out", "link_role": "consumer", "credit": 10},
+        # ... and an AMQP 0-10 consumer with a credit is Qpid's (it gets no advice).
+        {**base, "seq": 11, "event_type": "flow", "queue": "q010", "protocol": "amqp-0-10",
+         "link": "qpid-out", "link_role": "consumer", "credit": 10},
+        # Nothing in the log says a broker (no protocol, a queue of no kind): a link with a
+        # credit is RabbitMQ's (link credit is its knob), one without is Qpid's.
+        {**base, "broker": "plain", "seq": 12, "event_type": "enqueue", "queue": "p"},
+        {**base, "broker": "plain", "seq": 13, "event_type": "flow", "queue": "p",
+         "link": "credit-out", "link_role": "consumer", "credit": 10},
+        {**base, "broker": "plain", "seq": 14, "event_type": "dequeue", "queue": "p",
+         "link": "plain-out", "link_role": "consumer"},
+        # A credit link on a queue that says Qpid takes Qpid's kind, its credit notwithstanding.
+        {**base, "seq": 15, "event_type": "flow", "queue": "q010", "link": "q010-out",
+         "link_role": "consumer", "credit": 10},
     ]  # fmt: skip
     events = make_events(rows)
     queues = queue_broker_kinds(events)
@@ -115,9 +131,19 @@ def test_the_broker_kind_is_told_from_the_log(spark: Any, make_events: Any) -> N
         "quiet": "qpid",  # no protocol logged on a broker of several kinds: the plain engine's
         "busy": "rabbitmq",
         "idle": "rabbitmq",  # no protocol logged, on a broker whose events say RabbitMQ only
+        "p": "qpid",  # nothing said anywhere: the plain engine's
     }
     links = {r.link: r.broker_kind for r in link_broker_kinds(events, queues).collect()}
-    assert links == {"amqp-in": "artemis", "amqp-out": "artemis", "rabbit-out": "rabbitmq"}
+    assert links == {
+        "amqp-in": "artemis",
+        "amqp-out": "artemis",
+        "rabbit-out": "rabbitmq",
+        "rmq-quiet-out": "rabbitmq",
+        "qpid-out": "qpid",
+        "credit-out": "rabbitmq",
+        "plain-out": "qpid",
+        "q010-out": "qpid",
+    }
 
 
 # -- the rule tables --------------------------------------------------------------------------

@@ -76,7 +76,9 @@ def threshold_recommendations(
     if blocking_episodes is None:
         blocking_episodes = events.sparkSession.createDataFrame([], BLOCKING_EPISODES.to_spark())
     queue_kinds = queue_broker_kinds(window_events)
-    settings = queue_settings(window_events).join(queue_kinds, list(QUEUE), "left")
+    settings = queue_settings(window_events).join(
+        queue_kinds.select(*QUEUE, "broker_kind"), list(QUEUE), "left"
+    )
     daily = queue_daily_evidence(queue_daily.where(_between("date", first, as_of)))
 
     def of_kind(kind: str) -> DataFrame:

@@ -4,12 +4,18 @@ knobs of the entity's own broker"), told from the event log in this one place.
 An entity's events say which broker it lives on: Artemis address state in the detail
 (``detail.address``, on every enqueue, rejection and flow event of an address), credit counted in
 bytes (``detail.credit_unit``) or the CORE protocol -> Artemis; AMQP 0-10 -> Qpid; AMQP 0.9.1, and
-AMQP 1.0 without Artemis detail -> RabbitMQ. A queue that logged no protocol at all (declared and
-never used, only prefilled, or a log written before protocols were logged) is its broker's when
-the broker's events say one kind only, else Qpid's, whose front end the plain engine models. A
-consumer link takes its queue's kind when its own events say nothing.
-:data:`BROKER_KIND_RULES` is the order in which the evidence counts: the first kind whose evidence
-an entity has is its kind.
+AMQP 1.0 without Artemis detail -> RabbitMQ. :data:`BROKER_KIND_RULES` is the order in which the
+evidence counts: the first kind whose evidence an entity has is its kind.
+
+Where an entity's own events say nothing:
+- a queue (declared and never used, only prefilled, or a log written before protocols were logged)
+  is its broker's when the broker's events say one kind only (a broker is one product), else
+  Qpid's, whose queue front end the plain engine models;
+- a link is its queue's (the queue it delivered from last) when that queue's kind is said (by its
+  own events or its broker's); a link into an Artemis queue is Artemis's whatever its protocol;
+- a link that carries a credit and of whose broker nothing in the log says anything is
+  RabbitMQ's: a link credit is AMQP 1.0's knob, which of the brokers modelled RabbitMQ offers
+  (the plain engine's Qpid consumers log no credit); any other such link is Qpid's.
 """
 
 from __future__ import annotations
@@ -43,12 +49,14 @@ BROKER_KIND_RULES: tuple[tuple[str, Callable[[], Column]], ...] = (
     (BROKER_RABBITMQ, lambda: F.col("protocol").isin(AMQP_0_9_1, AMQP_1_0)),
 )
 
+_FLAGS = [f"_says_{kind}" for kind, _ in BROKER_KIND_RULES]
+
 
 def _evidence_flags() -> list[Column]:
     """Per group of events: whether any of them says each kind (``_says_<kind>``)."""
     return [
-        F.max(F.coalesce(says(), F.lit(False))).alias(f"_says_{kind}")
-        for kind, says in BROKER_KIND_RULES
+        F.max(F.coalesce(says(), F.lit(False))).alias(flag)
+        for (_, says), flag in zip(BROKER_KIND_RULES, _FLAGS, strict=True)
     ]
 
 
@@ -60,37 +68,38 @@ def _kind(default: Column) -> Column:
     return chosen
 
 
-def _broker_default_kinds(events: DataFrame) -> DataFrame:
-    """Per broker: ``_broker_kind``, the kind its events say when exactly one kind is said (a
-    broker is one product), else null: what a queue that logged no protocol of its own takes."""
-    flags = [F.col(f"_says_{kind}").cast("int") for kind, _ in BROKER_KIND_RULES]
+def queue_broker_kinds(events: DataFrame) -> DataFrame:
+    """Per (broker, queue): ``broker_kind``, and ``_kind_said`` (false when neither the queue's
+    events nor its broker's say a kind: the Qpid default). Artemis addresses log their name in
+    ``queue`` (their queues' names, the address's by default) and the address in
+    ``detail.address``.
+
+    One pass over the events: the flags per (broker, queue), the events without a queue in a
+    group of their own, then per broker from those rows."""
+    per_queue = events.groupBy("broker", "queue").agg(*_evidence_flags())
+    flags = [F.col(flag).cast("int") for flag in _FLAGS]
     one_kind = sum(flags[1:], flags[0]) == 1
-    return (
-        events.groupBy("broker")
-        .agg(*_evidence_flags())
+    per_broker = (
+        per_queue.groupBy("broker")
+        .agg(*(F.max(flag).alias(flag) for flag in _FLAGS))
         .select("broker", F.when(one_kind, _kind(F.lit(None))).alias("_broker_kind"))
     )
-
-
-def queue_broker_kinds(events: DataFrame) -> DataFrame:
-    """Per (broker, queue): ``broker_kind``. Artemis addresses log their name in ``queue`` (their
-    queues' names, the address's by default) and the address in ``detail.address``. A queue whose
-    own events say no kind (declared and never used, or only prefilled) is its broker's when the
-    broker's events say one kind only (a RabbitMQ queue otherwise read as Qpid's), else Qpid's."""
-    default = F.coalesce(F.col("_broker_kind"), F.lit(BROKER_QPID))
+    said = _kind(F.col("_broker_kind"))
     return (
-        events.where(F.col("queue").isNotNull())
-        .groupBy("broker", "queue")
-        .agg(*_evidence_flags())
-        .join(F.broadcast(_broker_default_kinds(events)), "broker", "left")
-        .select("broker", "queue", _kind(default).alias("broker_kind"))
+        per_queue.where(F.col("queue").isNotNull())
+        .join(F.broadcast(per_broker), "broker", "left")
+        .select(
+            "broker",
+            "queue",
+            F.coalesce(said, F.lit(BROKER_QPID)).alias("broker_kind"),
+            said.isNotNull().alias("_kind_said"),
+        )
     )
 
 
 def link_broker_kinds(events: DataFrame, queue_kinds: DataFrame) -> DataFrame:
-    """Per (broker, link): ``broker_kind`` and the link's ``protocol`` (its latest logged): the
-    kind its own events say, else its queue's (the queue it delivered from last). A link on an
-    Artemis queue is Artemis's whatever its protocol (an AMQP 1.0 link into an address)."""
+    """Per (broker, link): ``broker_kind`` and the link's ``protocol`` (its latest logged), by the
+    rules of the module's docstring."""
     per_link = (
         events.where(F.col("link").isNotNull())
         .groupBy("broker", "link")
@@ -100,12 +109,20 @@ def link_broker_kinds(events: DataFrame, queue_kinds: DataFrame) -> DataFrame:
                 "protocol"
             ),
             F.max_by("queue", F.when(F.col("queue").isNotNull(), F.col("seq"))).alias("_queue"),
+            F.max(F.col("credit").isNotNull()).alias("_carries_credit"),
         )
     )
-    queue_kinds = queue_kinds.withColumnRenamed("queue", "_queue").withColumnRenamed(
-        "broker_kind", "_queue_kind"
+    queue_kinds = queue_kinds.select(
+        "broker",
+        F.col("queue").alias("_queue"),
+        F.col("broker_kind").alias("_queue_kind"),
+        F.col("_kind_said").alias("_queue_kind_said"),
     )
     on_artemis = F.coalesce(F.col("_queue_kind") == BROKER_ARTEMIS, F.lit(False))
+    nothing_said = F.when(
+        F.coalesce(F.col("_carries_credit"), F.lit(False)), F.lit(BROKER_RABBITMQ)
+    ).otherwise(F.lit(BROKER_QPID))
+    queue_said = F.when(F.coalesce(F.col("_queue_kind_said"), F.lit(False)), F.col("_queue_kind"))
     return (
         per_link.join(queue_kinds, ["broker", "_queue"], "left")
         .withColumn(f"_says_{BROKER_ARTEMIS}", F.col(f"_says_{BROKER_ARTEMIS}") | on_artemis)
@@ -113,6 +130,6 @@ def link_broker_kinds(events: DataFrame, queue_kinds: DataFrame) -> DataFrame:
             "broker",
             "link",
             "protocol",
-            _kind(F.coalesce(F.col("_queue_kind"), F.lit(BROKER_QPID))).alias("broker_kind"),
+            _kind(F.coalesce(queue_said, nothing_said)).alias("broker_kind"),
         )
     )

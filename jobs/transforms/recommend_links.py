@@ -10,7 +10,8 @@ a starved link that already had that much credit is kept, its consumer replenish
 
 The verdict and what the rationale says of the link's situation are the first rule of its
 broker's table that holds (:data:`ARTEMIS_CONSUMER_RULES` for Artemis: a slow consumer first, then
-:data:`LINK_RULES`; :data:`LINK_RULES` for the others); the notes of :data:`LINK_NOTES` that hold
+:data:`LINK_RULES`; :data:`LINK_RULES` for RabbitMQ; Qpid's consumers get none, see
+:data:`CONSUMER_RULES`); the notes of :data:`LINK_NOTES` that hold
 follow (the formula and its rate, RabbitMQ's queue credit cap, a policy round trip standing in).
 DataFrame -> DataFrame without I/O.
 """
@@ -28,6 +29,7 @@ from jobs.transforms.recommend_brokers import AMQP_0_9_1
 from jobs.transforms.verdict_rules import Facts, Finding, Rule, always, decide, staged, stated
 from schemas.recommendations import (
     BROKER_ARTEMIS,
+    BROKER_RABBITMQ,
     ENTITY_CONSUMER,
     ENTITY_CONSUMER_LINK,
     KNOB_CONSUMER_WINDOW,
@@ -128,8 +130,13 @@ LINK_RULES: tuple[Rule, ...] = (
 #: An Artemis CORE consumer: a slow one gets no buffer, the others Kung & Morris's window.
 ARTEMIS_CONSUMER_RULES: tuple[Rule, ...] = (SLOW_CONSUMER_RULE, *LINK_RULES)
 
-#: Each broker's consumer rule table (the others': LINK_RULES).
-CONSUMER_RULES: dict[str, tuple[Rule, ...]] = {BROKER_ARTEMIS: ARTEMIS_CONSUMER_RULES}
+#: The consumer rule table of each broker that has a consumer knob. Qpid has none (DESIGN §4: its
+#: advice is its flow thresholds, and "a broker that has no such knob gets no such advice"), so
+#: its consumer links get no row.
+CONSUMER_RULES: dict[str, tuple[Rule, ...]] = {
+    BROKER_ARTEMIS: ARTEMIS_CONSUMER_RULES,
+    BROKER_RABBITMQ: LINK_RULES,
+}
 
 
 def _is_prefetch() -> Column:
@@ -358,7 +365,8 @@ def _link_facts(evidence: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame
 
 
 def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> DataFrame:
-    """One credit recommendation per consumer link (Kung & Morris).
+    """One credit recommendation per consumer link of a broker with a consumer knob (Kung &
+    Morris; :data:`CONSUMER_RULES`: none for Qpid's links).
 
     Credit is counted in the link's own unit: messages, or bytes for links whose events say
     ``credit_unit: bytes`` (Artemis CORE consumers). In bytes the need is rate x mean message
@@ -395,14 +403,12 @@ def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> Da
     evidence, knob = staged(
         evidence, {"_entity_kind": _knob_part(1), "_knob": _knob_part(2), "_unit": _knob_part(3)}
     )
-    kind = F.coalesce(F.col("broker_kind"), F.lit(""))
     decided = [
-        _consumer_rows(evidence.where(kind == broker), facts, knob, rules)
+        _consumer_rows(evidence.where(F.col("broker_kind") == broker), facts, knob, rules)
         for broker, rules in CONSUMER_RULES.items()
     ]
-    others = evidence.where(~kind.isin(*CONSUMER_RULES))
-    rows = _consumer_rows(others, facts, knob, LINK_RULES)
-    for more in decided:
+    rows = decided[0]
+    for more in decided[1:]:
         rows = rows.unionByName(more)
     return rows
 
