@@ -184,13 +184,25 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
             _address("paging", "PAGE", 263_592, paged=5),
             _address("rejecting", "BLOCK", 154_256, rejected=10, reject_threshold=153_600),
             _address("fine", "BLOCK", 270_000),
+            _address("unbounded", "BLOCK", 262_000),
+            _address("could", "BLOCK", 265_000),
+            _address("amqp-over", "BLOCK", 330_000, reject_threshold=400_000),
         ],
         ADDRESS_EVIDENCE,
     )
     producers = spark.createDataFrame(
         [("b", name, 1, 65536, 0, 65536, 0, 0) for name in
-         ("dropping", "overshooting", "failing", "paging", "fine")]
-        + [("b", "rejecting", 0, None, 0, None, 2, 200)],
+         ("dropping", "overshooting", "failing", "paging")]
+        + [("b", "rejecting", 0, None, 0, None, 2, 200),
+           # 16384 bytes x 1.2 fits in the 26214 tolerated.
+           ("b", "fine", 1, 16384, 0, 16384, 0, 0),
+           # One producer of two with window -1 (its bytes are in no sum).
+           ("b", "unbounded", 2, 65536, 1, 65536, 0, 0),
+           # Four 64 KiB windows: 262144 bytes may pass the limit, 2856 did.
+           ("b", "could", 4, 262144, 0, 65536, 0, 0),
+           # An 8 KiB CORE window (9830 with margin) cannot make a 67856-byte overshoot: the
+           # two AMQP producers' 200 credits did.
+           ("b", "amqp-over", 1, 8192, 0, 8192, 2, 200)],
         ADDRESS_PRODUCERS,
     )  # fmt: skip
     daily = spark.createDataFrame([], QUEUE_DAILY)
@@ -215,9 +227,39 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
         "producerWindowSize",
         65536,
     )
-    # Overshoot 37012 past 262144, tolerated 26214 (10 %): 65536 x 26214 / (37012 x 1.2).
-    assert over["recommended_value"] == 65536 * 26214 * 10 // (37012 * 12)
+    # Overshoot 37012 past 262144, tolerated 26214 (10 %): the observed overshoot scaled would
+    # give 65536 x 26214 / (37012 x 1.2) = 38680, but the bound (producers x window) must fit
+    # too: 26214 / 1.2 = 21845 for its one producer.
+    assert 65536 * 26214 * 10 // (37012 * 12) == 38680
+    assert over["recommended_value"] == 21845
     assert "pass max-size-bytes 262144 by 37012 bytes" in over["rationale"]
+    unbounded = rows["unbounded"]
+    assert (unbounded["rule"], unbounded["verdict"], unbounded["knob"]) == (
+        "CORE windows unbounded",
+        "at_risk_of_overflow",
+        "producerWindowSize",
+    )
+    # No overshoot seen, but -1 is no producer flow control: 21845 / 2 producers each.
+    assert (unbounded["current_value"], unbounded["recommended_value"]) == (-1, 10922)
+    assert unbounded["rationale"].startswith("at_risk_of_overflow: 1 of 2 CORE producers")
+    could = rows["could"]
+    assert (could["rule"], could["verdict"], could["current_value"]) == (
+        "CORE windows could overshoot the address",
+        "at_risk_of_overflow",
+        65536,
+    )
+    assert could["recommended_value"] == 21845 // 4
+    assert "may pass max-size-bytes 262144 by about 262144 bytes" in could["rationale"]
+    assert "the overshoot seen was 2856" in could["rationale"]
+    amqp = rows["amqp-over"]
+    # Not blamed on the CORE window: the reject threshold in force bounds the AMQP credits.
+    assert (amqp["rule"], amqp["verdict"], amqp["knob"]) == (
+        "AMQP credits overshoot the address",
+        "keep",
+        "max-size-bytes-reject-threshold",
+    )
+    assert amqp["recommended_value"] == amqp["current_value"] == 400_000
+    assert "the CORE windows (8192 bytes in all) cannot account for it" in amqp["rationale"]
     failing = rows["failing"]
     assert (failing["rule"], failing["verdict"]) == (
         "producers failed at the limit",
@@ -371,6 +413,14 @@ def test_artemis_slow_consumer_gets_no_buffer_validated_by_whatif(
         0,
     )
     assert rows["fast-100k"]["rule"] != "slow consumer hogs its buffer"
+    # The slow one already at 0 keeps it (starved between every two messages, as a window-0
+    # consumer is, it would otherwise be "raised" into the buffer the rule above takes away).
+    no_buffer = rows["slow-no-buffer"]
+    assert (no_buffer["rule"], no_buffer["verdict"]) == ("slow consumer without a buffer", "keep")
+    assert no_buffer["current_value"] == no_buffer["recommended_value"] == 0
+    assert rows["fast-no-buffer"]["rule"] != "slow consumer without a buffer"
+    print({e: (r["rule"], r["verdict"], r["current_value"], r["recommended_value"])
+           for e, r in rows.items()})  # fmt: skip
     metrics = validated(scenario, slow)
     assert metrics["before"]["queue processed by s"] > 19
     assert metrics["after"]["queue processed by s"] < 1

@@ -142,7 +142,9 @@ def artemis_consumer_evidence(events: DataFrame) -> DataFrame:
     unbounded, 0 no buffer), its queue, and the rate at which it processes messages: the window
     credit its client returns after processing (``flow`` events of origin ``client`` after the
     first, the initial grant) in messages of the mean size it received, per second from its
-    first to its last return. Null when it returned none (an unbounded window returns nothing)."""
+    first to its last return (a window-0 consumer returns a message's bytes too: its size less
+    the byte it asked for, then the byte of its next request). Null when it returned none (an
+    unbounded window returns nothing)."""
     consumer_events = events.where(
         (F.col("link_role") == "consumer") & (_detail("credit_unit") == "bytes")
     )
@@ -195,12 +197,17 @@ def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFram
     ``max_size`` (-1: no limit), ``peak``, ``overshoot`` (peak past max-size-bytes, floored at
     0) and ``tolerated`` (policy.max_overshoot_share of it), ``memory`` (one message's
     estimate); ``dropped``, ``failed``, ``rejected``, ``paged`` (messages); the BLOCK bound of
-    the producers' windows ``bound`` (CORE windows + AMQP credits x memory); ``reject_threshold``
-    (null when not logged); ``core_producers``, ``amqp_producers``, ``window`` (the largest CORE
-    window), ``blocks`` (policy BLOCK); and the values to recommend: ``limit_for_dropped`` (room
-    for the peak and every dropped message, with margin), ``hard_limit`` (max-size-bytes + the
-    bound with margin) and ``smaller_window`` (the CORE window that scales the observed
-    overshoot, with margin, into the tolerated one; at least one message)."""
+    the producers' windows ``bound`` (CORE windows + AMQP credits x memory) and its CORE part
+    ``core_bound``; ``reject_threshold`` (null when not logged); ``core_producers``,
+    ``amqp_producers``, ``unbounded`` (CORE producers with window -1), ``window`` (the largest CORE
+    window, -1 when any is unbounded), ``blocks`` (policy BLOCK); whether the CORE windows
+    ``core_can_overshoot`` (their bound with margin, or an unbounded one, passes the tolerated
+    overshoot); and the values to recommend: ``limit_for_dropped`` (room for the peak and every
+    dropped message, with margin), ``hard_limit`` (max-size-bytes + the bound with margin),
+    ``bounded_window`` (the CORE window at which producers x window, with margin, fits in what
+    of the tolerated overshoot the AMQP credits leave; at least one message) and
+    ``smaller_window`` (the smaller of that and the window that scales the observed overshoot,
+    with margin, into the tolerated one: room for the worst overshoot seen or bounded)."""
     margin = 1 + policy.safety_margin
 
     def count(column: str) -> Column:
@@ -226,16 +233,32 @@ def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFram
         },
     )
     f = {name.lstrip("_"): column for name, column in facts.items()}
-    window = F.col("producer_window")
-    smaller_window = F.greatest(
-        F.floor(window * f["tolerated"] / (f["overshoot"] * margin)), f["memory"]
+    core_producers, unbounded = count("core_producers"), count("unbounded_windows")
+    window = F.when(unbounded > 0, F.lit(-1)).otherwise(F.col("producer_window"))
+    core_bound = count("core_window_bytes")
+    # What of the tolerated overshoot the AMQP credits leave the CORE windows, shared among them.
+    core_room = f["tolerated"] / margin - count("amqp_credits") * f["memory"]
+    # (Guarded divisions: ANSI SQL fails the whole job on a division by 0.)
+    bounded_window = F.greatest(
+        F.floor(F.when(core_producers > 0, core_room / core_producers)), f["memory"]
     )
+    scaled_window = F.floor(
+        F.when(
+            (window > 0) & (f["overshoot"] > 0),
+            window * f["tolerated"] / (f["overshoot"] * margin),
+        )
+    )
+    smaller_window = F.greatest(F.least(scaled_window, bounded_window), f["memory"])
     return joined, Facts(
         policy=policy,
         peak=F.col("peak_address_bytes"),
         reject_threshold=F.col("reject_threshold"),
-        core_producers=count("core_producers"),
+        core_producers=core_producers,
         amqp_producers=count("amqp_producers"),
+        unbounded=unbounded,
+        core_bound=core_bound,
+        core_can_overshoot=(unbounded > 0) | (core_bound * margin > f["tolerated"]),
+        bounded_window=bounded_window,
         window=window,
         blocks=F.coalesce(F.col("address_policy"), F.lit("")) == "BLOCK",
         limit_for_dropped=F.ceil(
@@ -333,16 +356,47 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         KNOB_REJECT_THRESHOLD,
         lambda a: a.hard_limit,
     ),
+    # producerWindowSize -1 is no producer flow control: BLOCK cannot hold such a producer back.
+    Rule(
+        "CORE windows unbounded",
+        lambda a: a.blocks & (a.unbounded > 0),
+        VERDICT_AT_RISK,
+        lambda a: _bytes(
+            "%d of %d CORE producers have producerWindowSize -1 (no producer flow control): "
+            "BLOCK cannot hold them back, so nothing bounds how far they pass max-size-bytes "
+            "%d (peak %d bytes); a window of %d bytes each keeps producers x window within the "
+            "%d tolerated (%.0f%%) with %.0f%% margin",
+            a.unbounded,
+            a.core_producers,
+            a.max_size,
+            a.peak,
+            a.bounded_window,
+            a.tolerated,
+            F.lit(a.policy.max_overshoot_share * 100),
+            F.lit(a.policy.safety_margin * 100),
+        ),
+        KNOB_PRODUCER_WINDOW,
+        lambda a: a.bounded_window,
+    ),
+    # Lowering CORE windows helps only where they can account for the overshoot: not where AMQP
+    # credits made it and the windows are too small to (that is the next rule's).
     Rule(
         "CORE windows overshoot the address",
-        lambda a: a.blocks & (a.core_producers > 0) & (a.overshoot > a.tolerated),
+        lambda a: (
+            a.blocks
+            & (a.core_producers > 0)
+            & (a.overshoot > a.tolerated)
+            & (a.core_can_overshoot | (a.amqp_producers == 0))
+        ),
         VERDICT_LOWER,
         lambda a: _bytes(
-            "BLOCK let %d CORE producers with %d-byte windows pass max-size-bytes %d by %d "
-            "bytes, over the %d tolerated (%.0f%%): overshoot is about producers x window "
-            "(seed 003), so the windows shrink in proportion, with %.0f%% margin",
+            "BLOCK let %d CORE producers with %d-byte windows (%d bytes in all) pass "
+            "max-size-bytes %d by %d bytes, over the %d tolerated (%.0f%%): overshoot is about "
+            "producers x window (seed 003), so the windows shrink to leave room for the worst "
+            "overshoot seen or bounded, with %.0f%% margin",
             a.core_producers,
             a.window,
+            a.core_bound,
             a.max_size,
             a.overshoot,
             a.tolerated,
@@ -351,6 +405,50 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         ),
         KNOB_PRODUCER_WINDOW,
         lambda a: a.smaller_window,
+    ),
+    # Artemis grants AMQP producers credit in messages (100 at a time, seed 003), not a knob of
+    # the address; the reject threshold in force (the earlier rule took an address without one)
+    # is what bounds their overshoot.
+    Rule(
+        "AMQP credits overshoot the address",
+        lambda a: a.blocks & (a.amqp_producers > 0) & (a.overshoot > a.tolerated),
+        VERDICT_KEEP,
+        lambda a: _bytes(
+            "AMQP producers' credits (%d messages, ~%d bytes) passed max-size-bytes %d by %d "
+            "bytes, over the %d tolerated; the CORE windows (%d bytes in all) cannot account for "
+            "it; the reject threshold %d in force is the hard limit that bounds it",
+            F.col("amqp_credits"),
+            a.bound - a.core_bound,
+            a.max_size,
+            a.overshoot,
+            a.tolerated,
+            a.core_bound,
+            a.reject_threshold,
+        ),
+        KNOB_REJECT_THRESHOLD,
+        lambda a: a.reject_threshold,
+    ),
+    # Seed 003's bound, before it is seen: producers x window past the limit.
+    Rule(
+        "CORE windows could overshoot the address",
+        lambda a: a.blocks & (a.core_producers > 0) & a.core_can_overshoot,
+        VERDICT_AT_RISK,
+        lambda a: _bytes(
+            "%d CORE producers with %d-byte windows may pass max-size-bytes %d by about %d "
+            "bytes (producers x window, seed 003), over the %d tolerated (%.0f%%), although "
+            "the overshoot seen was %d: windows of %d bytes keep it within, with %.0f%% margin",
+            a.core_producers,
+            a.window,
+            a.max_size,
+            a.core_bound,
+            a.tolerated,
+            F.lit(a.policy.max_overshoot_share * 100),
+            F.coalesce(a.overshoot, F.lit(0)),
+            a.bounded_window,
+            F.lit(a.policy.safety_margin * 100),
+        ),
+        KNOB_PRODUCER_WINDOW,
+        lambda a: a.bounded_window,
     ),
     Rule(
         "paging",
@@ -438,21 +536,26 @@ def recommend_addresses(
 # -- consumers --------------------------------------------------------------------------------
 
 
-def hogs_its_buffer(k: Facts) -> Column:
-    """A CORE consumer with a buffer (window not 0) that shares its queue and processes at less
-    than ``slow_consumer_share`` of the fastest consumer's rate (seed 003, "slow consumers")."""
-    return (
-        (F.coalesce(F.col("consumer_window"), F.lit(0)) != 0)
-        & (F.col("_consumers_on_queue") >= 2)
+def is_slow(k: Facts) -> Column:
+    """A CORE consumer that shares its queue and processes at less than ``slow_consumer_share``
+    of the fastest consumer's rate (seed 003, "slow consumers"); false when a rate is unknown."""
+    return F.coalesce(
+        (F.col("_consumers_on_queue") >= 2)
         & (
             F.col("processing_rate_msgs_s")
             < F.col("_fastest_sibling_rate") * k.policy.slow_consumer_share
-        )
+        ),
+        F.lit(False),
     )
 
 
-#: The rule an Artemis CORE consumer's window is judged by before Kung & Morris's (the consumer
-#: rules of recommend_links.py follow it: ARTEMIS_CONSUMER_RULES there).
+def hogs_its_buffer(k: Facts) -> Column:
+    """A slow CORE consumer (:func:`is_slow`) with a buffer (window not 0)."""
+    return (F.coalesce(F.col("consumer_window"), F.lit(0)) != 0) & is_slow(k)
+
+
+#: The rules an Artemis CORE consumer's window is judged by before Kung & Morris's (the consumer
+#: rules of recommend_links.py follow them: ARTEMIS_CONSUMER_RULES there).
 SLOW_CONSUMER_RULE = Rule(
     "slow consumer hogs its buffer",
     lambda k: F.coalesce(hogs_its_buffer(k), F.lit(False)),
@@ -465,6 +568,25 @@ SLOW_CONSUMER_RULE = Rule(
         F.lit(k.policy.slow_consumer_share * 100),
         F.col("_fastest_sibling_rate"),
         F.col("consumer_window"),
+    ),
+    KNOB_CONSUMER_WINDOW,
+    lambda k: F.lit(0),
+)
+
+#: A slow consumer already without a buffer: window 0 is what seed 003 advises for it, whatever
+#: its starvation (it asks for one message at a time, so it is starved between every two), and
+#: Kung & Morris's window would give it the buffer the rule above takes away.
+SLOW_CONSUMER_WITHOUT_BUFFER_RULE = Rule(
+    "slow consumer without a buffer",
+    lambda k: (F.coalesce(F.col("consumer_window"), F.lit(-1)) == 0) & is_slow(k),
+    VERDICT_KEEP,
+    lambda k: F.format_string(
+        "processes %.1f msgs/s, under %.0f%% of the %.1f msgs/s of the fastest consumer on its "
+        "queue, with consumerWindowSize 0: no buffer, so the others take the messages it is not "
+        "ready for (seed 003: slow consumers take 0)",
+        F.col("processing_rate_msgs_s"),
+        F.lit(k.policy.slow_consumer_share * 100),
+        F.col("_fastest_sibling_rate"),
     ),
     KNOB_CONSUMER_WINDOW,
     lambda k: F.lit(0),

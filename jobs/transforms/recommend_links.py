@@ -24,7 +24,11 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs.recommend_policy import RecommendPolicy
-from jobs.transforms.recommend_artemis import SLOW_CONSUMER_RULE, current_value
+from jobs.transforms.recommend_artemis import (
+    SLOW_CONSUMER_RULE,
+    SLOW_CONSUMER_WITHOUT_BUFFER_RULE,
+    current_value,
+)
 from jobs.transforms.recommend_brokers import AMQP_0_9_1
 from jobs.transforms.verdict_rules import Facts, Finding, Rule, always, decide, staged, stated
 from schemas.recommendations import (
@@ -127,8 +131,13 @@ LINK_RULES: tuple[Rule, ...] = (
 )
 
 
-#: An Artemis CORE consumer: a slow one gets no buffer, the others Kung & Morris's window.
-ARTEMIS_CONSUMER_RULES: tuple[Rule, ...] = (SLOW_CONSUMER_RULE, *LINK_RULES)
+#: An Artemis CORE consumer: a slow one gets (or keeps) no buffer, the others Kung & Morris's
+#: window.
+ARTEMIS_CONSUMER_RULES: tuple[Rule, ...] = (
+    SLOW_CONSUMER_RULE,
+    SLOW_CONSUMER_WITHOUT_BUFFER_RULE,
+    *LINK_RULES,
+)
 
 #: The consumer rule table of each broker that has a consumer knob. Qpid has none (DESIGN §4: its
 #: advice is its flow thresholds, and "a broker that has no such knob gets no such advice"), so
