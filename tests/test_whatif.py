@@ -180,3 +180,21 @@ def test_seed_001_worst_case_is_not_at_risk_of_a_byte_limit_it_cannot_reach(
     assert "flow control off under a limit" not in payments["rationale"]
     assert payments["recommended_flow_stop_size"] == payments["current_flow_stop_size"] == 0
     assert payments["recommended_flow_stop_count"] == 122
+
+
+def test_a_producer_window_change_is_judged_by_its_verdict() -> None:
+    """A window lowered for an overshoot seen must cut it; one at risk (seed 003's bound, not
+    reached yet) must only not add to it, as the overshoot seen may be 0 before and after."""
+    from flowctl_core.whatif_knobs import KnobChange, KnobComparison
+
+    def failures(verdict: str, before: int, after: int) -> list[str]:
+        change = KnobChange("artemis", "orders", "producerWindowSize", 65536, 5461, verdict, "r")
+        lost = "lost msgs (dropped, failed)"
+        metrics = {"max overshoot bytes": before, lost: 0}
+        return KnobComparison(change, metrics, {**metrics, "max overshoot bytes": after}).failures()
+
+    assert failures("lower", 37_012, 11_908) == []
+    assert failures("lower", 0, 0) == ["overshoot not cut"]
+    assert failures("at_risk_of_overflow", 0, 0) == []
+    assert failures("at_risk_of_overflow", 2_856, 1_000) == []
+    assert failures("at_risk_of_overflow", 2_856, 3_000) == ["more overshoot"]
