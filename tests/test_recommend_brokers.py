@@ -19,6 +19,7 @@ from flowctl_core.whatif_knobs import (
     format_knob_comparison,
     knob_changes_from_recommendations,
     run_knob_whatif,
+    with_knob,
 )
 from jobs.recommend_policy import RecommendPolicy
 from tests.scenario_gold import recommendation_rows
@@ -382,6 +383,14 @@ def test_artemis_reject_threshold_is_validated_by_whatif(spark: Any, tmp_path: P
     )
     metrics = validated(scenario, hard)
     assert metrics["before"]["rejected msgs"] == 11594 and metrics["after"]["rejected msgs"] == 0
+    # Applied, the advice holds: the address logs the threshold in force although it now rejects
+    # nothing, so the recommender sees a hard limit above the credit overshoot and keeps it
+    # (without it the log read "no reject threshold", and the advice was to set one).
+    (change,) = knob_changes_from_recommendations([hard])
+    applied = engine_recommendations(spark, with_knob(scenario, change), tmp_path / "applied")
+    again = applied["telemetry-hard"]
+    assert (again["rule"], again["verdict"]) == ("AMQP credits overshoot the address", "keep")
+    assert again["current_value"] == again["recommended_value"] == hard["recommended_value"]
     assert (soft["knob"], soft["current_value"], soft["verdict"]) == (
         "max-size-bytes-reject-threshold",
         None,

@@ -284,6 +284,10 @@ class ServerAddress:
             "max_size_bytes": state.settings.max_size_bytes,
             "policy": state.policy,
         }
+        if state.settings.max_size_bytes_reject_threshold != UNBOUNDED:
+            # In force whether or not it rejects: without it a recommender cannot tell an address
+            # with a hard limit that was never reached from one without any.
+            info["reject_threshold"] = state.settings.max_size_bytes_reject_threshold
         if state.paging or state.paged_msgs:
             info["paged_msgs"] = state.paged_msgs
         info.update(extra)
