@@ -15,6 +15,7 @@ from datetime import date
 
 import pyarrow.fs as pafs
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from flowctl_core.errors import PipelineError
 from jobs.config import PipelineConf
@@ -162,7 +163,8 @@ def dropped_files_message(
     shown = "; ".join(named) + (f"; and {len(gone) - 20} more" if len(gone) > 20 else "")
     return (
         f"bronze holds rows of {', '.join(d.isoformat() for d in held_days)} read from "
-        f"{len(gone)} raw files under {raw_root} that are missing or cannot be read whole: "
+        f"{len(gone)} raw files under {raw_root} that are missing, cannot be read whole or "
+        f"hold fewer rows now: "
         f"{shown}. Ingesting would delete those rows: restore or repair the files (or wait "
         "for a copy to finish); to drop their rows on purpose, pass --allow-empty-days"
     )
@@ -176,17 +178,33 @@ def refuse_dropping_held_files(
     why: Mapping[str, str],
 ) -> None:
     """Raise :class:`IngestRefused` when bronze holds rows of the days read from raw files that
-    are now missing or cannot be read whole (``why``: relative path -> why): the rerun would
-    delete those rows (retention removed some of a day's files, a copy in progress, a file
-    replaced under a stale checksum). Bronze's ``source_file`` column is read only for days it
-    holds (the Delta log says which)."""
+    are now missing or cannot be read whole (``why``: relative path -> why), or that declare
+    fewer rows than bronze holds from them: the rerun would delete those rows (retention removed
+    some of a day's files, a copy in progress, a file replaced under a stale checksum, or
+    rewritten with fewer rows). Bronze's ``source_file`` column is read only for days it holds
+    (the Delta log says which)."""
     held_days = bronze_days(spark, conf, scope.days)
     if not held_days:
         return
     bronze = read_table(spark, conf, BRONZE_BROKER_EVENTS).where(
         days_predicate("date", held_days[0], held_days[-1])
     )
-    held = {r.source_file for r in bronze.select("source_file").distinct().collect()}
-    gone = sorted(held - {f.relative_path for f in readable})
-    if gone:
-        raise IngestRefused(dropped_files_message(held_days, gone, why, scope.raw_root))
+    # Rows per file (one row per file to the driver): a file bronze holds more rows of than its
+    # footer declares was rewritten with fewer (DESIGN §3: runs never rewrite files), and
+    # re-reading it would delete the difference as surely as a missing file.
+    held = {
+        r.source_file: r.rows
+        for r in bronze.groupBy("source_file").agg(F.count(F.lit(1)).alias("rows")).collect()
+    }
+    declared = {f.relative_path: f.footer_rows for f in readable}
+    gone = sorted(set(held) - set(declared))
+    shrunk = {
+        name: f"rewritten: {declared[name]} rows where bronze holds {rows} read from it"
+        for name, rows in held.items()
+        if declared.get(name) is not None and rows > (declared[name] or 0)
+    }
+    if gone or shrunk:
+        message = dropped_files_message(
+            held_days, sorted([*gone, *shrunk]), {**why, **shrunk}, scope.raw_root
+        )
+        raise IngestRefused(message)

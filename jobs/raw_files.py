@@ -82,11 +82,22 @@ TIMESTAMP_HINT = (
 )
 
 
+#: What to do about a column written with Arrow's null type (no ';': it ends a reason).
+NULL_TYPE_HINT = (
+    "an all-null column written without a type, which Spark cannot read as the contract's: give "
+    "the writer the contract's schema, e.g. pyarrow.Table.from_pylist(rows, schema=...), or leave "
+    "the column out"
+)
+
+
 def _wrong_type(name: str, actual: pa.DataType, physical_type: str | None = None) -> str:
     """``wrong_type:<column>:<type as written>``, with what to do when it is a timestamp: Spark 4
     cannot read TIMESTAMP(NANOS) as a timestamp at all (it fails, or reads a bigint with
     spark.sql.legacy.parquet.nanosAsLong); INT96 is a deprecated encoding without time zone; a
-    timestamp without time zone is not UTC by contract."""
+    timestamp without time zone is not UTC by contract. A null-typed column (what
+    ``pa.Table.from_pylist`` makes of a column of Nones) says so too."""
+    if pa.types.is_null(actual):
+        return f"wrong_type:{name}:null ({NULL_TYPE_HINT})"
     if not pa.types.is_timestamp(actual):
         return f"wrong_type:{name}:{actual}"
     if physical_type == "INT96":
@@ -108,17 +119,41 @@ def _schema_problem(schema: pa.Schema, physical_types: dict[str, str] | None = N
     problems = []
     names = [name.lower() for name in schema.names]
     for field in expected:
-        index = schema.get_field_index(field.name)
-        # Spark matches column names regardless of case and refuses a file holding one twice.
-        if names.count(field.name.lower()) > 1:
+        # Spark matches column names regardless of case (``SEQ`` is ``seq``) and refuses a file
+        # holding one twice.
+        matches = names.count(field.name.lower())
+        if matches > 1:
             problems.append(f"duplicate_column:{field.name}")
-        elif index < 0:
+        elif matches == 0:
             if not field.nullable:
                 problems.append(f"missing_column:{field.name}")
-        elif not reads_as(schema.field(index).type, field.type):
-            physical = (physical_types or {}).get(field.name)
-            problems.append(_wrong_type(field.name, schema.field(index).type, physical))
+        else:
+            written = schema.field(names.index(field.name.lower()))
+            if not reads_as(written.type, field.type):
+                physical = (physical_types or {}).get(written.name)
+                problems.append(_wrong_type(written.name, written.type, physical))
     return ";".join(problems) or None
+
+
+#: The Parquet codecs Spark reads here (BROTLI and LZO need codecs it does not bundle).
+SPARK_CODECS = frozenset({"UNCOMPRESSED", "SNAPPY", "GZIP", "ZSTD", "LZ4", "LZ4_RAW"})
+
+
+def _codec_problem(metadata: pq.FileMetaData) -> str | None:
+    """Why Spark cannot decompress a file's column chunks, or None: without this the file reads
+    as damaged (every row lost to an error only the executor's log names)."""
+    codecs = {
+        metadata.row_group(group).column(column).compression
+        for group in range(metadata.num_row_groups)
+        for column in range(metadata.num_columns)
+    }
+    unsupported = sorted(codecs - SPARK_CODECS)
+    if not unsupported:
+        return None
+    return (
+        f"unsupported_compression:{','.join(unsupported)} (Spark here reads SNAPPY, ZSTD, GZIP, "
+        "LZ4 or uncompressed: rewrite the file with one of them)"
+    )
 
 
 #: Characters Spark cannot take literally in a file name: Hadoop reads ':' as a URI scheme and
@@ -357,6 +392,7 @@ def inspect_raw_files(raw_dir: str, days: list[date]) -> list[RawFile]:
                     problems = (
                         _name_problem(name),
                         _schema_problem(parquet.schema_arrow, physical),
+                        _codec_problem(parquet.metadata),
                     )
                     problem = ";".join(p for p in problems if p) or None
             except Exception as exc:  # any unreadable footer: truncated, not Parquet, ...

@@ -549,3 +549,44 @@ def test_row_groups_are_recovered_only_after_spark_s_rows_when_they_are_the_firs
         "rows_declared": 40, "rows_read": 14, "rows_recovered": 0, "row_groups_recovered": [],
         "cause": "OSError: bad page; Spark read 14 rows, not the first ones of the file (read "
         "in several parts): no row group is read by pyarrow on its own"})  # fmt: skip
+
+
+def test_footer_problems_spark_would_hide_are_named_before_it_reads(tmp_path):
+    """What Spark would read as a damaged file (every row lost, the cause only in an executor's
+    stack trace) or would match regardless of case is told from the footer: a codec Spark lacks,
+    a column typed null (what pa.Table.from_pylist makes of a column of Nones), a column named in
+    another case with the wrong type; a column named in another case with the right type is the
+    contract's, as Spark reads it."""
+    raw = tmp_path / "raw"
+    rows = [event(i, at(1, 10, i), "enqueue", queue="q", depth_msgs=i) for i in range(1, 4)]
+    _write_raw_table(raw, "good.parquet", rows)
+    brotli = pa.Table.from_pylist(rows, schema=_lenient_schema())
+    pq.write_table(brotli, raw / "date=2024-01-01" / "brotli.parquet", compression="brotli")
+    typeless = pa.Table.from_pylist([{**row, "link": None, "credit": None} for row in rows])
+    pq.write_table(typeless, raw / "date=2024-01-01" / "typeless.parquet")
+    upper = _write_raw_table(raw, "upper.parquet", rows)
+    table = pq.read_table(upper)
+    renamed = [name.upper() if name == "seq" else name for name in table.column_names]
+    pq.write_table(table.rename_columns(renamed), upper)
+    mixed = table.set_column(table.schema.get_field_index("depth_msgs"), "Depth_Msgs",
+                             table.column("depth_msgs").cast(pa.string()))  # fmt: skip
+    pq.write_table(mixed, raw / "date=2024-01-01" / "mixed.parquet")
+
+    problems = {f.relative_path.split("/")[-1]: f.problem
+                for f in raw_files.inspect_raw_files(str(raw), [DAY1])}  # fmt: skip
+
+    assert problems["good.parquet"] is None
+    assert problems["upper.parquet"] is None  # SEQ is seq to Spark
+    assert problems["brotli.parquet"] == (
+        "unsupported_compression:BROTLI (Spark here reads SNAPPY, ZSTD, GZIP, LZ4 or "
+        "uncompressed: rewrite the file with one of them)"
+    )
+    assert problems["mixed.parquet"] == "wrong_type:Depth_Msgs:string"
+    typeless_problems = (problems["typeless.parquet"] or "").split(";")
+    null_columns = [
+        n for n in typeless.schema.names if pa.types.is_null(typeless.schema.field(n).type)
+    ]
+    assert null_columns and len(typeless_problems) == len(null_columns)
+    assert typeless_problems[0] == (
+        f"wrong_type:{null_columns[0]}:null ({raw_files.NULL_TYPE_HINT})"
+    )

@@ -265,9 +265,10 @@ def test_days_bronze_holds_are_not_replaced_by_a_raw_folder_without_them(spark, 
 
 
 def test_a_rerun_refuses_to_drop_rows_whose_raw_files_are_gone(spark, pipeline_conf):
-    """Retention removed one run's file of a day that still has another run's, or a copy in
-    progress left it empty: a rerun of the day would delete that run's bronze rows. Refused
-    (nothing written), naming the file; --allow-empty-days drops them on purpose."""
+    """Retention removed one run's file of a day that still has another run's, a copy in
+    progress left it empty, or a writer rewrote it with fewer rows (a valid file of 0 rows): a
+    rerun of the day would delete that run's bronze rows. Refused (nothing written), naming the
+    file; --allow-empty-days drops them on purpose."""
     _, conf = pipeline_conf()
     raw = Path(conf.raw_dir)
     write_raw(raw, [event(1, at(1, 10), "enqueue", queue="q", depth_msgs=1)])
@@ -275,12 +276,18 @@ def test_a_rerun_refuses_to_drop_rows_whose_raw_files_are_gone(spark, pipeline_c
     assert ingest.run_ingest(spark, conf, DAY1, DAY1)["rows_accepted"] == 2
     bronze_schema = PIPELINE_TABLES["broker_events"][1]
     version = DeltaTable.forPath(spark, table_path(conf, bronze_schema)).history(1).first().version
-    for damage in ("truncated", "removed"):
-        if damage == "truncated":
+    for damage in ("rewritten", "truncated", "removed"):
+        if damage == "rewritten":
+            pq.write_table(pq.read_table(gone).slice(0, 0), gone)  # readable, with no rows
+            named = re.escape(
+                "date=2024-01-01/part-r2-00000.parquet (rewritten: 0 rows where bronze holds 1 "
+                "read from it)"
+            )
+        elif damage == "truncated":
             gone.write_bytes(b"")  # a copy in progress: quarantined whole, its rows unread
+            named = re.escape("date=2024-01-01/part-r2-00000.parquet")
         else:
             gone.unlink()
-        named = re.escape("date=2024-01-01/part-r2-00000.parquet")
         with pytest.raises(ingest.IngestRefused, match=named):
             ingest.run_ingest(spark, conf, DAY1, DAY1)
         history = DeltaTable.forPath(spark, table_path(conf, bronze_schema)).history(1).first()
