@@ -395,6 +395,8 @@ def inspect_raw_files(raw_dir: str, days: list[date]) -> list[RawFile]:
                         _codec_problem(parquet.metadata),
                     )
                     problem = ";".join(p for p in problems if p) or None
+                if problem:
+                    log.warning("raw file %s quarantined whole: %s", relative, problem)
             except Exception as exc:  # any unreadable footer: truncated, not Parquet, ...
                 rows, problem = None, unreadable_reason(exc, info.path, relative)
                 log.warning("unreadable raw file %s: %s", relative, exc)
@@ -422,14 +424,17 @@ def _is_date_folder(name: str) -> bool:
 def skipped_raw_entries(raw_dir: str, days: list[date]) -> list[str]:
     """What the ingest does not read although it may hold data, relative to the raw root: files
     under the days' folders other than ``date=D/*.parquet`` (nested, other suffixes, hidden
-    names), and ``date=`` folders at the root whose date is malformed. Writers' markers
+    names), files at the root itself, and folders at the root that are no day's (``dt=D``, a
+    malformed date). Writers' markers
     (:data:`KNOWN_MARKERS`) are left out. Listing only: nothing is opened."""
     filesystem, root, _ = raw_filesystem(raw_dir)
     skipped = []
     for info in filesystem.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
         name = info.base_name
-        folder = info.type == pafs.FileType.Directory and name.startswith("date=")
-        if folder and not _is_date_folder(name):
+        if info.type == pafs.FileType.Directory:
+            if not _is_date_folder(name):  # dt=..., date=2024-1-1: not a day's folder
+                skipped.append(name)
+        elif not KNOWN_MARKERS.match(name):  # a file at the root belongs to no day
             skipped.append(name)
     for day in days:
         folder = f"{root}/date={day.isoformat()}"

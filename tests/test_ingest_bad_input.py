@@ -551,7 +551,7 @@ def test_row_groups_are_recovered_only_after_spark_s_rows_when_they_are_the_firs
         "in several parts): no row group is read by pyarrow on its own"})  # fmt: skip
 
 
-def test_footer_problems_spark_would_hide_are_named_before_it_reads(tmp_path):
+def test_footer_problems_spark_would_hide_are_named_before_it_reads(tmp_path, caplog):
     """What Spark would read as a damaged file (every row lost, the cause only in an executor's
     stack trace) or would match regardless of case is told from the footer: a codec Spark lacks,
     a column typed null (what pa.Table.from_pylist makes of a column of Nones), a column named in
@@ -572,8 +572,14 @@ def test_footer_problems_spark_would_hide_are_named_before_it_reads(tmp_path):
                              table.column("depth_msgs").cast(pa.string()))  # fmt: skip
     pq.write_table(mixed, raw / "date=2024-01-01" / "mixed.parquet")
 
-    problems = {f.relative_path.split("/")[-1]: f.problem
-                for f in raw_files.inspect_raw_files(str(raw), [DAY1])}  # fmt: skip
+    with caplog.at_level("WARNING", logger="flowctl.ingest"):
+        problems = {f.relative_path.split("/")[-1]: f.problem
+                    for f in raw_files.inspect_raw_files(str(raw), [DAY1])}  # fmt: skip
+    # Each file quarantined whole is named on the console with its reason, one line each.
+    assert sorted(r.getMessage().split(":")[0] for r in caplog.records) == [
+        f"raw file date=2024-01-01/{name} quarantined whole"
+        for name in ("brotli.parquet", "mixed.parquet", "typeless.parquet")
+    ]
 
     assert problems["good.parquet"] is None
     assert problems["upper.parquet"] is None  # SEQ is seq to Spark

@@ -529,16 +529,18 @@ def test_files_the_ingest_skips_are_warned_about_and_counted(spark, pipeline_con
         (day / name).write_bytes(path.read_bytes())
     for marker in ["_SUCCESS", ".gone.parquet.crc", "_committed_123", "_started_123"]:
         (day / marker).write_bytes(b"")
-    for folder in ["date=2024-1-1", "date=2024-13-01"]:
+    for folder in ["date=2024-1-1", "date=2024-13-01", "dt=2024-01-01"]:
         (raw / folder).mkdir()
         (raw / folder / "part-0.parquet").write_bytes(path.read_bytes())
+    (raw / "root.parquet").write_bytes(path.read_bytes())  # at the root: no day's
+    (raw / "_SUCCESS").write_bytes(b"")
 
     with caplog.at_level("WARNING", logger="flowctl.ingest"):
         report = ingest.run_ingest(spark, conf, DAY1, DAY1)
 
-    assert (report["rows_accepted"], report["files_listed"], report["files_skipped"]) == (1, 1, 7)
+    assert (report["rows_accepted"], report["files_listed"], report["files_skipped"]) == (1, 1, 9)
     (warning,) = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
-    for name in [*skipped, "date=2024-1-1", "date=2024-13-01"]:
+    for name in [*skipped, "date=2024-1-1", "date=2024-13-01", "dt=2024-01-01", "root.parquet"]:
         assert name in warning
     for marker in ["_SUCCESS", ".crc", "_committed_", "_started_"]:
         assert marker not in warning
