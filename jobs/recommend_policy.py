@@ -61,6 +61,7 @@ _LAYOUT: dict[str, tuple[str | None, _Range]] = {
     "starved_share_tolerance": ("consumer_link", _Range(low=0, high=1, high_open=True)),
     "over_provision_factor": ("consumer_link", _Range(low=1, low_open=True)),
     "slow_consumer_share": ("consumer_link", _Range(low=0, low_open=True, high=1, high_open=True)),
+    "credit_keep_band_share": ("consumer_link", _Range(low=0, high=1, high_open=True)),
     "max_overshoot_share": ("address", _Range(low=0, low_open=True)),
     "max_backlog_s": ("rabbitmq_queue", _Range(low=0, low_open=True)),
 }
@@ -99,6 +100,7 @@ class RecommendPolicy:
     min_round_trip_s: float = 0.001
     over_provision_factor: float = 4.0
     slow_consumer_share: float = 0.1
+    credit_keep_band_share: float = 0.05
     max_overshoot_share: float = 0.1
     max_backlog_s: float = 1.0
 

@@ -323,6 +323,8 @@ def _verdicts() -> Log:
     log.consumer("c-starving", credit=20, deliveries=1000, starved_s=30.0, starvations=6)
     log.consumer("c-generous", credit=500, deliveries=100, starved_s=0.0, starvations=0)
     log.consumer("c-fine", credit=30, deliveries=100, starved_s=0.0, starvations=0)
+    # Needs 10.4 msgs/s x 5 s + 10 = 62 credits with 60: within the 5 % keep band.
+    log.consumer("c-nearly", credit=60, deliveries=1040, starved_s=30.0, starvations=6)
     return log
 
 
@@ -822,6 +824,20 @@ def test_a_lowered_stop_outranks_flapping(case_rows: CaseRows) -> None:
     assert "4 of 4 episodes shorter than" in row["rationale"]
     # Drain (940 - 929) / 0.5 s = 22 msgs/s: 5 s of dwell needs a gap of 110 below 922.
     assert row["recommended_flow_resume_count"] == 812
+
+
+def test_a_starved_link_a_few_percent_short_is_kept(
+    recommendations: dict[str, dict[str, Any]],
+) -> None:
+    """A credit-bound link's measured rate grows with its credit, so the formula applied run after
+    run would creep up a few percent at a time: a need within credit_keep_band_share of the
+    credit held is not worth a change."""
+    row = recommendations["c-nearly"]
+    assert (row["verdict"], row["rule"]) == ("keep", "starved with about the credit it needs")
+    assert row["current_credit"] == row["recommended_credit"] == 60
+    assert "; it needs 62 credits, within 5% of what it has: not worth a change" in row["rationale"]
+    # 20 credits where 60 are needed is well outside the band: raised.
+    assert recommendations["c-starving"]["verdict"] == "raise"
 
 
 @case("qpid_consumer")

@@ -82,6 +82,20 @@ LINK_RULES: tuple[Rule, ...] = (
     ),
     Rule("starved for want of credit", lambda k: k.raise_, VERDICT_RAISE, lambda k: k.starved_with),
     Rule(
+        "starved with about the credit it needs",
+        lambda k: k.short_within_band,
+        VERDICT_KEEP,
+        lambda k: F.concat(
+            k.starved_with,
+            F.format_string(
+                "; it needs %d %s, within %.0f%% of what it has: not worth a change",
+                k.needed,
+                k.unit,
+                F.lit(k.policy.credit_keep_band_share * 100),
+            ),
+        ),
+    ),
+    Rule(
         "starved with the credit it needs",
         lambda k: k.not_the_size,
         VERDICT_KEEP,
@@ -339,8 +353,10 @@ def _link_facts(evidence: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame
     logged); ``starved_share``, ``starved`` (over the tolerance), ``no_round_trip`` (starved,
     and the round trip too short to be one), ``starved_with`` (the text) and ``assessed``
     (neither sizes unknown nor no round trip); the credit ``current``ly granted (``held``: 0 when
-    unknown) and ``needed``; and the decisions ``raise_``, ``not_the_size`` (starved although it
-    already had what it needs: more credit would not help) and ``lower``."""
+    unknown) and ``needed``; and the decisions ``raise_`` (short of the need by more than
+    ``credit_keep_band_share`` of what it holds), ``short_within_band`` (short by less: kept),
+    ``not_the_size`` (starved although it already had what it needs: more credit would not help)
+    and ``lower``."""
     evidence, basis = _basis(evidence, policy)
     rate, per_message, round_trip = basis["rate"], basis["per_message"], basis["round_trip"]
     assessed, starved = basis["assessed"], basis["starved"]
@@ -349,10 +365,13 @@ def _link_facts(evidence: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame
     needed = columns["_needed"]
     current = F.col("current_credit")
     held = F.coalesce(current, F.lit(0))
+    short = assessed & starved & (held < needed)
+    beyond_band = needed > held * (1 + policy.credit_keep_band_share)
     evidence, decided = staged(
         evidence,
         {
-            "_raise_": assessed & starved & (held < needed),
+            "_raise_": short & beyond_band,
+            "_short_within_band": short & ~beyond_band,
             "_not_the_size": assessed & starved & (held >= needed),
             "_lower": assessed & ~starved & (current > needed * policy.over_provision_factor),
         },
