@@ -23,9 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from jobs.transforms.timeutil import utc_date
-from jobs.transforms.validate import BLANK_PATTERN, ContractRule, contract_rules
+from jobs.transforms.validate import (
+    BLANK_PATTERN,
+    ContractRule,
+    contract_rules,
+    is_blank,
+    is_json,
+)
 from schemas.broker_events import BROKER_EVENTS
 
 log = logging.getLogger(__name__)
@@ -39,6 +46,12 @@ RULE_META = "contract_rule"
 def partition_day_column(column: str) -> str:
     """The batch column holding the UTC day of the timestamp ``column`` (:func:`suite_batch`)."""
     return f"_utc_day_of_{column}"
+
+
+def json_check_column(column: str) -> str:
+    """The batch column saying whether ``column`` is blank or parses as JSON
+    (:func:`suite_batch`)."""
+    return f"_json_ok_{column}"
 
 
 def rule_expectations(rule: ContractRule) -> list[Any]:
@@ -75,6 +88,12 @@ def rule_expectations(rule: ContractRule) -> list[Any]:
                 column_A=partition_day_column(column), column_B="date", meta=meta
             )
         ]
+    if rule.check == "json":  # given values parse (null or blank: not given)
+        return [
+            gxe.ExpectColumnValuesToBeInSet(
+                column=json_check_column(column), value_set=[True], meta=meta
+            )
+        ]
     raise ValueError(f"contract rule {rule.name}: no expectation for the check {rule.check!r}")
 
 
@@ -107,7 +126,14 @@ def suite_batch(accepted: DataFrame) -> DataFrame:
         for rule in contract_rules()
         if rule.check == "in_partition_day"
     }
-    return accepted.select(*suite_columns()).withColumns(days)
+    parsed = {
+        json_check_column(rule.column): F.coalesce(
+            is_blank(rule.column) | is_json(rule.column), F.lit(True)
+        )
+        for rule in contract_rules()
+        if rule.check == "json"
+    }
+    return accepted.select(*suite_columns()).withColumns({**days, **parsed})
 
 
 def validate_accepted_events(accepted: DataFrame, label: str) -> dict[str, Any]:

@@ -120,8 +120,9 @@ def test_the_great_expectations_suite_rejects_blank_required_strings(make_events
 
 def test_the_great_expectations_suite_fails_rows_breaking_the_rules_it_used_to_miss(make_events):
     """The suite is built from the quarantine's rules: rows breaking ts_outside_partition_date,
-    missing_queue or missing_link (which the hand-listed suite let through) fail it, each on its
-    own expectation, and the quarantine rejects the same rows for the same rules."""
+    missing_queue, missing_link (which the hand-listed suite let through) or invalid_detail_json
+    fail it, each on its own expectation, and the quarantine rejects the same rows for the same
+    rules."""
     from datetime import date
 
     from pyspark.sql import functions as F
@@ -133,6 +134,11 @@ def test_the_great_expectations_suite_fails_rows_breaking_the_rules_it_used_to_m
         event(2, at(1, 2), "enqueue", queue=" "),  # a blank queue
         event(3, at(1, 3), "flow"),  # a link event without its link
         event(4, at(1, 4), "enqueue", queue="q"),  # filed under the next day (below)
+        # A detail cut off: Spark's JSON functions would read its fields as null (a DROP read
+        # as a rejection). A blank or null detail is no detail.
+        event(5, at(1, 5), "message_rejected", queue="q", detail='{"outcome": "dropped"'),
+        event(6, at(1, 6), "message_rejected", queue="q", detail='{"outcome": "dropped"}'),
+        event(7, at(1, 7), "enqueue", queue="q", detail=" "),
     ]
     next_day = F.lit(date(2024, 1, 2))
     frame = make_events(rows).withColumn(
@@ -147,6 +153,7 @@ def test_the_great_expectations_suite_fails_rows_breaking_the_rules_it_used_to_m
     )
     assert failed == [
         ("expect_column_pair_values_to_be_equal", quality.partition_day_column("ts")),
+        ("expect_column_values_to_be_in_set", quality.json_check_column("detail")),
         ("expect_column_values_to_not_be_null", "link"),
         ("expect_column_values_to_not_match_regex", "queue"),
     ]
@@ -156,6 +163,9 @@ def test_the_great_expectations_suite_fails_rows_breaking_the_rules_it_used_to_m
         2: "missing_queue",
         3: "missing_link",
         4: "ts_outside_partition_date",
+        5: "invalid_detail_json",
+        6: None,
+        7: None,
     }
 
 

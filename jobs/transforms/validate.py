@@ -90,10 +90,23 @@ def _missing(column: str) -> Column:
 
 #: What a :class:`ContractRule` checks of its column: the value is not null; is not blank; is one
 #: of ``values``; is not negative; is present (neither null nor blank) in events of the types
-#: ``values``; (a timestamp) lies in the row's ``date`` partition, as a UTC day.
+#: ``values``; (a timestamp) lies in the row's ``date`` partition, as a UTC day; (a string) is JSON
+#: when it is given (neither null nor blank).
 RuleCheck = Literal[
-    "not_null", "not_blank", "in_set", "not_negative", "present_for", "in_partition_day"
+    "not_null",
+    "not_blank",
+    "in_set",
+    "not_negative",
+    "present_for",
+    "in_partition_day",
+    "json",
 ]
+
+
+def is_json(column: str) -> Column:
+    """True when ``column`` parses as JSON (Spark's own parser, the one the metrics read the
+    detail with: a value it cannot parse would read as null fields there, silently)."""
+    return F.get_json_object(F.col(column), "$").isNotNull()
 
 
 @dataclass(frozen=True)
@@ -132,6 +145,8 @@ class ContractRule:
             # The sink files each event under the UTC date of its ts; anything else is a bad
             # timestamp.
             return utc_date(self.column) != F.col("date")
+        if self.check == "json":
+            return ~is_blank(self.column) & ~is_json(self.column)
         raise ValueError(f"contract rule {self.name}: unknown check {self.check!r}")
 
 
@@ -145,6 +160,7 @@ CONTRACT_RULES: tuple[ContractRule, ...] = (
     ContractRule("ts_outside_partition_date", "in_partition_day", "ts"),
     ContractRule("missing_queue", "present_for", "queue", QUEUE_EVENT_TYPES),
     ContractRule("missing_link", "present_for", "link", LINK_EVENT_TYPES),
+    ContractRule("invalid_detail_json", "json", "detail"),
     *(ContractRule(f"negative_{name}", "not_negative", name) for name in NON_NEGATIVE_COLUMNS),
 )
 
