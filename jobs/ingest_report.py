@@ -172,8 +172,8 @@ def log_report(label: str, report: IngestReport) -> None:
         "ingest %s: files %d (quarantined %d, partially read %d: pyarrow read %d of their rows "
         "past the damage); rows declared by footers %d = read %d + unreadable %d + in files "
         "quarantined whole unread %d (and %d files without a readable footer); rows read %d = "
-        "accepted %d + quarantined %d (of which duplicates %d, keys held on other days %d); "
-        "balanced=%s",
+        "accepted %d + quarantined %d (of which duplicates %d, keys held on other days %d; by "
+        "reason: %s); balanced=%s",
         label,
         report.files_listed,
         report.files_quarantined,
@@ -189,5 +189,7 @@ def log_report(label: str, report: IngestReport) -> None:
         report.rows_quarantined,
         report.duplicates_quarantined,
         report.duplicates_of_other_days,
+        ", ".join(f"{reason} {n}" for reason, n in sorted(report.quarantine_reasons.items()))
+        or "none",
         report.balanced,
     )

@@ -80,6 +80,10 @@ def test_bad_input_is_quarantined_with_reasons_and_nothing_is_lost(
     )
     assert report["validation"]["success"] is True
     assert "rows read 10 = accepted 4 + quarantined 6 (of which duplicates 1, " in caplog.text
+    # Every reason counted, those the summary has no figure of its own for included.
+    (reasons,) = [r.getMessage() for r in caplog.records if "by reason: " in r.getMessage()]
+    by_reason = reasons.split("by reason: ")[1].split(")")[0]
+    assert by_reason.startswith("duplicate 1, ") and by_reason.count(",") >= 1
     # Every row the footers declare is accounted for: the one of the file rejected whole for its
     # schema was read, so none is left in files quarantined whole unread; the file that is not
     # Parquet declares none (no footer).
