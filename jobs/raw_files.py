@@ -56,7 +56,8 @@ def raw_filesystem(raw_dir: str) -> tuple[pafs.FileSystem, str, str]:
 def reads_as(actual: pa.DataType, expected: pa.DataType) -> bool:
     """Whether Spark reads a Parquet column written as ``actual`` into the contract's
     ``expected`` type without losing anything: the type itself, or what common writers emit for
-    it (polars' large strings, dictionary-encoded strings, int32 for int64, timestamps in s or ms,
+    it (polars' large strings, dictionary-encoded strings, narrower integers signed or not for
+    int64 (Spark reads a uint32 as a long), timestamps in s or ms,
     or in another time zone, which Parquet stores as the same UTC instant). Nanosecond timestamps
     (Spark cannot read them) and naive ones (not UTC by contract: DESIGN §3 "timestamp (us, UTC)")
     stay wrong."""
@@ -67,7 +68,8 @@ def reads_as(actual: pa.DataType, expected: pa.DataType) -> bool:
     if pa.types.is_string(expected):
         return pa.types.is_large_string(actual)
     if pa.types.is_int64(expected):
-        return pa.types.is_int32(actual)
+        # Every narrower integer, signed or not (an AMQP serial number is a uint32).
+        return (pa.types.is_integer(actual) and actual.bit_width < 64) or pa.types.is_int64(actual)
     if pa.types.is_timestamp(expected):
         return (
             pa.types.is_timestamp(actual) and actual.unit in ("s", "ms", "us") and bool(actual.tz)

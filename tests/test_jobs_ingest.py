@@ -584,7 +584,8 @@ def _one_event_file(path: Path, seq: int, types: dict[str, pa.DataType]) -> None
 
 def test_types_common_writers_emit_are_read_as_the_contracts(spark, pipeline_conf):
     """DESIGN §3 types are the contract; what Spark reads into them without loss is accepted
-    (polars' large strings, dictionary strings, int32, ms timestamps, another time zone);
+    (polars' large strings, dictionary strings, narrower integers signed or not, ms timestamps,
+    another time zone);
     nanosecond and naive timestamps are not (Spark cannot read the one; the other is not UTC)."""
     _, conf = pipeline_conf(validate=False)
     folder = Path(conf.raw_dir) / "date=2024-01-01"
@@ -592,6 +593,8 @@ def test_types_common_writers_emit_are_read_as_the_contracts(spark, pipeline_con
         "large_string": {"run_id": pa.large_string(), "queue": pa.large_string()},
         "dictionary": {"event_type": pa.dictionary(pa.int32(), pa.string())},
         "int32": {"seq": pa.int32(), "depth_msgs": pa.int32()},
+        # An AMQP serial number is a uint32; small counters may come as uint16 or int16.
+        "unsigned": {"seq": pa.uint32(), "depth_msgs": pa.uint16(), "credit": pa.int16()},
         "ms": {"ts": pa.timestamp("ms", tz="UTC")},
         "paris": {"ts": pa.timestamp("us", tz="Europe/Paris")},
     }
@@ -621,7 +624,7 @@ def test_types_common_writers_emit_are_read_as_the_contracts(spark, pipeline_con
     }
     rows = read_table(spark, conf, PIPELINE_TABLES["broker_events"][1]).orderBy("seq").collect()
     assert [(r.run_id, r.seq, r.event_type, r.queue, r.depth_msgs) for r in rows] == [
-        ("r1", seq, "enqueue", "q", 5) for seq in range(1, 6)
+        ("r1", seq, "enqueue", "q", 5) for seq in range(1, 7)
     ]
     assert {r.ts for r in rows} == {naive(at(1, 12, 0, 0, 123_000))}
     # The rows of the files of the wrong ts type are quarantined as rows, ts null there (it does
