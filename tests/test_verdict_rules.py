@@ -84,6 +84,7 @@ def test_the_recommendation_tables_in_priority_order() -> None:
         ("byte credit without message sizes", VERDICT_KEEP),
         ("starved without a credit round trip", VERDICT_KEEP),
         ("starved for want of credit", VERDICT_RAISE),
+        ("starved with about the credit it needs", VERDICT_KEEP),
         ("starved with the credit it needs", VERDICT_KEEP),
         ("over-provisioned, starved within tolerance", VERDICT_LOWER),
         ("over-provisioned", VERDICT_LOWER),
@@ -96,7 +97,9 @@ def test_the_recommendation_tables_in_priority_order() -> None:
 
 def test_each_broker_table_in_priority_order_in_its_own_knobs() -> None:
     """Artemis: no limit to advise on first; lost messages outrank rejections, which outrank an
-    overshoot (AMQP credits before CORE windows); paging is kept. RabbitMQ: a limit in force is
+    overshoot (AMQP credits without a hard limit, then CORE windows without a bound, seen
+    overshooting, AMQP credits bounded by a hard limit, CORE windows that could overshoot);
+    paging is kept. RabbitMQ: a limit in force is
     kept; a growing queue that blocks its connection before one that only grows. Every rule
     names the knob it acts on, and no rule of either gives Qpid's."""
     from jobs.transforms.recommend_artemis import ARTEMIS_ADDRESS_RULES
@@ -111,7 +114,10 @@ def test_each_broker_table_in_priority_order_in_its_own_knobs() -> None:
          "max-size-bytes-reject-threshold"),
         ("AMQP overshoot without a hard limit", VERDICT_AT_RISK,
          "max-size-bytes-reject-threshold"),
+        ("CORE windows unbounded", VERDICT_AT_RISK, "producerWindowSize"),
         ("CORE windows overshoot the address", VERDICT_LOWER, "producerWindowSize"),
+        ("AMQP credits overshoot the address", VERDICT_KEEP, "max-size-bytes-reject-threshold"),
+        ("CORE windows could overshoot the address", VERDICT_AT_RISK, "producerWindowSize"),
         ("paging", VERDICT_KEEP, "max-size-bytes"),
         ("within its limit", VERDICT_KEEP, "max-size-bytes"),
     ]  # fmt: skip
@@ -122,9 +128,13 @@ def test_each_broker_table_in_priority_order_in_its_own_knobs() -> None:
         ("blocks its connection, drains", VERDICT_KEEP, "x-max-length"),
         ("does not grow", VERDICT_KEEP, "x-max-length"),
     ]
-    # An Artemis consumer: a slow one loses its buffer before Kung & Morris size it.
-    assert ARTEMIS_CONSUMER_RULES[0].knob == "consumerWindowSize"
-    assert ARTEMIS_CONSUMER_RULES[1:] == LINK_RULES
+    # An Artemis consumer: a slow one loses its buffer (or keeps none) before Kung & Morris size
+    # it.
+    assert [(r.name, r.verdict, r.knob) for r in ARTEMIS_CONSUMER_RULES[:2]] == [
+        ("slow consumer hogs its buffer", VERDICT_LOWER, "consumerWindowSize"),
+        ("slow consumer without a buffer", VERDICT_KEEP, "consumerWindowSize"),
+    ]
+    assert ARTEMIS_CONSUMER_RULES[2:] == LINK_RULES
     for table in (ARTEMIS_ADDRESS_RULES, RABBITMQ_QUEUE_RULES):
         assert table[-1].predicate is always
 
