@@ -57,11 +57,12 @@ def compare(spark: Any, before: str, after: str) -> bool:
         same = False
         # repr: a row may hold a map or a list, which does not hash.
         shown_before, shown_after = ({repr(r) for r in rows} for rows in (rows_before, rows_after))
-        only_before = [r for r in rows_before if repr(r) not in shown_after][:2]
-        only_after = [r for r in rows_after if repr(r) not in shown_before][:2]
+        only_before = [r for r in rows_before if repr(r) not in shown_after]
+        only_after = [r for r in rows_after if repr(r) not in shown_before]
         print(
             f"{layer}/{name}: DIFFERENT ({len(rows_before):,} rows before, {len(rows_after):,} "
-            f"after); only before: {only_before}; only after: {only_after}"
+            f"after; {len(only_before):,} only before, {len(only_after):,} only after); first "
+            f"only before: {only_before[:2]}; first only after: {only_after[:2]}"
         )
     return same
 
