@@ -446,7 +446,11 @@ def _consumer_rows(
 ) -> DataFrame:
     """The schema's consumer columns, the verdict from ``rules`` (a rule without a value of its
     own recommends the Kung & Morris credit)."""
-    decision = decide(rules, facts, notes=stated(LINK_NOTES, facts, separator=""))
+    decision = decide(rules, facts)
+    # The notes explain the Kung & Morris need: they follow a rule that recommends it (one
+    # without a value of its own), not one that sets its own (a slow consumer's window 0).
+    notes = F.when(decision.value.isNull(), stated(LINK_NOTES, facts, separator=""))
+    rationale = F.concat(decision.rationale, F.coalesce(notes, F.lit("")))
     changes = facts.raise_ | facts.lower
     kung_morris = F.when(changes, facts.needed).otherwise(facts.current)
     recommended = F.coalesce(decision.value, kung_morris)
@@ -457,7 +461,7 @@ def _consumer_rows(
         "queue",
         "runs",
         decision.verdict.alias("verdict"),
-        decision.rationale.alias("rationale"),
+        rationale.alias("rationale"),
         F.col("broker_kind"),
         knob["_knob"].alias("knob"),
         current_value(knob["_knob"], _CURRENT_CONSUMER_VALUE, facts).alias("current_value"),
