@@ -397,8 +397,6 @@ def inspect_raw_files(raw_dir: str, days: list[date]) -> list[RawFile]:
                         _codec_problem(parquet.metadata),
                     )
                     problem = ";".join(p for p in problems if p) or None
-                if problem:
-                    log.warning("raw file %s quarantined whole: %s", relative, problem)
             except Exception as exc:  # any unreadable footer: truncated, not Parquet, ...
                 rows, problem = None, unreadable_reason(exc, info.path, relative)
                 log.warning("unreadable raw file %s: %s", relative, exc)
@@ -506,10 +504,14 @@ class RawListing:
 
 
 def list_raw_files(raw_dir: str, days: list[date]) -> RawListing:
-    """The :class:`RawListing` of ``days`` under ``raw_dir``."""
-    return RawListing(
-        tuple(inspect_raw_files(raw_dir, days)), tuple(skipped_raw_entries(raw_dir, days))
-    )
+    """The :class:`RawListing` of ``days`` under ``raw_dir``; each file quarantined whole for its
+    schema, codec or name named in a warning (here, not in :func:`inspect_raw_files`, which other
+    stages call again; an unreadable footer is warned about where it is read)."""
+    files = tuple(inspect_raw_files(raw_dir, days))
+    for file in files:
+        if rows_are_readable(file):
+            log.warning("raw file %s quarantined whole: %s", file.relative_path, file.problem)
+    return RawListing(files, tuple(skipped_raw_entries(raw_dir, days)))
 
 
 def log_skipped_entries(label: str, raw_dir: str, skipped: tuple[str, ...]) -> None:

@@ -574,7 +574,7 @@ def test_footer_problems_spark_would_hide_are_named_before_it_reads(tmp_path, ca
 
     with caplog.at_level("WARNING", logger="flowctl.ingest"):
         problems = {f.relative_path.split("/")[-1]: f.problem
-                    for f in raw_files.inspect_raw_files(str(raw), [DAY1])}  # fmt: skip
+                    for f in raw_files.list_raw_files(str(raw), [DAY1]).files}  # fmt: skip
     # Each file quarantined whole is named on the console with its reason, one line each.
     assert sorted(r.getMessage().split(":")[0] for r in caplog.records) == [
         f"raw file date=2024-01-01/{name} quarantined whole"
