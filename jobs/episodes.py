@@ -20,7 +20,7 @@ from datetime import date, timedelta
 from functools import reduce
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.cli import date_range_parser, parse_date_range, start_job
@@ -80,46 +80,8 @@ EPISODE_TABLES = (QUEUE_FLOW_EPISODES, LINK_STARVATION_EPISODES, BLOCKING_EPISOD
 DAILY_TABLES = (QUEUE_FLOW_DAILY, LINK_STARVATION_DAILY, BLOCKING_DAILY)
 
 
-def runs_concerned(
-    spark: SparkSession, conf: PipelineConf, date_from: date, date_to: date
-) -> list[str]:
-    """Runs with bronze events in the days, owning a silver episode overlapping them, or spanning
-    them (events before and after, none within: a quiet stretch is still observed, and its links
-    still attached, so a day's rows do not depend on the range it was processed in). A run that
-    ended stopped or starved before the days is not among them: its open episode ends at its
-    watermark, and nothing of it can change until it has new events.
-
-    The spanning runs are searched among those with events after the range, usually none when the
-    latest days are processed, so the common nightly run reads no other day."""
-    bronze = read_table(spark, conf, BRONZE_BROKER_EVENTS)
-    # One Spark job: the runs with events or episodes in the days ("in") and the runs with
-    # events after them ("later").
-    found = bronze.where(days_predicate("date", date_from, date_to)).select(
-        "run_id", F.lit("in").alias("where")
-    )
-    predicate = overlap_predicate(date_from, date_to)
-    for table in EPISODE_TABLES:
-        found = found.unionByName(
-            read_table(spark, conf, table)
-            .where(predicate)
-            .select("run_id", F.lit("in").alias("where"))
-        )
-    found = found.unionByName(
-        bronze.where(F.col("date") > F.lit(date_to)).select("run_id", F.lit("later").alias("where"))
-    )
-    rows = found.distinct().collect()
-    runs = {r.run_id for r in rows if r.where == "in"}
-    later = {r.run_id for r in rows if r.where == "later"}
-    if later - runs:
-        spanning = (
-            bronze.where(F.col("date") < F.lit(date_from))
-            .where(F.col("run_id").isin(*sorted(later - runs)))
-            .select("run_id")
-            .distinct()
-            .collect()
-        )
-        runs |= {r.run_id for r in spanning}
-    return sorted(runs)
+BRONZE_IN_DAYS = "bronze in the days"
+BRONZE_LATER = "bronze after the days"
 
 
 @dataclass(frozen=True)
@@ -176,53 +138,102 @@ def processing_scope(
 ) -> Scope:
     """The :class:`Scope` of a run over [date_from, date_to]: the runs concerned and their span.
 
-    Reads the small gold and silver tables, and of bronze only the partitions after the range
-    (none in the nightly run of the latest day)."""
-    runs = runs_concerned(spark, conf, date_from, date_to)
+    The runs concerned: those with bronze events in the days, owning a silver episode
+    overlapping them, or spanning them (events before and after, none within: a quiet stretch is
+    still observed, and its links still attached, so a day's rows do not depend on the range it
+    was processed in). A run that ended stopped or starved before the days is not among them:
+    its open episode ends at its watermark, and nothing of it can change until it has new events.
+    Their span: back to their latest gold day before the range and the earliest start of their
+    episodes the new events may change (those overlapping the range, and the open ones, computed
+    against an earlier watermark), forward to their latest bronze day after it.
+
+    One Spark job (:func:`_scope_sources`) reads the small tables and, of bronze, the days and the
+    partitions after them (none in the nightly run of the latest day); a second, over bronze
+    before the days, only when some run with later events has none in the range."""
+    found = _scope_sources(spark, conf, date_from, date_to)
+    runs = {r.run_id for r in found if r.in_range}
+    later = {r.run_id for r in found if r.source == BRONZE_LATER}
+    if later - runs:
+        spanning = (
+            read_table(spark, conf, BRONZE_BROKER_EVENTS)
+            .where(F.col("date") < F.lit(date_from))
+            .where(F.col("run_id").isin(*sorted(later - runs)))
+            .select("run_id")
+            .distinct()
+            .collect()
+        )
+        runs |= {r.run_id for r in spanning}
     if not runs:
         return Scope(date_from, date_to, (), date_from, date_to)
-    of_runs = F.col("run_id").isin(*runs)
-    # Episodes of these runs that the new events may change: those overlapping the range, and
-    # the open ones (computed against an earlier watermark), which must be replaced too.
-    changeable = f"({overlap_predicate(date_from, date_to)}) OR end_ts IS NULL"
-    # One Spark job over the small tables and bronze's later partitions: per source, the days
-    # that bound the span (a gold table's latest day before the range, an episode table's
-    # earliest changeable start, bronze's latest day after the range).
+    of_runs = [r for r in found if r.run_id in runs]
+    earlier = [r.last for r in of_runs if r.source in {t.name for t in DAILY_TABLES}]
+    earlier += [r.first for r in of_runs if r.source in {t.name for t in EPISODE_TABLES}]
+    after = [r.last for r in of_runs if r.source == BRONZE_LATER]
+    return Scope(
+        date_from, date_to, tuple(sorted(runs)), min([date_from, *earlier]), max([date_to, *after])
+    )
+
+
+def _scope_sources(
+    spark: SparkSession, conf: PipelineConf, date_from: date, date_to: date
+) -> list[Row]:
+    """Per source and run, what the scope of a run over the days is read from, in one Spark job
+    over the small gold and silver tables and bronze's partitions of the days and after them:
+    rows of ``source``, ``run_id``, ``first`` and ``last`` day, ``in_range`` (the run has events
+    or episodes in the days).
+
+    The sources: bronze's days (the runs with events in them), bronze after them (the runs that
+    go on, and how far), a gold table's days before the range (the latest is the day the run's
+    rows were last computed against a watermark), an episode table's changeable episodes, those
+    overlapping the range or still open (the earliest start; overlapping ones put the run in
+    range)."""
+    bronze = read_table(spark, conf, BRONZE_BROKER_EVENTS)
+
+    def rows(source: str, df: DataFrame, day: str, in_range: Column) -> DataFrame:
+        return df.select(
+            F.lit(source).alias("source"),
+            "run_id",
+            F.col(day).alias("day"),
+            in_range.alias("in_range"),
+        )
+
     sources = [
-        read_table(spark, conf, table)
-        .where(of_runs & (F.col("date") < F.lit(date_from)))
-        .select(F.lit(table.name).alias("source"), F.col("date").alias("day"))
-        for table in DAILY_TABLES
+        rows(
+            BRONZE_IN_DAYS,
+            bronze.where(days_predicate("date", date_from, date_to)),
+            "date",
+            F.lit(True),
+        ),
+        rows(BRONZE_LATER, bronze.where(F.col("date") > F.lit(date_to)), "date", F.lit(False)),
     ]
     sources += [
-        read_table(spark, conf, table)
-        .where(changeable)
-        .where(of_runs)
-        .select(F.lit(table.name).alias("source"), F.col("start_date").alias("day"))
+        rows(
+            table.name,
+            read_table(spark, conf, table).where(F.col("date") < F.lit(date_from)),
+            "date",
+            F.lit(False),
+        )
+        for table in DAILY_TABLES
+    ]
+    overlaps = overlap_predicate(date_from, date_to)
+    sources += [
+        rows(
+            table.name,
+            read_table(spark, conf, table).where(f"({overlaps}) OR end_ts IS NULL"),
+            "start_date",
+            F.expr(overlaps),
+        )
         for table in EPISODE_TABLES
     ]
-    sources.append(
-        read_table(spark, conf, BRONZE_BROKER_EVENTS)
-        .where((F.col("date") > F.lit(date_to)) & of_runs)
-        .select(F.lit(BRONZE_BROKER_EVENTS.name).alias("source"), F.col("date").alias("day"))
-    )
-    bounds = {
-        row.source: row
-        for row in reduce(DataFrame.unionByName, sources)
-        .groupBy("source")
-        .agg(F.min("day").alias("first"), F.max("day").alias("last"))
+    return (
+        reduce(DataFrame.unionByName, sources)
+        .groupBy("source", "run_id")
+        .agg(
+            F.min("day").alias("first"),
+            F.max("day").alias("last"),
+            F.max("in_range").alias("in_range"),
+        )
         .collect()
-    }
-    earlier = [bounds[t.name].last for t in DAILY_TABLES if t.name in bounds]
-    earlier += [bounds[t.name].first for t in EPISODE_TABLES if t.name in bounds]
-    bronze_after = bounds.get(BRONZE_BROKER_EVENTS.name)
-    later = bronze_after.last if bronze_after else None
-    return Scope(
-        date_from,
-        date_to,
-        tuple(runs),
-        min([date_from, *earlier]),
-        max(date_to, later) if later else date_to,
     )
 
 
