@@ -217,3 +217,37 @@ def test_the_registry_holds_spark_and_delta_settings_and_the_default_conf_is_cle
         "spark.databricks.delta.snapshotPartitions",
     } <= declared
     assert spark_session.unknown_settings(load_conf().spark_settings, declared) == []
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("message", "printed"),
+    [
+        # A raw file read only in part: the ingest names it in its own warning line.
+        (
+            "Skipped the rest of the content in the corrupted file: path: file:///raw/"
+            "date=2024-01-01/part-r2-00000.parquet, range: 0-7141, partition values: [19723]",
+            False,
+        ),
+        ("Lost task 0.0 in stage 3.0 (TID 7) (localhost executor driver): boom", False),
+        # Other warnings of the same loggers still print.
+        ("Skipped missing file: file:///raw/date=2024-01-01/part-r1-00000.parquet", True),
+        ("Stage 3 contains a task of very large size (2048 KiB)", True),
+    ],
+)
+def test_the_console_drops_only_the_messages_flowctl_says_itself(
+    spark, message: str, printed: bool
+) -> None:
+    """The filter of conf/log4j2.properties as the tests' own driver JVM applies it."""
+    jvm = spark.sparkContext._jvm
+    core = jvm.org.apache.logging.log4j.core
+    config = jvm.org.apache.logging.log4j.LogManager.getContext(False).getConfiguration()
+    event = (
+        core.impl.Log4jLogEvent.newBuilder()
+        .setLoggerName("org.apache.spark.sql.execution.datasources.FileScanRDD")
+        .setLevel(jvm.org.apache.logging.log4j.Level.WARN)
+        .setMessage(jvm.org.apache.logging.log4j.message.SimpleMessage(message))
+        .build()
+    )
+    result = config.getAppender("console").getFilter().filter(event)
+    assert (result.toString() != "DENY") is printed, result.toString()
