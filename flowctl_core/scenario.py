@@ -323,7 +323,13 @@ class ArtemisProducerSpec(_Strict):
     size: NonNegInt = 1024
     count: PosInt | None = Field(default=None, description="messages to send; omit: flat out")
     send_cost_us: PosInt = 10
-    max_rate: MaxRate = -1
+    max_rate: MaxRate = Field(
+        default=-1,
+        description=(
+            "messages/s, -1: off; producerMaxRate (core); an amqp producer's own throttle "
+            "(Artemis has no such AMQP setting)"
+        ),
+    )
     start_s: Annotated[float, Field(ge=0)] = 0
     latency_us: NonNegInt | None = None
 

@@ -659,6 +659,8 @@ class _Producer(_Client):
         self.refused = 0  # FAIL errors and AMQP rejections the client was told about
         self.blocked_us = 0  # time spent with a message in hand and no credit
         self._blocked_since: int | None = None
+        # The next message waits for the rate limiter, not for credit (see :meth:`available`).
+        self._rate_held = False
         self._step_scheduled = False
         self._free_at_us = 0
         self.log = LinkLog(
@@ -676,6 +678,14 @@ class _Producer(_Client):
 
     @property
     def available(self) -> int:
+        """Messages awaiting credit (AMQP 1.0's ``available``): none while the next one waits for
+        ``producerMaxRate``'s permit, which the client takes before it asks for credit
+        (``ClientProducerImpl`` limits, then acquires credits), so that a rate-limited producer
+        with too little credit left for its next message is not logged as starved of credit
+        while it waits for its own limiter (DESIGN §4's blocked producer has work and may not
+        send for want of credit)."""
+        if self._rate_held:
+            return 0
         if self.remaining is None:
             return 1  # a flat-out application always has its next message in hand
         return self.remaining
@@ -698,9 +708,11 @@ class _Producer(_Client):
             # producerMaxRate: wait until the sliding second has room (not blocked on credit).
             if self._blocked_since is not None and self._has_credit():
                 self._unblock()
+            self._hold_for_rate(True)
             self._step_scheduled = True
             self.scheduler.call_at(limiter.retry_at_us(), self._step)
             return
+        self._hold_for_rate(False)
         if not self._take_credit():
             self._block()
             return
@@ -712,9 +724,27 @@ class _Producer(_Client):
         if self.remaining is not None:
             self.remaining -= 1
         self.sent += 1
+        self._free_at_us = now + self.config.send_cost_us
+        # Whether the next message will wait for the limiter is known at this send (its permit
+        # is refused until the sliding second has room), so the transfer's link state says so.
+        self._rate_held = (
+            limiter is not None and self.has_message() and not limiter.allows(self._free_at_us)
+        )
         self._send(self.broker.next_message_id(), self.config.size)
-        self._free_at_us = self.scheduler.now_us + self.config.send_cost_us
         self.wake()
+
+    def _hold_for_rate(self, held: bool) -> None:
+        """Enter or leave the wait for ``producerMaxRate``'s permit. The change of ``available``
+        is a link event (``flow`` from the client, as an AMQP sender advertises its available):
+        on entering; on leaving only when the producer then waits for credit (with credit in
+        hand, the transfer follows at once and carries the state)."""
+        if held == self._rate_held:
+            return
+        self._rate_held = held
+        if held:
+            self._emit("flow", {"origin": "client", "waiting_for": "producerMaxRate"})
+        elif not self._has_credit():
+            self._emit("flow", {"origin": "client", "permit": "producerMaxRate"})
 
     def _block(self) -> None:
         if self._blocked_since is None:
@@ -735,6 +765,9 @@ class _Producer(_Client):
         return dict(self.enqueue_fields)
 
     # -- protocol specific ---------------------------------------------------------------------
+    def _emit(self, event_type: str, detail: dict[str, Any] | None = None, **extra: Any) -> None:
+        raise NotImplementedError
+
     def start(self) -> None:
         raise NotImplementedError
 

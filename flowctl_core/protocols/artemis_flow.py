@@ -387,10 +387,14 @@ class RateLimiter:
     rate higher than that specified" (and a consumer "never consumes messages at a rate faster
     than the rate specified"). So a permit at ``t`` needs fewer than ``rate`` permits in
     ``(t - 1 s, t]``: any half-open second ``[a, a + 1 s)`` holds at most ``rate`` permits, and
-    the first ``rate`` permits are there from the first attempt. This is stricter than Artemis's
-    ``TokenBucketLimiterImpl``, which hands out nothing in its first window and can let almost
-    2 x ``rate`` through in a second that straddles two windows. A refused caller retries at
-    :meth:`retry_at_us`, when the oldest of the last ``rate`` permits leaves the window.
+    the first ``rate`` permits are there from the first attempt. Artemis's
+    ``TokenBucketLimiterImpl`` differs at both ends: its tokens start at 0 and are set to
+    ``rate`` once a second has passed since the last refill, so it hands out nothing in its
+    first second (a run of N seconds sends ``rate`` x floor(N) where this sends ``rate`` x
+    ceil(N): looser here), and it can let almost 2 x ``rate`` through in a second that
+    straddles two refills (stricter here; tests/engine/test_artemis_implementation_cases.py
+    pins the first difference). A refused caller retries at :meth:`retry_at_us`, when the
+    oldest of the last ``rate`` permits leaves the window.
     """
 
     __slots__ = ("granted", "rate", "window_us")

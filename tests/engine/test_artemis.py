@@ -1069,6 +1069,50 @@ def test_producer_max_rate_holds_in_every_sliding_second_after_a_credit_stall() 
     assert producer.blocked_total_us() >= 18 * SECOND // 10
 
 
+def _starved_us(events: list[dict[str, Any]], link: str, until_us: int) -> int:
+    """Time the link's latest credit-carrying event (by seq) said ``credit == 0`` with
+    ``available > 0``: DESIGN §4's starved link and blocked producer, read from the log."""
+    starved, since = 0, None
+    for e in sorted(
+        (e for e in events if e["link"] == link and e["credit"] is not None), key=lambda e: e["seq"]
+    ):
+        now_starved = e["credit"] == 0 and (e["available"] or 0) > 0
+        if now_starved and since is None:
+            since = e["ts"]
+        elif not now_starved and since is not None:
+            starved, since = starved + e["ts"] - since, None
+    return starved + (until_us - since if since is not None else 0)
+
+
+@pytest.mark.parametrize(("window", "size"), [(2_000, 1_000), (4_000, 1_000), (32_000, 10_000)])
+def test_a_producer_waiting_for_its_rate_is_not_logged_as_starved_of_credit(
+    window: int, size: int
+) -> None:
+    # The client takes producerMaxRate's permit before it looks at its credit (Artemis's
+    # ClientProducerImpl: rateLimiter.limit(), then acquireCredits): with less credit left than
+    # its next message, a producer at 2 messages/s waits ~0.5 s for the permit and then one round
+    # trip for credit. Only the round trip is a wait for credit; the log said "credit 0,
+    # available 1" through the whole second (10 s of 10 counted blocked for 2,000-byte windows).
+    rig = Rig(
+        ArtemisConfig(
+            addresses=(address(),),
+            producers=(ArtemisProducerConfig("p", "q", size=size, max_rate=2, window=window),),
+            consumers=(ArtemisConsumerConfig("c", "q", window=-1, process_us=10),),
+        )
+    ).run_until(10 * SECOND)
+    producer = rig.server.producers["p"]
+    assert producer.sent == 20
+    # Each send's transfer says the next message now waits for the permit (none in hand for
+    # credit); the second message of each second is sent at once.
+    held = [e for e in rig.events("transfer", "p") if e["available"] == 0]
+    assert len(held) >= 10
+    # What the log says is the engine's own credit waits (within the 10 us a send takes), a few
+    # round trips of 200 us.
+    starved = _starved_us(rig.log.events, "p", 10 * SECOND)
+    assert abs(starved - producer.blocked_total_us()) <= 20 * 10
+    assert starved < SECOND // 100
+
+
 def test_consumer_max_rate_exact_per_virtual_second_and_buffer_fills() -> None:
     # Seed 003: "Rate limited flow control only effects how many messages a client can consume in
     # a second and not how many messages are in its buffer. So if you had a slow rate limit and a
