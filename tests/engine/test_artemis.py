@@ -1102,8 +1102,8 @@ def test_a_producer_waiting_for_its_rate_is_not_logged_as_starved_of_credit(
     ).run_until(10 * SECOND)
     producer = rig.server.producers["p"]
     assert producer.sent == 20
-    # Each send's transfer says the next message now waits for the permit (none in hand for
-    # credit); the second message of each second is sent at once.
+    # A send after which the next message must wait for its permit says so on its transfer
+    # (available 0: nothing awaits credit), at least once a second.
     held = [e for e in rig.events("transfer", "p") if e["available"] == 0]
     assert len(held) >= 10
     # What the log says is the engine's own credit waits (within the 10 us a send takes), a few
