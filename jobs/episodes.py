@@ -80,6 +80,7 @@ EPISODE_TABLES = (QUEUE_FLOW_EPISODES, LINK_STARVATION_EPISODES, BLOCKING_EPISOD
 DAILY_TABLES = (QUEUE_FLOW_DAILY, LINK_STARVATION_DAILY, BLOCKING_DAILY)
 
 
+#: The bronze sources of :func:`_scope_sources` (a gold or silver source is named by its table).
 BRONZE_IN_DAYS = "bronze in the days"
 BRONZE_LATER = "bronze after the days"
 
