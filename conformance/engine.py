@@ -88,6 +88,20 @@ def address_config(
     )
 
 
+def arrival_times(config: ArtemisConfig, *, seconds: float) -> list[int]:
+    """Run ``config`` for ``seconds`` of virtual time; the times (us) its messages reached a
+    queue, in order."""
+    scheduler = Scheduler(0)
+    log = EventCollector()
+    bus = EventBus("conformance", scheduler, validate=True)
+    bus.subscribe(log)
+    server = ArtemisServer(Broker(bus, scheduler), config)
+    server.start()
+    scheduler.run_until(int(seconds * SECOND_US))
+    bus.flush()
+    return sorted(int(e["ts"]) for e in log.of_type("enqueue"))
+
+
 def run_artemis(config: ArtemisConfig, *, seconds: float) -> EngineAddress:
     """Run ``config`` (one address) for ``seconds`` of virtual time; its figures."""
     scheduler = Scheduler(0)

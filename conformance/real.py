@@ -181,14 +181,19 @@ def core_producer_command(
     count: int,
     size: int,
     window: int,
+    rate: int | None = None,
 ) -> list[str]:
+    """``artemis producer`` over CORE; ``rate``: its ``producerMaxRate`` (messages/s)."""
+    url = f"{broker.core_url}?producerWindowSize={window}"
+    if rate is not None:
+        url += f"&producerMaxRate={rate}"
     return [
         str(artemis_installed()),
         "producer",
         "--protocol",
         "core",
         "--url",
-        f"{broker.core_url}?producerWindowSize={window}",
+        url,
         "--destination",
         f"queue://{address}",
         "--threads",
@@ -200,6 +205,41 @@ def core_producer_command(
         "--non-persistent",
         "--silent",
     ]
+
+
+def core_rate_arrivals(
+    broker: ArtemisBroker,
+    address: str,
+    *,
+    count: int,
+    size: int,
+    rate: int,
+    timeout_s: float = 60.0,
+) -> list[tuple[float, int]]:
+    """One CORE producer with ``producerMaxRate=rate`` sends ``count`` messages into an address
+    without a consumer; its queue's message count sampled over Jolokia every 50 ms until all are
+    in: (seconds since the producer started, messages), one pair per sample."""
+    command = core_producer_command(
+        broker, address, threads=1, count=count, size=size, window=1024 * 1024, rate=rate
+    )
+    log = broker.instance / "log" / f"producer-{address}.log"
+    pid = spawn(command, env=dict(os.environ), log=log, what="artemis producer")
+    started = time.monotonic()
+    samples: list[tuple[float, int]] = []
+    try:
+        while not samples or samples[-1][1] < count:
+            time.sleep(0.05)
+            messages = int(broker.address_stats(address)["queue.MessageCount"])
+            samples.append((time.monotonic() - started, messages))
+            if time.monotonic() - started > timeout_s:
+                raise BrokerUnavailable(
+                    f"a CORE producer at {rate} msg/s sent {messages} of {count} messages to "
+                    f"{address} in {timeout_s} s"
+                )
+    finally:
+        if not reaped(pid):
+            stop_pid(pid, grace_s=2.0)
+    return samples
 
 
 def core_send(

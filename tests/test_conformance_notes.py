@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
+import pytest
+
 from conformance import cases, engine, rabbit, real
 
 RESUMED = rabbit.AlarmRun(
@@ -117,3 +119,14 @@ def test_a_producer_granted_a_half_window_before_the_address_filled_holds_more_t
 def test_more_half_windows_than_the_limit_lets_a_staggered_start_grant_disagrees():
     assert [row.ok for row in _held(253, 541_420)] == [True, True]  # 11 half windows
     assert [row.ok for row in _held(276, 590_640)] == [True, False]  # 12
+
+
+def test_a_rate_is_read_from_the_first_sample_that_counts_each_message():
+    # A token bucket's bursts of 20 a second, sampled every 50 ms: message 20 is first counted at
+    # 1 s, message 100 at 5 s, so 80 messages in 4 s; samples that never count the last message
+    # give no rate.
+    samples = [(0.05 * i, 20 * int(0.05 * i)) for i in range(1, 102)]
+    assert cases.steady_rate(samples, 20, 100) == 20.0
+    assert cases.steady_rate([(0.5, 20), (1.0, 60), (1.5, 100)], 20, 100) == 80.0
+    with pytest.raises(ValueError, match="never count 100"):
+        cases.steady_rate([(0.5, 20), (1.0, 60)], 20, 100)
