@@ -88,9 +88,8 @@ def address_config(
     )
 
 
-def arrival_times(config: ArtemisConfig, *, seconds: float) -> list[int]:
-    """Run ``config`` for ``seconds`` of virtual time; the times (us) its messages reached a
-    queue, in order."""
+def _ran(config: ArtemisConfig, seconds: float) -> tuple[ArtemisServer, EventCollector]:
+    """``config`` run for ``seconds`` of virtual time: the server and its validated events."""
     scheduler = Scheduler(0)
     log = EventCollector()
     bus = EventBus("conformance", scheduler, validate=True)
@@ -99,20 +98,19 @@ def arrival_times(config: ArtemisConfig, *, seconds: float) -> list[int]:
     server.start()
     scheduler.run_until(int(seconds * SECOND_US))
     bus.flush()
+    return server, log
+
+
+def arrival_times(config: ArtemisConfig, *, seconds: float) -> list[int]:
+    """Run ``config`` for ``seconds`` of virtual time; the times (us) its messages reached a
+    queue, in order."""
+    _, log = _ran(config, seconds)
     return sorted(int(e["ts"]) for e in log.of_type("enqueue"))
 
 
 def run_artemis(config: ArtemisConfig, *, seconds: float) -> EngineAddress:
     """Run ``config`` (one address) for ``seconds`` of virtual time; its figures."""
-    scheduler = Scheduler(0)
-    log = EventCollector()
-    bus = EventBus("conformance", scheduler, validate=True)
-    bus.subscribe(log)
-    broker = Broker(bus, scheduler)
-    server = ArtemisServer(broker, config)
-    server.start()
-    scheduler.run_until(int(seconds * SECOND_US))
-    bus.flush()
+    server, log = _ran(config, seconds)
     (address,) = server.addresses.values()
     state = address.state
     errors: Counter[str] = Counter()
