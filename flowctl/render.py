@@ -20,6 +20,7 @@ from flowctl_core.summary import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from flowctl_core.sweep import Sweep
     from jobs.pipeline_state import PipelineStatus
 
 # Piped output (CI logs, `| less`) gets a wide table instead of one folded to 80 columns.
@@ -84,6 +85,42 @@ def format_cell(value: object) -> str:
     if isinstance(value, float):
         return f"{value:,.2f}"
     return str(value)
+
+
+def _knob_value(value: int) -> str:
+    return "-1 (off)" if value == -1 else f"{value:,}"
+
+
+def print_sweep(sweep: Sweep) -> None:
+    """A sweep as one table, a row per value (the run as written first) with each metric and
+    what became of it, then the verdict; the objective's metrics come first, in its order."""
+    ranked = [c.metric for c in sweep.objective if c.metric in sweep.baseline]
+    metrics = ranked + [m for m in sweep.metric_names() if m not in ranked]
+    table = Table(
+        title=f"sweep {sweep.knob} of {sweep.entity}: {sweep.scenario} (seed {sweep.seed})"
+    )
+    table.add_column("value", justify="right", no_wrap=True)
+    for metric in metrics:
+        table.add_column(metric, justify="right")
+    table.add_column("outcome")
+    as_written = (
+        "as written" if sweep.current is None else f"{_knob_value(sweep.current)}, as written"
+    )
+    table.add_row(as_written, *(format_cell(sweep.baseline[m]) for m in metrics), "")
+    for candidate in sweep.candidates:
+        best = sweep.choice.best is candidate
+        cells = (
+            [format_cell(candidate.metrics[m]) for m in metrics]
+            if candidate.metrics is not None
+            else [""] * len(metrics)
+        )
+        outcome = "[bold green]best[/]" if best else sweep.choice.dropped.get(candidate.value, "")
+        value = _knob_value(candidate.value)
+        table.add_row(f"[bold]{value}[/]" if best else value, *cells, outcome)
+    console.print(table)
+    objective = "; ".join(c.text() for c in sweep.objective)
+    print_line(f"objective, in priority order: {objective}")
+    print_line(sweep.verdict())
 
 
 def print_line(text: str) -> None:

@@ -46,6 +46,19 @@ class QueueOutcome:
     peak_depth_msgs: int
     peak_depth_bytes: int
 
+    def metrics(self) -> dict[str, float]:
+        """The figures of the run, by the names the what-if table prints."""
+        return {
+            "rejected msgs": self.rejected,
+            "max overshoot msgs": self.max_overshoot_msgs,
+            "max overshoot bytes": self.max_overshoot_bytes,
+            "time stopped s": round(self.time_stopped_s, 3),
+            "episodes": self.episodes,
+            "peak depth msgs": self.peak_depth_msgs,
+            "peak depth bytes": self.peak_depth_bytes,
+            "enqueued": self.enqueued,
+        }
+
 
 AIM_PROTECT, AIM_RELIEVE, AIM_STEADY = "protect", "relieve", "steady"
 _AIM_TEXT = {
@@ -166,22 +179,13 @@ def _thresholds_text(thresholds: FlowThresholds) -> str:
 
 
 def _metrics(comparison: QueueComparison) -> list[tuple[str, Any, Any]]:
-    before, after = comparison.before, comparison.after
-    return [
-        (
-            "thresholds (stop/resume)",
-            _thresholds_text(before.thresholds),
-            _thresholds_text(after.thresholds),
-        ),
-        ("rejected msgs", before.rejected, after.rejected),
-        ("max overshoot msgs", before.max_overshoot_msgs, after.max_overshoot_msgs),
-        ("max overshoot bytes", before.max_overshoot_bytes, after.max_overshoot_bytes),
-        ("time stopped s", round(before.time_stopped_s, 3), round(after.time_stopped_s, 3)),
-        ("episodes", before.episodes, after.episodes),
-        ("peak depth msgs", before.peak_depth_msgs, after.peak_depth_msgs),
-        ("peak depth bytes", before.peak_depth_bytes, after.peak_depth_bytes),
-        ("enqueued", before.enqueued, after.enqueued),
-    ]
+    before, after = comparison.before.metrics(), comparison.after.metrics()
+    thresholds = (
+        "thresholds (stop/resume)",
+        _thresholds_text(comparison.before.thresholds),
+        _thresholds_text(comparison.after.thresholds),
+    )
+    return [thresholds, *((name, before[name], after[name]) for name in before)]
 
 
 def change_text(before: Any, after: Any) -> str:
@@ -283,6 +287,14 @@ def _run(scenario: Scenario, seed: int) -> dict[str, QueueOutcome]:
     timer = _StoppedTimer()
     result = run_scenario(scenario, [timer], run_id=f"{scenario.name}-whatif", seed=seed)
     return _outcomes(result, timer)
+
+
+def queue_outcome(scenario: Scenario, seed: int, queue: str) -> QueueOutcome:
+    """One run of ``scenario``: what ``queue`` went through (KeyError when it has none such)."""
+    outcomes = _run(scenario, seed)
+    if queue not in outcomes:
+        raise KeyError(f"{scenario.name}: no queue {queue!r}")
+    return outcomes[queue]
 
 
 def _with_flow_arguments(

@@ -98,13 +98,12 @@ def _address_setting(scenario: Scenario, address: str, **update: int) -> Scenari
 
 def _producer_windows(scenario: Scenario, address: str, window: int) -> Scenario:
     artemis = _artemis_part(scenario)
+    _producer_window(scenario, address)  # KeyError without a CORE producer there
     producers = [
         p.model_copy(update={"window": window}) if p.address == address and p.protocol == "core"
         else p
         for p in artemis.producers
     ]  # fmt: skip
-    if producers == list(artemis.producers):
-        raise KeyError(f"{scenario.name}: no CORE producer on artemis address {address!r}")
     return scenario.model_copy(
         update={"artemis": artemis.model_copy(update={"producers": producers})}
     )
@@ -174,6 +173,72 @@ KNOB_APPLIERS: dict[str, Any] = {
     KNOB_PREFETCH: _consumer_credit,
     KNOB_MAX_LENGTH: _max_length,
 }
+
+
+def _address_spec(scenario: Scenario, address: str) -> Any:
+    for spec in _artemis_part(scenario).addresses:
+        if spec.name == address:
+            return spec
+    raise KeyError(f"{scenario.name}: no artemis address {address!r}")
+
+
+def _producer_window(scenario: Scenario, address: str) -> int | None:
+    """The window of the address's CORE producers; None when they differ."""
+    windows = {
+        p.window
+        for p in _artemis_part(scenario).producers
+        if p.address == address and p.protocol == "core"
+    }
+    if not windows:
+        raise KeyError(f"{scenario.name}: no CORE producer on artemis address {address!r}")
+    return windows.pop() if len(windows) == 1 else None
+
+
+def _consumer_spec(scenario: Scenario, consumer: str) -> Any:
+    for spec in _artemis_part(scenario).consumers:
+        if spec.name == consumer:
+            return spec
+    raise KeyError(f"{scenario.name}: no artemis consumer {consumer!r}")
+
+
+def _protocol_consumer(scenario: Scenario, consumer: str) -> Any:
+    for connection in scenario.connections:
+        for spec in connection.consumers:
+            if spec.name == consumer:
+                return spec
+    raise KeyError(f"{scenario.name}: no protocol consumer {consumer!r}")
+
+
+def _queue_max_length(scenario: Scenario, queue: str) -> int | None:
+    for spec in scenario.queues:
+        if spec.name == queue:
+            limit = spec.arguments.get(MAX_COUNT_KEY)
+            return int(limit) if limit is not None else None
+    raise KeyError(f"{scenario.name}: no queue {queue!r}")
+
+
+#: How each knob's value as written is read from a scenario (the readers of
+#: :data:`KNOB_APPLIERS`): (scenario, entity) -> the value, None when it is not one value.
+KNOB_READERS: dict[str, Any] = {
+    KNOB_MAX_SIZE_BYTES: lambda s, e: _address_spec(s, e).max_size_bytes,
+    KNOB_REJECT_THRESHOLD: lambda s, e: _address_spec(s, e).max_size_bytes_reject_threshold,
+    KNOB_PRODUCER_WINDOW: _producer_window,
+    KNOB_CONSUMER_WINDOW: lambda s, e: _consumer_spec(s, e).window,
+    KNOB_LINK_CREDIT: lambda s, e: _protocol_consumer(s, e).credit,
+    KNOB_PREFETCH: lambda s, e: _protocol_consumer(s, e).credit,
+    KNOB_MAX_LENGTH: _queue_max_length,
+}
+
+
+def current_knob_value(scenario: Scenario, knob: str, entity: str) -> int | None:
+    """The value of ``knob`` of ``entity`` as the scenario writes it (KeyError when it has no
+    such entity; None for a knob it does not read, Qpid's thresholds, which the broker derives
+    from the queue's limits)."""
+    read = KNOB_READERS.get(knob)
+    if read is None:
+        return None
+    value: int | None = read(scenario, entity)
+    return value
 
 
 def knob_applies(scenario: Scenario, change: KnobChange) -> bool:
@@ -259,11 +324,17 @@ def _knob_metrics(change: KnobChange, result: RunResult, meter: _EntityMeter) ->
         assert result.artemis is not None
         address = result.artemis.addresses[entity]
         peak = meter.peak_address_bytes.get(entity, 0)
+        producers = result.artemis.producers.values()
+        queues = set(address.config.queue_names)
+        consumers = result.artemis.consumers.values()
         return {
             "lost msgs (dropped, failed)": meter.lost(entity, "dropped", "failed"),
             "rejected msgs": meter.lost(entity, "rejected"),
             "peak address bytes": peak,
             "max overshoot bytes": max(peak - address.config.settings.max_size_bytes, 0),
+            # The work the setting leaves the clients (a sweep trades it against memory).
+            "producers' msgs sent": sum(p.sent for p in producers if p.config.address == entity),
+            "queue msgs processed": sum(c.processed for c in consumers if c.config.queue in queues),
         }
     if change.knob == KNOB_CONSUMER_WINDOW:
         assert result.artemis is not None
@@ -375,7 +446,9 @@ def knob_failures(comparison: KnobComparison) -> list[str]:
     return [reason for reason, ok in checks if not ok]
 
 
-def _run_metered(scenario: Scenario, seed: int, change: KnobChange) -> dict[str, float]:
+def measure_knob(scenario: Scenario, seed: int, change: KnobChange) -> dict[str, float]:
+    """One run of ``scenario``: the metrics of ``change``'s entity that its knob is judged on
+    (what-if and sweep, flowctl_core/sweep.py)."""
     meter = _EntityMeter()
     result = run_scenario(scenario, [meter], run_id=f"{scenario.name}-whatif", seed=seed)
     return _knob_metrics(change, result, meter)
@@ -389,7 +462,7 @@ def run_knob_whatif(
     seed = scenario.seed if seed is None else seed
     changed = with_knob(scenario, change)
     return KnobComparison(
-        change, _run_metered(scenario, seed, change), _run_metered(changed, seed, change)
+        change, measure_knob(scenario, seed, change), measure_knob(changed, seed, change)
     )
 
 
