@@ -13,12 +13,16 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from conformance import engine, rabbit, real
 from conformance.brokers import ArtemisAddress, ArtemisBroker, RabbitBroker
-from flowctl_core.protocols.artemis import ArtemisConfig, ArtemisProducerConfig
+from flowctl_core.protocols.artemis import (
+    ArtemisConfig,
+    ArtemisConsumerConfig,
+    ArtemisProducerConfig,
+)
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -315,6 +319,37 @@ def core_rate(rate: int, address: str) -> Callable[[ArtemisBroker], list[Row]]:
                 0.1,
                 "queue MessageCount sampled every 50 ms on the real broker; enqueue times on "
                 "the engine",
+            ),
+        ]
+
+    return run
+
+
+def core_consumer_rate(rate: int, address: str) -> Callable[[ArtemisBroker], list[Row]]:
+    count = 5 * rate
+
+    def run(broker: ArtemisBroker) -> list[Row]:
+        workload = f"Artemis CORE consumer, consumerMaxRate {rate}/s, {count} messages waiting"
+        got = real.core_consumer_acks(broker, address, count=count, size=CORE_BODY, rate=rate)
+        config = ArtemisConfig(
+            addresses=(replace(engine.address_config(address, -1, "BLOCK"), prefill_count=count),),
+            consumers=(ArtemisConsumerConfig("c", address, max_rate=rate),),
+            core_message_overhead_bytes=engine_default_overhead("core"),
+        )
+        times = engine.processed_times(config, seconds=count / rate + 2)
+        model = [(t / 1_000_000, i + 1) for i, t in enumerate(times)]
+        return [
+            same(workload, "messages consumed", got[-1][1], len(times)),
+            # As for the producer, the first second is left out (README).
+            within_rel(
+                workload,
+                f"messages/s from message {rate} to {count}",
+                steady_rate(got, rate, count),
+                steady_rate(model, rate, count),
+                0.1,
+                "the queue's MessageCount gone down (acknowledged), sampled every 50 ms on the "
+                "real broker, which sees the client's acknowledgements in batches; messages "
+                "processed on the engine",
             ),
         ]
 
@@ -684,6 +719,12 @@ ARTEMIS_CASES: tuple[Case, ...] = (
         core_rate(20, "rate-core"),
         "CORE producer with producerMaxRate 20/s, no consumer",
     ),
+    Case(
+        "artemis-core-consumer-max-rate",
+        "artemis",
+        core_consumer_rate(20, "rate-core-consumer"),
+        "CORE consumer with consumerMaxRate 20/s, 100 messages waiting",
+    ),
 )
 
 ARTEMIS_ADDRESSES: tuple[ArtemisAddress, ...] = (
@@ -701,6 +742,7 @@ ARTEMIS_ADDRESSES: tuple[ArtemisAddress, ...] = (
     ArtemisAddress("fail-core-64k", ADDRESS_LIMIT, "FAIL"),
     ArtemisAddress("fail-core-1m", ADDRESS_LIMIT, "FAIL"),
     ArtemisAddress("rate-core"),
+    ArtemisAddress("rate-core-consumer"),
 )
 
 

@@ -108,6 +108,13 @@ def arrival_times(config: ArtemisConfig, *, seconds: float) -> list[int]:
     return sorted(int(e["ts"]) for e in log.of_type("enqueue"))
 
 
+def processed_times(config: ArtemisConfig, *, seconds: float) -> list[int]:
+    """Run ``config`` for ``seconds`` of virtual time; the times (us) its consumers finished
+    processing a message, in order."""
+    server, _ = _ran(config, seconds)
+    return sorted(t for consumer in server.consumers.values() for t in consumer.processed_at_us)
+
+
 def run_artemis(config: ArtemisConfig, *, seconds: float) -> EngineAddress:
     """Run ``config`` (one address) for ``seconds`` of virtual time; its figures."""
     server, log = _ran(config, seconds)

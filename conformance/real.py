@@ -242,6 +242,57 @@ def core_rate_arrivals(
     return samples
 
 
+def core_consumer_acks(
+    broker: ArtemisBroker,
+    address: str,
+    *,
+    count: int,
+    size: int,
+    rate: int,
+    timeout_s: float = 60.0,
+) -> list[tuple[float, int]]:
+    """``count`` CORE messages sent to an address, then one ``artemis consumer`` with
+    ``consumerMaxRate=rate`` takes them; the messages it has acknowledged (the queue's message
+    count gone down) sampled over Jolokia every 50 ms until all are: (seconds since the
+    consumer started, messages), one pair per sample."""
+    sent = core_send(broker, address, count=count, size=size)
+    if sent.returncode != 0:
+        raise BrokerUnavailable(f"`artemis producer` failed: {sent.stdout[-300:]}")
+    command = [
+        str(artemis_installed()),
+        "consumer",
+        "--protocol",
+        "core",
+        "--url",
+        f"{broker.core_url}?consumerMaxRate={rate}",
+        "--destination",
+        f"queue://{address}",
+        "--message-count",
+        str(count),
+        "--receive-timeout",
+        str(int(timeout_s * 1000)),
+        "--silent",
+    ]
+    log = broker.instance / "log" / f"consumer-{address}.log"
+    pid = spawn(command, env=dict(os.environ), log=log, what="artemis consumer")
+    started = time.monotonic()
+    samples: list[tuple[float, int]] = []
+    try:
+        while not samples or samples[-1][1] < count:
+            time.sleep(0.05)
+            left = int(broker.address_stats(address)["queue.MessageCount"])
+            samples.append((time.monotonic() - started, count - left))
+            if time.monotonic() - started > timeout_s:
+                raise BrokerUnavailable(
+                    f"a CORE consumer at {rate} msg/s took {count - left} of {count} messages "
+                    f"from {address} in {timeout_s} s"
+                )
+    finally:
+        if not reaped(pid):
+            stop_pid(pid, grace_s=2.0)
+    return samples
+
+
 def core_send(
     broker: ArtemisBroker, address: str, *, count: int, size: int, window: int = 1024 * 1024
 ) -> subprocess.CompletedProcess[str]:
