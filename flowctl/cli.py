@@ -461,11 +461,11 @@ def sweep(
 ) -> None:
     """Run a scenario once per value of one knob (same seed) and pick the best value.
 
-    Each run is measured with the metrics the what-if judges that knob on; the best value is
-    the one that comes first by the knob's objective, criteria in priority order (loss, then
-    the work done or the time producers were held, then what the setting costs to hold), each
-    keeping the values within its tolerance of the best. The table says why each other value
-    dropped out.
+    Each run is measured with the metrics the what-if judges that knob on; the best run is the
+    first by the knob's objective, criteria in priority order (loss, then the work done or the
+    time producers were held, then what the setting costs to hold), each keeping the runs
+    within its tolerance of the best. The run as written is one of them, so a sweep that
+    cannot beat it says keep; the table says why each other run dropped out.
     """
     from flowctl_core.sweep import parse_objective, parse_values, run_sweep
 

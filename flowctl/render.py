@@ -87,15 +87,12 @@ def format_cell(value: object) -> str:
     return str(value)
 
 
-def _knob_value(value: int) -> str:
-    return "-1 (off)" if value == -1 else f"{value:,}"
-
-
 def print_sweep(sweep: Sweep) -> None:
-    """A sweep as one table, a row per value (the run as written first) with each metric and
-    what became of it, then the verdict; the objective's metrics come first, in its order."""
-    ranked = [c.metric for c in sweep.objective if c.metric in sweep.baseline]
-    metrics = ranked + [m for m in sweep.metric_names() if m not in ranked]
+    """A sweep as one table, a row per run (the run as written first) with each metric and what
+    became of it, then the objective and the verdict; the objective's metrics come first."""
+    names = sweep.metric_names()
+    ranked = [c.metric for c in sweep.objective if c.metric in names]
+    metrics = ranked + [m for m in names if m not in ranked]
     table = Table(
         title=f"sweep {sweep.knob} of {sweep.entity}: {sweep.scenario} (seed {sweep.seed})"
     )
@@ -103,19 +100,17 @@ def print_sweep(sweep: Sweep) -> None:
     for metric in metrics:
         table.add_column(metric, justify="right")
     table.add_column("outcome")
-    as_written = (
-        "as written" if sweep.current is None else f"{_knob_value(sweep.current)}, as written"
-    )
-    table.add_row(as_written, *(format_cell(sweep.baseline[m]) for m in metrics), "")
-    for candidate in sweep.candidates:
-        best = sweep.choice.best is candidate
+    for index, candidate in enumerate(sweep.candidates):
+        best = sweep.choice.best == index
+        value = sweep.value_text(candidate.value)
+        if candidate.as_written:
+            value = f"{value}, as written"
         cells = (
             [format_cell(candidate.metrics[m]) for m in metrics]
             if candidate.metrics is not None
             else [""] * len(metrics)
         )
-        outcome = "[bold green]best[/]" if best else sweep.choice.dropped.get(candidate.value, "")
-        value = _knob_value(candidate.value)
+        outcome = "[bold green]best[/]" if best else sweep.choice.dropped.get(index, "")
         table.add_row(f"[bold]{value}[/]" if best else value, *cells, outcome)
     console.print(table)
     objective = "; ".join(c.text() for c in sweep.objective)

@@ -1,15 +1,16 @@
 """Sweep: one knob of one entity run over a grid of values on the engine, and the best value.
 
 What-if (flowctl_core/whatif.py, whatif_knobs.py) replays one recommended change; a sweep asks the
-engine instead: the scenario runs once as written and once per value (same seed, so the same
-arrivals), each run measured with the metrics the what-if reads for that knob, and a value is
-chosen by the knob's objective (:data:`OBJECTIVES`): criteria in priority order, each keeping the
-values within its tolerance of the best of those still in, the knob's own cost (the memory a
-window, a credit or a limit lets the broker or client hold) last. Every value that drops out
-gets the criterion it failed, so the table says why the winner won.
+engine instead: the scenario runs as written and once per value (same seed, so the same
+arrivals), each run measured with the metrics the what-if reads for that knob, and the best run
+is chosen by the knob's objective (:data:`SWEEP_KNOBS`): criteria in priority order, each
+keeping the runs within its tolerance of the best of those still in; loss first, the knob's
+own cost (the memory a window, a credit or a limit lets the broker or client hold) last. The
+run as written is one of the candidates, so a sweep that cannot beat it says keep, and every
+run that drops out gets the criterion it failed.
 
-The module owns the objectives, the value grammar (:func:`parse_values`) and the choice
-(:func:`choose`); applying a knob and measuring a run stay in the what-if modules.
+The module owns the knobs' objectives and bounds, the value grammar (:func:`parse_values`) and
+the choice (:func:`choose`); applying a knob and measuring a run stay in the what-if modules.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from flowctl_core.flowlimit import (
     FlowThresholds,
 )
 from flowctl_core.scenario import Scenario
-from flowctl_core.whatif import queue_outcome, with_thresholds
+from flowctl_core.whatif import declared_queues, queue_outcome, with_thresholds
 from flowctl_core.whatif_knobs import KNOB_APPLIERS, KnobChange, current_knob_value, measure_knob
 from schemas.recommendations import (
     KNOB_CONSUMER_WINDOW,
@@ -43,8 +44,8 @@ from schemas.recommendations import (
 
 
 class SweepError(ConfigurationError):
-    """A sweep that cannot run as asked: an unknown knob or entity, or a value grid that does
-    not parse; the message names which."""
+    """A sweep that cannot run as asked: an unknown knob or entity, an entity of another broker,
+    or a value grid that does not parse; the message names which."""
 
 
 LOWER, HIGHER = "lower", "higher"
@@ -56,13 +57,16 @@ KNOB_VALUE = "knob value"
 class Criterion:
     """``metric`` should be ``better`` (:data:`LOWER` or :data:`HIGHER`); values within
     ``tolerance_share`` of the best still in count as equal to it (so that a later criterion
-    can choose among them: a 1 % lower rate for half the memory)."""
+    can choose among them: a 1 % lower rate for half the memory). A best of 0 or of no bound
+    at all is matched only by itself."""
 
     metric: str
     better: str
     tolerance_share: float = 0.0
 
     def ties(self, value: float, best: float) -> bool:
+        if math.isinf(best):
+            return value == best
         slack = abs(best) * self.tolerance_share
         return value <= best + slack if self.better == LOWER else value >= best - slack
 
@@ -71,59 +75,113 @@ class Criterion:
         return f"{self.metric} {self.better}{within}"
 
 
+QPID, ARTEMIS, RABBITMQ = "qpid", "artemis", "rabbitmq"
+JAVA_INT_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class SweepKnob:
+    """What a sweep of a knob needs to know: its broker, its objective, the values its broker
+    takes (``lowest`` .. ``highest``, with the reason for the bound) and the value that
+    switches it off (no bound at all), if any."""
+
+    broker: str
+    objective: tuple[Criterion, ...]
+    lowest: int
+    off: int | None = None
+    highest: int | None = None
+    bound_reason: str = ""
+
+
 _NO_LOSS = Criterion("lost msgs (dropped, failed)", LOWER)
 _NO_REJECT = Criterion("rejected msgs", LOWER)
-#: Messages the address's consumers processed: the work done. Not the producers' sends, which
-#: a larger buffer raises by what it holds at the end of the run, not by a faster flow.
+#: Messages the address's consumers processed: the work done. Not the producers' sends, which a
+#: larger buffer raises by what it holds at the end of a finite run, not by a faster flow.
 _PROCESSED = Criterion("queue msgs processed", HIGHER, 0.01)
 _SMALLEST = Criterion(KNOB_VALUE, LOWER)
+_ARTEMIS_LIMIT = (
+    _NO_LOSS,
+    _NO_REJECT,
+    _PROCESSED,
+    Criterion("peak address bytes", LOWER),
+    _SMALLEST,
+)
+_RECEIVED = Criterion("consumer msgs received", HIGHER, 0.01)
 
-#: What "best" means for each knob: criteria in priority order (a table of rules; README,
-#: "Sweep"). Loss first; then the work done (messages processed or received, within 1 %) or the
-#: time producers were held; then what the setting costs to hold.
-OBJECTIVES: dict[str, tuple[Criterion, ...]] = {
-    # Qpid: no rejections at the queue limit, then the least time stopped and fewest episodes,
-    # then the lowest peak depth (stop thresholds only raise it).
-    KNOB_QPID_FLOW_STOP_COUNT: (
-        _NO_REJECT,
-        Criterion("time stopped s", LOWER, 0.01),
-        Criterion("episodes", LOWER),
-        Criterion("peak depth msgs", LOWER),
+#: The knobs a sweep can turn (a table of rules; README, "Sweeping a knob"): loss first, then
+#: the work done (within 1 %) or the time producers were held, then what the setting costs.
+SWEEP_KNOBS: dict[str, SweepKnob] = {
+    # Qpid: no rejections at the queue limit, then as many messages taken in, the least time
+    # stopped and fewest episodes, then the lowest peak depth. 0 switches the threshold off.
+    KNOB_QPID_FLOW_STOP_COUNT: SweepKnob(
+        QPID,
+        (
+            _NO_REJECT,
+            Criterion("enqueued", HIGHER, 0.01),
+            Criterion("time stopped s", LOWER, 0.01),
+            Criterion("episodes", LOWER),
+            Criterion("peak depth msgs", LOWER),
+        ),
+        lowest=0,
+        off=0,
     ),
-    KNOB_MAX_SIZE_BYTES: (_NO_LOSS, _NO_REJECT, _PROCESSED, Criterion("peak address bytes", LOWER)),
-    KNOB_REJECT_THRESHOLD: (
-        _NO_LOSS,
-        _NO_REJECT,
-        _PROCESSED,
-        Criterion("peak address bytes", LOWER),
-    ),
+    # The tightest limit that loses and rejects nothing and slows no consumer.
+    KNOB_MAX_SIZE_BYTES: SweepKnob(ARTEMIS, _ARTEMIS_LIMIT, lowest=-1, off=-1),
+    KNOB_REJECT_THRESHOLD: SweepKnob(ARTEMIS, _ARTEMIS_LIMIT, lowest=-1, off=-1),
     # Seed 003's bound: overshoot grows with producers x window; the smallest window that keeps
-    # the producers' pace.
-    KNOB_PRODUCER_WINDOW: (
-        _NO_LOSS,
-        _NO_REJECT,
-        _PROCESSED,
-        Criterion("max overshoot bytes", LOWER),
+    # the consumers' pace.
+    KNOB_PRODUCER_WINDOW: SweepKnob(
+        ARTEMIS,
+        (_NO_LOSS, _NO_REJECT, _PROCESSED, Criterion("max overshoot bytes", LOWER), _SMALLEST),
+        lowest=-1,
+        off=-1,
+        highest=JAVA_INT_MAX,
+        bound_reason="producerWindowSize is a Java int",
     ),
-    KNOB_CONSUMER_WINDOW: (
-        Criterion("queue msgs processed", HIGHER),
-        Criterion("queue processed by s", LOWER, 0.01),
-        _SMALLEST,
+    KNOB_CONSUMER_WINDOW: SweepKnob(
+        ARTEMIS,
+        (
+            Criterion("queue msgs processed", HIGHER),
+            Criterion("queue processed by s", LOWER, 0.01),
+            _SMALLEST,
+        ),
+        lowest=-1,
+        off=-1,
+        highest=JAVA_INT_MAX,
+        bound_reason="consumerWindowSize is a Java int",
     ),
     # Kung & Morris: credit beyond rate x round trip buys nothing but messages held at the client.
-    KNOB_LINK_CREDIT: (Criterion("consumer msgs received", HIGHER, 0.01), _SMALLEST),
-    KNOB_PREFETCH: (Criterion("consumer msgs received", HIGHER, 0.01), _SMALLEST),
-    # RabbitMQ reject-publish: a limit that stops a slow queue blocking its whole connection,
-    # rejecting as little as that allows, holding as little as that allows.
-    KNOB_MAX_LENGTH: (
-        Criterion("connection blocked s", LOWER, 0.01),
-        _NO_REJECT,
-        Criterion("peak depth msgs", LOWER),
+    KNOB_LINK_CREDIT: SweepKnob(
+        RABBITMQ,
+        (_RECEIVED, _SMALLEST),
+        lowest=1,
+        highest=2**32 - 1,
+        bound_reason="AMQP 1.0 link credit is a uint",
+    ),
+    KNOB_PREFETCH: SweepKnob(
+        RABBITMQ,
+        (_RECEIVED, _SMALLEST),
+        lowest=1,  # 0 is "no limit" in RabbitMQ, which the engine does not model
+        highest=65_535,
+        bound_reason="basic.qos prefetch-count is a short",
+    ),
+    # RabbitMQ reject-publish: as few rejections as possible, then a slow queue blocking its
+    # connection as little as possible, then the least held. 0 would hold no message in
+    # RabbitMQ (the engine reads it as no limit), so the lowest is 1.
+    KNOB_MAX_LENGTH: SweepKnob(
+        RABBITMQ,
+        (
+            _NO_REJECT,
+            Criterion("connection blocked s", LOWER, 0.01),
+            Criterion("peak depth msgs", LOWER),
+        ),
+        lowest=1,
     ),
 }
 
 _CRITERION = re.compile(
-    r"(?P<metric>[^:]+):(?P<better>lower|higher)(?::(?P<share>\d+(?:\.\d+)?)%)?"
+    r"\s*(?P<metric>[^:]*?)\s*:\s*(?P<better>lower|higher)\s*"
+    r"(?::\s*(?P<share>\d+(?:\.\d+)?)\s*%)?\s*"
 )
 
 
@@ -131,22 +189,21 @@ def parse_objective(text: str) -> tuple[Criterion, ...]:
     """``--objective``: criteria in priority order, ``METRIC:lower`` or ``METRIC:higher``, with
     an optional tolerance (``:1%``), separated by commas; metrics are checked by the sweep."""
     criteria = []
-    for part in (p.strip() for p in text.split(",")):
+    for part in text.split(","):
         matched = _CRITERION.fullmatch(part)
-        if not matched:
+        if not matched or not matched["metric"]:
             raise SweepError(
-                f"--objective: {part!r} is not METRIC:lower or METRIC:higher[:N%] "
+                f"--objective: {part.strip()!r} is not METRIC:lower or METRIC:higher[:N%] "
                 "(e.g. 'rejected msgs:lower,time stopped s:lower:1%')"
             )
         share = float(matched["share"]) / 100 if matched["share"] else 0.0
-        criteria.append(Criterion(matched["metric"].strip(), matched["better"], share))
+        criteria.append(Criterion(matched["metric"], matched["better"], share))
     return tuple(criteria)
 
 
-#: Values the broker reads as "off" (Artemis: -1 switches a window or a limit off).
-_UNBOUNDED = -1
 _MOST_VALUES = 200
-_RANGE = re.compile(r"(-?\d+)\.\.(\d+)([+*])(\d+)")
+_INTEGER = re.compile(r"-?\d+")
+_RANGE = re.compile(r"(-?\d+)\.\.(\d+)(?:([+*])(\d+))?")
 
 
 def parse_values(text: str) -> list[int]:
@@ -160,7 +217,7 @@ def parse_values(text: str) -> list[int]:
         ranged = _RANGE.fullmatch(part)
         if ranged:
             values.update(_range_values(part, *ranged.groups()))
-        elif re.fullmatch(r"-?\d+", part):
+        elif _INTEGER.fullmatch(part):
             values.add(int(part))
         else:
             raise SweepError(
@@ -169,13 +226,14 @@ def parse_values(text: str) -> list[int]:
             )
         if len(values) > _MOST_VALUES:
             raise SweepError(f"--values: more than {_MOST_VALUES} values")
-    bad = sorted(v for v in values if v < _UNBOUNDED)
-    if bad:
-        raise SweepError(f"--values: {bad[0]} is negative (only -1, 'off', is allowed)")
+    if not values:
+        raise SweepError("--values: no value to sweep")
     return sorted(values)
 
 
-def _range_values(part: str, start: str, stop: str, op: str, step: str) -> list[int]:
+def _range_values(part: str, start: str, stop: str, op: str | None, step: str | None) -> list[int]:
+    if op is None or step is None:
+        raise SweepError(f"--values: {part!r} needs a step (+N) or a factor (*N) after its end")
     first, last, by = int(start), int(stop), int(step)
     if first > last:
         raise SweepError(f"--values: {part!r} starts above its end")
@@ -195,111 +253,135 @@ def _range_values(part: str, start: str, stop: str, op: str, step: str) -> list[
 
 @dataclass(frozen=True)
 class Candidate:
-    """One value of the knob: its run's metrics, or why the engine refused the value."""
+    """One run: the knob at ``value`` (the run as written: ``as_written``, its value None when
+    the scenario gives the knob no single value), its metrics, or why it was not run."""
 
-    value: int
+    value: int | None
     metrics: dict[str, float] | None
     refused: str | None = None
-
-    def measure(self, criterion: Criterion) -> float:
-        assert self.metrics is not None
-        if criterion.metric == KNOB_VALUE:
-            return _magnitude(self.value)
-        return self.metrics[criterion.metric]
-
-
-def _magnitude(value: int) -> float:
-    """A knob value as an amount: Artemis's -1 ("off") is no bound at all."""
-    return math.inf if value == _UNBOUNDED else float(value)
-
-
-def _nearness(value: int, current: int | None) -> tuple[float, float]:
-    """Sort key of a value among equals: nearest the value as written first (when it is "off",
-    the largest bound is the nearest), then the lowest."""
-    amount = _magnitude(value)
-    if current is None or value == current:
-        return (0.0, amount)
-    if current == _UNBOUNDED:
-        return (1.0, -amount)
-    return (abs(amount - current), amount)
+    as_written: bool = False
 
 
 @dataclass(frozen=True)
 class Choice:
-    """The value :func:`choose` kept, and for every other one why it dropped out."""
+    """The candidate :func:`choose` kept (its index), and for every other one (by index) why
+    it dropped out."""
 
-    best: Candidate | None
+    best: int | None
     dropped: dict[int, str] = field(default_factory=dict)
 
 
 def _number(value: float) -> str:
     if math.isinf(value):
         return "off"
-    return f"{value:,.3f}".rstrip("0").rstrip(".") if value != int(value) else f"{int(value):,}"
+    if value == int(value):
+        return f"{int(value):,}"
+    return f"{value:,.2f}".rstrip("0").rstrip(".")
+
+
+def _magnitude(value: int | None, off: int | None) -> float:
+    """A knob value as an amount: its "off" (and a scenario without one value) is no bound."""
+    return math.inf if value is None or value == off else float(value)
+
+
+def _nearness(candidate: Candidate, current: int | None, off: int | None) -> tuple[float, ...]:
+    """Sort key among equal candidates: the run as written first (a change the runs do not ask
+    for is not made), then the value nearest it (when it is off, the largest bound), then the
+    lowest."""
+    if candidate.as_written:
+        return (0.0, 0.0, 0.0)
+    amount = _magnitude(candidate.value, off)
+    if current is None:
+        return (1.0, 0.0, amount)
+    if _magnitude(current, off) == math.inf:
+        return (1.0, -amount, amount)
+    return (1.0, abs(amount - current), amount)
 
 
 def choose(
-    candidates: Sequence[Candidate], objective: Sequence[Criterion], current: int | None
+    candidates: Sequence[Candidate],
+    objective: Sequence[Criterion],
+    current: int | None,
+    off: int | None = None,
 ) -> Choice:
     """The best candidate by ``objective``: each criterion in turn keeps those within its
-    tolerance of the best still in. Among the values left, the one nearest ``current`` (a
-    change the measurements do not ask for is not made; :func:`_nearness`)."""
-    dropped = {c.value: f"refused: {c.refused}" for c in candidates if c.metrics is None}
-    left = [c for c in candidates if c.metrics is not None]
+    tolerance of the best still in; among those left, :func:`_nearness` decides. ``off`` is
+    the knob's value that switches it off (the largest amount)."""
+
+    def measure(candidate: Candidate, criterion: Criterion) -> float:
+        assert candidate.metrics is not None
+        if criterion.metric == KNOB_VALUE:
+            return _magnitude(candidate.value, off)
+        return candidate.metrics[criterion.metric]
+
+    dropped = {
+        index: f"refused: {c.refused}" for index, c in enumerate(candidates) if c.metrics is None
+    }
+    left = [index for index, c in enumerate(candidates) if c.metrics is not None]
     for criterion in objective:
         if len(left) < 2:
             break
-        scores = [c.measure(criterion) for c in left]
-        best = min(scores) if criterion.better == LOWER else max(scores)
-        kept = []
-        for candidate, score in zip(left, scores, strict=True):
-            if criterion.ties(score, best):
-                kept.append(candidate)
-            else:
-                dropped[candidate.value] = (
-                    f"{criterion.metric}: {_number(score)} against {_number(best)}"
+        scores = {index: measure(candidates[index], criterion) for index in left}
+        best = min(scores.values()) if criterion.better == LOWER else max(scores.values())
+        for index in left:
+            if not criterion.ties(scores[index], best):
+                dropped[index] = (
+                    f"{criterion.metric}: {_number(scores[index])} against {_number(best)}"
                 )
-        left = kept
+        left = [index for index in left if index not in dropped]
     if not left:
         return Choice(None, dropped)
-    winner = min(left, key=lambda c: _nearness(c.value, current))
-    for candidate in left:
-        if candidate is not winner:
-            dropped[candidate.value] = (
-                f"as good; {_number(winner.value)} is nearer the value as written"
-            )
+    winner = min(left, key=lambda index: _nearness(candidates[index], current, off))
+    kept = candidates[winner]
+    if kept.as_written:
+        why = "the run as written is kept"
+    elif current is None:
+        why = f"{_number(_magnitude(kept.value, off))} is lower"
+    else:
+        why = f"{_number(_magnitude(kept.value, off))} is nearer the value as written"
+    for index in left:
+        if index != winner:
+            dropped[index] = f"as good; {why}"
     return Choice(winner, dropped)
 
 
 @dataclass(frozen=True)
 class Sweep:
-    """A sweep's runs: as written (``baseline``), then one per value, and the choice."""
+    """A sweep's runs, the run as written first, and the choice."""
 
     scenario: str
     seed: int
     knob: str
     entity: str
     current: int | None
+    off: int | None
     objective: tuple[Criterion, ...]
-    baseline: dict[str, float]
     candidates: tuple[Candidate, ...]
     choice: Choice
 
     def metric_names(self) -> list[str]:
-        return list(self.baseline)
+        measured = next((c.metrics for c in self.candidates if c.metrics is not None), {})
+        return list(measured)
+
+    def value_text(self, value: int | None) -> str:
+        if value is None:
+            return "none"
+        return f"{value:,} (off)" if value == self.off else f"{value:,}"
 
     def verdict(self) -> str:
-        """One line: the value to set and why, or why there is none."""
-        best = self.choice.best
-        if best is None:
+        """One line: the value to set, or to keep, or why there is none."""
+        if self.choice.best is None:
             return f"no value of {self.knob} for {self.entity} ran: each was refused"
-        now = "as written" if self.current is None else f"now {_number(self.current)}"
-        if best.value == self.current:
-            return f"keep {self.knob} of {self.entity} at {_number(best.value)} ({now})"
-        return f"best {self.knob} for {self.entity}: {_number(best.value)} ({now})"
+        best = self.candidates[self.choice.best]
+        written = self.value_text(self.current)
+        if best.as_written:
+            return f"keep {self.knob} of {self.entity} as written ({written})"
+        value = self.value_text(best.value)
+        return f"best {self.knob} for {self.entity}: {value} (as written: {written})"
 
     def as_dict(self) -> dict[str, Any]:
         """The sweep as JSON-able data (``flowctl sweep --json``)."""
+        best = self.choice.best
         return {
             "scenario": self.scenario,
             "seed": self.seed,
@@ -307,25 +389,29 @@ class Sweep:
             "entity": self.entity,
             "current": self.current,
             "objective": [c.text() for c in self.objective],
-            "baseline": self.baseline,
             "candidates": [
                 {
                     "value": c.value,
+                    "as_written": c.as_written,
                     "metrics": c.metrics,
                     "refused": c.refused,
-                    "dropped": self.choice.dropped.get(c.value),
-                    "best": self.choice.best is c,
+                    "dropped": self.choice.dropped.get(index),
+                    "best": index == best,
                 }
-                for c in self.candidates
+                for index, c in enumerate(self.candidates)
             ],
-            "best": None if self.choice.best is None else self.choice.best.value,
+            "best": None if best is None else self.candidates[best].value,
+            "keep": best is not None and self.candidates[best].as_written,
             "verdict": self.verdict(),
         }
 
 
 def _with_stop_count(written: FlowThresholds, stop: int) -> FlowThresholds:
     """``written`` with a stop count of ``stop`` and its resume count at the same share of the
-    stop (Qpid's default 70 / 80 when the count threshold is off); sizes unchanged."""
+    stop (Qpid's default 70 / 80 when the count threshold is off), at least 1: a resume of 0
+    reads as "resume at the stop". Sizes unchanged; a stop of 0 switches the count off."""
+    if stop == 0:
+        return FlowThresholds(0, 0, written.stop_size, written.resume_size)
     share = (
         Fraction(written.resume_count, written.stop_count)
         if written.stop_count
@@ -333,7 +419,7 @@ def _with_stop_count(written: FlowThresholds, stop: int) -> FlowThresholds:
     )
     return FlowThresholds(
         stop_count=stop,
-        resume_count=int(stop * share),
+        resume_count=max(1, int(stop * share)),
         stop_size=written.stop_size,
         resume_size=written.resume_size,
     )
@@ -345,8 +431,8 @@ Mapper = Callable[[Callable[[int], Candidate], Iterable[int]], Iterable[Candidat
 
 @dataclass(frozen=True)
 class _Measure:
-    """One run of the sweep: the scenario with the knob at ``value`` (None: as written),
-    measured. A class rather than a closure, so that a process pool can send it."""
+    """One run of the sweep: the scenario with the knob at a value, measured. A class rather
+    than a closure, so that a process pool can send it."""
 
     scenario: Scenario
     seed: int
@@ -359,15 +445,18 @@ class _Measure:
         if self.knob == KNOB_QPID_FLOW_STOP_COUNT:
             assert self.written is not None
             thresholds = {self.entity: _with_stop_count(self.written, value)}
-            outcome = queue_outcome(
-                with_thresholds(self.scenario, thresholds), self.seed, self.entity
-            )
-            return outcome.metrics()
+            changed = with_thresholds(self.scenario, thresholds)
+            return queue_outcome(changed, self.seed, self.entity).metrics()
         change = KnobChange("", self.entity, self.knob, None, value, "", "sweep")
         changed = KNOB_APPLIERS[self.knob](self.scenario, self.entity, value)
         return measure_knob(changed, self.seed, change)
 
     def __call__(self, value: int) -> Candidate:
+        knob = SWEEP_KNOBS[self.knob]
+        if value < knob.lowest:
+            return Candidate(value, None, f"{self.knob} takes {knob.lowest:,} and above")
+        if knob.highest is not None and value > knob.highest:
+            return Candidate(value, None, f"{knob.bound_reason}: at most {knob.highest:,}")
         try:
             return Candidate(value, self.metrics(value))
         except (FlowctlError, ValueError) as error:
@@ -375,7 +464,26 @@ class _Measure:
 
 
 def sweep_knobs() -> list[str]:
-    return list(OBJECTIVES)
+    return list(SWEEP_KNOBS)
+
+
+def _check_entity(scenario: Scenario, knob: str, entity: str) -> None:
+    """SweepError unless ``entity`` is one of the scenario's, of the knob's broker, and a sweep
+    of it is not overridden by the scenario itself."""
+    broker = SWEEP_KNOBS[knob].broker
+    if broker == QPID:
+        rabbit = bool(scenario.connections)
+        if entity not in declared_queues(scenario) or rabbit:
+            where = "a RabbitMQ queue (the scenario has connections)" if rabbit else "no Qpid queue"
+            raise SweepError(f"{scenario.name}: {entity!r} is {where}: {knob} is Qpid's")
+        for step in scenario.steps:
+            if step.set_thresholds is not None and step.set_thresholds.queue == entity:
+                raise SweepError(
+                    f"{scenario.name}: a set_thresholds step changes the thresholds of "
+                    f"{entity!r} during the run, over any value swept: sweep a copy without it"
+                )
+    elif broker == RABBITMQ and not scenario.connections:
+        raise SweepError(f"{scenario.name}: no RabbitMQ connections: {knob} is RabbitMQ's")
 
 
 def run_sweep(
@@ -390,16 +498,16 @@ def run_sweep(
 ) -> Sweep:
     """Run ``scenario`` as written and with ``knob`` of ``entity`` at each of ``values``; choose.
 
-    A Qpid stop count keeps the queue's resume share (:func:`_with_stop_count`; the thresholds
-    as written are those in force at the end of the run as written). A value the engine
-    refuses is listed with its reason and takes no part in the choice. ``objective`` replaces
-    the knob's own (:data:`OBJECTIVES`). SweepError for an unknown knob, entity or metric.
+    A Qpid stop count keeps the queue's resume share (:func:`_with_stop_count`). A value the
+    broker would not take, or the engine refuses, is listed with the reason and takes no part
+    in the choice. ``objective`` replaces the knob's own. SweepError for an unknown knob,
+    entity or metric, or an entity of another broker.
     """
-    if knob not in OBJECTIVES:
+    rule = SWEEP_KNOBS.get(knob)
+    if rule is None:
         raise SweepError(f"no sweep for knob {knob!r}; knobs: {', '.join(sweep_knobs())}")
-    if not values:
-        raise SweepError("--values: no value to sweep")
     seed = scenario.seed if seed is None else seed
+    _check_entity(scenario, knob, entity)
     try:
         if knob == KNOB_QPID_FLOW_STOP_COUNT:
             outcome = queue_outcome(scenario, seed, entity)
@@ -413,24 +521,23 @@ def run_sweep(
             baseline = measure_knob(scenario, seed, change)
     except KeyError as error:
         raise SweepError(str(error.args[0])) from None
-    objective = tuple(OBJECTIVES[knob] if objective is None else objective)
-    unknown = [c.metric for c in objective if c.metric not in {*baseline, KNOB_VALUE}]
+    criteria = rule.objective if objective is None else tuple(objective)
+    unknown = [c.metric for c in criteria if c.metric not in {*baseline, KNOB_VALUE}]
     if unknown:
         raise SweepError(
             f"--objective: no metric {unknown[0]!r} for {knob}; metrics: "
             f"{', '.join([*baseline, KNOB_VALUE])}"
         )
-    # The value as written is one of the candidates: a sweep that cannot beat it says keep.
-    grid = sorted({*values, current} if current is not None else set(values))
-    candidates = tuple(mapper(measure, grid))
+    as_written = Candidate(current, baseline, as_written=True)
+    candidates = (as_written, *mapper(measure, sorted(set(values))))
     return Sweep(
         scenario=scenario.name,
         seed=seed,
         knob=knob,
         entity=entity,
         current=current,
-        objective=objective,
-        baseline=baseline,
+        off=rule.off,
+        objective=criteria,
         candidates=candidates,
-        choice=choose(candidates, objective, current),
+        choice=choose(candidates, criteria, current, rule.off),
     )

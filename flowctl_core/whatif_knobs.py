@@ -26,6 +26,7 @@ from flowctl_core.flowlimit import (
     FLOW_STOP_COUNT_KEY,
     FLOW_STOP_SIZE_KEY,
 )
+from flowctl_core.protocols.artemis_flow import UNBOUNDED
 from flowctl_core.runner import RunResult, run_scenario
 from flowctl_core.scenario import Scenario
 from flowctl_core.whatif import change_text
@@ -132,7 +133,10 @@ def _consumer_credit(scenario: Scenario, consumer: str, credit: int) -> Scenario
         for spec in connection.consumers:
             if spec.name == consumer:
                 found = True
+                # At least 1 when it topped up before: below 1 of a credit of 1 is 0 left.
                 top_up = spec.top_up_below * credit // spec.credit
+                if spec.top_up_below:
+                    top_up = max(1, top_up)
                 spec = spec.model_copy(update={"credit": credit, "top_up_below": top_up})
             consumers.append(spec)
         connections.append(connection.model_copy(update={"consumers": consumers}))
@@ -201,19 +205,23 @@ def _consumer_spec(scenario: Scenario, consumer: str) -> Any:
     raise KeyError(f"{scenario.name}: no artemis consumer {consumer!r}")
 
 
-def _protocol_consumer(scenario: Scenario, consumer: str) -> Any:
+def _protocol_consumer(scenario: Scenario, consumer: str, protocol: str) -> Any:
     for connection in scenario.connections:
         for spec in connection.consumers:
-            if spec.name == consumer:
+            if spec.name == consumer and connection.protocol == protocol:
                 return spec
-    raise KeyError(f"{scenario.name}: no protocol consumer {consumer!r}")
+    raise KeyError(f"{scenario.name}: no {protocol} consumer {consumer!r}")
 
 
 def _queue_max_length(scenario: Scenario, queue: str) -> int | None:
+    """x-max-length with reject-publish as the engine spells it (:func:`_max_length`); None
+    without one (no limit, or a limit with another overflow)."""
     for spec in scenario.queues:
         if spec.name == queue:
             limit = spec.arguments.get(MAX_COUNT_KEY)
-            return int(limit) if limit is not None else None
+            policy = spec.arguments.get(POLICY_TYPE_KEY, scenario.broker.default_limit_policy)
+            rejects = policy == "reject"
+            return int(limit) if limit and rejects else None
     raise KeyError(f"{scenario.name}: no queue {queue!r}")
 
 
@@ -224,8 +232,8 @@ KNOB_READERS: dict[str, Any] = {
     KNOB_REJECT_THRESHOLD: lambda s, e: _address_spec(s, e).max_size_bytes_reject_threshold,
     KNOB_PRODUCER_WINDOW: _producer_window,
     KNOB_CONSUMER_WINDOW: lambda s, e: _consumer_spec(s, e).window,
-    KNOB_LINK_CREDIT: lambda s, e: _protocol_consumer(s, e).credit,
-    KNOB_PREFETCH: lambda s, e: _protocol_consumer(s, e).credit,
+    KNOB_LINK_CREDIT: lambda s, e: _protocol_consumer(s, e, "amqp-1.0").credit,
+    KNOB_PREFETCH: lambda s, e: _protocol_consumer(s, e, "amqp-0-9-1").credit,
     KNOB_MAX_LENGTH: _queue_max_length,
 }
 
@@ -242,12 +250,12 @@ def current_knob_value(scenario: Scenario, knob: str, entity: str) -> int | None
 
 
 def knob_applies(scenario: Scenario, change: KnobChange) -> bool:
-    """Whether the scenario has the entity and knob of ``change`` (a table covers many)."""
+    """Whether the scenario has the entity and knob of ``change`` (a table covers many) and the
+    change changes it: one the scenario already has leaves nothing to replay."""
     try:
-        with_knob(scenario, change)
+        return with_knob(scenario, change) != scenario
     except KeyError:
         return False
-    return True
 
 
 def with_knob(scenario: Scenario, change: KnobChange) -> Scenario:
@@ -324,6 +332,7 @@ def _knob_metrics(change: KnobChange, result: RunResult, meter: _EntityMeter) ->
         assert result.artemis is not None
         address = result.artemis.addresses[entity]
         peak = meter.peak_address_bytes.get(entity, 0)
+        limit = address.config.settings.max_size_bytes
         producers = result.artemis.producers.values()
         queues = set(address.config.queue_names)
         consumers = result.artemis.consumers.values()
@@ -331,7 +340,7 @@ def _knob_metrics(change: KnobChange, result: RunResult, meter: _EntityMeter) ->
             "lost msgs (dropped, failed)": meter.lost(entity, "dropped", "failed"),
             "rejected msgs": meter.lost(entity, "rejected"),
             "peak address bytes": peak,
-            "max overshoot bytes": max(peak - address.config.settings.max_size_bytes, 0),
+            "max overshoot bytes": 0 if limit == UNBOUNDED else max(peak - limit, 0),
             # The work the setting leaves the clients (a sweep trades it against memory).
             "producers' msgs sent": sum(p.sent for p in producers if p.config.address == entity),
             "queue msgs processed": sum(c.processed for c in consumers if c.config.queue in queues),
@@ -340,7 +349,10 @@ def _knob_metrics(change: KnobChange, result: RunResult, meter: _EntityMeter) ->
         assert result.artemis is not None
         queue = result.artemis.consumers[entity].config.queue
         siblings = [c for c in result.artemis.consumers.values() if c.config.queue == queue]
-        last_us = max((c.processed_at_us[-1] for c in siblings if c.processed_at_us), default=0)
+        # Nothing processed: as late as the run's end, not the epoch.
+        last_us = max(
+            (c.processed_at_us[-1] for c in siblings if c.processed_at_us), default=result.end_us
+        )
         return {
             "queue msgs processed": sum(c.processed for c in siblings),
             "queue processed by s": (last_us - result.start_us) / US_PER_SECOND,

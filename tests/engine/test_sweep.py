@@ -8,26 +8,35 @@ import math
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from flowctl.cli import app
 from flowctl_core.flowlimit import FlowThresholds
-from flowctl_core.scenario import load_scenario
+from flowctl_core.scenario import Scenario, load_scenario, parse_scenario
 from flowctl_core.sweep import (
     HIGHER,
     KNOB_VALUE,
     LOWER,
-    OBJECTIVES,
+    SWEEP_KNOBS,
     Candidate,
     Criterion,
     SweepError,
+    _with_stop_count,
     choose,
     parse_objective,
     parse_values,
     run_sweep,
 )
 from flowctl_core.whatif import run_whatif
-from flowctl_core.whatif_knobs import KNOB_APPLIERS, KNOB_READERS
+from flowctl_core.whatif_knobs import (
+    KNOB_APPLIERS,
+    KNOB_READERS,
+    KnobChange,
+    knob_applies,
+    measure_knob,
+    with_knob,
+)
 from schemas.recommendations import KNOB_QPID_FLOW_STOP_COUNT
 
 # -- values and objectives ------------------------------------------------------------------
@@ -53,11 +62,12 @@ def test_values_parse_lists_and_ranges(text: str, values: list[int]) -> None:
     [
         ("10,abc", "'abc' is neither an integer nor a range"),
         ("1.5", "'1.5' is neither"),
+        ("10..1", "'10..1' needs a step (+N) or a factor (*N)"),
         ("500..100+10", "starts above its end"),
         ("0..100*2", "never grows"),
         ("1..100+0", "never grows"),
         ("1..1000+1", "more than 200 values"),
-        ("-2,5", "-2 is negative"),
+        ("", "'' is neither"),
     ],
 )
 def test_bad_values_are_refused_naming_the_part(text: str, message: str) -> None:
@@ -68,28 +78,27 @@ def test_bad_values_are_refused_naming_the_part(text: str, message: str) -> None
 
 
 def test_objective_parses_criteria_in_order() -> None:
-    assert parse_objective("rejected msgs:lower, time stopped s:lower:2.5%,knob value:higher") == (
+    text = "rejected msgs:lower, time stopped s : lower : 2.5%,knob value:higher"
+    assert parse_objective(text) == (
         Criterion("rejected msgs", LOWER),
         Criterion("time stopped s", LOWER, 0.025),
         Criterion(KNOB_VALUE, HIGHER),
     )
-    with pytest.raises(SweepError, match="'rejected msgs:least' is not METRIC:lower"):
-        parse_objective("rejected msgs:least")
+    for bad in ("rejected msgs:least", ":lower"):
+        with pytest.raises(SweepError, match="is not METRIC:lower or METRIC:higher"):
+            parse_objective(bad)
 
 
-def test_every_objective_names_metrics_its_knob_measures() -> None:
-    """An objective's metric missing from the knob's measurements would fail every sweep of it:
-    each one is checked against a real run of a bundled scenario in the tests below, and here
-    every knob the what-if can apply has an objective."""
-    assert set(OBJECTIVES) == {*KNOB_APPLIERS, KNOB_QPID_FLOW_STOP_COUNT}
+def test_every_knob_a_whatif_applies_can_be_swept() -> None:
+    assert set(SWEEP_KNOBS) == {*KNOB_APPLIERS, KNOB_QPID_FLOW_STOP_COUNT}
     assert set(KNOB_READERS) == set(KNOB_APPLIERS)
 
 
 # -- the choice -----------------------------------------------------------------------------
 
 
-def _candidate(value: int, **metrics: float) -> Candidate:
-    return Candidate(value, {name.replace("_", " "): m for name, m in metrics.items()})
+def _candidate(value: int | None, *, as_written: bool = False, **metrics: float) -> Candidate:
+    return Candidate(value, dict(metrics), as_written=as_written)
 
 
 def test_choice_takes_criteria_in_priority_order() -> None:
@@ -101,11 +110,11 @@ def test_choice_takes_criteria_in_priority_order() -> None:
         _candidate(4, lost=0, done=100, peak=3),
     ]
     choice = choose(candidates, objective, current=None)
-    assert choice.best is candidates[3]
+    assert choice.best == 3
     assert choice.dropped == {
-        1: "lost: 5 against 0",
-        2: "done: 90 against 100",
-        3: "peak: 9 against 3",
+        0: "lost: 5 against 0",
+        1: "done: 90 against 100",
+        2: "peak: 9 against 3",
     }
 
 
@@ -119,38 +128,55 @@ def test_tolerance_lets_a_later_criterion_choose() -> None:
         _candidate(1000, received=1000),
     ]
     choice = choose(candidates, objective, current=100)
-    assert choice.best is candidates[1]
-    assert choice.dropped[100] == "received: 900 against 1,000"
-    assert choice.dropped[1000] == "knob value: 1,000 against 500"
+    assert choice.best == 1
+    assert choice.dropped[0] == "received: 900 against 1,000"
+    assert choice.dropped[2] == "knob value: 1,000 against 500"
 
 
-def test_off_is_the_largest_knob_value() -> None:
-    """Artemis's -1 switches a window off: no bound, so never the cheapest to hold."""
-    objective = (Criterion(KNOB_VALUE, LOWER),)
+def test_off_is_the_largest_knob_value_and_a_best_of_off_is_matched_by_off_only() -> None:
+    """Artemis's -1 switches a window off: no bound, never the cheapest to hold; and when "no
+    bound" is the best (knob value higher), only no bound ties with it (inf x 0 is no slack)."""
     candidates = [_candidate(-1, x=1), _candidate(65536, x=1)]
-    choice = choose(candidates, objective, current=-1)
-    assert choice.best is candidates[1]
-    assert choice.dropped[-1] == "knob value: off against 65,536"
+    lowest = choose(candidates, (Criterion(KNOB_VALUE, LOWER),), current=-1, off=-1)
+    assert lowest.best == 1
+    assert lowest.dropped[0] == "knob value: off against 65,536"
+    highest = choose(candidates, (Criterion(KNOB_VALUE, HIGHER, 0.01),), current=None, off=-1)
+    assert highest.best == 0
+    assert highest.dropped == {1: "knob value: 65,536 against off"}
 
 
-def test_ties_go_to_the_value_nearest_as_written_then_the_lowest() -> None:
+def test_ties_keep_the_run_as_written_then_the_value_nearest_it() -> None:
     objective = (Criterion("x", LOWER),)
-    candidates = [_candidate(v, x=1) for v in (1024, 2048, 8192)]
-    assert choose(candidates, objective, current=4096).best is candidates[1]
-    assert choose(candidates, objective, current=None).best is candidates[0]
-    assert choose(candidates, objective, current=-1).best is candidates[2]
-    kept = choose(candidates, objective, current=8192)
-    assert kept.best is candidates[2]
-    assert kept.dropped[1024] == "as good; 8,192 is nearer the value as written"
+    grid = [_candidate(v, x=1) for v in (1024, 2048, 8192)]
+    as_written = _candidate(4096, as_written=True, x=1)
+    kept = choose([as_written, *grid], objective, current=4096)
+    assert kept.best == 0
+    assert kept.dropped[1] == "as good; the run as written is kept"
+    assert choose([_candidate(4096, as_written=True, x=2), *grid], objective, 4096).best == 2
+    assert choose(grid, objective, current=None).best == 0
+    off = choose(grid, objective, current=-1, off=-1)
+    assert off.best == 2  # nearest "no bound" is the largest bound
+    assert off.dropped[0] == "as good; 8,192 is nearer the value as written"
 
 
 def test_refused_values_take_no_part() -> None:
     objective = (Criterion("x", LOWER),)
     refused = Candidate(9, None, "flow_stop_count (9) exceeds max_count (5)")
     choice = choose([refused, _candidate(1, x=3)], objective, current=None)
-    assert choice.best is not None and choice.best.value == 1
-    assert choice.dropped[9] == "refused: flow_stop_count (9) exceeds max_count (5)"
+    assert choice.best == 1
+    assert choice.dropped[0] == "refused: flow_stop_count (9) exceeds max_count (5)"
     assert choose([refused], objective, current=None).best is None
+
+
+def test_resume_keeps_its_share_of_the_stop_and_never_becomes_the_stop() -> None:
+    """A resume of 0 reads as "resume at the stop": a stop of 1 under a 100 / 80 queue resumes
+    at 1, not at 0; a stop of 0 switches the count thresholds off; sizes stay."""
+    written = FlowThresholds(100, 80, 5000, 4000)
+    assert _with_stop_count(written, 4) == FlowThresholds(4, 3, 5000, 4000)
+    assert _with_stop_count(written, 1) == FlowThresholds(1, 1, 5000, 4000)
+    assert _with_stop_count(written, 0) == FlowThresholds(0, 0, 5000, 4000)
+    # Count thresholds off as written: Qpid's default ratios, 70 / 80.
+    assert _with_stop_count(FlowThresholds(0, 0, 5000, 4000), 800).resume_count == 700
 
 
 # -- sweeps on the engine -------------------------------------------------------------------
@@ -163,13 +189,15 @@ def test_slow_consumer_sweep_finds_seed_003s_window_of_zero() -> None:
     spec = load_scenario("artemis-slow-fast-consumers")
     sweep = run_sweep(spec, "consumerWindowSize", "slow-unbounded", [-1, 0, 1024, 65536])
     assert sweep.current == -1
-    assert sweep.choice.best is not None and sweep.choice.best.value == 0
-    by_value = {c.value: c for c in sweep.candidates}
-    assert by_value[-1].metrics == sweep.baseline  # the value as written, run again
-    unbounded, none = by_value[-1].metrics, by_value[0].metrics
+    as_written, *grid = sweep.candidates
+    assert as_written.as_written and as_written.value == -1
+    assert [c.value for c in grid] == [-1, 0, 1024, 65536]
+    assert grid[0].metrics == as_written.metrics  # the value as written, applied again
+    assert sweep.choice.best is not None and sweep.candidates[sweep.choice.best].value == 0
+    unbounded, none = grid[0].metrics, grid[1].metrics
     assert unbounded is not None and none is not None
     assert none["queue msgs processed"] > unbounded["queue msgs processed"]
-    assert sweep.verdict() == "best consumerWindowSize for slow-unbounded: 0 (now -1)"
+    assert sweep.verdict() == "best consumerWindowSize for slow-unbounded: 0 (as written: -1 (off))"
 
 
 def test_producer_window_sweep_cuts_overshoot_without_slowing_the_queue() -> None:
@@ -182,7 +210,7 @@ def test_producer_window_sweep_cuts_overshoot_without_slowing_the_queue() -> Non
     spec = load_scenario("artemis-block-core-producers")
     windows = parse_values("4096..262144*2")
     sweep = run_sweep(spec, "producerWindowSize", "orders", windows)
-    measured = {c.value: c.metrics for c in sweep.candidates if c.metrics is not None}
+    measured = {c.value: c.metrics for c in sweep.candidates[1:] if c.metrics is not None}
     assert sorted(measured) == windows
     artemis = spec.artemis
     assert artemis is not None
@@ -192,48 +220,155 @@ def test_producer_window_sweep_cuts_overshoot_without_slowing_the_queue() -> Non
     for window, overshoot in zip(windows, overshoots, strict=True):
         assert overshoot <= 4 * (math.ceil(window / credit) + 1) * memory
     assert overshoots == sorted(overshoots)
-    best = sweep.choice.best
-    assert best is not None and best.metrics is not None
-    assert best.value < sweep.current  # type: ignore[operator]
+    assert sweep.choice.best is not None
+    best = sweep.candidates[sweep.choice.best]
+    assert best.metrics is not None and best.value == windows[0]
     most = max(m["queue msgs processed"] for m in measured.values())
     assert best.metrics["queue msgs processed"] >= 0.99 * most
-    assert best.metrics["max overshoot bytes"] == min(
-        m["max overshoot bytes"]
-        for m in measured.values()
-        if m["queue msgs processed"] >= 0.99 * most
-    )
 
 
 def test_qpid_stop_count_sweep_agrees_with_the_whatif() -> None:
     """The sweep's run at a stop count is the what-if's run with the same thresholds (another
     path through the engine); counts past the queue's max_count are refused with the engine's
-    own reason; the resume keeps its share of the stop (3000 / 4000 as written)."""
+    own reason; the resume keeps its share of the stop (3500 / 4000 as written)."""
     spec = load_scenario("bursty-producer")
-    sweep = run_sweep(spec, KNOB_QPID_FLOW_STOP_COUNT, "events", [2000, 5000, 6000])
+    sweep = run_sweep(spec, KNOB_QPID_FLOW_STOP_COUNT, "events", [2000, 4000, 5000, 6000])
     assert sweep.current == 4000
-    by_value = {c.value: c for c in sweep.candidates}
+    as_written, *grid = sweep.candidates
+    by_value = {c.value: c for c in grid}
     assert by_value[6000].metrics is None
     assert by_value[6000].refused == (
         "queue 'events': flow_stop_count (6000) exceeds max_count (5000)"
     )
     written = run_whatif(spec, {}).queue("events").before.thresholds
-    for stop in (2000, 5000):
-        thresholds = FlowThresholds(
-            stop_count=stop,
-            resume_count=stop * written.resume_count // written.stop_count,
-            stop_size=written.stop_size,
-            resume_size=written.resume_size,
-        )
+    assert (written.stop_count, written.resume_count) == (4000, 3500)
+    for stop, resume in ((2000, 1750), (5000, 4375)):
+        thresholds = FlowThresholds(stop, resume, written.stop_size, written.resume_size)
         after = run_whatif(spec, {"events": thresholds}).queue("events").after
         assert after.thresholds == thresholds
         assert by_value[stop].metrics == after.metrics()
-    assert by_value[4000].metrics == sweep.baseline
-    best = sweep.choice.best
-    assert best is not None and best.metrics is not None
-    assert best.metrics["rejected msgs"] == 0
-    assert best.metrics["time stopped s"] == min(
-        c.metrics["time stopped s"] for c in sweep.candidates if c.metrics is not None
+    assert by_value[4000].metrics == as_written.metrics
+    assert sweep.choice.best is not None
+    best = sweep.candidates[sweep.choice.best]
+    assert best.metrics is not None and best.metrics["rejected msgs"] == 0
+
+
+#: A reader over AMQP 1.0 of a prefilled RabbitMQ queue: a link credit sweep in half a second.
+CREDIT_READER = """
+name: credit-reader
+kind: workload
+duration_s: 1
+queues: [{name: q, prefill: {count: 5000, size: 256}}]
+connections:
+  - name: reader
+    protocol: amqp-1.0
+    consumers: [{name: r, queue: q, credit: 200, top_up_below: 100}]
+"""
+
+
+def _scenario(name_or_yaml: str) -> Scenario:
+    if "\n" in name_or_yaml:
+        return parse_scenario(yaml.safe_load(name_or_yaml))
+    return load_scenario(name_or_yaml)
+
+
+#: A scenario, an entity and values for each knob: every default objective runs.
+EVERY_KNOB = [
+    (KNOB_QPID_FLOW_STOP_COUNT, "qpid-165-worst-case", "payments", [1, 4, 150, 200]),
+    ("max-size-bytes", "artemis-block-core-producers", "orders", [262144, 4194304]),
+    ("max-size-bytes-reject-threshold", "artemis-amqp-reject-threshold", "telemetry-hard",
+     [-1, 204800, 800000]),
+    ("producerWindowSize", "artemis-rate-limits", "metrics", [1024, 65536]),
+    ("consumerWindowSize", "artemis-rate-limits", "metrics-sink", [0, 65536]),
+    ("link credit", CREDIT_READER, "r", [1, 100]),
+    ("prefetch", "rabbitmq-memory-alarm", "backlog-reader", [10, 100]),
+    ("x-max-length", "rabbitmq-memory-alarm", "backlog", [1000, 30000]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("knob", "scenario", "entity", "values"), EVERY_KNOB)
+def test_every_knobs_objective_runs_on_a_bundled_scenario(
+    knob: str, scenario: str, entity: str, values: list[int]
+) -> None:
+    """The objective's metrics are the knob's measurements; the run as written is measured as
+    the what-if measures it; a best value comes out."""
+    spec = _scenario(scenario)
+    sweep = run_sweep(spec, knob, entity, values)
+    as_written = sweep.candidates[0]
+    assert as_written.as_written and as_written.metrics is not None
+    assert {c.metric for c in sweep.objective} <= {*as_written.metrics, KNOB_VALUE}
+    if knob != KNOB_QPID_FLOW_STOP_COUNT:
+        change = KnobChange("", entity, knob, None, 0, "", "test")
+        assert as_written.metrics == measure_knob(spec, spec.seed, change)
+    assert [c.value for c in sweep.candidates[1:]] == values
+    assert sweep.choice.best is not None
+
+
+def test_figures_of_runs_that_did_nothing_are_not_absurd() -> None:
+    """An unbounded address has no overshoot (not its peak + 1), and a queue whose consumers
+    processed nothing was not done before the run began."""
+    spec = load_scenario("artemis-rate-limits")
+    unbounded = run_sweep(spec, "producerWindowSize", "metrics", [1024])
+    assert all(c.metrics and c.metrics["max overshoot bytes"] == 0 for c in unbounded.candidates)
+    late = spec.model_copy(
+        update={
+            "artemis": spec.artemis.model_copy(  # type: ignore[union-attr]
+                update={
+                    "consumers": [
+                        c.model_copy(update={"start_s": 100})
+                        for c in spec.artemis.consumers  # type: ignore[union-attr]
+                    ]
+                }
+            )
+        }
     )
+    idle = run_sweep(late, "consumerWindowSize", "metrics-sink", [0])
+    for candidate in idle.candidates:
+        assert candidate.metrics is not None
+        assert candidate.metrics["queue msgs processed"] == 0
+        assert candidate.metrics["queue processed by s"] == pytest.approx(10.0)
+
+
+def test_a_credit_of_one_still_tops_up() -> None:
+    """A 1.0 consumer's top-up mark scales with its credit, and stays at least 1: below 1 of a
+    credit of 1 is 0 left, where a mark of 0 would never grant again."""
+    spec = _scenario(CREDIT_READER)
+    change = KnobChange("", "r", "link credit", None, 1, "", "test")
+    changed = with_knob(spec, change)
+    (reader,) = changed.connections[0].consumers
+    assert (reader.credit, reader.top_up_below) == (1, 1)
+    assert measure_knob(changed, spec.seed, change)["consumer msgs received"] > 1000
+
+
+def test_values_the_broker_would_not_take_are_refused() -> None:
+    spec = load_scenario("rabbitmq-memory-alarm")
+    sweep = run_sweep(spec, "prefetch", "backlog-reader", [0, 100, 70_000])
+    refused = {c.value: c.refused for c in sweep.candidates if c.refused}
+    assert refused == {
+        0: "prefetch takes 1 and above",
+        70_000: "basic.qos prefetch-count is a short: at most 65,535",
+    }
+    windows = run_sweep(
+        load_scenario("artemis-rate-limits"), "consumerWindowSize", "metrics-sink", [2**31]
+    )
+    assert windows.candidates[1].refused == (
+        "consumerWindowSize is a Java int: at most 2,147,483,647"
+    )
+
+
+def test_no_limit_as_written_takes_part_and_loss_comes_first() -> None:
+    """x-max-length on a RabbitMQ queue that has none: the run as written (no limit) is a
+    candidate, and with rejections first no limit that refuses messages beats it."""
+    spec = load_scenario("rabbitmq-memory-alarm")
+    sweep = run_sweep(spec, "x-max-length", "backlog", [1000, 30000])
+    assert sweep.current is None
+    as_written = sweep.candidates[0]
+    assert as_written.metrics is not None and as_written.metrics["rejected msgs"] == 0
+    rejecting = [c for c in sweep.candidates[1:] if c.metrics and c.metrics["rejected msgs"]]
+    assert rejecting  # 1000 refuses part of the backlog's 20,000 prefilled messages
+    assert sweep.choice.best is not None
+    best = sweep.candidates[sweep.choice.best]
+    assert best.metrics is not None and best.metrics["rejected msgs"] == 0
 
 
 def test_a_process_pool_gives_the_same_sweep() -> None:
@@ -246,29 +381,57 @@ def test_a_process_pool_gives_the_same_sweep() -> None:
             spec, "max-size-bytes-reject-threshold", "telemetry-hard", values, mapper=pool.map
         )
     assert pooled == alone
-    rejected = [c.metrics["rejected msgs"] for c in alone.candidates if c.metrics is not None]
+    rejected = [c.metrics["rejected msgs"] for c in alone.candidates[1:] if c.metrics]
     assert rejected[0] == 0  # -1: no reject threshold
     assert rejected[1:] == sorted(rejected[1:], reverse=True)  # a higher threshold rejects less
 
 
+QPID_STEP = """
+name: qpid-step
+kind: scripted
+queues: [{name: orders, arguments: {qpid.max_count: 1000}}]
+producers: [{name: p, capacity: 10, routing_key: orders}]
+steps:
+  - set_thresholds: {queue: orders, flow_stop_count: 950, flow_resume_count: 100}
+  - send: {producer: p, count: 5}
+"""
+
+
 @pytest.mark.parametrize(
-    ("knob", "entity", "message"),
+    ("scenario", "knob", "entity", "message"),
     [
-        ("credit", "orders", "no sweep for knob 'credit'; knobs: qpid.flow_stop_count,"),
-        ("producerWindowSize", "nowhere", "no CORE producer on artemis address 'nowhere'"),
-        ("qpid.flow_stop_count", "nowhere", "no queue 'nowhere'"),
+        ("artemis-block-core-producers", "credit", "orders",
+         "no sweep for knob 'credit'; knobs: qpid.flow_stop_count,"),
+        ("artemis-block-core-producers", "producerWindowSize", "nowhere",
+         "no CORE producer on artemis address 'nowhere'"),
+        ("qpid-900-500", KNOB_QPID_FLOW_STOP_COUNT, "nowhere",
+         "'nowhere' is no Qpid queue: qpid.flow_stop_count is Qpid's"),
+        ("artemis-block-core-producers", KNOB_QPID_FLOW_STOP_COUNT, "orders",
+         "'orders' is no Qpid queue"),
+        ("rabbitmq-memory-alarm", KNOB_QPID_FLOW_STOP_COUNT, "orders-091",
+         "'orders-091' is a RabbitMQ queue (the scenario has connections)"),
+        ("qpid-900-500", "x-max-length", "orders",
+         "no RabbitMQ connections: x-max-length is RabbitMQ's"),
+        ("rabbitmq-memory-alarm", "link credit", "backlog-reader",
+         "no amqp-1.0 consumer 'backlog-reader'"),
+        (CREDIT_READER, "prefetch", "r", "no amqp-0-9-1 consumer 'r'"),
+        (QPID_STEP, KNOB_QPID_FLOW_STOP_COUNT, "orders",
+         "a set_thresholds step changes the thresholds of 'orders' during the run"),
     ],
-)
-def test_unknown_knob_or_entity_is_one_line(knob: str, entity: str, message: str) -> None:
-    spec = load_scenario("artemis-block-core-producers")
+)  # fmt: skip
+def test_a_sweep_it_cannot_run_is_one_line(
+    scenario: str, knob: str, entity: str, message: str
+) -> None:
+    spec = _scenario(scenario)
     with pytest.raises(SweepError) as refused:
-        run_sweep(spec, knob, entity, [1024])
+        run_sweep(spec, knob, entity, [10])
     assert message in str(refused.value)
+    assert "\n" not in str(refused.value)
 
 
 def test_objective_metrics_are_checked_against_the_knobs_measurements() -> None:
     spec = load_scenario("qpid-900-500")
-    with pytest.raises(SweepError, match=r"no metric .lost msgs. for qpid\.flow_stop_count"):
+    with pytest.raises(SweepError, match=r"no metric 'lost msgs' for qpid\.flow_stop_count"):
         run_sweep(
             spec,
             KNOB_QPID_FLOW_STOP_COUNT,
@@ -276,6 +439,14 @@ def test_objective_metrics_are_checked_against_the_knobs_measurements() -> None:
             [500],
             objective=parse_objective("lost msgs:lower"),
         )
+
+
+def test_whatif_does_not_replay_a_change_the_scenario_already_has() -> None:
+    spec = load_scenario("artemis-block-core-producers")
+    same = KnobChange("artemis", "orders", "producerWindowSize", 1024, 65536, "lower", "r")
+    other = KnobChange("artemis", "orders", "producerWindowSize", 65536, 4096, "lower", "r")
+    assert not knob_applies(spec, same)
+    assert knob_applies(spec, other)
 
 
 # -- the command ----------------------------------------------------------------------------
@@ -305,21 +476,26 @@ def test_command_prints_the_table_and_the_verdict() -> None:
         "objective, in priority order: queue msgs processed higher; queue processed by s lower "
         "(within 1%); knob value lower" in result.output
     )
-    assert lines[-1] == "best consumerWindowSize for slow-unbounded: 0 (now -1)"
+    assert lines[-1] == "best consumerWindowSize for slow-unbounded: 0 (as written: -1 (off))"
 
 
-def test_command_json_and_one_line_refusals() -> None:
-    args = ["sweep", "qpid-900-500", "--knob", "qpid.flow_stop_count", "--entity", "orders"]
-    result = CliRunner().invoke(app, [*args, "--values", "100..900+400", "--json"])
+def test_command_json_is_the_sweep_and_refusals_are_one_line() -> None:
+    args = ["sweep", "qpid-165-worst-case", "--knob", "qpid.flow_stop_count"]
+    args += ["--entity", "payments"]
+    result = CliRunner().invoke(app, [*args, "--values", "1,150..200+50", "--json"])
     assert result.exit_code == 0, result.output
     document = json.loads(result.output)
-    assert [c["value"] for c in document["candidates"]] == [100, 500, 900]
-    assert sum(c["best"] for c in document["candidates"]) == 1
-    assert document["best"] in (100, 500, 900)
+    spec = load_scenario("qpid-165-worst-case")
+    assert (
+        document == run_sweep(spec, KNOB_QPID_FLOW_STOP_COUNT, "payments", [1, 150, 200]).as_dict()
+    )
+    # 1 takes in fewer messages, 150 and 200 reject some: the run as written (100) is kept.
+    assert document["keep"] is True and document["best"] == 100
+    assert [c["best"] for c in document["candidates"]] == [True, False, False, False]
+    assert document["verdict"] == "keep qpid.flow_stop_count of payments as written (100)"
     refused = CliRunner().invoke(app, [*args, "--values", "100..x"])
     assert refused.exit_code == 2
     assert refused.output.strip().splitlines() == [
         "error: --values: '100..x' is neither an integer nor a range like 100..1000+100 or "
         "1024..65536*2"
     ]
-    assert math.isfinite(document["baseline"]["time stopped s"])
