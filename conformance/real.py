@@ -11,10 +11,13 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from conformance.brokers import (
@@ -207,6 +210,31 @@ def core_producer_command(
     ]
 
 
+@dataclass(frozen=True)
+class RateRun:
+    """A rate-limited CORE client's run: (seconds since it started, messages) samples of the
+    queue over Jolokia, and the messages the client itself reports it sent or took (its own
+    ``Produced: N`` / ``Consumed: N`` line, once it ended; 0 when it never said)."""
+
+    samples: list[tuple[float, int]]
+    client_count: int
+
+
+_CLIENT_COUNT = re.compile(r"(?:Produced|Consumed): (\d+) messages")
+
+
+def _client_count(pid: int, log: Path, *, wait_s: float = 10.0) -> int:
+    """What the ``artemis producer`` / ``consumer`` of ``pid`` reports in ``log`` once it has
+    ended (stopped after ``wait_s``: then what it said so far)."""
+    deadline = time.monotonic() + wait_s
+    while not reaped(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not reaped(pid):
+        stop_pid(pid, grace_s=2.0)
+    counts = _CLIENT_COUNT.findall(log.read_text(errors="replace")) if log.exists() else []
+    return int(counts[-1]) if counts else 0
+
+
 def core_rate_arrivals(
     broker: ArtemisBroker,
     address: str,
@@ -215,30 +243,28 @@ def core_rate_arrivals(
     size: int,
     rate: int,
     timeout_s: float = 60.0,
-) -> list[tuple[float, int]]:
+) -> RateRun:
     """One CORE producer with ``producerMaxRate=rate`` sends ``count`` messages into an address
     without a consumer; its queue's message count sampled over Jolokia every 50 ms until all are
-    in: (seconds since the producer started, messages), one pair per sample."""
+    in (or ``timeout_s`` passed)."""
     command = core_producer_command(
         broker, address, threads=1, count=count, size=size, window=1024 * 1024, rate=rate
     )
     log = broker.instance / "log" / f"producer-{address}.log"
     pid = spawn(command, env=dict(os.environ), log=log, what="artemis producer")
+    samples = _sampled(
+        lambda: int(broker.address_stats(address)["queue.MessageCount"]), count, timeout_s
+    )
+    return RateRun(samples, _client_count(pid, log))
+
+
+def _sampled(read: Callable[[], int], count: int, timeout_s: float) -> list[tuple[float, int]]:
+    """(seconds, ``read()``) every 50 ms until it reads ``count`` or ``timeout_s`` passed."""
     started = time.monotonic()
     samples: list[tuple[float, int]] = []
-    try:
-        while not samples or samples[-1][1] < count:
-            time.sleep(0.05)
-            messages = int(broker.address_stats(address)["queue.MessageCount"])
-            samples.append((time.monotonic() - started, messages))
-            if time.monotonic() - started > timeout_s:
-                raise BrokerUnavailable(
-                    f"a CORE producer at {rate} msg/s sent {messages} of {count} messages to "
-                    f"{address} in {timeout_s} s"
-                )
-    finally:
-        if not reaped(pid):
-            stop_pid(pid, grace_s=2.0)
+    while not samples or (samples[-1][1] < count and samples[-1][0] < timeout_s):
+        time.sleep(0.05)
+        samples.append((time.monotonic() - started, read()))
     return samples
 
 
@@ -250,11 +276,10 @@ def core_consumer_acks(
     size: int,
     rate: int,
     timeout_s: float = 60.0,
-) -> list[tuple[float, int]]:
+) -> RateRun:
     """``count`` CORE messages sent to an address, then one ``artemis consumer`` with
     ``consumerMaxRate=rate`` takes them; the messages it has acknowledged (the queue's message
-    count gone down) sampled over Jolokia every 50 ms until all are: (seconds since the
-    consumer started, messages), one pair per sample."""
+    count gone down) sampled over Jolokia every 50 ms until all are (or ``timeout_s`` passed)."""
     sent = core_send(broker, address, count=count, size=size)
     if sent.returncode != 0:
         raise BrokerUnavailable(f"`artemis producer` failed: {sent.stdout[-300:]}")
@@ -275,22 +300,10 @@ def core_consumer_acks(
     ]
     log = broker.instance / "log" / f"consumer-{address}.log"
     pid = spawn(command, env=dict(os.environ), log=log, what="artemis consumer")
-    started = time.monotonic()
-    samples: list[tuple[float, int]] = []
-    try:
-        while not samples or samples[-1][1] < count:
-            time.sleep(0.05)
-            left = int(broker.address_stats(address)["queue.MessageCount"])
-            samples.append((time.monotonic() - started, count - left))
-            if time.monotonic() - started > timeout_s:
-                raise BrokerUnavailable(
-                    f"a CORE consumer at {rate} msg/s took {count - left} of {count} messages "
-                    f"from {address} in {timeout_s} s"
-                )
-    finally:
-        if not reaped(pid):
-            stop_pid(pid, grace_s=2.0)
-    return samples
+    samples = _sampled(
+        lambda: count - int(broker.address_stats(address)["queue.MessageCount"]), count, timeout_s
+    )
+    return RateRun(samples, _client_count(pid, log))
 
 
 def core_send(
