@@ -442,6 +442,13 @@ class ArtemisBroker(_ScratchBroker):
         stats.update({f"queue.{key}": value for key, value in queue_values.items()})
         return stats
 
+    def queue_attribute(self, address: str, attribute: str) -> int:
+        """An integer attribute of the address's queue of the same name (e.g. ConsumerCount)."""
+        (value,) = self.jolokia(
+            [{"type": "read", "mbean": self.queue_mbean(address), "attribute": attribute}]
+        )
+        return int(value)
+
     def address_size(self, address: str) -> int:
         (value,) = self.jolokia(
             [{"type": "read", "mbean": self.address_mbean(address), "attribute": "AddressSize"}]

@@ -366,6 +366,57 @@ def core_consumer_rate(rate: int, address: str) -> Callable[[ArtemisBroker], lis
     return run
 
 
+def slow_fast_consumers(window: int, address: str) -> Callable[[ArtemisBroker], list[Row]]:
+    """Seed 003, "Slow consumers": with a buffer the slow consumer takes its round-robin half
+    and holds it while the fast one idles; with consumerWindowSize 0 it takes one message at a
+    time and the fast one takes the rest."""
+    count, slow_ms = 200, 50
+    # The slow one takes about one message per slow_ms while the producer sends, whose pace
+    # varies run to run (2-8 messages seen against 100 buffered): 5 % of the messages.
+    tolerance = count // 20
+
+    def run(broker: ArtemisBroker) -> list[Row]:
+        workload = (
+            f"Artemis CORE slow ({slow_ms} ms a message) and fast consumer, "
+            f"consumerWindowSize {_window(window) if window else 0}, {count} messages"
+        )
+        got = real.core_slow_fast_split(
+            broker, address, count=count, size=CORE_BODY, window=window, slow_sleep_ms=slow_ms
+        )
+        slow, fast = got.slow, got.fast
+        # Sent once both consumers are there, as on the real broker, at the pace the real
+        # producer reports (its messages reach the queue while the slow consumer works).
+        pace_us = max(1, (got.send_ms or 0) * 1000 // count)
+        producer = ArtemisProducerConfig(
+            "p", address, size=CORE_BODY, count=count, start_us=100_000, send_cost_us=pace_us
+        )
+        config = ArtemisConfig(
+            addresses=(engine.address_config(address, -1, "BLOCK"),),
+            producers=(producer,),
+            consumers=(
+                ArtemisConsumerConfig("slow", address, window=window, process_us=slow_ms * 1000),
+                ArtemisConsumerConfig("fast", address, window=window, process_us=100),
+            ),
+            core_message_overhead_bytes=engine_default_overhead("core"),
+        )
+        model = engine.processed_by_consumer(config, seconds=count * slow_ms / 1000 + 5)
+        note = (
+            f"each consumer's own count on the real broker; the engine's producer sends at the "
+            f"real one's pace ({got.send_ms} ms for the {count}, as it reports)"
+        )
+        return [
+            within_abs(
+                workload, "messages the slow consumer took", slow, model["slow"], tolerance, note
+            ),
+            within_abs(
+                workload, "messages the fast consumer took", fast, model["fast"], tolerance, note
+            ),
+            same(workload, "messages taken in all", slow + fast, model["slow"] + model["fast"]),
+        ]
+
+    return run
+
+
 # -- Artemis: AMQP producers and the address-full policies ----------------------------------------
 def amqp_policy(policy: str, address: str) -> Callable[[ArtemisBroker], list[Row]]:
     count = 100
@@ -735,6 +786,18 @@ ARTEMIS_CASES: tuple[Case, ...] = (
         core_consumer_rate(20, "rate-core-consumer"),
         "CORE consumer with consumerMaxRate 20/s, 100 messages waiting",
     ),
+    Case(
+        "artemis-slow-consumer-buffered",
+        "artemis",
+        slow_fast_consumers(MIB, "slow-fast-1m"),
+        "a slow and a fast CORE consumer with 1 MiB windows (seed 003)",
+    ),
+    Case(
+        "artemis-slow-consumer-no-buffer",
+        "artemis",
+        slow_fast_consumers(0, "slow-fast-0"),
+        "a slow and a fast CORE consumer with consumerWindowSize 0 (seed 003)",
+    ),
 )
 
 ARTEMIS_ADDRESSES: tuple[ArtemisAddress, ...] = (
@@ -753,6 +816,8 @@ ARTEMIS_ADDRESSES: tuple[ArtemisAddress, ...] = (
     ArtemisAddress("fail-core-1m", ADDRESS_LIMIT, "FAIL"),
     ArtemisAddress("rate-core"),
     ArtemisAddress("rate-core-consumer"),
+    ArtemisAddress("slow-fast-1m"),
+    ArtemisAddress("slow-fast-0"),
 )
 
 

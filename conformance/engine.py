@@ -115,6 +115,12 @@ def processed_times(config: ArtemisConfig, *, seconds: float) -> list[int]:
     return sorted(t for consumer in server.consumers.values() for t in consumer.processed_at_us)
 
 
+def processed_by_consumer(config: ArtemisConfig, *, seconds: float) -> dict[str, int]:
+    """Run ``config`` for ``seconds`` of virtual time; the messages each consumer processed."""
+    server, _ = _ran(config, seconds)
+    return {name: consumer.processed for name, consumer in server.consumers.items()}
+
+
 def run_artemis(config: ArtemisConfig, *, seconds: float) -> EngineAddress:
     """Run ``config`` (one address) for ``seconds`` of virtual time; its figures."""
     server, log = _ran(config, seconds)

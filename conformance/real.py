@@ -306,6 +306,76 @@ def core_consumer_acks(
     return RateRun(samples, _client_count(pid, log))
 
 
+@dataclass(frozen=True)
+class SlowFastSplit:
+    slow: int
+    fast: int
+    send_ms: int | None
+
+
+def core_consumer_command(
+    broker: ArtemisBroker, address: str, *, count: int, window: int, sleep_ms: int = 0
+) -> list[str]:
+    """``artemis consumer`` over CORE with ``consumerWindowSize=window``, ``sleep_ms`` between
+    messages, until ``count`` messages or 3 s without one."""
+    command = [
+        str(artemis_installed()),
+        "consumer",
+        "--protocol",
+        "core",
+        "--url",
+        f"{broker.core_url}?consumerWindowSize={window}",
+        "--destination",
+        f"queue://{address}",
+        "--message-count",
+        str(count),
+        "--receive-timeout",
+        "3000",
+        "--break-on-null",
+        "--silent",
+    ]
+    return command + (["--sleep", str(sleep_ms)] if sleep_ms else [])
+
+
+def core_slow_fast_split(
+    broker: ArtemisBroker,
+    address: str,
+    *,
+    count: int,
+    size: int,
+    window: int,
+    slow_sleep_ms: int,
+    timeout_s: float = 60.0,
+) -> SlowFastSplit:
+    """Seed 003's slow consumers: a slow ``artemis consumer`` (``slow_sleep_ms`` per message)
+    and a fast one attach to an empty queue with ``consumerWindowSize=window``; once the queue
+    counts both, ``count`` messages are sent. The messages each took, by its own report, and
+    the milliseconds the producer took to send them, by its own report."""
+    consumers = []
+    for name, sleep_ms in (("slow", slow_sleep_ms), ("fast", 0)):
+        command = core_consumer_command(
+            broker, address, count=count, window=window, sleep_ms=sleep_ms
+        )
+        log = broker.instance / "log" / f"{name}-consumer-{address}.log"
+        consumers.append((spawn(command, env=dict(os.environ), log=log, what=name), log))
+    try:
+        deadline = time.monotonic() + timeout_s
+        while broker.queue_attribute(address, "ConsumerCount") < 2:
+            if time.monotonic() > deadline:
+                raise BrokerUnavailable(f"two CORE consumers did not attach to {address}")
+            time.sleep(0.1)
+        sent = core_send(broker, address, count=count, size=size)
+        if sent.returncode != 0:
+            raise BrokerUnavailable(f"`artemis producer` failed: {sent.stdout[-300:]}")
+        slow, fast = (_client_count(pid, log, wait_s=timeout_s) for pid, log in consumers)
+    finally:
+        for pid, _ in consumers:
+            if not reaped(pid):
+                stop_pid(pid, grace_s=2.0)
+    elapsed = re.findall(r"Elapsed time in milli second : (\d+)", sent.stdout)
+    return SlowFastSplit(slow, fast, int(elapsed[-1]) if elapsed else None)
+
+
 def core_send(
     broker: ArtemisBroker, address: str, *, count: int, size: int, window: int = 1024 * 1024
 ) -> subprocess.CompletedProcess[str]:
