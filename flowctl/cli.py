@@ -457,6 +457,9 @@ def sweep(
     workers: Annotated[
         int, typer.Option(min=1, help="engine runs at once (default: the machine's cores)")
     ] = os.cpu_count() or 1,
+    all_metrics: Annotated[
+        bool, typer.Option(help="show every metric measured, not only the objective's")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the sweep as JSON")] = False,
 ) -> None:
     """Run a scenario once per value of one knob (same seed) and pick the best value.
@@ -477,7 +480,7 @@ def sweep(
     if as_json:
         typer.echo(json.dumps(result.as_dict(), indent=2))
     else:
-        print_sweep(result)
+        print_sweep(result, all_metrics=all_metrics)
 
 
 @app.command()

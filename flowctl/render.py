@@ -87,12 +87,14 @@ def format_cell(value: object) -> str:
     return str(value)
 
 
-def print_sweep(sweep: Sweep) -> None:
-    """A sweep as one table, a row per run (the run as written first) with each metric and what
-    became of it, then the objective and the verdict; the objective's metrics come first."""
+def print_sweep(sweep: Sweep, *, all_metrics: bool = False) -> None:
+    """A sweep as one table, a row per run (the run as written first): the objective's metrics
+    in its order (every metric measured with ``all_metrics``), and what became of the run: the
+    criterion it dropped out on, or why it was not run; then the objective and the verdict."""
     names = sweep.metric_names()
-    ranked = [c.metric for c in sweep.objective if c.metric in names]
-    metrics = ranked + [m for m in names if m not in ranked]
+    metrics = [c.metric for c in sweep.objective if c.metric in names]
+    if all_metrics:
+        metrics += [m for m in names if m not in metrics]
     table = Table(
         title=f"sweep {sweep.knob} of {sweep.entity}: {sweep.scenario} (seed {sweep.seed})"
     )
@@ -110,7 +112,13 @@ def print_sweep(sweep: Sweep) -> None:
             if candidate.metrics is not None
             else [""] * len(metrics)
         )
-        outcome = "[bold green]best[/]" if best else sweep.choice.dropped.get(index, "")
+        cause = sweep.choice.cause.get(index, "")
+        if best:
+            outcome = "[bold green]best[/]"
+        elif cause in ("refused", "as good"):
+            outcome = sweep.choice.dropped[index]
+        else:
+            outcome = f"out: {cause}"
         table.add_row(f"[bold]{value}[/]" if best else value, *cells, outcome)
     console.print(table)
     objective = "; ".join(c.text() for c in sweep.objective)

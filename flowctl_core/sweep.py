@@ -265,10 +265,12 @@ class Candidate:
 @dataclass(frozen=True)
 class Choice:
     """The candidate :func:`choose` kept (its index), and for every other one (by index) why
-    it dropped out."""
+    it dropped out: in full (``dropped``) and in a word or two (``cause``: the criterion's
+    metric, ``refused`` or ``as good``)."""
 
     best: int | None
     dropped: dict[int, str] = field(default_factory=dict)
+    cause: dict[int, str] = field(default_factory=dict)
 
 
 def _number(value: float) -> str:
@@ -314,9 +316,11 @@ def choose(
             return _magnitude(candidate.value, off)
         return candidate.metrics[criterion.metric]
 
-    dropped = {
-        index: f"refused: {c.refused}" for index, c in enumerate(candidates) if c.metrics is None
-    }
+    dropped: dict[int, str] = {}
+    cause: dict[int, str] = {}
+    for index, candidate in enumerate(candidates):
+        if candidate.metrics is None:
+            dropped[index], cause[index] = f"refused: {candidate.refused}", "refused"
     left = [index for index, c in enumerate(candidates) if c.metrics is not None]
     for criterion in objective:
         if len(left) < 2:
@@ -328,9 +332,10 @@ def choose(
                 dropped[index] = (
                     f"{criterion.metric}: {_number(scores[index])} against {_number(best)}"
                 )
+                cause[index] = criterion.metric
         left = [index for index in left if index not in dropped]
     if not left:
-        return Choice(None, dropped)
+        return Choice(None, dropped, cause)
     winner = min(left, key=lambda index: _nearness(candidates[index], current, off))
     kept = candidates[winner]
     if kept.as_written:
@@ -341,8 +346,8 @@ def choose(
         why = f"{_number(_magnitude(kept.value, off))} is nearer the value as written"
     for index in left:
         if index != winner:
-            dropped[index] = f"as good; {why}"
-    return Choice(winner, dropped)
+            dropped[index], cause[index] = f"as good; {why}", "as good"
+    return Choice(winner, dropped, cause)
 
 
 @dataclass(frozen=True)

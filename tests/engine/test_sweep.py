@@ -477,6 +477,24 @@ def test_command_prints_the_table_and_the_verdict() -> None:
         "(within 1%); knob value lower" in result.output
     )
     assert lines[-1] == "best consumerWindowSize for slow-unbounded: 0 (as written: -1 (off))"
+    # The objective's metrics only, and for each run out the criterion it went out on.
+    assert "consumer msgs processed" not in result.output
+    assert "out: queue msgs processed" in result.output
+    assert "out: queue processed by s" in result.output
+
+
+def test_command_shows_every_metric_when_asked() -> None:
+    args = ["sweep", "qpid-165-worst-case", "--knob", "qpid.flow_stop_count"]
+    args += ["--entity", "payments", "--values", "1,300", "--all-metrics", "--workers", "1"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    header = result.output[: result.output.index("as written")]
+    for metric in ("rejected msgs", "enqueued", "peak depth bytes", "max overshoot msgs"):
+        assert metric in header
+    assert "out: enqueued" in result.output
+    assert "refused: queue 'payments': flow_stop_count (300) exceeds max_count (200)" in (
+        " ".join(result.output.split())
+    ).replace("│ ", "")
 
 
 def test_command_json_is_the_sweep_and_refusals_are_one_line() -> None:
