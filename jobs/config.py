@@ -55,6 +55,15 @@ class PipelineConf:
     sort_queue_segments_max_bytes: int = 40 * 1024 * 1024
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        # A folder named on a command line is relative to where the command runs (the conf
+        # file's are resolved against the project root as it is read, _resolve): Spark would
+        # read a relative Delta location as a table name.
+        for name in ("raw_dir", "warehouse_dir", "quality_dir"):
+            value = getattr(self, name)
+            if "://" not in value and not os.path.isabs(value):
+                object.__setattr__(self, name, os.path.abspath(value))
+
     def table_path(self, layer: str, table: str) -> str:
         return f"{self.warehouse_dir}/{layer}/{table}"
 

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from flowctl.cli import app
-from jobs.config import ConfError, load_conf
+from jobs.config import PROJECT_ROOT, ConfError, load_conf
 from jobs.pipeline import _conf
 
 DAY = "2026-03-02"
@@ -43,6 +43,22 @@ def test_another_warehouse_keeps_its_quality_results_beside_it(tmp_path: Path) -
     conf = _conf(None, str(tmp_path / "demo" / "warehouse"))
     assert conf.quality_dir == str(tmp_path / "demo" / "quality")
     assert _conf(None, None).quality_dir == load_conf().quality_dir
+
+
+def test_a_relative_folder_is_where_the_command_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--warehouse var/wh2`` (or ``demo --out var/demo2``) names a folder under the working
+    directory; Spark read a relative Delta location as a table name and failed (exit 70). The
+    conf file's own folders are the project root's, a URI is left as it is."""
+    monkeypatch.chdir(tmp_path)
+    conf = _conf(None, "var/wh2")
+    assert conf.warehouse_dir == str(tmp_path / "var" / "wh2")
+    assert conf.quality_dir == str(tmp_path / "var" / "quality")
+    assert conf.table_path("bronze", "broker_events").startswith(str(tmp_path))
+    assert load_conf().raw_dir == str(PROJECT_ROOT / "var" / "raw")
+    remote = _conf(None, "s3a://bucket/warehouse")
+    assert remote.warehouse_dir == "s3a://bucket/warehouse"
 
 
 class SparkStarted(Exception):
