@@ -45,7 +45,13 @@ from flowctl_core.flowlimit import FlowConfigError, FlowThresholds
 from flowctl_core.runner import RunResult, default_run_id, run_scenario
 from flowctl_core.scenario import Scenario, ScenarioError, bundled_scenarios, load_scenario
 from flowctl_core.sink import ParquetSink, SinkError, rows_in_files, run_files
-from flowctl_core.whatif import declared_queues, queue_verdicts, run_whatif, without_artemis_queues
+from flowctl_core.whatif import (
+    declared_queues,
+    queue_verdicts,
+    queues_with_threshold_steps,
+    run_whatif,
+    without_artemis_queues,
+)
 from flowctl_core.whatif_knobs import format_knob_comparison
 
 app = typer.Typer(
@@ -414,10 +420,18 @@ def _print_threshold_whatif(
             f"not in this scenario: {', '.join(comparison.ignored_overrides)}", highlight=False
         )
     uncovered = set(declared_queues(spec)) - set(overrides)
+    stepped = queues_with_threshold_steps(spec)
     failed = False
     for queue, verdict, queue_failed in queue_verdicts(comparison):
         if queue in uncovered:
             verdict = f"no recommendation in {table} (run the pipeline over this scenario's days)"
+        elif queue in stepped:
+            # The run's own set_thresholds step overrides the recommendation: nothing to judge.
+            verdict = (
+                "not validated: a set_thresholds step of the scenario changes its thresholds "
+                "during the run, over the recommended ones (replay a copy without the step)"
+            )
+            queue_failed = False
         console.print(f"{queue}: {verdict}", highlight=False)
         failed |= queue_failed
     return failed

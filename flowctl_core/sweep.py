@@ -29,7 +29,12 @@ from flowctl_core.flowlimit import (
     FlowThresholds,
 )
 from flowctl_core.scenario import Scenario
-from flowctl_core.whatif import declared_queues, queue_outcome, with_thresholds
+from flowctl_core.whatif import (
+    declared_queues,
+    queue_outcome,
+    queues_with_threshold_steps,
+    with_thresholds,
+)
 from flowctl_core.whatif_knobs import KNOB_APPLIERS, KnobChange, current_knob_value, measure_knob
 from schemas.recommendations import (
     KNOB_CONSUMER_WINDOW,
@@ -468,6 +473,19 @@ class _Measure:
             return Candidate(value, None, str(error).splitlines()[0])
 
 
+def _changes(measure: _Measure, value: int) -> bool:
+    """Whether setting the knob to ``value`` changes the scenario as written (the x-max-length
+    of a queue with another overflow policy does, at the same limit)."""
+    if measure.knob == KNOB_QPID_FLOW_STOP_COUNT:
+        assert measure.written is not None
+        return _with_stop_count(measure.written, value) != measure.written
+    try:
+        changed = KNOB_APPLIERS[measure.knob](measure.scenario, measure.entity, value)
+    except KeyError:
+        return True
+    return bool(changed != measure.scenario)
+
+
 def sweep_knobs() -> list[str]:
     return list(SWEEP_KNOBS)
 
@@ -481,12 +499,11 @@ def _check_entity(scenario: Scenario, knob: str, entity: str) -> None:
         if entity not in declared_queues(scenario) or rabbit:
             where = "a RabbitMQ queue (the scenario has connections)" if rabbit else "no Qpid queue"
             raise SweepError(f"{scenario.name}: {entity!r} is {where}: {knob} is Qpid's")
-        for step in scenario.steps:
-            if step.set_thresholds is not None and step.set_thresholds.queue == entity:
-                raise SweepError(
-                    f"{scenario.name}: a set_thresholds step changes the thresholds of "
-                    f"{entity!r} during the run, over any value swept: sweep a copy without it"
-                )
+        if entity in queues_with_threshold_steps(scenario):
+            raise SweepError(
+                f"{scenario.name}: a set_thresholds step changes the thresholds of "
+                f"{entity!r} during the run, over any value swept: sweep a copy without it"
+            )
     elif broker == RABBITMQ and not scenario.connections:
         raise SweepError(f"{scenario.name}: no RabbitMQ connections: {knob} is RabbitMQ's")
 
@@ -534,7 +551,9 @@ def run_sweep(
             f"{', '.join([*baseline, KNOB_VALUE])}"
         )
     as_written = Candidate(current, baseline, as_written=True)
-    candidates = (as_written, *mapper(measure, sorted(set(values))))
+    # The value as written, applied again, is the run as written: run once.
+    grid = [v for v in sorted(set(values)) if v != current or _changes(measure, v)]
+    candidates = (as_written, *mapper(measure, grid))
     return Sweep(
         scenario=scenario.name,
         seed=seed,

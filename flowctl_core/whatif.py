@@ -327,6 +327,12 @@ def without_artemis_queues(
     return kept, sorted(set(overrides) & artemis)
 
 
+def queues_with_threshold_steps(scenario: Scenario) -> set[str]:
+    """The queues whose thresholds a ``set_thresholds`` step changes during the run: thresholds
+    given at the declaration are overridden there, so a what-if or sweep cannot test them."""
+    return {s.set_thresholds.queue for s in scenario.steps if s.set_thresholds is not None}
+
+
 def declared_queues(scenario: Scenario) -> list[str]:
     return [q.name for q in scenario.queues] + [
         s.declare.queue for s in scenario.steps if s.declare is not None

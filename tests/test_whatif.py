@@ -198,3 +198,53 @@ def test_a_producer_window_change_is_judged_by_its_verdict() -> None:
     assert failures("at_risk_of_overflow", 0, 0) == []
     assert failures("at_risk_of_overflow", 2_856, 1_000) == []
     assert failures("at_risk_of_overflow", 2_856, 3_000) == ["more overshoot"]
+
+
+def test_a_queue_a_set_thresholds_step_changes_is_not_judged(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The scenario's own step overrides the recommended thresholds mid-run, so the comparison
+    shows the step's effect, not the recommendation's: it is said, and nothing fails."""
+    import yaml
+
+    from flowctl.cli import _print_threshold_whatif
+    from flowctl_core.scenario import parse_scenario
+
+    spec = parse_scenario(
+        yaml.safe_load(
+            """
+name: stepped
+kind: scripted
+queues: [{name: orders, arguments: {qpid.max_count: 1000, qpid.flow_stop_count: 900}}]
+producers: [{name: p, capacity: 10, routing_key: orders}]
+steps:
+  - send: {producer: p, count: 50}
+  - set_thresholds: {queue: orders, flow_stop_count: 950, flow_resume_count: 600}
+  - send: {producer: p, count: 50}
+"""
+        )
+    )
+    failed = _print_threshold_whatif(
+        spec, {"orders": FlowThresholds(880, 600, 0, 0)}, "recommendations", None
+    )
+    out = " ".join(capsys.readouterr().out.split())
+    assert not failed
+    assert (
+        "orders: not validated: a set_thresholds step of the scenario changes its thresholds" in out
+    )
+
+
+def test_a_smaller_window_for_a_slow_consumer_is_judged_by_its_queue() -> None:
+    """Seed 003: a slow consumer's smaller buffer leaves it fewer messages, which the fast one
+    beside it takes: its own count drops (149 -> 86 here) while its queue's rises (349 -> 400),
+    and the queue's is what a consumer window is validated on."""
+    from flowctl_core.whatif_knobs import KnobChange, run_knob_whatif
+
+    change = KnobChange(
+        "artemis", "slow-unbounded", "consumerWindowSize", -1, 87_558, "lower", "over-provisioned"
+    )
+    comparison = run_knob_whatif(load_scenario("artemis-slow-fast-consumers"), change)
+    before, after = comparison.before, comparison.after
+    assert after["consumer msgs processed"] < before["consumer msgs processed"]
+    assert after["queue msgs processed"] > before["queue msgs processed"]
+    assert comparison.validated
