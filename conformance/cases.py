@@ -300,6 +300,27 @@ def sampled_rate(run: real.RateRun, first: int, last: int) -> float:
     return steady_rate(run.samples, first, last)
 
 
+def _rate_rows(
+    workload: str, what: str, got: real.RateRun, times: list[int], rate: int, count: int, note: str
+) -> list[Row]:
+    """A rate-limited client's rows: its messages by its own count against the engine's, and
+    its pace from the ``rate``-th message to the ``count``-th. The first second is left out,
+    where the two limiters differ by design (Artemis's token bucket starts empty, the engine's
+    sliding second full; README)."""
+    model = [(t / 1_000_000, i + 1) for i, t in enumerate(times)]
+    return [
+        same(workload, f"messages {what} (the client's own count)", got.client_count, len(times)),
+        within_rel(
+            workload,
+            f"messages/s from message {rate} to {count}",
+            sampled_rate(got, rate, count),
+            steady_rate(model, rate, count),
+            0.1,
+            note,
+        ),
+    ]
+
+
 def core_rate(rate: int, address: str) -> Callable[[ArtemisBroker], list[Row]]:
     count = 5 * rate
 
@@ -313,22 +334,16 @@ def core_rate(rate: int, address: str) -> Callable[[ArtemisBroker], list[Row]]:
             amqp_overhead=engine_default_overhead("amqp"),
         )
         times = engine.arrival_times(config, seconds=count / rate + 2)
-        # From the end of the first second's messages to the last: the first second is where
-        # the two limiters differ by design (Artemis's token bucket starts empty, the engine's
-        # sliding second full; README), so it is left out of the rate compared.
-        model = [(t / 1_000_000, i + 1) for i, t in enumerate(times)]
-        return [
-            same(workload, "messages sent (the client's own count)", got.client_count, len(times)),
-            within_rel(
-                workload,
-                f"messages/s from message {rate} to {count}",
-                sampled_rate(got, rate, count),
-                steady_rate(model, rate, count),
-                0.1,
-                "queue MessageCount sampled every 50 ms on the real broker; enqueue times on "
-                "the engine",
-            ),
-        ]
+        return _rate_rows(
+            workload,
+            "sent",
+            got,
+            times,
+            rate,
+            count,
+            "queue MessageCount sampled every 50 ms on the real broker; enqueue times on the "
+            "engine",
+        )
 
     return run
 
@@ -345,23 +360,17 @@ def core_consumer_rate(rate: int, address: str) -> Callable[[ArtemisBroker], lis
             core_message_overhead_bytes=engine_default_overhead("core"),
         )
         times = engine.processed_times(config, seconds=count / rate + 2)
-        model = [(t / 1_000_000, i + 1) for i, t in enumerate(times)]
-        return [
-            same(
-                workload, "messages consumed (the client's own count)", got.client_count, len(times)
-            ),
-            # As for the producer, the first second is left out (README).
-            within_rel(
-                workload,
-                f"messages/s from message {rate} to {count}",
-                sampled_rate(got, rate, count),
-                steady_rate(model, rate, count),
-                0.1,
-                "the queue's MessageCount gone down (acknowledged), sampled every 50 ms on the "
-                "real broker, which sees the client's acknowledgements in batches; messages "
-                "processed on the engine",
-            ),
-        ]
+        return _rate_rows(
+            workload,
+            "consumed",
+            got,
+            times,
+            rate,
+            count,
+            "the queue's MessageCount gone down (acknowledged), sampled every 50 ms on the real "
+            "broker, which sees the client's acknowledgements in batches; messages processed on "
+            "the engine",
+        )
 
     return run
 

@@ -283,21 +283,13 @@ def core_consumer_acks(
     sent = core_send(broker, address, count=count, size=size)
     if sent.returncode != 0:
         raise BrokerUnavailable(f"`artemis producer` failed: {sent.stdout[-300:]}")
-    command = [
-        str(artemis_installed()),
-        "consumer",
-        "--protocol",
-        "core",
-        "--url",
-        f"{broker.core_url}?consumerMaxRate={rate}",
-        "--destination",
-        f"queue://{address}",
-        "--message-count",
-        str(count),
-        "--receive-timeout",
-        str(int(timeout_s * 1000)),
-        "--silent",
-    ]
+    command = core_consumer_command(
+        broker,
+        address,
+        count=count,
+        url_options=f"consumerMaxRate={rate}",
+        wait_ms=int(timeout_s * 1000),
+    )
     log = broker.instance / "log" / f"consumer-{address}.log"
     pid = spawn(command, env=dict(os.environ), log=log, what="artemis consumer")
     samples = _sampled(
@@ -314,23 +306,29 @@ class SlowFastSplit:
 
 
 def core_consumer_command(
-    broker: ArtemisBroker, address: str, *, count: int, window: int, sleep_ms: int = 0
+    broker: ArtemisBroker,
+    address: str,
+    *,
+    count: int,
+    url_options: str,
+    sleep_ms: int = 0,
+    wait_ms: int = 3000,
 ) -> list[str]:
-    """``artemis consumer`` over CORE with ``consumerWindowSize=window``, ``sleep_ms`` between
-    messages, until ``count`` messages or 3 s without one."""
+    """``artemis consumer`` over CORE with ``url_options`` (e.g. ``consumerWindowSize=0``),
+    ``sleep_ms`` between messages, until ``count`` messages or ``wait_ms`` without one."""
     command = [
         str(artemis_installed()),
         "consumer",
         "--protocol",
         "core",
         "--url",
-        f"{broker.core_url}?consumerWindowSize={window}",
+        f"{broker.core_url}?{url_options}",
         "--destination",
         f"queue://{address}",
         "--message-count",
         str(count),
         "--receive-timeout",
-        "3000",
+        str(wait_ms),
         "--break-on-null",
         "--silent",
     ]
@@ -354,7 +352,11 @@ def core_slow_fast_split(
     consumers = []
     for name, sleep_ms in (("slow", slow_sleep_ms), ("fast", 0)):
         command = core_consumer_command(
-            broker, address, count=count, window=window, sleep_ms=sleep_ms
+            broker,
+            address,
+            count=count,
+            url_options=f"consumerWindowSize={window}",
+            sleep_ms=sleep_ms,
         )
         log = broker.instance / "log" / f"{name}-consumer-{address}.log"
         consumers.append((spawn(command, env=dict(os.environ), log=log, what=name), log))
