@@ -1014,10 +1014,16 @@ _ScenarioLoader.add_constructor(
 def load_scenario(path_or_name: str | Path) -> Scenario:
     """Load a scenario file, or a bundled scenario by name (``flowctl scenarios`` lists them)."""
     path = Path(path_or_name)
-    if not path.exists() and not path.suffix:
+    by_name = not path.exists() and not path.suffix
+    if by_name:
         path = BUNDLED_DIR / f"{path_or_name}.yaml"
     if not path.is_file():
-        raise ScenarioError(f"{path_or_name}: no such scenario file or bundled scenario")
+        hint = ""
+        if by_name:  # a bundled scenario's name, mistyped?
+            names = [bundled.stem for bundled in bundled_scenarios()]
+            close = difflib.get_close_matches(str(path_or_name), names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else " (flowctl scenarios lists them)"
+        raise ScenarioError(f"{path_or_name}: no such scenario file or bundled scenario{hint}")
     text = path.read_text(encoding="utf-8")
     loader = _ScenarioLoader(text)
     try:

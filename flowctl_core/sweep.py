@@ -15,6 +15,7 @@ the choice (:func:`choose`); applying a knob and measuring a run stay in the wha
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -506,6 +507,8 @@ def _check_entity(scenario: Scenario, knob: str, entity: str) -> None:
             )
     elif broker == RABBITMQ and not scenario.connections:
         raise SweepError(f"{scenario.name}: no RabbitMQ connections: {knob} is RabbitMQ's")
+    elif broker == ARTEMIS and scenario.artemis is None:
+        raise SweepError(f"{scenario.name}: no artemis section: {knob} is Artemis's")
 
 
 def run_sweep(
@@ -527,7 +530,9 @@ def run_sweep(
     """
     rule = SWEEP_KNOBS.get(knob)
     if rule is None:
-        raise SweepError(f"no sweep for knob {knob!r}; knobs: {', '.join(sweep_knobs())}")
+        close = difflib.get_close_matches(knob, sweep_knobs(), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise SweepError(f"no sweep for knob {knob!r}; {hint}knobs: {', '.join(sweep_knobs())}")
     seed = scenario.seed if seed is None else seed
     _check_entity(scenario, knob, entity)
     try:

@@ -117,6 +117,18 @@ def test_errors_are_never_wrapped(tmp_path: Path) -> None:
     assert line == f"error: {deep}: no such scenario file or bundled scenario"
 
 
+def test_a_mistyped_bundled_scenario_gets_the_closest_name() -> None:
+    line = _one_error_line(runner.invoke(app, ["simulate", "bursty-produce", "--out", "/tmp/x"]))
+    assert line == (
+        "error: bursty-produce: no such scenario file or bundled scenario; "
+        "did you mean 'bursty-producer'?"
+    )
+    line = _one_error_line(runner.invoke(app, ["simulate", "zzz", "--out", "/tmp/x"]))
+    assert line == (
+        "error: zzz: no such scenario file or bundled scenario (flowctl scenarios lists them)"
+    )
+
+
 def test_an_unknown_field_gets_the_closest_known_one(tmp_path: Path) -> None:
     bad = _scenario(tmp_path, WORST_CASE.replace("capacity: 50, routing_key:", "routing_kye:"))
     line = _one_error_line(runner.invoke(app, ["simulate", str(bad), "--out", str(tmp_path)]))

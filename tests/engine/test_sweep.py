@@ -400,7 +400,11 @@ steps:
     ("scenario", "knob", "entity", "message"),
     [
         ("artemis-block-core-producers", "credit", "orders",
-         "no sweep for knob 'credit'; knobs: qpid.flow_stop_count,"),
+         "no sweep for knob 'credit'; did you mean 'link credit'? knobs: qpid.flow_stop_count,"),
+        ("artemis-block-core-producers", "consumerWindowSze", "orders",
+         "no sweep for knob 'consumerWindowSze'; did you mean 'consumerWindowSize'? knobs:"),
+        ("bursty-producer", "consumerWindowSize", "c",
+         "bursty-producer: no artemis section: consumerWindowSize is Artemis's"),
         ("artemis-block-core-producers", "producerWindowSize", "nowhere",
          "no CORE producer on artemis address 'nowhere'"),
         ("qpid-900-500", KNOB_QPID_FLOW_STOP_COUNT, "nowhere",
