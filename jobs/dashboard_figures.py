@@ -227,29 +227,24 @@ def queue_timeline_figure(timeline: dict[str, Any]) -> go.Figure:
     x = [p["bucket_start"] for p in points]
     step = {"shape": "hv", "width": 1.5}
     fig = go.Figure(
-        [
-            go.Scatter(
-                x=x,
-                y=[p[depth] for p in points],
-                name=f"depth (max per {points[0]['bucket_s']:g} s)",
-                line={**step, "color": "#3d7cc9"},
-                fill="tozeroy",
-                fillcolor="rgba(61,124,201,0.12)",
-            ),
-            go.Scatter(
-                x=x,
-                y=_threshold(p.get(stop) for p in points),
-                name="stop threshold",
-                line={**step, "color": "#d2452f", "dash": "dash"},
-            ),
-            go.Scatter(
-                x=x,
-                y=_threshold(p.get(resume) for p in points),
-                name="resume threshold",
-                line={**step, "color": "#2f8f5b", "dash": "dot"},
-            ),
-        ]
+        go.Scatter(
+            x=x,
+            y=[p[depth] for p in points],
+            name=f"depth (max per {points[0]['bucket_s']:g} s)",
+            line={**step, "color": "#3d7cc9"},
+            fill="tozeroy",
+            fillcolor="rgba(61,124,201,0.12)",
+        )
     )
+    # A threshold never on (an Artemis address without BLOCK, a queue without limits) has no
+    # line, and so no legend entry for a line that is not there.
+    for column, name, style in (
+        (stop, "stop threshold", {"color": "#d2452f", "dash": "dash"}),
+        (resume, "resume threshold", {"color": "#2f8f5b", "dash": "dot"}),
+    ):
+        drawn = _threshold(p.get(column) for p in points)
+        if any(value is not None for value in drawn):
+            fig.add_trace(go.Scatter(x=x, y=drawn, name=name, line={**step, **style}))
     for start, end in stopped_intervals(points):
         fig.add_vrect(x0=start, x1=end, fillcolor="#d2452f", opacity=0.13, line_width=0)
     runs = timeline.get("runs", 1)

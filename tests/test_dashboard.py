@@ -402,3 +402,35 @@ def test_missing_tables_read_as_empty_and_are_not_created(spark: Any, tmp_path: 
     assert [data[key] for key in shown] == [[], [], [], []]
     tables = sorted(str(p.relative_to(conf.warehouse_dir)) for p in tmp_path.glob("warehouse/*/*"))
     assert tables == ["gold/queue_flow_daily"]
+
+
+def test_a_threshold_never_on_has_no_line_and_no_legend_entry() -> None:
+    """An Artemis address without BLOCK (or a queue without limits) logs thresholds of 0: the
+    legend listed "stop threshold" and "resume threshold" for lines never drawn."""
+    from datetime import datetime
+
+    from jobs.dashboard_figures import queue_timeline_figure
+
+    def point(second: int, stop: int) -> dict[str, Any]:
+        return {
+            "bucket_start": datetime(2026, 3, 5, 12, 0, second),
+            "bucket_s": 1.0,
+            "max_depth_msgs": second,
+            "max_depth_bytes": second * 100,
+            "flow_stop_count": stop,
+            "flow_resume_count": stop // 2,
+            "flow_stop_size": 0,
+            "flow_resume_size": 0,
+            "flow_stopped": False,
+            "stopped_in_bucket": False,
+        }
+
+    timeline = {"broker": "b", "queue": "q", "run_id": "r", "runs": 1}
+    off = queue_timeline_figure({**timeline, "points": [point(s, 0) for s in range(3)]})
+    assert [trace.name for trace in off.data] == ["depth (max per 1 s)"]
+    on = queue_timeline_figure({**timeline, "points": [point(s, 8) for s in range(3)]})
+    assert [trace.name for trace in on.data] == [
+        "depth (max per 1 s)",
+        "stop threshold",
+        "resume threshold",
+    ]
