@@ -280,9 +280,7 @@ def core_consumer_acks(
     """``count`` CORE messages sent to an address, then one ``artemis consumer`` with
     ``consumerMaxRate=rate`` takes them; the messages it has acknowledged (the queue's message
     count gone down) sampled over Jolokia every 50 ms until all are (or ``timeout_s`` passed)."""
-    sent = core_send(broker, address, count=count, size=size)
-    if sent.returncode != 0:
-        raise BrokerUnavailable(f"`artemis producer` failed: {sent.stdout[-300:]}")
+    core_send_all(broker, address, count=count, size=size)
     command = core_consumer_command(
         broker,
         address,
@@ -366,9 +364,7 @@ def core_slow_fast_split(
             if time.monotonic() > deadline:
                 raise BrokerUnavailable(f"two CORE consumers did not attach to {address}")
             time.sleep(0.1)
-        sent = core_send(broker, address, count=count, size=size)
-        if sent.returncode != 0:
-            raise BrokerUnavailable(f"`artemis producer` failed: {sent.stdout[-300:]}")
+        sent = core_send_all(broker, address, count=count, size=size)
         slow, fast = (_client_count(pid, log, wait_s=timeout_s) for pid, log in consumers)
     finally:
         for pid, _ in consumers:
@@ -386,6 +382,17 @@ def core_send(
         broker, address, threads=1, count=count, size=size, window=window
     )
     return broker.run_cli(*command[1:], timeout_s=120)
+
+
+def core_send_all(
+    broker: ArtemisBroker, address: str, *, count: int, size: int
+) -> subprocess.CompletedProcess[str]:
+    """:func:`core_send` for a workload that needs the messages there: a producer that failed
+    raises :class:`BrokerUnavailable` with the end of its output."""
+    sent = core_send(broker, address, count=count, size=size)
+    if sent.returncode != 0:
+        raise BrokerUnavailable(f"`artemis producer` failed: {sent.stdout[-300:]}")
+    return sent
 
 
 def core_block_peak(
