@@ -263,6 +263,7 @@ class ArtemisBroker(_ScratchBroker):
         self.pid: int | None = None
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
         self.instance = Path()
+        self._ready_lines = 1  # the "now active" lines its log holds once this start is ready
 
     # -- life cycle ----------------------------------------------------------------------------
     def start(self) -> Self:
@@ -306,13 +307,29 @@ class ArtemisBroker(_ScratchBroker):
         except (OSError, BrokerUnavailable):
             self.stop()
             raise
+        return self._run_instance()
+
+    def _run_instance(self) -> Self:
+        """``artemis run`` of the instance; the broker once it says it is active once more."""
         log = self.instance / "log" / "console.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
+        self._ready_lines = self.log_text().count(ARTEMIS_READY_LINE) + 1
         self.pid = spawn(
-            [str(self.instance / "bin" / "artemis"), "run"], env=env, log=log, what="artemis"
+            [str(self.instance / "bin" / "artemis"), "run"],
+            env=dict(os.environ),
+            log=log,
+            what="artemis",
         )
         return self._started(log)
+
+    def restart_process(self, *, crash: bool = False) -> None:
+        """Stop the broker (SIGTERM; with ``crash``, SIGKILL: its log has no stop line) and run
+        the same instance again, its configuration and log kept; back once it is active."""
+        if self.pid is not None:
+            if crash:
+                os.killpg(self.pid, signal.SIGKILL)
+            self.stop_process()
+        self._run_instance()
 
     def _configure(self) -> None:
         etc = self.instance / "etc"
@@ -358,7 +375,7 @@ class ArtemisBroker(_ScratchBroker):
 
     def _wait_ready(self, log: Path) -> None:
         deadline = time.monotonic() + ARTEMIS_START_TIMEOUT_S
-        while ARTEMIS_READY_LINE not in self.log_text():
+        while self.log_text().count(ARTEMIS_READY_LINE) < self._ready_lines:
             if self.pid is None or not _alive(self.pid) or time.monotonic() > deadline:
                 raise BrokerUnavailable(
                     f"Artemis did not start within {ARTEMIS_START_TIMEOUT_S:.0f} s: {_tail(log)}"

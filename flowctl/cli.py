@@ -1,4 +1,5 @@
-"""The ``flowctl`` command line: the engine's runs, the Spark pipeline and what-if, in one tool.
+"""The ``flowctl`` command line: the engine's runs, the Spark pipeline, what-if and the real
+brokers' collectors, in one tool.
 
 Each command is a thin function over the engine (flowctl_core) or the jobs (imported when the
 command runs, so the engine's commands start without Spark); what they print is flowctl/render.py.
@@ -609,6 +610,113 @@ def demo(
     )
     console.print(f"Delta warehouse: {out / 'warehouse'}", highlight=False)
     console.print(f"open the dashboard: {out / 'report.html'}", highlight=False)
+
+
+collect_app = typer.Typer(
+    help="Collect a real broker's flow control into the event log (DESIGN §6).",
+    no_args_is_help=True,
+)
+app.add_typer(collect_app, name="collect")
+
+
+def default_collector_state(raw: Path, broker: str) -> Path:
+    """Beside the raw folder, not in it: the ingest reads only ``date=D/*.parquet`` there and
+    lists anything else as skipped."""
+    return raw.parent / "collector-state" / f"{broker}.json"
+
+
+@collect_app.command("artemis")
+@_one_line_failures("collect")
+def collect_artemis(
+    log: Annotated[
+        Path, typer.Option(help="the broker's log, INSTANCE/log/artemis.log (read as it grows)")
+    ],
+    raw: Annotated[Path, typer.Option(help="the event-log folder the pipeline ingests")],
+    broker: Annotated[str, typer.Option(help="the broker's name in the event log")] = "artemis",
+    state: Annotated[
+        Path | None,
+        typer.Option(help="the session's checkpoint (default: RAW/../collector-state/BROKER.json)"),
+    ] = None,
+    jolokia: Annotated[
+        str | None,
+        typer.Option(
+            help="sample the addresses over Jolokia, e.g. http://127.0.0.1:8161/console/jolokia"
+        ),
+    ] = None,
+    user: Annotated[str, typer.Option(help="Jolokia user")] = "admin",
+    password: Annotated[
+        str, typer.Option(envvar="FLOWCTL_JOLOKIA_PASSWORD", help="Jolokia password")
+    ] = "admin",
+    sample_interval: Annotated[
+        float, typer.Option(min=0.5, help="seconds between Jolokia samples")
+    ] = 30.0,
+    address: Annotated[
+        list[str] | None,
+        typer.Option(help="sample only this address (repeat it; default: every address)"),
+    ] = None,
+    flush_interval: Annotated[
+        float, typer.Option(min=0.0, help="seconds a batch of events waits before its commit")
+    ] = 5.0,
+    log_timezone: Annotated[
+        str | None,
+        typer.Option(help="the broker's time zone, e.g. Europe/Paris (default: this machine's)"),
+    ] = None,
+    once: Annotated[
+        bool, typer.Option("--once", help="read what the log holds now, then stop")
+    ] = False,
+    new_session: Annotated[
+        bool, typer.Option("--new-session", help="start a new run instead of going on")
+    ] = False,
+) -> None:
+    """Follow an Artemis log (and sample Jolokia) into broker_events until stopped.
+
+    Each block / unblock line (AMQ222183 / AMQ221046) is a flow_stopped / flow_resumed of its
+    address; with --jolokia, each address's size and messages every --sample-interval seconds.
+    The session goes on across restarts of the collector and of the broker, and across the
+    log's roll-over at midnight: nothing committed is lost or written twice. Stop with Ctrl-C
+    or SIGTERM (what is pending is committed first).
+    """
+    import signal
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    from collectors.artemis import ArtemisCollector, JolokiaReader
+
+    try:
+        zone = ZoneInfo(log_timezone) if log_timezone else None
+    except (ZoneInfoNotFoundError, ValueError):
+        raise _fail(
+            f"--log-timezone {log_timezone}: not a time zone (e.g. UTC, Europe/Paris)"
+        ) from None
+    _check_out_folder(raw)
+    collector = ArtemisCollector(
+        log_path=log,
+        raw_dir=raw,
+        state_path=state or default_collector_state(raw, broker),
+        broker=broker,
+        log_zone=zone,
+        jolokia=JolokiaReader(jolokia, user, password) if jolokia else None,
+        sample_interval_s=sample_interval,
+        sampled_addresses=frozenset(address) if address else None,
+        flush_interval_s=flush_interval,
+        new_session=new_session,
+    )
+    run = collector.state
+    print_line(
+        f"collecting {log} into {raw} as run {run.run_id} "
+        + (f"(going on at seq {run.next_seq})" if collector.resumed else "(new session)")
+    )
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
+    try:
+        collector.run(stop=lambda: bool(stopping), once=once)
+    except KeyboardInterrupt:
+        collector.flush()
+    blocked = sorted(name for name, a in run.addresses.items() if a.blocked)
+    print_line(
+        f"committed {collector.writer.rows_written:,} events in {collector.writer.files_written} "
+        f"files; run {run.run_id} is at seq {run.next_seq:,}"
+        + (f"; blocked now: {', '.join(blocked)}" if blocked else "")
+    )
 
 
 def main() -> None:  # pragma: no cover - console entry point

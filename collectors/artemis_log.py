@@ -1,0 +1,89 @@
+"""What an ActiveMQ Artemis log line says about flow control, read off its text (no I/O).
+
+Artemis logs a BLOCK address that fills and drains (DESIGN §2, §6): ``AMQ222183`` "Blocking
+message production on address 'A'; size=... maxSize=..." and ``AMQ221046`` "Unblocking ...",
+under the default layout ``%d %-5level [%logger] %msg%n`` of ``etc/log4j2.properties`` (the date in
+the broker's local time, to the millisecond). Releases before 2.27 wrote the sizes as "size is
+currently: N bytes; max-size-bytes: M": both wordings are read. The broker's start
+(``AMQ221000``) and stop (``AMQ221002``) lines matter too: a broker that stops holds nothing
+blocked any more.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, tzinfo
+
+BLOCKING = "AMQ222183"
+UNBLOCKING = "AMQ221046"
+STARTING = "AMQ221000"
+STOPPED = "AMQ221002"
+#: The codes a collector acts on; every other line only moves the log's clock.
+FLOW_CODES = frozenset({BLOCKING, UNBLOCKING})
+LIFECYCLE_CODES = frozenset({STARTING, STOPPED})
+
+_LINE = re.compile(
+    r"^(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}[,.]\d{3})\s+(?P<level>[A-Z]+)\s+"
+    r"\[(?P<logger>[^\]]*)\]\s+(?:(?P<code>AMQ\d{6}):?\s*)?(?P<text>.*)$"
+)
+# Greedy up to the last "'; ": the sizes that follow hold no quote, an address name may.
+_ADDRESS = re.compile(r"address '(?P<address>.*)'(?:;|\.|$)")
+_SIZE = re.compile(
+    r"(?:\bsize=(?P<size>-?\d+) bytes(?: \((?P<messages>-?\d+) messages\))?"
+    r"|size is currently: (?P<old_size>-?\d+) bytes)"
+)
+_MAX_SIZE = re.compile(
+    r"(?:\bmaxSize=(?P<max>-?\d+) bytes|max-size-bytes(?: on address)?: (?P<old_max>-?\d+))"
+)
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One log line with a timestamp: its time in UTC, its message code (None for a line without
+    one) and, for a blocking / unblocking line, the address and the sizes it states."""
+
+    ts: datetime
+    code: str | None
+    address: str | None = None
+    size_bytes: int | None = None
+    messages: int | None = None  # the 2.40 wording only; None when not stated (or -1)
+    max_size_bytes: int | None = None
+
+    @property
+    def is_flow(self) -> bool:
+        return self.code in FLOW_CODES and self.address is not None
+
+
+def _int(*values: str | None) -> int | None:
+    for value in values:
+        if value is not None:
+            return int(value)
+    return None
+
+
+def parse_line(line: str, zone: tzinfo | None) -> LogLine | None:
+    """The line read, or None for a line without a leading timestamp (a stack trace's
+    continuation, a banner). ``zone`` is the broker's log time zone (None: this machine's)."""
+    match = _LINE.match(line.rstrip("\r\n"))
+    if match is None:
+        return None
+    stamp = match["ts"].replace(",", ".")
+    local = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S.%f")
+    ts = (local.replace(tzinfo=zone) if zone is not None else local.astimezone()).astimezone(UTC)
+    code = match["code"]
+    if code not in FLOW_CODES:
+        return LogLine(ts=ts, code=code)
+    text = match["text"]
+    address = _ADDRESS.search(text)
+    size = _SIZE.search(text)
+    max_size = _MAX_SIZE.search(text)
+    messages = _int(size["messages"]) if size else None
+    return LogLine(
+        ts=ts,
+        code=code,
+        address=address["address"] if address else None,
+        size_bytes=_int(size["size"], size["old_size"]) if size else None,
+        messages=messages if messages is not None and messages >= 0 else None,
+        max_size_bytes=_int(max_size["max"], max_size["old_max"]) if max_size else None,
+    )

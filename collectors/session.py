@@ -1,0 +1,152 @@
+"""A collector session: one run of ``broker_events`` (DESIGN §3) written while it is observed,
+and the checkpoint that lets a restarted collector go on with it, exactly once.
+
+A session is a run: its ``run_id`` and its ``seq`` go on across restarts of the collector and of
+the broker, so the run stays one timeline. Events are committed in batches, one Parquet file per
+batch under ``date=D/`` (a batch never spans two days), named by its first ``seq``, written hidden
+and renamed into place: a file is there whole or not at all. Each file carries in its footer the
+checkpoint as of its last event (where the collector was in its source, what state it held), so
+the file *is* the commit: a collector killed after the rename and before it updated its state
+file finds the newer checkpoint in the file and does not write those events again; killed before
+the rename, it reads the same source lines again and gives them the same ``seq``. The state file
+also records progress that wrote no event (log lines that say nothing about flow control).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from flowctl_core.errors import ConfigurationError
+from schemas.broker_events import BROKER_EVENTS, PARTITION_COLUMN
+
+CHECKPOINT_KEY = b"flowctl.collector.checkpoint"
+STATE_VERSION = 1
+_ARROW_SCHEMA = BROKER_EVENTS.to_pyarrow()
+
+
+class CollectorStateError(ConfigurationError):
+    """A state file or an output folder a collector cannot go on from."""
+
+
+def _fsync_folder(folder: Path) -> None:
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """``path`` holds ``data`` whole, or what it held before."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    hidden = path.with_name(f".{path.name}.inprogress")
+    with hidden.open("wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(hidden, path)
+    _fsync_folder(path.parent)
+
+
+def file_name(run_id: str, first_seq: int) -> str:
+    return f"part-{run_id}-{first_seq:012d}.parquet"
+
+
+def _run_file_pattern(run_id: str) -> re.Pattern[str]:
+    return re.compile(rf"^part-{re.escape(run_id)}-(\d{{12}})\.parquet$")
+
+
+class SessionWriter:
+    """Commits a session's events to ``raw_dir`` with their checkpoint (see the module)."""
+
+    def __init__(self, raw_dir: Path, state_path: Path) -> None:
+        self.raw_dir = raw_dir
+        self.state_path = state_path
+        self.files_written = 0
+        self.rows_written = 0
+
+    # -- reading back -------------------------------------------------------------------------
+    def latest_checkpoint(self, run_id: str, after_seq: int) -> dict[str, Any] | None:
+        """The checkpoint of this run's file with the highest first seq at or past ``after_seq``
+        (committed after the state file was last written), or None."""
+        pattern = _run_file_pattern(run_id)
+        newest: tuple[int, Path] | None = None
+        for folder in self.raw_dir.glob(f"{PARTITION_COLUMN}=*"):
+            for path in folder.iterdir():
+                match = pattern.match(path.name)
+                if (
+                    match
+                    and int(match[1]) >= after_seq
+                    and (newest is None or int(match[1]) > newest[0])
+                ):
+                    newest = (int(match[1]), path)
+        if newest is None:
+            return None
+        metadata = pq.read_schema(newest[1]).metadata or {}
+        if CHECKPOINT_KEY not in metadata:
+            raise CollectorStateError(f"{newest[1]}: a collector file without its checkpoint")
+        checkpoint: dict[str, Any] = json.loads(metadata[CHECKPOINT_KEY])
+        return checkpoint
+
+    def load_state(self) -> dict[str, Any] | None:
+        """The state file's checkpoint, or a newer one from the files; None for a new session."""
+        try:
+            state: dict[str, Any] = json.loads(self.state_path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as error:
+            raise CollectorStateError(
+                f"{self.state_path}: not a collector state ({error})"
+            ) from None
+        if state.get("version") != STATE_VERSION or "run_id" not in state:
+            raise CollectorStateError(
+                f"{self.state_path}: not a collector state of version {STATE_VERSION}"
+            )
+        newer = self.latest_checkpoint(state["run_id"], int(state["next_seq"]))
+        return newer if newer is not None else state
+
+    def remove_leftovers(self) -> None:
+        """Hidden files of a commit that was cut short (never renamed, so never read)."""
+        for folder in self.raw_dir.glob(f"{PARTITION_COLUMN}=*"):
+            for path in folder.glob(".part-*.inprogress"):
+                path.unlink(missing_ok=True)
+
+    # -- writing ------------------------------------------------------------------------------
+    def commit(self, rows: Sequence[Mapping[str, Any]], checkpoint: dict[str, Any]) -> Path | None:
+        """Write ``rows`` (one day's, in seq order) as one file carrying ``checkpoint``, then the
+        state file. No rows: the state file only."""
+        written: Path | None = None
+        if rows:
+            day = _day_of(rows[0]["ts"])
+            if _day_of(rows[-1]["ts"]) != day:
+                raise ValueError("a collector batch spans two days")
+            table = pa.Table.from_pylist(list(rows), schema=_ARROW_SCHEMA)
+            table = table.replace_schema_metadata(
+                {CHECKPOINT_KEY: json.dumps(checkpoint, sort_keys=True).encode()}
+            )
+            folder = self.raw_dir / f"{PARTITION_COLUMN}={day.isoformat()}"
+            folder.mkdir(parents=True, exist_ok=True)
+            written = folder / file_name(checkpoint["run_id"], int(rows[0]["seq"]))
+            hidden = folder / f".{written.name}.inprogress"
+            pq.write_table(table, hidden)
+            with hidden.open("rb") as handle:
+                os.fsync(handle.fileno())
+            os.replace(hidden, written)
+            _fsync_folder(folder)
+            self.files_written += 1
+            self.rows_written += len(rows)
+        write_atomically(self.state_path, json.dumps(checkpoint, sort_keys=True, indent=1).encode())
+        return written
+
+
+def _day_of(ts: datetime) -> date:
+    return ts.astimezone(UTC).date()

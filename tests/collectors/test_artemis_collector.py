@@ -1,0 +1,415 @@
+"""The Artemis collector on log files written by hand in the broker's own wording (the lines are
+a real Artemis 2.40's, with their sizes): the events, and a session that survives restarts of
+the collector (including a kill between a file's commit and the state file), a broker's stop and
+crash, the log's roll-over at midnight and a day boundary, without losing or repeating a row."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pyarrow.parquet as pq
+import pytest
+
+from collectors.artemis import (
+    ORIGIN_JOLOKIA,
+    REASON_BROKER_RESTARTED,
+    REASON_BROKER_STOPPED,
+    ArtemisCollector,
+    JolokiaReader,
+)
+from collectors.artemis_log import BLOCKING, STARTING, UNBLOCKING, parse_line
+from collectors.session import CHECKPOINT_KEY, CollectorStateError
+from schemas.broker_events import BROKER_EVENTS
+
+WARN = "WARN  [org.apache.activemq.artemis.core.server]"
+INFO = "INFO  [org.apache.activemq.artemis.core.server]"
+
+
+def block(ts: str, address: str = "orders", size: int = 101_332, msgs: int = 49) -> str:
+    return (
+        f"{ts} {WARN} AMQ222183: Blocking message production on address '{address}'; "
+        f"size={size} bytes ({msgs} messages); maxSize=100000 bytes (-1 messages); "
+        f"globalSize={size} bytes ({msgs} messages); globalMaxSize=268435456 bytes (-1 messages);\n"
+    )
+
+
+def unblock(ts: str, address: str = "orders", size: int = 99_336, msgs: int = 48) -> str:
+    return (
+        f"{ts} {INFO} AMQ221046: Unblocking message production on address '{address}'; "
+        f"size={size} bytes ({msgs} messages); maxSize=100000 bytes (-1 messages); "
+        f"globalSize={size} bytes ({msgs} messages); globalMaxSize=268435456 bytes (-1 messages);\n"
+    )
+
+
+def starting(ts: str) -> str:
+    return f"{ts} {INFO} AMQ221000: Primary message broker is starting with configuration\n"
+
+
+def stopped(ts: str) -> str:
+    return (
+        f"{ts} {INFO} AMQ221002: Apache ActiveMQ Artemis Message Broker version 2.40.0 "
+        "[bd4794ee] stopped, uptime 12.239 seconds\n"
+    )
+
+
+def other(ts: str) -> str:
+    return f"{ts} {WARN} AMQ222061: Client connection failed, clearing up resources\n"
+
+
+class Setup:
+    def __init__(self, tmp_path: Path) -> None:
+        self.log = tmp_path / "log" / "artemis.log"
+        self.log.parent.mkdir()
+        self.raw = tmp_path / "raw"
+        self.state = tmp_path / "state" / "artemis.json"
+
+    def write(self, *lines: str) -> None:
+        with self.log.open("a") as handle:
+            handle.write("".join(lines))
+
+    def collector(self, **kwargs: Any) -> ArtemisCollector:
+        kwargs.setdefault("log_zone", UTC)
+        kwargs.setdefault("clock", lambda: datetime(2026, 11, 27, 12, tzinfo=UTC))
+        return ArtemisCollector(
+            log_path=self.log, raw_dir=self.raw, state_path=self.state, broker="artemis-1", **kwargs
+        )
+
+    def collect(self, **kwargs: Any) -> ArtemisCollector:
+        collector = self.collector(**kwargs)
+        collector.run(stop=lambda: True, once=True)
+        return collector
+
+    def rows(self) -> list[dict[str, Any]]:
+        files = sorted(self.raw.glob("date=*/*.parquet"))
+        rows = [row for path in files for row in pq.read_table(path).to_pylist()]
+        return sorted(rows, key=lambda row: row["seq"])
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Setup:
+    return Setup(tmp_path)
+
+
+def _ts(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+# -- the lines ---------------------------------------------------------------------------------
+def test_a_blocking_line_of_artemis_2_40() -> None:
+    line = parse_line(block("2026-11-27 22:06:07,635"), UTC)
+    assert line is not None
+    assert (line.code, line.address, line.size_bytes, line.messages, line.max_size_bytes) == (
+        BLOCKING,
+        "orders",
+        101_332,
+        49,
+        100_000,
+    )
+    assert line.ts == _ts("2026-11-27 22:06:07.635")
+
+
+def test_the_wording_of_releases_before_2_27() -> None:
+    text = (
+        "2021-05-26 17:20:17,865 INFO  [org.apache.activemq.artemis.core.server] AMQ221046: "
+        "Unblocking message production on address 'a.b'; size is currently: 4096 bytes; "
+        "max-size-bytes: 10485760"
+    )
+    line = parse_line(text, UTC)
+    assert line is not None
+    assert (line.code, line.address, line.size_bytes, line.messages, line.max_size_bytes) == (
+        UNBLOCKING,
+        "a.b",
+        4096,
+        None,
+        10_485_760,
+    )
+
+
+def test_the_log_time_is_the_brokers_local_time() -> None:
+    line = parse_line(starting("2026-07-01 09:00:00,250"), ZoneInfo("Europe/Paris"))
+    assert line is not None
+    assert (line.code, line.ts) == (STARTING, _ts("2026-07-01 07:00:00.250"))
+
+
+def test_lines_without_a_timestamp_are_not_lines_of_the_log() -> None:
+    assert parse_line("\tat org.apache.activemq.artemis.core.server.impl.X(X.java:1)", UTC) is None
+    assert parse_line("     _        _               _", UTC) is None
+
+
+# -- events ------------------------------------------------------------------------------------
+def test_a_block_and_an_unblock_are_the_addresses_flow_events(setup: Setup) -> None:
+    setup.write(
+        starting("2026-11-27 22:06:04,100"),
+        block("2026-11-27 22:06:07,635"),
+        other("2026-11-27 22:06:14,084"),
+        unblock("2026-11-27 22:06:15,317"),
+    )
+    collector = setup.collect()
+    rows = setup.rows()
+    assert [r["event_type"] for r in rows] == ["flow_stopped", "flow_resumed"]
+    stop, resume = rows
+    assert stop["run_id"] == resume["run_id"] == collector.state.run_id
+    assert [stop["seq"], resume["seq"]] == [0, 1]
+    assert stop["ts"] == _ts("2026-11-27 22:06:07.635")
+    assert resume["ts"] == _ts("2026-11-27 22:06:15.317")
+    assert (stop["queue"], stop["depth_bytes"], stop["depth_msgs"]) == ("orders", 101_332, 49)
+    assert (resume["depth_bytes"], resume["depth_msgs"]) == (99_336, 48)
+    assert (stop["flow_stopped"], stop["flow_stopped_count"]) == (True, 1)
+    assert (resume["flow_stopped"], resume["flow_stopped_count"]) == (False, 1)
+    # The engine's columns for the same transition: max-size-bytes is the stop and resume size.
+    assert (stop["flow_stop_size"], stop["flow_resume_size"], stop["flow_stop_count"]) == (
+        100_000,
+        100_000,
+        0,
+    )
+    detail = json.loads(stop["detail"])
+    assert detail == {
+        "address": "orders",
+        "address_size": 101_332,
+        "max_size_bytes": 100_000,
+        "policy": "BLOCK",
+        "origin": "artemis-log",
+        "log_code": BLOCKING,
+    }
+    files = list(setup.raw.glob("date=2026-11-27/part-*.parquet"))
+    assert len(files) == 1
+    assert pq.read_schema(files[0]).remove_metadata().equals(BROKER_EVENTS.to_pyarrow())
+
+
+def test_a_second_block_line_without_an_unblock_is_not_a_second_episode(setup: Setup) -> None:
+    setup.write(block("2026-11-27 10:00:00,000"), block("2026-11-27 10:00:05,000"))
+    setup.collect()
+    assert [r["event_type"] for r in setup.rows()] == ["flow_stopped"]
+
+
+def test_a_broker_that_stops_holds_nothing_blocked(setup: Setup) -> None:
+    setup.write(block("2026-11-27 10:00:00,000"), stopped("2026-11-27 10:05:00,000"))
+    setup.collect()
+    rows = setup.rows()
+    assert [r["event_type"] for r in rows] == ["flow_stopped", "flow_resumed"]
+    assert rows[1]["ts"] == _ts("2026-11-27 10:05:00")
+    assert json.loads(rows[1]["detail"])["reason"] == REASON_BROKER_STOPPED
+
+
+def test_a_broker_that_crashed_unblocks_at_its_last_line(setup: Setup) -> None:
+    setup.write(
+        block("2026-11-27 10:00:00,000"),
+        other("2026-11-27 10:02:00,000"),
+        starting("2026-11-27 11:00:00,000"),  # no stop line: killed
+        block("2026-11-27 11:00:30,000"),
+    )
+    setup.collect()
+    rows = setup.rows()
+    assert [r["event_type"] for r in rows] == ["flow_stopped", "flow_resumed", "flow_stopped"]
+    assert rows[1]["ts"] == _ts("2026-11-27 10:02:00")
+    assert json.loads(rows[1]["detail"])["reason"] == REASON_BROKER_RESTARTED
+    assert [r["flow_stopped_count"] for r in rows] == [1, 1, 2]
+
+
+# -- a session that goes on --------------------------------------------------------------------
+def test_a_restarted_collector_goes_on_with_the_same_run(setup: Setup) -> None:
+    setup.write(block("2026-11-27 10:00:00,000"))
+    first = setup.collect()
+    setup.write(unblock("2026-11-27 10:00:04,000"), block("2026-11-27 10:01:00,000"))
+    second = setup.collect()
+    assert second.resumed and second.state.run_id == first.state.run_id
+    rows = setup.rows()
+    assert [(r["seq"], r["event_type"], r["flow_stopped_count"]) for r in rows] == [
+        (0, "flow_stopped", 1),
+        (1, "flow_resumed", 1),
+        (2, "flow_stopped", 2),
+    ]
+    assert {r["run_id"] for r in rows} == {first.state.run_id}
+    setup.collect()  # nothing new: nothing written again
+    assert len(setup.rows()) == 3
+
+
+def test_killed_after_a_commit_and_before_its_state_file(setup: Setup) -> None:
+    setup.write(block("2026-11-27 10:00:00,000"))
+    setup.collect()
+    stale = setup.state.read_bytes()
+    setup.write(unblock("2026-11-27 10:00:04,000"))
+    setup.collect()
+    setup.state.write_bytes(stale)  # the state file as it was before the second commit
+    setup.write(block("2026-11-27 10:02:00,000"))
+    setup.collect()
+    rows = setup.rows()
+    assert [(r["seq"], r["event_type"]) for r in rows] == [
+        (0, "flow_stopped"),
+        (1, "flow_resumed"),
+        (2, "flow_stopped"),
+    ]
+    newest = max(setup.raw.glob("date=*/*.parquet"))
+    checkpoint = json.loads(pq.read_schema(newest).metadata[CHECKPOINT_KEY])
+    assert checkpoint["next_seq"] == 3
+
+
+def test_killed_before_a_commit_the_same_lines_get_the_same_seq(setup: Setup) -> None:
+    setup.write(block("2026-11-27 10:00:00,000"))
+    setup.collect()
+    setup.write(unblock("2026-11-27 10:00:04,000"))
+    killed = setup.collector()
+    killed.read_log()  # read, never committed: the process dies here
+    assert len(setup.rows()) == 1
+    (setup.raw / "date=2026-11-27" / ".part-leftover.parquet.inprogress").write_bytes(b"cut")
+    setup.collect()
+    assert [(r["seq"], r["event_type"]) for r in setup.rows()] == [
+        (0, "flow_stopped"),
+        (1, "flow_resumed"),
+    ]
+    assert not list(setup.raw.glob("date=*/.*inprogress"))
+
+
+def test_a_new_session_is_a_new_run(setup: Setup) -> None:
+    setup.write(block("2026-11-27 10:00:00,000"))
+    first = setup.collect()
+    later = lambda: datetime(2026, 11, 28, 9, tzinfo=UTC)  # noqa: E731
+    second = setup.collect(new_session=True, clock=later)
+    assert second.state.run_id != first.state.run_id
+
+
+def test_the_state_of_another_broker_is_refused(setup: Setup) -> None:
+    setup.write(block("2026-11-27 10:00:00,000"))
+    setup.collect()
+    with pytest.raises(CollectorStateError, match="session of broker 'artemis-1'"):
+        ArtemisCollector(
+            log_path=setup.log, raw_dir=setup.raw, state_path=setup.state, broker="artemis-2"
+        )
+
+
+def test_the_log_rolled_over_at_midnight_loses_nothing(setup: Setup) -> None:
+    setup.write(block("2026-11-27 23:59:00,000"))
+    setup.collect()
+    setup.write(unblock("2026-11-27 23:59:58,000"))  # written, not yet read
+    setup.log.rename(setup.log.with_name("artemis.log.2026-11-27"))
+    setup.write(block("2026-11-28 00:00:30,000"))
+    setup.collect()
+    rows = setup.rows()
+    assert [(r["seq"], r["event_type"], r["ts"].date().isoformat()) for r in rows] == [
+        (0, "flow_stopped", "2026-11-27"),
+        (1, "flow_resumed", "2026-11-27"),
+        (2, "flow_stopped", "2026-11-28"),
+    ]
+    # A batch never spans two days: each day's rows are in its own partition.
+    assert sorted(p.parent.name for p in setup.raw.glob("date=*/*.parquet")) == [
+        "date=2026-11-27",
+        "date=2026-11-27",
+        "date=2026-11-28",
+    ]
+
+
+def test_a_half_written_line_waits(setup: Setup) -> None:
+    whole = block("2026-11-27 10:00:00,000")
+    setup.write(whole[:40])
+    setup.collect()
+    assert setup.rows() == []
+    setup.write(whole[40:])
+    setup.collect()
+    assert [r["event_type"] for r in setup.rows()] == ["flow_stopped"]
+
+
+def test_a_truncated_log_is_read_from_its_start(setup: Setup) -> None:
+    setup.write(block("2026-11-27 10:00:00,000"), other("2026-11-27 10:00:01,000"))
+    setup.collect()
+    setup.log.write_text(unblock("2026-11-27 10:05:00,000"))
+    setup.collect()
+    assert [r["event_type"] for r in setup.rows()] == ["flow_stopped", "flow_resumed"]
+
+
+# -- samples -----------------------------------------------------------------------------------
+class FakeJolokia(JolokiaReader):
+    def __init__(self, answers: list[dict[str, dict[str, Any]] | Exception]) -> None:
+        super().__init__("http://127.0.0.1:1/console/jolokia", "u", "p")
+        self.answers = answers
+
+    def addresses(self) -> dict[str, dict[str, Any]]:
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def test_samples_keep_the_watermark_and_never_go_back_in_time(setup: Setup) -> None:
+    orders = {
+        "address_size": 150_964,
+        "messages": 73,
+        "max_size_bytes": 100_000,
+        "policy": "BLOCK",
+    }
+    dlq = {"address_size": 0, "messages": 0, "max_size_bytes": -1, "policy": "PAGE"}
+    now = [datetime(2026, 11, 27, 10, 0, 10, tzinfo=UTC)]
+    jolokia = FakeJolokia([ConnectionRefusedError("down"), {"orders": orders, "DLQ": dlq}])
+    setup.write(block("2026-11-27 10:00:00,000"))
+    collector = setup.collector(jolokia=jolokia, sample_interval_s=0.0, clock=lambda: now[0])
+    collector.poll_once()  # Jolokia down: no sample, nothing lost
+    now[0] = datetime(2026, 11, 27, 9, 59, 0, tzinfo=UTC)  # a clock behind the log
+    collector.poll_once()
+    collector.flush()
+    rows = setup.rows()
+    assert [(r["event_type"], r["queue"]) for r in rows] == [
+        ("flow_stopped", "orders"),
+        ("queue_declared", "DLQ"),
+        ("queue_declared", "orders"),
+    ]
+    dlq_row, orders_row = rows[1], rows[2]
+    assert orders_row["ts"] == dlq_row["ts"] == rows[0]["ts"]  # never before the block
+    assert (orders_row["depth_bytes"], orders_row["depth_msgs"]) == (150_964, 73)
+    assert (orders_row["flow_stopped"], orders_row["flow_stopped_count"]) == (True, 1)
+    assert orders_row["flow_stop_size"] == 100_000
+    assert dlq_row["flow_stop_size"] == 0  # PAGE, no limit: no threshold in force
+    detail = json.loads(orders_row["detail"])
+    assert (detail["origin"], detail["sample_interval_ms"]) == (ORIGIN_JOLOKIA, 0)
+    assert json.loads(dlq_row["detail"])["policy"] == "PAGE"
+
+
+def test_a_sample_on_a_new_day_starts_a_new_file(setup: Setup) -> None:
+    sample = {"address_size": 10, "messages": 1, "max_size_bytes": 100_000, "policy": "BLOCK"}
+    setup.write(block("2026-11-27 23:59:59,000"))
+    midnight = datetime(2026, 11, 28, 0, 0, 5, tzinfo=UTC)
+    collector = setup.collector(
+        jolokia=FakeJolokia([{"orders": sample}]),
+        sample_interval_s=0.0,
+        clock=lambda: midnight,
+    )
+    collector.run(stop=lambda: True, once=True)
+    by_day = {
+        path.parent.name: [r["seq"] for r in pq.read_table(path).to_pylist()]
+        for path in setup.raw.glob("date=*/*.parquet")
+    }
+    assert by_day == {"date=2026-11-27": [0], "date=2026-11-28": [1]}
+    assert setup.rows()[1]["ts"] == midnight
+
+
+def test_a_sample_waits_for_the_line_of_an_event_before_it(setup: Setup) -> None:
+    """The block happened at .400 and reached the log after the sample at .500 was taken: the
+    line keeps its own time and comes first."""
+    sample = {"address_size": 150_964, "messages": 73, "max_size_bytes": 100_000, "policy": None}
+    taken = datetime(2026, 11, 27, 10, 0, 0, 500_000, tzinfo=UTC)
+    collector = setup.collector(
+        jolokia=FakeJolokia([{"orders": sample}]), sample_interval_s=60.0, clock=lambda: taken
+    )
+    collector.poll_once()
+    setup.write(block("2026-11-27 10:00:00,400"))
+    collector.poll_once()
+    collector.flush()
+    rows = setup.rows()
+    assert [(r["event_type"], r["ts"]) for r in rows] == [
+        ("flow_stopped", _ts("2026-11-27 10:00:00.400")),
+        ("queue_declared", taken),
+    ]
+    assert (rows[1]["flow_stopped"], rows[1]["flow_stopped_count"]) == (True, 1)
+
+
+def test_only_the_addresses_asked_for_are_sampled(setup: Setup) -> None:
+    sample = {"address_size": 0, "messages": 0, "max_size_bytes": -1, "policy": "PAGE"}
+    collector = setup.collector(
+        jolokia=FakeJolokia([{"orders": sample, "DLQ": sample}]),
+        sampled_addresses=frozenset({"orders"}),
+    )
+    collector.sample()
+    collector.flush()
+    assert [r["queue"] for r in setup.rows()] == ["orders"]

@@ -1,0 +1,69 @@
+"""``flowctl collect artemis`` as a user types it: a log read once into the event log, a second
+invocation going on with the same run, and its refusals as one ``error:`` line (exit 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from typer.testing import CliRunner
+
+from flowctl.cli import app
+from tests.collectors.test_artemis_collector import block, unblock
+
+runner = CliRunner()
+
+
+def _log(tmp_path: Path, *lines: str) -> Path:
+    path = tmp_path / "artemis.log"
+    with path.open("a") as handle:
+        handle.write("".join(lines))
+    return path
+
+
+def test_collect_once_then_go_on(tmp_path: Path) -> None:
+    log = _log(tmp_path, block("2026-11-27 10:00:00,000"))
+    raw = tmp_path / "raw"
+    args = ["collect", "artemis", "--log", str(log), "--raw", str(raw), "--log-timezone", "UTC"]
+    first = runner.invoke(app, [*args, "--once"])
+    assert first.exit_code == 0, first.output
+    assert "(new session)" in first.output
+    assert "committed 1 events in 1 files" in first.output
+    assert "blocked now: orders" in first.output
+    assert (tmp_path / "collector-state" / "artemis.json").is_file()  # beside raw, not in it
+    _log(tmp_path, unblock("2026-11-27 10:00:04,000"))
+    second = runner.invoke(app, [*args, "--once"])
+    assert second.exit_code == 0, second.output
+    assert "(going on at seq 1)" in second.output
+    assert "blocked now" not in second.output
+    rows = [r for p in sorted(raw.glob("date=*/*.parquet")) for r in pq.read_table(p).to_pylist()]
+    assert [(r["seq"], r["event_type"]) for r in rows] == [(0, "flow_stopped"), (1, "flow_resumed")]
+
+
+def _one_error_line(output: str, code: int, exit_code: int) -> str:
+    assert exit_code == code, output
+    lines = output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), output
+    return lines[0]
+
+
+def test_a_time_zone_that_is_none(tmp_path: Path) -> None:
+    log = _log(tmp_path, block("2026-11-27 10:00:00,000"))
+    result = runner.invoke(
+        app,
+        ["collect", "artemis", "--log", str(log), "--raw", str(tmp_path / "raw"),
+         "--log-timezone", "Mars/Olympus", "--once"],
+    )  # fmt: skip
+    line = _one_error_line(result.stderr, 2, result.exit_code)
+    assert "--log-timezone Mars/Olympus: not a time zone" in line
+    assert not (tmp_path / "raw").exists()
+
+
+def test_the_session_of_another_broker(tmp_path: Path) -> None:
+    log = _log(tmp_path, block("2026-11-27 10:00:00,000"))
+    base = ["collect", "artemis", "--log", str(log), "--raw", str(tmp_path / "raw"), "--once"]
+    state = ["--state", str(tmp_path / "state.json")]
+    assert runner.invoke(app, [*base, *state, "--broker", "a1"]).exit_code == 0
+    result = runner.invoke(app, [*base, *state, "--broker", "a2"])
+    line = _one_error_line(result.stderr, 2, result.exit_code)
+    assert "is the session of broker 'a1', not 'a2'" in line

@@ -1,0 +1,100 @@
+"""A collector session through the pipeline: what the Artemis collector writes keeps the event
+log's contract (every row accepted) and gives DESIGN §4's figures for the address — an episode
+closed by its unblock line, and one still open at midnight that its samples keep counting up to
+the watermark (the last sample), as it would not without them."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collectors.artemis import ArtemisCollector
+from jobs.daily_metrics import run_daily_metrics
+from jobs.delta_io import read_table
+from jobs.episodes import run_episodes
+from jobs.ingest import run_ingest
+from schemas.tables import QUEUE_FLOW_DAILY, QUEUE_FLOW_EPISODES
+from tests.collectors.test_artemis_collector import FakeJolokia, block, unblock
+from tests.conftest import scratch_conf
+
+pytestmark = pytest.mark.spark
+
+DAY1, DAY2 = date(2026, 11, 27), date(2026, 11, 28)
+SAMPLE = {"address_size": 150_964, "messages": 73, "max_size_bytes": 100_000, "policy": "BLOCK"}
+
+
+def _collect(root: Path) -> None:
+    """Day 1: blocked 10:00:00-10:00:30, blocked again at 23:00; day 2: samples at 00:30 and
+    01:00 (still blocked), the log rolled over at midnight."""
+    log = root / "log" / "artemis.log"
+    log.parent.mkdir(parents=True)
+    now = [datetime(2026, 11, 27, 9, 59, tzinfo=UTC)]
+    collector = ArtemisCollector(
+        log_path=log,
+        raw_dir=root / "raw",
+        state_path=root / "state.json",
+        broker="artemis-1",
+        log_zone=UTC,
+        jolokia=FakeJolokia([{"orders": SAMPLE}, {"orders": SAMPLE}]),
+        sample_interval_s=0.0,
+        clock=lambda: now[0],
+    )
+    log.write_text(
+        block("2026-11-27 10:00:00,000")
+        + unblock("2026-11-27 10:00:30,000")
+        + block("2026-11-27 23:00:00,000")
+    )
+    collector.read_log()
+    log.rename(log.with_name("artemis.log.2026-11-27"))
+    log.write_text("")
+    for sampled_at in (
+        datetime(2026, 11, 28, 0, 30, tzinfo=UTC),
+        datetime(2026, 11, 28, 1, tzinfo=UTC),
+    ):
+        now[0] = sampled_at
+        collector.sample()
+    collector.flush()
+
+
+@pytest.fixture(scope="module")
+def tables(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("collected")
+    _collect(root)
+    conf = scratch_conf(root, "pipeline")
+    counts = run_ingest(spark, conf, DAY1, DAY2)
+    run_episodes(spark, conf, DAY1, DAY2)
+    run_daily_metrics(spark, conf, DAY1, DAY2)
+    return {
+        "counts": counts,
+        "episodes": sorted(
+            (r.asDict() for r in read_table(spark, conf, QUEUE_FLOW_EPISODES).collect()),
+            key=lambda r: r["start_seq"],
+        ),
+        "daily": {
+            r["date"]: r.asDict() for r in read_table(spark, conf, QUEUE_FLOW_DAILY).collect()
+        },
+    }
+
+
+def test_every_collected_row_keeps_the_contract(tables: dict[str, Any]) -> None:
+    counts = tables["counts"]
+    assert (counts["rows_read"], counts["rows_accepted"], counts["rows_quarantined"]) == (5, 5, 0)
+
+
+def test_the_episodes_of_the_address(tables: dict[str, Any]) -> None:
+    closed, open_ = tables["episodes"]
+    assert (closed["queue"], closed["duration_s"], closed["is_open"]) == ("orders", 30.0, False)
+    assert (closed["flow_stop_size"], closed["peak_depth_bytes"]) == (100_000, 101_332)
+    assert open_["is_open"] and open_["start_ts"].replace(tzinfo=None) == datetime(2026, 11, 27, 23)
+
+
+def test_the_open_episode_counts_up_to_the_last_sample(tables: dict[str, Any]) -> None:
+    day1, day2 = tables["daily"][DAY1], tables["daily"][DAY2]
+    assert (day1["flow_stopped_count"], day1["episodes"]) == (2, 2)
+    assert day1["time_stopped_s"] == 30.0 + 3600.0
+    assert (day2["flow_stopped_count"], day2["stopped_at_day_start"]) == (0, True)
+    assert day2["time_stopped_s"] == 3600.0  # 00:00 to the sample at 01:00
+    assert day2["max_depth_bytes"] == 150_964  # the sample's: past max-size-bytes

@@ -1,0 +1,223 @@
+"""The Artemis collector on a real Artemis 2.40 (DESIGN §6): a BLOCK address that CORE producers
+fill three times, drained once by a consumer, once by a clean stop of the broker and once by a
+crash (SIGKILL), with the collector itself stopped and started again in between. The session is
+one run whose events are the broker's block / unblock lines, in order, none lost or repeated,
+and Jolokia samples that see the address past max-size-bytes while it blocks (seed 003's
+overshoot)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from collectors.artemis import (
+    ORIGIN_JOLOKIA,
+    ORIGIN_LOG,
+    REASON_BROKER_RESTARTED,
+    REASON_BROKER_STOPPED,
+    ArtemisCollector,
+    JolokiaReader,
+)
+from collectors.artemis_log import BLOCKING, UNBLOCKING
+from conformance.brokers import (
+    ARTEMIS_USER,
+    LOOPBACK,
+    ArtemisAddress,
+    ArtemisBroker,
+    BrokerUnavailable,
+)
+
+pytestmark = pytest.mark.realbroker
+
+ADDRESS = "collected"
+MAX_SIZE = 100_000
+MESSAGE_BYTES = 1000
+WAIT_S = 30.0
+
+
+@pytest.fixture
+def broker() -> Iterator[ArtemisBroker]:
+    broker = ArtemisBroker([ArtemisAddress(ADDRESS, max_size_bytes=MAX_SIZE)])
+    try:
+        broker.start()
+    except BrokerUnavailable as error:
+        pytest.skip(f"ActiveMQ Artemis unavailable: {error}")
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def _fill(broker: ArtemisBroker) -> None:
+    """200 messages of 1 KB into a 100 KB address: the producer blocks; it is stopped after a
+    while, its messages past max-size-bytes held by the broker."""
+    try:
+        broker.run_cli(
+            "producer",
+            "--url",
+            broker.core_url,
+            "--destination",
+            f"queue://{ADDRESS}",
+            "--message-count",
+            "200",
+            "--message-size",
+            str(MESSAGE_BYTES),
+            "--non-persistent",
+            "--user",
+            ARTEMIS_USER,
+            "--password",
+            ARTEMIS_USER,
+            timeout_s=6,
+        )
+    except subprocess.TimeoutExpired:
+        return
+    raise AssertionError("the producer was never blocked")
+
+
+def _drain(broker: ArtemisBroker, count: int) -> None:
+    done = broker.run_cli(
+        "consumer",
+        "--url",
+        broker.core_url,
+        "--destination",
+        f"queue://{ADDRESS}",
+        "--message-count",
+        str(count),
+        "--user",
+        ARTEMIS_USER,
+        "--password",
+        ARTEMIS_USER,
+        timeout_s=60,
+    )
+    assert done.returncode == 0, done.stdout[-500:] + done.stderr[-500:]
+
+
+@contextmanager
+def _collecting(make: Callable[[], ArtemisCollector]) -> Iterator[ArtemisCollector]:
+    """A collector polling in a thread until the block ends, then committing and returning."""
+    collector = make()
+    stop = threading.Event()
+    worker = threading.Thread(target=lambda: collector.run(stop=stop.is_set), daemon=True)
+    worker.start()
+    try:
+        yield collector
+    finally:
+        stop.set()
+        worker.join(timeout=30)
+        assert not worker.is_alive()
+
+
+def _until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {WAIT_S:.0f} s: {what}"
+        time.sleep(0.1)
+
+
+def _blocked(collector: ArtemisCollector) -> bool:
+    address = collector.state.addresses.get(ADDRESS)
+    return address is not None and address.blocked
+
+
+def _rows(raw: Path) -> list[dict[str, Any]]:
+    files = sorted(raw.glob("date=*/*.parquet"))
+    return sorted(
+        (row for path in files for row in pq.read_table(path).to_pylist()),
+        key=lambda row: row["seq"],
+    )
+
+
+def test_a_real_artemis_blocks_collected_across_restarts(
+    broker: ArtemisBroker, tmp_path: Path
+) -> None:
+    raw, state = tmp_path / "raw", tmp_path / "state.json"
+    log = broker.instance / "log" / "artemis.log"
+    jolokia = JolokiaReader(
+        f"http://{LOOPBACK}:{broker.http_port}/console/jolokia", ARTEMIS_USER, ARTEMIS_USER
+    )
+
+    def make() -> ArtemisCollector:
+        return ArtemisCollector(
+            log_path=log,
+            raw_dir=raw,
+            state_path=state,
+            broker="artemis-real",
+            jolokia=jolokia,
+            sample_interval_s=0.5,
+            flush_interval_s=0.2,
+        )
+
+    with _collecting(make) as first:
+        _fill(broker)
+        _until(lambda: _blocked(first), "the first block line")
+        _drain(broker, 60)
+        _until(lambda: not _blocked(first), "the unblock line")
+    with _collecting(make) as second:  # the collector restarted: the same run goes on
+        assert second.resumed and second.state.run_id == first.state.run_id
+        _fill(broker)
+        _until(lambda: _blocked(second), "the second block line")
+        time.sleep(1.0)  # a few samples while blocked
+        broker.restart_process()
+        _until(lambda: not _blocked(second), "the broker's stop line")
+        _fill(broker)
+        _until(lambda: _blocked(second), "the third block line")
+        broker.restart_process(crash=True)
+        _until(lambda: not _blocked(second), "the start after the crash")
+        time.sleep(0.5)
+
+    rows = _rows(raw)
+    assert [r["seq"] for r in rows] == list(range(len(rows)))  # none lost, none repeated
+    assert {r["run_id"] for r in rows} == {first.state.run_id}
+    assert all(a["ts"] <= b["ts"] for a, b in itertools.pairwise(rows))
+    flow = [r for r in rows if r["event_type"] in ("flow_stopped", "flow_resumed")]
+    details = [json.loads(r["detail"]) for r in flow]
+    assert [(r["event_type"], r["flow_stopped_count"]) for r in flow] == [
+        ("flow_stopped", 1),
+        ("flow_resumed", 1),
+        ("flow_stopped", 2),
+        ("flow_resumed", 2),
+        ("flow_stopped", 3),
+        ("flow_resumed", 3),
+    ]
+    assert [d.get("log_code") or d.get("reason") for d in details] == [
+        BLOCKING,
+        UNBLOCKING,
+        BLOCKING,
+        REASON_BROKER_STOPPED,
+        BLOCKING,
+        REASON_BROKER_RESTARTED,
+    ]
+    assert all(d["origin"] == ORIGIN_LOG for d in details)
+    # The broker's own figures: it blocks past max-size-bytes and unblocks below it.
+    stops = [r for r in flow if r["event_type"] == "flow_stopped"]
+    assert all(r["depth_bytes"] >= MAX_SIZE and r["flow_stop_size"] == MAX_SIZE for r in stops)
+    assert flow[1]["depth_bytes"] < MAX_SIZE
+    # The log's lines, read independently: each event is at its line's millisecond.
+    stamps = [
+        line[:23]
+        for line in log.read_text().splitlines()
+        if f"address '{ADDRESS}'" in line and (BLOCKING in line or UNBLOCKING in line)
+    ]
+    logged = [r["ts"].astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S,%f")[:23] for r in flow]
+    assert [logged[i] for i in (0, 1, 2, 4)] == stamps
+    # Samples while blocked see the producers' overshoot past max-size-bytes.
+    samples = [
+        r
+        for r in rows
+        if r["event_type"] == "queue_declared"
+        and r["queue"] == ADDRESS
+        and json.loads(r["detail"])["origin"] == ORIGIN_JOLOKIA
+    ]
+    assert samples and all(r["flow_stop_size"] == MAX_SIZE for r in samples)
+    assert max(r["depth_bytes"] for r in samples if r["flow_stopped"]) > MAX_SIZE
