@@ -5,8 +5,8 @@ message production on address 'A'; size=... maxSize=..." and ``AMQ221046`` "Unbl
 under the default layout ``%d %-5level [%logger] %msg%n`` of ``etc/log4j2.properties`` (the date in
 the broker's local time, to the millisecond). Releases before 2.27 wrote the sizes as "size is
 currently: N bytes; max-size-bytes: M": both wordings are read. The broker's start
-(``AMQ221000``) and stop (``AMQ221002``) lines matter too: a broker that stops holds nothing
-blocked any more.
+(``AMQ101000``, then ``AMQ221000``) and stop (``AMQ221002``) lines matter too: a broker that stops
+holds nothing blocked any more.
 """
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ from datetime import UTC, datetime, tzinfo
 
 BLOCKING = "AMQ222183"
 UNBLOCKING = "AMQ221046"
-STARTING = "AMQ221000"
+BOOTSTRAP = "AMQ101000"  # "Starting ActiveMQ Artemis Server": a start's first line
+STARTING = "AMQ221000"  # "... Message Broker is starting with configuration ..."
 STOPPED = "AMQ221002"
 #: The codes a collector acts on; every other line only moves the log's clock.
 FLOW_CODES = frozenset({BLOCKING, UNBLOCKING})
-LIFECYCLE_CODES = frozenset({STARTING, STOPPED})
+STARTING_CODES = frozenset({BOOTSTRAP, STARTING})
+LIFECYCLE_CODES = STARTING_CODES | {STOPPED}
 
 _LINE = re.compile(
     r"^(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}[,.]\d{3})\s+(?P<level>[A-Z]+)\s+"

@@ -14,10 +14,12 @@ also records progress that wrote no event (log lines that say nothing about flow
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -97,12 +99,28 @@ class SessionWriter:
         checkpoint: dict[str, Any] = json.loads(metadata[CHECKPOINT_KEY])
         return checkpoint
 
-    def load_state(self) -> dict[str, Any] | None:
-        """The state file's checkpoint, or a newer one from the files; None for a new session."""
+    def latest_session(self, broker: str) -> dict[str, Any] | None:
+        """The checkpoint of ``broker``'s newest session in the raw folder (its newest file),
+        or None: what a collector whose state file is lost goes on from, rather than reading
+        the log again as a new run."""
+        pattern = re.compile(
+            rf"^part-(collect-{re.escape(broker)}-\d{{8}}T\d{{6,12}}Z)-(\d{{12}})\.parquet$"
+        )
+        newest: tuple[str, int] | None = None
+        for folder in self.raw_dir.glob(f"{PARTITION_COLUMN}=*"):
+            for path in folder.iterdir():
+                match = pattern.match(path.name)
+                if match and (newest is None or (match[1], int(match[2])) > newest):
+                    newest = (match[1], int(match[2]))
+        return None if newest is None else self.latest_checkpoint(newest[0], newest[1])
+
+    def load_state(self, broker: str) -> dict[str, Any] | None:
+        """The state file's checkpoint, or a newer one from the files (the state file lost:
+        ``broker``'s newest session there); None when there is no session to go on with."""
         try:
             state: dict[str, Any] = json.loads(self.state_path.read_text())
         except FileNotFoundError:
-            return None
+            return self.latest_session(broker)
         except (OSError, ValueError) as error:
             raise CollectorStateError(
                 f"{self.state_path}: not a collector state ({error})"
@@ -120,6 +138,25 @@ class SessionWriter:
             for path in folder.glob(".part-*.inprogress"):
                 path.unlink(missing_ok=True)
 
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """The session for this process alone (a cron ``--once`` beside a running collector
+        would write the same ``seq`` twice): an exclusive lock on ``STATE.lock``."""
+        lock_path = self.state_path.with_name(f"{self.state_path.name}.lock")
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        with lock_path.open("a") as handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise CollectorStateError(
+                    f"{self.state_path}: another collector runs this session ({lock_path} is "
+                    "locked)"
+                ) from None
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
     # -- writing ------------------------------------------------------------------------------
     def commit(self, rows: Sequence[Mapping[str, Any]], checkpoint: dict[str, Any]) -> Path | None:
         """Write ``rows`` (one day's, in seq order) as one file carrying ``checkpoint``, then the
@@ -136,6 +173,11 @@ class SessionWriter:
             folder = self.raw_dir / f"{PARTITION_COLUMN}={day.isoformat()}"
             folder.mkdir(parents=True, exist_ok=True)
             written = folder / file_name(checkpoint["run_id"], int(rows[0]["seq"]))
+            if written.exists():  # files are never rewritten (DESIGN §3)
+                raise CollectorStateError(
+                    f"{written} exists: another collector writes this session, or its state "
+                    "was restored from a copy"
+                )
             hidden = folder / f".{written.name}.inprogress"
             pq.write_table(table, hidden)
             with hidden.open("rb") as handle:

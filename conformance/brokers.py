@@ -511,10 +511,14 @@ class RabbitBroker(_ScratchBroker):
     form refuses the value wanted.
     """
 
-    def __init__(self, config: str = "", advanced: str = "[].") -> None:
+    def __init__(
+        self, config: str = "", advanced: str = "[].", *, management: bool = False
+    ) -> None:
         self.config = config
         self.advanced = advanced
+        self.management = management  # the management plugin, its HTTP API on a loopback port
         self.port = 0
+        self.management_port = 0
         self.pid: int | None = None
         self.epmd_pid: int | None = None
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
@@ -522,21 +526,28 @@ class RabbitBroker(_ScratchBroker):
         self.env: dict[str, str] = {}
 
     def start(self) -> Self:
-        server = rabbitmq_installed()
+        rabbitmq_installed()  # refuses before anything is created when it is missing
         self._scratch = tempfile.TemporaryDirectory(prefix="flowctl-rabbitmq-")
         self.home = Path(self._scratch.name)
-        base = free_port_range(14)
+        base = free_port_range(15)
         self.port, epmd_port, dist_port = base, base + 1, base + 2
+        self.management_port = base + 14
+        management = (
+            f"management.tcp.ip = {LOOPBACK}\nmanagement.tcp.port = {self.management_port}\n"
+            if self.management
+            else ""
+        )
         (self.home / "log").mkdir()
         (self.home / "rabbitmq.conf").write_text(
             f"listeners.tcp.default = {LOOPBACK}:{self.port}\n"
             "loopback_users = none\n"
             "disk_free_limit.absolute = 1MB\n"
             "vm_memory_high_watermark.relative = 0.4\n"
-            f"{self.config}\n"
+            f"{management}{self.config}\n"
         )
         (self.home / "advanced.config").write_text(f"{self.advanced}\n")
-        (self.home / "enabled_plugins").write_text("[].\n")
+        plugins = "rabbitmq_management" if self.management else ""
+        (self.home / "enabled_plugins").write_text(f"[{plugins}].\n")
         loopback_dist = "-kernel inet_dist_use_interface {127,0,0,1}"
         self.env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -571,9 +582,35 @@ class RabbitBroker(_ScratchBroker):
         if not wait_for_port(epmd_port, timeout_s=10):
             self.stop()
             raise BrokerUnavailable(f"epmd did not listen on {LOOPBACK}:{epmd_port}")
+        return self._run_node()
+
+    def _run_node(self) -> Self:
         log = self.home / "log" / "console.log"
-        self.pid = spawn([str(server)], env=self.env, log=log, what="rabbitmq-server")
+        Path(self.env["RABBITMQ_PID_FILE"]).unlink(missing_ok=True)
+        self.pid = spawn([str(rabbitmq_installed())], env=self.env, log=log, what="rabbitmq-server")
         return self._started(log)
+
+    def restart_process(self, *, crash: bool = False) -> None:
+        """Stop the node (``rabbitmqctl stop``; with ``crash``, SIGKILL: its log has no stop
+        line) and start it again with its state, its epmd kept; back once it has booted."""
+        if self.pid is not None:
+            if crash:
+                os.killpg(self.pid, signal.SIGKILL)
+            elif _alive(self.pid):
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.ctl("stop", timeout_s=30)
+            stop_pid(self.pid, grace_s=10.0)
+            self.pid = None
+        self._run_node()
+
+    @property
+    def log_path(self) -> Path:
+        """The node's log (``RABBITMQ_LOG_BASE/NODENAME.log``)."""
+        return self.home / "log" / f"{self.env['RABBITMQ_NODENAME']}.log"
+
+    @property
+    def management_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.management_port}"
 
     def _wait_ready(self, log: Path) -> None:
         """The PID file appears once the Erlang VM runs; ``rabbitmqctl wait`` then waits for the

@@ -4,7 +4,7 @@ brokers' collectors, in one tool.
 Each command is a thin function over the engine (flowctl_core) or the jobs (imported when the
 command runs, so the engine's commands start without Spark); what they print is flowctl/render.py.
 
-It stays one module although a little over 500 lines: every command registers on the one typer
+It stays one module although nearly 800 lines: every command registers on the one typer
 ``app`` here and shares its failure wrapper and its conf and Spark helpers, so the whole command
 line (options, exit codes, the checks made before Spark starts) reads in one place.
 """
@@ -625,68 +625,97 @@ def default_collector_state(raw: Path, broker: str) -> Path:
     return raw.parent / "collector-state" / f"{broker}.json"
 
 
+def _zone(log_timezone: str | None) -> Any:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(log_timezone) if log_timezone else None
+    except (ZoneInfoNotFoundError, ValueError):
+        raise _fail(
+            f"--log-timezone {log_timezone}: not a time zone (e.g. UTC, Europe/Paris)"
+        ) from None
+
+
+def _run_collector(collector: Any, log: Path, raw: Path, *, once: bool) -> None:
+    """Poll until Ctrl-C or SIGTERM (what is pending committed first), or once; a line when it
+    starts and one when it stops."""
+    import signal
+
+    run = collector.state
+    print_line(
+        f"collecting {log} into {raw} as run {run.run_id} "
+        + (f"(going on at seq {run.next_seq})" if collector.resumed else "(new session)")
+    )
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
+    collector.run(stop=lambda: bool(stopping), once=once)  # Ctrl-C too commits first
+    held = collector.held_now()
+    print_line(
+        f"committed {collector.writer.rows_written:,} events in {collector.writer.files_written} "
+        f"files; run {run.run_id} is at seq {run.next_seq:,}"
+        + (f"; held now: {', '.join(held)}" if held else "")
+    )
+
+
+LogOption = Annotated[Path, typer.Option(help="the broker's log file (read as it grows)")]
+RawOption = Annotated[Path, typer.Option(help="the event-log folder the pipeline ingests")]
+StateOption = Annotated[
+    Path | None,
+    typer.Option(help="the session's checkpoint (default: RAW/../collector-state/BROKER.json)"),
+]
+UserOption = Annotated[str, typer.Option(help="user of the broker's HTTP API")]
+PasswordOption = Annotated[
+    str, typer.Option(envvar="FLOWCTL_BROKER_PASSWORD", help="password of the broker's HTTP API")
+]
+SampleOption = Annotated[float, typer.Option(min=0.5, help="seconds between samples")]
+FlushOption = Annotated[
+    float, typer.Option(min=0.0, help="seconds a batch of events waits before its commit")
+]
+ZoneOption = Annotated[
+    str | None,
+    typer.Option(help="the broker's time zone, e.g. Europe/Paris (default: this machine's)"),
+]
+OnceOption = Annotated[bool, typer.Option("--once", help="read what the log holds now, then stop")]
+NewSessionOption = Annotated[
+    bool, typer.Option("--new-session", help="start a new run instead of going on")
+]
+
+
 @collect_app.command("artemis")
 @_one_line_failures("collect")
 def collect_artemis(
-    log: Annotated[
-        Path, typer.Option(help="the broker's log, INSTANCE/log/artemis.log (read as it grows)")
-    ],
-    raw: Annotated[Path, typer.Option(help="the event-log folder the pipeline ingests")],
+    log: LogOption,
+    raw: RawOption,
     broker: Annotated[str, typer.Option(help="the broker's name in the event log")] = "artemis",
-    state: Annotated[
-        Path | None,
-        typer.Option(help="the session's checkpoint (default: RAW/../collector-state/BROKER.json)"),
-    ] = None,
+    state: StateOption = None,
     jolokia: Annotated[
         str | None,
         typer.Option(
             help="sample the addresses over Jolokia, e.g. http://127.0.0.1:8161/console/jolokia"
         ),
     ] = None,
-    user: Annotated[str, typer.Option(help="Jolokia user")] = "admin",
-    password: Annotated[
-        str, typer.Option(envvar="FLOWCTL_JOLOKIA_PASSWORD", help="Jolokia password")
-    ] = "admin",
-    sample_interval: Annotated[
-        float, typer.Option(min=0.5, help="seconds between Jolokia samples")
-    ] = 30.0,
+    user: UserOption = "admin",
+    password: PasswordOption = "admin",
+    sample_interval: SampleOption = 30.0,
     address: Annotated[
         list[str] | None,
         typer.Option(help="sample only this address (repeat it; default: every address)"),
     ] = None,
-    flush_interval: Annotated[
-        float, typer.Option(min=0.0, help="seconds a batch of events waits before its commit")
-    ] = 5.0,
-    log_timezone: Annotated[
-        str | None,
-        typer.Option(help="the broker's time zone, e.g. Europe/Paris (default: this machine's)"),
-    ] = None,
-    once: Annotated[
-        bool, typer.Option("--once", help="read what the log holds now, then stop")
-    ] = False,
-    new_session: Annotated[
-        bool, typer.Option("--new-session", help="start a new run instead of going on")
-    ] = False,
+    flush_interval: FlushOption = 5.0,
+    log_timezone: ZoneOption = None,
+    once: OnceOption = False,
+    new_session: NewSessionOption = False,
 ) -> None:
-    """Follow an Artemis log (and sample Jolokia) into broker_events until stopped.
+    """Follow an Artemis log, INSTANCE/log/artemis.log (and sample Jolokia), into broker_events.
 
     Each block / unblock line (AMQ222183 / AMQ221046) is a flow_stopped / flow_resumed of its
     address; with --jolokia, each address's size and messages every --sample-interval seconds.
     The session goes on across restarts of the collector and of the broker, and across the
-    log's roll-over at midnight: nothing committed is lost or written twice. Stop with Ctrl-C
-    or SIGTERM (what is pending is committed first).
+    log's roll-over at midnight: nothing committed is lost or written twice.
     """
-    import signal
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
     from collectors.artemis import ArtemisCollector, JolokiaReader
 
-    try:
-        zone = ZoneInfo(log_timezone) if log_timezone else None
-    except (ZoneInfoNotFoundError, ValueError):
-        raise _fail(
-            f"--log-timezone {log_timezone}: not a time zone (e.g. UTC, Europe/Paris)"
-        ) from None
+    zone = _zone(log_timezone)
     _check_out_folder(raw)
     collector = ArtemisCollector(
         log_path=log,
@@ -695,28 +724,59 @@ def collect_artemis(
         broker=broker,
         log_zone=zone,
         jolokia=JolokiaReader(jolokia, user, password) if jolokia else None,
-        sample_interval_s=sample_interval,
         sampled_addresses=frozenset(address) if address else None,
+        sample_interval_s=sample_interval,
         flush_interval_s=flush_interval,
         new_session=new_session,
     )
-    run = collector.state
-    print_line(
-        f"collecting {log} into {raw} as run {run.run_id} "
-        + (f"(going on at seq {run.next_seq})" if collector.resumed else "(new session)")
+    _run_collector(collector, log, raw, once=once)
+
+
+@collect_app.command("rabbitmq")
+@_one_line_failures("collect")
+def collect_rabbitmq(
+    log: LogOption,
+    raw: RawOption,
+    broker: Annotated[str, typer.Option(help="the node's name in the event log")] = "rabbitmq",
+    state: StateOption = None,
+    management: Annotated[
+        str | None,
+        typer.Option(
+            help="sample queues and connections over the management API, e.g. "
+            "http://127.0.0.1:15672"
+        ),
+    ] = None,
+    user: UserOption = "guest",
+    password: PasswordOption = "guest",
+    sample_interval: SampleOption = 30.0,
+    flush_interval: FlushOption = 5.0,
+    log_timezone: ZoneOption = None,
+    once: OnceOption = False,
+    new_session: NewSessionOption = False,
+) -> None:
+    """Follow a RabbitMQ node's log (and sample its management API) into broker_events.
+
+    Each memory or disk alarm set / cleared line is an alarm_raised / alarm_cleared; with
+    --management, every --sample-interval seconds each queue's depth and limits, and each AMQP
+    0.9.1 connection found blocked (alarm) or in flow (credit flow) as connection_blocked until
+    it runs again. The session goes on across restarts of the collector and of the node.
+    """
+    from collectors.rabbitmq import ManagementReader, RabbitMQCollector
+
+    zone = _zone(log_timezone)
+    _check_out_folder(raw)
+    collector = RabbitMQCollector(
+        log_path=log,
+        raw_dir=raw,
+        state_path=state or default_collector_state(raw, broker),
+        broker=broker,
+        log_zone=zone,
+        management=ManagementReader(management, user, password) if management else None,
+        sample_interval_s=sample_interval,
+        flush_interval_s=flush_interval,
+        new_session=new_session,
     )
-    stopping: list[int] = []
-    signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
-    try:
-        collector.run(stop=lambda: bool(stopping), once=once)
-    except KeyboardInterrupt:
-        collector.flush()
-    blocked = sorted(name for name, a in run.addresses.items() if a.blocked)
-    print_line(
-        f"committed {collector.writer.rows_written:,} events in {collector.writer.files_written} "
-        f"files; run {run.run_id} is at seq {run.next_seq:,}"
-        + (f"; blocked now: {', '.join(blocked)}" if blocked else "")
-    )
+    _run_collector(collector, log, raw, once=once)
 
 
 def main() -> None:  # pragma: no cover - console entry point

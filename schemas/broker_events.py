@@ -71,3 +71,12 @@ BROKER_EVENTS = TableSchema(
 
 #: The partition column added by the sink; derived from ``ts``, not stored in the row itself.
 PARTITION_COLUMN = "date"
+
+#: ``detail.origin`` of a collector's rows (DESIGN §6: a sampled row says so): where in a real
+#: broker the row was read. Engine rows have none.
+ORIGIN_ARTEMIS_LOG = "artemis-log"
+ORIGIN_JOLOKIA = "jolokia"
+ORIGIN_RABBITMQ_LOG = "rabbitmq-log"
+ORIGIN_RABBITMQ_MANAGEMENT = "rabbitmq-management"
+#: The origins that say the broker is a RabbitMQ (an alarm or a queue sample has no protocol).
+RABBITMQ_ORIGINS: tuple[str, ...] = (ORIGIN_RABBITMQ_LOG, ORIGIN_RABBITMQ_MANAGEMENT)

@@ -121,6 +121,11 @@ def test_the_broker_kind_is_told_from_the_log(spark: Any, make_events: Any) -> N
         # A credit link on a queue that says Qpid takes Qpid's kind, its credit notwithstanding.
         {**base, "seq": 15, "event_type": "flow", "queue": "q010", "link": "q010-out",
          "link_role": "consumer", "credit": 10},
+        # A RabbitMQ collector's alarm and queue sample carry no protocol: their origin says it.
+        {**base, "broker": "real-rmq", "seq": 16, "event_type": "alarm_raised",
+         "detail": '{"resource": "memory", "origin": "rabbitmq-log"}'},
+        {**base, "broker": "real-rmq", "seq": 17, "event_type": "queue_declared",
+         "queue": "sampled", "detail": '{"origin": "rabbitmq-management"}'},
     ]  # fmt: skip
     events = make_events(rows)
     queues = queue_broker_kinds(events)
@@ -133,6 +138,7 @@ def test_the_broker_kind_is_told_from_the_log(spark: Any, make_events: Any) -> N
         "busy": "rabbitmq",
         "idle": "rabbitmq",  # no protocol logged, on a broker whose events say RabbitMQ only
         "p": "qpid",  # nothing said anywhere: the plain engine's
+        "sampled": "rabbitmq",
     }
     links = {r.link: r.broker_kind for r in link_broker_kinds(events, queues).collect()}
     assert links == {

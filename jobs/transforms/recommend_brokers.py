@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from schemas.broker_events import RABBITMQ_ORIGINS
 from schemas.recommendations import BROKER_ARTEMIS, BROKER_QPID, BROKER_RABBITMQ
 
 ARTEMIS_CORE = "artemis-core"
@@ -46,7 +47,14 @@ def _artemis_evidence() -> Column:
 BROKER_KIND_RULES: tuple[tuple[str, Callable[[], Column]], ...] = (
     (BROKER_ARTEMIS, _artemis_evidence),
     (BROKER_QPID, lambda: F.col("protocol") == AMQP_0_10),
-    (BROKER_RABBITMQ, lambda: F.col("protocol").isin(AMQP_0_9_1, AMQP_1_0)),
+    (
+        BROKER_RABBITMQ,
+        lambda: (
+            F.col("protocol").isin(AMQP_0_9_1, AMQP_1_0)
+            # A collector's alarm or queue sample has no protocol; its origin says the broker.
+            | F.get_json_object("detail", "$.origin").isin(*RABBITMQ_ORIGINS)
+        ),
+    ),
 )
 
 _FLAGS = [f"_says_{kind}" for kind, _ in BROKER_KIND_RULES]

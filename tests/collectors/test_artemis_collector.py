@@ -6,6 +6,8 @@ crash, the log's roll-over at midnight and a day boundary, without losing or rep
 from __future__ import annotations
 
 import json
+import os
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from zoneinfo import ZoneInfo
 import pyarrow.parquet as pq
 import pytest
 
+from collectors import logtail
 from collectors.artemis import (
     ORIGIN_JOLOKIA,
     REASON_BROKER_RESTARTED,
@@ -22,7 +25,7 @@ from collectors.artemis import (
     JolokiaReader,
 )
 from collectors.artemis_log import BLOCKING, STARTING, UNBLOCKING, parse_line
-from collectors.session import CHECKPOINT_KEY, CollectorStateError
+from collectors.session import CHECKPOINT_KEY, CollectorStateError, SessionWriter
 from schemas.broker_events import BROKER_EVENTS
 
 WARN = "WARN  [org.apache.activemq.artemis.core.server]"
@@ -43,6 +46,11 @@ def unblock(ts: str, address: str = "orders", size: int = 99_336, msgs: int = 48
         f"size={size} bytes ({msgs} messages); maxSize=100000 bytes (-1 messages); "
         f"globalSize={size} bytes ({msgs} messages); globalMaxSize=268435456 bytes (-1 messages);\n"
     )
+
+
+def bootstrap(ts: str) -> str:
+    bootstrap_logger = "INFO  [org.apache.activemq.artemis.integration.bootstrap]"
+    return f"{ts} {bootstrap_logger} AMQ101000: Starting ActiveMQ Artemis Server version 2.40.0\n"
 
 
 def starting(ts: str) -> str:
@@ -199,7 +207,8 @@ def test_a_broker_that_crashed_unblocks_at_its_last_line(setup: Setup) -> None:
     setup.write(
         block("2026-11-27 10:00:00,000"),
         other("2026-11-27 10:02:00,000"),
-        starting("2026-11-27 11:00:00,000"),  # no stop line: killed
+        bootstrap("2026-11-27 11:00:00,000"),  # no stop line: killed; a start's first line
+        starting("2026-11-27 11:00:00,050"),
         block("2026-11-27 11:00:30,000"),
     )
     setup.collect()
@@ -413,3 +422,120 @@ def test_only_the_addresses_asked_for_are_sampled(setup: Setup) -> None:
     collector.sample()
     collector.flush()
     assert [r["queue"] for r in setup.rows()] == ["orders"]
+
+
+# -- what a review found -----------------------------------------------------------------------
+def test_two_roll_overs_while_the_collector_was_stopped(setup: Setup) -> None:
+    setup.write(block("2026-11-26 23:00:00,000"))
+    setup.collect()
+    setup.write(unblock("2026-11-26 23:30:00,000"))
+    setup.log.rename(setup.log.with_name("artemis.log.2026-11-26"))
+    setup.write(block("2026-11-27 09:00:00,000"), unblock("2026-11-27 09:10:00,000"))
+    rolled = setup.log.with_name("artemis.log.2026-11-27")
+    setup.log.rename(rolled)
+    os.utime(rolled, (time.time() + 5, time.time() + 5))  # rolled after the first one
+    setup.write(block("2026-11-28 08:00:00,000"))
+    setup.collect()
+    assert [(r["seq"], r["event_type"], r["ts"].isoformat()[:16]) for r in setup.rows()] == [
+        (0, "flow_stopped", "2026-11-26T23:00"),
+        (1, "flow_resumed", "2026-11-26T23:30"),
+        (2, "flow_stopped", "2026-11-27T09:00"),
+        (3, "flow_resumed", "2026-11-27T09:10"),
+        (4, "flow_stopped", "2026-11-28T08:00"),
+    ]
+
+
+def test_a_backlog_larger_than_a_read_is_read_whole(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(logtail, "READ_CHUNK_BYTES", 300)  # about one line a read
+    for hour in range(10, 20):
+        setup.write(block(f"2026-11-27 {hour}:00:00,000"), unblock(f"2026-11-27 {hour}:00:09,000"))
+    setup.collect()  # --once
+    assert len(setup.rows()) == 20
+
+
+def test_a_failed_commit_loses_nothing(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> None:
+    setup.write(block("2026-11-27 10:00:00,000"), unblock("2026-11-27 10:00:04,000"))
+    real_commit = SessionWriter.commit
+
+    def disk_full(self: SessionWriter, rows: Any, checkpoint: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(SessionWriter, "commit", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        setup.collect()
+    assert not setup.state.exists() and setup.rows() == []
+    monkeypatch.setattr(SessionWriter, "commit", real_commit)
+    setup.collect()
+    assert [(r["seq"], r["event_type"]) for r in setup.rows()] == [
+        (0, "flow_stopped"),
+        (1, "flow_resumed"),
+    ]
+
+
+def test_a_line_unrelated_to_flow_does_not_release_a_sample(setup: Setup) -> None:
+    sample = {"address_size": 150_964, "messages": 73, "max_size_bytes": 100_000, "policy": None}
+    taken = datetime(2026, 11, 27, 10, 0, 0, 500_000, tzinfo=UTC)
+    collector = setup.collector(
+        jolokia=FakeJolokia([{"orders": sample}]), sample_interval_s=60.0, clock=lambda: taken
+    )
+    collector.poll_once()
+    setup.write(other("2026-11-27 10:00:00,100"))
+    collector.poll_once()  # a line read, nothing to write: the state file only
+    setup.write(block("2026-11-27 10:00:00,400"))
+    collector.poll_once()
+    collector.flush()
+    assert [(r["event_type"], r["ts"]) for r in setup.rows()] == [
+        ("flow_stopped", _ts("2026-11-27 10:00:00.400")),
+        ("queue_declared", taken),
+    ]
+
+
+def test_a_lost_state_file_goes_on_with_the_newest_session(setup: Setup) -> None:
+    setup.write(block("2026-11-27 10:00:00,000"))
+    first = setup.collect()
+    setup.state.unlink()
+    setup.write(unblock("2026-11-27 10:00:04,000"))
+    second = setup.collect()
+    assert second.resumed and second.state.run_id == first.state.run_id
+    assert [(r["seq"], r["event_type"]) for r in setup.rows()] == [
+        (0, "flow_stopped"),
+        (1, "flow_resumed"),
+    ]
+
+
+def test_a_new_session_reads_on_where_the_last_one_stopped(setup: Setup) -> None:
+    setup.write(block("2026-11-27 10:00:00,000"))
+    first = setup.collect()
+    setup.write(unblock("2026-11-27 10:00:04,000"))
+    later = datetime(2026, 11, 27, 13, tzinfo=UTC)
+    second = setup.collect(new_session=True, clock=lambda: later)
+    rows = setup.rows()
+    assert [(r["run_id"], r["event_type"]) for r in rows] == [
+        (first.state.run_id, "flow_stopped"),
+        (second.state.run_id, "flow_resumed"),  # not the block again, as a second run's
+    ]
+
+
+def test_a_file_of_the_session_is_never_written_over(setup: Setup) -> None:
+    setup.write(block("2026-11-27 10:00:00,000"))
+    setup.collect()
+    setup.write(unblock("2026-11-27 10:00:04,000"))
+    stale = setup.state.read_text()
+    setup.collect()
+    # The state restored from a copy older than the newest file is caught up from the files;
+    # a session started twice at the same instant is refused at its first file.
+    setup.state.write_text(stale)
+    setup.collect()
+    assert len(setup.rows()) == 2
+    setup.write(block("2026-11-27 10:01:00,000"))
+    with pytest.raises(CollectorStateError, match="exists"):
+        setup.collect(new_session=True)
+
+
+def test_one_collector_at_a_time(setup: Setup) -> None:
+    setup.write(block("2026-11-27 10:00:00,000"))
+    running = setup.collector()
+    with running.writer.locked(), pytest.raises(CollectorStateError, match="another collector"):
+        setup.collect()

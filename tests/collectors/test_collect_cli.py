@@ -29,13 +29,13 @@ def test_collect_once_then_go_on(tmp_path: Path) -> None:
     assert first.exit_code == 0, first.output
     assert "(new session)" in first.output
     assert "committed 1 events in 1 files" in first.output
-    assert "blocked now: orders" in first.output
+    assert "held now: address orders" in first.output
     assert (tmp_path / "collector-state" / "artemis.json").is_file()  # beside raw, not in it
     _log(tmp_path, unblock("2026-11-27 10:00:04,000"))
     second = runner.invoke(app, [*args, "--once"])
     assert second.exit_code == 0, second.output
     assert "(going on at seq 1)" in second.output
-    assert "blocked now" not in second.output
+    assert "held now" not in second.output
     rows = [r for p in sorted(raw.glob("date=*/*.parquet")) for r in pq.read_table(p).to_pylist()]
     assert [(r["seq"], r["event_type"]) for r in rows] == [(0, "flow_stopped"), (1, "flow_resumed")]
 
@@ -67,3 +67,20 @@ def test_the_session_of_another_broker(tmp_path: Path) -> None:
     result = runner.invoke(app, [*base, *state, "--broker", "a2"])
     line = _one_error_line(result.stderr, 2, result.exit_code)
     assert "is the session of broker 'a1', not 'a2'" in line
+
+
+def test_collect_rabbitmq_once(tmp_path: Path) -> None:
+    log = tmp_path / "rabbit@localhost.log"
+    log.write_text(
+        "2026-11-27 22:17:58.054471+00:00 [warning] <0.320.0> memory resource limit alarm set "
+        "on node rabbit@localhost.\n"
+    )
+    raw = tmp_path / "raw"
+    result = runner.invoke(
+        app, ["collect", "rabbitmq", "--log", str(log), "--raw", str(raw), "--once"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "held now: memory@rabbit@localhost alarm" in result.output
+    rows = [r for p in sorted(raw.glob("date=*/*.parquet")) for r in pq.read_table(p).to_pylist()]
+    assert [(r["event_type"], r["broker"]) for r in rows] == [("alarm_raised", "rabbitmq")]
+    assert (tmp_path / "collector-state" / "rabbitmq.json").is_file()

@@ -14,7 +14,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from collectors.artemis import (
     ArtemisCollector,
     JolokiaReader,
 )
-from collectors.artemis_log import BLOCKING, UNBLOCKING
+from collectors.artemis_log import BLOCKING, BOOTSTRAP, UNBLOCKING
 from conformance.brokers import (
     ARTEMIS_USER,
     LOOPBACK,
@@ -126,7 +125,7 @@ def _until(condition: Callable[[], bool], what: str) -> None:
 
 
 def _blocked(collector: ArtemisCollector) -> bool:
-    address = collector.state.addresses.get(ADDRESS)
+    address = collector.addresses.get(ADDRESS)
     return address is not None and address.blocked
 
 
@@ -209,8 +208,13 @@ def test_a_real_artemis_blocks_collected_across_restarts(
         for line in log.read_text().splitlines()
         if f"address '{ADDRESS}'" in line and (BLOCKING in line or UNBLOCKING in line)
     ]
-    logged = [r["ts"].astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S,%f")[:23] for r in flow]
+    # (the log is in this machine's zone, as the collector reads it by default)
+    logged = [r["ts"].astimezone().strftime("%Y-%m-%d %H:%M:%S,%f")[:23] for r in flow]
     assert [logged[i] for i in (0, 1, 2, 4)] == stamps
+    # The crash's unblock is at the last line before the broker started again, not after.
+    starts = [line[:23] for line in log.read_text().splitlines() if BOOTSTRAP in line]
+    assert len(starts) == 3  # the first start, the clean restart, the one after the crash
+    assert logged[4] <= logged[5] < starts[2]
     # Samples while blocked see the producers' overshoot past max-size-bytes.
     samples = [
         r

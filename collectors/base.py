@@ -1,0 +1,308 @@
+"""What every collector shares: a broker's log followed line by line, polled samples held back
+until the log has caught up with them, and the rows committed to one session (DESIGN §6).
+
+A collector (collectors/artemis.py, collectors/rabbitmq.py) says how a line reads
+(:meth:`LogCollector.parse`), what a line and a sample write (:meth:`LogCollector.on_line`,
+:meth:`LogCollector.write_sample`) and what it remembers of the broker's entities between
+restarts (:meth:`LogCollector.entities_json`); this class keeps the order and the checkpoint:
+
+* ``ts`` follows ``seq``: a sample waits for the lines stamped before it (a line can reach the
+  file a little after a sample that follows its event), then goes in its place by time; a row
+  that would still go back in time takes the time of the row before it;
+* a batch never spans two UTC days, and each is committed with the checkpoint as of its last row
+  (collectors/session.py), so a collector killed anywhere goes on without losing or repeating a
+  committed row: lines after the checkpoint are read again and get the same ``seq``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+from collectors.logtail import LogPosition, follow
+from collectors.session import STATE_VERSION, CollectorStateError, SessionWriter
+from schemas.broker_events import BROKER_EVENTS
+
+log = logging.getLogger("flowctl.collect")
+
+#: A batch is committed when it is this old or this large, whichever comes first.
+DEFAULT_FLUSH_INTERVAL_S = 5.0
+FLUSH_ROWS = 10_000
+POLL_INTERVAL_S = 0.2
+#: How long a sample waits for log lines of events before it (see _release_samples).
+SAMPLE_HOLD_S = 1.0
+REASON_BROKER_STOPPED = "broker_stopped"
+REASON_BROKER_RESTARTED = "broker_restarted"
+#: What a sampler may raise when the broker does not answer: sampling waits, nothing stops.
+SAMPLER_ERRORS = (OSError, http.client.HTTPException, ValueError, KeyError)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def to_us(ts: datetime) -> int:
+    return (ts - _EPOCH) // timedelta(microseconds=1)
+
+
+def from_us(us: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=us)
+
+
+def new_run_id(broker: str, now: datetime) -> str:
+    """``collect-BROKER-<UTC start to the microsecond>``: sessions sort by their start."""
+    return f"collect-{broker}-{now.astimezone(UTC):%Y%m%dT%H%M%S%fZ}"
+
+
+class TimedLine(Protocol):
+    @property
+    def ts(self) -> datetime: ...
+
+
+@dataclass
+class SessionState:
+    """Where the session is: its run, the next ``seq``, the last row's time, the log's last
+    timestamped line and position. The entities' state is the collector's (``entities``)."""
+
+    run_id: str
+    broker: str
+    next_seq: int = 0
+    last_ts_us: int = 0  # the last row's ts: rows never go back in time
+    last_line_us: int | None = None  # the log's last timestamped line (a crash closes there)
+    position: LogPosition | None = None
+
+    def to_json(self, entities: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "version": STATE_VERSION,
+            "run_id": self.run_id,
+            "broker": self.broker,
+            "next_seq": self.next_seq,
+            "last_ts_us": self.last_ts_us,
+            "last_line_us": self.last_line_us,
+            "position": None if self.position is None else self.position.to_json(),
+            "entities": entities,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SessionState:
+        position = data.get("position")
+        return cls(
+            run_id=data["run_id"],
+            broker=data["broker"],
+            next_seq=int(data["next_seq"]),
+            last_ts_us=int(data["last_ts_us"]),
+            last_line_us=data.get("last_line_us"),
+            position=None if position is None else LogPosition.from_json(position),
+        )
+
+
+class LogCollector(ABC):
+    """One collector session over a broker's log, and optionally a sampler (see the module)."""
+
+    #: What ``detail.origin`` says of the rows a line writes.
+    origin_log: str = "log"
+
+    def __init__(
+        self,
+        *,
+        log_path: Path,
+        raw_dir: Path,
+        state_path: Path,
+        broker: str,
+        sampler: Callable[[], Any] | None = None,
+        sampler_name: str = "",
+        sample_interval_s: float = 30.0,
+        flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        new_session: bool = False,
+    ) -> None:
+        self.log_path = log_path
+        self.sampler = sampler
+        self.sampler_name = sampler_name
+        self.sample_interval_s = sample_interval_s
+        self.flush_interval_s = flush_interval_s
+        self.clock = clock
+        self.writer = SessionWriter(raw_dir, state_path)
+        self.writer.remove_leftovers()
+        loaded = self.writer.load_state(broker)
+        if loaded is not None and loaded["broker"] != broker:
+            raise CollectorStateError(
+                f"{state_path} is the session of broker {loaded['broker']!r}, not {broker!r}: "
+                "give another --state"
+            )
+        self.resumed = loaded is not None and not new_session
+        if loaded is not None and not new_session:
+            self.state = SessionState.from_json(loaded)
+            self.load_entities(loaded.get("entities") or {})
+        else:
+            # A new run reads on from where the last one stopped reading (its lines are that
+            # run's), or from the log's start when there was none.
+            before = None if loaded is None else SessionState.from_json(loaded)
+            self.state = SessionState(
+                run_id=new_run_id(broker, clock()),
+                broker=broker,
+                position=None if before is None else before.position,
+                last_line_us=None if before is None else before.last_line_us,
+            )
+        self._pending: list[dict[str, Any]] = []
+        self._pending_since = time.monotonic()
+        # The checkpoint before the line or sample being written (a new day commits there).
+        self._checkpoint_before: dict[str, Any] | None = None
+        self._next_sample = 0.0
+        self._held_samples: list[tuple[datetime, Any]] = []
+        self._sample_failing = False
+
+    # -- what a collector says ----------------------------------------------------------------
+    @abstractmethod
+    def parse(self, text: str) -> TimedLine | None:
+        """A line of the log, or None for one without a timestamp."""
+
+    @abstractmethod
+    def may_write(self, line: Any) -> bool:
+        """Whether :meth:`on_line` may write rows for ``line`` (most lines write none, and the
+        checkpoint before a line is taken only for those that may)."""
+
+    @abstractmethod
+    def on_line(self, line: Any) -> None:
+        """Write what ``line`` says (rows through :meth:`row`), all at one time."""
+
+    @abstractmethod
+    def write_sample(self, taken: datetime, observed: Any) -> None:
+        """Write one sample (rows through :meth:`row`), in its place by time."""
+
+    @abstractmethod
+    def entities_json(self) -> dict[str, Any]:
+        """The entities' state, for the checkpoint."""
+
+    @abstractmethod
+    def load_entities(self, data: dict[str, Any]) -> None:
+        """The entities' state from a checkpoint."""
+
+    @abstractmethod
+    def held_now(self) -> list[str]:
+        """What flow control holds now, as the session knows it (for the command's summary)."""
+
+    def checkpoint(self) -> dict[str, Any]:
+        return self.state.to_json(self.entities_json())
+
+    # -- rows ---------------------------------------------------------------------------------
+    def row(self, ts: datetime, event_type: str, **columns: Any) -> None:
+        """Append one event; a new day commits the batch before it first."""
+        ts_us = max(to_us(ts), self.state.last_ts_us)
+        stamped = from_us(ts_us)
+        if self._pending and self._pending[-1]["ts"].date() != stamped.date():
+            if self._checkpoint_before is None:
+                raise AssertionError("a line wrote a row although may_write() said it would not")
+            self._commit(self._checkpoint_before)
+        row = dict.fromkeys(BROKER_EVENTS.names)
+        row.update(
+            run_id=self.state.run_id,
+            broker=self.state.broker,
+            seq=self.state.next_seq,
+            ts=stamped,
+            event_type=event_type,
+            **columns,
+        )
+        if not self._pending:
+            self._pending_since = time.monotonic()
+        self._pending.append(row)
+        self.state.next_seq += 1
+        self.state.last_ts_us = ts_us
+
+    @property
+    def last_line(self) -> datetime | None:
+        """The time of the log's last timestamped line before the one being read."""
+        return None if self.state.last_line_us is None else from_us(self.state.last_line_us)
+
+    # -- the log ------------------------------------------------------------------------------
+    def read_log(self) -> int:
+        """Every whole line written since the position; the number read."""
+        count = 0
+        for text, position in follow(self.log_path, self.state.position):
+            line = self.parse(text)
+            self._checkpoint_before = None
+            if line is not None:
+                self._release_samples(line.ts)
+                if self.may_write(line):
+                    self._checkpoint_before = self.checkpoint()
+                    self.on_line(line)
+                self.state.last_line_us = to_us(line.ts)
+            self.state.position = position
+            count += 1
+            if len(self._pending) >= FLUSH_ROWS:
+                self._commit(self.checkpoint())
+        return count
+
+    # -- samples ------------------------------------------------------------------------------
+    def sample(self) -> bool:
+        """One read of the sampler, held until the log is read past its time
+        (:meth:`_release_samples`); False when the broker does not answer (a broker that
+        restarts is sampled once it is up)."""
+        if self.sampler is None:
+            return False
+        try:
+            observed = self.sampler()
+        except SAMPLER_ERRORS as error:
+            if not self._sample_failing:
+                log.warning("%s does not answer (%s): sampling waits", self.sampler_name, error)
+            self._sample_failing = True
+            return False
+        self._sample_failing = False
+        self._held_samples.append((self.clock(), observed))
+        return True
+
+    def _release_samples(self, until: datetime | None) -> None:
+        """Write the samples taken up to ``until`` (None: all), with the state the lines
+        before them left."""
+        while self._held_samples and (until is None or self._held_samples[0][0] <= until):
+            taken, observed = self._held_samples.pop(0)
+            self._checkpoint_before = self.checkpoint()  # a new day commits what came before
+            self.write_sample(taken, observed)
+
+    @property
+    def sample_interval_ms(self) -> int:
+        return round(self.sample_interval_s * 1000)
+
+    # -- commits and the loop -----------------------------------------------------------------
+    def _commit(self, checkpoint: dict[str, Any]) -> None:
+        """Commit the pending rows; they stay pending when the commit fails (a full disk), and
+        nothing after them is committed, so a restart reads their lines again."""
+        self.writer.commit(self._pending, checkpoint)
+        self._pending = []
+
+    def flush(self) -> None:
+        """Commit everything: the samples held, the rows pending and the position reached."""
+        self._release_samples(None)
+        self._commit(self.checkpoint())
+
+    def poll_once(self) -> None:
+        """Read the log, sample when due, and commit when the batch is due (samples still
+        held wait for the next poll)."""
+        moved = self.read_log()
+        if self.sampler is not None and time.monotonic() >= self._next_sample:
+            self._next_sample = time.monotonic() + self.sample_interval_s
+            self.sample()
+        self._release_samples(self.clock() - timedelta(seconds=SAMPLE_HOLD_S))
+        due = time.monotonic() - self._pending_since >= self.flush_interval_s
+        if (self._pending and due) or (moved and not self._pending):
+            self._commit(self.checkpoint())
+
+    def run(self, *, stop: Callable[[], bool], once: bool = False) -> None:
+        """Poll until ``stop()`` is true, Ctrl-C, or once; then commit everything. One collector
+        at a time per session (a lock beside the state file). A failure (a commit that cannot
+        be written) stops it without a commit after it: the next start goes on from the last
+        one."""
+        with self.writer.locked():
+            try:
+                while True:
+                    self.poll_once()
+                    if once or stop():
+                        break
+                    time.sleep(POLL_INTERVAL_S)
+            except KeyboardInterrupt:
+                pass  # stop as asked: what is pending is committed below
+            self.flush()

@@ -1,0 +1,269 @@
+"""The RabbitMQ collector: a real node's resource alarms and blocked connections as
+``broker_events`` (DESIGN §6, seed 004).
+
+Events where the node emits them: each ``memory|disk resource limit alarm set / cleared`` line of
+the node's log is an ``alarm_raised`` / ``alarm_cleared`` with ``detail.resource``, as the engine
+writes them (flowctl_core/broker.py ``raise_alarm``), plus the node and ``detail.origin``
+"rabbitmq-log". A node that stops, or starts again without a stop line (a crash), has no alarm
+set and no connection: what was open is closed at the stop line, or at the last line before the
+start, with ``detail.reason``.
+
+Samples where it can only be polled, with ``management`` (the management plugin's HTTP API),
+every ``sample_interval_s``:
+
+* each queue as a ``queue_declared`` row: messages and bytes as its depth, ``x-max-length`` and
+  ``x-max-length-bytes`` as its limits, its overflow as ``detail.policy`` in the engine's words
+  (``reject`` for reject-publish, ``ring`` for drop-head);
+* each AMQP 0.9.1 connection's state: one found ``blocked`` (an alarm holds it: it tried to
+  publish) or in ``flow`` (credit flow holds it) gets a ``connection_blocked``, with the reason
+  the engine gives (``alarm``, ``credit_flow``), and a ``connection_unblocked`` once it runs
+  again or is gone. ``blocking`` (an alarm is set but the connection has not published) is not
+  blocked: a connection that only consumes is not held back (seed 004). The management API's
+  figures are its last statistics (``collect_statistics_interval``, 5 s by default), so these
+  rows are approximate: ``detail.sample_interval_ms`` says by how much at least.
+
+The samples also keep the run's watermark at the collector's clock while the node is quiet (see
+collectors/artemis.py). Order, checkpoints and restarts: collectors/base.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from pathlib import Path
+from typing import Any
+
+from collectors.base import REASON_BROKER_RESTARTED, REASON_BROKER_STOPPED, LogCollector
+from collectors.rabbitmq_log import (
+    ALARM_CLEARED,
+    ALARM_SET,
+    STARTING,
+    STOPPED,
+    RabbitLine,
+    parse_line,
+)
+from schemas.broker_events import ORIGIN_RABBITMQ_LOG, ORIGIN_RABBITMQ_MANAGEMENT
+
+AMQP_0_9_1 = "amqp-0-9-1"
+#: A connection state that holds publishes, and the reason the engine logs for it.
+BLOCKING_STATES = {"blocked": "alarm", "flow": "credit_flow"}
+#: x-overflow in the engine's words (its queue policies); drop-head is RabbitMQ's default.
+OVERFLOW_POLICIES = {
+    "reject-publish": "reject",
+    "reject-publish-dlx": "reject",
+    "drop-head": "ring",
+}
+DEFAULT_VHOST = "/"
+
+
+@dataclass(frozen=True)
+class ManagementSample:
+    """One read of the management API: per queue its figures, per connection its state."""
+
+    queues: dict[str, dict[str, Any]] = field(default_factory=dict)
+    connections: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def queue_name(vhost: str, name: str) -> str:
+    """A queue's name in the event log: its own in the default vhost, else ``vhost/name``."""
+    return name if vhost == DEFAULT_VHOST else f"{vhost}/{name}"
+
+
+class ManagementReader:
+    """The management plugin's HTTP API: queues and connections, two GETs per sample."""
+
+    def __init__(self, url: str, user: str, password: str, timeout_s: float = 10.0) -> None:
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        self.headers = {"Authorization": f"Basic {token}"}
+
+    def _get(self, path: str, columns: str) -> list[dict[str, Any]]:
+        query = urllib.parse.urlencode({"columns": columns})
+        request = urllib.request.Request(f"{self.url}/api/{path}?{query}", headers=self.headers)
+        with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+            found: list[dict[str, Any]] = json.loads(response.read())
+        return found
+
+    def read(self) -> ManagementSample:
+        queues = {
+            queue_name(q["vhost"], q["name"]): {
+                "messages": q.get("messages"),
+                "message_bytes": q.get("message_bytes"),
+                "arguments": q.get("arguments") or {},
+                "type": q.get("type"),
+                "vhost": q["vhost"],
+            }
+            for q in self._get("queues", "name,vhost,messages,message_bytes,arguments,type")
+        }
+        connections = {
+            c["name"]: {
+                "state": c.get("state"),
+                "protocol": c.get("protocol"),
+                "client_name": c.get("user_provided_name"),
+            }
+            for c in self._get("connections", "name,state,protocol,user_provided_name")
+        }
+        return ManagementSample(queues, connections)
+
+
+def _client(connection: dict[str, Any]) -> dict[str, Any]:
+    """The name the client gave its connection, when it gave one (the connection's own name is
+    its addresses, ``127.0.0.1:50712 -> 127.0.0.1:5672``)."""
+    return {"client_name": connection["client_name"]} if connection.get("client_name") else {}
+
+
+@dataclass
+class NodeState:
+    """What the session knows of the node: its alarms set (``resource@node``) and the
+    connections it holds blocked, with the reason."""
+
+    alarms: dict[str, bool] = field(default_factory=dict)
+    blocked: dict[str, str] = field(default_factory=dict)
+
+
+class RabbitMQCollector(LogCollector):
+    """Reads a RabbitMQ node's log (and optionally samples its management API) into one
+    collector session."""
+
+    origin_log = ORIGIN_RABBITMQ_LOG
+
+    def __init__(
+        self,
+        *,
+        log_path: Path,
+        raw_dir: Path,
+        state_path: Path,
+        broker: str,
+        log_zone: tzinfo | None = None,
+        management: ManagementReader | None = None,
+        **options: Any,
+    ) -> None:
+        self.log_zone = log_zone
+        self.node = NodeState()
+        super().__init__(
+            log_path=log_path,
+            raw_dir=raw_dir,
+            state_path=state_path,
+            broker=broker,
+            sampler=None if management is None else management.read,
+            sampler_name=f"the management API {management.url}" if management else "",
+            **options,
+        )
+
+    # -- state --------------------------------------------------------------------------------
+    def entities_json(self) -> dict[str, Any]:
+        return {"alarms": dict(sorted(self.node.alarms.items())), "blocked": self.node.blocked}
+
+    def load_entities(self, data: dict[str, Any]) -> None:
+        self.node = NodeState(dict(data.get("alarms", {})), dict(data.get("blocked", {})))
+
+    def held_now(self) -> list[str]:
+        alarms = [f"{key} alarm" for key, raised in sorted(self.node.alarms.items()) if raised]
+        held = [f"connection {name} ({why})" for name, why in sorted(self.node.blocked.items())]
+        return alarms + held
+
+    # -- rows ---------------------------------------------------------------------------------
+    def _alarm_row(
+        self, ts: datetime, raised: bool, resource: str, node: str, **extra: Any
+    ) -> None:
+        detail = {"resource": resource, "node": node, "origin": ORIGIN_RABBITMQ_LOG, **extra}
+        self.row(
+            ts,
+            "alarm_raised" if raised else "alarm_cleared",
+            detail=json.dumps(detail, sort_keys=True),
+        )
+
+    def _connection_row(self, ts: datetime, connection: str, reason: str, **extra: Any) -> None:
+        blocked = connection in self.node.blocked
+        detail = {"reason": reason, **extra}
+        self.row(
+            ts,
+            "connection_blocked" if blocked else "connection_unblocked",
+            connection=connection,
+            protocol=AMQP_0_9_1,
+            detail=json.dumps(detail, sort_keys=True),
+        )
+
+    # -- the log ------------------------------------------------------------------------------
+    def parse(self, text: str) -> RabbitLine | None:
+        return parse_line(text, self.log_zone)
+
+    def may_write(self, line: RabbitLine) -> bool:
+        return line.kind is not None
+
+    def _node_down(self, ts: datetime, reason: str) -> None:
+        """A node that stopped has no alarm set and no connection."""
+        for key, raised in sorted(self.node.alarms.items()):
+            if raised:
+                resource, node = key.split("@", 1)
+                self.node.alarms[key] = False
+                self._alarm_row(ts, False, resource, node, reason=reason)
+        for connection in sorted(self.node.blocked):
+            del self.node.blocked[connection]
+            self._connection_row(ts, connection, reason, origin=ORIGIN_RABBITMQ_LOG)
+
+    def on_line(self, line: RabbitLine) -> None:
+        if line.kind == STOPPED:
+            self._node_down(line.ts, REASON_BROKER_STOPPED)
+        elif line.kind == STARTING and self.last_line is not None:
+            self._node_down(self.last_line, REASON_BROKER_RESTARTED)
+        elif line.kind in (ALARM_SET, ALARM_CLEARED):
+            assert line.resource is not None and line.node is not None
+            key = f"{line.resource}@{line.node}"
+            raised = line.kind == ALARM_SET
+            if self.node.alarms.get(key, False) != raised:
+                self.node.alarms[key] = raised
+                self._alarm_row(line.ts, raised, line.resource, line.node)
+
+    # -- samples ------------------------------------------------------------------------------
+    def write_sample(self, taken: datetime, observed: ManagementSample) -> None:
+        sampled = {
+            "origin": ORIGIN_RABBITMQ_MANAGEMENT,
+            "sample_interval_ms": self.sample_interval_ms,
+        }
+        for name, connection in sorted(observed.connections.items()):
+            protocol = str(connection.get("protocol") or "")
+            if not protocol.startswith("AMQP 0-9-1"):
+                continue
+            reason = BLOCKING_STATES.get(str(connection.get("state")))
+            was = self.node.blocked.get(name)
+            if reason == was:
+                continue
+            if reason is not None:  # blocked, or held for another reason (credit flow, then
+                self.node.blocked[name] = reason  # an alarm): logged again, as the engine does
+                self._connection_row(taken, name, reason, **sampled, **_client(connection))
+            else:
+                del self.node.blocked[name]
+                self._connection_row(taken, name, str(was), **sampled, **_client(connection))
+        for name in sorted(set(self.node.blocked) - set(observed.connections)):
+            reason = self.node.blocked.pop(name)
+            self._connection_row(taken, name, "closed", held_by=reason, **sampled)
+        for name, queue in sorted(observed.queues.items()):
+            arguments = queue["arguments"]
+            max_count = int(arguments.get("x-max-length") or 0)
+            max_size = int(arguments.get("x-max-length-bytes") or 0)
+            detail: dict[str, Any] = {**sampled, "vhost": queue["vhost"], "type": queue["type"]}
+            if max_count or max_size:
+                overflow = str(arguments.get("x-overflow", "drop-head"))
+                detail["policy"] = OVERFLOW_POLICIES.get(overflow, overflow)
+            self.row(
+                taken,
+                "queue_declared",
+                queue=name,
+                depth_msgs=queue["messages"],
+                depth_bytes=queue["message_bytes"],
+                flow_stopped=False,
+                flow_stopped_count=0,
+                flow_stop_count=0,
+                flow_resume_count=0,
+                flow_stop_size=0,
+                flow_resume_size=0,
+                max_count=max_count,
+                max_size=max_size,
+                detail=json.dumps(detail, sort_keys=True),
+            )

@@ -1,0 +1,71 @@
+"""What a RabbitMQ node's log line says about flow control, read off its text (no I/O).
+
+RabbitMQ 3.9+ writes ``2026-11-27 22:17:58.054471+00:00 [warning] <0.320.0> message`` (the
+offset in the stamp; without one, the node's zone is given). The lines a collector acts on
+(DESIGN §6, seed 004's resource alarms), as RabbitMQ 3.10 words them:
+
+* ``memory resource limit alarm set on node rabbit@host.`` / ``... alarm cleared on node ...``
+  (and ``disk``): the node blocks publishing connections while an alarm is set;
+* ``Starting RabbitMQ 3.10.8 on Erlang ...`` and ``Successfully stopped RabbitMQ and its
+  dependencies``: a node that stops, or starts again after a crash, has no alarm set.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, tzinfo
+
+ALARM_SET = "alarm_set"
+ALARM_CLEARED = "alarm_cleared"
+STARTING = "starting"
+STOPPED = "stopped"
+
+_LINE = re.compile(
+    r"^(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)\s+"
+    r"\[(?P<level>[a-z]+)\]\s+(?:<[^>]*>\s*)?(?P<text>.*)$"
+)
+_ALARM = re.compile(
+    r"^(?P<resource>memory|disk) resource limit alarm (?P<what>set|cleared) on node "
+    r"'?(?P<node>[^'\s]+?)'?\.?$"
+)
+_STARTING = re.compile(r"^Starting RabbitMQ (?P<version>\S+) on Erlang")
+_STOPPED = "Successfully stopped RabbitMQ and its dependencies"
+
+
+@dataclass(frozen=True)
+class RabbitLine:
+    """One timestamped line: its time in UTC, what it says (``kind``, None for anything else),
+    and for an alarm its resource and node."""
+
+    ts: datetime
+    kind: str | None
+    resource: str | None = None
+    node: str | None = None
+
+
+def _stamp(text: str, zone: tzinfo | None) -> datetime:
+    stamp = datetime.fromisoformat(text.replace(" ", "T", 1))
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=zone) if zone is not None else stamp.astimezone()
+    return stamp.astimezone(UTC)
+
+
+def parse_line(line: str, zone: tzinfo | None) -> RabbitLine | None:
+    """The line read, or None for a line without a leading timestamp (a report's continuation,
+    the boot banner). ``zone``: the node's zone for stamps without an offset (None: this
+    machine's)."""
+    match = _LINE.match(line.rstrip("\r\n"))
+    if match is None:
+        return None
+    ts = _stamp(match["ts"], zone)
+    text = match["text"].strip()
+    alarm = _ALARM.match(text)
+    if alarm is not None:
+        kind = ALARM_SET if alarm["what"] == "set" else ALARM_CLEARED
+        return RabbitLine(ts=ts, kind=kind, resource=alarm["resource"], node=alarm["node"])
+    if _STARTING.match(text):
+        return RabbitLine(ts=ts, kind=STARTING)
+    if text.startswith(_STOPPED):
+        return RabbitLine(ts=ts, kind=STOPPED)
+    return RabbitLine(ts=ts, kind=None)

@@ -1,0 +1,250 @@
+"""The RabbitMQ collector on logs written in a real RabbitMQ 3.10's own lines (alarm set and
+cleared, start, stop) and on management-API samples built by hand: alarms as the engine writes
+them, blocked connections (alarm, credit flow, gone), queue samples with their limits, and the
+node's state kept across a restart of the collector and closed by a stop or a crash."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from collectors.base import REASON_BROKER_RESTARTED, REASON_BROKER_STOPPED
+from collectors.rabbitmq import ManagementReader, ManagementSample, RabbitMQCollector
+from collectors.rabbitmq_log import ALARM_CLEARED, ALARM_SET, STARTING, STOPPED, parse_line
+
+NODE = "rabbit@localhost"
+
+
+def alarm(ts: str, resource: str = "memory", what: str = "set") -> str:
+    text = f"{ts}+00:00 [warning] <0.320.0> {resource} resource limit alarm {what} on node {NODE}"
+    return text + (".\n" if what == "set" else "\n")
+
+
+def banner(ts: str) -> str:
+    text = "*** Publishers will be blocked until this alarm clears ***"
+    return f"{ts}+00:00 [warning] <0.320.0> {text}\n"
+
+
+def cluster_cleared(ts: str) -> str:
+    return (
+        f"{ts}+00:00 [warning] <0.320.0> memory resource limit alarm cleared across the cluster\n"
+    )
+
+
+def starting(ts: str) -> str:
+    return f"{ts}+00:00 [info] <0.223.0>  Starting RabbitMQ 3.10.8 on Erlang 25.2.3 [jit]\n"
+
+
+def stopped(ts: str) -> str:
+    return f"{ts}+00:00 [info] <0.743.0> Successfully stopped RabbitMQ and its dependencies\n"
+
+
+def other(ts: str) -> str:
+    return f"{ts}+00:00 [info] <0.706.0> accepting AMQP connection <0.900.0>\n"
+
+
+def _ts(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+class FakeManagement(ManagementReader):
+    def __init__(self, samples: list[ManagementSample]) -> None:
+        super().__init__("http://127.0.0.1:1", "u", "p")
+        self.samples = samples
+
+    def read(self) -> ManagementSample:
+        return self.samples.pop(0)
+
+
+class Setup:
+    def __init__(self, tmp_path: Path) -> None:
+        self.log = tmp_path / "rabbit@localhost.log"
+        self.raw = tmp_path / "raw"
+        self.state = tmp_path / "state.json"
+
+    def write(self, *lines: str) -> None:
+        with self.log.open("a") as handle:
+            handle.write("".join(lines))
+
+    def collector(self, **kwargs: Any) -> RabbitMQCollector:
+        kwargs.setdefault("clock", lambda: datetime(2026, 11, 27, 12, tzinfo=UTC))
+        return RabbitMQCollector(
+            log_path=self.log, raw_dir=self.raw, state_path=self.state, broker="rabbit-1", **kwargs
+        )
+
+    def collect(self, **kwargs: Any) -> RabbitMQCollector:
+        collector = self.collector(**kwargs)
+        collector.run(stop=lambda: True, once=True)
+        return collector
+
+    def rows(self) -> list[dict[str, Any]]:
+        files = sorted(self.raw.glob("date=*/*.parquet"))
+        rows = [row for path in files for row in pq.read_table(path).to_pylist()]
+        return sorted(rows, key=lambda row: row["seq"])
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Setup:
+    return Setup(tmp_path)
+
+
+def test_the_lines_of_rabbitmq_3_10() -> None:
+    set_ = parse_line(alarm("2026-11-27 22:17:58.054471"), None)
+    assert set_ is not None
+    assert (set_.kind, set_.resource, set_.node) == (ALARM_SET, "memory", NODE)
+    assert set_.ts == _ts("2026-11-27 22:17:58.054471")
+    cleared = parse_line(alarm("2026-11-27 22:18:16.111958", "disk", "cleared"), None)
+    assert cleared is not None and (cleared.kind, cleared.resource) == (ALARM_CLEARED, "disk")
+    start = parse_line(starting("2026-11-27 22:17:55.214486"), None)
+    stop = parse_line(stopped("2026-11-27 22:18:28.509277"), None)
+    assert start is not None and stop is not None and (start.kind, stop.kind) == (STARTING, STOPPED)
+    banner_line = parse_line(banner("2026-11-27 22:17:58.054471"), None)
+    assert banner_line is not None and banner_line.kind is None
+    across = parse_line(cluster_cleared("2026-11-27 22:18:01.368579"), None)
+    assert across is not None and across.kind is None  # the node's own line counts, once
+    assert parse_line("  supervisor: {local,rabbit_sup}", None) is None
+    shifted = parse_line("2026-11-27 23:17:58.5+01:00 [info] <0.1.0> x", None)
+    assert shifted is not None and shifted.ts == _ts("2026-11-27 22:17:58.5")
+
+
+def test_an_alarm_as_the_engine_writes_it(setup: Setup) -> None:
+    setup.write(
+        alarm("2026-11-27 22:17:58.054471"),
+        banner("2026-11-27 22:17:58.054471"),
+        alarm("2026-11-27 22:18:01.368550", what="cleared"),
+        cluster_cleared("2026-11-27 22:18:01.368579"),
+    )
+    setup.collect()
+    rows = setup.rows()
+    assert [(r["event_type"], r["ts"]) for r in rows] == [
+        ("alarm_raised", _ts("2026-11-27 22:17:58.054471")),
+        ("alarm_cleared", _ts("2026-11-27 22:18:01.368550")),
+    ]
+    assert json.loads(rows[0]["detail"]) == {
+        "resource": "memory",
+        "node": NODE,
+        "origin": "rabbitmq-log",
+    }
+
+
+def test_a_stop_and_a_crash_clear_the_alarms(setup: Setup) -> None:
+    setup.write(
+        alarm("2026-11-27 10:00:00.000000"),
+        stopped("2026-11-27 10:05:00.000000"),
+        starting("2026-11-27 10:06:00.000000"),
+        alarm("2026-11-27 10:07:00.000000", "disk"),
+        other("2026-11-27 10:08:00.000000"),
+        starting("2026-11-27 11:00:00.000000"),  # no stop line: killed
+    )
+    setup.collect()
+    rows = setup.rows()
+    assert [(r["event_type"], r["ts"]) for r in rows] == [
+        ("alarm_raised", _ts("2026-11-27 10:00:00")),
+        ("alarm_cleared", _ts("2026-11-27 10:05:00")),
+        ("alarm_raised", _ts("2026-11-27 10:07:00")),
+        ("alarm_cleared", _ts("2026-11-27 10:08:00")),
+    ]
+    reasons = [json.loads(r["detail"]).get("reason") for r in rows]
+    assert reasons == [None, REASON_BROKER_STOPPED, None, REASON_BROKER_RESTARTED]
+
+
+def test_an_alarm_set_before_a_restart_of_the_collector_clears_after_it(setup: Setup) -> None:
+    setup.write(alarm("2026-11-27 10:00:00.000000"))
+    setup.collect()
+    setup.write(alarm("2026-11-27 10:00:03.000000"))  # said again: not a second alarm
+    setup.write(alarm("2026-11-27 10:00:09.000000", what="cleared"))
+    setup.collect()
+    assert [(r["seq"], r["event_type"]) for r in setup.rows()] == [
+        (0, "alarm_raised"),
+        (1, "alarm_cleared"),
+    ]
+
+
+def _connections(**states: str) -> dict[str, dict[str, Any]]:
+    return {name: {"state": state, "protocol": "AMQP 0-9-1"} for name, state in states.items()}
+
+
+def test_connections_held_by_an_alarm_or_credit_flow(setup: Setup) -> None:
+    samples = [
+        ManagementSample(connections=_connections(pub="running", con="running")),
+        ManagementSample(connections=_connections(pub="blocked", con="blocking")),
+        ManagementSample(connections=_connections(pub="blocked", con="blocking")),
+        ManagementSample(connections=_connections(pub="running", con="running", slow="flow")),
+        ManagementSample(connections=_connections(pub="running", con="running", slow="blocked")),
+        ManagementSample(connections=_connections(pub="running", con="running")),
+    ]
+    samples[0].connections["stomp"] = {"state": "blocked", "protocol": "STOMP 1.2"}
+    times = iter(datetime(2026, 11, 27, 10, 0, n, tzinfo=UTC) for n in range(0, 60, 10))
+    now = [datetime(2026, 11, 27, 10, tzinfo=UTC)]
+    collector = setup.collector(
+        management=FakeManagement(samples), sample_interval_s=10.0, clock=lambda: now[0]
+    )
+    for _ in range(6):
+        now[0] = next(times)
+        collector.sample()
+    collector.flush()
+    rows = [r for r in setup.rows() if r["event_type"] != "queue_declared"]
+    assert [
+        (r["ts"].second, r["event_type"], r["connection"], json.loads(r["detail"])["reason"])
+        for r in rows
+    ] == [
+        (10, "connection_blocked", "pub", "alarm"),
+        (30, "connection_unblocked", "pub", "alarm"),
+        (30, "connection_blocked", "slow", "credit_flow"),
+        (40, "connection_blocked", "slow", "alarm"),  # an alarm joins credit flow
+        (50, "connection_unblocked", "slow", "closed"),  # gone from the sample
+    ]
+    assert json.loads(rows[-1]["detail"])["held_by"] == "alarm"
+    assert {r["protocol"] for r in rows} == {"amqp-0-9-1"}
+    detail = json.loads(rows[0]["detail"])
+    assert (detail["origin"], detail["sample_interval_ms"]) == ("rabbitmq-management", 10_000)
+
+
+def test_a_blocked_connection_that_is_gone_is_unblocked(setup: Setup) -> None:
+    samples = [
+        ManagementSample(connections=_connections(pub="blocked")),
+        ManagementSample(connections={}),
+    ]
+    collector = setup.collector(management=FakeManagement(samples))
+    collector.sample()
+    collector.sample()
+    collector.flush()
+    rows = setup.rows()
+    assert [r["event_type"] for r in rows] == ["connection_blocked", "connection_unblocked"]
+    assert json.loads(rows[1]["detail"])["reason"] == "closed"
+
+
+def test_a_queue_sample_with_its_limits(setup: Setup) -> None:
+    queues = {
+        "orders": {
+            "messages": 15_200,
+            "message_bytes": 1_520_000,
+            "arguments": {"x-max-length": 20_000, "x-overflow": "reject-publish"},
+            "type": "classic",
+            "vhost": "/",
+        },
+        "shop/audit": {
+            "messages": 3,
+            "message_bytes": 30,
+            "arguments": {},
+            "type": "quorum",
+            "vhost": "shop",
+        },
+    }
+    collector = setup.collector(management=FakeManagement([ManagementSample(queues=queues)]))
+    collector.sample()
+    collector.flush()
+    orders, audit = setup.rows()
+    assert (orders["queue"], orders["depth_msgs"], orders["depth_bytes"]) == (
+        "orders",
+        15_200,
+        1_520_000,
+    )
+    assert (orders["max_count"], orders["max_size"], orders["flow_stopped"]) == (20_000, 0, False)
+    assert json.loads(orders["detail"])["policy"] == "reject"
+    assert audit["queue"] == "shop/audit" and "policy" not in json.loads(audit["detail"])
