@@ -338,6 +338,7 @@ WITH queue_events_per_day AS (
         count(*) FILTER (event_type = 'flow_stopped') AS flow_stopped_count,
         max(depth_msgs) AS max_depth_msgs,
         max(depth_bytes) AS max_depth_bytes,
+        max(sampled_ms) AS sample_interval_ms,  -- a collector's samples (DESIGN §6)
         -- the day's latest counter by seq, and the counter before its first logged one
         arg_max(flow_stopped_count, seq) FILTER (flow_stopped_count IS NOT NULL) AS last_counter,
         max(seq) FILTER (flow_stopped_count IS NOT NULL) AS last_counter_seq,
@@ -357,7 +358,10 @@ WITH queue_events_per_day AS (
             CASE WHEN event_type = 'message_rejected' AND json_valid(detail)
                  THEN json_extract_string(detail, '$.outcome') END AS outcome,
             CASE WHEN event_type = 'enqueue' AND json_valid(detail)
-                 THEN json_extract_string(detail, '$.paged') END AS paged
+                 THEN json_extract_string(detail, '$.paged') END AS paged,
+            CASE WHEN event_type = 'queue_declared' AND json_valid(detail)
+                 THEN TRY_CAST(json_extract_string(detail, '$.sample_interval_ms') AS BIGINT)
+                 END AS sampled_ms
         FROM events
         WHERE queue IS NOT NULL
     )
@@ -459,6 +463,7 @@ SELECT
     s.max_overshoot_msgs, s.p95_overshoot_msgs,
     s.max_overshoot_bytes, s.p95_overshoot_bytes,
     s.max_overshoot_ratio,
+    e.sample_interval_ms,
     coalesce(e.enqueued, 0) AS enqueued,
     coalesce(e.dequeued, 0) AS dequeued,
     coalesce(e.rejected, 0) AS rejected,

@@ -60,6 +60,14 @@ BROKER_EVENTS_QUARANTINE = TableSchema(
 
 #: The episode tables' watermark column: where an open episode ends for now; null once it
 #: closed, so that a closed episode is the same row whichever night wrote it last.
+#: DESIGN §6: "metrics built on samples are marked approximate, never silently exact".
+SAMPLED = Column(
+    "sample_interval_ms",
+    "int64",
+    doc="set when the figures rest on a collector's samples (detail.sample_interval_ms, DESIGN "
+    "§6): approximate, read that often; null: from events, exact",
+)
+
 OPEN_EPISODE_WATERMARK = Column(
     "run_watermark_ts",
     "timestamp",
@@ -173,6 +181,7 @@ QUEUE_FLOW_DAILY = TableSchema(
             "float64",
             doc="max overshoot / bound of those episodes that have a bound",
         ),
+        SAMPLED,  # depths from samples: a sampled depth is a value the queue had, not its peak
         # What flow control costs the producers (DESIGN §4): throughput and loss beside the
         # time stopped (jobs/transforms/queue_costs.py).
         Column("enqueued", "int64", doc="enqueue events this day (paged ones included)"),
@@ -249,6 +258,7 @@ BLOCKING_EPISODES = TableSchema(
         Column("is_open", "bool", nullable=False, doc="still blocked at the run's watermark"),
         Column("duration_s", "float64", doc="end_ts - start_ts; null while open"),
         OPEN_EPISODE_WATERMARK,
+        SAMPLED,
     ),
 )
 
@@ -294,6 +304,7 @@ BLOCKING_DAILY = TableSchema(
         Column("episodes", "int64", nullable=False, doc="blocking episodes starting this day"),
         Column("observed_s", "float64", nullable=False, doc="day ∩ [run's first event, watermark]"),
         Column("blocked_share", "float64", doc="blocked_s / observed_s; null if 0 observed"),
+        SAMPLED,
     ),
 )
 

@@ -377,6 +377,11 @@ def queue_flow_daily(rows: list[Row], date_from: date, date_to: date) -> list[Ro
             ratios = _known(starting, "overshoot_ratio")
             depths = [e["depth_msgs"] for e in todays if e.get("depth_msgs") is not None]
             sizes = [e["depth_bytes"] for e in todays if e.get("depth_bytes") is not None]
+            sampled = [
+                int(_detail(e)["sample_interval_ms"])
+                for e in todays
+                if e["event_type"] == "queue_declared" and "sample_interval_ms" in _detail(e)
+            ]
             out.append(
                 {
                     "date": day,
@@ -400,6 +405,7 @@ def queue_flow_daily(rows: list[Row], date_from: date, date_to: date) -> list[Ro
                     "max_overshoot_bytes": max(over_bytes) if over_bytes else None,
                     "p95_overshoot_bytes": percentile([float(v) for v in over_bytes], 0.95),
                     "max_overshoot_ratio": max(ratios) if ratios else None,
+                    "sample_interval_ms": max(sampled) if sampled else None,
                 }
             )
     return out

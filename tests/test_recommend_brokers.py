@@ -194,6 +194,8 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
             _address("unbounded", "BLOCK", 262_000),
             _address("could", "BLOCK", 265_000),
             _address("amqp-over", "BLOCK", 330_000, reject_threshold=400_000),
+            # A collector's address: its size sampled past the limit, no producer in the log.
+            _address("collected", "BLOCK", 400_000),
         ],
         ADDRESS_EVIDENCE,
     )
@@ -282,6 +284,13 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
     # Two AMQP producers' 200 credits x 2092 bytes past the limit, 20 % margin.
     assert rejecting["recommended_value"] == 262144 + -(-200 * 2092 * 12 // 10)
     assert "10 AMQP messages rejected above the reject threshold 153600" in rejecting["rationale"]
+    collected = rows["collected"]
+    assert (collected["rule"], collected["verdict"], collected["recommended_value"]) == (
+        "overshoot by producers not in the log",
+        "at_risk_of_overflow",
+        262144,
+    )
+    assert "pass max-size-bytes 262144 by 137856 bytes" in collected["rationale"]
     assert (rows["fine"]["rule"], rows["fine"]["verdict"]) == ("within its limit", "keep")
     assert rows["fine"]["recommended_value"] == rows["fine"]["current_value"] == 262144
 

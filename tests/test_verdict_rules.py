@@ -118,6 +118,7 @@ def test_each_broker_table_in_priority_order_in_its_own_knobs() -> None:
         ("CORE windows overshoot the address", VERDICT_LOWER, "producerWindowSize"),
         ("AMQP credits overshoot the address", VERDICT_KEEP, "max-size-bytes-reject-threshold"),
         ("CORE windows could overshoot the address", VERDICT_AT_RISK, "producerWindowSize"),
+        ("overshoot by producers not in the log", VERDICT_AT_RISK, "max-size-bytes"),
         ("paging", VERDICT_KEEP, "max-size-bytes"),
         ("within its limit", VERDICT_KEEP, "max-size-bytes"),
     ]  # fmt: skip

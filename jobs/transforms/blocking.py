@@ -147,6 +147,7 @@ def _states_of(rule: BlockingKind, events: DataFrame) -> DataFrame:
         F.coalesce(rule.blocked(), F.lit(False)).alias("blocked"),
         "protocol",
         _detail("reason").alias("reason"),
+        _detail("sample_interval_ms").try_cast("long").alias("sample_interval_ms"),
     )
     if rule.among is None:
         return states
@@ -156,13 +157,17 @@ def _states_of(rule: BlockingKind, events: DataFrame) -> DataFrame:
 def blocking_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:
     """One row per blocking episode, in the ``blocking_episodes`` layout."""
     episodes = true_intervals(
-        blocking_states(events), BLOCKING_KEYS, "blocked", carry=("protocol", "reason")
+        blocking_states(events),
+        BLOCKING_KEYS,
+        "blocked",
+        carry=("protocol", "reason", "sample_interval_ms"),
     ).join(bounds.select("run_id", "run_watermark_ts"), "run_id")
     return episodes.select(
         *BLOCKING_KEYS,
         "protocol",
         "reason",
         *episode_span(),
+        "sample_interval_ms",  # begun on a collector's sample: approximate (DESIGN §6)
     )
 
 
@@ -179,6 +184,7 @@ def blocking_daily(
         date_to,
         seconds="blocked_s",
         latest=F.max_by("protocol", "start_seq").alias("protocol"),
+        more=(F.max("sample_interval_ms").alias("sample_interval_ms"),),
     )
     observed_s = F.coalesce(F.col("observed_s"), F.lit(0.0))
     return blocked.join(observed, ["run_id", "date"], "left").select(
@@ -192,4 +198,5 @@ def blocking_daily(
         "episodes",
         observed_s.alias("observed_s"),
         F.when(observed_s > 0, F.col("blocked_s") / observed_s).alias("blocked_share"),
+        "sample_interval_ms",
     )

@@ -45,10 +45,11 @@ def episodes_per_day(
     *,
     seconds: str,
     latest: Column,
+    more: Sequence[Column] = (),
 ) -> DataFrame:
     """Per ``keys`` and day in range: the episodes' seconds clipped to the day (open ones until
     the run's current watermark) as ``seconds``, the episodes starting that day (``episodes``),
-    and ``latest``, an aggregate over them (a column of the latest episode, say)."""
+    and ``latest`` and ``more``, aggregates over them (a column of the latest episode, say)."""
     return (
         split_by_day(
             open_ends_at_watermark(episodes, bounds),
@@ -62,6 +63,7 @@ def episodes_per_day(
             F.sum("clipped_s").alias(seconds),
             F.count(F.when(F.col("start_date") == F.col("date"), 1)).alias("episodes"),
             latest,
+            *more,
         )
     )
 
@@ -72,6 +74,15 @@ def observed_seconds(bounds: DataFrame, date_from: date, date_to: date) -> DataF
         bounds, F.col("first_event_ts"), F.col("run_watermark_ts"), date_from, date_to
     )
     return observed.select("run_id", "date", F.col("clipped_s").alias("observed_s"))
+
+
+def _sample_interval() -> Column:
+    """A collector's queue sample (DESIGN §6): its ``detail.sample_interval_ms``. Only
+    ``queue_declared`` rows are samples of a queue, so no other event's detail is parsed."""
+    return F.when(
+        F.col("event_type") == "queue_declared",
+        F.get_json_object("detail", "$.sample_interval_ms").try_cast("long"),
+    )
 
 
 def _queue_days(
@@ -107,6 +118,7 @@ def _queue_days(
             F.count(F.when(F.col("event_type") == "flow_stopped", 1)).alias("flow_stopped_count"),
             F.max("depth_msgs").alias("max_depth_msgs"),
             F.max("depth_bytes").alias("max_depth_bytes"),
+            F.max(_sample_interval()).alias("sample_interval_ms"),
             F.max_by("flow_stopped_count", with_counter).alias("_last_counter"),
             # With its seq: the value at a later day's 00:00 is the latest by seq, not by date
             # (ts may step back across midnight). Fixed-width buffers keep this a hash aggregation.
@@ -146,7 +158,12 @@ def _queue_days(
             "date",
             *(
                 F.when(has_events, F.col(c)).alias(c)
-                for c in ("flow_stopped_count", "max_depth_msgs", "max_depth_bytes")
+                for c in (
+                    "flow_stopped_count",
+                    "max_depth_msgs",
+                    "max_depth_bytes",
+                    "sample_interval_ms",
+                )
             ),
             F.when(has_events, counter_delta).alias("flow_stopped_counter_delta"),
             F.when(has_events, F.lit(True)).alias("_has_events"),
@@ -227,6 +244,7 @@ def queue_flow_daily(
         "max_overshoot_bytes",
         "p95_overshoot_bytes",
         "max_overshoot_ratio",
+        "sample_interval_ms",
     )
 
 

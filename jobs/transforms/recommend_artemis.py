@@ -450,6 +450,31 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         KNOB_PRODUCER_WINDOW,
         lambda a: a.bounded_window,
     ),
+    # A collector's log (DESIGN §6) has the address's size but no message, so no producer: the
+    # overshoot is seen, its cause (producers x window) is not, and "within" would be false.
+    Rule(
+        "overshoot by producers not in the log",
+        lambda a: (
+            a.blocks
+            & (a.core_producers == 0)
+            & (a.amqp_producers == 0)
+            & (a.overshoot > a.tolerated)
+        ),
+        VERDICT_AT_RISK,
+        lambda a: _bytes(
+            "BLOCK let the address pass max-size-bytes %d by %d bytes (peak %d), over the %d "
+            "tolerated (%.0f%%), and the log names none of its producers (a collector sees no "
+            "messages): overshoot is about producers x window (seed 003), so lower the CORE "
+            "producers' producerWindowSize, or bound it with a reject threshold",
+            a.max_size,
+            a.overshoot,
+            a.peak,
+            a.tolerated,
+            F.lit(a.policy.max_overshoot_share * 100),
+        ),
+        KNOB_MAX_SIZE_BYTES,
+        lambda a: a.max_size,
+    ),
     Rule(
         "paging",
         lambda a: a.paged > 0,

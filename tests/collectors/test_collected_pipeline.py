@@ -12,12 +12,14 @@ from typing import Any
 import pytest
 
 from collectors.artemis import ArtemisCollector
+from collectors.rabbitmq import ManagementSample, RabbitMQCollector
 from jobs.daily_metrics import run_daily_metrics
 from jobs.delta_io import read_table
 from jobs.episodes import run_episodes
 from jobs.ingest import run_ingest
-from schemas.tables import QUEUE_FLOW_DAILY, QUEUE_FLOW_EPISODES
+from schemas.tables import BLOCKING_DAILY, BLOCKING_EPISODES, QUEUE_FLOW_DAILY, QUEUE_FLOW_EPISODES
 from tests.collectors.test_artemis_collector import FakeJolokia, block, unblock
+from tests.collectors.test_rabbitmq_collector import FakeManagement
 from tests.conftest import scratch_conf
 
 pytestmark = pytest.mark.spark
@@ -39,7 +41,7 @@ def _collect(root: Path) -> None:
         broker="artemis-1",
         log_zone=UTC,
         jolokia=FakeJolokia([{"orders": SAMPLE}, {"orders": SAMPLE}]),
-        sample_interval_s=0.0,
+        sample_interval_s=30.0,
         clock=lambda: now[0],
     )
     log.write_text(
@@ -98,3 +100,68 @@ def test_the_open_episode_counts_up_to_the_last_sample(tables: dict[str, Any]) -
     assert (day2["flow_stopped_count"], day2["stopped_at_day_start"]) == (0, True)
     assert day2["time_stopped_s"] == 3600.0  # 00:00 to the sample at 01:00
     assert day2["max_depth_bytes"] == 150_964  # the sample's: past max-size-bytes
+    # ... and marked as resting on samples (DESIGN §6); day 1's figures are the log's events.
+    assert (day1["sample_interval_ms"], day2["sample_interval_ms"]) == (None, 30_000)
+
+
+# -- a RabbitMQ session: an alarm from the log (exact), a blocked connection from samples ------
+def _collect_rabbitmq(root: Path) -> None:
+    log = root / "rabbit@localhost.log"
+    log.write_text(
+        "2026-11-27 10:00:00.000000+00:00 [warning] <0.320.0> memory resource limit alarm set "
+        "on node rabbit@localhost.\n"
+    )
+    state = {"protocol": "AMQP 0-9-1", "client_name": "publisher"}
+    samples = [
+        ManagementSample(connections={"c1": {**state, "state": "blocked"}}),
+        ManagementSample(connections={"c1": {**state, "state": "running"}}),
+    ]
+    now = [datetime(2026, 11, 27, 10, 0, 30, tzinfo=UTC)]
+    collector = RabbitMQCollector(
+        log_path=log,
+        raw_dir=root / "raw",
+        state_path=root / "state.json",
+        broker="rabbit-1",
+        management=FakeManagement(samples),
+        sample_interval_s=30.0,
+        clock=lambda: now[0],
+    )
+    collector.read_log()
+    collector.sample()
+    with log.open("a") as handle:
+        handle.write(
+            "2026-11-27 10:05:00.000000+00:00 [warning] <0.320.0> memory resource limit alarm "
+            "cleared on node rabbit@localhost\n"
+        )
+    now[0] = datetime(2026, 11, 27, 10, 5, 30, tzinfo=UTC)
+    collector.read_log()
+    collector.sample()
+    collector.flush()
+
+
+def test_sampled_blocking_is_marked_approximate(
+    spark: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    root = tmp_path_factory.mktemp("collected-rabbitmq")
+    _collect_rabbitmq(root)
+    conf = scratch_conf(root, "pipeline")
+    run_ingest(spark, conf, DAY1, DAY1)
+    run_episodes(spark, conf, DAY1, DAY1)
+    run_daily_metrics(spark, conf, DAY1, DAY1)
+    episodes = {r["kind"]: r.asDict() for r in read_table(spark, conf, BLOCKING_EPISODES).collect()}
+    assert (episodes["alarm"]["duration_s"], episodes["alarm"]["sample_interval_ms"]) == (
+        300.0,
+        None,
+    )
+    connection = episodes["connection"]
+    assert (connection["entity"], connection["reason"], connection["duration_s"]) == (
+        "c1",
+        "alarm",
+        300.0,
+    )
+    assert connection["sample_interval_ms"] == 30_000
+    daily = {r["kind"]: r.asDict() for r in read_table(spark, conf, BLOCKING_DAILY).collect()}
+    assert (daily["alarm"]["sample_interval_ms"], daily["connection"]["sample_interval_ms"]) == (
+        None,
+        30_000,
+    )
