@@ -4,7 +4,9 @@ leave them as they were (issues 19 and 22: "the demo's gold tables identical bef
     .venv/bin/python bench/compare_warehouses.py BEFORE_WAREHOUSE AFTER_WAREHOUSE
 
 Prints one line per table (rows before, rows after, equal or the first rows that differ) and exits 1
-when a table differs. Tables only one side has (a table added since) are listed, not compared.
+when a table differs. Tables only one side has (a table added since) are listed, not compared; rows
+are compared on the columns both sides have, and a column only one side has (added since) is listed
+with how many rows set it.
 Floating-point columns are compared exactly: the same inputs must give the same numbers.
 """
 
@@ -33,13 +35,21 @@ def _tables() -> list[tuple[str, str]]:
     return [*tables, (GOLD, THRESHOLD_RECOMMENDATIONS.name)]
 
 
-def _rows(spark: Any, path: str) -> list[tuple[Any, ...]]:
-    frame = spark.read.format("delta").load(path)
-    columns = sorted(frame.columns)  # a column added at the end of one table only is reported
+def _rows(frame: Any, columns: list[str]) -> list[tuple[Any, ...]]:
     return sorted(
         (tuple(row[c] for c in columns) for row in frame.select(*columns).collect()),
         key=lambda row: tuple((value is None, str(value)) for value in row),
     )
+
+
+def _added(frame: Any, columns: list[str]) -> str:
+    """Columns one side alone has, with how many of its rows set them (a column added since)."""
+    if not columns:
+        return ""
+    from pyspark.sql import functions as F
+
+    counts = frame.select(*(F.count(c).alias(c) for c in columns)).first()
+    return ", ".join(f"{c} set on {counts[c]:,} rows" for c in columns)
 
 
 def compare(spark: Any, before: str, after: str) -> bool:
@@ -50,9 +60,20 @@ def compare(spark: Any, before: str, after: str) -> bool:
         if missing:
             print(f"{layer}/{name}: only in one warehouse (not in {', '.join(missing)})")
             continue
-        rows_before, rows_after = (_rows(spark, path) for path in paths)
+        frame_before, frame_after = (spark.read.format("delta").load(path) for path in paths)
+        shared = sorted(set(frame_before.columns) & set(frame_after.columns))
+        only = [
+            _added(frame, sorted(set(frame.columns) - set(shared)))
+            for frame in (frame_before, frame_after)
+        ]
+        columns_note = "".join(
+            f"; columns only {side}: {text}"
+            for side, text in zip(("before", "after"), only, strict=True)
+            if text
+        )
+        rows_before, rows_after = (_rows(f, shared) for f in (frame_before, frame_after))
         if rows_before == rows_after:
-            print(f"{layer}/{name}: {len(rows_before):,} rows, identical")
+            print(f"{layer}/{name}: {len(rows_before):,} rows, identical{columns_note}")
             continue
         same = False
         # repr: a row may hold a map or a list, which does not hash.
@@ -61,8 +82,9 @@ def compare(spark: Any, before: str, after: str) -> bool:
         only_after = [r for r in rows_after if repr(r) not in shown_before]
         print(
             f"{layer}/{name}: DIFFERENT ({len(rows_before):,} rows before, {len(rows_after):,} "
-            f"after; {len(only_before):,} only before, {len(only_after):,} only after); first "
-            f"only before: {only_before[:2]}; first only after: {only_after[:2]}"
+            f"after; {len(only_before):,} only before, {len(only_after):,} only after)"
+            f"{columns_note}; first only before: {only_before[:2]}; first only after: "
+            f"{only_after[:2]}"
         )
     return same
 
