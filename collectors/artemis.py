@@ -47,6 +47,7 @@ from collectors.base import (
     REASON_BROKER_RESTARTED,
     REASON_BROKER_STOPPED,
     LogCollector,
+    http_json,
 )
 from schemas.broker_events import ORIGIN_ARTEMIS_LOG, ORIGIN_JOLOKIA
 
@@ -111,8 +112,7 @@ class JolokiaReader:
         request = urllib.request.Request(
             self.url, data=json.dumps(requests).encode(), headers=self.headers, method="POST"
         )
-        with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-            answers: list[dict[str, Any]] = json.loads(response.read())
+        answers: list[dict[str, Any]] = http_json(request, self.timeout_s, "Jolokia")
         return answers
 
     def addresses(self) -> dict[str, dict[str, Any]]:

@@ -16,9 +16,13 @@ restarts (:meth:`LogCollector.entities_json`); this class keeps the order and th
 
 from __future__ import annotations
 
+import copy
 import http.client
+import json
 import logging
 import time
+import urllib.error
+import urllib.request
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +32,7 @@ from typing import Any, Protocol
 
 from collectors.logtail import LogPosition, follow
 from collectors.session import STATE_VERSION, CollectorStateError, SessionWriter
+from flowctl_core.errors import FlowctlError
 from schemas.broker_events import BROKER_EVENTS
 
 log = logging.getLogger("flowctl.collect")
@@ -40,6 +45,27 @@ POLL_INTERVAL_S = 0.2
 SAMPLE_HOLD_S = 1.0
 REASON_BROKER_STOPPED = "broker_stopped"
 REASON_BROKER_RESTARTED = "broker_restarted"
+
+
+class SamplerRefused(FlowctlError):
+    """The broker's HTTP API answered, and refused (a wrong user or password, a wrong URL):
+    waiting will not help, so the collector stops and says why."""
+
+
+def http_json(request: urllib.request.Request, timeout_s: float, what: str) -> Any:
+    """The JSON an HTTP API answers; :class:`SamplerRefused` for a 4xx answer."""
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        if 400 <= error.code < 500:
+            raise SamplerRefused(
+                f"{what} {request.full_url}: HTTP {error.code} {error.reason} (the user, the "
+                "password, or the API's address?)"
+            ) from None
+        raise
+
+
 #: What a sampler may raise when the broker does not answer: sampling waits, nothing stops.
 SAMPLER_ERRORS = (OSError, http.client.HTTPException, ValueError, KeyError)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -127,6 +153,31 @@ class LogCollector(ABC):
         self.flush_interval_s = flush_interval_s
         self.clock = clock
         self.writer = SessionWriter(raw_dir, state_path)
+        # The session for this collector alone, before anything is read or removed: a second
+        # one (a cron --once beside a running collector) is refused untouched.
+        self.writer.lock()
+        try:
+            self._start_session(broker, state_path, clock, new_session=new_session)
+        except BaseException:
+            self.writer.unlock()
+            raise
+        self._pending: list[dict[str, Any]] = []
+        self._pending_since = time.monotonic()
+        # The checkpoint before the line or sample being written (a new day commits there).
+        self._checkpoint_before: dict[str, Any] | None = None
+        self._next_sample = 0.0
+        self._held_samples: list[tuple[datetime, Any]] = []
+        self._sample_failing = False
+
+    def _start_session(
+        self,
+        broker: str,
+        state_path: Path,
+        clock: Callable[[], datetime],
+        *,
+        new_session: bool,
+    ) -> None:
+        """Go on with the session the state file (or the newest file) says, or start one."""
         self.writer.remove_leftovers()
         loaded = self.writer.load_state(broker)
         if loaded is not None and loaded["broker"] != broker:
@@ -148,13 +199,6 @@ class LogCollector(ABC):
                 position=None if before is None else before.position,
                 last_line_us=None if before is None else before.last_line_us,
             )
-        self._pending: list[dict[str, Any]] = []
-        self._pending_since = time.monotonic()
-        # The checkpoint before the line or sample being written (a new day commits there).
-        self._checkpoint_before: dict[str, Any] | None = None
-        self._next_sample = 0.0
-        self._held_samples: list[tuple[datetime, Any]] = []
-        self._sample_failing = False
 
     # -- what a collector says ----------------------------------------------------------------
     @abstractmethod
@@ -187,7 +231,9 @@ class LogCollector(ABC):
         """What flow control holds now, as the session knows it (for the command's summary)."""
 
     def checkpoint(self) -> dict[str, Any]:
-        return self.state.to_json(self.entities_json())
+        """The state now, copied: a checkpoint taken before a line or sample is committed after
+        the entities have changed for it."""
+        return copy.deepcopy(self.state.to_json(self.entities_json()))
 
     # -- rows ---------------------------------------------------------------------------------
     def row(self, ts: datetime, event_type: str, **columns: Any) -> None:
@@ -246,6 +292,8 @@ class LogCollector(ABC):
             return False
         try:
             observed = self.sampler()
+        except SamplerRefused:
+            raise
         except SAMPLER_ERRORS as error:
             if not self._sample_failing:
                 log.warning("%s does not answer (%s): sampling waits", self.sampler_name, error)
@@ -292,11 +340,10 @@ class LogCollector(ABC):
             self._commit(self.checkpoint())
 
     def run(self, *, stop: Callable[[], bool], once: bool = False) -> None:
-        """Poll until ``stop()`` is true, Ctrl-C, or once; then commit everything. One collector
-        at a time per session (a lock beside the state file). A failure (a commit that cannot
-        be written) stops it without a commit after it: the next start goes on from the last
-        one."""
-        with self.writer.locked():
+        """Poll until ``stop()`` is true, Ctrl-C, or once; then commit everything and let the
+        session go. A failure (a commit that cannot be written) stops it without a commit after
+        it: the next start goes on from the last one."""
+        try:
             try:
                 while True:
                     self.poll_once()
@@ -306,3 +353,9 @@ class LogCollector(ABC):
             except KeyboardInterrupt:
                 pass  # stop as asked: what is pending is committed below
             self.flush()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Let another collector take the session (what is pending is not committed)."""
+        self.writer.unlock()

@@ -1,23 +1,29 @@
 """Following a log file that its writer rolls over, truncates or recreates, by position.
 
-A position is a file's identity (device, inode) and the byte offset after the last whole line
-read; a collector stores it with what it wrote, so a restarted collector reads on from there.
-Artemis rolls ``artemis.log`` to ``artemis.log.YYYY-MM-DD`` at midnight (and at a start on a new
-day): a position in a rolled file is found by its inode in the same folder, the file is read to
-its end, then every newer rolled file of the same name (``NAME.*``, oldest first: a collector
-stopped over a weekend finds two), then the live file from its start. A live file shorter than
-the offset was truncated in place and is read from its start. A line is read only once it ends
-with a newline: a half-written line waits for the next poll (in a rolled file, which is
-complete, such a last line is lost). Each call reads everything there is, a chunk at a time.
+A position is a file's identity (device, inode, and a digest of its first line) and the byte
+offset after the last whole line read; a collector stores it with what it wrote, so a restarted
+collector reads on from there. Artemis rolls ``artemis.log`` to ``artemis.log.YYYY-MM-DD`` at
+midnight (and at a start on a new day): a position in a rolled file is found by its inode in
+the same folder, the file is read to its end, then every newer rolled file of the same name
+(``NAME.*``, oldest first: a collector stopped over a weekend finds two), then the live file
+from its start. The digest keeps an inode freed by a rotation and given to the new log from
+being taken for the old file. A live file shorter than the offset was truncated in place and is
+read from its start. A line is read only once it ends with a newline: a half-written line waits
+for the next poll (in a rolled file, which is complete, such a last line is lost). Each call
+reads everything there is, a chunk at a time. Not read: compressed rolled files (``.gz`` ...):
+a collector stopped across two rotations of a log that logrotate compresses misses the lines
+written after its position to the file compressed, and says so.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger("flowctl.collect")
 
@@ -27,22 +33,52 @@ READ_CHUNK_BYTES = 4 * 1024 * 1024
 COMPRESSED_SUFFIXES = (".gz", ".zip", ".bz2", ".xz", ".zst")
 
 
+#: The bytes of a file's first line that tell it from another file with the same inode.
+HEAD_BYTES = 512
+
+
 @dataclass(frozen=True)
 class LogPosition:
     device: int
     inode: int
     offset: int
+    head: str = ""  # a digest of the file's first line ("" until it has one)
 
     @property
     def identity(self) -> tuple[int, int]:
         return self.device, self.inode
 
-    def to_json(self) -> dict[str, int]:
-        return {"device": self.device, "inode": self.inode, "offset": self.offset}
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "inode": self.inode,
+            "offset": self.offset,
+            "head": self.head,
+        }
 
     @classmethod
-    def from_json(cls, data: dict[str, int]) -> LogPosition:
-        return cls(int(data["device"]), int(data["inode"]), int(data["offset"]))
+    def from_json(cls, data: dict[str, Any]) -> LogPosition:
+        return cls(
+            int(data["device"]), int(data["inode"]), int(data["offset"]), data.get("head", "")
+        )
+
+
+def file_head(path: Path) -> str:
+    """A digest of ``path``'s first line (up to :data:`HEAD_BYTES`; "" before it is whole): a
+    file deleted and its inode given to a new one (a log rotated away) is told apart by it."""
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(HEAD_BYTES)
+    except OSError:
+        return ""
+    end = data.find(b"\n")
+    if end < 0 and len(data) < HEAD_BYTES:
+        return ""
+    return hashlib.sha1(data[: end + 1] if end >= 0 else data).hexdigest()[:16]
+
+
+def _same_file(position: LogPosition, head: str) -> bool:
+    return not position.head or not head or position.head == head
 
 
 def _identity(stat: os.stat_result) -> tuple[int, int]:
@@ -99,6 +135,15 @@ def follow(path: Path, position: LogPosition | None) -> Iterator[tuple[str, LogP
         except FileNotFoundError:
             return
         live = _identity(stat)
+        head = file_head(path)
+        if position is not None and position.identity == live and not _same_file(position, head):
+            log.warning(
+                "%s is a new file on the inode of the one read up to byte %d (rotated away): "
+                "read from its start",
+                path,
+                position.offset,
+            )
+            position = None
         if position is None or position.identity == live:
             offset = 0 if position is None else position.offset
             if offset > stat.st_size:
@@ -110,10 +155,17 @@ def follow(path: Path, position: LogPosition | None) -> Iterator[tuple[str, LogP
                 )
                 offset = 0
             for line, after in _lines_from(path, offset, live):
-                yield line, LogPosition(*live, after)
+                yield line, LogPosition(*live, after, head or file_head(path))
             return
         rolled = _rolled_files(path)
-        current = next((entry for entry in rolled if entry[3] == position.identity), None)
+        current = next(
+            (
+                entry
+                for entry in rolled
+                if entry[3] == position.identity and _same_file(position, file_head(entry[2]))
+            ),
+            None,
+        )
         if current is None:
             log.warning(
                 "%s was replaced and the file read up to byte %d is gone: what was written to "
@@ -121,12 +173,16 @@ def follow(path: Path, position: LogPosition | None) -> Iterator[tuple[str, LogP
                 path,
                 position.offset,
             )
-            position = LogPosition(*live, 0)
+            position = LogPosition(*live, 0, head)
             yield "", position
             continue
+        rolled_head = position.head or file_head(current[2])
         for line, after in _lines_from(current[2], position.offset, current[3]):
-            position = LogPosition(*current[3], after)
+            position = LogPosition(*current[3], after, rolled_head)
             yield line, position
         newer = [e for e in rolled if e[:2] > current[:2] and e[3] != live]
-        position = LogPosition(*(newer[0][3] if newer else live), 0)
+        if newer:
+            position = LogPosition(*newer[0][3], 0, file_head(newer[0][2]))
+        else:
+            position = LogPosition(*live, 0, head)
         yield "", position

@@ -2,28 +2,35 @@
 ``broker_events`` (DESIGN §6, seed 004).
 
 Events where the node emits them: each ``memory|disk resource limit alarm set / cleared`` line of
-the node's log is an ``alarm_raised`` / ``alarm_cleared`` with ``detail.resource``, as the engine
-writes them (flowctl_core/broker.py ``raise_alarm``), plus the node and ``detail.origin``
-"rabbitmq-log". A node that stops, or starts again without a stop line (a crash), has no alarm
-set and no connection: what was open is closed at the stop line, or at the last line before the
-start, with ``detail.reason``.
+the node's own alarms in its log is an ``alarm_raised`` / ``alarm_cleared`` with
+``detail.resource``, as the engine writes them (flowctl_core/broker.py ``raise_alarm``), plus the
+node and ``detail.origin`` "rabbitmq-log" (a cluster's nodes log one another's alarms: each
+node's collector takes its own, the node named by ``node`` or the log's ``NODE.log`` name). When
+the node's last alarm clears, the connections it held blocked are unblocked at that line. A node
+that stops, or boots again without a stop line (a crash), has no alarm set and no connection:
+what was open is closed at the stop line, or at the last line before the boot, with
+``detail.reason``.
 
 Samples where it can only be polled, with ``management`` (the management plugin's HTTP API),
-every ``sample_interval_s``:
+every ``sample_interval_s``, of the node's own connections and queues:
 
 * each queue as a ``queue_declared`` row: messages and bytes as its depth, ``x-max-length`` and
-  ``x-max-length-bytes`` as its limits, its overflow as ``detail.policy`` in the engine's words
-  (``reject`` for reject-publish, ``ring`` for drop-head);
-* each AMQP 0.9.1 connection's state: one found ``blocked`` (an alarm holds it: it tried to
-  publish) or in ``flow`` (credit flow holds it) gets a ``connection_blocked``, with the reason
-  the engine gives (``alarm``, ``credit_flow``), and a ``connection_unblocked`` once it runs
-  again or is gone. ``blocking`` (an alarm is set but the connection has not published) is not
-  blocked: a connection that only consumes is not held back (seed 004). The management API's
-  figures are its last statistics (``collect_statistics_interval``, 5 s by default), so these
-  rows are approximate: ``detail.sample_interval_ms`` says by how much at least.
+  ``x-max-length-bytes`` (its arguments, or a policy's) as its limits, its overflow as
+  ``detail.policy`` in the engine's words (``reject`` for reject-publish, ``ring`` for
+  drop-head);
+* each AMQP 0.9.1 connection found ``blocked`` (an alarm holds it: it tried to publish) gets a
+  ``connection_blocked`` with the engine's reason ``alarm``, and a ``connection_unblocked`` once
+  it runs again or is gone. ``blocking`` (an alarm is set but the connection has not published
+  since: a consumer, or an idle publisher) is not blocked (seed 004: a connection that only
+  consumes is not held back). Credit flow is not sampled (see :data:`BLOCKING_STATES`). The
+  management API's figures are its last statistics (``collect_statistics_interval``, 5 s by
+  default), so these rows are approximate: ``detail.sample_interval_ms`` says by how much at
+  least.
 
 The samples also keep the run's watermark at the collector's clock while the node is quiet (see
-collectors/artemis.py). Order, checkpoints and restarts: collectors/base.py.
+collectors/artemis.py). An API that refuses (HTTP 4xx: the user, the password, the address)
+stops the collector with the reason; one that does not answer is sampled again later. Order,
+checkpoints and restarts: collectors/base.py.
 """
 
 from __future__ import annotations
@@ -37,10 +44,16 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
-from collectors.base import REASON_BROKER_RESTARTED, REASON_BROKER_STOPPED, LogCollector
+from collectors.base import (
+    REASON_BROKER_RESTARTED,
+    REASON_BROKER_STOPPED,
+    LogCollector,
+    http_json,
+)
 from collectors.rabbitmq_log import (
     ALARM_CLEARED,
     ALARM_SET,
+    BOOT,
     STARTING,
     STOPPED,
     RabbitLine,
@@ -49,8 +62,10 @@ from collectors.rabbitmq_log import (
 from schemas.broker_events import ORIGIN_RABBITMQ_LOG, ORIGIN_RABBITMQ_MANAGEMENT
 
 AMQP_0_9_1 = "amqp-0-9-1"
-#: A connection state that holds publishes, and the reason the engine logs for it.
-BLOCKING_STATES = {"blocked": "alarm", "flow": "credit_flow"}
+#: A connection state that holds publishes, and the reason the engine logs for it. ``flow``
+#: (credit flow) is not one: the management API reports it for seconds after a throttle of a
+#: few milliseconds, so a sample of it would count a connection blocked that mostly was not.
+BLOCKING_STATES = {"blocked": "alarm"}
 #: x-overflow in the engine's words (its queue policies); drop-head is RabbitMQ's default.
 OVERFLOW_POLICIES = {
     "reject-publish": "reject",
@@ -85,30 +100,49 @@ class ManagementReader:
     def _get(self, path: str, columns: str) -> list[dict[str, Any]]:
         query = urllib.parse.urlencode({"columns": columns})
         request = urllib.request.Request(f"{self.url}/api/{path}?{query}", headers=self.headers)
-        with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-            found: list[dict[str, Any]] = json.loads(response.read())
+        found: list[dict[str, Any]] = http_json(request, self.timeout_s, "the management API")
         return found
 
     def read(self) -> ManagementSample:
+        queue_columns = "name,vhost,node,messages,message_bytes,arguments,type"
         queues = {
             queue_name(q["vhost"], q["name"]): {
                 "messages": q.get("messages"),
                 "message_bytes": q.get("message_bytes"),
-                "arguments": q.get("arguments") or {},
+                # A limit set by a policy is the queue's as much as one set by an argument.
+                "arguments": {
+                    **_policy_limits(q.get("effective_policy_definition") or {}),
+                    **(q.get("arguments") or {}),
+                },
                 "type": q.get("type"),
                 "vhost": q["vhost"],
+                "node": q.get("node"),
             }
-            for q in self._get("queues", "name,vhost,messages,message_bytes,arguments,type")
+            for q in self._get("queues", f"{queue_columns},effective_policy_definition")
         }
         connections = {
             c["name"]: {
                 "state": c.get("state"),
                 "protocol": c.get("protocol"),
                 "client_name": c.get("user_provided_name"),
+                "node": c.get("node"),
             }
-            for c in self._get("connections", "name,state,protocol,user_provided_name")
+            for c in self._get("connections", "name,node,state,protocol,user_provided_name")
         }
         return ManagementSample(queues, connections)
+
+
+def _policy_limits(policy: dict[str, Any]) -> dict[str, Any]:
+    """A policy's length limits and overflow in the words of the queue arguments."""
+    names = {"max-length": "x-max-length", "max-length-bytes": "x-max-length-bytes"}
+    names["overflow"] = "x-overflow"
+    return {argument: policy[key] for key, argument in names.items() if key in policy}
+
+
+def node_of_log(log_path: Path) -> str | None:
+    """``rabbit@host`` of ``rabbit@host.log`` (RabbitMQ's own naming), else None."""
+    stem = log_path.name.removesuffix(".log")
+    return stem if "@" in stem and log_path.name.endswith(".log") else None
 
 
 def _client(connection: dict[str, Any]) -> dict[str, Any]:
@@ -141,9 +175,15 @@ class RabbitMQCollector(LogCollector):
         broker: str,
         log_zone: tzinfo | None = None,
         management: ManagementReader | None = None,
+        node: str | None = None,
+        sampled_queues: frozenset[str] | None = None,
         **options: Any,
     ) -> None:
         self.log_zone = log_zone
+        # The node this log is of (its file is NODE.log by default): a cluster's nodes log one
+        # another's alarms, and the management API answers for the whole cluster.
+        self.node_name = node if node is not None else node_of_log(log_path)
+        self.sampled_queues = sampled_queues  # None: every queue
         self.node = NodeState()
         super().__init__(
             log_path=log_path,
@@ -157,7 +197,10 @@ class RabbitMQCollector(LogCollector):
 
     # -- state --------------------------------------------------------------------------------
     def entities_json(self) -> dict[str, Any]:
-        return {"alarms": dict(sorted(self.node.alarms.items())), "blocked": self.node.blocked}
+        return {
+            "alarms": dict(sorted(self.node.alarms.items())),
+            "blocked": dict(self.node.blocked),
+        }
 
     def load_entities(self, data: dict[str, Any]) -> None:
         self.node = NodeState(dict(data.get("alarms", {})), dict(data.get("blocked", {})))
@@ -210,17 +253,33 @@ class RabbitMQCollector(LogCollector):
     def on_line(self, line: RabbitLine) -> None:
         if line.kind == STOPPED:
             self._node_down(line.ts, REASON_BROKER_STOPPED)
-        elif line.kind == STARTING and self.last_line is not None:
+        elif line.kind in (BOOT, STARTING) and self.last_line is not None:
             self._node_down(self.last_line, REASON_BROKER_RESTARTED)
         elif line.kind in (ALARM_SET, ALARM_CLEARED):
             assert line.resource is not None and line.node is not None
+            if self.node_name is not None and line.node != self.node_name:
+                return  # another node's alarm: its own log (and collector) has it
             key = f"{line.resource}@{line.node}"
             raised = line.kind == ALARM_SET
-            if self.node.alarms.get(key, False) != raised:
-                self.node.alarms[key] = raised
-                self._alarm_row(line.ts, raised, line.resource, line.node)
+            if self.node.alarms.get(key, False) == raised:
+                return
+            self.node.alarms[key] = raised
+            self._alarm_row(line.ts, raised, line.resource, line.node)
+            if not any(self.node.alarms.values()):
+                # The node unblocks its connections when its last alarm clears: then, exactly,
+                # not at the next sample.
+                for name, reason in sorted(self.node.blocked.items()):
+                    if reason == "alarm":
+                        del self.node.blocked[name]
+                        self._connection_row(line.ts, name, reason, origin=ORIGIN_RABBITMQ_LOG)
 
     # -- samples ------------------------------------------------------------------------------
+    def _on_this_node(self, entity: dict[str, Any]) -> bool:
+        """A connection or queue (its leader) of this collector's node (the API answers for the
+        cluster; each node's collector samples its own)."""
+        node = entity.get("node")
+        return self.node_name is None or node is None or node == self.node_name
+
     def write_sample(self, taken: datetime, observed: ManagementSample) -> None:
         sampled = {
             "origin": ORIGIN_RABBITMQ_MANAGEMENT,
@@ -228,7 +287,7 @@ class RabbitMQCollector(LogCollector):
         }
         for name, connection in sorted(observed.connections.items()):
             protocol = str(connection.get("protocol") or "")
-            if not protocol.startswith("AMQP 0-9-1"):
+            if not protocol.startswith("AMQP 0-9-1") or not self._on_this_node(connection):
                 continue
             reason = BLOCKING_STATES.get(str(connection.get("state")))
             was = self.node.blocked.get(name)
@@ -240,10 +299,15 @@ class RabbitMQCollector(LogCollector):
             else:
                 del self.node.blocked[name]
                 self._connection_row(taken, name, str(was), **sampled, **_client(connection))
-        for name in sorted(set(self.node.blocked) - set(observed.connections)):
+        seen = {n for n, c in observed.connections.items() if self._on_this_node(c)}
+        for name in sorted(set(self.node.blocked) - seen):
             reason = self.node.blocked.pop(name)
             self._connection_row(taken, name, "closed", held_by=reason, **sampled)
         for name, queue in sorted(observed.queues.items()):
+            if not self._on_this_node(queue) or (
+                self.sampled_queues is not None and name not in self.sampled_queues
+            ):
+                continue
             arguments = queue["arguments"]
             max_count = int(arguments.get("x-max-length") or 0)
             max_size = int(arguments.get("x-max-length-bytes") or 0)

@@ -5,9 +5,12 @@ offset in the stamp; without one, the node's zone is given). The lines a collect
 (DESIGN §6, seed 004's resource alarms), as RabbitMQ 3.10 words them:
 
 * ``memory resource limit alarm set on node rabbit@host.`` / ``... alarm cleared on node ...``
-  (and ``disk``): the node blocks publishing connections while an alarm is set;
-* ``Starting RabbitMQ 3.10.8 on Erlang ...`` and ``Successfully stopped RabbitMQ and its
-  dependencies``: a node that stops, or starts again after a crash, has no alarm set.
+  (and ``disk``; ``cleared for dead node`` when a node left the cluster): the node blocks
+  publishing connections while an alarm is set. Every node of a cluster logs every node's
+  alarms; "cleared across the cluster" is a summary, not an event;
+* ``Logging: configured log handlers are now ACTIVE`` (a boot's first line), ``Starting
+  RabbitMQ 3.10.8 on Erlang ...`` and ``Successfully stopped RabbitMQ and its dependencies``: a
+  node that stops, or boots again after a crash, has no alarm set.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from datetime import UTC, datetime, tzinfo
 
 ALARM_SET = "alarm_set"
 ALARM_CLEARED = "alarm_cleared"
+BOOT = "boot"  # a boot's first line: "Logging: configured log handlers are now ACTIVE"
 STARTING = "starting"
 STOPPED = "stopped"
 
@@ -26,9 +30,10 @@ _LINE = re.compile(
     r"\[(?P<level>[a-z]+)\]\s+(?:<[^>]*>\s*)?(?P<text>.*)$"
 )
 _ALARM = re.compile(
-    r"^(?P<resource>memory|disk) resource limit alarm (?P<what>set|cleared) on node "
-    r"'?(?P<node>[^'\s]+?)'?\.?$"
+    r"^(?P<resource>memory|disk) resource limit alarm (?P<what>set|cleared) "
+    r"(?:on|for dead) node '?(?P<node>[^'\s]+?)'?\.?$"
 )
+_BOOT = "Logging: configured log handlers are now ACTIVE"
 _STARTING = re.compile(r"^Starting RabbitMQ (?P<version>\S+) on Erlang")
 _STOPPED = "Successfully stopped RabbitMQ and its dependencies"
 
@@ -64,6 +69,8 @@ def parse_line(line: str, zone: tzinfo | None) -> RabbitLine | None:
     if alarm is not None:
         kind = ALARM_SET if alarm["what"] == "set" else ALARM_CLEARED
         return RabbitLine(ts=ts, kind=kind, resource=alarm["resource"], node=alarm["node"])
+    if text.startswith(_BOOT):
+        return RabbitLine(ts=ts, kind=BOOT)
     if _STARTING.match(text):
         return RabbitLine(ts=ts, kind=STARTING)
     if text.startswith(_STOPPED):

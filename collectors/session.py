@@ -14,15 +14,14 @@ also records progress that wrote no event (log lines that say nothing about flow
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -31,7 +30,7 @@ from flowctl_core.errors import ConfigurationError
 from schemas.broker_events import BROKER_EVENTS, PARTITION_COLUMN
 
 CHECKPOINT_KEY = b"flowctl.collector.checkpoint"
-STATE_VERSION = 1
+STATE_VERSION = 2
 _ARROW_SCHEMA = BROKER_EVENTS.to_pyarrow()
 
 
@@ -75,6 +74,7 @@ class SessionWriter:
         self.state_path = state_path
         self.files_written = 0
         self.rows_written = 0
+        self._lock: IO[str] | None = None
 
     # -- reading back -------------------------------------------------------------------------
     def latest_checkpoint(self, run_id: str, after_seq: int) -> dict[str, Any] | None:
@@ -93,11 +93,7 @@ class SessionWriter:
                     newest = (int(match[1]), path)
         if newest is None:
             return None
-        metadata = pq.read_schema(newest[1]).metadata or {}
-        if CHECKPOINT_KEY not in metadata:
-            raise CollectorStateError(f"{newest[1]}: a collector file without its checkpoint")
-        checkpoint: dict[str, Any] = json.loads(metadata[CHECKPOINT_KEY])
-        return checkpoint
+        return _checkpoint_of(newest[1])
 
     def latest_session(self, broker: str) -> dict[str, Any] | None:
         """The checkpoint of ``broker``'s newest session in the raw folder (its newest file),
@@ -125,6 +121,7 @@ class SessionWriter:
             raise CollectorStateError(
                 f"{self.state_path}: not a collector state ({error})"
             ) from None
+        state = _migrated(state)
         if state.get("version") != STATE_VERSION or "run_id" not in state:
             raise CollectorStateError(
                 f"{self.state_path}: not a collector state of version {STATE_VERSION}"
@@ -138,24 +135,26 @@ class SessionWriter:
             for path in folder.glob(".part-*.inprogress"):
                 path.unlink(missing_ok=True)
 
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
-        """The session for this process alone (a cron ``--once`` beside a running collector
-        would write the same ``seq`` twice): an exclusive lock on ``STATE.lock``."""
+    def lock(self) -> None:
+        """Take the session for this process alone (a cron ``--once`` beside a running
+        collector would write the same ``seq`` twice): an exclusive lock on ``STATE.lock``,
+        held until :meth:`unlock` or the process ends."""
         lock_path = self.state_path.with_name(f"{self.state_path.name}.lock")
         lock_path.parent.mkdir(parents=True, exist_ok=True)
-        with lock_path.open("a") as handle:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise CollectorStateError(
-                    f"{self.state_path}: another collector runs this session ({lock_path} is "
-                    "locked)"
-                ) from None
-            try:
-                yield
-            finally:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        handle = lock_path.open("a")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise CollectorStateError(
+                f"{self.state_path}: another collector runs this session ({lock_path} is locked)"
+            ) from None
+        self._lock = handle
+
+    def unlock(self) -> None:
+        if self._lock is not None:
+            self._lock.close()  # closing the file releases its lock
+            self._lock = None
 
     # -- writing ------------------------------------------------------------------------------
     def commit(self, rows: Sequence[Mapping[str, Any]], checkpoint: dict[str, Any]) -> Path | None:
@@ -173,21 +172,42 @@ class SessionWriter:
             folder = self.raw_dir / f"{PARTITION_COLUMN}={day.isoformat()}"
             folder.mkdir(parents=True, exist_ok=True)
             written = folder / file_name(checkpoint["run_id"], int(rows[0]["seq"]))
-            if written.exists():  # files are never rewritten (DESIGN §3)
+            if not written.exists():
+                hidden = folder / f".{written.name}.inprogress"
+                pq.write_table(table, hidden)
+                with hidden.open("rb") as handle:
+                    os.fsync(handle.fileno())
+                os.replace(hidden, written)
+                _fsync_folder(folder)
+                self.files_written += 1
+                self.rows_written += len(rows)
+            elif _checkpoint_of(written) != json.loads(json.dumps(checkpoint)):
+                # Files are never rewritten (DESIGN §3); the same commit cut short after its
+                # rename (Ctrl-C) is there whole already, and is not an error.
                 raise CollectorStateError(
                     f"{written} exists: another collector writes this session, or its state "
                     "was restored from a copy"
                 )
-            hidden = folder / f".{written.name}.inprogress"
-            pq.write_table(table, hidden)
-            with hidden.open("rb") as handle:
-                os.fsync(handle.fileno())
-            os.replace(hidden, written)
-            _fsync_folder(folder)
-            self.files_written += 1
-            self.rows_written += len(rows)
         write_atomically(self.state_path, json.dumps(checkpoint, sort_keys=True, indent=1).encode())
         return written
+
+
+def _checkpoint_of(path: Path) -> dict[str, Any]:
+    """The checkpoint a collector file carries in its footer."""
+    metadata = pq.read_schema(path).metadata or {}
+    if CHECKPOINT_KEY not in metadata:
+        raise CollectorStateError(f"{path}: a collector file without its checkpoint")
+    return _migrated(json.loads(metadata[CHECKPOINT_KEY]))
+
+
+def _migrated(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint of an earlier version in this one's words: version 1 (the Artemis collector
+    alone) kept its addresses under ``addresses``."""
+    if checkpoint.get("version") == 1 and "addresses" in checkpoint:
+        checkpoint = dict(checkpoint)
+        checkpoint["entities"] = checkpoint.pop("addresses")
+        checkpoint["version"] = STATE_VERSION
+    return checkpoint
 
 
 def _day_of(ts: datetime) -> date:

@@ -749,6 +749,14 @@ def collect_rabbitmq(
     user: UserOption = "guest",
     password: PasswordOption = "guest",
     sample_interval: SampleOption = 30.0,
+    node: Annotated[
+        str | None,
+        typer.Option(help="the node the log is of (default: NODE of its file name NODE.log)"),
+    ] = None,
+    queue: Annotated[
+        list[str] | None,
+        typer.Option(help="sample only this queue (repeat it; default: every queue)"),
+    ] = None,
     flush_interval: FlushOption = 5.0,
     log_timezone: ZoneOption = None,
     once: OnceOption = False,
@@ -758,8 +766,8 @@ def collect_rabbitmq(
 
     Each memory or disk alarm set / cleared line is an alarm_raised / alarm_cleared; with
     --management, every --sample-interval seconds each queue's depth and limits, and each AMQP
-    0.9.1 connection found blocked (alarm) or in flow (credit flow) as connection_blocked until
-    it runs again. The session goes on across restarts of the collector and of the node.
+    0.9.1 connection found blocked by an alarm as connection_blocked until it runs again. The
+    session goes on across restarts of the collector and of the node.
     """
     from collectors.rabbitmq import ManagementReader, RabbitMQCollector
 
@@ -772,6 +780,8 @@ def collect_rabbitmq(
         broker=broker,
         log_zone=zone,
         management=ManagementReader(management, user, password) if management else None,
+        node=node,
+        sampled_queues=frozenset(queue) if queue else None,
         sample_interval_s=sample_interval,
         flush_interval_s=flush_interval,
         new_session=new_session,

@@ -112,6 +112,7 @@ def queue_entities(queue_daily: DataFrame, episodes: DataFrame) -> DataFrame:
             F.sum("enqueued").alias("enqueued"),
             F.sum(lost).alias("lost"),
             F.max("max_depth_msgs").alias("max_depth_msgs"),
+            F.max("sample_interval_ms").alias("sample_interval_ms"),
         )
         .join(bounds, ["broker", "queue"], "left")
         .withColumnRenamed("queue", "entity")
@@ -146,6 +147,7 @@ def blocking_entities(blocking_daily: DataFrame) -> DataFrame:
             F.sum("blocked_s").alias("blocked_s"),
             F.sum("observed_s").alias("observed_s"),
             F.sum("episodes").alias("episodes"),
+            F.max("sample_interval_ms").alias("sample_interval_ms"),
         )
         .withColumn("share", _share("blocked_s", "observed_s"))
     )

@@ -120,6 +120,15 @@ def _table(
     )
 
 
+def sampled_mark(interval_ms: int | None) -> str:
+    """A mark on an entity whose figures rest on a collector's samples (DESIGN §6: approximate,
+    never silently exact), saying how often they were read."""
+    if interval_ms is None:
+        return ""
+    title = f"from samples read every {interval_ms / 1000:g} s: approximate"
+    return f' <span class="sampled" title="{html.escape(title)}">≈ sampled</span>'
+
+
 def _broker_attribute(row: dict[str, Any]) -> str:
     return f'data-broker="{html.escape(row["broker"])}"'
 
@@ -143,7 +152,7 @@ def entities_table(entities: Sequence[dict[str, Any]]) -> str:
         delay = row.get("completion_p95_us")
         return [
             text(row["broker"]),
-            text(row["entity"]),
+            text(row["entity"]) + sampled_mark(row.get("sample_interval_ms")),
             text(KIND_LABELS.get(row["kind"], row["kind"])),
             number(row.get("blocked_s")),
             "\u2013" if row.get("share") is None else f"{row['share']:.1%}",
@@ -398,6 +407,7 @@ _PAGE = r"""<!DOCTYPE html>
   h3 { font-size: 14px; margin: 12px 0 4px; }
   header label { display: inline-block; margin-top: 6px; }
   .muted { color: var(--muted); }
+  .sampled { color: var(--muted); font-size: 0.85em; white-space: nowrap; }
   .charts, .timeline-grid { display: flex; flex-wrap: wrap; gap: 10px; }
   .figure, .no-chart { background: #fff; border: 1px solid var(--line); border-radius: 4px; }
   .no-chart { box-sizing: border-box; width: 432px; align-self: flex-start; padding: 12px;

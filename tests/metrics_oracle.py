@@ -380,7 +380,8 @@ def queue_flow_daily(rows: list[Row], date_from: date, date_to: date) -> list[Ro
             sampled = [
                 int(_detail(e)["sample_interval_ms"])
                 for e in todays
-                if e["event_type"] == "queue_declared" and "sample_interval_ms" in _detail(e)
+                if e["event_type"] == "queue_declared"
+                and _detail(e).get("sample_interval_ms") is not None
             ]
             out.append(
                 {

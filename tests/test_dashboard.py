@@ -434,3 +434,18 @@ def test_a_threshold_never_on_has_no_line_and_no_legend_entry() -> None:
         "stop threshold",
         "resume threshold",
     ]
+
+
+def test_an_entity_on_samples_is_marked_approximate(tmp_path: Path) -> None:
+    """DESIGN §6: a collector's sampled figures are marked approximate on the page too."""
+    page = _page(
+        tmp_path,
+        entities=[
+            _queue("real-artemis", 5.4, name="orders", sample_interval_ms=30_000),
+            _queue("engine", 3.0, name="jobs"),
+        ],
+    )
+    rows = re.findall(r'<tr data-broker="([^"]+)"[^>]*>(.*?)</tr>', page.read_text())
+    marked = {broker: "\u2248 sampled" in cells for broker, cells in rows}
+    assert marked == {"real-artemis": True, "engine": False}
+    assert 'title="from samples read every 30 s: approximate"' in page.read_text()

@@ -263,6 +263,7 @@ def test_killed_before_a_commit_the_same_lines_get_the_same_seq(setup: Setup) ->
     setup.write(unblock("2026-11-27 10:00:04,000"))
     killed = setup.collector()
     killed.read_log()  # read, never committed: the process dies here
+    killed.close()  # (its lock goes with it)
     assert len(setup.rows()) == 1
     (setup.raw / "date=2026-11-27" / ".part-leftover.parquet.inprogress").write_bytes(b"cut")
     setup.collect()
@@ -535,7 +536,68 @@ def test_a_file_of_the_session_is_never_written_over(setup: Setup) -> None:
 
 
 def test_one_collector_at_a_time(setup: Setup) -> None:
+    """A second collector of the session is refused before it reads or removes anything: the
+    running one's commit in progress is left alone."""
     setup.write(block("2026-11-27 10:00:00,000"))
     running = setup.collector()
-    with running.writer.locked(), pytest.raises(CollectorStateError, match="another collector"):
+    in_progress = setup.raw / "date=2026-11-27" / ".part-running.parquet.inprogress"
+    in_progress.parent.mkdir(parents=True)
+    in_progress.write_bytes(b"being written")
+    with pytest.raises(CollectorStateError, match="another collector"):
         setup.collect()
+    assert in_progress.exists()
+    in_progress.unlink()
+    running.run(stop=lambda: True, once=True)
+    setup.collect()  # the session free again once the first one stopped
+    assert [r["event_type"] for r in setup.rows()] == ["flow_stopped"]
+
+
+def test_a_commit_cut_short_after_its_rename_is_not_written_again(setup: Setup) -> None:
+    setup.write(block("2026-11-27 10:00:00,000"))
+    collector = setup.collector()
+    collector.read_log()
+    checkpoint = collector.checkpoint()
+    pending = list(collector._pending)
+    collector.writer.commit(pending, checkpoint)  # renamed into place, then Ctrl-C ...
+    collector.flush()  # ... and the stop commits the same rows again: nothing new, no error
+    collector.close()
+    assert [r["seq"] for r in setup.rows()] == [0]
+
+
+def test_a_state_file_of_the_first_release_goes_on(setup: Setup) -> None:
+    setup.write(block("2026-11-27 10:00:00,000"))
+    first = setup.collect()
+    state = json.loads(setup.state.read_text())
+    state["version"], state["addresses"] = 1, state.pop("entities")
+    setup.state.write_text(json.dumps(state))
+    setup.write(unblock("2026-11-27 10:00:04,000"), block("2026-11-27 10:01:00,000"))
+    second = setup.collect()
+    assert second.state.run_id == first.state.run_id
+    assert [r["flow_stopped_count"] for r in setup.rows()] == [1, 1, 2]  # the count went on
+
+
+def test_a_new_log_on_the_inode_of_the_old_one_is_read_from_its_start(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log rotated away (deleted) and its inode given to the new log: the position's offset
+    is not the new file's."""
+    setup.write(other("2026-11-27 09:00:00,000"), block("2026-11-27 10:00:00,000"))
+    setup.collect()
+    stat = setup.log.stat()
+    setup.log.unlink()
+    setup.write(unblock("2026-11-28 00:00:05,000"), block("2026-11-28 00:10:00,000"))
+    # This filesystem may or may not reuse the inode: make it look reused, as ext4 often does.
+    real_identity = logtail._identity
+    monkeypatch.setattr(
+        logtail,
+        "_identity",
+        lambda s: (
+            (stat.st_dev, stat.st_ino) if s.st_ino == setup.log.stat().st_ino else real_identity(s)
+        ),
+    )
+    setup.collect()
+    assert [r["event_type"] for r in setup.rows()] == [
+        "flow_stopped",
+        "flow_resumed",
+        "flow_stopped",
+    ]

@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from collectors.base import REASON_BROKER_RESTARTED, REASON_BROKER_STOPPED
+from collectors.base import REASON_BROKER_RESTARTED, REASON_BROKER_STOPPED, SamplerRefused
 from collectors.rabbitmq import ManagementReader, ManagementSample, RabbitMQCollector
 from collectors.rabbitmq_log import ALARM_CLEARED, ALARM_SET, STARTING, STOPPED, parse_line
 
@@ -169,7 +169,7 @@ def _connections(**states: str) -> dict[str, dict[str, Any]]:
     return {name: {"state": state, "protocol": "AMQP 0-9-1"} for name, state in states.items()}
 
 
-def test_connections_held_by_an_alarm_or_credit_flow(setup: Setup) -> None:
+def test_connections_held_by_an_alarm(setup: Setup) -> None:
     samples = [
         ManagementSample(connections=_connections(pub="running", con="running")),
         ManagementSample(connections=_connections(pub="blocked", con="blocking")),
@@ -195,14 +195,180 @@ def test_connections_held_by_an_alarm_or_credit_flow(setup: Setup) -> None:
     ] == [
         (10, "connection_blocked", "pub", "alarm"),
         (30, "connection_unblocked", "pub", "alarm"),
-        (30, "connection_blocked", "slow", "credit_flow"),
-        (40, "connection_blocked", "slow", "alarm"),  # an alarm joins credit flow
+        # credit flow ("flow") is not a block a sample can time; "blocking" holds no publish
+        (40, "connection_blocked", "slow", "alarm"),
         (50, "connection_unblocked", "slow", "closed"),  # gone from the sample
     ]
     assert json.loads(rows[-1]["detail"])["held_by"] == "alarm"
     assert {r["protocol"] for r in rows} == {"amqp-0-9-1"}
     detail = json.loads(rows[0]["detail"])
     assert (detail["origin"], detail["sample_interval_ms"]) == ("rabbitmq-management", 10_000)
+
+
+def test_the_alarm_clearing_unblocks_its_connections_at_its_line(setup: Setup) -> None:
+    setup.write(alarm("2026-11-27 10:00:00.000000"))
+    now = [datetime(2026, 11, 27, 10, 0, 30, tzinfo=UTC)]
+    blocked = ManagementSample(connections=_connections(pub="blocked"))
+    running = ManagementSample(connections=_connections(pub="running"))
+    collector = setup.collector(management=FakeManagement([blocked, running]), clock=lambda: now[0])
+    collector.read_log()
+    collector.sample()
+    setup.write(alarm("2026-11-27 10:05:00.000000", what="cleared"))
+    now[0] = datetime(2026, 11, 27, 10, 5, 30, tzinfo=UTC)
+    collector.read_log()
+    collector.sample()
+    collector.flush()
+    assert [(r["event_type"], r["ts"].strftime("%H:%M:%S")) for r in setup.rows()] == [
+        ("alarm_raised", "10:00:00"),
+        ("connection_blocked", "10:00:30"),
+        ("alarm_cleared", "10:05:00"),
+        ("connection_unblocked", "10:05:00"),  # the clear line's time, not the next sample's
+    ]
+
+
+def test_another_nodes_alarms_and_entities_are_its_own_collectors(tmp_path: Path) -> None:
+    """rabbit@a.log holds node b's alarm lines too, and the API answers for the cluster."""
+    log = tmp_path / "rabbit@a.log"
+    log.write_text(
+        "2026-11-27 10:00:00+00:00 [warning] <0.1.0> memory resource limit alarm set on node "
+        "rabbit@b.\n"
+        "2026-11-27 10:00:01+00:00 [warning] <0.1.0> memory resource limit alarm set on node "
+        "rabbit@a.\n"
+        "2026-11-27 10:00:02+00:00 [warning] <0.1.0> memory resource limit alarm cleared for "
+        "dead node rabbit@b\n"
+    )
+    sample = ManagementSample(
+        queues={
+            "qa": {"messages": 1, "message_bytes": 10, "arguments": {}, "type": "classic",
+                   "vhost": "/", "node": "rabbit@a"},
+            "qb": {"messages": 2, "message_bytes": 20, "arguments": {}, "type": "classic",
+                   "vhost": "/", "node": "rabbit@b"},
+        },
+        connections={
+            "ca": {"state": "blocked", "protocol": "AMQP 0-9-1", "node": "rabbit@a"},
+            "cb": {"state": "blocked", "protocol": "AMQP 0-9-1", "node": "rabbit@b"},
+        },
+    )  # fmt: skip
+    collector = RabbitMQCollector(
+        log_path=log,
+        raw_dir=tmp_path / "raw",
+        state_path=tmp_path / "state.json",
+        broker="cluster-a",
+        management=FakeManagement([sample]),
+        clock=lambda: datetime(2026, 11, 27, 10, 0, 5, tzinfo=UTC),
+    )
+    assert collector.node_name == "rabbit@a"
+    collector.run(stop=lambda: True, once=True)
+    files = sorted((tmp_path / "raw").glob("date=*/*.parquet"))
+    rows = sorted((r for p in files for r in pq.read_table(p).to_pylist()), key=lambda r: r["seq"])
+    assert [(r["event_type"], r["queue"] or r["connection"]) for r in rows] == [
+        ("alarm_raised", None),
+        ("connection_blocked", "ca"),
+        ("queue_declared", "qa"),
+    ]
+    assert json.loads(rows[0]["detail"])["node"] == "rabbit@a"
+
+
+def test_a_crash_ends_at_the_line_before_the_boot(setup: Setup) -> None:
+    boot = "[notice] <0.44.0> Logging: configured log handlers are now ACTIVE"
+    setup.write(
+        alarm("2026-11-27 10:00:00.000000"),
+        other("2026-11-27 10:01:00.000000"),
+        f"2026-11-27 10:40:00.000000+00:00 {boot}\n",  # 40 minutes down, then the boot
+        "2026-11-27 10:40:00.100000+00:00 [info] <0.222.0> ra: starting system quorum_queues\n",
+        starting("2026-11-27 10:40:01.000000"),
+    )
+    setup.collect()
+    rows = setup.rows()
+    assert [(r["event_type"], r["ts"].strftime("%H:%M")) for r in rows] == [
+        ("alarm_raised", "10:00"),
+        ("alarm_cleared", "10:01"),
+    ]
+
+
+def test_a_management_api_that_refuses_stops_the_collector(tmp_path: Path) -> None:
+    import http.server
+    import threading
+
+    class Refuse(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(401)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Refuse)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        reader = ManagementReader(f"http://127.0.0.1:{server.server_port}", "guest", "wrong")
+        collector = RabbitMQCollector(
+            log_path=tmp_path / "rabbit@a.log",
+            raw_dir=tmp_path / "raw",
+            state_path=tmp_path / "state.json",
+            broker="r",
+            management=reader,
+        )
+        with pytest.raises(SamplerRefused, match="HTTP 401"):
+            collector.run(stop=lambda: False)
+    finally:
+        server.shutdown()
+
+
+def _serve(answers: dict[str, Any]) -> Any:
+    """A management API on a loopback port answering ``answers[path]`` (401 for others)."""
+    import http.server
+    import threading
+
+    class Api(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?")[0]
+            if path not in answers:
+                self.send_response(401)
+                self.end_headers()
+                return
+            body = json.dumps(answers[path]).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Api)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_the_management_api_read_a_policy_limit_is_the_queues_limit() -> None:
+    server = _serve(
+        {
+            "/api/queues": [
+                {"name": "orders", "vhost": "/", "node": "rabbit@a", "messages": 5,
+                 "message_bytes": 50, "arguments": {}, "type": "quorum",
+                 "effective_policy_definition": {"max-length": 100, "overflow": "reject-publish"}},
+                {"name": "audit", "vhost": "shop", "node": "rabbit@a", "messages": 0,
+                 "message_bytes": 0, "arguments": {"x-max-length": 7}, "type": "classic",
+                 "effective_policy_definition": {"max-length": 100}},
+            ],
+            "/api/connections": [
+                {"name": "127.0.0.1:5 -> 127.0.0.1:5672", "node": "rabbit@a", "state": "blocked",
+                 "protocol": "AMQP 0-9-1", "user_provided_name": "publisher"},
+            ],
+        }
+    )  # fmt: skip
+    try:
+        sample = ManagementReader(f"http://127.0.0.1:{server.server_port}", "u", "p").read()
+    finally:
+        server.shutdown()
+    assert sample.queues["orders"]["arguments"] == {
+        "x-max-length": 100,
+        "x-overflow": "reject-publish",
+    }
+    assert sample.queues["shop/audit"]["arguments"] == {"x-max-length": 7}  # its own argument
+    (connection,) = sample.connections.values()
+    assert (connection["state"], connection["client_name"]) == ("blocked", "publisher")
 
 
 def test_a_blocked_connection_that_is_gone_is_unblocked(setup: Setup) -> None:
