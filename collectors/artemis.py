@@ -167,8 +167,6 @@ class JolokiaReader:
 class ArtemisCollector(LogCollector):
     """Reads an Artemis log (and optionally samples Jolokia) into one collector session."""
 
-    origin_log = ORIGIN_LOG
-
     def __init__(
         self,
         *,

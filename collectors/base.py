@@ -129,9 +129,6 @@ class SessionState:
 class LogCollector(ABC):
     """One collector session over a broker's log, and optionally a sampler (see the module)."""
 
-    #: What ``detail.origin`` says of the rows a line writes.
-    origin_log: str = "log"
-
     def __init__(
         self,
         *,

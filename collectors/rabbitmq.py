@@ -164,8 +164,6 @@ class RabbitMQCollector(LogCollector):
     """Reads a RabbitMQ node's log (and optionally samples its management API) into one
     collector session."""
 
-    origin_log = ORIGIN_RABBITMQ_LOG
-
     def __init__(
         self,
         *,

@@ -27,6 +27,7 @@ from collectors.artemis import (
 from collectors.artemis_log import BLOCKING, STARTING, UNBLOCKING, parse_line
 from collectors.session import CHECKPOINT_KEY, CollectorStateError, SessionWriter
 from schemas.broker_events import BROKER_EVENTS
+from tests.collectors.session_setup import CollectorSetup
 
 WARN = "WARN  [org.apache.activemq.artemis.core.server]"
 INFO = "INFO  [org.apache.activemq.artemis.core.server]"
@@ -68,38 +69,17 @@ def other(ts: str) -> str:
     return f"{ts} {WARN} AMQ222061: Client connection failed, clearing up resources\n"
 
 
-class Setup:
-    def __init__(self, tmp_path: Path) -> None:
-        self.log = tmp_path / "log" / "artemis.log"
-        self.log.parent.mkdir()
-        self.raw = tmp_path / "raw"
-        self.state = tmp_path / "state" / "artemis.json"
+Setup = CollectorSetup[ArtemisCollector]
 
-    def write(self, *lines: str) -> None:
-        with self.log.open("a") as handle:
-            handle.write("".join(lines))
 
-    def collector(self, **kwargs: Any) -> ArtemisCollector:
-        kwargs.setdefault("log_zone", UTC)
-        kwargs.setdefault("clock", lambda: datetime(2026, 11, 27, 12, tzinfo=UTC))
-        return ArtemisCollector(
-            log_path=self.log, raw_dir=self.raw, state_path=self.state, broker="artemis-1", **kwargs
-        )
-
-    def collect(self, **kwargs: Any) -> ArtemisCollector:
-        collector = self.collector(**kwargs)
-        collector.run(stop=lambda: True, once=True)
-        return collector
-
-    def rows(self) -> list[dict[str, Any]]:
-        files = sorted(self.raw.glob("date=*/*.parquet"))
-        rows = [row for path in files for row in pq.read_table(path).to_pylist()]
-        return sorted(rows, key=lambda row: row["seq"])
+def _artemis(**options: Any) -> ArtemisCollector:
+    options.setdefault("log_zone", UTC)
+    return ArtemisCollector(broker="artemis-1", **options)
 
 
 @pytest.fixture
 def setup(tmp_path: Path) -> Setup:
-    return Setup(tmp_path)
+    return CollectorSetup(tmp_path, "artemis.log", _artemis)
 
 
 def _ts(text: str) -> datetime:

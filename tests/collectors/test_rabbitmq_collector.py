@@ -10,12 +10,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
 
 from collectors.base import REASON_BROKER_RESTARTED, REASON_BROKER_STOPPED, SamplerRefused
 from collectors.rabbitmq import ManagementReader, ManagementSample, RabbitMQCollector
 from collectors.rabbitmq_log import ALARM_CLEARED, ALARM_SET, STARTING, STOPPED, parse_line
+from tests.collectors.session_setup import CollectorSetup, committed_rows
 
 NODE = "rabbit@localhost"
 
@@ -61,36 +61,16 @@ class FakeManagement(ManagementReader):
         return self.samples.pop(0)
 
 
-class Setup:
-    def __init__(self, tmp_path: Path) -> None:
-        self.log = tmp_path / "rabbit@localhost.log"
-        self.raw = tmp_path / "raw"
-        self.state = tmp_path / "state.json"
+Setup = CollectorSetup[RabbitMQCollector]
 
-    def write(self, *lines: str) -> None:
-        with self.log.open("a") as handle:
-            handle.write("".join(lines))
 
-    def collector(self, **kwargs: Any) -> RabbitMQCollector:
-        kwargs.setdefault("clock", lambda: datetime(2026, 11, 27, 12, tzinfo=UTC))
-        return RabbitMQCollector(
-            log_path=self.log, raw_dir=self.raw, state_path=self.state, broker="rabbit-1", **kwargs
-        )
-
-    def collect(self, **kwargs: Any) -> RabbitMQCollector:
-        collector = self.collector(**kwargs)
-        collector.run(stop=lambda: True, once=True)
-        return collector
-
-    def rows(self) -> list[dict[str, Any]]:
-        files = sorted(self.raw.glob("date=*/*.parquet"))
-        rows = [row for path in files for row in pq.read_table(path).to_pylist()]
-        return sorted(rows, key=lambda row: row["seq"])
+def _rabbitmq(**options: Any) -> RabbitMQCollector:
+    return RabbitMQCollector(broker="rabbit-1", **options)
 
 
 @pytest.fixture
 def setup(tmp_path: Path) -> Setup:
-    return Setup(tmp_path)
+    return CollectorSetup(tmp_path, "rabbit@localhost.log", _rabbitmq)
 
 
 def test_the_lines_of_rabbitmq_3_10() -> None:
@@ -259,8 +239,7 @@ def test_another_nodes_alarms_and_entities_are_its_own_collectors(tmp_path: Path
     )
     assert collector.node_name == "rabbit@a"
     collector.run(stop=lambda: True, once=True)
-    files = sorted((tmp_path / "raw").glob("date=*/*.parquet"))
-    rows = sorted((r for p in files for r in pq.read_table(p).to_pylist()), key=lambda r: r["seq"])
+    rows = committed_rows(tmp_path / "raw")
     assert [(r["event_type"], r["queue"] or r["connection"]) for r in rows] == [
         ("alarm_raised", None),
         ("connection_blocked", "ca"),

@@ -10,14 +10,10 @@ from __future__ import annotations
 import itertools
 import json
 import subprocess
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
 
 from collectors.artemis import (
@@ -36,13 +32,14 @@ from conformance.brokers import (
     ArtemisBroker,
     BrokerUnavailable,
 )
+from tests.collectors.session_setup import committed_rows
+from tests.realbrokers.collecting import collecting, until
 
 pytestmark = pytest.mark.realbroker
 
 ADDRESS = "collected"
 MAX_SIZE = 100_000
 MESSAGE_BYTES = 1000
-WAIT_S = 30.0
 
 
 @pytest.fixture
@@ -102,39 +99,9 @@ def _drain(broker: ArtemisBroker, count: int) -> None:
     assert done.returncode == 0, done.stdout[-500:] + done.stderr[-500:]
 
 
-@contextmanager
-def _collecting(make: Callable[[], ArtemisCollector]) -> Iterator[ArtemisCollector]:
-    """A collector polling in a thread until the block ends, then committing and returning."""
-    collector = make()
-    stop = threading.Event()
-    worker = threading.Thread(target=lambda: collector.run(stop=stop.is_set), daemon=True)
-    worker.start()
-    try:
-        yield collector
-    finally:
-        stop.set()
-        worker.join(timeout=30)
-        assert not worker.is_alive()
-
-
-def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {WAIT_S:.0f} s: {what}"
-        time.sleep(0.1)
-
-
 def _blocked(collector: ArtemisCollector) -> bool:
     address = collector.addresses.get(ADDRESS)
     return address is not None and address.blocked
-
-
-def _rows(raw: Path) -> list[dict[str, Any]]:
-    files = sorted(raw.glob("date=*/*.parquet"))
-    return sorted(
-        (row for path in files for row in pq.read_table(path).to_pylist()),
-        key=lambda row: row["seq"],
-    )
 
 
 def test_a_real_artemis_blocks_collected_across_restarts(
@@ -157,25 +124,25 @@ def test_a_real_artemis_blocks_collected_across_restarts(
             flush_interval_s=0.2,
         )
 
-    with _collecting(make) as first:
+    with collecting(make) as first:
         _fill(broker)
-        _until(lambda: _blocked(first), "the first block line")
+        until(lambda: _blocked(first), "the first block line")
         _drain(broker, 60)
-        _until(lambda: not _blocked(first), "the unblock line")
-    with _collecting(make) as second:  # the collector restarted: the same run goes on
+        until(lambda: not _blocked(first), "the unblock line")
+    with collecting(make) as second:  # the collector restarted: the same run goes on
         assert second.resumed and second.state.run_id == first.state.run_id
         _fill(broker)
-        _until(lambda: _blocked(second), "the second block line")
+        until(lambda: _blocked(second), "the second block line")
         time.sleep(1.0)  # a few samples while blocked
         broker.restart_process()
-        _until(lambda: not _blocked(second), "the broker's stop line")
+        until(lambda: not _blocked(second), "the broker's stop line")
         _fill(broker)
-        _until(lambda: _blocked(second), "the third block line")
+        until(lambda: _blocked(second), "the third block line")
         broker.restart_process(crash=True)
-        _until(lambda: not _blocked(second), "the start after the crash")
+        until(lambda: not _blocked(second), "the start after the crash")
         time.sleep(0.5)
 
-    rows = _rows(raw)
+    rows = committed_rows(raw)
     assert [r["seq"] for r in rows] == list(range(len(rows)))  # none lost, none repeated
     assert {r["run_id"] for r in rows} == {first.state.run_id}
     assert all(a["ts"] <= b["ts"] for a, b in itertools.pairwise(rows))

@@ -9,26 +9,24 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
 
 from collectors.base import REASON_BROKER_RESTARTED
 from collectors.rabbitmq import ManagementReader, RabbitMQCollector
 from conformance.brokers import LOOPBACK, BrokerUnavailable, RabbitBroker
+from tests.collectors.session_setup import committed_rows
+from tests.realbrokers.collecting import collecting, until
 
 pytestmark = pytest.mark.realbroker
 
 pika = pytest.importorskip("pika")
 
 QUEUE = "collected"
-WAIT_S = 40.0
 TINY_WATERMARK = "0.00001"
 
 
@@ -46,38 +44,11 @@ def node() -> Iterator[RabbitBroker]:
         broker.stop()
 
 
-@contextmanager
-def _collecting(make: Callable[[], RabbitMQCollector]) -> Iterator[RabbitMQCollector]:
-    collector = make()
-    stop = threading.Event()
-    worker = threading.Thread(target=lambda: collector.run(stop=stop.is_set), daemon=True)
-    worker.start()
-    try:
-        yield collector
-    finally:
-        stop.set()
-        worker.join(timeout=30)
-        assert not worker.is_alive()
-
-
-def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {WAIT_S:.0f} s: {what}"
-        time.sleep(0.1)
-
-
 def _connect(node: RabbitBroker, name: str) -> Any:
     parameters = pika.ConnectionParameters(
         host=LOOPBACK, port=node.port, client_properties={"connection_name": name}
     )
     return pika.BlockingConnection(parameters)
-
-
-def _rows(raw: Path) -> list[dict[str, Any]]:
-    files = sorted(raw.glob("date=*/*.parquet"))
-    rows = [row for path in files for row in pq.read_table(path).to_pylist()]
-    return sorted(rows, key=lambda row: row["seq"])
 
 
 def _alarm_set(collector: RabbitMQCollector) -> bool:
@@ -87,7 +58,7 @@ def _alarm_set(collector: RabbitMQCollector) -> bool:
 def test_a_real_rabbitmq_alarm_and_blocked_connection(node: RabbitBroker, tmp_path: Path) -> None:
     raw, state = tmp_path / "raw", tmp_path / "state.json"
     management = ManagementReader(node.management_url, "guest", "guest")
-    _until(lambda: _answers(management), "the management API")
+    until(lambda: _answers(management), "the management API")
 
     def make() -> RabbitMQCollector:
         return RabbitMQCollector(
@@ -104,23 +75,23 @@ def test_a_real_rabbitmq_alarm_and_blocked_connection(node: RabbitBroker, tmp_pa
     channel = publisher.channel()
     channel.queue_declare(QUEUE, arguments={"x-max-length": 1000, "x-overflow": "reject-publish"})
     consumer.channel().basic_consume(QUEUE, lambda *args: None, auto_ack=True)
-    with _collecting(make) as first:
+    with collecting(make) as first:
         node.ctl_ok("set_vm_memory_high_watermark", TINY_WATERMARK)
-        _until(lambda: _alarm_set(first), "the alarm line")
+        until(lambda: _alarm_set(first), "the alarm line")
         channel.basic_publish("", QUEUE, b"held")  # the node stops reading this connection
-        _until(lambda: bool(first.node.blocked), "the publisher blocked")
+        until(lambda: bool(first.node.blocked), "the publisher blocked")
         node.ctl_ok("set_vm_memory_high_watermark", "0.4")
-        _until(lambda: not _alarm_set(first), "the alarm cleared")
-        _until(lambda: not first.node.blocked, "the publisher running again")
-    with _collecting(make) as second:
+        until(lambda: not _alarm_set(first), "the alarm cleared")
+        until(lambda: not first.node.blocked, "the publisher running again")
+    with collecting(make) as second:
         assert second.resumed and second.state.run_id == first.state.run_id
         node.ctl_ok("set_vm_memory_high_watermark", TINY_WATERMARK)
-        _until(lambda: _alarm_set(second), "the second alarm line")
+        until(lambda: _alarm_set(second), "the second alarm line")
         node.restart_process(crash=True)
-        _until(lambda: not _alarm_set(second), "the start after the crash")
+        until(lambda: not _alarm_set(second), "the start after the crash")
         time.sleep(1.0)
 
-    rows = _rows(raw)
+    rows = committed_rows(raw)
     assert [r["seq"] for r in rows] == list(range(len(rows)))  # none lost, none repeated
     assert {r["run_id"] for r in rows} == {first.state.run_id}
     assert all(a["ts"] <= b["ts"] for a, b in itertools.pairwise(rows))
