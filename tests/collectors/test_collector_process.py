@@ -1,0 +1,70 @@
+"""``flowctl collect artemis`` as the long-running process it is: SIGTERM commits what is
+pending and exits 0; SIGKILL loses nothing committed, and the next start reads the lines after
+its checkpoint again with the same ``seq``, so the event log has every block line once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.collectors.session_setup import committed_rows
+from tests.collectors.test_artemis_collector import block, unblock
+
+FLOWCTL = [sys.executable, "-m", "flowctl.cli"]
+
+
+def _start(log: Path, raw: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*FLOWCTL, "collect", "artemis", "--log", str(log), "--raw", str(raw),
+         "--log-timezone", "UTC", "--flush-interval", "0.2", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+
+
+def _wait_for_rows(raw: Path, count: int, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while len(committed_rows(raw)) < count:
+        assert time.monotonic() < deadline, f"{count} rows not committed in {timeout_s:.0f} s"
+        time.sleep(0.1)
+
+
+def test_sigterm_commits_and_sigkill_loses_nothing(tmp_path: Path) -> None:
+    log, raw = tmp_path / "artemis.log", tmp_path / "raw"
+    log.write_text(block("2026-11-27 10:00:00,000"))
+    first = _start(log, raw)
+    _wait_for_rows(raw, 1)
+    with log.open("a") as handle:
+        handle.write(unblock("2026-11-27 10:00:04,000"))
+    _wait_for_rows(raw, 2)
+    first.send_signal(signal.SIGTERM)
+    output, _ = first.communicate(timeout=30)
+    assert first.returncode == 0, output
+    assert "committed 2 events in 2 files" in output
+
+    second = _start(log, raw, "--flush-interval", "3600")  # nothing committed before the kill
+    time.sleep(2.0)
+    with log.open("a") as handle:
+        handle.write(block("2026-11-27 10:01:00,000"))
+    time.sleep(1.0)
+    second.kill()
+    second.communicate(timeout=30)
+    assert len(committed_rows(raw)) == 2  # the block was read, never committed
+
+    third = _start(log, raw, "--once")
+    output, _ = third.communicate(timeout=60)
+    assert third.returncode == 0, output
+    assert "(going on at seq 2)" in output
+    rows = committed_rows(raw)
+    assert [(r["seq"], r["event_type"]) for r in rows] == [
+        (0, "flow_stopped"),
+        (1, "flow_resumed"),
+        (2, "flow_stopped"),
+    ]
+    assert len({r["run_id"] for r in rows}) == 1
