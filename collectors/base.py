@@ -51,6 +51,10 @@ class SamplerRefused(FlowctlError):
     """The broker's HTTP API answered, and refused (a wrong user or password, a wrong URL):
     waiting will not help, so the collector stops and says why."""
 
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
 
 def http_json(request: urllib.request.Request, timeout_s: float, what: str) -> Any:
     """The JSON an HTTP API answers; :class:`SamplerRefused` for a 4xx answer."""
@@ -61,7 +65,8 @@ def http_json(request: urllib.request.Request, timeout_s: float, what: str) -> A
         if 400 <= error.code < 500:
             raise SamplerRefused(
                 f"{what} {request.full_url}: HTTP {error.code} {error.reason} (the user, the "
-                "password, or the API's address?)"
+                "password, or the API's address?)",
+                error.code,
             ) from None
         raise
 
@@ -165,6 +170,7 @@ class LogCollector(ABC):
         self._next_sample = 0.0
         self._held_samples: list[tuple[datetime, Any]] = []
         self._sample_failing = False
+        self._sampled_once = False  # a 404 after an answer is a broker restarting, not an error
 
     def _start_session(
         self,
@@ -289,16 +295,24 @@ class LogCollector(ABC):
             return False
         try:
             observed = self.sampler()
-        except SamplerRefused:
-            raise
+        except SamplerRefused as refused:
+            # A 404 from an API that answered before is a broker still starting its web
+            # server; a refusal from the start is a wrong address, a user or password always.
+            if refused.code != 404 or not self._sampled_once:
+                raise
+            return self._sampling_waits(refused)
         except SAMPLER_ERRORS as error:
-            if not self._sample_failing:
-                log.warning("%s does not answer (%s): sampling waits", self.sampler_name, error)
-            self._sample_failing = True
-            return False
+            return self._sampling_waits(error)
         self._sample_failing = False
+        self._sampled_once = True
         self._held_samples.append((self.clock(), observed))
         return True
+
+    def _sampling_waits(self, error: Exception) -> bool:
+        if not self._sample_failing:
+            log.warning("%s does not answer (%s): sampling waits", self.sampler_name, error)
+        self._sample_failing = True
+        return False
 
     def _release_samples(self, until: datetime | None) -> None:
         """Write the samples taken up to ``until`` (None: all), with the state the lines

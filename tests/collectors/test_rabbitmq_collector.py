@@ -53,12 +53,15 @@ def _ts(text: str) -> datetime:
 
 
 class FakeManagement(ManagementReader):
-    def __init__(self, samples: list[ManagementSample]) -> None:
+    def __init__(self, samples: list[ManagementSample | Exception]) -> None:
         super().__init__("http://127.0.0.1:1", "u", "p")
         self.samples = samples
 
     def read(self) -> ManagementSample:
-        return self.samples.pop(0)
+        sample = self.samples.pop(0)
+        if isinstance(sample, Exception):
+            raise sample
+        return sample
 
 
 Setup = CollectorSetup[RabbitMQCollector]
@@ -393,3 +396,30 @@ def test_a_queue_sample_with_its_limits(setup: Setup) -> None:
     assert (orders["max_count"], orders["max_size"], orders["flow_stopped"]) == (20_000, 0, False)
     assert json.loads(orders["detail"])["policy"] == "reject"
     assert audit["queue"] == "shop/audit" and "policy" not in json.loads(audit["detail"])
+
+
+def test_a_404_after_an_answer_is_a_node_restarting_a_401_is_not(setup: Setup) -> None:
+    answered = ManagementSample(connections=_connections(pub="running"))
+    restarting = SamplerRefused("management API: HTTP 404", 404)
+    collector = setup.collector(
+        management=FakeManagement(
+            [answered, restarting, answered, SamplerRefused("management API: HTTP 401", 401)]
+        )
+    )
+    assert collector.sample() is True
+    assert collector.sample() is False  # its web server not up yet: sampling waits
+    assert collector.sample() is True
+    with pytest.raises(SamplerRefused, match="401"):
+        collector.sample()
+
+
+def test_a_404_from_the_start_is_a_wrong_address(tmp_path: Path) -> None:
+    collector = RabbitMQCollector(
+        log_path=tmp_path / "rabbit@a.log",
+        raw_dir=tmp_path / "raw",
+        state_path=tmp_path / "state.json",
+        broker="r",
+        management=FakeManagement([SamplerRefused("management API: HTTP 404", 404)]),
+    )
+    with pytest.raises(SamplerRefused, match="404"):
+        collector.sample()
