@@ -288,11 +288,15 @@ class RabbitMQCollector(LogCollector):
             if not protocol.startswith("AMQP 0-9-1") or not self._on_this_node(connection):
                 continue
             reason = BLOCKING_STATES.get(str(connection.get("state")))
+            if reason == "alarm" and not any(self.node.alarms.values()):
+                # The API's statistics lag (up to collect_statistics_interval): a connection it
+                # still shows blocked after the log's clear line is not held any more.
+                reason = None
             was = self.node.blocked.get(name)
             if reason == was:
                 continue
-            if reason is not None:  # blocked, or held for another reason (credit flow, then
-                self.node.blocked[name] = reason  # an alarm): logged again, as the engine does
+            if reason is not None:
+                self.node.blocked[name] = reason
                 self._connection_row(taken, name, reason, **sampled, **_client(connection))
             else:
                 del self.node.blocked[name]

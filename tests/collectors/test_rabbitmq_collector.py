@@ -164,14 +164,16 @@ def test_connections_held_by_an_alarm(setup: Setup) -> None:
     samples[0].connections["stomp"] = {"state": "blocked", "protocol": "STOMP 1.2"}
     times = iter(datetime(2026, 11, 27, 10, 0, n, tzinfo=UTC) for n in range(0, 60, 10))
     now = [datetime(2026, 11, 27, 10, tzinfo=UTC)]
+    setup.write(alarm("2026-11-27 09:59:00.000000"))  # the node's memory alarm, set
     collector = setup.collector(
         management=FakeManagement(samples), sample_interval_s=10.0, clock=lambda: now[0]
     )
+    collector.read_log()
     for _ in range(6):
         now[0] = next(times)
         collector.sample()
     collector.flush()
-    rows = [r for r in setup.rows() if r["event_type"] != "queue_declared"]
+    rows = [r for r in setup.rows() if r["event_type"].startswith("connection_")]
     assert [
         (r["ts"].second, r["event_type"], r["connection"], json.loads(r["detail"])["reason"])
         for r in rows
@@ -206,6 +208,27 @@ def test_the_alarm_clearing_unblocks_its_connections_at_its_line(setup: Setup) -
         ("connection_blocked", "10:00:30"),
         ("alarm_cleared", "10:05:00"),
         ("connection_unblocked", "10:05:00"),  # the clear line's time, not the next sample's
+    ]
+
+
+def test_a_block_the_api_still_shows_after_the_clear_line_is_stale(setup: Setup) -> None:
+    """The API's statistics lag the log: blocked in a sample taken after the alarm cleared."""
+    setup.write(alarm("2026-11-27 10:00:00.000000"))
+    now = [datetime(2026, 11, 27, 10, 0, 30, tzinfo=UTC)]
+    blocked = ManagementSample(connections=_connections(pub="blocked"))
+    collector = setup.collector(management=FakeManagement([blocked, blocked]), clock=lambda: now[0])
+    collector.read_log()
+    collector.sample()
+    setup.write(alarm("2026-11-27 10:05:00.000000", what="cleared"))
+    now[0] = datetime(2026, 11, 27, 10, 5, 2, tzinfo=UTC)
+    collector.read_log()
+    collector.sample()
+    collector.flush()
+    assert [r["event_type"] for r in setup.rows()] == [
+        "alarm_raised",
+        "connection_blocked",
+        "alarm_cleared",
+        "connection_unblocked",
     ]
 
 
@@ -358,11 +381,13 @@ def test_a_blocked_connection_that_is_gone_is_unblocked(setup: Setup) -> None:
         ManagementSample(connections=_connections(pub="blocked")),
         ManagementSample(connections={}),
     ]
+    setup.write(alarm("2026-11-27 09:59:00.000000"))
     collector = setup.collector(management=FakeManagement(samples))
+    collector.read_log()
     collector.sample()
     collector.sample()
     collector.flush()
-    rows = setup.rows()
+    rows = setup.rows()[1:]  # after the alarm
     assert [r["event_type"] for r in rows] == ["connection_blocked", "connection_unblocked"]
     assert json.loads(rows[1]["detail"])["reason"] == "closed"
 
