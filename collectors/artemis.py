@@ -53,19 +53,8 @@ from schemas.broker_events import ORIGIN_ARTEMIS_LOG, ORIGIN_JOLOKIA
 
 log = logging.getLogger("flowctl.collect")
 
-ORIGIN_LOG = ORIGIN_ARTEMIS_LOG
 #: The broker's own addresses (notifications, management): not sampled.
 BROKER_OWN_PREFIX = "activemq."
-
-__all__ = [
-    "ORIGIN_JOLOKIA",
-    "ORIGIN_LOG",
-    "REASON_BROKER_RESTARTED",
-    "REASON_BROKER_STOPPED",
-    "AddressState",
-    "ArtemisCollector",
-    "JolokiaReader",
-]
 
 
 @dataclass
@@ -258,7 +247,7 @@ class ArtemisCollector(LogCollector):
                     name,
                     depth_msgs=None,
                     depth_bytes=None,
-                    extra={"origin": ORIGIN_LOG, "reason": reason},
+                    extra={"origin": ORIGIN_ARTEMIS_LOG, "reason": reason},
                 )
 
     def on_line(self, line: LogLine) -> None:
@@ -287,7 +276,7 @@ class ArtemisCollector(LogCollector):
                 line.address,
                 depth_msgs=line.messages,
                 depth_bytes=line.size_bytes,
-                extra={"origin": ORIGIN_LOG, "log_code": line.code},
+                extra={"origin": ORIGIN_ARTEMIS_LOG, "log_code": line.code},
             )
 
     # -- samples ------------------------------------------------------------------------------

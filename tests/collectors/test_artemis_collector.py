@@ -17,16 +17,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from collectors import logtail
-from collectors.artemis import (
-    ORIGIN_JOLOKIA,
-    REASON_BROKER_RESTARTED,
-    REASON_BROKER_STOPPED,
-    ArtemisCollector,
-    JolokiaReader,
-)
+from collectors.artemis import ArtemisCollector, JolokiaReader
 from collectors.artemis_log import BLOCKING, STARTING, UNBLOCKING, parse_line
+from collectors.base import REASON_BROKER_RESTARTED, REASON_BROKER_STOPPED
 from collectors.session import CHECKPOINT_KEY, CollectorStateError, SessionWriter
-from schemas.broker_events import BROKER_EVENTS
+from schemas.broker_events import BROKER_EVENTS, ORIGIN_JOLOKIA
 from tests.collectors.session_setup import CollectorSetup
 
 WARN = "WARN  [org.apache.activemq.artemis.core.server]"

@@ -16,15 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from collectors.artemis import (
-    ORIGIN_JOLOKIA,
-    ORIGIN_LOG,
-    REASON_BROKER_RESTARTED,
-    REASON_BROKER_STOPPED,
-    ArtemisCollector,
-    JolokiaReader,
-)
+from collectors.artemis import ArtemisCollector, JolokiaReader
 from collectors.artemis_log import BLOCKING, BOOTSTRAP, UNBLOCKING
+from collectors.base import REASON_BROKER_RESTARTED, REASON_BROKER_STOPPED
 from conformance.brokers import (
     ARTEMIS_USER,
     LOOPBACK,
@@ -32,6 +26,7 @@ from conformance.brokers import (
     ArtemisBroker,
     BrokerUnavailable,
 )
+from schemas.broker_events import ORIGIN_ARTEMIS_LOG, ORIGIN_JOLOKIA
 from tests.collectors.session_setup import committed_rows
 from tests.realbrokers.collecting import collecting, until
 
@@ -164,7 +159,7 @@ def test_a_real_artemis_blocks_collected_across_restarts(
         BLOCKING,
         REASON_BROKER_RESTARTED,
     ]
-    assert all(d["origin"] == ORIGIN_LOG for d in details)
+    assert all(d["origin"] == ORIGIN_ARTEMIS_LOG for d in details)
     # The broker's own figures: it blocks past max-size-bytes and unblocks below it.
     stops = [r for r in flow if r["event_type"] == "flow_stopped"]
     assert all(r["depth_bytes"] >= MAX_SIZE and r["flow_stop_size"] == MAX_SIZE for r in stops)
