@@ -155,7 +155,8 @@ def follow(path: Path, position: LogPosition | None) -> Iterator[tuple[str, LogP
                 )
                 offset = 0
             for line, after in _lines_from(path, offset, live):
-                yield line, LogPosition(*live, after, head or file_head(path))
+                head = head or file_head(path)  # once its first line is whole
+                yield line, LogPosition(*live, after, head)
             return
         rolled = _rolled_files(path)
         current = next(
