@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from collectors.logtail import LogPosition, follow
 from collectors.session import STATE_VERSION, CollectorStateError, SessionWriter
-from flowctl_core.errors import FlowctlError
+from flowctl_core.errors import ConfigurationError
 from schemas.broker_events import BROKER_EVENTS
 
 log = logging.getLogger("flowctl.collect")
@@ -47,9 +47,10 @@ REASON_BROKER_STOPPED = "broker_stopped"
 REASON_BROKER_RESTARTED = "broker_restarted"
 
 
-class SamplerRefused(FlowctlError):
+class SamplerRefused(ConfigurationError):
     """The broker's HTTP API answered, and refused (a wrong user or password, a wrong URL):
-    waiting will not help, so the collector stops and says why."""
+    waiting will not help, so the collector stops and says why (a configuration error: the
+    family of flowctl_core/errors.py whose exit code is 2)."""
 
     def __init__(self, message: str, code: int) -> None:
         super().__init__(message)
