@@ -73,7 +73,8 @@ BROKER_EVENTS = TableSchema(
 PARTITION_COLUMN = "date"
 
 #: ``detail.origin`` of a collector's rows (DESIGN §6: a sampled row says so): where in a real
-#: broker the row was read. Engine rows have none.
+#: broker the row was read. The engine writes none of these (its own ``origin: sender`` marks the
+#: flow a sender logs of itself).
 ORIGIN_ARTEMIS_LOG = "artemis-log"
 ORIGIN_JOLOKIA = "jolokia"
 ORIGIN_RABBITMQ_LOG = "rabbitmq-log"
