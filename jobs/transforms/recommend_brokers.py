@@ -51,8 +51,12 @@ BROKER_KIND_RULES: tuple[tuple[str, Callable[[], Column]], ...] = (
         BROKER_RABBITMQ,
         lambda: (
             F.col("protocol").isin(AMQP_0_9_1, AMQP_1_0)
-            # A collector's alarm or queue sample has no protocol; its origin says the broker.
-            | F.get_json_object("detail", "$.origin").isin(*RABBITMQ_ORIGINS)
+            # A collector's alarm or queue sample has no protocol; its origin says the broker
+            # (only such rows' detail is parsed for it: most events carry a protocol).
+            | (
+                F.col("protocol").isNull()
+                & F.get_json_object("detail", "$.origin").isin(*RABBITMQ_ORIGINS)
+            )
         ),
     ),
 )
