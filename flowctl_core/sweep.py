@@ -113,6 +113,8 @@ _ARTEMIS_LIMIT = (
     _SMALLEST,
 )
 _RECEIVED = Criterion("consumer msgs received", HIGHER, 0.01)
+#: A finite backlog is received whole with any credit; what more credit buys is receiving it sooner.
+_RECEIVED_BY = Criterion("consumer received by s", LOWER, 0.01)
 
 #: The knobs a sweep can turn (a table of rules; README, "Sweeping a knob"): loss first, then
 #: the work done (within 1 %) or the time producers were held, then what the setting costs.
@@ -159,14 +161,14 @@ SWEEP_KNOBS: dict[str, SweepKnob] = {
     # Kung & Morris: credit beyond rate x round trip buys nothing but messages held at the client.
     KNOB_LINK_CREDIT: SweepKnob(
         RABBITMQ,
-        (_RECEIVED, _SMALLEST),
+        (_RECEIVED, _RECEIVED_BY, _SMALLEST),
         lowest=1,
         highest=2**32 - 1,
         bound_reason="AMQP 1.0 link credit is a uint",
     ),
     KNOB_PREFETCH: SweepKnob(
         RABBITMQ,
-        (_RECEIVED, _SMALLEST),
+        (_RECEIVED, _RECEIVED_BY, _SMALLEST),
         lowest=1,  # 0 is "no limit" in RabbitMQ, which the engine does not model
         highest=65_535,
         bound_reason="basic.qos prefetch-count is a short",

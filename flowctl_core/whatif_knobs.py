@@ -362,7 +362,19 @@ def _knob_metrics(change: KnobChange, result: RunResult, meter: _EntityMeter) ->
         received = {
             name: count for c in result.connections.values() for name, count in c.received().items()
         }
-        return {"consumer msgs received": received[entity]}
+        received_at_us = {
+            name: at
+            for c in result.connections.values()
+            for name, at in c.last_received_us().items()
+        }
+        # A finite backlog is received whole with any credit: then more credit shows as the same
+        # messages received sooner. Nothing received: as late as the run's end.
+        done_us = received_at_us[entity]
+        done_us = result.end_us if done_us is None else done_us
+        return {
+            "consumer msgs received": received[entity],
+            "consumer received by s": (done_us - result.start_us) / US_PER_SECOND,
+        }
     stats = result.broker.queues[entity].stats
     return {
         "peak depth msgs": stats.peak_depth_msgs,
@@ -398,7 +410,8 @@ def knob_failures(comparison: KnobComparison) -> list[str]:
       no more), no more messages lost;
     - consumerWindowSize 0 (slow consumer): the queue's messages processed sooner or more of them;
       another window: no fewer of the queue's messages processed (by any of its consumers);
-    - link credit / prefetch raised: more messages received; lowered: no fewer;
+    - link credit / prefetch raised: more messages received, or as many sooner (a finite backlog
+      drained faster); lowered: no fewer;
     - x-max-length: the peak depth within it, and less time blocked for the connections its
       credit flow blocked.
     """
@@ -442,11 +455,15 @@ def knob_failures(comparison: KnobComparison) -> list[str]:
         key = "queue msgs processed"
         checks = [("the queue's consumers processed fewer", after[key] >= before[key])]
     elif change.knob in (KNOB_LINK_CREDIT, KNOB_PREFETCH):
-        key = "consumer msgs received"
+        key, done = "consumer msgs received", "consumer received by s"
         checks = [
             ("fewer messages received", after[key] >= before[key])
             if lowered
-            else ("no more messages received", after[key] > before[key])
+            else (
+                "messages received neither more nor sooner",
+                after[key] > before[key]
+                or (after[key] == before[key] and after[done] < before[done]),
+            )
         ]
     else:  # x-max-length
         blocked = "connection blocked s"

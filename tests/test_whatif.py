@@ -248,3 +248,25 @@ def test_a_smaller_window_for_a_slow_consumer_is_judged_by_its_queue() -> None:
     assert after["consumer msgs processed"] < before["consumer msgs processed"]
     assert after["queue msgs processed"] > before["queue msgs processed"]
     assert comparison.validated
+
+
+def test_a_raised_prefetch_is_judged_by_how_soon_a_finite_backlog_is_received() -> None:
+    """rabbitmq-memory-alarm's reader drains a prefilled backlog of 20,000 whatever its prefetch,
+    so a raise cannot show as more messages received: it shows as the backlog received sooner
+    (25 in flight per 1 ms round trip drain it in 0.8 s, 100 in 0.2 s), and a raise that
+    changes nothing is not validated."""
+    from flowctl_core.whatif_knobs import KnobChange, run_knob_whatif, with_knob
+
+    def prefetch(current: int, value: int) -> KnobChange:
+        return KnobChange("rabbitmq", "backlog-reader", "prefetch", current, value, "raise", "t")
+
+    # The scenario's reader with a prefetch of 25, raised to the 100 the scenario has.
+    scenario = with_knob(load_scenario("rabbitmq-memory-alarm"), prefetch(100, 25))
+    raised = run_knob_whatif(scenario, prefetch(25, 100))
+    before, after = raised.before, raised.after
+    assert before["consumer msgs received"] == after["consumer msgs received"] == 20_000
+    assert before["consumer received by s"] == pytest.approx(0.8, rel=0.05)
+    assert after["consumer received by s"] == pytest.approx(0.2, rel=0.05)
+    assert raised.validated
+    unchanged = run_knob_whatif(scenario, prefetch(25, 25))
+    assert unchanged.failures() == ["messages received neither more nor sooner"]

@@ -95,9 +95,13 @@ class ClientConsumer:
         self.connection = connection
         self.config = config
         self.received = 0
+        #: Virtual time of the latest delivery (None before the first): how soon a backlog was
+        #: drained, which a what-if of the prefetch judges when the count cannot grow.
+        self.last_received_us: int | None = None
 
     def on_delivery(self) -> None:
         self.received += 1
+        self.last_received_us = self.connection.broker.scheduler.now_us
         self.connection.client_control.push(AckFrame(self.config.name))
         self.connection.writer.wake()
 
@@ -374,3 +378,6 @@ class Amqp091Connection:
 
     def received(self) -> dict[str, int]:
         return {name: c.received for name, c in self.consumers.items()}
+
+    def last_received_us(self) -> dict[str, int | None]:
+        return {name: c.last_received_us for name, c in self.consumers.items()}

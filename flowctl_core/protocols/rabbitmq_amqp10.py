@@ -162,6 +162,9 @@ class ClientConsumerLink:
         self.config = config
         self.link = ReceiverLink(config.name, initial_delivery_count=0)
         self.received = 0
+        #: Virtual time of the latest message received (None before the first), as the 0.9.1
+        #: client's (amqp091.ClientConsumer).
+        self.last_received_us: int | None = None
 
     def attach(self) -> None:
         self.grant(self.config.credit)
@@ -185,6 +188,7 @@ class ClientConsumerLink:
             return
         self.link.on_transfer()
         self.received += 1
+        self.last_received_us = self.connection.broker.scheduler.now_us
         self.connection.client_control.push(AckFrame(self.config.name))
         if self.config.top_up_due(self.link.credit):
             self.grant(self.config.credit)
@@ -627,3 +631,6 @@ class Amqp10Connection:
 
     def received(self) -> dict[str, int]:
         return {name: c.received for name, c in self.consumers.items()}
+
+    def last_received_us(self) -> dict[str, int | None]:
+        return {name: c.last_received_us for name, c in self.consumers.items()}

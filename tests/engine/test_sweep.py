@@ -328,6 +328,23 @@ def test_figures_of_runs_that_did_nothing_are_not_absurd() -> None:
         assert candidate.metrics["queue processed by s"] == pytest.approx(10.0)
 
 
+def test_a_prefetch_sweep_keeps_what_drains_a_backlog_soonest() -> None:
+    """A reader that drains a finite backlog receives all of it with any prefetch; a smaller one
+    only receives it later (one round trip of 1 ms per prefetch's worth), so the sweep keeps the
+    100 as written rather than the smallest value that receives as many."""
+    spec = load_scenario("rabbitmq-memory-alarm")
+    sweep = run_sweep(spec, "prefetch", "backlog-reader", [25, 50])
+    received = {c.value: c.metrics for c in sweep.candidates if c.metrics}
+    assert {value: m["consumer msgs received"] for value, m in received.items()} == {
+        100: 20_000,
+        25: 20_000,
+        50: 20_000,
+    }
+    by_s = {value: m["consumer received by s"] for value, m in received.items()}
+    assert by_s[25] > by_s[50] > by_s[100]
+    assert sweep.verdict().startswith("keep prefetch of backlog-reader as written")
+
+
 def test_a_credit_of_one_still_tops_up() -> None:
     """A 1.0 consumer's top-up mark scales with its credit, and stays at least 1: below 1 of a
     credit of 1 is 0 left, where a mark of 0 would never grant again."""
