@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from flowctl_core.runner import RunResult
 from flowctl_core.summary import (
@@ -24,10 +25,12 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from jobs.pipeline_state import PipelineStatus
 
 # Piped output (CI logs, `| less`) gets a wide table instead of one folded to 80 columns.
-console = Console(width=None if sys.stdout.isatty() else 200)
+# No console markup: what is printed is data (names, paths, rationales, a what-if's
+# "[verdict, rule]"), which Rich would otherwise read as style tags and drop; styles are Text's.
+console = Console(width=None if sys.stdout.isatty() else 200, markup=False)
 # An error is one line however long (a path, a field): never folded to the terminal's or, when
 # stderr is not a terminal (CI, pipes), to 80 columns.
-err_console = Console(stderr=True, soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True, markup=False)
 
 
 def print_summary(result: RunResult, out: Path | None = None) -> None:
@@ -114,12 +117,12 @@ def print_sweep(sweep: Sweep, *, all_metrics: bool = False) -> None:
         )
         cause = sweep.choice.cause.get(index, "")
         if best:
-            outcome = "[bold green]best[/]"
+            outcome = Text("best", style="bold green")
         elif cause in ("refused", "as good"):
-            outcome = sweep.choice.dropped[index]
+            outcome = Text(sweep.choice.dropped[index])
         else:
-            outcome = f"out: {cause}"
-        table.add_row(f"[bold]{value}[/]" if best else value, *cells, outcome)
+            outcome = Text(f"out: {cause}")
+        table.add_row(Text(value, style="bold" if best else ""), *cells, outcome)
     console.print(table)
     objective = "; ".join(c.text() for c in sweep.objective)
     print_line(f"objective, in priority order: {objective}")

@@ -57,7 +57,11 @@ def test_an_artemis_max_size_bytes_row_is_replayed_and_validated(spark, tmp_path
     result = CliRunner().invoke(app, ["whatif", "artemis-address-full-policies",
                                       "--recommendations", table])  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert "drop-address (artemis): max-size-bytes 262144 -> 7533711" in result.output
+    # The whole line, the row's verdict and rule in brackets included (not read as markup).
+    assert (
+        "drop-address (artemis): max-size-bytes 262144 -> 7533711 "
+        "[raise, rule 'messages dropped at the limit']"
+    ) in result.output
     assert "  validated" in result.output
 
 
