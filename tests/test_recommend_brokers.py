@@ -307,7 +307,7 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
     growth = spark.createDataFrame(
         [
             ("b", "blocking", 3000, 0, 3000, 5000.0),
-            ("b", "growing", 3000, 0, 3000, 5000.0),
+            ("b", "growing", 3000, 0, 3000, 2000.0),
             ("b", "limited", 3000, 2500, 500, 5000.0),
             ("b", "slow", 3000, 2990, 10, 5000.0),
             ("b", "drained", 3000, 3000, 0, 5000.0),
@@ -341,6 +341,13 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
     assert blocking_row["rationale"].startswith(
         "at_risk_of_overflow: its credit flow blocked 0.9.1 connection writer for 0.25s (50% "
     )
+    # 5000 is above the window's peak of 3000: the rationale says the window never reached it.
+    assert blocking_row["rationale"].endswith(
+        "; the window's peak of 3000 stays under it: it bounds the growth to come, not what the "
+        "window saw"
+    )
+    assert rows["growing"]["recommended_value"] == 2000
+    assert rows["growing"]["rationale"].endswith("(overflow reject-publish)")
     assert rows["limited"]["recommended_value"] == rows["limited"]["current_value"] == 500
     assert rows["drained"]["recommended_value"] is None  # no limit, and none recommended
 

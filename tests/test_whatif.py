@@ -270,3 +270,28 @@ def test_a_raised_prefetch_is_judged_by_how_soon_a_finite_backlog_is_received() 
     assert raised.validated
     unchanged = run_knob_whatif(scenario, prefetch(25, 25))
     assert unchanged.failures() == ["messages received neither more nor sooner"]
+
+
+def test_a_length_limit_the_replay_never_reaches_is_not_exercised() -> None:
+    """rabbitmq-one-sender-one-receiver's quorum queue blocks its 0.9.1 connection for 0.85 s
+    while it grows to 15,200 in a 1 s run: x-max-length 8,000 acts (blocked 0.45 s, validated);
+    15,300 (a second of its intake) is never reached in the run, so it can show nothing either
+    way: not exercised, neither validated nor failed."""
+    from flowctl_core.whatif_knobs import KnobChange, format_knob_comparison, run_knob_whatif
+
+    scenario = load_scenario("rabbitmq-one-sender-one-receiver")
+
+    def limit(value: int) -> KnobChange:
+        return KnobChange(
+            "rabbitmq", "quorum-queue-amqp-091", "x-max-length", None, value, "at_risk", "t"
+        )
+
+    acting = run_knob_whatif(scenario, limit(8_000))
+    assert acting.after["connection blocked s"] < acting.before["connection blocked s"]
+    assert acting.unexercised() is None and acting.validated
+    beyond = run_knob_whatif(scenario, limit(15_300))
+    assert beyond.before["peak depth msgs"] == beyond.after["peak depth msgs"] == 15_200
+    assert beyond.failures() == [] and not beyond.validated
+    reason = beyond.unexercised()
+    assert reason is not None and "peak of 15,200 stays under 15,300" in reason
+    assert format_knob_comparison(beyond).endswith(f"  not exercised: {reason}")

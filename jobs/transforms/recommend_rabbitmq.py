@@ -121,16 +121,29 @@ def _queue_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame,
 
 
 def _growth(q: Facts) -> Column:
-    return F.format_string(
-        "grew to %d messages (%d enqueued, %d delivered) with no length limit; at %.0f msgs/s "
-        "intake, x-max-length %d holds %.1fs of it and refuses the rest at once "
-        "(overflow reject-publish)",
-        q.peak,
-        F.coalesce(F.col("enqueued"), F.lit(0)),
-        F.coalesce(F.col("dequeued"), F.lit(0)),
-        F.col("intake_rate_msgs_s"),
-        q.length,
-        F.lit(q.policy.max_backlog_s),
+    # A window shorter than max_backlog_s of intake never reaches the limit: say so, since a
+    # replay of it (flowctl whatif) cannot show the limit acting.
+    beyond_peak = F.when(
+        q.length >= q.peak,
+        F.format_string(
+            "; the window's peak of %d stays under it: it bounds the growth to come, not what "
+            "the window saw",
+            q.peak,
+        ),
+    ).otherwise(F.lit(""))
+    return F.concat(
+        F.format_string(
+            "grew to %d messages (%d enqueued, %d delivered) with no length limit; at %.0f msgs/s "
+            "intake, x-max-length %d holds %.1fs of it and refuses the rest at once "
+            "(overflow reject-publish)",
+            q.peak,
+            F.coalesce(F.col("enqueued"), F.lit(0)),
+            F.coalesce(F.col("dequeued"), F.lit(0)),
+            F.col("intake_rate_msgs_s"),
+            q.length,
+            F.lit(q.policy.max_backlog_s),
+        ),
+        beyond_peak,
     )
 
 
