@@ -11,6 +11,14 @@ address still blocked gets a ``flow_resumed`` at the stop line, or at the last l
 start (``AMQ101000``, or ``AMQ221000`` where the log has no bootstrap line), with
 ``detail.reason``.
 
+A full disk blocks every producer of the broker: the disk-full line (``AMQ222210`` past
+max-disk-usage, ``AMQ224128`` under min-disk-free) is an ``alarm_raised`` with
+``detail.resource`` "disk", as the engine writes a RabbitMQ disk alarm, and the no-longer-full
+line an ``alarm_cleared`` (a stop or a crash clears it too). The per-address "Disk Full! Blocking"
+line and the "Unblocking" line such an address gets once the disk is free are not flow events:
+max-size-bytes did not block it, and an address's time stopped is what its recommendation
+raises max-size-bytes for.
+
 Samples where it can only be polled: with ``jolokia_url``, every ``sample_interval_s`` each
 address's size and messages, read over Jolokia, as a ``queue_declared`` row with
 ``detail.origin`` "jolokia" and ``detail.sample_interval_ms`` — the address as observed, with its
@@ -37,6 +45,8 @@ from typing import Any
 
 from collectors.artemis_log import (
     BLOCKING,
+    DISK_BLOCKING,
+    DISK_CODES,
     LIFECYCLE_CODES,
     STARTING_CODES,
     STOPPED,
@@ -67,6 +77,7 @@ class AddressState:
     max_size_bytes: int | None = None
     size_bytes: int | None = None
     policy: str | None = None
+    disk_blocked: bool = False  # a full disk blocked it: its next "Unblocking" is the disk's
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -171,6 +182,7 @@ class ArtemisCollector(LogCollector):
         self.log_zone = log_zone
         self.sampled_addresses = sampled_addresses  # None: every address Jolokia lists
         self.addresses: dict[str, AddressState] = {}
+        self.disk_full = False  # the broker's disk alarm (every producer blocked)
         super().__init__(
             log_path=log_path,
             raw_dir=raw_dir,
@@ -183,13 +195,22 @@ class ArtemisCollector(LogCollector):
 
     # -- state --------------------------------------------------------------------------------
     def entities_json(self) -> dict[str, Any]:
-        return {name: a.to_json() for name, a in sorted(self.addresses.items())}
+        return {
+            "addresses": {name: a.to_json() for name, a in sorted(self.addresses.items())},
+            "disk_full": self.disk_full,
+        }
 
     def load_entities(self, data: dict[str, Any]) -> None:
+        # A checkpoint of a release without the disk alarm holds the address map itself (each
+        # address a dict: never the bool ``disk_full`` is).
+        if isinstance(data.get("disk_full"), bool):
+            self.disk_full = data["disk_full"]
+            data = data.get("addresses") or {}
         self.addresses = {name: AddressState(**fields) for name, fields in data.items()}
 
     def held_now(self) -> list[str]:
-        return [f"address {name}" for name, a in sorted(self.addresses.items()) if a.blocked]
+        held = [f"address {name}" for name, a in sorted(self.addresses.items()) if a.blocked]
+        return (["disk alarm"] if self.disk_full else []) + held
 
     # -- rows ---------------------------------------------------------------------------------
     def _flow_row(
@@ -236,9 +257,26 @@ class ArtemisCollector(LogCollector):
         return parse_line(text, self.log_zone)
 
     def may_write(self, line: LogLine) -> bool:
-        return line.is_flow or line.code in LIFECYCLE_CODES
+        # A disk's block of an address writes nothing but changes what its unblocking writes.
+        return (
+            line.is_flow
+            or line.code in LIFECYCLE_CODES
+            or line.code in DISK_CODES
+            or line.code == DISK_BLOCKING
+        )
+
+    def _disk_row(self, ts: datetime, extra: dict[str, Any]) -> None:
+        detail = {"resource": "disk", "origin": ORIGIN_ARTEMIS_LOG, **extra}
+        self.row(
+            ts,
+            "alarm_raised" if self.disk_full else "alarm_cleared",
+            detail=json.dumps({k: v for k, v in detail.items() if v is not None}, sort_keys=True),
+        )
 
     def _close_blocked(self, ts: datetime, reason: str) -> None:
+        if self.disk_full:
+            self.disk_full = False
+            self._disk_row(ts, {"reason": reason})
         for name, address in sorted(self.addresses.items()):
             if address.blocked:
                 address.blocked = False
@@ -255,6 +293,21 @@ class ArtemisCollector(LogCollector):
             self._close_blocked(line.ts, REASON_BROKER_STOPPED)
         elif line.code in STARTING_CODES and self.last_line is not None:
             self._close_blocked(self.last_line, REASON_BROKER_RESTARTED)
+        elif line.disk_full is not None:
+            if line.disk_full == self.disk_full:
+                return  # logged once per change; a repeat (a restarted read) changes nothing
+            self.disk_full = line.disk_full
+            self._disk_row(
+                line.ts,
+                {
+                    "log_code": line.code,
+                    "limit": line.disk_limit,
+                    "free_space": line.free_space,
+                    "usage": line.disk_usage,
+                },
+            )
+        elif line.code == DISK_BLOCKING and line.address is not None:
+            self.addresses.setdefault(line.address, AddressState()).disk_blocked = True
         elif line.is_flow:
             assert line.address is not None
             address = self.addresses.setdefault(line.address, AddressState())
@@ -268,6 +321,9 @@ class ArtemisCollector(LogCollector):
                     self.log_path,
                     line.address,
                 )
+                return
+            if not blocking and not address.blocked and address.disk_blocked:
+                address.disk_blocked = False  # the disk's block ended: no flow event to end
                 return
             address.blocked = blocking
             address.blocked_count += blocking

@@ -25,7 +25,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -255,9 +255,17 @@ class ArtemisBroker(_ScratchBroker):
     """One Artemis instance in a temporary folder: a CORE + AMQP acceptor and a web console
     (Jolokia) on free loopback ports, the given addresses declared with their settings."""
 
-    def __init__(self, addresses: Sequence[ArtemisAddress], *, java_memory: str = "512M") -> None:
+    def __init__(
+        self,
+        addresses: Sequence[ArtemisAddress],
+        *,
+        java_memory: str = "512M",
+        core_settings: Mapping[str, str] | None = None,
+    ) -> None:
         self.addresses = tuple(addresses)
         self.java_memory = java_memory
+        # broker.xml's <core> elements to set (e.g. min-disk-free, disk-scan-period).
+        self.core_settings = dict(core_settings or {})
         self.port = 0
         self.http_port = 0
         self.pid: int | None = None
@@ -359,6 +367,13 @@ class ArtemisBroker(_ScratchBroker):
         broker_xml, with_addresses = re.subn(
             r"</addresses>", f"{declared}\n</addresses>", broker_xml, count=1
         )
+        for name, value in self.core_settings.items():
+            element = f"<{name}>{value}</{name}>"
+            broker_xml, replaced = re.subn(
+                rf"<{re.escape(name)}>.*?</{re.escape(name)}>", element, broker_xml, flags=re.DOTALL
+            )
+            if not replaced:  # <core>'s elements come in any order (xsd:all)
+                broker_xml = broker_xml.replace("</core>", f"{element}\n</core>", 1)
         if (acceptors, with_settings, with_addresses) != (1, 1, 1):
             raise BrokerUnavailable(
                 f"{etc / 'broker.xml'} has not the layout this Artemis {ARTEMIS_VERSION} "

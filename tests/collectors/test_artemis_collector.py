@@ -18,7 +18,13 @@ import pytest
 
 from collectors import logtail
 from collectors.artemis import ArtemisCollector, JolokiaReader
-from collectors.artemis_log import BLOCKING, STARTING, UNBLOCKING, parse_line
+from collectors.artemis_log import (
+    BLOCKING,
+    DISK_BLOCKING,
+    STARTING,
+    UNBLOCKING,
+    parse_line,
+)
 from collectors.base import REASON_BROKER_RESTARTED, REASON_BROKER_STOPPED
 from collectors.session import CHECKPOINT_KEY, CollectorStateError, SessionWriter
 from schemas.broker_events import BROKER_EVENTS, ORIGIN_JOLOKIA
@@ -57,6 +63,30 @@ def stopped(ts: str) -> str:
     return (
         f"{ts} {INFO} AMQ221002: Apache ActiveMQ Artemis Message Broker version 2.40.0 "
         "[bd4794ee] stopped, uptime 12.239 seconds\n"
+    )
+
+
+# A real Artemis 2.40's lines with min-disk-free set just under the disk's free space, a file
+# then filling the difference, a CORE producer sending, and the file removed
+# (tests/realbrokers/test_artemis_collector.py does the same).
+def disk_full(ts: str) -> str:
+    return (
+        f"{ts} {WARN} AMQ224128: Free storage space is at 63.1GB which is below the configured "
+        "<min-disk-free>. System will start blocking producers.\n"
+    )
+
+
+def disk_blocking(ts: str, address: str = "orders") -> str:
+    return (
+        f"{ts} {WARN} AMQ222212: Disk Full! Blocking message production on address "
+        f"'{address}'. Clients will report blocked.\n"
+    )
+
+
+def disk_free(ts: str) -> str:
+    return (
+        f"{ts} {WARN} AMQ224129: Free storage space is at 65.2GB which is above the configured "
+        "<min-disk-free>. System will unblock producers.\n"
     )
 
 
@@ -123,7 +153,124 @@ def test_lines_without_a_timestamp_are_not_lines_of_the_log() -> None:
     assert parse_line("     _        _               _", UTC) is None
 
 
+def test_the_disk_lines() -> None:
+    """Both limits' wordings (max-disk-usage's states the total and the usage rate)."""
+    full = parse_line(disk_full("2026-11-28 01:09:12,256"), UTC)
+    assert full is not None
+    assert (full.disk_full, full.disk_limit, full.free_space, full.disk_usage) == (
+        True,
+        "min-disk-free",
+        "63.1GB",
+        None,
+    )
+    usage = parse_line(
+        "2021-05-26 17:20:17,865 WARN  [org.apache.activemq.artemis.core.server] AMQ222211: "
+        "Free storage space is at 6.1GB of 255.4GB total. Usage rate is 89.2% which is below the "
+        "configured <max-disk-usage>. System will unblock producers.",
+        UTC,
+    )
+    assert usage is not None
+    assert (usage.disk_full, usage.disk_limit, usage.free_space, usage.disk_usage) == (
+        False,
+        "max-disk-usage",
+        "6.1GB",
+        "89.2%",
+    )
+    blocking = parse_line(disk_blocking("2026-11-28 01:09:13,309", "a.b"), UTC)
+    assert blocking is not None
+    assert (blocking.code, blocking.address, blocking.is_flow) == (DISK_BLOCKING, "a.b", False)
+
+
 # -- events ------------------------------------------------------------------------------------
+def test_a_full_disk_is_the_brokers_disk_alarm(setup: Setup) -> None:
+    """A full disk blocks every producer: an alarm of resource disk, as the engine writes a
+    RabbitMQ disk alarm, from the full line to the free one; the address it blocked, and the
+    "Unblocking" it gets after, are no flow events (max-size-bytes did not block it), while a
+    block by max-size-bytes later still is."""
+    setup.write(
+        disk_full("2026-11-28 01:09:12,256"),
+        disk_blocking("2026-11-28 01:09:13,309"),
+        other("2026-11-28 01:09:16,283"),
+        disk_free("2026-11-28 01:09:16,471"),
+        unblock("2026-11-28 01:09:16,473", size=0, msgs=0),
+        block("2026-11-28 01:10:00,000"),
+        unblock("2026-11-28 01:10:05,000"),
+    )
+    collector = setup.collect()
+    rows = setup.rows()
+    assert [r["event_type"] for r in rows] == [
+        "alarm_raised",
+        "alarm_cleared",
+        "flow_stopped",
+        "flow_resumed",
+    ]
+    raised, cleared = rows[0], rows[1]
+    assert (raised["ts"], cleared["ts"]) == (
+        _ts("2026-11-28 01:09:12.256"),
+        _ts("2026-11-28 01:09:16.471"),
+    )
+    assert json.loads(raised["detail"]) == {
+        "resource": "disk",
+        "origin": "artemis-log",
+        "log_code": "AMQ224128",
+        "limit": "min-disk-free",
+        "free_space": "63.1GB",
+    }
+    assert json.loads(cleared["detail"])["log_code"] == "AMQ224129"
+    assert raised["queue"] is None and raised["protocol"] is None
+    assert [r["flow_stopped_count"] for r in rows[2:]] == [1, 1]
+    assert not collector.disk_full and collector.held_now() == []
+
+
+def test_a_broker_that_stops_or_crashes_with_its_disk_full_clears_the_alarm(
+    setup: Setup,
+) -> None:
+    setup.write(
+        disk_full("2026-11-28 10:00:00,000"),
+        stopped("2026-11-28 10:05:00,000"),
+        bootstrap("2026-11-28 10:06:00,000"),
+        disk_full("2026-11-28 10:06:05,000"),
+        other("2026-11-28 10:07:00,000"),
+        bootstrap("2026-11-28 11:00:00,000"),  # no stop line: killed
+    )
+    collector = setup.collect()
+    rows = setup.rows()
+    assert [(r["event_type"], r["ts"]) for r in rows] == [
+        ("alarm_raised", _ts("2026-11-28 10:00:00")),
+        ("alarm_cleared", _ts("2026-11-28 10:05:00")),
+        ("alarm_raised", _ts("2026-11-28 10:06:05")),
+        ("alarm_cleared", _ts("2026-11-28 10:07:00")),  # its last line before the boot
+    ]
+    reasons = [json.loads(r["detail"]).get("reason") for r in rows]
+    assert reasons == [None, REASON_BROKER_STOPPED, None, REASON_BROKER_RESTARTED]
+    assert not collector.disk_full
+
+
+def test_the_disk_alarm_goes_on_across_a_collector_restart(setup: Setup) -> None:
+    setup.write(disk_full("2026-11-28 10:00:00,000"))
+    first = setup.collect()
+    assert first.held_now() == ["disk alarm"]
+    setup.write(disk_full("2026-11-28 10:00:01,000"), disk_free("2026-11-28 10:01:00,000"))
+    second = setup.collect()
+    assert second.state.run_id == first.state.run_id
+    rows = setup.rows()
+    assert [r["event_type"] for r in rows] == ["alarm_raised", "alarm_cleared"]
+    assert [r["seq"] for r in rows] == [0, 1]
+
+
+def test_a_state_file_without_the_disk_alarm_goes_on(setup: Setup) -> None:
+    """A checkpoint of the release before the disk alarm held the address map itself."""
+    setup.write(block("2026-11-27 10:00:00,000"))
+    setup.collect()
+    state = json.loads(setup.state.read_text())
+    state["entities"] = state["entities"]["addresses"]
+    setup.state.write_text(json.dumps(state))
+    setup.write(unblock("2026-11-27 10:00:04,000"))
+    setup.collect()
+    assert [r["flow_stopped_count"] for r in setup.rows()] == [1, 1]
+    assert [r["event_type"] for r in setup.rows()] == ["flow_stopped", "flow_resumed"]
+
+
 def test_a_block_and_an_unblock_are_the_addresses_flow_events(setup: Setup) -> None:
     setup.write(
         starting("2026-11-27 22:06:04,100"),
@@ -543,7 +690,8 @@ def test_a_state_file_of_the_first_release_goes_on(setup: Setup) -> None:
     setup.write(block("2026-11-27 10:00:00,000"))
     first = setup.collect()
     state = json.loads(setup.state.read_text())
-    state["version"], state["addresses"] = 1, state.pop("entities")
+    # The first release kept the address map under "addresses" (no disk alarm then).
+    state["version"], state["addresses"] = 1, state.pop("entities")["addresses"]
     setup.state.write_text(json.dumps(state))
     setup.write(unblock("2026-11-27 10:00:04,000"), block("2026-11-27 10:01:00,000"))
     second = setup.collect()

@@ -18,7 +18,14 @@ from jobs.delta_io import read_table
 from jobs.episodes import run_episodes
 from jobs.ingest import run_ingest
 from schemas.tables import BLOCKING_DAILY, BLOCKING_EPISODES, QUEUE_FLOW_DAILY, QUEUE_FLOW_EPISODES
-from tests.collectors.test_artemis_collector import FakeJolokia, block, unblock
+from tests.collectors.test_artemis_collector import (
+    FakeJolokia,
+    block,
+    disk_blocking,
+    disk_free,
+    disk_full,
+    unblock,
+)
 from tests.collectors.test_rabbitmq_collector import FakeManagement
 from tests.conftest import scratch_conf
 
@@ -29,8 +36,9 @@ SAMPLE = {"address_size": 150_964, "messages": 73, "max_size_bytes": 100_000, "p
 
 
 def _collect(root: Path) -> None:
-    """Day 1: blocked 10:00:00-10:00:30, blocked again at 23:00; day 2: samples at 00:30 and
-    01:00 (still blocked), the log rolled over at midnight."""
+    """Day 1: blocked 10:00:00-10:00:30, the disk full 12:00:00-12:00:20 (the address blocked by
+    it), blocked again at 23:00; day 2: samples at 00:30 and 01:00 (still blocked), the log
+    rolled over at midnight."""
     log = root / "log" / "artemis.log"
     log.parent.mkdir(parents=True)
     now = [datetime(2026, 11, 27, 9, 59, tzinfo=UTC)]
@@ -47,6 +55,10 @@ def _collect(root: Path) -> None:
     log.write_text(
         block("2026-11-27 10:00:00,000")
         + unblock("2026-11-27 10:00:30,000")
+        + disk_full("2026-11-27 12:00:00,000")
+        + disk_blocking("2026-11-27 12:00:05,000")
+        + disk_free("2026-11-27 12:00:20,000")
+        + unblock("2026-11-27 12:00:20,002", size=0, msgs=0)
         + block("2026-11-27 23:00:00,000")
     )
     collector.read_log()
@@ -78,12 +90,21 @@ def tables(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
         "daily": {
             r["date"]: r.asDict() for r in read_table(spark, conf, QUEUE_FLOW_DAILY).collect()
         },
+        "blocking": [r.asDict() for r in read_table(spark, conf, BLOCKING_EPISODES).collect()],
     }
 
 
 def test_every_collected_row_keeps_the_contract(tables: dict[str, Any]) -> None:
     counts = tables["counts"]
-    assert (counts["rows_read"], counts["rows_accepted"], counts["rows_quarantined"]) == (5, 5, 0)
+    assert (counts["rows_read"], counts["rows_accepted"], counts["rows_quarantined"]) == (7, 7, 0)
+
+
+def test_the_full_disk_is_the_brokers_disk_alarm(tables: dict[str, Any]) -> None:
+    """An alarm episode of resource disk, as a RabbitMQ disk alarm's; no episode of the address
+    for it (test_the_episodes_of_the_address: its two episodes are max-size-bytes's)."""
+    (alarm,) = tables["blocking"]
+    assert (alarm["kind"], alarm["entity"], alarm["duration_s"]) == ("alarm", "disk", 20.0)
+    assert alarm["broker"] == "artemis-1"
 
 
 def test_the_episodes_of_the_address(tables: dict[str, Any]) -> None:

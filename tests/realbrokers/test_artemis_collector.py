@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from collectors.artemis import ArtemisCollector, JolokiaReader
-from collectors.artemis_log import BLOCKING, BOOTSTRAP, UNBLOCKING
+from collectors.artemis_log import BLOCKING, BOOTSTRAP, DISK_BLOCKING, UNBLOCKING
 from collectors.base import REASON_BROKER_RESTARTED, REASON_BROKER_STOPPED
 from conformance.brokers import (
     ARTEMIS_USER,
@@ -187,3 +188,70 @@ def test_a_real_artemis_blocks_collected_across_restarts(
     ]
     assert samples and all(r["flow_stop_size"] == MAX_SIZE for r in samples)
     assert max(r["depth_bytes"] for r in samples if r["flow_stopped"]) > MAX_SIZE
+
+
+FILLER_BYTES = 3 << 30  # the disk's free space, less min-disk-free's, plus 2 GiB
+
+
+def test_a_real_artemis_full_disk_is_collected_as_its_disk_alarm(tmp_path: Path) -> None:
+    """min-disk-free set 1 GiB under the disk's free space, then a 3 GiB file: the broker finds
+    its disk full (scanned every 200 ms), blocks a CORE producer, and once the file is gone
+    unblocks. The session holds the disk alarm from the full line to the free one, and no flow
+    event of the address (max-size-bytes never blocked it)."""
+    if shutil.which("fallocate") is None:
+        pytest.skip("no fallocate to fill the disk with")
+    free = shutil.disk_usage(tmp_path).free
+    if free < 3 * FILLER_BYTES:
+        pytest.skip(f"{free >> 30} GiB free: too little to fill {FILLER_BYTES >> 30} GiB of")
+    limit_mib = (free - (1 << 30)) >> 20
+    broker = ArtemisBroker(
+        [ArtemisAddress(ADDRESS, max_size_bytes=MAX_SIZE)],
+        core_settings={"min-disk-free": f"{limit_mib}M", "disk-scan-period": "200"},
+    )
+    try:
+        broker.start()
+    except BrokerUnavailable as error:
+        pytest.skip(f"ActiveMQ Artemis unavailable: {error}")
+    filler = broker.instance / "filler"
+    raw, state = tmp_path / "raw", tmp_path / "state.json"
+    try:
+
+        def make() -> ArtemisCollector:
+            return ArtemisCollector(
+                log_path=broker.instance / "log" / "artemis.log",
+                raw_dir=raw,
+                state_path=state,
+                broker="artemis-real",
+                flush_interval_s=0.2,
+            )
+
+        with collecting(make) as collector:
+            subprocess.run(["fallocate", "-l", str(FILLER_BYTES), str(filler)], check=True)
+            until(lambda: collector.disk_full, "the disk-full line")
+            _fill(broker)  # blocked at once: by the disk, not by max-size-bytes
+            until(lambda: DISK_BLOCKING in broker.log_text(), "the address's disk block line")
+            filler.unlink()
+            until(lambda: not collector.disk_full, "the disk-free line")
+            until(lambda: UNBLOCKING in broker.log_text(), "the address's unblocking line")
+            time.sleep(0.5)
+        log_text = broker.log_text()
+    finally:
+        filler.unlink(missing_ok=True)
+        broker.stop()
+
+    rows = committed_rows(raw)
+    assert [r["event_type"] for r in rows] == ["alarm_raised", "alarm_cleared"]
+    details = [json.loads(r["detail"]) for r in rows]
+    assert [(d["resource"], d["limit"], d["log_code"]) for d in details] == [
+        ("disk", "min-disk-free", "AMQ224128"),
+        ("disk", "min-disk-free", "AMQ224129"),
+    ]
+    # Each at its line's millisecond (the log in this machine's zone, read independently), and
+    # the address blocked by the disk in between.
+    stamps = [
+        line[:23] for line in log_text.splitlines() if "AMQ224128" in line or "AMQ224129" in line
+    ]
+    logged = [r["ts"].astimezone().strftime("%Y-%m-%d %H:%M:%S,%f")[:23] for r in rows]
+    assert logged == stamps
+    disk_blocks = [line[:23] for line in log_text.splitlines() if DISK_BLOCKING in line]
+    assert disk_blocks and stamps[0] <= disk_blocks[0] <= stamps[1]
