@@ -647,6 +647,26 @@ def _zone(log_timezone: str | None) -> Any:
         ) from None
 
 
+def _check_log(log: Path, *, once: bool) -> None:
+    """A log that cannot be the broker's is refused before anything is read or locked: a folder,
+    one in a folder that does not exist (a mistyped path), or with --once one not there. A
+    running collector waits for a log not written yet (the broker not started), and says so."""
+    if log.is_dir():
+        raise _fail(f"--log {log}: a folder, not the broker's log file")
+    if not log.parent.is_dir():
+        raise _fail(f"--log {log}: no folder {log.parent}")
+    if not log.exists():
+        if once:
+            raise _fail(f"--log {log}: no such file (nothing to read once)")
+        err_console.print(
+            Text.assemble(
+                ("warning:", "bold yellow"),
+                f" --log {log} does not exist yet: waiting for the broker to write it",
+            ),
+            highlight=False,
+        )
+
+
 def _run_collector(collector: Any, log: Path, raw: Path, *, once: bool) -> None:
     """Poll until Ctrl-C or SIGTERM (what is pending committed first), or once; a line when it
     starts and one when it stops."""
@@ -727,6 +747,7 @@ def collect_artemis(
     from collectors.artemis import ArtemisCollector, JolokiaReader
 
     zone = _zone(log_timezone)
+    _check_log(log, once=once)
     _check_out_folder(raw)
     collector = ArtemisCollector(
         log_path=log,
@@ -783,6 +804,7 @@ def collect_rabbitmq(
     from collectors.rabbitmq import ManagementReader, RabbitMQCollector
 
     zone = _zone(log_timezone)
+    _check_log(log, once=once)
     _check_out_folder(raw)
     collector = RabbitMQCollector(
         log_path=log,

@@ -84,3 +84,20 @@ def test_collect_rabbitmq_once(tmp_path: Path) -> None:
     rows = [r for p in sorted(raw.glob("date=*/*.parquet")) for r in pq.read_table(p).to_pylist()]
     assert [(r["event_type"], r["broker"]) for r in rows] == [("alarm_raised", "rabbitmq")]
     assert (tmp_path / "collector-state" / "rabbitmq.json").is_file()
+
+
+def test_a_log_that_cannot_be_the_brokers(tmp_path: Path) -> None:
+    """A mistyped --log is one error line before anything is read or locked; a log not written
+    yet is waited for by a running collector (it says so), not by --once."""
+    raw = tmp_path / "raw"
+    for log, said in (
+        (tmp_path / "no-such-folder" / "artemis.log", f"no folder {tmp_path / 'no-such-folder'}"),
+        (tmp_path, "a folder, not the broker's log file"),
+        (tmp_path / "artemis.log", "no such file (nothing to read once)"),
+    ):
+        result = runner.invoke(
+            app, ["collect", "artemis", "--log", str(log), "--raw", str(raw), "--once"]
+        )
+        line = _one_error_line(result.stderr, 2, result.exit_code)
+        assert line == f"error: --log {log}: {said}"
+    assert not raw.exists() and not (tmp_path / "collector-state").exists()

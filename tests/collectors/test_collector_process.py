@@ -68,3 +68,18 @@ def test_sigterm_commits_and_sigkill_loses_nothing(tmp_path: Path) -> None:
         (2, "flow_stopped"),
     ]
     assert len({r["run_id"] for r in rows}) == 1
+
+
+def test_a_log_not_written_yet_is_waited_for(tmp_path: Path) -> None:
+    """Started before its broker, the collector says it waits for the log, then reads it once
+    it appears."""
+    log, raw = tmp_path / "artemis.log", tmp_path / "raw"
+    waiting = _start(log, raw)
+    time.sleep(2.0)
+    log.write_text(block("2026-11-27 10:00:00,000"))
+    _wait_for_rows(raw, 1)
+    waiting.send_signal(signal.SIGTERM)
+    output, _ = waiting.communicate(timeout=30)
+    assert waiting.returncode == 0, output
+    assert f"warning: --log {log} does not exist yet: waiting for the broker to write it" in output
+    assert "committed 1 events in 1 files" in output
