@@ -104,9 +104,11 @@ class Log:
         max_size: int = 0,
         stop_size: int = 0,
         resume_size: int = 0,
+        log_peak_bytes: bool = False,
     ) -> None:
         """A queue with max_count 1000 and the given thresholds (in bytes: none unless given);
-        each episode is (start_s, duration_s, peak_depth_msgs). Messages are 100 bytes."""
+        each episode is (start_s, duration_s, peak_depth_msgs). Messages are 100 bytes; with
+        ``log_peak_bytes`` the episodes' peak in bytes is known (else null)."""
         settings = _queue_settings(name, stop, resume, max_size, stop_size, resume_size)
         self.event(0, "queue_declared", detail=f'{{"policy": "{policy}"}}', **settings)
         for number, capacity in enumerate(capacities):
@@ -137,6 +139,7 @@ class Log:
                     "duration_s": duration_s,
                     "run_watermark_ts": WATERMARK,
                     "peak_depth_msgs": peak,
+                    "peak_depth_bytes": peak * 100 if log_peak_bytes else None,
                     "flow_stop_count": stop,
                     "flow_resume_count": resume,
                     "flow_stop_size": stop_size,
@@ -320,6 +323,10 @@ def _verdicts() -> Log:
     log.queue("q-keep-bytes", 900, 800, [(100, LONG, 950)], max_size=100_000, stop_size=90_000,
               resume_size=80_000)  # fmt: skip
     log.queue("q-keep-bytes-no-limit", 900, 800, [(100, LONG, 950)], stop_size=90_000)
+    # Stopped by its count (950 of 900) while its bytes (95000) stayed far under their stop of
+    # 500000, with 500000 of byte room where 7800 suffice: raising the byte stop changes nothing.
+    log.queue("q-stopped-by-count", 900, 800, [(100, LONG, 950)], max_size=1_000_000,
+              stop_size=500_000, resume_size=400_000, log_peak_bytes=True)  # fmt: skip
     log.consumer("c-starving", credit=20, deliveries=1000, starved_s=30.0, starvations=6)
     log.consumer("c-generous", credit=500, deliveries=100, starved_s=0.0, starvations=0)
     log.consumer("c-fine", credit=30, deliveries=100, starved_s=0.0, starvations=0)
@@ -399,6 +406,21 @@ def test_keep_says_why_the_byte_threshold_is_kept_too(
     assert unlimited["rationale"].endswith(
         "; bytes: stop 90000 bytes kept, no byte limit to leave room under"
     )
+
+
+def test_a_dimension_that_never_stopped_the_queue_is_not_raised(
+    recommendations: dict[str, dict[str, Any]],
+) -> None:
+    """Qpid stops on the count OR the bytes: a byte threshold the queue never reached did not
+    stop it, so raising it would change nothing (ring-no-defaults' ledger: stopped 5 s at 80
+    messages of 64 bytes, its byte stop raised 83886080 -> 104819200 and nothing validated)."""
+    row = recommendations["q-stopped-by-count"]
+    assert row["verdict"] == "keep", row["rationale"]
+    assert (row["recommended_flow_stop_size"], row["recommended_flow_resume_size"]) == (
+        500_000,
+        400_000,
+    )
+    assert "bytes of room where" not in row["rationale"]
 
 
 def test_idle_queue_is_kept_even_with_room_to_raise(

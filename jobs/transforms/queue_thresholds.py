@@ -56,12 +56,15 @@ def dimension(
     unbounded: Column,
     policy: RecommendPolicy,
     reachable: Column | None = None,
+    episodes_at_stop: str | None = None,
 ) -> Dimension:
     """The decisions on one dimension, from the named evidence columns (the queue's limit, its
     stop and resume thresholds, the worst overshoot observed), Qpid's overshoot ``bound`` and
     whether a producer without a window leaves the overshoot ``unbounded``; ``reachable``: whether
     the queue can reach the limit at all (false: another limit always stops it first), so that
-    flow control off under it is no risk."""
+    flow control off under it is no risk; ``episodes_at_stop``: the episodes in which this
+    dimension reached its stop threshold (none: the other dimension stopped the queue, and
+    raising this one changes nothing)."""
     limit_col = F.coalesce(F.col(limit), F.lit(0))
     stop_col = F.coalesce(F.col(stop), F.lit(0))
     # A resume of 0 under a non-zero stop means "resume at the stop value" (DESIGN.md §2).
@@ -79,6 +82,8 @@ def dimension(
     flow_on = stop_col > 0
     exceeds = limited & flow_on & (stop_col + worst > limit_col)
     stopped_at_all = F.coalesce(F.col("episodes"), F.lit(0)) > 0
+    if episodes_at_stop is not None:
+        stopped_at_all = stopped_at_all & (F.coalesce(F.col(episodes_at_stop), F.lit(0)) > 0)
     return Dimension(
         unit=unit,
         limit=limit_col,
@@ -92,7 +97,7 @@ def dimension(
         & (F.lit(True) if reachable is None else F.coalesce(reachable, F.lit(True))),
         exceeds_limit=exceeds,
         lower=F.coalesce(limited & flow_on & ~exceeds & (stop_col > target), F.lit(False)),
-        # Raising only pays off on a queue that actually stopped: elsewhere it changes nothing.
+        # Raising only pays off on a queue this dimension stopped: elsewhere it changes nothing.
         raise_=F.coalesce(
             limited
             & flow_on

@@ -103,7 +103,8 @@ def queue_producers(events: DataFrame) -> DataFrame:
 
 
 def queue_episode_evidence(episodes: DataFrame, policy: RecommendPolicy) -> DataFrame:
-    """Per queue, from silver episodes: counts, short episodes, worst overshoot and drain rates.
+    """Per queue, from silver episodes: counts (all, and those that reached each dimension's stop
+    threshold), short episodes, worst overshoot and drain rates.
 
     The net drain rate of a closed episode is (peak depth - resume threshold) / duration: how fast
     the queue fell from its peak to where flow resumed, producers' in-flight windows included.
@@ -121,9 +122,22 @@ def queue_episode_evidence(episodes: DataFrame, policy: RecommendPolicy) -> Data
             F.greatest(F.col(peak) - effective, F.lit(0)) / F.col("duration_s"),
         )
 
+    def reached(peak: str, stop: str) -> Column:
+        # The dimension was at its stop threshold in the episode (the one that stops the flow
+        # is); an unknown peak may have been.
+        return (F.coalesce(F.col(stop), F.lit(0)) > 0) & (
+            F.col(peak).isNull() | (F.col(peak) >= F.col(stop))
+        )
+
     quantile = policy.drain_rate_quantile
     return episodes.groupBy(*QUEUE).agg(
         F.count(F.lit(1)).alias("episodes"),
+        F.count(F.when(reached("peak_depth_msgs", "flow_stop_count"), 1)).alias(
+            "episodes_at_stop_msgs"
+        ),
+        F.count(F.when(reached("peak_depth_bytes", "flow_stop_size"), 1)).alias(
+            "episodes_at_stop_bytes"
+        ),
         F.count(F.when(closed, 1)).alias("closed_episodes"),
         F.count(F.when(closed & (F.col("duration_s") < policy.min_dwell_s), 1)).alias(
             "short_episodes"

@@ -275,6 +275,7 @@ def _dimensions(
         F.col("producer_capacity_sum"),
         uncapped > 0,
         policy,
+        episodes_at_stop="episodes_at_stop_msgs",
     )
     size = dimension(
         "bytes",
@@ -289,6 +290,7 @@ def _dimensions(
         # messages seen exceed it (seed 001's queue of 200 x 512 B never nears the 100 MiB default).
         reachable=(F.coalesce(F.col("max_count"), F.lit(0)) == 0)
         | (F.col("max_count") * F.col("max_message_bytes") > F.col("max_size")),
+        episodes_at_stop="episodes_at_stop_bytes",
     )
     joined, msgs = staged_dimension(joined, msgs)
     joined, size = staged_dimension(joined, size)
