@@ -128,6 +128,9 @@ WITH queue_timeline AS (
     SELECT
         run_id, broker, queue, seq, ts_us, event_type, link, capacity,
         depth_msgs, depth_bytes,
+        CASE WHEN event_type = 'queue_declared' AND json_valid(detail)
+             THEN TRY_CAST(json_extract_string(detail, '$.sample_interval_ms') AS BIGINT)
+             END AS sampled_ms,
         coalesce(
             last_value(CASE WHEN event_type IN ('flow_stopped', 'flow_resumed')
                             THEN event_type = 'flow_stopped' END IGNORE NULLS)
@@ -183,6 +186,7 @@ WITH episode_spans AS (
         max(ts_us) FILTER (event_type = 'flow_resumed') AS end_us,
         max(depth_msgs) AS peak_depth_msgs,
         max(depth_bytes) AS peak_depth_bytes,
+        max(sampled_ms) AS sample_interval_ms,  -- a collector's samples (DESIGN §6)
         max(counter_in_force) FILTER (opens_episode) AS flow_stopped_count,
         max(flow_stop_count_in_force) FILTER (opens_episode) AS flow_stop_count,
         max(flow_resume_count_in_force) FILTER (opens_episode) AS flow_resume_count,
@@ -230,7 +234,8 @@ SELECT
     o.flow_stop_count, o.flow_resume_count, o.flow_stop_size, o.flow_resume_size,
     o.overshoot_msgs, o.overshoot_bytes, o.producers, o.overshoot_bound_msgs,
     CASE WHEN o.overshoot_bound_msgs > 0
-         THEN o.overshoot_msgs / o.overshoot_bound_msgs::DOUBLE END AS overshoot_ratio
+         THEN o.overshoot_msgs / o.overshoot_bound_msgs::DOUBLE END AS overshoot_ratio,
+    o.sample_interval_ms
 FROM overshoots AS o
 JOIN run_bounds AS r USING (run_id)
 """
@@ -525,7 +530,8 @@ _OUTPUT = {
                CASE WHEN is_open THEN make_timestamp(run_watermark_us) END AS run_watermark_ts,
                flow_stopped_count, peak_depth_msgs, peak_depth_bytes, flow_stop_count,
                flow_resume_count, flow_stop_size, flow_resume_size, overshoot_msgs,
-               overshoot_bytes, producers, overshoot_bound_msgs, overshoot_ratio
+               overshoot_bytes, producers, overshoot_bound_msgs, overshoot_ratio,
+               sample_interval_ms
         FROM peer_queue_flow_episodes""",
     "link_starvation_episodes": """
         SELECT run_id, broker, link, link_role, start_seq, make_timestamp(start_us) AS start_ts,

@@ -72,7 +72,7 @@ log = logging.getLogger("flowctl.episodes")
 EPISODE_INPUT_COLUMNS = (
     "run_id", "broker", "seq", "ts", "event_type", "queue", "link", "link_role", "capacity",
     "depth_msgs", "depth_bytes", "flow_stopped_count", "flow_stop_count", "flow_resume_count",
-    "flow_stop_size", "flow_resume_size", "credit", "available",
+    "flow_stop_size", "flow_resume_size", "credit", "available", "detail",
 )  # fmt: skip
 
 #: The silver tables of episodes and the gold tables of days: what a run's scope is read from.

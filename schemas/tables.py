@@ -121,6 +121,7 @@ QUEUE_FLOW_EPISODES = TableSchema(
             "float64",
             doc="overshoot_msgs / overshoot_bound_msgs; null if either is null or the bound 0",
         ),
+        SAMPLED,  # a collector's sample among its events: its peak may be a sample's
     ),
 )
 

@@ -152,6 +152,12 @@ def _close_episode(ep: Row, members: list[Row], end: Row | None, watermark: int)
     bound = sum(c for c in caps if c is not None) if caps and None not in caps else None
     peak_msgs = max(depths) if depths else None
     peak_bytes = max(sizes) if sizes else None
+    # DESIGN §6: figures resting on a collector's sample (a queue_declared with an interval).
+    sampled = [
+        int(_detail(m)["sample_interval_ms"])
+        for m in members
+        if m["event_type"] == "queue_declared" and "sample_interval_ms" in _detail(m)
+    ]
     over_msgs = _overshoot(peak_msgs, ep["flow_stop_count"])
     ep.update(
         end_seq=None if end is None else end["seq"],
@@ -168,6 +174,7 @@ def _close_episode(ep: Row, members: list[Row], end: Row | None, watermark: int)
         overshoot_ratio=(
             over_msgs / bound if over_msgs is not None and bound is not None and bound > 0 else None
         ),
+        sample_interval_ms=max(sampled) if sampled else None,
     )
     ep["duration_s"] = (
         None if end is None else max(0, ep["end_us"] - ep["start_us"]) / US_PER_SECOND

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from datetime import timedelta
 
@@ -231,6 +232,11 @@ def reference_queue_flow_episodes(events, bounds):
             "capacity",
             "depth_msgs",
             "depth_bytes",
+            # DESIGN §6: a collector's sample of the queue (a queue_declared with an interval).
+            F.when(
+                F.col("event_type") == "queue_declared",
+                F.get_json_object("detail", "$.sample_interval_ms").cast("long"),
+            ).alias("_sampled"),
             F.last(transition, ignorenulls=True).over(upto_here).alias("_last_transition"),
             F.last(transition, ignorenulls=True).over(before_here).alias("_previous_transition"),
             F.lead("event_type").over(in_order).alias("_next_event_type"),
@@ -271,6 +277,7 @@ def reference_queue_flow_episodes(events, bounds):
             F.max("depth_msgs").alias("peak_depth_msgs"),
             F.max("depth_bytes").alias("peak_depth_bytes"),
             F.max(F.when(F.col("_producer").isNotNull(), F.col("capacity"))).alias("capacity"),
+            F.max("_sampled").alias("_sampled"),
         )
     )
     episodes = (
@@ -284,6 +291,7 @@ def reference_queue_flow_episodes(events, bounds):
             # the episode carry none).
             F.max(F.col("_producer").isNotNull() & F.col("capacity").isNull()).alias("_uncapped"),
             F.sum("capacity").alias("_capacity_sum"),
+            F.max("_sampled").alias("sample_interval_ms"),
         )
         .withColumn(
             "overshoot_bound_msgs",
@@ -308,6 +316,7 @@ def reference_queue_flow_episodes(events, bounds):
         overshoot_bytes.alias("overshoot_bytes"), "producers",
         bound.alias("overshoot_bound_msgs"),
         F.when(bound > 0, overshoot_msgs / bound).alias("overshoot_ratio"),
+        "sample_interval_ms",
     )  # fmt: skip
 
 
@@ -348,6 +357,9 @@ def random_queue_log(seed: int, events: int = 400, bursty: bool = False) -> list
                 fields.update(flow_stop_size=rng.choice((0, 30_000)), flow_resume_size=1000)
             if rng.random() < 0.3:
                 fields["flow_stopped_count"] = i
+            if kind == "queue_declared" and rng.random() < 0.5:  # a collector's sample
+                sample = {"origin": "jolokia", "sample_interval_ms": rng.choice((500, 30_000))}
+                fields["detail"] = json.dumps(sample)
             if kind == "enqueue" and rng.random() < 0.9:
                 fields["link"] = rng.choice(("p1", "p2", "p3", "p4"))
                 if rng.random() < 0.9:
@@ -368,6 +380,7 @@ def test_segment_aggregation_matches_the_window_definition(make_events, seed, bu
     bounds = run_bounds(events)
     expected = reference_queue_flow_episodes(events, bounds)
     assert expected.count() > 10  # the log must exercise plenty of episodes
+    assert expected.where("sample_interval_ms IS NOT NULL").count() > 0  # and samples in them
     assert_df_equality(
         queue_flow_episodes(events, bounds, SEGMENT_STATS[path]),
         expected,

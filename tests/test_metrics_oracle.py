@@ -555,7 +555,10 @@ def test_random_log_exercises_the_hard_cases(rows):
 
 
 def test_queue_flow_episodes_match_the_oracle(spark_out, rows):
-    assert_same(spark_out["episodes"], oracle.queue_flow_episodes(rows), (*QUEUE_KEY, "start_seq"))
+    expected = oracle.queue_flow_episodes(rows)
+    assert_same(spark_out["episodes"], expected, (*QUEUE_KEY, "start_seq"))
+    # Some episodes hold a collector's sample: their figures are marked approximate.
+    assert sum(e["sample_interval_ms"] is not None for e in expected) >= 2
 
 
 def test_link_starvation_episodes_match_the_oracle(spark_out, rows):

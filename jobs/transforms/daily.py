@@ -16,7 +16,7 @@ from datetime import date
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from jobs.transforms.episodes import LINK_KEYS, QUEUE_KEYS
+from jobs.transforms.episodes import LINK_KEYS, QUEUE_KEYS, queue_sample_interval
 from jobs.transforms.intervals import DAY_INDEX_EPOCH, split_by_day, true_intervals
 from jobs.transforms.timeutil import US_PER_DAY, micros
 from jobs.transforms.validate import LINK_EVENT_TYPES
@@ -76,15 +76,6 @@ def observed_seconds(bounds: DataFrame, date_from: date, date_to: date) -> DataF
     return observed.select("run_id", "date", F.col("clipped_s").alias("observed_s"))
 
 
-def _sample_interval() -> Column:
-    """A collector's queue sample (DESIGN §6): its ``detail.sample_interval_ms``. Only
-    ``queue_declared`` rows are samples of a queue, so no other event's detail is parsed."""
-    return F.when(
-        F.col("event_type") == "queue_declared",
-        F.get_json_object("detail", "$.sample_interval_ms").try_cast("long"),
-    )
-
-
 def _queue_days(
     queue_events: DataFrame, bounds: DataFrame, date_from: date, date_to: date
 ) -> DataFrame:
@@ -118,7 +109,7 @@ def _queue_days(
             F.count(F.when(F.col("event_type") == "flow_stopped", 1)).alias("flow_stopped_count"),
             F.max("depth_msgs").alias("max_depth_msgs"),
             F.max("depth_bytes").alias("max_depth_bytes"),
-            F.max(_sample_interval()).alias("sample_interval_ms"),
+            F.max(queue_sample_interval()).alias("sample_interval_ms"),
             F.max_by("flow_stopped_count", with_counter).alias("_last_counter"),
             # With its seq: the value at a later day's 00:00 is the latest by seq, not by date
             # (ts may step back across midnight). Fixed-width buffers keep this a hash aggregation.

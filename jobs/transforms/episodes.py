@@ -70,11 +70,20 @@ def _numbered_queues(changes: DataFrame) -> DataFrame:
     return changes.select(*QUEUE_KEYS).distinct().withColumn("_qid", F.row_number().over(numbered))
 
 
+def queue_sample_interval() -> Column:
+    """A collector's queue sample (DESIGN §6): its ``detail.sample_interval_ms``. Only
+    ``queue_declared`` rows are samples of a queue, so no other event's detail is parsed."""
+    return F.when(
+        F.col("event_type") == "queue_declared",
+        F.get_json_object("detail", "$.sample_interval_ms").try_cast("long"),
+    )
+
+
 def _segment_input() -> list[str | Column]:
     """The columns of a queue event that the segments' stats read (both paths)."""
     enqueue = (F.col("event_type") == "enqueue").alias("_enqueue")
     fields = ("link", "capacity", "depth_msgs", "depth_bytes", *CARRIED_COLUMNS)
-    return ["seq", "ts", enqueue, *fields]
+    return ["seq", "ts", enqueue, *fields, queue_sample_interval().alias("_sampled_ms")]
 
 
 def _segment_rows(queue_events: DataFrame, queues: DataFrame, changes: DataFrame) -> DataFrame:
@@ -152,6 +161,7 @@ def _segments_of_producers(per_producer: DataFrame) -> DataFrame:
         *(F.max(name).alias(name) for name in _start_fields()),
         F.max("peak_depth_msgs").alias("peak_depth_msgs"),
         F.max("peak_depth_bytes").alias("peak_depth_bytes"),
+        F.max("_sampled_ms").alias("_sampled_ms"),
         F.count("_producer").alias("producers"),
         overshoot_bound(F.col("_producer"), F.col("capacity")).alias("overshoot_bound_msgs"),
         *(F.max(f"_pre_{c}").alias(f"_pre_{c}") for c in CARRIED_COLUMNS),
@@ -182,6 +192,7 @@ def queue_segment_stats(
         *(F.max(F.when(at_start, value)).alias(name) for name, value in _start_fields().items()),
         F.max("depth_msgs").alias("peak_depth_msgs"),
         F.max("depth_bytes").alias("peak_depth_bytes"),
+        F.max("_sampled_ms").alias("_sampled_ms"),
         F.max("capacity").alias("capacity"),
         *(F.max(F.when(seq < F.col("_seg"), F.col(c))).alias(f"_pre_{c}") for c in CARRIED_COLUMNS),
         *(column for c in CARRIED_COLUMNS for column in _latest_non_null(c)),
@@ -310,6 +321,7 @@ def queue_segment_stats_by_lookup(
         *(F.max(F.when(at_start, value)).alias(name) for name, value in starts.items()),
         F.max("depth_msgs").alias("peak_depth_msgs"),
         F.max("depth_bytes").alias("peak_depth_bytes"),
+        F.max("_sampled_ms").alias("_sampled_ms"),
         F.max("capacity").alias("capacity"),
         *(column for c in CARRIED_COLUMNS for column in _latest_non_null(c)),
         F.max("seq").alias("_last_seq"),
@@ -325,6 +337,7 @@ def queue_segment_stats_by_lookup(
         F.col("_seg").alias("_seg"),
         F.col("_producer").alias("_producer"),
         *(F.col(name).alias(name) for name in (*starts, "peak_depth_msgs", "peak_depth_bytes")),
+        F.col("_sampled_ms").alias("_sampled_ms"),
         F.col("capacity").alias("capacity"),
         *(
             (F.lit(None) if name.startswith("_pre_") else F.col(name)).alias(name)
@@ -337,6 +350,7 @@ def queue_segment_stats_by_lookup(
         *(F.lit(None).alias(name) for name in starts),
         F.col("_last_depth_msgs").alias("peak_depth_msgs"),
         F.col("_last_depth_bytes").alias("peak_depth_bytes"),
+        F.lit(None).cast("long").alias("_sampled_ms"),  # an enqueue: never a sample
         F.col("_last_capacity").alias("capacity"),
         *(_trigger_value(name) for name in carried),
     )
@@ -346,7 +360,7 @@ def queue_segment_stats_by_lookup(
     per_producer = per_row.groupBy("_qkey", "_seg", "_producer").agg(
         *(
             F.max(name).alias(name)
-            for name in (*starts, "peak_depth_msgs", "peak_depth_bytes", "capacity")
+            for name in (*starts, "peak_depth_msgs", "peak_depth_bytes", "_sampled_ms", "capacity")
         ),
         *(F.max(f"_pre_{c}").alias(f"_pre_{c}") for c in CARRIED_COLUMNS),
         *(F.max(f"_seq_{c}").alias(f"_seq_{c}") for c in CARRIED_COLUMNS),
@@ -444,6 +458,7 @@ def queue_flow_episodes(
         F.greatest("peak_depth_bytes", "_end_depth_bytes").alias("peak_depth_bytes"),
         "producers",
         "overshoot_bound_msgs",
+        F.col("_sampled_ms").alias("sample_interval_ms"),
     )
     episodes = episodes.join(F.broadcast(queues), list(QUEUE_ID)).join(
         bounds.select("run_id", "run_watermark_ts"), "run_id"
@@ -463,6 +478,8 @@ def queue_flow_episodes(
         "producers",
         bound.alias("overshoot_bound_msgs"),
         F.when(bound > 0, overshoot_msgs / bound).alias("overshoot_ratio"),
+        # A collector's sample among its events: its peak may be a sample's (DESIGN §6).
+        "sample_interval_ms",
     )
 
 

@@ -112,6 +112,9 @@ def test_the_episodes_of_the_address(tables: dict[str, Any]) -> None:
     assert (closed["queue"], closed["duration_s"], closed["is_open"]) == ("orders", 30.0, False)
     assert (closed["flow_stop_size"], closed["peak_depth_bytes"]) == (100_000, 101_332)
     assert open_["is_open"] and open_["start_ts"].replace(tzinfo=None) == datetime(2026, 11, 27, 23)
+    # The open one holds the samples (its peak is theirs: 150964 bytes), the closed one none.
+    assert (closed["sample_interval_ms"], open_["sample_interval_ms"]) == (None, 30_000)
+    assert open_["peak_depth_bytes"] == 150_964
 
 
 def test_the_open_episode_counts_up_to_the_last_sample(tables: dict[str, Any]) -> None:
