@@ -83,9 +83,18 @@ class ManagementSample:
     connections: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
+def _escaped(name: str) -> str:
+    return name.replace("%", "%25").replace("/", "%2F")
+
+
 def queue_name(vhost: str, name: str) -> str:
-    """A queue's name in the event log: its own in the default vhost, else ``vhost/name``."""
-    return name if vhost == DEFAULT_VHOST else f"{vhost}/{name}"
+    """A queue's name in the event log: its own in the default vhost, else ``vhost/name``, with
+    ``%`` and ``/`` inside either part percent-encoded, so that one name is one queue (queue
+    ``b`` of vhost ``a`` is ``a/b``; a queue named ``a/b`` in the default vhost is ``a%2Fb``).
+    ``detail.vhost`` of the sample keeps the vhost as the broker names it."""
+    if vhost == DEFAULT_VHOST:
+        return _escaped(name)
+    return f"{_escaped(vhost)}/{_escaped(name)}"
 
 
 class ManagementReader:

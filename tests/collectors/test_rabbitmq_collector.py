@@ -356,6 +356,8 @@ def test_the_management_api_read_a_policy_limit_is_the_queues_limit() -> None:
                 {"name": "audit", "vhost": "shop", "node": "rabbit@a", "messages": 0,
                  "message_bytes": 0, "arguments": {"x-max-length": 7}, "type": "classic",
                  "effective_policy_definition": {"max-length": 100}},
+                {"name": "a/b", "vhost": "/", "node": "rabbit@a", "messages": 0,
+                 "message_bytes": 0, "arguments": {}, "type": "classic"},
             ],
             "/api/connections": [
                 {"name": "127.0.0.1:5 -> 127.0.0.1:5672", "node": "rabbit@a", "state": "blocked",
@@ -372,8 +374,21 @@ def test_the_management_api_read_a_policy_limit_is_the_queues_limit() -> None:
         "x-overflow": "reject-publish",
     }
     assert sample.queues["shop/audit"]["arguments"] == {"x-max-length": 7}  # its own argument
+    assert sorted(sample.queues) == ["a%2Fb", "orders", "shop/audit"]
     (connection,) = sample.connections.values()
     assert (connection["state"], connection["client_name"]) == ("blocked", "publisher")
+
+
+def test_one_name_is_one_queue_whatever_its_vhost() -> None:
+    """Queue ``b`` of vhost ``a`` and a queue named ``a/b`` in the default vhost are two
+    queues: their names in the event log differ (``/`` and ``%`` inside a part encoded)."""
+    from collectors.rabbitmq import queue_name
+
+    assert queue_name("a", "b") == "a/b"
+    assert queue_name("/", "a/b") == "a%2Fb"
+    assert queue_name("/", "orders") == "orders"
+    assert queue_name("a/x", "b%c") == "a%2Fx/b%25c"
+    assert queue_name("/", "a%2Fb") == "a%252Fb"  # an encoded-looking name stays its own
 
 
 def test_a_blocked_connection_that_is_gone_is_unblocked(setup: Setup) -> None:
