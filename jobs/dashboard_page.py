@@ -193,25 +193,39 @@ def idle_summary(entities: Sequence[dict[str, Any]]) -> str:
 
 def knob_change(row: dict[str, Any]) -> str:
     """What the recommendation changes, in the broker's own knob (``knob: current -> recommended
-    unit``); from the Qpid threshold and credit columns when no knob is given."""
+    unit``, or ``knob: current unit (kept)`` when the value stays, e.g. an at-risk row whose fix
+    is elsewhere, as its rationale says); from the Qpid threshold and credit columns when no knob
+    is given (the values that change; the stop values kept when none does)."""
     if row.get("knob"):
         unit = f" {row['unit']}" if row.get("unit") else ""
-        return (
-            f"{row['knob']}: {number(row.get('current_value'))} -> "
-            f"{number(row.get('recommended_value'))}{unit}"
-        )
+        current, recommended = row.get("current_value"), row.get("recommended_value")
+
+        def value(v: Any) -> str:
+            return "none" if v is None else number(v)  # no value: the knob is not set
+
+        if current == recommended:
+            kept = value(current) + (unit if current is not None else "")
+            return f"{row['knob']}: {kept} (kept)"
+        return f"{row['knob']}: {value(current)} -> {value(recommended)}{unit}"
     pairs = [
         ("stop msgs", "flow_stop_count"),
         ("resume msgs", "flow_resume_count"),
         ("stop bytes", "flow_stop_size"),
         ("credit", "credit"),
     ]
-    changes = [
-        f"{name} {number(row.get('current_' + key))} -> {number(row.get('recommended_' + key))}"
+    present = [
+        (name, row.get("current_" + key), row.get("recommended_" + key))
         for name, key in pairs
         if row.get("current_" + key) is not None or row.get("recommended_" + key) is not None
     ]
-    return "; ".join(changes) or "\u2013"
+    changes = [
+        f"{name} {number(current)} -> {number(recommended)}"
+        for name, current, recommended in present
+        if current != recommended
+    ]
+    if changes or not present:
+        return "; ".join(changes) or "\u2013"
+    return "; ".join(f"{name} {number(current)}" for name, current, _ in present) + " (kept)"
 
 
 def evidence(row: dict[str, Any]) -> str:

@@ -19,7 +19,7 @@ from plotly.offline import get_plotlyjs
 from jobs.config import PROJECT_ROOT, PipelineConf, load_conf
 from jobs.dashboard import dashboard_data
 from jobs.dashboard_figures import short
-from jobs.dashboard_page import render_page
+from jobs.dashboard_page import knob_change, render_page
 from jobs.delta_io import read_table
 from jobs.episodes import write_depth_timeline
 from jobs.recommend import load_policy, run_recommend
@@ -449,3 +449,25 @@ def test_an_entity_on_samples_is_marked_approximate(tmp_path: Path) -> None:
     marked = {broker: "\u2248 sampled" in cells for broker, cells in rows}
     assert marked == {"real-artemis": True, "engine": False}
     assert 'title="from samples read every 30 s: approximate"' in page.read_text()
+
+
+def test_a_value_kept_reads_as_kept_not_as_a_change() -> None:
+    """An at-risk row whose fix is elsewhere (its rationale says where) keeps its value: "900
+    (kept)", not "900 -> 900"; of the Qpid pairs only those that change are listed."""
+    kept = {"knob": "qpid.flow_stop_count", "unit": "messages", "current_value": 900,
+            "recommended_value": 900}  # fmt: skip
+    assert knob_change(kept) == "qpid.flow_stop_count: 900 messages (kept)"
+    limit = {"knob": "x-max-length", "unit": "messages", "current_value": None,
+             "recommended_value": 15_300}  # fmt: skip
+    assert knob_change(limit) == "x-max-length: none -> 15,300 messages"
+    unset = {**limit, "recommended_value": None}
+    assert knob_change(unset) == "x-max-length: none (kept)"
+    pairs = {
+        "current_flow_stop_count": 1600,
+        "recommended_flow_stop_count": 1760,
+        "current_flow_stop_size": 83_886_080,
+        "recommended_flow_stop_size": 83_886_080,
+    }
+    assert knob_change(pairs) == "stop msgs 1,600 -> 1,760"
+    same = {**pairs, "recommended_flow_stop_count": 1600}
+    assert knob_change(same) == "stop msgs 1,600; stop bytes 83,886,080 (kept)"
