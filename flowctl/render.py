@@ -33,27 +33,74 @@ console = Console(width=None if sys.stdout.isatty() else 200, markup=False)
 err_console = Console(stderr=True, soft_wrap=True, markup=False)
 
 
+def _tables(title: str, headers: list[tuple[str, str]], rows: list[list[str]]) -> list[Table]:
+    """``rows`` under ``headers`` (name, justify), as one table when it fits the console. Wider
+    (a terminal of 80 or 100 columns), it is turned, one row per header and one column per row
+    named by its first cell, in as many tables side by side columns as fit: no figure is cut
+    ("230,…") nor a table cropped."""
+
+    def fits(widths: list[int]) -> bool:
+        return sum(width + 3 for width in widths) + 1 <= console.width
+
+    def width(cells: list[str]) -> int:
+        return max(len(cell) for cell in cells)
+
+    columns = [[name, *(row[i] for row in rows)] for i, (name, _) in enumerate(headers)]
+    if not rows or fits([width(column) for column in columns]):
+        return [_one_table(title, headers, rows)]
+    names = [cells[0] for cells in columns[1:]]  # the headers become the first column
+    entities = [[row[0], *row[1:]] for row in rows]  # each row becomes a column
+    first = width([headers[0][0], *names])
+    tables: list[Table] = []
+    group: list[list[str]] = []
+    for entity in entities:
+        if group and not fits([first, *(width(e) for e in [*group, entity])]):
+            tables.append(_turned(title if not tables else "", headers[0][0], names, group))
+            group = []
+        group.append(entity)
+    tables.append(_turned(title if not tables else "", headers[0][0], names, group))
+    return tables
+
+
+def _one_table(title: str, headers: list[tuple[str, str]], rows: list[list[str]]) -> Table:
+    table = Table(title=title or None)
+    for index, (name, justify) in enumerate(headers):
+        table.add_column(
+            name, justify="right" if justify == "right" else "left", no_wrap=index == 0
+        )
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _turned(title: str, corner: str, names: list[str], entities: list[list[str]]) -> Table:
+    """One row per name, one column per entity (its first cell names it)."""
+    headers = [(corner, "left"), *((entity[0], "right") for entity in entities)]
+    rows = [[name, *(entity[i + 1] for entity in entities)] for i, name in enumerate(names)]
+    return _one_table(title, headers, rows)
+
+
 def print_summary(result: RunResult, out: Path | None = None) -> None:
-    table = Table(title=f"{result.scenario.name}  run {result.run_id}  ({result.events:,} events)")
-    for column in (
-        "queue",
-        "enqueued",
-        "dequeued",
-        "rejected",
-        "evicted",
-        "flowStoppedCount",
-        "peak depth",
-        "peak bytes",
-        "final stop count",
-        "overshoot msgs",
-        "overshoot bytes",
-    ):
-        if column == "queue":
-            table.add_column(column, no_wrap=True, min_width=12)
-        else:
-            table.add_column(column, justify="right")
-    for row in queue_summaries(result):
-        table.add_row(
+    headers = [
+        ("queue", "left"),
+        *(
+            (name, "right")
+            for name in (
+                "enqueued",
+                "dequeued",
+                "rejected",
+                "evicted",
+                "flowStoppedCount",
+                "peak depth",
+                "peak bytes",
+                "final stop count",
+                "overshoot msgs",
+                "overshoot bytes",
+            )
+        ),
+    ]
+    rows = [
+        [
             row.queue,
             f"{row.enqueued:,}",
             f"{row.dequeued:,}",
@@ -70,8 +117,12 @@ def print_summary(result: RunResult, out: Path | None = None) -> None:
             f"{row.max_overshoot_bytes:,}"
             if row.flow_stop_size or row.max_overshoot_bytes
             else "off",
-        )
-    console.print(table)
+        ]
+        for row in queue_summaries(result)
+    ]
+    title = f"{result.scenario.name}  run {result.run_id}  ({result.events:,} events)"
+    for table in _tables(title, headers, rows):
+        console.print(table)
     print_protocol_summary(result)
     if getattr(result, "artemis", None):
         print_dict_table("artemis addresses", [row.as_dict() for row in artemis_addresses(result)])
@@ -166,15 +217,16 @@ def print_dict_table(title: str, rows: list[dict[str, object]]) -> None:
     """A table whose columns are the rows' keys: for summaries that carry their own columns."""
     if not rows:
         return
-    table = Table(title=title)
-    for index, (key, value) in enumerate(rows[0].items()):
-        numeric = isinstance(value, int | float) and not isinstance(value, bool)
-        table.add_column(
-            key.replace("_", " "), justify="right" if numeric else "left", no_wrap=index == 0
+    headers = [
+        (
+            key.replace("_", " "),
+            "right" if isinstance(value, int | float) and not isinstance(value, bool) else "left",
         )
-    for row in rows:
-        table.add_row(*(format_cell(value) for value in row.values()))
-    console.print(table)
+        for key, value in rows[0].items()
+    ]
+    cells = [[format_cell(value) for value in row.values()] for row in rows]
+    for table in _tables(title, headers, cells):
+        console.print(table)
 
 
 def print_protocol_summary(result: RunResult) -> None:

@@ -60,3 +60,27 @@ def test_a_report_line_is_printed_whole_however_narrow_the_console(
     monkeypatch.setattr(render, "console", Console(file=out, width=40))
     render.print_line(format_ingest_report(REPORT))
     assert out.getvalue() == format_ingest_report(REPORT) + "\n"
+
+
+def test_a_table_wider_than_the_terminal_is_turned_not_cut(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`flowctl simulate` at 80 columns cut its figures ("230,…") and cropped the table: wider
+    than the console, a table is turned (a row per column) and split into tables that fit."""
+    rows = [
+        {
+            "link": f"consumer-{n}", "protocol": "artemis-core", "role": "consumer",
+            "target": "jobs-unbounded", "window": 102_400, "max_rate": -1, "messages": 200,
+            "received": 300, "refused": 0, "peak_buffered_bytes": 204_800,
+        }
+        for n in range(6)
+    ]  # fmt: skip
+    for width, tables in ((200, 1), (80, 2)):
+        out = io.StringIO()
+        monkeypatch.setattr(render, "console", Console(file=out, width=width, markup=False))
+        render.print_dict_table("artemis clients", rows)
+        text = out.getvalue()
+        assert "…" not in text and all(len(line) <= width for line in text.splitlines())
+        assert text.count("┏") == tables
+        assert text.count("102,400") == 6 and text.count("consumer-5") == 1
+    assert "│ window " in text  # turned: the columns' names head the rows
