@@ -15,9 +15,10 @@ A full disk blocks every producer of the broker: the disk-full line (``AMQ222210
 max-disk-usage, ``AMQ224128`` under min-disk-free) is an ``alarm_raised`` with
 ``detail.resource`` "disk", as the engine writes a RabbitMQ disk alarm, and the no-longer-full
 line an ``alarm_cleared`` (a stop or a crash clears it too). The per-address "Disk Full! Blocking"
-line and the "Unblocking" line such an address gets once the disk is free are not flow events:
+line and the "Unblocking" line such an address gets as the disk is freed are not flow events:
 max-size-bytes did not block it, and an address's time stopped is what its recommendation
-raises max-size-bytes for.
+raises max-size-bytes for. An address past max-size-bytes when the disk is freed stays blocked
+by it (no "Unblocking" then, one once it drains): a ``flow_stopped`` from the release.
 
 Samples where it can only be polled: with ``jolokia_url``, every ``sample_interval_s`` each
 address's size and messages, read over Jolokia, as a ``queue_declared`` row with
@@ -57,11 +58,18 @@ from collectors.base import (
     REASON_BROKER_RESTARTED,
     REASON_BROKER_STOPPED,
     LogCollector,
+    from_us,
     http_json,
+    to_us,
 )
 from schemas.broker_events import ORIGIN_ARTEMIS_LOG, ORIGIN_JOLOKIA
 
 log = logging.getLogger("flowctl.collect")
+
+#: Artemis unblocks the addresses a full disk held, those under max-size-bytes, in the moment it
+#: finds the disk free (the same millisecond on a real 2.40); one still past it stays blocked,
+#: by max-size-bytes, until it drains.
+DISK_RELEASE_S = 1.0
 
 #: The broker's own addresses (notifications, management): not sampled.
 BROKER_OWN_PREFIX = "activemq."
@@ -78,6 +86,9 @@ class AddressState:
     size_bytes: int | None = None
     policy: str | None = None
     disk_blocked: bool = False  # a full disk blocked it: its next "Unblocking" is the disk's
+    # When the disk that blocked it was freed (µs): an "Unblocking" within DISK_RELEASE_S is the
+    # disk's; a later one means it was past max-size-bytes then and held by it since.
+    disk_released_us: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -273,11 +284,35 @@ class ArtemisCollector(LogCollector):
             detail=json.dumps({k: v for k, v in detail.items() if v is not None}, sort_keys=True),
         )
 
+    def _held_since_the_disk(self, ts: datetime, name: str, address: AddressState) -> bool:
+        """Whether ``address``, freed by the disk, was still held at ``ts`` by max-size-bytes
+        (no "Unblocking" in the moment the disk was freed); if so its block is written, from
+        then. The release is settled either way."""
+        released, address.disk_released_us = address.disk_released_us, None
+        if released is None or to_us(ts) - released <= DISK_RELEASE_S * 1_000_000:
+            return False
+        address.blocked = True
+        address.blocked_count += 1
+        self._flow_row(
+            from_us(released),
+            name,
+            depth_msgs=None,
+            depth_bytes=None,
+            extra={
+                "origin": ORIGIN_ARTEMIS_LOG,
+                "log_code": DISK_BLOCKING,
+                "reason": "past max-size-bytes when the disk was freed",
+            },
+        )
+        return True
+
     def _close_blocked(self, ts: datetime, reason: str) -> None:
         if self.disk_full:
             self.disk_full = False
             self._disk_row(ts, {"reason": reason})
         for name, address in sorted(self.addresses.items()):
+            self._held_since_the_disk(ts, name, address)
+            address.disk_blocked = False  # a broker that stops holds nothing
             if address.blocked:
                 address.blocked = False
                 self._flow_row(
@@ -297,6 +332,11 @@ class ArtemisCollector(LogCollector):
             if line.disk_full == self.disk_full:
                 return  # logged once per change; a repeat (a restarted read) changes nothing
             self.disk_full = line.disk_full
+            if not line.disk_full:
+                for address in self.addresses.values():
+                    if address.disk_blocked:
+                        address.disk_blocked = False
+                        address.disk_released_us = to_us(line.ts)
             self._disk_row(
                 line.ts,
                 {
@@ -322,9 +362,16 @@ class ArtemisCollector(LogCollector):
                     line.address,
                 )
                 return
-            if not blocking and not address.blocked and address.disk_blocked:
-                address.disk_blocked = False  # the disk's block ended: no flow event to end
-                return
+            if not blocking and not address.blocked:
+                if address.disk_blocked:
+                    address.disk_blocked = False  # the disk's block ended: no flow event to end
+                    return
+                if address.disk_released_us is not None and not self._held_since_the_disk(
+                    line.ts, line.address, address
+                ):
+                    return  # unblocked as the disk was freed
+            elif blocking:
+                address.disk_released_us = None
             address.blocked = blocking
             address.blocked_count += blocking
             self._flow_row(

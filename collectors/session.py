@@ -30,7 +30,7 @@ from flowctl_core.errors import ConfigurationError
 from schemas.broker_events import BROKER_EVENTS, PARTITION_COLUMN
 
 CHECKPOINT_KEY = b"flowctl.collector.checkpoint"
-STATE_VERSION = 2
+STATE_VERSION = 3
 _ARROW_SCHEMA = BROKER_EVENTS.to_pyarrow()
 
 
@@ -202,11 +202,15 @@ def _checkpoint_of(path: Path) -> dict[str, Any]:
 
 def _migrated(checkpoint: dict[str, Any]) -> dict[str, Any]:
     """A checkpoint of an earlier version in this one's words: version 1 (the Artemis collector
-    alone) kept its addresses under ``addresses``."""
+    alone) kept its addresses under ``addresses``; version 2 kept the Artemis address map itself
+    as its entities, which the Artemis collector reads as such (version 3 adds its disk alarm
+    beside it: a release before it refuses a version 3 file in one line, not by a crash)."""
     if checkpoint.get("version") == 1 and "addresses" in checkpoint:
         checkpoint = dict(checkpoint)
         checkpoint["entities"] = checkpoint.pop("addresses")
         checkpoint["version"] = STATE_VERSION
+    elif checkpoint.get("version") == 2:
+        checkpoint = {**checkpoint, "version": STATE_VERSION}
     return checkpoint
 
 

@@ -36,7 +36,13 @@ from flowctl_core.whatif import (
     queues_with_threshold_steps,
     with_thresholds,
 )
-from flowctl_core.whatif_knobs import KNOB_APPLIERS, KnobChange, current_knob_value, measure_knob
+from flowctl_core.whatif_knobs import (
+    KNOB_APPLIERS,
+    SOONER_SHARE,
+    KnobChange,
+    current_knob_value,
+    measure_knob,
+)
 from schemas.recommendations import (
     KNOB_CONSUMER_WINDOW,
     KNOB_LINK_CREDIT,
@@ -114,7 +120,7 @@ _ARTEMIS_LIMIT = (
 )
 _RECEIVED = Criterion("consumer msgs received", HIGHER, 0.01)
 #: A finite backlog is received whole with any credit; what more credit buys is receiving it sooner.
-_RECEIVED_BY = Criterion("consumer received by s", LOWER, 0.01)
+_RECEIVED_BY = Criterion("consumer received by s", LOWER, SOONER_SHARE)
 
 #: The knobs a sweep can turn (a table of rules; README, "Sweeping a knob"): loss first, then
 #: the work done (within 1 %) or the time producers were held, then what the setting costs.

@@ -295,3 +295,18 @@ def test_a_length_limit_the_replay_never_reaches_is_not_exercised() -> None:
     reason = beyond.unexercised()
     assert reason is not None and "peak of 15,200 stays under 15,300" in reason
     assert format_knob_comparison(beyond).endswith(f"  not exercised: {reason}")
+
+
+def test_a_limit_taken_away_is_exercised_though_the_new_one_is_not_reached() -> None:
+    """x-max-length 8,000 as written, reached (the queue held at it), raised to 16,000 that the
+    re-run never reaches: the change acted (it took the limit away), so it is judged."""
+    from flowctl_core.whatif_knobs import KnobChange, KnobComparison
+
+    change = KnobChange("rabbitmq", "q", "x-max-length", 8_000, 16_000, "raise", "t")
+    before = {"peak depth msgs": 8_000, "rejected msgs": 29_891, "connection blocked s": 0.45}
+    after = {"peak depth msgs": 15_200, "rejected msgs": 0, "connection blocked s": 0.85}
+    comparison = KnobComparison(change, before, after)
+    assert comparison.unexercised() is None
+    assert comparison.failures() == ["connection blocked no less"]
+    never = KnobComparison(change, {**before, "peak depth msgs": 7_000}, after)
+    assert never.unexercised() is not None and never.failures() == []

@@ -124,7 +124,7 @@ def _growth(q: Facts) -> Column:
     # A window shorter than max_backlog_s of intake never reaches the limit: say so, since a
     # replay of it (flowctl whatif) cannot show the limit acting.
     beyond_peak = F.when(
-        q.length >= q.peak,
+        q.length > q.peak,  # at the peak the run reaches the limit: it acts (flowctl whatif)
         F.format_string(
             "; the window's peak of %d stays under it: it bounds the growth to come, not what "
             "the window saw",

@@ -222,6 +222,44 @@ def test_a_full_disk_is_the_brokers_disk_alarm(setup: Setup) -> None:
     assert not collector.disk_full and collector.held_now() == []
 
 
+def test_an_address_past_its_limit_when_the_disk_is_freed_stays_blocked(setup: Setup) -> None:
+    """Artemis unblocks the addresses a full disk held in the moment it finds the disk free,
+    those under max-size-bytes; one past it stays blocked, by max-size-bytes, and logs its
+    "Unblocking" only once it drains: its block is written from the disk's release, and a
+    crash before it drains ends it at the last line, as any block."""
+    setup.write(
+        disk_full("2026-11-28 10:00:00,000"),
+        disk_blocking("2026-11-28 10:00:01,000"),
+        disk_blocking("2026-11-28 10:00:02,000", address="audit"),
+        disk_free("2026-11-28 10:00:10,000"),
+        unblock("2026-11-28 10:00:10,002", address="audit", size=0, msgs=0),
+        other("2026-11-28 10:00:20,000"),
+        unblock("2026-11-28 10:00:40,000"),
+        disk_full("2026-11-28 10:01:00,000"),
+        disk_blocking("2026-11-28 10:01:01,000"),
+        disk_free("2026-11-28 10:01:10,000"),
+        other("2026-11-28 10:02:00,000"),
+        bootstrap("2026-11-28 10:05:00,000"),  # a crash: orders never drained
+    )
+    collector = setup.collect()
+    rows = [(r["event_type"], r["queue"], r["ts"], r["flow_stopped_count"]) for r in setup.rows()]
+    assert rows == [
+        ("alarm_raised", None, _ts("2026-11-28 10:00:00"), None),
+        ("alarm_cleared", None, _ts("2026-11-28 10:00:10"), None),
+        ("flow_stopped", "orders", _ts("2026-11-28 10:00:10"), 1),
+        ("flow_resumed", "orders", _ts("2026-11-28 10:00:40"), 1),
+        ("alarm_raised", None, _ts("2026-11-28 10:01:00"), None),
+        ("alarm_cleared", None, _ts("2026-11-28 10:01:10"), None),
+        ("flow_stopped", "orders", _ts("2026-11-28 10:01:10"), 2),
+        ("flow_resumed", "orders", _ts("2026-11-28 10:02:00"), 2),
+    ]
+    reasons = [json.loads(r["detail"]).get("reason") for r in setup.rows()]
+    assert reasons[2] == reasons[6] == "past max-size-bytes when the disk was freed"
+    assert reasons[7] == REASON_BROKER_RESTARTED
+    addresses = collector.addresses.values()
+    assert all(not a.disk_blocked and a.disk_released_us is None for a in addresses)
+
+
 def test_a_broker_that_stops_or_crashes_with_its_disk_full_clears_the_alarm(
     setup: Setup,
 ) -> None:
