@@ -36,7 +36,7 @@ err_console = Console(stderr=True, soft_wrap=True, markup=False)
 def _tables(title: str, headers: list[tuple[str, str]], rows: list[list[str]]) -> list[Table]:
     """``rows`` under ``headers`` (name, justify), as one table when it fits the console. Wider
     (a terminal of 80 or 100 columns), it is turned, one row per header and one column per row
-    named by its first cell, in as many tables side by side columns as fit: no figure is cut
+    named by its first cell, and split into as many tables as it takes to fit: no figure is cut
     ("230,…") nor a table cropped."""
 
     def fits(widths: list[int]) -> bool:
@@ -48,17 +48,16 @@ def _tables(title: str, headers: list[tuple[str, str]], rows: list[list[str]]) -
     columns = [[name, *(row[i] for row in rows)] for i, (name, _) in enumerate(headers)]
     if not rows or fits([width(column) for column in columns]):
         return [_one_table(title, headers, rows)]
-    names = [cells[0] for cells in columns[1:]]  # the headers become the first column
-    entities = [[row[0], *row[1:]] for row in rows]  # each row becomes a column
-    first = width([headers[0][0], *names])
+    corner, names = headers[0][0], [name for name, _ in headers[1:]]
+    first = width([corner, *names])
     tables: list[Table] = []
     group: list[list[str]] = []
-    for entity in entities:
-        if group and not fits([first, *(width(e) for e in [*group, entity])]):
-            tables.append(_turned(title if not tables else "", headers[0][0], names, group))
+    for row in rows:
+        if group and not fits([first, *(width(r) for r in [*group, row])]):
+            tables.append(_turned(title if not tables else "", corner, names, group))
             group = []
-        group.append(entity)
-    tables.append(_turned(title if not tables else "", headers[0][0], names, group))
+        group.append(row)
+    tables.append(_turned(title if not tables else "", corner, names, group))
     return tables
 
 
