@@ -190,19 +190,27 @@ def test_connections_held_by_an_alarm(setup: Setup) -> None:
     assert (detail["origin"], detail["sample_interval_ms"]) == ("rabbitmq-management", 10_000)
 
 
-def test_the_alarm_clearing_unblocks_its_connections_at_its_line(setup: Setup) -> None:
+def _blocked_then_cleared(setup: Setup, after_clear: str, sampled_at: datetime) -> None:
+    """The memory alarm set at 10:00:00, the publisher found blocked at 10:00:30, the alarm
+    cleared at 10:05:00, then the publisher found ``after_clear`` at ``sampled_at``."""
     setup.write(alarm("2026-11-27 10:00:00.000000"))
     now = [datetime(2026, 11, 27, 10, 0, 30, tzinfo=UTC)]
-    blocked = ManagementSample(connections=_connections(pub="blocked"))
-    running = ManagementSample(connections=_connections(pub="running"))
-    collector = setup.collector(management=FakeManagement([blocked, running]), clock=lambda: now[0])
+    samples = [
+        ManagementSample(connections=_connections(pub="blocked")),
+        ManagementSample(connections=_connections(pub=after_clear)),
+    ]
+    collector = setup.collector(management=FakeManagement(samples), clock=lambda: now[0])
     collector.read_log()
     collector.sample()
     setup.write(alarm("2026-11-27 10:05:00.000000", what="cleared"))
-    now[0] = datetime(2026, 11, 27, 10, 5, 30, tzinfo=UTC)
+    now[0] = sampled_at
     collector.read_log()
     collector.sample()
     collector.flush()
+
+
+def test_the_alarm_clearing_unblocks_its_connections_at_its_line(setup: Setup) -> None:
+    _blocked_then_cleared(setup, "running", datetime(2026, 11, 27, 10, 5, 30, tzinfo=UTC))
     assert [(r["event_type"], r["ts"].strftime("%H:%M:%S")) for r in setup.rows()] == [
         ("alarm_raised", "10:00:00"),
         ("connection_blocked", "10:00:30"),
@@ -213,17 +221,7 @@ def test_the_alarm_clearing_unblocks_its_connections_at_its_line(setup: Setup) -
 
 def test_a_block_the_api_still_shows_after_the_clear_line_is_stale(setup: Setup) -> None:
     """The API's statistics lag the log: blocked in a sample taken after the alarm cleared."""
-    setup.write(alarm("2026-11-27 10:00:00.000000"))
-    now = [datetime(2026, 11, 27, 10, 0, 30, tzinfo=UTC)]
-    blocked = ManagementSample(connections=_connections(pub="blocked"))
-    collector = setup.collector(management=FakeManagement([blocked, blocked]), clock=lambda: now[0])
-    collector.read_log()
-    collector.sample()
-    setup.write(alarm("2026-11-27 10:05:00.000000", what="cleared"))
-    now[0] = datetime(2026, 11, 27, 10, 5, 2, tzinfo=UTC)
-    collector.read_log()
-    collector.sample()
-    collector.flush()
+    _blocked_then_cleared(setup, "blocked", datetime(2026, 11, 27, 10, 5, 2, tzinfo=UTC))
     assert [r["event_type"] for r in setup.rows()] == [
         "alarm_raised",
         "connection_blocked",
