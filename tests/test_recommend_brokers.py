@@ -16,6 +16,7 @@ import yaml
 
 from flowctl_core.scenario import Scenario, load_scenario, parse_scenario
 from flowctl_core.whatif_knobs import (
+    KnobChange,
     format_knob_comparison,
     knob_changes_from_recommendations,
     run_knob_whatif,
@@ -457,6 +458,66 @@ def test_artemis_slow_consumer_gets_no_buffer_validated_by_whatif(
     metrics = validated(scenario, slow)
     assert metrics["before"]["queue processed by s"] > 19
     assert metrics["after"]["queue processed by s"] < 1
+    # The unbounded pair took 200 messages each in one instant and return no credit: the log
+    # does not say which is slow, so neither window is sized from those pushes (bounding the
+    # fast one alone hands its share to the slow one's buffer: its queue processes fewer).
+    for entity in ("fast-unbounded", "slow-unbounded"):
+        row = rows[entity]
+        assert (row["rule"], row["verdict"]) == (
+            "unbounded window on a shared queue, pace unknown",
+            "keep",
+        ), row
+        assert row["current_value"] == row["recommended_value"] == -1
+        assert "200 deliveries are the broker's pushes" in row["rationale"], row["rationale"]
+        assert "needs" not in row["rationale"]
+    bounded = KnobChange(
+        "artemis", "fast-unbounded", "consumerWindowSize", -1, 87_558, "lower", "over-provisioned"
+    )
+    assert not run_knob_whatif(scenario, bounded).validated
+
+
+LONE_UNBOUNDED = """
+name: artemis-lone-unbounded
+kind: workload
+start: 2026-03-05T11:00:00Z
+broker: {name: artemis-lone}
+duration_s: 3
+artemis:
+  latency_us: 500
+  addresses:
+    - {name: jobs, prefill: {count: 400, size: 1024}}
+  consumers:
+    - {name: only-reader, queue: jobs, window: -1, process_us: 1000}
+"""
+
+#: LONE_UNBOUNDED's queue fed by a producer through the run instead of a prefill.
+LONE_UNBOUNDED_FED = LONE_UNBOUNDED.replace(
+    "prefill: {count: 400, size: 1024}}",
+    "}\n  producers:\n"
+    "    - {name: job-writer, address: jobs, window: 65536, size: 1024, send_cost_us: 2000}",
+)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_an_unbounded_consumer_alone_on_its_queue_is_sized_by_kung_and_morris(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Alone on its queue, an unbounded consumer's share goes to no one else's buffer: its window
+    is judged by Kung & Morris as any other. Fed through the run it never starved, with over 4x
+    what it needs: lowered. Given the queue's 400 in the instant it attached, the log's last
+    event, it has no attached time: kept, and recommended as it is (-1, not the credit of
+    2^31 - 1 it logs), with no formula of a rate it does not have."""
+    fed = parse_scenario(yaml.safe_load(LONE_UNBOUNDED_FED), "artemis-lone-unbounded")
+    row = engine_recommendations(spark, fed, tmp_path / "fed")["only-reader"]
+    assert (row["rule"], row["verdict"], row["current_value"]) == ("over-provisioned", "lower", -1)
+    assert 0 < row["recommended_value"] < 2**31 - 1
+    prefilled = parse_scenario(yaml.safe_load(LONE_UNBOUNDED), "artemis-lone-unbounded")
+    row = engine_recommendations(spark, prefilled, tmp_path / "prefilled")["only-reader"]
+    assert (row["rule"], row["verdict"]) == ("never attached", "keep")
+    assert row["current_value"] == row["recommended_value"] == -1
+    assert row["current_credit"] == row["recommended_credit"] == 2**31 - 1
+    assert row["rationale"] == "keep: no attached time observed"
 
 
 @pytest.mark.spark

@@ -616,3 +616,31 @@ SLOW_CONSUMER_WITHOUT_BUFFER_RULE = Rule(
     KNOB_CONSUMER_WINDOW,
     lambda k: F.lit(0),
 )
+
+#: An unbounded window on a queue shared with other consumers, its pace not in the log: the
+#: broker sends it every message it has without waiting for credit, so its deliveries are the
+#: broker's pushes (artemis-slow-fast-consumers: 200 each to a fast and a very slow consumer, in
+#: one instant) and it returns no credit to measure a pace by. Kung & Morris's window from those
+#: deliveries would bound it alone, handing its share to the unbounded buffers beside it: right
+#: for the slow one, wrong for the fast one (the what-if: its queue processes 349 -> 235), and
+#: the log does not say which it is.
+UNBOUNDED_SHARED_RULE = Rule(
+    "unbounded window on a shared queue, pace unknown",
+    lambda k: (
+        (F.coalesce(F.col("consumer_window"), F.lit(0)) < 0)
+        & (F.coalesce(F.col("_consumers_on_queue"), F.lit(1)) >= 2)
+        & F.col("processing_rate_msgs_s").isNull()
+    ),
+    VERDICT_KEEP,
+    lambda k: F.format_string(
+        "consumerWindowSize -1 on a queue it shares with %d other consumers: the broker sends it "
+        "every message it has without waiting for credit, so its %d deliveries are the "
+        "broker's pushes, not its pace, and it returns no credit that would give one; the log "
+        "cannot tell whether it is the slow one: window not assessed (seed 003: a consumer "
+        "much slower than the others on its queue takes 0, the others a bounded window)",
+        F.col("_consumers_on_queue") - 1,
+        F.coalesce(F.col("deliveries"), F.lit(0)),
+    ),
+    KNOB_CONSUMER_WINDOW,
+    lambda k: F.col("consumer_window"),
+)

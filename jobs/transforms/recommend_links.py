@@ -10,7 +10,8 @@ a starved link that already had that much credit is kept, its consumer replenish
 
 The verdict and what the rationale says of the link's situation are the first rule of its
 broker's table that holds (:data:`ARTEMIS_CONSUMER_RULES` for Artemis: a slow consumer first, then
-:data:`LINK_RULES`; :data:`LINK_RULES` for RabbitMQ; Qpid's consumers get none, see
+an unbounded window on a shared queue whose pace the log does not give, then :data:`LINK_RULES`;
+:data:`LINK_RULES` for RabbitMQ; Qpid's consumers get none, see
 :data:`CONSUMER_RULES`); the notes of :data:`LINK_NOTES` that hold
 follow (the formula and its rate, RabbitMQ's queue credit cap, a policy round trip standing in).
 DataFrame -> DataFrame without I/O.
@@ -27,6 +28,7 @@ from jobs.recommend_policy import RecommendPolicy
 from jobs.transforms.recommend_artemis import (
     SLOW_CONSUMER_RULE,
     SLOW_CONSUMER_WITHOUT_BUFFER_RULE,
+    UNBOUNDED_SHARED_RULE,
     current_value,
 )
 from jobs.transforms.recommend_brokers import AMQP_0_9_1
@@ -145,11 +147,13 @@ LINK_RULES: tuple[Rule, ...] = (
 )
 
 
-#: An Artemis CORE consumer: a slow one gets (or keeps) no buffer, the others Kung & Morris's
+#: An Artemis CORE consumer: a slow one gets (or keeps) no buffer, an unbounded one beside
+#: others whose pace the log does not give is not assessed, the others get Kung & Morris's
 #: window.
 ARTEMIS_CONSUMER_RULES: tuple[Rule, ...] = (
     SLOW_CONSUMER_RULE,
     SLOW_CONSUMER_WITHOUT_BUFFER_RULE,
+    UNBOUNDED_SHARED_RULE,
     *LINK_RULES,
 )
 
@@ -247,7 +251,7 @@ def _rate_evidence(k: Facts) -> Column:
 LINK_NOTES: tuple[Finding, ...] = (
     Finding(
         "the need by the formula",
-        lambda k: k.assessed,
+        lambda k: k.assessed & k.needed.isNotNull(),
         lambda k: F.concat(F.lit("; "), _formula(k), _rate_evidence(k)),
     ),
     # RabbitMQ caps the credit a queue sees per consumer (DESIGN §2, 256 by default); a need above
@@ -452,8 +456,12 @@ def _consumer_rows(
     notes = F.when(decision.value.isNull(), stated(LINK_NOTES, facts, separator=""))
     rationale = F.concat(decision.rationale, F.coalesce(notes, F.lit("")))
     changes = facts.raise_ | facts.lower
-    kung_morris = F.when(changes, facts.needed).otherwise(facts.current)
-    recommended = F.coalesce(decision.value, kung_morris)
+    now = current_value(knob["_knob"], _CURRENT_CONSUMER_VALUE, facts)
+    # A kept knob is recommended as it is now, in the knob's terms (an unbounded window -1, not
+    # the credit it logs), and keeps its credit.
+    recommended = F.coalesce(decision.value, F.when(changes, facts.needed).otherwise(now))
+    kept = decision.verdict == VERDICT_KEEP
+    recommended_credit = F.when(kept, facts.current).otherwise(recommended)
     return evidence.select(
         "broker",
         knob["_entity_kind"].alias("entity_kind"),
@@ -464,13 +472,13 @@ def _consumer_rows(
         rationale.alias("rationale"),
         F.col("broker_kind"),
         knob["_knob"].alias("knob"),
-        current_value(knob["_knob"], _CURRENT_CONSUMER_VALUE, facts).alias("current_value"),
+        now.alias("current_value"),
         recommended.alias("recommended_value"),
         knob["_unit"].alias("unit"),
         decision.rule.alias("rule"),
         F.coalesce(F.col("episodes"), F.lit(0)).alias("episodes"),
         facts.current.alias("current_credit"),
-        recommended.alias("recommended_credit"),
+        recommended_credit.alias("recommended_credit"),
         facts.rate.alias("consumption_rate_msgs_s"),
         facts.round_trip.alias("round_trip_s"),
         F.when(
