@@ -403,14 +403,30 @@ def whatif(
         raise _fail(f"{table}: no recommendations for broker {spec.broker.name!r}")
     # Other brokers' knobs (Artemis, RabbitMQ) are replayed one row at a time.
     failed = False
-    for knob_comparison in whatif_knobs(spark, table, spec, as_of=as_of_day, seed=seed):
+    knob_comparisons = whatif_knobs(spark, table, spec, as_of=as_of_day, seed=seed)
+    for knob_comparison in knob_comparisons:
         console.print(format_knob_comparison(knob_comparison), highlight=False)
         failed |= bool(knob_comparison.failures())  # an unexercised change fails nothing
     overrides, _ = without_artemis_queues(spec, overrides)
     if overrides:
         failed |= _print_threshold_whatif(spec, overrides, table, seed)
+    elif not knob_comparisons:
+        console.print(_nothing_to_replay(spec.broker.name, rows), highlight=False)
     if failed:  # a changed setting that does no better: fail, so that a deploy can gate on it
         raise typer.Exit(1)
+
+
+def _nothing_to_replay(broker: str, rows: list[dict[str, Any]]) -> str:
+    """The line for a broker none of whose recommendations changes a setting: what each keeps."""
+    kept = sorted(
+        f"{row['entity']} {row['knob']} "
+        f"{'none' if row.get('current_value') is None else row['current_value']}"
+        for row in rows
+    )
+    return (
+        f"nothing to replay: every recommendation for broker {broker!r} keeps its setting "
+        f"({'; '.join(kept)})"
+    )
 
 
 def _print_threshold_whatif(

@@ -72,3 +72,21 @@ def test_a_row_that_does_worse_fails_the_command(spark, tmp_path) -> None:
                                       "--recommendations", table])  # fmt: skip
     assert result.exit_code == 1, result.output
     assert "NOT validated" in result.output
+
+
+def test_a_broker_whose_recommendations_all_keep_their_settings_says_so(spark, tmp_path) -> None:
+    # Without a line the command printed nothing at all (artemis-rate-limits in the demo).
+    kept = {**_artemis_row("block-address", 262_144, "keep"), "rule": "within its limit"}
+    unlimited = {
+        **_artemis_row("page-address", 0, "keep"),
+        "current_value": None,
+        "recommended_value": None,
+    }
+    table = _table(spark, tmp_path, [kept, unlimited])
+    result = CliRunner().invoke(app, ["whatif", "artemis-address-full-policies",
+                                      "--recommendations", table])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert " ".join(result.output.split()) == (
+        "nothing to replay: every recommendation for broker 'artemis-policies' keeps its "
+        "setting (block-address max-size-bytes 262144; page-address max-size-bytes none)"
+    )
