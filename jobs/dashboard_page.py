@@ -201,12 +201,19 @@ def knob_change(row: dict[str, Any]) -> str:
         current, recommended = row.get("current_value"), row.get("recommended_value")
 
         def value(v: Any) -> str:
-            return "none" if v is None else number(v)  # no value: the knob is not set
+            if v is None:
+                return "none"  # no value: the knob is not set
+            # Artemis's -1: no limit, an unbounded window (as `flowctl sweep` writes it).
+            return f"{number(v)} (off)" if v < 0 else number(v)
+
+        def with_unit(v: Any) -> str:
+            return value(v) + (unit if v is not None and v >= 0 else "")
 
         if current == recommended:
-            kept = value(current) + (unit if current is not None else "")
-            return f"{row['knob']}: {kept} (kept)"
-        return f"{row['knob']}: {value(current)} -> {value(recommended)}{unit}"
+            if current is not None and current < 0:
+                return f"{row['knob']}: {number(current)} (off, kept)"
+            return f"{row['knob']}: {with_unit(current)} (kept)"
+        return f"{row['knob']}: {value(current)} -> {with_unit(recommended)}"
     pairs = [
         ("stop msgs", "flow_stop_count"),
         ("resume msgs", "flow_resume_count"),

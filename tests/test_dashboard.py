@@ -462,6 +462,12 @@ def test_a_value_kept_reads_as_kept_not_as_a_change() -> None:
     assert knob_change(limit) == "x-max-length: none -> 15,300 messages"
     unset = {**limit, "recommended_value": None}
     assert knob_change(unset) == "x-max-length: none (kept)"
+    # Artemis's -1 is no limit / an unbounded window: "-1 (off)", not "-1 bytes".
+    window = {"knob": "consumerWindowSize", "unit": "bytes", "current_value": -1,
+              "recommended_value": -1}  # fmt: skip
+    assert knob_change(window) == "consumerWindowSize: -1 (off, kept)"
+    bounded = {**window, "recommended_value": 87_558}
+    assert knob_change(bounded) == "consumerWindowSize: -1 (off) -> 87,558 bytes"
     pairs = {
         "current_flow_stop_count": 1600,
         "recommended_flow_stop_count": 1760,
