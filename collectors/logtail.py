@@ -5,22 +5,28 @@ offset after the last whole line read; a collector stores it with what it wrote,
 collector reads on from there. Artemis rolls ``artemis.log`` to ``artemis.log.YYYY-MM-DD`` at
 midnight (and at a start on a new day): a position in a rolled file is found by its inode in
 the same folder, the file is read to its end, then every newer rolled file of the same name
-(``NAME.*``, oldest first: a collector stopped over a weekend finds two), then the live file
-from its start. The digest keeps an inode freed by a rotation and given to the new log from
-being taken for the old file. A live file shorter than the offset was truncated in place and is
-read from its start. A line is read only once it ends with a newline: a half-written line waits
-for the next poll (in a rolled file, which is complete, such a last line is lost). Each call
-reads everything there is, a chunk at a time. Not read: compressed rolled files (``.gz`` ...):
-a collector stopped across two rotations of a log that logrotate compresses misses the lines
-written after its position to the file compressed, and says so.
+(``NAME.*``, oldest first by modification time: a collector stopped over a weekend finds two),
+then the live file from its start. A rolled file compressed since (logrotate's ``compress``:
+``.gz``, ``.bz2``, ``.xz``) has a new inode: the position's file is found among them by the digest
+of its first line, and read on from the same offset of its decompressed text. The digest also
+keeps an inode freed by a rotation and given to the new log from being taken for the old file. A
+live file shorter than the offset was truncated in place and is read from its start. A line is
+read only once it ends with a newline: a half-written line waits for the next poll (in a rolled
+file, which is complete, such a last line is lost). Each call reads everything there is, a chunk
+at a time. Not read: rolled files in other formats (``.zip``, ``.zst``): a collector stopped while
+its file was rolled into one misses what was written to it after its position, and says so.
 """
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import hashlib
+import io
 import logging
+import lzma
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,8 +35,25 @@ log = logging.getLogger("flowctl.collect")
 
 #: What is read at once: a large backlog is read and committed in pieces, not held in memory.
 READ_CHUNK_BYTES = 4 * 1024 * 1024
-#: Rolled files a collector does not read (a compressed roll-over is not a log it can follow).
-COMPRESSED_SUFFIXES = (".gz", ".zip", ".bz2", ".xz", ".zst")
+#: How a compressed rolled file is opened, by its suffix: its decompressed text is the log (the
+#: caller closes it: SIM115 asks for a context manager here).
+DECOMPRESSED: dict[str, Callable[[Path], io.BufferedIOBase]] = {
+    ".gz": lambda path: gzip.open(path, "rb"),  # noqa: SIM115
+    ".bz2": lambda path: bz2.open(path, "rb"),  # noqa: SIM115
+    ".xz": lambda path: lzma.open(path, "rb"),  # noqa: SIM115
+}
+#: Rolled files a collector does not read (archives, or a compression the standard library lacks).
+UNREAD_SUFFIXES = (".zip", ".zst")
+
+
+def _open(path: Path) -> io.BufferedIOBase:
+    """``path`` to read its text: decompressed when its suffix says it is compressed."""
+    decompressed = DECOMPRESSED.get(path.suffix)
+    return decompressed(path) if decompressed else path.open("rb")
+
+
+def _compressed(path: Path) -> bool:
+    return path.suffix in DECOMPRESSED
 
 
 #: The bytes of a file's first line that tell it from another file with the same inode.
@@ -67,9 +90,9 @@ def file_head(path: Path) -> str:
     """A digest of ``path``'s first line (up to :data:`HEAD_BYTES`; "" before it is whole): a
     file deleted and its inode given to a new one (a log rotated away) is told apart by it."""
     try:
-        with path.open("rb") as handle:
+        with _open(path) as handle:
             data = handle.read(HEAD_BYTES)
-    except OSError:
+    except _UNREADABLE:  # unreadable, or a compressed file cut short
         return ""
     end = data.find(b"\n")
     if end < 0 and len(data) < HEAD_BYTES:
@@ -86,7 +109,8 @@ def _identity(stat: os.stat_result) -> tuple[int, int]:
 
 
 def _rolled_files(path: Path) -> list[tuple[float, str, Path, tuple[int, int]]]:
-    """``path``'s rolled files (``NAME.*``, not compressed), oldest first by modification time."""
+    """``path``'s rolled files (``NAME.*``, compressed or not, not :data:`UNREAD_SUFFIXES`),
+    oldest first by modification time."""
     found = []
     try:
         siblings = list(path.parent.iterdir())
@@ -94,7 +118,7 @@ def _rolled_files(path: Path) -> list[tuple[float, str, Path, tuple[int, int]]]:
         return []
     for sibling in siblings:
         name = sibling.name
-        if not name.startswith(f"{path.name}.") or name.endswith(COMPRESSED_SUFFIXES):
+        if not name.startswith(f"{path.name}.") or name.endswith(UNREAD_SUFFIXES):
             continue
         try:
             stat = sibling.stat()
@@ -105,24 +129,49 @@ def _rolled_files(path: Path) -> list[tuple[float, str, Path, tuple[int, int]]]:
     return sorted(found, key=lambda entry: (entry[0], entry[1]))
 
 
+#: What a damaged or cut-short compressed file raises as it is read.
+_UNREADABLE = (EOFError, OSError, lzma.LZMAError)
+
+
+def _cut_short(path: Path, offset: int, error: Exception) -> None:
+    log.warning(
+        "%s cannot be read past byte %d of its text (%s): the rest of it is not collected",
+        path,
+        offset,
+        error,
+    )
+
+
 def _lines_from(path: Path, offset: int, identity: tuple[int, int]) -> Iterator[tuple[str, int]]:
-    """Whole lines of ``path`` from ``offset`` to its end, each with the offset after it."""
-    with path.open("rb") as handle:
+    """Whole lines of ``path`` (its decompressed text when compressed) from ``offset`` to its
+    end, each with the offset after it. Read forward only: a compressed file cannot seek back."""
+    with _open(path) as handle:
         if _identity(os.fstat(handle.fileno())) != identity:
             return  # replaced between the stat and the open: the next poll sees the new one
-        handle.seek(offset)
-        position = offset
+        position, pending = offset, b""
+        try:
+            handle.seek(offset)
+        except _UNREADABLE as error:
+            _cut_short(path, offset, error)
+            return
         while True:
-            data = handle.read(READ_CHUNK_BYTES)
-            end = data.rfind(b"\n")
+            try:
+                data = handle.read(READ_CHUNK_BYTES)
+            except _UNREADABLE as error:
+                _cut_short(path, position, error)
+                return
+            buffer = pending + data
+            end = buffer.rfind(b"\n")
             if end < 0:
-                if len(data) < READ_CHUNK_BYTES:
+                if len(buffer) < READ_CHUNK_BYTES:
                     return  # the end, or a line still being written
-                end = len(data) - 1  # a "line" longer than a chunk: taken in pieces
-            for raw in data[: end + 1].splitlines(keepends=True):
+                end = len(buffer) - 1  # a "line" longer than a chunk: taken in pieces
+            for raw in buffer[: end + 1].splitlines(keepends=True):
                 position += len(raw)
                 yield raw.decode("utf-8", errors="replace"), position
-            handle.seek(position)
+            pending = buffer[end + 1 :]
+            if not data:
+                return
 
 
 def follow(path: Path, position: LogPosition | None) -> Iterator[tuple[str, LogPosition]]:
@@ -136,15 +185,12 @@ def follow(path: Path, position: LogPosition | None) -> Iterator[tuple[str, LogP
             return
         live = _identity(stat)
         head = file_head(path)
-        if position is not None and position.identity == live and not _same_file(position, head):
-            log.warning(
-                "%s is a new file on the inode of the one read up to byte %d (rotated away): "
-                "read from its start",
-                path,
-                position.offset,
-            )
-            position = None
-        if position is None or position.identity == live:
+        # The inode of the file read, freed by a rotation (compressed, or deleted) and given to
+        # the new log: the file read is looked for among the rolled ones as if moved away.
+        reused = (
+            position is not None and position.identity == live and not _same_file(position, head)
+        )
+        if position is None or (position.identity == live and not reused):
             offset = 0 if position is None else position.offset
             if offset > stat.st_size:
                 log.warning(
@@ -167,12 +213,21 @@ def follow(path: Path, position: LogPosition | None) -> Iterator[tuple[str, LogP
             ),
             None,
         )
+        if current is None and position.head:
+            # Compressed since it was read: a new inode, the same first line.
+            current = next(
+                (e for e in rolled if _compressed(e[2]) and file_head(e[2]) == position.head),
+                None,
+            )
         if current is None:
             log.warning(
-                "%s was replaced and the file read up to byte %d is gone: what was written to "
-                "it after that is not collected",
+                "%s is a new file%s and the file read up to byte %d is gone (or rolled into a "
+                "file not read: %s): what was written to it after that is not collected; the "
+                "new one is read from its start",
                 path,
+                " on the inode of the one read" if reused else "",
                 position.offset,
+                ", ".join(UNREAD_SUFFIXES),
             )
             position = LogPosition(*live, 0, head)
             yield "", position

@@ -5,9 +5,13 @@ crash, the log's roll-over at midnight and a day boundary, without losing or rep
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
+import lzma
 import os
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -604,6 +608,106 @@ def test_two_roll_overs_while_the_collector_was_stopped(setup: Setup) -> None:
         (3, "flow_resumed", "2026-11-27T09:10"),
         (4, "flow_stopped", "2026-11-28T08:00"),
     ]
+
+
+#: How logrotate's ``compress`` would write a rolled file, by suffix.
+COMPRESSORS: dict[str, Callable[[bytes], bytes]] = {
+    ".gz": gzip.compress,
+    ".bz2": bz2.compress,
+    ".xz": lzma.compress,
+}
+
+
+def _roll(log: Path, name: str, mtime: float, compress: str | None = None) -> Path:
+    """``log`` rolled to ``name``, dated ``mtime``; compressed as logrotate's ``compress`` does
+    when ``compress`` is a suffix: a new file (a new inode), the plain one removed."""
+    rolled = log.rename(log.with_name(name))
+    if compress is not None:
+        packed = rolled.with_name(name + compress)
+        packed.write_bytes(COMPRESSORS[compress](rolled.read_bytes()))
+        rolled.unlink()
+        rolled = packed
+    os.utime(rolled, (mtime, mtime))
+    return rolled
+
+
+@pytest.mark.parametrize("suffix", sorted(COMPRESSORS))
+def test_a_rolled_file_compressed_while_the_collector_was_stopped(
+    setup: Setup, suffix: str
+) -> None:
+    """logrotate with ``compress``: the file read up to a position was rolled and compressed
+    (a new inode) and another rolled after it; its rest, the other and the live log are read."""
+    setup.write(other("2026-11-26 22:00:00,000"), block("2026-11-26 23:00:00,000"))
+    setup.collect()
+    setup.write(unblock("2026-11-26 23:30:00,000"))  # after the position
+    now = time.time()
+    _roll(setup.log, "artemis.log.2026-11-26", now - 20, compress=suffix)
+    setup.write(block("2026-11-27 09:00:00,000"), unblock("2026-11-27 09:10:00,000"))
+    _roll(setup.log, "artemis.log.2026-11-27", now - 10)
+    setup.write(block("2026-11-28 08:00:00,000"))
+    setup.collect()
+    assert [(r["seq"], r["event_type"], r["ts"].isoformat()[:16]) for r in setup.rows()] == [
+        (0, "flow_stopped", "2026-11-26T23:00"),
+        (1, "flow_resumed", "2026-11-26T23:30"),
+        (2, "flow_stopped", "2026-11-27T09:00"),
+        (3, "flow_resumed", "2026-11-27T09:10"),
+        (4, "flow_stopped", "2026-11-28T08:00"),
+    ]
+
+
+def test_a_position_in_a_compressed_file_reads_on_from_its_offset(tmp_path: Path) -> None:
+    """A collector stopped part-way through a compressed rolled file goes on from the same
+    offset of its text, then the live log."""
+    log = tmp_path / "artemis.log"
+    log.write_text("one\ntwo\nthree\n")
+    packed = _roll(log, "artemis.log.1", time.time() - 10, compress=".gz")
+    log.write_text("four\n")
+    stat = packed.stat()
+    position = logtail.LogPosition(stat.st_dev, stat.st_ino, 4, logtail.file_head(packed))
+    assert position.head == logtail.file_head(log.with_name("artemis.log.1.gz"))
+    assert [text for text, _ in logtail.follow(log, position) if text] == [
+        "two\n",
+        "three\n",
+        "four\n",
+    ]
+
+
+def test_a_damaged_compressed_file_is_said_and_the_next_one_read(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    setup.write(other("2026-11-26 22:00:00,000"), block("2026-11-26 23:00:00,000"))
+    setup.collect()
+    setup.write(unblock("2026-11-26 23:30:00,000"))
+    now = time.time()
+    packed = _roll(setup.log, "artemis.log.2026-11-26", now - 20, compress=".gz")
+    data = packed.read_bytes()
+    packed.write_bytes(data[: len(data) - 12])  # cut short: no end of stream
+    os.utime(packed, (now - 20, now - 20))
+    setup.write(block("2026-11-27 09:00:00,000", address="invoices"))
+    with caplog.at_level("WARNING", logger="flowctl.collect"):
+        setup.collect()
+    assert [(r["event_type"], r["queue"]) for r in setup.rows()] == [
+        ("flow_stopped", "orders"),
+        ("flow_stopped", "invoices"),
+    ]
+    assert "artemis.log.2026-11-26.gz cannot be read past byte" in caplog.text
+
+
+def test_a_file_rolled_into_a_format_not_read_is_said(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    setup.write(block("2026-11-26 23:00:00,000"))
+    setup.collect()
+    rolled = _roll(setup.log, "artemis.log.2026-11-26", time.time() - 20)
+    rolled.rename(rolled.with_name(rolled.name + ".zst"))  # as if zstd had packed it
+    setup.write(block("2026-11-27 09:00:00,000", address="invoices"))
+    with caplog.at_level("WARNING", logger="flowctl.collect"):
+        setup.collect()
+    assert [(r["event_type"], r["queue"]) for r in setup.rows()] == [
+        ("flow_stopped", "orders"),
+        ("flow_stopped", "invoices"),
+    ]
+    assert "or rolled into a file not read: .zip, .zst" in caplog.text
 
 
 def test_a_backlog_larger_than_a_read_is_read_whole(
