@@ -268,13 +268,30 @@ class ArtemisCollector(LogCollector):
         return parse_line(text, self.log_zone)
 
     def may_write(self, line: LogLine) -> bool:
-        # A disk's block of an address writes nothing but changes what its unblocking writes.
+        # A disk's block of an address writes nothing but changes what its unblocking writes;
+        # any line past a disk's release settles whether the addresses it freed were held.
         return (
             line.is_flow
             or line.code in LIFECYCLE_CODES
             or line.code in DISK_CODES
             or line.code == DISK_BLOCKING
+            or any(self._release_settled_by(line.ts, a) for a in self.addresses.values())
         )
+
+    @staticmethod
+    def _release_settled_by(ts: datetime, address: AddressState) -> bool:
+        """Whether ``ts`` is past the moment in which the disk's release of ``address`` would
+        have logged its "Unblocking" (:data:`DISK_RELEASE_S`)."""
+        released = address.disk_released_us
+        return released is not None and to_us(ts) - released > DISK_RELEASE_S * 1_000_000
+
+    def _settle_releases(self, ts: datetime) -> None:
+        """Write the block of each address a disk freed that had no "Unblocking" in the
+        moment of its release (held by max-size-bytes since), as soon as the log or a sample
+        is past that moment, not when it drains: samples and metrics see it blocked."""
+        for name, address in sorted(self.addresses.items()):
+            if self._release_settled_by(ts, address):
+                self._held_since_the_disk(ts, name, address)
 
     def _disk_row(self, ts: datetime, extra: dict[str, Any]) -> None:
         detail = {"resource": "disk", "origin": ORIGIN_ARTEMIS_LOG, **extra}
@@ -324,6 +341,7 @@ class ArtemisCollector(LogCollector):
                 )
 
     def on_line(self, line: LogLine) -> None:
+        self._settle_releases(line.ts)
         if line.code == STOPPED:
             self._close_blocked(line.ts, REASON_BROKER_STOPPED)
         elif line.code in STARTING_CODES and self.last_line is not None:
@@ -385,6 +403,7 @@ class ArtemisCollector(LogCollector):
     # -- samples ------------------------------------------------------------------------------
     def write_sample(self, taken: datetime, observed: dict[str, dict[str, Any]]) -> None:
         """Each address read as a ``queue_declared`` row: the address as observed."""
+        self._settle_releases(taken)
         for name, values in sorted(observed.items()):
             if self.sampled_addresses is not None and name not in self.sampled_addresses:
                 continue

@@ -264,6 +264,48 @@ def test_an_address_past_its_limit_when_the_disk_is_freed_stays_blocked(setup: S
     assert all(not a.disk_blocked and a.disk_released_us is None for a in addresses)
 
 
+def test_an_address_held_after_the_disk_is_freed_is_written_as_soon_as_that_is_known(
+    setup: Setup,
+) -> None:
+    """Its block is written once any line of the log is past the moment of the release, not
+    when the address drains."""
+    setup.write(
+        disk_full("2026-11-28 10:00:00,000"),
+        disk_blocking("2026-11-28 10:00:01,000"),
+        disk_free("2026-11-28 10:00:10,000"),
+        other("2026-11-28 10:00:10,500"),  # within the moment: nothing known yet
+    )
+    setup.collect()
+    assert [r["event_type"] for r in setup.rows()] == ["alarm_raised", "alarm_cleared"]
+    setup.write(other("2026-11-28 10:00:20,000"))
+    setup.collect()
+    assert [(r["event_type"], r["queue"], r["ts"]) for r in setup.rows()[2:]] == [
+        ("flow_stopped", "orders", _ts("2026-11-28 10:00:10")),
+    ]
+
+
+def test_a_sample_after_the_disk_is_freed_finds_the_address_held(setup: Setup) -> None:
+    """The log quiet since the release: the sample is past its moment and says so."""
+    setup.write(
+        disk_full("2026-11-28 10:00:00,000"),
+        disk_blocking("2026-11-28 10:00:01,000"),
+        disk_free("2026-11-28 10:00:10,000"),
+    )
+    orders = {"address_size": 150_964, "messages": 73, "max_size_bytes": 100_000, "policy": None}
+    taken = datetime(2026, 11, 28, 10, 0, 15, tzinfo=UTC)
+    collector = setup.collector(
+        jolokia=FakeJolokia([{"orders": orders}]), sample_interval_s=0.0, clock=lambda: taken
+    )
+    collector.poll_once()
+    collector.flush()
+    rows = setup.rows()
+    assert [(r["event_type"], r["ts"]) for r in rows[2:]] == [
+        ("flow_stopped", _ts("2026-11-28 10:00:10")),
+        ("queue_declared", taken),
+    ]
+    assert (rows[3]["flow_stopped"], rows[3]["flow_stopped_count"]) == (True, 1)
+
+
 def test_a_broker_that_stops_or_crashes_with_its_disk_full_clears_the_alarm(
     setup: Setup,
 ) -> None:
