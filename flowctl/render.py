@@ -13,6 +13,7 @@ from rich.text import Text
 
 from flowctl_core.runner import RunResult
 from flowctl_core.summary import (
+    QueueSummary,
     artemis_addresses,
     artemis_links,
     connection_totals,
@@ -79,6 +80,21 @@ def _turned(title: str, corner: str, names: list[str], entities: list[list[str]]
     return _one_table(title, headers, rows)
 
 
+#: The threshold cells of a queue whose flow control is an Artemis address's: its limit and
+#: overshoot are in the addresses' table.
+_BY_ADDRESS = ("address", "address", "address")
+
+
+def _thresholds(row: QueueSummary) -> tuple[str, str, str]:
+    """The final stop count and the overshoots of a queue's own (Qpid) thresholds."""
+    return (
+        f"{row.flow_stop_count:,}" if row.flow_stop_count else "off",
+        # Overshoot past a threshold that is off is not 0 but undefined (DESIGN §4: null).
+        f"{row.max_overshoot_msgs:,}" if row.flow_stop_count or row.max_overshoot_msgs else "off",
+        f"{row.max_overshoot_bytes:,}" if row.flow_stop_size or row.max_overshoot_bytes else "off",
+    )
+
+
 def print_summary(result: RunResult, out: Path | None = None) -> None:
     headers = [
         ("queue", "left"),
@@ -108,14 +124,7 @@ def print_summary(result: RunResult, out: Path | None = None) -> None:
             f"{row.flow_stopped_count:,}",
             f"{row.peak_depth_msgs:,}",
             f"{row.peak_depth_bytes:,}",
-            f"{row.flow_stop_count:,}" if row.flow_stop_count else "off",
-            # Overshoot past a threshold that is off is not 0 but undefined (DESIGN §4: null).
-            f"{row.max_overshoot_msgs:,}"
-            if row.flow_stop_count or row.max_overshoot_msgs
-            else "off",
-            f"{row.max_overshoot_bytes:,}"
-            if row.flow_stop_size or row.max_overshoot_bytes
-            else "off",
+            *(_BY_ADDRESS if row.flow_by_address else _thresholds(row)),
         ]
         for row in queue_summaries(result)
     ]

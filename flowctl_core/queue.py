@@ -185,6 +185,17 @@ class Queue:
         self._shown_flow = (stopped, stopped_count)
         self._refresh_flow_state()
 
+    @property
+    def logged_flow_state(self) -> tuple[bool, int]:
+        """Flow stopped and ``flow_stopped_count`` as this queue's events log them: its own
+        thresholds', or an Artemis address's shown in their place (:meth:`show_flow_state`)."""
+        return self._flow_state[0], self._flow_state[1]
+
+    @property
+    def flow_shown_by_address(self) -> bool:
+        """Whether an Artemis address's blocking is this queue's flow control."""
+        return self._shown_flow is not None
+
     def log_depth_bytes_as(self, measure: Callable[[], int]) -> None:
         """Log ``measure()`` as ``depth_bytes`` on this queue's events in place of its message
         bodies: an Artemis address that blocks is its same-named queue's flow control

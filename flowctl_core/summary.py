@@ -24,6 +24,9 @@ class QueueSummary:
     flow_stop_size: int
     max_overshoot_msgs: int
     max_overshoot_bytes: int
+    # An Artemis address's blocking is the queue's flow control: its thresholds and overshoot
+    # are the address's (artemis_addresses), the flow state and count those it logs.
+    flow_by_address: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -33,6 +36,7 @@ def queue_summaries(result: RunResult) -> list[QueueSummary]:
     rows = []
     for queue in result.broker.queues.values():
         stats, flow = queue.stats, queue.flow
+        flow_stopped, flow_stopped_count = queue.logged_flow_state
         rows.append(
             QueueSummary(
                 queue=queue.name,
@@ -41,14 +45,15 @@ def queue_summaries(result: RunResult) -> list[QueueSummary]:
                 rejected=stats.rejected,
                 evicted=stats.evicted,
                 depth_msgs=queue.depth_msgs,
-                flow_stopped_count=flow.flow_stopped_count,
-                flow_stopped=flow.flow_stopped,
+                flow_stopped_count=flow_stopped_count,
+                flow_stopped=flow_stopped,
                 peak_depth_msgs=stats.peak_depth_msgs,
                 peak_depth_bytes=stats.peak_depth_bytes,
                 flow_stop_count=flow.stop_count,
                 flow_stop_size=flow.stop_size,
                 max_overshoot_msgs=stats.max_overshoot_msgs,
                 max_overshoot_bytes=stats.max_overshoot_bytes,
+                flow_by_address=queue.flow_shown_by_address,
             )
         )
     return rows

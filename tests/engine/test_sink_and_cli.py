@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
@@ -127,6 +128,26 @@ def test_bundled_900_500_scenario() -> None:
     (summary,) = queue_summaries(result)
     assert (summary.flow_stopped_count, summary.peak_depth_msgs) == (1, 901)
     assert summary.depth_msgs == 0 and not summary.flow_stopped
+
+
+def test_an_artemis_address_that_blocks_is_its_queues_flow_control_in_the_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """artemis-block-core-producers' address blocks 168 times: its queue's summary counts them
+    as its events do (not 0, its own thresholds being off), and the threshold columns point at
+    the addresses' table, where the limit and overshoot are."""
+    from flowctl.render import print_summary
+
+    with ParquetSink(tmp_path, "run-a") as sink:
+        result = run_scenario(load_scenario("artemis-block-core-producers"), [sink], run_id="a")
+    events = ds.dataset(tmp_path, format="parquet", partitioning="hive").to_table()
+    blocks = events.filter(pc.field("event_type") == "flow_stopped").num_rows
+    (summary,) = queue_summaries(result)
+    assert summary.flow_by_address and summary.flow_stopped_count == blocks == 168
+    print_summary(result)
+    orders = next(line for line in capsys.readouterr().out.splitlines() if "│ orders" in line)
+    cells = [cell.strip() for cell in orders.strip("│").split("│")]
+    assert cells[0] == "orders" and cells[5:] == ["168", "664", "679,936", *["address"] * 3]
 
 
 @pytest.mark.parametrize(
