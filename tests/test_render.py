@@ -84,3 +84,20 @@ def test_a_table_wider_than_the_terminal_is_turned_not_cut(
         assert text.count("┏") == tables
         assert text.count("102,400") == 6 and text.count("consumer-5") == 1
     assert "│ window " in text  # turned: the columns' names head the rows
+
+
+def test_the_daily_table_shows_an_artemis_address_overshoot_in_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An address overshoots max-size-bytes in bytes only: a table of message overshoots alone
+    showed the collected `orders` (149,176 bytes past its limit, at risk) with none."""
+    out = io.StringIO()
+    monkeypatch.setattr(render, "console", Console(file=out, width=300))
+    row = {"date": "2026-11-28", "run_id": "r", "queue": "orders", "max_overshoot_bytes": 149_176}
+    render.print_daily_metrics([row])
+    header, line = (
+        text for text in out.getvalue().splitlines() if "overshoot" in text or "orders" in text
+    )
+    columns = [cell.strip() for cell in header.strip("┃").split("┃")]
+    cells = [cell.strip() for cell in line.strip("│").split("│")]
+    assert dict(zip(columns, cells, strict=True))["max overshoot bytes"] == "149,176"
