@@ -40,6 +40,7 @@ from flowctl.render import (
     print_pipeline_status,
     print_summary,
     print_sweep,
+    recommendations_line,
 )
 from flowctl.whatif import load_recommendation_rows, load_recommended_thresholds, whatif_knobs
 from flowctl_core.errors import FlowctlError
@@ -297,8 +298,7 @@ def _run_pipeline_and_print(
         started = time.perf_counter()
         recommended = run_recommend(spark, pipeline_conf, first, last, recommend_policy)
         seconds["recommend"] = round(time.perf_counter() - started, 3)
-        verdicts = format_figures(dict(recommended["verdicts"]))
-        print_line(f"threshold_recommendations: {recommended['rows']:,} rows ({verdicts})")
+        print_line(recommendations_line(recommended))
     print_line(f"seconds per job: {format_figures(seconds)}")
     if dashboard is not None:
         from jobs.dashboard import render_dashboard

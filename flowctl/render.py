@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -289,6 +289,21 @@ DAILY_COLUMNS = (
     ("max_overshoot_ratio", "overshoot / bound"),
     ("counter_check_ok", "counter ok"),
 )
+
+
+def recommendations_line(recommended: dict[str, Any]) -> str:
+    """The recommend job's counts: every day's set it wrote, then the last day's, the one the
+    dashboard and ``whatif`` read."""
+    line = (
+        f"threshold_recommendations: {recommended['rows']:,} rows, a set for each of "
+        f"{recommended['days']} days ({format_figures(dict(recommended['verdicts']))})"
+    )
+    if recommended["days"] > 1:
+        line += (
+            f"; as of {recommended['latest']} (the dashboard's): {recommended['latest_rows']:,} "
+            f"({format_figures(dict(recommended['latest_verdicts']))})"
+        )
+    return line
 
 
 def print_daily_metrics(rows: list[dict[str, object]]) -> None:

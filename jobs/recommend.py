@@ -114,17 +114,25 @@ def run_recommend(
     finally:
         for day_rows in per_day:
             day_rows.unpersist()
-    verdicts = {
-        r.verdict: r["count"]
-        for r in spark.read.format("delta")
-        .load(path)
-        .where(predicate)
-        .groupBy("verdict")
-        .count()
-        .collect()
-    }
+    counted = (
+        spark.read.format("delta").load(path).where(predicate).groupBy("date", "verdict").count()
+    ).collect()  # days x verdicts: a few rows
+    verdicts: dict[str, int] = {}
+    for row in counted:
+        verdicts[row.verdict] = verdicts.get(row.verdict, 0) + row["count"]
+    # The set as of the last day is what the dashboard and whatif read (each day has its own).
+    latest = max((row.date for row in counted), default=None)
+    latest_verdicts = {r.verdict: r["count"] for r in counted if r.date == latest}
     log.info("threshold_recommendations: replaced %s with %d rows %s", predicate, written, verdicts)
-    return {"rows": written, "verdicts": dict(sorted(verdicts.items())), "path": path}
+    return {
+        "rows": written,
+        "days": len({row.date for row in counted}),
+        "verdicts": dict(sorted(verdicts.items())),
+        "latest": latest,
+        "latest_rows": sum(latest_verdicts.values()),
+        "latest_verdicts": dict(sorted(latest_verdicts.items())),
+        "path": path,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from delta.tables import DeltaTable
 
+from flowctl.render import recommendations_line
 from jobs.config import PipelineConf
 from jobs.delta_io import replace_where
 from jobs.maintenance import run_maintenance
@@ -73,6 +74,15 @@ def test_rerun_replaces_the_days_and_changes_nothing(spark: Any, warehouse: Pipe
         "work": "keep",
     }
     assert len(before) == first["rows"] == 8
+    # What the console says: every day's set, then the last day's (the dashboard's).
+    assert (first["days"], first["latest"], first["latest_rows"]) == (2, following, 4)
+    assert first["verdicts"] == {"at_risk_of_overflow": 2, "keep": 2, "raise": 4}
+    assert first["latest_verdicts"] == {"at_risk_of_overflow": 1, "keep": 1, "raise": 2}
+    assert recommendations_line(first) == (
+        "threshold_recommendations: 8 rows, a set for each of 2 days (at risk of overflow 2, "
+        "keep 2, raise 4); as of 2026-03-04 (the dashboard's): 4 (at risk of overflow 1, "
+        "keep 1, raise 2)"
+    )
     table = spark.read.format("delta").load(recommendations_path(warehouse))
     assert {
         (row.date, row.entity): row.verdict
