@@ -425,8 +425,18 @@ def knob_unexercised(comparison: KnobComparison) -> str | None:
     return None
 
 
-def knob_failures(comparison: KnobComparison) -> list[str]:
-    """Why the re-run does not show what the change is for (empty when it does):
+@dataclass(frozen=True)
+class KnobCheck:
+    """One thing a re-run must show for a change: said as ``held`` when it does, as ``failed``
+    when it does not."""
+
+    held: str
+    failed: str
+    ok: bool
+
+
+def knob_checks(comparison: KnobComparison) -> list[KnobCheck]:
+    """What the re-run must show for the change to be what it is for:
 
     - max-size-bytes (messages lost at the limit): fewer messages lost;
     - reject threshold: the peak address size within it, no more rejections, and fewer when some
@@ -442,64 +452,103 @@ def knob_failures(comparison: KnobComparison) -> list[str]:
     """
     change, before, after = comparison.change, comparison.before, comparison.after
     lowered = change.current is not None and change.value < change.current
-    checks: list[tuple[str, bool]]
     if change.knob == KNOB_MAX_SIZE_BYTES:
         key = "lost msgs (dropped, failed)"
-        checks = [("messages lost not cut", after[key] < before[key] or before[key] == 0)]
-    elif change.knob == KNOB_REJECT_THRESHOLD:
-        rejected = "rejected msgs"
-        checks = [
-            ("peak address size above the threshold", after["peak address bytes"] <= change.value),
-            ("more rejections", after[rejected] <= before[rejected]),
-            ("rejections not cut", before[rejected] == 0 or after[rejected] < before[rejected]),
+        return [
+            KnobCheck(
+                "messages lost cut" if before[key] else "no messages lost either way",
+                "messages lost not cut",
+                after[key] < before[key] or before[key] == 0,
+            )
         ]
-    elif change.knob == KNOB_PRODUCER_WINDOW:
-        overshoot = "max overshoot bytes"
-        lost = "lost msgs (dropped, failed)"
+    if change.knob == KNOB_REJECT_THRESHOLD:
+        rejected = "rejected msgs"
+        return [
+            KnobCheck(
+                "peak address size within the threshold",
+                "peak address size above the threshold",
+                after["peak address bytes"] <= change.value,
+            ),
+            KnobCheck("no more rejections", "more rejections", after[rejected] <= before[rejected]),
+            KnobCheck(
+                "rejections cut" if before[rejected] else "no rejections either way",
+                "rejections not cut",
+                before[rejected] == 0 or after[rejected] < before[rejected],
+            ),
+        ]
+    if change.knob == KNOB_PRODUCER_WINDOW:
+        overshoot, lost = "max overshoot bytes", "lost msgs (dropped, failed)"
         # An at-risk change is preventive (seed 003's bound, not yet reached): no more overshoot;
         # a lowering of windows that overshot must cut it.
-        preventive = change.verdict == VERDICT_AT_RISK
-        checks = [
-            ("more overshoot", after[overshoot] <= before[overshoot])
-            if preventive
-            else ("overshoot not cut", after[overshoot] < before[overshoot]),
-            ("more messages lost", after[lost] <= before[lost]),
+        limits = (
+            KnobCheck("no more overshoot", "more overshoot", after[overshoot] <= before[overshoot])
+            if change.verdict == VERDICT_AT_RISK
+            else KnobCheck(
+                "overshoot cut", "overshoot not cut", after[overshoot] < before[overshoot]
+            )
+        )
+        return [
+            limits,
+            KnobCheck("no more messages lost", "more messages lost", after[lost] <= before[lost]),
         ]
-    elif change.knob == KNOB_CONSUMER_WINDOW and change.value == 0:
+    if change.knob == KNOB_CONSUMER_WINDOW and change.value == 0:
         done, processed = "queue processed by s", "queue msgs processed"
-        checks = [
-            (
+        return [
+            KnobCheck(
+                "the queue's messages processed sooner or more",
                 "the queue's messages processed neither sooner nor more",
                 after[processed] > before[processed]
                 or (after[processed] == before[processed] and after[done] < before[done]),
             )
         ]
-    elif change.knob == KNOB_CONSUMER_WINDOW:
+    if change.knob == KNOB_CONSUMER_WINDOW:
         # The queue's, not the consumer's own: a smaller buffer leaves a slow consumer fewer
         # messages to hold, which the others then take (seed 003).
         key = "queue msgs processed"
-        checks = [("the queue's consumers processed fewer", after[key] >= before[key])]
-    elif change.knob in (KNOB_LINK_CREDIT, KNOB_PREFETCH):
+        return [
+            KnobCheck(
+                "the queue's consumers processed no fewer",
+                "the queue's consumers processed fewer",
+                after[key] >= before[key],
+            )
+        ]
+    if change.knob in (KNOB_LINK_CREDIT, KNOB_PREFETCH):
         key, done = "consumer msgs received", "consumer received by s"
-        checks = [
-            ("fewer messages received", after[key] >= before[key])
-            if lowered
-            else (
+        if lowered:
+            return [
+                KnobCheck(
+                    "no fewer messages received",
+                    "fewer messages received",
+                    after[key] >= before[key],
+                )
+            ]
+        return [
+            KnobCheck(
+                "messages received more or sooner",
                 "messages received neither more nor sooner",
                 after[key] > before[key]
                 or (after[key] == before[key] and after[done] < before[done] * (1 - SOONER_SHARE)),
             )
         ]
-    else:  # x-max-length
-        blocked = "connection blocked s"
-        checks = [
-            ("peak depth above the limit", after["peak depth msgs"] <= change.value),
-            (
-                "connection blocked no less",
-                before[blocked] == 0 or after[blocked] < before[blocked],
-            ),
-        ]
-    return [reason for reason, ok in checks if not ok]
+    blocked = "connection blocked s"  # x-max-length
+    return [
+        KnobCheck(
+            "peak depth within the limit",
+            "peak depth above the limit",
+            after["peak depth msgs"] <= change.value,
+        ),
+        KnobCheck(
+            "its connection blocked less" if before[blocked] else "no connection blocked",
+            "connection blocked no less",
+            before[blocked] == 0 or after[blocked] < before[blocked],
+        ),
+    ]
+
+
+def knob_failures(comparison: KnobComparison) -> list[str]:
+    """Why the re-run does not show what the change is for (empty when it does):
+    :func:`knob_checks` that fail."""
+    return [check.failed for check in knob_checks(comparison) if not check.ok]
 
 
 def measure_knob(scenario: Scenario, seed: int, change: KnobChange) -> dict[str, float]:
@@ -536,6 +585,23 @@ def format_knob_comparison(comparison: KnobComparison) -> str:
     failed, unexercised = comparison.failures(), comparison.unexercised()
     if unexercised:
         lines.append(f"  not exercised: {unexercised}")
+    elif failed:
+        lines.append(f"  NOT validated: {', '.join(failed)}")
     else:
-        lines.append("  validated" if not failed else f"  NOT validated: {', '.join(failed)}")
+        held = ", ".join(check.held for check in knob_checks(comparison))
+        lines.append(f"  validated: {held}{_refused_note(comparison)}")
     return "\n".join(lines)
+
+
+def _refused_note(comparison: KnobComparison) -> str:
+    """A length limit validated with more publishes refused says that this is what it is for."""
+    before, after = comparison.before, comparison.after
+    if (
+        comparison.change.knob != KNOB_MAX_LENGTH
+        or after["rejected msgs"] <= before["rejected msgs"]
+    ):
+        return ""
+    return (
+        f"; it refuses {after['rejected msgs'] - before['rejected msgs']:,.0f} more publishes at "
+        "the limit (reject-publish), the backlog it keeps from growing"
+    )

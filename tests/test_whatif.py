@@ -289,6 +289,14 @@ def test_a_length_limit_the_replay_never_reaches_is_not_exercised() -> None:
     acting = run_knob_whatif(scenario, limit(8_000))
     assert acting.after["connection blocked s"] < acting.before["connection blocked s"]
     assert acting.unexercised() is None and acting.validated
+    # What it was validated on, and the publishes it refuses: what a length limit is for.
+    refused = acting.after["rejected msgs"] - acting.before["rejected msgs"]
+    assert refused > 0
+    assert format_knob_comparison(acting).endswith(
+        "  validated: peak depth within the limit, its connection blocked less; it refuses "
+        f"{refused:,} more publishes at the limit (reject-publish), the backlog it keeps from "
+        "growing"
+    )
     beyond = run_knob_whatif(scenario, limit(15_300))
     assert beyond.before["peak depth msgs"] == beyond.after["peak depth msgs"] == 15_200
     assert beyond.failures() == [] and not beyond.validated

@@ -62,7 +62,7 @@ def test_an_artemis_max_size_bytes_row_is_replayed_and_validated(spark, tmp_path
         "drop-address (artemis): max-size-bytes 262144 -> 7533711 "
         "[raise, rule 'messages dropped at the limit']"
     ) in result.output
-    assert "  validated" in result.output
+    assert "  validated: messages lost cut\n" in result.output
 
 
 def test_a_row_that_does_worse_fails_the_command(spark, tmp_path) -> None:
