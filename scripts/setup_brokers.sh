@@ -55,8 +55,18 @@ if [ "$rabbit_ok" = 0 ]; then
   fi
   echo "setup_brokers: installing Debian's rabbitmq-server"
   apt-get update -qq >/dev/null
-  # The machine's policy (policy-rc.d) keeps the service from starting, as the tests want.
+  # The tests run the broker as a plain process: the package's service must not start (on 5672
+  # and with epmd, it would hold the node's name and ports). invoke-rc.d asks policy-rc.d; when
+  # the machine has none (an ordinary Debian host, unlike a container's), one that refuses every
+  # start stands in for the install only.
+  policy=/usr/sbin/policy-rc.d
+  own_policy=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && own_policy=1
+    trap '[ "$own_policy" = 1 ] && rm -f "$policy"' EXIT
+  fi
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rabbitmq-server >/dev/null
+  if [ "$own_policy" = 1 ]; then rm -f "$policy"; own_policy=0; fi
   [ -x "$RABBITMQ_SERVER" ] || { echo "setup_brokers: no $RABBITMQ_SERVER after apt-get" >&2; exit 1; }
 fi
 
