@@ -363,8 +363,12 @@ def whatif(
         str | None,
         typer.Option(
             help="threshold_recommendations Delta table, a folder or a URI "
-            "(default: the conf's gold one)"
+            "(default: the warehouse's gold one)"
         ),
+    ] = None,
+    warehouse: Annotated[
+        Path | None,
+        typer.Option(help="Delta warehouse whose recommendations to replay (default: the conf's)"),
     ] = None,
     conf: Annotated[Path | None, typer.Option(help="pipeline conf")] = None,
     as_of: Annotated[str | None, typer.Option(help="recommendations as of this day")] = None,
@@ -386,7 +390,9 @@ def whatif(
     from jobs.delta_io import local_table_missing
     from jobs.recommend import recommendations_path
 
-    pipeline_conf = _pipeline_conf(conf, None)
+    if recommendations and warehouse:
+        raise _fail("--recommendations and --warehouse: give one (the table, or its warehouse)")
+    pipeline_conf = _pipeline_conf(conf, warehouse)
     table = recommendations or recommendations_path(pipeline_conf)
     # A local table is checked before Spark starts; a URI (s3a://, ...) is Spark's to read.
     if local_table_missing(table):
@@ -400,7 +406,10 @@ def whatif(
     except ValueError as error:
         raise _fail(f"{table}: {error}") from None
     if not rows:
-        raise _fail(f"{table}: no recommendations for broker {spec.broker.name!r}")
+        raise _fail(
+            f"{table}: no recommendations for broker {spec.broker.name!r} (run `flowctl "
+            f"pipeline` over the days of scenario {spec.name!r}, or give --warehouse)"
+        )
     # Other brokers' knobs (Artemis, RabbitMQ) are replayed one row at a time.
     failed = False
     knob_comparisons = whatif_knobs(spark, table, spec, as_of=as_of_day, seed=seed)

@@ -90,3 +90,24 @@ def test_a_broker_whose_recommendations_all_keep_their_settings_says_so(spark, t
         "nothing to replay: every recommendation for broker 'artemis-policies' keeps its "
         "setting (block-address max-size-bytes 262144; page-address max-size-bytes none)"
     )
+
+
+def test_the_warehouse_names_the_table_as_the_other_commands_take_it(spark, tmp_path) -> None:
+    _table(
+        spark, tmp_path / "warehouse" / "gold", [_artemis_row("drop-address", 7_533_711, "raise")]
+    )
+    result = CliRunner().invoke(app, ["whatif", "artemis-address-full-policies",
+                                      "--warehouse", str(tmp_path / "warehouse")])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "  validated: messages lost cut\n" in result.output
+    # A warehouse without this scenario's broker says how to get its recommendations.
+    result = CliRunner().invoke(app, ["whatif", "slow-consumer",
+                                      "--warehouse", str(tmp_path / "warehouse")])  # fmt: skip
+    assert result.exit_code == 2
+    assert (
+        "no recommendations for broker 'qpid-reports' (run `flowctl pipeline` over the days "
+        "of scenario 'slow-consumer', or give --warehouse)" in " ".join(result.output.split())
+    )
+    both = CliRunner().invoke(app, ["whatif", "slow-consumer", "--warehouse", "w",
+                                    "--recommendations", "r"])  # fmt: skip
+    assert both.exit_code == 2 and "give one" in both.output
