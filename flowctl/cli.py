@@ -645,7 +645,6 @@ def demo(
         None, first_day, last_day, raw, out / "warehouse", dashboard=out / "report.html"
     )
     console.print(f"Delta warehouse: {out / 'warehouse'}", highlight=False)
-    console.print(f"open the dashboard: {out / 'report.html'}", highlight=False)
 
 
 collect_app = typer.Typer(
