@@ -178,6 +178,8 @@ class JolokiaReader:
 class ArtemisCollector(LogCollector):
     """Reads an Artemis log (and optionally samples Jolokia) into one collector session."""
 
+    log_kind = "Artemis"
+
     def __init__(
         self,
         *,

@@ -37,6 +37,9 @@ from schemas.broker_events import BROKER_EVENTS
 
 log = logging.getLogger("flowctl.collect")
 
+#: Lines read without one of the broker's before a running collector says its log may be
+#: another file (at the end of a run it says so after any number).
+NOT_THE_LOG_AFTER_LINES = 1000
 #: A batch is committed when it is this old or this large, whichever comes first.
 DEFAULT_FLUSH_INTERVAL_S = 5.0
 FLUSH_ROWS = 10_000
@@ -172,6 +175,11 @@ class LogCollector(ABC):
         self._held_samples: list[tuple[datetime, Any]] = []
         self._sample_failing = False
         self._sampled_once = False  # a 404 after an answer is a broker restarting, not an error
+        # Lines read by this process, and those with the timestamp the broker's lines start with:
+        # a log without any is not the broker's (see :meth:`_say_if_not_the_brokers_log`).
+        self.lines_read = 0
+        self.lines_timed = 0
+        self._said_not_the_log = False
 
     def _start_session(
         self,
@@ -205,6 +213,9 @@ class LogCollector(ABC):
             )
 
     # -- what a collector says ----------------------------------------------------------------
+    #: Whose log the collector follows, for what it says ("Artemis").
+    log_kind = "the broker"
+
     @abstractmethod
     def parse(self, text: str) -> TimedLine | None:
         """A line of the log, or None for one without a timestamp."""
@@ -274,6 +285,8 @@ class LogCollector(ABC):
         count = 0
         for text, position in follow(self.log_path, self.state.position):
             line = self.parse(text)
+            self.lines_read += bool(text)
+            self.lines_timed += line is not None
             self._checkpoint_before = None
             if line is not None:
                 self._release_samples(line.ts)
@@ -285,7 +298,23 @@ class LogCollector(ABC):
             count += 1
             if len(self._pending) >= FLUSH_ROWS:
                 self._commit(self.checkpoint())
+        if self.lines_read >= NOT_THE_LOG_AFTER_LINES:
+            self._say_if_not_the_brokers_log()
         return count
+
+    def _say_if_not_the_brokers_log(self) -> None:
+        """Warn, once, when lines were read and none began as the broker's do (a timestamp):
+        ``--log`` names some other file, which would otherwise be followed in silence."""
+        if self.lines_timed or not self.lines_read or self._said_not_the_log:
+            return
+        self._said_not_the_log = True
+        log.warning(
+            "%s: none of the %d lines read begins with a timestamp as %s's lines do: is it the "
+            "broker's log?",
+            self.log_path,
+            self.lines_read,
+            self.log_kind,
+        )
 
     # -- samples ------------------------------------------------------------------------------
     def sample(self) -> bool:
@@ -364,6 +393,7 @@ class LogCollector(ABC):
                     time.sleep(POLL_INTERVAL_S)
             except KeyboardInterrupt:
                 pass  # stop as asked: what is pending is committed below
+            self._say_if_not_the_brokers_log()  # a --once over a short file, too
             self.flush()
         finally:
             self.close()

@@ -173,6 +173,8 @@ class RabbitMQCollector(LogCollector):
     """Reads a RabbitMQ node's log (and optionally samples its management API) into one
     collector session."""
 
+    log_kind = "RabbitMQ"
+
     def __init__(
         self,
         *,

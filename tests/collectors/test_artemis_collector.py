@@ -881,3 +881,23 @@ def test_a_new_log_on_the_inode_of_the_old_one_is_read_from_its_start(
         "flow_resumed",
         "flow_stopped",
     ]
+
+
+def test_a_file_that_is_not_the_brokers_log_is_said(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`--log my-check.yaml` committed 0 events and said nothing: no line began as Artemis's do."""
+    setup.write("name: my-check\n", "kind: workload\n", "queues: []\n")
+    with caplog.at_level("WARNING", logger="flowctl.collect"):
+        setup.collect()
+    assert setup.rows() == []
+    assert (
+        "none of the 3 lines read begins with a timestamp as Artemis's lines do: is it the "
+        "broker's log?"
+    ) in caplog.text
+    caplog.clear()
+    setup.write(block("2026-11-27 10:00:00,000"))  # the broker's lines after all: not said again
+    with caplog.at_level("WARNING", logger="flowctl.collect"):
+        setup.collect()
+    assert "is it the broker's log" not in caplog.text
+    assert [r["event_type"] for r in setup.rows()] == ["flow_stopped"]
