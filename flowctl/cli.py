@@ -270,6 +270,13 @@ def _run_pipeline_and_print(
 
     pipeline_conf = _pipeline_conf(conf, warehouse)
     recommend_policy = _recommend_policy(policy) if recommend else None
+    # A raw folder that is not there is refused before Spark starts (a URI is Spark's to read).
+    raw_root = str(raw) if raw else pipeline_conf.raw_dir
+    if ":" not in raw_root and not Path(raw_root).is_dir() and not allow_empty_days:
+        raise _fail(
+            f"ingest refused, nothing written: raw folder {raw_root} does not exist (a wrong "
+            "--raw or paths.raw?)"
+        )
     spark = _spark_session(pipeline_conf, "flowctl")
     conf_path = str(conf) if conf else None
     warehouse_dir = str(warehouse) if warehouse else None

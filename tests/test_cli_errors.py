@@ -384,6 +384,20 @@ def test_status_refuses_a_warehouse_that_does_not_exist_before_spark(
     assert not missing.exists()
 
 
+def test_pipeline_refuses_a_raw_folder_that_does_not_exist_before_spark(
+    tmp_path: Path, spark_never_starts: None
+) -> None:
+    """A mistyped --raw took a JVM's start (6 s) before the ingest refused it."""
+    missing = tmp_path / "rwa"
+    line = _one_error_line(
+        runner.invoke(app, ["pipeline", "--from", "2026-03-02", "--raw", str(missing)])
+    )
+    assert line == (
+        f"error: ingest refused, nothing written: raw folder {missing} does not exist (a wrong "
+        "--raw or paths.raw?)"
+    )
+
+
 def test_pipeline_takes_a_warehouse_of_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
