@@ -63,6 +63,28 @@ app = typer.Typer(
     add_completion=False,
 )
 
+
+def main(args: list[str] | None = None) -> None:
+    """The ``flowctl`` command: :data:`app`, with a usage error (an unknown command or option, a
+    value of the wrong type) said in one ``error:`` line like flowctl's own, not a box of five.
+    Typer's click (its own copy in newer releases) is reached through its public BadParameter."""
+    click_error: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    try:
+        code = app(args=args, prog_name="flowctl", standalone_mode=False)
+    except click_error as error:
+        if type(error).__name__ == "NoArgsIsHelpError":  # `flowctl` alone: its help
+            error.show()
+            sys.exit(error.exit_code)
+        context = getattr(error, "ctx", None)
+        where = context.command_path if context is not None else "flowctl"
+        _fail(f"{where}: {error.format_message()} (see `{where} --help`)")
+        sys.exit(error.exit_code)
+    except typer.Abort:
+        _fail("aborted")
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 DEMO_DIR = PROJECT_DIR / "var" / "demo"
 
@@ -853,9 +875,5 @@ def collect_rabbitmq(
     _run_collector(collector, log, raw, once=once)
 
 
-def main() -> None:  # pragma: no cover - console entry point
-    app()
-
-
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(app())
+    main()

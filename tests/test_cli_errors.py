@@ -459,3 +459,40 @@ def test_an_impossible_date_is_listed_with_the_files_other_errors(tmp_path: Path
     assert lines[2].startswith("  queues.0.arguments: unknown argument 'qpid.flow_stop_cuont';")
     assert lines[2].endswith("(line 6)")
     assert len(lines) == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["simulat"],
+            "error: flowctl: No such command 'simulat'. Did you mean 'simulate'? "
+            "(see `flowctl --help`)",
+        ),
+        (
+            ["simulate", "x", "--outt", "y"],
+            "error: flowctl simulate: No such option: --outt (Possible options: --out) "
+            "(see `flowctl simulate --help`)",
+        ),
+    ],
+)
+def test_a_usage_error_is_one_error_line_too(
+    args: list[str], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The `flowctl` command (main): an unknown command or option was a box of five lines."""
+    from flowctl.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == line + "\n"
+
+
+def test_the_command_alone_or_with_help_prints_its_help(capsys: pytest.CaptureFixture[str]) -> None:
+    from flowctl.cli import main
+
+    for args, code in (([], 2), (["--help"], 0)):
+        with pytest.raises(SystemExit) as exited:
+            main(args)
+        assert exited.value.code == code
+        assert "Usage: flowctl [OPTIONS] COMMAND [ARGS]..." in capsys.readouterr().out
