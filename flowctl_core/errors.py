@@ -9,6 +9,9 @@ the one-line form of a YAML parse error, which every file flowctl reads can rais
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class FlowctlError(Exception):
     """A refusal or failure flowctl states the reason for."""
@@ -34,6 +37,18 @@ class ProtocolError(FlowctlError):
 
 class PipelineError(FlowctlError):
     """A pipeline job that refuses to compute what it was asked, before writing anything."""
+
+
+def closest_name(given: str, known: Iterable[str]) -> str | None:
+    """The name a mistyped ``given`` most likely meant, for a "did you mean" hint: the closest of
+    ``known`` by spelling, else the only one that begins with it (``bursty`` for
+    ``bursty-producer``, too short beside it to be close by spelling); None when neither."""
+    names = list(known)
+    close = difflib.get_close_matches(given, names, n=1)
+    if close:
+        return close[0]
+    beginning = [name for name in names if given and name.startswith(given)]
+    return beginning[0] if len(beginning) == 1 else None
 
 
 def yaml_problem(error: Exception) -> str:

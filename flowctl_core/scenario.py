@@ -13,7 +13,6 @@ halves would import each other, and the whole format would no longer read in one
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import types
 import typing
 from collections.abc import Mapping
@@ -44,7 +43,7 @@ from flowctl_core.broker import (
 )
 from flowctl_core.clock import Scheduler
 from flowctl_core.errors import ScenarioError as ScenarioError
-from flowctl_core.errors import yaml_problem
+from flowctl_core.errors import closest_name, yaml_problem
 from flowctl_core.events import PREFILL_LINK, EventBus
 from flowctl_core.exchange import Exchange, ExchangeType
 from flowctl_core.flowlimit import (
@@ -117,8 +116,8 @@ def _check_qpid_arguments(arguments: dict[str, int | str]) -> dict[str, int | st
     """Reject a ``qpid.*`` key the engine does not read: silently ignored, it is a lost setting."""
     for key in arguments:
         if key.startswith(QPID_ARGUMENT_PREFIX) and key not in QPID_ARGUMENTS:
-            close = difflib.get_close_matches(key, QPID_ARGUMENTS, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            close = closest_name(key, QPID_ARGUMENTS)
+            hint = f"; did you mean {close!r}?" if close else ""
             raise ValueError(
                 f"unknown argument {key!r}{hint} (known qpid.* arguments: "
                 f"{', '.join(QPID_ARGUMENTS)})"
@@ -924,8 +923,8 @@ def _error_line(
         model = _model_at(location[:-1])
         if model is not None:
             known = list(model.model_fields)
-            close = difflib.get_close_matches(str(location[-1]), known, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
+            close = closest_name(str(location[-1]), known)
+            hint = f"did you mean {close!r}? " if close else ""
             message = f"unknown field ({hint}known: {', '.join(known)})"
     line = _line_of(document, location)
     where = f" (line {line})" if line is not None else ""
@@ -1021,8 +1020,8 @@ def load_scenario(path_or_name: str | Path) -> Scenario:
         hint = ""
         if by_name:  # a bundled scenario's name, mistyped?
             names = [bundled.stem for bundled in bundled_scenarios()]
-            close = difflib.get_close_matches(str(path_or_name), names, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else " (flowctl scenarios lists them)"
+            close = closest_name(str(path_or_name), names)
+            hint = f"; did you mean {close!r}?" if close else " (flowctl scenarios lists them)"
         raise ScenarioError(f"{path_or_name}: no such scenario file or bundled scenario{hint}")
     text = path.read_text(encoding="utf-8")
     loader = _ScenarioLoader(text)

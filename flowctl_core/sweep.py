@@ -15,7 +15,6 @@ the choice (:func:`choose`); applying a knob and measuring a run stay in the wha
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from flowctl_core.errors import ConfigurationError, FlowctlError
+from flowctl_core.errors import ConfigurationError, FlowctlError, closest_name
 from flowctl_core.flowlimit import (
     DEFAULT_FLOW_RESUME_RATIO,
     DEFAULT_FLOW_STOP_RATIO,
@@ -505,9 +504,12 @@ def _check_entity(scenario: Scenario, knob: str, entity: str) -> None:
     broker = SWEEP_KNOBS[knob].broker
     if broker == QPID:
         rabbit = bool(scenario.connections)
-        if entity not in declared_queues(scenario) or rabbit:
+        queues = declared_queues(scenario)
+        if entity not in queues or rabbit:
             where = "a RabbitMQ queue (the scenario has connections)" if rabbit else "no Qpid queue"
-            raise SweepError(f"{scenario.name}: {entity!r} is {where}: {knob} is Qpid's")
+            close = None if rabbit else closest_name(entity, queues)
+            hint = f"; did you mean {close!r}?" if close else ""
+            raise SweepError(f"{scenario.name}: {entity!r} is {where}: {knob} is Qpid's{hint}")
         if entity in queues_with_threshold_steps(scenario):
             raise SweepError(
                 f"{scenario.name}: a set_thresholds step changes the thresholds of "
@@ -538,8 +540,8 @@ def run_sweep(
     """
     rule = SWEEP_KNOBS.get(knob)
     if rule is None:
-        close = difflib.get_close_matches(knob, sweep_knobs(), n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
+        close = closest_name(knob, sweep_knobs())
+        hint = f"did you mean {close!r}? " if close else ""
         raise SweepError(f"no sweep for knob {knob!r}; {hint}knobs: {', '.join(sweep_knobs())}")
     seed = scenario.seed if seed is None else seed
     _check_entity(scenario, knob, entity)

@@ -7,7 +7,6 @@ the project root, never the working directory, so jobs behave the same wherever 
 
 from __future__ import annotations
 
-import difflib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from flowctl_core.errors import ConfigurationError, yaml_problem
+from flowctl_core.errors import ConfigurationError, closest_name, yaml_problem
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONF = PROJECT_ROOT / "conf" / "pipeline.yaml"
@@ -169,8 +168,8 @@ def _problems(error: ValidationError) -> list[str]:
         key = ".".join(str(part) for part in location) or "(top level)"
         if item["type"] == "extra_forbidden":
             known = _known_keys(PipelineSections, location)
-            close = difflib.get_close_matches(str(location[-1]), known, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
+            close = closest_name(str(location[-1]), known)
+            hint = f"did you mean {close!r}? " if close else ""
             problems[key] = f"{key}: unknown key ({hint}known: {', '.join(known)})"
         else:
             problems.setdefault(key, f"{key}: should be {expected}, got {item['input']!r}")

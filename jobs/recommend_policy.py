@@ -7,7 +7,6 @@ I/O and validation of it is here, run before any Spark session starts.
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 from collections.abc import Mapping
@@ -16,6 +15,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+from flowctl_core.errors import closest_name
 from jobs.config import PROJECT_ROOT, ConfError, read_yaml
 
 DEFAULT_POLICY = PROJECT_ROOT / "conf" / "recommend.yaml"
@@ -138,8 +138,8 @@ class RecommendPolicy:
                     where = "at the top level" if home is None else f"under {home}:"
                     belongs = f" (it belongs {where})"
                 else:
-                    close = difflib.get_close_matches(str(key), list(_LAYOUT), n=1)
-                    belongs = f" (did you mean {close[0]!r}?)" if close else ""
+                    close = closest_name(str(key), _LAYOUT)
+                    belongs = f" (did you mean {close!r}?)" if close else ""
                 problems.append(f"unknown key {path}{belongs}")
             elif problem := _problem(key, value, types[key] == "int"):
                 problems.append(f"{path} {problem}")

@@ -496,3 +496,30 @@ def test_the_command_alone_or_with_help_prints_its_help(capsys: pytest.CaptureFi
             main(args)
         assert exited.value.code == code
         assert "Usage: flowctl [OPTIONS] COMMAND [ARGS]..." in capsys.readouterr().out
+
+
+def test_a_name_cut_short_gets_the_one_it_begins() -> None:
+    """`bursty` is too short beside `bursty-producer` to be close by spelling, but only it begins
+    so; a beginning two names share suggests neither."""
+    from flowctl_core.errors import closest_name
+
+    names = ["bursty-producer", "qpid-165-worst-case", "qpid-4000-8k"]
+    assert closest_name("bursty", names) == "bursty-producer"
+    assert closest_name("qpid-165-worstcase", names) == "qpid-165-worst-case"
+    assert closest_name("qpid", names) is None
+    assert closest_name("", names) is None
+    line = _one_error_line(runner.invoke(app, ["simulate", "bursty", "--out", "x"]))
+    assert line.endswith(
+        "no such scenario file or bundled scenario; did you mean 'bursty-producer'?"
+    )
+
+
+def test_a_sweep_of_a_mistyped_queue_gets_the_closest_one() -> None:
+    line = _one_error_line(
+        runner.invoke(app, ["sweep", "bursty-producer", "--knob", "qpid.flow_stop_count",
+                            "--entity", "event", "--values", "1000..2000+1000"])
+    )  # fmt: skip
+    assert line == (
+        "error: bursty-producer: 'event' is no Qpid queue: qpid.flow_stop_count is Qpid's; "
+        "did you mean 'events'?"
+    )
