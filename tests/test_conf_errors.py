@@ -117,8 +117,11 @@ def test_cli_pipeline_without_recommend_does_not_read_the_policy(
 ) -> None:
     result = CliRunner().invoke(
         app,
-        ["pipeline", "--from", DAY, "--no-recommend", "--policy", str(tmp_path / "nope.yaml")],
-    )
+        [
+            "pipeline", "--from", DAY, "--no-recommend", "--raw", str(tmp_path),
+            "--policy", str(tmp_path / "nope.yaml"),
+        ],
+    )  # fmt: skip
     # Got as far as starting Spark (whose stand-in fails there, reported as a failure of the
     # run, exit 70), not refused for the policy it does not need.
     assert no_spark == ["flowctl"]
