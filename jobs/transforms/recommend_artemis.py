@@ -633,12 +633,14 @@ UNBOUNDED_SHARED_RULE = Rule(
     ),
     VERDICT_KEEP,
     lambda k: F.format_string(
-        "consumerWindowSize -1 on a queue it shares with %d other consumers: the broker sends it "
-        "every message it has without waiting for credit, so its %d deliveries are the "
-        "broker's pushes, not its pace, and it returns no credit that would give one; the log "
-        "cannot tell whether it is the slow one: window not assessed (seed 003: a consumer "
-        "much slower than the others on its queue takes 0, the others a bounded window)",
-        F.col("_consumers_on_queue") - 1,
+        "consumerWindowSize -1 on a queue it shares with %s: the broker sends it every message "
+        "it has without waiting for credit, so its %d deliveries are the broker's pushes, not "
+        "its pace, and it returns no credit that would give one; the log cannot tell whether it "
+        "is the slow one: window not assessed (seed 003: a consumer much slower than the others "
+        "on its queue takes 0, the others a bounded window)",
+        F.when(F.col("_consumers_on_queue") == 2, F.lit("another consumer")).otherwise(
+            F.format_string("%d other consumers", F.col("_consumers_on_queue") - 1)
+        ),
         F.coalesce(F.col("deliveries"), F.lit(0)),
     ),
     KNOB_CONSUMER_WINDOW,
