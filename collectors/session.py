@@ -157,9 +157,16 @@ class SessionWriter:
             self._lock = None
 
     # -- writing ------------------------------------------------------------------------------
-    def commit(self, rows: Sequence[Mapping[str, Any]], checkpoint: dict[str, Any]) -> Path | None:
+    def commit(
+        self,
+        rows: Sequence[Mapping[str, Any]],
+        checkpoint: dict[str, Any],
+        *,
+        state_file: bool = True,
+    ) -> Path | None:
         """Write ``rows`` (one day's, in seq order) as one file carrying ``checkpoint``, then the
-        state file. No rows: the state file only."""
+        state file (unless ``state_file`` is false: a run never gone on with keeps none). No
+        rows: the state file only."""
         written: Path | None = None
         if rows:
             day = _day_of(rows[0]["ts"])
@@ -188,7 +195,10 @@ class SessionWriter:
                     f"{written} exists: another collector writes this session, or its state "
                     "was restored from a copy"
                 )
-        write_atomically(self.state_path, json.dumps(checkpoint, sort_keys=True, indent=1).encode())
+        if state_file:
+            write_atomically(
+                self.state_path, json.dumps(checkpoint, sort_keys=True, indent=1).encode()
+            )
         return written
 
 

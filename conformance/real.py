@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conformance.brokers import (
     ArtemisBroker,
@@ -28,6 +28,9 @@ from conformance.brokers import (
     spawn,
     stop_pid,
 )
+
+if TYPE_CHECKING:
+    from collectors.proton_links import LinkRecorder
 
 
 # -- AMQP 1.0 (python-qpid-proton) -----------------------------------------------------------
@@ -60,11 +63,14 @@ def amqp_send(
     in_flight: int | None = None,
     idle_s: float = 1.5,
     timeout_s: float = 30.0,
+    recorder: LinkRecorder | None = None,
 ) -> AmqpSendResult:
     """Send up to ``count`` messages of a ``body_size``-byte binary body to ``address`` as fast
     as the link credit allows (and, with ``in_flight``, with at most that many unsettled); stop
     when all are settled or nothing has happened for ``idle_s`` (credit withheld), or after
-    ``timeout_s``."""
+    ``timeout_s``. With a ``recorder`` (collectors/proton_links.py) the sender records its link
+    and offers what it has left to send (``Sender.offered``: its backlog, the link's
+    ``available``)."""
     from proton import Message
     from proton.handlers import MessagingHandler
     from proton.reactor import Container
@@ -100,6 +106,8 @@ def amqp_send(
             while sender.credit > 0 and result.sent < limit:
                 sender.send(Message(body=body, durable=False))
                 result.sent += 1
+            if recorder is not None:
+                sender.offered(count - result.sent)
             self.last_progress = time.monotonic()
 
         def _settled(self) -> None:
@@ -157,7 +165,10 @@ def amqp_send(
             if self.connection is not None:
                 self.connection.close()
 
-    Container(Sender()).run()
+    handler = Sender()
+    if recorder is not None:
+        recorder.attach(handler)
+    Container(handler).run()
     result.seconds = time.monotonic() - started
     return result
 

@@ -79,5 +79,12 @@ ORIGIN_ARTEMIS_LOG = "artemis-log"
 ORIGIN_JOLOKIA = "jolokia"
 ORIGIN_RABBITMQ_LOG = "rabbitmq-log"
 ORIGIN_RABBITMQ_MANAGEMENT = "rabbitmq-management"
+#: ``detail.recorded_by`` of the rows a client records of its own AMQP 1.0 links
+#: (collectors/proton_links.py); their ``detail.origin`` is the engine's: which end sent a flow.
+RECORDED_BY_CLIENT_LINKS = "client-links"
+#: ``detail.broker_product``: the product a client says its broker is (an AMQP 1.0 link does not
+#: say it; jobs/transforms/recommend_brokers.py reads it).
+BROKER_PRODUCT_ARTEMIS = "artemis"
+BROKER_PRODUCTS: tuple[str, ...] = (BROKER_PRODUCT_ARTEMIS, "rabbitmq")
 #: The origins that say the broker is a RabbitMQ (an alarm or a queue sample has no protocol).
 RABBITMQ_ORIGINS: tuple[str, ...] = (ORIGIN_RABBITMQ_LOG, ORIGIN_RABBITMQ_MANAGEMENT)

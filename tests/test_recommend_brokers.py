@@ -127,6 +127,13 @@ def test_the_broker_kind_is_told_from_the_log(spark: Any, make_events: Any) -> N
          "detail": '{"resource": "memory", "origin": "rabbitmq-log"}'},
         {**base, "broker": "real-rmq", "seq": 17, "event_type": "queue_declared",
          "queue": "sampled", "detail": '{"origin": "rabbitmq-management"}'},
+        # A client's own AMQP 1.0 link says nothing of its broker unless the client says it.
+        {**base, "broker": "client", "seq": 18, "event_type": "flow", "queue": "told",
+         "protocol": "amqp-1.0", "link": "told-in", "link_role": "publisher", "credit": 5,
+         "detail": '{"recorded_by": "client-links", "broker_product": "artemis"}'},
+        {**base, "broker": "client2", "seq": 19, "event_type": "flow", "queue": "untold",
+         "protocol": "amqp-1.0", "link": "untold-in", "link_role": "publisher", "credit": 5,
+         "detail": '{"recorded_by": "client-links"}'},
     ]  # fmt: skip
     events = make_events(rows)
     queues = queue_broker_kinds(events)
@@ -140,6 +147,8 @@ def test_the_broker_kind_is_told_from_the_log(spark: Any, make_events: Any) -> N
         "idle": "rabbitmq",  # no protocol logged, on a broker whose events say RabbitMQ only
         "p": "qpid",  # nothing said anywhere: the plain engine's
         "sampled": "rabbitmq",
+        "told": "artemis",
+        "untold": "rabbitmq",
     }
     links = {r.link: r.broker_kind for r in link_broker_kinds(events, queues).collect()}
     assert links == {
@@ -151,6 +160,8 @@ def test_the_broker_kind_is_told_from_the_log(spark: Any, make_events: Any) -> N
         "credit-out": "rabbitmq",
         "plain-out": "qpid",
         "q010-out": "qpid",
+        "told-in": "artemis",
+        "untold-in": "rabbitmq",
     }
 
 

@@ -3,9 +3,10 @@ knobs of the entity's own broker"), told from the event log in this one place.
 
 An entity's events say which broker it lives on: Artemis address state in the detail
 (``detail.address``, on every enqueue, rejection and flow event of an address), credit counted in
-bytes (``detail.credit_unit``) or the CORE protocol -> Artemis; AMQP 0-10 -> Qpid; AMQP 0.9.1, and
-AMQP 1.0 without Artemis detail -> RabbitMQ. :data:`BROKER_KIND_RULES` is the order in which the
-evidence counts: the first kind whose evidence an entity has is its kind.
+bytes (``detail.credit_unit``), the CORE protocol or a client's word for it
+(``detail.broker_product``, collectors/proton_links.py) -> Artemis; AMQP 0-10 -> Qpid;
+AMQP 0.9.1, and AMQP 1.0 without Artemis detail -> RabbitMQ. :data:`BROKER_KIND_RULES` is the
+order in which the evidence counts: the first kind whose evidence an entity has is its kind.
 
 Where an entity's own events say nothing:
 - a queue (declared and never used, only prefilled, or a log written before protocols were logged)
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from schemas.broker_events import RABBITMQ_ORIGINS
+from schemas.broker_events import BROKER_PRODUCT_ARTEMIS, RABBITMQ_ORIGINS
 from schemas.recommendations import BROKER_ARTEMIS, BROKER_QPID, BROKER_RABBITMQ
 
 ARTEMIS_CORE = "artemis-core"
@@ -35,11 +36,13 @@ AMQP_1_0 = "amqp-1.0"
 
 
 def _artemis_evidence() -> Column:
-    # Only Artemis counts credit in bytes (CORE windows), and says so in the detail.
+    # Only Artemis counts credit in bytes (CORE windows), and says so in the detail; a client's
+    # link recorder says so when it is told (collectors/proton_links.py).
     return (
         F.get_json_object("detail", "$.address").isNotNull()
         | (F.get_json_object("detail", "$.credit_unit") == "bytes")
         | (F.col("protocol") == ARTEMIS_CORE)
+        | (F.get_json_object("detail", "$.broker_product") == BROKER_PRODUCT_ARTEMIS)
     )
 
 

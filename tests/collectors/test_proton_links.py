@@ -1,0 +1,383 @@
+"""The client link recorder (collectors/proton_links.py) on real proton engines joined in memory
+(tests/collectors/proton_pair.py): what it writes of a consumer's and a publisher's link, frame
+by frame, and how those rows are committed."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from proton import Condition, Message
+from proton.handlers import MessagingHandler
+
+from collectors.proton_links import LinkRecorder
+from collectors.session import CHECKPOINT_KEY
+from tests.collectors.proton_pair import ProtonPair
+
+START = datetime(2026, 11, 28, 10, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self, start: datetime = START) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+class Consumer(MessagingHandler):
+    def __init__(self, prefetch: int = 0) -> None:
+        super().__init__(prefetch=prefetch)
+        self.bodies: list[str] = []
+
+    def on_message(self, event: Any) -> None:
+        self.bodies.append(event.message.body)
+
+
+def rows_of(raw: Path) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for path in sorted(raw.glob("date=*/*.parquet")):
+        rows.extend(pq.read_table(path).to_pylist())
+    return sorted(rows, key=lambda row: row["seq"])
+
+
+def brief(rows: list[dict[str, Any]], link: str) -> list[tuple[Any, ...]]:
+    """(seconds after START, event, credit, available) of one link's rows."""
+    return [
+        (
+            (row["ts"] - START.replace(tzinfo=None)).total_seconds()
+            if row["ts"].tzinfo is None
+            else (row["ts"] - START).total_seconds(),
+            row["event_type"],
+            row["credit"],
+            row["available"],
+        )
+        for row in rows
+        if row["link"] == link
+    ]
+
+
+def open_links(pair: ProtonPair, *names: tuple[str, str]) -> dict[str, Any]:
+    """Open the client's connection, one session and a link per (name, role)."""
+    pair.client.open()
+    session = pair.client.session()
+    session.open()
+    links = {}
+    for name, role in names:
+        link = session.receiver(name) if role == "consumer" else session.sender(name)
+        (link.source if role == "consumer" else link.target).address = "orders"
+        link.open()
+        links[name] = link
+    pair.pump()
+    return links
+
+
+def test_a_consumer_granting_credit_by_hand(tmp_path: Path) -> None:
+    """Credit the application grants, the transfers that use it (credit after each, as the
+    broker end counts it) and the broker's detach; ``available`` is null on a consumer link
+    (proton does not pass the broker's on)."""
+    clock = Clock()
+    app = Consumer()
+    recorder = LinkRecorder(tmp_path, "rabbit-1", clock=clock)
+    recorder.attach(app)
+    pair = ProtonPair(app)
+    link = open_links(pair, ("c", "consumer"))["c"]
+    clock.advance(1)
+    link.flow(3)
+    pair.pump()
+    pair.deliver("c", 3, body_size=100)
+    pair.pump()
+    clock.advance(2)
+    link.flow(2)
+    pair.pump()
+    pair.deliver("c", 1)
+    pair.pump()
+    clock.advance(1)
+    pair.broker_link("c").close()
+    pair.pump()
+    recorder.close()
+    rows = rows_of(tmp_path)
+    assert brief(rows, "c") == [
+        (0.0, "link_attached", 0, None),
+        (1.0, "flow", 3, None),
+        (1.0, "transfer", 2, None),
+        (1.0, "transfer", 1, None),
+        (1.0, "transfer", 0, None),
+        (3.0, "flow", 2, None),
+        (3.0, "transfer", 1, None),
+        (4.0, "link_detached", 1, None),
+    ]
+    assert len(app.bodies) == 4
+    transfer = rows[2]
+    assert transfer["size_bytes"] > 100  # the encoded message, its body and its framing
+    for row in rows:
+        assert (row["protocol"], row["link_role"], row["queue"], row["broker"]) == (
+            "amqp-1.0",
+            "consumer",
+            "orders",
+            "rabbit-1",
+        )
+        assert json.loads(row["detail"])["recorded_by"] == "client-links"
+    grants = [json.loads(row["detail"]) for row in rows if row["event_type"] == "flow"]
+    assert {grant["origin"] for grant in grants} == {"receiver"}
+    assert [row["seq"] for row in rows] == list(range(len(rows)))
+    assert rows[0]["run_id"].startswith("client-rabbit-1-20261128T100000")
+
+
+def test_a_prefetch_window_tops_credit_up_in_the_same_event(tmp_path: Path) -> None:
+    """proton's prefetch (a FlowController) grants credit back within a delivery's event, and
+    counts a message that has arrived and is not yet taken as credit still: two messages in one
+    read leave the broker 1 credit, and the second one's event tops it up to 2 (the window less
+    the message being taken), at the same time."""
+    clock = Clock()
+    app = Consumer(prefetch=3)
+    recorder = LinkRecorder(tmp_path, "b", clock=clock)
+    recorder.attach(app)
+    pair = ProtonPair(app)
+    open_links(pair, ("c", "consumer"))
+    clock.advance(1)
+    pair.deliver("c", 2)
+    pair.pump()
+    recorder.close()
+    assert brief(rows_of(tmp_path), "c") == [
+        (0.0, "link_attached", 3, None),
+        (1.0, "transfer", 2, None),
+        (1.0, "transfer", 1, None),
+        (1.0, "flow", 2, None),
+    ]
+
+
+def test_a_publisher_left_without_credit_while_it_has_messages_is_starved(
+    tmp_path: Path,
+) -> None:
+    """The broker grants 2; the application sends 4: 2 go out, 2 wait in proton (available 2,
+    credit 0: a starvation, DESIGN §4); the broker's next 5 carry them out at once."""
+    clock = Clock()
+    app = MessagingHandler(prefetch=0)
+    recorder = LinkRecorder(tmp_path, "artemis-1", product="artemis", clock=clock)
+    recorder.attach(app)
+    pair = ProtonPair(app)
+    sender = open_links(pair, ("p", "publisher"))["p"]
+    clock.advance(1)
+    pair.grant("p", 2)
+    pair.pump()
+    for _ in range(4):
+        sender.send(Message(body="m"))
+    clock.advance(1)
+    pair.pump()  # sent outside the handler's events: logged at the next one
+    assert pair.take("p") == 2
+    clock.advance(3)
+    pair.grant("p", 5)
+    pair.pump()
+    assert pair.take("p") == 2
+    clock.advance(1)
+    sender.close()
+    pair.pump()
+    recorder.close()
+    rows = rows_of(tmp_path)
+    assert brief(rows, "p") == [
+        (0.0, "link_attached", 0, 0),
+        (1.0, "flow", 2, 0),
+        (2.0, "transfer", 1, 3),
+        (2.0, "transfer", 0, 2),  # starved from here ...
+        (5.0, "flow", 5, 2),  # ... to the broker's credit: 3 s
+        (5.0, "transfer", 4, 1),
+        (5.0, "transfer", 3, 0),
+        (6.0, "link_detached", 3, 0),
+    ]
+    details = [json.loads(row["detail"]) for row in rows]
+    assert details[1] == {
+        "origin": "receiver",
+        "drain": False,
+        "recorded_by": "client-links",
+        "broker_product": "artemis",
+    }
+    assert details[-1]["reason"] == "closed by the client"
+    assert {row["link_role"] for row in rows} == {"publisher"}
+
+
+def test_an_offered_backlog_is_the_publishers_available(tmp_path: Path) -> None:
+    """A publisher that sends only with credit and says what it has (``Sender.offered``): its
+    backlog changes are the sender's flows."""
+    clock = Clock()
+
+    class Offering(MessagingHandler):
+        def __init__(self) -> None:
+            super().__init__(prefetch=0)
+            self.left = 5
+
+        def on_sendable(self, event: Any) -> None:
+            while event.sender.credit and self.left:
+                event.sender.send(Message(body="m"))
+                self.left -= 1
+            event.sender.offered(self.left)
+
+    app = Offering()
+    recorder = LinkRecorder(tmp_path, "b", clock=clock)
+    recorder.attach(app)
+    pair = ProtonPair(app)
+    open_links(pair, ("p", "publisher"))
+    clock.advance(1)
+    pair.grant("p", 2)
+    pair.pump()
+    recorder.close()
+    rows = rows_of(tmp_path)
+    # In the broker's flow event the application sends 2 (on the wire at the next event) and
+    # offers the 3 it has left: 5 to send, then 2 transfers.
+    assert brief(rows, "p") == [
+        (0.0, "link_attached", 0, 0),
+        (1.0, "flow", 2, 0),
+        (1.0, "flow", 2, 5),
+        (1.0, "transfer", 1, 4),
+        (1.0, "transfer", 0, 3),
+    ]
+    assert json.loads(rows[2]["detail"])["origin"] == "sender"
+    assert pair.take("p") == 2
+
+
+class Tolerant(Consumer):
+    """Goes on when the broker refuses one link (proton's default closes the connection)."""
+
+    def on_link_error(self, event: Any) -> None:
+        pass
+
+
+def test_a_broker_error_and_a_lost_connection_detach_the_links(tmp_path: Path) -> None:
+    """A link the broker detaches with an error says the error; a connection whose socket is
+    gone detaches its links; one the client closes, too (proton's default answer to a link
+    error)."""
+    clock = Clock()
+    app = Tolerant(prefetch=2)
+    recorder = LinkRecorder(tmp_path, "b", clock=clock)
+    recorder.attach(app)
+    pair = ProtonPair(app)
+    open_links(pair, ("c1", "consumer"), ("c2", "consumer"))
+    clock.advance(1)
+    refused = pair.broker_link("c1")
+    refused.condition = Condition("amqp:resource-limit-exceeded", "too many consumers")
+    refused.close()
+    pair.pump()
+    clock.advance(1)
+    pair.lose_connection()
+    pair.pump()
+    recorder.close()
+    rows = rows_of(tmp_path)
+    detached = {
+        row["link"]: (row["ts"], json.loads(row["detail"]))
+        for row in rows
+        if row["event_type"] == "link_detached"
+    }
+    assert detached["c1"][1]["condition"] == "amqp:resource-limit-exceeded"
+    assert detached["c2"][1]["reason"] == "connection lost"
+    assert sum(row["event_type"] == "link_detached" for row in rows) == 2
+
+    closing = Consumer(prefetch=2)  # proton's default: a link error closes the connection
+    recorder = LinkRecorder(tmp_path / "default", "b", clock=clock)
+    recorder.attach(closing)
+    pair = ProtonPair(closing)
+    open_links(pair, ("c1", "consumer"), ("c2", "consumer"))
+    refused = pair.broker_link("c1")
+    refused.condition = Condition("amqp:resource-limit-exceeded", "too many consumers")
+    refused.close()
+    pair.pump()
+    recorder.close()
+    reasons = {
+        row["link"]: json.loads(row["detail"]).get("reason")
+        for row in rows_of(tmp_path / "default")
+        if row["event_type"] == "link_detached"
+    }
+    assert reasons == {"c1": None, "c2": "connection closed by the client"}
+
+
+def test_rows_are_committed_per_day_with_their_checkpoint(tmp_path: Path) -> None:
+    """A batch never spans two UTC days; each file carries the run's checkpoint; no state file
+    is left (a client run is never gone on with)."""
+    clock = Clock(datetime(2026, 11, 28, 23, 59, 59, tzinfo=UTC))
+    app = Consumer(prefetch=1)
+    recorder = LinkRecorder(tmp_path, "b", clock=clock)
+    recorder.attach(app)
+    pair = ProtonPair(app)
+    open_links(pair, ("c", "consumer"))
+    clock.advance(2)
+    pair.deliver("c", 1)
+    pair.pump()
+    recorder.close()
+    files = sorted(tmp_path.glob("date=*/*.parquet"))
+    assert [path.parent.name for path in files] == ["date=2026-11-28", "date=2026-11-29"]
+    checkpoint = json.loads(pq.read_schema(files[-1]).metadata[CHECKPOINT_KEY])
+    assert checkpoint["run_id"] == recorder.state.run_id
+    assert checkpoint["next_seq"] == recorder.state.next_seq == 2  # attached, then a transfer
+    assert [path.name for path in tmp_path.iterdir() if path.is_file()] == []
+
+
+def test_a_recorder_needs_a_broker_and_a_known_product(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="broker's name"):
+        LinkRecorder(tmp_path, " ")
+    with pytest.raises(ValueError, match="'qpid': one of artemis, rabbitmq"):
+        LinkRecorder(tmp_path, "b", product="qpid")
+
+
+def _record_a_starved_publisher(raw: Path) -> None:
+    """The publisher of test_a_publisher_left_without_credit_while_it_has_messages_is_starved
+    (starved 3 s) beside a consumer granting credit by hand, on one connection."""
+    clock = Clock()
+    app = Consumer()
+    recorder = LinkRecorder(raw, "artemis-1", product="artemis", clock=clock)
+    recorder.attach(app)
+    pair = ProtonPair(app)
+    links = open_links(pair, ("p", "publisher"), ("c", "consumer"))
+    clock.advance(1)
+    pair.grant("p", 2)
+    links["c"].flow(1)
+    pair.pump()
+    for _ in range(4):
+        links["p"].send(Message(body="m"))
+    clock.advance(1)
+    pair.pump()
+    pair.deliver("c", 1)
+    pair.pump()
+    clock.advance(3)
+    pair.grant("p", 5)
+    pair.pump()
+    clock.advance(1)
+    pair.client.close()
+    pair.pump()
+    recorder.close()
+
+
+@pytest.mark.spark
+def test_recorded_links_through_the_pipeline(spark: Any, tmp_path: Path) -> None:
+    """Every recorded row keeps the event log's contract, and the starved publisher's seconds
+    are DESIGN §4's (from its credit 0 with messages waiting to the broker's credit)."""
+    from jobs.daily_metrics import run_daily_metrics
+    from jobs.delta_io import read_table
+    from jobs.episodes import run_episodes
+    from jobs.ingest import run_ingest
+    from schemas.tables import LINK_STARVATION_DAILY
+    from tests.conftest import scratch_conf
+
+    _record_a_starved_publisher(tmp_path / "raw")
+    written = len(rows_of(tmp_path / "raw"))
+    conf = scratch_conf(tmp_path, "pipeline")
+    day = START.date()
+    counts = run_ingest(spark, conf, day, day)
+    assert (counts["rows_read"], counts["rows_accepted"]) == (written, written)
+    run_episodes(spark, conf, day, day)
+    run_daily_metrics(spark, conf, day, day)
+    daily = {r.link: r.asDict() for r in read_table(spark, conf, LINK_STARVATION_DAILY).collect()}
+    publisher, consumer = daily["p"], daily["c"]
+    assert (publisher["starved_s"], publisher["episodes"], publisher["link_role"]) == (
+        3.0,
+        1,
+        "publisher",
+    )
+    assert publisher["attached_s"] == 6.0  # attached at 0 s, its connection closed at 6 s
+    # A consumer's available is not known from the client: never starved, whatever its credit.
+    assert (consumer["starved_s"], consumer["episodes"]) == (0.0, 0)

@@ -1,0 +1,87 @@
+"""A client's own AMQP 1.0 link recorded on a real Artemis 2.40 (collectors/proton_links.py):
+a python-qpid-proton sender fills a 100 KB BLOCK address (acceptor amqpCredits 100, low mark
+30), the broker stops topping its credit up, and the sender gives up after 1.5 s without credit.
+What the recorder wrote agrees with what the sender counted itself, and the wait is a link
+starvation by DESIGN §4's rule."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from collectors.proton_links import LinkRecorder
+from conformance.brokers import ArtemisBroker
+from conformance.real import amqp_send
+
+pytestmark = pytest.mark.realbroker
+
+ADDRESS = "block-amqp-recorded"  # conformance/cases.py ARTEMIS_ADDRESSES: 100 KB, BLOCK
+COUNT = 300
+IDLE_S = 1.5
+
+
+def _rows(raw: Path) -> list[dict[str, Any]]:
+    rows = [row for path in raw.glob("date=*/*.parquet") for row in pq.read_table(path).to_pylist()]
+    return sorted(rows, key=lambda row: row["seq"])
+
+
+def _starved_s(rows: list[dict[str, Any]]) -> float:
+    """DESIGN §4: from the event that leaves credit 0 with messages available to the next
+    event that ends it (or the detach), summed."""
+    total, since = 0.0, None
+    for row in rows:
+        starved = row["credit"] == 0 and (row["available"] or 0) > 0
+        ends = row["event_type"] == "link_detached"
+        if since is not None and (not starved or ends):
+            total += (row["ts"] - since).total_seconds()
+            since = None
+        if starved and since is None and not ends:
+            since = row["ts"]
+    return total
+
+
+def test_a_publisher_a_block_address_holds_is_starved(
+    artemis: ArtemisBroker, tmp_path: Path
+) -> None:
+    raw = tmp_path / "raw"
+    with LinkRecorder(raw, "artemis-real", product="artemis") as recorder:
+        sent = amqp_send(
+            artemis.amqp_url,
+            ADDRESS,
+            count=COUNT,
+            body_size=2048,
+            idle_s=IDLE_S,
+            recorder=recorder,
+        )
+    print(sent)
+    assert sent.blocked_at_end and 0 < sent.sent < COUNT, sent
+    rows = _rows(raw)
+    assert [row["seq"] for row in rows] == list(range(len(rows)))
+    assert len({row["link"] for row in rows}) == 1
+    assert {(row["queue"], row["link_role"], row["protocol"]) for row in rows} == {
+        (ADDRESS, "publisher", "amqp-1.0")
+    }
+    events = [row["event_type"] for row in rows]
+    assert events[0] == "link_attached" and events[-1] == "link_detached"
+    # Each message the sender put on the wire is a transfer, with the credit it left.
+    assert events.count("transfer") == sent.sent
+    # The broker's credit, flow by flow, adds up to what the sender was granted in all.
+    granted, before = rows[0]["credit"], rows[0]["credit"]
+    for row in rows[1:]:
+        if row["event_type"] == "flow" and json.loads(row["detail"])["origin"] == "receiver":
+            granted += max(row["credit"] - before, 0)
+        before = row["credit"]
+    assert granted == sent.credit_granted
+    # It ends with no credit and what it had left to send available, until it gives up.
+    last_state = rows[-2]
+    assert (last_state["credit"], last_state["available"]) == (0, COUNT - sent.sent)
+    starved = _starved_s(rows)
+    assert IDLE_S <= starved < IDLE_S + 5, starved
+    stamps: list[datetime] = [row["ts"] for row in rows]
+    assert stamps == sorted(stamps)
+    assert all(json.loads(row["detail"])["broker_product"] == "artemis" for row in rows)
