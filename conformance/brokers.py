@@ -523,15 +523,22 @@ class RabbitBroker(_ScratchBroker):
 
     ``config`` is extra ``rabbitmq.conf`` text (e.g. ``raft.wal_max_batch_size = 16``);
     ``advanced`` is an ``advanced.config`` (Erlang terms), for settings whose ``rabbitmq.conf``
-    form refuses the value wanted.
+    form refuses the value wanted. ``amqp_1_0`` enables the AMQP 1.0 plugin (``rabbitmq_amqp1_0``,
+    on the same listener as AMQP 0.9.1).
     """
 
     def __init__(
-        self, config: str = "", advanced: str = "[].", *, management: bool = False
+        self,
+        config: str = "",
+        advanced: str = "[].",
+        *,
+        management: bool = False,
+        amqp_1_0: bool = False,
     ) -> None:
         self.config = config
         self.advanced = advanced
         self.management = management  # the management plugin, its HTTP API on a loopback port
+        self.amqp_1_0 = amqp_1_0
         self.port = 0
         self.management_port = 0
         self.pid: int | None = None
@@ -561,7 +568,14 @@ class RabbitBroker(_ScratchBroker):
             f"{management}{self.config}\n"
         )
         (self.home / "advanced.config").write_text(f"{self.advanced}\n")
-        plugins = "rabbitmq_management" if self.management else ""
+        plugins = ",".join(
+            name
+            for name, wanted in (
+                ("rabbitmq_management", self.management),
+                ("rabbitmq_amqp1_0", self.amqp_1_0),
+            )
+            if wanted
+        )
         (self.home / "enabled_plugins").write_text(f"[{plugins}].\n")
         loopback_dist = "-kernel inet_dist_use_interface {127,0,0,1}"
         self.env = {

@@ -50,8 +50,9 @@ RABBITMQ_ADVANCED_CONFIG = "[{rabbit, [{vm_memory_high_watermark_paging_ratio, 1
 
 
 def rabbitmq_broker() -> RabbitBroker:
-    """The RabbitMQ node the RabbitMQ cases run on (not started)."""
-    return RabbitBroker(RABBITMQ_CONFIG, RABBITMQ_ADVANCED_CONFIG)
+    """The RabbitMQ node the RabbitMQ cases run on (not started), its AMQP 1.0 plugin on for
+    tests/realbrokers/test_client_links.py."""
+    return RabbitBroker(RABBITMQ_CONFIG, RABBITMQ_ADVANCED_CONFIG, amqp_1_0=True)
 
 
 #: A classic queue sharing a 0.9.1 connection with a slow quorum queue keeps less than this share

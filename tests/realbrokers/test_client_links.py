@@ -1,8 +1,11 @@
-"""A client's own AMQP 1.0 link recorded on a real Artemis 2.40 (collectors/proton_links.py):
-a python-qpid-proton sender fills a 100 KB BLOCK address (acceptor amqpCredits 100, low mark
-30), the broker stops topping its credit up, and the sender gives up after 1.5 s without credit.
-What the recorder wrote agrees with what the sender counted itself, and the wait is a link
-starvation by DESIGN §4's rule."""
+"""A client's own AMQP 1.0 link recorded on real brokers (collectors/proton_links.py).
+
+On Artemis 2.40 a python-qpid-proton sender fills a 100 KB BLOCK address (acceptor amqpCredits
+100, low mark 30), the broker stops topping its credit up, and the sender gives up after 1.5 s
+without credit: what the recorder wrote agrees with what the sender counted itself, and the
+wait is a link starvation by DESIGN §4's rule. On RabbitMQ 3.10 the recording shows the credit
+its AMQP 1.0 plugin grants a publisher, which is not the 4.0 session's that the engine models
+(seed 004: 170, topped up at 85)."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from collectors.proton_links import LinkRecorder
-from conformance.brokers import ArtemisBroker
+from conformance.brokers import LOOPBACK, ArtemisBroker, RabbitBroker
 from conformance.real import amqp_send
 
 pytestmark = pytest.mark.realbroker
@@ -85,3 +88,45 @@ def test_a_publisher_a_block_address_holds_is_starved(
     stamps: list[datetime] = [row["ts"] for row in rows]
     assert stamps == sorted(stamps)
     assert all(json.loads(row["detail"])["broker_product"] == "artemis" for row in rows)
+
+
+#: The link credit RabbitMQ 3.10's AMQP 1.0 plugin (rabbitmq_amqp1_0) grants a publisher at
+#: attach: far more than RabbitMQ 4.0's 170 (seed 004), which the engine models.
+RABBITMQ_3_10_PUBLISHER_CREDIT = 65_536
+
+
+def test_rabbitmq_3_10_grants_a_publisher_more_credit_than_4_0(
+    rabbitmq: RabbitBroker, tmp_path: Path
+) -> None:
+    import pika
+
+    queue = "client-links-recorded"
+    connection = pika.BlockingConnection(pika.ConnectionParameters(LOOPBACK, rabbitmq.port))
+    channel = connection.channel()
+    channel.queue_declare(queue)
+    raw = tmp_path / "raw"
+    try:
+        with LinkRecorder(raw, "rabbitmq-real", product="rabbitmq") as recorder:
+            sent = amqp_send(
+                f"amqp://guest:guest@{LOOPBACK}:{rabbitmq.port}",
+                f"/amq/queue/{queue}",
+                count=COUNT,
+                body_size=100,
+                recorder=recorder,
+            )
+    finally:
+        channel.queue_delete(queue)
+        connection.close()
+    assert (sent.sent, sent.accepted) == (COUNT, COUNT), sent
+    rows = _rows(raw)
+    events = [row["event_type"] for row in rows]
+    assert (events[0], events.count("transfer"), events[-1]) == (
+        "link_attached",
+        COUNT,
+        "link_detached",
+    )
+    attached = rows[0]
+    assert attached["credit"] == RABBITMQ_3_10_PUBLISHER_CREDIT != 170
+    # Never short of credit, so never starved, and the credit it ends with is what is left.
+    assert _starved_s(rows) == 0.0
+    assert rows[-1]["credit"] == RABBITMQ_3_10_PUBLISHER_CREDIT - COUNT
