@@ -38,6 +38,7 @@ from flowctl.render import (
     print_dict_table,
     print_line,
     print_pipeline_status,
+    print_starved_links,
     print_summary,
     print_sweep,
     recommendations_line,
@@ -288,7 +289,7 @@ def _run_pipeline_and_print(
     The pipeline conf and the recommendation policy are loaded first: either one unusable exits
     2 before Spark starts or anything is written."""
     from jobs.ingest import IngestRefused
-    from jobs.pipeline import daily_metrics_rows, run_pipeline
+    from jobs.pipeline import daily_metrics_rows, run_pipeline, starved_link_rows
 
     pipeline_conf = _pipeline_conf(conf, warehouse)
     recommend_policy = _recommend_policy(policy) if recommend else None
@@ -316,6 +317,9 @@ def _run_pipeline_and_print(
         raise _fail(f"ingest refused, nothing written: {refused}") from None
     print_daily_metrics(
         daily_metrics_rows(conf_path, first, last, warehouse_dir=warehouse_dir, spark=spark)
+    )
+    print_starved_links(
+        *starved_link_rows(conf_path, first, last, warehouse_dir=warehouse_dir, spark=spark)
     )
     print_line(format_ingest_report(dict(outcome.get("ingest") or {})))
     seconds = dict(outcome.get("seconds") or {})

@@ -328,6 +328,51 @@ def print_daily_metrics(rows: list[dict[str, object]]) -> None:
     console.print(table)
 
 
+STARVED_LINK_COLUMNS = (
+    ("date", "date"),
+    ("run_id", "run"),
+    ("link", "link"),
+    ("link_role", "role"),
+    ("starved_s", "starved s"),
+    ("starved_share", "starved share"),
+    ("episodes", "episodes"),
+    ("attached_s", "attached s"),
+)
+
+
+def print_starved_links(rows: list[dict[str, object]], starved: int, link_days: int) -> None:
+    """The most starved links of the days (gold link_starvation_daily), then how many of the
+    link-days starved: a link with work and no credit (DESIGN §4). Nothing when no link was
+    logged."""
+    if not link_days:
+        return
+    if rows:
+        table = Table(title="link_starvation_daily (gold): the most starved links")
+        for key, title in STARVED_LINK_COLUMNS:
+            numeric = key not in ("date", "run_id", "link", "link_role")
+            table.add_column(
+                title,
+                justify="right" if numeric else "left",
+                no_wrap=key in ("date", "run_id", "link"),
+            )
+        for row in rows:
+            cells = []
+            for key, _ in STARVED_LINK_COLUMNS:
+                value = row.get(key)
+                if key == "starved_share" and isinstance(value, float):
+                    cells.append(f"{value:.1%}")
+                else:
+                    cells.append(format_cell(value))
+            table.add_row(*cells)
+        console.print(table)
+    shown = f" (the {len(rows)} most starved above)" if 0 < len(rows) < starved else ""
+    console.print(
+        f"links: {starved:,} of {link_days:,} link-days starved (credit 0 with messages "
+        f"available){shown}",
+        highlight=False,
+    )
+
+
 def print_pipeline_status(status: PipelineStatus, warehouse_dir: str) -> None:
     """Per job its recorded days and how many are behind bronze, then each day behind and why."""
     table = Table(title=f"pipeline state of {warehouse_dir}")

@@ -127,6 +127,44 @@ def daily_metrics_rows(
     return [row.asDict() for row in rows]
 
 
+#: The most starved link-days the console lists (the dashboard has them all).
+STARVED_LINKS_SHOWN = 10
+
+
+def starved_link_rows(
+    conf_path: str | None,
+    date_from: date,
+    date_to: date,
+    *,
+    warehouse_dir: str | None = None,
+    spark: SparkSession | None = None,
+) -> tuple[list[dict[str, Any]], int, int]:
+    """The most starved gold ``link_starvation_daily`` rows of the days (at most
+    :data:`STARVED_LINKS_SHOWN`, most starved seconds first), the link-days that starved and
+    all the link-days: what the console says of links, without collecting every row."""
+    from pyspark.sql import functions as F
+
+    from jobs.delta_io import days_predicate, read_table
+    from schemas.tables import LINK_STARVATION_DAILY
+
+    conf = _conf(conf_path, warehouse_dir)
+    session = _session(conf, spark)
+    days = read_table(session, conf, LINK_STARVATION_DAILY).where(
+        days_predicate("date", date_from, date_to)
+    )
+    starved = days.where(F.col("starved_s") > 0)
+    totals = days.agg(
+        F.count(F.lit(1)).alias("all"),
+        F.count(F.when(F.col("starved_s") > 0, 1)).alias("starved"),
+    ).first()
+    top = starved.orderBy(F.col("starved_s").desc(), "date", "broker", "run_id", "link").limit(
+        STARVED_LINKS_SHOWN
+    )
+    all_days = int(totals["all"]) if totals else 0
+    starved_days = int(totals["starved"]) if totals else 0
+    return [row.asDict() for row in top.collect()], starved_days, all_days
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = date_range_parser("Run ingest -> episodes -> daily_metrics in one Spark session")
     parser.add_argument("--raw", help="raw event log root (default: paths.raw of the conf)")

@@ -101,3 +101,37 @@ def test_the_daily_table_shows_an_artemis_address_overshoot_in_bytes(
     columns = [cell.strip() for cell in header.strip("┃").split("┃")]
     cells = [cell.strip() for cell in line.strip("│").split("│")]
     assert dict(zip(columns, cells, strict=True))["max overshoot bytes"] == "149,176"
+
+
+def test_the_most_starved_links_and_how_many_link_days_starved(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out = io.StringIO()
+    monkeypatch.setattr(render, "console", Console(file=out, width=200))
+    row = {
+        "date": "2026-11-28",
+        "run_id": "client-a",
+        "link": "p",
+        "link_role": "publisher",
+        "starved_s": 3.0,
+        "starved_share": 0.5,
+        "episodes": 1,
+        "attached_s": 6.0,
+    }
+    render.print_starved_links([row], starved=12, link_days=40)
+    text = out.getvalue()
+    assert "the most starved links" in text and "50.0%" in text and "publisher" in text
+    assert text.rstrip().endswith(
+        "links: 12 of 40 link-days starved (credit 0 with messages available) "
+        "(the 1 most starved above)"
+    )
+    out.truncate(0)
+    out.seek(0)
+    render.print_starved_links([], starved=0, link_days=5)
+    assert out.getvalue() == (
+        "links: 0 of 5 link-days starved (credit 0 with messages available)\n"
+    )
+    out.truncate(0)
+    out.seek(0)
+    render.print_starved_links([], starved=0, link_days=0)  # no link logged: nothing said
+    assert out.getvalue() == ""

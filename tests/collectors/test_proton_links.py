@@ -360,6 +360,7 @@ def test_recorded_links_through_the_pipeline(spark: Any, tmp_path: Path) -> None
     from jobs.delta_io import read_table
     from jobs.episodes import run_episodes
     from jobs.ingest import run_ingest
+    from jobs.pipeline import starved_link_rows
     from schemas.tables import LINK_STARVATION_DAILY
     from tests.conftest import scratch_conf
 
@@ -381,3 +382,8 @@ def test_recorded_links_through_the_pipeline(spark: Any, tmp_path: Path) -> None
     assert publisher["attached_s"] == 6.0  # attached at 0 s, its connection closed at 6 s
     # A consumer's available is not known from the client: never starved, whatever its credit.
     assert (consumer["starved_s"], consumer["episodes"]) == (0.0, 0)
+    # What the console lists of links after a pipeline run (flowctl pipeline).
+    top, starved, link_days = starved_link_rows(
+        None, day, day, warehouse_dir=conf.warehouse_dir, spark=spark
+    )
+    assert ([row["link"] for row in top], starved, link_days) == (["p"], 1, 2)
