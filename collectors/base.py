@@ -122,6 +122,25 @@ class SessionState:
             "entities": entities,
         }
 
+    def stamp(self, ts: datetime) -> datetime:
+        """The time a row of ``ts`` gets: rows never go back in time."""
+        return from_us(max(to_us(ts), self.last_ts_us))
+
+    def new_row(self, stamped: datetime, event_type: str, **columns: Any) -> dict[str, Any]:
+        """The session's next event at ``stamped`` (from :meth:`stamp`): the next ``seq``."""
+        row = dict.fromkeys(BROKER_EVENTS.names)
+        row.update(
+            run_id=self.run_id,
+            broker=self.broker,
+            seq=self.next_seq,
+            ts=stamped,
+            event_type=event_type,
+            **columns,
+        )
+        self.next_seq += 1
+        self.last_ts_us = to_us(stamped)
+        return row
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SessionState:
         position = data.get("position")
@@ -253,26 +272,14 @@ class LogCollector(ABC):
     # -- rows ---------------------------------------------------------------------------------
     def row(self, ts: datetime, event_type: str, **columns: Any) -> None:
         """Append one event; a new day commits the batch before it first."""
-        ts_us = max(to_us(ts), self.state.last_ts_us)
-        stamped = from_us(ts_us)
+        stamped = self.state.stamp(ts)
         if self._pending and self._pending[-1]["ts"].date() != stamped.date():
             if self._checkpoint_before is None:
                 raise AssertionError("a line wrote a row although may_write() said it would not")
             self._commit(self._checkpoint_before)
-        row = dict.fromkeys(BROKER_EVENTS.names)
-        row.update(
-            run_id=self.state.run_id,
-            broker=self.state.broker,
-            seq=self.state.next_seq,
-            ts=stamped,
-            event_type=event_type,
-            **columns,
-        )
         if not self._pending:
             self._pending_since = time.monotonic()
-        self._pending.append(row)
-        self.state.next_seq += 1
-        self.state.last_ts_us = ts_us
+        self._pending.append(self.state.new_row(stamped, event_type, **columns))
 
     @property
     def last_line(self) -> datetime | None:

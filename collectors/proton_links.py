@@ -58,13 +58,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeVar
 
-from collectors.base import DEFAULT_FLUSH_INTERVAL_S, FLUSH_ROWS, SessionState, from_us, to_us
+from collectors.base import DEFAULT_FLUSH_INTERVAL_S, FLUSH_ROWS, SessionState
 from collectors.session import SessionWriter
-from schemas.broker_events import (
-    BROKER_EVENTS,
-    BROKER_PRODUCTS,
-    RECORDED_BY_CLIENT_LINKS,
-)
+from schemas.broker_events import BROKER_PRODUCTS, RECORDED_BY_CLIENT_LINKS
 
 PROTOCOL = "amqp-1.0"
 
@@ -329,18 +325,12 @@ class LinkRecorder:
         detail: dict[str, Any] | None = None,
         **columns: Any,
     ) -> None:
-        ts = self._now or self.clock()
-        ts_us = max(to_us(ts), self.state.last_ts_us)
-        stamped = from_us(ts_us)
+        stamped = self.state.stamp(self._now or self.clock())
         if self._pending and self._pending[-1]["ts"].date() != stamped.date():
             self.commit()
-        row = dict.fromkeys(BROKER_EVENTS.names)
-        row.update(
-            run_id=self.state.run_id,
-            broker=self.state.broker,
-            seq=self.state.next_seq,
-            ts=stamped,
-            event_type=event_type,
+        row = self.state.new_row(
+            stamped,
+            event_type,
             queue=state.queue,
             link=state.name,
             session=state.session,
@@ -355,8 +345,6 @@ class LinkRecorder:
         if not self._pending:
             self._pending_since = time.monotonic()
         self._pending.append(row)
-        self.state.next_seq += 1
-        self.state.last_ts_us = ts_us
         state.credit, state.available = credit, available
         if len(self._pending) >= FLUSH_ROWS:
             self.commit()

@@ -306,26 +306,35 @@ def recommendations_line(recommended: dict[str, Any]) -> str:
     return line
 
 
-def print_daily_metrics(rows: list[dict[str, object]]) -> None:
-    """The gold queue_flow_daily rows, one line per (date, run, queue)."""
-    table = Table(title="queue_flow_daily (gold)")
-    for key, title in DAILY_COLUMNS:
-        numeric = key not in ("date", "run_id", "queue", "counter_check_ok")
-        table.add_column(
-            title,
-            justify="right" if numeric else "left",
-            no_wrap=key in ("date", "run_id", "queue"),
-        )
+def _gold_table(
+    title: str,
+    columns: tuple[tuple[str, str], ...],
+    names: tuple[str, ...],
+    rows: list[dict[str, object]],
+) -> Table:
+    """Gold rows as a table: ``names`` are the columns that name the row (left, unwrapped), a
+    ``*_share`` column a percentage, the rest figures."""
+    table = Table(title=title)
+    for key, heading in columns:
+        numeric = key not in names and key != "counter_check_ok"
+        table.add_column(heading, justify="right" if numeric else "left", no_wrap=key in names)
     for row in rows:
         cells = []
-        for key, _ in DAILY_COLUMNS:
+        for key, _ in columns:
             value = row.get(key)
-            if key == "stopped_share" and isinstance(value, float):
+            if key.endswith("_share") and isinstance(value, float):
                 cells.append(f"{value:.1%}")
             else:
                 cells.append(format_cell(value))
         table.add_row(*cells)
-    console.print(table)
+    return table
+
+
+def print_daily_metrics(rows: list[dict[str, object]]) -> None:
+    """The gold queue_flow_daily rows, one line per (date, run, queue)."""
+    console.print(
+        _gold_table("queue_flow_daily (gold)", DAILY_COLUMNS, ("date", "run_id", "queue"), rows)
+    )
 
 
 STARVED_LINK_COLUMNS = (
@@ -347,24 +356,9 @@ def print_starved_links(rows: list[dict[str, object]], starved: int, link_days: 
     if not link_days:
         return
     if rows:
-        table = Table(title="link_starvation_daily (gold): the most starved links")
-        for key, title in STARVED_LINK_COLUMNS:
-            numeric = key not in ("date", "run_id", "link", "link_role")
-            table.add_column(
-                title,
-                justify="right" if numeric else "left",
-                no_wrap=key in ("date", "run_id", "link"),
-            )
-        for row in rows:
-            cells = []
-            for key, _ in STARVED_LINK_COLUMNS:
-                value = row.get(key)
-                if key == "starved_share" and isinstance(value, float):
-                    cells.append(f"{value:.1%}")
-                else:
-                    cells.append(format_cell(value))
-            table.add_row(*cells)
-        console.print(table)
+        title = "link_starvation_daily (gold): the most starved links"
+        names = ("date", "run_id", "link", "link_role")
+        console.print(_gold_table(title, STARVED_LINK_COLUMNS, names, rows))
     shown = f" (the {len(rows)} most starved above)" if 0 < len(rows) < starved else ""
     console.print(
         f"links: {starved:,} of {link_days:,} link-days starved (credit 0 with messages "
