@@ -64,6 +64,13 @@ def brief(rows: list[dict[str, Any]], link: str) -> list[tuple[Any, ...]]:
     ]
 
 
+def recorded(app: Any, raw: Path, broker: str, **options: Any) -> tuple[LinkRecorder, ProtonPair]:
+    """A recorder of ``app``'s links and the pair ``app`` runs on."""
+    recorder = LinkRecorder(raw, broker, **options)
+    recorder.attach(app)
+    return recorder, ProtonPair(app)
+
+
 def open_links(pair: ProtonPair, *names: tuple[str, str]) -> dict[str, Any]:
     """Open the client's connection, one session and a link per (name, role)."""
     pair.client.open()
@@ -85,9 +92,7 @@ def test_a_consumer_granting_credit_by_hand(tmp_path: Path) -> None:
     (proton does not pass the broker's on)."""
     clock = Clock()
     app = Consumer()
-    recorder = LinkRecorder(tmp_path, "rabbit-1", clock=clock)
-    recorder.attach(app)
-    pair = ProtonPair(app)
+    recorder, pair = recorded(app, tmp_path, "rabbit-1", clock=clock)
     link = open_links(pair, ("c", "consumer"))["c"]
     clock.advance(1)
     link.flow(3)
@@ -138,9 +143,7 @@ def test_a_prefetch_window_tops_credit_up_in_the_same_event(tmp_path: Path) -> N
     the message being taken), at the same time."""
     clock = Clock()
     app = Consumer(prefetch=3)
-    recorder = LinkRecorder(tmp_path, "b", clock=clock)
-    recorder.attach(app)
-    pair = ProtonPair(app)
+    recorder, pair = recorded(app, tmp_path, "b", clock=clock)
     open_links(pair, ("c", "consumer"))
     clock.advance(1)
     pair.deliver("c", 2)
@@ -161,9 +164,7 @@ def test_a_publisher_left_without_credit_while_it_has_messages_is_starved(
     credit 0: a starvation, DESIGN §4); the broker's next 5 carry them out at once."""
     clock = Clock()
     app = MessagingHandler(prefetch=0)
-    recorder = LinkRecorder(tmp_path, "artemis-1", product="artemis", clock=clock)
-    recorder.attach(app)
-    pair = ProtonPair(app)
+    recorder, pair = recorded(app, tmp_path, "artemis-1", product="artemis", clock=clock)
     sender = open_links(pair, ("p", "publisher"))["p"]
     clock.advance(1)
     pair.grant("p", 2)
@@ -220,9 +221,7 @@ def test_an_offered_backlog_is_the_publishers_available(tmp_path: Path) -> None:
             event.sender.offered(self.left)
 
     app = Offering()
-    recorder = LinkRecorder(tmp_path, "b", clock=clock)
-    recorder.attach(app)
-    pair = ProtonPair(app)
+    recorder, pair = recorded(app, tmp_path, "b", clock=clock)
     open_links(pair, ("p", "publisher"))
     clock.advance(1)
     pair.grant("p", 2)
@@ -255,9 +254,7 @@ def test_a_broker_error_and_a_lost_connection_detach_the_links(tmp_path: Path) -
     error)."""
     clock = Clock()
     app = Tolerant(prefetch=2)
-    recorder = LinkRecorder(tmp_path, "b", clock=clock)
-    recorder.attach(app)
-    pair = ProtonPair(app)
+    recorder, pair = recorded(app, tmp_path, "b", clock=clock)
     open_links(pair, ("c1", "consumer"), ("c2", "consumer"))
     clock.advance(1)
     refused = pair.broker_link("c1")
@@ -279,9 +276,7 @@ def test_a_broker_error_and_a_lost_connection_detach_the_links(tmp_path: Path) -
     assert sum(row["event_type"] == "link_detached" for row in rows) == 2
 
     closing = Consumer(prefetch=2)  # proton's default: a link error closes the connection
-    recorder = LinkRecorder(tmp_path / "default", "b", clock=clock)
-    recorder.attach(closing)
-    pair = ProtonPair(closing)
+    recorder, pair = recorded(closing, tmp_path / "default", "b", clock=clock)
     open_links(pair, ("c1", "consumer"), ("c2", "consumer"))
     refused = pair.broker_link("c1")
     refused.condition = Condition("amqp:resource-limit-exceeded", "too many consumers")
@@ -301,9 +296,7 @@ def test_rows_are_committed_per_day_with_their_checkpoint(tmp_path: Path) -> Non
     is left (a client run is never gone on with)."""
     clock = Clock(datetime(2026, 11, 28, 23, 59, 59, tzinfo=UTC))
     app = Consumer(prefetch=1)
-    recorder = LinkRecorder(tmp_path, "b", clock=clock)
-    recorder.attach(app)
-    pair = ProtonPair(app)
+    recorder, pair = recorded(app, tmp_path, "b", clock=clock)
     open_links(pair, ("c", "consumer"))
     clock.advance(2)
     pair.deliver("c", 1)
@@ -329,9 +322,7 @@ def _record_a_starved_publisher(raw: Path) -> None:
     (starved 3 s) beside a consumer granting credit by hand, on one connection."""
     clock = Clock()
     app = Consumer()
-    recorder = LinkRecorder(raw, "artemis-1", product="artemis", clock=clock)
-    recorder.attach(app)
-    pair = ProtonPair(app)
+    recorder, pair = recorded(app, raw, "artemis-1", product="artemis", clock=clock)
     links = open_links(pair, ("p", "publisher"), ("c", "consumer"))
     clock.advance(1)
     pair.grant("p", 2)
