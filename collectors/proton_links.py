@@ -58,6 +58,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeVar
 
+import pyarrow.parquet as pq
+
 from collectors.base import DEFAULT_FLUSH_INTERVAL_S, FLUSH_ROWS, SessionState
 from collectors.session import SessionWriter
 from schemas.broker_events import BROKER_PRODUCTS, RECORDED_BY_CLIENT_LINKS
@@ -354,6 +356,15 @@ class LinkRecorder:
         if self._pending:
             self.writer.commit(self._pending, self.state.to_json({}), state_file=False)
             self._pending = []
+
+    def written_rows(self) -> list[dict[str, Any]]:
+        """This run's committed rows, in ``seq`` order (read back from its files)."""
+        rows = [
+            row
+            for path in self.writer.raw_dir.glob(f"date=*/part-{self.state.run_id}-*.parquet")
+            for row in pq.read_table(path).to_pylist()
+        ]
+        return sorted(rows, key=lambda row: row["seq"])
 
     def close(self) -> None:
         """Commit what is pending (call it when the container has stopped)."""

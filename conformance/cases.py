@@ -821,6 +821,7 @@ ARTEMIS_ADDRESSES: tuple[ArtemisAddress, ...] = (
     ArtemisAddress("block-amqp-sync", ADDRESS_LIMIT, "BLOCK"),
     ArtemisAddress("block-amqp-burst", ADDRESS_LIMIT, "BLOCK"),
     ArtemisAddress("block-amqp-recorded", ADDRESS_LIMIT, "BLOCK"),  # tests/realbrokers
+    ArtemisAddress("block-amqp-probed", ADDRESS_LIMIT, "BLOCK"),  # tests/realbrokers
     ArtemisAddress("reject-sync", ADDRESS_LIMIT, "BLOCK", REJECT_THRESHOLD),
     ArtemisAddress("reject-burst", ADDRESS_LIMIT, "BLOCK", REJECT_THRESHOLD),
     ArtemisAddress("fail-core-64k", ADDRESS_LIMIT, "FAIL"),

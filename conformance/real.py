@@ -1,8 +1,9 @@
 """Workloads on the real brokers, driven by real clients.
 
 - AMQP 1.0: python-qpid-proton's event-driven :class:`~proton.reactor.Container`
-  (:func:`amqp_send`): a sender that sends whenever it has credit and records what the broker
-  tells it (dispositions and their error conditions, credit withheld).
+  (:func:`collectors.probe.amqp_send`, ``flowctl probe publish``'s sender): a sender that sends
+  whenever it has credit and records what the broker tells it (dispositions and their error
+  conditions, credit withheld).
 - CORE: Artemis's own ``artemis producer --protocol core`` (:func:`core_block_peak`), a Java
   client with a byte window (``producerWindowSize``).
 - AMQP 0.9.1: pika (:mod:`conformance.rabbit` has those workloads).
@@ -14,12 +15,11 @@ import os
 import re
 import subprocess
 import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+from collectors.probe import AmqpSendResult, amqp_send
 from conformance.brokers import (
     ArtemisBroker,
     BrokerUnavailable,
@@ -29,148 +29,7 @@ from conformance.brokers import (
     stop_pid,
 )
 
-if TYPE_CHECKING:
-    from collectors.proton_links import LinkRecorder
-
-
-# -- AMQP 1.0 (python-qpid-proton) -----------------------------------------------------------
-@dataclass
-class AmqpSendResult:
-    """What an AMQP 1.0 sender saw: deliveries sent and their outcomes, the error conditions of
-    refused ones, and whether it ended with messages to send and no credit (blocked)."""
-
-    sent: int = 0
-    accepted: int = 0
-    rejected: int = 0
-    released: int = 0
-    conditions: Counter[str] = field(default_factory=Counter)
-    credit_granted: int = 0  # the total link credit the broker ever gave
-    blocked_at_end: bool = False  # work left, credit 0 when the sender gave up waiting
-    link_error: str | None = None
-    seconds: float = 0.0
-
-    @property
-    def settled(self) -> int:
-        return self.accepted + self.rejected + self.released
-
-
-def amqp_send(
-    url: str,
-    address: str,
-    *,
-    count: int,
-    body_size: int,
-    in_flight: int | None = None,
-    idle_s: float = 1.5,
-    timeout_s: float = 30.0,
-    recorder: LinkRecorder | None = None,
-) -> AmqpSendResult:
-    """Send up to ``count`` messages of a ``body_size``-byte binary body to ``address`` as fast
-    as the link credit allows (and, with ``in_flight``, with at most that many unsettled); stop
-    when all are settled or nothing has happened for ``idle_s`` (credit withheld), or after
-    ``timeout_s``. With a ``recorder`` (collectors/proton_links.py) the sender records its link
-    and offers what it has left to send (``Sender.offered``: its backlog, the link's
-    ``available``)."""
-    from proton import Message
-    from proton.handlers import MessagingHandler
-    from proton.reactor import Container
-
-    result = AmqpSendResult()
-    body = b"x" * body_size
-    started = time.monotonic()
-
-    class Sender(MessagingHandler):
-        def __init__(self) -> None:
-            super().__init__(auto_accept=False, auto_settle=True)
-            self.last_progress = time.monotonic()
-            self.connection: Any = None
-            self.sender: Any = None
-            self.done = False
-            self.opened = False  # the broker attached the link: idleness counts from then
-
-        def on_link_opened(self, event: Any) -> None:
-            self.opened = True
-            self.last_progress = time.monotonic()
-
-        def on_start(self, event: Any) -> None:
-            self.connection = event.container.connect(url, reconnect=False, sasl_enabled=False)
-            self.sender = event.container.create_sender(self.connection, address)
-            event.container.schedule(0.05, self)
-
-        def on_sendable(self, event: Any) -> None:
-            self._send_more()
-
-        def _send_more(self) -> None:
-            sender = self.sender
-            limit = count if in_flight is None else min(count, result.settled + in_flight)
-            while sender.credit > 0 and result.sent < limit:
-                sender.send(Message(body=body, durable=False))
-                result.sent += 1
-            if recorder is not None:
-                sender.offered(count - result.sent)
-            self.last_progress = time.monotonic()
-
-        def _settled(self) -> None:
-            self.last_progress = time.monotonic()
-            if in_flight is not None and not self.done:
-                self._send_more()
-            if result.settled >= count:
-                self._finish(blocked=False)
-
-        def on_accepted(self, event: Any) -> None:
-            result.accepted += 1
-            self._settled()
-
-        def on_rejected(self, event: Any) -> None:
-            result.rejected += 1
-            condition = event.delivery.remote.condition
-            result.conditions[condition.name if condition is not None else "(none)"] += 1
-            self._settled()
-
-        def on_released(self, event: Any) -> None:
-            result.released += 1
-            self._settled()
-
-        def on_link_error(self, event: Any) -> None:
-            condition = event.link.remote_condition
-            result.link_error = condition.name if condition is not None else "link error"
-            self._finish(blocked=False)
-
-        def on_transport_error(self, event: Any) -> None:
-            condition = event.transport.condition
-            result.link_error = result.link_error or (
-                condition.name if condition is not None else "transport error"
-            )
-            self._finish(blocked=False)
-
-        def on_timer_task(self, event: Any) -> None:
-            if self.done:
-                return
-            now = time.monotonic()
-            idle = self.opened and now - self.last_progress > idle_s
-            if idle or now - started > timeout_s:
-                credit = self.sender.credit if self.sender is not None else 0
-                self._finish(blocked=result.sent < count and credit == 0)
-            else:
-                event.container.schedule(0.05, self)
-
-        def _finish(self, *, blocked: bool) -> None:
-            if self.done:
-                return
-            self.done = True
-            result.blocked_at_end = blocked
-            if self.sender is not None:
-                # link credit granted = what was sent plus what is left
-                result.credit_granted = result.sent + self.sender.credit
-            if self.connection is not None:
-                self.connection.close()
-
-    handler = Sender()
-    if recorder is not None:
-        recorder.attach(handler)
-    Container(handler).run()
-    result.seconds = time.monotonic() - started
-    return result
+# -- AMQP 1.0 (python-qpid-proton): collectors/probe.py's sender ---------------------------
 
 
 # -- CORE (artemis producer) -------------------------------------------------------------------
@@ -461,3 +320,6 @@ def core_block_peak(
         seconds=time.monotonic() - started,
         stopped_by_us=stopped_by_us,
     )
+
+
+__all__ = ["AmqpSendResult", "amqp_send"]

@@ -879,5 +879,91 @@ def collect_rabbitmq(
     _run_collector(collector, log, raw, once=once)
 
 
+probe_app = typer.Typer(
+    help="Measure a real broker's flow control with a client of flowctl's own, recording its link.",
+    no_args_is_help=True,
+)
+app.add_typer(probe_app, name="probe")
+
+
+@probe_app.command("publish")
+@_one_line_failures("probe")
+def probe_publish(
+    url: Annotated[
+        str, typer.Argument(help="the broker's AMQP 1.0 URL: amqp://[user:password@]host:port")
+    ],
+    address: Annotated[
+        str,
+        typer.Argument(help="where to send: an Artemis address, a RabbitMQ /amq/queue/NAME"),
+    ],
+    raw: RawOption,
+    broker: Annotated[str, typer.Option(help="the broker's name in the event log")],
+    product: Annotated[
+        str | None,
+        typer.Option(help="artemis or rabbitmq: which broker it is (its advice is in its knobs)"),
+    ] = None,
+    count: Annotated[int, typer.Option(min=1, help="messages to send")] = 1000,
+    size: Annotated[int, typer.Option(min=0, help="bytes of each message's body")] = 1024,
+    in_flight: Annotated[
+        int | None, typer.Option(min=1, help="at most this many unsettled (default: no limit)")
+    ] = None,
+    idle: Annotated[
+        float, typer.Option(min=0.1, help="give up after this many seconds without progress")
+    ] = 2.0,
+    timeout: Annotated[float, typer.Option(min=0.1, help="give up after this many seconds")] = 60.0,
+) -> None:
+    """Send --count messages to ADDRESS as fast as the broker's link credit allows, and record
+    the link (collectors/proton_links.py) into RAW for the pipeline.
+
+    Says what the broker did with the messages, the credit it granted, and how long the
+    sender had messages to send and no credit (a link starvation, DESIGN §4): the wait a full
+    Artemis BLOCK address or a RabbitMQ alarm makes a publisher take.
+    """
+    from collectors.probe import amqp_send, link_summary
+    from collectors.proton_links import LinkRecorder
+
+    _check_out_folder(raw)
+    try:
+        recorder = LinkRecorder(raw, broker, product=product)
+    except ValueError as error:
+        raise _fail(f"--product / --broker: {error}") from None
+    with recorder:
+        sent = amqp_send(
+            url,
+            address,
+            count=count,
+            body_size=size,
+            in_flight=in_flight,
+            idle_s=idle,
+            timeout_s=timeout,
+            recorder=recorder,
+        )
+    rows = recorder.written_rows()
+    summary = link_summary(rows)
+    print_line(
+        f"probe publish {address} at {url}: sent {sent.sent:,} of {count:,} in "
+        f"{sent.seconds:.1f} s: accepted {sent.accepted:,}, rejected {sent.rejected:,}, "
+        f"released {sent.released:,}"
+        + (f" ({format_figures(dict(sent.conditions))})" if sent.conditions else "")
+    )
+    if not rows:
+        reason = sent.link_error or "no answer"
+        raise _fail(f"probe publish: no link attached at {url} ({reason})", code=1)
+    waited = (
+        f"left without credit with messages to send for {summary.starved_s:.1f} s"
+        + (", then gave up" if sent.blocked_at_end else "")
+        if summary.starved_s
+        else "never without credit while it had messages to send"
+    )
+    print_line(f"credit: {summary.credit_granted:,} granted in {summary.grants:,} flows; {waited}")
+    days = sorted({row["ts"].date() for row in rows})
+    print_line(
+        f"recorded: {summary.rows:,} events of run {recorder.state.run_id} in {raw}; "
+        f"flowctl pipeline --raw {raw} --from {days[0]} --to {days[-1]}"
+    )
+    if sent.link_error:
+        raise _fail(f"probe publish: the link ended in an error: {sent.link_error}", code=1)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

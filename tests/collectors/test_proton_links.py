@@ -347,6 +347,7 @@ def _record_a_starved_publisher(raw: Path) -> None:
 def test_recorded_links_through_the_pipeline(spark: Any, tmp_path: Path) -> None:
     """Every recorded row keeps the event log's contract, and the starved publisher's seconds
     are DESIGN §4's (from its credit 0 with messages waiting to the broker's credit)."""
+    from collectors.probe import starved_seconds
     from jobs.daily_metrics import run_daily_metrics
     from jobs.delta_io import read_table
     from jobs.episodes import run_episodes
@@ -373,6 +374,11 @@ def test_recorded_links_through_the_pipeline(spark: Any, tmp_path: Path) -> None
     assert publisher["attached_s"] == 6.0  # attached at 0 s, its connection closed at 6 s
     # A consumer's available is not known from the client: never starved, whatever its credit.
     assert (consumer["starved_s"], consumer["episodes"]) == (0.0, 0)
+    # The probe's console figure (collectors/probe.py) is the pipeline's, link by link.
+    recorded = rows_of(tmp_path / "raw")
+    for link, figures in daily.items():
+        own = [row for row in recorded if row["link"] == link]
+        assert starved_seconds(own) == figures["starved_s"], link
     # What the console lists of links after a pipeline run (flowctl pipeline).
     top, starved, link_days = starved_link_rows(
         None, day, day, warehouse_dir=conf.warehouse_dir, spark=spark

@@ -17,9 +17,10 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from collectors.probe import amqp_send, link_summary, starved_seconds
 from collectors.proton_links import LinkRecorder
 from conformance.brokers import LOOPBACK, ArtemisBroker, RabbitBroker
-from conformance.real import amqp_send
+from flowctl.cli import app
 
 pytestmark = pytest.mark.realbroker
 
@@ -31,21 +32,6 @@ IDLE_S = 1.5
 def _rows(raw: Path) -> list[dict[str, Any]]:
     rows = [row for path in raw.glob("date=*/*.parquet") for row in pq.read_table(path).to_pylist()]
     return sorted(rows, key=lambda row: row["seq"])
-
-
-def _starved_s(rows: list[dict[str, Any]]) -> float:
-    """DESIGN §4: from the event that leaves credit 0 with messages available to the next
-    event that ends it (or the detach), summed."""
-    total, since = 0.0, None
-    for row in rows:
-        starved = row["credit"] == 0 and (row["available"] or 0) > 0
-        ends = row["event_type"] == "link_detached"
-        if since is not None and (not starved or ends):
-            total += (row["ts"] - since).total_seconds()
-            since = None
-        if starved and since is None and not ends:
-            since = row["ts"]
-    return total
 
 
 def test_a_publisher_a_block_address_holds_is_starved(
@@ -74,16 +60,11 @@ def test_a_publisher_a_block_address_holds_is_starved(
     # Each message the sender put on the wire is a transfer, with the credit it left.
     assert events.count("transfer") == sent.sent
     # The broker's credit, flow by flow, adds up to what the sender was granted in all.
-    granted, before = rows[0]["credit"], rows[0]["credit"]
-    for row in rows[1:]:
-        if row["event_type"] == "flow" and json.loads(row["detail"])["origin"] == "receiver":
-            granted += max(row["credit"] - before, 0)
-        before = row["credit"]
-    assert granted == sent.credit_granted
+    assert link_summary(rows).credit_granted == sent.credit_granted
     # It ends with no credit and what it had left to send available, until it gives up.
     last_state = rows[-2]
     assert (last_state["credit"], last_state["available"]) == (0, COUNT - sent.sent)
-    starved = _starved_s(rows)
+    starved = starved_seconds(rows)
     assert IDLE_S <= starved < IDLE_S + 5, starved
     stamps: list[datetime] = [row["ts"] for row in rows]
     assert stamps == sorted(stamps)
@@ -128,5 +109,45 @@ def test_rabbitmq_3_10_grants_a_publisher_more_credit_than_4_0(
     attached = rows[0]
     assert attached["credit"] == RABBITMQ_3_10_PUBLISHER_CREDIT != 170
     # Never short of credit, so never starved, and the credit it ends with is what is left.
-    assert _starved_s(rows) == 0.0
+    assert starved_seconds(rows) == 0.0
     assert rows[-1]["credit"] == RABBITMQ_3_10_PUBLISHER_CREDIT - COUNT
+
+
+def test_flowctl_probe_publish_says_how_long_a_full_address_held_it(
+    artemis: ArtemisBroker, tmp_path: Path
+) -> None:
+    """The command: what the broker did with the messages, the credit it granted and the wait
+    without credit, and the run it recorded for the pipeline."""
+    from typer.testing import CliRunner
+
+    raw = tmp_path / "raw"
+    args = ["probe", "publish", artemis.amqp_url, "block-amqp-probed", "--raw", str(raw)]
+    args += ["--broker", "artemis-real", "--product", "artemis", "--count", "300"]
+    args += ["--size", "2048", "--idle", "1.5"]
+    result = CliRunner().invoke(app, args)
+    print(result.output)
+    assert result.exit_code == 0, result.output
+    sent, credit, recorded = result.output.strip().splitlines()
+    assert sent.startswith("probe publish block-amqp-probed at amqp://127.0.0.1:")
+    assert "sent 100 of 300" in sent and "accepted 100, rejected 0, released 0" in sent
+    assert credit.startswith("credit: 100 granted in 1 flows; left without credit with ")
+    assert (
+        credit.endswith("messages to send for 1.5 s, then gave up") or " s, then gave up" in credit
+    )
+    assert recorded.startswith("recorded: ") and f"flowctl pipeline --raw {raw} --from " in recorded
+    assert len(_rows(raw)) == int(recorded.split()[1].replace(",", ""))
+
+
+def test_flowctl_probe_publish_to_no_broker_is_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from conformance.brokers import free_port
+
+    url = f"amqp://{LOOPBACK}:{free_port()}"  # nothing listens there
+    args = ["probe", "publish", url, "q", "--raw", str(tmp_path / "raw"), "--broker", "b"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"error: probe publish: no link attached at {url} (proton.pythonio: Connection refused "
+        "to all addresses)"
+    )

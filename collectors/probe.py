@@ -1,0 +1,221 @@
+"""A probe publisher: a real AMQP 1.0 sender that measures how a broker's flow control treats it
+(``flowctl probe publish``), and the sender the conformance cases drive (conformance/real.py).
+
+:func:`amqp_send` sends as fast as the link credit allows and counts what the broker tells it:
+outcomes, error conditions, the credit granted in all, whether it was left with messages and no
+credit. With a :class:`~collectors.proton_links.LinkRecorder` it records its own link into the
+event log as it goes (and offers its backlog, so that a wait for credit is a link starvation the
+pipeline measures); :func:`link_summary` reads that run back for the console.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from collectors.proton_links import LinkRecorder
+
+
+@dataclass
+class AmqpSendResult:
+    """What an AMQP 1.0 sender saw: deliveries sent and their outcomes, the error conditions of
+    refused ones, and whether it ended with messages to send and no credit (blocked)."""
+
+    sent: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    released: int = 0
+    conditions: Counter[str] = field(default_factory=Counter)
+    credit_granted: int = 0  # the total link credit the broker ever gave
+    blocked_at_end: bool = False  # work left, credit 0 when the sender gave up waiting
+    link_error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def settled(self) -> int:
+        return self.accepted + self.rejected + self.released
+
+
+def _said(condition: Any, otherwise: str) -> str:
+    """An AMQP error condition as one line: its name, and its description when it has one."""
+    if condition is None:
+        return otherwise
+    description = getattr(condition, "description", None)
+    return f"{condition.name}: {description}" if description else str(condition.name)
+
+
+def amqp_send(
+    url: str,
+    address: str,
+    *,
+    count: int,
+    body_size: int,
+    in_flight: int | None = None,
+    idle_s: float = 1.5,
+    timeout_s: float = 30.0,
+    recorder: LinkRecorder | None = None,
+) -> AmqpSendResult:
+    """Send up to ``count`` messages of a ``body_size``-byte binary body to ``address`` as fast
+    as the link credit allows (and, with ``in_flight``, with at most that many unsettled); stop
+    when all are settled or nothing has happened for ``idle_s`` (credit withheld), or after
+    ``timeout_s``. With a ``recorder`` (collectors/proton_links.py) the sender records its link
+    and offers what it has left to send (``Sender.offered``: its backlog, the link's
+    ``available``)."""
+    from proton import Message
+    from proton.handlers import MessagingHandler
+    from proton.reactor import Container
+
+    result = AmqpSendResult()
+    body = b"x" * body_size
+    started = time.monotonic()
+
+    class Sender(MessagingHandler):
+        def __init__(self) -> None:
+            super().__init__(auto_accept=False, auto_settle=True)
+            self.last_progress = time.monotonic()
+            self.connection: Any = None
+            self.sender: Any = None
+            self.done = False
+            self.opened = False  # the broker attached the link: idleness counts from then
+
+        def on_link_opened(self, event: Any) -> None:
+            self.opened = True
+            self.last_progress = time.monotonic()
+
+        def on_start(self, event: Any) -> None:
+            # SASL PLAIN when the URL names a user (amqp://user:password@host:port), none else.
+            with_user = urlsplit(url).username is not None
+            self.connection = event.container.connect(
+                url,
+                reconnect=False,
+                sasl_enabled=with_user,
+                allowed_mechs="PLAIN" if with_user else None,
+                allow_insecure_mechs=with_user,
+            )
+            self.sender = event.container.create_sender(self.connection, address)
+            event.container.schedule(0.05, self)
+
+        def on_sendable(self, event: Any) -> None:
+            self._send_more()
+
+        def _send_more(self) -> None:
+            sender = self.sender
+            limit = count if in_flight is None else min(count, result.settled + in_flight)
+            while sender.credit > 0 and result.sent < limit:
+                sender.send(Message(body=body, durable=False))
+                result.sent += 1
+            if recorder is not None:
+                sender.offered(count - result.sent)
+            self.last_progress = time.monotonic()
+
+        def _settled(self) -> None:
+            self.last_progress = time.monotonic()
+            if in_flight is not None and not self.done:
+                self._send_more()
+            if result.settled >= count:
+                self._finish(blocked=False)
+
+        def on_accepted(self, event: Any) -> None:
+            result.accepted += 1
+            self._settled()
+
+        def on_rejected(self, event: Any) -> None:
+            result.rejected += 1
+            condition = event.delivery.remote.condition
+            result.conditions[condition.name if condition is not None else "(none)"] += 1
+            self._settled()
+
+        def on_released(self, event: Any) -> None:
+            result.released += 1
+            self._settled()
+
+        def on_link_error(self, event: Any) -> None:
+            result.link_error = _said(event.link.remote_condition, "link error")
+            self._finish(blocked=False)
+
+        def on_transport_error(self, event: Any) -> None:
+            result.link_error = result.link_error or _said(
+                event.transport.condition, "transport error"
+            )
+            self._finish(blocked=False)
+
+        def on_timer_task(self, event: Any) -> None:
+            if self.done:
+                return
+            now = time.monotonic()
+            idle = self.opened and now - self.last_progress > idle_s
+            if idle or now - started > timeout_s:
+                credit = self.sender.credit if self.sender is not None else 0
+                self._finish(blocked=result.sent < count and credit == 0)
+            else:
+                event.container.schedule(0.05, self)
+
+        def _finish(self, *, blocked: bool) -> None:
+            if self.done:
+                return
+            self.done = True
+            result.blocked_at_end = blocked
+            if self.sender is not None:
+                # link credit granted = what was sent plus what is left
+                result.credit_granted = result.sent + self.sender.credit
+            if self.connection is not None:
+                self.connection.close()
+
+    handler = Sender()
+    if recorder is not None:
+        recorder.attach(handler)
+    Container(handler).run()
+    result.seconds = time.monotonic() - started
+    return result
+
+
+@dataclass(frozen=True)
+class LinkSummary:
+    """A recorded publisher link as the console says it: the credit the broker granted in all,
+    in how many flows, and the seconds it had messages to send and no credit."""
+
+    credit_granted: int
+    grants: int
+    starved_s: float
+    rows: int
+
+
+def starved_seconds(rows: list[dict[str, Any]]) -> float:
+    """DESIGN §4's credit starvation of one link's rows (in ``seq`` order), for the console:
+    from the event that leaves credit 0 with messages available to the next event that ends it,
+    or the detach, or the last row (the run's watermark for a run of one link, as a probe's),
+    over the whole run (not clipped to days). The pipeline's rule is jobs/transforms/episodes.py's
+    ``link_starvation_episodes``; tests/collectors/test_proton_links.py keeps the two equal on a
+    recorded run."""
+    total, since = 0.0, None
+    for row in rows:
+        starved = row["credit"] == 0 and (row["available"] or 0) > 0
+        detached = row["event_type"] == "link_detached"
+        if since is not None and (detached or not starved):
+            total += (row["ts"] - since).total_seconds()
+            since = None
+        if starved and not detached and since is None:
+            since = row["ts"]
+    if since is not None and rows:
+        total += (rows[-1]["ts"] - since).total_seconds()
+    return total
+
+
+def link_summary(rows: list[dict[str, Any]]) -> LinkSummary:
+    """The credit granted (the link's credit at attach and each increase a flow of the broker,
+    ``detail.origin`` receiver, brought) and the starved seconds of one publisher link's rows."""
+    granted, grants, before = 0, 0, 0
+    for row in rows:
+        origin = json.loads(row["detail"] or "{}").get("origin")
+        from_broker = row["event_type"] == "link_attached" or (
+            row["event_type"] == "flow" and origin == "receiver"
+        )
+        if from_broker and row["credit"] > before:
+            granted += row["credit"] - before
+            grants += 1
+        before = row["credit"]
+    return LinkSummary(granted, grants, starved_seconds(rows), len(rows))
