@@ -165,10 +165,8 @@ def amqp_send(
             if self.connection is not None:
                 self.connection.close()
 
-    handler = Sender()
-    if recorder is not None:
-        recorder.attach(handler)
-    Container(handler).run()
+    sender = Sender()
+    Container(sender if recorder is None else recorder.attach(sender)).run()
     result.seconds = time.monotonic() - started
     return result
 

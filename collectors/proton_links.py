@@ -3,21 +3,27 @@ application sees, recorded from inside it (DESIGN §6: "a client's own link fram
 
 A broker's log and its management API say when an address or a connection blocks; neither says
 how much credit a link had, or how long a publisher waited for it: only an end of the link
-knows. :class:`LinkRecorder` joins an application's handler (``recorder.attach(handler)``) and
-writes, for every link of the connections that handler serves, the events the engine writes for
-its own links (flowctl_core/protocols/rabbitmq_amqp10.py), each with the link's ``credit`` (as
-the broker end sees it) and ``available`` after it:
+knows. :class:`LinkRecorder` wraps an application's handler (``recorder.attach(handler)``
+returns the handler to give proton) and writes, for every link of the connections it serves,
+the events the engine writes for its own links (flowctl_core/protocols/rabbitmq_amqp10.py),
+each with the link's ``credit`` (as the broker end sees it) and ``available`` after it:
 
-* ``link_attached`` when the broker answers the attach, ``link_detached`` when either end
-  detaches it (``detail.condition``: the broker's error) or its connection goes
-  (``detail.reason``);
+* ``link_attached`` when the broker answers the attach (again after a reconnect),
+  ``link_detached`` when either end closes or detaches it (``detail.condition``: the broker's
+  error) or its connection goes (``detail.reason``);
 * ``flow``: the broker's flow frames (``detail.origin`` "receiver" on a publisher link: its
-  credit; "sender" on a consumer link: a drain answered), the credit the application grants on a
-  consumer link ("receiver": proton's prefetch window topping it up, ``Receiver.flow``) and a
-  publisher's backlog changing ("sender", ``detail.reason`` "available"), as the engine names a
-  flow's origin;
-* ``transfer`` for each message a consumer link receives (``size_bytes``: its encoded size) and
-  each one a publisher link puts on the wire (proton does not say which: no size).
+  credit; "sender" on a consumer link: a drain answered; ``detail.drain``), the credit the
+  application grants on a consumer link ("receiver": proton's prefetch window topping it up,
+  ``Receiver.flow``, ``Receiver.drain``) and a publisher's backlog changing or a drain it
+  answered ("sender", ``detail.reason`` "available" / "drained"), as the engine names a flow's
+  origin;
+* ``transfer`` for each message a consumer link receives (``size_bytes``: its encoded size;
+  ``detail.aborted`` and no size for one the broker aborted) and each one a publisher link puts
+  on the wire (proton does not say which: no size).
+
+The link column is the link's AMQP name, unique in the run: proton names a sender and a
+receiver to one address alike, so a second link of a name is ``NAME#2`` (its AMQP name in
+``detail.link_name``).
 
 ``available`` is the sending end's. On a publisher link it is the application's backlog: what
 it sent that proton holds for want of credit and what it offered beside them
@@ -30,25 +36,31 @@ so a consumer's starvation cannot be told from here (its credit and deliveries a
 (an AMQP 1.0 link does not say whether its broker is an Artemis or a RabbitMQ, and advice is
 given in its broker's knobs).
 
-The recorder reads a link twice per event, before the application's handlers (what the frame
-that arrived did: a transfer, the broker's flow) and after them (what the application did in
-answer: the credit it granted, the messages it sent), so each change is logged at the event that
-made it. A change made outside the handler's events (a timer of another handler, a thread) is
-logged at the next event of this handler. proton's ``MessagingHandler`` takes each message as
-it arrives; a handler that leaves a delivery unread past its event shows that delivery's credit
-as granted again.
+The recorder reads the links twice per event, before anything of the application's (proton
+runs a handler's own methods, then its child handlers: the recorder's handler holds the
+application between two of its own) and after it: what the frame that arrived did (a transfer,
+the broker's flow, messages proton wrote since), then what the application did in answer (the
+credit it granted, the messages it sent), so each change is logged at the event that made it. A
+change made outside the handler's events (another handler's timer) is logged at the next event
+of this one; a publisher's sends outside them that meet a credit grant of the broker's before
+the next event are not told apart from it (proton is not thread-safe, so a send is always some
+handler's). proton's ``MessagingHandler`` takes each message as it arrives; a handler that
+leaves a delivery unread past its event shows that delivery's credit as granted again.
 
 The recorder is one run per process (``run_id`` "client-BROKER-<start>-<pid>"): a restarted
 client starts a new run, as its links are new links. Rows are committed as the collectors commit
 theirs (collectors/session.py: a batch per file, never across two UTC days, written whole or not
-at all) every ``flush_interval_s`` or :data:`~collectors.base.FLUSH_ROWS` rows, and by
-:meth:`LinkRecorder.close`; a client killed without ``close`` loses the rows since the last
-commit, never a file. Everything runs on proton's event thread.
+at all) at the first event ``flush_interval_s`` after the oldest pending row, at
+:data:`~collectors.base.FLUSH_ROWS` rows, and by :meth:`LinkRecorder.close`; a client killed
+without ``close`` loses the rows since the last commit, never a file. A commit that fails in the
+event loop (a full disk) is logged and tried again a flush interval later, its rows kept: the
+application goes on. Everything runs on proton's event thread.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -56,13 +68,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, Protocol, Self
 
 import pyarrow.parquet as pq
 
 from collectors.base import DEFAULT_FLUSH_INTERVAL_S, FLUSH_ROWS, SessionState
 from collectors.session import SessionWriter
+from flowctl_core.errors import ConfigurationError
 from schemas.broker_events import BROKER_PRODUCTS, RECORDED_BY_CLIENT_LINKS
+
+log = logging.getLogger("flowctl.collect")
 
 PROTOCOL = "amqp-1.0"
 
@@ -85,21 +100,13 @@ class ProtonLink(Protocol):
     remote_condition: Any
 
 
-class ProtonHandler(Protocol):
-    """A proton handler with child handlers (``proton.handlers.MessagingHandler``)."""
-
-    handlers: Any  # proton types it as a list or its lazily made one
-
-
-HandlerT = TypeVar("HandlerT", bound=ProtonHandler)
-
-
 @dataclass
 class LinkState:
     """What the run last logged of one link, and the link itself (read again at every event)."""
 
     link: ProtonLink
-    name: str
+    name: str  # the link column: unique in the run
+    amqp_name: str
     role: str
     queue: str | None
     session: str
@@ -108,6 +115,12 @@ class LinkState:
     available: int | None = None  # as logged last: a publisher's backlog; None on a consumer
     raw_credit: int = 0  # proton's credit and queue when last read (a publisher's sends)
     queued: int = 0
+    drain: bool = False  # the link's drain mode when last read
+
+    @property
+    def renamed(self) -> dict[str, str]:
+        """``detail.link_name``: the AMQP name of a link whose name in the run differs."""
+        return {} if self.name == self.amqp_name else {"link_name": self.amqp_name}
 
 
 def _address(terminus: Any) -> str | None:
@@ -170,6 +183,12 @@ class LinkRecorder:
         self._marks: dict[str, Any] = {"recorded_by": RECORDED_BY_CLIENT_LINKS}
         if product is not None:
             self._marks["broker_product"] = product
+        try:
+            raw_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ConfigurationError(
+                f"{raw_dir}: not a folder rows can be written to ({error})"
+            ) from None
         # No state file: a client run is never gone on with (see the module).
         self.writer = SessionWriter(raw_dir, raw_dir / ".unused-client-state")
         self.clock = clock
@@ -177,6 +196,7 @@ class LinkRecorder:
         self.state = SessionState(run_id=new_client_run_id(broker, clock()), broker=broker)
         self.links: dict[int, LinkState] = {}  # attached links, by key
         self._names: dict[int, str] = {}  # connections' and sessions' names, by key
+        self._link_names: dict[str, int] = {}  # the link column's names, to the link's key
         self._next_key = 0
         self._pending: list[dict[str, Any]] = []
         self._pending_since = time.monotonic()
@@ -184,32 +204,37 @@ class LinkRecorder:
         self.closed = False
 
     # -- joining a handler ----------------------------------------------------------------------
-    def attach(self, handler: HandlerT) -> HandlerT:
-        """Join ``handler``: a reader before its own child handlers and one after them."""
-        handler.handlers.insert(0, _Before(self))
-        handler.handlers.append(_After(self))
-        return handler
+    def attach(self, handler: Any) -> RecordedHandler:
+        """``handler`` with the recorder around it: give proton what this returns wherever it
+        would take ``handler`` (``Container(...)``, ``connect(handler=...)``)."""
+        return RecordedHandler(_Before(self), handler, _After(self))
 
     # -- what the handlers call -----------------------------------------------------------------
     def begin_event(self) -> None:
+        """Before the application's handlers: the time of the event, and the messages that went
+        on the wire since the last one (proton writes between events)."""
         self._now = self.clock()
+        for state in list(self.links.values()):
+            if state.role == "publisher":
+                self._sync_publisher(state)
 
     def end_event(self) -> None:
         """After the application's handlers: the changes they made, then a commit when due."""
         self.note_changes()
         self._now = None
         if self._pending and time.monotonic() - self._pending_since >= self.flush_interval_s:
-            self.commit()
+            self._commit_in_event()
 
     def opened(self, link: ProtonLink) -> None:
-        """The broker answered the attach."""
+        """The broker answered the attach (again, after a reconnect: a new attach)."""
         if self._state(link) is not None:
             return
         key = self._key(link)
         sender = bool(link.is_sender)
         state = LinkState(
             link=link,
-            name=str(link.name),
+            name=self._link_name(str(link.name), key),
+            amqp_name=str(link.name),
             role="publisher" if sender else "consumer",
             queue=_address(link.target if sender else link.source)
             or _address(link.remote_target if sender else link.remote_source),
@@ -219,45 +244,50 @@ class LinkRecorder:
         self.links[key] = state
         self._row(state, "link_attached", link_credit(link), backlog(link) if sender else None)
         state.raw_credit, state.queued = int(link.credit), int(link.queued)
+        state.drain = bool(link.drain_mode)
 
     def broker_flow(self, link: ProtonLink) -> None:
         """A flow frame from the broker (proton's ``on_link_flow``), read before the
-        application answers it. On a publisher link proton has sent at once what waited for
-        the credit it brings: the broker's credit is logged, then those transfers."""
+        application answers it."""
         state = self._state(link)
         if state is None:
             return
         # The broker is the link's other end: its flow is the receiver's on a publisher link
         # (credit), the sender's on a consumer link (a drain answered), as the engine names a
         # flow's origin (DESIGN §3).
-        detail = {"drain": bool(link.drain_mode)}
+        drain = bool(link.drain_mode)
         if state.role == "consumer":
-            self._row(state, "flow", link_credit(link), None, {"origin": "sender", **detail})
-            return
-        sent = max(state.queued - int(link.queued), 0)  # no send of the application since
-        granted = link_credit(link) + sent
-        if granted != state.credit or link.drain_mode:
-            self._row(state, "flow", granted, state.available, {"origin": "receiver", **detail})
-        self._transfers(state, link, sent)
+            self._row(state, "flow", link_credit(link), None, {"origin": "sender", "drain": drain})
+        elif link_credit(link) != state.credit or drain:
+            detail = {"origin": "receiver", "drain": drain}
+            self._row(state, "flow", link_credit(link), state.available, detail)
+        state.raw_credit, state.drain = int(link.credit), drain
 
     def received(self, link: ProtonLink, delivery: Any) -> None:
-        """A message arrived whole on a consumer link (read before the application takes it)."""
+        """A message arrived whole on a consumer link (read before the application takes it):
+        it used one of the credit last logged (proton's own credit may already count a drain
+        answered in the same read)."""
         state = self._state(link)
         if state is None or state.role != "consumer":
             return
         if delivery.partial or not delivery.readable or _key_of(delivery) is not None:
             return
         setattr(delivery, _KEY, 1)  # logged once: a delivery is seen again as it settles
-        before = link_credit(link)
-        if before > state.credit:
+        if link_credit(link) > state.credit:
             # Credit granted outside the handler's events (see the module): logged now.
-            self._row(state, "flow", before, None, {"origin": "receiver"})
-        self._row(state, "transfer", max(before - 1, 0), None, size_bytes=int(delivery.pending))
+            self._row(state, "flow", link_credit(link), None, {"origin": "receiver"})
+        if getattr(delivery, "aborted", False):
+            columns: dict[str, Any] = {"detail": {"aborted": True}}
+        else:
+            columns = {"size_bytes": int(delivery.pending)}
+        self._row(state, "transfer", max(state.credit - 1, 0), None, **columns)
 
     def detached(self, link: ProtonLink, reason: str | None = None) -> None:
         state = self._state(link)
         if state is None:
             return
+        if state.role == "publisher":
+            self._sync_publisher(state)
         detail: dict[str, Any] = {}
         condition = link.remote_condition
         if condition is not None:
@@ -277,33 +307,43 @@ class LinkRecorder:
                 del self.links[key]
 
     def note_changes(self) -> None:
-        """What the application did to its links since they were last read: credit granted on
-        a consumer link; messages sent and the backlog on a publisher link."""
+        """What the application did to its links in the event: credit granted (or a drain
+        asked) on a consumer link; messages sent, the backlog, credit drained on a publisher."""
         for state in list(self.links.values()):
             link = state.link
+            drain = bool(link.drain_mode)
             if state.role == "consumer":
-                if link_credit(link) != state.credit:
-                    self._row(state, "flow", link_credit(link), None, {"origin": "receiver"})
+                # Only a grant raises a receiver's credit; it falls by transfers (logged as they
+                # arrive) and by a drain answered (the broker's flow).
+                if link_credit(link) > state.credit or (drain and not state.drain):
+                    grant = {"origin": "receiver", "drain": drain}
+                    self._row(state, "flow", max(link_credit(link), state.credit), None, grant)
+                state.drain = drain
                 continue
-            # Each send takes one from proton's credit and adds one to its queue until it is
-            # on the wire: what left the queue went out.
-            advanced = state.raw_credit - int(link.credit)
-            self._transfers(state, link, max(state.queued + advanced - int(link.queued), 0))
-            if backlog(link) != state.available:
-                self._row(
-                    state,
-                    "flow",
-                    link_credit(link),
-                    backlog(link),
-                    {"origin": "sender", "reason": "available"},
-                )
+            self._sync_publisher(state)
 
-    def _transfers(self, state: LinkState, link: ProtonLink, sent: int) -> None:
-        """``sent`` transfers of a publisher link, down to its credit and backlog now."""
-        credit, available = link_credit(link), backlog(link)
-        for left in range(sent - 1, -1, -1):
-            self._row(state, "transfer", credit + left, available + left)
-        state.raw_credit, state.queued = int(link.credit), int(link.queued)
+    def _sync_publisher(self, state: LinkState) -> None:
+        """What a publisher link did since it was last read (at every event, before and after
+        the application's handlers). A send takes one from proton's credit and adds one to its
+        queue, which a write to the wire empties: a fall in credit is messages sent, unless the
+        broker asked a drain and the application answered it (``Sender.drained``: credit 0,
+        nothing sent); what the queue lost of them went out, a ``transfer`` each. Then the
+        application's backlog, when it changed (a sender's ``flow``)."""
+        link = state.link
+        queued, fall = int(link.queued), state.raw_credit - int(link.credit)
+        drained = state.drain and int(link.credit) == 0 and fall > 0 and queued <= state.queued
+        sent = 0 if drained else max(fall, 0)
+        transmitted = state.queued + sent - queued
+        available = backlog(link)
+        for left in range(transmitted - 1, -1, -1):
+            self._row(state, "transfer", max(state.credit - 1, 0), available + left)
+        if drained or available != state.available:
+            said: dict[str, Any] = {"origin": "sender", "reason": "available"}
+            if drained:
+                said.update(reason="drained", drain=True)
+            self._row(state, "flow", link_credit(link), available, said)
+        state.raw_credit, state.queued = int(link.credit), queued
+        state.drain = bool(link.drain_mode)
 
     # -- rows -----------------------------------------------------------------------------------
     def _state(self, link: ProtonLink) -> LinkState | None:
@@ -341,7 +381,7 @@ class LinkRecorder:
             link_role=state.role,
             credit=credit,
             available=available,
-            detail=json.dumps({**self._marks, **(detail or {})}, sort_keys=True),
+            detail=json.dumps({**self._marks, **state.renamed, **(detail or {})}, sort_keys=True),
             **columns,
         )
         if not self._pending:
@@ -349,13 +389,28 @@ class LinkRecorder:
         self._pending.append(row)
         state.credit, state.available = credit, available
         if len(self._pending) >= FLUSH_ROWS:
-            self.commit()
+            self._commit_in_event()
 
     def commit(self) -> None:
         """Commit the pending rows as one file (collectors/session.py)."""
         if self._pending:
             self.writer.commit(self._pending, self.state.to_json({}), state_file=False)
             self._pending = []
+
+    def _commit_in_event(self) -> None:
+        """A commit inside proton's event loop: one that fails (a full disk) is said and tried
+        again a flush interval later, its rows kept; the application goes on."""
+        try:
+            self.commit()
+        except OSError as error:
+            self._pending_since = time.monotonic()
+            log.warning(
+                "client links: %d rows not committed to %s yet (%s); trying again in %.0f s",
+                len(self._pending),
+                self.writer.raw_dir,
+                error,
+                self.flush_interval_s,
+            )
 
     def written_rows(self) -> list[dict[str, Any]]:
         """This run's committed rows, in ``seq`` order (read back from its files)."""
@@ -384,6 +439,15 @@ class LinkRecorder:
         self.close()
 
     # -- names ----------------------------------------------------------------------------------
+    def _link_name(self, amqp_name: str, key: int) -> str:
+        """The link's name in the run: its AMQP name, unless another link of the run has it
+        (proton names a sender and a receiver to one address alike): then ``NAME#2``, ..."""
+        name, count = amqp_name, 1
+        while self._link_names.setdefault(name, key) != key:
+            count += 1
+            name = f"{amqp_name}#{count}"
+        return name
+
     def _connection_name(self, connection: Any) -> str:
         key = self._key(connection)
         if key not in self._names:
@@ -399,6 +463,17 @@ class LinkRecorder:
             count = sum(1 for name in self._names.values() if name.startswith(f"{connection}/"))
             self._names[key] = f"{connection}/s{count + 1}"
         return self._names[key]
+
+
+class RecordedHandler:
+    """An application's handler with a link recorder around it (:meth:`LinkRecorder.attach`):
+    proton dispatches an event to a handler's own method first and then to its child
+    handlers, in order, so the recorder reads the links before anything of the application's
+    (its own methods and children) and after all of it."""
+
+    def __init__(self, before: Any, application: Any, after: Any) -> None:
+        self.application = application
+        self.handlers = [before, application, after]
 
 
 class _Before:
@@ -430,6 +505,14 @@ class _Before:
     def on_link_local_close(self, event: Any) -> None:
         self.recorder.begin_event()
         self.recorder.detached(event.link, "closed by the client")
+
+    def on_link_remote_detach(self, event: Any) -> None:  # detached, not closed (durable)
+        self.recorder.begin_event()
+        self.recorder.detached(event.link, "detached by the broker")
+
+    def on_link_local_detach(self, event: Any) -> None:
+        self.recorder.begin_event()
+        self.recorder.detached(event.link, "detached by the client")
 
     def on_connection_local_close(self, event: Any) -> None:
         self.recorder.begin_event()

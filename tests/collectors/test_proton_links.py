@@ -16,6 +16,7 @@ from proton.handlers import MessagingHandler
 
 from collectors.proton_links import LinkRecorder
 from collectors.session import CHECKPOINT_KEY
+from flowctl_core.errors import ConfigurationError
 from tests.collectors.proton_pair import ProtonPair
 
 START = datetime(2026, 11, 28, 10, tzinfo=UTC)
@@ -67,8 +68,7 @@ def brief(rows: list[dict[str, Any]], link: str) -> list[tuple[Any, ...]]:
 def recorded(app: Any, raw: Path, broker: str, **options: Any) -> tuple[LinkRecorder, ProtonPair]:
     """A recorder of ``app``'s links and the pair ``app`` runs on."""
     recorder = LinkRecorder(raw, broker, **options)
-    recorder.attach(app)
-    return recorder, ProtonPair(app)
+    return recorder, ProtonPair(recorder.attach(app))
 
 
 def open_links(pair: ProtonPair, *names: tuple[str, str]) -> dict[str, Any]:
@@ -384,3 +384,180 @@ def test_recorded_links_through_the_pipeline(spark: Any, tmp_path: Path) -> None
         None, day, day, warehouse_dir=conf.warehouse_dir, spark=spark
     )
     assert ([row["link"] for row in top], starved, link_days) == (["p"], 1, 2)
+
+
+# -- what a review found (each failed before its fix) -------------------------------------------
+
+
+def test_a_publisher_answering_the_brokers_drain_sent_nothing(tmp_path: Path) -> None:
+    """The broker drains (5 credits, drain); the application, with nothing to send, answers
+    ``drained()``: credit 0 and no transfer (a fall in credit is not a send here)."""
+
+    class Idle(MessagingHandler):
+        def __init__(self) -> None:
+            super().__init__(prefetch=0)
+
+        def on_sendable(self, event: Any) -> None:
+            if event.sender.drain_mode:
+                event.sender.drained()
+
+    clock = Clock()
+    recorder, pair = recorded(Idle(), tmp_path, "b", clock=clock)
+    open_links(pair, ("p", "publisher"))
+    clock.advance(1)
+    pair.broker_link("p").drain(5)
+    pair.pump()
+    assert pair.take("p") == 0
+    recorder.close()
+    rows = rows_of(tmp_path)
+    assert brief(rows, "p") == [
+        (0.0, "link_attached", 0, 0),
+        (1.0, "flow", 5, 0),
+        (1.0, "flow", 0, 0),
+    ]
+    assert json.loads(rows[1]["detail"])["drain"] is True
+    assert json.loads(rows[2]["detail"])["reason"] == "drained"
+
+
+def test_an_application_reading_deliveries_in_its_own_on_delivery(tmp_path: Path) -> None:
+    """proton runs a handler's own methods before its child handlers: the recorder is around
+    the application (``attach`` returns the handler to give proton), so a delivery the
+    application takes in its own ``on_delivery`` is still a transfer."""
+
+    class Raw(MessagingHandler):
+        def __init__(self) -> None:
+            super().__init__(prefetch=0)
+            self.taken = 0
+
+        def on_delivery(self, event: Any) -> None:
+            delivery = event.delivery
+            if delivery.readable and not delivery.partial:
+                event.link.recv(delivery.pending)
+                event.link.advance()
+                delivery.settle()
+                self.taken += 1
+
+    clock = Clock()
+    app = Raw()
+    recorder, pair = recorded(app, tmp_path, "b", clock=clock)
+    links = open_links(pair, ("c", "consumer"))
+    links["c"].flow(3)
+    pair.pump()
+    clock.advance(1)
+    pair.deliver("c", 2)
+    pair.pump()
+    recorder.close()
+    assert app.taken == 2
+    assert brief(rows_of(tmp_path), "c") == [
+        (0.0, "link_attached", 0, None),
+        (0.0, "flow", 3, None),
+        (1.0, "transfer", 2, None),
+        (1.0, "transfer", 1, None),
+    ]
+
+
+def test_a_link_detached_without_closing_is_detached_then(tmp_path: Path) -> None:
+    """A detach that is not a close (a durable subscription left) ends the link when it
+    happens, not when the connection goes."""
+    clock = Clock()
+    recorder, pair = recorded(Consumer(prefetch=2), tmp_path, "b", clock=clock)
+    links = open_links(pair, ("c1", "consumer"), ("c2", "consumer"))
+    clock.advance(1)
+    links["c1"].detach()
+    pair.broker_link("c2").detach()
+    pair.pump()
+    clock.advance(100)
+    pair.client.close()
+    pair.pump()
+    recorder.close()
+    detached = {
+        row["link"]: (brief([row], row["link"])[0][0], json.loads(row["detail"])["reason"])
+        for row in rows_of(tmp_path)
+        if row["event_type"] == "link_detached"
+    }
+    assert detached == {
+        "c1": (1.0, "detached by the client"),
+        "c2": (1.0, "detached by the broker"),
+    }
+
+
+def test_links_of_one_name_are_told_apart(tmp_path: Path) -> None:
+    """proton names a sender and a receiver to one address alike; the link column must tell
+    them apart in the run (the pipeline keys a link by it): the second is NAME#2, its AMQP
+    name in ``detail.link_name``."""
+    clock = Clock()
+    recorder, pair = recorded(Consumer(prefetch=1), tmp_path, "b", clock=clock)
+    pair.client.open()
+    session = pair.client.session()
+    session.open()
+    session.sender("orders").open()
+    receiver = session.receiver("orders")
+    receiver.source.address = "orders"
+    receiver.open()
+    pair.pump()
+    recorder.close()
+    attached = [row for row in rows_of(tmp_path) if row["event_type"] == "link_attached"]
+    assert [(row["link"], row["link_role"]) for row in attached] == [
+        ("orders", "publisher"),
+        ("orders#2", "consumer"),
+    ]
+    assert json.loads(attached[1]["detail"])["link_name"] == "orders"
+    assert "link_name" not in json.loads(attached[0]["detail"])
+
+
+def test_a_consumer_drain_answered_in_the_same_read_as_a_message(tmp_path: Path) -> None:
+    """The client asks a drain of 5; the broker sends one message and answers the drain in
+    one read: the transfer leaves 4 (what the broker counted), then the broker's drain answer
+    sets 0. The request itself is a receiver's flow with ``drain``."""
+    clock = Clock()
+    recorder, pair = recorded(Consumer(), tmp_path, "b", clock=clock)
+    links = open_links(pair, ("c", "consumer"))
+    clock.advance(1)
+    links["c"].drain(5)
+    pair.pump()
+    pair.deliver("c", 1)
+    pair.broker_link("c").drained()
+    pair.pump()
+    recorder.close()
+    rows = rows_of(tmp_path)
+    assert brief(rows, "c") == [
+        (0.0, "link_attached", 0, None),
+        (1.0, "flow", 5, None),
+        (1.0, "transfer", 4, None),
+        (1.0, "flow", 0, None),
+    ]
+    request, answer = (json.loads(rows[i]["detail"]) for i in (1, 3))
+    assert (request["origin"], request["drain"]) == ("receiver", True)
+    assert (answer["origin"], answer["drain"]) == ("sender", True)
+
+
+def test_a_folder_that_cannot_be_written(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Refused at once when it is no folder; a commit that fails inside proton's event loop (a
+    full disk) is said and tried again, the application going on and no row lost."""
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("")
+    with pytest.raises(ConfigurationError, match="not a folder rows can be written to"):
+        LinkRecorder(not_a_folder / "raw", "b")
+    clock = Clock()
+    recorder, pair = recorded(Consumer(prefetch=1), tmp_path / "raw", "b", clock=clock)
+    recorder.flush_interval_s = 0.0  # commit at every event
+    failing = {"left": 2}
+    commit = recorder.writer.commit
+
+    def full_disk(*args: Any, **kwargs: Any) -> Any:
+        if failing["left"]:
+            failing["left"] -= 1
+            raise OSError(28, "No space left on device")
+        return commit(*args, **kwargs)
+
+    recorder.writer.commit = full_disk  # type: ignore[method-assign]
+    open_links(pair, ("c", "consumer"))
+    pair.deliver("c", 1)
+    pair.pump()
+    recorder.close()
+    assert "not committed to" in caplog.text and "No space left on device" in caplog.text
+    assert failing["left"] == 0
+    assert [row["event_type"] for row in rows_of(tmp_path / "raw")] == [
+        "link_attached",
+        "transfer",
+    ]
