@@ -7,7 +7,8 @@ Artemis comes from ``scripts/setup_brokers.sh`` (``.jvm/brokers/``); the instanc
 its ports are those of :class:`~conformance.brokers.ArtemisBroker` (loopback only, free ports, a
 temporary folder). The address ``orders`` holds 100 KiB (``max-size-bytes`` 102400, BLOCK), so a
 producer of 200 messages of 1 KiB blocks in it: the collector writes its ``flow_stopped``, and a
-consumer that drains it the ``flow_resumed``.
+consumer that drains it the ``flow_resumed``; ``flowctl probe publish`` fills it over AMQP and
+says how long the broker left it without credit.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ def commands(broker: ArtemisBroker, raw: Path) -> dict[str, str]:
         ),
         "drain (stops 2 s after the last message)": (
             f"{artemis} consumer {client} --receive-timeout 2000 --break-on-null"
+        ),
+        "or, after the drain: an AMQP publisher of flowctl's own, recording its link": (
+            f".venv/bin/flowctl probe publish {broker.amqp_url} {ADDRESS.name} "
+            f"--raw {shlex.quote(str(raw))} --broker sandbox --product artemis --count 300"
         ),
         "then": (
             f".venv/bin/flowctl pipeline --from TODAY --raw {shlex.quote(str(raw))} "

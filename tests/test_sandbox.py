@@ -32,7 +32,10 @@ def _refusing_port() -> int:
 
 def test_the_printed_collect_command_collects_the_sandbox_log(tmp_path: Path) -> None:
     broker: Any = SimpleNamespace(
-        instance=tmp_path / "instance", core_url="tcp://127.0.0.1:61616", http_port=_refusing_port()
+        instance=tmp_path / "instance",
+        core_url="tcp://127.0.0.1:61616",
+        amqp_url=f"amqp://127.0.0.1:{_refusing_port()}",
+        http_port=_refusing_port(),
     )
     log = broker.instance / "log" / "artemis.log"
     log.parent.mkdir(parents=True)
@@ -55,3 +58,9 @@ def test_the_printed_collect_command_collects_the_sandbox_log(tmp_path: Path) ->
         "drain (stops 2 s after the last message)",
     ):
         assert f"--url {broker.core_url} --destination queue://orders" in printed[client]
+    # The probe command is one the CLI takes (nothing listens: it says so in one line).
+    probe = shlex.split(
+        printed["or, after the drain: an AMQP publisher of flowctl's own, recording its link"]
+    )
+    result = CliRunner().invoke(app, probe[1:])
+    assert result.exit_code == 1 and "probe publish: no link attached at amqp://" in result.output
