@@ -40,6 +40,15 @@ class AmqpSendResult:
         return self.accepted + self.rejected + self.released
 
 
+def url_shown(url: str) -> str:
+    """``url`` as the console may print it: a password in it replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return parts._replace(netloc=f"{parts.username}:***@{host}").geturl()
+
+
 def _said(condition: Any, otherwise: str) -> str:
     """An AMQP error condition as one line: its name, and its description when it has one."""
     if condition is None:

@@ -919,7 +919,7 @@ def probe_publish(
     sender had messages to send and no credit (a link starvation, DESIGN §4): the wait a full
     Artemis BLOCK address or a RabbitMQ alarm makes a publisher take.
     """
-    from collectors.probe import amqp_send, link_summary
+    from collectors.probe import amqp_send, link_summary, url_shown
     from collectors.proton_links import LinkRecorder
 
     _check_out_folder(raw)
@@ -941,14 +941,14 @@ def probe_publish(
     rows = recorder.written_rows()
     summary = link_summary(rows)
     print_line(
-        f"probe publish {address} at {url}: sent {sent.sent:,} of {count:,} in "
+        f"probe publish {address} at {url_shown(url)}: sent {sent.sent:,} of {count:,} in "
         f"{sent.seconds:.1f} s: accepted {sent.accepted:,}, rejected {sent.rejected:,}, "
         f"released {sent.released:,}"
         + (f" ({format_figures(dict(sent.conditions))})" if sent.conditions else "")
     )
     if not rows:
         reason = sent.link_error or "no answer"
-        raise _fail(f"probe publish: no link attached at {url} ({reason})", code=1)
+        raise _fail(f"probe publish: no link attached at {url_shown(url)} ({reason})", code=1)
     waited = (
         f"left without credit with messages to send for {summary.starved_s:.1f} s"
         + (", then gave up" if sent.blocked_at_end else "")

@@ -561,3 +561,11 @@ def test_a_folder_that_cannot_be_written(tmp_path: Path, caplog: pytest.LogCaptu
         "link_attached",
         "transfer",
     ]
+
+
+def test_the_probe_never_prints_a_password() -> None:
+    from collectors.probe import url_shown
+
+    assert url_shown("amqp://app:s3cret@10.0.0.5:5672") == "amqp://app:***@10.0.0.5:5672"
+    assert url_shown("amqp://127.0.0.1:61616") == "amqp://127.0.0.1:61616"
+    assert url_shown("amqps://user@host:5671/vhost") == "amqps://user@host:5671/vhost"
