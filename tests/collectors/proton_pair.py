@@ -27,6 +27,19 @@ class ProtonPair:
         self._tags = 0
         self.lost = False
 
+    def reconnect(self) -> None:
+        """What proton's reconnect does after a lost connection: the same connection (its
+        sessions and links, the same objects) bound to a new transport, to a new broker end."""
+        self.client_transport.unbind()
+        self.client_transport = Transport()
+        self.client_transport.bind(self.client)
+        self.broker = Connection()
+        self.broker.container = "broker"
+        self.broker_transport = Transport(Transport.SERVER)
+        self.broker_transport.bind(self.broker)
+        self.broker_links = {}
+        self.lost = False
+
     def lose_connection(self) -> None:
         """The socket is gone: the client's transport is closed both ways, nothing moves."""
         self.lost = True

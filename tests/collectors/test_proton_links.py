@@ -569,3 +569,46 @@ def test_the_probe_never_prints_a_password() -> None:
     assert url_shown("amqp://app:s3cret@10.0.0.5:5672") == "amqp://app:***@10.0.0.5:5672"
     assert url_shown("amqp://127.0.0.1:61616") == "amqp://127.0.0.1:61616"
     assert url_shown("amqps://user@host:5671/vhost") == "amqps://user@host:5671/vhost"
+
+
+def test_a_reconnected_publisher_is_attached_again_with_what_it_still_has(
+    tmp_path: Path,
+) -> None:
+    """proton's reconnect binds the same connection and link objects to a new transport: the
+    link is detached with the lost connection and attached again under its name, its 2
+    waiting messages its backlog, sent on the new broker's credit."""
+    clock = Clock()
+    recorder, pair = recorded(MessagingHandler(prefetch=0), tmp_path, "b", clock=clock)
+    sender = open_links(pair, ("p", "publisher"))["p"]
+    clock.advance(1)
+    pair.grant("p", 2)
+    pair.pump()
+    for _ in range(4):
+        sender.send(Message(body="m"))
+    clock.advance(1)
+    pair.pump()
+    assert pair.take("p") == 2
+    clock.advance(1)
+    pair.lose_connection()
+    pair.pump()
+    clock.advance(1)
+    pair.reconnect()
+    pair.pump()
+    clock.advance(1)
+    pair.grant("p", 5)
+    pair.pump()
+    assert pair.take("p") == 2
+    recorder.close()
+    rows = rows_of(tmp_path)
+    assert brief(rows, "p") == [
+        (0.0, "link_attached", 0, 0),
+        (1.0, "flow", 2, 0),
+        (2.0, "transfer", 1, 3),
+        (2.0, "transfer", 0, 2),
+        (3.0, "link_detached", 0, 2),
+        (4.0, "link_attached", 0, 2),
+        (5.0, "flow", 5, 2),
+        (5.0, "transfer", 4, 1),
+        (5.0, "transfer", 3, 0),
+    ]
+    assert json.loads(rows[4]["detail"])["reason"] == "connection lost"
