@@ -86,6 +86,19 @@ def open_links(pair: ProtonPair, *names: tuple[str, str]) -> dict[str, Any]:
     return links
 
 
+def send_four_on_two_credits(pair: ProtonPair, sender: Any, clock: Clock) -> None:
+    """At 1 s the broker grants publisher ``p`` 2 credits; the application sends 4 (outside the
+    handler's events: logged at the next one); at 2 s 2 have gone out and 2 wait in proton."""
+    clock.advance(1)
+    pair.grant("p", 2)
+    pair.pump()
+    for _ in range(4):
+        sender.send(Message(body="m"))
+    clock.advance(1)
+    pair.pump()
+    assert pair.take("p") == 2
+
+
 def test_a_consumer_granting_credit_by_hand(tmp_path: Path) -> None:
     """Credit the application grants, the transfers that use it (credit after each, as the
     broker end counts it) and the broker's detach; ``available`` is null on a consumer link
@@ -166,14 +179,7 @@ def test_a_publisher_left_without_credit_while_it_has_messages_is_starved(
     app = MessagingHandler(prefetch=0)
     recorder, pair = recorded(app, tmp_path, "artemis-1", product="artemis", clock=clock)
     sender = open_links(pair, ("p", "publisher"))["p"]
-    clock.advance(1)
-    pair.grant("p", 2)
-    pair.pump()
-    for _ in range(4):
-        sender.send(Message(body="m"))
-    clock.advance(1)
-    pair.pump()  # sent outside the handler's events: logged at the next one
-    assert pair.take("p") == 2
+    send_four_on_two_credits(pair, sender, clock)
     clock.advance(3)
     pair.grant("p", 5)
     pair.pump()
@@ -580,14 +586,7 @@ def test_a_reconnected_publisher_is_attached_again_with_what_it_still_has(
     clock = Clock()
     recorder, pair = recorded(MessagingHandler(prefetch=0), tmp_path, "b", clock=clock)
     sender = open_links(pair, ("p", "publisher"))["p"]
-    clock.advance(1)
-    pair.grant("p", 2)
-    pair.pump()
-    for _ in range(4):
-        sender.send(Message(body="m"))
-    clock.advance(1)
-    pair.pump()
-    assert pair.take("p") == 2
+    send_four_on_two_credits(pair, sender, clock)
     clock.advance(1)
     pair.lose_connection()
     pair.pump()
