@@ -63,6 +63,7 @@ import json
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -195,7 +196,9 @@ class LinkRecorder:
         self.flush_interval_s = flush_interval_s
         self.state = SessionState(run_id=new_client_run_id(broker, clock()), broker=broker)
         self.links: dict[int, LinkState] = {}  # attached links, by key
-        self._names: dict[int, str] = {}  # connections' and sessions' names, by key
+        self._connection_names: dict[int, str] = {}  # by key
+        self._session_names: dict[int, str] = {}  # by key
+        self._sessions_of: Counter[str] = Counter()  # sessions named per connection
         self._link_names: dict[str, int] = {}  # the link column's names, to the link's key
         self._next_key = 0
         self._pending: list[dict[str, Any]] = []
@@ -261,7 +264,7 @@ class LinkRecorder:
         elif link_credit(link) != state.credit or drain:
             detail = {"origin": "receiver", "drain": drain}
             self._row(state, "flow", link_credit(link), state.available, detail)
-        state.raw_credit, state.drain = int(link.credit), drain
+        state.drain = drain  # a publisher's proton credit was read by begin_event's sync
 
     def received(self, link: ProtonLink, delivery: Any) -> None:
         """A message arrived whole on a consumer link (read before the application takes it):
@@ -300,7 +303,7 @@ class LinkRecorder:
 
     def connection_gone(self, connection: Any, reason: str) -> None:
         """Every link of ``connection`` still attached is detached with it, in its last state."""
-        name = self._names.get(_key_of(connection) or -1)
+        name = self._connection_names.get(_key_of(connection) or -1)
         for key, state in list(self.links.items()):
             if state.connection == name:
                 self._row(state, "link_detached", state.credit, state.available, {"reason": reason})
@@ -449,20 +452,21 @@ class LinkRecorder:
         return name
 
     def _connection_name(self, connection: Any) -> str:
+        """``CONTAINER#n``: the run's n-th connection."""
         key = self._key(connection)
-        if key not in self._names:
+        if key not in self._connection_names:
             container = getattr(connection, "container", None) or "client"
-            count = sum(1 for name in self._names.values() if "/" not in name)
-            self._names[key] = f"{container}#{count + 1}"
-        return self._names[key]
+            self._connection_names[key] = f"{container}#{len(self._connection_names) + 1}"
+        return self._connection_names[key]
 
     def _session_name(self, link: ProtonLink) -> str:
+        """``CONNECTION/sN``: its connection's n-th session."""
         connection = self._connection_name(link.connection)
         key = self._key(link.session)
-        if key not in self._names:
-            count = sum(1 for name in self._names.values() if name.startswith(f"{connection}/"))
-            self._names[key] = f"{connection}/s{count + 1}"
-        return self._names[key]
+        if key not in self._session_names:
+            self._sessions_of[connection] += 1
+            self._session_names[key] = f"{connection}/s{self._sessions_of[connection]}"
+        return self._session_names[key]
 
 
 class RecordedHandler:

@@ -18,6 +18,7 @@ from collectors.proton_links import LinkRecorder
 from collectors.session import CHECKPOINT_KEY
 from flowctl_core.errors import ConfigurationError
 from tests.collectors.proton_pair import ProtonPair
+from tests.collectors.session_setup import committed_rows
 
 START = datetime(2026, 11, 28, 10, tzinfo=UTC)
 
@@ -40,13 +41,6 @@ class Consumer(MessagingHandler):
 
     def on_message(self, event: Any) -> None:
         self.bodies.append(event.message.body)
-
-
-def rows_of(raw: Path) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    for path in sorted(raw.glob("date=*/*.parquet")):
-        rows.extend(pq.read_table(path).to_pylist())
-    return sorted(rows, key=lambda row: row["seq"])
 
 
 def brief(rows: list[dict[str, Any]], link: str) -> list[tuple[Any, ...]]:
@@ -121,7 +115,7 @@ def test_a_consumer_granting_credit_by_hand(tmp_path: Path) -> None:
     pair.broker_link("c").close()
     pair.pump()
     recorder.close()
-    rows = rows_of(tmp_path)
+    rows = committed_rows(tmp_path)
     assert brief(rows, "c") == [
         (0.0, "link_attached", 0, None),
         (1.0, "flow", 3, None),
@@ -143,6 +137,7 @@ def test_a_consumer_granting_credit_by_hand(tmp_path: Path) -> None:
             "rabbit-1",
         )
         assert json.loads(row["detail"])["recorded_by"] == "client-links"
+        assert (row["connection"], row["session"]) == ("app#1", "app#1/s1")
     grants = [json.loads(row["detail"]) for row in rows if row["event_type"] == "flow"]
     assert {grant["origin"] for grant in grants} == {"receiver"}
     assert [row["seq"] for row in rows] == list(range(len(rows)))
@@ -162,7 +157,7 @@ def test_a_prefetch_window_tops_credit_up_in_the_same_event(tmp_path: Path) -> N
     pair.deliver("c", 2)
     pair.pump()
     recorder.close()
-    assert brief(rows_of(tmp_path), "c") == [
+    assert brief(committed_rows(tmp_path), "c") == [
         (0.0, "link_attached", 3, None),
         (1.0, "transfer", 2, None),
         (1.0, "transfer", 1, None),
@@ -188,7 +183,7 @@ def test_a_publisher_left_without_credit_while_it_has_messages_is_starved(
     sender.close()
     pair.pump()
     recorder.close()
-    rows = rows_of(tmp_path)
+    rows = committed_rows(tmp_path)
     assert brief(rows, "p") == [
         (0.0, "link_attached", 0, 0),
         (1.0, "flow", 2, 0),
@@ -233,7 +228,7 @@ def test_an_offered_backlog_is_the_publishers_available(tmp_path: Path) -> None:
     pair.grant("p", 2)
     pair.pump()
     recorder.close()
-    rows = rows_of(tmp_path)
+    rows = committed_rows(tmp_path)
     # In the broker's flow event the application sends 2 (on the wire at the next event) and
     # offers the 3 it has left: 5 to send, then 2 transfers.
     assert brief(rows, "p") == [
@@ -271,7 +266,7 @@ def test_a_broker_error_and_a_lost_connection_detach_the_links(tmp_path: Path) -
     pair.lose_connection()
     pair.pump()
     recorder.close()
-    rows = rows_of(tmp_path)
+    rows = committed_rows(tmp_path)
     detached = {
         row["link"]: (row["ts"], json.loads(row["detail"]))
         for row in rows
@@ -291,7 +286,7 @@ def test_a_broker_error_and_a_lost_connection_detach_the_links(tmp_path: Path) -
     recorder.close()
     reasons = {
         row["link"]: json.loads(row["detail"]).get("reason")
-        for row in rows_of(tmp_path / "default")
+        for row in committed_rows(tmp_path / "default")
         if row["event_type"] == "link_detached"
     }
     assert reasons == {"c1": None, "c2": "connection closed by the client"}
@@ -363,7 +358,7 @@ def test_recorded_links_through_the_pipeline(spark: Any, tmp_path: Path) -> None
     from tests.conftest import scratch_conf
 
     _record_a_starved_publisher(tmp_path / "raw")
-    written = len(rows_of(tmp_path / "raw"))
+    written = len(committed_rows(tmp_path / "raw"))
     conf = scratch_conf(tmp_path, "pipeline")
     day = START.date()
     counts = run_ingest(spark, conf, day, day)
@@ -381,7 +376,7 @@ def test_recorded_links_through_the_pipeline(spark: Any, tmp_path: Path) -> None
     # A consumer's available is not known from the client: never starved, whatever its credit.
     assert (consumer["starved_s"], consumer["episodes"]) == (0.0, 0)
     # The probe's console figure (collectors/probe.py) is the pipeline's, link by link.
-    recorded = rows_of(tmp_path / "raw")
+    recorded = committed_rows(tmp_path / "raw")
     for link, figures in daily.items():
         own = [row for row in recorded if row["link"] == link]
         assert starved_seconds(own) == figures["starved_s"], link
@@ -415,7 +410,7 @@ def test_a_publisher_answering_the_brokers_drain_sent_nothing(tmp_path: Path) ->
     pair.pump()
     assert pair.take("p") == 0
     recorder.close()
-    rows = rows_of(tmp_path)
+    rows = committed_rows(tmp_path)
     assert brief(rows, "p") == [
         (0.0, "link_attached", 0, 0),
         (1.0, "flow", 5, 0),
@@ -454,7 +449,7 @@ def test_an_application_reading_deliveries_in_its_own_on_delivery(tmp_path: Path
     pair.pump()
     recorder.close()
     assert app.taken == 2
-    assert brief(rows_of(tmp_path), "c") == [
+    assert brief(committed_rows(tmp_path), "c") == [
         (0.0, "link_attached", 0, None),
         (0.0, "flow", 3, None),
         (1.0, "transfer", 2, None),
@@ -478,7 +473,7 @@ def test_a_link_detached_without_closing_is_detached_then(tmp_path: Path) -> Non
     recorder.close()
     detached = {
         row["link"]: (brief([row], row["link"])[0][0], json.loads(row["detail"])["reason"])
-        for row in rows_of(tmp_path)
+        for row in committed_rows(tmp_path)
         if row["event_type"] == "link_detached"
     }
     assert detached == {
@@ -502,7 +497,7 @@ def test_links_of_one_name_are_told_apart(tmp_path: Path) -> None:
     receiver.open()
     pair.pump()
     recorder.close()
-    attached = [row for row in rows_of(tmp_path) if row["event_type"] == "link_attached"]
+    attached = [row for row in committed_rows(tmp_path) if row["event_type"] == "link_attached"]
     assert [(row["link"], row["link_role"]) for row in attached] == [
         ("orders", "publisher"),
         ("orders#2", "consumer"),
@@ -525,7 +520,7 @@ def test_a_consumer_drain_answered_in_the_same_read_as_a_message(tmp_path: Path)
     pair.broker_link("c").drained()
     pair.pump()
     recorder.close()
-    rows = rows_of(tmp_path)
+    rows = committed_rows(tmp_path)
     assert brief(rows, "c") == [
         (0.0, "link_attached", 0, None),
         (1.0, "flow", 5, None),
@@ -563,7 +558,7 @@ def test_a_folder_that_cannot_be_written(tmp_path: Path, caplog: pytest.LogCaptu
     recorder.close()
     assert "not committed to" in caplog.text and "No space left on device" in caplog.text
     assert failing["left"] == 0
-    assert [row["event_type"] for row in rows_of(tmp_path / "raw")] == [
+    assert [row["event_type"] for row in committed_rows(tmp_path / "raw")] == [
         "link_attached",
         "transfer",
     ]
@@ -598,7 +593,7 @@ def test_a_reconnected_publisher_is_attached_again_with_what_it_still_has(
     pair.pump()
     assert pair.take("p") == 2
     recorder.close()
-    rows = rows_of(tmp_path)
+    rows = committed_rows(tmp_path)
     assert brief(rows, "p") == [
         (0.0, "link_attached", 0, 0),
         (1.0, "flow", 2, 0),

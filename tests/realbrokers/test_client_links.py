@@ -12,26 +12,20 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
 
 from collectors.probe import amqp_send, link_summary, starved_seconds
 from collectors.proton_links import LinkRecorder
 from conformance.brokers import LOOPBACK, ArtemisBroker, RabbitBroker
 from flowctl.cli import app
+from tests.collectors.session_setup import committed_rows
 
 pytestmark = pytest.mark.realbroker
 
 ADDRESS = "block-amqp-recorded"  # conformance/cases.py ARTEMIS_ADDRESSES: 100 KB, BLOCK
 COUNT = 300
 IDLE_S = 1.5
-
-
-def _rows(raw: Path) -> list[dict[str, Any]]:
-    rows = [row for path in raw.glob("date=*/*.parquet") for row in pq.read_table(path).to_pylist()]
-    return sorted(rows, key=lambda row: row["seq"])
 
 
 def test_a_publisher_a_block_address_holds_is_starved(
@@ -49,7 +43,7 @@ def test_a_publisher_a_block_address_holds_is_starved(
         )
     print(sent)
     assert sent.blocked_at_end and 0 < sent.sent < COUNT, sent
-    rows = _rows(raw)
+    rows = committed_rows(raw)
     assert [row["seq"] for row in rows] == list(range(len(rows)))
     assert len({row["link"] for row in rows}) == 1
     assert {(row["queue"], row["link_role"], row["protocol"]) for row in rows} == {
@@ -99,7 +93,7 @@ def test_rabbitmq_3_10_grants_a_publisher_more_credit_than_4_0(
         channel.queue_delete(queue)
         connection.close()
     assert (sent.sent, sent.accepted) == (COUNT, COUNT), sent
-    rows = _rows(raw)
+    rows = committed_rows(raw)
     events = [row["event_type"] for row in rows]
     assert (events[0], events.count("transfer"), events[-1]) == (
         "link_attached",
@@ -135,7 +129,7 @@ def test_flowctl_probe_publish_says_how_long_a_full_address_held_it(
         credit.endswith("messages to send for 1.5 s, then gave up") or " s, then gave up" in credit
     )
     assert recorded.startswith("recorded: ") and f"flowctl pipeline --raw {raw} --from " in recorded
-    assert len(_rows(raw)) == int(recorded.split()[1].replace(",", ""))
+    assert len(committed_rows(raw)) == int(recorded.split()[1].replace(",", ""))
 
 
 def test_flowctl_probe_publish_to_no_broker_is_one_line(tmp_path: Path) -> None:
