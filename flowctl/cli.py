@@ -12,6 +12,7 @@ line (options, exit codes, the checks made before Spark starts) reads in one pla
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import os
 import shutil
@@ -963,6 +964,28 @@ def probe_publish(
     )
     if sent.link_error:
         raise _fail(f"probe publish: the link ended in an error: {sent.link_error}", code=1)
+
+
+def help_from_docstring(doc: str) -> str:
+    """A command's docstring as its ``--help`` text: each paragraph one line, for the terminal
+    to wrap. Typer keeps the single line breaks of every paragraph after the first, so a
+    docstring's 96-column lines broke mid-sentence in the help ("how long the" / "sender had")."""
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs)
+
+
+def _reflow_command_help(typer_app: typer.Typer) -> None:
+    """Give every command of ``typer_app`` (and of its groups) without a help of its own its
+    docstring as :func:`help_from_docstring` reflows it."""
+    for command in typer_app.registered_commands:
+        if command.help is None and command.callback is not None and command.callback.__doc__:
+            command.help = help_from_docstring(command.callback.__doc__)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _reflow_command_help(group.typer_instance)
+
+
+_reflow_command_help(app)
 
 
 if __name__ == "__main__":  # pragma: no cover

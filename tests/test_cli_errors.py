@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from flowctl.cli import app
+from flowctl.cli import app, help_from_docstring
 from flowctl_core.scenario import BUNDLED_DIR, ScenarioError, load_scenario
 from jobs.cli import date_range_parser, parse_date_range
 
@@ -162,6 +162,34 @@ def test_whatif_help_says_what_each_aim_must_do() -> None:
     assert "must cut the time stopped or the episodes without more rejections" in text
     assert "resume thresholds only (flapping) must cut the episodes without more rejections" in text
     assert "cuts neither its overshoot nor its rejections, or makes it stop longer" not in text
+
+
+def test_help_wraps_each_paragraph_of_a_command_docstring_as_one() -> None:
+    """Piped (80 columns), a command's help is wrapped by the terminal, not broken where the
+    docstring's lines end: each help line but a paragraph's last is close to the full width."""
+    result = runner.invoke(app, ["probe", "publish", "--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    prose = result.output.split("╭")[0].splitlines()
+    paragraphs = [p.splitlines() for p in "\n".join(line.rstrip() for line in prose).split("\n\n")]
+    description = [
+        lines for lines in paragraphs if "".join(lines).strip() and "Usage:" not in "".join(lines)
+    ]
+    assert len(description) == 2
+    for lines in description:
+        assert all(len(line) >= 60 for line in lines[:-1]), lines
+    assert "how long the sender had messages to send and no credit" in " ".join(
+        result.output.split()
+    )
+
+
+def test_help_from_docstring_keeps_paragraphs_and_joins_their_lines() -> None:
+    doc = """First line
+        goes on.
+
+        Second paragraph,
+        two lines.
+        """
+    assert help_from_docstring(doc) == "First line goes on.\n\nSecond paragraph, two lines."
 
 
 def test_job_entry_points_word_a_bad_date_as_flowctl(capsys: pytest.CaptureFixture[str]) -> None:
