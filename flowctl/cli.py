@@ -969,8 +969,9 @@ def probe_publish(
 def help_from_docstring(doc: str) -> str:
     """A command's docstring as its ``--help`` text: each paragraph one line, for the terminal
     to wrap. Typer keeps the single line breaks of every paragraph after the first, so a
-    docstring's 96-column lines broke mid-sentence in the help ("how long the" / "sender had")."""
-    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    docstring's 96-column lines broke mid-sentence in the help ("how long the" / "sender had").
+    What follows a form feed is for readers of the code only, as in click."""
+    paragraphs = inspect.cleandoc(doc.partition("\f")[0]).split("\n\n")
     return "\n\n".join(" ".join(p.split()) for p in paragraphs)
 
 

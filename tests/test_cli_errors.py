@@ -190,6 +190,7 @@ def test_help_from_docstring_keeps_paragraphs_and_joins_their_lines() -> None:
         two lines.
         """
     assert help_from_docstring(doc) == "First line goes on.\n\nSecond paragraph, two lines."
+    assert help_from_docstring(doc + "\f\n        Not for the help.") == help_from_docstring(doc)
 
 
 def test_job_entry_points_word_a_bad_date_as_flowctl(capsys: pytest.CaptureFixture[str]) -> None:
