@@ -15,22 +15,14 @@ class ProtonPair:
         self.handler = handler
         self.client = Connection()
         self.client.container = container
-        self.client_transport = Transport()
-        self.client_transport.bind(self.client)
         self.events = Collector()
         self.client.collect(self.events)
-        self.broker = Connection()
-        self.broker.container = "broker"
-        self.broker_transport = Transport(Transport.SERVER)
-        self.broker_transport.bind(self.broker)
         self.broker_links: dict[str, Link] = {}
+        self._connect()
         self._tags = 0
-        self.lost = False
 
-    def reconnect(self) -> None:
-        """What proton's reconnect does after a lost connection: the same connection (its
-        sessions and links, the same objects) bound to a new transport, to a new broker end."""
-        self.client_transport.unbind()
+    def _connect(self) -> None:
+        """The client connection bound to a new transport, facing a new broker end."""
         self.client_transport = Transport()
         self.client_transport.bind(self.client)
         self.broker = Connection()
@@ -39,6 +31,12 @@ class ProtonPair:
         self.broker_transport.bind(self.broker)
         self.broker_links = {}
         self.lost = False
+
+    def reconnect(self) -> None:
+        """What proton's reconnect does after a lost connection: the same connection (its
+        sessions and links, the same objects) bound to a new transport, to a new broker end."""
+        self.client_transport.unbind()
+        self._connect()
 
     def lose_connection(self) -> None:
         """The socket is gone: the client's transport is closed both ways, nothing moves."""
