@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import sys
+import time
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -137,6 +138,20 @@ def driver_memory_report(conf: PipelineConf, max_heap: int) -> tuple[str, bool]:
     return f"{heap} (spark.driver.memory {wanted} in the conf)", short
 
 
+def use_utc_clock() -> None:
+    """Make UTC this process's local time zone (``TZ``), before Spark's JVM starts.
+
+    PySpark hands timestamps back as naive datetimes in the Python process's local zone
+    (``TimestampType.fromInternal``), whatever ``spark.sql.session.timeZone`` says: on a host set
+    to New York a UTC noon came back as 07:00, so the dashboard drew its intervals five hours
+    off (and an hour wrong across a daylight-saving change). A JVM that PySpark starts inherits
+    ``TZ``, so its default zone is UTC too; Delta 4.3 checks that zone, and a JVM away from UTC
+    costs a state reconstruction per commit (``allFilesInCrc`` verification). A JVM started
+    before Python (spark-submit) takes ``-Duser.timezone=UTC`` from the conf's Java options."""
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+
+
 def build_spark_session(
     conf: PipelineConf | None = None,
     *,
@@ -147,6 +162,7 @@ def build_spark_session(
     from pyspark.sql import SparkSession
 
     conf = conf or load_conf()
+    use_utc_clock()
     builder = SparkSession.builder.appName(app_name or conf.app_name)
     if conf.spark_master:  # None leaves the master to spark-submit
         builder = builder.master(conf.spark_master)

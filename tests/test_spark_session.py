@@ -251,3 +251,59 @@ def test_the_console_drops_only_the_messages_flowctl_says_itself(
     )
     result = config.getAppender("console").getFilter().filter(event)
     assert (result.toString() != "DENY") is printed, result.toString()
+
+
+#: Run in a process of its own whose host zone is New York: what a session hands back.
+_ZONE_PROBE = """
+import json, sys
+from datetime import datetime
+from jobs.config import load_conf
+from jobs.spark_session import build_spark_session
+spark = build_spark_session(load_conf(), app_name="zone-probe",
+                            extra_settings={"spark.sql.warehouse.dir": sys.argv[1]})
+row = spark.sql("SELECT TIMESTAMP '2024-01-01 12:00:00' AS ts").first()
+print(json.dumps({
+    "collected": row.ts.isoformat(),
+    "jvm_zone": spark.sparkContext._jvm.java.util.TimeZone.getDefault().getID(),
+    "python_epoch": datetime.fromtimestamp(0).isoformat(),
+}))
+"""
+
+
+@pytest.mark.spark
+def test_a_session_hands_back_utc_whatever_the_hosts_zone(tmp_path: Path) -> None:
+    """On a host set to New York, PySpark handed a UTC noon back as 07:00 (it converts to the
+    Python process's zone) and the JVM ran on New York time; the factory puts both on UTC."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from jobs.config import PROJECT_ROOT
+
+    env = {**os.environ, "TZ": "America/New_York", "PYTHONPATH": str(PROJECT_ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", _ZONE_PROBE, str(tmp_path / "sql")],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {
+        "collected": "2024-01-01T12:00:00",
+        "jvm_zone": "UTC",
+        "python_epoch": "1970-01-01T00:00:00",
+    }
+
+
+def test_the_default_conf_starts_every_jvm_on_utc() -> None:
+    """A JVM started before Python (spark-submit's driver, a cluster's executors) does not
+    inherit the zone the factory sets: the conf gives it, as the Python workers' TZ."""
+    settings = load_conf().spark_settings
+    for key in (JAVA_OPTIONS, "spark.executor.extraJavaOptions"):
+        assert "-Duser.timezone=UTC" in settings[key].split(), key
+    assert settings["spark.executorEnv.TZ"] == "UTC"

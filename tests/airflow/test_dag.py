@@ -239,7 +239,8 @@ def test_the_driver_gets_the_confs_launch_settings_and_the_jobs_spark_submit(
     out = json.loads(done.stdout.strip().splitlines()[-1])
     log4j2 = f'-Dlog4j2.configurationFile="{PROJECT_DIR}/conf/log4j2.properties"'
     java = "spark.driver.extraJavaOptions"
-    assert out["shipped"] == {"spark.driver.memory": "6g", java: f"-XX:+UseParallelGC {log4j2}"}
+    shipped = f"-XX:+UseParallelGC -Duser.timezone=UTC {log4j2}"
+    assert out["shipped"] == {"spark.driver.memory": "6g", java: shipped}
     # The conf's own driver options come first; settings Spark reads later stay with the job.
     assert out["own_options"] == {java: f"-Xss4m {log4j2}"}
     assert out["own_log4j"] == {java: "-Dlog4j2.configurationFile=/etc/l.xml"}
