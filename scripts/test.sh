@@ -5,9 +5,6 @@ cd "$(dirname "$0")/.."
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
-# The fresh-machine path, every run: Delta's jars resolved into an empty, throw-away Maven
-# repository and loaded by Spark with an empty Ivy home (a warm ~/.m2 cannot hide a missing step).
-.venv/bin/python -m jobs.jvm_jars --fresh-check
 # The dashboard test drives Debian's Chromium; the DAG test runs in Airflow's own virtualenv
 # (the Spark provider pulls pyspark-client, which collides with pyspark).
 bash scripts/setup_chromium.sh
@@ -22,9 +19,14 @@ set +e
 # (tests/cluster: spark-submits to local-cluster[2,1,2048], ~3 min), run beside the main suite,
 # one after the other; their output is printed after the suite's, and the real-broker tests wait
 # for all (their figures are rates).
+# First in that lane, the fresh-machine path, every run: Delta's jars resolved into an empty,
+# throw-away Maven repository and loaded by Spark with an empty Ivy home (a warm ~/.m2 cannot hide
+# a missing step; ~30 s, most of it Maven's downloads, off the suite's critical path).
 beside=$(mktemp -d)
 trap 'rm -rf "$beside"' EXIT
 (
+  .venv/bin/python -m jobs.jvm_jars --fresh-check >"$beside/jars.log" 2>&1
+  echo $? >"$beside/jars.rc"
   .airflow-venv/bin/python -m pytest tests/airflow -q -p no:cacheprovider >"$beside/airflow.log" 2>&1
   echo $? >"$beside/airflow.rc"
   .venv/bin/python -m pytest tests/cluster -q -p no:cacheprovider >"$beside/cluster.log" 2>&1
@@ -40,12 +42,19 @@ beside_pid=$!
   -n 2 --dist loadfile --no-loadscope-reorder "$@"
 rc=$?
 wait "$beside_pid"
+echo "--- jobs.jvm_jars --fresh-check (run beside the tests above)"
+cat "$beside/jars.log" 2>/dev/null || echo "(no output: the lane did not reach it)"
 for part in airflow cluster; do
   echo "--- tests/$part (run beside the tests above)"
   cat "$beside/$part.log" 2>/dev/null || echo "(no output: the lane did not reach it)"
 done
 if [ "$rc" -eq 5 ]; then echo "test: pytest collected no tests" >&2; exit 1; fi
 [ "$rc" -eq 0 ] || exit "$rc"
+jars_rc=$(cat "$beside/jars.rc" 2>/dev/null)
+if [ "$jars_rc" != 0 ]; then
+  echo "test: the fresh-machine jar check failed (exit ${jars_rc:-none}; its output is above)" >&2
+  exit 1
+fi
 for part in airflow cluster; do
   part_rc=$(cat "$beside/$part.rc" 2>/dev/null)
   case "$part_rc" in
