@@ -280,7 +280,7 @@ def intervals_figure(broker: str, intervals: Sequence[dict[str, Any]]) -> go.Fig
                 name=kind_label,
                 marker_color=KIND_COLOURS[kind],
                 customdata=[label(i["entity"]) for i in of_kind],
-                hovertemplate="%{customdata}: %{base|%H:%M:%S.%L} for %{x:,.0f} ms"
+                hovertemplate="%{customdata}: %{base|%H:%M:%S.%L} UTC for %{x:,.0f} ms"
                 f"<extra>{kind_label}</extra>",
             )
         )

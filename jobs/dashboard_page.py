@@ -394,7 +394,7 @@ def render_page(data: dict[str, Any], title: str = TITLE) -> str:
   <h2>Timelines</h2>
   <p class="muted">A queue's depth (the largest in each time bucket) against its stop and resume
   thresholds, shaded while its flow was stopped; then each broker's starved links and blocked
-  connections, alarms, sessions and producers over time.</p>
+  connections, alarms, sessions and producers over time. Times are UTC, as in the event log.</p>
   {timelines_section(data, active, figures)}
 </section>
 <section id="recommendations">

@@ -436,6 +436,20 @@ def test_a_threshold_never_on_has_no_line_and_no_legend_entry() -> None:
     ]
 
 
+def test_the_page_says_its_times_are_utc(tmp_path: Path) -> None:
+    """Times are drawn as the event log has them, in UTC (jobs/spark_session.py use_utc_clock):
+    the timelines say so, and so does an interval's hover text."""
+    from datetime import datetime
+
+    from jobs.dashboard_figures import intervals_figure
+
+    interval = {"kind": "link", "entity": "c1", "start": datetime(2026, 3, 5, 12)}
+    figure = intervals_figure("b", [{**interval, "end": datetime(2026, 3, 5, 12, 0, 30)}])
+    assert figure is not None
+    assert "%{base|%H:%M:%S.%L} UTC" in figure.data[0].hovertemplate
+    assert "Times are UTC, as in the event log." in _page(tmp_path).read_text(encoding="utf-8")
+
+
 def test_an_entity_on_samples_is_marked_approximate(tmp_path: Path) -> None:
     """DESIGN §6: a collector's sampled figures are marked approximate on the page too."""
     page = _page(
