@@ -198,14 +198,17 @@ def _scope_sources(
             in_range.alias("in_range"),
         )
 
+    # Bronze's days and the days after them in one scan (a Delta scan's file listing is a Spark
+    # job of its own): the source is told by the day.
+    in_days = F.col("date") <= F.lit(date_to)
+    from_the_days = bronze.where(F.col("date") >= F.lit(date_from))
     sources = [
-        rows(
-            BRONZE_IN_DAYS,
-            bronze.where(days_predicate("date", date_from, date_to)),
-            "date",
-            F.lit(True),
-        ),
-        rows(BRONZE_LATER, bronze.where(F.col("date") > F.lit(date_to)), "date", F.lit(False)),
+        from_the_days.select(
+            F.when(in_days, F.lit(BRONZE_IN_DAYS)).otherwise(F.lit(BRONZE_LATER)).alias("source"),
+            "run_id",
+            F.col("date").alias("day"),
+            in_days.alias("in_range"),
+        )
     ]
     sources += [
         rows(
