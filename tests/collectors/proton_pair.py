@@ -17,7 +17,6 @@ class ProtonPair:
         self.client.container = container
         self.events = Collector()
         self.client.collect(self.events)
-        self.broker_links: dict[str, Link] = {}
         self._connect()
         self._tags = 0
 
@@ -29,7 +28,7 @@ class ProtonPair:
         self.broker.container = "broker"
         self.broker_transport = Transport(Transport.SERVER)
         self.broker_transport.bind(self.broker)
-        self.broker_links = {}
+        self.broker_links: dict[str, Link] = {}
         self.lost = False
 
     def reconnect(self) -> None:
