@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parse_date_range(parser, argv)
     configure_logging()
-    # A refusal (conf, raw input, days behind) is one line and its exit code: run_entry_point.
+    # A refusal (conf, raw input, days behind) is one line and its exit code: run_job_process.
     result = run_pipeline(
         args.conf,
         args.date_from,
@@ -191,6 +191,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from jobs.failures import run_entry_point
+    from jobs.failures import run_job_process
 
-    sys.exit(run_entry_point("pipeline", main))
+    sys.exit(run_job_process("pipeline", main))

@@ -84,6 +84,20 @@ def test_a_normal_exit_status_passes_through() -> None:
     assert failures.run_entry_point("daily_metrics", lambda: 1) == 1
 
 
+def test_every_spark_submit_entry_point_stops_its_session_before_exiting() -> None:
+    """A job module run as its own process (spark-submit) goes through run_job_process: left to
+    the JVM's shutdown, a local-cluster master starts dozens of executors (tests/cluster saw 45
+    for jobs/pipeline.py when it went through run_entry_point alone)."""
+    main_blocks = {
+        path.name: path.read_text().partition('if __name__ == "__main__":')[2]
+        for path in sorted((PROJECT_ROOT / "jobs").glob("*.py"))
+    }
+    entry_points = {name: block for name, block in main_blocks.items() if "run_" in block}
+    assert {"ingest.py", "episodes.py", "daily_metrics.py", "pipeline.py"} <= set(entry_points)
+    for name, block in entry_points.items():
+        assert f'run_job_process("{name.removesuffix(".py")}", main)' in block, name
+
+
 @pytest.mark.spark
 def test_a_jvm_error_in_a_real_job_is_one_line_and_a_log_file(tmp_path: Path) -> None:
     """A Delta table whose log is garbage: Spark fails inside the job (nothing checked it first);

@@ -6,8 +6,10 @@ What a cluster adds and ``local[2]`` hides: tasks run in other JVMs, so the Delt
 them (``--jars``), the conf must leave the master to spark-submit (``spark.master: null``),
 closures and Python workers must be shipped, and every shuffle and Delta write crosses processes.
 The four-day run of tests/test_carried_state.py goes through ingest, episodes and daily_metrics
-that way; its tables must be the ones derived by hand there, and each executor's own log must
-show it ran tasks.
+that way, in one application (``jobs/pipeline.py``: each job's own spark-submit is the DAG's, run
+in tests/airflow; three applications here cost two more sets of three cold JVMs, CPU taken from
+the suite beside this test); its tables must be the ones derived by hand there, and each
+executor's own log must show it ran tasks.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from tests.test_carried_state import DAYS, assert_four_day_run_tables, four_day_
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 MASTER = "local-cluster[2,1,2048]"
-JOBS = ("ingest", "episodes", "daily_metrics")
 VENV_BIN = PROJECT_ROOT / ".venv" / "bin"
 
 
@@ -86,54 +87,46 @@ def cluster_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "SPARK_LOCAL_IP": "127.0.0.1",
         "FLOWCTL_LOG_DIR": str(tmp / "log"),
     }
-    jars = _classpath()
-    outputs = {}
-    for job in JOBS:
-        command = [
-            "spark-submit",
-            "--master",
-            MASTER,
-            "--driver-memory",
-            "1g",
-            "--conf",
-            "spark.executor.memory=1g",
-            # JVMs that live a minute: C1 only (C2 compiling Spark was ~45 % of their CPU,
-            # tests/airflow/test_dag_run.py).
-            "--conf",
-            "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1",
-            "--driver-java-options",
-            f"-XX:TieredStopAtLevel=1 "
-            f"-Dlog4j2.configurationFile={PROJECT_ROOT / 'conf/log4j2.properties'}",
-            "--jars",
-            jars,
-            str(PROJECT_ROOT / "jobs" / f"{job}.py"),
-            "--from",
-            DAYS[0].isoformat(),
-            "--to",
-            DAYS[-1].isoformat(),
-            "--conf",
-            str(conf_path),
-        ]
-        done = subprocess.run(
-            command, env=env, capture_output=True, text=True, timeout=600, cwd=tmp
-        )
-        assert done.returncode == 0, f"{job}: exit {done.returncode}\n{done.stderr[-4000:]}"
-        outputs[job] = done.stderr
+    command = [
+        "spark-submit",
+        "--master",
+        MASTER,
+        "--driver-memory",
+        "1g",
+        "--conf",
+        "spark.executor.memory=1g",
+        # JVMs that live a minute: C1 only (C2 compiling Spark was ~45 % of their CPU,
+        # tests/airflow/test_dag_run.py).
+        "--conf",
+        "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1",
+        "--driver-java-options",
+        f"-XX:TieredStopAtLevel=1 "
+        f"-Dlog4j2.configurationFile={PROJECT_ROOT / 'conf/log4j2.properties'}",
+        "--jars",
+        _classpath(),
+        str(PROJECT_ROOT / "jobs" / "pipeline.py"),
+        "--from",
+        DAYS[0].isoformat(),
+        "--to",
+        DAYS[-1].isoformat(),
+        "--conf",
+        str(conf_path),
+    ]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=tmp)
+    assert done.returncode == 0, f"pipeline: exit {done.returncode}\n{done.stderr[-4000:]}"
     conf = dataclasses.replace(
         load_conf(conf_path), spark_master="local[2]", warehouse_dir=str(tmp / "warehouse")
     )
-    return {"conf": conf, "work": tmp / "spark-home" / "work", "outputs": outputs}
+    return {"conf": conf, "work": tmp / "spark-home" / "work"}
 
 
-def test_every_job_ran_its_tasks_in_two_executor_jvms(cluster_run):
-    applications = sorted(Path(cluster_run["work"]).glob("app-*"))
-    assert len(applications) == len(JOBS)
-    for application in applications:
-        executors = sorted(p for p in application.iterdir() if p.is_dir())
-        assert len(executors) == 2, application.name
-        for executor in executors:
-            log = (executor / "stderr").read_text(errors="replace")
-            assert "Running task" in log, f"{application.name}/{executor.name} ran no task"
+def test_the_jobs_ran_their_tasks_in_two_executor_jvms(cluster_run):
+    (application,) = Path(cluster_run["work"]).glob("app-*")
+    executors = sorted(p for p in application.iterdir() if p.is_dir())
+    assert len(executors) == 2, application.name
+    for executor in executors:
+        log = (executor / "stderr").read_text(errors="replace")
+        assert "Running task" in log, f"{application.name}/{executor.name} ran no task"
 
 
 def test_the_tables_are_those_of_the_four_day_run(spark: Any, cluster_run):
