@@ -16,7 +16,7 @@ import pytest
 
 from jobs.daily_metrics import run_daily_metrics
 from jobs.delta_io import read_table, sql_string
-from jobs.episodes import Scope, depth_timeline_path, run_episodes
+from jobs.episodes import Scope, depth_timeline_path, processing_scope, run_episodes
 from jobs.ingest import run_ingest
 from jobs.pipeline_state import read_status
 from schemas.tables import (
@@ -237,44 +237,20 @@ def test_the_scope_predicates_quote_run_ids_and_leave_other_runs_alone():
     assert not_extended.day_predicate() == "date >= DATE '2024-01-02' AND date <= DATE '2024-01-02'"
 
 
-def test_a_run_that_ended_stopped_is_left_alone_by_later_days(spark, tmp_path):
-    """Run "old" ends on day 1 with q1 still stopped (an open episode, which DESIGN §4 clips at
-    its watermark). Processing day 3 for run "new" must neither re-read "old" nor pull the span
-    back to day 1 (nightly runs would otherwise rewrite every day since), and must leave its
-    episode and gold rows as they were."""
-    from jobs.episodes import processing_scope
-
-    conf = scratch_conf(tmp_path)
+def _run_ended_stopped_and_one_started_later() -> list[dict[str, Any]]:
+    """Run "old" ends on day 1 with q1 still stopped and consumer c starving (open episodes, which
+    DESIGN §4 clips at the run's watermark); run "new" starts on day 3. The nights after day 1
+    must neither re-read "old" nor pull their span back to day 1 (nightly runs would otherwise
+    rewrite every day since), and must leave its episode and gold rows as they were."""
     q1 = {"run_id": "old", "queue": "q1", "flow_stop_count": 1, "flow_resume_count": 1}
-    write_raw(
-        tmp_path / "raw",
-        [
-            event(1, at(1, 10), "enqueue", **q1, depth_msgs=2, link="p", capacity=5),
-            event(2, at(1, 10), "flow_stopped", **q1, depth_msgs=2, flow_stopped_count=1),
-            event(3, at(1, 11), "enqueue", **q1, depth_msgs=3, link="p", capacity=5),
-            # A consumer link left starving too: its open starvation must stay as it was.
-            event(4, at(1, 11), "flow", run_id="old", link="c", link_role="consumer", credit=0,
-                  available=3),
-        ],
-    )  # fmt: skip
-    write_raw(
-        tmp_path / "raw", [event(1, at(3, 9), "enqueue", run_id="new", queue="q2", depth_msgs=1)]
-    )
-    for day in (DAY1, DAY3):
-        run_ingest(spark, conf, day, day)
-        run_episodes(spark, conf, day, day)
-        run_daily_metrics(spark, conf, day, day)
-        if day == DAY1:
-            before = _tables(spark, conf)
-    scope = processing_scope(spark, conf, DAY3, DAY3)
-    assert (scope.runs, scope.span_from, scope.span_to) == (("new",), DAY3, DAY3)
-    after = _tables(spark, conf)
-    for table in (QUEUE_FLOW_EPISODES, LINK_STARVATION_EPISODES):
-        assert len(before[table.name]) == 1, table.name  # the open episode and starvation
-        assert after[table.name] == before[table.name], table.name
-    old_days = [r for r in after["queue_flow_daily"] if r["run_id"] == "old"]
-    assert old_days == before["queue_flow_daily"]
-    assert [(r["date"], r["time_stopped_s"]) for r in old_days] == [(DAY1, 3600.0)]
+    return [
+        event(1, at(1, 10), "enqueue", **q1, depth_msgs=2, link="p", capacity=5),
+        event(2, at(1, 10), "flow_stopped", **q1, depth_msgs=2, flow_stopped_count=1),
+        event(3, at(1, 11), "enqueue", **q1, depth_msgs=3, link="p", capacity=5),
+        event(4, at(1, 11), "flow", run_id="old", link="c", link_role="consumer", credit=0,
+              available=3),
+        event(1, at(3, 9), "enqueue", run_id="new", queue="q2", depth_msgs=1),
+    ]  # fmt: skip
 
 
 def _run_closed_on_its_first_day() -> list[dict[str, Any]]:
@@ -293,9 +269,11 @@ def _run_closed_on_its_first_day() -> list[dict[str, Any]]:
 
 def _nightly_and_range_tables(spark: Any, root: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Silver and gold (and the depth timeline) of ``rows`` processed night by night over days
-    1-3 and in one range run, each in its own warehouse."""
+    1-3 and in one range run, each in its own warehouse; the nightly tables after the first night
+    too, and each warehouse's scope of a run over day 3 once all is in."""
 
-    write_raw(root / "raw", rows)
+    for run in sorted({r["run_id"] for r in rows}):
+        write_raw(root / "raw", [r for r in rows if r["run_id"] == run])
     tables = {}
     for name, ranges in {"range": [(DAY1, DAY3)], "nightly": [(d, d) for d in DAYS]}.items():
         conf = scratch_conf(root, name)
@@ -303,7 +281,10 @@ def _nightly_and_range_tables(spark: Any, root: Any, rows: list[dict[str, Any]])
             run_ingest(spark, conf, first, last)
             run_episodes(spark, conf, first, last)
             run_daily_metrics(spark, conf, first, last)
+            if name == "nightly" and first == DAY1:
+                tables["after the first night"] = _tables(spark, conf)
         tables[name] = _tables(spark, conf)
+        tables[name]["day 3's scope"] = processing_scope(spark, conf, DAY3, DAY3)
         timeline = spark.read.format("delta").load(depth_timeline_path(conf)).collect()
         tables[name]["timeline"] = sorted(
             (r.asDict() for r in timeline), key=lambda r: tuple(str(v) for v in r.values())
@@ -345,15 +326,23 @@ def _run_stepping_back_over_midnight() -> list[dict[str, Any]]:
 def test_nights_give_the_range_tables_of_a_closed_episode_and_a_clock_stepping_back(
     spark, tmp_path
 ):
-    """Runs r4 and r5 (one pair of warehouses for both, each night's span covering both runs:
-    neither has an episode open at a night's start, so day 3's night starts on day 2 for both).
-    r4: with the run's watermark kept on closed episodes, q4's would be day 2's in the nightly
-    run (the last night that wrote it) and day 3's in the range run; it is null in both. r5:
-    day 2's night carries day 1's state in, which holds events later by seq than day 2's first
-    ones. Every table, the depth timeline included, is the range run's."""
-    rows = _run_closed_on_its_first_day() + _run_stepping_back_over_midnight()
+    """Runs r4, r5, "old" and "new" (one pair of warehouses for all, each night's span covering
+    r4 and r5: neither has an episode open at a night's start, and "old"'s open ones end at its
+    watermark on day 1, so day 3's night starts on day 2 for them). r4: with the run's watermark
+    kept on closed episodes, q4's would be day 2's in the nightly run (the last night that wrote
+    it) and day 3's in the range run; it is null in both. r5: day 2's night carries day 1's
+    state in, which holds events later by seq than day 2's first ones. "old": its rows after the
+    first night are its rows after the last. Every table, the depth timeline included, is the
+    range run's."""
+    rows = (
+        _run_closed_on_its_first_day()
+        + _run_stepping_back_over_midnight()
+        + _run_ended_stopped_and_one_started_later()
+    )
     tables = _nightly_and_range_tables(spark, tmp_path, rows)
     assert tables["nightly"] == tables["range"]
+    scope = tables["nightly"]["day 3's scope"]
+    assert (scope.runs, scope.span_from, scope.span_to) == (("new", "r4", "r5"), DAYS[1], DAY3)
     episodes = {e["queue"]: e for e in tables["range"]["queue_flow_episodes"]}
     q4 = episodes["q4"]
     assert (q4["end_ts"], q4["duration_s"], q4["run_watermark_ts"]) == (
@@ -370,5 +359,16 @@ def test_nights_give_the_range_tables_of_a_closed_episode_and_a_clock_stepping_b
     # Stopped from 23:59:51 to midnight, then from 00:00 (stopped at midnight) to 00:00:10.
     daily = {r["date"]: r for r in tables["range"]["queue_flow_daily"] if r["queue"] == "q5"}
     assert [daily[d]["time_stopped_s"] for d in DAYS] == [9.0, 10.0, 0.0]
-    (c5,) = tables["range"]["link_starvation_episodes"]
+    starvations = {e["link"]: e for e in tables["range"]["link_starvation_episodes"]}
+    c5 = starvations["c5"]
     assert (c5["start_date"], c5["end_seq"], c5["duration_s"]) == (DAYS[1], 17, 0.0)
+    # "old": its open episode and starvation, and its one gold day, as the first night left them.
+    first_night = tables["after the first night"]
+    for table in ("queue_flow_episodes", "link_starvation_episodes", "queue_flow_daily"):
+        before = [r for r in first_night[table] if r["run_id"] == "old"]
+        assert [r for r in tables["nightly"][table] if r["run_id"] == "old"] == before, table
+    (old_episode,) = [e for e in first_night["queue_flow_episodes"] if e["run_id"] == "old"]
+    assert old_episode["end_ts"] is None
+    assert [(r["date"], r["time_stopped_s"]) for r in first_night["queue_flow_daily"]
+            if r["run_id"] == "old"] == [(DAY1, 3600.0)]  # fmt: skip
+    assert starvations["c"]["run_id"] == "old"
