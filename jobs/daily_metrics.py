@@ -69,7 +69,9 @@ def process_daily_metrics(
     sc.setJobDescription(f"{label}: runs concerned and their span")
     scope = processing_scope(spark, conf, date_from, date_to)
     first, last = scope.span_from, scope.span_to
-    read = kept_in_memory(span_events(spark, conf, scope.runs, first, last), conf)
+    read = kept_in_memory(
+        span_events(spark, conf, scope.runs, first, last, scope.with_history), conf
+    )
     # Tiny (one row per run) and used by every table: computed once.
     bounds = run_bounds(read.events.select("run_id", "seq", "ts")).cache()
     try:

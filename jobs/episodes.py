@@ -107,6 +107,10 @@ class Scope:
     runs: tuple[str, ...]
     span_from: date
     span_to: date
+    #: The runs with gold rows before ``span_from`` (history processed before the span): the
+    #: span starts from the state carried into it, or from whole runs when one of them has none
+    #: (jobs/span_events.py).
+    with_history: tuple[str, ...] = ()
 
     @property
     def extended(self) -> bool:
@@ -167,11 +171,20 @@ def processing_scope(
     if not runs:
         return Scope(date_from, date_to, (), date_from, date_to)
     of_runs = [r for r in found if r.run_id in runs]
-    earlier = [r.last for r in of_runs if r.source in {t.name for t in DAILY_TABLES}]
+    gold = [r for r in of_runs if r.source in {t.name for t in DAILY_TABLES}]
+    earlier = [r.last for r in gold]
     earlier += [r.first for r in of_runs if r.source in {t.name for t in EPISODE_TABLES}]
     after = [r.last for r in of_runs if r.source == BRONZE_LATER]
+    span_from = min([date_from, *earlier])
+    # Gold days are read back to the first before the range, and the span starts no later.
+    with_history = {r.run_id for r in gold if r.first < span_from}
     return Scope(
-        date_from, date_to, tuple(sorted(runs)), min([date_from, *earlier]), max([date_to, *after])
+        date_from,
+        date_to,
+        tuple(sorted(runs)),
+        span_from,
+        max([date_to, *after]),
+        tuple(sorted(with_history)),
     )
 
 
@@ -256,7 +269,8 @@ def process_episodes(
     sc.setJobDescription(f"{label}: runs concerned and their span")
     scope = processing_scope(spark, conf, date_from, date_to)
     read = kept_in_memory(
-        span_events(spark, conf, scope.runs, scope.span_from, scope.span_to), conf
+        span_events(spark, conf, scope.runs, scope.span_from, scope.span_to, scope.with_history),
+        conf,
     )
     # Tiny (one row per run) and used by every table: computed once.
     bounds = run_bounds(read.events).cache()

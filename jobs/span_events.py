@@ -24,7 +24,6 @@ import logging
 import os
 from dataclasses import dataclass
 from datetime import date, timedelta
-from functools import reduce
 from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
@@ -36,20 +35,14 @@ from jobs.transforms.carry import carried_events
 from jobs.transforms.timeutil import micros, utc_date
 from schemas.broker_events import BROKER_EVENTS
 from schemas.tables import (
-    BLOCKING_DAILY,
     BRONZE_BROKER_EVENTS,
     CARRIED_EVENTS,
-    LINK_STARVATION_DAILY,
-    QUEUE_FLOW_DAILY,
 )
 
 log = logging.getLogger("flowctl.span_events")
 
 #: What the jobs read of bronze: the event columns and the day.
 EVENT_COLUMNS = (*BROKER_EVENTS.names, "date")
-
-#: Gold tables whose rows before a span show that a run has processed history.
-_HISTORY_TABLES = (QUEUE_FLOW_DAILY, LINK_STARVATION_DAILY, BLOCKING_DAILY)
 
 
 @dataclass(frozen=True)
@@ -81,30 +74,17 @@ def runs_in(runs: tuple[str, ...]) -> str:
 
 def carried_days(
     spark: SparkSession, conf: PipelineConf, runs: tuple[str, ...], span_from: date
-) -> tuple[dict[str, date], set[str]]:
-    """Per run, the latest day before ``span_from`` carried rows were written for, and the runs
-    with gold rows before ``span_from``: one Spark job over the small tables."""
-    before = f"{runs_in(runs)} AND "
-    sources = [
-        read_table(spark, conf, CARRIED_EVENTS)
-        .where(before + f"carried_to < DATE '{span_from.isoformat()}'")
-        .select("run_id", F.col("carried_to").alias("day"), F.lit("carried").alias("source"))
-    ]
-    sources += [
-        read_table(spark, conf, table)
-        .where(before + f"date < DATE '{span_from.isoformat()}'")
-        .select("run_id", F.col("date").alias("day"), F.lit("gold").alias("source"))
-        for table in _HISTORY_TABLES
-    ]
+) -> dict[str, date]:
+    """Per run, the latest day before ``span_from`` carried rows were written for: one Spark job
+    over the small table."""
     rows = (
-        reduce(DataFrame.unionByName, sources)
-        .groupBy("run_id", "source")
-        .agg(F.max("day").alias("day"))
+        read_table(spark, conf, CARRIED_EVENTS)
+        .where(f"{runs_in(runs)} AND carried_to < DATE '{span_from.isoformat()}'")
+        .groupBy("run_id")
+        .agg(F.max("carried_to").alias("day"))
         .collect()
     )
-    carried = {r.run_id: r.day for r in rows if r.source == "carried"}
-    with_gold = {r.run_id for r in rows if r.source == "gold"}
-    return carried, with_gold
+    return {r.run_id: r.day for r in rows}
 
 
 def whole_runs(
@@ -116,15 +96,20 @@ def whole_runs(
 
 
 def span_events(
-    spark: SparkSession, conf: PipelineConf, runs: tuple[str, ...], span_from: date, span_to: date
+    spark: SparkSession,
+    conf: PipelineConf,
+    runs: tuple[str, ...],
+    span_from: date,
+    span_to: date,
+    with_history: tuple[str, ...],
 ) -> SpanEvents:
     """The events to compute the span [span_from, span_to] of ``runs`` from: carried state plus
-    the span's bronze days when every run with history before the span has carried rows, else
-    whole runs."""
+    the span's bronze days when every run with history before the span (``with_history``: gold
+    rows before ``span_from``, jobs/episodes.py's ``Scope``) has carried rows, else whole runs."""
     if not runs:
         return whole_runs(spark, conf, runs, span_from, span_to)
-    carried, with_gold = carried_days(spark, conf, runs, span_from)
-    uncarried = sorted(with_gold - set(carried))
+    carried = carried_days(spark, conf, runs, span_from)
+    uncarried = sorted(set(with_history) - set(carried))
     if uncarried:
         log.info("whole runs read: %s processed before carried state was kept", uncarried)
         return whole_runs(spark, conf, runs, span_from, span_to)
