@@ -16,7 +16,7 @@ bash scripts/setup_brokers.sh
 set +e
 # The DAG test (tests/airflow, Airflow's own virtualenv: real spark-submits, ~6 min, much of it
 # JVM start-ups and Airflow's bookkeeping), then the jobs on a multi-process Spark
-# (tests/cluster: spark-submits to local-cluster[2,1,2048], ~3 min), run beside the main suite,
+# (tests/cluster: one spark-submit to local-cluster[2,1,2048], ~2.5 min), run beside the main suite,
 # one after the other; their output is printed after the suite's, and the real-broker tests wait
 # for all (their figures are rates).
 # First in that lane, the fresh-machine path, every run: Delta's jars resolved into an empty,
