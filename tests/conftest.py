@@ -44,11 +44,13 @@ TEST_SPARK_SETTINGS = {
     # the inferred filters are implied by the plan).
     "spark.sql.constraintPropagation.enabled": "false",
     "spark.default.parallelism": "2",
-    # Each test worker's JVM lives the whole suite on a machine the suite keeps busy: the
-    # parallel collector costs less CPU than G1 (no concurrent marking, lighter write barriers).
-    # 5 warm rounds of tests/test_processing_order.py's days (9 job calls a round): G1 217 and
-    # 224 s wall, 260 and 271 CPU-s; parallel 204 s, 233 CPU-s.
-    "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
+    # Each test worker's JVM lives the whole suite on a machine the suite keeps busy, its heap
+    # small: the serial collector costs the least CPU. 5 warm rounds of
+    # tests/test_processing_order.py's days (9 job calls a round): G1 217 and 224 s wall, 260 and
+    # 271 CPU-s; parallel 204 s, 233 CPU-s. bench/job_call_cost.py's six warm calls, alternated:
+    # parallel 82.0 and 81.4 CPU-s, serial 74.5 and 70.5 (no concurrent marking, no GC threads
+    # competing with the other worker for the two cores).
+    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC",
     "spark.ui.enabled": "false",
     "spark.databricks.delta.snapshotPartitions": "1",
     "spark.sql.session.timeZone": "UTC",
