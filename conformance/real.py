@@ -211,12 +211,17 @@ def core_slow_fast_split(
     size: int,
     window: int,
     slow_sleep_ms: int,
+    idle_ms: int = 10_000,
     timeout_s: float = 60.0,
 ) -> SlowFastSplit:
     """Seed 003's slow consumers: a slow ``artemis consumer`` (``slow_sleep_ms`` per message)
     and a fast one attach to an empty queue with ``consumerWindowSize=window``; once the queue
     counts both, ``count`` messages are sent. The messages each took, by its own report, and
-    the milliseconds the producer took to send them, by its own report."""
+    the milliseconds the producer took to send them, by its own report.
+
+    Each consumer ends after ``idle_ms`` without a message, which must outlast the start of the
+    other consumer's JVM and the producer's: with 3 s, on a loaded machine the first consumer
+    gave up before the first message and the other one took all of them (real 0 and 200)."""
     consumers = []
     for name, sleep_ms in (("slow", slow_sleep_ms), ("fast", 0)):
         command = core_consumer_command(
@@ -225,6 +230,7 @@ def core_slow_fast_split(
             count=count,
             url_options=f"consumerWindowSize={window}",
             sleep_ms=sleep_ms,
+            wait_ms=idle_ms,
         )
         log = broker.instance / "log" / f"{name}-consumer-{address}.log"
         consumers.append((spawn(command, env=dict(os.environ), log=log, what=name), log))
