@@ -3,7 +3,7 @@ producers, jobs/transforms/queue_costs.py), ``link_starvation_daily`` and ``bloc
 
 Gold rows of the days [from, to] are replaced as a whole (replaceWhere on ``date``), and so are
 the rows of the runs concerned on the neighbouring days their new events change (see
-:class:`jobs.episodes.Scope`). State at 00:00 comes from earlier days: the counter, a queue's
+:class:`jobs.scope.Scope`). State at 00:00 comes from earlier days: the counter, a queue's
 declaration and a link's attachment from the events carried into the span (silver
 ``carried_events``, jobs/span_events.py), stopped and starved intervals from silver episodes that
 began earlier. Run the episodes job over the same days first.
@@ -22,8 +22,8 @@ from pyspark.sql import functions as F
 from jobs.cli import date_range_parser, parse_date_range, start_job
 from jobs.config import PipelineConf
 from jobs.delta_io import read_table, replace_where
-from jobs.episodes import Scope, processing_scope
 from jobs.pipeline_state import run_recorded
+from jobs.scope import Scope, processing_scope
 from jobs.span_events import (
     SpanEvents,
     earlier_enqueues,
@@ -68,10 +68,7 @@ def process_daily_metrics(
     sc, label = spark.sparkContext, f"daily_metrics {date_from}..{date_to}"
     sc.setJobDescription(f"{label}: runs concerned and their span")
     scope = processing_scope(spark, conf, date_from, date_to)
-    first, last = scope.span_from, scope.span_to
-    read = kept_in_memory(
-        span_events(spark, conf, scope.runs, first, last, scope.with_history), conf
-    )
+    read = kept_in_memory(span_events(spark, conf, scope), conf)
     # Tiny (one row per run) and used by every table: computed once.
     bounds = run_bounds(read.events.select("run_id", "seq", "ts")).cache()
     try:

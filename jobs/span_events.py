@@ -1,4 +1,4 @@
-"""The events the episodes and daily_metrics jobs read for a :class:`~jobs.episodes.Scope`, and
+"""The events the episodes and daily_metrics jobs read for a :class:`~jobs.scope.Scope`, and
 the silver ``carried_events`` they start from (jobs/transforms/carry.py).
 
 A scope's span is computed from the rows carried to the day before it plus the bronze days of the
@@ -31,6 +31,7 @@ from pyspark.sql import functions as F
 
 from jobs.config import PipelineConf
 from jobs.delta_io import days_predicate, read_table, replace_where, sql_string
+from jobs.scope import Scope, runs_in
 from jobs.transforms.carry import carried_events
 from jobs.transforms.timeutil import micros, utc_date
 from schemas.broker_events import BROKER_EVENTS
@@ -68,10 +69,6 @@ class SpanEvents:
         return f"{read} ({self.span_from.isoformat()}..{self.span_to.isoformat()})"
 
 
-def runs_in(runs: tuple[str, ...]) -> str:
-    return f"run_id IN ({', '.join(sql_string(r) for r in runs)})"
-
-
 def carried_days(
     spark: SparkSession, conf: PipelineConf, runs: tuple[str, ...], span_from: date
 ) -> dict[str, date]:
@@ -87,32 +84,26 @@ def carried_days(
     return {r.run_id: r.day for r in rows}
 
 
-def whole_runs(
-    spark: SparkSession, conf: PipelineConf, runs: tuple[str, ...], span_from: date, span_to: date
-) -> SpanEvents:
-    """Every bronze event of the runs (the runs' history was processed without carried rows)."""
+def whole_runs(spark: SparkSession, conf: PipelineConf, scope: Scope) -> SpanEvents:
+    """Every bronze event of the scope's runs (their history was processed without carried
+    rows)."""
+    runs = scope.runs
     events = read_table(spark, conf, BRONZE_BROKER_EVENTS).where(F.col("run_id").isin(*runs))
-    return SpanEvents(events.select(*EVENT_COLUMNS), False, span_from, span_to, runs)
+    return SpanEvents(events.select(*EVENT_COLUMNS), False, scope.span_from, scope.span_to, runs)
 
 
-def span_events(
-    spark: SparkSession,
-    conf: PipelineConf,
-    runs: tuple[str, ...],
-    span_from: date,
-    span_to: date,
-    with_history: tuple[str, ...],
-) -> SpanEvents:
-    """The events to compute the span [span_from, span_to] of ``runs`` from: carried state plus
-    the span's bronze days when every run with history before the span (``with_history``: gold
-    rows before ``span_from``, jobs/episodes.py's ``Scope``) has carried rows, else whole runs."""
+def span_events(spark: SparkSession, conf: PipelineConf, scope: Scope) -> SpanEvents:
+    """The events to compute the scope's span of its runs from: carried state plus the span's
+    bronze days when every run with history before the span (``scope.with_history``: gold rows
+    before ``span_from``) has carried rows, else whole runs."""
+    runs, span_from, span_to = scope.runs, scope.span_from, scope.span_to
     if not runs:
-        return whole_runs(spark, conf, runs, span_from, span_to)
+        return whole_runs(spark, conf, scope)
     carried = carried_days(spark, conf, runs, span_from)
-    uncarried = sorted(set(with_history) - set(carried))
+    uncarried = sorted(set(scope.with_history) - set(carried))
     if uncarried:
         log.info("whole runs read: %s processed before carried state was kept", uncarried)
-        return whole_runs(spark, conf, runs, span_from, span_to)
+        return whole_runs(spark, conf, scope)
     bronze = (
         read_table(spark, conf, BRONZE_BROKER_EVENTS)
         .where(days_predicate("date", span_from, span_to))

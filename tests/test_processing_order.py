@@ -16,9 +16,10 @@ import pytest
 
 from jobs.daily_metrics import run_daily_metrics
 from jobs.delta_io import read_table, sql_string
-from jobs.episodes import Scope, depth_timeline_path, processing_scope, run_episodes
+from jobs.episodes import depth_timeline_path, run_episodes
 from jobs.ingest import run_ingest
 from jobs.pipeline_state import read_status
+from jobs.scope import Scope, processing_scope
 from schemas.tables import (
     BROKER_EVENTS_QUARANTINE,
     BRONZE_BROKER_EVENTS,

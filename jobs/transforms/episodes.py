@@ -552,7 +552,7 @@ def episode_span() -> list[str | Column]:
 def open_watermark() -> Column:
     """``run_watermark_ts`` of an episode row: the run's watermark while the episode is open (it
     ends there for now), null once it closed. A closed episode is not rewritten by later nights
-    (jobs/episodes.py ``Scope``), so a watermark kept on it would be that of the night that last
+    (jobs/scope.py ``Scope``), so a watermark kept on it would be that of the night that last
     wrote it, and the table would depend on the order the days were processed in."""
     return F.when(F.col("end_seq").isNull(), F.col("run_watermark_ts")).alias("run_watermark_ts")
 
@@ -583,7 +583,7 @@ def overlap_predicate(date_from: date, date_to: date) -> str:
     replaces is also one it rewrites. An open episode lasts until its run's watermark (as of when
     it was computed): a run that ended stopped or starved does not overlap every later day. One
     that may have closed since has new events, so its run is processed and its open episodes are
-    replaced with it (:class:`jobs.episodes.Scope`). An episode whose end a clock stepping back
+    replaced with it (:class:`jobs.scope.Scope`). An episode whose end a clock stepping back
     stamped before its start is the instant it started.
     """
     start, end = day_bounds(date_from, date_to)
