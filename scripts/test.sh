@@ -23,7 +23,7 @@ set +e
 # they share the two brokers they start, so one process; ~4 min). Their output is printed after
 # the suite's. The real-broker figures are rates and timings: those tests and the brokers they
 # start run at the normal priority, everything else at nice 5, so the Spark tests take the CPU
-# the brokers leave (the 26 passed beside two and three busy loops at nice 5; README, Tests).
+# the brokers leave (the 26 passed beside two and three busy loops at nice 5; README, Development).
 beside=$(mktemp -d)
 trap 'rm -rf "$beside"' EXIT
 (
