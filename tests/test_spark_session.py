@@ -2,21 +2,23 @@
 
 flowctl's log4j2 file is for a local master only, and never over a user's own logging
 configuration; a setting that keeps the JVM from starting is named in the error; a driver heap
-short of the conf's spark.driver.memory is told apart from one it sized. (The Delta jars a session
-loads: tests/test_jvm_jars.py; a real driver's heap under spark-submit:
-tests/airflow/test_dag_run.py.)
+short of the conf's spark.driver.memory is told apart from one it sized; the JVM classes PySpark
+reaches on every column are resolved once. (The Delta jars a session loads:
+tests/test_jvm_jars.py; a real driver's heap under spark-submit: tests/airflow/test_dag_run.py.)
 """
 
 from __future__ import annotations
 
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from jobs import spark_session
 from jobs.cli import days_text
 from jobs.config import load_conf
+from tests.conftest import TEST_SPARK_SETTINGS
 
 JAVA_OPTIONS = spark_session.DRIVER_JAVA_OPTIONS
 OUR_LOG4J2 = f'-Dlog4j2.configurationFile="{spark_session.LOG4J2_CONF}"'
@@ -217,6 +219,35 @@ def test_the_registry_holds_spark_and_delta_settings_and_the_default_conf_is_cle
         "spark.databricks.delta.snapshotPartitions",
     } <= declared
     assert spark_session.unknown_settings(load_conf().spark_settings, declared) == []
+    # ... and so are the tests' own settings (Spark would ignore a misspelt one without a word).
+    assert spark_session.unknown_settings(TEST_SPARK_SETTINGS, declared) == []
+
+
+@pytest.mark.spark
+def test_a_select_does_not_look_up_the_gateway_classes_again(spark, monkeypatch) -> None:
+    """PySpark reaches ``functions`` and ``PythonUtils`` through py4j's JVM view on every column
+    and select; the session keeps them resolved (jobs/spark_session.py GATEWAY_CLASSES)."""
+    import py4j.java_gateway
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    looked_up: list[str] = []
+    resolve = py4j.java_gateway.JVMView.__getattr__
+
+    def counting(view: Any, name: str) -> Any:
+        looked_up.append(name)
+        return resolve(view, name)
+
+    monkeypatch.setattr(py4j.java_gateway.JVMView, "__getattr__", counting)
+    window = Window.partitionBy("id").orderBy("id")
+    rows = (
+        spark.range(3)
+        .select(F.col("id"), F.lit(2).alias("two"), F.sum("id").over(window).alias("total"))
+        .where(F.col("id") > 0)
+        .collect()
+    )
+    assert sorted((r.id, r.two, r.total) for r in rows) == [(1, 2, 1), (2, 2, 2)]
+    assert not set(looked_up) & set(spark_session.GATEWAY_CLASSES), looked_up
 
 
 @pytest.mark.spark
