@@ -274,7 +274,7 @@ GATEWAY_CLASSES = (
 def keep_gateway_classes(spark: SparkSession) -> None:
     """Resolve :data:`GATEWAY_CLASSES` once and keep them on the gateway's JVM view: a Python
     attribute of the view is found before py4j's look-up runs. A class proxy holds its name
-    only, and the gateway lives as long as the Python process, sessions come and go."""
+    only, and the gateway lives as long as the Python process, while sessions come and go."""
     jvm = spark.sparkContext._jvm
     for name in GATEWAY_CLASSES:
         setattr(jvm, name, getattr(jvm, name))
