@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from jobs.cli import EXIT_USAGE, JobArgumentParser
 from jobs.config import ConfError, PipelineConf, load_conf
 from jobs.dashboard_page import render_page
-from jobs.delta_io import local_table_missing, table_path
+from jobs.delta_io import local_table_missing, rows_frame, table_path
 from jobs.episodes import depth_timeline_path
 from jobs.recommend import recommendations_path
 from schemas.model import TableSchema
@@ -261,7 +261,7 @@ def _read(spark: SparkSession, path: str, schema: TableSchema) -> DataFrame:
     exist reads as empty and is not created, and a column an older table lacks reads as null
     (the table is not altered)."""
     if local_table_missing(path):
-        return spark.createDataFrame([], schema.to_spark())
+        return rows_frame(spark, schema)
     table = spark.read.format("delta").load(path)
     missing = [f for f in schema.to_spark().fields if f.name not in table.columns]
     return table.withColumns({f.name: F.lit(None).cast(f.dataType) for f in missing})

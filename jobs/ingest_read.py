@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, StructField, StructType
 
 from jobs.config import PipelineConf
-from jobs.delta_io import conform, days_predicate
+from jobs.delta_io import conform, days_predicate, rows_frame
 from jobs.pipeline_state import days_between
 from jobs.raw_files import (
     ROW_INDEX,
@@ -124,7 +124,7 @@ def read_raw_rows(spark: SparkSession, files: list[RawFile]) -> DataFrame:
     """
     raw_schema = BROKER_EVENTS.to_spark()
     if not files:
-        return spark.createDataFrame([], raw_schema).withColumns(
+        return rows_frame(spark, BROKER_EVENTS).withColumns(
             {
                 ENCODED_FILE_NAME: F.lit(None).cast("string"),
                 POSITION: F.lit(None).cast("long"),

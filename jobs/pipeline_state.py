@@ -152,13 +152,13 @@ def record_processed(
 ) -> None:
     """Record that ``job`` processed the days [date_from, date_to] from bronze ``version``,
     replacing what it recorded for them before."""
-    from jobs.delta_io import days_predicate, replace_where, sql_string
+    from jobs.delta_io import days_predicate, replace_where, rows_frame, sql_string
 
     if job not in READS:
         raise ValueError(f"{job!r} is not a recorded job ({', '.join(JOBS)})")
     now = datetime.now(UTC).replace(tzinfo=None)
     rows = [(job, day, version, now) for day in days_between(date_from, date_to)]
-    frame = spark.createDataFrame(rows, PIPELINE_STATE.to_spark())
+    frame = rows_frame(spark, PIPELINE_STATE, rows)
     predicate = f"job = {sql_string(job)} AND {days_predicate('date', date_from, date_to)}"
     replace_where(spark, conf, PIPELINE_STATE, frame, predicate)
 

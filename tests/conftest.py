@@ -113,15 +113,15 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 @pytest.fixture
 def make_events(spark: Any) -> Callable[[list[dict[str, Any]]], Any]:
-    """Rows (dicts) -> a DataFrame with the broker_events columns plus ``date`` (UTC day of ts)."""
+    """Rows (dicts) -> a DataFrame with the broker_events columns plus ``date`` (UTC day of ts),
+    every column nullable, as a Parquet read is: rows that break the contract are representable.
+    Built through Arrow (jobs/delta_io.py ``rows_frame``): no action on it runs Python workers."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
 
-    # All nullable, as a Parquet read is: rows that break the contract must be representable.
-    schema = StructType([f.__class__(f.name, f.dataType, True) for f in BROKER_EVENTS.to_spark()])
+    from jobs.delta_io import rows_frame
 
     def build(rows: list[dict[str, Any]]) -> Any:
-        frame = spark.createDataFrame(rows, schema)
+        frame = rows_frame(spark, BROKER_EVENTS, rows, as_parquet_read=True)
         return frame.withColumn("date", F.to_date("ts"))
 
     return build

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from chispa import assert_df_equality
 
+from jobs.delta_io import rows_frame
 from jobs.recommend_policy import RecommendPolicy
 from jobs.transforms.recommend import threshold_recommendations
 from jobs.transforms.recommend_evidence import consumer_link_evidence, queue_producers
@@ -40,8 +41,7 @@ WATERMARK = MIDNIGHT + timedelta(hours=1)
 
 
 def _rows(spark: Any, schema: TableSchema, rows: list[dict[str, Any]]) -> Any:
-    full = [{name: row.get(name) for name in schema.names} for row in rows]
-    return spark.createDataFrame(full, schema.to_spark())
+    return rows_frame(spark, schema, rows)
 
 
 def _queue_settings(

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from flowctl.cli import app
-from jobs.delta_io import replace_where_at
+from jobs.delta_io import replace_where_at, rows_frame
 from schemas.recommendations import THRESHOLD_RECOMMENDATIONS
 
 pytestmark = pytest.mark.spark
@@ -46,7 +46,7 @@ def _artemis_row(entity: str, recommended: int, verdict: str) -> dict[str, Any]:
 
 def _table(spark: Any, folder: Path, rows: list[dict[str, Any]]) -> str:
     path = str(folder / "threshold_recommendations")
-    frame = spark.createDataFrame(rows, THRESHOLD_RECOMMENDATIONS.to_spark())
+    frame = rows_frame(spark, THRESHOLD_RECOMMENDATIONS, rows)
     replace_where_at(spark, path, THRESHOLD_RECOMMENDATIONS, frame, "true")
     return path
 
