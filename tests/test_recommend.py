@@ -19,7 +19,6 @@ from jobs.delta_io import rows_frame
 from jobs.recommend_policy import RecommendPolicy
 from jobs.transforms.recommend import threshold_recommendations
 from jobs.transforms.recommend_evidence import consumer_link_evidence, queue_producers
-from schemas.model import TableSchema
 from schemas.recommendations import THRESHOLD_RECOMMENDATIONS, VERDICTS
 from schemas.tables import (
     BRONZE_BROKER_EVENTS,
@@ -38,10 +37,6 @@ BROKER = "broker-1"
 #: The columns every hand-built row of the one run shares.
 RUN = {"run_id": "r1", "broker": BROKER}
 WATERMARK = MIDNIGHT + timedelta(hours=1)
-
-
-def _rows(spark: Any, schema: TableSchema, rows: list[dict[str, Any]]) -> Any:
-    return rows_frame(spark, schema, rows)
 
 
 def _queue_settings(
@@ -240,11 +235,11 @@ class Log:
 
     def recommend(self, spark: Any, policy: RecommendPolicy = POLICY) -> Any:
         return threshold_recommendations(
-            _rows(spark, BRONZE_BROKER_EVENTS, self.events),
-            _rows(spark, QUEUE_FLOW_EPISODES, self.episodes),
-            _rows(spark, QUEUE_FLOW_DAILY, self.daily),
-            _rows(spark, LINK_STARVATION_EPISODES, self.starvations),
-            _rows(spark, LINK_STARVATION_DAILY, self.link_daily),
+            rows_frame(spark, BRONZE_BROKER_EVENTS, self.events),
+            rows_frame(spark, QUEUE_FLOW_EPISODES, self.episodes),
+            rows_frame(spark, QUEUE_FLOW_DAILY, self.daily),
+            rows_frame(spark, LINK_STARVATION_EPISODES, self.starvations),
+            rows_frame(spark, LINK_STARVATION_DAILY, self.link_daily),
             policy,
             DAY,
         )
@@ -759,7 +754,7 @@ def test_producer_capacity_counts_each_producer_once(spark: Any) -> None:
     log = Log()
     log.queue("q", 900, 800, capacities=(50, 15))
     log.queue("q", 900, 800, capacities=(40, None))  # the same two producer names again
-    actual = queue_producers(_rows(spark, BRONZE_BROKER_EVENTS, log.events))
+    actual = queue_producers(rows_frame(spark, BRONZE_BROKER_EVENTS, log.events))
     expected = _producer_bound(spark, capacity_sum=65, uncapped=0)
     assert_df_equality(actual, expected, ignore_nullable=True, ignore_metadata=True)
 
@@ -775,7 +770,7 @@ def test_producer_capacity_bound_is_per_run_not_summed_over_runs(spark: Any) -> 
     later_run = [
         {**e, "run_id": "r2", "link": e.get("link") and f"{e['link']}-r2"} for e in second.events
     ]
-    actual = queue_producers(_rows(spark, BRONZE_BROKER_EVENTS, log.events + later_run))
+    actual = queue_producers(rows_frame(spark, BRONZE_BROKER_EVENTS, log.events + later_run))
     expected = _producer_bound(spark, capacity_sum=100, uncapped=0)
     assert_df_equality(actual, expected, ignore_nullable=True, ignore_metadata=True)
 
@@ -1053,9 +1048,9 @@ def _assert_backlog_evidence(spark: Any, log: Log, expected_rows: list[tuple[Any
     """consumer_link_evidence over ``log``'s events alone: per link, (deliveries, deliveries in
     backlog, backlogged seconds)."""
     actual = consumer_link_evidence(
-        _rows(spark, BRONZE_BROKER_EVENTS, log.events),
-        _rows(spark, LINK_STARVATION_DAILY, []),
-        _rows(spark, LINK_STARVATION_EPISODES, []),
+        rows_frame(spark, BRONZE_BROKER_EVENTS, log.events),
+        rows_frame(spark, LINK_STARVATION_DAILY, []),
+        rows_frame(spark, LINK_STARVATION_EPISODES, []),
     ).select("link", "deliveries", "_backlogged_deliveries", "_backlogged_s")
     expected = spark.createDataFrame(
         expected_rows,
@@ -1293,9 +1288,9 @@ def test_without_a_grant_the_current_credit_is_the_latest_days_largest(spark: An
         event("granted", 1, "transfer", left, queue="work")
     event("granted", 2, "flow", 70, available=5, detail=sender)
     actual = consumer_link_evidence(
-        _rows(spark, BRONZE_BROKER_EVENTS, log.events),
-        _rows(spark, LINK_STARVATION_DAILY, []),
-        _rows(spark, LINK_STARVATION_EPISODES, []),
+        rows_frame(spark, BRONZE_BROKER_EVENTS, log.events),
+        rows_frame(spark, LINK_STARVATION_DAILY, []),
+        rows_frame(spark, LINK_STARVATION_EPISODES, []),
     ).select("link", "current_credit")
     expected = spark.createDataFrame(
         [("attach-only", 30), ("sender-only", 38), ("granted", 80)],
