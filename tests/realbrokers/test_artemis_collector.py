@@ -12,7 +12,7 @@ import json
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +26,7 @@ from conformance.brokers import (
     ArtemisAddress,
     ArtemisBroker,
     BrokerUnavailable,
+    artemis_installed,
 )
 from schemas.broker_events import ORIGIN_ARTEMIS_LOG, ORIGIN_JOLOKIA
 from tests.collectors.session_setup import committed_rows
@@ -51,11 +52,16 @@ def broker() -> Iterator[ArtemisBroker]:
         broker.stop()
 
 
-def _fill(broker: ArtemisBroker) -> None:
-    """200 messages of 1 KB into a 100 KB address: the producer blocks; it is stopped after a
-    while, its messages past max-size-bytes held by the broker."""
-    try:
-        broker.run_cli(
+def _fill(broker: ArtemisBroker, blocked: Callable[[], bool], what: str) -> None:
+    """200 messages of 1 KB into a 100 KB address from a CORE producer, stopped once ``blocked``
+    holds (``what`` names it): its messages past max-size-bytes are held by the broker.
+
+    The producer is the Artemis CLI, a JVM of its own: it is given until the block is seen
+    rather than a fixed time, which on a loaded machine its start alone can exceed (a 6 s run
+    once ended before it sent a message, and no block line came)."""
+    producer = subprocess.Popen(
+        [
+            str(artemis_installed()),
             "producer",
             "--url",
             broker.core_url,
@@ -70,11 +76,16 @@ def _fill(broker: ArtemisBroker) -> None:
             ARTEMIS_USER,
             "--password",
             ARTEMIS_USER,
-            timeout_s=6,
-        )
-    except subprocess.TimeoutExpired:
-        return
-    raise AssertionError("the producer was never blocked")
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        until(lambda: blocked() or producer.poll() is not None, what)
+        assert blocked(), f"the producer ended (exit {producer.returncode}) and never blocked"
+    finally:
+        producer.kill()
+        producer.wait()
 
 
 def _drain(broker: ArtemisBroker, count: int) -> None:
@@ -121,19 +132,16 @@ def test_a_real_artemis_blocks_collected_across_restarts(
         )
 
     with collecting(make) as first:
-        _fill(broker)
-        until(lambda: _blocked(first), "the first block line")
+        _fill(broker, lambda: _blocked(first), "the first block line")
         _drain(broker, 60)
         until(lambda: not _blocked(first), "the unblock line")
     with collecting(make) as second:  # the collector restarted: the same run goes on
         assert second.resumed and second.state.run_id == first.state.run_id
-        _fill(broker)
-        until(lambda: _blocked(second), "the second block line")
+        _fill(broker, lambda: _blocked(second), "the second block line")
         time.sleep(1.0)  # a few samples while blocked
         broker.restart_process()
         until(lambda: not _blocked(second), "the broker's stop line")
-        _fill(broker)
-        until(lambda: _blocked(second), "the third block line")
+        _fill(broker, lambda: _blocked(second), "the third block line")
         broker.restart_process(crash=True)
         until(lambda: not _blocked(second), "the start after the crash")
         time.sleep(0.5)
@@ -228,8 +236,12 @@ def test_a_real_artemis_full_disk_is_collected_as_its_disk_alarm(tmp_path: Path)
         with collecting(make) as collector:
             subprocess.run(["fallocate", "-l", str(FILLER_BYTES), str(filler)], check=True)
             until(lambda: collector.disk_full, "the disk-full line")
-            _fill(broker)  # blocked at once: by the disk, not by max-size-bytes
-            until(lambda: DISK_BLOCKING in broker.log_text(), "the address's disk block line")
+            # Blocked at once: by the disk, not by max-size-bytes.
+            _fill(
+                broker,
+                lambda: DISK_BLOCKING in broker.log_text(),
+                "the address's disk block line",
+            )
             filler.unlink()
             until(lambda: not collector.disk_full, "the disk-free line")
             until(lambda: UNBLOCKING in broker.log_text(), "the address's unblocking line")
