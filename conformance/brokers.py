@@ -497,6 +497,15 @@ class ArtemisBroker(_ScratchBroker):
             check=False,
         )
 
+    def start_cli(self, *args: str) -> subprocess.Popen[bytes]:
+        """:meth:`run_cli`'s command started and left running, its output discarded (a
+        producer the caller stops once it has seen what it waits for)."""
+        return subprocess.Popen(
+            [str(artemis_installed()), *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
 
 # -- RabbitMQ ----------------------------------------------------------------------------------
 def rabbitmq_installed() -> Path:

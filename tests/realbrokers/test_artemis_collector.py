@@ -26,7 +26,6 @@ from conformance.brokers import (
     ArtemisAddress,
     ArtemisBroker,
     BrokerUnavailable,
-    artemis_installed,
 )
 from schemas.broker_events import ORIGIN_ARTEMIS_LOG, ORIGIN_JOLOKIA
 from tests.collectors.session_setup import committed_rows
@@ -59,26 +58,21 @@ def _fill(broker: ArtemisBroker, blocked: Callable[[], bool], what: str) -> None
     The producer is the Artemis CLI, a JVM of its own: it is given until the block is seen
     rather than a fixed time, which on a loaded machine its start alone can exceed (a 6 s run
     once ended before it sent a message, and no block line came)."""
-    producer = subprocess.Popen(
-        [
-            str(artemis_installed()),
-            "producer",
-            "--url",
-            broker.core_url,
-            "--destination",
-            f"queue://{ADDRESS}",
-            "--message-count",
-            "200",
-            "--message-size",
-            str(MESSAGE_BYTES),
-            "--non-persistent",
-            "--user",
-            ARTEMIS_USER,
-            "--password",
-            ARTEMIS_USER,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    producer = broker.start_cli(
+        "producer",
+        "--url",
+        broker.core_url,
+        "--destination",
+        f"queue://{ADDRESS}",
+        "--message-count",
+        "200",
+        "--message-size",
+        str(MESSAGE_BYTES),
+        "--non-persistent",
+        "--user",
+        ARTEMIS_USER,
+        "--password",
+        ARTEMIS_USER,
     )
     try:
         until(lambda: blocked() or producer.poll() is not None, what)
