@@ -11,7 +11,7 @@ from delta.tables import DeltaTable
 
 from flowctl.render import recommendations_line
 from jobs.config import PipelineConf
-from jobs.delta_io import replace_where
+from jobs.delta_io import replace_where, rows_frame
 from jobs.maintenance import run_maintenance
 from jobs.recommend import load_policy, recommendations_path, run_recommend
 from schemas.tables import (
@@ -21,7 +21,7 @@ from schemas.tables import (
     QUEUE_FLOW_DAILY,
     QUEUE_FLOW_EPISODES,
 )
-from tests.test_recommend import DAY, LONG, Log, _rows
+from tests.test_recommend import DAY, LONG, Log
 
 pytestmark = pytest.mark.spark
 
@@ -40,7 +40,7 @@ def write_warehouse(spark: Any, conf: PipelineConf) -> None:
         (LINK_STARVATION_EPISODES, log.starvations, "start_date"),
         (LINK_STARVATION_DAILY, log.link_daily, "date"),
     ):
-        replace_where(spark, conf, schema, _rows(spark, schema, rows), f"{column} = {day}")
+        replace_where(spark, conf, schema, rows_frame(spark, schema, rows), f"{column} = {day}")
 
 
 @pytest.fixture
