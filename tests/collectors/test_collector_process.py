@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -75,11 +76,21 @@ def test_a_log_not_written_yet_is_waited_for(tmp_path: Path) -> None:
     it appears."""
     log, raw = tmp_path / "artemis.log", tmp_path / "raw"
     waiting = _start(log, raw)
-    time.sleep(2.0)
+    assert waiting.stdout is not None
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(waiting.stdout or ()), daemon=True)
+    reader.start()
+    said_it_waits = f"warning: --log {log} does not exist yet: waiting for the broker to write it"
+    deadline = time.monotonic() + 30.0
+    # The log is written only once the process has looked for it and said so: a process slow
+    # to start on a loaded machine would otherwise find the log already there.
+    while not any(said_it_waits in line for line in lines):
+        assert waiting.poll() is None, "".join(lines)
+        assert time.monotonic() < deadline, f"no waiting line in 30 s: {''.join(lines)}"
+        time.sleep(0.1)
     log.write_text(block("2026-11-27 10:00:00,000"))
     _wait_for_rows(raw, 1)
     waiting.send_signal(signal.SIGTERM)
-    output, _ = waiting.communicate(timeout=30)
-    assert waiting.returncode == 0, output
-    assert f"warning: --log {log} does not exist yet: waiting for the broker to write it" in output
-    assert "committed 1 events in 1 files" in output
+    assert waiting.wait(timeout=30) == 0
+    reader.join(timeout=30)
+    assert "committed 1 events in 1 files" in "".join(lines)
