@@ -62,6 +62,27 @@ def with_local_logging(master: str | None, settings: Mapping[str, str]) -> dict[
     return {**settings, DRIVER_JAVA_OPTIONS: f"{options} {ours}".strip()}
 
 
+LOOPBACK = "127.0.0.1"
+DRIVER_ADDRESS_SETTINGS = ("spark.driver.bindAddress", "spark.driver.host")
+
+
+def with_loopback_driver(master: str | None, settings: Mapping[str, str]) -> dict[str, str]:
+    """``settings`` plus a driver bound to and named by loopback, for a local[...] master.
+
+    Spark's driver otherwise listens on the address the host name resolves to (its RPC and block
+    manager ports open on the host's network), though in local mode nothing outside the JVM ever
+    connects. Left out for other masters (executors elsewhere must reach the driver), when either
+    setting is given, or when $SPARK_LOCAL_IP chooses the address.
+    """
+    if (
+        not (master or "").startswith("local")
+        or any(key in settings for key in DRIVER_ADDRESS_SETTINGS)
+        or os.environ.get("SPARK_LOCAL_IP")
+    ):
+        return dict(settings)
+    return {**settings, **dict.fromkeys(DRIVER_ADDRESS_SETTINGS, LOOPBACK)}
+
+
 SQL_WAREHOUSE_DIR = "spark.sql.warehouse.dir"
 
 
@@ -168,6 +189,7 @@ def build_spark_session(
         builder = builder.master(conf.spark_master)
     settings = {**conf.spark_settings, **(extra_settings or {}), **DELTA_SESSION_SETTINGS}
     settings = with_local_logging(conf.spark_master, settings)
+    settings = with_loopback_driver(conf.spark_master, settings)
     settings = with_sql_warehouse(conf.warehouse_dir, settings)
     for key, value in settings.items():
         builder = builder.config(key, value)

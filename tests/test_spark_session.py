@@ -9,6 +9,7 @@ tests/test_jvm_jars.py; a real driver's heap under spark-submit: tests/airflow/t
 
 from __future__ import annotations
 
+import ipaddress
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,70 @@ def test_a_log4j2_file_in_spark_conf_dir_wins(
     (tmp_path / "log4j2.properties").write_text("rootLogger.level = info\n")
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
     assert spark_session.with_local_logging("local[2]", {}) == {}
+
+
+@pytest.fixture
+def no_spark_local_ip(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+
+
+LOOPBACK_DRIVER = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
+
+
+def test_a_local_driver_is_bound_to_loopback(no_spark_local_ip: None) -> None:
+    settings = spark_session.with_loopback_driver("local[2]", {"spark.ui.enabled": "false"})
+    assert settings == {"spark.ui.enabled": "false", **LOOPBACK_DRIVER}
+
+
+@pytest.mark.parametrize(
+    "master, settings",
+    [
+        (None, {}),  # spark-submit chooses
+        ("spark://head:7077", {}),  # executors on other hosts reach the driver
+        ("local[2]", {"spark.driver.host": "10.0.0.5"}),
+        ("local[2]", {"spark.driver.bindAddress": "0.0.0.0"}),
+    ],
+)
+def test_a_driver_address_chosen_elsewhere_is_kept(
+    no_spark_local_ip: None, master: str | None, settings: dict[str, str]
+) -> None:
+    assert spark_session.with_loopback_driver(master, settings) == settings
+
+
+def test_spark_local_ip_chooses_the_drivers_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPARK_LOCAL_IP", "10.0.0.5")
+    assert spark_session.with_loopback_driver("local[2]", {}) == {}
+
+
+def _listening_addresses(port: int) -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """The addresses this host listens on at ``port`` (/proc/net/tcp and tcp6, state 0A), an
+    IPv4 address mapped into IPv6 as the IPv4 one."""
+    found: set[ipaddress.IPv4Address | ipaddress.IPv6Address] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            hex_address, hex_port = fields[1].rsplit(":", 1)
+            if fields[3] != "0A" or int(hex_port, 16) != port:
+                continue
+            # the kernel prints each 32-bit word of the address in host (little-endian) order
+            raw = b"".join(
+                bytes.fromhex(hex_address[i : i + 8])[::-1] for i in range(0, len(hex_address), 8)
+            )
+            address = ipaddress.ip_address(raw)
+            mapped = getattr(address, "ipv4_mapped", None)
+            found.add(mapped or address)
+    return found
+
+
+@pytest.mark.spark
+def test_the_tests_session_listens_on_loopback_only(spark: Any) -> None:
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.driver.bindAddress") == "127.0.0.1"
+    for port_setting in ("spark.driver.port", "spark.driver.blockManager.port"):
+        port = conf.get(port_setting)
+        if port is None:  # the block manager's port is only in the executor's id
+            port = spark._jsc.sc().env().blockManager().blockManagerId().port()
+        assert _listening_addresses(int(port)) == {ipaddress.ip_address("127.0.0.1")}, port_setting
 
 
 @pytest.mark.parametrize(
