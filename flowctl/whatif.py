@@ -15,7 +15,7 @@ from flowctl_core.whatif_knobs import (
     KnobComparison,
     knob_applies,
     knob_changes_from_recommendations,
-    run_knob_whatif,
+    run_knob_whatifs,
 )
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -71,11 +71,8 @@ def whatif_knobs(
     seed: int | None = None,
 ) -> list[KnobComparison]:
     """Each recommendation of the scenario's broker that changes a knob other than Qpid's
-    thresholds, replayed on the scenario (one re-run per change); rows about entities the
-    scenario does not have are skipped."""
+    thresholds, replayed on the scenario (one re-run per change, beside one run as written that
+    they share); rows about entities the scenario does not have are skipped."""
     rows = load_recommendation_rows(spark, table_path, as_of=as_of, broker=scenario.broker.name)
-    return [
-        run_knob_whatif(scenario, change, seed=seed)
-        for change in knob_changes_from_recommendations(rows)
-        if knob_applies(scenario, change)
-    ]
+    changes = [c for c in knob_changes_from_recommendations(rows) if knob_applies(scenario, c)]
+    return run_knob_whatifs(scenario, changes, seed=seed)

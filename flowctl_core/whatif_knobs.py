@@ -551,12 +551,26 @@ def knob_failures(comparison: KnobComparison) -> list[str]:
     return [check.failed for check in knob_checks(comparison) if not check.ok]
 
 
+@dataclass(frozen=True)
+class MeteredRun:
+    """One run of a scenario with what every knob's verdict is about, for every entity: the run
+    as written serves each change a what-if replays on the same scenario and seed."""
+
+    result: RunResult
+    meter: _EntityMeter
+
+
+def metered_run(scenario: Scenario, seed: int) -> MeteredRun:
+    meter = _EntityMeter()
+    result = run_scenario(scenario, [meter], run_id=f"{scenario.name}-whatif", seed=seed)
+    return MeteredRun(result, meter)
+
+
 def measure_knob(scenario: Scenario, seed: int, change: KnobChange) -> dict[str, float]:
     """One run of ``scenario``: the metrics of ``change``'s entity that its knob is judged on
     (what-if and sweep, flowctl_core/sweep.py)."""
-    meter = _EntityMeter()
-    result = run_scenario(scenario, [meter], run_id=f"{scenario.name}-whatif", seed=seed)
-    return _knob_metrics(change, result, meter)
+    run = metered_run(scenario, seed)
+    return _knob_metrics(change, run.result, run.meter)
 
 
 def run_knob_whatif(
@@ -564,11 +578,28 @@ def run_knob_whatif(
 ) -> KnobComparison:
     """Run ``scenario`` as written and with ``change`` applied (same seed); compare the metrics
     of the changed entity. KeyError when the scenario has no such entity."""
+    (comparison,) = run_knob_whatifs(scenario, [change], seed=seed)
+    return comparison
+
+
+def run_knob_whatifs(
+    scenario: Scenario, changes: Iterable[KnobChange], *, seed: int | None = None
+) -> list[KnobComparison]:
+    """:func:`run_knob_whatif` of each change, the scenario as written run once for all of them
+    (a run is deterministic in its scenario and seed). KeyError, before any run, when the
+    scenario lacks a change's entity."""
     seed = scenario.seed if seed is None else seed
-    changed = with_knob(scenario, change)
-    return KnobComparison(
-        change, measure_knob(scenario, seed, change), measure_knob(changed, seed, change)
-    )
+    changed = [(change, with_knob(scenario, change)) for change in changes]
+    if not changed:
+        return []
+    as_written = metered_run(scenario, seed)
+    comparisons = []
+    for change, scenario_changed in changed:
+        before = _knob_metrics(change, as_written.result, as_written.meter)
+        comparisons.append(
+            KnobComparison(change, before, measure_knob(scenario_changed, seed, change))
+        )
+    return comparisons
 
 
 def format_knob_comparison(comparison: KnobComparison) -> str:

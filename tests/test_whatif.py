@@ -250,25 +250,38 @@ def test_a_smaller_window_for_a_slow_consumer_is_judged_by_its_queue() -> None:
     assert comparison.validated
 
 
-def test_a_raised_prefetch_is_judged_by_how_soon_a_finite_backlog_is_received() -> None:
+def test_a_raised_prefetch_is_judged_by_how_soon_a_finite_backlog_is_received(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """rabbitmq-memory-alarm's reader drains a prefilled backlog of 20,000 whatever its prefetch,
     so a raise cannot show as more messages received: it shows as the backlog received sooner
     (25 in flight per 1 ms round trip drain it in 0.8 s, 100 in 0.2 s), and a raise that
-    changes nothing is not validated."""
-    from flowctl_core.whatif_knobs import KnobChange, run_knob_whatif, with_knob
+    changes nothing is not validated. The two changes share one run of the scenario as
+    written."""
+    from flowctl_core import whatif_knobs
+    from flowctl_core.whatif_knobs import KnobChange, run_knob_whatifs, with_knob
 
     def prefetch(current: int, value: int) -> KnobChange:
         return KnobChange("rabbitmq", "backlog-reader", "prefetch", current, value, "raise", "t")
 
+    runs: list[str] = []
+    engine_run = whatif_knobs.run_scenario
+
+    def counted(scenario: Any, *args: Any, **kwargs: Any) -> Any:
+        runs.append(scenario.name)
+        return engine_run(scenario, *args, **kwargs)
+
+    monkeypatch.setattr(whatif_knobs, "run_scenario", counted)
     # The scenario's reader with a prefetch of 25, raised to the 100 the scenario has.
     scenario = with_knob(load_scenario("rabbitmq-memory-alarm"), prefetch(100, 25))
-    raised = run_knob_whatif(scenario, prefetch(25, 100))
+    raised, unchanged = run_knob_whatifs(scenario, [prefetch(25, 100), prefetch(25, 25)])
+    assert len(runs) == 3  # as written once, then each change
     before, after = raised.before, raised.after
     assert before["consumer msgs received"] == after["consumer msgs received"] == 20_000
     assert before["consumer received by s"] == pytest.approx(0.8, rel=0.05)
     assert after["consumer received by s"] == pytest.approx(0.2, rel=0.05)
     assert raised.validated
-    unchanged = run_knob_whatif(scenario, prefetch(25, 25))
+    assert unchanged.before == raised.before
     assert unchanged.failures() == ["messages received neither more nor sooner"]
 
 
@@ -277,7 +290,7 @@ def test_a_length_limit_the_replay_never_reaches_is_not_exercised() -> None:
     while it grows to 15,200 in a 1 s run: x-max-length 8,000 acts (blocked 0.45 s, validated);
     15,300 (a second of its intake) is never reached in the run, so it can show nothing either
     way: not exercised, neither validated nor failed."""
-    from flowctl_core.whatif_knobs import KnobChange, format_knob_comparison, run_knob_whatif
+    from flowctl_core.whatif_knobs import KnobChange, format_knob_comparison, run_knob_whatifs
 
     scenario = load_scenario("rabbitmq-one-sender-one-receiver")
 
@@ -286,7 +299,7 @@ def test_a_length_limit_the_replay_never_reaches_is_not_exercised() -> None:
             "rabbitmq", "quorum-queue-amqp-091", "x-max-length", None, value, "at_risk", "t"
         )
 
-    acting = run_knob_whatif(scenario, limit(8_000))
+    acting, beyond = run_knob_whatifs(scenario, [limit(8_000), limit(15_300)])
     assert acting.after["connection blocked s"] < acting.before["connection blocked s"]
     assert acting.unexercised() is None and acting.validated
     # What it was validated on, and the publishes it refuses: what a length limit is for.
@@ -297,7 +310,6 @@ def test_a_length_limit_the_replay_never_reaches_is_not_exercised() -> None:
         f"{refused:,} more publishes at the limit (reject-publish), the backlog it keeps from "
         "growing"
     )
-    beyond = run_knob_whatif(scenario, limit(15_300))
     assert beyond.before["peak depth msgs"] == beyond.after["peak depth msgs"] == 15_200
     assert beyond.failures() == [] and not beyond.validated
     reason = beyond.unexercised()
