@@ -8,6 +8,7 @@ anything at run time.
 Local sessions log through conf/log4j2.properties (Spark's defaults minus start-up warnings a user
 cannot act on). A conf that sets its own ``-Dlog4j2.configurationFile`` in
 ``spark.driver.extraJavaOptions``, or a non-local master (spark-submit, a cluster), keeps its own.
+A local session's driver listens on loopback only, unless the conf or $SPARK_LOCAL_IP says where.
 """
 
 from __future__ import annotations
