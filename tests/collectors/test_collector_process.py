@@ -91,6 +91,8 @@ def test_a_log_not_written_yet_is_waited_for(tmp_path: Path) -> None:
     log.write_text(block("2026-11-27 10:00:00,000"))
     _wait_for_rows(raw, 1)
     waiting.send_signal(signal.SIGTERM)
-    assert waiting.wait(timeout=30) == 0
+    returncode = waiting.wait(timeout=30)
     reader.join(timeout=30)
-    assert "committed 1 events in 1 files" in "".join(lines)
+    output = "".join(lines)
+    assert returncode == 0, output
+    assert "committed 1 events in 1 files" in output
