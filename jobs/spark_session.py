@@ -43,6 +43,12 @@ LOG4J2_CONF = PROJECT_ROOT / "conf" / "log4j2.properties"
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
+def is_local_master(master: str | None) -> bool:
+    """Whether ``master`` keeps the driver and its executors on this host (``local[...]``,
+    ``local-cluster[...]``); None (spark-submit chooses) and cluster masters do not."""
+    return (master or "").startswith("local")
+
+
 def with_local_logging(master: str | None, settings: Mapping[str, str]) -> dict[str, str]:
     """``settings`` plus flowctl's log4j2 file for a local[...] master, unless logging is set up.
 
@@ -53,7 +59,7 @@ def with_local_logging(master: str | None, settings: Mapping[str, str]) -> dict[
     options = settings.get(DRIVER_JAVA_OPTIONS, "")
     conf_dir = os.environ.get("SPARK_CONF_DIR")
     if (
-        not (master or "").startswith("local")
+        not is_local_master(master)
         or "configurationFile" in options  # -Dlog4j2.configurationFile or -Dlog4j.configurationFile
         or (conf_dir and (Path(conf_dir) / "log4j2.properties").is_file())
     ):
@@ -76,7 +82,7 @@ def with_loopback_driver(master: str | None, settings: Mapping[str, str]) -> dic
     setting is given, or when $SPARK_LOCAL_IP chooses the address.
     """
     if (
-        not (master or "").startswith("local")
+        not is_local_master(master)
         or any(key in settings for key in DRIVER_ADDRESS_SETTINGS)
         or os.environ.get("SPARK_LOCAL_IP")
     ):
