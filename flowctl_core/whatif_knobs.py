@@ -325,9 +325,24 @@ def _ts_us(ts: Any) -> int:
     return ts if isinstance(ts, int) else seconds_to_us(ts.timestamp())
 
 
-def _knob_metrics(change: KnobChange, result: RunResult, meter: _EntityMeter) -> dict[str, float]:
+@dataclass(frozen=True)
+class MeteredRun:
+    """One run of a scenario with what every knob's verdict is about, for every entity: the run
+    as written serves each change a what-if replays on the same scenario and seed."""
+
+    result: RunResult
+    meter: _EntityMeter
+
+
+def metered_run(scenario: Scenario, seed: int) -> MeteredRun:
+    meter = _EntityMeter()
+    result = run_scenario(scenario, [meter], run_id=f"{scenario.name}-whatif", seed=seed)
+    return MeteredRun(result, meter)
+
+
+def _knob_metrics(change: KnobChange, run: MeteredRun) -> dict[str, float]:
     """The metrics of ``change``'s entity in one run (see :data:`KNOB_CHECKS`)."""
-    entity = change.entity
+    entity, result, meter = change.entity, run.result, run.meter
     if change.knob in (KNOB_MAX_SIZE_BYTES, KNOB_REJECT_THRESHOLD, KNOB_PRODUCER_WINDOW):
         assert result.artemis is not None
         address = result.artemis.addresses[entity]
@@ -551,26 +566,10 @@ def knob_failures(comparison: KnobComparison) -> list[str]:
     return [check.failed for check in knob_checks(comparison) if not check.ok]
 
 
-@dataclass(frozen=True)
-class MeteredRun:
-    """One run of a scenario with what every knob's verdict is about, for every entity: the run
-    as written serves each change a what-if replays on the same scenario and seed."""
-
-    result: RunResult
-    meter: _EntityMeter
-
-
-def metered_run(scenario: Scenario, seed: int) -> MeteredRun:
-    meter = _EntityMeter()
-    result = run_scenario(scenario, [meter], run_id=f"{scenario.name}-whatif", seed=seed)
-    return MeteredRun(result, meter)
-
-
 def measure_knob(scenario: Scenario, seed: int, change: KnobChange) -> dict[str, float]:
     """One run of ``scenario``: the metrics of ``change``'s entity that its knob is judged on
     (what-if and sweep, flowctl_core/sweep.py)."""
-    run = metered_run(scenario, seed)
-    return _knob_metrics(change, run.result, run.meter)
+    return _knob_metrics(change, metered_run(scenario, seed))
 
 
 def run_knob_whatif(
@@ -595,7 +594,7 @@ def run_knob_whatifs(
     as_written = metered_run(scenario, seed)
     comparisons = []
     for change, scenario_changed in changed:
-        before = _knob_metrics(change, as_written.result, as_written.meter)
+        before = _knob_metrics(change, as_written)
         comparisons.append(
             KnobComparison(change, before, measure_knob(scenario_changed, seed, change))
         )
