@@ -8,7 +8,8 @@ anything at run time.
 Local sessions log through conf/log4j2.properties (Spark's defaults minus start-up warnings a user
 cannot act on). A conf that sets its own ``-Dlog4j2.configurationFile`` in
 ``spark.driver.extraJavaOptions``, or a non-local master (spark-submit, a cluster), keeps its own.
-A local session's driver listens on loopback only, unless the conf or $SPARK_LOCAL_IP says where.
+A local session's driver listens on loopback only, unless the conf or $SPARK_LOCAL_IP says where;
+so does a driver spark-submit starts with a local master when the conf leaves the master to it.
 """
 
 from __future__ import annotations
@@ -88,6 +89,23 @@ def with_loopback_driver(master: str | None, settings: Mapping[str, str]) -> dic
     ):
         return dict(settings)
     return {**settings, **dict.fromkeys(DRIVER_ADDRESS_SETTINGS, LOOPBACK)}
+
+
+def submitted_master() -> str | None:
+    """The master spark-submit gave the driver JVM this Python process runs in (the JVM's
+    ``spark.master`` property, from ``--master`` or spark-defaults.conf); None outside
+    spark-submit. Under spark-submit the JVM is already up and PySpark only connects to it
+    (``$PYSPARK_GATEWAY_PORT``), so connecting early changes nothing; elsewhere no JVM is
+    started here (the session's settings must reach its launch)."""
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return None
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()
+    jvm = SparkContext._jvm
+    assert jvm is not None
+    master = jvm.java.lang.System.getProperty("spark.master")
+    return str(master) if master else None
 
 
 SQL_WAREHOUSE_DIR = "spark.sql.warehouse.dir"
@@ -196,7 +214,8 @@ def build_spark_session(
         builder = builder.master(conf.spark_master)
     settings = {**conf.spark_settings, **(extra_settings or {}), **DELTA_SESSION_SETTINGS}
     settings = with_local_logging(conf.spark_master, settings)
-    settings = with_loopback_driver(conf.spark_master, settings)
+    # A conf that leaves the master to spark-submit still gets a loopback driver for a local one.
+    settings = with_loopback_driver(conf.spark_master or submitted_master(), settings)
     settings = with_sql_warehouse(conf.warehouse_dir, settings)
     for key, value in settings.items():
         builder = builder.config(key, value)

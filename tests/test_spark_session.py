@@ -95,7 +95,7 @@ def test_spark_local_ip_chooses_the_drivers_address(monkeypatch: pytest.MonkeyPa
     assert spark_session.with_loopback_driver("local[2]", {}) == {}
 
 
-def _listening_addresses(port: int) -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+def listening_addresses(port: int) -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:
     """The addresses this host listens on at ``port`` (/proc/net/tcp and tcp6, state 0A), an
     IPv4 address mapped into IPv6 as the IPv4 one."""
     found: set[ipaddress.IPv4Address | ipaddress.IPv6Address] = set()
@@ -123,7 +123,7 @@ def test_the_tests_session_listens_on_loopback_only(spark: Any) -> None:
         port = conf.get(port_setting)
         if port is None:  # the block manager's port is only in the executor's id
             port = spark._jsc.sc().env().blockManager().blockManagerId().port()
-        assert _listening_addresses(int(port)) == {ipaddress.ip_address("127.0.0.1")}, port_setting
+        assert listening_addresses(int(port)) == {ipaddress.ip_address("127.0.0.1")}, port_setting
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ executor's own log must show it ran tasks.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -131,3 +132,57 @@ def test_the_jobs_ran_their_tasks_in_two_executor_jvms(cluster_run):
 
 def test_the_tables_are_those_of_the_four_day_run(spark: Any, cluster_run):
     assert_four_day_run_tables(tables_of(spark, cluster_run["conf"]))
+
+
+# The driver's own script for the test below: the session as a job builds it from a conf whose
+# master is null, then where its RPC and block-manager ports listen.
+_WHERE_THE_DRIVER_LISTENS = """
+import dataclasses, json, sys
+from jobs.config import load_conf
+from jobs.spark_session import build_spark_session
+from tests.test_spark_session import listening_addresses
+conf = dataclasses.replace(load_conf(), spark_master=None, warehouse_dir=sys.argv[1])
+spark = build_spark_session(conf, app_name="where-the-driver-listens")
+ports = {
+    "rpc": int(spark.sparkContext.getConf().get("spark.driver.port")),
+    "block manager": spark._jsc.sc().env().blockManager().blockManagerId().port(),
+}
+print(json.dumps({
+    "master": spark.sparkContext.master,
+    "listens": {name: sorted(map(str, listening_addresses(port))) for name, port in ports.items()},
+}))
+spark.stop()
+"""
+
+
+def test_a_local_master_from_spark_submit_gets_a_loopback_driver(tmp_path: Path) -> None:
+    """A conf that leaves the master to spark-submit (``spark.master: null``, as the DAG's
+    connection may choose it) and a local master there: the driver listens on loopback only,
+    as with a local master in the conf (jobs/spark_session.py ``submitted_master``); before, it
+    listened on the host's address."""
+    script = tmp_path / "where_the_driver_listens.py"
+    script.write_text(_WHERE_THE_DRIVER_LISTENS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
+    env |= {
+        "PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}",
+        "PYTHONPATH": str(PROJECT_ROOT),
+        "PYSPARK_PYTHON": str(VENV_BIN / "python"),
+        "FLOWCTL_LOG_DIR": str(tmp_path / "log"),
+    }
+    command = [
+        "spark-submit",
+        "--master",
+        "local[1]",
+        "--driver-java-options",
+        "-XX:TieredStopAtLevel=1",  # a JVM of seconds (see cluster_run)
+        "--jars",
+        _classpath(),
+        str(script),
+        str(tmp_path / "warehouse"),
+    ]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stderr[-4000:]}"
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    seen = json.loads(line)
+    assert seen["master"] == "local[1]"
+    assert seen["listens"] == {"rpc": ["127.0.0.1"], "block manager": ["127.0.0.1"]}
