@@ -20,7 +20,6 @@ import pytest
 import yaml
 
 from schemas.broker_events import BROKER_EVENTS
-from tests import shared_driver
 from tests.file_order import (  # noqa: F401  (hooks: pytest finds them by name here)
     pytest_addoption,
     pytest_collection_modifyitems,
@@ -96,49 +95,18 @@ def failure_traces_in_scratch(tmp_path_factory: pytest.TempPathFactory) -> Itera
         yield
 
 
-def build_test_session(scratch: Path) -> Any:
-    """The tests' session: the jobs' conf with :data:`TEST_SPARK_SETTINGS`, its warehouses in
-    ``scratch``."""
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from jobs.config import load_conf
     from jobs.spark_session import build_spark_session
 
+    scratch = tmp_path_factory.mktemp("spark")
     conf = dataclasses.replace(load_conf(), warehouse_dir=str(scratch / "warehouse"))
-    return build_spark_session(
+    session = build_spark_session(
         conf,
         app_name="flowctl-tests",
         extra_settings={**TEST_SPARK_SETTINGS, "spark.sql.warehouse.dir": str(scratch / "sql")},
     )
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    shared_driver.start_shared_driver(config, build_test_session)
-
-
-def pytest_report_header(config: pytest.Config) -> str | None:
-    return shared_driver.report_header(config)
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    shared_driver.stop_shared_driver(config)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    """xdist, in the controller, before a worker starts: where the shared driver listens."""
-    node.workerinput.update(shared_driver.worker_input(node.config))
-
-
-@pytest.fixture(scope="session")
-def spark(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Any]:
-    """This worker's session on the shared driver under xdist (tests/shared_driver.py), else
-    one of its own, stopped at the end."""
-    shared = shared_driver.worker_session(request.config)
-    if shared is not None:
-        yield shared  # the controller stops the driver
-        return
-    session = build_test_session(tmp_path_factory.mktemp("spark"))
     yield session
     session.stop()
 
