@@ -45,6 +45,18 @@ def _classpath() -> str:
     ).stdout.strip()
 
 
+def _submit_env(log_dir: Path, **extra: str) -> dict[str, str]:
+    """The environment of a spark-submit of these tests: this process's without its Spark and
+    PySpark variables (each test chooses master and JVM), the venv's spark-submit first on PATH,
+    failure traces in ``log_dir``; then ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
+    return env | {
+        "PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}",
+        "FLOWCTL_LOG_DIR": str(log_dir),
+        **extra,
+    }
+
+
 def _spark_home(folder: Path) -> Path:
     """pip's Spark (the pyspark package) seen through links from a folder of the test's own: a
     local-cluster worker puts each executor's folder (its logs and a copy of every jar) in
@@ -80,14 +92,12 @@ def cluster_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     }
     conf_path = tmp / "pipeline.yaml"
     conf_path.write_text(yaml.safe_dump(document))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
-    env |= {
-        "PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}",
-        "SPARK_HOME": str(_spark_home(tmp / "spark-home")),
+    env = _submit_env(
+        tmp / "log",
+        SPARK_HOME=str(_spark_home(tmp / "spark-home")),
         # Master, workers, executors and driver talk over loopback only.
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "FLOWCTL_LOG_DIR": str(tmp / "log"),
-    }
+        SPARK_LOCAL_IP="127.0.0.1",
+    )
     command = [
         "spark-submit",
         "--master",
@@ -162,13 +172,9 @@ def test_a_local_master_from_spark_submit_gets_a_loopback_driver(tmp_path: Path)
     listened on the host's address."""
     script = tmp_path / "where_the_driver_listens.py"
     script.write_text(_WHERE_THE_DRIVER_LISTENS)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
-    env |= {
-        "PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}",
-        "PYTHONPATH": str(PROJECT_ROOT),
-        "PYSPARK_PYTHON": str(VENV_BIN / "python"),
-        "FLOWCTL_LOG_DIR": str(tmp_path / "log"),
-    }
+    env = _submit_env(
+        tmp_path / "log", PYTHONPATH=str(PROJECT_ROOT), PYSPARK_PYTHON=str(VENV_BIN / "python")
+    )
     command = [
         "spark-submit",
         "--master",
