@@ -19,7 +19,7 @@ from jobs.delta_io import read_table, sql_string
 from jobs.episodes import depth_timeline_path, run_episodes
 from jobs.ingest import run_ingest
 from jobs.pipeline_state import read_status
-from jobs.scope import Scope, processing_scope
+from jobs.scope import Scope, _scope_sources, processing_scope
 from schemas.tables import (
     BROKER_EVENTS_QUARANTINE,
     BRONZE_BROKER_EVENTS,
@@ -34,6 +34,7 @@ pytestmark = pytest.mark.spark
 
 DAY1, DAY3 = date(2024, 1, 1), date(2024, 1, 3)
 DAYS = [DAY1 + timedelta(days=n) for n in range(3)]
+R2_R3 = ("r2", "r3")
 TABLES = (
     BRONZE_BROKER_EVENTS,
     BROKER_EVENTS_QUARANTINE,
@@ -140,109 +141,11 @@ def _run_crossing_midnights() -> list[dict[str, Any]]:
     return rows
 
 
-def _tables(spark: Any, conf: Any) -> dict[str, list[dict[str, Any]]]:
-    return {
-        table.name: sorted(
-            (r.asDict() for r in read_table(spark, conf, table).collect()),
-            key=lambda r: tuple(str(v) for v in r.values()),
-        )
-        for table in TABLES
-    }
-
-
-@pytest.fixture(scope="module")
-def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Bronze, quarantine, silver and gold after processing days 1-3 in one range, day by day,
-    and in reverse."""
-
-    root = tmp_path_factory.mktemp("order")
-    rows = _run_crossing_midnights()
-    for run in ("r2", "r3"):
-        write_raw(root / "raw", [dict(r) for r in rows if r["run_id"] == run])
-    results = {}
-    for name, ranges in {
-        "range": [(DAY1, DAY3)],
-        "forward": [(d, d) for d in DAYS],
-        "reverse": [(d, d) for d in reversed(DAYS)],
-        # Killed after ingest of day 1, then the later days: episodes and daily_metrics must
-        # process day 1 first (it is behind bronze), never compute days 2-3 on top of its hole.
-        "crashed": [(DAY1, None), (DAYS[1], DAY3)],
-    }.items():
-        conf = scratch_conf(root, name)
-        for first, last in ranges:
-            run_ingest(spark, conf, first, last or first)
-            if last is None:
-                continue  # the crash: nothing after ingest
-            run_episodes(spark, conf, first, last)
-            run_daily_metrics(spark, conf, first, last)
-        results[name] = _tables(spark, conf)
-        results[name]["status"] = read_status(spark, conf)
-    return results
-
-
-def test_the_range_run_has_what_design_defines(outcomes):
-    """The reference itself: q1 is stopped from day 1 20:00:11 to day 3 01:00; its one episode,
-    counted on day 1, peaks at 17 on day 2 (overshoot 7, bound 20 + 3); c1 starves 20 h."""
-    queue_daily = {
-        (r["run_id"], r["queue"], r["date"]): r for r in outcomes["range"]["queue_flow_daily"]
-    }
-    day1 = queue_daily[("r2", "q1", DAY1)]
-    assert (day1["flow_stopped_count"], day1["max_overshoot_msgs"]) == (1, 7)
-    assert day1["time_stopped_s"] == 4 * 3600 - 11
-    assert queue_daily[("r2", "q1", DAYS[1])]["time_stopped_s"] == 86400.0
-    assert queue_daily[("r2", "q1", DAY3)]["time_stopped_s"] == 3600.0
-    # DESIGN §4: "A queue gets a row for every day of its run's observed span from its
-    # declaration on, idle days included". r2 observes day 1 08:00 (qi's declaration) -> day 3
-    # 06:00 (its watermark): 16 h, 24 h and 6 h; qi is never stopped.
-    idle = [(d, queue_daily[("r2", "qi", d)]) for d in DAYS if ("r2", "qi", d) in queue_daily]
-    assert [(d, r["observed_s"], r["time_stopped_s"], r["episodes"]) for d, r in idle] == [
-        (DAY1, 16 * 3600.0, 0.0, 0),
-        (DAYS[1], 24 * 3600.0, 0.0, 0),
-        (DAY3, 6 * 3600.0, 0.0, 0),
-    ]
-    link_daily = {(r["link"], r["date"]): r for r in outcomes["range"]["link_starvation_daily"]}
-    assert link_daily[("c1", DAY1)]["starved_s"] == 15 * 3600.0
-    assert link_daily[("c1", DAYS[1])]["starved_s"] == 5 * 3600.0
-    # r3's seq 3 replayed on day 3: the day-2 copy ends qx's episode at 09:00, the replay is
-    # quarantined on its day with its position in its file.
-    (qx,) = [e for e in outcomes["range"]["queue_flow_episodes"] if e["queue"] == "qx"]
-    assert (qx["end_seq"], qx["duration_s"]) == (3, 3600.0)
-    # A closed episode carries no watermark (none is open here: q1 resumes on day 3).
-    assert [e["run_watermark_ts"] for e in outcomes["range"]["queue_flow_episodes"]] == [None] * 2
-    (replay,) = outcomes["range"]["broker_events_quarantine"]
-    assert (replay["run_id"], replay["seq"], replay["date"]) == ("r3", 3, DAY3)
-    assert (replay["reason"], replay["source_row_index"]) == ("conflicting_duplicate", 0)
-
-
-@pytest.mark.parametrize("order", ["forward", "reverse", "crashed"])
-def test_day_by_day_in_any_order_gives_the_tables_of_one_range_run(outcomes, order):
-    for table in TABLES:
-        assert outcomes[order][table.name] == outcomes["range"][table.name], table.name
-    # ... and the pipeline state knows every day as processed from the bronze it holds.
-    status = outcomes[order]["status"]
-    assert status.up_to_date and status.unrecorded_bronze_days == ()
-    assert [(job.job, job.days) for job in status.jobs] == [
-        ("ingest", 3),
-        ("episodes", 3),
-        ("daily_metrics", 3),
-    ]
-
-
-def test_the_scope_predicates_quote_run_ids_and_leave_other_runs_alone():
-    scope = Scope(DAYS[1], DAYS[1], ("r2", "it's\\x"), DAY1, DAY3)
-    predicate = scope.day_predicate()
-    assert predicate.startswith("(date >= DATE '2024-01-02' AND date <= DATE '2024-01-02') OR ")
-    assert "run_id IN ('r2', 'it\\'s\\\\x') AND date >= DATE '2024-01-01'" in predicate
-    assert sql_string("a'b") == "'a\\'b'"
-    not_extended = Scope(DAYS[1], DAYS[1], ("r2",), DAYS[1], DAYS[1])
-    assert not_extended.day_predicate() == "date >= DATE '2024-01-02' AND date <= DATE '2024-01-02'"
-
-
 def _run_ended_stopped_and_one_started_later() -> list[dict[str, Any]]:
     """Run "old" ends on day 1 with q1 still stopped and consumer c starving (open episodes, which
     DESIGN §4 clips at the run's watermark); run "new" starts on day 3. The nights after day 1
-    must neither re-read "old" nor pull their span back to day 1 (nightly runs would otherwise
-    rewrite every day since), and must leave its episode and gold rows as they were."""
+    must neither re-read "old" nor call their span back to day 1 for it (nightly runs would
+    otherwise rewrite every day since), and must leave its episode and gold rows as they were."""
     q1 = {"run_id": "old", "queue": "q1", "flow_stop_count": 1, "flow_resume_count": 1}
     return [
         event(1, at(1, 10), "enqueue", **q1, depth_msgs=2, link="p", capacity=5),
@@ -256,8 +159,8 @@ def _run_ended_stopped_and_one_started_later() -> list[dict[str, Any]]:
 
 def _run_closed_on_its_first_day() -> list[dict[str, Any]]:
     """Run r4: q4's one episode opens and closes on day 1, and the run goes on to day 3 with
-    nothing open, so the nights of days 2 and 3 do not rewrite that episode (jobs/episodes.py
-    Scope: the span of day 3's night starts on day 2)."""
+    nothing open, so the nights of days 2 and 3 do not call for that episode's day (jobs/scope.py:
+    r4 calls day 3's night back to its latest gold day, day 2)."""
     q4 = {"run_id": "r4", "queue": "q4", "flow_stop_count": 2, "flow_resume_count": 1}
     return [
         event(1, at(1, 10), "enqueue", **q4, depth_msgs=3, link="p4", capacity=1),
@@ -266,31 +169,6 @@ def _run_closed_on_its_first_day() -> list[dict[str, Any]]:
         event(4, at(2, 12), "enqueue", **q4, depth_msgs=1, link="p4", capacity=1),
         event(5, at(3, 4), "dequeue", **q4, depth_msgs=0),
     ]
-
-
-def _nightly_and_range_tables(spark: Any, root: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Silver and gold (and the depth timeline) of ``rows`` processed night by night over days
-    1-3 and in one range run, each in its own warehouse; the nightly tables after the first night
-    too, and each warehouse's scope of a run over day 3 once all is in."""
-
-    for run in sorted({r["run_id"] for r in rows}):
-        write_raw(root / "raw", [r for r in rows if r["run_id"] == run])
-    tables = {}
-    for name, ranges in {"range": [(DAY1, DAY3)], "nightly": [(d, d) for d in DAYS]}.items():
-        conf = scratch_conf(root, name)
-        for first, last in ranges:
-            run_ingest(spark, conf, first, last)
-            run_episodes(spark, conf, first, last)
-            run_daily_metrics(spark, conf, first, last)
-            if name == "nightly" and first == DAY1:
-                tables["after the first night"] = _tables(spark, conf)
-        tables[name] = _tables(spark, conf)
-        tables[name]["day 3's scope"] = processing_scope(spark, conf, DAY3, DAY3)
-        timeline = spark.read.format("delta").load(depth_timeline_path(conf)).collect()
-        tables[name]["timeline"] = sorted(
-            (r.asDict() for r in timeline), key=lambda r: tuple(str(v) for v in r.values())
-        )
-    return tables
 
 
 def _run_stepping_back_over_midnight() -> list[dict[str, Any]]:
@@ -324,27 +202,131 @@ def _run_stepping_back_over_midnight() -> list[dict[str, Any]]:
     return rows
 
 
-def test_nights_give_the_range_tables_of_a_closed_episode_and_a_clock_stepping_back(
-    spark, tmp_path
-):
-    """Runs r4, r5, "old" and "new" (one pair of warehouses for all, each night's span covering
-    r4 and r5: neither has an episode open at a night's start, and "old"'s open ones end at its
-    watermark on day 1, so day 3's night starts on day 2 for them). r4: with the run's watermark
-    kept on closed episodes, q4's would be day 2's in the nightly run (the last night that wrote
-    it) and day 3's in the range run; it is null in both. r5: day 2's night carries day 1's
-    state in, which holds events later by seq than day 2's first ones. "old": its rows after the
-    first night are its rows after the last. Every table, the depth timeline included, is the
-    range run's."""
+def _tables(spark: Any, conf: Any) -> dict[str, list[dict[str, Any]]]:
+    """Bronze, quarantine, silver and gold, and the depth timeline, as sorted rows."""
+
+    def rows(frame: Any) -> list[dict[str, Any]]:
+        return sorted(
+            (r.asDict() for r in frame.collect()), key=lambda r: tuple(str(v) for v in r.values())
+        )
+
+    tables = {table.name: rows(read_table(spark, conf, table)) for table in TABLES}
+    tables["timeline"] = rows(spark.read.format("delta").load(depth_timeline_path(conf)))
+    return tables
+
+
+@pytest.fixture(scope="module")
+def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Bronze, quarantine, silver, gold and the depth timeline after processing days 1-3 in one
+    range, night by night (the tables after the first night too), in reverse and after a crash;
+    with each warehouse's pipeline state and its scope of a run over day 3 once all is in.
+
+    One raw folder for all the runs of this module (r2 and r3, r4, r5, "old" and "new"): each
+    order of days is a warehouse of its own, and every job call there serves every claim."""
+
+    root = tmp_path_factory.mktemp("order")
     rows = (
-        _run_closed_on_its_first_day()
+        _run_crossing_midnights()
+        + _run_closed_on_its_first_day()
         + _run_stepping_back_over_midnight()
         + _run_ended_stopped_and_one_started_later()
     )
-    tables = _nightly_and_range_tables(spark, tmp_path, rows)
-    assert tables["nightly"] == tables["range"]
-    scope = tables["nightly"]["day 3's scope"]
-    assert (scope.runs, scope.span_from, scope.span_to) == (("new", "r4", "r5"), DAYS[1], DAY3)
-    episodes = {e["queue"]: e for e in tables["range"]["queue_flow_episodes"]}
+    for run in sorted({r["run_id"] for r in rows}):
+        write_raw(root / "raw", [dict(r) for r in rows if r["run_id"] == run])
+    results: dict[str, Any] = {}
+    for name, ranges in {
+        "range": [(DAY1, DAY3)],
+        "forward": [(d, d) for d in DAYS],
+        "reverse": [(d, d) for d in reversed(DAYS)],
+        # Killed after ingest of day 1, then the later days: episodes and daily_metrics must
+        # process day 1 first (it is behind bronze), never compute days 2-3 on top of its hole.
+        "crashed": [(DAY1, None), (DAYS[1], DAY3)],
+    }.items():
+        conf = scratch_conf(root, name)
+        for first, last in ranges:
+            run_ingest(spark, conf, first, last or first)
+            if last is None:
+                continue  # the crash: nothing after ingest
+            run_episodes(spark, conf, first, last)
+            run_daily_metrics(spark, conf, first, last)
+            if name == "forward" and first == DAY1:
+                results["after the first night"] = _tables(spark, conf)
+        results[name] = _tables(spark, conf)
+        results[name]["status"] = read_status(spark, conf)
+        results[name]["day 3's scope"] = processing_scope(spark, conf, DAY3, DAY3)
+        if name == "forward":
+            results["day 3's scope sources"] = _scope_sources(spark, conf, DAY3, DAY3)
+    return results
+
+
+def test_the_range_run_has_what_design_defines(outcomes):
+    """The reference itself: q1 is stopped from day 1 20:00:11 to day 3 01:00; its one episode,
+    counted on day 1, peaks at 17 on day 2 (overshoot 7, bound 20 + 3); c1 starves 20 h."""
+    queue_daily = {
+        (r["run_id"], r["queue"], r["date"]): r for r in outcomes["range"]["queue_flow_daily"]
+    }
+    day1 = queue_daily[("r2", "q1", DAY1)]
+    assert (day1["flow_stopped_count"], day1["max_overshoot_msgs"]) == (1, 7)
+    assert day1["time_stopped_s"] == 4 * 3600 - 11
+    assert queue_daily[("r2", "q1", DAYS[1])]["time_stopped_s"] == 86400.0
+    assert queue_daily[("r2", "q1", DAY3)]["time_stopped_s"] == 3600.0
+    # DESIGN §4: "A queue gets a row for every day of its run's observed span from its
+    # declaration on, idle days included". r2 observes day 1 08:00 (qi's declaration) -> day 3
+    # 06:00 (its watermark): 16 h, 24 h and 6 h; qi is never stopped.
+    idle = [(d, queue_daily[("r2", "qi", d)]) for d in DAYS if ("r2", "qi", d) in queue_daily]
+    assert [(d, r["observed_s"], r["time_stopped_s"], r["episodes"]) for d, r in idle] == [
+        (DAY1, 16 * 3600.0, 0.0, 0),
+        (DAYS[1], 24 * 3600.0, 0.0, 0),
+        (DAY3, 6 * 3600.0, 0.0, 0),
+    ]
+    link_daily = {(r["link"], r["date"]): r for r in outcomes["range"]["link_starvation_daily"]}
+    assert link_daily[("c1", DAY1)]["starved_s"] == 15 * 3600.0
+    assert link_daily[("c1", DAYS[1])]["starved_s"] == 5 * 3600.0
+    # r3's seq 3 replayed on day 3: the day-2 copy ends qx's episode at 09:00, the replay is
+    # quarantined on its day with its position in its file.
+    episodes = [e for e in outcomes["range"]["queue_flow_episodes"] if e["run_id"] in R2_R3]
+    (qx,) = [e for e in episodes if e["queue"] == "qx"]
+    assert (qx["end_seq"], qx["duration_s"]) == (3, 3600.0)
+    # A closed episode carries no watermark (none is open here: q1 resumes on day 3).
+    assert [e["run_watermark_ts"] for e in episodes] == [None] * 2
+    (replay,) = outcomes["range"]["broker_events_quarantine"]
+    assert (replay["run_id"], replay["seq"], replay["date"]) == ("r3", 3, DAY3)
+    assert (replay["reason"], replay["source_row_index"]) == ("conflicting_duplicate", 0)
+
+
+@pytest.mark.parametrize("order", ["forward", "reverse", "crashed"])
+def test_day_by_day_in_any_order_gives_the_tables_of_one_range_run(outcomes, order):
+    for table in [*(t.name for t in TABLES), "timeline", "day 3's scope"]:
+        assert outcomes[order][table] == outcomes["range"][table], table
+    # ... and the pipeline state knows every day as processed from the bronze it holds.
+    status = outcomes[order]["status"]
+    assert status.up_to_date and status.unrecorded_bronze_days == ()
+    assert [(job.job, job.days) for job in status.jobs] == [
+        ("ingest", 3),
+        ("episodes", 3),
+        ("daily_metrics", 3),
+    ]
+
+
+def test_the_scope_predicates_quote_run_ids_and_leave_other_runs_alone():
+    scope = Scope(DAYS[1], DAYS[1], ("r2", "it's\\x"), DAY1, DAY3)
+    predicate = scope.day_predicate()
+    assert predicate.startswith("(date >= DATE '2024-01-02' AND date <= DATE '2024-01-02') OR ")
+    assert "run_id IN ('r2', 'it\\'s\\\\x') AND date >= DATE '2024-01-01'" in predicate
+    assert sql_string("a'b") == "'a\\'b'"
+    not_extended = Scope(DAYS[1], DAYS[1], ("r2",), DAYS[1], DAYS[1])
+    assert not_extended.day_predicate() == "date >= DATE '2024-01-02' AND date <= DATE '2024-01-02'"
+
+
+def test_nights_give_the_range_tables_of_a_closed_episode_and_a_clock_stepping_back(outcomes):
+    """Runs r4, r5, "old" and "new", processed night by night (the "forward" order) and in one
+    range. r4: with the run's watermark kept on closed episodes, q4's would be day 2's in the
+    nightly run (the last night that wrote it) and day 3's in the range run; it is null in both.
+    r5: day 2's night carries day 1's state in, which holds events later by seq than day 2's
+    first ones. "old": its rows after the first night are its rows after the last. That every
+    table, the depth timeline included, is the range run's is
+    test_day_by_day_in_any_order_gives_the_tables_of_one_range_run's claim."""
+    episodes = {e["queue"]: e for e in outcomes["range"]["queue_flow_episodes"]}
     q4 = episodes["q4"]
     assert (q4["end_ts"], q4["duration_s"], q4["run_watermark_ts"]) == (
         naive(at(1, 11)),
@@ -358,18 +340,52 @@ def test_nights_give_the_range_tables_of_a_closed_episode_and_a_clock_stepping_b
         15,
     )
     # Stopped from 23:59:51 to midnight, then from 00:00 (stopped at midnight) to 00:00:10.
-    daily = {r["date"]: r for r in tables["range"]["queue_flow_daily"] if r["queue"] == "q5"}
+    daily = {r["date"]: r for r in outcomes["range"]["queue_flow_daily"] if r["queue"] == "q5"}
     assert [daily[d]["time_stopped_s"] for d in DAYS] == [9.0, 10.0, 0.0]
-    starvations = {e["link"]: e for e in tables["range"]["link_starvation_episodes"]}
+    starvations = {e["link"]: e for e in outcomes["range"]["link_starvation_episodes"]}
     c5 = starvations["c5"]
     assert (c5["start_date"], c5["end_seq"], c5["duration_s"]) == (DAYS[1], 17, 0.0)
     # "old": its open episode and starvation, and its one gold day, as the first night left them.
-    first_night = tables["after the first night"]
+    first_night = outcomes["after the first night"]
     for table in ("queue_flow_episodes", "link_starvation_episodes", "queue_flow_daily"):
         before = [r for r in first_night[table] if r["run_id"] == "old"]
-        assert [r for r in tables["nightly"][table] if r["run_id"] == "old"] == before, table
+        assert [r for r in outcomes["forward"][table] if r["run_id"] == "old"] == before, table
     (old_episode,) = [e for e in first_night["queue_flow_episodes"] if e["run_id"] == "old"]
     assert old_episode["end_ts"] is None
     assert [(r["date"], r["time_stopped_s"]) for r in first_night["queue_flow_daily"]
             if r["run_id"] == "old"] == [(DAY1, 3600.0)]  # fmt: skip
     assert starvations["c"]["run_id"] == "old"
+
+
+def test_a_night_rereads_no_run_that_ended_and_no_closed_episode_before_its_last_gold_day(
+    outcomes,
+):
+    """Day 3's night once all is in, source by source (jobs/scope.py ``_scope_sources``): "old"
+    ended on day 1 with its episodes open (they end at its watermark): they and its gold day are
+    read, but it has no events in or after the night and nothing of it is in range, so it is
+    not concerned. r4 and r5 have nothing open at the night's start, so they call for the span
+    from their latest gold day, day 2, not from r4's episode closed on day 1 (nightly runs would
+    otherwise rewrite every day since). Only r2's q1, stopped since day 1, takes the span back
+    to day 1."""
+    sources = {(r.run_id, r.source): r for r in outcomes["day 3's scope sources"]}
+    old = {source: row for (run, source), row in sources.items() if run == "old"}
+    assert set(old) == {
+        t.name
+        for t in (
+            QUEUE_FLOW_DAILY,
+            LINK_STARVATION_DAILY,
+            QUEUE_FLOW_EPISODES,
+            LINK_STARVATION_EPISODES,
+        )
+    }
+    assert [row.last for row in old.values()] == [DAY1] * 4
+    assert not any(row.in_range for row in old.values())
+    assert [sources[(run, QUEUE_FLOW_DAILY.name)].last for run in ("r4", "r5")] == [DAYS[1]] * 2
+    episode_starts = {
+        key: row.first
+        for key, row in sources.items()
+        if key[0] != "old" and key[1].endswith("_episodes")
+    }
+    assert episode_starts == {("r2", QUEUE_FLOW_EPISODES.name): DAY1}
+    scope = outcomes["forward"]["day 3's scope"]
+    assert (scope.runs, scope.span_from, scope.span_to) == (("new", "r2", "r4", "r5"), DAY1, DAY3)
