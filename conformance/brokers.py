@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -105,20 +106,59 @@ def _stop_leftovers() -> None:
         stop_pid(pid, grace_s=3.0)
 
 
-def spawn(command: Sequence[str], *, env: dict[str, str], log: Path, what: str) -> int:
+def spawn(
+    command: Sequence[str],
+    *,
+    env: dict[str, str],
+    log: Path,
+    what: str,
+    stamp: tuple[str, list[float]] | None = None,
+) -> int:
     """Start ``command`` in its own process group with stdout and stderr in ``log``; its PID,
-    remembered until :func:`stop_pid` reaps it."""
-    with log.open("ab") as out:
+    remembered until :func:`stop_pid` reaps it.
+
+    ``stamp`` (a phrase and a list): the output goes to ``log`` line by line as it comes, and the
+    monotonic time at which each line holding the phrase arrived is appended to the list (when a
+    client did something, not only how often: e.g. each message a consumer received)."""
+    if stamp is None:
+        with log.open("ab") as out:
+            process = subprocess.Popen(
+                list(command),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+    else:
         process = subprocess.Popen(
             list(command),
             env=env,
             stdin=subprocess.DEVNULL,
-            stdout=out,
+            stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        phrase, times = stamp
+        threading.Thread(
+            target=_copy_stamped, args=(process, log, phrase.encode(), times), daemon=True
+        ).start()
     _LIVE[process.pid] = what
     return process.pid
+
+
+def _copy_stamped(
+    process: subprocess.Popen[bytes], log: Path, phrase: bytes, times: list[float]
+) -> None:
+    """:func:`spawn`'s reader of a stamped process: each line into ``log`` as it comes (Java's
+    ``System.out`` flushes at every line), the time of those holding ``phrase`` into ``times``."""
+    assert process.stdout is not None
+    with process.stdout, log.open("ab") as out:
+        for line in process.stdout:
+            if phrase in line:
+                times.append(time.monotonic())
+            out.write(line)
+            out.flush()
 
 
 def free_port() -> int:

@@ -395,8 +395,12 @@ def slow_fast_consumers(window: int, address: str) -> Callable[[ArtemisBroker], 
         )
         slow, fast = got.slow, got.fast
         # Sent once both consumers are there, as on the real broker, at the pace the real
-        # producer reports (its messages reach the queue while the slow consumer works).
+        # producer reports (its messages reach the queue while the slow consumer works); the
+        # consumers work at the pace they were seen to take their messages (the slow one never
+        # under its sleep; with window 0 the engine adds its own credit round trip, 0.2 ms).
         pace_us = max(1, (got.send_ms or 0) * 1000 // count)
+        slow_us = max(slow_ms * 1000, round((got.slow_pace_ms or 0) * 1000))
+        fast_us = max(100, round((got.fast_pace_ms or 0) * 1000))
         producer = ArtemisProducerConfig(
             "p", address, size=CORE_BODY, count=count, start_us=100_000, send_cost_us=pace_us
         )
@@ -404,15 +408,18 @@ def slow_fast_consumers(window: int, address: str) -> Callable[[ArtemisBroker], 
             addresses=(engine.address_config(address, -1, "BLOCK"),),
             producers=(producer,),
             consumers=(
-                ArtemisConsumerConfig("slow", address, window=window, process_us=slow_ms * 1000),
-                ArtemisConsumerConfig("fast", address, window=window, process_us=100),
+                ArtemisConsumerConfig("slow", address, window=window, process_us=slow_us),
+                ArtemisConsumerConfig("fast", address, window=window, process_us=fast_us),
             ),
             core_message_overhead_bytes=engine_default_overhead("core"),
         )
         model = engine.processed_by_consumer(config, seconds=count * slow_ms / 1000 + 5)
         note = (
             f"each consumer's own count on the real broker; the engine's producer sends at the "
-            f"real one's pace ({got.send_ms} ms for the {count}, as it reports)"
+            f"real one's pace ({got.send_ms} ms for the {count}, as it reports) and its "
+            f"consumers take a message every {slow_us / 1000:.1f} and {fast_us / 1000:.2f} ms "
+            f"(the real ones' median gaps as they received them; the slow one at least its "
+            f"{slow_ms} ms sleep)"
         )
         return [
             within_abs(

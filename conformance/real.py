@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import subprocess
@@ -171,6 +172,11 @@ class SlowFastSplit:
     slow: int
     fast: int
     send_ms: int | None
+    #: Each consumer's milliseconds from one message to the next as it received them (the
+    #: median gap; None below two messages): the slow one's sleep plus what the machine adds to
+    #: each, the fast one's credit round trip with window 0 (or the producer's pace if faster).
+    slow_pace_ms: float | None = None
+    fast_pace_ms: float | None = None
 
 
 def core_consumer_command(
@@ -181,9 +187,11 @@ def core_consumer_command(
     url_options: str,
     sleep_ms: int = 0,
     wait_ms: int = 3000,
+    verbose: bool = False,
 ) -> list[str]:
     """``artemis consumer`` over CORE with ``url_options`` (e.g. ``consumerWindowSize=0``),
-    ``sleep_ms`` between messages, until ``count`` messages or ``wait_ms`` without one."""
+    ``sleep_ms`` between messages, until ``count`` messages or ``wait_ms`` without one;
+    ``verbose``: a ``Received`` line for each message, as it comes."""
     command = [
         str(artemis_installed()),
         "consumer",
@@ -198,7 +206,7 @@ def core_consumer_command(
         "--receive-timeout",
         str(wait_ms),
         "--break-on-null",
-        "--silent",
+        "--verbose" if verbose else "--silent",
     ]
     return command + (["--sleep", str(sleep_ms)] if sleep_ms else [])
 
@@ -223,6 +231,7 @@ def core_slow_fast_split(
     other consumer's JVM and the producer's: with 3 s, on a loaded machine the first consumer
     gave up before the first message and the other one took all of them (real 0 and 200)."""
     consumers = []
+    received: dict[str, list[float]] = {"slow": [], "fast": []}
     for name, sleep_ms in (("slow", slow_sleep_ms), ("fast", 0)):
         command = core_consumer_command(
             broker,
@@ -231,9 +240,16 @@ def core_slow_fast_split(
             url_options=f"consumerWindowSize={window}",
             sleep_ms=sleep_ms,
             wait_ms=idle_ms,
+            verbose=True,
         )
         log = broker.instance / "log" / f"{name}-consumer-{address}.log"
-        consumers.append((spawn(command, env=dict(os.environ), log=log, what=name), log))
+        # Each one's pace as it runs: on a loaded machine each of the slow one's messages took
+        # ~2x its sleep (12 taken where a consumer at exactly 50 ms would have taken 23), and
+        # with window 0 the fast one's credit round trips keep messages queued after the last
+        # is sent (14 taken by the slow one where 5 would have been taken while they were sent).
+        stamp = (" Received ", received[name])
+        pid = spawn(command, env=dict(os.environ), log=log, what=name, stamp=stamp)
+        consumers.append((pid, log))
     try:
         deadline = time.monotonic() + timeout_s
         while broker.queue_attribute(address, "ConsumerCount") < 2:
@@ -247,7 +263,19 @@ def core_slow_fast_split(
             if not reaped(pid):
                 stop_pid(pid, grace_s=2.0)
     elapsed = re.findall(r"Elapsed time in milli second : (\d+)", sent.stdout)
-    return SlowFastSplit(slow, fast, int(elapsed[-1]) if elapsed else None)
+    return SlowFastSplit(
+        slow,
+        fast,
+        int(elapsed[-1]) if elapsed else None,
+        _median_gap_ms(received["slow"]),
+        _median_gap_ms(received["fast"]),
+    )
+
+
+def _median_gap_ms(times: list[float]) -> float | None:
+    """The median of the milliseconds between successive ``times`` (None below two)."""
+    gaps = sorted(later - earlier for earlier, later in itertools.pairwise(times))
+    return gaps[len(gaps) // 2] * 1000 if gaps else None
 
 
 def core_send(
