@@ -847,6 +847,27 @@ def two_senders(broker: RabbitBroker) -> list[Row]:
     classic, quorum = queues
     own = rabbit.two_senders(broker, queues, shared_connection=False)
     shared = rabbit.two_senders(broker, queues, shared_connection=True)
+    unread = [
+        f"{name} {'alone' if run is own else 'sharing'}"
+        for run in (own, shared)
+        for name, rate in run.read.items()
+        if not rate > 0
+    ]
+    if unread:
+        # Seen on a loaded machine: a queue read no publish in its window, which leaves no rate
+        # to calibrate or divide by; said as a disagreement rather than a ZeroDivisionError.
+        return [
+            Row(
+                workload,
+                "queues that read publishes in their window",
+                f"none read by {', '.join(unread)}",
+                "every queue",
+                "all",
+                False,
+                "each queue's publishes the broker read a second over the window; a publisher "
+                "that had not started writing (its connection not yet up) reads none",
+            )
+        ]
     # The engine's queues take messages at the rates the real ones took them on connections of
     # their own (the calibration), so what is compared is what sharing a connection does.
     service_us = {name: max(1, round(1_000_000 / rate)) for name, rate in own.read.items()}

@@ -188,3 +188,19 @@ def test_a_stamped_spawn_times_each_line_with_its_phrase_as_it_comes(tmp_path: P
     assert times[-1] - times[0] >= 0.5  # 1 s apart as printed: stamped as they came
     assert real._median_gap_ms([0.0, 0.05, 0.1, 0.4]) == 50.0
     assert real._median_gap_ms([1.0]) is None
+
+
+def test_a_two_senders_queue_that_read_nothing_is_a_disagreement_not_a_crash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The checkout `make test` of 2026-11-30: the calibration (a connection per queue) read an
+    intake of 0 for a queue, and the case raised ZeroDivisionError."""
+
+    def measured(broker: object, queues: dict[str, str], *, shared_connection: bool) -> object:
+        rates = {"classic-queue-amqp-091": 40_000.0, "quorum-queue-amqp-091": 0.0}
+        return rabbit.TwoSendersRun(shared_connection, 3.0, rates, rates, {})
+
+    monkeypatch.setattr(rabbit, "two_senders", measured)
+    (row,) = cases.two_senders(None)  # type: ignore[arg-type]
+    assert not row.ok
+    assert row.real == "none read by quorum-queue-amqp-091 alone, quorum-queue-amqp-091 sharing"
