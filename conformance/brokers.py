@@ -55,6 +55,17 @@ class BrokerUnavailable(RuntimeError):
 
 # -- processes and ports ---------------------------------------------------------------------
 _LIVE: dict[int, str] = {}  # PIDs this process started and has not reaped yet: what they are
+#: The threads copying a stamped process's output into its log (:func:`spawn`), by PID.
+_COPIERS: dict[int, threading.Thread] = {}
+
+
+def _forget(pid: int) -> None:
+    """``pid`` was reaped: no longer ours to stop, and its log holds all it wrote (a stamped
+    process's last lines may still be in the copier's hands when it ends)."""
+    _LIVE.pop(pid, None)
+    copier = _COPIERS.pop(pid, None)
+    if copier is not None:
+        copier.join(timeout=5.0)
 
 
 def stop_pid(pid: int, *, grace_s: float = 10.0) -> None:
@@ -75,10 +86,10 @@ def stop_pid(pid: int, *, grace_s: float = 10.0) -> None:
             except ChildProcessError:  # not our child (or reaped): poll for its end
                 done = 0 if _alive(pid) else pid
             if done:
-                _LIVE.pop(pid, None)
+                _forget(pid)
                 return
             time.sleep(0.05)
-    _LIVE.pop(pid, None)
+    _forget(pid)
 
 
 def reaped(pid: int) -> bool:
@@ -88,7 +99,7 @@ def reaped(pid: int) -> bool:
     except ChildProcessError:
         done = True
     if done:
-        _LIVE.pop(pid, None)
+        _forget(pid)
     return done
 
 
@@ -120,30 +131,23 @@ def spawn(
     ``stamp`` (a phrase and a list): the output goes to ``log`` line by line as it comes, and the
     monotonic time at which each line holding the phrase arrived is appended to the list (when a
     client did something, not only how often: e.g. each message a consumer received)."""
-    if stamp is None:
-        with log.open("ab") as out:
-            process = subprocess.Popen(
-                list(command),
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-    else:
+    with contextlib.ExitStack() as files:
         process = subprocess.Popen(
             list(command),
             env=env,
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
+            stdout=subprocess.PIPE if stamp else files.enter_context(log.open("ab")),
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        phrase, times = stamp
-        threading.Thread(
-            target=_copy_stamped, args=(process, log, phrase.encode(), times), daemon=True
-        ).start()
     _LIVE[process.pid] = what
+    if stamp:
+        phrase, times = stamp
+        copier = threading.Thread(
+            target=_copy_stamped, args=(process, log, phrase.encode(), times), daemon=True
+        )
+        copier.start()
+        _COPIERS[process.pid] = copier
     return process.pid
 
 
