@@ -50,7 +50,15 @@ TEST_SPARK_SETTINGS = {
     # 271 CPU-s; parallel 204 s, 233 CPU-s. bench/job_call_cost.py's six warm calls, alternated:
     # parallel 82.0 and 81.4 CPU-s, serial 74.5 and 70.5 (no concurrent marking, no GC threads
     # competing with the other worker for the two cores).
-    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC",
+    # Its JIT compiles as much as it runs (jstat in a suite run: ~500 s of compile time in a
+    # worker's first 850 s, ~60,000 methods): each test file meets new planner paths. C2 inlining
+    # as shallow as before JDK 14 and shallower (Scala's deep call chains made each compile
+    # large) cuts that work more than it slows the code: tests/test_recommend_brokers.py,
+    # test_jobs_daily.py, test_jobs_episodes.py and test_recommend_job.py in one fresh JVM,
+    # alternated, 606 / 579 CPU-s (398 / 376 s) with the defaults, 533 / 501 with MaxInlineLevel
+    # 6, FreqInlineSize 100, InlineSmallCode 1000, and 494 / 458 CPU-s (369 / 347 s) with these.
+    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:MaxInlineLevel=3 -XX:MaxInlineSize=20 "
+    "-XX:FreqInlineSize=50 -XX:InlineSmallCode=500",
     "spark.ui.enabled": "false",
     "spark.databricks.delta.snapshotPartitions": "1",
     # Delta's log store for local paths in its own tests: commits written under a JVM lock and
