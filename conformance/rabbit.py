@@ -216,6 +216,13 @@ class FlatOut:
         return self._thread.is_alive()
 
 
+def _all_writing(writers: Sequence[FlatOut], probe_s: float = 0.5) -> bool:
+    """Whether each queue of ``writers`` got publishes written within the next ``probe_s``."""
+    before = {q: n for w in writers for q, n in w.written.items()}
+    time.sleep(probe_s)
+    return all(n > before[q] for w in writers for q, n in w.written.items())
+
+
 def sample_connection_states(broker: RabbitBroker) -> dict[str, str]:
     """``rabbitmqctl list_connections name state``: ``{connection name: state}``."""
     out = broker.ctl_ok("list_connections", "client_properties", "state", "--no-table-headers")
@@ -253,11 +260,13 @@ def two_senders(
     shared_connection: bool,
     window_s: float = 3.0,
     warmup_s: float = 1.0,
+    start_timeout_s: float = 30.0,
     body_size: int = 16,
 ) -> TwoSendersRun:
     """One flat-out publisher per queue (``{name: "classic" | "quorum"}``), on one shared
     connection or one connection each. After ``warmup_s`` each queue's depth is read twice,
-    ``window_s`` apart, over a separate connection that only reads; then the connections'
+    ``window_s`` apart (the first read waits, up to ``start_timeout_s``, until every queue's
+    publisher is writing), over a separate connection that only reads; then the connections'
     states (``rabbitmqctl list_connections``). The queues are declared fresh and deleted after.
     """
     declare(broker, queues)
@@ -277,6 +286,9 @@ def two_senders(
                 return time.monotonic(), counts
 
             time.sleep(warmup_s)
+            # The window opens once every queue's publisher is writing: on a loaded machine a
+            # broker just started held one queue's connection for the whole window (0 read).
+            _wait_for(lambda: _all_writing(writers), start_timeout_s)
             t0, before = sample()
             written0 = {q: n for w in writers for q, n in w.written.items()}
             time.sleep(window_s)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -206,3 +207,33 @@ def test_a_two_senders_queue_that_read_nothing_is_a_disagreement_not_a_crash(
     (row,) = cases.two_senders(None)  # type: ignore[arg-type]
     assert not row.ok
     assert row.real == "none read by quorum-queue-amqp-091 alone, quorum-queue-amqp-091 sharing"
+
+
+def test_the_two_senders_window_waits_for_every_publisher_to_write() -> None:
+    """The window of rabbitmq-two-senders-091 opens once each queue's writer is writing: a
+    writer held by the broker (one queue's count standing still) is not yet ready."""
+
+    class Writer(threading.Thread):
+        def __init__(self, queues: list[str], moving: set[str]) -> None:
+            super().__init__(daemon=True)
+            self.written = dict.fromkeys(queues, 0)
+            self.moving = moving
+            self.stop = threading.Event()
+
+        def run(self) -> None:
+            while not self.stop.wait(0.01):
+                for queue in list(self.moving):
+                    self.written[queue] += 1
+
+    held = Writer(["classic", "quorum"], {"classic"})
+    both = Writer(["classic", "quorum"], {"classic", "quorum"})
+    for writer in (held, both):
+        writer.start()
+    try:
+        assert not rabbit._all_writing([held], probe_s=0.1)  # type: ignore[list-item]
+        assert rabbit._all_writing([both], probe_s=0.1)  # type: ignore[list-item]
+        held.moving.add("quorum")  # the broker lets it write
+        assert rabbit._all_writing([held], probe_s=0.1)  # type: ignore[list-item]
+    finally:
+        for writer in (held, both):
+            writer.stop.set()
