@@ -286,8 +286,9 @@ def two_senders(
                 return time.monotonic(), counts
 
             time.sleep(warmup_s)
-            # The window opens once every queue's publisher is writing: on a loaded machine a
-            # broker just started held one queue's connection for the whole window (0 read).
+            # The window opens once every queue's publisher is writing: on a loaded machine one
+            # queue's connection was held for the whole window (0 read); held past this wait
+            # too, the case names the queue.
             _wait_for(lambda: _all_writing(writers), start_timeout_s)
             t0, before = sample()
             written0 = {q: n for w in writers for q, n in w.written.items()}
