@@ -864,8 +864,9 @@ def two_senders(broker: RabbitBroker) -> list[Row]:
                 "every queue",
                 "all",
                 False,
-                "each queue's publishes the broker read a second over the window; a publisher "
-                "that had not started writing (its connection not yet up) reads none",
+                "each queue's publishes the broker read a second over the window, which opens "
+                "once every publisher writes (or after 30 s); a publisher whose connection the "
+                "broker held through both reads none",
             )
         ]
     # The engine's queues take messages at the rates the real ones took them on connections of
