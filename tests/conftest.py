@@ -26,6 +26,7 @@ from tests.file_order import (  # noqa: F401  (hooks: pytest finds them by name 
     pytest_runtest_logreport,
     pytest_sessionfinish,
 )
+from tests.jvm_class_archive import sharing_option
 
 # PySpark returns timestamps as naive datetimes in the process's local time zone: make that UTC.
 os.environ["TZ"] = "UTC"
@@ -57,8 +58,15 @@ TEST_SPARK_SETTINGS = {
     # test_jobs_daily.py, test_jobs_episodes.py and test_recommend_job.py in one fresh JVM,
     # alternated, 606 / 579 CPU-s (398 / 376 s) with the defaults, 533 / 501 with MaxInlineLevel
     # 6, FreqInlineSize 100, InlineSmallCode 1000, and 494 / 458 CPU-s (369 / 347 s) with these.
-    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:MaxInlineLevel=3 -XX:MaxInlineSize=20 "
-    "-XX:FreqInlineSize=50 -XX:InlineSmallCode=500",
+    # And the classes come parsed and verified from the suite's class-data-sharing archive when
+    # scripts/test.sh wrote it (tests/jvm_class_archive.py; nothing when it did not).
+    "spark.driver.extraJavaOptions": " ".join(
+        [
+            "-XX:+UseSerialGC -XX:MaxInlineLevel=3 -XX:MaxInlineSize=20",
+            "-XX:FreqInlineSize=50 -XX:InlineSmallCode=500",
+            *filter(None, [sharing_option()]),
+        ]
+    ),
     "spark.ui.enabled": "false",
     "spark.databricks.delta.snapshotPartitions": "1",
     # Delta's log store for local paths in its own tests: commits written under a JVM lock and

@@ -3,13 +3,15 @@
 flowctl's log4j2 file is for a local master only, and never over a user's own logging
 configuration; a setting that keeps the JVM from starting is named in the error; a driver heap
 short of the conf's spark.driver.memory is told apart from one it sized; the JVM classes PySpark
-reaches on every column are resolved once. (The Delta jars a session loads:
+reaches on every column are resolved once; the tests' JVM can map the suite's class archive.
+(The Delta jars a session loads:
 tests/test_jvm_jars.py; a real driver's heap under spark-submit: tests/airflow/test_dag_run.py.)
 """
 
 from __future__ import annotations
 
 import ipaddress
+import subprocess
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from jobs import spark_session
 from jobs.cli import days_text
 from jobs.config import load_conf
 from tests.conftest import TEST_SPARK_SETTINGS
+from tests.jvm_class_archive import archive_path
 
 JAVA_OPTIONS = spark_session.DRIVER_JAVA_OPTIONS
 OUR_LOG4J2 = f'-Dlog4j2.configurationFile="{spark_session.LOG4J2_CONF}"'
@@ -124,6 +127,28 @@ def test_the_tests_session_listens_on_loopback_only(spark: Any) -> None:
         if port is None:  # the block manager's port is only in the executor's id
             port = spark._jsc.sc().env().blockManager().blockManagerId().port()
         assert listening_addresses(int(port)) == {ipaddress.ip_address("127.0.0.1")}, port_setting
+
+
+@pytest.mark.spark
+def test_the_tests_jvm_can_map_the_suites_class_archive(spark: Any) -> None:
+    """The class archive written for this JDK and these jars (tests/jvm_class_archive.py) maps
+    for the tests' own JVM: a JVM that must map it (``-Xshare:on``) starts with that JVM's class
+    path. One that did not match would only cost time, silently; this says so."""
+    path = archive_path()
+    if f"-XX:SharedArchiveFile={path}" not in TEST_SPARK_SETTINGS[JAVA_OPTIONS].split():
+        # scripts/test.sh writes it beside the suite: a JVM started before that has none.
+        assert path is not None, "no pyspark or java here, yet a Spark session runs"
+        pytest.skip(f"no class archive when this JVM started ({path} is written by test.sh)")
+    system = spark._jvm.System
+    java = Path(system.getProperty("java.home")) / "bin" / "java"
+    class_path = system.getProperty("java.class.path")
+    mapped = subprocess.run(
+        [str(java), "-Xshare:on", f"-XX:SharedArchiveFile={path}", "-cp", class_path, "-version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert mapped.returncode == 0, mapped.stdout + mapped.stderr
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,6 @@ is tested in the main suite (tests/test_recommend_job.py).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -24,16 +23,15 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
-from typing import Any
-from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 import pytest
 import yaml
 
 from tests.conftest import TEST_SPARK_SETTINGS
+from tests.delta_log import delta_rows
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 AIRFLOW = Path(sys.executable).parent / "airflow"
@@ -110,6 +108,20 @@ def _scenario(tmp: Path, name: str, start: str, broker: str) -> Path:
     return path
 
 
+def _driver_options() -> str:
+    """C1 only, and the suite's class archive if it was written (tests/jvm_class_archive.py: its
+    name depends on the jobs' pyspark, so the jobs' virtualenv says it; ~10 CPU-s less a JVM)."""
+    sharing = subprocess.run(
+        [str(JOBS_BIN / "python"), "-m", "tests.jvm_class_archive", "--option"],
+        cwd=PROJECT_DIR,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.strip()
+    return " ".join(filter(None, ["-XX:TieredStopAtLevel=1", sharing]))
+
+
 def _worker_path() -> str:
     """The worker's PATH: Airflow's virtualenv first (its python3 has pyspark-client, no Spark),
     and the jobs' virtualenv nowhere."""
@@ -151,7 +163,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     # JVMs live a minute and run C1 only, C2 compiling Spark was ~45 % of their CPU (ingest 92 ->
     # 52 CPU-s). It also shows the conf's own driver options reaching spark-submit beside the
     # log4j2 file.
-    conf["spark"]["conf"]["spark.driver.extraJavaOptions"] = "-XX:TieredStopAtLevel=1"
+    conf["spark"]["conf"]["spark.driver.extraJavaOptions"] = _driver_options()
     conf_path = tmp / "pipeline.yaml"
     conf_path.write_text(yaml.safe_dump(conf))
 
@@ -180,30 +192,6 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         done = airflow(deployed, *step)
         assert done.returncode == 0, f"airflow {' '.join(step)}:\n{done.output[-4000:]}"
     yield deployed
-
-
-def delta_rows(table: Path) -> list[dict[str, Any]]:
-    """The rows of a Delta table's latest version, read from its log as the Delta protocol defines
-    it (the data files added and not removed since, each with its partition values), without a
-    JVM: Spark would cost another ~25 s. A table using a feature this reader lacks fails here."""
-    live: dict[str, dict[str, Any]] = {}
-    configuration: dict[str, str] = {}
-    for commit in sorted((table / "_delta_log").glob("*.json")):  # zero-padded versions
-        for line in commit.read_text().splitlines():
-            action = json.loads(line)
-            if "add" in action:
-                live[action["add"]["path"]] = action["add"]
-            elif "remove" in action:
-                live.pop(action["remove"]["path"], None)
-            elif "metaData" in action:
-                configuration = action["metaData"].get("configuration") or {}
-    assert configuration.get("delta.columnMapping.mode", "none") == "none", configuration
-    rows = []
-    for path, add in sorted(live.items()):
-        assert not add.get("deletionVector"), f"{table}: {path} has a deletion vector"
-        for row in pq.read_table(table / unquote(path)).to_pylist():
-            rows.append({**row, **add["partitionValues"]})  # partition values as text
-    return rows
 
 
 def _task_durations(output: str) -> dict[str, float]:
@@ -285,21 +273,24 @@ def test_the_run_of_a_logical_date_processes_the_day_before_with_the_confs_drive
     log4j2 = PROJECT_DIR / "conf" / "log4j2.properties"
     for submit in submits:
         assert f"--conf spark.driver.memory={memory}" in submit
+        driver_options = conf["spark"]["conf"]["spark.driver.extraJavaOptions"]
+        assert driver_options.startswith("-XX:TieredStopAtLevel=1")
         assert (
-            "--conf spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 "
+            f"--conf spark.driver.extraJavaOptions={driver_options} "
             f'-Dlog4j2.configurationFile="{log4j2}"'
         ) in submit
         assert "--packages" not in submit
     # Quiet task logs: no Spark INFO at all (the issue counted ~2,200 lines of it per task).
     assert not [line for line in spark_lines if JVM_INFO_LINE.search(line)]
 
+    processed = date.fromisoformat(PROCESSED_DAY)
     bronze = delta_rows(deployment.warehouse / "bronze" / "broker_events")
-    assert {row["date"] for row in bronze} == {PROCESSED_DAY}
+    assert {row["date"] for row in bronze} == {processed}
     raw_day = pq.read_table(deployment.raw / f"date={PROCESSED_DAY}").to_pylist()
     assert sorted(row["seq"] for row in bronze) == sorted(event["seq"] for event in raw_day)
     # One queue of one run, on the processed day only: the next day's run is still in raw.
     (daily,) = delta_rows(deployment.warehouse / "gold" / "queue_flow_daily")
-    assert daily["date"] == PROCESSED_DAY and daily["queue"] == "payments"
+    assert daily["date"] == processed and daily["queue"] == "payments"
     assert daily["run_id"].startswith("dag-processed-day-")
     assert daily["flow_stopped_count"] == sum(
         event["event_type"] == "flow_stopped" for event in raw_day
@@ -310,7 +301,7 @@ def test_the_run_of_a_logical_date_processes_the_day_before_with_the_confs_drive
     assert daily["counter_check_ok"] is True
     recommendations = delta_rows(deployment.warehouse / "gold" / "threshold_recommendations")
     recommended = {(r["date"], r["entity_kind"], r["entity"]) for r in recommendations}
-    assert recommended == {(PROCESSED_DAY, "queue", "payments")}
+    assert recommended == {(processed, "queue", "payments")}
 
 
 def test_a_day_without_raw_files_fails_ingest_unless_the_variable_allows_it(
