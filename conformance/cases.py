@@ -865,8 +865,8 @@ def two_senders(broker: RabbitBroker) -> list[Row]:
                 "all",
                 False,
                 "each queue's publishes the broker read a second over the window, which opens "
-                "once every publisher writes (or after 30 s); a publisher whose connection the "
-                "broker held through both reads none",
+                "once every publisher writes (or after 30 s) and lasts until each wrote in it "
+                "(3-15 s); a publisher whose connection the broker held through both reads none",
             )
         ]
     # The engine's queues take messages at the rates the real ones took them on connections of

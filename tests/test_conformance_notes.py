@@ -234,6 +234,17 @@ def test_the_two_senders_window_waits_for_every_publisher_to_write() -> None:
         assert rabbit._all_writing([both], probe_s=0.1)  # type: ignore[list-item]
         held.moving.add("quorum")  # the broker lets it write
         assert rabbit._all_writing([held], probe_s=0.1)  # type: ignore[list-item]
+        # The window closes once each queue's writer wrote in it (the CI-like run of
+        # 2026-11-30: the quorum queue's writer, writing before the window, was held through
+        # all of its 3 s).
+        held.moving.discard("quorum")
+        time.sleep(0.05)
+        opened = dict(held.written)
+        time.sleep(0.1)
+        assert not rabbit._all_wrote_since([held], opened)  # type: ignore[list-item]
+        held.moving.add("quorum")
+        time.sleep(0.1)
+        assert rabbit._all_wrote_since([held], opened)  # type: ignore[list-item]
     finally:
         for writer in (held, both):
             writer.stop.set()
