@@ -301,9 +301,9 @@ def two_senders(
             t0, before = sample()
             written0 = {q: n for w in writers for q, n in w.written.items()}
             time.sleep(window_s)
-            # Under the test suite's disk load a quorum queue's publisher was held for the
-            # whole 3 s (its log's fsyncs stalled) after writing in the wait above: the window
-            # goes on until each publisher wrote in it, so the rate is a slow one, not none.
+            # Under the test suite's load a quorum queue's publisher, writing in the wait above,
+            # was held for the whole 3 s (its log's fsyncs stalling, presumably): the window goes
+            # on until each publisher wrote in it, so the rate is a slow one, not none.
             _wait_for(lambda: _all_wrote_since(writers, written0), max_window_s - window_s)
             t1, after = sample()
             written1 = {q: n for w in writers for q, n in w.written.items()}
