@@ -216,16 +216,21 @@ class FlatOut:
         return self._thread.is_alive()
 
 
-def _all_writing(writers: Sequence[FlatOut], probe_s: float = 0.5) -> bool:
-    """Whether each queue of ``writers`` got publishes written within the next ``probe_s``."""
-    before = {q: n for w in writers for q, n in w.written.items()}
-    time.sleep(probe_s)
-    return all(n > before[q] for w in writers for q, n in w.written.items())
+def _written(writers: Sequence[FlatOut]) -> dict[str, int]:
+    """Each queue's count of publishes its writer got written so far."""
+    return {q: n for w in writers for q, n in w.written.items()}
 
 
 def _all_wrote_since(writers: Sequence[FlatOut], written: dict[str, int]) -> bool:
     """Whether each queue of ``writers`` got publishes written since its count was ``written``."""
-    return all(n > written[q] for w in writers for q, n in w.written.items())
+    return all(n > written[q] for q, n in _written(writers).items())
+
+
+def _all_writing(writers: Sequence[FlatOut], probe_s: float = 0.5) -> bool:
+    """Whether each queue of ``writers`` got publishes written within the next ``probe_s``."""
+    before = _written(writers)
+    time.sleep(probe_s)
+    return _all_wrote_since(writers, before)
 
 
 def sample_connection_states(broker: RabbitBroker) -> dict[str, str]:
@@ -299,14 +304,14 @@ def two_senders(
             # too, the case names the queue.
             _wait_for(lambda: _all_writing(writers), start_timeout_s)
             t0, before = sample()
-            written0 = {q: n for w in writers for q, n in w.written.items()}
+            written0 = _written(writers)
             time.sleep(window_s)
             # Under the test suite's load a quorum queue's publisher, writing in the wait above,
             # was held for the whole 3 s (its log's fsyncs stalling, presumably): the window goes
             # on until each publisher wrote in it, so the rate is a slow one, not none.
             _wait_for(lambda: _all_wrote_since(writers, written0), max_window_s - window_s)
             t1, after = sample()
-            written1 = {q: n for w in writers for q, n in w.written.items()}
+            written1 = _written(writers)
             states: dict[str, set[str]] = {}
             for name, state in sample_connection_states(broker).items():
                 states.setdefault(name, set()).add(state)

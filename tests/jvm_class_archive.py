@@ -86,6 +86,8 @@ from tests.conftest import TEST_SPARK_SETTINGS
 
 root, dump_option = sys.argv[1], sys.argv[2]
 settings = dict(TEST_SPARK_SETTINGS, **{"spark.sql.warehouse.dir": root + "/sql"})
+# A JVM refuses to map one archive and write another: a build while an archive is mapped (the
+# tests' settings name it once it exists) drops that option.
 kept = settings["spark.driver.extraJavaOptions"].split()
 settings["spark.driver.extraJavaOptions"] = " ".join(
     [o for o in kept if not o.startswith("-XX:SharedArchiveFile=")] + [dump_option]
