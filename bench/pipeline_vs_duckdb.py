@@ -17,7 +17,12 @@ Definitions:
   database in the same process (library loaded, files in the OS cache);
 - floor: pipeline_throughput's ``--floor`` step "copy to Delta", a bare copy of the raw events
   into a date-partitioned Delta table, no check at all;
-- ratio: pipeline seconds / DuckDB seconds, cold with cold and warm with warm.
+- DuckDB after: the peer once more, warm, after the pipeline (its Spark session stopped). This
+  machine's speed moves within minutes (the same peer run took 19.5 s, then 30.3 s ten minutes
+  later, nothing else of ours running), so the peer is timed on both sides of the pipeline: the
+  warm ratio is taken against the mean of the two warm peer runs, and their spread is printed;
+- ratio: pipeline seconds / DuckDB seconds, cold with cold and warm with the warm peer's mean
+  before and after.
 
     .venv/bin/python bench/pipeline_vs_duckdb.py                      # 10 million events
     .venv/bin/python bench/pipeline_vs_duckdb.py --events 200000      # a quick smoke run
@@ -64,6 +69,8 @@ class Figures:
     pipeline_warm_s: float = float("nan")
     peer_cold_s: float = float("nan")
     peer_warm_s: float = float("nan")
+    #: The peer's warm run after the pipeline: with ``peer_warm_s``, it brackets the pipeline's run.
+    peer_after_s: float = float("nan")
     floor_copy_s: float = float("nan")
     bronze_rows: int = 0
     load_before: tuple[float, float, float] = (0.0, 0.0, 0.0)
@@ -149,6 +156,21 @@ def _ratio(pipeline: float, duckdb: float) -> str:
     return f"{pipeline / duckdb:.1f}x" if pipeline == pipeline and duckdb == duckdb else "n/a"
 
 
+def peer_warm_mean(f: Figures) -> float:
+    """The warm peer's seconds around the pipeline: the mean of its runs before and after it,
+    or the one before when there is none after."""
+    if f.peer_after_s != f.peer_after_s:
+        return f.peer_warm_s
+    return (f.peer_warm_s + f.peer_after_s) / 2
+
+
+def peer_spread(f: Figures) -> str:
+    """How far the two warm peer runs are apart: the machine's drift over the pipeline's run."""
+    if f.peer_after_s != f.peer_after_s or f.peer_warm_s != f.peer_warm_s:
+        return "n/a"
+    return f"after / before {f.peer_after_s / f.peer_warm_s:.2f}"
+
+
 def markdown_table(f: Figures) -> str:
     cores = os.cpu_count()
     rows = [
@@ -156,9 +178,12 @@ def markdown_table(f: Figures) -> str:
         ("pipeline cold (ingest, episodes, daily_metrics)", _seconds(f.pipeline_cold_s, f.events)),
         ("pipeline warm (same session, same days again)", _seconds(f.pipeline_warm_s, f.events)),
         ("DuckDB peer cold (raw to silver + gold)", _seconds(f.peer_cold_s, f.events)),
-        ("DuckDB peer warm", _seconds(f.peer_warm_s, f.events)),
+        ("DuckDB peer warm, before the pipeline", _seconds(f.peer_warm_s, f.events)),
+        ("DuckDB peer warm, after the pipeline", _seconds(f.peer_after_s, f.events)),
+        ("the machine's drift over the pipeline's run (peer)", peer_spread(f)),
         ("ratio pipeline / DuckDB, cold", _ratio(f.pipeline_cold_s, f.peer_cold_s)),
-        ("ratio pipeline / DuckDB, warm", _ratio(f.pipeline_warm_s, f.peer_warm_s)),
+        ("ratio pipeline / DuckDB, warm (peer's mean before and after)",
+         _ratio(f.pipeline_warm_s, peer_warm_mean(f))),
         ("floor: bare copy of raw to Delta", _seconds(f.floor_copy_s, f.events)),
         ("pipeline warm / floor", _ratio(f.pipeline_warm_s, f.floor_copy_s)),
         (
@@ -252,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     pipeline_paths = export_pipeline_tables(spark, conf, work / "pipeline_tables")
     spark.stop()
     figures.load_after = os.getloadavg()
+    figures.peer_after_s = time_peer(raw_dir, work / "peer_after", "warm, after", figures.events)
 
     figures.comparisons = compare_with_peer(work / "peer", pipeline_paths)
     print("\npipeline vs. peer, row by row (floats to 1e-9 relative):")

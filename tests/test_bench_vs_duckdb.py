@@ -1,0 +1,32 @@
+"""bench/pipeline_vs_duckdb.py's closing table: the warm ratio is taken against the peer timed on
+both sides of the pipeline, and the machine's drift between the two is shown."""
+
+from __future__ import annotations
+
+from bench.pipeline_vs_duckdb import Figures, markdown_table, peer_spread, peer_warm_mean
+
+
+def _row(table: str, name: str) -> str:
+    (line,) = [line for line in table.splitlines() if line.startswith(f"| {name} |")]
+    return line.removeprefix(f"| {name} | ").removesuffix(" |")
+
+
+def test_the_warm_ratio_is_against_the_peers_mean_before_and_after_the_pipeline():
+    # The peer took 20 s before and 30 s after (the machine slowed meanwhile): the pipeline's
+    # 125 s are 5.0x their mean, not 6.2x the one before.
+    figures = Figures(events=10_000_000, pipeline_warm_s=125.0, peer_warm_s=20.0, peer_after_s=30.0)
+    assert peer_warm_mean(figures) == 25.0
+    table = markdown_table(figures)
+    assert _row(table, "ratio pipeline / DuckDB, warm (peer's mean before and after)") == "5.0x"
+    assert (
+        _row(table, "the machine's drift over the pipeline's run (peer)") == "after / before 1.50"
+    )
+    assert _row(table, "DuckDB peer warm, after the pipeline") == "30.0 s (333,333 events/s)"
+
+
+def test_without_a_peer_run_after_the_pipeline_the_ratio_is_against_the_one_before():
+    figures = Figures(events=1_000, pipeline_warm_s=30.0, peer_warm_s=10.0)
+    assert peer_warm_mean(figures) == 10.0 and peer_spread(figures) == "n/a"
+    table = markdown_table(figures)
+    assert _row(table, "ratio pipeline / DuckDB, warm (peer's mean before and after)") == "3.0x"
+    assert _row(table, "DuckDB peer warm, after the pipeline") == "n/a"
