@@ -966,6 +966,8 @@ def memory_alarm(broker: RabbitBroker) -> list[Row]:
     drained_before = rate("dequeue", "alarm-drain", raise_s - 1.0, raise_s)
     drained_during = rate("dequeue", "alarm-drain", raise_s + 0.3, clear_s)
     reasons = engine.blocked_reasons(events)
+    delivered_ratio = got.delivered_during / got.delivered_before
+    drained_ratio = drained_during / drained_before
     return [
         within_abs(
             workload,
@@ -982,10 +984,9 @@ def memory_alarm(broker: RabbitBroker) -> list[Row]:
         bound(
             workload,
             "consumer deliveries during ÷ before the alarm",
-            got.delivered_during / got.delivered_before,
-            drained_during / drained_before,
-            got.delivered_during / got.delivered_before
-            >= drained_during / drained_before - CONSUMER_ALARM_SLOWDOWN,
+            delivered_ratio,
+            drained_ratio,
+            delivered_ratio >= drained_ratio - CONSUMER_ALARM_SLOWDOWN,
             f">= engine - {CONSUMER_ALARM_SLOWDOWN}",
             f"real {got.delivered_before:,.0f}/s before; consumer state during the alarm "
             f"{got.consumer_state!r} (it does not publish). A blocked consumer would stop after "
