@@ -63,6 +63,7 @@ from jobs.ingest_refusals import (
 from jobs.ingest_report import IngestReport, log_report, validate_with_great_expectations
 from jobs.ingest_write import IngestPlan, write_tables
 from jobs.pipeline_state import INGEST, bronze_version, record_processed
+from jobs.quality import import_in_background
 from jobs.raw_files import list_raw_files, log_skipped_entries
 from schemas.tables import BROKER_EVENTS_QUARANTINE, BRONZE_BROKER_EVENTS
 
@@ -97,6 +98,8 @@ def run_ingest(
     damaged files that Spark did not reach, read by pyarrow on the driver; Great Expectations over
     the bronze rows as written. Nothing is cached.
     """
+    if conf.validate_with_great_expectations:
+        import_in_background()
     scope = IngestScope(date_from, date_to, raw_dir or conf.raw_dir, allow_empty_days)
     # 1 and 2: inspect the raw files, refusing what cannot be meant as soon as it shows.
     check_raw_root(scope.raw_root)

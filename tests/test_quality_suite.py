@@ -56,3 +56,30 @@ def test_every_kind_of_check_has_its_expectations():
 def test_the_suite_reads_every_column_a_rule_checks():
     columns = set(quality.suite_columns())
     assert {rule.column for rule in contract_rules()} | {"event_type", "date"} <= columns
+
+
+def test_the_background_import_loads_the_module_and_leaves_a_failure_to_the_validation(
+    tmp_path, monkeypatch
+):
+    """jobs/quality.py ``import_in_background``: the ingest starts Great Expectations' import on
+    a thread; the validation's own import then finds the module loaded, or raises what failed."""
+    import importlib
+    import sys
+
+    (tmp_path / "flowctl_slow_module.py").write_text("import time\ntime.sleep(0.2)\nLOADED = 1\n")
+    (tmp_path / "flowctl_broken_module.py").write_text("raise RuntimeError('broken on import')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("flowctl_slow_module", "flowctl_broken_module"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+
+    thread = quality.import_in_background("flowctl_slow_module")
+    assert thread.daemon and thread.is_alive()  # started, and it does not hold the process up
+    assert importlib.import_module("flowctl_slow_module").LOADED == 1  # waits for the thread
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+
+    broken = quality.import_in_background("flowctl_broken_module")
+    broken.join(timeout=10)
+    assert not broken.is_alive() and "flowctl_broken_module" not in sys.modules
+    with pytest.raises(RuntimeError, match="broken on import"):
+        importlib.import_module("flowctl_broken_module")
