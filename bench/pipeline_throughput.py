@@ -130,6 +130,19 @@ def _bench_columns(
     }
 
 
+def mapped_class_archive(spark: Any) -> str:
+    """The class-data-sharing archive of jobs/jvm_class_archive.py the driver JVM mapped (from
+    /proc: in local mode, all of Spark), or why none: a cold round is faster with one."""
+    pid = spark.sparkContext._jvm.ProcessHandle.current().pid()
+    maps = Path(f"/proc/{pid}/maps")
+    if not maps.is_file():
+        return "unknown (no /proc)"
+    found = {
+        line.split()[-1] for line in maps.read_text().splitlines() if "/class-archive/" in line
+    }
+    return ", ".join(sorted(found)) or "none (python -m jobs.jvm_class_archive writes it)"
+
+
 def jvm_peak_rss_gib(spark: Any) -> float:
     """The driver JVM's peak resident memory (``VmHWM`` of /proc): in local mode, all of Spark's."""
     pid = spark.sparkContext._jvm.ProcessHandle.current().pid()
@@ -194,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = build_spark_session(conf, app_name="flowctl-bench")
     spark.range(1).count()
     print(f"Spark + Delta session start-up: {time.perf_counter() - started:.1f} s (excluded)")
+    print(f"class-data-sharing archive: {mapped_class_archive(spark)}")
 
     date_to = date.fromordinal(DAY1.toordinal() + args.days - 1)
     jobs = (

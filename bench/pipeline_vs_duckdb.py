@@ -9,9 +9,10 @@ row. Prints figures and a markdown table for a closing note; asserts none.
 Definitions:
 
 - pipeline cold: the three jobs' first round in a fresh Spark session (JVM start-up excluded),
-  into an empty warehouse; warm: a second round in the same session over the same days, which
-  replaces them (pipeline_throughput's ``--repeat 2``: the JVM has its classes loaded and JIT
-  compiled, the warehouse holds the first round's tables);
+  into an empty warehouse, its driver mapping the class-data-sharing archive when it is written
+  (jobs/jvm_class_archive.py; the table says which); warm: a second round in the same session
+  over the same days, which replaces them (pipeline_throughput's ``--repeat 2``: the JVM has its
+  classes loaded and JIT compiled, the warehouse holds the first round's tables);
 - DuckDB cold: the peer's first computation in this process (a fresh in-memory database: reads
   every raw file, builds the four tables, writes them as Parquet); warm: a second one, a new
   database in the same process (library loaded, files in the OS cache);
@@ -47,7 +48,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import duckdb_peer as peer
-from bench.pipeline_throughput import DAY1, DAYS, generate_raw, print_floor, run_round
+from bench.pipeline_throughput import (
+    DAY1,
+    DAYS,
+    generate_raw,
+    mapped_class_archive,
+    print_floor,
+    run_round,
+)
 from jobs.config import PROJECT_ROOT, load_conf
 
 #: Silver and gold, in the order the comparison prints them.
@@ -72,6 +80,8 @@ class Figures:
     #: The peer's warm run after the pipeline: with ``peer_warm_s``, it brackets the pipeline's run.
     peer_after_s: float = float("nan")
     floor_copy_s: float = float("nan")
+    #: The class-data-sharing archive the driver mapped (jobs/jvm_class_archive.py), or "none".
+    class_archive: str = ""
     bronze_rows: int = 0
     load_before: tuple[float, float, float] = (0.0, 0.0, 0.0)
     load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
@@ -186,6 +196,7 @@ def markdown_table(f: Figures) -> str:
          _ratio(f.pipeline_warm_s, peer_warm_mean(f))),
         ("floor: bare copy of raw to Delta", _seconds(f.floor_copy_s, f.events)),
         ("pipeline warm / floor", _ratio(f.pipeline_warm_s, f.floor_copy_s)),
+        ("class-data-sharing archive the driver mapped", f.class_archive or "n/a"),
         (
             "load average (1, 5, 15 min) before -> after",
             f"{', '.join(f'{v:.1f}' for v in f.load_before)} -> "
@@ -264,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     spark = build_spark_session(conf, app_name="flowctl-bench-vs-duckdb")
     spark.range(1).count()
     print(f"Spark + Delta session start-up: {time.perf_counter() - started:.1f} s (excluded)")
+    figures.class_archive = mapped_class_archive(spark)
+    print(f"class-data-sharing archive: {figures.class_archive}")
     jobs = (
         ("ingest", lambda: run_ingest(spark, conf, date_from, date_to)),
         ("episodes", lambda: run_episodes(spark, conf, date_from, date_to)),

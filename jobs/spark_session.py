@@ -10,6 +10,8 @@ cannot act on). A conf that sets its own ``-Dlog4j2.configurationFile`` in
 ``spark.driver.extraJavaOptions``, or a non-local master (spark-submit, a cluster), keeps its own.
 A local session's driver listens on loopback only, unless the conf or $SPARK_LOCAL_IP says where;
 so does a driver spark-submit starts with a local master when the conf leaves the master to it.
+A local session's JVM maps flowctl's class-data-sharing archive when it is written
+(jobs/jvm_class_archive.py): it starts with its classes parsed and verified.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobs.config import PROJECT_ROOT, ConfError, PipelineConf, load_conf
+from jobs.jvm_class_archive import sharing_option
 from jobs.jvm_jars import delta_artifact, delta_jar_dir, delta_jars_or_error
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -68,6 +71,29 @@ def with_local_logging(master: str | None, settings: Mapping[str, str]) -> dict[
     # Quoted: Spark splits these options on blanks, and the checkout's path may contain one.
     ours = f'-Dlog4j2.configurationFile="{LOG4J2_CONF}"'
     return {**settings, DRIVER_JAVA_OPTIONS: f"{options} {ours}".strip()}
+
+
+#: The JVM options that write or map a class-data-sharing archive: a JVM takes one of them.
+CLASS_ARCHIVE_OPTIONS = ("-XX:SharedArchiveFile=", "-XX:ArchiveClassesAtExit=")
+
+
+def with_class_archive(
+    master: str | None, settings: Mapping[str, str], sharing: str
+) -> dict[str, str]:
+    """``settings`` plus ``sharing`` (the option mapping jobs/jvm_class_archive.py's archive, ""
+    when none is written) among the driver's Java options, for a local[...] master.
+
+    Left out when the master comes from spark-submit or a cluster (the driver JVM starts before
+    the session's settings are read: a spark-submit names the archive on its command line), and
+    when the options already write or map an archive (the archive's own build, the tests)."""
+    options = settings.get(DRIVER_JAVA_OPTIONS, "")
+    if (
+        not sharing
+        or not is_local_master(master)
+        or any(o in options for o in CLASS_ARCHIVE_OPTIONS)
+    ):
+        return dict(settings)
+    return {**settings, DRIVER_JAVA_OPTIONS: f"{options} {sharing}".strip()}
 
 
 LOOPBACK = "127.0.0.1"
@@ -214,6 +240,7 @@ def build_spark_session(
         builder = builder.master(conf.spark_master)
     settings = {**conf.spark_settings, **(extra_settings or {}), **DELTA_SESSION_SETTINGS}
     settings = with_local_logging(conf.spark_master, settings)
+    settings = with_class_archive(conf.spark_master, settings, sharing_option())
     # A conf that leaves the master to spark-submit still gets a loopback driver for a local one.
     settings = with_loopback_driver(conf.spark_master or submitted_master(), settings)
     settings = with_sql_warehouse(conf.warehouse_dir, settings)

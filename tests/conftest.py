@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from jobs.jvm_class_archive import sharing_option
 from schemas.broker_events import BROKER_EVENTS
 from tests.file_order import (  # noqa: F401  (hooks: pytest finds them by name here)
     pytest_addoption,
@@ -26,7 +27,6 @@ from tests.file_order import (  # noqa: F401  (hooks: pytest finds them by name 
     pytest_runtest_logreport,
     pytest_sessionfinish,
 )
-from tests.jvm_class_archive import sharing_option
 
 # PySpark returns timestamps as naive datetimes in the process's local time zone: make that UTC.
 os.environ["TZ"] = "UTC"
@@ -59,7 +59,7 @@ TEST_SPARK_SETTINGS = {
     # alternated, 606 / 579 CPU-s (398 / 376 s) with the defaults, 533 / 501 with MaxInlineLevel
     # 6, FreqInlineSize 100, InlineSmallCode 1000, and 494 / 458 CPU-s (369 / 347 s) with these.
     # And the classes come parsed and verified from the suite's class-data-sharing archive when
-    # scripts/test.sh wrote it (tests/jvm_class_archive.py; nothing when it did not).
+    # scripts/test.sh wrote it (jobs/jvm_class_archive.py; nothing when it did not).
     "spark.driver.extraJavaOptions": " ".join(
         [
             "-XX:+UseSerialGC -XX:MaxInlineLevel=3 -XX:MaxInlineSize=20",

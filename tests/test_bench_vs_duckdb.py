@@ -22,11 +22,13 @@ def test_the_warm_ratio_is_against_the_peers_mean_before_and_after_the_pipeline(
         _row(table, "the machine's drift over the pipeline's run (peer)") == "after / before 1.50"
     )
     assert _row(table, "DuckDB peer warm, after the pipeline") == "30.0 s (333,333 events/s)"
+    assert _row(table, "class-data-sharing archive the driver mapped") == "n/a"  # not recorded
 
 
 def test_without_a_peer_run_after_the_pipeline_the_ratio_is_against_the_one_before():
-    figures = Figures(events=1_000, pipeline_warm_s=30.0, peer_warm_s=10.0)
+    figures = Figures(events=1_000, pipeline_warm_s=30.0, peer_warm_s=10.0, class_archive="none")
     assert peer_warm_mean(figures) == 10.0 and peer_spread(figures) == "n/a"
     table = markdown_table(figures)
     assert _row(table, "ratio pipeline / DuckDB, warm (peer's mean before and after)") == "3.0x"
     assert _row(table, "DuckDB peer warm, after the pipeline") == "n/a"
+    assert _row(table, "class-data-sharing archive the driver mapped") == "none"

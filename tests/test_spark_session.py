@@ -21,8 +21,8 @@ import pytest
 from jobs import spark_session
 from jobs.cli import days_text
 from jobs.config import load_conf
+from jobs.jvm_class_archive import archive_path
 from tests.conftest import TEST_SPARK_SETTINGS
-from tests.jvm_class_archive import archive_path
 
 JAVA_OPTIONS = spark_session.DRIVER_JAVA_OPTIONS
 OUR_LOG4J2 = f'-Dlog4j2.configurationFile="{spark_session.LOG4J2_CONF}"'
@@ -63,6 +63,59 @@ def test_a_log4j2_file_in_spark_conf_dir_wins(
     (tmp_path / "log4j2.properties").write_text("rootLogger.level = info\n")
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
     assert spark_session.with_local_logging("local[2]", {}) == {}
+
+
+SHARING = "-XX:SharedArchiveFile=/project/.jvm/class-archive/spark-0123.jsa"
+
+
+def test_a_local_session_maps_the_class_archive_when_it_is_written() -> None:
+    settings = {JAVA_OPTIONS: "-XX:+UseParallelGC", "spark.ui.enabled": "false"}
+    assert spark_session.with_class_archive("local[2]", settings, SHARING) == {
+        JAVA_OPTIONS: f"-XX:+UseParallelGC {SHARING}",
+        "spark.ui.enabled": "false",
+    }
+    assert spark_session.with_class_archive("local[*]", {}, SHARING) == {JAVA_OPTIONS: SHARING}
+    assert spark_session.with_class_archive("local[2]", settings, "") == settings  # none written
+
+
+@pytest.mark.parametrize(
+    "master, options",
+    [
+        (None, "-XX:+UseParallelGC"),  # spark-submit started the JVM: its command line names it
+        ("spark://head:7077", ""),
+        ("local[2]", "-XX:SharedArchiveFile=/elsewhere/own.jsa"),  # the tests' own, say
+        ("local[2]", "-XX:TieredStopAtLevel=1 -XX:ArchiveClassesAtExit=/tmp/a.jsa"),  # its build
+    ],
+)
+def test_the_class_archive_is_left_out_where_the_jvm_starts_elsewhere_or_names_one(
+    master: str | None, options: str
+) -> None:
+    """A JVM refuses to map one archive and write another, and maps one archive only."""
+    settings = {JAVA_OPTIONS: options}
+    assert spark_session.with_class_archive(master, settings, SHARING) == settings
+
+
+def test_the_nightly_dag_finds_and_recognises_the_class_archive_as_the_sessions_do() -> None:
+    """airflow_dags/flowctl_nightly.py cannot import jobs/ (Airflow's own virtualenv): its copies
+    of the archive's place and of the options that name one are kept equal here."""
+    import ast
+    import fnmatch
+
+    from jobs.config import PROJECT_ROOT
+
+    source = (PROJECT_ROOT / "airflow_dags" / "flowctl_nightly.py").read_text()
+    constants = {
+        target.id: ast.literal_eval(node.value)
+        for node in ast.parse(source).body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name) and target.id.startswith("CLASS_ARCHIVE_")
+    }
+    assert constants["CLASS_ARCHIVE_OPTIONS"] == spark_session.CLASS_ARCHIVE_OPTIONS
+    path = archive_path()
+    assert path is not None, "no pyspark or java here, yet the suite runs Spark"
+    relative = str(path.relative_to(PROJECT_ROOT))
+    assert fnmatch.fnmatch(relative, constants["CLASS_ARCHIVE_GLOB"]), relative
 
 
 @pytest.fixture
@@ -131,11 +184,11 @@ def test_the_tests_session_listens_on_loopback_only(spark: Any) -> None:
 
 @pytest.mark.spark
 def test_the_tests_jvm_can_map_the_suites_class_archive(spark: Any) -> None:
-    """The class archive written for this JDK and these jars (tests/jvm_class_archive.py) maps
+    """The class archive written for this JDK and these jars (jobs/jvm_class_archive.py) maps
     for the tests' own JVM: a JVM that must map it (``-Xshare:on``) starts with that JVM's class
     path. One that did not match would only cost time, silently; this says so."""
     path = archive_path()
-    if f"-XX:SharedArchiveFile={path}" not in TEST_SPARK_SETTINGS[JAVA_OPTIONS].split():
+    if f'-XX:SharedArchiveFile="{path}"' not in TEST_SPARK_SETTINGS[JAVA_OPTIONS].split():
         # scripts/test.sh writes it beside the suite: a JVM started before that has none.
         assert path is not None, "no pyspark or java here, yet a Spark session runs"
         pytest.skip(f"no class archive when this JVM started ({path} is written by test.sh)")

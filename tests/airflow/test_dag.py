@@ -189,6 +189,17 @@ HELPERS = textwrap.dedent(
     (tmp / "sparkconf" / "log4j2.properties").write_text("rootLogger.level = info")
     out["spark_conf_dir"] = launch("spark: {master: null}", {"SPARK_CONF_DIR": f"{tmp}/sparkconf"})
     out["empty_conf"] = launch("")
+    # The class archive of a project that has one (jobs/jvm_class_archive.py writes it), unless
+    # the conf's options name one.
+    archived = tmp / "archived"
+    (archived / ".jvm" / "class-archive").mkdir(parents=True)
+    (archived / ".jvm" / "class-archive" / "spark-0123.jsa").write_bytes(b"archive")
+    (archived / "conf.yaml").write_text("spark: {conf: {spark.driver.extraJavaOptions: -Xss4m}}")
+    out["archived"] = dag.driver_launch_conf(str(archived / "conf.yaml"), str(archived), {})
+    (archived / "own.yaml").write_text(
+        "spark: {conf: {spark.driver.extraJavaOptions: -XX:SharedArchiveFile=/own.jsa}}"
+    )
+    out["own_archive"] = dag.driver_launch_conf(str(archived / "own.yaml"), str(archived), {})
     try:
         dag.driver_launch_conf(str(tmp / "missing.yaml"), project, {})
     except FileNotFoundError as error:
@@ -239,13 +250,21 @@ def test_the_driver_gets_the_confs_launch_settings_and_the_jobs_spark_submit(
     out = json.loads(done.stdout.strip().splitlines()[-1])
     log4j2 = f'-Dlog4j2.configurationFile="{PROJECT_DIR}/conf/log4j2.properties"'
     java = "spark.driver.extraJavaOptions"
-    shipped = f"-XX:+UseParallelGC -Duser.timezone=UTC {log4j2}"
+    # This checkout's own class archive, when the test command has written it.
+    written = sorted((PROJECT_DIR / ".jvm" / "class-archive").glob("spark-*.jsa"))
+    ours = f' -XX:SharedArchiveFile="{written[-1]}"' if written else ""
+    shipped = f"-XX:+UseParallelGC -Duser.timezone=UTC {log4j2}{ours}"
     assert out["shipped"] == {"spark.driver.memory": "6g", java: shipped}
     # The conf's own driver options come first; settings Spark reads later stay with the job.
-    assert out["own_options"] == {java: f"-Xss4m {log4j2}"}
-    assert out["own_log4j"] == {java: "-Dlog4j2.configurationFile=/etc/l.xml"}
-    assert out["spark_conf_dir"] == {}
-    assert out["empty_conf"] == {java: log4j2}
+    assert out["own_options"] == {java: f"-Xss4m {log4j2}{ours}"}
+    assert out["own_log4j"] == {java: f"-Dlog4j2.configurationFile=/etc/l.xml{ours}"}
+    assert out["spark_conf_dir"] == ({java: ours.strip()} if ours else {})
+    assert out["empty_conf"] == {java: f"{log4j2}{ours}"}
+    archived = tmp_path / "archived"
+    archive = archived / ".jvm" / "class-archive" / "spark-0123.jsa"
+    log4j2_there = f'-Dlog4j2.configurationFile="{archived}/conf/log4j2.properties"'
+    assert out["archived"] == {java: f'-Xss4m {log4j2_there} -XX:SharedArchiveFile="{archive}"'}
+    assert out["own_archive"] == {java: f"-XX:SharedArchiveFile=/own.jsa {log4j2_there}"}
     assert "missing.yaml cannot be read on this worker" in out["missing"]
     assert "Variable flowctl_conf" in out["missing"]
 

@@ -109,10 +109,10 @@ def _scenario(tmp: Path, name: str, start: str, broker: str) -> Path:
 
 
 def _driver_options() -> str:
-    """C1 only, and the suite's class archive if it was written (tests/jvm_class_archive.py: its
+    """C1 only, and the suite's class archive if it was written (jobs/jvm_class_archive.py: its
     name depends on the jobs' pyspark, so the jobs' virtualenv says it; ~10 CPU-s less a JVM)."""
     sharing = subprocess.run(
-        [str(JOBS_BIN / "python"), "-m", "tests.jvm_class_archive", "--option"],
+        [str(JOBS_BIN / "python"), "-m", "jobs.jvm_class_archive", "--option"],
         cwd=PROJECT_DIR,
         check=True,
         capture_output=True,

@@ -26,9 +26,9 @@ import yaml
 
 from jobs.config import PROJECT_ROOT, load_conf
 from jobs.delta_io import table_path
+from jobs.jvm_class_archive import sharing_option
 from tests.conftest import TEST_SPARK_SETTINGS, write_raw
 from tests.delta_log import delta_rows
-from tests.jvm_class_archive import sharing_option
 from tests.test_carried_state import COMPARED, DAYS, assert_four_day_run_tables, four_day_run
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
