@@ -6,9 +6,9 @@ in its driver options (``--option`` below), as the tests' spark-submits do.
 
 A Spark JVM spends much of its first minute loading classes. With the archive, a local session
 of the pipeline conf started in 8.8-11.8 s instead of 15.4-18.9 s, and its cold round of ingest,
-episodes and daily_metrics over 2 million events took 117-139 s and 224-265 CPU-s instead of
-135-173 s and 257-331 CPU-s (three fresh JVMs each way, alternated); in the tests, a session with
-a Delta write, read and MERGE took 35-40 CPU-s instead of 49-53. JDK 17 writes such an archive
+episodes and daily_metrics over 2 million events took 117-156 s and 224-299 CPU-s (five fresh
+JVMs) instead of 135-173 s and 257-331 CPU-s (four; alternated, on a machine whose speed moves);
+in the tests, a session with a Delta write, read and MERGE took 35-40 CPU-s instead of 49-53. JDK 17 writes such an archive
 when a JVM started with ``-XX:ArchiveClassesAtExit`` exits normally (a "dynamic" archive on top
 of the JDK's own); a JVM given ``-XX:SharedArchiveFile`` maps it when its JDK and the jars on its
 class path are the ones it was written from, and silently loads every class itself otherwise, so
