@@ -8,11 +8,13 @@ A Spark JVM spends much of its first minute loading classes. With the archive, a
 of the pipeline conf started in 8.8-11.8 s instead of 15.4-18.9 s, and its cold round of ingest,
 episodes and daily_metrics over 2 million events took 117-156 s and 224-299 CPU-s (five fresh
 JVMs) instead of 135-173 s and 257-331 CPU-s (four; alternated, on a machine whose speed moves);
-in the tests, a session with a Delta write, read and MERGE took 35-40 CPU-s instead of 49-53. JDK 17 writes such an archive
-when a JVM started with ``-XX:ArchiveClassesAtExit`` exits normally (a "dynamic" archive on top
-of the JDK's own); a JVM given ``-XX:SharedArchiveFile`` maps it when its JDK and the jars on its
-class path are the ones it was written from, and silently loads every class itself otherwise, so
-a stale or missing archive costs time, never a result.
+in the tests, a session with a Delta write, read and MERGE took 35-40 CPU-s instead of 49-53.
+JDK 17 writes such an archive when a JVM started with ``-XX:ArchiveClassesAtExit`` exits normally
+(a "dynamic" archive on top of the JDK's own); a JVM given ``-XX:SharedArchiveFile`` maps it when
+its JDK and the jars on its class path are the ones it was written from, and loads every class
+itself otherwise (one warning line), so a stale or missing archive costs time, never a result.
+The archive is written elsewhere and renamed into place whole: a truncated one would crash the
+JVM that maps it.
 
 ``python -m jobs.jvm_class_archive`` writes it once per JDK, pyspark and Delta jars (~70 s; the
 test command does, beside the suite): the archive's name is a digest of them, under ``.jvm/``;
