@@ -83,8 +83,8 @@ def class_archive_option(project_dir: str) -> str:
     """The option mapping the project's class archive (the newest, if several), "" when none is
     written: the driver then starts with Spark's and Delta's classes parsed and verified (a
     cold session of the pipeline conf started in ~10 s instead of ~16 s and ran its first jobs
-    with a sixth less CPU). A JVM whose JDK or jars are not the archive's says so in one warning
-    line and loads its classes itself."""
+    with 9-24 % less CPU, four alternated pairs). A JVM whose JDK or jars are not the archive's
+    says so in one warning line and loads its classes itself."""
     found = sorted(Path(project_dir).glob(CLASS_ARCHIVE_GLOB), key=lambda p: p.stat().st_mtime)
     return f'-XX:SharedArchiveFile="{found[-1]}"' if found else ""
 
