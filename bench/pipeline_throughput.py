@@ -133,8 +133,7 @@ def _bench_columns(
 def mapped_class_archive(spark: Any) -> str:
     """The class-data-sharing archive of jobs/jvm_class_archive.py the driver JVM mapped (from
     /proc: in local mode, all of Spark), or why none: a cold round is faster with one."""
-    pid = spark.sparkContext._jvm.ProcessHandle.current().pid()
-    maps = Path(f"/proc/{pid}/maps")
+    maps = Path(f"/proc/{_jvm_pid(spark)}/maps")
     if not maps.is_file():
         return "unknown (no /proc)"
     found = {
@@ -145,8 +144,7 @@ def mapped_class_archive(spark: Any) -> str:
 
 def jvm_peak_rss_gib(spark: Any) -> float:
     """The driver JVM's peak resident memory (``VmHWM`` of /proc): in local mode, all of Spark's."""
-    pid = spark.sparkContext._jvm.ProcessHandle.current().pid()
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    for line in Path(f"/proc/{_jvm_pid(spark)}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 2**20  # kB
     return float("nan")

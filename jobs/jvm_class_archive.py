@@ -32,7 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+from jobs.config import PROJECT_ROOT
+
 ARCHIVE_DIR = PROJECT_ROOT / ".jvm" / "class-archive"
 
 
