@@ -148,11 +148,26 @@ class SenderLink:
 class ReceiverLink:
     """The receiving end of a link: it alone decides the link credit."""
 
-    __slots__ = ("available", "credit", "delivery_count", "drain", "name", "shrink_allowance")
+    __slots__ = (
+        "available",
+        "counts_at_last_frame",
+        "credit",
+        "delivery_count",
+        "drain",
+        "mid_delivery",
+        "name",
+        "shrink_allowance",
+    )
 
-    def __init__(self, name: str, initial_delivery_count: int) -> None:
+    def __init__(
+        self, name: str, initial_delivery_count: int, *, counts_at_last_frame: bool = False
+    ) -> None:
         _check_uint("initial-delivery-count", initial_delivery_count)
         self.name = name
+        # When a delivery split over frames is counted: at its first frame, as its sender counts
+        # it (Proton, on both ends), or at its last, as RabbitMQ's incoming links do (their
+        # `more = true` frames only accumulate the message).
+        self.counts_at_last_frame = counts_at_last_frame
         self.delivery_count = initial_delivery_count  # learned from the sender's attach
         self.credit = 0
         self.available = 0
@@ -160,6 +175,8 @@ class ReceiverLink:
         # Transfers the sender may still send under credit we have since lowered: seed 004,
         # "In-flight transfers can still arrive until the flow state is updated at the sender."
         self.shrink_allowance = 0
+        # A delivery split over transfer frames has begun and its last frame is still to come.
+        self.mid_delivery = False
 
     def grant(self, link_credit: int, *, drain: bool = False, echo: bool = False) -> LinkFlow:
         """Set the credit to ``link_credit``: seed 004, "Granting link credit is not cumulative"."""
@@ -172,8 +189,18 @@ class ReceiverLink:
         self.drain = drain
         return LinkFlow(link_credit, self.delivery_count, self.available, drain, echo)
 
-    def on_transfer(self) -> None:
-        """Count one received message; beyond every credit ever granted it is an error."""
+    def on_transfer(self, final: bool = True) -> None:
+        """Count one received transfer frame; beyond every credit ever granted it is an error.
+
+        ``final`` is False on every frame of a delivery but its last. The delivery is counted
+        once, at its first frame or at its last (``counts_at_last_frame``); its sender counted
+        it when it sent the first (:meth:`SenderLink.send_transfer`), so a flow the sender
+        writes between two frames carries a count that includes it (:meth:`on_flow`).
+        """
+        first = not self.mid_delivery
+        self.mid_delivery = not final
+        if not (final if self.counts_at_last_frame else first):
+            return
         if self.credit:
             self.credit -= 1
         elif self.shrink_allowance:
@@ -198,9 +225,14 @@ class ReceiverLink:
         if flow.delivery_count is None:
             raise ProtocolError(INVALID_FIELD, f"link {self.name!r}: sender flow without count")
         _check_uint("delivery-count", flow.delivery_count)
-        advanced = serial_distance(flow.delivery_count, self.delivery_count)
+        delivery_count = flow.delivery_count
+        if self.counts_at_last_frame and self.mid_delivery:
+            # Written after the first frame of the message in progress: the sender has counted
+            # it, this end counts it at its last frame.
+            delivery_count = serial_add(delivery_count, SERIAL_MAX)  # minus 1, mod 2**32
+        advanced = serial_distance(delivery_count, self.delivery_count)
         self.credit = max(0, self.credit - advanced)
-        self.delivery_count = flow.delivery_count
+        self.delivery_count = delivery_count
         self.available = flow.available
 
 

@@ -184,9 +184,9 @@ class ClientConsumerLink:
         connection.writer.wake()
 
     def on_transfer(self, frame: TransferFrame) -> None:
+        self.link.on_transfer(frame.final)  # counted at the delivery's first frame
         if not frame.final:
             return
-        self.link.on_transfer()
         self.received += 1
         self.last_received_us = self.connection.broker.scheduler.now_us
         self.connection.client_control.push(AckFrame(self.config.name))
@@ -216,7 +216,9 @@ class BrokerPublisherLink:
         self.session = session
         self.config = config
         self.broker = session.broker
-        self.link = ReceiverLink(config.name, config.initial_delivery_count)
+        self.link = ReceiverLink(
+            config.name, config.initial_delivery_count, counts_at_last_frame=True
+        )
         self.unconfirmed = 0
         self.accepted = 0
         self.wants_confirms = config.batch is not None
@@ -240,12 +242,16 @@ class BrokerPublisherLink:
         self._grant()
 
     def on_message(self, frame: TransferFrame) -> None:
+        """A transfer frame of the publisher's: the message is counted and routed at its last
+        frame, as RabbitMQ does (:meth:`ReceiverLink.on_transfer`)."""
         if self.detached is not None:
             return
         try:
-            self.link.on_transfer()
+            self.link.on_transfer(frame.final)
         except ProtocolError as error:
             self.detach(error)
+            return
+        if not frame.final:
             return
         self.unconfirmed += 1
         self.accepted += 1
@@ -483,8 +489,7 @@ class ServerSession:
         except ProtocolError as error:
             self._end(error)
             return
-        if frame.final:
-            self.publishers[frame.link].on_message(frame)
+        self.publishers[frame.link].on_message(frame)
         if not self.broker.alarmed and incoming_window_due(
             self.endpoint.incoming_window, self.policy.max_incoming_window
         ):

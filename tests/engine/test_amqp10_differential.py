@@ -522,6 +522,9 @@ class PublisherRun:
         # A queue that confirms at once does so inside on_message: the confirm is recorded
         # between "message" (entry) and "received" (exit, the state both must agree on).
         def message(frame: Any) -> None:
+            if not frame.final:  # RabbitMQ counts and routes a message at its last frame
+                on_message(frame)
+                return
             self.record.append(("message", self.link_state()))
             on_message(frame)
             self.record.append(("received", self.link_state()))

@@ -92,3 +92,54 @@ def test_a_receiver_delivery_count_ahead_of_the_sender_is_still_an_error(start: 
     sender.on_flow(LinkFlow(3, (start + 1) % 2**32))
     with pytest.raises(ProtocolError):
         sender.on_flow(LinkFlow(3, start))  # behind what the receiver reported already
+
+
+# -- 6. a delivery split over frames is counted once, at its first frame, at both ends ------------
+def test_a_flow_between_the_frames_of_one_delivery_leaves_both_counts_equal() -> None:
+    """004: the sender computes "link-credit(snd) := delivery-count(rcv) + link-credit(rcv) -
+    delivery-count(snd)", so both ends must count a delivery alike. The sender counts a message
+    when it sends its first transfer frame; a flow it writes before the message's last frame
+    (an echo's reply) carries that count. Counted by the receiver at the last frame, the flow
+    read as a credit given up and the last frame counted the message again: the receiver's
+    delivery-count ran ahead and the next grant set the sender's credit to 0 ("transfer received
+    without link credit" on a legal scenario, found by an audit)."""
+    sender, receiver = SenderLink("l", 0), ReceiverLink("l", 0)
+    sender.on_flow(receiver.grant(2, echo=True))
+    sender.send_transfer()  # message 1, frame 1 of 3
+    receiver.on_transfer(final=False)
+    assert (receiver.credit, receiver.delivery_count) == (1, 1)
+    receiver.on_flow(sender.state())  # the echo's reply, between two frames of message 1
+    receiver.on_transfer(final=False)
+    receiver.on_transfer(final=True)
+    assert (receiver.credit, receiver.delivery_count) == (sender.credit, sender.delivery_count)
+    sender.on_flow(receiver.grant(2))
+    assert sender.credit == 2
+    for final in (False, True, True):  # message 2 in two frames, message 3 in one
+        if not receiver.mid_delivery:
+            sender.send_transfer()
+        receiver.on_transfer(final=final)
+    assert (receiver.credit, receiver.delivery_count) == (0, 3)
+    assert (sender.credit, sender.delivery_count) == (0, 3)
+    with pytest.raises(ProtocolError):
+        receiver.on_transfer()  # a fourth message: no credit left
+
+
+def test_a_receiver_counting_at_the_last_frame_reads_a_flow_between_frames_the_same() -> None:
+    """RabbitMQ's incoming (publisher) links count a message at its last frame (their earlier
+    frames only accumulate it), while the sending client counts it at its first: a flow the
+    client writes in between (its available changed) includes the message in progress, which is
+    no credit given up. Both ends agree once the last frame is in."""
+    sender = SenderLink("l", 0)
+    receiver = ReceiverLink("l", 0, counts_at_last_frame=True)
+    sender.on_flow(receiver.grant(3))
+    sender.send_transfer()  # message 1, frame 1 of 2
+    receiver.on_transfer(final=False)
+    assert (receiver.credit, receiver.delivery_count) == (3, 0)  # not counted yet
+    sender.available = 5
+    receiver.on_flow(sender.state())
+    assert (receiver.credit, receiver.available) == (3, 5)
+    receiver.on_transfer(final=True)
+    assert (receiver.credit, receiver.delivery_count) == (2, 1)
+    assert (sender.credit, sender.delivery_count) == (2, 1)
+    sender.on_flow(receiver.grant(3))
+    assert sender.credit == 3

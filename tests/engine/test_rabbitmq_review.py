@@ -27,7 +27,7 @@ from flowctl_core.protocols.config import (
 from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection, BrokerConsumerLink
 from flowctl_core.queue import Message
 from flowctl_core.runner import run_scenario
-from flowctl_core.scenario import load_scenario
+from flowctl_core.scenario import load_scenario, parse_scenario
 from tests.engine.helpers import Rabbit
 
 pytestmark = pytest.mark.review
@@ -341,3 +341,48 @@ def test_the_credit_of_a_message_split_across_frames_is_logged_when_spent() -> N
     events = [e for e in rabbit.log.events if e.get("link") == "c1"]
     spent = [e for e in events if e["event_type"] != "link_attached" and e["credit"] == 0]
     assert spent[0]["ts"] == spent_at
+
+
+# -- 4. an echo answered between the frames of a message split over frames -------------------------
+def test_an_echo_answered_between_the_frames_of_one_message_keeps_the_consumer_going() -> None:
+    """004: "link-credit(snd) := delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)".
+    Messages of 2,000 B in 512-byte frames, a client window of 3 frames, a consumer that tops up
+    its 2 credits at 1 with echo: RabbitMQ answers the echo at once, while a message is half
+    sent. Found by an audit: the run failed with "transfer received without link credit" (the
+    client counted the message at its last frame, RabbitMQ at its first). The consumer goes on
+    and the log keeps its contract."""
+    from tests.engine.test_event_log_contract import ContractChecker
+
+    scenario = parse_scenario(
+        {
+            "name": "echo-between-frames",
+            "kind": "workload",
+            "duration_s": 0.05,
+            "queues": [{"name": "q", "prefill": {"count": 3, "size": 2000}}],
+            "connections": [
+                {
+                    "name": "c1",
+                    "protocol": "amqp-1.0",
+                    "max_frame_size": 512,
+                    "client_incoming_window": 3,
+                    "consumers": [
+                        {"name": "k", "queue": "q", "credit": 2, "top_up_below": 1, "echo": True}
+                    ],
+                    "publishers": [{"name": "p", "queue": "q", "size": 100, "batch": 4}],
+                }
+            ],
+        }
+    )
+    log, checker = EventCollector(), ContractChecker()
+    result = run_scenario(scenario, [log], validate=True)
+    for event in log.events:
+        checker.feed(event)
+    checker.finish()
+    assert dict(checker.counts) == {}
+    assert result.events == len(log.events)
+    # The consumer went on to the end of the run (hundreds of messages, one round trip of credit
+    # at a time), each message counted once: its link's delivery-count is its transfers.
+    transfers = [e for e in log.of_type("transfer") if e["link"] == "k"]
+    consumer_events = [e for e in log.events if e["link"] == "k"]
+    assert len(transfers) > 100
+    assert consumer_events[-1]["delivery_count"] == len(transfers)
