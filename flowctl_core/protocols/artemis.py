@@ -18,15 +18,15 @@ Packets between a client and the server take the connection's one-way latency, i
 (:class:`Pipe`). Events (DESIGN.md §3): producer links are logged from the client (the sending
 end: a CORE producer's ``credit`` is its byte balance, ``detail.credit_unit`` says so), consumer
 links from the server (the sending end: ``credit`` is the consumer's byte credit on the server,
-floored at 0, and ``UNBOUNDED_CREDIT`` (2**31 - 1, ``detail.unbounded``) when the window is -1,
-which never runs out; a CORE producer whose balance does not cover
+floored at 0; either end logs ``UNBOUNDED_CREDIT`` (2**31 - 1, ``detail.unbounded``) when its
+window is -1, which never runs out; a CORE producer whose balance does not cover
 its next message logs 0, the balance being in ``detail.balance``); ``available`` is what the
 sender has ready: 1 for a producer that publishes flat out, the messages left for one with a
 count, and the ready messages of the queue for a consumer. Enqueues name the producer, carry
 its window as ``capacity`` and ``outstanding`` in messages (CORE: the message count of the byte
-window, :meth:`CoreProducer.window_columns`; AMQP: the 100 credits of a grant less the credit
-left) and the address state in ``detail`` (the producer's own figures in ``detail.producer``);
-refused messages are ``message_rejected`` with the policy in ``detail``.
+window, :meth:`CoreProducer.window_columns`, null without one; AMQP: the 100 credits of a grant
+less the credit left) and the address state in ``detail`` (the producer's own figures in
+``detail.producer``); refused messages are ``message_rejected`` with the policy in ``detail``.
 
 It stays one module although over 500 lines: it is one broker's flow-control state machine,
 both ends of it (the server's addresses, dispatchers and client endpoints, and the clients that
@@ -797,8 +797,10 @@ class CoreProducer(_Producer):
         self._checked = False  # checkCredits ran for the message in hand
 
     @property
-    def credit(self) -> int | None:
-        """The logged credit: the byte balance while it covers the next message, else 0.
+    def credit(self) -> int:
+        """The logged credit: the byte balance while it covers the next message, else 0; an
+        unbounded window (-1) never runs out and logs :data:`UNBOUNDED_CREDIT` (DESIGN §3: link
+        events carry the link's credit), as an unbounded consumer window does.
 
         A balance too small for the message in hand cannot be used (the producer blocks), so it
         is logged as no credit and the starvation metric sees the producer starved; the exact
@@ -806,12 +808,14 @@ class CoreProducer(_Producer):
         """
         credits = self.credits
         if credits is None:
-            return None
+            return UNBOUNDED_CREDIT
         return credits.balance if credits.balance >= self.credit_size else 0
 
     def _emit(self, event_type: str, detail: dict[str, Any] | None = None, **extra: Any) -> None:
-        info = {"credit_unit": "bytes", "window": self.config.window}
-        if self.credits is not None:
+        info: dict[str, Any] = {"credit_unit": "bytes", "window": self.config.window}
+        if self.credits is None:
+            info["unbounded"] = True
+        else:
             info["balance"] = self.credits.balance
             info["arriving"] = self.credits.arriving
         if detail:
@@ -848,7 +852,7 @@ class CoreProducer(_Producer):
     def _has_credit(self) -> bool:
         return self.credits is None or self.credits.can_acquire(self.credit_size)
 
-    def window_columns(self) -> tuple[int, int, dict[str, Any]]:
+    def window_columns(self) -> tuple[int | None, int | None, dict[str, Any]]:
         """(capacity, outstanding, detail) of the message just sent, in messages.
 
         The window is bytes of credit (seed 003: "The amount of credits required to send a
@@ -863,14 +867,15 @@ class CoreProducer(_Producer):
         without the server. It starts near half the window (the client asks for half at first)
         and stays at 2 or more in a steady flow (the next half is asked at the send that needs
         it). The byte figures (window, balance, arriving) are in ``detail``. A producer with no
-        window (-1) or of 0-byte messages is never held back by credit: its window is every
-        message it has sent, so capacity = outstanding = the messages sent so far (an unbounded
-        window bounds nothing but what was sent).
+        window (-1), or whose messages cost no credit, is never held back by credit: it has no
+        capacity, so both columns are null (DESIGN §4: "When any of those producers has no
+        capacity (no window), the bound and the ratio are null"), as for a Qpid producer without
+        a window.
         """
         credits, size = self.credits, self.credit_size
         detail: dict[str, Any] = {"credit_unit": "bytes", "window": self.config.window}
         if credits is None or size == 0:
-            return self.sent, self.sent, detail
+            return None, None, detail
         capacity = credits.capacity_msgs(size)
         detail.update(balance=credits.balance, arriving=credits.arriving)
         return capacity, capacity - credits.balance // size, detail

@@ -805,12 +805,14 @@ def test_core_producer_enqueues_carry_its_window_in_messages() -> None:
     assert min(e["outstanding"] for e in _core_enqueues(slow)) == 2
 
 
-def test_core_producer_without_a_window_logs_what_it_sent() -> None:
+def test_core_producer_without_a_window_has_no_capacity_and_unbounded_credit() -> None:
     # Seed 003: producerWindowSize "-1 for an unbounded" window: no credit holds the producer
-    # back, so its window bounds nothing but the messages it has sent; capacity = outstanding =
-    # the messages sent so far (1, 2, 3, ...), never null (DESIGN §3) and never a window it has
-    # not used. Messages that encode to 0 bytes (0-byte bodies with the encode overhead set to 0
-    # explicitly: the case is about a message that costs no credit) take no credit: the same.
+    # back, so it has no capacity: capacity and outstanding are null (DESIGN §4: "When any of
+    # those producers has no capacity (no window), the bound and the ratio are null"), and its
+    # link events carry UNBOUNDED_CREDIT (DESIGN §3: link events carry the link's credit), as an
+    # unbounded consumer window does. Messages that encode to 0 bytes (0-byte bodies with the
+    # encode overhead set to 0 explicitly: the case is about a message that costs no credit) take
+    # no credit: no capacity either, though the window has a size.
     for window, size in ((-1, 1_000), (20_000, 0)):
         rig = Rig(
             ArtemisConfig(
@@ -820,9 +822,14 @@ def test_core_producer_without_a_window_logs_what_it_sent() -> None:
             )
         ).run_until(SECOND // 10)
         enqueues = _core_enqueues(rig)
-        assert [e["capacity"] for e in enqueues] == list(range(1, 51))
-        assert [e["outstanding"] for e in enqueues] == list(range(1, 51))
+        assert len(enqueues) == 50
+        assert {(e["capacity"], e["outstanding"]) for e in enqueues} == {(None, None)}
         assert detail(enqueues[0])["producer"]["window"] == window
+        links = [*rig.events("link_attached", "p"), *rig.events("transfer", "p")]
+        assert len(links) == 51 and all(e["credit"] is not None for e in links)
+        if window == -1:
+            assert {e["credit"] for e in links} == {UNBOUNDED_CREDIT}
+            assert all(detail(e)["unbounded"] for e in links)
     # With the default encode overhead a 0-byte message costs 357 bytes of credit: its window
     # holds (2 x 10,000 - 1) // 357 = 56 of them.
     zero = Rig(
