@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from chispa import assert_df_equality
 
+from flowctl_core.events import PREFILL_LINK
 from jobs.delta_io import rows_frame
 from jobs.recommend_policy import RecommendPolicy
 from jobs.transforms.recommend import threshold_recommendations
@@ -780,6 +781,11 @@ def _no_allowance() -> Log:
     log = Log()
     log.queue("q-uncapped", 500, 400, [(100, LONG, 560)], capacities=(50, None))
     log.queue("q-no-evidence", 0, 0, capacities=())
+    # Only prefilled: the engine's writer of messages already on the queue logs capacity 0.
+    log.queue("q-only-prefilled", 0, 0, capacities=())
+    for depth in range(1, 51):
+        log.event(0, "enqueue", link=PREFILL_LINK, capacity=0, outstanding=0, size_bytes=100,
+                  depth_msgs=depth, **_queue_settings("q-only-prefilled", 0, 0))  # fmt: skip
     return log
 
 
@@ -801,6 +807,12 @@ def test_no_stop_threshold_without_a_known_overshoot_allowance(case_rows: CaseRo
     assert blind["recommended_flow_stop_count"] == 0
     assert "flow control off under a limit of 1000 msgs" in blind["rationale"]
     assert "no producer capacity or overshoot seen for msgs" in blind["rationale"]
+    # The prefill is no producer: its capacity 0 is no bound of 0 (which put the stop at the
+    # limit, 0 -> 1000, a threshold the reject policy never lets the queue reach; an audit).
+    prefilled = rows["q-only-prefilled"]
+    assert {k: prefilled[k] for k in ("verdict", "recommended_flow_stop_count", "rationale")} == {
+        k: blind[k] for k in ("verdict", "recommended_flow_stop_count", "rationale")
+    }
 
 
 def one_queue_case(

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from flowctl_core.events import PREFILL_LINK
 from jobs.recommend_policy import RecommendPolicy
 from jobs.transforms.timeutil import micros, seconds_between, utc_date
 
@@ -85,10 +86,17 @@ def queue_producers(events: DataFrame) -> DataFrame:
     Producers of different runs never send at the same time (a run is one timeline), so the bound
     is the largest per-run sum, not the sum over the look-back: seven nightly collector sessions
     of one producer bound the overshoot by its one window, not seven. Within a run each producer
-    counts once, at the largest window it had.
+    counts once, at the largest window it had. The engine's ``prefill`` writer (messages on the
+    queue before the run; it logs capacity 0) is no producer: a queue only prefilled has no
+    bound, as one with no enqueues, not a bound of 0 (which would put the stop at the limit).
     """
     per_producer = (
-        events.where(_is("enqueue") & F.col("queue").isNotNull() & F.col("link").isNotNull())
+        events.where(
+            _is("enqueue")
+            & F.col("queue").isNotNull()
+            & F.col("link").isNotNull()
+            & (F.col("link") != PREFILL_LINK)
+        )
         .groupBy(*QUEUE, "run_id", "link")
         .agg(F.max("capacity").alias("capacity"))
     )
