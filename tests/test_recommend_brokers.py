@@ -215,6 +215,11 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
             _address("unbounded", "BLOCK", 262_000),
             _address("could", "BLOCK", 265_000),
             _address("amqp-over", "BLOCK", 330_000, reject_threshold=400_000),
+            # No reject threshold: the windows of four CORE producers, or two AMQP producers'
+            # credits beside a small CORE window, made the overshoot.
+            _address("mixed-core-over", "BLOCK", 330_000),
+            _address("crowded", "BLOCK", 262_000),
+            _address("amqp-over-no-hard", "BLOCK", 330_000),
             # A collector's address: its size sampled past the limit, no producer in the log.
             _address("collected", "BLOCK", 400_000),
         ],
@@ -232,7 +237,11 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
            ("b", "could", 4, 262144, 0, 65536, 0, 0),
            # An 8 KiB CORE window (9830 with margin) cannot make a 67856-byte overshoot: the
            # two AMQP producers' 200 credits did.
-           ("b", "amqp-over", 1, 8192, 0, 8192, 2, 200)],
+           ("b", "amqp-over", 1, 8192, 0, 8192, 2, 200),
+           ("b", "mixed-core-over", 4, 262144, 0, 65536, 1, 10),
+           # Sixteen 64 KiB windows: 21845 / 16 = 1365 bytes each, less than one message.
+           ("b", "crowded", 16, 1048576, 0, 65536, 0, 0),
+           ("b", "amqp-over-no-hard", 1, 8192, 0, 8192, 2, 200)],
         ADDRESS_PRODUCERS,
     )  # fmt: skip
     daily = spark.createDataFrame([], QUEUE_DAILY)
@@ -290,6 +299,35 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
     )
     assert amqp["recommended_value"] == amqp["current_value"] == 400_000
     assert "the CORE windows (8192 bytes in all) cannot account for it" in amqp["rationale"]
+    # Without a reject threshold: the CORE windows (262144 bytes, 4 x 64 KiB) account for the
+    # 67856-byte overshoot, so they are lowered; a reject threshold would not touch them (an
+    # audit found the hard limit advised, its text calling the windows "their credits").
+    mixed = rows["mixed-core-over"]
+    assert (mixed["rule"], mixed["knob"], mixed["current_value"]) == (
+        "CORE windows overshoot the address",
+        "producerWindowSize",
+        65536,
+    )
+    # One message (1024 + 1068 bytes) is the smallest window: 16 of them still pass the 26214
+    # tolerated, which the text says rather than "keep it within" (an audit).
+    crowded = rows["crowded"]
+    assert (crowded["rule"], crowded["recommended_value"]) == (
+        "CORE windows could overshoot the address",
+        2092,
+    )
+    assert "keep it within" not in crowded["rationale"]
+    assert (
+        "even windows of one message (2092 bytes, the smallest) let 16 producers pass "
+        "max-size-bytes by about 33472 bytes, over the 26214 tolerated (10%)"
+    ) in crowded["rationale"]
+    assert "windows of 5461 bytes keep it within the 26214 tolerated" in could["rationale"]
+    # Where they cannot, the AMQP credits did: a hard limit, their credits' bytes named.
+    no_hard = rows["amqp-over-no-hard"]
+    assert (no_hard["rule"], no_hard["knob"]) == (
+        "AMQP overshoot without a hard limit",
+        "max-size-bytes-reject-threshold",
+    )
+    assert "by 67856 bytes (their credits allow 418400)" in no_hard["rationale"]
     failing = rows["failing"]
     assert (failing["rule"], failing["verdict"]) == (
         "producers failed at the limit",

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from flowctl_core.events import PREFILL_LINK
 from jobs.recommend_policy import RecommendPolicy
 from jobs.transforms.recommend_evidence import entity_columns
 from jobs.transforms.verdict_rules import Facts, Rule, always, decide, staged
@@ -39,7 +40,6 @@ from schemas.recommendations import (
 )
 
 ADDRESS = ("broker", "address")
-PREFILL_LINK = "prefill"  # the engine's writer of prefilled messages: no producer, no window
 
 
 def _detail(path: str) -> Column:
@@ -205,7 +205,8 @@ def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFram
     overshoot); and the values to recommend: ``limit_for_dropped`` (room for the peak and every
     dropped message, with margin), ``hard_limit`` (max-size-bytes + the bound with margin),
     ``bounded_window`` (the CORE window at which producers x window, with margin, fits in what
-    of the tolerated overshoot the AMQP credits leave; at least one message) and
+    of the tolerated overshoot the AMQP credits leave; at least one message), ``window_fits``
+    (that window does keep it there: not when floored at one message) and
     ``smaller_window`` (the smaller of that and the window that scales the observed overshoot,
     with margin, into the tolerated one: room for the worst overshoot seen or bounded)."""
     margin = 1 + policy.safety_margin
@@ -239,9 +240,8 @@ def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFram
     # What of the tolerated overshoot the AMQP credits leave the CORE windows, shared among them.
     core_room = f["tolerated"] / margin - count("amqp_credits") * f["memory"]
     # (Guarded divisions: ANSI SQL fails the whole job on a division by 0.)
-    bounded_window = F.greatest(
-        F.floor(F.when(core_producers > 0, core_room / core_producers)), f["memory"]
-    )
+    room_per_producer = F.floor(F.when(core_producers > 0, core_room / core_producers))
+    bounded_window = F.greatest(room_per_producer, f["memory"])
     scaled_window = F.floor(
         F.when(
             (window > 0) & (f["overshoot"] > 0),
@@ -259,6 +259,9 @@ def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFram
         core_bound=core_bound,
         core_can_overshoot=(unbounded > 0) | (core_bound * margin > f["tolerated"]),
         bounded_window=bounded_window,
+        # Whether bounded_window keeps producers x window within the tolerated overshoot: not
+        # when it is floored at one message (too many producers, or too little room).
+        window_fits=F.coalesce(room_per_producer >= f["memory"], F.lit(False)),
         window=window,
         blocks=F.coalesce(F.col("address_policy"), F.lit("")) == "BLOCK",
         limit_for_dropped=F.ceil(
@@ -272,6 +275,30 @@ def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFram
 
 def _bytes(text: str, *columns: Column) -> Column:
     return F.format_string(text, *columns)
+
+
+def _bounded_window_text(a: Facts, keeps: str) -> Column:
+    """What ``bounded_window`` does, said truly: ``keeps`` (a phrase with the window's ``%d``)
+    "within the tolerated overshoot" when it fits; floored at one message it does not, and the
+    text says by how much producers x window still passes the limit."""
+    fits = _bytes(
+        keeps + " within the %d tolerated (%.0f%%) with %.0f%% margin",
+        a.bounded_window,
+        a.tolerated,
+        F.lit(a.policy.max_overshoot_share * 100),
+        F.lit(a.policy.safety_margin * 100),
+    )
+    floored = _bytes(
+        "even windows of one message (%d bytes, the smallest) let %d producers pass "
+        "max-size-bytes by about %d bytes, over the %d tolerated (%.0f%%): fewer producers on "
+        "the address, or a larger max-size-bytes",
+        a.bounded_window,
+        a.core_producers,
+        a.bounded_window * a.core_producers,
+        a.tolerated,
+        F.lit(a.policy.max_overshoot_share * 100),
+    )
+    return F.when(a.window_fits, fits).otherwise(floored)
 
 
 #: An address's verdict, the knob it acts on and the value it recommends: the first rule that
@@ -335,6 +362,8 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         KNOB_REJECT_THRESHOLD,
         lambda a: a.hard_limit,
     ),
+    # Only where the CORE windows cannot account for the overshoot: where they can, lowering
+    # them is the advice (a reject threshold applies to AMQP messages alone).
     Rule(
         "AMQP overshoot without a hard limit",
         lambda a: (
@@ -342,6 +371,7 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
             & (a.amqp_producers > 0)
             & (a.overshoot > a.tolerated)
             & a.reject_threshold.isNull()
+            & ~((a.core_producers > 0) & a.core_can_overshoot)
         ),
         VERDICT_AT_RISK,
         lambda a: _bytes(
@@ -350,7 +380,7 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
             "hard limit above the credit overshoot with %.0f%% margin",
             a.max_size,
             a.overshoot,
-            a.bound,
+            a.bound - a.core_bound,
             F.lit(a.policy.safety_margin * 100),
         ),
         KNOB_REJECT_THRESHOLD,
@@ -361,19 +391,17 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         "CORE windows unbounded",
         lambda a: a.blocks & (a.unbounded > 0),
         VERDICT_AT_RISK,
-        lambda a: _bytes(
-            "%d of %d CORE producers have producerWindowSize -1 (no producer flow control): "
-            "BLOCK cannot hold them back, so nothing bounds how far they pass max-size-bytes "
-            "%d (peak %d bytes); a window of %d bytes each keeps producers x window within the "
-            "%d tolerated (%.0f%%) with %.0f%% margin",
-            a.unbounded,
-            a.core_producers,
-            a.max_size,
-            a.peak,
-            a.bounded_window,
-            a.tolerated,
-            F.lit(a.policy.max_overshoot_share * 100),
-            F.lit(a.policy.safety_margin * 100),
+        lambda a: F.concat(
+            _bytes(
+                "%d of %d CORE producers have producerWindowSize -1 (no producer flow control): "
+                "BLOCK cannot hold them back, so nothing bounds how far they pass "
+                "max-size-bytes %d (peak %d bytes); ",
+                a.unbounded,
+                a.core_producers,
+                a.max_size,
+                a.peak,
+            ),
+            _bounded_window_text(a, "a window of %d bytes each keeps producers x window"),
         ),
         KNOB_PRODUCER_WINDOW,
         lambda a: a.bounded_window,
@@ -433,19 +461,20 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         "CORE windows could overshoot the address",
         lambda a: a.blocks & (a.core_producers > 0) & a.core_can_overshoot,
         VERDICT_AT_RISK,
-        lambda a: _bytes(
-            "%d CORE producers with %d-byte windows may pass max-size-bytes %d by about %d "
-            "bytes (producers x window, seed 003), over the %d tolerated (%.0f%%), although "
-            "the overshoot seen was %d: windows of %d bytes keep it within, with %.0f%% margin",
-            a.core_producers,
-            a.window,
-            a.max_size,
-            a.core_bound,
-            a.tolerated,
-            F.lit(a.policy.max_overshoot_share * 100),
-            F.coalesce(a.overshoot, F.lit(0)),
-            a.bounded_window,
-            F.lit(a.policy.safety_margin * 100),
+        lambda a: F.concat(
+            _bytes(
+                "%d CORE producers with %d-byte windows may pass max-size-bytes %d by about %d "
+                "bytes (producers x window, seed 003), over the %d tolerated (%.0f%%), although "
+                "the overshoot seen was %d: ",
+                a.core_producers,
+                a.window,
+                a.max_size,
+                a.core_bound,
+                a.tolerated,
+                F.lit(a.policy.max_overshoot_share * 100),
+                F.coalesce(a.overshoot, F.lit(0)),
+            ),
+            _bounded_window_text(a, "windows of %d bytes keep it"),
         ),
         KNOB_PRODUCER_WINDOW,
         lambda a: a.bounded_window,
