@@ -390,8 +390,9 @@ def overshoot_bound(producer: Column, capacity: Column) -> Column:
     episode (``capacity`` is the max over them): the engine logs null for a producer without a
     window (an AMQP 0-10 client with ``capacity: None``, an Artemis CORE producer with a -1
     window), and one enqueue of a windowed producer that misses the column does not make its
-    window go away. A ``capacity`` of 0 is a window of 0, not a missing one: the ``prefill`` producer logs 0 (messages written before the run by
-    nobody who can send more), and it adds 0. An episode no named producer enqueued to keeps a
+    window go away. A ``capacity`` of 0 is a window of 0, not a missing one: the ``prefill``
+    producer logs 0 (messages written before the run by nobody who can send more), and it adds
+    0. An episode no named producer enqueued to keeps a
     null bound (the empty sum is not read as a bound of 0), and a bound of 0 gives no ratio.
     Enqueues that name no producer are no producer's and are not counted.
     """
