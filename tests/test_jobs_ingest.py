@@ -95,20 +95,10 @@ def test_bad_input_is_quarantined_with_reasons_and_nothing_is_lost(
     )
 
 
-def _snapshot(spark, conf) -> dict[str, list]:
-    """Every table's rows; of the pipeline state, which days each job has recorded (a rerun
-    records them again, from the newer bronze version it wrote or read)."""
-    snapshot = {
-        name: sorted(map(tuple, read_table(spark, conf, schema).collect()), key=repr)
-        for name, (_, schema) in PIPELINE_TABLES.items()
-        if name != "pipeline_state"
-    }
-    state = read_table(spark, conf, PIPELINE_TABLES["pipeline_state"][1]).select("job", "date")
-    snapshot["pipeline_state"] = sorted(map(tuple, state.collect()), key=repr)
-    return snapshot
-
-
-def test_rerun_is_idempotent_and_picks_up_late_events(spark, pipeline_conf):
+def test_a_rerun_of_a_day_picks_up_late_events_and_keeps_the_other_days(spark, pipeline_conf):
+    """DESIGN §5: "A rerun of a day replaces that day". A late file for day 1 is picked up by a
+    rerun of day 1 alone, and day 2's rows stay as they were. (That a rerun with nothing new
+    gives every table as it was is tests/test_processing_order.py's "day 2 again".)"""
     conf_path, conf = pipeline_conf(validate=False)
     raw = Path(conf.raw_dir)
     link_events = [{**e, "seq": e["seq"] + 100} for e in link_starving_across_midnight()]
@@ -120,9 +110,6 @@ def test_rerun_is_idempotent_and_picks_up_late_events(spark, pipeline_conf):
     bronze_path = table_path(conf, PIPELINE_TABLES["broker_events"][1])
     properties = DeltaTable.forPath(spark, bronze_path).detail().first().properties
     assert properties["delta.dataSkippingStatsColumns"] == "run_id,seq,ts"
-    snapshot = _snapshot(spark, conf)
-    run_pipeline(conf_path, DAY1, DAY2, spark=spark)
-    assert _snapshot(spark, conf) == snapshot
 
     gold = {
         (r["date"], r["queue"]): r for r in daily_metrics_rows(conf_path, DAY1, DAY2, spark=spark)
@@ -308,53 +295,6 @@ def test_the_quarantine_table_exists_even_when_nothing_was_rejected(spark, pipel
     quarantine_schema = PIPELINE_TABLES["broker_events_quarantine"][1]
     path = table_path(conf, quarantine_schema)
     assert spark.read.format("delta").load(path).count() == 0
-
-
-def _link_daily(spark, conf, day: date) -> list[dict]:
-    from jobs.delta_io import days_predicate
-
-    rows = (
-        read_table(spark, conf, PIPELINE_TABLES["link_starvation_daily"][1])
-        .where(days_predicate("date", day, day))
-        .orderBy("run_id", "link")
-        .collect()
-    )
-    return [r.asDict() for r in rows]
-
-
-def test_a_quiet_day_inside_a_run_gets_the_same_rows_whatever_range_is_processed(
-    spark, pipeline_conf
-):
-    """DESIGN §5: "A rerun of a day replaces that day (idempotent)". Run r1 has events on days 1
-    and 3 and none on day 2; its consumer link stays attached throughout. Processing day 2 alone
-    must give the rows a run over days 1-3 gives (86,400 s attached, none starved), not none."""
-    from jobs.daily_metrics import run_daily_metrics
-    from jobs.episodes import run_episodes
-
-    conf_path, conf = pipeline_conf(validate=False)
-    day3 = date(2024, 1, 3)
-    link = {"link": "c1", "link_role": "consumer"}
-    write_raw(
-        Path(conf.raw_dir),
-        [
-            event(1, at(1, 9), "link_attached", **link, credit=10, available=0),
-            event(2, at(1, 10), "flow", **link, credit=9, available=0),
-            event(3, at(3, 8), "flow", **link, credit=8, available=0),
-        ],
-    )
-    assert run_pipeline(conf_path, DAY1, day3, spark=spark)["ok"]
-    over_the_range = _link_daily(spark, conf, DAY2)
-    assert [(r["run_id"], r["attached_s"], r["starved_s"]) for r in over_the_range] == [
-        ("r1", 86400.0, 0.0)
-    ]
-    # Day 2 alone, after its rows were deleted: the same rows come back.
-    DeltaTable.forPath(spark, table_path(conf, PIPELINE_TABLES["link_starvation_daily"][1])).delete(
-        "date = DATE '2024-01-02'"
-    )
-    assert _link_daily(spark, conf, DAY2) == []
-    run_episodes(spark, conf, DAY2, DAY2)
-    run_daily_metrics(spark, conf, DAY2, DAY2)
-    assert _link_daily(spark, conf, DAY2) == over_the_range
 
 
 def test_a_key_bronze_holds_on_another_day_is_not_accepted_again(spark, pipeline_conf):

@@ -9,18 +9,22 @@ must come out of one run over the whole range, of day after day, and of the days
 
 from __future__ import annotations
 
+import shutil
 from datetime import date, timedelta
 from typing import Any
 
 import pytest
+from delta.tables import DeltaTable
 
 from jobs.daily_metrics import run_daily_metrics
-from jobs.delta_io import read_table, sql_string
+from jobs.delta_io import read_table, sql_string, table_path
 from jobs.episodes import depth_timeline_path, run_episodes
 from jobs.ingest import run_ingest
 from jobs.pipeline_state import read_status
 from jobs.scope import Scope, _scope_sources, processing_scope
 from schemas.tables import (
+    BLOCKING_DAILY,
+    BLOCKING_EPISODES,
     BROKER_EVENTS_QUARANTINE,
     BRONZE_BROKER_EVENTS,
     LINK_STARVATION_DAILY,
@@ -35,14 +39,22 @@ pytestmark = pytest.mark.spark
 DAY1, DAY3 = date(2024, 1, 1), date(2024, 1, 3)
 DAYS = [DAY1 + timedelta(days=n) for n in range(3)]
 R2_R3 = ("r2", "r3")
+#: Every table the three jobs write but the pipeline state (which records when each day was
+#: processed), the depth timeline (read by its own path, _tables) and carried_events: a cache of
+#: the state each night carries into the next, written up to the night's span, so a range run
+#: also carries runs that ended before its last day where nightly runs leave them alone
+#: (tests/test_carried_state.py checks what is read from it).
 TABLES = (
     BRONZE_BROKER_EVENTS,
     BROKER_EVENTS_QUARANTINE,
     QUEUE_FLOW_EPISODES,
     LINK_STARVATION_EPISODES,
+    BLOCKING_EPISODES,
     QUEUE_FLOW_DAILY,
     LINK_STARVATION_DAILY,
+    BLOCKING_DAILY,
 )
+DAILY_TABLES = (QUEUE_FLOW_DAILY, LINK_STARVATION_DAILY, BLOCKING_DAILY)
 
 
 def _run_crossing_midnights() -> list[dict[str, Any]]:
@@ -157,6 +169,19 @@ def _run_ended_stopped_and_one_started_later() -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+def _run_quiet_on_day_2() -> list[dict[str, Any]]:
+    """Run r6: consumer c6 attached on day 1 with credit, no event at all on day 2, one on day 3.
+    Day 2 is still observed and c6 still attached (86,400 s, none starved), whatever range brings
+    it in: a night of day 2 alone must give that row, not none (DESIGN §5, "A rerun of a day
+    replaces that day")."""
+    c6 = {"run_id": "r6", "link": "c6", "link_role": "consumer"}
+    return [
+        event(1, at(1, 9), "link_attached", **c6, credit=10, available=0),
+        event(2, at(1, 10), "flow", **c6, credit=9, available=0),
+        event(3, at(3, 8), "flow", **c6, credit=8, available=0),
+    ]
+
+
 def _run_closed_on_its_first_day() -> list[dict[str, Any]]:
     """Run r4: q4's one episode opens and closes on day 1, and the run goes on to day 3 with
     nothing open, so the nights of days 2 and 3 do not call for that episode's day (jobs/scope.py:
@@ -203,7 +228,8 @@ def _run_stepping_back_over_midnight() -> list[dict[str, Any]]:
 
 
 def _tables(spark: Any, conf: Any) -> dict[str, list[dict[str, Any]]]:
-    """Bronze, quarantine, silver and gold, and the depth timeline, as sorted rows."""
+    """Bronze, quarantine, silver and gold (:data:`TABLES`), and the depth timeline, as sorted
+    rows."""
 
     def rows(frame: Any) -> list[dict[str, Any]]:
         return sorted(
@@ -218,11 +244,13 @@ def _tables(spark: Any, conf: Any) -> dict[str, list[dict[str, Any]]]:
 @pytest.fixture(scope="module")
 def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Bronze, quarantine, silver, gold and the depth timeline after processing days 1-3 in one
-    range, night by night (the tables after the first night too), in reverse and after a crash;
-    with each warehouse's pipeline state and its scope of a run over day 3 once all is in.
+    range, night by night (the tables after the first night too), in reverse, after a crash, and
+    once more day 2 alone after the range (its gold rows deleted first: a rerun of a middle day,
+    ingest included, must give them back and change nothing else); with each warehouse's
+    pipeline state and its scope of a run over day 3 once all is in.
 
-    One raw folder for all the runs of this module (r2 and r3, r4, r5, "old" and "new"): each
-    order of days is a warehouse of its own, and every job call there serves every claim."""
+    One raw folder for all the runs of this module (r2 and r3, r4, r5, r6, "old" and "new"):
+    each order of days is a warehouse of its own, and every job call there serves every claim."""
 
     root = tmp_path_factory.mktemp("order")
     rows = (
@@ -230,6 +258,7 @@ def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         + _run_closed_on_its_first_day()
         + _run_stepping_back_over_midnight()
         + _run_ended_stopped_and_one_started_later()
+        + _run_quiet_on_day_2()
     )
     for run in sorted({r["run_id"] for r in rows}):
         write_raw(root / "raw", [dict(r) for r in rows if r["run_id"] == run])
@@ -241,8 +270,17 @@ def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         # Killed after ingest of day 1, then the later days: episodes and daily_metrics must
         # process day 1 first (it is behind bronze), never compute days 2-3 on top of its hole.
         "crashed": [(DAY1, None), (DAYS[1], DAY3)],
+        # The range's warehouse, then day 2 again, its gold rows gone: r6 spans day 2 without
+        # an event there (jobs/scope.py reads bronze before the day for it).
+        "day 2 again": [(DAYS[1], DAYS[1])],
     }.items():
         conf = scratch_conf(root, name)
+        if name == "day 2 again":
+            shutil.copytree(root / "range", root / name)
+            for table in DAILY_TABLES:
+                DeltaTable.forPath(spark, table_path(conf, table)).delete(
+                    "date = DATE '2024-01-02'"
+                )
         for first, last in ranges:
             run_ingest(spark, conf, first, last or first)
             if last is None:
@@ -282,6 +320,9 @@ def test_the_range_run_has_what_design_defines(outcomes):
     link_daily = {(r["link"], r["date"]): r for r in outcomes["range"]["link_starvation_daily"]}
     assert link_daily[("c1", DAY1)]["starved_s"] == 15 * 3600.0
     assert link_daily[("c1", DAYS[1])]["starved_s"] == 5 * 3600.0
+    # r6's c6 has no event on day 2 and stays attached with credit: observed, never starved.
+    assert [(link_daily[("c6", d)]["attached_s"], link_daily[("c6", d)]["starved_s"]) for d in DAYS
+            ] == [(15 * 3600.0, 0.0), (86400.0, 0.0), (8 * 3600.0, 0.0)]  # fmt: skip
     # r3's seq 3 replayed on day 3: the day-2 copy ends qx's episode at 09:00, the replay is
     # quarantined on its day with its position in its file.
     episodes = [e for e in outcomes["range"]["queue_flow_episodes"] if e["run_id"] in R2_R3]
@@ -294,7 +335,7 @@ def test_the_range_run_has_what_design_defines(outcomes):
     assert (replay["reason"], replay["source_row_index"]) == ("conflicting_duplicate", 0)
 
 
-@pytest.mark.parametrize("order", ["forward", "reverse", "crashed"])
+@pytest.mark.parametrize("order", ["forward", "reverse", "crashed", "day 2 again"])
 def test_day_by_day_in_any_order_gives_the_tables_of_one_range_run(outcomes, order):
     for table in [*(t.name for t in TABLES), "timeline", "day 3's scope"]:
         assert outcomes[order][table] == outcomes["range"][table], table
@@ -363,7 +404,7 @@ def test_a_night_rereads_no_run_that_ended_and_no_closed_episode_before_its_last
     """Day 3's night once all is in, source by source (jobs/scope.py ``_scope_sources``): "old"
     ended on day 1 with its episodes open (they end at its watermark): they and its gold day are
     read, but it has no events in or after the night and nothing of it is in range, so it is
-    not concerned. r4 and r5 have nothing open at the night's start, so they call for the span
+    not concerned. r4, r5 and r6 have nothing open at the night's start, so they call for the span
     from their latest gold day, day 2, not from r4's episode closed on day 1 (nightly runs would
     otherwise rewrite every day since). Only r2's q1, stopped since day 1, takes the span back
     to day 1."""
@@ -381,6 +422,7 @@ def test_a_night_rereads_no_run_that_ended_and_no_closed_episode_before_its_last
     assert [row.last for row in old.values()] == [DAY1] * 4
     assert not any(row.in_range for row in old.values())
     assert [sources[(run, QUEUE_FLOW_DAILY.name)].last for run in ("r4", "r5")] == [DAYS[1]] * 2
+    assert sources[("r6", LINK_STARVATION_DAILY.name)].last == DAYS[1]  # a link's run: the same
     episode_starts = {
         key: row.first
         for key, row in sources.items()
@@ -388,4 +430,8 @@ def test_a_night_rereads_no_run_that_ended_and_no_closed_episode_before_its_last
     }
     assert episode_starts == {("r2", QUEUE_FLOW_EPISODES.name): DAY1}
     scope = outcomes["forward"]["day 3's scope"]
-    assert (scope.runs, scope.span_from, scope.span_to) == (("new", "r2", "r4", "r5"), DAY1, DAY3)
+    assert (scope.runs, scope.span_from, scope.span_to) == (
+        ("new", "r2", "r4", "r5", "r6"),
+        DAY1,
+        DAY3,
+    )
