@@ -175,6 +175,7 @@ class Log:
         starvation_s: float | None = None,
         max_queue_credit: int | None = None,
         protocol: str | None = None,
+        refill_at_empty: bool = False,
     ) -> None:
         """A consumer link attached 100 s: credit granted ``grant`` at a time up to ``credit``,
         logging ``protocol`` (none by default).
@@ -182,7 +183,9 @@ class Log:
         With ``credit_unit="bytes"`` (an Artemis CORE consumer) every event says so in its detail
         and deliveries are transfers of ``size_bytes`` each. With ``max_queue_credit`` (a RabbitMQ
         AMQP 1.0 consumer) its link_attached and flow events log the cap in their detail. Each
-        starvation lasts ``starvation_s`` (default: starved_s / starvations).
+        starvation lasts ``starvation_s`` (default: starved_s / starvations). With
+        ``refill_at_empty`` it grants all of ``credit`` each time the credit has run out, its
+        deliveries logging the credit left (``deliveries`` a multiple of ``credit``).
         """
         info: dict[str, Any] = {}
         if credit_unit:
@@ -192,11 +195,17 @@ class Log:
         detail = json.dumps(info) if info else None
         link = {"link": name, "link_role": "consumer", "detail": detail, "protocol": protocol}
         self.event(0, "link_attached", credit=0, **link)
-        for granted in range(grant, credit + 1, grant):
-            self.event(0.1, "flow", credit=granted, **link)
         delivery = "transfer" if credit_unit else "dequeue"
-        for _ in range(deliveries):
-            self.event(1, delivery, queue="work", size_bytes=size_bytes, **link)
+        if refill_at_empty:
+            for cycle in range(deliveries // credit):
+                self.event(cycle * 10 + 0.1, "flow", credit=credit, **link)
+                for left in range(credit - 1, -1, -1):
+                    self.event(cycle * 10 + 1, delivery, queue="work", credit=left, **link)
+        else:
+            for granted in range(grant, credit + 1, grant):
+                self.event(0.1, "flow", credit=granted, **link)
+            for _ in range(deliveries):
+                self.event(1, delivery, queue="work", size_bytes=size_bytes, **link)
         for number in range(starvations):
             self.starvations.append(
                 {
@@ -580,6 +589,21 @@ def _links() -> Log:
     )
     # Starved 90 % with 200 credits where 10 msgs/s x 15 s + 10 = 160 suffice.
     log.consumer("c-slow", credit=200, deliveries=1000, starved_s=90.0, starvations=6)
+    # Grants its 100 credits each time they have run out (10 times): at 10 msgs/s and a 5 s
+    # round trip, raising them would only raise the top-up batch as much (an audit saw 100 ->
+    # 150 -> 200 -> ...); topped up at half, 2 x 10 x 5 = 100 suffice, which it has. With 50 it
+    # needs the 100.
+    log.consumer(
+        "c-refill", credit=100, deliveries=1000, starved_s=30.0, starvations=6, refill_at_empty=True
+    )
+    log.consumer(
+        "c-refill-50",
+        credit=50,
+        deliveries=1000,
+        starved_s=30.0,
+        starvations=6,
+        refill_at_empty=True,
+    )
     # Hardly starved (0.1 ms in all), in starvations too short to be a round trip.
     log.consumer(
         "c-quick", credit=30, deliveries=100, starved_s=1e-4, starvations=2, starvation_s=5e-5
@@ -612,6 +636,31 @@ def test_byte_credit_is_sized_in_bytes(links: dict[str, dict[str, Any]]) -> None
         " the rate is per attached second: 1000 deliveries in 100.0s attached (the log gives no"
         " time with messages available)"
     )
+
+
+def test_a_receiver_that_refills_at_empty_is_told_to_top_up_earlier_not_given_more_credit(
+    links: dict[str, dict[str, Any]],
+) -> None:
+    """Kung & Morris: credit >= rate x round trip + the top-up batch, the credit used between two
+    grants. A receiver that grants only once its credit has run out uses all of it between two
+    grants, so the batch is the credit itself: no credit satisfies the formula, and reading it
+    as written raised 100 -> 150 -> 200 -> ... night after night (an audit). Topped up at half,
+    the need is 2 x rate x round trip; the text says to top up earlier."""
+    refill = links["c-refill"]
+    assert (refill["verdict"], refill["rule"]) == ("keep", "starved with the credit it needs")
+    assert (refill["current_credit"], refill["recommended_credit"]) == (100, 100)
+    assert (
+        "every top-up (100) came once its credit had run out, so the top-up batch is the credit "
+        "itself and no credit covers it; topped up at half instead it needs 2 x 10.0 msgs/s x "
+        "5.000s round trip = 100 credits: top up before the credit runs out"
+    ) in refill["rationale"]
+    short = links["c-refill-50"]
+    assert (short["verdict"], short["current_credit"], short["recommended_credit"]) == (
+        "raise",
+        50,
+        100,
+    )
+    assert "top up before the credit runs out" in short["rationale"]
 
 
 def test_consumer_window_0_is_not_recommended_a_few_bytes(
@@ -1027,8 +1076,10 @@ def test_a_consumer_busy_half_the_time_gets_the_rate_of_its_busy_half(case_rows:
     """100 deliveries in 8 backlogged seconds (messages available and credit to send them) of 20
     attached: 12.5 msgs/s, not 5 per attached second, nor 10 per second with messages available
     (which counts the 2 s starved for credit, when the link runs at the pace its credit allows).
-    Round trip 1 s (median starvation), top-up 20: ceil(12.5 x 1) + 20 = 33 credits, where the
-    per-attached-second rate would give 5 x 1 + 20 = 25."""
+    Round trip 1 s (median starvation). It tops its 20 credits up only once they have run out,
+    so the batch is its whole credit and the need is that of topping up at half: 2 x 12.5 x 1 =
+    25 credits (not 12.5 x 1 + 20 = 33, which the next night would raise to 46, and so on),
+    where the per-attached-second rate would give 2 x 5 x 1 = 10."""
     row = case_rows["busy-half"]["busy-half"]
     assert row["consumption_rate_msgs_s"] == pytest.approx(12.5)
     assert (row["round_trip_s"], row["round_trip_source"], row["top_up_batch"]) == (
@@ -1036,23 +1087,32 @@ def test_a_consumer_busy_half_the_time_gets_the_rate_of_its_busy_half(case_rows:
         "observed",
         20,
     )
-    assert (row["verdict"], row["current_credit"], row["recommended_credit"]) == ("raise", 20, 33)
+    assert (row["verdict"], row["current_credit"], row["recommended_credit"]) == ("raise", 20, 25)
     assert row["rationale"] == (
-        "raise: starved 10.0% of its attached time with 20 credits; needs 12.5 msgs/s x 1.000s "
-        "round trip + 20 top-up = 33 credits; the rate is per backlogged second: 100 deliveries "
-        "in 8.0s with messages available and credit, of 20.0s attached"
+        "raise: starved 10.0% of its attached time with 20 credits; every top-up (20) came once "
+        "its credit had run out, so the top-up batch is the credit itself and no credit covers "
+        "it; topped up at half instead it needs 2 x 12.5 msgs/s x 1.000s round trip = 25 "
+        "credits: top up before the credit runs out; the rate is per backlogged second: 100 "
+        "deliveries in 8.0s with messages available and credit, of 20.0s attached"
     )
 
 
 def test_without_available_logged_the_rate_stays_per_attached_second(case_rows: CaseRows) -> None:
     """The same link with no ``available`` in its log: no backlogged time to tell, so 100
-    deliveries / 20 s attached = 5 msgs/s, 5 x 1 + 20 = 25 credits, and the rationale says so."""
+    deliveries / 20 s attached = 5 msgs/s; topped up at half, 2 x 5 x 1 = 10 credits would do
+    and it has 20: its starvation is not the credit size but its topping up at empty, and the
+    rationale says so."""
     row = case_rows["unknown-backlog"]["unknown-backlog"]
     assert row["consumption_rate_msgs_s"] == pytest.approx(5.0)
-    assert (row["verdict"], row["recommended_credit"]) == ("raise", 25)
+    assert (row["verdict"], row["rule"], row["recommended_credit"]) == (
+        "keep",
+        "starved with the credit it needs",
+        20,
+    )
     assert row["rationale"].endswith(
-        "needs 5.0 msgs/s x 1.000s round trip + 20 top-up = 25 credits; the rate is per attached "
-        "second: 100 deliveries in 20.0s attached (the log gives no time with messages available)"
+        "needs 2 x 5.0 msgs/s x 1.000s round trip = 10 credits: top up before the credit runs "
+        "out; the rate is per attached second: 100 deliveries in 20.0s attached (the log gives "
+        "no time with messages available)"
     )
 
 

@@ -337,6 +337,11 @@ def _per_link(stepped: DataFrame) -> DataFrame:
         ).alias("current_credit"),
         # A top-up: a flow event's credit above the link's previous credit.
         F.percentile(F.when(_is("flow") & (top_up > 0), top_up), 0.5).alias("_median_top_up"),
+        # How many top-ups there were, and how many came once the credit had run out (from 0).
+        F.count(F.when(_is("flow") & (top_up > 0), 1)).alias("_top_ups"),
+        F.count(F.when(_is("flow") & (top_up > 0) & (F.col("_prev_credit") == 0), 1)).alias(
+            "_top_ups_from_empty"
+        ),
         seconds_between(F.lit(0), F.sum(F.when(F.col("_backlogged_after"), _stretch_us()))).alias(
             "_backlogged_s"
         ),

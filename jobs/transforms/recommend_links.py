@@ -6,7 +6,11 @@ Credit >= consumption rate x round trip + top-up batch (Kung & Morris, "Credit-b
 for ATM networks"), the rate being the one the link runs at while it has traffic to carry
 (deliveries per second of its backlogged time, per attached second when the log gives none), in
 the link's credit unit (messages, or bytes for Artemis CORE consumers: rate x mean message size);
-a starved link that already had that much credit is kept, its consumer replenishing late.
+a starved link that already had that much credit is kept, its consumer replenishing late. A
+receiver whose every top-up comes once its credit has run out grants all of it at once: the
+top-up batch is then the credit itself and no credit satisfies the formula (each raise would
+raise the need by as much), so its need is what topping up at half would take, 2 x rate x round
+trip, and the rationale says to top up earlier.
 
 The verdict and what the rationale says of the link's situation are the first rule of its
 broker's table that holds (:data:`ARTEMIS_CONSUMER_RULES` for Artemis: a slow consumer first, then
@@ -203,24 +207,41 @@ _CURRENT_CONSUMER_VALUE: dict[str, Callable[[Facts], Column]] = {
 def _formula(k: Facts) -> Column:
     """The need, in the link's credit unit, as the formula computes it."""
     rate, needed = F.coalesce(k.rate, F.lit(0.0)), F.coalesce(k.needed, F.lit(0))
-    return F.when(
-        k.in_bytes,
-        F.format_string(
-            "needs %.1f msgs/s x %.0f bytes/msg x %.3fs round trip + %d bytes top-up "
-            "= %d bytes of credit",
-            rate,
-            F.col("_mean_message_bytes"),
-            k.round_trip,
-            k.batch,
-            needed,
-        ),
-    ).otherwise(
-        F.format_string(
-            "needs %.1f msgs/s x %.3fs round trip + %d top-up = %d credits",
-            rate,
-            k.round_trip,
-            k.batch,
-            needed,
+    refill = F.format_string(
+        "every top-up (%d) came once its credit had run out, so the top-up batch is the credit "
+        "itself and no credit covers it; topped up at half instead it needs 2 x %.1f msgs/s x "
+        "%.3fs round trip%s = %d %s: top up before the credit runs out",
+        k.batch,
+        rate,
+        k.round_trip,
+        F.when(
+            k.in_bytes, F.format_string(" x %.0f bytes/msg", F.col("_mean_message_bytes"))
+        ).otherwise(F.lit("")),
+        needed,
+        F.when(k.in_bytes, F.lit("bytes of credit")).otherwise(F.lit("credits")),
+    )
+    return (
+        F.when(k.refills_at_empty, refill)
+        .when(
+            k.in_bytes,
+            F.format_string(
+                "needs %.1f msgs/s x %.0f bytes/msg x %.3fs round trip + %d bytes top-up "
+                "= %d bytes of credit",
+                rate,
+                F.col("_mean_message_bytes"),
+                k.round_trip,
+                k.batch,
+                needed,
+            ),
+        )
+        .otherwise(
+            F.format_string(
+                "needs %.1f msgs/s x %.3fs round trip + %d top-up = %d credits",
+                rate,
+                k.round_trip,
+                k.batch,
+                needed,
+            )
         )
     )
 
@@ -325,12 +346,16 @@ def _basis(evidence: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame, dic
         F.ceil(F.lit(policy.default_top_up_batch) * per_message).cast("long"),
     )
     sizes_unknown = in_bytes & ~F.coalesce(message_bytes > 0, F.lit(False))
+    # Every top-up (the attach's grant and at least one more) came once the credit had run out.
+    top_ups = F.coalesce(F.col("_top_ups"), F.lit(0))
+    refills_at_empty = (top_ups >= 2) & (F.col("_top_ups_from_empty") == top_ups)
     evidence, columns = staged(
         evidence,
         {
             "_rate": rate,
             "_round_trip": round_trip,
             "_batch": batch,
+            "_refills_at_empty": refills_at_empty,
             "_starved_share": starved_share,
             "_starved": starved,
             "_assessed": ~sizes_unknown & ~no_round_trip,
@@ -364,7 +389,12 @@ def _link_facts(evidence: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame
     evidence, basis = _basis(evidence, policy)
     rate, per_message, round_trip = basis["rate"], basis["per_message"], basis["round_trip"]
     assessed, starved = basis["assessed"], basis["starved"]
-    need = (F.ceil(rate * per_message * round_trip) + basis["batch"]).cast("long")
+    # Kung & Morris's top-up batch is what is consumed between two grants: all of the credit
+    # for a receiver that refills at empty, half of it once it tops up at half.
+    need = F.when(basis["refills_at_empty"], F.ceil(2 * rate * per_message * round_trip)).otherwise(
+        F.ceil(rate * per_message * round_trip) + basis["batch"]
+    )
+    need = need.cast("long")
     evidence, columns = staged(evidence, {"_needed": F.when(assessed, need)})
     needed = columns["_needed"]
     current = F.col("current_credit")
