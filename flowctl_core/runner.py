@@ -201,7 +201,14 @@ def connection_config(spec: ConnectionSpec) -> ConnectionConfig:
         ),
         consumers=tuple(
             ConsumerConfig(
-                c.name, c.queue, c.credit, c.top_up_below, c.drain, c.drain_poll_us, c.echo
+                c.name,
+                c.queue,
+                c.credit,
+                c.top_up_below,
+                c.drain,
+                c.drain_poll_us,
+                c.echo,
+                tuple((seconds_to_us(x.after_s), x.credit) for x in c.credit_changes),
             )
             for c in spec.consumers
         ),

@@ -86,6 +86,7 @@ NonNegInt = Annotated[int, Field(ge=0)]
 Threshold = Annotated[StrictInt, Field(ge=0)]
 PosInt = Annotated[int, Field(ge=1)]
 PosFloat = Annotated[float, Field(gt=0)]
+NonNegFloat = Annotated[float, Field(ge=0)]
 
 #: The longest workload a scenario may run, in virtual seconds (a leap year): beyond it a typo
 #: (``1e12``) would start writing an event log no disk holds before saying a word.
@@ -219,6 +220,14 @@ class LinkPublisherSpec(_Strict):
     )
 
 
+class CreditChangeSpec(_Strict):
+    """An AMQP 1.0 consumer's link credit set ``after_s`` seconds after its attach (seed 004:
+    "Granting link credit is not cumulative"; 0: "causing the queue to stop sending")."""
+
+    after_s: NonNegFloat
+    credit: NonNegInt
+
+
 class LinkConsumerSpec(_Strict):
     name: Annotated[str, Field(min_length=1)]
     queue: str
@@ -236,6 +245,18 @@ class LinkConsumerSpec(_Strict):
         description="1.0, with drain: wait this long to grant again when drained",
     )
     echo: bool = Field(default=False, description="1.0: every grant asks for a flow reply")
+    credit_changes: list[CreditChangeSpec] = Field(
+        default=[],
+        description="1.0: link credit set at these times after the attach (0 stops the queue "
+        "sending), topped up to from then on",
+    )
+
+    @model_validator(mode="after")
+    def _changes_in_order(self) -> LinkConsumerSpec:
+        times = [change.after_s for change in self.credit_changes]
+        if times != sorted(times):
+            raise FieldError("credit_changes", "must be in time order (after_s)")
+        return self
 
 
 class ConnectionSpec(_Strict):
@@ -260,6 +281,7 @@ class ConnectionSpec(_Strict):
             for kind, links, field_name, default in (
                 ("consumers", self.consumers, "drain", False),
                 ("consumers", self.consumers, "echo", False),
+                ("consumers", self.consumers, "credit_changes", []),
                 ("publishers", self.publishers, "reports_available", True),
             ):
                 for index, link in enumerate(links):

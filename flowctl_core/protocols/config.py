@@ -105,6 +105,10 @@ class ConsumerConfig:
     drain_poll_us: int = 10_000
     #: AMQP 1.0: every grant asks the sender for a flow reply with its link state.
     echo: bool = False
+    #: AMQP 1.0: (microseconds after the attach, credit): the consumer sets its link credit to
+    #: that value then, and tops up to it from then on; 0 stops the queue sending to it (seed
+    #: 004: "Grant a link-credit of 0 (causing the queue to stop sending)"). In time order.
+    credit_changes: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.credit < 1:
@@ -113,9 +117,17 @@ class ConsumerConfig:
             raise ValueError(f"consumer {self.name!r}: top_up_below must be within 0..credit")
         if self.drain_poll_us < 1:
             raise ValueError(f"consumer {self.name!r}: drain_poll_us must be >= 1")
+        times = [at_us for at_us, _ in self.credit_changes]
+        if times != sorted(times) or any(at_us < 0 for at_us in times):
+            raise ValueError(f"consumer {self.name!r}: credit_changes must be in time order")
+        if any(credit < 0 for _, credit in self.credit_changes):
+            raise ValueError(f"consumer {self.name!r}: a credit change must be >= 0")
 
-    def top_up_due(self, remaining_credit: int) -> bool:
-        return remaining_credit < self.top_up_below
+    def top_up_due(self, remaining_credit: int, credit: int | None = None) -> bool:
+        """Whether to grant again: the credit left is below ``top_up_below`` (below the credit
+        granted, ``credit``, when a credit change set it lower)."""
+        granted = self.credit if credit is None else credit
+        return remaining_credit < min(self.top_up_below, granted)
 
 
 @dataclass(frozen=True)

@@ -161,13 +161,24 @@ class ClientConsumerLink:
         self.connection = connection
         self.config = config
         self.link = ReceiverLink(config.name, initial_delivery_count=0)
+        #: The credit it grants (and tops up to): the config's, until a credit change.
+        self.credit = config.credit
         self.received = 0
         #: Virtual time of the latest message received (None before the first), as the 0.9.1
         #: client's (amqp091.ClientConsumer).
         self.last_received_us: int | None = None
 
     def attach(self) -> None:
-        self.grant(self.config.credit)
+        self.grant(self.credit)
+        scheduler = self.connection.broker.scheduler
+        for after_us, credit in self.config.credit_changes:
+            scheduler.call_later(after_us, self._change_credit, credit)
+
+    def _change_credit(self, credit: int) -> None:
+        """A credit change of the scenario's: granted at once (set, not added), then topped up
+        to; a credit of 0 leaves nothing to top up."""
+        self.credit = credit
+        self.grant(credit)
 
     def grant(self, credit: int, *, drain: bool | None = None, echo: bool | None = None) -> None:
         """Grant ``credit`` (set, not added), with the consumer's own drain / echo unless told."""
@@ -190,8 +201,8 @@ class ClientConsumerLink:
         self.received += 1
         self.last_received_us = self.connection.broker.scheduler.now_us
         self.connection.client_control.push(AckFrame(self.config.name))
-        if self.config.top_up_due(self.link.credit):
-            self.grant(self.config.credit)
+        if self.config.top_up_due(self.link.credit, self.credit):
+            self.grant(self.credit)
         else:
             self.connection.writer.wake()
 
@@ -204,8 +215,8 @@ class ClientConsumerLink:
             scheduler.call_later(self.config.drain_poll_us, self._poll)
 
     def _poll(self) -> None:
-        if self.link.credit == 0:
-            self.grant(self.config.credit)
+        if self.link.credit == 0 and self.credit > 0:
+            self.grant(self.credit)
 
 
 # -- broker side -------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ DIFFERENT_ON_PURPOSE = {
     # The links: a list in YAML, a tuple in the engine; both empty.
     (ConnectionSpec, "publishers"),
     (ConnectionSpec, "consumers"),
+    (LinkConsumerSpec, "credit_changes"),
 }
 RENAMED = {(LinkPublisherSpec, "size"): "size_bytes"}
 

@@ -101,6 +101,10 @@ def test_a_publisher_that_reports_nothing_advertises_zero_available() -> None:
         ("consumers: [{name: r, queue: q, drain: true}]", "consumers.0.drain"),
         ("consumers: [{name: r, queue: q, echo: true}]", "consumers.0.echo"),
         ("publishers: [{name: p, queue: q, reports_available: false}]", "publishers.0"),
+        (
+            "consumers: [{name: r, queue: q, credit_changes: [{after_s: 1, credit: 0}]}]",
+            "consumers.0.credit_changes",
+        ),
     ],
 )
 def test_amqp10_link_knobs_are_refused_on_0_9_1(link: str, field: str) -> None:
@@ -112,6 +116,57 @@ queues: [{{name: q}}]
 connections: [{{name: c, protocol: amqp-0-9-1, {link}}}]
 """
     with pytest.raises(ScenarioError, match=rf"{field}.*AMQP 0\.9\.1 has no such knob"):
+        parse_scenario(yaml.safe_load(text))
+
+
+def test_a_credit_change_to_0_stops_the_queue_sending_and_a_later_one_resumes_it() -> None:
+    """Seed 004: "Grant a link-credit of 0 (causing the queue to stop sending)", and "Granting
+    link credit is not cumulative": set from a scenario (found missing by an audit: only Python
+    could grant 0 or change the credit at run time). Half a second in, the consumer sets its
+    credit to 0: the transfers already sent arrive, none after; a second later it grants 5 and
+    tops up to 5 from then on (its top_up_below of 10 being above that credit)."""
+    text = """
+name: knobs
+kind: workload
+duration_s: 2
+queues: [{name: q}]
+connections:
+  - name: c
+    protocol: amqp-1.0
+    publishers: [{name: p, queue: q, size: 100, batch: 4}]
+    consumers:
+      - name: r
+        queue: q
+        credit: 20
+        top_up_below: 10
+        credit_changes: [{after_s: 0.5, credit: 0}, {after_s: 1.5, credit: 5}]
+"""
+    events = [e for e in _run(text) if e["link"] == "r"]
+    attached = events[0]["ts"]
+
+    def transfers(from_s: float, to_s: float) -> int:
+        window = (attached + from_s * 1e6, attached + to_s * 1e6)
+        return sum(
+            e["event_type"] == "transfer" and window[0] <= e["ts"] < window[1] for e in events
+        )
+
+    assert transfers(0, 0.5) > 1000 and transfers(1.5, 2) > 1000
+    assert transfers(0.5, 0.51) <= 20  # in flight when the credit went to 0
+    assert transfers(0.51, 1.5) == 0
+    # The receiver's flows log the credit it holds once they are out: the first after 0.5 s
+    # is its grant of 0; none after 1.5 s holds more than the 5 it tops up to.
+    grants = [
+        (e["ts"], e["credit"])
+        for e in events
+        if e["event_type"] == "flow" and _detail(e).get("origin") == "receiver"
+    ]
+    assert next(credit for ts, credit in grants if ts >= attached + 0.5e6) == 0
+    assert max(credit for ts, credit in grants if ts >= attached + 1.5e6) == 5
+
+
+def test_credit_changes_out_of_order_are_refused() -> None:
+    text = _amqp10(consumer=", credit_changes: [{after_s: 2, credit: 1}, {after_s: 1, credit: 3}]")
+    with pytest.raises(ScenarioError, match=r"credit_changes.*time order"):
         parse_scenario(yaml.safe_load(text))
 
 
