@@ -321,6 +321,9 @@ def _verdicts() -> Log:
     log.queue("q-idle", 500, 400)
     # Producers that can overshoot by 1100 of a 1000 limit: no stop threshold keeps it under.
     log.queue("q-no-room", 900, 500, [(100, LONG, 901)], capacities=(600, 500))
+    # Capacities 500 + 340 = 840 of 1000: a stop of at most 160 keeps it under the limit, but
+    # the 20 % margin (1008) does not fit.
+    log.queue("q-margin-only", 200, 100, capacities=(500, 340))
     log.queue("q-ring", 0, 0, policy="ring")  # flow control off under a limit, but a ring
     # Byte thresholds too: 100-byte messages, so the bound is 65 x 100 = 6500 bytes, 7800 with the
     # margin; stop 90000 of 100000 leaves 10000 (no lower), and raising it to 92200 gains less than
@@ -478,6 +481,18 @@ def test_no_stop_threshold_is_recommended_when_the_bound_takes_the_whole_limit(
     assert (row["recommended_flow_stop_count"], row["recommended_flow_resume_count"]) == (900, 500)
     assert "the whole limit of 1000" in row["rationale"]
     assert "reduce the windows or raise the limit" in row["rationale"]
+    # Where only the margin does not fit, the text says which stop still keeps it under the
+    # limit (it said "no stop threshold keeps the queue under it", which seed 001's bound
+    # contradicts: found by an audit).
+    margin_only = recommendations["q-margin-only"]
+    assert margin_only["verdict"] == "at_risk_of_overflow"
+    assert margin_only["recommended_flow_stop_count"] == 200
+    assert (
+        "producers can overshoot by 840 msgs (worst seen or bounded by their capacity windows), "
+        "1008 with the 20% margin, the whole limit of 1000: a stop threshold of at most 160 keeps "
+        "the queue under the limit but leaves no room for the margin"
+    ) in margin_only["rationale"]
+    assert "no stop threshold keeps" not in margin_only["rationale"]
 
 
 def test_ring_queues_are_exempt(recommendations: dict[str, dict[str, Any]]) -> None:

@@ -122,12 +122,29 @@ QUEUE_FINDINGS: tuple[Finding, ...] = (
         Finding(
             "no room below the limit",
             lambda o: o.dim.no_room,
-            lambda o: F.format_string(
-                f"producers can overshoot by %d {o.dim.unit} (worst seen or bounded by their "
-                "capacity windows, plus margin), the whole limit of %d: no stop threshold "
-                "keeps the queue under it; reduce the windows or raise the limit",
-                o.dim.headroom,
-                o.dim.limit,
+            # Only the margin may not fit: a stop under limit - overshoot still keeps the queue
+            # under the limit (seed 001's bound), and the text must not say none does.
+            lambda o: F.when(
+                o.dim.worst_overshoot < o.dim.limit,
+                F.format_string(
+                    f"producers can overshoot by %d {o.dim.unit} (worst seen or bounded by their "
+                    "capacity windows), %d with the %.0f%% margin, the whole limit of %d: a stop "
+                    "threshold of at most %d keeps the queue under the limit but leaves no room "
+                    "for the margin; reduce the windows or raise the limit",
+                    o.dim.worst_overshoot,
+                    o.dim.headroom,
+                    _margin_pct(o),
+                    o.dim.limit,
+                    o.dim.limit - o.dim.worst_overshoot,
+                ),
+            ).otherwise(
+                F.format_string(
+                    f"producers can overshoot by %d {o.dim.unit} (worst seen or bounded by their "
+                    "capacity windows, plus margin), the whole limit of %d: no stop threshold "
+                    "keeps the queue under it; reduce the windows or raise the limit",
+                    o.dim.headroom,
+                    o.dim.limit,
+                )
             ),
         ),
         Finding(
