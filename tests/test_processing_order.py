@@ -17,14 +17,12 @@ import pytest
 from delta.tables import DeltaTable
 
 from jobs.daily_metrics import run_daily_metrics
-from jobs.delta_io import read_table, sql_string, table_path
+from jobs.delta_io import days_predicate, read_table, sql_string, table_path
 from jobs.episodes import depth_timeline_path, run_episodes
 from jobs.ingest import run_ingest
 from jobs.pipeline_state import read_status
-from jobs.scope import Scope, _scope_sources, processing_scope
+from jobs.scope import DAILY_TABLES, EPISODE_TABLES, Scope, _scope_sources, processing_scope
 from schemas.tables import (
-    BLOCKING_DAILY,
-    BLOCKING_EPISODES,
     BROKER_EVENTS_QUARANTINE,
     BRONZE_BROKER_EVENTS,
     LINK_STARVATION_DAILY,
@@ -44,17 +42,7 @@ R2_R3 = ("r2", "r3")
 #: the state each night carries into the next, written up to the night's span, so a range run
 #: also carries runs that ended before its last day where nightly runs leave them alone
 #: (tests/test_carried_state.py checks what is read from it).
-TABLES = (
-    BRONZE_BROKER_EVENTS,
-    BROKER_EVENTS_QUARANTINE,
-    QUEUE_FLOW_EPISODES,
-    LINK_STARVATION_EPISODES,
-    BLOCKING_EPISODES,
-    QUEUE_FLOW_DAILY,
-    LINK_STARVATION_DAILY,
-    BLOCKING_DAILY,
-)
-DAILY_TABLES = (QUEUE_FLOW_DAILY, LINK_STARVATION_DAILY, BLOCKING_DAILY)
+TABLES = (BRONZE_BROKER_EVENTS, BROKER_EVENTS_QUARANTINE, *EPISODE_TABLES, *DAILY_TABLES)
 
 
 def _run_crossing_midnights() -> list[dict[str, Any]]:
@@ -279,7 +267,7 @@ def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
             shutil.copytree(root / "range", root / name)
             for table in DAILY_TABLES:
                 DeltaTable.forPath(spark, table_path(conf, table)).delete(
-                    "date = DATE '2024-01-02'"
+                    days_predicate("date", DAYS[1], DAYS[1])
                 )
         for first, last in ranges:
             run_ingest(spark, conf, first, last or first)

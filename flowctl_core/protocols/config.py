@@ -123,11 +123,10 @@ class ConsumerConfig:
         if any(credit < 0 for _, credit in self.credit_changes):
             raise ValueError(f"consumer {self.name!r}: a credit change must be >= 0")
 
-    def top_up_due(self, remaining_credit: int, credit: int | None = None) -> bool:
-        """Whether to grant again: the credit left is below ``top_up_below`` (below the credit
-        granted, ``credit``, when a credit change set it lower)."""
-        granted = self.credit if credit is None else credit
-        return remaining_credit < min(self.top_up_below, granted)
+    def top_up_due(self, remaining_credit: int, credit: int) -> bool:
+        """Whether to grant again: the credit left is below ``top_up_below``, or below the
+        credit the consumer grants now (``credit``) when a credit change set that lower."""
+        return remaining_credit < min(self.top_up_below, credit)
 
 
 @dataclass(frozen=True)
