@@ -595,6 +595,10 @@ class Amqp10Connection:
 
     def start(self) -> None:
         """Attach every link; the broker grants publishers credit, consumers grant theirs."""
+        if self.server.endpoint.incoming_window == 0:
+            # Begun during an alarm: the session starts closed, and the log says so, as it does
+            # for a session closed by an alarm later (DESIGN §3: blocking is read off the log).
+            self.server.emit_window("alarm", begun_during_alarm=True)
         for name, publisher in self.publishers.items():
             self.server.publishers[name] = BrokerPublisherLink(self.server, publisher.config)
             publisher.emit("link_attached")

@@ -21,6 +21,8 @@ Not repeated here, because existing tests check the same facts: Proton testParti
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from flowctl_core.protocols.amqp10 import ReceiverLink, SenderLink, SessionEndpoint
@@ -310,6 +312,13 @@ def test_rabbitmq_resource_alarm_before_session_begin() -> None:
     rabbit.run_for(SETTLE_US)
     assert publisher.app.sent > 0 and rabbit.queue.stats.enqueued > 0
     assert connection.server.error is None
+    # The log says the session began closed, so the blocking read off it starts at the begin,
+    # not at the alarm's end (a session closed by a later alarm logs the same).
+    windows = [json.loads(e["detail"]) for e in rabbit.log.of_type("session_window")]
+    assert windows[0]["incoming_window"] == 0 and windows[0]["reason"] == "alarm"
+    assert windows[0]["begun_during_alarm"] is True
+    assert (windows[1]["reason"], windows[1]["incoming_window"]) == ("alarm_cleared", 400)
+    assert all(w["incoming_window"] > 0 for w in windows[1:])  # then reopened as it receives
 
 
 def test_rabbitmq_session_constants_match_rabbit_amqp_session() -> None:
