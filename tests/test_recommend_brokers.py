@@ -572,6 +572,10 @@ def test_an_unbounded_consumer_alone_on_its_queue_is_sized_by_kung_and_morris(
     row = engine_recommendations(spark, fed, tmp_path / "fed")["only-reader"]
     assert (row["rule"], row["verdict"], row["current_value"]) == ("over-provisioned", "lower", -1)
     assert 0 < row["recommended_value"] < 2**31 - 1
+    # Said as configured, not as the 2^31 - 1 bytes of credit it logs (an audit).
+    assert row["rationale"].startswith(
+        "lower: never starved with an unbounded window (consumerWindowSize -1), over 4x"
+    ), row["rationale"]
     prefilled = parse_scenario(yaml.safe_load(LONE_UNBOUNDED), "artemis-lone-unbounded")
     row = engine_recommendations(spark, prefilled, tmp_path / "prefilled")["only-reader"]
     assert (row["rule"], row["verdict"]) == ("never attached", "keep")

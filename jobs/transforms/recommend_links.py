@@ -121,12 +121,11 @@ LINK_RULES: tuple[Rule, ...] = (
         lambda k: k.lower & (F.coalesce(k.starved_share, F.lit(0.0)) > 0),
         VERDICT_LOWER,
         lambda k: F.format_string(
-            "starved only %.2f%% of its attached time (up to %.2f%% is tolerated) with %d %s, "
+            "starved only %.2f%% of its attached time (up to %.2f%% is tolerated) with %s, "
             "over %.0fx what it needs",
             k.starved_share * 100,
             F.lit(k.policy.starved_share_tolerance * 100),
-            k.current,
-            k.unit,
+            k.held_text,
             F.lit(k.policy.over_provision_factor),
         ),
     ),
@@ -135,9 +134,8 @@ LINK_RULES: tuple[Rule, ...] = (
         lambda k: k.lower,
         VERDICT_LOWER,
         lambda k: F.format_string(
-            "never starved with %d %s, over %.0fx what it needs",
-            k.current,
-            k.unit,
+            "never starved with %s, over %.0fx what it needs",
+            k.held_text,
             F.lit(k.policy.over_provision_factor),
         ),
     ),
@@ -382,8 +380,9 @@ def _link_facts(evidence: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame
     logged); ``starved_share``, ``starved`` (over the tolerance), ``no_round_trip`` (starved,
     and the round trip too short to be one), ``starved_with`` (the text) and ``assessed``
     (neither sizes unknown nor no round trip); the credit ``current``ly granted (``held``: 0 when
-    unknown) and ``needed``; and the decisions ``raise_`` (short of the need by more than
-    ``credit_keep_band_share`` of what it holds), ``short_within_band`` (short by less: kept),
+    unknown; ``held_text``: it in words, an unbounded window as configured) and ``needed``; and
+    the decisions ``raise_`` (short of the need by more than ``credit_keep_band_share`` of what
+    it holds), ``short_within_band`` (short by less: kept),
     ``not_the_size`` (starved although it already had what it needs: more credit would not help)
     and ``lower``."""
     evidence, basis = _basis(evidence, policy)
@@ -417,13 +416,17 @@ def _link_facts(evidence: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame
         .when(_is_prefetch(), F.lit("messages of prefetch"))
         .otherwise(F.lit("credits"))
     )
+    # An unbounded Artemis window logs a credit of 2^31 - 1 bytes: a figure no one configured.
+    held_text = F.when(
+        F.coalesce(F.col("consumer_window"), F.lit(0)) < 0,
+        F.lit("an unbounded window (consumerWindowSize -1)"),
+    ).otherwise(F.format_string("%d %s", held, unit))
     starved_with = F.format_string(
-        "starved %.1f%% of its attached time with %d %s",
+        "starved %.1f%% of its attached time with %s",
         F.coalesce(facts.starved_share * 100, F.lit(0.0)),
-        held,
-        unit,
+        held_text,
     )
-    return evidence, facts.but(unit=unit, starved_with=starved_with)
+    return evidence, facts.but(unit=unit, held_text=held_text, starved_with=starved_with)
 
 
 def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> DataFrame:
