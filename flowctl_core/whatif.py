@@ -62,7 +62,7 @@ class QueueOutcome:
 
 AIM_PROTECT, AIM_RELIEVE, AIM_STEADY = "protect", "relieve", "steady"
 _AIM_TEXT = {
-    AIM_PROTECT: "to cut overshoot or rejections",
+    AIM_PROTECT: "to keep room below the limit",
     AIM_RELIEVE: "to stop less",
     AIM_STEADY: "to stop less often",
 }
@@ -99,6 +99,17 @@ class QueueComparison:
         )
 
     @property
+    def room_made_below_the_limit(self) -> bool:
+        """A preventive change (a run that never reached its limit has no rejections to cut, and
+        overshoot over a lower stop is measured from a lower base): no rejections either way and
+        the peak depth cut, which is the room below the limit the change is for (DESIGN §4)."""
+        before, after = self.before, self.after
+        return before.rejected == after.rejected == 0 and (
+            after.peak_depth_msgs < before.peak_depth_msgs
+            or after.peak_depth_bytes < before.peak_depth_bytes
+        )
+
+    @property
     def time_stopped_not_raised(self) -> bool:
         return self.after.time_stopped_s <= self.before.time_stopped_s
 
@@ -114,13 +125,17 @@ class QueueComparison:
     def failures(self) -> list[str]:
         """Why the change is not validated for its aim (empty when it is):
 
-        - protect: fewer rejections or less overshoot, and no more time stopped (issue #5's bar);
+        - protect: fewer rejections or less overshoot (or, with no rejections either way, a lower
+          peak: room below the limit), and no more time stopped (issue #5's bar);
         - relieve: less time stopped or fewer episodes, and no more rejections;
         - steady: fewer episodes, and no more rejections.
         """
         checks = {
             AIM_PROTECT: (
-                ("neither overshoot nor rejections cut", self.overshoot_or_rejections_cut),
+                (
+                    "neither overshoot, rejections nor the peak depth cut",
+                    self.overshoot_or_rejections_cut or self.room_made_below_the_limit,
+                ),
                 ("more time stopped", self.time_stopped_not_raised),
             ),
             AIM_RELIEVE: (

@@ -3,6 +3,7 @@ engine -> Parquet -> the pipeline's transforms -> recommendations -> what-if on 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from flowctl_core.flowlimit import FlowConfigError, FlowThresholds
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import load_scenario
 from flowctl_core.whatif import (
+    QueueComparison,
     format_comparison,
     overrides_from_recommendations,
     queue_verdicts,
@@ -64,16 +66,24 @@ def test_verdicts_judge_each_change_by_what_it_is_for() -> None:
     scenario = load_scenario("qpid-165-worst-case")
     raised = run_whatif(scenario, {"payments": FlowThresholds(120, 80)})
     assert queue_verdicts(raised) == [("payments", "validated to stop less", False)]
-    # Stop 100 -> 60 (seed 001: the bound is stop + 65 = 125 <= 200): a protective change that
-    # cuts neither overshoot (still 65) nor rejections (none).
+    # Stop 100 -> 60 (seed 001: the bound is stop + 65 = 125 <= 200): a protective change for a
+    # queue that never reached its limit. It cannot cut rejections (none) nor overshoot (still
+    # 65, over a lower stop): it is validated by the room it makes, the peak 165 -> 125 with the
+    # same 80 s stopped (an audit: every at-risk row failed its what-if, exit 1, on the old bar).
     lowered = run_whatif(scenario, {"payments": FlowThresholds(60, 40)})
     payments = lowered.queue("payments")
     assert payments.aim == "protect"
     assert payments.after.max_overshoot_msgs == payments.before.max_overshoot_msgs == 65
-    verdict = queue_verdicts(lowered)[0]
-    assert verdict[2] and verdict[1].startswith(
-        "NOT validated to cut overshoot or rejections: neither overshoot nor rejections cut"
-    )
+    assert (payments.before.peak_depth_msgs, payments.after.peak_depth_msgs) == (165, 125)
+    assert queue_verdicts(lowered) == [
+        ("payments", "validated to keep room below the limit", False)
+    ]
+    # The same lowering had the queue's peak stayed where it was: it made no room.
+    no_room = QueueComparison(
+        "payments", payments.before, dataclasses.replace(payments.after, peak_depth_msgs=165,
+        peak_depth_bytes=payments.before.peak_depth_bytes)
+    )  # fmt: skip
+    assert no_room.failures() == ["neither overshoot, rejections nor the peak depth cut"]
     # Resume only, 80 -> 20: fewer, longer episodes.
     steadier = run_whatif(scenario, {"payments": FlowThresholds(100, 20)})
     payments = steadier.queue("payments")
