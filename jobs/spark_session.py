@@ -134,6 +134,21 @@ def submitted_master() -> str | None:
     return str(master) if master else None
 
 
+#: The master of a Spark JVM launched with none: spark-submit's default, as PySpark launches it.
+DEFAULT_MASTER = "local[*]"
+
+
+def launched_master(conf_master: str | None) -> str | None:
+    """The master of the JVM this process launches: the conf's; with none, Spark's default
+    (:data:`DEFAULT_MASTER`) when no spark-submit started the JVM, else None (spark-submit's to
+    tell, :func:`submitted_master`). A conf that leaves the master to spark-submit, run as
+    ``python -m jobs.<job>``, starts a local[*] driver: it gets what a local one gets (a loopback
+    driver among them: before, it listened on the host's address; an audit)."""
+    if conf_master:
+        return conf_master
+    return None if os.environ.get("PYSPARK_GATEWAY_PORT") else DEFAULT_MASTER
+
+
 SQL_WAREHOUSE_DIR = "spark.sql.warehouse.dir"
 
 
@@ -238,11 +253,12 @@ def build_spark_session(
     builder = SparkSession.builder.appName(app_name or conf.app_name)
     if conf.spark_master:  # None leaves the master to spark-submit
         builder = builder.master(conf.spark_master)
+    launched = launched_master(conf.spark_master)
     settings = {**conf.spark_settings, **(extra_settings or {}), **DELTA_SESSION_SETTINGS}
-    settings = with_local_logging(conf.spark_master, settings)
-    settings = with_class_archive(conf.spark_master, settings, sharing_option())
+    settings = with_local_logging(launched, settings)
+    settings = with_class_archive(launched, settings, sharing_option())
     # A conf that leaves the master to spark-submit still gets a loopback driver for a local one.
-    settings = with_loopback_driver(conf.spark_master or submitted_master(), settings)
+    settings = with_loopback_driver(launched or submitted_master(), settings)
     settings = with_sql_warehouse(conf.warehouse_dir, settings)
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -11,7 +11,9 @@ tests/test_jvm_jars.py; a real driver's heap under spark-submit: tests/airflow/t
 from __future__ import annotations
 
 import ipaddress
+import os
 import subprocess
+import sys
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -144,6 +146,44 @@ def test_a_driver_address_chosen_elsewhere_is_kept(
     no_spark_local_ip: None, master: str | None, settings: dict[str, str]
 ) -> None:
     assert spark_session.with_loopback_driver(master, settings) == settings
+
+
+def test_a_jvm_launched_without_a_master_is_local(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A conf that leaves the master to spark-submit, run without one (``python -m
+    jobs.ingest``), launches Spark's default local[*] driver: it gets a local driver's settings,
+    loopback among them (an audit saw one listen on the host's address); under spark-submit
+    the master is spark-submit's to tell."""
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    assert spark_session.launched_master(None) == "local[*]"
+    assert spark_session.launched_master("yarn") == "yarn"
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "12345")
+    assert spark_session.launched_master(None) is None
+    assert spark_session.launched_master("local[2]") == "local[2]"
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_conf_without_a_master_run_alone_listens_on_loopback_only(tmp_path: Path) -> None:
+    script = (
+        "import dataclasses, sys\n"
+        "from jobs.config import load_conf\n"
+        "from jobs.spark_session import build_spark_session\n"
+        "from tests.test_spark_session import listening_addresses\n"
+        "conf = dataclasses.replace(load_conf(), spark_master=None,\n"
+        f"    warehouse_dir={str(tmp_path)!r})\n"
+        "spark = build_spark_session(conf, app_name='no-master')\n"
+        "port = int(spark.sparkContext.getConf().get('spark.driver.port'))\n"
+        "print(spark.sparkContext.master, sorted(map(str, listening_addresses(port))))\n"
+        "spark.stop()\n"
+    )
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PYSPARK_GATEWAY_PORT", "SPARK_LOCAL_IP")
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "local[*] ['127.0.0.1']", done.stdout
 
 
 def test_spark_local_ip_chooses_the_drivers_address(monkeypatch: pytest.MonkeyPatch) -> None:
