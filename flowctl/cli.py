@@ -16,6 +16,7 @@ import inspect
 import json
 import os
 import shutil
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from contextlib import ExitStack
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
+from urllib.parse import urlsplit
 
 import typer
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
@@ -135,14 +137,33 @@ def _one_line_failures(job: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     return decorate
 
 
-def _check_out_folder(out: Path) -> None:
-    """Refuse, before anything is written, an event-log folder that is a file or lies under one."""
+def _check_out_folder(out: Path, option: str = "--out") -> None:
+    """Refuse, before anything is written, an event-log folder that is a file or lies under one
+    (``option``: the command's name for it)."""
     for folder in (out, *out.parents):
         if folder.exists():
             if not folder.is_dir():
                 where = "is a file" if folder == out else f"is under {folder}, a file"
-                raise SinkError(f"--out {out}: {where}, not a folder")
+                raise SinkError(f"{option} {out}: {where}, not a folder")
             return
+
+
+def _check_amqp_url(url: str) -> None:
+    """Refuse a broker URL that is no ``amqp://host:port`` or whose host does not resolve,
+    before anything is written (it crashed the probe as an unexpected error; an audit)."""
+    from collectors.probe import url_shown
+
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme not in ("amqp", "amqps") or not parts.hostname or port == -1:
+        raise _fail(f"{url_shown(url)}: not a broker URL: amqp://[user:password@]host:port")
+    try:
+        socket.getaddrinfo(parts.hostname, port or 5672)
+    except OSError as error:
+        raise _fail(f"{url_shown(url)}: host {parts.hostname!r} not found ({error})") from None
 
 
 def simulate_to(scenario_ref: str, out: Path, seed: int | None, run_id: str | None) -> RunResult:
@@ -806,7 +827,7 @@ def collect_artemis(
 
     zone = _zone(log_timezone)
     _check_log(log, once=once)
-    _check_out_folder(raw)
+    _check_out_folder(raw, "--raw")
     collector = ArtemisCollector(
         log_path=log,
         raw_dir=raw,
@@ -863,7 +884,7 @@ def collect_rabbitmq(
 
     zone = _zone(log_timezone)
     _check_log(log, once=once)
-    _check_out_folder(raw)
+    _check_out_folder(raw, "--raw")
     collector = RabbitMQCollector(
         log_path=log,
         raw_dir=raw,
@@ -923,7 +944,8 @@ def probe_publish(
     from collectors.probe import amqp_send, link_summary, url_shown
     from collectors.proton_links import LinkRecorder
 
-    _check_out_folder(raw)
+    _check_amqp_url(url)
+    _check_out_folder(raw, "--raw")
     try:
         recorder = LinkRecorder(raw, broker, product=product)
     except ValueError as error:

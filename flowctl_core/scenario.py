@@ -16,13 +16,14 @@ import dataclasses
 import types
 import typing
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictInt,
@@ -70,6 +71,7 @@ from flowctl_core.protocols.artemis_flow import (
 )
 from flowctl_core.protocols.config import ConnectionConfig, ConsumerConfig, RabbitPolicy
 from flowctl_core.queue import LimitPolicy
+from flowctl_core.yaml_files import UniqueKeyLoader, utf8_problem
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "conf" / "scenarios"
 
@@ -81,12 +83,30 @@ QPID_ARGUMENTS: tuple[str, ...] = (MAX_COUNT_KEY, MAX_SIZE_KEY, POLICY_TYPE_KEY,
 # The numeric ones: an integer or a string of digits, never a bool or a float (integer_argument).
 QPID_INTEGER_ARGUMENTS: tuple[str, ...] = (MAX_COUNT_KEY, MAX_SIZE_KEY, *FLOW_KEYS)
 
-NonNegInt = Annotated[int, Field(ge=0)]
+
+def _refuse_bool(value: Any) -> Any:
+    """A YAML ``true`` is no number (pydantic's lax float would read it as 1.0)."""
+    if isinstance(value, bool):
+        raise PydanticCustomError("float_type", "Input should be a valid number, not a boolean")
+    return value
+
+
+#: A float of a scenario: a number, or a string of one (PyYAML reads ``1e3`` as a string), never
+#: a boolean; finite (the models refuse inf and NaN).
+NumberFloat = Annotated[float, BeforeValidator(_refuse_bool)]
+
+#: Every integer of a scenario is an event column's int64 (or a broker's narrower field): a
+#: YAML ``true`` or a float is no integer, and a value past int64 would fail at the sink.
+INT64_MAX = 2**63 - 1
+#: Artemis's windows and rates are Java ints.
+JAVA_INT_MAX = 2**31 - 1
+NonNegInt = Annotated[StrictInt, Field(ge=0, le=INT64_MAX)]
 # A threshold: an integer in the YAML, never a bool or a float pydantic would coerce.
 Threshold = Annotated[StrictInt, Field(ge=0)]
-PosInt = Annotated[int, Field(ge=1)]
-PosFloat = Annotated[float, Field(gt=0)]
-NonNegFloat = Annotated[float, Field(ge=0)]
+PosInt = Annotated[StrictInt, Field(ge=1, le=INT64_MAX)]
+PosFloat = Annotated[NumberFloat, Field(gt=0)]
+NonNegFloat = Annotated[NumberFloat, Field(ge=0)]
+Ratio = Annotated[NumberFloat, Field(ge=0, le=100)]  # a percentage
 
 #: The longest workload a scenario may run, in virtual seconds (a leap year): beyond it a typo
 #: (``1e12``) would start writing an event log no disk holds before saying a word.
@@ -145,13 +165,14 @@ def _check_qpid_integers(queue: object, arguments: object) -> object:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No float is infinite or NaN: a virtual clock cannot advance by either.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class BrokerSpec(_Strict):
     name: str = "broker-1"
-    default_flow_stop_ratio: Annotated[float, Field(ge=0, le=100)] = DEFAULT_FLOW_STOP_RATIO
-    default_flow_resume_ratio: Annotated[float, Field(ge=0, le=100)] = DEFAULT_FLOW_RESUME_RATIO
+    default_flow_stop_ratio: Ratio = DEFAULT_FLOW_STOP_RATIO
+    default_flow_resume_ratio: Ratio = DEFAULT_FLOW_RESUME_RATIO
     # None: Qpid's 100 MiB for a Qpid broker, none for RabbitMQ's queues (a scenario with
     # connections), which have no Qpid flow thresholds to derive from it.
     default_queue_limit_bytes: NonNegInt | None = None
@@ -214,7 +235,7 @@ class LinkPublisherSpec(_Strict):
     batch: PosInt | None = Field(
         default=None, description="publish N, wait for their confirms, repeat; omit: flat out"
     )
-    initial_delivery_count: Annotated[int, Field(ge=0, le=4_294_967_295)] = 0
+    initial_delivery_count: Annotated[StrictInt, Field(ge=0, le=4_294_967_295)] = 0
     reports_available: bool = Field(
         default=True, description="1.0: advertise what it has ready in `available` (false: 0)"
     )
@@ -237,7 +258,8 @@ class LinkConsumerSpec(_Strict):
     )
     top_up_below: NonNegInt = Field(
         default=_engine_default(ConsumerConfig, "top_up_below"),
-        description="1.0: grant again below this",
+        description="1.0: grant again below this; when not given, the engine's default, or half "
+        "the credit when the credit is below that default",
     )
     drain: bool = Field(default=False, description="1.0: every grant asks the sender to drain")
     drain_poll_us: PosInt = Field(
@@ -251,12 +273,35 @@ class LinkConsumerSpec(_Strict):
         "sending), topped up to from then on",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _top_up_within_the_credit(cls, data: Any) -> Any:
+        """A consumer granting less credit than the default top-up point (a 0.9.1 prefetch of
+        50, say) tops up at half of it unless told otherwise: the default is a 1.0 setting, and
+        refusing such a consumer for a value it never gave named no field of its own (an
+        audit). Scenarios valid before keep their value."""
+        if not isinstance(data, dict) or "top_up_below" in data:
+            return data
+        credit = data.get("credit", _engine_default(ConsumerConfig, "credit"))
+        default = _engine_default(ConsumerConfig, "top_up_below")
+        if type(credit) is int and 1 <= credit < default:
+            return {**data, "top_up_below": max(1, credit // 2)}
+        return data
+
     @model_validator(mode="after")
     def _changes_in_order(self) -> LinkConsumerSpec:
         times = [change.after_s for change in self.credit_changes]
         if times != sorted(times):
             raise FieldError("credit_changes", "must be in time order (after_s)")
         return self
+
+
+#: The most credit a consumer can grant, per protocol: AMQP 1.0's link-credit is a uint, 0.9.1's
+#: basic.qos prefetch-count a short.
+_MOST_CREDIT = {
+    "amqp-1.0": (2**32 - 1, "AMQP 1.0's link-credit, a uint"),
+    "amqp-0-9-1": (65_535, "basic.qos prefetch-count, a short"),
+}
 
 
 class ConnectionSpec(_Strict):
@@ -267,7 +312,7 @@ class ConnectionSpec(_Strict):
     latency_us: NonNegInt = _engine_default(ConnectionConfig, "latency_us")
     frame_cost_us: PosInt = _engine_default(ConnectionConfig, "frame_cost_us")
     socket_buffer_frames: PosInt = _engine_default(ConnectionConfig, "socket_buffer_frames")
-    max_frame_size: Annotated[int, Field(ge=MIN_MAX_FRAME_SIZE)] = _engine_default(
+    max_frame_size: Annotated[StrictInt, Field(ge=MIN_MAX_FRAME_SIZE)] = _engine_default(
         ConnectionConfig, "max_frame_size"
     )
     client_incoming_window: PosInt = _engine_default(ConnectionConfig, "client_incoming_window")
@@ -294,8 +339,10 @@ class ConnectionSpec(_Strict):
 
 
 # Artemis (seed 003): -1 switches a window or a rate off.
-Window = Annotated[int, Field(ge=-1)]
-MaxRate = Annotated[int, Field(ge=-1, description="messages per second; -1: no limit")]
+Window = Annotated[StrictInt, Field(ge=-1, le=JAVA_INT_MAX)]
+MaxRate = Annotated[
+    StrictInt, Field(ge=-1, le=JAVA_INT_MAX, description="messages per second; -1: no limit")
+]
 
 
 def _check_rate(owner: str, max_rate: int) -> None:
@@ -307,9 +354,9 @@ class ArtemisAddressSpec(_Strict):
     """An Artemis address-setting and the queues bound to the address (default: its name)."""
 
     name: Annotated[str, Field(min_length=1)]
-    max_size_bytes: Annotated[int, Field(ge=-1)] = DEFAULT_MAX_SIZE_BYTES
+    max_size_bytes: Annotated[StrictInt, Field(ge=-1, le=INT64_MAX)] = DEFAULT_MAX_SIZE_BYTES
     address_full_policy: AddressFullPolicy = "BLOCK"
-    max_size_bytes_reject_threshold: Annotated[int, Field(ge=-1)] = -1
+    max_size_bytes_reject_threshold: Annotated[StrictInt, Field(ge=-1, le=INT64_MAX)] = -1
     amqp_credits: PosInt = AMQP_CREDITS
     amqp_low_credits: NonNegInt = AMQP_LOW_CREDITS
     queues: list[Annotated[str, Field(min_length=1)]] = []
@@ -351,7 +398,7 @@ class ArtemisProducerSpec(_Strict):
             "(Artemis has no such AMQP setting)"
         ),
     )
-    start_s: Annotated[float, Field(ge=0)] = 0
+    start_s: Annotated[NumberFloat, Field(ge=0)] = 0
     latency_us: NonNegInt | None = None
 
     @model_validator(mode="after")
@@ -369,7 +416,7 @@ class ArtemisConsumerSpec(_Strict):
     )
     process_us: NonNegInt = 100
     max_rate: MaxRate = -1
-    start_s: Annotated[float, Field(ge=0)] = 0
+    start_s: Annotated[NumberFloat, Field(ge=0)] = 0
     latency_us: NonNegInt | None = None
 
     @model_validator(mode="after")
@@ -401,8 +448,8 @@ class ArtemisSpec(_Strict):
 
 class AlarmSpec(_Strict):
     resource: Literal["memory", "disk"]
-    raise_s: Annotated[float, Field(ge=0)]
-    clear_s: Annotated[float, Field(gt=0)] | None = None
+    raise_s: Annotated[NumberFloat, Field(ge=0)]
+    clear_s: Annotated[NumberFloat, Field(gt=0)] | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> AlarmSpec:
@@ -427,7 +474,7 @@ class ExchangeSpec(_Strict):
 class BurstSpec(_Strict):
     every_s: PosFloat
     count: PosInt
-    start_s: Annotated[float, Field(ge=0)] = 0
+    start_s: Annotated[NumberFloat, Field(ge=0)] = 0
 
 
 class ProducerSpec(_Strict):
@@ -444,8 +491,8 @@ class ProducerSpec(_Strict):
     rate: PosFloat | None = Field(default=None, description="messages per second (workload form)")
     arrival: Literal["uniform", "poisson"] = "uniform"
     bursts: BurstSpec | None = None
-    start_s: Annotated[float, Field(ge=0)] = 0
-    stop_s: Annotated[float, Field(gt=0)] | None = None
+    start_s: Annotated[NumberFloat, Field(ge=0)] = 0
+    stop_s: Annotated[NumberFloat, Field(gt=0)] | None = None
     allow_unroutable: bool = Field(
         default=False,
         description="accept a routing key (its own or a send step's) that reaches no queue; "
@@ -463,8 +510,8 @@ class ConsumerSpec(_Strict):
     name: Annotated[str, Field(min_length=1)]
     queue: str
     rate: PosFloat | None = Field(default=None, description="messages per second; None: by steps")
-    start_s: Annotated[float, Field(ge=0)] = 0
-    stop_s: Annotated[float, Field(gt=0)] | None = None
+    start_s: Annotated[NumberFloat, Field(ge=0)] = 0
+    stop_s: Annotated[NumberFloat, Field(gt=0)] | None = None
 
 
 class SendStep(_Strict):
@@ -518,7 +565,7 @@ class SetThresholdsStep(_Strict):
 
 
 class AdvanceStep(_Strict):
-    seconds: Annotated[float, Field(ge=0)]
+    seconds: Annotated[NumberFloat, Field(ge=0)]
 
 
 class DeclareStep(_Strict):
@@ -562,7 +609,7 @@ class Scenario(_Strict):
     description: str = ""
     kind: Literal["scripted", "workload"]
     start: datetime = datetime(2026, 1, 1, tzinfo=UTC)
-    seed: int = 0
+    seed: Annotated[StrictInt, Field(ge=-INT64_MAX - 1, le=INT64_MAX)] = 0
     duration_s: PosFloat | None = None
     broker: BrokerSpec = BrokerSpec()
     queues: list[QueueSpec] = []
@@ -576,6 +623,21 @@ class Scenario(_Strict):
     alarms: list[AlarmSpec] = []
     # Apache ActiveMQ Artemis front end (seed 003).
     artemis: ArtemisSpec | None = None
+
+    def _check_end_in_range(self) -> None:
+        """The run's last event must have a timestamp: past 9999-12-31 none exists (and the
+        sink would have written a part of the run before failing)."""
+        seconds = self.duration_s or 0.0
+        seconds += sum(s.advance.seconds for s in self.steps if s.advance is not None)
+        try:
+            self.start + timedelta(seconds=seconds)
+        except OverflowError:
+            field = "duration_s" if self.kind == "workload" else "steps"
+            raise FieldError(
+                field,
+                f"the run would end {seconds:g} s after {self.start.isoformat()}, past "
+                "9999-12-31, the last day a timestamp holds",
+            ) from None
 
     def broker_config(self) -> BrokerConfig:
         """The engine's broker: RabbitMQ's queues (a scenario with connections) get no Qpid
@@ -600,6 +662,7 @@ class Scenario(_Strict):
                 raise FieldError("steps", "a workload scenario takes no steps (use kind: scripted)")
         elif not self.steps:
             raise FieldError("steps", "a scripted scenario needs steps")
+        self._check_end_in_range()
         for kind_name, names in (
             ("queue", [q.name for q in self.queues]),
             ("exchange", [e.name for e in self.exchanges]),
@@ -609,6 +672,11 @@ class Scenario(_Strict):
             duplicated = sorted({n for n in names if names.count(n) > 1})
             if duplicated:
                 raise FieldError(f"{kind_name}s", f"duplicated {kind_name} names: {duplicated}")
+        # A link's events name it: a producer and a consumer of one name would be one link of
+        # two roles in the gold link tables (DESIGN §4, one row per link).
+        shared = sorted({p.name for p in self.producers} & {c.name for c in self.consumers})
+        if shared:
+            raise FieldError("consumers", f"names shared by a producer and a consumer: {shared}")
         self._check_reserved_names()
         queues = {q.name for q in self.queues} | {
             s.declare.queue for s in self.steps if s.declare is not None
@@ -806,7 +874,7 @@ class Scenario(_Strict):
         if duplicated:
             raise ValueError(f"duplicated connection names: {duplicated}")
         link_names: list[str] = []
-        for connection in self.connections:
+        for c_index, connection in enumerate(self.connections):
             links: list[LinkPublisherSpec | LinkConsumerSpec] = [
                 *connection.publishers,
                 *connection.consumers,
@@ -818,11 +886,19 @@ class Scenario(_Strict):
                         f"connection {connection.name!r}: link {link.name!r} uses unknown queue "
                         f"{link.queue!r} (protocol links need a queue from `queues`)"
                     )
-            for consumer in connection.consumers:
+            for k_index, consumer in enumerate(connection.consumers):
+                most, what = _MOST_CREDIT[connection.protocol]
+                if consumer.credit > most:
+                    raise FieldError(
+                        f"connections.{c_index}.consumers.{k_index}.credit",
+                        f"consumer {consumer.name!r}: {consumer.credit:,} is past {what} "
+                        f"(at most {most:,})",
+                    )
                 if consumer.top_up_below > consumer.credit:
-                    raise ValueError(
+                    raise FieldError(
+                        f"connections.{c_index}.consumers.{k_index}.top_up_below",
                         f"consumer {consumer.name!r}: top_up_below ({consumer.top_up_below}) "
-                        f"exceeds credit ({consumer.credit})"
+                        f"exceeds credit ({consumer.credit})",
                     )
         duplicated = sorted({n for n in link_names if link_names.count(n) > 1})
         if duplicated:
@@ -1010,7 +1086,7 @@ def parse_scenario(
         ) from None
 
 
-class _ScenarioLoader(yaml.SafeLoader):
+class _ScenarioLoader(UniqueKeyLoader):
     """yaml's safe loader, but a timestamp that is no date (``2026-13-02``) stays the string it is
     written as, its reason kept in ``impossible_dates``, so that validation reports it with the
     file's other errors rather than the constructor's bare ``month must be in 1..12`` alone."""
@@ -1045,7 +1121,10 @@ def load_scenario(path_or_name: str | Path) -> Scenario:
             close = closest_name(str(path_or_name), names)
             hint = f"; did you mean {close!r}?" if close else " (flowctl scenarios lists them)"
         raise ScenarioError(f"{path_or_name}: no such scenario file or bundled scenario{hint}")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise ScenarioError(f"{path}: {utf8_problem(error)}") from None
     loader = _ScenarioLoader(text)
     try:
         data = loader.get_single_data()

@@ -72,6 +72,12 @@ class _OpenFile:
     rows: int = 0
 
 
+#: Characters Spark cannot take literally in a file name: Hadoop reads ':' as a URI scheme and
+#: the others as a glob (which may match nothing, or other files). The ingest quarantines a raw
+#: file so named (jobs/raw_files.py); the sink never writes one.
+UNADDRESSABLE_CHARACTERS = ":{}[]*?\\"
+
+
 class ParquetSink:
     def __init__(
         self,
@@ -85,6 +91,13 @@ class ParquetSink:
             raise ValueError("row_group_size must be >= 1")
         if not run_id or "/" in run_id or run_id.startswith((".", "_")):
             raise SinkError(f"run_id {run_id!r} cannot name a file")
+        unaddressable = sorted({c for c in run_id if c in UNADDRESSABLE_CHARACTERS})
+        if unaddressable:
+            # The ingest would quarantine every file of the run whole (an audit).
+            raise SinkError(
+                f"run_id {run_id!r}: Spark cannot read a file named with "
+                f"{''.join(unaddressable)!r}: choose another"
+            )
         self.out_dir = Path(out_dir)
         self.run_id = run_id
         self.row_group_size = row_group_size

@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from flowctl_core.errors import ConfigurationError, closest_name, yaml_problem
+from flowctl_core.yaml_files import UniqueKeyLoader, utf8_problem
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONF = PROJECT_ROOT / "conf" / "pipeline.yaml"
@@ -83,8 +84,11 @@ def read_yaml(source: Path, what: str, option: str) -> Any:
     """The YAML document of ``source`` (None when empty); a file that cannot be read or parsed
     raises :class:`ConfError` naming ``what`` it is, the file, and the ``option`` that names it."""
     try:
-        with open(source, encoding="utf-8") as handle:
-            return yaml.safe_load(handle)
+        # Decoded whole, so that a bad byte's offset is the file's, not a read buffer's.
+        text = source.read_bytes().decode("utf-8")
+        return yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader: no objects built
+    except UnicodeDecodeError as error:
+        raise ConfError(f"{what} {source}: {utf8_problem(error)} ({option})") from None
     except OSError as error:
         raise ConfError(f"{what} {source}: {error.strerror or error} ({option})") from None
     except yaml.YAMLError as error:
@@ -180,7 +184,11 @@ def load_conf(conf_path: str | os.PathLike[str] | None = None) -> PipelineConf:
     """Read and check the pipeline conf; :class:`ConfError` names the file and every key that is
     unknown or of the wrong type (a quoted "false" is not a boolean)."""
     source = Path(conf_path or os.environ.get(CONF_ENV_VAR) or DEFAULT_CONF)
-    raw = read_yaml(source, "pipeline conf", f"--conf or ${CONF_ENV_VAR}") or {}
+    raw = read_yaml(source, "pipeline conf", f"--conf or ${CONF_ENV_VAR}")
+    if raw is None:
+        # Empty (or truncated to nothing): every default, no master and no driver memory among
+        # them, is not what anyone meant to run.
+        raise ConfError(f"pipeline conf {source} is empty: expected a mapping of sections")
     if not isinstance(raw, dict):
         raise ConfError(f"pipeline conf {source}: expected a mapping of sections, got {raw!r}")
     try:

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from flowctl_core.sink import UNADDRESSABLE_CHARACTERS
 from schemas.broker_events import BROKER_EVENTS
 
 log = logging.getLogger("flowctl.ingest")
@@ -156,11 +157,6 @@ def _codec_problem(metadata: pq.FileMetaData) -> str | None:
         f"unsupported_compression:{','.join(unsupported)} (Spark here reads SNAPPY, ZSTD, GZIP, "
         "LZ4 or uncompressed: rewrite the file with one of them)"
     )
-
-
-#: Characters Spark cannot take literally in a file name: Hadoop reads ':' as a URI scheme and
-#: the others as a glob (which may match nothing, or other files).
-UNADDRESSABLE_CHARACTERS = ":{}[]*?\\"
 
 
 def _name_problem(name: str) -> str | None:

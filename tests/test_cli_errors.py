@@ -552,3 +552,136 @@ def test_a_sweep_of_a_mistyped_queue_gets_the_closest_one() -> None:
         "error: bursty-producer: 'event' is no Qpid queue: qpid.flow_stop_count is Qpid's; "
         "did you mean 'events'?"
     )
+
+
+#: A small workload every case below breaks in one place (an audit's bad inputs, each of which
+#: crashed the run with "unexpected error", ran on a wrong reading, or was refused for a field
+#: it never gave).
+_QPID = "name: t\nkind: workload\nduration_s: 1\nqueues: [{name: q}]\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            _QPID + "producers: [{name: p, routing_key: q, rate: 10, capacity: true}]\n",
+            "producers.0.capacity: Input should be a valid integer (line 5)",
+        ),
+        (
+            _QPID.replace("duration_s: 1", "duration_s: true"),
+            "duration_s: Input should be a valid number, not a boolean (line 3)",
+        ),
+        (
+            _QPID + "producers: [{name: p, routing_key: q, rate: 10,\n"
+            "  capacity: 99999999999999999999999}]\n",
+            "producers.0.capacity: Input should be less than or equal to 9223372036854775807",
+        ),
+        (
+            "name: t\nkind: scripted\nqueues: [{name: q}]\nsteps: [{advance: {seconds: .inf}}]\n",
+            "steps.0.advance.seconds: Input should be a finite number (line 4)",
+        ),
+        (
+            _QPID.replace("kind: workload", "kind: workload\nstart: 9999-12-31T23:59:55Z").replace(
+                "duration_s: 1", "duration_s: 10"
+            ),
+            "duration_s: the run would end 10 s after 9999-12-31T23:59:55+00:00, past 9999-12-31",
+        ),
+        (
+            _QPID + "producers: [{name: p, routing_key: q, rate: 10}]\n"
+            "consumers: [{name: p, queue: q}]\n",
+            "consumers: names shared by a producer and a consumer: ['p']",
+        ),
+        (
+            "name: t\nkind: workload\nduration_s: 1\nseed: 1\nseed: 2\nqueues: [{name: q}]\n",
+            "not valid YAML: line 5, column 1: key 'seed' given twice (first at line 4)",
+        ),
+        (
+            "name: r\nkind: workload\nduration_s: 1\nqueues: [{name: q}]\nconnections:\n"
+            "  - {name: c, protocol: amqp-0-9-1,\n"
+            "     consumers: [{name: r, queue: q, credit: 100000}]}\n",
+            "connections.0.consumers.0.credit: consumer 'r': 100,000 is past basic.qos "
+            "prefetch-count, a short (at most 65,535) (line 7)",
+        ),
+        (
+            "name: r\nkind: workload\nduration_s: 1\nqueues: [{name: q}]\nconnections:\n"
+            "  - {name: c, protocol: amqp-1.0,\n"
+            "     consumers: [{name: r, queue: q, credit: 4294967296}]}\n",
+            "consumer 'r': 4,294,967,296 is past AMQP 1.0's link-credit, a uint",
+        ),
+    ],
+)
+def test_a_scenario_value_no_broker_or_clock_can_take_is_refused_naming_its_field(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    bad = _scenario(tmp_path, text)
+    line = _one_error_line(runner.invoke(app, ["simulate", str(bad), "--out", str(tmp_path / "o")]))
+    assert expected in line, line
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_scenario_that_is_not_utf8_text_is_refused_in_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes(b"name: caf\xe9\nkind: workload\n")
+    line = _one_error_line(runner.invoke(app, ["simulate", str(bad), "--out", str(tmp_path / "o")]))
+    assert line == f"error: {bad}: not UTF-8 text (byte 0xe9 at offset 9): save it as UTF-8"
+
+
+def test_a_prefetch_below_the_default_top_up_point_needs_no_top_up_setting(tmp_path: Path) -> None:
+    """A 0.9.1 consumer with a prefetch of 50 was refused for the 1.0-only top_up_below default
+    (100) it never gave; it now tops up at half its credit, and a value given is still checked."""
+    from flowctl_core.scenario import load_scenario
+
+    text = (
+        "name: r\nkind: workload\nduration_s: 1\nqueues: [{name: q}]\nconnections:\n"
+        "  - {name: c, protocol: amqp-0-9-1, consumers: [{name: r, queue: q, credit: 50}]}\n"
+        "  - {name: d, protocol: amqp-1.0, consumers: [{name: s, queue: q}]}\n"
+    )
+    scenario = load_scenario(_scenario(tmp_path, text))
+    consumers = [c for connection in scenario.connections for c in connection.consumers]
+    assert [(c.credit, c.top_up_below) for c in consumers] == [(50, 25), (200, 100)]
+    given = _scenario(
+        tmp_path, text.replace("credit: 50}", "credit: 50, top_up_below: 60}"), "g.yaml"
+    )
+    line = _one_error_line(
+        runner.invoke(app, ["simulate", str(given), "--out", str(tmp_path / "o")])
+    )
+    assert "connections.0.consumers.0.top_up_below: consumer 'r': top_up_below (60) exceeds" in line
+
+
+@pytest.mark.parametrize("run_id", ["colon:run", "a{b}", "glob*?"])
+def test_a_run_id_spark_cannot_read_as_a_file_name_is_refused(tmp_path: Path, run_id: str) -> None:
+    """simulate wrote part-colon:run-00001.parquet, which the ingest then quarantined whole as
+    unaddressable_file_name (an audit): the sink refuses such a name, naming the characters."""
+    good = _scenario(tmp_path, _QPID + "producers: [{name: p, routing_key: q, rate: 10}]\n")
+    args = ["simulate", str(good), "--out", str(tmp_path / "o"), "--run-id", run_id]
+    line = _one_error_line(runner.invoke(app, args))
+    assert f"run_id {run_id!r}: Spark cannot read a file named with" in line, line
+    assert not list((tmp_path / "o").rglob("*.parquet"))
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("notaurl", "notaurl: not a broker URL: amqp://[user:password@]host:port"),
+        (
+            "amqp://u:secret@127.0.0.1:notaport",
+            "amqp://u:***@127.0.0.1:notaport: not a broker URL: amqp://[user:password@]host:port",
+        ),
+    ],
+)
+def test_probe_publish_refuses_a_url_that_is_no_broker_url(
+    tmp_path: Path, url: str, expected: str
+) -> None:
+    args = ["probe", "publish", url, "q", "--raw", str(tmp_path / "raw"), "--broker", "b"]
+    line = _one_error_line(runner.invoke(app, args))
+    assert line == f"error: {expected}", line
+
+
+def test_probe_publish_names_its_own_option_for_a_raw_folder_that_is_a_file(
+    tmp_path: Path,
+) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    args = ["probe", "publish", "amqp://127.0.0.1:1", "q", "--raw", str(afile), "--broker", "b"]
+    line = _one_error_line(runner.invoke(app, args))
+    assert line == f"error: --raw {afile}: is a file, not a folder"

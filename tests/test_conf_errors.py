@@ -31,6 +31,23 @@ def test_conf_that_is_not_yaml_or_not_a_mapping(tmp_path: Path) -> None:
         load_conf(broken)
 
 
+def test_a_conf_that_is_empty_repeats_a_key_or_is_not_utf8_is_refused(tmp_path: Path) -> None:
+    """Each of these was read as something else (an audit): an empty conf as every default, a
+    section given twice as its last copy alone, a Latin-1 file as a crash."""
+    conf = tmp_path / "conf.yaml"
+    conf.write_text("# nothing yet\n")
+    with pytest.raises(ConfError, match=r"conf\.yaml is empty: expected a mapping of sections"):
+        load_conf(conf)
+    conf.write_text("paths:\n  raw: /a\nspark:\n  master: local[1]\npaths:\n  raw: /b\n")
+    with pytest.raises(
+        ConfError, match=r"line 5, column 1: key 'paths' given twice \(first at line 1\)"
+    ):
+        load_conf(conf)
+    conf.write_bytes(b"paths:\n  raw: /caf\xe9\n")
+    with pytest.raises(ConfError, match=r"not UTF-8 text \(byte 0xe9 at offset 18\)"):
+        load_conf(conf)
+
+
 def test_cli_pipeline_with_a_missing_conf_exits_2_with_one_line(tmp_path: Path) -> None:
     missing = tmp_path / "nope.yaml"
     result = CliRunner().invoke(app, ["pipeline", "--from", "2026-03-02", "--conf", str(missing)])
