@@ -41,6 +41,10 @@ KNOB_REJECT_THRESHOLD = "max-size-bytes-reject-threshold"
 KNOB_PRODUCER_WINDOW = "producerWindowSize"
 KNOB_CONSUMER_WINDOW = "consumerWindowSize"
 KNOB_LINK_CREDIT = "link credit"
+#: What a consumer link's rationale says when its receiver refilled only at empty and its credit is
+#: sized as if it topped up at half (jobs/transforms/recommend_links.py): the what-if replays the
+#: credit topped up at half then (flowctl_core/whatif_knobs.py), as the advice prescribes.
+TOP_UP_AT_HALF_ADVICE = "top up before the credit runs out"
 KNOB_PREFETCH = "prefetch"
 KNOB_MAX_LENGTH = "x-max-length"
 

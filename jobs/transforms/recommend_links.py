@@ -45,6 +45,7 @@ from schemas.recommendations import (
     KNOB_CONSUMER_WINDOW,
     KNOB_LINK_CREDIT,
     KNOB_PREFETCH,
+    TOP_UP_AT_HALF_ADVICE,
     UNIT_BYTES,
     UNIT_CREDITS,
     UNIT_MESSAGES,
@@ -208,7 +209,7 @@ def _formula(k: Facts) -> Column:
     refill = F.format_string(
         "every top-up (%d) came once its credit had run out, so the top-up batch is the credit "
         "itself and no credit covers it; topped up at half instead it needs 2 x %.1f msgs/s x "
-        "%.3fs round trip%s = %d %s: top up before the credit runs out",
+        "%.3fs round trip%s = %d %s: " + TOP_UP_AT_HALF_ADVICE,
         k.batch,
         rate,
         k.round_trip,
