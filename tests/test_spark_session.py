@@ -303,8 +303,9 @@ def _conf_with(tmp_path: Path, settings: str) -> spark_session.PipelineConf:
 
 def test_a_heap_the_conf_sized_is_reported_as_such(tmp_path: Path) -> None:
     conf = _conf_with(tmp_path, "{spark.driver.memory: 6g}")
-    # G1 reports -Xmx itself; other collectors a few per cent less.
-    for heap in (6 * 2**30, int(0.95 * 6 * 2**30)):
+    # G1 reports -Xmx itself; the parallel collector up to 11 % less (1820 MiB of 2g: an audit
+    # saw that flagged as a heap the conf did not size).
+    for heap in (6 * 2**30, int(0.95 * 6 * 2**30), int(1820 / 2048 * 6 * 2**30)):
         phrase, short = spark_session.driver_memory_report(conf, heap)
         assert not short
         assert phrase.endswith("MiB (spark.driver.memory 6g in the conf)")
