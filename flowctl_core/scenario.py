@@ -872,19 +872,22 @@ class Scenario(_Strict):
         connection_names = [c.name for c in self.connections]
         duplicated = sorted({n for n in connection_names if connection_names.count(n) > 1})
         if duplicated:
-            raise ValueError(f"duplicated connection names: {duplicated}")
+            raise FieldError("connections", f"duplicated connection names: {duplicated}")
         link_names: list[str] = []
         for c_index, connection in enumerate(self.connections):
-            links: list[LinkPublisherSpec | LinkConsumerSpec] = [
-                *connection.publishers,
-                *connection.consumers,
+            known = [q.name for q in self.queues]
+            roles: list[tuple[str, int, LinkPublisherSpec | LinkConsumerSpec]] = [
+                *(("publishers", i, p) for i, p in enumerate(connection.publishers)),
+                *(("consumers", i, k) for i, k in enumerate(connection.consumers)),
             ]
-            for link in links:
+            for role, l_index, link in roles:
                 link_names.append(link.name)
-                if link.queue not in {q.name for q in self.queues}:
-                    raise ValueError(
-                        f"connection {connection.name!r}: link {link.name!r} uses unknown queue "
-                        f"{link.queue!r} (protocol links need a queue from `queues`)"
+                if link.queue not in known:
+                    raise FieldError(
+                        f"connections.{c_index}.{role}.{l_index}.queue",
+                        f"connection {connection.name!r}: link {link.name!r} uses unknown "
+                        f"queue {link.queue!r} (protocol links need a queue from `queues`)"
+                        f"{_hint(link.queue, known)}",
                     )
             for k_index, consumer in enumerate(connection.consumers):
                 most, what = _MOST_CREDIT[connection.protocol]
@@ -902,7 +905,7 @@ class Scenario(_Strict):
                     )
         duplicated = sorted({n for n in link_names if link_names.count(n) > 1})
         if duplicated:
-            raise ValueError(f"duplicated link names: {duplicated}")
+            raise FieldError("connections", f"duplicated link names: {duplicated}")
         if self.connections and self.kind != "workload":
             raise ValueError("connections run for duration_s: use kind: workload")
         if self.rabbitmq.credit_flow_more > self.rabbitmq.credit_flow_initial:
@@ -927,28 +930,37 @@ class Scenario(_Strict):
         ):
             duplicated = sorted({n for n in names if names.count(n) > 1})
             if duplicated:
-                raise ValueError(f"duplicated {kind_name} names: {duplicated}")
+                raise FieldError("artemis", f"duplicated {kind_name} names: {duplicated}")
         clash = sorted(set(address_queues) & queues)
         if clash:
-            raise ValueError(
-                f"artemis queues {clash} are declared by their address; remove them from `queues`"
+            raise FieldError(
+                "queues",
+                f"artemis queues {clash} are declared by their address; remove them from `queues`",
             )
-        for producer in artemis.producers:
+        for index, producer in enumerate(artemis.producers):
             if producer.address not in addresses:
-                raise ValueError(
+                raise FieldError(
+                    f"artemis.producers.{index}.address",
                     f"artemis producer {producer.name!r} sends to unknown address "
-                    f"{producer.address!r}"
+                    f"{producer.address!r}{_hint(producer.address, addresses)}",
                 )
-        for consumer in artemis.consumers:
+        for index, consumer in enumerate(artemis.consumers):
             if consumer.queue not in address_queues:
-                raise ValueError(
+                raise FieldError(
+                    f"artemis.consumers.{index}.queue",
                     f"artemis consumer {consumer.name!r} reads unknown queue {consumer.queue!r} "
-                    "(a queue of an artemis address)"
+                    f"(a queue of an artemis address){_hint(consumer.queue, address_queues)}",
                 )
 
     @property
     def start_us(self) -> int:
         return int(self.start.timestamp()) * 1_000_000 + self.start.microsecond
+
+
+def _hint(given: str, known: list[str]) -> str:
+    """ "; did you mean 'x'?" for a mistyped name, else nothing."""
+    close = closest_name(given, known)
+    return f"; did you mean {close!r}?" if close else ""
 
 
 def _names(names: list[str], limit: int = 20) -> str:

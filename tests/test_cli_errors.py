@@ -685,3 +685,37 @@ def test_probe_publish_names_its_own_option_for_a_raw_folder_that_is_a_file(
     args = ["probe", "publish", "amqp://127.0.0.1:1", "q", "--raw", str(afile), "--broker", "b"]
     line = _one_error_line(runner.invoke(app, args))
     assert line == f"error: --raw {afile}: is a file, not a folder"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "name: a\nkind: workload\nduration_s: 1\nartemis:\n  addresses: [{name: metrics}]\n"
+            "  producers: [{name: p, address: metrix}]\n",
+            "artemis.producers.0.address: artemis producer 'p' sends to unknown address 'metrix'; "
+            "did you mean 'metrics'? (line 6)",
+        ),
+        (
+            "name: a\nkind: workload\nduration_s: 1\nartemis:\n  addresses: [{name: jobs}]\n"
+            "  consumers: [{name: c, queue: jbos}]\n",
+            "artemis.consumers.0.queue: artemis consumer 'c' reads unknown queue 'jbos' (a queue "
+            "of an artemis address); did you mean 'jobs'? (line 6)",
+        ),
+        (
+            "name: r\nkind: workload\nduration_s: 1\nqueues: [{name: orders}]\nconnections:\n"
+            "  - name: c\n    protocol: amqp-1.0\n    consumers: [{name: r, queue: ordres}]\n",
+            "connections.0.consumers.0.queue: connection 'c': link 'r' uses unknown queue "
+            "'ordres' (protocol links need a queue from `queues`); did you mean 'orders'? "
+            "(line 8)",
+        ),
+    ],
+)
+def test_a_cross_reference_in_the_broker_sections_names_its_field_and_line(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    """Artemis and RabbitMQ sections said "(top level)" where the Qpid ones name the field and
+    its line (an audit)."""
+    bad = _scenario(tmp_path, text)
+    line = _one_error_line(runner.invoke(app, ["simulate", str(bad), "--out", str(tmp_path / "o")]))
+    assert line.endswith(expected), line
