@@ -72,6 +72,7 @@ from flowctl_core.protocols.artemis_flow import (
 from flowctl_core.protocols.config import ConnectionConfig, ConsumerConfig, RabbitPolicy
 from flowctl_core.queue import LimitPolicy
 from flowctl_core.yaml_files import UniqueKeyLoader, utf8_problem
+from schemas.recommendations import JAVA_INT_MAX, KNOB_HIGHEST, KNOB_LINK_CREDIT, KNOB_PREFETCH
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "conf" / "scenarios"
 
@@ -98,8 +99,6 @@ NumberFloat = Annotated[float, BeforeValidator(_refuse_bool)]
 #: Every integer of a scenario is an event column's int64 (or a broker's narrower field): a
 #: YAML ``true`` or a float is no integer, and a value past int64 would fail at the sink.
 INT64_MAX = 2**63 - 1
-#: Artemis's windows and rates are Java ints.
-JAVA_INT_MAX = 2**31 - 1
 NonNegInt = Annotated[StrictInt, Field(ge=0, le=INT64_MAX)]
 # A threshold: an integer in the YAML, never a bool or a float pydantic would coerce.
 Threshold = Annotated[StrictInt, Field(ge=0)]
@@ -299,8 +298,8 @@ class LinkConsumerSpec(_Strict):
 #: The most credit a consumer can grant, per protocol: AMQP 1.0's link-credit is a uint, 0.9.1's
 #: basic.qos prefetch-count a short.
 _MOST_CREDIT = {
-    "amqp-1.0": (2**32 - 1, "AMQP 1.0's link-credit, a uint"),
-    "amqp-0-9-1": (65_535, "basic.qos prefetch-count, a short"),
+    "amqp-1.0": KNOB_HIGHEST[KNOB_LINK_CREDIT],
+    "amqp-0-9-1": KNOB_HIGHEST[KNOB_PREFETCH],
 }
 
 
@@ -894,8 +893,8 @@ class Scenario(_Strict):
                 if consumer.credit > most:
                     raise FieldError(
                         f"connections.{c_index}.consumers.{k_index}.credit",
-                        f"consumer {consumer.name!r}: {consumer.credit:,} is past {what} "
-                        f"(at most {most:,})",
+                        f"consumer {consumer.name!r}: {consumer.credit:,} is past the most it "
+                        f"can grant, {most:,} ({what})",
                     )
                 if consumer.top_up_below > consumer.credit:
                     raise FieldError(

@@ -44,6 +44,7 @@ from flowctl_core.whatif_knobs import (
 )
 from schemas.recommendations import (
     KNOB_CONSUMER_WINDOW,
+    KNOB_HIGHEST,
     KNOB_LINK_CREDIT,
     KNOB_MAX_LENGTH,
     KNOB_MAX_SIZE_BYTES,
@@ -87,7 +88,6 @@ class Criterion:
 
 
 QPID, ARTEMIS, RABBITMQ = "qpid", "artemis", "rabbitmq"
-JAVA_INT_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -148,8 +148,8 @@ SWEEP_KNOBS: dict[str, SweepKnob] = {
         (_NO_LOSS, _NO_REJECT, _PROCESSED, Criterion("max overshoot bytes", LOWER), _SMALLEST),
         lowest=-1,
         off=-1,
-        highest=JAVA_INT_MAX,
-        bound_reason="producerWindowSize is a Java int",
+        highest=KNOB_HIGHEST[KNOB_PRODUCER_WINDOW][0],
+        bound_reason=KNOB_HIGHEST[KNOB_PRODUCER_WINDOW][1],
     ),
     KNOB_CONSUMER_WINDOW: SweepKnob(
         ARTEMIS,
@@ -160,23 +160,23 @@ SWEEP_KNOBS: dict[str, SweepKnob] = {
         ),
         lowest=-1,
         off=-1,
-        highest=JAVA_INT_MAX,
-        bound_reason="consumerWindowSize is a Java int",
+        highest=KNOB_HIGHEST[KNOB_CONSUMER_WINDOW][0],
+        bound_reason=KNOB_HIGHEST[KNOB_CONSUMER_WINDOW][1],
     ),
     # Kung & Morris: credit beyond rate x round trip buys nothing but messages held at the client.
     KNOB_LINK_CREDIT: SweepKnob(
         RABBITMQ,
         (_RECEIVED, _RECEIVED_BY, _SMALLEST),
         lowest=1,
-        highest=2**32 - 1,
-        bound_reason="AMQP 1.0 link credit is a uint",
+        highest=KNOB_HIGHEST[KNOB_LINK_CREDIT][0],
+        bound_reason=KNOB_HIGHEST[KNOB_LINK_CREDIT][1],
     ),
     KNOB_PREFETCH: SweepKnob(
         RABBITMQ,
         (_RECEIVED, _RECEIVED_BY, _SMALLEST),
         lowest=1,  # 0 is "no limit" in RabbitMQ, which the engine does not model
-        highest=65_535,
-        bound_reason="basic.qos prefetch-count is a short",
+        highest=KNOB_HIGHEST[KNOB_PREFETCH][0],
+        bound_reason=KNOB_HIGHEST[KNOB_PREFETCH][1],
     ),
     # RabbitMQ reject-publish: as few rejections as possible, then a slow queue blocking its
     # connection as little as possible, then the least held. 0 would hold no message in

@@ -41,12 +41,26 @@ KNOB_REJECT_THRESHOLD = "max-size-bytes-reject-threshold"
 KNOB_PRODUCER_WINDOW = "producerWindowSize"
 KNOB_CONSUMER_WINDOW = "consumerWindowSize"
 KNOB_LINK_CREDIT = "link credit"
+KNOB_PREFETCH = "prefetch"
+KNOB_MAX_LENGTH = "x-max-length"
+
 #: What a consumer link's rationale says when its receiver refilled only at empty and its credit is
 #: sized as if it topped up at half (jobs/transforms/recommend_links.py): the what-if replays the
 #: credit topped up at half then (flowctl_core/whatif_knobs.py), as the advice prescribes.
 TOP_UP_AT_HALF_ADVICE = "top up before the credit runs out"
-KNOB_PREFETCH = "prefetch"
-KNOB_MAX_LENGTH = "x-max-length"
+
+#: Java's int, the type of Artemis's windows and rates.
+JAVA_INT_MAX = 2**31 - 1
+
+#: The largest value each broker takes for a knob, and why: a recommendation, a sweep or a scenario
+#: past it would be refused by the broker (jobs/transforms/recommend_links.py caps at it,
+#: flowctl_core/sweep.py refuses past it, flowctl_core/scenario.py refuses past it).
+KNOB_HIGHEST: dict[str, tuple[int, str]] = {
+    KNOB_PRODUCER_WINDOW: (JAVA_INT_MAX, "producerWindowSize is a Java int"),
+    KNOB_CONSUMER_WINDOW: (JAVA_INT_MAX, "consumerWindowSize is a Java int"),
+    KNOB_LINK_CREDIT: (2**32 - 1, "AMQP 1.0 link credit is a uint"),
+    KNOB_PREFETCH: (65_535, "basic.qos prefetch-count is a short"),
+}
 
 UNIT_MESSAGES = "messages"
 UNIT_BYTES = "bytes"

@@ -599,14 +599,15 @@ _QPID = "name: t\nkind: workload\nduration_s: 1\nqueues: [{name: q}]\n"
             "name: r\nkind: workload\nduration_s: 1\nqueues: [{name: q}]\nconnections:\n"
             "  - {name: c, protocol: amqp-0-9-1,\n"
             "     consumers: [{name: r, queue: q, credit: 100000}]}\n",
-            "connections.0.consumers.0.credit: consumer 'r': 100,000 is past basic.qos "
-            "prefetch-count, a short (at most 65,535) (line 7)",
+            "connections.0.consumers.0.credit: consumer 'r': 100,000 is past the most it can "
+            "grant, 65,535 (basic.qos prefetch-count is a short) (line 7)",
         ),
         (
             "name: r\nkind: workload\nduration_s: 1\nqueues: [{name: q}]\nconnections:\n"
             "  - {name: c, protocol: amqp-1.0,\n"
             "     consumers: [{name: r, queue: q, credit: 4294967296}]}\n",
-            "consumer 'r': 4,294,967,296 is past AMQP 1.0's link-credit, a uint",
+            "consumer 'r': 4,294,967,296 is past the most it can grant, 4,294,967,295 (AMQP 1.0 "
+            "link credit is a uint)",
         ),
     ],
 )
