@@ -1409,3 +1409,27 @@ def test_empty_bodies_give_a_consumer_no_rate_rather_than_failing_the_job(spark:
     rows = log.rows(spark)
     assert {"c1", "c2"} <= set(rows)
     assert all(rows[link]["rationale"] for link in ("c1", "c2"))
+
+
+@pytest.mark.spark
+def test_a_recommended_value_is_capped_at_what_the_broker_takes(spark: Any) -> None:
+    """A prefetch is a short, link credit a uint, a window a Java int: a need past that was
+    recommended as it was, a value the broker would refuse (an audit replayed prefetch 100000)."""
+    from pyspark.sql import functions as F
+
+    from jobs.transforms.recommend_links import within_highest
+
+    rows = [("prefetch", 100_000), ("link credit", 100_000), ("consumerWindowSize", 3 * 10**9),
+            ("x-max-length", 10**12)]  # fmt: skip
+    frame = spark.createDataFrame(rows, "knob string, need long")
+    value, note = within_highest(F.col("knob"), F.col("need"))
+    picked = frame.select("knob", value.alias("value"), note.alias("note")).collect()
+    got = {r.knob: (r.value, r.note) for r in picked}
+    assert got == {
+        "prefetch": (65_535, "; capped at 65535, the most the broker takes (basic.qos "
+                     "prefetch-count is a short)"),
+        "link credit": (100_000, None),
+        "consumerWindowSize": (2**31 - 1, "; capped at 2147483647, the most the broker takes "
+                               "(consumerWindowSize is a Java int)"),
+        "x-max-length": (10**12, None),
+    }  # fmt: skip

@@ -43,6 +43,7 @@ from schemas.recommendations import (
     ENTITY_CONSUMER,
     ENTITY_CONSUMER_LINK,
     KNOB_CONSUMER_WINDOW,
+    KNOB_HIGHEST,
     KNOB_LINK_CREDIT,
     KNOB_PREFETCH,
     TOP_UP_AT_HALF_ADVICE,
@@ -479,6 +480,22 @@ def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> Da
     return rows
 
 
+def within_highest(knob: Column, value: Column) -> tuple[Column, Column]:
+    """``value`` capped at the most its broker takes for ``knob`` (schemas KNOB_HIGHEST: a
+    prefetch is a short, link credit a uint, a window a Java int), and the note saying so where
+    it was capped (null elsewhere): a recommendation the broker would refuse helps no one."""
+    highest, why = F.lit(None).cast("long"), F.lit(None).cast("string")
+    for name, (most, reason) in KNOB_HIGHEST.items():
+        highest = F.when(knob == name, F.lit(most)).otherwise(highest)
+        why = F.when(knob == name, F.lit(reason)).otherwise(why)
+    over = value > highest
+    note = F.when(
+        over,
+        F.format_string("; capped at %d, the most the broker takes (%s)", highest, why),
+    )
+    return F.when(over, highest).otherwise(value), note
+
+
 def _consumer_rows(
     evidence: DataFrame, facts: Facts, knob: dict[str, Column], rules: tuple[Rule, ...]
 ) -> DataFrame:
@@ -488,12 +505,17 @@ def _consumer_rows(
     # The notes explain the Kung & Morris need: they follow a rule that recommends it (one
     # without a value of its own), not one that sets its own (a slow consumer's window 0).
     notes = F.when(decision.value.isNull(), stated(LINK_NOTES, facts, separator=""))
-    rationale = F.concat(decision.rationale, F.coalesce(notes, F.lit("")))
     changes = facts.raise_ | facts.lower
+    needed, capped_note = within_highest(knob["_knob"], facts.needed)
+    rationale = F.concat(
+        decision.rationale,
+        F.coalesce(notes, F.lit("")),
+        F.coalesce(F.when(changes & decision.value.isNull(), capped_note), F.lit("")),
+    )
     now = current_value(knob["_knob"], _CURRENT_CONSUMER_VALUE, facts)
     # A kept knob is recommended as it is now, in the knob's terms (an unbounded window -1, not
     # the credit it logs), and keeps its credit.
-    recommended = F.coalesce(decision.value, F.when(changes, facts.needed).otherwise(now))
+    recommended = F.coalesce(decision.value, F.when(changes, needed).otherwise(now))
     kept = decision.verdict == VERDICT_KEEP
     recommended_credit = F.when(kept, facts.current).otherwise(recommended)
     return evidence.select(
