@@ -101,7 +101,7 @@ NumberFloat = Annotated[float, BeforeValidator(_refuse_bool)]
 INT64_MAX = 2**63 - 1
 NonNegInt = Annotated[StrictInt, Field(ge=0, le=INT64_MAX)]
 # A threshold: an integer in the YAML, never a bool or a float pydantic would coerce.
-Threshold = Annotated[StrictInt, Field(ge=0)]
+Threshold = Annotated[StrictInt, Field(ge=0, le=INT64_MAX)]
 PosInt = Annotated[StrictInt, Field(ge=1, le=INT64_MAX)]
 PosFloat = Annotated[NumberFloat, Field(gt=0)]
 NonNegFloat = Annotated[NumberFloat, Field(ge=0)]
