@@ -484,7 +484,8 @@ def knob_checks(comparison: KnobComparison) -> list[KnobCheck]:
     - producerWindowSize: less overshoot past max-size-bytes (at risk, a bound not yet reached:
       no more), no more messages lost;
     - consumerWindowSize 0 (slow consumer): the queue's messages processed sooner or more of them;
-      another window: no fewer of the queue's messages processed (by any of its consumers);
+      another window raised: the queue's messages processed more, or as many sooner by more
+      than :data:`SOONER_SHARE`; lowered: no fewer of them processed (by any of its consumers);
     - link credit / prefetch raised: more messages received, or as many sooner by more than
       :data:`SOONER_SHARE` (a finite backlog drained faster); lowered: no fewer, and (as many)
       no later by more than that share;
@@ -545,7 +546,21 @@ def knob_checks(comparison: KnobComparison) -> list[KnobCheck]:
     if change.knob == KNOB_CONSUMER_WINDOW:
         # The queue's, not the consumer's own: a smaller buffer leaves a slow consumer fewer
         # messages to hold, which the others then take (seed 003).
-        key = "queue msgs processed"
+        key, done = "queue msgs processed", "queue processed by s"
+        if _window_raised(change):
+            # A raise is for a consumer starved for credit (Kung & Morris): it must show, as
+            # a link credit raise does (an audit saw 100 KiB -> 200 KiB validated, nothing moved).
+            return [
+                KnobCheck(
+                    "the queue's messages processed more or sooner",
+                    "the queue's messages processed neither more nor sooner",
+                    after[key] > before[key]
+                    or (
+                        after[key] == before[key]
+                        and after[done] < before[done] * (1 - SOONER_SHARE)
+                    ),
+                )
+            ]
         return [
             KnobCheck(
                 "the queue's consumers processed no fewer",
@@ -592,6 +607,14 @@ def knob_checks(comparison: KnobComparison) -> list[KnobCheck]:
             before[blocked] == 0 or after[blocked] < before[blocked],
         ),
     ]
+
+
+def _window_raised(change: KnobChange) -> bool:
+    """Whether a consumerWindowSize change gives the consumer more buffer: a larger bounded
+    window, or -1 (unbounded) for a bounded one."""
+    if change.current is None or change.current == -1:
+        return False
+    return change.value == -1 or change.value > change.current
 
 
 def knob_failures(comparison: KnobComparison) -> list[str]:

@@ -95,3 +95,25 @@ def test_a_lowered_credit_that_slows_the_consumer_is_not_validated() -> None:
         after,
     )
     assert "received later" in comparison.failures()
+
+
+def test_a_raised_consumer_window_must_move_the_queue() -> None:
+    """A raise of consumerWindowSize is for a consumer starved for credit: validated only when
+    the queue's messages are processed more or sooner. 100 KiB -> 200 KiB on the fast consumer
+    of seed 003's case changes nothing and was validated by "no fewer" (an audit); 0 -> 1 byte
+    halves the time the queue takes."""
+    from flowctl_core.scenario import load_scenario
+    from flowctl_core.whatif_knobs import KnobChange
+
+    scenario = load_scenario("artemis-slow-fast-consumers")
+    still = run_knob_whatif(
+        scenario,
+        KnobChange("artemis", "fast-100k", "consumerWindowSize", 102_400, 204_800, "raise", "r"),
+    )
+    assert still.before == still.after
+    assert still.failures() == ["the queue's messages processed neither more nor sooner"]
+    sooner = run_knob_whatif(
+        scenario, KnobChange("artemis", "fast-no-buffer", "consumerWindowSize", 0, 1, "raise", "r")
+    )
+    assert sooner.after["queue processed by s"] < sooner.before["queue processed by s"]
+    assert sooner.failures() == []
