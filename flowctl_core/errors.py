@@ -51,6 +51,12 @@ def closest_name(given: str, known: Iterable[str]) -> str | None:
     return beginning[0] if len(beginning) == 1 else None
 
 
+def did_you_mean(given: str, known: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for a mistyped ``given`` (:func:`closest_name`), else ""."""
+    close = closest_name(given, known)
+    return f"; did you mean {close!r}?" if close else ""
+
+
 def yaml_problem(error: Exception) -> str:
     """One line for a YAML parse error: where and what, e.g. ``line 3, column 6: mapping values
     are not allowed here (while parsing a block mapping at line 1)``. PyYAML's own message spans

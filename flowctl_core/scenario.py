@@ -44,7 +44,7 @@ from flowctl_core.broker import (
 )
 from flowctl_core.clock import Scheduler
 from flowctl_core.errors import ScenarioError as ScenarioError
-from flowctl_core.errors import closest_name, yaml_problem
+from flowctl_core.errors import closest_name, did_you_mean, yaml_problem
 from flowctl_core.events import PREFILL_LINK, EventBus
 from flowctl_core.exchange import Exchange, ExchangeType
 from flowctl_core.flowlimit import (
@@ -136,11 +136,9 @@ def _check_qpid_arguments(arguments: dict[str, int | str]) -> dict[str, int | st
     """Reject a ``qpid.*`` key the engine does not read: silently ignored, it is a lost setting."""
     for key in arguments:
         if key.startswith(QPID_ARGUMENT_PREFIX) and key not in QPID_ARGUMENTS:
-            close = closest_name(key, QPID_ARGUMENTS)
-            hint = f"; did you mean {close!r}?" if close else ""
             raise ValueError(
-                f"unknown argument {key!r}{hint} (known qpid.* arguments: "
-                f"{', '.join(QPID_ARGUMENTS)})"
+                f"unknown argument {key!r}{did_you_mean(key, QPID_ARGUMENTS)} (known qpid.* "
+                f"arguments: {', '.join(QPID_ARGUMENTS)})"
             )
     return arguments
 
@@ -873,8 +871,8 @@ class Scenario(_Strict):
         if duplicated:
             raise FieldError("connections", f"duplicated connection names: {duplicated}")
         link_names: list[str] = []
+        known = [q.name for q in self.queues]
         for c_index, connection in enumerate(self.connections):
-            known = [q.name for q in self.queues]
             roles: list[tuple[str, int, LinkPublisherSpec | LinkConsumerSpec]] = [
                 *(("publishers", i, p) for i, p in enumerate(connection.publishers)),
                 *(("consumers", i, k) for i, k in enumerate(connection.consumers)),
@@ -886,7 +884,7 @@ class Scenario(_Strict):
                         f"connections.{c_index}.{role}.{l_index}.queue",
                         f"connection {connection.name!r}: link {link.name!r} uses unknown "
                         f"queue {link.queue!r} (protocol links need a queue from `queues`)"
-                        f"{_hint(link.queue, known)}",
+                        f"{did_you_mean(link.queue, known)}",
                     )
             for k_index, consumer in enumerate(connection.consumers):
                 most, what = _MOST_CREDIT[connection.protocol]
@@ -941,25 +939,20 @@ class Scenario(_Strict):
                 raise FieldError(
                     f"artemis.producers.{index}.address",
                     f"artemis producer {producer.name!r} sends to unknown address "
-                    f"{producer.address!r}{_hint(producer.address, addresses)}",
+                    f"{producer.address!r}{did_you_mean(producer.address, addresses)}",
                 )
         for index, consumer in enumerate(artemis.consumers):
             if consumer.queue not in address_queues:
                 raise FieldError(
                     f"artemis.consumers.{index}.queue",
                     f"artemis consumer {consumer.name!r} reads unknown queue {consumer.queue!r} "
-                    f"(a queue of an artemis address){_hint(consumer.queue, address_queues)}",
+                    "(a queue of an artemis address)"
+                    f"{did_you_mean(consumer.queue, address_queues)}",
                 )
 
     @property
     def start_us(self) -> int:
         return int(self.start.timestamp()) * 1_000_000 + self.start.microsecond
-
-
-def _hint(given: str, known: list[str]) -> str:
-    """ "; did you mean 'x'?" for a mistyped name, else nothing."""
-    close = closest_name(given, known)
-    return f"; did you mean {close!r}?" if close else ""
 
 
 def _names(names: list[str], limit: int = 20) -> str:

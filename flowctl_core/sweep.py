@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from flowctl_core.errors import ConfigurationError, FlowctlError, closest_name
+from flowctl_core.errors import ConfigurationError, FlowctlError, closest_name, did_you_mean
 from flowctl_core.flowlimit import (
     DEFAULT_FLOW_RESUME_RATIO,
     DEFAULT_FLOW_STOP_RATIO,
@@ -507,8 +507,7 @@ def _check_entity(scenario: Scenario, knob: str, entity: str) -> None:
         queues = declared_queues(scenario)
         if entity not in queues or rabbit:
             where = "a RabbitMQ queue (the scenario has connections)" if rabbit else "no Qpid queue"
-            close = None if rabbit else closest_name(entity, queues)
-            hint = f"; did you mean {close!r}?" if close else ""
+            hint = "" if rabbit else did_you_mean(entity, queues)
             raise SweepError(f"{scenario.name}: {entity!r} is {where}: {knob} is Qpid's{hint}")
         if entity in queues_with_threshold_steps(scenario):
             raise SweepError(

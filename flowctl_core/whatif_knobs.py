@@ -539,8 +539,7 @@ def knob_checks(comparison: KnobComparison) -> list[KnobCheck]:
             KnobCheck(
                 "the queue's messages processed sooner or more",
                 "the queue's messages processed neither sooner nor more",
-                after[processed] > before[processed]
-                or (after[processed] == before[processed] and after[done] < before[done]),
+                _more_or_sooner(before, after, processed, done, share=0.0),
             )
         ]
     if change.knob == KNOB_CONSUMER_WINDOW:
@@ -554,11 +553,7 @@ def knob_checks(comparison: KnobComparison) -> list[KnobCheck]:
                 KnobCheck(
                     "the queue's messages processed more or sooner",
                     "the queue's messages processed neither more nor sooner",
-                    after[key] > before[key]
-                    or (
-                        after[key] == before[key]
-                        and after[done] < before[done] * (1 - SOONER_SHARE)
-                    ),
+                    _more_or_sooner(before, after, key, done),
                 )
             ]
         return [
@@ -590,8 +585,7 @@ def knob_checks(comparison: KnobComparison) -> list[KnobCheck]:
             KnobCheck(
                 "messages received more or sooner",
                 "messages received neither more nor sooner",
-                after[key] > before[key]
-                or (after[key] == before[key] and after[done] < before[done] * (1 - SOONER_SHARE)),
+                _more_or_sooner(before, after, key, done),
             )
         ]
     blocked = "connection blocked s"  # x-max-length
@@ -607,6 +601,19 @@ def knob_checks(comparison: KnobComparison) -> list[KnobCheck]:
             before[blocked] == 0 or after[blocked] < before[blocked],
         ),
     ]
+
+
+def _more_or_sooner(
+    before: Mapping[str, float],
+    after: Mapping[str, float],
+    count: str,
+    done: str,
+    share: float = SOONER_SHARE,
+) -> bool:
+    """More of ``count``, or as many with ``done`` (seconds) sooner by more than ``share``."""
+    return after[count] > before[count] or (
+        after[count] == before[count] and after[done] < before[done] * (1 - share)
+    )
 
 
 def _window_raised(change: KnobChange) -> bool:
