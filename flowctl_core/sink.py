@@ -78,6 +78,12 @@ class _OpenFile:
 UNADDRESSABLE_CHARACTERS = ":{}[]*?\\"
 
 
+def unaddressable_characters(name: str) -> str:
+    """The characters of ``name`` Spark cannot read in a file name, sorted, each once ("" when
+    none): :data:`UNADDRESSABLE_CHARACTERS`."""
+    return "".join(sorted({c for c in name if c in UNADDRESSABLE_CHARACTERS}))
+
+
 class ParquetSink:
     def __init__(
         self,
@@ -91,12 +97,12 @@ class ParquetSink:
             raise ValueError("row_group_size must be >= 1")
         if not run_id or "/" in run_id or run_id.startswith((".", "_")):
             raise SinkError(f"run_id {run_id!r} cannot name a file")
-        unaddressable = sorted({c for c in run_id if c in UNADDRESSABLE_CHARACTERS})
+        unaddressable = unaddressable_characters(run_id)
         if unaddressable:
             # The ingest would quarantine every file of the run whole (an audit).
             raise SinkError(
-                f"run_id {run_id!r}: Spark cannot read a file named with "
-                f"{''.join(unaddressable)!r}: choose another"
+                f"run_id {run_id!r}: Spark cannot read a file named with {unaddressable!r}: "
+                "choose another"
             )
         self.out_dir = Path(out_dir)
         self.run_id = run_id

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from flowctl_core.sink import UNADDRESSABLE_CHARACTERS
+from flowctl_core.sink import unaddressable_characters
 from schemas.broker_events import BROKER_EVENTS
 
 log = logging.getLogger("flowctl.ingest")
@@ -161,7 +161,7 @@ def _codec_problem(metadata: pq.FileMetaData) -> str | None:
 
 def _name_problem(name: str) -> str | None:
     """Why Spark cannot be given the file ``name`` to read, or None."""
-    found = "".join(sorted({c for c in name if c in UNADDRESSABLE_CHARACTERS}))
+    found = unaddressable_characters(name)
     if not found:
         return None
     return f"unaddressable_file_name:Spark cannot read a name with {found!r} (rename the file)"

@@ -165,7 +165,7 @@ def test_a_jvm_launched_without_a_master_is_local(monkeypatch: pytest.MonkeyPatc
 @pytest.mark.slow
 def test_a_conf_without_a_master_run_alone_listens_on_loopback_only(tmp_path: Path) -> None:
     script = (
-        "import dataclasses, sys\n"
+        "import dataclasses\n"
         "from jobs.config import load_conf\n"
         "from jobs.spark_session import build_spark_session\n"
         "from tests.test_spark_session import listening_addresses\n"
