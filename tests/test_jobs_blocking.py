@@ -22,8 +22,11 @@ pytestmark = pytest.mark.spark
 DAY1, DAY2 = date(2024, 1, 1), date(2024, 1, 2)
 
 
-def _window(seq: int, ts: Any, frames: int, reason: str, session: str = "s1") -> dict[str, Any]:
-    detail = json.dumps({"incoming_window": frames, "reason": reason})
+def _window(
+    seq: int, ts: Any, frames: int, reason: str | None, session: str = "s1"
+) -> dict[str, Any]:
+    given = {"incoming_window": frames, "reason": reason}
+    detail = json.dumps({k: v for k, v in given.items() if v is not None})
     return event(seq, ts, "session_window", session=session, connection="c10", protocol="amqp-1.0",
                  detail=detail)  # fmt: skip
 
@@ -150,3 +153,29 @@ def test_every_kind_of_design_section_4_has_one_rule() -> None:
         "session_window",
         "producer_window",
     ]
+
+
+def test_a_closed_session_window_whose_detail_gives_no_reason_blocks_its_publishers(
+    make_events: Any,
+) -> None:
+    """A session_window frame as a collector may log it, ``{"incoming_window": 0}`` with no
+    reason, closes the session as the engine's alarm-closed one does (an audit: the missing
+    reason compared as null, and the episode was lost); only a session that ended is not."""
+    publisher = {"link": "pub", "link_role": "publisher", "connection": "c10",
+                 "protocol": "amqp-1.0"}  # fmt: skip
+    events = make_events(
+        [
+            event(1, at(2, 9), "link_attached", session="s1", credit=170, available=0, **publisher),
+            event(2, at(2, 9), "link_attached", session="s3", credit=170, available=0, **publisher),
+            _window(3, at(2, 10), 0, None),
+            _window(4, at(2, 10), 0, None, session="s3"),
+            _window(5, at(2, 10, 30), 0, "ended", session="s3"),
+            _window(6, at(2, 11), 400, None),
+            event(7, at(2, 12), "flow", session="s1", credit=170, available=0, **publisher),
+        ]
+    )
+    episodes = {r.entity: r for r in blocking_episodes(events, run_bounds(events)).collect()}
+    assert set(episodes) == {"s1", "s3"}
+    assert (episodes["s1"].start_seq, episodes["s1"].end_seq) == (3, 6)
+    assert episodes["s1"].duration_s == 3600.0
+    assert (episodes["s3"].start_seq, episodes["s3"].end_seq) == (4, 5)  # ended: gone

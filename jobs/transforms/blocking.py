@@ -99,8 +99,13 @@ BLOCKING_KINDS: tuple[BlockingKind, ...] = (
         "session_window",
         lambda: _is("session_window") & F.col("session").isNotNull(),
         lambda: F.col("session"),
-        # A session that ends while closed is no longer blocked: it is gone.
-        lambda: (_detail("incoming_window").cast("long") == 0) & (_detail("reason") != "ended"),
+        # A session that ends while closed is no longer blocked: it is gone. A closed window
+        # whose detail gives no reason (a collector's frame, a hand-written log) is closed all
+        # the same: RabbitMQ closes it for an alarm only (a null comparison read as open lost it).
+        lambda: (
+            (_detail("incoming_window").cast("long") == 0)
+            & F.coalesce(_detail("reason") != "ended", F.lit(True))
+        ),
         "a publishing session whose incoming window is closed (0): RabbitMQ closes every "
         "session's on an alarm, and one that only consumes is not held back by it",
         among=publishing_sessions,
