@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -60,7 +61,9 @@ class TableSchema:
             metadata={b"table": self.name.encode(), b"schema_version": str(self.version).encode()},
         )
 
-    def to_spark(self) -> StructType:
+    def to_spark(self, names: Sequence[str] | None = None) -> StructType:
+        """The table's Spark schema; given ``names``, of those columns only, in that order (a
+        test's expected frame of some of its columns, typed as the table types them)."""
         from pyspark.sql import types as T
 
         spark_types: dict[str, Any] = {
@@ -77,7 +80,7 @@ class TableSchema:
                 T.StructField(
                     c.name, spark_types[c.type](), nullable=c.nullable, metadata={"doc": c.doc}
                 )
-                for c in self.columns
+                for c in (self.columns if names is None else map(self.column, names))
             ]
         )
 

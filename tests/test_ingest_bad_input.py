@@ -135,8 +135,7 @@ def test_a_quarantine_table_of_the_previous_version_gets_the_row_index_column(sp
     )
     old_row = {"date": date(2024, 1, 5), "source_file": "date=2024-01-05/old.parquet",
                "record_kind": "row", "reason": "unknown_event_type", "seq": 9}  # fmt: skip
-    frame = spark.createDataFrame([old_row], "date date, source_file string, record_kind string, "
-                                  "reason string, seq bigint")  # fmt: skip
+    frame = spark.createDataFrame([old_row], previous.to_spark(list(old_row)))
     frame = frame.select(
         *(F.col(c) if c in old_row else F.lit(None).alias(c) for c in previous.names)
     )

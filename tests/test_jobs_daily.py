@@ -9,6 +9,7 @@ from chispa import assert_df_equality
 
 from jobs.transforms.daily import link_starvation_daily, queue_flow_daily
 from jobs.transforms.episodes import link_starvation_episodes, queue_flow_episodes, run_bounds
+from schemas.tables import LINK_STARVATION_DAILY, QUEUE_FLOW_DAILY
 from tests.conftest import at, event
 from tests.test_jobs_episodes import (
     link_starving_across_midnight,
@@ -33,12 +34,8 @@ QUEUE_COLUMNS = [
     "episodes",
     "max_overshoot_msgs",
 ]
-QUEUE_TYPES = (
-    "date date, run_id string, queue string, flow_stopped_count long, "
-    "flow_stopped_counter_delta long, counter_check_ok boolean, stopped_at_day_start boolean, "
-    "time_stopped_s double, observed_s double, stopped_share double, episodes long, "
-    "max_overshoot_msgs long"
-)
+#: Typed as the table types them (schemas/), not by a second spelling here.
+QUEUE_TYPES = QUEUE_FLOW_DAILY.to_spark(QUEUE_COLUMNS)
 
 
 def queue_daily(make_events, rows, date_from, date_to):
@@ -143,8 +140,9 @@ def test_link_starving_across_midnight(spark, make_events):
             (DAY1, "l1", "consumer", 3600.0, 1, 7200.0, 0.5),
             (DAY2, "l1", "consumer", 7200.0, 1, 10800.0, 7200 / 10800),
         ],
-        "date date, link string, link_role string, starved_s double, episodes long, "
-        "attached_s double, starved_share double",
+        LINK_STARVATION_DAILY.to_spark(
+            ["date", "link", "link_role", "starved_s", "episodes", "attached_s", "starved_share"]
+        ),
     )
     assert_df_equality(
         actual, expected, ignore_row_order=True, ignore_nullable=True, ignore_metadata=True

@@ -16,10 +16,15 @@ from jobs.transforms.episodes import (
     queue_segment_stats_by_lookup,
     run_bounds,
 )
+from schemas.tables import LINK_STARVATION_EPISODES, QUEUE_FLOW_EPISODES
 from tests.conftest import at, event, naive
 
 pytestmark = pytest.mark.spark
 
+LINK_EPISODE_COLUMNS = (
+    "link", "link_role", "start_seq", "end_seq", "end_reason", "is_open", "duration_s",
+    "available_at_start",
+)  # fmt: skip
 EPISODE_COLUMNS = [
     "run_id",
     "queue",
@@ -63,9 +68,7 @@ def test_episode_across_midnight_has_peak_overshoot_and_bound(spark, make_events
     # peak 7 - stop 4 = 3; producers p1 (its triggering enqueue included, capacity 3) and p2 (2).
     expected = spark.createDataFrame(
         [("r1", "q", 4, 8, False, 3900.0, 7, 3, None, 2, 5, 0.6)],
-        "run_id string, queue string, start_seq long, end_seq long, is_open boolean, "
-        "duration_s double, peak_depth_msgs long, overshoot_msgs long, overshoot_bytes long, "
-        "producers long, overshoot_bound_msgs long, overshoot_ratio double",
+        QUEUE_FLOW_EPISODES.to_spark(EPISODE_COLUMNS),
     )
     assert_df_equality(
         actual.select(*EPISODE_COLUMNS), expected, ignore_nullable=True, ignore_metadata=True
@@ -172,8 +175,7 @@ def test_link_starving_across_midnight(spark, make_events):
             ("l1", "consumer", 2, 4, "credit", False, 7200.0, 5),
             ("l1", "consumer", 5, 6, "detached", False, 3600.0, 3),
         ],
-        "link string, link_role string, start_seq long, end_seq long, end_reason string, "
-        "is_open boolean, duration_s double, available_at_start long",
+        LINK_STARVATION_EPISODES.to_spark(LINK_EPISODE_COLUMNS),
     )
     columns = expected.columns
     assert_df_equality(
@@ -487,9 +489,7 @@ def test_a_producer_without_a_window_leaves_the_bound_and_ratio_null(spark, make
     # bound and no ratio (before: bound 3 from p1 alone, ratio 23 / 3 = 7.67).
     expected = spark.createDataFrame(
         [("r1", "q", 2, 4, False, 300.0, 27, 23, None, 2, None, None)],
-        "run_id string, queue string, start_seq long, end_seq long, is_open boolean, "
-        "duration_s double, peak_depth_msgs long, overshoot_msgs long, overshoot_bytes long, "
-        "producers long, overshoot_bound_msgs long, overshoot_ratio double",
+        QUEUE_FLOW_EPISODES.to_spark(EPISODE_COLUMNS),
     )
     assert_df_equality(
         actual.select(*EPISODE_COLUMNS), expected, ignore_nullable=True, ignore_metadata=True

@@ -77,3 +77,13 @@ def test_ddl_and_duplicate_columns() -> None:
         TableSchema("t", 1, (Column("a", "string"), Column("a", "int64")))
     with pytest.raises(KeyError, match="no column"):
         BROKER_EVENTS.column("nope")
+
+
+def test_spark_schema_of_some_columns_keeps_their_order_and_types() -> None:
+    whole = {f.name: f for f in BROKER_EVENTS.to_spark().fields}
+    some = BROKER_EVENTS.to_spark(["ts", "run_id", "seq"])
+    assert some.fieldNames() == ["ts", "run_id", "seq"]
+    assert [f.dataType for f in some.fields] == [whole[n].dataType for n in ("ts", "run_id", "seq")]
+    assert not some["seq"].nullable
+    with pytest.raises(KeyError, match="no column 'nope'"):
+        BROKER_EVENTS.to_spark(["seq", "nope"])
