@@ -13,11 +13,13 @@ from rich.text import Text
 
 from flowctl_core.runner import RunResult
 from flowctl_core.summary import (
+    ROLE_MOVES,
     QueueSummary,
     artemis_addresses,
     artemis_links,
     connection_totals,
     link_messages,
+    protocol_comparisons,
     queue_summaries,
 )
 
@@ -265,12 +267,14 @@ def print_protocol_summary(result: RunResult) -> None:
             f"{row.blocked:,}",
         )
     console.print(totals)
-    by_protocol: dict[str, int] = {}
-    for row in connection_totals(result):
-        by_protocol[row.protocol] = by_protocol.get(row.protocol, 0) + row.total
-    if by_protocol.get("amqp-1.0") and by_protocol.get("amqp-0-9-1"):
-        ratio = by_protocol["amqp-1.0"] / by_protocol["amqp-0-9-1"]
-        console.print(f"amqp-1.0 moved {ratio:.2f}x the messages of amqp-0-9-1", highlight=False)
+    for compared in protocol_comparisons(result):
+        moved = ROLE_MOVES[compared.role]
+        times = "" if compared.ratio is None else f" ({compared.ratio:.2f}x)"
+        console.print(
+            f"{compared.role}s {moved}: amqp-1.0 {compared.amqp10:,}, amqp-0-9-1 "
+            f"{compared.amqp091:,}{times}",
+            highlight=False,
+        )
 
 
 DAILY_COLUMNS = (

@@ -25,7 +25,7 @@ from flowctl_core.protocols.wire import TransferFrame
 from flowctl_core.queue import Message
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import load_scenario
-from flowctl_core.summary import connection_totals, link_messages
+from flowctl_core.summary import connection_totals, link_messages, protocol_comparisons
 from tests.engine.helpers import Rabbit
 
 NEVER = 10**12  # a service time longer than any test: the queue never confirms
@@ -261,6 +261,27 @@ def test_benchmark_one_sender_one_receiver_amqp10_receives_several_times_more() 
     totals = {row.protocol: row for row in connection_totals(result)}
     assert totals[AMQP_10].received > 3 * totals[AMQP_091].received
     assert totals[AMQP_091].blocked > 0 and totals[AMQP_10].blocked == 0
+
+
+def test_protocols_compare_publishers_with_publishers_and_consumers_with_consumers() -> None:
+    # The memory alarm's 0.9.1 consumer drains a backlog no 1.0 link reads: set beside the 1.0
+    # publisher it made "amqp-1.0 moved 0.43x the messages of amqp-0-9-1" of two publishers
+    # that sent as many (a README walk-through). Only the role both protocols have compares.
+    alarm = run_scenario(load_scenario("rabbitmq-memory-alarm"), validate=True)
+    (publishers,) = protocol_comparisons(alarm)
+    assert publishers.role == "publisher"
+    assert publishers.amqp10 == publishers.amqp091 == 14_900 and publishers.ratio == 1.0
+    both = run_scenario(shortened("rabbitmq-one-sender-one-receiver", 0.4), validate=True)
+    compared = {c.role: c for c in protocol_comparisons(both)}
+    assert set(compared) == {"publisher", "consumer"}
+    received = {
+        link.protocol: link.messages for link in link_messages(both) if link.role == "consumer"
+    }
+    assert (compared["consumer"].amqp10, compared["consumer"].amqp091) == (
+        received[AMQP_10],
+        received[AMQP_091],
+    )
+    assert compared["consumer"].ratio is not None and compared["consumer"].ratio > 3
 
 
 def test_link_events_carry_the_link_state() -> None:
