@@ -46,7 +46,12 @@ from flowctl.render import (
     print_sweep,
     recommendations_line,
 )
-from flowctl.whatif import load_recommendation_rows, load_recommended_thresholds, whatif_knobs
+from flowctl.whatif import (
+    load_recommendation_rows,
+    load_recommended_thresholds,
+    recommendation_days,
+    whatif_knobs,
+)
 from flowctl_core.errors import FlowctlError
 from flowctl_core.flowlimit import FlowConfigError, FlowThresholds
 from flowctl_core.runner import RunResult, default_run_id, run_scenario
@@ -66,6 +71,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+
+#: The latest days a refusal of ``--as-of`` lists of those the table holds.
+_DAYS_LISTED = 5
 
 
 def main(args: list[str] | None = None) -> None:
@@ -461,6 +469,14 @@ def whatif(
     except ValueError as error:
         raise _fail(f"{table}: {error}") from None
     if not rows:
+        days = recommendation_days(spark, table, spec.broker.name) if as_of_day else []
+        if days:  # the broker has recommendations, not of that day
+            held = ", ".join(day.isoformat() for day in days[-_DAYS_LISTED:])
+            more = f" (and {len(days) - _DAYS_LISTED} earlier)" if len(days) > _DAYS_LISTED else ""
+            raise _fail(
+                f"{table}: no recommendations for broker {spec.broker.name!r} as of {as_of_day}; "
+                f"--as-of takes a day the table holds: {held}{more}"
+            )
         raise _fail(
             f"{table}: no recommendations for broker {spec.broker.name!r} (run `flowctl "
             f"pipeline` over the days of scenario {spec.name!r}, or give --warehouse)"

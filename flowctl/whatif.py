@@ -47,6 +47,15 @@ def load_recommendation_rows(
     return [row.asDict() for row in table.where(F.col("date") == F.lit(as_of)).collect()]
 
 
+def recommendation_days(spark: SparkSession, table_path: str, broker: str) -> list[date]:
+    """The days the Delta table at ``table_path`` holds recommendations of ``broker`` for, in
+    order (one row per day: what ``--as-of`` can name)."""
+    from pyspark.sql import functions as F
+
+    table = spark.read.format("delta").load(table_path).where(F.col("broker") == broker)
+    return sorted(row.date for row in table.select("date").distinct().collect())
+
+
 def load_recommended_thresholds(
     spark: SparkSession,
     table_path: str,

@@ -111,3 +111,22 @@ def test_the_warehouse_names_the_table_as_the_other_commands_take_it(spark, tmp_
     both = CliRunner().invoke(app, ["whatif", "slow-consumer", "--warehouse", "w",
                                     "--recommendations", "r"])  # fmt: skip
     assert both.exit_code == 2 and "give one" in both.output
+
+
+def test_an_as_of_day_the_table_does_not_hold_lists_the_days_it_does(spark, tmp_path) -> None:
+    # "no recommendations for broker ... (run flowctl pipeline ...)" for a table that held the
+    # broker's rows of other days sent a user to rerun the pipeline (a README walk-through).
+    rows = [
+        {**_artemis_row("drop-address", 7_533_711, "raise"), "date": day}
+        for day in (date(2026, 3, 2), date(2026, 3, 3))
+    ]
+    table = _table(spark, tmp_path, rows)
+    command = ["whatif", "artemis-address-full-policies", "--recommendations", table]
+    result = CliRunner().invoke(app, [*command, "--as-of", "2026-03-09"])
+    assert result.exit_code == 2
+    assert (
+        "no recommendations for broker 'artemis-policies' as of 2026-03-09; --as-of takes a day "
+        "the table holds: 2026-03-02, 2026-03-03"
+    ) in " ".join(result.output.split())
+    held = CliRunner().invoke(app, [*command, "--as-of", "2026-03-02"])
+    assert held.exit_code == 0, held.output
