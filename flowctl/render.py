@@ -22,6 +22,7 @@ from flowctl_core.summary import (
     protocol_comparisons,
     queue_summaries,
 )
+from flowctl_core.wording import counted
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from flowctl_core.sweep import Sweep
@@ -299,8 +300,8 @@ def recommendations_line(recommended: dict[str, Any]) -> str:
     """The recommend job's counts: every day's set it wrote, then the last day's, the one the
     dashboard and ``whatif`` read."""
     line = (
-        f"threshold_recommendations: {recommended['rows']:,} rows, a set for each of "
-        f"{recommended['days']} days ({format_figures(dict(recommended['verdicts']))})"
+        f"threshold_recommendations: {counted(recommended['rows'], 'row')}, a set for each of "
+        f"{counted(recommended['days'], 'day')} ({format_figures(dict(recommended['verdicts']))})"
     )
     if recommended["days"] > 1:
         line += (

@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
+from flowctl_core.wording import counted
 from jobs.config import PipelineConf
 from schemas.model import TableSchema
 from schemas.tables import PIPELINE_TABLES
@@ -219,7 +220,7 @@ def replace_where_at(
     version, output_rows = latest_commit(spark, path)
     # Nothing to write and nothing to replace makes no commit: the latest one is someone else's.
     written = output_rows if version != version_before else 0
-    log.info("%s: replaced %s with %d rows", schema.name, predicate, written)
+    log.info("%s: replaced %s with %s", schema.name, predicate, counted(written, "row"))
     return written
 
 

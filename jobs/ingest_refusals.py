@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from flowctl_core.errors import PipelineError
+from flowctl_core.wording import counted
 from jobs.config import PipelineConf
 from jobs.delta_io import days_predicate, files_matching, read_table
 from jobs.ingest_read import IngestScope, RawCounts
@@ -163,8 +164,8 @@ def dropped_files_message(
     shown = "; ".join(named) + (f"; and {len(gone) - 20} more" if len(gone) > 20 else "")
     return (
         f"bronze holds rows of {', '.join(d.isoformat() for d in held_days)} read from "
-        f"{len(gone)} raw files under {raw_root} that are missing, cannot be read whole or "
-        f"hold fewer rows now: "
+        f"{counted(len(gone), 'raw file')} under {raw_root} that are missing, cannot be read "
+        "whole or hold fewer rows now: "
         f"{shown}. Ingesting would delete those rows: restore or repair the files (or wait "
         "for a copy to finish); to drop their rows on purpose, pass --allow-empty-days"
     )

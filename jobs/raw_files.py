@@ -24,6 +24,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from flowctl_core.sink import unaddressable_characters
+from flowctl_core.wording import counted
 from schemas.broker_events import BROKER_EVENTS
 
 log = logging.getLogger("flowctl.ingest")
@@ -518,10 +519,10 @@ def log_skipped_entries(label: str, raw_dir: str, skipped: tuple[str, ...]) -> N
         f" and {len(skipped) - 50} more" if len(skipped) > 50 else ""
     )
     log.warning(
-        "ingest %s: skipped %d entries under %s that are not <raw>/date=YYYY-MM-DD/*.parquet "
+        "ingest %s: skipped %s under %s that are not <raw>/date=YYYY-MM-DD/*.parquet "
         "(rename or move them to have them ingested): %s",
         label,
-        len(skipped),
+        counted(len(skipped), "entry", "entries"),
         raw_dir,
         shown,
     )

@@ -720,3 +720,15 @@ def test_a_cross_reference_in_the_broker_sections_names_its_field_and_line(
     bad = _scenario(tmp_path, text)
     line = _one_error_line(runner.invoke(app, ["simulate", str(bad), "--out", str(tmp_path / "o")]))
     assert line.endswith(expected), line
+
+
+def test_counts_in_messages_say_one_in_the_singular() -> None:
+    # "1 rows, a set for each of 1 days", "skipped 1 entries" (a README walk-through).
+    from flowctl_core.wording import counted
+
+    assert [counted(1, "row"), counted(2, "day"), counted(0, "entry", "entries")] == [
+        "1 row",
+        "2 days",
+        "0 entries",
+    ]
+    assert counted(12_345, "raw file") == "12,345 raw files"
