@@ -302,6 +302,29 @@ def _recommend_policy(policy: Path | None) -> Any:
 
 
 @_one_line_failures("pipeline")
+class JobProgress:
+    """A pipeline job's progress on the terminal: a spinner naming the job while it runs (a job
+    takes minutes on a large day; the command printed nothing meanwhile, a README walk-through),
+    then a line with its seconds. Output that is not a terminal gets the lines only."""
+
+    def __init__(self, days: str) -> None:
+        self.days = days
+        self._status: Any = None
+
+    def __call__(self, job: str, seconds: float | None) -> None:
+        self.stop()
+        if seconds is None:
+            self._status = console.status(f"{job} {self.days} ...")
+            self._status.start()
+        else:
+            console.print(f"{job} {self.days}: done in {seconds:,.1f} s", highlight=False)
+
+    def stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+
 def _run_pipeline_and_print(
     conf: Path | None,
     first: date,
@@ -333,6 +356,7 @@ def _run_pipeline_and_print(
     spark = _spark_session(pipeline_conf, "flowctl")
     conf_path = str(conf) if conf else None
     warehouse_dir = str(warehouse) if warehouse else None
+    progress = JobProgress(f"{first}..{last}" if last != first else str(first))
     try:
         outcome = run_pipeline(
             conf_path,
@@ -342,9 +366,12 @@ def _run_pipeline_and_print(
             warehouse_dir=warehouse_dir,
             spark=spark,
             allow_empty_days=allow_empty_days,
+            on_step=progress,
         )
     except IngestRefused as refused:
         raise _fail(f"ingest refused, nothing written: {refused}") from None
+    finally:
+        progress.stop()
     print_daily_metrics(
         daily_metrics_rows(conf_path, first, last, warehouse_dir=warehouse_dir, spark=spark)
     )
@@ -358,9 +385,14 @@ def _run_pipeline_and_print(
     if recommend:
         from jobs.recommend import run_recommend
 
+        progress("recommend", None)
         started = time.perf_counter()
-        recommended = run_recommend(spark, pipeline_conf, first, last, recommend_policy)
+        try:
+            recommended = run_recommend(spark, pipeline_conf, first, last, recommend_policy)
+        finally:
+            progress.stop()
         seconds["recommend"] = round(time.perf_counter() - started, 3)
+        progress("recommend", seconds["recommend"])
         print_line(recommendations_line(recommended))
     print_line(f"seconds per job: {format_figures(seconds)}")
     if dashboard is not None:

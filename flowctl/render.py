@@ -211,7 +211,8 @@ def format_ingest_report(report: dict[str, object]) -> str:
         checks += f", Great Expectations {passed} ({report.get('great_expectations_result')})"
     return (
         f"ingest {report.get('date_from')}..{report.get('date_to')}: "
-        f"{count('files_listed')} files ({count('files_quarantined')} quarantined whole, "
+        f"{count('files_listed')} {'file' if report.get('files_listed') == 1 else 'files'} "
+        f"({count('files_quarantined')} quarantined whole, "
         f"{count('files_partially_read')} partially read); rows read {count('rows_read')} = "
         f"accepted {count('rows_accepted')} + quarantined {count('rows_quarantined')} "
         f"(duplicates {count('duplicates_quarantined')}, keys held on other days "

@@ -10,6 +10,7 @@ import dataclasses
 import logging
 import sys
 import time
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,7 @@ def run_pipeline(
     warehouse_dir: str | None = None,
     spark: SparkSession | None = None,
     allow_empty_days: bool = False,
+    on_step: Callable[[str, float | None], None] | None = None,
 ) -> dict[str, Any]:
     """Run ingest, episodes and daily_metrics over the days [date_from, date_to].
 
@@ -60,7 +62,9 @@ def run_pipeline(
     "daily_metrics": {...}, "seconds": {"ingest": s, ...}, "ok": bool}``; ``ok`` is false when
     ingest's accounting or Great Expectations failed, and then episodes and daily_metrics are
     not run (their keys are absent), as in the nightly DAG. ``warehouse_dir`` overrides the
-    conf's (tests use a temporary one); ``spark`` reuses a session instead of building one.
+    conf's (tests use a temporary one); ``spark`` reuses a session instead of building one;
+    ``on_step(job, None)`` is called as a job starts and ``on_step(job, seconds)`` as it ends
+    (a command line's progress: a job runs for minutes on a large day).
     """
     from jobs.daily_metrics import run_daily_metrics
     from jobs.episodes import run_episodes
@@ -85,9 +89,13 @@ def run_pipeline(
         ("daily_metrics", lambda: run_daily_metrics(session, conf, date_from, date_to)),
     )
     for name, step in steps:
+        if on_step is not None:
+            on_step(name, None)
         started = time.perf_counter()
         result[name] = step()
         result["seconds"][name] = round(time.perf_counter() - started, 3)
+        if on_step is not None:
+            on_step(name, result["seconds"][name])
         if name == "ingest" and not ingest_succeeded(result["ingest"]):
             # As the nightly DAG stops at ingest's exit 1: no metrics from suspect bronze rows.
             log.error(

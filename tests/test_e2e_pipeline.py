@@ -99,10 +99,21 @@ def test_gold_metrics_match_the_engine(spark: Any, tmp_path: Path) -> None:
     worst, _ = _simulate(load_scenario("qpid-165-worst-case"), raw, "e2e-165")
 
     first, last = date(2026, 3, 2), date(2026, 4, 11)
+    steps: list[tuple[str, float | None]] = []
     outcome = run_pipeline(
-        None, first, last, str(raw), warehouse_dir=str(tmp_path / "warehouse"), spark=spark
+        None,
+        first,
+        last,
+        str(raw),
+        warehouse_dir=str(tmp_path / "warehouse"),
+        spark=spark,
+        on_step=lambda job, seconds: steps.append((job, seconds)),
     )
     assert outcome["ok"], outcome
+    # Each job is announced as it starts and reported with its seconds as it ends (the command
+    # line's progress), in the order it runs.
+    jobs = ("ingest", "episodes", "daily_metrics")
+    assert steps == [step for job in jobs for step in ((job, None), (job, outcome["seconds"][job]))]
     rows = daily_metrics_rows(
         None, first, last, warehouse_dir=str(tmp_path / "warehouse"), spark=spark
     )

@@ -37,6 +37,12 @@ def test_the_ingest_report_is_one_line_of_its_counts_and_checks() -> None:
     )
 
 
+def test_one_file_is_one_file() -> None:
+    assert ": 1 file (0 quarantined whole," in format_ingest_report(
+        {**REPORT, "files_listed": 1, "files_quarantined": 0}
+    )
+
+
 def test_a_failed_check_shouts_and_a_skipped_suite_is_not_claimed() -> None:
     failed = {**REPORT, "balanced": False, "great_expectations_success": False}
     assert format_ingest_report(failed).endswith(
