@@ -188,8 +188,8 @@ class WhatIfComparison:
 
 def _thresholds_text(thresholds: FlowThresholds) -> str:
     return (
-        f"{thresholds.stop_count}/{thresholds.resume_count} msgs, "
-        f"{thresholds.stop_size}/{thresholds.resume_size} B"
+        f"{thresholds.stop_count:,}/{thresholds.resume_count:,} msgs, "
+        f"{thresholds.stop_size:,}/{thresholds.resume_size:,} bytes"
     )
 
 
@@ -201,6 +201,16 @@ def _metrics(comparison: QueueComparison) -> list[tuple[str, Any, Any]]:
         _thresholds_text(comparison.after.thresholds),
     )
     return [thresholds, *((name, before[name], after[name]) for name in before)]
+
+
+def figure_text(value: Any) -> str:
+    """A before or after figure as printed: thousands separated, at most three decimals (as
+    :func:`change_text` prints the change, so "1,389,088 -> 1,112,944 (-276,144)")."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:,.3f}".rstrip("0").rstrip(".")
+    return f"{value:,}"
 
 
 def change_text(before: Any, after: Any) -> str:
@@ -236,7 +246,11 @@ def queue_verdicts(comparison: WhatIfComparison) -> list[tuple[str, str, bool]]:
 def format_comparison(comparison: WhatIfComparison) -> str:
     """The comparison as a plain-text table, before and after side by side."""
     header = ("queue", "metric", "before", "after", "change")
-    table = [header] + [tuple(str(row[key]) for key in header) for row in comparison.rows()]
+    figures = ("before", "after")
+    table = [header] + [
+        tuple(figure_text(row[k]) if k in figures else str(row[k]) for k in header)
+        for row in comparison.rows()
+    ]
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     lines = [
         f"what-if {comparison.scenario} (seed {comparison.seed}, {comparison.duration_s:g} s):"

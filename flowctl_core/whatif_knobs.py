@@ -29,7 +29,7 @@ from flowctl_core.flowlimit import (
 from flowctl_core.protocols.artemis_flow import UNBOUNDED
 from flowctl_core.runner import RunResult, run_scenario
 from flowctl_core.scenario import Scenario
-from flowctl_core.whatif import change_text
+from flowctl_core.whatif import change_text, figure_text
 from schemas.recommendations import (
     KNOB_CONSUMER_WINDOW,
     KNOB_LINK_CREDIT,
@@ -58,6 +58,8 @@ class KnobChange:
     #: Link credit only: the advice also tops the consumer up at half its new credit (its
     #: receiver refilled only at empty; :data:`~schemas.recommendations.TOP_UP_AT_HALF_ADVICE`).
     top_up_at_half: bool = False
+    #: The row's unit ('messages', 'bytes', 'credits'), printed after the value; None: none.
+    unit: str | None = None
 
 
 def knob_changes_from_recommendations(rows: Iterable[Mapping[str, Any]]) -> list[KnobChange]:
@@ -82,6 +84,7 @@ def knob_changes_from_recommendations(rows: Iterable[Mapping[str, Any]]) -> list
                 rule=str(row.get("rule")),
                 top_up_at_half=knob == KNOB_LINK_CREDIT
                 and TOP_UP_AT_HALF_ADVICE in str(row.get("rationale") or ""),
+                unit=row.get("unit"),
             )
         )
     return changes
@@ -669,15 +672,19 @@ def format_knob_comparison(comparison: KnobComparison) -> str:
     """One change's what-if: a line naming it, its metrics before -> after, and the verdict."""
     change = comparison.change
     half = f", topped up at half (below {half_credit(change.value)})"
+    unit = f" {change.unit}" if change.unit else ""
     lines = [
         f"{change.entity} ({change.broker_kind}): {change.knob} "
-        f"{'none' if change.current is None else change.current} -> "
-        f"{change.value}{half if change.top_up_at_half else ''} "
+        f"{'none' if change.current is None else figure_text(change.current)} -> "
+        f"{figure_text(change.value)}{unit}{half if change.top_up_at_half else ''} "
         f"[{change.verdict}, rule {change.rule!r}]"
     ]
     for metric, before in comparison.before.items():
         after = comparison.after[metric]
-        lines.append(f"  {metric}: {before} -> {after} ({change_text(before, after)})")
+        lines.append(
+            f"  {metric}: {figure_text(before)} -> {figure_text(after)} "
+            f"({change_text(before, after)})"
+        )
     failed, unexercised = comparison.failures(), comparison.unexercised()
     if unexercised:
         lines.append(f"  not exercised: {unexercised}")

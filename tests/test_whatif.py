@@ -340,3 +340,21 @@ def test_a_limit_taken_away_is_exercised_though_the_new_one_is_not_reached() -> 
     assert comparison.failures() == ["connection blocked no less"]
     never = KnobComparison(change, {**before, "peak depth msgs": 7_000}, after)
     assert never.unexercised() is not None and never.failures() == []
+
+
+def test_figures_print_as_their_changes_do() -> None:
+    # "peak address bytes: 1389088 -> 1112944 (-276,144)", "1.7414 -> 0.867579 (-0.874)": the
+    # change was separated and rounded, the figures not (a README walk-through).
+    from flowctl_core.whatif import change_text, figure_text
+
+    assert [figure_text(1_389_088), figure_text(1.7414), figure_text(0.867579)] == [
+        "1,389,088",
+        "1.741",
+        "0.868",
+    ]
+    assert [figure_text(182.0), figure_text("4/3 msgs"), figure_text(True)] == [
+        "182",
+        "4/3 msgs",
+        "True",
+    ]
+    assert change_text(1_389_088, 1_112_944) == "-276,144"

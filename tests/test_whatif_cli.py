@@ -59,7 +59,7 @@ def test_an_artemis_max_size_bytes_row_is_replayed_and_validated(spark, tmp_path
     assert result.exit_code == 0, result.output
     # The whole line, the row's verdict and rule in brackets included (not read as markup).
     assert (
-        "drop-address (artemis): max-size-bytes 262144 -> 7533711 "
+        "drop-address (artemis): max-size-bytes 262,144 -> 7,533,711 bytes "
         "[raise, rule 'messages dropped at the limit']"
     ) in result.output
     assert "  validated: messages lost cut\n" in result.output
