@@ -193,6 +193,7 @@ class LogCollector(ABC):
         self._next_sample = 0.0
         self._held_samples: list[tuple[datetime, Any]] = []
         self._sample_failing = False
+        self._once = False  # a --once run: a sampler that does not answer is not waited for
         self._sampled_once = False  # a 404 after an answer is a broker restarting, not an error
         # Lines read by this process, and those with the timestamp the broker's lines start with:
         # a log without any is not the broker's (see :meth:`_say_if_not_the_brokers_log`).
@@ -347,7 +348,8 @@ class LogCollector(ABC):
 
     def _sampling_waits(self, error: Exception) -> bool:
         if not self._sample_failing:
-            log.warning("%s does not answer (%s): sampling waits", self.sampler_name, error)
+            then = "no sample taken this run (--once)" if self._once else "sampling waits"
+            log.warning("%s does not answer (%s): %s", self.sampler_name, error, then)
         self._sample_failing = True
         return False
 
@@ -391,6 +393,7 @@ class LogCollector(ABC):
         """Poll until ``stop()`` is true, Ctrl-C, or once; then commit everything and let the
         session go. A failure (a commit that cannot be written) stops it without a commit after
         it: the next start goes on from the last one."""
+        self._once = once
         try:
             try:
                 while True:

@@ -65,6 +65,7 @@ from flowctl_core.whatif import (
     without_artemis_queues,
 )
 from flowctl_core.whatif_knobs import format_knob_comparison
+from flowctl_core.wording import counted
 
 app = typer.Typer(
     help="flowctl: how broker flow control really behaves, and what thresholds to set.",
@@ -809,9 +810,9 @@ def _run_collector(collector: Any, log: Path, raw: Path, *, once: bool) -> None:
     collector.run(stop=lambda: bool(stopping), once=once)  # Ctrl-C too commits first
     held = collector.held_now()
     print_line(
-        f"committed {collector.writer.rows_written:,} events in {collector.writer.files_written} "
-        f"files; run {run.run_id} is at seq {run.next_seq:,}"
-        + (f"; held now: {', '.join(held)}" if held else "")
+        f"committed {counted(collector.writer.rows_written, 'event')} in "
+        f"{counted(collector.writer.files_written, 'file')}; run {run.run_id} is at seq "
+        f"{run.next_seq:,}" + (f"; held now: {', '.join(held)}" if held else "")
     )
 
 

@@ -3,9 +3,12 @@ invocation going on with the same run, and its refusals as one ``error:`` line (
 
 from __future__ import annotations
 
+import logging
+import socket
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 from typer.testing import CliRunner
 
 from flowctl.cli import app
@@ -28,7 +31,7 @@ def test_collect_once_then_go_on(tmp_path: Path) -> None:
     first = runner.invoke(app, [*args, "--once"])
     assert first.exit_code == 0, first.output
     assert "(new session)" in first.output
-    assert "committed 1 events in 1 files" in first.output
+    assert "committed 1 event in 1 file" in first.output
     assert "held now: address orders" in first.output
     assert (tmp_path / "collector-state" / "artemis.json").is_file()  # beside raw, not in it
     _log(tmp_path, unblock("2026-11-27 10:00:04,000"))
@@ -101,3 +104,30 @@ def test_a_log_that_cannot_be_the_brokers(tmp_path: Path) -> None:
         line = _one_error_line(result.stderr, 2, result.exit_code)
         assert line == f"error: --log {log}: {said}"
     assert not raw.exists() and not (tmp_path / "collector-state").exists()
+
+
+def test_collect_once_with_an_api_that_does_not_answer_says_no_sample_was_taken(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A --once run does not wait for the API: "sampling waits" said otherwise (a README
+    # walk-through). The log is still read and committed, and the run exits 0 (a cron's next
+    # run samples again).
+    log = tmp_path / "rabbit@localhost.log"
+    log.write_text(
+        "2026-11-27 22:17:58.054471+00:00 [warning] <0.320.0> memory resource limit alarm set "
+        "on node rabbit@localhost.\n"
+    )
+    port = _unused_loopback_port()
+    args = ["collect", "rabbitmq", "--log", str(log), "--raw", str(tmp_path / "raw")]
+    with caplog.at_level(logging.WARNING, logger="flowctl.collect"):
+        result = runner.invoke(app, [*args, "--management", f"http://127.0.0.1:{port}", "--once"])
+    assert result.exit_code == 0, result.output
+    assert "committed 1 event in 1 file" in result.output
+    warned = [r.getMessage() for r in caplog.records if "does not answer" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].endswith("no sample taken this run (--once)"), warned
+
+
+def _unused_loopback_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -95,4 +95,4 @@ def test_a_log_not_written_yet_is_waited_for(tmp_path: Path) -> None:
     reader.join(timeout=30)
     output = "".join(lines)
     assert returncode == 0, output
-    assert "committed 1 events in 1 files" in output
+    assert "committed 1 event in 1 file" in output
