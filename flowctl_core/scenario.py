@@ -132,32 +132,46 @@ class FieldError(ValueError):
         self.message = message
 
 
+def _unknown_qpid_arguments(arguments: Mapping[str, object]) -> list[str]:
+    """A ``qpid.*`` key the engine does not read, each: silently ignored, it is a lost
+    setting."""
+    return [
+        f"unknown argument {key!r}{did_you_mean(key, QPID_ARGUMENTS)} (known qpid.* "
+        f"arguments: {', '.join(QPID_ARGUMENTS)})"
+        for key in arguments
+        if str(key).startswith(QPID_ARGUMENT_PREFIX) and key not in QPID_ARGUMENTS
+    ]
+
+
 def _check_qpid_arguments(arguments: dict[str, int | str]) -> dict[str, int | str]:
-    """Reject a ``qpid.*`` key the engine does not read: silently ignored, it is a lost setting."""
-    for key in arguments:
-        if key.startswith(QPID_ARGUMENT_PREFIX) and key not in QPID_ARGUMENTS:
-            raise ValueError(
-                f"unknown argument {key!r}{did_you_mean(key, QPID_ARGUMENTS)} (known qpid.* "
-                f"arguments: {', '.join(QPID_ARGUMENTS)})"
-            )
+    """Reject a ``qpid.*`` key the engine does not read (:func:`_unknown_qpid_arguments`)."""
+    unknown = _unknown_qpid_arguments(arguments)
+    if unknown:
+        raise ValueError("; ".join(unknown))
     return arguments
 
 
 def _check_qpid_integers(queue: object, arguments: object) -> object:
-    """Refuse a numeric ``qpid.*`` value the engine would refuse, before pydantic coerces it.
+    """Refuse a numeric ``qpid.*`` value the engine would refuse, before pydantic coerces it,
+    and with it any unknown ``qpid.*`` key of the same mapping (one error naming both: the
+    unknown key was reported only once the values were fixed, a README walk-through).
 
     ``dict[str, int | str]`` alone would turn ``true`` into 1 and ``100.0`` into 100, so the
     engine's own check (:func:`integer_argument`) runs on the raw values here; the error then
     carries the field path (``queues.N.arguments``) and the engine's message.
     """
     if isinstance(arguments, dict):
+        problems = []
         for key in QPID_INTEGER_ARGUMENTS:
             if key in arguments:
                 try:
                     integer_argument(str(queue), key, arguments[key])
                 except FlowConfigError as error:
-                    # The engine's own words, as _check_thresholds reports them (no "Value error").
-                    raise PydanticCustomError("qpid_integer", str(error)) from None
+                    # The engine's own words, as _check_thresholds reports them.
+                    problems.append(str(error))
+        if problems:
+            problems += _unknown_qpid_arguments(arguments)
+            raise PydanticCustomError("qpid_integer", "; ".join(problems))
     return arguments
 
 

@@ -490,6 +490,27 @@ def test_an_impossible_date_is_listed_with_the_files_other_errors(tmp_path: Path
     assert len(lines) == 3
 
 
+def test_a_value_and_an_unknown_key_of_one_arguments_mapping_are_reported_together(
+    tmp_path: Path,
+) -> None:
+    """A resume of 1.5 beside a mistyped key: the key was reported only once the value was
+    fixed, a run later (a README walk-through)."""
+    bad = _scenario(
+        tmp_path,
+        "name: x\nkind: scripted\nbroker: {name: b}\nstart: 2026-03-02T09:00:00Z\nqueues:\n"
+        "  - {name: q, arguments: {qpid.flow_stop_cnt: 5, qpid.flow_resume_count: 1.5}}\n",
+    )
+    with pytest.raises(ScenarioError) as raised:
+        load_scenario(bad)
+    (line,) = str(raised.value).splitlines()
+    assert line.startswith(
+        f"{bad}: queues.0.arguments: queue 'q': qpid.flow_resume_count must be a non-negative "
+        "integer, got 1.5; unknown argument 'qpid.flow_stop_cnt'; did you mean "
+        "'qpid.flow_stop_count'?"
+    ), line
+    assert line.endswith("(line 6)")
+
+
 @pytest.mark.parametrize(
     ("args", "line"),
     [
