@@ -995,6 +995,7 @@ def probe_publish(
 
     _check_amqp_url(url)
     _check_out_folder(raw, "--raw")
+    raw_was_there = raw.exists()
     try:
         recorder = LinkRecorder(raw, broker, product=product)
     except ValueError as error:
@@ -1011,6 +1012,11 @@ def probe_publish(
             recorder=recorder,
         )
     rows = recorder.written_rows()
+    if not rows:  # one line, as the README promises, and no empty --raw folder left behind
+        if not raw_was_there and not any(path.is_file() for path in raw.rglob("*")):
+            shutil.rmtree(raw, ignore_errors=True)
+        reason = sent.link_error or "no answer"
+        raise _fail(f"probe publish: no link attached at {url_shown(url)} ({reason})", code=1)
     summary = link_summary(rows)
     print_line(
         f"probe publish {address} at {url_shown(url)}: sent {sent.sent:,} of {count:,} in "
@@ -1018,9 +1024,6 @@ def probe_publish(
         f"released {sent.released:,}"
         + (f" ({format_figures(dict(sent.conditions))})" if sent.conditions else "")
     )
-    if not rows:
-        reason = sent.link_error or "no answer"
-        raise _fail(f"probe publish: no link attached at {url_shown(url)} ({reason})", code=1)
     waited = (
         f"left without credit with messages to send for {summary.starved_s:.1f} s"
         + (", then gave up" if sent.blocked_at_end else "")

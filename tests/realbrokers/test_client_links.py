@@ -146,7 +146,9 @@ def test_flowctl_probe_publish_to_no_broker_is_one_line(tmp_path: Path) -> None:
     args = ["probe", "publish", url, "q", "--raw", str(tmp_path / "raw"), "--broker", "b"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1, result.output
-    assert result.output.strip().splitlines()[-1] == (
+    # One line, the summary of nothing sent no longer before it, and no empty --raw left behind.
+    assert result.output.strip().splitlines() == [
         f"error: probe publish: no link attached at {url} (proton.pythonio: Connection refused "
         "to all addresses)"
-    )
+    ]
+    assert not (tmp_path / "raw").exists()
