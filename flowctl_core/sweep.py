@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from flowctl_core.broker import MAX_COUNT_KEY
 from flowctl_core.errors import ConfigurationError, FlowctlError, closest_name, did_you_mean
 from flowctl_core.flowlimit import (
     DEFAULT_FLOW_RESUME_RATIO,
@@ -376,6 +377,9 @@ class Sweep:
     objective: tuple[Criterion, ...]
     candidates: tuple[Candidate, ...]
     choice: Choice
+    #: A flow stop count sweep: the queue's qpid.max_count (0: none). A stop count there or above
+    #: never stops the queue (flow goes on past the stop, and the limit refuses first).
+    count_limit: int = 0
 
     def metric_names(self) -> list[str]:
         measured = next((c.metrics for c in self.candidates if c.metrics is not None), {})
@@ -395,7 +399,13 @@ class Sweep:
         if best.as_written:
             return f"keep {self.knob} of {self.entity} as written ({written})"
         value = self.value_text(best.value)
-        return f"best {self.knob} for {self.entity}: {value} (as written: {written})"
+        line = f"best {self.knob} for {self.entity}: {value} (as written: {written})"
+        if self.count_limit and best.value is not None and best.value >= self.count_limit:
+            line += (
+                f"; at or above the queue's qpid.max_count ({self.count_limit:,}) the count "
+                "never stops the queue: the limit refuses first"
+            )
+        return line
 
     def as_dict(self) -> dict[str, Any]:
         """The sweep as JSON-able data (``flowctl sweep --json``)."""
@@ -578,4 +588,12 @@ def run_sweep(
         objective=criteria,
         candidates=candidates,
         choice=choose(candidates, criteria, current, rule.off),
+        count_limit=_count_limit(scenario, entity) if knob == KNOB_QPID_FLOW_STOP_COUNT else 0,
     )
+
+
+def _count_limit(scenario: Scenario, queue: str) -> int:
+    """The queue's ``qpid.max_count`` as the scenario declares it (0: none)."""
+    spec = next(q for q in scenario.queues if q.name == queue)
+    limit = spec.arguments.get(MAX_COUNT_KEY, 0)
+    return limit if isinstance(limit, int) else 0

@@ -3,6 +3,7 @@ bundled scenarios on the engine checked against seed 003 and against the what-if
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from concurrent.futures import ProcessPoolExecutor
@@ -250,6 +251,17 @@ def test_qpid_stop_count_sweep_agrees_with_the_whatif() -> None:
     assert sweep.choice.best is not None
     best = sweep.candidates[sweep.choice.best]
     assert best.metrics is not None and best.metrics["rejected msgs"] == 0
+    # A pick at the queue's max_count is a count that never stops it: the verdict says so (a
+    # README walk-through saw 5,000 picked with no word of it); a pick below says nothing.
+    assert sweep.count_limit == 5000
+    at_limit = dataclasses.replace(sweep, choice=dataclasses.replace(sweep.choice, best=2))
+    assert at_limit.candidates[2].value == 5000
+    assert at_limit.verdict().endswith(
+        "at or above the queue's qpid.max_count (5,000) the count never stops the queue: the "
+        "limit refuses first"
+    )
+    below = dataclasses.replace(sweep, choice=dataclasses.replace(sweep.choice, best=1))
+    assert below.candidates[1].value == 2000 and "max_count" not in below.verdict()
 
 
 #: A reader over AMQP 1.0 of a prefilled RabbitMQ queue: a link credit sweep in half a second.
