@@ -302,7 +302,6 @@ def _recommend_policy(policy: Path | None) -> Any:
     return load_policy(policy)
 
 
-@_one_line_failures("pipeline")
 class JobProgress:
     """A pipeline job's progress on the terminal: a spinner naming the job while it runs (a job
     takes minutes on a large day; the command printed nothing meanwhile, a README walk-through),
@@ -326,6 +325,7 @@ class JobProgress:
             self._status = None
 
 
+@_one_line_failures("pipeline")
 def _run_pipeline_and_print(
     conf: Path | None,
     first: date,
