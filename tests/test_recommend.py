@@ -20,7 +20,7 @@ from jobs.delta_io import rows_frame
 from jobs.recommend_policy import RecommendPolicy
 from jobs.transforms.recommend import threshold_recommendations
 from jobs.transforms.recommend_evidence import consumer_link_evidence, queue_producers
-from schemas.recommendations import THRESHOLD_RECOMMENDATIONS, VERDICTS
+from schemas.recommendations import THRESHOLD_RECOMMENDATIONS, TOP_UP_AT_HALF_ADVICE, VERDICTS
 from schemas.tables import (
     BRONZE_BROKER_EVENTS,
     LINK_STARVATION_DAILY,
@@ -1433,3 +1433,25 @@ def test_a_recommended_value_is_capped_at_what_the_broker_takes(spark: Any) -> N
                                "(consumerWindowSize is a Java int)"),
         "x-max-length": (10**12, None),
     }  # fmt: skip
+
+
+def test_an_idle_link_is_not_lowered_and_no_link_is_told_less_than_it_can_top_up(
+    spark: Any,
+) -> None:
+    """An audit: a link that delivered nothing in its attached time was told credit 100 -> 0
+    (0 stops a link; no broker or scenario takes it), and a slow receiver that refills at empty
+    was told credit 1, "topped up at half", which has no half. No delivery measures no rate, so
+    nothing is lowered; a receiver told to top up at half gets at least in-flight + 1 (2 here:
+    2 msgs/s x the policy's round trip is under one message)."""
+    log = Log()
+    log.consumer("c-idle", credit=100, deliveries=0, starved_s=0.0, starvations=0)
+    log.consumer(
+        "c-refill-slow", credit=100, deliveries=200, starved_s=0.0, starvations=0,
+        refill_at_empty=True,
+    )  # fmt: skip
+    rows = log.rows(spark)
+    idle = rows["c-idle"]
+    assert idle["verdict"] == "keep" and idle["recommended_credit"] == 100, idle
+    slow = rows["c-refill-slow"]
+    assert (slow["verdict"], slow["recommended_value"]) == ("lower", 2), slow
+    assert TOP_UP_AT_HALF_ADVICE in slow["rationale"]

@@ -392,10 +392,16 @@ def _link_facts(evidence: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame
     assessed, starved = basis["assessed"], basis["starved"]
     # Kung & Morris's top-up batch is what is consumed between two grants: all of the credit
     # for a receiver that refills at empty, half of it once it tops up at half.
-    need = F.when(basis["refills_at_empty"], F.ceil(2 * rate * per_message * round_trip)).otherwise(
-        F.ceil(rate * per_message * round_trip) + basis["batch"]
-    )
-    need = need.cast("long")
+    in_flight = F.ceil(rate * per_message * round_trip)
+    # A receiver told to top up at half consumes half its credit between grants: the least whole
+    # credit C with C >= in flight + C / 2 (so 2 for any traffic, not the 1 of 2 x 0.4 rounded
+    # up, which has no half to top up at). At least 1 credit whatever the rate: 0 stops the
+    # link, and no broker or scenario takes it (an audit: an idle link was told 100 -> 0).
+    need = F.when(
+        basis["refills_at_empty"],
+        F.greatest(F.ceil(2 * rate * per_message * round_trip), in_flight + 1),
+    ).otherwise(in_flight + basis["batch"])
+    need = F.when(need.isNotNull(), F.greatest(need.cast("long"), F.lit(1)))  # null: no rate
     evidence, columns = staged(evidence, {"_needed": F.when(assessed, need)})
     needed = columns["_needed"]
     current = F.col("current_credit")
@@ -408,7 +414,11 @@ def _link_facts(evidence: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame
             "_raise_": short & beyond_band,
             "_short_within_band": short & ~beyond_band,
             "_not_the_size": assessed & starved & (held >= needed),
-            "_lower": assessed & ~starved & (current > needed * policy.over_provision_factor),
+            # No delivery in its attached time measures no rate: nothing to size credit by.
+            "_lower": assessed
+            & ~starved
+            & (rate > 0)
+            & (current > needed * policy.over_provision_factor),
         },
     )
     decisions = {name[1:]: column for name, column in decided.items()}
