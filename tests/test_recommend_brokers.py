@@ -360,7 +360,8 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
 
     settings = spark.createDataFrame(
         [("b", q, limit, 0, 1) for q, limit in
-         (("blocking", 0), ("growing", 0), ("limited", 500), ("slow", 0), ("drained", 0))],
+         (("blocking", 0), ("growing", 0), ("limited", 500), ("slow", 0), ("drained", 0),
+          ("burst", 0))],
         "broker string, queue string, max_count long, rejected_msgs long, runs long",
     )  # fmt: skip
     growth = spark.createDataFrame(
@@ -370,6 +371,8 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
             ("b", "limited", 3000, 2500, 500, 5000.0),
             ("b", "slow", 3000, 2990, 10, 5000.0),
             ("b", "drained", 3000, 3000, 0, 5000.0),
+            # 1000 enqueues at one instant, none dequeued: grown, with no intake rate.
+            ("b", "burst", 1000, 0, 1000, None),
         ],
         "broker string, queue string, enqueued long, dequeued long, last_depth_msgs long, "
         "intake_rate_msgs_s double",
@@ -381,7 +384,8 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
     )
     daily = spark.createDataFrame(
         [("b", q, 0.0, 0.5, peak, None) for q, peak in
-         (("blocking", 3000), ("growing", 3000), ("limited", 500), ("slow", 400), ("drained", 10))],
+         (("blocking", 3000), ("growing", 3000), ("limited", 500), ("slow", 400), ("drained", 10),
+          ("burst", 1000))],
         QUEUE_DAILY,
     )  # fmt: skip
     rows = {r.entity: r.asDict() for r in recommend_rabbitmq_queues(
@@ -392,7 +396,13 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
         "limited": ("length limit in force", "keep"),
         "slow": ("blocks its connection, drains", "keep"),
         "drained": ("does not grow", "keep"),
+        "burst": ("grows, intake rate unknown", "keep"),
     }
+    # Not "it does not grow" of a queue that did (an audit).
+    assert rows["burst"]["rationale"] == (
+        "keep: no length limit; it gained messages (peak 1000, ends at 1000), but the log gives "
+        "no intake rate to size a limit by (no two enqueues apart in time)"
+    )
     blocking_row = rows["blocking"]
     # 5000 msgs/s x max_backlog_s 1 s.
     assert (blocking_row["knob"], blocking_row["current_value"]) == ("x-max-length", None)
@@ -655,3 +665,19 @@ def test_rabbitmq_length_limit_is_a_reject_limit_without_flow_thresholds() -> No
         "qpid.flow_stop_size": 0,
         "qpid.flow_resume_size": 0,
     }
+
+
+@pytest.mark.spark
+def test_a_producer_window_is_never_recommended_past_a_java_int(spark: Any) -> None:
+    """An audit: a 32 GiB BLOCK address with one CORE producer of window -1 was told
+    producerWindowSize 2,863,311,530, which Artemis cannot take (a Java int)."""
+    from jobs.transforms.recommend_artemis import recommend_addresses
+
+    gib = 1 << 30
+    address = ("b", "big", "big", 1, "BLOCK", 32 * gib, None, gib, 0, 0, 0, 0, 1, 1024, 1068)
+    evidence = spark.createDataFrame([address], ADDRESS_EVIDENCE)
+    producers = spark.createDataFrame([("b", "big", 1, None, 1, -1, 0, 0)], ADDRESS_PRODUCERS)
+    daily = spark.createDataFrame([], QUEUE_DAILY)
+    (row,) = recommend_addresses(evidence, producers, daily, POLICY).collect()
+    assert (row.knob, row.current_value) == ("producerWindowSize", -1)
+    assert row.recommended_value == 2**31 - 1, row.recommended_value

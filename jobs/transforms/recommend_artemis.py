@@ -29,6 +29,7 @@ from schemas.recommendations import (
     BROKER_ARTEMIS,
     ENTITY_ADDRESS,
     KNOB_CONSUMER_WINDOW,
+    KNOB_HIGHEST,
     KNOB_MAX_SIZE_BYTES,
     KNOB_PRODUCER_WINDOW,
     KNOB_REJECT_THRESHOLD,
@@ -241,7 +242,10 @@ def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFram
     core_room = f["tolerated"] / margin - count("amqp_credits") * f["memory"]
     # (Guarded divisions: ANSI SQL fails the whole job on a division by 0.)
     room_per_producer = F.floor(F.when(core_producers > 0, core_room / core_producers))
-    bounded_window = F.greatest(room_per_producer, f["memory"])
+    # At most what producerWindowSize takes, a Java int (an audit: a 32 GiB address gave one
+    # producer 2,863,311,530 bytes): a smaller window still keeps producers x window in the room.
+    most, _ = KNOB_HIGHEST[KNOB_PRODUCER_WINDOW]
+    bounded_window = F.least(F.greatest(room_per_producer, f["memory"]), F.lit(most))
     scaled_window = F.floor(
         F.when(
             (window > 0) & (f["overshoot"] > 0),
