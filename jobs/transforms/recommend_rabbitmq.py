@@ -203,6 +203,22 @@ RABBITMQ_QUEUE_RULES: tuple[Rule, ...] = (
         KNOB_MAX_LENGTH,
         lambda q: F.lit(None),
     ),
+    # Grown, but no two enqueues apart in time (a burst at one instant, or a collector's queue,
+    # which logs no enqueue): no intake rate to size a limit by. "It does not grow" said
+    # otherwise of such a queue (an audit).
+    Rule(
+        "grows, intake rate unknown",
+        lambda q: q.growing,
+        VERDICT_KEEP,
+        lambda q: F.format_string(
+            "no length limit; it gained messages (peak %d, ends at %d), but the log gives no "
+            "intake rate to size a limit by (no two enqueues apart in time)",
+            q.peak,
+            F.coalesce(F.col("last_depth_msgs"), F.lit(0)),
+        ),
+        KNOB_MAX_LENGTH,
+        lambda q: F.lit(None),
+    ),
     Rule(
         "does not grow",
         always,
