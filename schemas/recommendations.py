@@ -66,7 +66,8 @@ UNIT_MESSAGES = "messages"
 UNIT_BYTES = "bytes"
 UNIT_CREDITS = "credits"
 
-# In order of severity: when several apply, a row carries the first one.
+# The verdicts a row can carry. Which one is the first rule of its table that holds (the rule
+# tables in jobs/transforms/recommend_*.py order them), not the order here.
 VERDICT_AT_RISK = "at_risk_of_overflow"
 VERDICT_FLAPPING = "flapping"
 VERDICT_LOWER = "lower"
