@@ -205,14 +205,15 @@ def format_ingest_report(report: dict[str, object]) -> str:
         value = report.get(key)
         return f"{value:,}" if isinstance(value, int) else "?"
 
+    files = report.get("files_listed")
+    listed = counted(files, "file") if isinstance(files, int) else "? files"
     checks = "balanced" if report.get("balanced") else "NOT balanced"
     if "great_expectations_success" in report:
         passed = "passed" if report["great_expectations_success"] else "FAILED"
         checks += f", Great Expectations {passed} ({report.get('great_expectations_result')})"
     return (
         f"ingest {report.get('date_from')}..{report.get('date_to')}: "
-        f"{count('files_listed')} {'file' if report.get('files_listed') == 1 else 'files'} "
-        f"({count('files_quarantined')} quarantined whole, "
+        f"{listed} ({count('files_quarantined')} quarantined whole, "
         f"{count('files_partially_read')} partially read); rows read {count('rows_read')} = "
         f"accepted {count('rows_accepted')} + quarantined {count('rows_quarantined')} "
         f"(duplicates {count('duplicates_quarantined')}, keys held on other days "
