@@ -4,13 +4,13 @@ invocation going on with the same run, and its refusals as one ``error:`` line (
 from __future__ import annotations
 
 import logging
-import socket
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+from conformance.brokers import free_port
 from flowctl.cli import app
 from tests.collectors.test_artemis_collector import block, unblock
 
@@ -117,7 +117,7 @@ def test_collect_once_with_an_api_that_does_not_answer_says_no_sample_was_taken(
         "2026-11-27 22:17:58.054471+00:00 [warning] <0.320.0> memory resource limit alarm set "
         "on node rabbit@localhost.\n"
     )
-    port = _unused_loopback_port()
+    port = free_port()
     args = ["collect", "rabbitmq", "--log", str(log), "--raw", str(tmp_path / "raw")]
     with caplog.at_level(logging.WARNING, logger="flowctl.collect"):
         result = runner.invoke(app, [*args, "--management", f"http://127.0.0.1:{port}", "--once"])
@@ -125,9 +125,3 @@ def test_collect_once_with_an_api_that_does_not_answer_says_no_sample_was_taken(
     assert "committed 1 event in 1 file" in result.output
     warned = [r.getMessage() for r in caplog.records if "does not answer" in r.getMessage()]
     assert len(warned) == 1 and warned[0].endswith("no sample taken this run (--once)"), warned
-
-
-def _unused_loopback_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
