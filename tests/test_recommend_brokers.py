@@ -222,6 +222,10 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
             _address("amqp-over-no-hard", "BLOCK", 330_000),
             # A collector's address: its size sampled past the limit, no producer in the log.
             _address("collected", "BLOCK", 400_000),
+            # Windows of 1024 bytes, under one message's 2092: seen past the limit, or forty of
+            # them that could pass it.
+            _address("tiny-window", "BLOCK", 299_156),
+            _address("tiny-crowded", "BLOCK", 262_000),
         ],
         ADDRESS_EVIDENCE,
     )
@@ -241,7 +245,9 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
            ("b", "mixed-core-over", 4, 262144, 0, 65536, 1, 10),
            # Sixteen 64 KiB windows: 21845 / 16 = 1365 bytes each, less than one message.
            ("b", "crowded", 16, 1048576, 0, 65536, 0, 0),
-           ("b", "amqp-over-no-hard", 1, 8192, 0, 8192, 2, 200)],
+           ("b", "amqp-over-no-hard", 1, 8192, 0, 8192, 2, 200),
+           ("b", "tiny-window", 1, 1024, 0, 1024, 0, 0),
+           ("b", "tiny-crowded", 40, 40960, 0, 1024, 0, 0)],
         ADDRESS_PRODUCERS,
     )  # fmt: skip
     daily = spark.createDataFrame([], QUEUE_DAILY)
@@ -352,6 +358,21 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
     assert "pass max-size-bytes 262144 by 137856 bytes" in collected["rationale"]
     assert (rows["fine"]["rule"], rows["fine"]["verdict"]) == ("within its limit", "keep")
     assert rows["fine"]["recommended_value"] == rows["fine"]["current_value"] == 262144
+    # A window no larger than one message cannot shrink: no "lower" that raises it to one
+    # message's 2092 bytes (an audit: 1024 -> 2092), whether the overshoot was seen or could be.
+    for name, seen, bound in (("tiny-window", 37012, 1024), ("tiny-crowded", 0, 40960)):
+        tiny = rows[name]
+        assert (tiny["rule"], tiny["verdict"], tiny["knob"]) == (
+            "CORE windows already at one message",
+            "at_risk_of_overflow",
+            "producerWindowSize",
+        ), tiny
+        assert tiny["recommended_value"] == tiny["current_value"] == 1024
+        assert (
+            f"no larger than one message (~2092 bytes, what a send takes whatever the window); "
+            f"past max-size-bytes 262144 the overshoot seen was {seen} bytes and producers x "
+            f"window is {bound}, against the 26214 tolerated (10%)"
+        ) in tiny["rationale"], tiny["rationale"]
 
 
 @pytest.mark.spark
@@ -592,6 +613,51 @@ def test_an_unbounded_consumer_alone_on_its_queue_is_sized_by_kung_and_morris(
     assert row["current_value"] == row["recommended_value"] == -1
     assert row["current_credit"] == row["recommended_credit"] == 2**31 - 1
     assert row["rationale"] == "keep: no attached time observed"
+
+
+#: A 0.9.1 consumer with a large prefetch that takes a queue's 30 prefilled messages at once,
+#: and is idle for the rest of the run (which a draining consumer of an empty queue keeps
+#: logging to its end).
+PREFILLED_FOR_091 = """
+name: rmq-prefilled-091
+kind: workload
+start: 2026-03-06T10:00:00Z
+broker: {name: rmq-prefilled-091}
+duration_s: 2
+queues:
+  - {name: small-q, prefill: {count: 30, size: 1024}}
+  - {name: idle-q}
+connections:
+  - name: c-091
+    protocol: amqp-0-9-1
+    latency_us: 5000
+    consumers: [{name: reader-091, queue: small-q, credit: 1000}]
+  - name: c-idle
+    protocol: amqp-1.0
+    latency_us: 1000
+    consumers: [{name: idle-drain, queue: idle-q, credit: 100, drain: true, drain_poll_us: 100000}]
+"""
+
+
+@pytest.mark.spark
+def test_a_burst_consumer_is_not_lowered_on_its_rate_per_attached_second(
+    spark: Any, tmp_path: Path
+) -> None:
+    """30 messages in the instant it attaches, then nothing: per attached second it reads 15
+    msgs/s, which needs a prefetch of 2, but 30 were ready for it at once and a prefetch of 2
+    would take them 15 round trips. Kept (an audit: 1000 -> 2, which its replay received later)."""
+    scenario = parse_scenario(yaml.safe_load(PREFILLED_FOR_091), "rmq-prefilled-091")
+    row = engine_recommendations(spark, scenario, tmp_path / "raw")["reader-091"]
+    assert (row["rule"], row["verdict"], row["knob"]) == (
+        "over-provisioned by a rate that counts idle time",
+        "keep",
+        "prefetch",
+    )
+    assert row["current_value"] == row["recommended_value"] == 1000
+    assert (
+        "which counts idle time, and 30 messages were once ready for it at once, more than that "
+        "need covers: not lowered; needs "
+    ) in row["rationale"], row["rationale"]
 
 
 @pytest.mark.spark

@@ -88,6 +88,8 @@ def test_the_recommendation_tables_in_priority_order() -> None:
         ("starved with the credit it needs", VERDICT_KEEP),
         ("over-provisioned, starved within tolerance", VERDICT_LOWER),
         ("over-provisioned", VERDICT_LOWER),
+        ("over-provisioned by a rate that counts idle time", VERDICT_KEEP),
+        ("starved within tolerance", VERDICT_KEEP),
         ("never attached", VERDICT_KEEP),
         ("credit suffices", VERDICT_KEEP),
     ]
@@ -115,6 +117,7 @@ def test_each_broker_table_in_priority_order_in_its_own_knobs() -> None:
         ("AMQP overshoot without a hard limit", VERDICT_AT_RISK,
          "max-size-bytes-reject-threshold"),
         ("CORE windows unbounded", VERDICT_AT_RISK, "producerWindowSize"),
+        ("CORE windows already at one message", VERDICT_AT_RISK, "producerWindowSize"),
         ("CORE windows overshoot the address", VERDICT_LOWER, "producerWindowSize"),
         ("AMQP credits overshoot the address", VERDICT_KEEP, "max-size-bytes-reject-threshold"),
         ("CORE windows could overshoot the address", VERDICT_AT_RISK, "producerWindowSize"),

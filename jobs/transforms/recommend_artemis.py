@@ -410,6 +410,41 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         KNOB_PRODUCER_WINDOW,
         lambda a: a.bounded_window,
     ),
+    # A window no larger than one message cannot shrink: each send still takes that message's
+    # credit (an audit: "lower" recommended 1024 -> 2092 bytes, one message's estimate). Ahead of
+    # both rules that would otherwise shrink it: the overshoot seen, and the one producers x window
+    # could make.
+    Rule(
+        "CORE windows already at one message",
+        lambda a: (
+            a.blocks
+            & (a.core_producers > 0)
+            & (a.window > 0)
+            & (a.window <= a.memory)
+            & (
+                ((a.overshoot > a.tolerated) & (a.core_can_overshoot | (a.amqp_producers == 0)))
+                | a.core_can_overshoot
+            )
+        ),
+        VERDICT_AT_RISK,
+        lambda a: _bytes(
+            "%d CORE producers have windows of %d bytes, no larger than one message (~%d "
+            "bytes, what a send takes whatever the window); past max-size-bytes %d the overshoot "
+            "seen was %d bytes and producers x window is %d, against the %d tolerated (%.0f%%): "
+            "a smaller window bounds nothing more; fewer producers on the address, or a larger "
+            "max-size-bytes",
+            a.core_producers,
+            a.window,
+            a.memory,
+            a.max_size,
+            F.coalesce(a.overshoot, F.lit(0)),
+            a.core_bound,
+            a.tolerated,
+            F.lit(a.policy.max_overshoot_share * 100),
+        ),
+        KNOB_PRODUCER_WINDOW,
+        lambda a: a.window,
+    ),
     # Lowering CORE windows helps only where they can account for the overshoot: not where AMQP
     # credits made it and the windows are too small to (that is the next rule's).
     Rule(

@@ -183,8 +183,9 @@ def consumer_link_evidence(
     the credit is counted in bytes (``detail.credit_unit``), the mean size of the messages
     delivered (from the delivery events' ``size_bytes``, when logged), the most credit the
     link's queue sees at a time (``detail.max_queue_credit``, RabbitMQ AMQP 1.0 links; the largest
-    logged when runs differ), and its backlogged time and the deliveries made in it (see
-    :func:`_link_steps`).
+    logged when runs differ), its backlogged time and the deliveries made in it (see
+    :func:`_link_steps`), and the most messages ready for it at once while it had credit
+    (``_most_ready``: the largest ``available`` of its events with a credit above 0).
 
     The current credit is the credit the receiver grants now: the largest credit of the link's
     grants on the latest day (UTC date of ``ts``) of the window on which it logged one. A grant
@@ -346,4 +347,7 @@ def _per_link(stepped: DataFrame) -> DataFrame:
             "_backlogged_s"
         ),
         _deliveries(in_backlog).alias("_backlogged_deliveries"),
+        # The most messages the sending side had ready for it at once while it had credit: a
+        # burst a smaller credit would have held back.
+        F.max(F.when(F.col("credit") > 0, F.col("available"))).alias("_most_ready"),
     )

@@ -16,7 +16,8 @@ The verdict and what the rationale says of the link's situation are the first ru
 broker's table that holds (:data:`ARTEMIS_CONSUMER_RULES` for Artemis: a slow consumer first, then
 an unbounded window on a shared queue whose pace the log does not give, then :data:`LINK_RULES`;
 :data:`LINK_RULES` for RabbitMQ; Qpid's consumers get none, see
-:data:`CONSUMER_RULES`); the notes of :data:`LINK_NOTES` that hold
+:data:`CONSUMER_RULES`, nor do Artemis's AMQP 1.0 consumers, see
+:data:`CONSUMER_KNOBS_OF_BROKER`); the notes of :data:`LINK_NOTES` that hold
 follow (the formula and its rate, RabbitMQ's queue credit cap, a policy round trip standing in).
 DataFrame -> DataFrame without I/O.
 """
@@ -141,6 +142,45 @@ LINK_RULES: tuple[Rule, ...] = (
             F.lit(k.policy.over_provision_factor),
         ),
     ),
+    # A rate per attached second counts the link's idle time too, so it is a floor of the rate
+    # the link runs at when it has work: a need sized on it may hold back a burst (an audit: a
+    # 0.9.1 consumer that took 30 prefilled messages at once was told prefetch 1000 -> 2, and
+    # its replay received them later).
+    Rule(
+        "over-provisioned by a rate that counts idle time",
+        lambda k: k.lower_unproven,
+        VERDICT_KEEP,
+        lambda k: F.concat(
+            F.when(
+                F.coalesce(k.starved_share, F.lit(0.0)) > 0,
+                F.format_string(
+                    "starved only %.2f%% of its attached time (up to %.2f%% is tolerated) with %s",
+                    k.starved_share * 100,
+                    F.lit(k.policy.starved_share_tolerance * 100),
+                    k.held_text,
+                ),
+            ).otherwise(F.format_string("never starved with %s", k.held_text)),
+            F.format_string(
+                ", over %.0fx the need below; but that need is sized on a rate per attached "
+                "second, which counts idle time, and %d messages were once ready for it at "
+                "once, more than that need covers: not lowered",
+                F.lit(k.policy.over_provision_factor),
+                F.col("_most_ready"),
+            ),
+        ),
+    ),
+    Rule(
+        "starved within tolerance",
+        lambda k: k.short_tolerated,
+        VERDICT_KEEP,
+        lambda k: F.concat(
+            k.starved_with,
+            F.format_string(
+                ", within the %.2f%% tolerated: kept, though the formula below asks for more",
+                F.lit(k.policy.starved_share_tolerance * 100),
+            ),
+        ),
+    ),
     Rule(
         "never attached",
         lambda k: k.rate.isNull(),
@@ -167,6 +207,14 @@ ARTEMIS_CONSUMER_RULES: tuple[Rule, ...] = (
 CONSUMER_RULES: dict[str, tuple[Rule, ...]] = {
     BROKER_ARTEMIS: ARTEMIS_CONSUMER_RULES,
     BROKER_RABBITMQ: LINK_RULES,
+}
+
+#: The consumer knobs each broker has (DESIGN §4). An AMQP 1.0 consumer of Artemis (a client's own
+#: record of its links) is sized by its client's link credit, which is no Artemis setting: Artemis
+#: offers consumerWindowSize to CORE consumers only, so such a link gets no row, as Qpid's do.
+CONSUMER_KNOBS_OF_BROKER: dict[str, tuple[str, ...]] = {
+    BROKER_ARTEMIS: (KNOB_CONSUMER_WINDOW,),
+    BROKER_RABBITMQ: (KNOB_PREFETCH, KNOB_LINK_CREDIT),
 }
 
 
@@ -385,8 +433,11 @@ def _link_facts(evidence: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame
     unknown; ``held_text``: it in words, an unbounded window as configured) and ``needed``; and
     the decisions ``raise_`` (short of the need by more than ``credit_keep_band_share`` of what
     it holds), ``short_within_band`` (short by less: kept),
-    ``not_the_size`` (starved although it already had what it needs: more credit would not help)
-    and ``lower``."""
+    ``not_the_size`` (starved although it already had what it needs: more credit would not help),
+    ``lower`` (over ``over_provision_factor`` times the need, on a rate per backlogged second,
+    or per attached second unless more messages were once ready for it at once than the need
+    covers), ``lower_unproven`` (as much over, with such a burst: kept) and
+    ``short_tolerated`` (short of the need, starved within the tolerance: kept)."""
     evidence, basis = _basis(evidence, policy)
     rate, per_message, round_trip = basis["rate"], basis["per_message"], basis["round_trip"]
     assessed, starved = basis["assessed"], basis["starved"]
@@ -415,13 +466,25 @@ def _link_facts(evidence: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame
             "_short_within_band": short & ~beyond_band,
             "_not_the_size": assessed & starved & (held >= needed),
             # No delivery in its attached time measures no rate: nothing to size credit by.
-            "_lower": assessed
+            "_over_provisioned": assessed
             & ~starved
             & (rate > 0)
             & (current > needed * policy.over_provision_factor),
+            "_short_tolerated": assessed
+            & ~starved
+            & (F.coalesce(basis["starved_share"], F.lit(0.0)) > 0)
+            & (held < needed),
         },
     )
     decisions = {name[1:]: column for name, column in decided.items()}
+    over_provisioned = decisions.pop("over_provisioned")
+    # A rate per attached second counts idle time: lowered on it unless the log shows a burst
+    # the need would hold back (more ready for the link at once than the need covers). A log
+    # that gives no count of the messages ready (a client's own record of its links) shows none.
+    burst_fits = F.coalesce(F.col("_most_ready") * per_message <= needed, F.lit(True))
+    proven = basis["per_backlogged"] | burst_fits
+    decisions["lower"] = over_provisioned & proven
+    decisions["lower_unproven"] = over_provisioned & ~proven
     facts = Facts(policy=policy, needed=needed, current=current, held=held, **basis, **decisions)
     unit = (
         F.when(facts.in_bytes, F.lit("bytes of credit"))
@@ -481,7 +544,15 @@ def recommend_consumer_links(evidence: DataFrame, policy: RecommendPolicy) -> Da
         evidence, {"_entity_kind": _knob_part(1), "_knob": _knob_part(2), "_unit": _knob_part(3)}
     )
     decided = [
-        _consumer_rows(evidence.where(F.col("broker_kind") == broker), facts, knob, rules)
+        _consumer_rows(
+            evidence.where(
+                (F.col("broker_kind") == broker)
+                & knob["_knob"].isin(*CONSUMER_KNOBS_OF_BROKER[broker])
+            ),
+            facts,
+            knob,
+            rules,
+        )
         for broker, rules in CONSUMER_RULES.items()
     ]
     rows = decided[0]
