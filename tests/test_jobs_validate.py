@@ -139,6 +139,11 @@ def test_the_great_expectations_suite_fails_rows_breaking_the_rules_it_used_to_m
         event(5, at(1, 5), "message_rejected", queue="q", detail='{"outcome": "dropped"'),
         event(6, at(1, 6), "message_rejected", queue="q", detail='{"outcome": "dropped"}'),
         event(7, at(1, 7), "enqueue", queue="q", detail=" "),
+        # Trailing text, and two records run together: Spark's parser alone reads the first
+        # value and drops the rest silently.
+        event(8, at(1, 8), "message_rejected", queue="q", detail='{"outcome": "dropped"} x'),
+        event(9, at(1, 9), "enqueue", queue="q", detail='{"a": 1}{"b": 2}'),
+        event(10, at(1, 10), "enqueue", queue="q", detail=' {"a": [1, "]"]} '),
     ]
     next_day = F.lit(date(2024, 1, 2))
     frame = make_events(rows).withColumn(
@@ -166,6 +171,9 @@ def test_the_great_expectations_suite_fails_rows_breaking_the_rules_it_used_to_m
         5: "invalid_detail_json",
         6: None,
         7: None,
+        8: "invalid_detail_json",
+        9: "invalid_detail_json",
+        10: None,
     }
 
 

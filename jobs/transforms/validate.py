@@ -105,8 +105,15 @@ RuleCheck = Literal[
 
 def is_json(column: str) -> Column:
     """True when ``column`` parses as JSON (Spark's own parser, the one the metrics read the
-    detail with: a value it cannot parse would read as null fields there, silently)."""
-    return F.get_json_object(F.col(column), "$").isNotNull()
+    detail with: a value it cannot parse would read as null fields there, silently).
+
+    Parsed as the one element of an array: Spark's parser stops after the first value, so
+    ``{"a": 1} x`` or two records run together (``{"a": 1}{"b": 2}``) would pass on their own and
+    have their tail dropped silently; inside ``[...]`` the tail is a syntax error. One parse
+    either way (a second one, for a comma-separated list of values, is not worth its cost on
+    every row)."""
+    wrapped = F.concat(F.lit("["), F.col(column), F.lit("]"))
+    return F.get_json_object(wrapped, "$").isNotNull()
 
 
 @dataclass(frozen=True)
