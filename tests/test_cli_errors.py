@@ -264,6 +264,8 @@ def test_dashboard_refuses_an_out_it_cannot_write_before_spark(
             "value 'four' in the config \"spark.sql.shuffle.partitions\" is invalid",
         ),
         ("spark.driver.memory: 6g", "Spark's JVM exited before it started"),
+        # Refused before a JVM starts: spark-submit would print its stack trace first.
+        ('master: "local[2]"', "spark.master 'locl[2]' is not a master URL"),
     ],
 )
 def test_a_spark_setting_spark_refuses_is_one_error_line(
@@ -274,7 +276,11 @@ def test_a_spark_setting_spark_refuses_is_one_error_line(
 
     from jobs.config import DEFAULT_CONF
 
-    bad_value = {"spark.sql.shuffle.partitions: 4": "four", "spark.driver.memory: 6g": "6gb"}
+    bad_value = {
+        "spark.sql.shuffle.partitions: 4": "four",
+        "spark.driver.memory: 6g": "6gb",
+        'master: "local[2]"': "locl[2]",
+    }
     text = DEFAULT_CONF.read_text(encoding="utf-8")
     assert setting in text
     key = setting.split(":")[0]
@@ -291,6 +297,8 @@ def test_a_spark_setting_spark_refuses_is_one_error_line(
     assert done.returncode == 2, done.stderr
     assert errors == [errors[0]] and errors[0].startswith(f"error: pipeline conf {conf}: ")
     assert expected in errors[0] and "Traceback" not in done.stderr
+    if key == "master":
+        assert "Exception in thread" not in done.stderr, done.stderr
 
 
 @pytest.mark.parametrize(("hours", "why"), [("-5", "below Delta's safety minimum"),
