@@ -313,35 +313,42 @@ def recommendations_line(recommended: dict[str, Any]) -> str:
     return line
 
 
-def _gold_table(
+def _gold_tables(
     title: str,
     columns: tuple[tuple[str, str], ...],
     names: tuple[str, ...],
     rows: list[dict[str, object]],
-) -> Table:
-    """Gold rows as a table: ``names`` are the columns that name the row (left, unwrapped), a
-    ``*_share`` column a percentage, the rest figures."""
-    table = Table(title=title)
-    for key, heading in columns:
-        numeric = key not in names and key != "counter_check_ok"
-        table.add_column(heading, justify="right" if numeric else "left", no_wrap=key in names)
+) -> list[Table]:
+    """Gold rows as tables that fit the console (:func:`_tables`: turned when too wide, as a
+    piped 200-column console is for the daily table, whose headers were cut: "flowStoppe…").
+    ``names`` are the columns that name a row (left), its last the entity, which leads so that a
+    turned table heads each column with it; a ``*_share`` column is a percentage, the rest
+    figures."""
+    entity = names[-1]
+    ordered = [c for c in columns if c[0] == entity] + [c for c in columns if c[0] != entity]
+    headers = [
+        (heading, "left" if key in names or key == "counter_check_ok" else "right")
+        for key, heading in ordered
+    ]
+    cells = []
     for row in rows:
-        cells = []
-        for key, _ in columns:
+        line = []
+        for key, _ in ordered:
             value = row.get(key)
             if key.endswith("_share") and isinstance(value, float):
-                cells.append(f"{value:.1%}")
+                line.append(f"{value:.1%}")
             else:
-                cells.append(format_cell(value))
-        table.add_row(*cells)
-    return table
+                line.append(format_cell(value))
+        cells.append(line)
+    return _tables(title, headers, cells)
 
 
 def print_daily_metrics(rows: list[dict[str, object]]) -> None:
     """The gold queue_flow_daily rows, one line per (date, run, queue)."""
-    console.print(
-        _gold_table("queue_flow_daily (gold)", DAILY_COLUMNS, ("date", "run_id", "queue"), rows)
-    )
+    for table in _gold_tables(
+        "queue_flow_daily (gold)", DAILY_COLUMNS, ("date", "run_id", "queue"), rows
+    ):
+        console.print(table)
 
 
 STARVED_LINK_COLUMNS = (
@@ -365,7 +372,8 @@ def print_starved_links(rows: list[dict[str, object]], starved: int, link_days: 
     if rows:
         title = "link_starvation_daily (gold): the most starved links"
         names = ("date", "run_id", "link", "link_role")
-        console.print(_gold_table(title, STARVED_LINK_COLUMNS, names, rows))
+        for table in _gold_tables(title, STARVED_LINK_COLUMNS, names, rows):
+            console.print(table)
     shown = f" (the {len(rows)} most starved above)" if 0 < len(rows) < starved else ""
     console.print(
         f"links: {starved:,} of {link_days:,} link-days starved (credit 0 with messages "

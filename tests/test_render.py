@@ -109,6 +109,21 @@ def test_the_daily_table_shows_an_artemis_address_overshoot_in_bytes(
     assert dict(zip(columns, cells, strict=True))["max overshoot bytes"] == "149,176"
 
 
+def test_the_daily_table_is_turned_not_cut_when_piped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Piped (200 columns) the daily table's thirteen columns with a long run id cut a header to
+    "flowStoppe…": wider than the console it is turned, each column headed by a queue."""
+    out = io.StringIO()
+    monkeypatch.setattr(render, "console", Console(file=out, width=200, markup=False))
+    row = {key: 1_234 for key, _ in render.DAILY_COLUMNS}
+    row.update(date="2026-03-03", run_id="qpid-seed-001-worst-case-s7-3f9a2c1d", queue="orders")
+    render.print_daily_metrics([row, {**row, "queue": "audit"}])
+    text = out.getvalue()
+    assert "…" not in text and all(len(line) <= 200 for line in text.splitlines())
+    assert "│ flowStoppedCount " in text and text.count("1,234") == 2 * 10
+    header = next(line for line in text.splitlines() if line.startswith("┃"))
+    assert [cell.strip() for cell in header.strip("┃").split("┃")] == ["queue", "orders", "audit"]
+
+
 def test_the_most_starved_links_and_how_many_link_days_starved(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
