@@ -126,7 +126,7 @@ _QUEUE_EPISODE_MEMBERS = """
 CREATE OR REPLACE TEMP TABLE queue_episode_members AS
 WITH queue_timeline AS (
     SELECT
-        run_id, broker, queue, seq, ts_us, event_type, link, capacity,
+        run_id, broker, queue, seq, ts_us, event_type, link, capacity, size_bytes,
         depth_msgs, depth_bytes,
         CASE WHEN event_type = 'queue_declared' AND json_valid(detail)
              THEN TRY_CAST(json_extract_string(detail, '$.sample_interval_ms') AS BIGINT)
@@ -191,7 +191,11 @@ WITH episode_spans AS (
         max(flow_stop_count_in_force) FILTER (opens_episode) AS flow_stop_count,
         max(flow_resume_count_in_force) FILTER (opens_episode) AS flow_resume_count,
         max(flow_stop_size_in_force) FILTER (opens_episode) AS flow_stop_size,
-        max(flow_resume_size_in_force) FILTER (opens_episode) AS flow_resume_size
+        max(flow_resume_size_in_force) FILTER (opens_episode) AS flow_resume_size,
+        count(*) FILTER (event_type = 'dequeue') AS dequeued_msgs,
+        CASE WHEN count(*) FILTER (event_type = 'dequeue' AND size_bytes IS NULL) = 0
+             THEN coalesce(sum(size_bytes) FILTER (event_type = 'dequeue'), 0)::BIGINT
+             END AS dequeued_bytes
     FROM queue_episode_members
     GROUP BY run_id, broker, queue, episode_number
 ),
@@ -235,7 +239,7 @@ SELECT
     o.overshoot_msgs, o.overshoot_bytes, o.producers, o.overshoot_bound_msgs,
     CASE WHEN o.overshoot_bound_msgs > 0
          THEN o.overshoot_msgs / o.overshoot_bound_msgs::DOUBLE END AS overshoot_ratio,
-    o.sample_interval_ms
+    o.sample_interval_ms, o.dequeued_msgs, o.dequeued_bytes
 FROM overshoots AS o
 JOIN run_bounds AS r USING (run_id)
 """
@@ -531,7 +535,7 @@ _OUTPUT = {
                flow_stopped_count, peak_depth_msgs, peak_depth_bytes, flow_stop_count,
                flow_resume_count, flow_stop_size, flow_resume_size, overshoot_msgs,
                overshoot_bytes, producers, overshoot_bound_msgs, overshoot_ratio,
-               sample_interval_ms
+               sample_interval_ms, dequeued_msgs, dequeued_bytes
         FROM peer_queue_flow_episodes""",
     "link_starvation_episodes": """
         SELECT run_id, broker, link, link_role, start_seq, make_timestamp(start_us) AS start_ts,

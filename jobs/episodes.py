@@ -59,8 +59,8 @@ log = logging.getLogger("flowctl.episodes")
 
 EPISODE_INPUT_COLUMNS = (
     "run_id", "broker", "seq", "ts", "event_type", "queue", "link", "link_role", "capacity",
-    "depth_msgs", "depth_bytes", "flow_stopped_count", "flow_stop_count", "flow_resume_count",
-    "flow_stop_size", "flow_resume_size", "credit", "available", "detail",
+    "size_bytes", "depth_msgs", "depth_bytes", "flow_stopped_count", "flow_stop_count",
+    "flow_resume_count", "flow_stop_size", "flow_resume_size", "credit", "available", "detail",
 )  # fmt: skip
 
 

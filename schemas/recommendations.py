@@ -139,8 +139,16 @@ THRESHOLD_RECOMMENDATIONS = TableSchema(
         Column("max_message_bytes", "int64", doc="largest enqueued message, for the bytes bound"),
         Column("headroom_msgs", "int64", doc="room kept below max_count"),
         Column("headroom_bytes", "int64", doc="room kept below max_size"),
-        Column("drain_rate_msgs_s", "float64", doc="net drain rate while stopped (quantile)"),
-        Column("drain_rate_bytes_s", "float64", doc="net drain rate while stopped (quantile)"),
+        Column(
+            "drain_rate_msgs_s",
+            "float64",
+            doc="messages dequeued per second while stopped (quantile over episodes)",
+        ),
+        Column(
+            "drain_rate_bytes_s",
+            "float64",
+            doc="bytes dequeued per second while stopped (quantile over episodes)",
+        ),
         # -- consumer link: Kung & Morris credit ---------------------------------------------------
         Column(
             "current_credit",

@@ -122,6 +122,17 @@ QUEUE_FLOW_EPISODES = TableSchema(
             doc="overshoot_msgs / overshoot_bound_msgs; null if either is null or the bound 0",
         ),
         SAMPLED,  # a collector's sample among its events: its peak may be a sample's
+        Column(
+            "dequeued_msgs",
+            "int64",
+            doc="dequeue events from the flow_stopped up to the flow_resumed (so far while open): "
+            "what the consumers took while the queue was stopped",
+        ),
+        Column(
+            "dequeued_bytes",
+            "int64",
+            doc="their size_bytes summed; null if a dequeue among them logs no size",
+        ),
     ),
 )
 

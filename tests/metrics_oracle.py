@@ -153,6 +153,8 @@ def _close_episode(ep: Row, members: list[Row], end: Row | None, watermark: int)
     peak_msgs = max(depths) if depths else None
     peak_bytes = max(sizes) if sizes else None
     # DESIGN §6: figures resting on a collector's sample (a queue_declared with an interval).
+    # What the consumers took while it was stopped: the dequeues among its events.
+    dequeues = [m for m in members if m["event_type"] == "dequeue"]
     sampled = [
         int(_detail(m)["sample_interval_ms"])
         for m in members
@@ -175,6 +177,12 @@ def _close_episode(ep: Row, members: list[Row], end: Row | None, watermark: int)
             over_msgs / bound if over_msgs is not None and bound is not None and bound > 0 else None
         ),
         sample_interval_ms=max(sampled) if sampled else None,
+        dequeued_msgs=len(dequeues),
+        dequeued_bytes=(
+            sum(m["size_bytes"] for m in dequeues)
+            if all(m.get("size_bytes") is not None for m in dequeues)
+            else None
+        ),
     )
     ep["duration_s"] = (
         None if end is None else max(0, ep["end_us"] - ep["start_us"]) / US_PER_SECOND

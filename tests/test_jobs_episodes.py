@@ -232,6 +232,7 @@ def reference_queue_flow_episodes(events, bounds):
             "event_type",
             "link",
             "capacity",
+            "size_bytes",
             "depth_msgs",
             "depth_bytes",
             # DESIGN §6: a collector's sample of the queue (a queue_declared with an interval).
@@ -271,6 +272,7 @@ def reference_queue_flow_episodes(events, bounds):
         "end_seq": F.max(F.when(at_end, F.col("seq"))),
         "end_ts": F.max(F.when(at_end, F.col("ts"))),
     }
+    dequeue = F.col("event_type") == "dequeue"
     per_producer = (
         tagged.withColumn("_producer", producer)
         .groupBy(*QUEUE_KEYS, "episode_seq", "_producer")
@@ -280,6 +282,9 @@ def reference_queue_flow_episodes(events, bounds):
             F.max("depth_bytes").alias("peak_depth_bytes"),
             F.max(F.when(F.col("_producer").isNotNull(), F.col("capacity"))).alias("capacity"),
             F.max("_sampled").alias("_sampled"),
+            F.count(F.when(dequeue, 1)).alias("_dequeues"),
+            F.sum(F.when(dequeue, F.col("size_bytes"))).alias("_dequeued_size"),
+            F.count(F.when(dequeue & F.col("size_bytes").isNull(), 1)).alias("_unsized"),
         )
     )
     episodes = (
@@ -294,6 +299,11 @@ def reference_queue_flow_episodes(events, bounds):
             F.max(F.col("_producer").isNotNull() & F.col("capacity").isNull()).alias("_uncapped"),
             F.sum("capacity").alias("_capacity_sum"),
             F.max("_sampled").alias("sample_interval_ms"),
+            F.sum("_dequeues").alias("dequeued_msgs"),
+            # The dequeues' sizes, when every one of them logs one (none: 0).
+            F.when(F.sum("_unsized") == 0, F.coalesce(F.sum("_dequeued_size"), F.lit(0))).alias(
+                "dequeued_bytes"
+            ),
         )
         .withColumn(
             "overshoot_bound_msgs",
@@ -318,7 +328,7 @@ def reference_queue_flow_episodes(events, bounds):
         overshoot_bytes.alias("overshoot_bytes"), "producers",
         bound.alias("overshoot_bound_msgs"),
         F.when(bound > 0, overshoot_msgs / bound).alias("overshoot_ratio"),
-        "sample_interval_ms",
+        "sample_interval_ms", "dequeued_msgs", "dequeued_bytes",
     )  # fmt: skip
 
 
@@ -362,6 +372,8 @@ def random_queue_log(seed: int, events: int = 400, bursty: bool = False) -> list
             if kind == "queue_declared" and rng.random() < 0.5:  # a collector's sample
                 sample = {"origin": "jolokia", "sample_interval_ms": rng.choice((500, 30_000))}
                 fields["detail"] = json.dumps(sample)
+            if kind == "dequeue" and rng.random() < 0.9:  # now and then a dequeue sizeless
+                fields["size_bytes"] = rng.randint(1, 2_000)
             if kind == "enqueue" and rng.random() < 0.9:
                 fields["link"] = rng.choice(("p1", "p2", "p3", "p4"))
                 if rng.random() < 0.9:
@@ -383,6 +395,9 @@ def test_segment_aggregation_matches_the_window_definition(make_events, seed, bu
     expected = reference_queue_flow_episodes(events, bounds)
     assert expected.count() > 10  # the log must exercise plenty of episodes
     assert expected.where("sample_interval_ms IS NOT NULL").count() > 0  # and samples in them
+    # and dequeues in them, summed or, one sizeless among them, not
+    assert expected.where("dequeued_bytes > 0").count() > 0
+    assert expected.where("dequeued_msgs > 0 AND dequeued_bytes IS NULL").count() > 0
     assert_df_equality(
         queue_flow_episodes(events, bounds, SEGMENT_STATS[path]),
         expected,

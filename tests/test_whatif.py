@@ -159,6 +159,57 @@ def test_bursty_producer_recommendations_validated_on_the_engine(
     assert events_queue.after.peak_depth_msgs <= 5000 - queue_row["headroom_msgs"]
 
 
+#: A queue stopping at 1000 and resuming at 999 while producers send faster (2 x 80 msgs/s) than
+#: its consumer takes (100 msgs/s): it flaps, every episode a fraction of a second.
+FLAPPING_QUEUE = """
+name: qpid-flap
+kind: workload
+start: 2026-03-05T06:00:00Z
+broker: {name: qpid-flap}
+duration_s: 120
+seed: 3
+queues:
+  - name: flappy
+    arguments: {qpid.max_count: 2000, qpid.flow_stop_count: 1000, qpid.flow_resume_count: 999,
+                qpid.policy_type: reject}
+producers:
+  - {name: p1, capacity: 20, routing_key: flappy, size: 256, rate: 80, arrival: poisson}
+  - {name: p2, capacity: 20, routing_key: flappy, size: 256, rate: 80, arrival: poisson}
+consumers:
+  - {name: c1, queue: flappy, rate: 100}
+"""
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_one_flapping_recommendation_stops_the_flapping(spark: Any, tmp_path: Path) -> None:
+    """The resume gap is sized by the pace the consumers drain a stopped queue at (its dequeues
+    per second stopped, 100 msgs/s here), so one step is enough: run again with the recommended
+    thresholds, no episode is under the 5 s dwell and the queue is not flapping. An audit found
+    the net fall over whole episodes read (about 40 msgs/s, the rise to the peak counted), which
+    left every episode short after one step and widened the gap night after night."""
+    import yaml
+
+    from flowctl_core.scenario import parse_scenario
+
+    document = yaml.safe_load(FLAPPING_QUEUE)
+    scenario = parse_scenario(document, "qpid-flap")
+    rows = recommendation_rows(spark, scenario, tmp_path / "before")
+    row = next(r for r in rows if r["entity"] == "flappy")
+    assert (row["verdict"], row["short_episodes"]) == ("flapping", row["episodes"] - 1), row
+    assert 95 <= row["drain_rate_msgs_s"] <= 110, row["drain_rate_msgs_s"]
+    comparison = run_whatif(scenario, overrides_from_recommendations(rows))
+    print(format_comparison(comparison))
+    assert comparison.queue("flappy").validated
+    arguments = document["queues"][0]["arguments"]
+    arguments["qpid.flow_stop_count"] = row["recommended_flow_stop_count"]
+    arguments["qpid.flow_resume_count"] = row["recommended_flow_resume_count"]
+    again = recommendation_rows(spark, parse_scenario(document, "qpid-flap"), tmp_path / "after")
+    after = next(r for r in again if r["entity"] == "flappy")
+    assert after["verdict"] != "flapping" and after["short_episodes"] == 0, after
+    assert after["median_episode_s"] >= 5.0
+
+
 def test_artemis_queues_are_set_apart_from_threshold_overrides() -> None:
     scenario = load_scenario("artemis-slow-fast-consumers")
     assert scenario.artemis is not None

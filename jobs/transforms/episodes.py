@@ -82,8 +82,24 @@ def queue_sample_interval() -> Column:
 def _segment_input() -> list[str | Column]:
     """The columns of a queue event that the segments' stats read (both paths)."""
     enqueue = (F.col("event_type") == "enqueue").alias("_enqueue")
-    fields = ("link", "capacity", "depth_msgs", "depth_bytes", *CARRIED_COLUMNS)
-    return ["seq", "ts", enqueue, *fields, queue_sample_interval().alias("_sampled_ms")]
+    dequeue = (F.col("event_type") == "dequeue").alias("_dequeue")
+    fields = ("link", "capacity", "depth_msgs", "depth_bytes", "size_bytes", *CARRIED_COLUMNS)
+    return ["seq", "ts", enqueue, dequeue, *fields, queue_sample_interval().alias("_sampled_ms")]
+
+
+def _dequeue_counts() -> list[Column]:
+    """A group's dequeues (``dequeued_msgs``), their sizes summed (``_dequeued_size``) and how
+    many of them log no size (``_unsized_dequeues``): fixed-width sums, merged by summing."""
+    dequeue = F.col("_dequeue")
+    return [
+        F.count(F.when(dequeue, 1)).alias("dequeued_msgs"),
+        F.sum(F.when(dequeue, F.col("size_bytes"))).alias("_dequeued_size"),
+        F.count(F.when(dequeue & F.col("size_bytes").isNull(), 1)).alias("_unsized_dequeues"),
+    ]
+
+
+#: The columns of :func:`_dequeue_counts`.
+_DEQUEUE_COUNTS = ("dequeued_msgs", "_dequeued_size", "_unsized_dequeues")
 
 
 def _segment_rows(queue_events: DataFrame, queues: DataFrame, changes: DataFrame) -> DataFrame:
@@ -164,6 +180,7 @@ def _segments_of_producers(per_producer: DataFrame) -> DataFrame:
         F.max("_sampled_ms").alias("_sampled_ms"),
         F.count("_producer").alias("producers"),
         overshoot_bound(F.col("_producer"), F.col("capacity")).alias("overshoot_bound_msgs"),
+        *(F.sum(name).alias(name) for name in _DEQUEUE_COUNTS),
         *(F.max(f"_pre_{c}").alias(f"_pre_{c}") for c in CARRIED_COLUMNS),
         *(F.max(f"_seq_{c}").alias(f"_seq_{c}") for c in CARRIED_COLUMNS),
         *(F.max_by(f"_val_{c}", f"_seq_{c}").alias(f"_val_{c}") for c in CARRIED_COLUMNS),
@@ -194,6 +211,7 @@ def queue_segment_stats(
         F.max("depth_bytes").alias("peak_depth_bytes"),
         F.max("_sampled_ms").alias("_sampled_ms"),
         F.max("capacity").alias("capacity"),
+        *_dequeue_counts(),
         *(F.max(F.when(seq < F.col("_seg"), F.col(c))).alias(f"_pre_{c}") for c in CARRIED_COLUMNS),
         *(column for c in CARRIED_COLUMNS for column in _latest_non_null(c)),
     )
@@ -323,6 +341,7 @@ def queue_segment_stats_by_lookup(
         F.max("depth_bytes").alias("peak_depth_bytes"),
         F.max("_sampled_ms").alias("_sampled_ms"),
         F.max("capacity").alias("capacity"),
+        *_dequeue_counts(),
         *(column for c in CARRIED_COLUMNS for column in _latest_non_null(c)),
         F.max("seq").alias("_last_seq"),
         # The last event's link, for a trigger: a hash, so that the buffer stays fixed-width.
@@ -339,6 +358,7 @@ def queue_segment_stats_by_lookup(
         *(F.col(name).alias(name) for name in (*starts, "peak_depth_msgs", "peak_depth_bytes")),
         F.col("_sampled_ms").alias("_sampled_ms"),
         F.col("capacity").alias("capacity"),
+        *(F.col(name).alias(name) for name in _DEQUEUE_COUNTS),
         *(
             (F.lit(None) if name.startswith("_pre_") else F.col(name)).alias(name)
             for name in carried
@@ -352,6 +372,7 @@ def queue_segment_stats_by_lookup(
         F.col("_last_depth_bytes").alias("peak_depth_bytes"),
         F.lit(None).cast("long").alias("_sampled_ms"),  # an enqueue: never a sample
         F.col("_last_capacity").alias("capacity"),
+        *(F.lit(0).cast("long").alias(name) for name in _DEQUEUE_COUNTS),  # an enqueue
         *(_trigger_value(name) for name in carried),
     )
     both = F.when(is_trigger, F.array(itself, trigger)).otherwise(F.array(itself))
@@ -362,6 +383,7 @@ def queue_segment_stats_by_lookup(
             F.max(name).alias(name)
             for name in (*starts, "peak_depth_msgs", "peak_depth_bytes", "_sampled_ms", "capacity")
         ),
+        *(F.sum(name).alias(name) for name in _DEQUEUE_COUNTS),
         *(F.max(f"_pre_{c}").alias(f"_pre_{c}") for c in CARRIED_COLUMNS),
         *(F.max(f"_seq_{c}").alias(f"_seq_{c}") for c in CARRIED_COLUMNS),
         *(F.max_by(f"_val_{c}", f"_seq_{c}").alias(f"_val_{c}") for c in CARRIED_COLUMNS),
@@ -458,6 +480,10 @@ def queue_flow_episodes(
         "producers",
         "overshoot_bound_msgs",
         F.col("_sampled_ms").alias("sample_interval_ms"),
+        "dequeued_msgs",
+        F.when(
+            F.col("_unsized_dequeues") == 0, F.coalesce(F.col("_dequeued_size"), F.lit(0))
+        ).alias("dequeued_bytes"),
     )
     episodes = episodes.join(F.broadcast(queues), list(QUEUE_ID)).join(
         bounds.select("run_id", "run_watermark_ts"), "run_id"
@@ -479,6 +505,8 @@ def queue_flow_episodes(
         F.when(bound > 0, overshoot_msgs / bound).alias("overshoot_ratio"),
         # A collector's sample among its events: its peak may be a sample's (DESIGN §6).
         "sample_interval_ms",
+        "dequeued_msgs",
+        "dequeued_bytes",
     )
 
 
