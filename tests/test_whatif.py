@@ -378,6 +378,33 @@ def test_a_length_limit_the_replay_never_reaches_is_not_exercised() -> None:
     assert format_knob_comparison(beyond).endswith(f"  not exercised: {reason}")
 
 
+def test_a_length_limit_under_a_prefill_refuses_no_publish_of_the_run() -> None:
+    """The classic queue holds 150,000 written before the run: x-max-length 100,000 replayed from
+    the start refuses 50,000 of them, which no publisher of the run sent. They stay among the
+    messages refused (a sweep ranks loss first) and are counted apart, and the text says whose
+    they were (an audit read them as "it refuses 50,000 more publishes")."""
+    from flowctl_core.whatif_knobs import KnobChange, format_knob_comparison, run_knob_whatifs
+
+    scenario = load_scenario("rabbitmq-one-sender-one-receiver")
+    change = KnobChange(
+        "rabbitmq", "classic-queue-amqp-091", "x-max-length", None, 100_000, "at_risk", "t"
+    )
+    (comparison,) = run_knob_whatifs(scenario, [change])
+    print(format_knob_comparison(comparison))
+    assert (
+        comparison.before["prefill refused msgs"],
+        comparison.after["prefill refused msgs"],
+    ) == (
+        0,
+        50_000,
+    )
+    assert (comparison.before["rejected msgs"], comparison.after["rejected msgs"]) == (0, 50_000)
+    assert format_knob_comparison(comparison).endswith(
+        "; it refuses 50,000 more messages at the limit (reject-publish): 0 publishes of the run "
+        "and 50,000 of the prefill written before it, the backlog it keeps from growing"
+    )
+
+
 def test_a_limit_taken_away_is_exercised_though_the_new_one_is_not_reached() -> None:
     """x-max-length 8,000 as written, reached (the queue held at it), raised to 16,000 that the
     re-run never reaches: the change acted (it took the limit away), so it is judged."""
