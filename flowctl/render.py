@@ -317,14 +317,14 @@ def _gold_tables(
     title: str,
     columns: tuple[tuple[str, str], ...],
     names: tuple[str, ...],
+    entity: str,
     rows: list[dict[str, object]],
 ) -> list[Table]:
     """Gold rows as tables that fit the console (:func:`_tables`: turned when too wide, as a
     piped 200-column console is for the daily table, whose headers were cut: "flowStoppe…").
-    ``names`` are the columns that name a row (left), its last the entity, which leads so that a
-    turned table heads each column with it; a ``*_share`` column is a percentage, the rest
-    figures."""
-    entity = names[-1]
+    ``names`` are the columns that name a row (left); ``entity``, the one among them a row is
+    about, leads, so that a turned table heads each column with it; a ``*_share`` column is a
+    percentage, the rest figures."""
     ordered = [c for c in columns if c[0] == entity] + [c for c in columns if c[0] != entity]
     headers = [
         (heading, "left" if key in names or key == "counter_check_ok" else "right")
@@ -346,7 +346,7 @@ def _gold_tables(
 def print_daily_metrics(rows: list[dict[str, object]]) -> None:
     """The gold queue_flow_daily rows, one line per (date, run, queue)."""
     for table in _gold_tables(
-        "queue_flow_daily (gold)", DAILY_COLUMNS, ("date", "run_id", "queue"), rows
+        "queue_flow_daily (gold)", DAILY_COLUMNS, ("date", "run_id", "queue"), "queue", rows
     ):
         console.print(table)
 
@@ -372,7 +372,7 @@ def print_starved_links(rows: list[dict[str, object]], starved: int, link_days: 
     if rows:
         title = "link_starvation_daily (gold): the most starved links"
         names = ("date", "run_id", "link", "link_role")
-        for table in _gold_tables(title, STARVED_LINK_COLUMNS, names, rows):
+        for table in _gold_tables(title, STARVED_LINK_COLUMNS, names, "link", rows):
             console.print(table)
     shown = f" (the {len(rows)} most starved above)" if 0 < len(rows) < starved else ""
     console.print(

@@ -705,8 +705,9 @@ def format_knob_comparison(comparison: KnobComparison) -> str:
 
 
 def _refused_note(comparison: KnobComparison) -> str:
-    """A length limit validated with more messages refused says that this is what it is for,
-    and how many of them were the prefill, written before the run by none of its publishers."""
+    """A length limit validated with more messages refused says that this is what it is for;
+    on a prefilled queue, how the refusals split, each side's own: publishes of the run, and the
+    prefill, written before the run by none of its publishers."""
     before, after = comparison.before, comparison.after
     if (
         comparison.change.knob != KNOB_MAX_LENGTH
@@ -714,14 +715,16 @@ def _refused_note(comparison: KnobComparison) -> str:
     ):
         return ""
     more = after["rejected msgs"] - before["rejected msgs"]
-    prefill = after.get("prefill refused msgs", 0) - before.get("prefill refused msgs", 0)
-    if prefill <= 0:
+    prefill = "prefill refused msgs"
+    if not before.get(prefill) and not after.get(prefill):
         return (
             f"; it refuses {more:,.0f} more publishes at the limit (reject-publish), the backlog "
             "it keeps from growing"
         )
+    run_before = before["rejected msgs"] - before[prefill]
+    run_after = after["rejected msgs"] - after[prefill]
     return (
-        f"; it refuses {more:,.0f} more messages at the limit (reject-publish): "
-        f"{more - prefill:,.0f} publishes of the run and {prefill:,.0f} of the prefill written "
-        "before it, the backlog it keeps from growing"
+        f"; it refuses {more:,.0f} more messages at the limit (reject-publish), the backlog it "
+        f"keeps from growing (publishes of the run {run_before:,.0f} -> {run_after:,.0f}, the "
+        f"prefill written before it {before[prefill]:,.0f} -> {after[prefill]:,.0f})"
     )

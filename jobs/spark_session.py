@@ -161,12 +161,12 @@ def with_sql_warehouse(warehouse_dir: str, settings: Mapping[str, str]) -> dict[
     return {**settings, SQL_WAREHOUSE_DIR: f"{warehouse_dir.rstrip('/')}/_spark_sql"}
 
 
-# Spark's own forms of a master URL (SparkContext's LOCAL_N_REGEX, LOCAL_N_FAILURES_REGEX,
-# LOCAL_CLUSTER_REGEX, SPARK_REGEX; yarn; k8s://) and of a JVM memory size: a conf value of another
-# form is the likely reason a JVM does not start, so the error names it.
+# Spark's own forms of a master URL (SparkMasterRegex's LOCAL_N, LOCAL_N_FAILURES,
+# LOCAL_CLUSTER, SPARK, KUBERNETES; and yarn; Spark 4 has no mesos://) and of a JVM memory size:
+# a conf value of another form is the likely reason a JVM does not start, so the error names it.
 _MASTER = re.compile(
     r"^(local(\[(\*|\d+)(\s*,\s*\d+)?\])?|local-cluster\[\s*\d+\s*,\s*\d+\s*,\s*\d+\s*\]|"
-    r"yarn|(spark|mesos|k8s)://.+)$"
+    r"yarn|(spark|k8s)://.+)$"
 )
 _MEMORY_SIZE = re.compile(r"^\d+[kmgt]?$", re.IGNORECASE)  # the JVM's -Xmx takes no "gb"
 #: Memory settings the launcher hands to the driver JVM's command line (-Xmx).
@@ -274,7 +274,7 @@ def build_spark_session(
 
     # A master URL Spark cannot read stops spark-submit with a JVM stack trace: said in one line
     # before any JVM starts (the other hints need the JVM's own word, which the error points to).
-    if conf.spark_master is not None and (bad_master := start_up_hint(conf.spark_master, {})):
+    if conf.spark_master and (bad_master := start_up_hint(conf.spark_master, {})):
         raise ConfError(f"pipeline conf {conf.source}{bad_master}")
     try:
         spark = builder.getOrCreate()

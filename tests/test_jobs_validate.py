@@ -144,6 +144,7 @@ def test_the_great_expectations_suite_fails_rows_breaking_the_rules_it_used_to_m
         event(8, at(1, 8), "message_rejected", queue="q", detail='{"outcome": "dropped"} x'),
         event(9, at(1, 9), "enqueue", queue="q", detail='{"a": 1}{"b": 2}'),
         event(10, at(1, 10), "enqueue", queue="q", detail=' {"a": [1, "]"]} '),
+        event(11, at(1, 11), "enqueue", queue="q", detail='{"a": 1},{"b": 2}'),
     ]
     next_day = F.lit(date(2024, 1, 2))
     frame = make_events(rows).withColumn(
@@ -174,6 +175,7 @@ def test_the_great_expectations_suite_fails_rows_breaking_the_rules_it_used_to_m
         8: "invalid_detail_json",
         9: "invalid_detail_json",
         10: None,
+        11: "invalid_detail_json",
     }
 
 

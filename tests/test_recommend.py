@@ -1024,7 +1024,7 @@ def test_a_link_short_of_its_need_but_starved_within_tolerance_says_why_it_is_ke
         20,
     )
     assert row["rationale"].startswith(
-        "keep: starved 0.9% of its attached time with 20 credits, within the 1.00% tolerated: "
+        "keep: starved 0.90% of its attached time with 20 credits, within the 1.00% tolerated: "
         "kept, though the formula below asks for more; needs 50.0 msgs/s x 0.900s round trip "
         "+ 10 top-up = 55 credits"
     ), row["rationale"]

@@ -124,6 +124,25 @@ def test_the_daily_table_is_turned_not_cut_when_piped(monkeypatch: pytest.Monkey
     assert [cell.strip() for cell in header.strip("┃").split("┃")] == ["queue", "orders", "audit"]
 
 
+def test_the_starved_links_turned_are_headed_by_their_links(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Turned at 80 columns, each column of the starved links is headed by its link, not by its
+    role (a review: "publisher", "consumer")."""
+    out = io.StringIO()
+    monkeypatch.setattr(render, "console", Console(file=out, width=80, markup=False))
+    row = {
+        "date": "2026-11-28", "run_id": "client-links-artemis-1-2026-11-28T10:00:00",
+        "link": "orders-in", "link_role": "publisher", "starved_s": 3.0, "starved_share": 0.5,
+        "episodes": 1, "attached_s": 6.0,
+    }  # fmt: skip
+    render.print_starved_links([row, {**row, "link": "audit-in"}], starved=2, link_days=4)
+    headers = [line for line in out.getvalue().splitlines() if line.startswith("┃")]
+    cells = [cell.strip() for header in headers for cell in header.strip("┃").split("┃")]
+    assert "orders-in" in cells and "audit-in" in cells and "publisher" not in cells, headers
+    assert "│ role " in out.getvalue()
+
+
 def test_the_most_starved_links_and_how_many_link_days_starved(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

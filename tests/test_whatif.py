@@ -400,8 +400,8 @@ def test_a_length_limit_under_a_prefill_refuses_no_publish_of_the_run() -> None:
     )
     assert (comparison.before["rejected msgs"], comparison.after["rejected msgs"]) == (0, 50_000)
     assert format_knob_comparison(comparison).endswith(
-        "; it refuses 50,000 more messages at the limit (reject-publish): 0 publishes of the run "
-        "and 50,000 of the prefill written before it, the backlog it keeps from growing"
+        "; it refuses 50,000 more messages at the limit (reject-publish), the backlog it keeps "
+        "from growing (publishes of the run 0 -> 0, the prefill written before it 0 -> 50,000)"
     )
 
 

@@ -428,9 +428,10 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         ),
         VERDICT_AT_RISK,
         lambda a: _bytes(
-            "%d CORE producers have windows of %d bytes, no larger than one message (~%d "
-            "bytes, what a send takes whatever the window); past max-size-bytes %d the overshoot "
-            "seen was %d bytes and producers x window is %d, against the %d tolerated (%.0f%%): "
+            "%d CORE producers have windows of at most %d bytes, no larger than one message "
+            "(~%d bytes, what a send takes whatever the window); past max-size-bytes %d the "
+            "overshoot seen was %d bytes and producers x window is %d, against the %d tolerated "
+            "(%.0f%%): "
             "a smaller window bounds nothing more; fewer producers on the address, or a larger "
             "max-size-bytes",
             a.core_producers,

@@ -118,8 +118,8 @@ def queue_episode_evidence(episodes: DataFrame, policy: RecommendPolicy) -> Data
     (its ``dequeued_msgs`` / ``dequeued_bytes``) per second of it: the pace at which the queue
     falls once the producers are held, which is what a resume gap is sized by. Not (peak -
     resume) / duration, the net fall over the whole episode: its seconds include the rise to the
-    peak, so on short episodes it reads low and a gap sized by it still flaps (an audit: a 999 /
-    1000 queue drained at 100 msgs/s was read at about 40, and one step left every episode under
+    peak, so on short episodes it reads low and a gap sized by it still flaps (an audit: a 1000 /
+    999 queue drained at 100 msgs/s was read at about 40, and one step left every episode under
     5 s). An episode whose log has fewer dequeues than that fall (a log without dequeue events)
     counts the fall.
     """

@@ -173,12 +173,12 @@ LINK_RULES: tuple[Rule, ...] = (
         "starved within tolerance",
         lambda k: k.short_tolerated,
         VERDICT_KEEP,
-        lambda k: F.concat(
-            k.starved_with,
-            F.format_string(
-                ", within the %.2f%% tolerated: kept, though the formula below asks for more",
-                F.lit(k.policy.starved_share_tolerance * 100),
-            ),
+        lambda k: F.format_string(
+            "starved %.2f%% of its attached time with %s, within the %.2f%% tolerated: kept, "
+            "though the formula below asks for more",
+            k.starved_share * 100,
+            k.held_text,
+            F.lit(k.policy.starved_share_tolerance * 100),
         ),
     ),
     Rule(

@@ -108,12 +108,13 @@ def is_json(column: str) -> Column:
     detail with: a value it cannot parse would read as null fields there, silently).
 
     Parsed as the one element of an array: Spark's parser stops after the first value, so
-    ``{"a": 1} x`` or two records run together (``{"a": 1}{"b": 2}``) would pass on their own and
-    have their tail dropped silently; inside ``[...]`` the tail is a syntax error. One parse
-    either way (a second one, for a comma-separated list of values, is not worth its cost on
-    every row)."""
+    ``{"a": 1} x`` or two records run together (``{"a": 1}{"b": 2}``, ``{"a": 1},{"b": 2}``)
+    would pass on their own and have their tail dropped silently; inside ``[...]`` the tail is a
+    syntax error or a second element. One parse, cheaper than ``get_json_object`` (4.7 against
+    5.3-6.3 s for 4 million details on 2 cores). Text that closes the array itself and opens
+    another (``1], [2``) still passes: a forgery, not a writer's slip."""
     wrapped = F.concat(F.lit("["), F.col(column), F.lit("]"))
-    return F.get_json_object(wrapped, "$").isNotNull()
+    return F.coalesce(F.json_array_length(wrapped) == 1, F.lit(False))
 
 
 @dataclass(frozen=True)
