@@ -407,7 +407,7 @@ def test_keep_says_why_the_byte_threshold_is_kept_too(
     )
     assert row["headroom_bytes"] == 7800  # ceil(65 x 100 x 1.2)
     assert row["rationale"] == (
-        "keep: 1 episodes; overshoot allowance 65 msgs (worst seen or bounded by the producers' "
+        "keep: 1 episode; overshoot allowance 65 msgs (worst seen or bounded by the producers' "
         "capacity windows), 78 of room needed below the limit (incl. 20% margin); bytes: "
         "overshoot allowance 6500 bytes (worst seen or bounded by the producers' capacity "
         "windows x the largest message), stop 90000 leaves 10000 bytes below the limit of "

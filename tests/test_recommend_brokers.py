@@ -286,7 +286,10 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
     )
     # No overshoot seen, but -1 is no producer flow control: 21845 / 2 producers each.
     assert (unbounded["current_value"], unbounded["recommended_value"]) == (-1, 10922)
-    assert unbounded["rationale"].startswith("at_risk_of_overflow: 1 of 2 CORE producers")
+    assert unbounded["rationale"].startswith(
+        "at_risk_of_overflow: producerWindowSize -1 (no producer flow control) on 1 of 2 CORE "
+        "producers: BLOCK cannot hold such a producer back"
+    )
     could = rows["could"]
     assert (could["rule"], could["verdict"], could["current_value"]) == (
         "CORE windows could overshoot the address",
@@ -360,6 +363,11 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
     assert rows["fine"]["recommended_value"] == rows["fine"]["current_value"] == 262144
     # A window no larger than one message cannot shrink: no "lower" that raises it to one
     # message's 2092 bytes (an audit: 1024 -> 2092), whether the overshoot was seen or could be.
+    # One producer, one noun: "1 CORE producer", "1 message" (not "1 CORE producers").
+    assert rows["tiny-window"]["rationale"].startswith(
+        "at_risk_of_overflow: 1 CORE producer with windows of at most 1024 bytes"
+    )
+    assert rows["overshooting"]["rationale"].startswith("lower: BLOCK let 1 CORE producer with")
     for name, seen, bound in (("tiny-window", 37012, 1024), ("tiny-crowded", 0, 40960)):
         tiny = rows[name]
         assert (tiny["rule"], tiny["verdict"], tiny["knob"]) == (

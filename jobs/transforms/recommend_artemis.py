@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from flowctl_core.events import PREFILL_LINK
 from jobs.recommend_policy import RecommendPolicy
 from jobs.transforms.recommend_evidence import entity_columns
-from jobs.transforms.verdict_rules import Facts, Rule, always, decide, staged
+from jobs.transforms.verdict_rules import Facts, Rule, always, counted, decide, staged
 from schemas.recommendations import (
     BROKER_ARTEMIS,
     ENTITY_ADDRESS,
@@ -293,11 +293,11 @@ def _bounded_window_text(a: Facts, keeps: str) -> Column:
         F.lit(a.policy.safety_margin * 100),
     )
     floored = _bytes(
-        "even windows of one message (%d bytes, the smallest) let %d producers pass "
+        "even windows of one message (%d bytes, the smallest) let %s pass "
         "max-size-bytes by about %d bytes, over the %d tolerated (%.0f%%): fewer producers on "
         "the address, or a larger max-size-bytes",
         a.bounded_window,
-        a.core_producers,
+        counted(a.core_producers, "producer"),
         a.bounded_window * a.core_producers,
         a.tolerated,
         F.lit(a.policy.max_overshoot_share * 100),
@@ -321,10 +321,10 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         lambda a: a.dropped > 0,
         VERDICT_RAISE,
         lambda a: _bytes(
-            "%d messages dropped at max-size-bytes %d (DROP); room for the peak %d bytes and "
+            "%s dropped at max-size-bytes %d (DROP); room for the peak %d bytes and "
             "every dropped message (~%d bytes each) with %.0f%% margin; if the consumers cannot "
             "keep up for good, BLOCK or PAGE instead",
-            a.dropped,
+            counted(a.dropped, "message"),
             a.max_size,
             a.peak,
             a.memory,
@@ -340,10 +340,10 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         lambda a: a.failed > 0,
         VERDICT_AT_RISK,
         lambda a: _bytes(
-            "%d sends failed at max-size-bytes %d (FAIL) and the producers stopped: how much they "
+            "%s failed at max-size-bytes %d (FAIL) and the producers stopped: how much they "
             "would have sent is not in the log, so no limit is sized; BLOCK holds them back "
             "instead of failing them",
-            a.failed,
+            counted(a.failed, "send"),
             a.max_size,
         ),
         KNOB_MAX_SIZE_BYTES,
@@ -354,10 +354,10 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         lambda a: (a.rejected > 0) & (a.reject_threshold < a.max_size + a.bound),
         VERDICT_RAISE,
         lambda a: _bytes(
-            "%d AMQP messages rejected above the reject threshold %d, inside the overshoot "
+            "%s rejected above the reject threshold %d, inside the overshoot "
             "BLOCK allows the producers' credits (%d bytes past max-size-bytes %d): well-behaved "
             "producers are refused; the hard limit goes above it with %.0f%% margin",
-            a.rejected,
+            counted(a.rejected, "AMQP message"),
             a.reject_threshold,
             a.bound,
             a.max_size,
@@ -397,11 +397,11 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         VERDICT_AT_RISK,
         lambda a: F.concat(
             _bytes(
-                "%d of %d CORE producers have producerWindowSize -1 (no producer flow control): "
-                "BLOCK cannot hold them back, so nothing bounds how far they pass "
+                "producerWindowSize -1 (no producer flow control) on %d of %s: BLOCK cannot "
+                "hold such a producer back, so nothing bounds how far it passes "
                 "max-size-bytes %d (peak %d bytes); ",
                 a.unbounded,
-                a.core_producers,
+                counted(a.core_producers, "CORE producer"),
                 a.max_size,
                 a.peak,
             ),
@@ -428,13 +428,13 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         ),
         VERDICT_AT_RISK,
         lambda a: _bytes(
-            "%d CORE producers have windows of at most %d bytes, no larger than one message "
+            "%s with windows of at most %d bytes, no larger than one message "
             "(~%d bytes, what a send takes whatever the window); past max-size-bytes %d the "
             "overshoot seen was %d bytes and producers x window is %d, against the %d tolerated "
             "(%.0f%%): "
             "a smaller window bounds nothing more; fewer producers on the address, or a larger "
             "max-size-bytes",
-            a.core_producers,
+            counted(a.core_producers, "CORE producer"),
             a.window,
             a.memory,
             a.max_size,
@@ -458,11 +458,11 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         ),
         VERDICT_LOWER,
         lambda a: _bytes(
-            "BLOCK let %d CORE producers with %d-byte windows (%d bytes in all) pass "
+            "BLOCK let %s with %d-byte windows (%d bytes in all) pass "
             "max-size-bytes %d by %d bytes, over the %d tolerated (%.0f%%): overshoot is about "
             "producers x window (seed 003), so the windows shrink to leave room for the worst "
             "overshoot seen or bounded, with %.0f%% margin",
-            a.core_producers,
+            counted(a.core_producers, "CORE producer"),
             a.window,
             a.core_bound,
             a.max_size,
@@ -503,10 +503,10 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         VERDICT_AT_RISK,
         lambda a: F.concat(
             _bytes(
-                "%d CORE producers with %d-byte windows may pass max-size-bytes %d by about %d "
+                "%s with %d-byte windows may pass max-size-bytes %d by about %d "
                 "bytes (producers x window, seed 003), over the %d tolerated (%.0f%%), although "
                 "the overshoot seen was %d: ",
-                a.core_producers,
+                counted(a.core_producers, "CORE producer"),
                 a.window,
                 a.max_size,
                 a.core_bound,
@@ -549,9 +549,9 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         lambda a: a.paged > 0,
         VERDICT_KEEP,
         lambda a: _bytes(
-            "%d messages paged to disk at max-size-bytes %d: PAGE works as configured (raise "
+            "%s paged to disk at max-size-bytes %d: PAGE works as configured (raise "
             "the limit to page less)",
-            a.paged,
+            counted(a.paged, "message"),
             a.max_size,
         ),
         KNOB_MAX_SIZE_BYTES,

@@ -37,6 +37,7 @@ from jobs.transforms.verdict_rules import (
     Finding,
     Rule,
     always,
+    counted,
     decide,
     staged,
     stated,
@@ -88,13 +89,13 @@ QUEUE_FINDINGS: tuple[Finding, ...] = (
     Finding(
         "rejections",
         lambda q: q.rejected > 0,
-        lambda q: F.format_string("%d messages rejected at the limit", q.rejected),
+        lambda q: F.format_string("%s rejected at the limit", counted(q.rejected, "message")),
     ),
     Finding(
         "producers without a capacity window",
         lambda q: q.unbounded,
         lambda q: F.format_string(
-            "%d producers have no capacity window: overshoot unbounded", q.uncapped
+            "%s without a capacity window: overshoot unbounded", counted(q.uncapped, "producer")
         ),
     ),
     *_each_dimension(
@@ -219,9 +220,9 @@ def _weighed(q: Facts) -> Column:
     stop threshold needs (and, with byte thresholds in force, the room in bytes)."""
     msgs, size = q.msgs, q.size
     weighed_msgs = F.format_string(
-        "%d episodes; overshoot allowance %d msgs (worst seen or bounded by the producers' "
+        "%s; overshoot allowance %d msgs (worst seen or bounded by the producers' "
         "capacity windows), %d of room needed below the limit (incl. %.0f%% margin)",
-        F.coalesce(F.col("episodes"), F.lit(0)),
+        counted(F.coalesce(F.col("episodes"), F.lit(0)), "episode"),
         msgs.worst_overshoot,
         F.coalesce(msgs.headroom, F.lit(0)),
         _margin_pct(q),

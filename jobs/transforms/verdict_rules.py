@@ -55,6 +55,14 @@ class Finding:
     text: Callable[[Facts], Column]
 
 
+def counted(count: Column, one: str, many: str | None = None) -> Column:
+    """``count`` and its noun for a rationale: ``one`` for 1 ("1 episode", not "1 episodes"),
+    else ``many`` (``one`` + "s" unless given); as flowctl_core.wording.counted says it, without
+    the thousands separators none of the rationales' other figures have."""
+    noun = F.when(count == 1, F.lit(one)).otherwise(F.lit(many or f"{one}s"))
+    return F.format_string("%d %s", count, noun)
+
+
 def always(_facts: object) -> Column:
     """The predicate of a table's last rule: what holds when nothing before it does."""
     return F.lit(True)
