@@ -421,10 +421,7 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
             & (a.core_producers > 0)
             & (a.window > 0)
             & (a.window <= a.memory)
-            & (
-                ((a.overshoot > a.tolerated) & (a.core_can_overshoot | (a.amqp_producers == 0)))
-                | a.core_can_overshoot
-            )
+            & (((a.overshoot > a.tolerated) & (a.amqp_producers == 0)) | a.core_can_overshoot)
         ),
         VERDICT_AT_RISK,
         lambda a: _bytes(

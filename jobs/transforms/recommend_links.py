@@ -60,6 +60,24 @@ from schemas.recommendations import (
 REPLENISHES_LATE = "the consumer replenishes late (grants credit only as it processes messages)"
 
 
+def _within_tolerance(k: Facts) -> Column:
+    """A link not starved past the tolerance, in words: how little it starved, or that it never
+    did, with the credit it had."""
+    return F.when(
+        F.coalesce(k.starved_share, F.lit(0.0)) > 0,
+        F.format_string(
+            "starved only %.2f%% of its attached time (up to %.2f%% is tolerated) with %s",
+            k.starved_share * 100,
+            F.lit(k.policy.starved_share_tolerance * 100),
+            k.held_text,
+        ),
+    ).otherwise(F.format_string("never starved with %s", k.held_text))
+
+
+def _over_what_it_needs(k: Facts) -> Column:
+    return F.format_string(", over %.0fx what it needs", F.lit(k.policy.over_provision_factor))
+
+
 #: A consumer link's verdict, and what its rationale says of its situation: the first rule that
 #: holds.
 LINK_RULES: tuple[Rule, ...] = (
@@ -123,24 +141,13 @@ LINK_RULES: tuple[Rule, ...] = (
         "over-provisioned, starved within tolerance",
         lambda k: k.lower & (F.coalesce(k.starved_share, F.lit(0.0)) > 0),
         VERDICT_LOWER,
-        lambda k: F.format_string(
-            "starved only %.2f%% of its attached time (up to %.2f%% is tolerated) with %s, "
-            "over %.0fx what it needs",
-            k.starved_share * 100,
-            F.lit(k.policy.starved_share_tolerance * 100),
-            k.held_text,
-            F.lit(k.policy.over_provision_factor),
-        ),
+        lambda k: F.concat(_within_tolerance(k), _over_what_it_needs(k)),
     ),
     Rule(
         "over-provisioned",
         lambda k: k.lower,
         VERDICT_LOWER,
-        lambda k: F.format_string(
-            "never starved with %s, over %.0fx what it needs",
-            k.held_text,
-            F.lit(k.policy.over_provision_factor),
-        ),
+        lambda k: F.concat(_within_tolerance(k), _over_what_it_needs(k)),
     ),
     # A rate per attached second counts the link's idle time too, so it is a floor of the rate
     # the link runs at when it has work: a need sized on it may hold back a burst (an audit: a
@@ -151,15 +158,7 @@ LINK_RULES: tuple[Rule, ...] = (
         lambda k: k.lower_unproven,
         VERDICT_KEEP,
         lambda k: F.concat(
-            F.when(
-                F.coalesce(k.starved_share, F.lit(0.0)) > 0,
-                F.format_string(
-                    "starved only %.2f%% of its attached time (up to %.2f%% is tolerated) with %s",
-                    k.starved_share * 100,
-                    F.lit(k.policy.starved_share_tolerance * 100),
-                    k.held_text,
-                ),
-            ).otherwise(F.format_string("never starved with %s", k.held_text)),
+            _within_tolerance(k),
             F.format_string(
                 ", over %.0fx the need below; but that need is sized on a rate per attached "
                 "second, which counts idle time, and %d messages were once ready for it at "
