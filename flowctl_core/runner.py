@@ -209,6 +209,7 @@ def connection_config(spec: ConnectionSpec) -> ConnectionConfig:
                 c.drain_poll_us,
                 c.echo,
                 tuple((seconds_to_us(x.after_s), x.credit) for x in c.credit_changes),
+                c.process_us,
             )
             for c in spec.consumers
         ),

@@ -283,6 +283,11 @@ class LinkConsumerSpec(_Strict):
         description="1.0: link credit set at these times after the attach (0 stops the queue "
         "sending), topped up to from then on",
     )
+    process_us: NonNegInt = Field(
+        default=_engine_default(ConsumerConfig, "process_us"),
+        description="the application's time per message: it takes the delivered messages one at "
+        "a time and acknowledges each once processed (0: as they arrive)",
+    )
 
     @model_validator(mode="before")
     @classmethod

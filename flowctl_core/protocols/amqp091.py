@@ -24,6 +24,7 @@ from flowctl_core.protocols.config import (
     PublisherConfig,
     RabbitPolicy,
 )
+from flowctl_core.protocols.consuming_app import ConsumingApp
 from flowctl_core.protocols.endpoints import LinkIdentity, QueueFedSender, log_confirm
 from flowctl_core.protocols.wire import (
     AckFrame,
@@ -89,19 +90,28 @@ class ClientPublisher:
 
 
 class ClientConsumer:
-    """A consuming application: acknowledges each delivery on the same connection."""
+    """A consuming application: acknowledges each delivery on the same connection once it has
+    processed it (``process_us``), so its prefetch bounds the messages it holds unprocessed."""
 
     def __init__(self, connection: Amqp091Connection, config: ConsumerConfig) -> None:
         self.connection = connection
         self.config = config
-        self.received = 0
-        #: Virtual time of the latest delivery (None before the first): how soon a backlog was
-        #: drained, which a what-if of the prefetch judges when the count cannot grow.
-        self.last_received_us: int | None = None
+        self.app = ConsumingApp(connection.broker.scheduler, config.process_us, self._acknowledge)
+
+    @property
+    def received(self) -> int:
+        return self.app.received
+
+    @property
+    def last_received_us(self) -> int | None:
+        """How soon a backlog was received (taken by the application), which a what-if of the
+        prefetch judges when the count cannot grow."""
+        return self.app.last_received_us
 
     def on_delivery(self) -> None:
-        self.received += 1
-        self.last_received_us = self.connection.broker.scheduler.now_us
+        self.app.on_delivery()
+
+    def _acknowledge(self) -> None:
         self.connection.client_control.push(AckFrame(self.config.name))
         self.connection.writer.wake()
 

@@ -109,8 +109,14 @@ class ConsumerConfig:
     #: that value then, and tops up to it from then on; 0 stops the queue sending to it (seed
     #: 004: "Grant a link-credit of 0 (causing the queue to stop sending)"). In time order.
     credit_changes: tuple[tuple[int, int], ...] = ()
+    #: The application's time per message: it takes the delivered messages one at a time and
+    #: acknowledges each once processed (flowctl_core/protocols/consuming_app.py); 0: as they
+    #: arrive. A 1.0 consumer then counts the messages waiting in its buffer against its credit.
+    process_us: int = 0
 
     def __post_init__(self) -> None:
+        if self.process_us < 0:
+            raise ValueError(f"consumer {self.name!r}: process_us must be >= 0")
         if self.credit < 1:
             raise ValueError(f"consumer {self.name!r}: credit must be >= 1")
         if not 0 <= self.top_up_below <= self.credit:
@@ -124,8 +130,9 @@ class ConsumerConfig:
             raise ValueError(f"consumer {self.name!r}: a credit change must be >= 0")
 
     def top_up_due(self, remaining_credit: int, credit: int) -> bool:
-        """Whether to grant again: the credit left is below ``top_up_below``, or below the
-        credit the consumer grants now (``credit``) when a credit change set that lower."""
+        """Whether to grant again: the credit left (with the messages waiting in the buffer,
+        unprocessed) is below ``top_up_below``, or below the credit the consumer grants now
+        (``credit``) when a credit change set that lower."""
         return remaining_credit < min(self.top_up_below, credit)
 
 

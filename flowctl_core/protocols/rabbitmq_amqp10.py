@@ -45,6 +45,7 @@ from flowctl_core.protocols.config import (
     publisher_credit_due,
     publisher_unconfirmed_bound,
 )
+from flowctl_core.protocols.consuming_app import ConsumingApp
 from flowctl_core.protocols.endpoints import LinkIdentity, QueueFedSender, log_confirm
 from flowctl_core.protocols.wire import (
     AckFrame,
@@ -155,7 +156,9 @@ class ClientPublisherLink:
 
 
 class ClientConsumerLink:
-    """A consuming application on a receiver link: acks each message, tops credit up."""
+    """A consuming application on a receiver link: acks each message once it has processed it
+    (``process_us``) and tops its credit up, counting the messages waiting in its buffer against
+    the credit, so that credit and buffer together never exceed the credit it grants."""
 
     def __init__(self, connection: Amqp10Connection, config: ConsumerConfig) -> None:
         self.connection = connection
@@ -163,10 +166,22 @@ class ClientConsumerLink:
         self.link = ReceiverLink(config.name, initial_delivery_count=0)
         #: The credit it grants (and tops up to): the config's, until a credit change.
         self.credit = config.credit
-        self.received = 0
-        #: Virtual time of the latest message received (None before the first), as the 0.9.1
-        #: client's (amqp091.ClientConsumer).
-        self.last_received_us: int | None = None
+        self.app = ConsumingApp(connection.broker.scheduler, config.process_us, self._processed)
+
+    @property
+    def received(self) -> int:
+        return self.app.received
+
+    @property
+    def last_received_us(self) -> int | None:
+        """Virtual time the latest message was taken (None before the first), as the 0.9.1
+        client's (amqp091.ClientConsumer)."""
+        return self.app.last_received_us
+
+    def _window_left(self) -> int:
+        """The credit to grant now: the consumer's credit less the messages waiting in its
+        buffer (none with ``process_us`` 0)."""
+        return max(0, self.credit - self.app.waiting)
 
     def attach(self) -> None:
         self.grant(self.credit)
@@ -178,7 +193,7 @@ class ClientConsumerLink:
         """A credit change of the scenario's: granted at once (set, not added), then topped up
         to; a credit of 0 leaves nothing to top up."""
         self.credit = credit
-        self.grant(credit)
+        self.grant(self._window_left())
 
     def grant(self, credit: int, *, drain: bool | None = None, echo: bool | None = None) -> None:
         """Grant ``credit`` (set, not added), with the consumer's own drain / echo unless told."""
@@ -196,13 +211,13 @@ class ClientConsumerLink:
 
     def on_transfer(self, frame: TransferFrame) -> None:
         self.link.on_transfer(frame.final)  # counted at the delivery's first frame
-        if not frame.final:
-            return
-        self.received += 1
-        self.last_received_us = self.connection.broker.scheduler.now_us
+        if frame.final:
+            self.app.on_delivery()
+
+    def _processed(self) -> None:
         self.connection.client_control.push(AckFrame(self.config.name))
-        if self.config.top_up_due(self.link.credit, self.credit):
-            self.grant(self.credit)
+        if self.config.top_up_due(self.link.credit + self.app.waiting, self.credit):
+            self.grant(self._window_left())
         else:
             self.connection.writer.wake()
 
@@ -215,8 +230,8 @@ class ClientConsumerLink:
             scheduler.call_later(self.config.drain_poll_us, self._poll)
 
     def _poll(self) -> None:
-        if self.link.credit == 0 and self.credit > 0:
-            self.grant(self.credit)
+        if self.link.credit == 0 and self._window_left() > 0:
+            self.grant(self._window_left())
 
 
 # -- broker side -------------------------------------------------------------------------------

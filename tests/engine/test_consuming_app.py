@@ -1,0 +1,146 @@
+"""A RabbitMQ consumer's application (flowctl_core/protocols/consuming_app.py): it takes the
+delivered messages one at a time and acknowledges each once processed, so its credit or
+prefetch bounds what it holds unprocessed and credit past rate x round trip buys nothing (Kung &
+Morris), where instant consumers made a credit sweep pick the largest value offered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from flowctl_core import EventCollector, Scheduler
+from flowctl_core.protocols.config import ConsumerConfig
+from flowctl_core.protocols.consuming_app import ConsumingApp
+from flowctl_core.runner import run_scenario
+from flowctl_core.scenario import ScenarioError, load_scenario, parse_scenario
+from flowctl_core.sweep import run_sweep
+
+START_US = 1_000_000
+
+
+def _app(process_us: int) -> tuple[Scheduler, ConsumingApp, list[tuple[int, int]]]:
+    """An app whose acknowledgements are recorded as (time, messages received by then)."""
+    scheduler = Scheduler(START_US)
+    acks: list[tuple[int, int]] = []
+    app = ConsumingApp(scheduler, process_us, lambda: acks.append((scheduler.now_us, app.received)))
+    return scheduler, app, acks
+
+
+def test_messages_are_taken_one_at_a_time_and_acknowledged_once_processed() -> None:
+    scheduler, app, acks = _app(100)
+    for _ in range(3):
+        app.on_delivery()
+    # The first is taken at once, the other two wait in the buffer.
+    assert (app.received, app.waiting, app.last_received_us) == (1, 2, START_US)
+    scheduler.run_until(START_US + 1_000)
+    # Each acknowledged 100 us after it was taken, before the next is taken.
+    assert acks == [(START_US + 100, 1), (START_US + 200, 2), (START_US + 300, 3)]
+    assert (app.received, app.waiting, app.last_received_us) == (3, 0, START_US + 200)
+    # Idle again: a later delivery is taken as it arrives.
+    app.on_delivery()
+    assert app.last_received_us == START_US + 1_000
+
+
+def test_no_processing_time_takes_and_acknowledges_each_message_as_it_arrives() -> None:
+    _, app, acks = _app(0)
+    app.on_delivery()
+    app.on_delivery()
+    assert acks == [(START_US, 1), (START_US, 2)]
+    assert app.waiting == 0
+
+
+def test_a_negative_processing_time_is_refused() -> None:
+    with pytest.raises(ValueError, match="process_us must be >= 0"):
+        ConsumerConfig("r", "q", process_us=-1)
+
+
+def _reader(protocol: str, process_us: int, credit: int, **extra: Any) -> str:
+    """One consumer of a queue prefilled with 200 messages, over a connection whose round trip
+    is 2 ms."""
+    settings = "".join(f", {name}: {value}" for name, value in extra.items())
+    return f"""
+name: paced-reader
+kind: workload
+duration_s: 1
+queues: [{{name: q, prefill: {{count: 200, size: 256}}}}]
+connections:
+  - name: reader
+    protocol: {protocol}
+    latency_us: 1000
+    consumers: [{{name: r, queue: q, credit: {credit}, process_us: {process_us}{settings}}}]
+"""
+
+
+def _transfer_times(text: str) -> list[int]:
+    log = EventCollector()
+    run_scenario(parse_scenario(yaml.safe_load(text)), [log], validate=True)
+    start = min(e["ts"] for e in log.events)
+    return [
+        e["ts"] - start for e in log.events if e["event_type"] == "transfer" and e["link"] == "r"
+    ]
+
+
+@pytest.mark.parametrize("protocol", ["amqp-1.0", "amqp-0-9-1"])
+def test_the_credit_bounds_the_messages_sent_ahead_of_processing(protocol: str) -> None:
+    """By any time t the broker has sent at most the credit more than the application has
+    processed (t / process_us): a 1.0 consumer tops up to its credit less what waits in its
+    buffer (granting its whole credit at each top-up sent 10 more per message processed), a
+    0.9.1 one acknowledges after processing (its prefetch counts unacknowledged deliveries)."""
+    process_us, credit = 1_000, 10
+    sent = _transfer_times(_reader(protocol, process_us, credit, top_up_below=5))
+    assert len(sent) == 200
+    for count, at_us in enumerate(sent, start=1):
+        assert count <= credit + at_us // process_us, (count, at_us)
+    # And the application is kept busy: the backlog is processed at its pace, ~0.2 s.
+    assert sent[-1] < 200 * process_us
+
+
+@pytest.mark.parametrize(
+    ("protocol", "knob"), [("amqp-1.0", "link credit"), ("amqp-0-9-1", "prefetch")]
+)
+def test_a_credit_sweep_finds_rate_times_round_trip_not_the_largest_credit(
+    protocol: str, knob: str
+) -> None:
+    """5,000 messages/s over a 2 ms round trip: about 10 messages in flight keep the consumer
+    busy (a 1.0 consumer topping up at half its credit needs twice that). More credit receives
+    the 2,000 messages no sooner, so the sweep keeps the smallest credit that receives them as
+    soon; with instant consumers it picked 2,000, the largest offered."""
+    text = _reader(protocol, 200, 200).replace("count: 200,", "count: 2000,")
+    spec = parse_scenario({**yaml.safe_load(text), "duration_s": 2})
+    sweep = run_sweep(spec, knob, "r", [1, 5, 10, 15, 20, 30, 50, 100, 500, 2000])
+    by_s = {c.value: c.metrics["consumer received by s"] for c in sweep.candidates if c.metrics}
+    # The backlog takes the application 2,000 x 200 us whatever the credit past the need.
+    assert by_s[2000] == by_s[500] == by_s[200] == pytest.approx(0.4, abs=0.005)
+    assert by_s[1] > by_s[5] > by_s[10] > by_s[2000]
+    need = {"amqp-1.0": (20, 30), "amqp-0-9-1": (11, 15)}[protocol]
+    best = sweep.choice.best
+    assert best is not None and need[0] <= sweep.candidates[best].value <= need[1]
+
+
+def test_a_091_connection_takes_a_processing_time() -> None:
+    """Not an AMQP 1.0-only setting: a 0.9.1 consumer's application takes time too."""
+    parse_scenario(yaml.safe_load(_reader("amqp-0-9-1", 500, 10)))
+    with pytest.raises(ScenarioError, match="process_us"):
+        parse_scenario(yaml.safe_load(_reader("amqp-0-9-1", -5, 10)))
+
+
+@pytest.mark.parametrize(
+    ("knob", "entity", "values", "best", "short"),
+    [
+        ("link credit", "worker-10", [1, 2, 4, 8, 16, 24, 32, 64, 128, 1000], 24, 16),
+        ("prefetch", "worker-091", [1, 2, 4, 8, 9, 10, 12, 16, 32, 1000], 9, 8),
+    ],
+)
+def test_the_bundled_paced_workers_sweep_as_the_readme_says(
+    knob: str, entity: str, values: list[int], best: int, short: int
+) -> None:
+    """README, "Sweeping a knob": rabbitmq-paced-consumers' workers need link credit 24 and
+    prefetch 9, not the 500 they are given; 16 and 8 take about 12 % longer."""
+    sweep = run_sweep(load_scenario("rabbitmq-paced-consumers"), knob, entity, values)
+    chosen = sweep.choice.best
+    assert chosen is not None and sweep.candidates[chosen].value == best
+    by_s = {c.value: c.metrics["consumer received by s"] for c in sweep.candidates if c.metrics}
+    assert by_s[500] == pytest.approx(1.0, abs=0.01) and by_s[best] == by_s[500]
+    assert by_s[short] == pytest.approx(1.125, abs=0.01)
