@@ -1025,6 +1025,80 @@ def memory_alarm(broker: RabbitBroker) -> list[Row]:
     ]
 
 
+#: The paced consumer's backlog, its pace and the message numbers whose ready count is read.
+PACED_MESSAGES, PACED_PROCESS_S, PACED_SAMPLES = 150, 0.010, (2, 75, 150)
+#: The engine's one-way latency for the paced consumer: loopback's, which the case does not
+#: calibrate (a round trip is a few per cent of the 10 ms pace either way).
+PACED_LATENCY_US = 100
+
+
+def paced_consumer(broker: RabbitBroker) -> list[Row]:
+    """A 0.9.1 worker that takes 10 ms a message, acknowledging each once processed, with
+    prefetch 1 and 20: the prefetch bounds what it holds unprocessed (the queue's ready count
+    while message k is processed is the backlog less k - 1 acknowledged less the prefetch), and
+    prefetch past rate x round trip buys no speed (Kung & Morris)."""
+    workload = "RabbitMQ 0.9.1 paced consumer (10 ms a message, acks once processed)"
+    rows: list[Row] = []
+    elapsed: dict[int, tuple[float, float]] = {}
+    for prefetch in (1, 20):
+        got = rabbit.paced_consumer(
+            broker,
+            f"paced-{prefetch}",
+            messages=PACED_MESSAGES,
+            prefetch=prefetch,
+            process_s=PACED_PROCESS_S,
+            sample_at=PACED_SAMPLES,
+        )
+        events = engine.run_rabbit_scenario(
+            engine.paced_consumer_scenario(
+                messages=PACED_MESSAGES,
+                prefetch=prefetch,
+                process_us=round(PACED_PROCESS_S * 1_000_000),
+                latency_us=PACED_LATENCY_US,
+            )
+        )
+        model_s, model_ready = engine.paced_figures(
+            events, messages=PACED_MESSAGES, latency_us=PACED_LATENCY_US, sample_at=PACED_SAMPLES
+        )
+        elapsed[prefetch] = (got.elapsed_s, model_s)
+        rows.extend(
+            same(
+                workload,
+                f"prefetch {prefetch}: ready messages while message {k} is processed",
+                got.ready_while.get(k),
+                model_ready.get(k),
+                "real: queue.declare-ok's message count over another connection",
+            )
+            for k in PACED_SAMPLES
+        )
+    pace_s = PACED_MESSAGES * PACED_PROCESS_S
+    real_20, model_20 = elapsed[20]
+    rows.append(
+        within_rel(
+            workload,
+            f"prefetch 20: {PACED_MESSAGES} messages' time ÷ their processing time",
+            real_20 / pace_s,
+            model_20 / pace_s,
+            0.1,
+            "the application's pace sets the rate; real: time.sleep and pika's own time per "
+            "message come on top",
+        )
+    )
+    rows.append(
+        within_abs(
+            workload,
+            "prefetch 1 time ÷ prefetch 20 time",
+            elapsed[1][0] / real_20,
+            elapsed[1][1] / model_20,
+            0.1,
+            "prefetch 1 waits a round trip per message (1 + round trip ÷ 10 ms); past rate x "
+            f"round trip (here 1) more prefetch buys nothing. Engine latency {PACED_LATENCY_US} "
+            "us one way, not calibrated",
+        )
+    )
+    return rows
+
+
 RABBITMQ_CASES: tuple[Case, ...] = (
     Case(
         "rabbitmq-two-senders-091",
@@ -1037,6 +1111,12 @@ RABBITMQ_CASES: tuple[Case, ...] = (
         "rabbitmq",
         memory_alarm,
         "a memory alarm blocks the publishing connection, not the consuming one",
+    ),
+    Case(
+        "rabbitmq-paced-consumer-091",
+        "rabbitmq",
+        paced_consumer,
+        "a 0.9.1 worker taking 10 ms a message, prefetch 1 and 20",
     ),
 )
 

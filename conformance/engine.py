@@ -267,3 +267,65 @@ def counts_between(
         and e["queue"] == queue
         and from_s * SECOND_US <= e["ts"] - start < to_s * SECOND_US
     )
+
+
+#: The consumer of :func:`paced_consumer_scenario`.
+PACED_CONSUMER = "paced-consumer"
+
+
+def paced_consumer_scenario(
+    *, messages: int, prefetch: int, process_us: int, latency_us: int
+) -> dict[str, Any]:
+    """A 0.9.1 consumer with ``prefetch`` whose application takes ``process_us`` per message,
+    over a queue holding ``messages``."""
+    return {
+        "name": "conformance-paced-consumer",
+        "kind": "workload",
+        "duration_s": messages * process_us / SECOND_US + 1.0,
+        "queues": [{"name": "paced", "prefill": {"count": messages, "size": 512}}],
+        "connections": [
+            {
+                "name": "consumer",
+                "protocol": "amqp-0-9-1",
+                "latency_us": latency_us,
+                "consumers": [
+                    {
+                        "name": PACED_CONSUMER,
+                        "queue": "paced",
+                        "credit": prefetch,
+                        "process_us": process_us,
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def paced_figures(
+    events: list[dict[str, Any]], *, messages: int, latency_us: int, sample_at: Sequence[int]
+) -> tuple[float, dict[int, int]]:
+    """The figures :func:`conformance.rabbit.paced_consumer` reads on the real broker: seconds
+    from the first message taken to the last acknowledged (the consumer's side of the wire:
+    a delivery arrives ``latency_us`` after the broker logs it, an ack left ``latency_us``
+    before the broker reads it), and the queue's ready messages while message k was processed
+    (those the broker had not sent when it read ack k)."""
+    sent = acked = 0
+    first_sent = last_acked = None
+    ready_while: dict[int, int] = {}
+    for event in events:
+        if event.get("link") != PACED_CONSUMER:
+            continue
+        if event["event_type"] == "transfer":
+            sent += 1
+            first_sent = event["ts"] if first_sent is None else first_sent
+        elif event["event_type"] == "flow" and json.loads(event["detail"]).get("frame") == (
+            "basic.ack"
+        ):
+            acked += 1
+            if acked in sample_at:
+                ready_while[acked] = messages - sent
+            last_acked = event["ts"]
+    if first_sent is None or last_acked is None or acked != messages:
+        raise RuntimeError(f"the engine's consumer acknowledged {acked} of {messages} messages")
+    elapsed_us = (last_acked - latency_us) - (first_sent + latency_us)
+    return elapsed_us / SECOND_US, ready_while

@@ -511,3 +511,64 @@ def memory_alarm(
         writer_stopped=writer_stopped,
         after_depths=after_depths,
     )
+
+
+# -- a paced 0.9.1 consumer --------------------------------------------------------------------
+@dataclass(frozen=True)
+class PacedRun:
+    """A 0.9.1 consumer that takes ``process_s`` per message and acknowledges each once
+    processed, over a backlog of ``messages``."""
+
+    prefetch: int
+    messages: int
+    #: From the first message taken to the last acknowledged.
+    elapsed_s: float
+    #: Message number (from 1) -> the queue's ready messages while that message was processed
+    #: (before its acknowledgement).
+    ready_while: dict[int, int]
+
+
+def paced_consumer(
+    broker: RabbitBroker,
+    queue: str,
+    *,
+    messages: int,
+    prefetch: int,
+    process_s: float,
+    sample_at: Sequence[int],
+) -> PacedRun:
+    """Fill ``queue`` with ``messages`` (each confirmed), then consume them with ``basic.qos
+    prefetch``, sleeping ``process_s`` per message before its ack. The ready count is read over
+    a second connection while message k is processed: RabbitMQ's queue.declare-ok counts ready
+    messages, not the unacknowledged ones the prefetch holds at the client."""
+    declare(broker, {queue: "classic"})
+    pika = _pika()
+    with blocking_connection(broker) as filler:
+        channel = filler.channel()
+        channel.confirm_delivery()
+        for _ in range(messages):
+            channel.basic_publish("", queue, b"t" * 512, pika.BasicProperties(delivery_mode=1))
+    ready_while: dict[int, int] = {}
+    with blocking_connection(broker) as consumer, blocking_connection(broker) as observer:
+        looker = observer.channel()
+        channel = consumer.channel()
+        channel.basic_qos(prefetch_count=prefetch)
+        taken, start, end = 0, None, None
+        for method, _properties, _body in channel.consume(queue, inactivity_timeout=30):
+            if method is None:
+                break  # nothing for 30 s: the backlog is not all there
+            taken += 1
+            if start is None:
+                start = time.perf_counter()
+            time.sleep(process_s)
+            if taken in sample_at:
+                declared = looker.queue_declare(queue, passive=True)
+                ready_while[taken] = int(declared.method.message_count)
+            channel.basic_ack(method.delivery_tag)
+            if taken == messages:
+                end = time.perf_counter()
+                break
+        channel.cancel()
+    if start is None or end is None:
+        raise RuntimeError(f"{queue}: took {taken} of the {messages} messages published")
+    return PacedRun(prefetch, messages, end - start, ready_while)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from conformance import engine
 from flowctl_core import EventCollector, Scheduler
 from flowctl_core.protocols.config import ConsumerConfig
 from flowctl_core.protocols.consuming_app import ConsumingApp
@@ -144,3 +145,22 @@ def test_the_bundled_paced_workers_sweep_as_the_readme_says(
     by_s = {c.value: c.metrics["consumer received by s"] for c in sweep.candidates if c.metrics}
     assert by_s[500] == pytest.approx(1.0, abs=0.01) and by_s[best] == by_s[500]
     assert by_s[short] == pytest.approx(1.125, abs=0.01)
+
+
+@pytest.mark.parametrize("prefetch", [1, 20])
+def test_the_conformance_figures_of_a_paced_091_worker(prefetch: int) -> None:
+    """conformance/cases.py's paced consumer, engine side: while message k is processed the
+    queue has sent the k - 1 acknowledged and the prefetch, so the rest is ready; the 150
+    messages take their 1.5 s of processing, plus a round trip each with prefetch 1."""
+    events = engine.run_rabbit_scenario(
+        engine.paced_consumer_scenario(
+            messages=150, prefetch=prefetch, process_us=10_000, latency_us=100
+        )
+    )
+    elapsed_s, ready = engine.paced_figures(
+        events, messages=150, latency_us=100, sample_at=(2, 75, 150)
+    )
+    assert ready == {2: 150 - 1 - prefetch, 75: 150 - 74 - prefetch, 150: 0}
+    # Prefetch 1: each message after the first comes a round trip (2 x 100 us) after the ack.
+    waits = 149 * 200 if prefetch == 1 else 0
+    assert elapsed_s * 1_000_000 == pytest.approx(150 * 10_000 + waits, abs=5)
