@@ -178,10 +178,17 @@ class ClientConsumerLink:
         client's (amqp091.ClientConsumer)."""
         return self.app.last_received_us
 
+    def _held(self) -> int:
+        """Messages the application holds against its credit: those waiting in its buffer,
+        and a delivery split over frames whose first has come (its credit is spent there) but
+        not its last. None with ``process_us`` 0: an instant application holds nothing."""
+        if not self.config.process_us:
+            return 0
+        return self.app.waiting + int(self.link.mid_delivery)
+
     def _window_left(self) -> int:
-        """The credit to grant now: the consumer's credit less the messages waiting in its
-        buffer (none with ``process_us`` 0)."""
-        return max(0, self.credit - self.app.waiting)
+        """The credit to grant now: the consumer's credit less what it holds."""
+        return max(0, self.credit - self._held())
 
     def attach(self) -> None:
         self.grant(self.credit)
@@ -216,7 +223,7 @@ class ClientConsumerLink:
 
     def _processed(self) -> None:
         self.connection.client_control.push(AckFrame(self.config.name))
-        if self.config.top_up_due(self.link.credit + self.app.waiting, self.credit):
+        if self.config.top_up_due(self.link.credit + self._held(), self.credit):
             self.grant(self._window_left())
         else:
             self.connection.writer.wake()
@@ -230,8 +237,14 @@ class ClientConsumerLink:
             scheduler.call_later(self.config.drain_poll_us, self._poll)
 
     def _poll(self) -> None:
-        if self.link.credit == 0 and self._window_left() > 0:
+        if self.link.credit:
+            return
+        if self._window_left() > 0:
             self.grant(self._window_left())
+        elif self._held():
+            # A full buffer: poll again once it has room (without a top-up mark, polling is
+            # the only way this consumer grants again).
+            self.connection.broker.scheduler.call_later(self.config.drain_poll_us, self._poll)
 
 
 # -- broker side -------------------------------------------------------------------------------
