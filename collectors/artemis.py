@@ -52,6 +52,7 @@ from collectors.artemis_log import (
     STARTING_CODES,
     STOPPED,
     LogLine,
+    in_repeated_hour,
     parse_line,
 )
 from collectors.base import (
@@ -267,7 +268,8 @@ class ArtemisCollector(LogCollector):
 
     # -- the log ------------------------------------------------------------------------------
     def parse(self, text: str) -> LogLine | None:
-        return parse_line(text, self.log_zone)
+        line = parse_line(text, self.log_zone)
+        return None if line is None else in_repeated_hour(line, self.last_line)
 
     def may_write(self, line: LogLine) -> bool:
         # A disk's block of an address writes nothing but changes what its unblocking writes;

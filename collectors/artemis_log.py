@@ -18,6 +18,7 @@ and after them ``AMQ221046`` "Unblocking" for it (an Artemis 2.40 on this machin
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
@@ -69,6 +70,10 @@ class LogLine:
     max_size_bytes: int | None = None
     free_space: str | None = None  # a disk line's, as the broker words it ("63.1GB")
     disk_usage: str | None = None  # max-disk-usage's lines: the usage rate ("97.6%")
+    #: When the clocks went back, a stamp in the hour lived twice names two instants: ``ts`` is
+    #: the first, this the second (None for any other stamp). The collector takes it for a
+    #: line that would otherwise come before the line it follows (:func:`in_repeated_hour`).
+    ts_repeated: datetime | None = None
 
     @property
     def is_flow(self) -> bool:
@@ -100,7 +105,30 @@ def parse_line(line: str, zone: tzinfo | None) -> LogLine | None:
         return None
     stamp = match["ts"].replace(",", ".")
     local = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S.%f")
-    ts = (local.replace(tzinfo=zone) if zone is not None else local.astimezone()).astimezone(UTC)
+    ts, later = (_in_utc(local, zone, fold) for fold in (0, 1))
+    read = _parsed(match, ts)
+    return dataclasses.replace(read, ts_repeated=later) if later > ts else read
+
+
+def _in_utc(local: datetime, zone: tzinfo | None, fold: int) -> datetime:
+    """The local stamp ``local`` in UTC; ``fold`` 1 reads a stamp of the hour lived twice as
+    its second pass (PEP 495)."""
+    local = local.replace(fold=fold)
+    return (local.replace(tzinfo=zone) if zone is not None else local.astimezone()).astimezone(UTC)
+
+
+def in_repeated_hour(line: LogLine, previous: datetime | None) -> LogLine:
+    """``line`` at its second instant when its first comes before the line before it
+    (``previous``) and its second does not: written in the hour lived again after the clocks
+    went back. Read at the first, an hour of lines collapsed onto the previous line's time (the
+    session never goes back in time) and an episode in it lasted 0 s (an audit)."""
+    later = line.ts_repeated
+    if later is None or previous is None or not line.ts < previous <= later:
+        return line
+    return dataclasses.replace(line, ts=later)
+
+
+def _parsed(match: re.Match[str], ts: datetime) -> LogLine:
     code = match["code"]
     text = match["text"]
     if code in DISK_CODES:

@@ -40,6 +40,10 @@ log = logging.getLogger("flowctl.collect")
 #: Lines read without one of the broker's before a running collector says its log may be
 #: another file (at the end of a run it says so after any number).
 NOT_THE_LOG_AFTER_LINES = 1000
+#: Lines with a stamp that is no time: the first this many are said, then one in
+#: UNREADABLE_LINES_SAID_EVERY.
+UNREADABLE_LINES_SAID = 10
+UNREADABLE_LINES_SAID_EVERY = 1000
 #: A batch is committed when it is this old or this large, whichever comes first.
 DEFAULT_FLUSH_INTERVAL_S = 5.0
 FLUSH_ROWS = 10_000
@@ -199,6 +203,8 @@ class LogCollector(ABC):
         # a log without any is not the broker's (see :meth:`_say_if_not_the_brokers_log`).
         self.lines_read = 0
         self.lines_timed = 0
+        #: Lines that begin as the broker's do but whose stamp is no time (skipped, said).
+        self.lines_unreadable = 0
         self._said_not_the_log = False
 
     def _start_session(
@@ -292,7 +298,7 @@ class LogCollector(ABC):
         """Every whole line written since the position; the number read."""
         count = 0
         for text, position in follow(self.log_path, self.state.position):
-            line = self.parse(text)
+            line = self._parsed(text)
             self.lines_read += bool(text)
             self.lines_timed += line is not None
             self._checkpoint_before = None
@@ -309,6 +315,27 @@ class LogCollector(ABC):
         if self.lines_read >= NOT_THE_LOG_AFTER_LINES:
             self._say_if_not_the_brokers_log()
         return count
+
+    def _parsed(self, text: str) -> TimedLine | None:
+        """:meth:`parse`, or None for a line whose stamp is no time (``2024-02-30 ...``, a write
+        torn or garbled on disk): it is skipped as an untimed line is, and said. Raised, it
+        would stop the collector before its position passed the line, so every restart would
+        stop on it again."""
+        try:
+            return self.parse(text)
+        except (ValueError, OverflowError) as error:
+            self.lines_unreadable += 1
+            if self.lines_unreadable <= UNREADABLE_LINES_SAID or not (
+                self.lines_unreadable % UNREADABLE_LINES_SAID_EVERY
+            ):
+                log.warning(
+                    "%s: a line whose timestamp is no time is skipped (%s; %d so far): %.120s",
+                    self.log_path,
+                    error,
+                    self.lines_unreadable,
+                    text.strip(),
+                )
+            return None
 
     def _say_if_not_the_brokers_log(self) -> None:
         """Warn, once, when lines were read and none began as the broker's do (a timestamp):

@@ -8,9 +8,11 @@ the same folder, the file is read to its end, then every newer rolled file of th
 (``NAME.*``, oldest first by modification time: a collector stopped over a weekend finds two),
 then the live file from its start. A rolled file compressed since (logrotate's ``compress``:
 ``.gz``, ``.bz2``, ``.xz``) has a new inode: the position's file is found among them by the digest
-of its first line, and read on from the same offset of its decompressed text. The digest also
+of its first line, and read on from the same offset of its decompressed text; so is a copy of the
+live file taken before it was truncated in place (logrotate's ``copytruncate``). The digest also
 keeps an inode freed by a rotation and given to the new log from being taken for the old file. A
-live file shorter than the offset was truncated in place and is read from its start. A line is
+live file shorter than the offset, with no such copy, was truncated in place and is read from
+its start. A line is
 read only once it ends with a newline: a half-written line waits for the next poll (in a rolled
 file, which is complete, such a last line is lost). Each call reads everything there is, a chunk
 at a time. Not read: rolled files in other formats (``.zip``, ``.zst``): a collector stopped while
@@ -50,10 +52,6 @@ def _open(path: Path) -> io.BufferedIOBase:
     """``path`` to read its text: decompressed when its suffix says it is compressed."""
     decompressed = DECOMPRESSED.get(path.suffix)
     return decompressed(path) if decompressed else path.open("rb")
-
-
-def _compressed(path: Path) -> bool:
-    return path.suffix in DECOMPRESSED
 
 
 #: The bytes of a file's first line that tell it from another file with the same inode.
@@ -98,6 +96,21 @@ def file_head(path: Path) -> str:
     if end < 0 and len(data) < HEAD_BYTES:
         return ""
     return hashlib.sha1(data[: end + 1] if end >= 0 else data).hexdigest()[:16]
+
+
+def _copy_of(path: Path, position: LogPosition) -> tuple[float, str, Path, tuple[int, int]] | None:
+    """The rolled file of ``path`` on another inode whose first line is the position's file's:
+    that file compressed since it was read, or copied before the live file was truncated."""
+    if not position.head:
+        return None
+    return next(
+        (
+            entry
+            for entry in _rolled_files(path)
+            if entry[3] != position.identity and file_head(entry[2]) == position.head
+        ),
+        None,
+    )
 
 
 def _same_file(position: LogPosition, head: str) -> bool:
@@ -192,6 +205,13 @@ def follow(path: Path, position: LogPosition | None) -> Iterator[tuple[str, LogP
         )
         if position is None or (position.identity == live and not reused):
             offset = 0 if position is None else position.offset
+            if position is not None and offset > stat.st_size:
+                copy = _copy_of(path, position)
+                if copy is not None:
+                    # Copied away and truncated (logrotate's copytruncate): the copy is read on
+                    # from the position first, then the live file from its start.
+                    position = LogPosition(*copy[3], offset, position.head)
+                    continue
             if offset > stat.st_size:
                 log.warning(
                     "%s was truncated (now %d bytes, read up to %d): read from its start",
@@ -213,12 +233,9 @@ def follow(path: Path, position: LogPosition | None) -> Iterator[tuple[str, LogP
             ),
             None,
         )
-        if current is None and position.head:
-            # Compressed since it was read: a new inode, the same first line.
-            current = next(
-                (e for e in rolled if _compressed(e[2]) and file_head(e[2]) == position.head),
-                None,
-            )
+        if current is None:
+            # Compressed or copied since it was read: a new inode, the same first line.
+            current = _copy_of(path, position)
         if current is None:
             log.warning(
                 "%s is a new file%s and the file read up to byte %d is gone (or rolled into a "

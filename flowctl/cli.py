@@ -175,6 +175,21 @@ def _check_amqp_url(url: str) -> None:
         raise _fail(f"{url_shown(url)}: host {parts.hostname!r} not found ({error})") from None
 
 
+def _check_http_url(url: str, option: str) -> None:
+    """Refuse an API URL that is no ``http(s)://host[:port]/...`` before the collector starts:
+    urllib's "unknown url type" was taken for an API not answering yet, and sampling waited for
+    it forever (an audit). The host is not looked up: an API that is down is waited for."""
+    from collectors.probe import url_shown
+
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+        raise _fail(f"{option} {url_shown(url)}: not an HTTP URL: http[s]://host[:port]/path")
+
+
 def simulate_to(scenario_ref: str, out: Path, seed: int | None, run_id: str | None) -> RunResult:
     """Run one scenario into ``out``; a bad scenario raises before anything is written.
 
@@ -875,6 +890,8 @@ def collect_artemis(
     from collectors.artemis import ArtemisCollector, JolokiaReader
 
     zone = _zone(log_timezone)
+    if jolokia:
+        _check_http_url(jolokia, "--jolokia")
     _check_log(log, once=once)
     _check_out_folder(raw, "--raw")
     collector = ArtemisCollector(
@@ -932,6 +949,8 @@ def collect_rabbitmq(
     from collectors.rabbitmq import ManagementReader, RabbitMQCollector
 
     zone = _zone(log_timezone)
+    if management:
+        _check_http_url(management, "--management")
     _check_log(log, once=once)
     _check_out_folder(raw, "--raw")
     collector = RabbitMQCollector(

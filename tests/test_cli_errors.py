@@ -761,3 +761,31 @@ def test_counts_in_messages_say_one_in_the_singular() -> None:
         "0 entries",
     ]
     assert counted(12_345, "raw file") == "12,345 raw files"
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "url", "shown"),
+    [
+        (
+            "artemis",
+            "--jolokia",
+            "localhost:8161/console/jolokia",
+            "localhost:8161/console/jolokia",
+        ),
+        ("artemis", "--jolokia", "http://127.0.0.1:port/jolokia", "http://127.0.0.1:port/jolokia"),
+        ("rabbitmq", "--management", "ftp://127.0.0.1:15672", "ftp://127.0.0.1:15672"),
+        ("rabbitmq", "--management", "http://u:secret@:15672", "http://u:***@:15672"),
+    ],
+)
+def test_collect_refuses_an_api_url_that_is_no_http_url(
+    tmp_path: Path, command: str, option: str, url: str, shown: str
+) -> None:
+    """urllib's "unknown url type" was read as an API not answering yet, and sampling waited
+    for it forever (an audit): the collector is refused before it starts."""
+    log = tmp_path / "broker.log"
+    log.write_text("")
+    raw = str(tmp_path / "raw")
+    args = ["collect", command, "--log", str(log), "--raw", raw, option, url, "--once"]
+    line = _one_error_line(runner.invoke(app, args))
+    assert line == f"error: {option} {shown}: not an HTTP URL: http[s]://host[:port]/path", line
+    assert not (tmp_path / "raw").exists()

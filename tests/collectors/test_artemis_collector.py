@@ -8,6 +8,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import json
+import logging
 import lzma
 import os
 import time
@@ -534,6 +535,86 @@ def test_a_truncated_log_is_read_from_its_start(setup: Setup) -> None:
     setup.log.write_text(unblock("2026-11-27 10:05:00,000"))
     setup.collect()
     assert [r["event_type"] for r in setup.rows()] == ["flow_stopped", "flow_resumed"]
+
+
+@pytest.mark.parametrize("compress", [None, "gz"])
+def test_a_log_copied_then_truncated_is_read_on_in_the_copy(
+    setup: Setup, compress: str | None
+) -> None:
+    """logrotate's copytruncate: the live file keeps its inode and is emptied, the lines written
+    after the position are in the copy (artemis.log.1, compressed or not, a new inode). They
+    were lost when the copy was not compressed (an audit), whether the live file had been
+    written to again (a new first line) or was still empty."""
+    setup.write(block("2026-11-27 10:00:00,000"), other("2026-11-27 10:00:01,000"))
+    setup.collect()
+    setup.write(unblock("2026-11-27 10:00:04,000"))  # written, not yet read
+    copy = setup.log.with_name("artemis.log.1")
+    copy.write_bytes(setup.log.read_bytes())
+    if compress:
+        copy.with_name("artemis.log.1.gz").write_bytes(gzip.compress(copy.read_bytes()))
+        copy.unlink()
+    setup.log.write_text("")
+    setup.collect()  # the live file empty
+    setup.write(block("2026-11-27 10:06:00,000"))
+    setup.collect()
+    assert [(r["event_type"], r["ts"]) for r in setup.rows()] == [
+        ("flow_stopped", _ts("2026-11-27 10:00:00")),
+        ("flow_resumed", _ts("2026-11-27 10:00:04")),
+        ("flow_stopped", _ts("2026-11-27 10:06:00")),
+    ]
+
+
+def test_a_log_copied_then_truncated_and_written_again_is_read_on_in_the_copy(
+    setup: Setup,
+) -> None:
+    setup.write(block("2026-11-27 10:00:00,000"), other("2026-11-27 10:00:01,000"))
+    setup.collect()
+    setup.write(unblock("2026-11-27 10:00:04,000"))
+    setup.log.with_name("artemis.log.1").write_bytes(setup.log.read_bytes())
+    # Truncated, then written past the old position before the collector looks again.
+    setup.log.write_text(block("2026-11-27 10:06:00,000") + other("2026-11-27 10:06:01,000") * 3)
+    setup.collect()
+    assert [r["event_type"] for r in setup.rows()] == [
+        "flow_stopped",
+        "flow_resumed",
+        "flow_stopped",
+    ]
+
+
+def test_the_hour_lived_twice_when_the_clocks_go_back(setup: Setup) -> None:
+    """Europe/Paris, 27 October 2024: 02:00-03:00 local is lived at 00:00Z and again at 01:00Z.
+    A block in the first pass and its unblock in the second were both read as the first, the
+    unblock then held at the block's time: a 20-minute episode lasted 0 s (an audit)."""
+    setup.write(
+        block("2024-10-27 02:50:00,000"),  # 00:50Z
+        unblock("2024-10-27 02:10:00,000"),  # the clocks went back at 03:00: 01:10Z
+        block("2024-10-27 02:40:00,000"),  # 01:40Z
+        unblock("2024-10-27 03:05:00,000"),  # 02:05Z: no longer ambiguous
+    )
+    setup.collect(log_zone=ZoneInfo("Europe/Paris"))
+    assert [(r["event_type"], r["ts"]) for r in setup.rows()] == [
+        ("flow_stopped", _ts("2024-10-27 00:50")),
+        ("flow_resumed", _ts("2024-10-27 01:10")),
+        ("flow_stopped", _ts("2024-10-27 01:40")),
+        ("flow_resumed", _ts("2024-10-27 02:05")),
+    ]
+
+
+def test_a_line_whose_stamp_is_no_time_is_skipped_and_said(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A torn or garbled write (30 February) stopped the collector, its position before the
+    line, so every restart stopped on it again (an audit)."""
+    setup.write(
+        block("2026-11-27 10:00:00,000"),
+        "2026-02-30 10:00:00,000 INFO  [org.apache.activemq.artemis.core.server] garbage\n",
+        unblock("2026-11-27 10:00:04,000"),
+    )
+    with caplog.at_level(logging.WARNING, logger="flowctl.collect"):
+        collector = setup.collect()
+    assert [r["event_type"] for r in setup.rows()] == ["flow_stopped", "flow_resumed"]
+    assert collector.lines_unreadable == 1
+    assert "a line whose timestamp is no time is skipped (day is out of range" in caplog.text
 
 
 # -- samples -----------------------------------------------------------------------------------
