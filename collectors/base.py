@@ -55,9 +55,10 @@ REASON_BROKER_RESTARTED = "broker_restarted"
 
 
 class SamplerRefused(ConfigurationError):
-    """The broker's HTTP API answered, and refused (a wrong user or password, a wrong URL):
-    waiting will not help, so the collector stops and says why (a configuration error: the
-    family of flowctl_core/errors.py whose exit code is 2)."""
+    """The broker's HTTP API answered, and refused (a wrong user or password, a wrong URL).
+    From the start waiting will not help, so the collector stops and says why (a configuration
+    error: the family of flowctl_core/errors.py whose exit code is 2); after the API has
+    answered, sampling waits (:meth:`LogCollector.sample`)."""
 
     def __init__(self, message: str, code: int) -> None:
         super().__init__(message)
@@ -361,9 +362,12 @@ class LogCollector(ABC):
         try:
             observed = self.sampler()
         except SamplerRefused as refused:
-            # A 404 from an API that answered before is a broker still starting its web
-            # server; a refusal from the start is a wrong address, a user or password always.
-            if refused.code != 404 or not self._sampled_once:
+            # A refusal from the start is a wrong address, user or password: the collector
+            # stops and says so. From an API that answered before it is passing (a broker
+            # still starting its web server: 404; a password being changed: 401; a proxy's
+            # 429): sampling waits, and the log is followed meanwhile (it stopped the whole
+            # collector, an audit).
+            if not self._sampled_once:
                 raise
             return self._sampling_waits(refused)
         except SAMPLER_ERRORS as error:
@@ -375,8 +379,13 @@ class LogCollector(ABC):
 
     def _sampling_waits(self, error: Exception) -> bool:
         if not self._sample_failing:
-            then = "no sample taken this run (--once)" if self._once else "sampling waits"
-            log.warning("%s does not answer (%s): %s", self.sampler_name, error, then)
+            then = (
+                "no sample taken this run (--once)"
+                if self._once
+                else "sampling waits; the log is still followed"
+            )
+            how = "refuses" if isinstance(error, SamplerRefused) else "does not answer"
+            log.warning("%s %s (%s): %s", self.sampler_name, how, error, then)
         self._sample_failing = True
         return False
 

@@ -28,8 +28,9 @@ every ``sample_interval_s``, of the node's own connections and queues:
   least.
 
 The samples also keep the run's watermark at the collector's clock while the node is quiet (see
-collectors/artemis.py). An API that refuses (HTTP 4xx: the user, the password, the address)
-stops the collector with the reason; one that does not answer is sampled again later. Order,
+collectors/artemis.py). An API that refuses from the start (HTTP 4xx: the user, the password,
+the address) stops the collector with the reason; one that does not answer, or refuses after
+it has answered, is sampled again later. Order,
 checkpoints and restarts: collectors/base.py.
 """
 

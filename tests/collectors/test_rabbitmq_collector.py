@@ -6,6 +6,7 @@ node's state kept across a restart of the collector and closed by a stop or a cr
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -436,19 +437,26 @@ def test_a_queue_sample_with_its_limits(setup: Setup) -> None:
     assert audit["queue"] == "shop/audit" and "policy" not in json.loads(audit["detail"])
 
 
-def test_a_404_after_an_answer_is_a_node_restarting_a_401_is_not(setup: Setup) -> None:
+def test_a_refusal_after_an_answer_waits_and_the_log_is_followed(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 404 after an answer is a node restarting its web server, a 401 a password being
+    changed, a 429 a proxy: sampling waits and goes on once the API answers again. A 401
+    stopped the whole collector, its log tail included (an audit)."""
     answered = ManagementSample(connections=_connections(pub="running"))
-    restarting = SamplerRefused("management API: HTTP 404", 404)
+    refusals = [SamplerRefused(f"management API: HTTP {code}", code) for code in (404, 401, 429)]
     collector = setup.collector(
-        management=FakeManagement(
-            [answered, restarting, answered, SamplerRefused("management API: HTTP 401", 401)]
-        )
+        management=FakeManagement([answered, refusals[0], answered, *refusals[1:], answered])
     )
     assert collector.sample() is True
     assert collector.sample() is False  # its web server not up yet: sampling waits
     assert collector.sample() is True
-    with pytest.raises(SamplerRefused, match="401"):
-        collector.sample()
+    with caplog.at_level(logging.WARNING, logger="flowctl.collect"):
+        assert [collector.sample(), collector.sample()] == [False, False]
+    assert "HTTP 401" in caplog.text and "sampling waits" in caplog.text
+    setup.write(alarm("2026-11-27 11:00:00.000000"))
+    collector.read_log()  # the log is still followed
+    assert collector.sample() is True
 
 
 def test_a_404_from_the_start_is_a_wrong_address(tmp_path: Path) -> None:
