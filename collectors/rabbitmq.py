@@ -5,8 +5,10 @@ Events where the node emits them: each ``memory|disk resource limit alarm set / 
 the node's own alarms in its log is an ``alarm_raised`` / ``alarm_cleared`` with
 ``detail.resource``, as the engine writes them (flowctl_core/broker.py ``raise_alarm``), plus the
 node and ``detail.origin`` "rabbitmq-log" (a cluster's nodes log one another's alarms: each
-node's collector takes its own, the node named by ``node`` or the log's ``NODE.log`` name). When
-the node's last alarm clears, the connections it held blocked are unblocked at that line. A node
+node's collector takes its own, the node named by ``node`` or the log's ``NODE.log`` name). An
+alarm of another node writes no row but holds this node's publishers as well (RabbitMQ blocks
+publishers cluster-wide): when the last alarm of the cluster the log states clears, the
+connections the node held blocked by an alarm are unblocked at that line. A node
 that stops, or boots again without a stop line (a crash), has no alarm set and no connection:
 what was open is closed at the stop line, or at the last line before the boot, with
 ``detail.reason``.
@@ -163,11 +165,18 @@ def _client(connection: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class NodeState:
-    """What the session knows of the node: its alarms set (``resource@node``) and the
-    connections it holds blocked, with the reason."""
+    """What the session knows of the node: its alarms set (``resource@node``), the connections
+    it holds blocked, with the reason, and the other nodes' alarms as its log states them (an
+    alarm on any node blocks the publishers of every node; they get no rows here, each node's
+    collector writes its own)."""
 
     alarms: dict[str, bool] = field(default_factory=dict)
     blocked: dict[str, str] = field(default_factory=dict)
+    cluster_alarms: dict[str, bool] = field(default_factory=dict)
+
+    def any_alarm(self) -> bool:
+        """An alarm set anywhere in the cluster, which holds this node's publishers."""
+        return any(self.alarms.values()) or any(self.cluster_alarms.values())
 
 
 class RabbitMQCollector(LogCollector):
@@ -210,10 +219,15 @@ class RabbitMQCollector(LogCollector):
         return {
             "alarms": dict(sorted(self.node.alarms.items())),
             "blocked": dict(self.node.blocked),
+            "cluster_alarms": dict(sorted(self.node.cluster_alarms.items())),
         }
 
     def load_entities(self, data: dict[str, Any]) -> None:
-        self.node = NodeState(dict(data.get("alarms", {})), dict(data.get("blocked", {})))
+        self.node = NodeState(
+            dict(data.get("alarms", {})),
+            dict(data.get("blocked", {})),
+            dict(data.get("cluster_alarms", {})),
+        )
 
     def held_now(self) -> list[str]:
         alarms = [f"{key} alarm" for key, raised in sorted(self.node.alarms.items()) if raised]
@@ -250,7 +264,9 @@ class RabbitMQCollector(LogCollector):
         return line.kind is not None
 
     def _node_down(self, ts: datetime, reason: str) -> None:
-        """A node that stopped has no alarm set and no connection."""
+        """A node that stopped has no alarm set and no connection (and its log says no more of
+        the other nodes' alarms until it logs them again)."""
+        self.node.cluster_alarms.clear()
         for key, raised in sorted(self.node.alarms.items()):
             if raised:
                 resource, node = key.split("@", 1)
@@ -267,15 +283,20 @@ class RabbitMQCollector(LogCollector):
             self._node_down(self.last_line, REASON_BROKER_RESTARTED)
         elif line.kind in (ALARM_SET, ALARM_CLEARED):
             assert line.resource is not None and line.node is not None
-            if self.node_name is not None and line.node != self.node_name:
-                return  # another node's alarm: its own log (and collector) has it
             key = f"{line.resource}@{line.node}"
             raised = line.kind == ALARM_SET
-            if self.node.alarms.get(key, False) == raised:
-                return
-            self.node.alarms[key] = raised
-            self._alarm_row(line.ts, raised, line.resource, line.node)
-            if not any(self.node.alarms.values()):
+            if self.node_name is not None and line.node != self.node_name:
+                # Another node's alarm: no row (its own log and collector have it), but it holds
+                # this node's publishers too, so the blocks sampled here are kept while it lasts.
+                if self.node.cluster_alarms.get(key, False) == raised:
+                    return
+                self.node.cluster_alarms[key] = raised
+            else:
+                if self.node.alarms.get(key, False) == raised:
+                    return
+                self.node.alarms[key] = raised
+                self._alarm_row(line.ts, raised, line.resource, line.node)
+            if not self.node.any_alarm():
                 # The node unblocks its connections when its last alarm clears: then, exactly,
                 # not at the next sample.
                 for name, reason in sorted(self.node.blocked.items()):
@@ -300,7 +321,7 @@ class RabbitMQCollector(LogCollector):
             if not protocol.startswith("AMQP 0-9-1") or not self._on_this_node(connection):
                 continue
             reason = BLOCKING_STATES.get(str(connection.get("state")))
-            if reason == "alarm" and not any(self.node.alarms.values()):
+            if reason == "alarm" and not self.node.any_alarm():
                 # The API's statistics lag (up to collect_statistics_interval): a connection it
                 # still shows blocked after the log's clear line is not held any more.
                 reason = None

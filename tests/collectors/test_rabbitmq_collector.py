@@ -191,6 +191,26 @@ def test_connections_held_by_an_alarm(setup: Setup) -> None:
     assert (detail["origin"], detail["sample_interval_ms"]) == ("rabbitmq-management", 10_000)
 
 
+def test_an_alarm_of_another_node_holds_this_nodes_publishers(setup: Setup) -> None:
+    """RabbitMQ blocks publishers on every node while any node has an alarm: a connection of
+    this node sampled blocked under another node's alarm was dropped as stale (an audit). The
+    other node's alarm gets no row here (its own collector writes it); its clearing unblocks."""
+    other_node = "rabbit@other"
+    setup.write(alarm("2026-11-27 10:00:00.000000").replace(NODE, other_node))
+    now = [datetime(2026, 11, 27, 10, 0, 30, tzinfo=UTC)]
+    samples = [ManagementSample(connections=_connections(pub="blocked"))]
+    collector = setup.collector(management=FakeManagement(samples), clock=lambda: now[0])
+    collector.read_log()
+    collector.sample()
+    setup.write(alarm("2026-11-27 10:05:00.000000", what="cleared").replace(NODE, other_node))
+    collector.read_log()
+    collector.flush()
+    assert [(r["event_type"], r["ts"].strftime("%H:%M:%S")) for r in setup.rows()] == [
+        ("connection_blocked", "10:00:30"),
+        ("connection_unblocked", "10:05:00"),
+    ]
+
+
 def _blocked_then_cleared(setup: Setup, after_clear: str, sampled_at: datetime) -> None:
     """The memory alarm set at 10:00:00, the publisher found blocked at 10:00:30, the alarm
     cleared at 10:05:00, then the publisher found ``after_clear`` at ``sampled_at``."""
