@@ -272,15 +272,21 @@ class ArtemisCollector(LogCollector):
         return None if line is None else in_repeated_hour(line, self.last_line)
 
     def may_write(self, line: LogLine) -> bool:
-        # A disk's block of an address writes nothing but changes what its unblocking writes;
-        # any line past a disk's release settles whether the addresses it freed were held.
+        # A disk's block of an address writes nothing but changes what its unblocking writes.
         return (
             line.is_flow
             or line.code in LIFECYCLE_CODES
             or line.code in DISK_CODES
             or line.code == DISK_BLOCKING
-            or any(self._release_settled_by(line.ts, a) for a in self.addresses.values())
         )
+
+    def owes_rows(self, ts: datetime) -> bool:
+        # Any line or sample past a disk's release settles whether the addresses it freed were
+        # held (:meth:`_settle_releases`).
+        return any(self._release_settled_by(ts, a) for a in self.addresses.values())
+
+    def settle(self, ts: datetime) -> None:
+        self._settle_releases(ts)
 
     @staticmethod
     def _release_settled_by(ts: datetime, address: AddressState) -> bool:
@@ -345,7 +351,6 @@ class ArtemisCollector(LogCollector):
                 )
 
     def on_line(self, line: LogLine) -> None:
-        self._settle_releases(line.ts)
         if line.code == STOPPED:
             self._close_blocked(line.ts, REASON_BROKER_STOPPED)
         elif line.code in STARTING_CODES and self.last_line is not None:
@@ -407,7 +412,6 @@ class ArtemisCollector(LogCollector):
     # -- samples ------------------------------------------------------------------------------
     def write_sample(self, taken: datetime, observed: dict[str, dict[str, Any]]) -> None:
         """Each address read as a ``queue_declared`` row: the address as observed."""
-        self._settle_releases(taken)
         for name, values in sorted(observed.items()):
             if self.sampled_addresses is not None and name not in self.sampled_addresses:
                 continue

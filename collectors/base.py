@@ -256,6 +256,16 @@ class LogCollector(ABC):
     def on_line(self, line: Any) -> None:
         """Write what ``line`` says (rows through :meth:`row`), all at one time."""
 
+    def owes_rows(self, ts: datetime) -> bool:
+        """Whether rows are owed for the time up to ``ts`` before a line or sample at ``ts`` is
+        read (:meth:`settle`); none by default."""
+        return False
+
+    def settle(self, ts: datetime) -> None:
+        """Write the rows owed up to ``ts`` (:meth:`owes_rows`), through :meth:`row`; a
+        collector that owes none is never asked."""
+        raise NotImplementedError(f"{type(self).__name__} owes rows but writes none")
+
     @abstractmethod
     def write_sample(self, taken: datetime, observed: Any) -> None:
         """Write one sample (rows through :meth:`row`), in its place by time."""
@@ -305,6 +315,7 @@ class LogCollector(ABC):
             self._checkpoint_before = None
             if line is not None:
                 self._release_samples(line.ts)
+                self._settle(line.ts)
                 if self.may_write(line):
                     self._checkpoint_before = self.checkpoint()
                     self.on_line(line)
@@ -394,8 +405,18 @@ class LogCollector(ABC):
         before them left."""
         while self._held_samples and (until is None or self._held_samples[0][0] <= until):
             taken, observed = self._held_samples.pop(0)
+            self._settle(taken)
             self._checkpoint_before = self.checkpoint()  # a new day commits what came before
             self.write_sample(taken, observed)
+
+    def _settle(self, ts: datetime) -> None:
+        """The rows owed up to ``ts``, as a step of its own with its own checkpoint. Written
+        within a line's or sample's step, a new day's commit there took the checkpoint from
+        before that step, behind the owed rows it committed, and a restart from it wrote their
+        seq again (an audit)."""
+        if self.owes_rows(ts):
+            self._checkpoint_before = self.checkpoint()
+            self.settle(ts)
 
     @property
     def sample_interval_ms(self) -> int:

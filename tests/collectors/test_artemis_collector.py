@@ -307,6 +307,38 @@ def test_a_sample_after_the_disk_is_freed_finds_the_address_held(setup: Setup) -
     assert (rows[3]["flow_stopped"], rows[3]["flow_stopped_count"]) == (True, 1)
 
 
+@pytest.mark.parametrize("by", ["line", "sample"])
+def test_a_release_settled_after_midnight_commits_with_a_checkpoint_past_it(
+    setup: Setup, by: str
+) -> None:
+    """The disk freed at 23:59:59.5 with the address still held: its block (on the old day)
+    is known at the first line or sample of the new day. Written inside that step, the new
+    day's commit carried the checkpoint from before it, one seq behind the rows it held, and a
+    restart from there wrote that seq again (an audit)."""
+    setup.write(
+        disk_full("2026-11-27 23:59:58,000"),
+        disk_blocking("2026-11-27 23:59:58,100"),
+        disk_free("2026-11-27 23:59:59,500"),
+    )
+    taken = datetime(2026, 11, 28, 0, 0, 10, tzinfo=UTC)
+    orders = {"address_size": 150_964, "messages": 73, "max_size_bytes": 100_000, "policy": None}
+    collector = setup.collector(
+        jolokia=FakeJolokia([{"orders": orders}]), sample_interval_s=0.0, clock=lambda: taken
+    )
+    collector.read_log()
+    if by == "line":
+        setup.write(block("2026-11-28 00:00:10,000", address="invoices"))
+        collector.read_log()
+    else:
+        collector.sample()
+        collector.flush()
+    day_one = max(setup.raw.glob("date=2026-11-27/*.parquet"))
+    seqs = pq.read_table(day_one).column("seq").to_pylist()
+    checkpoint = json.loads(pq.read_schema(day_one).metadata[CHECKPOINT_KEY])
+    assert seqs == [0, 1, 2] and checkpoint["next_seq"] == 3
+    collector.close()
+
+
 def test_a_broker_that_stops_or_crashes_with_its_disk_full_clears_the_alarm(
     setup: Setup,
 ) -> None:
