@@ -157,22 +157,32 @@ def _check_out_folder(out: Path, option: str = "--out") -> None:
             return
 
 
+def _url_host_port(url: str, schemes: tuple[str, ...]) -> tuple[str, int | None] | None:
+    """The host and port (None: not given) of ``url``, or None when its scheme is not one of
+    ``schemes``, it names no host, or its port is no number."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in schemes or not parts.hostname:
+        return None
+    return parts.hostname, port
+
+
 def _check_amqp_url(url: str) -> None:
     """Refuse a broker URL that is no ``amqp://host:port`` or whose host does not resolve,
     before anything is written (it crashed the probe as an unexpected error; an audit)."""
     from collectors.probe import url_shown
 
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:
-        port = -1
-    if parts.scheme not in ("amqp", "amqps") or not parts.hostname or port == -1:
+    address = _url_host_port(url, ("amqp", "amqps"))
+    if address is None:
         raise _fail(f"{url_shown(url)}: not a broker URL: amqp://[user:password@]host:port")
+    host, port = address
     try:
-        socket.getaddrinfo(parts.hostname, port or 5672)
+        socket.getaddrinfo(host, port or 5672)
     except OSError as error:
-        raise _fail(f"{url_shown(url)}: host {parts.hostname!r} not found ({error})") from None
+        raise _fail(f"{url_shown(url)}: host {host!r} not found ({error})") from None
 
 
 def _check_http_url(url: str, option: str) -> None:
@@ -181,12 +191,7 @@ def _check_http_url(url: str, option: str) -> None:
     it forever (an audit). The host is not looked up: an API that is down is waited for."""
     from collectors.probe import url_shown
 
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:
-        port = -1
-    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+    if _url_host_port(url, ("http", "https")) is None:
         raise _fail(f"{option} {url_shown(url)}: not an HTTP URL: http[s]://host[:port]/path")
 
 
