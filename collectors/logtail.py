@@ -12,11 +12,11 @@ of its first line, and read on from the same offset of its decompressed text; so
 live file taken before it was truncated in place (logrotate's ``copytruncate``). The digest also
 keeps an inode freed by a rotation and given to the new log from being taken for the old file. A
 live file shorter than the offset, with no such copy, was truncated in place and is read from
-its start. A line is
-read only once it ends with a newline: a half-written line waits for the next poll (in a rolled
-file, which is complete, such a last line is lost). Each call reads everything there is, a chunk
-at a time. Not read: rolled files in other formats (``.zip``, ``.zst``): a collector stopped while
-its file was rolled into one misses what was written to it after its position, and says so.
+its start. A line is read only once it ends with a newline: a half-written line waits for the
+next poll (in a rolled file, which is complete, such a last line is lost). Each call reads
+everything there is, a chunk at a time. Not read: rolled files in other formats (``.zip``,
+``.zst``): a collector stopped while its file was rolled into one misses what was written to it
+after its position, and says so.
 """
 
 from __future__ import annotations
