@@ -539,8 +539,9 @@ def paced_consumer(
 ) -> PacedRun:
     """Fill ``queue`` with ``messages`` (each confirmed), then consume them with ``basic.qos
     prefetch``, sleeping ``process_s`` per message before its ack. The ready count is read over
-    a second connection while message k is processed: RabbitMQ's queue.declare-ok counts ready
-    messages, not the unacknowledged ones the prefetch holds at the client."""
+    a second connection while message k is processed, once it holds still (the time that takes
+    is left out of ``elapsed_s``): RabbitMQ's queue.declare-ok counts ready messages, not the
+    unacknowledged ones the prefetch holds at the client."""
     declare(broker, {queue: "classic"})
     pika = _pika()
     with blocking_connection(broker) as filler:
@@ -553,7 +554,7 @@ def paced_consumer(
         looker = observer.channel()
         channel = consumer.channel()
         channel.basic_qos(prefetch_count=prefetch)
-        taken, start, end = 0, None, None
+        taken, start, end, paused = 0, None, None, 0.0
         for method, _properties, _body in channel.consume(queue, inactivity_timeout=30):
             if method is None:
                 break  # nothing for 30 s: the backlog is not all there
@@ -562,8 +563,9 @@ def paced_consumer(
                 start = time.perf_counter()
             time.sleep(process_s)
             if taken in sample_at:
-                declared = looker.queue_declare(queue, passive=True)
-                ready_while[taken] = int(declared.method.message_count)
+                sampling = time.perf_counter()
+                ready_while[taken] = _settled_ready(looker, queue)
+                paused += time.perf_counter() - sampling
             channel.basic_ack(method.delivery_tag)
             if taken == messages:
                 end = time.perf_counter()
@@ -571,4 +573,22 @@ def paced_consumer(
         channel.cancel()
     if start is None or end is None:
         raise RuntimeError(f"{queue}: took {taken} of the {messages} messages published")
-    return PacedRun(prefetch, messages, end - start, ready_while)
+    return PacedRun(prefetch, messages, end - start - paused, ready_while)
+
+
+#: How often, and at most how long, a paced consumer's ready count is read until it holds still.
+SETTLE_READS_S, SETTLE_FOR_S = 0.05, 5.0
+
+
+def _settled_ready(channel: Any, queue: str) -> int:
+    """The queue's ready count once three reads :data:`SETTLE_READS_S` apart agree: the broker
+    may not have refilled the prefetch after the last ack yet (a loaded machine: 58 read where
+    56 were ready a moment later)."""
+    reads: list[int] = []
+    deadline = time.monotonic() + SETTLE_FOR_S
+    while len(reads) < 3 or len(set(reads[-3:])) > 1:
+        reads.append(int(channel.queue_declare(queue, passive=True).method.message_count))
+        if time.monotonic() > deadline:
+            break
+        time.sleep(SETTLE_READS_S)
+    return reads[-1]
