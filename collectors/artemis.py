@@ -94,6 +94,17 @@ class AddressState:
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
+    @property
+    def forgettable(self) -> bool:
+        """Nothing to carry on for it: never blocked (no counter to go on from), not blocked
+        nor held by the disk now."""
+        return not (
+            self.blocked
+            or self.blocked_count
+            or self.disk_blocked
+            or self.disk_released_us is not None
+        )
+
 
 _BROKER_KEY = re.compile(r'[:,]broker=("(?:[^"\\]|\\.)*"|[^,]*)')
 
@@ -428,3 +439,14 @@ class ArtemisCollector(LogCollector):
                 extra={"origin": ORIGIN_JOLOKIA, "sample_interval_ms": self.sample_interval_ms},
                 event_type="queue_declared",
             )
+        self._forget_gone(observed)
+
+    def _forget_gone(self, observed: dict[str, dict[str, Any]]) -> None:
+        """Drop the addresses the sample no longer lists that have nothing to carry on
+        (:attr:`AddressState.forgettable`): temporary addresses (a request / reply client's)
+        otherwise piled up in the state that every checkpoint copies (an audit). One that comes
+        back starts afresh, as it would at the session's start."""
+        for name in [n for n, a in self.addresses.items() if a.forgettable]:
+            sampled = self.sampled_addresses is None or name in self.sampled_addresses
+            if sampled and name not in observed:
+                del self.addresses[name]

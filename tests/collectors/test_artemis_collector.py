@@ -662,6 +662,36 @@ class FakeJolokia(JolokiaReader):
         return answer
 
 
+def test_addresses_gone_from_the_samples_are_forgotten_unless_they_blocked(setup: Setup) -> None:
+    """Temporary addresses (reply queues) piled up in the state every checkpoint copies (an
+    audit): one a sample no longer lists is dropped, unless it has blocked (its counter goes
+    on) or is outside the sampled addresses."""
+    quiet = {"address_size": 0, "messages": 0, "max_size_bytes": -1, "policy": "PAGE"}
+    setup.write(block("2026-11-27 10:00:00,000"), unblock("2026-11-27 10:00:04,000"))
+    now = [datetime(2026, 11, 27, 10, 0, 10, tzinfo=UTC)]
+    samples: list[dict[str, dict[str, Any]] | Exception] = [
+        {"orders": quiet, "reply.1": quiet, "reply.2": quiet, "audit": quiet},
+        {"reply.2": quiet},
+    ]
+    collector = setup.collector(
+        jolokia=FakeJolokia(samples),
+        sampled_addresses=frozenset({"orders", "reply.1", "reply.2"}),
+        sample_interval_s=0.0,
+        clock=lambda: now[0],
+    )
+    collector.read_log()
+    collector.sample()
+    collector.flush()
+    assert set(collector.addresses) == {"orders", "reply.1", "reply.2"}
+    now[0] = datetime(2026, 11, 27, 10, 0, 20, tzinfo=UTC)
+    collector.sample()
+    collector.flush()
+    # orders blocked once: kept (its flow_stopped_count goes on); reply.1 gone.
+    assert set(collector.addresses) == {"orders", "reply.2"}
+    assert collector.addresses["orders"].blocked_count == 1
+    collector.close()
+
+
 def test_samples_keep_the_watermark_and_never_go_back_in_time(setup: Setup) -> None:
     orders = {
         "address_size": 150_964,
