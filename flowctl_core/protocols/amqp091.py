@@ -24,7 +24,7 @@ from flowctl_core.protocols.config import (
     PublisherConfig,
     RabbitPolicy,
 )
-from flowctl_core.protocols.consuming_app import ConsumingApp
+from flowctl_core.protocols.consuming_app import ConsumingApp, TakesFromApp
 from flowctl_core.protocols.endpoints import LinkIdentity, QueueFedSender, log_confirm
 from flowctl_core.protocols.wire import (
     AckFrame,
@@ -89,7 +89,7 @@ class ClientPublisher:
             self.connection.writer.wake()
 
 
-class ClientConsumer:
+class ClientConsumer(TakesFromApp):
     """A consuming application: acknowledges each delivery on the same connection once it has
     processed it (``process_us``), so its prefetch bounds the messages it holds unprocessed."""
 
@@ -97,16 +97,6 @@ class ClientConsumer:
         self.connection = connection
         self.config = config
         self.app = ConsumingApp(connection.broker.scheduler, config.process_us, self._acknowledge)
-
-    @property
-    def received(self) -> int:
-        return self.app.received
-
-    @property
-    def last_received_us(self) -> int | None:
-        """How soon a backlog was received (taken by the application), which a what-if of the
-        prefetch judges when the count cannot grow."""
-        return self.app.last_received_us
 
     def on_delivery(self) -> None:
         self.app.on_delivery()

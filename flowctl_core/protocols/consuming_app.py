@@ -65,3 +65,20 @@ class ConsumingApp:
     def _done(self) -> None:
         self.on_processed()
         self._take_next()
+
+
+class TakesFromApp:
+    """What a client consumer says of its messages, read off its application (``app``): the
+    AMQP 1.0 and 0.9.1 consumers alike, so a what-if reads either the same way."""
+
+    app: ConsumingApp
+
+    @property
+    def received(self) -> int:
+        return self.app.received
+
+    @property
+    def last_received_us(self) -> int | None:
+        """Virtual time the latest message was taken (None before the first): how soon a
+        backlog was received, which a what-if of the credit judges when the count cannot grow."""
+        return self.app.last_received_us

@@ -45,7 +45,7 @@ from flowctl_core.protocols.config import (
     publisher_credit_due,
     publisher_unconfirmed_bound,
 )
-from flowctl_core.protocols.consuming_app import ConsumingApp
+from flowctl_core.protocols.consuming_app import ConsumingApp, TakesFromApp
 from flowctl_core.protocols.endpoints import LinkIdentity, QueueFedSender, log_confirm
 from flowctl_core.protocols.wire import (
     AckFrame,
@@ -155,7 +155,7 @@ class ClientPublisherLink:
             self.connection.writer.wake()
 
 
-class ClientConsumerLink:
+class ClientConsumerLink(TakesFromApp):
     """A consuming application on a receiver link: acks each message once it has processed it
     (``process_us``) and tops its credit up, counting the messages waiting in its buffer against
     the credit, so that credit and buffer together never exceed the credit it grants."""
@@ -167,16 +167,6 @@ class ClientConsumerLink:
         #: The credit it grants (and tops up to): the config's, until a credit change.
         self.credit = config.credit
         self.app = ConsumingApp(connection.broker.scheduler, config.process_us, self._processed)
-
-    @property
-    def received(self) -> int:
-        return self.app.received
-
-    @property
-    def last_received_us(self) -> int | None:
-        """Virtual time the latest message was taken (None before the first), as the 0.9.1
-        client's (amqp091.ClientConsumer)."""
-        return self.app.last_received_us
 
     def _held(self) -> int:
         """Messages the application holds against its credit: those waiting in its buffer,
