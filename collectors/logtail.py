@@ -98,15 +98,20 @@ def file_head(path: Path) -> str:
     return hashlib.sha1(data[: end + 1] if end >= 0 else data).hexdigest()[:16]
 
 
-def _copy_of(path: Path, position: LogPosition) -> tuple[float, str, Path, tuple[int, int]] | None:
-    """The rolled file of ``path`` on another inode whose first line is the position's file's:
-    that file compressed since it was read, or copied before the live file was truncated."""
+#: A rolled file: its modification time, name, path and identity (device, inode).
+RolledFile = tuple[float, str, Path, tuple[int, int]]
+
+
+def _copy_of(rolled: list[RolledFile], position: LogPosition) -> RolledFile | None:
+    """The file among ``rolled`` (:func:`_rolled_files`) on another inode whose first line is
+    the position's file's: that file compressed since it was read, or copied before the live
+    file was truncated."""
     if not position.head:
         return None
     return next(
         (
             entry
-            for entry in _rolled_files(path)
+            for entry in rolled
             if entry[3] != position.identity and file_head(entry[2]) == position.head
         ),
         None,
@@ -121,7 +126,7 @@ def _identity(stat: os.stat_result) -> tuple[int, int]:
     return stat.st_dev, stat.st_ino
 
 
-def _rolled_files(path: Path) -> list[tuple[float, str, Path, tuple[int, int]]]:
+def _rolled_files(path: Path) -> list[RolledFile]:
     """``path``'s rolled files (``NAME.*``, compressed or not, not :data:`UNREAD_SUFFIXES`),
     oldest first by modification time."""
     found = []
@@ -206,7 +211,7 @@ def follow(path: Path, position: LogPosition | None) -> Iterator[tuple[str, LogP
         if position is None or (position.identity == live and not reused):
             offset = 0 if position is None else position.offset
             if position is not None and offset > stat.st_size:
-                copy = _copy_of(path, position)
+                copy = _copy_of(_rolled_files(path), position)
                 if copy is not None:
                     # Copied away and truncated (logrotate's copytruncate): the copy is read on
                     # from the position first, then the live file from its start.
@@ -235,7 +240,7 @@ def follow(path: Path, position: LogPosition | None) -> Iterator[tuple[str, LogP
         )
         if current is None:
             # Compressed or copied since it was read: a new inode, the same first line.
-            current = _copy_of(path, position)
+            current = _copy_of(rolled, position)
         if current is None:
             log.warning(
                 "%s is a new file%s and the file read up to byte %d is gone (or rolled into a "
