@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -523,6 +524,12 @@ class PacedRun:
     messages: int
     #: From the first message taken to the last acknowledged.
     elapsed_s: float
+    #: The worker's own time, measured: from each message taken to its acknowledgement sent.
+    #: On a loaded machine ``time.sleep`` overshoots, so this, not messages x pace, is the
+    #: time the broker could not have saved.
+    busy_s: float
+    #: The median of a few synchronous round trips on the consumer's channel, before it consumes.
+    round_trip_s: float
     #: Message number (from 1) -> the queue's ready messages while that message was processed
     #: (before its acknowledgement).
     ready_while: dict[int, int]
@@ -554,26 +561,50 @@ def paced_consumer(
         looker = observer.channel()
         channel = consumer.channel()
         channel.basic_qos(prefetch_count=prefetch)
-        taken, start, end, paused = 0, None, None, 0.0
+        round_trip_s = _round_trip(channel, queue)
+        taken, start, end, paused, busy = 0, None, None, 0.0, 0.0
         for method, _properties, _body in channel.consume(queue, inactivity_timeout=30):
             if method is None:
                 break  # nothing for 30 s: the backlog is not all there
             taken += 1
-            if start is None:
-                start = time.perf_counter()
+            took = time.perf_counter()
+            start = took if start is None else start
             time.sleep(process_s)
             if taken in sample_at:
                 sampling = time.perf_counter()
                 ready_while[taken] = _settled_ready(looker, queue)
                 paused += time.perf_counter() - sampling
             channel.basic_ack(method.delivery_tag)
+            busy += time.perf_counter() - took
             if taken == messages:
                 end = time.perf_counter()
                 break
         channel.cancel()
     if start is None or end is None:
         raise RuntimeError(f"{queue}: took {taken} of the {messages} messages published")
-    return PacedRun(prefetch, messages, end - start - paused, ready_while)
+    return PacedRun(
+        prefetch=prefetch,
+        messages=messages,
+        elapsed_s=end - start - paused,
+        busy_s=busy - paused,
+        round_trip_s=round_trip_s,
+        ready_while=ready_while,
+    )
+
+
+#: How many synchronous calls :func:`_round_trip` times.
+ROUND_TRIPS = 15
+
+
+def _round_trip(channel: Any, queue: str) -> float:
+    """The median time of a passive queue.declare on ``channel``: a round trip through pika
+    and the broker, as a delivery after an ack takes one."""
+    times = []
+    for _ in range(ROUND_TRIPS):
+        sent = time.perf_counter()
+        channel.queue_declare(queue, passive=True)
+        times.append(time.perf_counter() - sent)
+    return statistics.median(times)
 
 
 #: How often, and at most how long, a paced consumer's ready count is read until it holds still.

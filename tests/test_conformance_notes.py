@@ -248,3 +248,48 @@ def test_the_two_senders_window_waits_for_every_publisher_to_write() -> None:
     finally:
         for writer in (held, both):
             writer.stop.set()
+
+
+def _paced_run(prefetch: int, *, busy_s: float, waits_s: float) -> rabbit.PacedRun:
+    """A paced worker's run as the real broker reports it: the ready counts the engine has."""
+    ready = {2: 150 - 1 - prefetch, 75: 150 - 74 - prefetch, 150: 0}
+    return rabbit.PacedRun(
+        prefetch=prefetch,
+        messages=150,
+        elapsed_s=busy_s + waits_s,
+        busy_s=busy_s,
+        round_trip_s=0.0002,
+        ready_while=ready,
+    )
+
+
+@pytest.mark.parametrize(
+    ("overshoot", "waits_per_message_s", "agrees"),
+    [
+        # CI of stop 58: time.sleep(0.01) took 11.6 ms on the loaded machine; the worker, with
+        # its prefetch 20, never waited.
+        (1.16, 0.0, True),
+        (1.0, 0.0002, True),
+        # A worker that waits 3 ms a message on its prefetch-20 buffer: it is not the engine's.
+        (1.0, 0.003, False),
+    ],
+)
+def test_the_paced_consumer_reads_its_time_against_the_workers_measured_busy_time(
+    monkeypatch: pytest.MonkeyPatch, overshoot: float, waits_per_message_s: float, agrees: bool
+) -> None:
+    """The paced worker's times are ratios to its measured busy time, so a sleep that overshoots
+    on a loaded machine does not read as a broker that held the worker back, while a worker that
+    waited does."""
+
+    def measured(broker: object, queue: str, *, prefetch: int, **_: object) -> rabbit.PacedRun:
+        busy_s = 150 * 0.010 * overshoot
+        # Prefetch 1 waits a round trip a message, as the engine has it.
+        waits_s = 149 * (0.0002 if prefetch == 1 else waits_per_message_s)
+        return _paced_run(prefetch, busy_s=busy_s, waits_s=waits_s)
+
+    monkeypatch.setattr(rabbit, "paced_consumer", measured)
+    rows = cases.paced_consumer(None)  # type: ignore[arg-type]
+    assert len(rows) == 8
+    timed = [row for row in rows if "busy time" in row.figure]
+    assert [row.ok for row in timed] == [True, agrees]
+    assert all(row.ok for row in rows if row not in timed)
