@@ -4,6 +4,7 @@ measurement that went wrong on a loaded machine (conformance/cases.py), without 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import sys
 import threading
@@ -95,7 +96,14 @@ def _engine_address(stored: int, peak_size: int) -> engine.EngineAddress:
 
 def _held(real_messages: int, real_peak: int) -> list[cases.Row]:
     return cases._half_windows_held(
-        "w", _core_run(real_messages, real_peak), _engine_address(184, 393_760), 4, 102_400, "", ""
+        "w",
+        _core_run(real_messages, real_peak),
+        _engine_address(184, 393_760),
+        4,
+        65_536,
+        102_400,
+        "",
+        "",
     )
 
 
@@ -114,16 +122,27 @@ def test_a_count_between_half_windows_or_an_oversized_peak_disagrees():
 # The fresh-clone run of cd34d54: a thread that started early spent a half window while the
 # 100 KB address was far from full and was granted a third: 208 messages, 445,120 B.
 def test_a_producer_granted_a_half_window_before_the_address_filled_holds_more_than_eight():
-    rows = _held(208, 445_120)  # 9 half windows
+    rows = _held(208, 445_120)  # 9 half windows: 3 + 2 + 2 + 2 (70 + 46 + 46 + 46 messages)
     assert [row.ok for row in rows] == [True, True]
-    assert rows[1].real == "9.04"
+    assert rows[1].real == "9"
     # 102,400 B / 49,220 B an engine half window -> at most 3 beyond the 8.
     assert "1 to 11" in rows[1].tolerance
 
 
 def test_more_half_windows_than_the_limit_lets_a_staggered_start_grant_disagrees():
-    assert [row.ok for row in _held(253, 541_420)] == [True, True]  # 11 half windows
-    assert [row.ok for row in _held(276, 590_640)] == [True, False]  # 12
+    # The CI run of stop 59: 256 messages, 547,840 B (3 + 3 + 3 + 2 half windows).
+    assert [row.ok for row in _held(256, 547_840)] == [True, True]
+    assert [row.ok for row in _held(280, 598_360)] == [True, False]  # 12: 3 + 3 + 3 + 3
+
+
+def test_a_producer_sends_its_byte_credit_and_carries_the_rest_over():
+    """64 KiB windows, 1,397 B a message: a half window is 23.45 messages, so a producer
+    granted h half windows sends floor(23.45 h): 23, 46, 70, 93, ... The engine's 184 is its
+    four producers' whole windows; 253 (11 x 23) is no split of half windows, 256 is."""
+    held = functools.partial(cases.halves_held, producers=4, window=65_536, encoded_size=1397)
+    assert [held(m, most=11) for m in (23, 46, 70, 184, 256)] == [1, 2, 3, 8, 11]
+    assert [held(m, most=11) for m in (0, 24, 150, 253, 280)] == [None] * 5
+    assert held(280, most=12) == 12
 
 
 def test_a_rate_is_read_from_the_first_sample_that_counts_each_message():
