@@ -408,6 +408,11 @@ class LogCollector(ABC):
             self._settle(taken)
             self._checkpoint_before = self.checkpoint()  # a new day commits what came before
             self.write_sample(taken, observed)
+            # A batch is as large as a line's step allows (read_log); a sample of many queues
+            # or addresses would otherwise wait for the flush interval with all its rows. A
+            # sample is not read again after a restart, so the state after it is a checkpoint.
+            if len(self._pending) >= FLUSH_ROWS:
+                self._commit(self.checkpoint())
 
     def _settle(self, ts: datetime) -> None:
         """The rows owed up to ``ts``, as a step of its own with its own checkpoint. Written

@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo
 import pyarrow.parquet as pq
 import pytest
 
-from collectors import logtail
+from collectors import base, logtail
 from collectors.artemis import ArtemisCollector, JolokiaReader
 from collectors.artemis_log import (
     BLOCKING,
@@ -1044,3 +1044,30 @@ def test_a_file_that_is_not_the_brokers_log_is_said(
         setup.collect()
     assert "is it the broker's log" not in caplog.text
     assert [r["event_type"] for r in setup.rows()] == ["flow_stopped"]
+
+
+def test_a_sample_of_many_addresses_is_committed_once_it_fills_a_batch(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch is committed at FLUSH_ROWS rows when the poll releases a sample, as after a
+    line: a sample's rows had waited for the flush interval (an audit). A restart goes on from
+    that commit's checkpoint with the next seq."""
+    monkeypatch.setattr(base, "FLUSH_ROWS", 3)
+    setup.write(block("2026-11-28 10:00:00,000"))
+    address = {"address_size": 10, "messages": 1, "max_size_bytes": 100_000, "policy": "BLOCK"}
+    now = [datetime(2026, 11, 28, 10, 0, 5, tzinfo=UTC)]
+    collector = setup.collector(
+        jolokia=FakeJolokia([{f"a{n}": address for n in range(4)}]),
+        sample_interval_s=3600.0,
+        flush_interval_s=3600.0,
+        clock=lambda: now[0],
+    )
+    collector.poll_once()  # the block line, and the sample, held for lines before it
+    assert setup.rows() == []
+    now[0] = datetime(2026, 11, 28, 10, 0, 7, tzinfo=UTC)
+    collector.poll_once()  # the sample released: five rows pending, more than a batch
+    assert [r["seq"] for r in setup.rows()] == [0, 1, 2, 3, 4]
+    collector.close()
+    again = setup.collector(clock=lambda: now[0])
+    assert again.state.next_seq == 5
+    again.close()
