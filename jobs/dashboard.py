@@ -60,6 +60,7 @@ RECOMMENDATION_COLUMNS = (
     "max_overshoot_msgs",
     "producer_capacity_sum",
     "rationale",
+    "sample_interval_ms",
 )
 
 #: Starvation or blocking intervals of one entity closer than this share of the broker's span

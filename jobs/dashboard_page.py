@@ -259,7 +259,9 @@ def recommendations_table(rows: Sequence[dict[str, Any]], table_id: str) -> str:
         kind = " ".join(filter(None, (row.get("broker_kind"), row["entity_kind"])))
         return [
             text(row["broker"]),
-            f'{text(row["entity"])}<div class="muted">{text(kind.replace("_", " "))}</div>',
+            text(row["entity"])
+            + sampled_mark(row.get("sample_interval_ms"))
+            + f'<div class="muted">{text(kind.replace("_", " "))}</div>',
             f'<span class="verdict v-{html.escape(verdict)}">'
             f"{text(verdict.replace('_', ' '))}</span>",
             text(knob_change(row)),

@@ -20,7 +20,10 @@ table is always safe.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from schemas.model import Column, TableSchema
+from schemas.tables import SAMPLED
 
 SCHEMA_VERSION = 1
 
@@ -195,5 +198,12 @@ THRESHOLD_RECOMMENDATIONS = TableSchema(
         # -- the policy the row was computed with --------------------------------------------------
         Column("safety_margin", "float64", nullable=False),
         Column("min_dwell_s", "float64", nullable=False),
+        # -- DESIGN §6: advice on sampled evidence is marked, never silently exact -----------------
+        replace(
+            SAMPLED,
+            doc="a queue's or address's: the longest detail.sample_interval_ms of its collector "
+            "samples in the window (depths and peaks read that often: approximate, a peak may "
+            "be missed); null: its evidence is events only",
+        ),
     ),
 )

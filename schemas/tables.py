@@ -58,8 +58,6 @@ BROKER_EVENTS_QUARANTINE = TableSchema(
     ),
 )
 
-#: The episode tables' watermark column: where an open episode ends for now; null once it
-#: closed, so that a closed episode is the same row whichever night wrote it last.
 #: DESIGN §6: "metrics built on samples are marked approximate, never silently exact".
 SAMPLED = Column(
     "sample_interval_ms",
@@ -68,6 +66,8 @@ SAMPLED = Column(
     "§6): approximate, read that often; null: from events, exact",
 )
 
+#: The episode tables' watermark column: where an open episode ends for now; null once it
+#: closed, so that a closed episode is the same row whichever night wrote it last.
 OPEN_EPISODE_WATERMARK = Column(
     "run_watermark_ts",
     "timestamp",

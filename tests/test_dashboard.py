@@ -458,10 +458,23 @@ def test_an_entity_on_samples_is_marked_approximate(tmp_path: Path) -> None:
             _queue("real-artemis", 5.4, name="orders", sample_interval_ms=30_000),
             _queue("engine", 3.0, name="jobs"),
         ],
+        recommendations=[
+            _recommendation("real-artemis", "raise", 1000, sample_interval_ms=30_000),
+            _recommendation("engine", "keep", 900),
+        ],
     )
     rows = re.findall(r'<tr data-broker="([^"]+)"[^>]*>(.*?)</tr>', page.read_text())
     marked = {broker: "\u2248 sampled" in cells for broker, cells in rows}
     assert marked == {"real-artemis": True, "engine": False}
+    # ... and so is the advice resting on them, in the table of every recommendation.
+    advice = re.findall(
+        r'<tr data-entity="orders" data-verdict="\w+" data-broker="([^"]+)">(.*?)</tr>',
+        page.read_text(),
+    )
+    assert {broker: "\u2248 sampled" in cells for broker, cells in advice} == {
+        "real-artemis": True,
+        "engine": False,
+    }
     assert 'title="from samples read every 30 s: approximate"' in page.read_text()
 
 

@@ -18,7 +18,11 @@ from chispa import assert_df_equality
 from flowctl_core.events import PREFILL_LINK
 from jobs.delta_io import rows_frame
 from jobs.recommend_policy import RecommendPolicy
-from jobs.transforms.recommend import threshold_recommendations
+from jobs.transforms.recommend import (
+    sampled_entities,
+    threshold_recommendations,
+    with_sample_marks,
+)
 from jobs.transforms.recommend_evidence import consumer_link_evidence, queue_producers
 from schemas.recommendations import THRESHOLD_RECOMMENDATIONS, TOP_UP_AT_HALF_ADVICE, VERDICTS
 from schemas.tables import (
@@ -361,6 +365,55 @@ def test_a_case_computed_alone_gets_the_rows_it_gets_among_the_others(
     assert set(alone) == set(case_rows["verdicts"])
     for entity, row in alone.items():
         assert {**case_rows["verdicts"][entity], "broker": BROKER} == row, entity
+
+
+def test_advice_on_events_alone_is_not_marked_sampled(
+    recommendations: dict[str, dict[str, Any]],
+) -> None:
+    """The engine's log has no samples: every row's evidence is exact (DESIGN §6)."""
+    assert {row["sample_interval_ms"] for row in recommendations.values()} == {None}
+
+
+def test_only_a_queues_or_an_addresss_advice_is_marked_by_its_samples(spark: Any) -> None:
+    """Samples are ``queue_declared`` rows of a queue (RabbitMQ's management API) or an address
+    (Artemis's Jolokia, named in detail.address); the longest interval of the window marks the
+    advice. A consumer's evidence is its link's frames, even when it is named as a queue is."""
+    sample = {"origin": "jolokia", "sample_interval_ms": 30_000}
+    events = spark.createDataFrame(
+        [
+            ("b", "queue_declared", "q1", json.dumps({"sample_interval_ms": 10_000})),
+            ("b", "queue_declared", "q1", json.dumps({"sample_interval_ms": 60_000})),
+            ("b", "queue_declared", "orders", json.dumps({**sample, "address": "orders"})),
+            ("b", "queue_declared", "q-engine", json.dumps({"max_count": 10})),
+            ("b", "enqueue", "q-enq", json.dumps({"sample_interval_ms": 5_000})),
+        ],
+        "broker string, event_type string, queue string, detail string",
+    )
+    assert {(r.entity, r.sample_interval_ms) for r in sampled_entities(events).collect()} == {
+        ("q1", 60_000),
+        ("orders", 30_000),
+    }
+    rows = spark.createDataFrame(
+        [
+            ("b", "queue", "q1"),
+            ("b", "address", "orders"),
+            ("b", "consumer_link", "q1"),
+            ("b", "queue", "q-engine"),
+            ("other", "queue", "q1"),
+        ],
+        "broker string, entity_kind string, entity string",
+    )
+    marked = {
+        (r.broker, r.entity_kind, r.entity): r.sample_interval_ms
+        for r in with_sample_marks(rows, sampled_entities(events)).collect()
+    }
+    assert marked == {
+        ("b", "queue", "q1"): 60_000,
+        ("b", "address", "orders"): 30_000,
+        ("b", "consumer_link", "q1"): None,
+        ("b", "queue", "q-engine"): None,
+        ("other", "queue", "q1"): None,
+    }
 
 
 def test_keep_leaves_thresholds_alone(recommendations: dict[str, dict[str, Any]]) -> None:

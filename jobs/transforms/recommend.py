@@ -23,6 +23,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs.recommend_policy import RecommendPolicy
+from jobs.transforms.episodes import queue_sample_interval
 from jobs.transforms.recommend_artemis import (
     address_evidence,
     address_producers,
@@ -46,12 +47,49 @@ from jobs.transforms.recommend_rabbitmq import (
     queue_growth,
     recommend_rabbitmq_queues,
 )
-from schemas.recommendations import BROKER_QPID, BROKER_RABBITMQ, THRESHOLD_RECOMMENDATIONS
+from schemas.recommendations import (
+    BROKER_QPID,
+    BROKER_RABBITMQ,
+    ENTITY_ADDRESS,
+    ENTITY_QUEUE,
+    THRESHOLD_RECOMMENDATIONS,
+)
 from schemas.tables import BLOCKING_EPISODES
 
 
 def _between(column: str, first: date, last: date) -> Column:
     return F.col(column).between(F.lit(first), F.lit(last))
+
+
+def sampled_entities(events: DataFrame) -> DataFrame:
+    """Per (broker, entity) of a queue or an address: the longest sample interval of its
+    collector samples (``queue_declared`` rows with ``detail.sample_interval_ms``; an Artemis
+    collector's name the address in ``detail.address``). Entities without samples are absent."""
+    sampled = queue_sample_interval()
+    return (
+        events.where(F.col("event_type") == "queue_declared")
+        .select(
+            "broker",
+            F.coalesce(F.get_json_object("detail", "$.address"), F.col("queue")).alias("entity"),
+            sampled.alias("sample_interval_ms"),
+        )
+        .where(F.col("sample_interval_ms").isNotNull())
+        .groupBy("broker", "entity")
+        .agg(F.max("sample_interval_ms").alias("sample_interval_ms"))
+    )
+
+
+def with_sample_marks(rows: DataFrame, sampled: DataFrame) -> DataFrame:
+    """``rows`` with ``sample_interval_ms`` set on a queue's or address's row whose evidence
+    holds samples (DESIGN §6: approximate, never silently exact). A consumer's evidence is its
+    link's frames, never sampled."""
+    of_queue = F.col("entity_kind").isin(ENTITY_QUEUE, ENTITY_ADDRESS)
+    marks = sampled.withColumnRenamed("sample_interval_ms", "_sampled_ms")
+    return (
+        rows.join(marks, ["broker", "entity"], "left")
+        .withColumn("sample_interval_ms", F.when(of_queue, F.col("_sampled_ms")))
+        .drop("_sampled_ms")
+    )
 
 
 def threshold_recommendations(
@@ -112,11 +150,14 @@ def threshold_recommendations(
         .join(artemis_consumer_evidence(window_events), list(LINK), "left"),
         policy,
     )
-    rows = (
+    rows = with_sample_marks(
         qpid_queues.unionByName(rabbitmq_queues, allowMissingColumns=True)
         .unionByName(addresses, allowMissingColumns=True)
-        .unionByName(links, allowMissingColumns=True)
-        .withColumn("date", F.lit(as_of))
+        .unionByName(links, allowMissingColumns=True),
+        sampled_entities(window_events),
+    )
+    rows = (
+        rows.withColumn("date", F.lit(as_of))
         .withColumn("window_from", F.lit(first))
         .withColumn("safety_margin", F.lit(policy.safety_margin))
         .withColumn("min_dwell_s", F.lit(policy.min_dwell_s))

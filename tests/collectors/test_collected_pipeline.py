@@ -17,6 +17,7 @@ from jobs.daily_metrics import run_daily_metrics
 from jobs.delta_io import read_table
 from jobs.episodes import run_episodes
 from jobs.ingest import run_ingest
+from jobs.recommend import recommendations_path, run_recommend
 from schemas.tables import BLOCKING_DAILY, BLOCKING_EPISODES, QUEUE_FLOW_DAILY, QUEUE_FLOW_EPISODES
 from tests.collectors.test_artemis_collector import (
     FakeJolokia,
@@ -81,8 +82,11 @@ def tables(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
     counts = run_ingest(spark, conf, DAY1, DAY2)
     run_episodes(spark, conf, DAY1, DAY2)
     run_daily_metrics(spark, conf, DAY1, DAY2)
+    run_recommend(spark, conf, DAY2, DAY2)
+    advice = spark.read.format("delta").load(recommendations_path(conf))
     return {
         "counts": counts,
+        "recommendations": [r.asDict() for r in advice.collect()],
         "episodes": sorted(
             (r.asDict() for r in read_table(spark, conf, QUEUE_FLOW_EPISODES).collect()),
             key=lambda r: r["start_seq"],
@@ -126,6 +130,14 @@ def test_the_open_episode_counts_up_to_the_last_sample(tables: dict[str, Any]) -
     assert day2["max_depth_bytes"] == 150_964  # the sample's: past max-size-bytes
     # ... and marked as resting on samples (DESIGN §6); day 1's figures are the log's events.
     assert (day1["sample_interval_ms"], day2["sample_interval_ms"]) == (None, 30_000)
+
+
+def test_advice_on_the_sampled_address_is_marked_approximate(tables: dict[str, Any]) -> None:
+    """DESIGN §6: the address's peak (150,964 bytes) is a sample's, so the advice resting on it
+    says so, as the episode and the day do."""
+    rows = {(r["entity_kind"], r["entity"]): r for r in tables["recommendations"]}
+    address = rows[("address", "orders")]
+    assert (address["broker_kind"], address["sample_interval_ms"]) == ("artemis", 30_000)
 
 
 # -- a RabbitMQ session: an alarm from the log (exact), a blocked connection from samples ------
