@@ -166,8 +166,8 @@ def halves_held(
     """The half windows (1 to ``most``) that some split among ``producers`` holds as
     ``messages``, or None. A CORE producer spends byte credit on each message's encoded size
     and the remainder of a half window carries over to the next, so one granted h half windows
-    sends floor(h x half window / encoded size) messages (the CI run of stop 59: 256 messages,
-    23.5 a half window, as 3 + 3 + 3 + 2 half windows hold)."""
+    sends floor(h x half window / encoded size) messages (the checkout's `make test` of
+    2026-12-01: 256 messages, 23.5 a half window, as 3 + 3 + 3 + 2 half windows hold)."""
     half = window // 2
 
     def sent(h: int) -> int:

@@ -130,7 +130,7 @@ def test_a_producer_granted_a_half_window_before_the_address_filled_holds_more_t
 
 
 def test_more_half_windows_than_the_limit_lets_a_staggered_start_grant_disagrees():
-    # The CI run of stop 59: 256 messages, 547,840 B (3 + 3 + 3 + 2 half windows).
+    # The checkout `make test` of 2026-12-01: 256 messages, 547,840 B (3 + 3 + 3 + 2 half windows).
     assert [row.ok for row in _held(256, 547_840)] == [True, True]
     assert [row.ok for row in _held(280, 598_360)] == [True, False]  # 12: 3 + 3 + 3 + 3
 
