@@ -70,10 +70,12 @@ def amqp_send(
 ) -> AmqpSendResult:
     """Send up to ``count`` messages of a ``body_size``-byte binary body to ``address`` as fast
     as the link credit allows (and, with ``in_flight``, with at most that many unsettled); stop
-    when all are settled or nothing has happened for ``idle_s`` (credit withheld), or after
-    ``timeout_s``. With a ``recorder`` (collectors/proton_links.py) the sender records its link
-    and offers what it has left to send (``Sender.offered``: its backlog, the link's
-    ``available``)."""
+    when all are settled, or when every message sent is settled and nothing has happened for
+    ``idle_s`` (credit withheld), or after ``timeout_s``. A broker that stalls with deliveries
+    unsettled (a long pause of a loaded machine's JVM) is waited for: stopping then would
+    miscount what it accepted. With a ``recorder`` (collectors/proton_links.py) the sender
+    records its link and offers what it has left to send (``Sender.offered``: its backlog, the
+    link's ``available``)."""
     from proton import Message
     from proton.handlers import MessagingHandler
     from proton.reactor import Container
@@ -156,7 +158,8 @@ def amqp_send(
             if self.done:
                 return
             now = time.monotonic()
-            idle = self.opened and now - self.last_progress > idle_s
+            owed = result.sent - result.settled  # deliveries the broker has not settled
+            idle = self.opened and not owed and now - self.last_progress > idle_s
             if idle or now - started > timeout_s:
                 credit = self.sender.credit if self.sender is not None else 0
                 self._finish(blocked=result.sent < count and credit == 0)

@@ -1003,7 +1003,11 @@ def probe_publish(
         int | None, typer.Option(min=1, help="at most this many unsettled (default: no limit)")
     ] = None,
     idle: Annotated[
-        float, typer.Option(min=0.1, help="give up after this many seconds without progress")
+        float,
+        typer.Option(
+            min=0.1,
+            help="give up after this many seconds without progress, all sent settled",
+        ),
     ] = 2.0,
     timeout: Annotated[float, typer.Option(min=0.1, help="give up after this many seconds")] = 60.0,
 ) -> None:

@@ -1,0 +1,81 @@
+"""flowctl probe publish against an in-process AMQP 1.0 peer (python-qpid-proton listening on
+loopback) that takes the messages and settles them late: the probe's idle wait starts only
+once every message it sent is settled, so a broker that pauses with deliveries unsettled (a
+loaded machine's JVM) is waited for, not read as one that accepted none."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from typing import Any
+
+import pytest
+
+from collectors.probe import amqp_send
+
+proton = pytest.importorskip("proton")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class LateSettlingPeer:
+    """Grants ``credit``, takes ``count`` messages and settles them ``hold_s`` after the last;
+    closes its listener once the client closes its connection."""
+
+    def __init__(self, port: int, *, credit: int, count: int, hold_s: float) -> None:
+        from proton.handlers import MessagingHandler
+        from proton.reactor import Container
+
+        peer = self
+
+        class Handler(MessagingHandler):  # type: ignore[misc]
+            def __init__(self) -> None:
+                super().__init__(prefetch=credit, auto_accept=False)
+                self.held: list[Any] = []
+                self.acceptor: Any = None
+
+            def on_start(self, event: Any) -> None:
+                self.acceptor = event.container.listen(f"127.0.0.1:{port}")
+                peer.listening.set()
+
+            def on_message(self, event: Any) -> None:
+                self.held.append(event.delivery)
+                if len(self.held) == count:
+                    event.container.schedule(hold_s, self)
+
+            def on_timer_task(self, event: Any) -> None:
+                for delivery in self.held:
+                    self.accept(delivery)
+                peer.settled.set()
+
+            def on_connection_closed(self, event: Any) -> None:
+                self.acceptor.close()
+
+        self.listening = threading.Event()
+        self.settled = threading.Event()
+        self.container = Container(Handler())
+        self.thread = threading.Thread(target=self.container.run, daemon=True)
+
+    def __enter__(self) -> LateSettlingPeer:
+        self.thread.start()
+        assert self.listening.wait(10), "the in-process peer did not listen"
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.thread.join(10)
+
+
+def test_a_peer_that_settles_late_is_waited_for() -> None:
+    port = _free_port()
+    with LateSettlingPeer(port, credit=10, count=5, hold_s=1.5) as peer:
+        sent = amqp_send(
+            f"amqp://127.0.0.1:{port}", "orders", count=5, body_size=16, idle_s=0.3, timeout_s=20
+        )
+    assert peer.settled.is_set()
+    assert (sent.sent, sent.accepted, sent.rejected, sent.released) == (5, 5, 0, 0)
+    assert not sent.blocked_at_end
+    assert not peer.thread.is_alive()
