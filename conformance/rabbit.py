@@ -449,8 +449,9 @@ def memory_alarm(
             broker.ctl_ok("set_vm_memory_high_watermark", "0.0001")
             raised = time.monotonic()
             blocked = _wait_for(lambda: bool(publisher.blocked_events), 15)
-            time.sleep(0.3)  # what was in flight when the block came is processed
-            t2, d2 = depth()
+            # The window opens once what was in flight when the block came is processed: the
+            # depth holds still (a fixed 0.3 s was short on a loaded machine, an audit).
+            t2, d2 = _held_still(depth)
             time.sleep(window_s)
             t3, d3 = depth()
             states = sample_connection_states(broker)
@@ -528,11 +529,16 @@ class PacedRun:
     #: On a loaded machine ``time.sleep`` overshoots, so this, not messages x pace, is the
     #: time the broker could not have saved.
     busy_s: float
-    #: The median of a few synchronous round trips on the consumer's channel, before it consumes.
+    #: The median of a few synchronous round trips on the consumer's channel, each after an
+    #: idle pace as a delivery after an ack meets it, before the worker consumes.
     round_trip_s: float
     #: Message number (from 1) -> the queue's ready messages while that message was processed
     #: (before its acknowledgement).
     ready_while: dict[int, int]
+    #: Medians over the messages of the worker's busy time and of its wait from an ack sent
+    #: to the next message taken: a few stalls of a loaded machine move a mean, not these.
+    median_busy_s: float
+    median_wait_s: float
 
 
 def paced_consumer(
@@ -547,8 +553,8 @@ def paced_consumer(
     """Fill ``queue`` with ``messages`` (each confirmed), then consume them with ``basic.qos
     prefetch``, sleeping ``process_s`` per message before its ack. The ready count is read over
     a second connection while message k is processed, once it holds still (the time that takes
-    is left out of ``elapsed_s``): RabbitMQ's queue.declare-ok counts ready messages, not the
-    unacknowledged ones the prefetch holds at the client."""
+    is left out of ``elapsed_s`` and of the busy times): RabbitMQ's queue.declare-ok counts
+    ready messages, not the unacknowledged ones the prefetch holds at the client."""
     declare(broker, {queue: "classic"})
     pika = _pika()
     with blocking_connection(broker) as filler:
@@ -557,27 +563,34 @@ def paced_consumer(
         for _ in range(messages):
             channel.basic_publish("", queue, b"t" * 512, pika.BasicProperties(delivery_mode=1))
     ready_while: dict[int, int] = {}
+    busy: list[float] = []
+    waits: list[float] = []
     with blocking_connection(broker) as consumer, blocking_connection(broker) as observer:
         looker = observer.channel()
         channel = consumer.channel()
         channel.basic_qos(prefetch_count=prefetch)
-        round_trip_s = _round_trip(channel, queue)
-        taken, start, end, paused, busy = 0, None, None, 0.0, 0.0
+        round_trip_s = _round_trip(channel, queue, idle_s=process_s)
+        taken, start, end, paused, acked = 0, None, None, 0.0, None
         for method, _properties, _body in channel.consume(queue, inactivity_timeout=30):
             if method is None:
                 break  # nothing for 30 s: the backlog is not all there
             taken += 1
             took = time.perf_counter()
             start = took if start is None else start
+            if acked is not None:
+                waits.append(took - acked)
             time.sleep(process_s)
+            sampling = 0.0
             if taken in sample_at:
-                sampling = time.perf_counter()
+                sampled = time.perf_counter()
                 ready_while[taken] = _settled_ready(looker, queue)
-                paused += time.perf_counter() - sampling
+                sampling = time.perf_counter() - sampled
+                paused += sampling
             channel.basic_ack(method.delivery_tag)
-            busy += time.perf_counter() - took
+            acked = time.perf_counter()
+            busy.append(acked - took - sampling)
             if taken == messages:
-                end = time.perf_counter()
+                end = acked
                 break
         channel.cancel()
     if start is None or end is None:
@@ -586,9 +599,11 @@ def paced_consumer(
         prefetch=prefetch,
         messages=messages,
         elapsed_s=end - start - paused,
-        busy_s=busy - paused,
+        busy_s=sum(busy),
         round_trip_s=round_trip_s,
         ready_while=ready_while,
+        median_busy_s=statistics.median(busy),
+        median_wait_s=statistics.median(waits) if waits else 0.0,
     )
 
 
@@ -596,15 +611,32 @@ def paced_consumer(
 ROUND_TRIPS = 15
 
 
-def _round_trip(channel: Any, queue: str) -> float:
-    """The median time of a passive queue.declare on ``channel``: a round trip through pika
-    and the broker, as a delivery after an ack takes one."""
+def _round_trip(channel: Any, queue: str, *, idle_s: float) -> float:
+    """The median time of a passive queue.declare on ``channel``, each after ``idle_s`` of
+    sleep: a round trip through pika and the broker as a delivery after an ack meets it (the
+    worker's thread waking from its pace)."""
     times = []
     for _ in range(ROUND_TRIPS):
+        time.sleep(idle_s)
         sent = time.perf_counter()
         channel.queue_declare(queue, passive=True)
         times.append(time.perf_counter() - sent)
     return statistics.median(times)
+
+
+def _held_still(
+    read: Callable[[], tuple[float, int]], *, every_s: float = 0.05, for_s: float = 3.0
+) -> tuple[float, int]:
+    """``read()`` (a time and a count) once three reads ``every_s`` apart agree, or the last
+    read after ``for_s``."""
+    reads = [read()]
+    deadline = time.monotonic() + for_s
+    while len(reads) < 3 or len({count for _, count in reads[-3:]}) > 1:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(every_s)
+        reads.append(read())
+    return reads[-1]
 
 
 #: How often, and at most how long, a paced consumer's ready count is read until it holds still.
@@ -615,11 +647,9 @@ def _settled_ready(channel: Any, queue: str) -> int:
     """The queue's ready count once three reads :data:`SETTLE_READS_S` apart agree: the broker
     may not have refilled the prefetch after the last ack yet (a loaded machine: 58 read where
     56 were ready a moment later)."""
-    reads: list[int] = []
-    deadline = time.monotonic() + SETTLE_FOR_S
-    while len(reads) < 3 or len(set(reads[-3:])) > 1:
-        reads.append(int(channel.queue_declare(queue, passive=True).method.message_count))
-        if time.monotonic() > deadline:
-            break
-        time.sleep(SETTLE_READS_S)
-    return reads[-1]
+
+    def ready() -> tuple[float, int]:
+        count = channel.queue_declare(queue, passive=True).method.message_count
+        return time.monotonic(), int(count)
+
+    return _held_still(ready, every_s=SETTLE_READS_S, for_s=SETTLE_FOR_S)[1]

@@ -269,42 +269,44 @@ def test_the_two_senders_window_waits_for_every_publisher_to_write() -> None:
             writer.stop.set()
 
 
-def _paced_run(prefetch: int, *, busy_s: float, waits_s: float) -> rabbit.PacedRun:
-    """A paced worker's run as the real broker reports it: the ready counts the engine has."""
+def _paced_run(prefetch: int, *, busy_s: float, wait_s: float) -> rabbit.PacedRun:
+    """A paced worker's run as the real broker reports it, a message taking ``busy_s`` and
+    waiting ``wait_s`` for the next: the ready counts the engine has."""
     ready = {2: 150 - 1 - prefetch, 75: 150 - 74 - prefetch, 150: 0}
     return rabbit.PacedRun(
         prefetch=prefetch,
         messages=150,
-        elapsed_s=busy_s + waits_s,
-        busy_s=busy_s,
+        elapsed_s=150 * busy_s + 149 * wait_s,
+        busy_s=150 * busy_s,
         round_trip_s=0.0002,
         ready_while=ready,
+        median_busy_s=busy_s,
+        median_wait_s=wait_s,
     )
 
 
 @pytest.mark.parametrize(
-    ("overshoot", "waits_per_message_s", "agrees"),
+    ("busy_s", "prefetch_20_wait_s", "agrees"),
     [
         # CI of stop 58: time.sleep(0.01) took 11.6 ms on the loaded machine; the worker, with
         # its prefetch 20, never waited.
-        (1.16, 0.0, True),
-        (1.0, 0.0002, True),
+        (0.0116, 0.0, True),
+        (0.010, 0.0002, True),
         # A worker that waits 3 ms a message on its prefetch-20 buffer: it is not the engine's.
-        (1.0, 0.003, False),
+        (0.010, 0.003, False),
     ],
 )
 def test_the_paced_consumer_reads_its_time_against_the_workers_measured_busy_time(
-    monkeypatch: pytest.MonkeyPatch, overshoot: float, waits_per_message_s: float, agrees: bool
+    monkeypatch: pytest.MonkeyPatch, busy_s: float, prefetch_20_wait_s: float, agrees: bool
 ) -> None:
-    """The paced worker's times are ratios to its measured busy time, so a sleep that overshoots
-    on a loaded machine does not read as a broker that held the worker back, while a worker that
-    waited does."""
+    """The paced worker's times are ratios to its measured busy time, and the engine's worker
+    takes that time, so a sleep that overshoots on a loaded machine does not read as a broker
+    that held the worker back, while a worker that waited does."""
 
     def measured(broker: object, queue: str, *, prefetch: int, **_: object) -> rabbit.PacedRun:
-        busy_s = 150 * 0.010 * overshoot
         # Prefetch 1 waits a round trip a message, as the engine has it.
-        waits_s = 149 * (0.0002 if prefetch == 1 else waits_per_message_s)
-        return _paced_run(prefetch, busy_s=busy_s, waits_s=waits_s)
+        wait_s = 0.0002 if prefetch == 1 else prefetch_20_wait_s
+        return _paced_run(prefetch, busy_s=busy_s, wait_s=wait_s)
 
     monkeypatch.setattr(rabbit, "paced_consumer", measured)
     rows = cases.paced_consumer(None)  # type: ignore[arg-type]
@@ -312,3 +314,70 @@ def test_the_paced_consumer_reads_its_time_against_the_workers_measured_busy_tim
     timed = [row for row in rows if "busy time" in row.figure]
     assert [row.ok for row in timed] == [True, agrees]
     assert all(row.ok for row in rows if row not in timed)
+
+
+def test_a_sampled_count_is_stamped_at_the_middle_of_its_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Jolokia read that takes 0.4 s (a loaded machine) counts somewhere inside it: its
+    sample is stamped 0.2 s in, not at its start, so a rate read off the samples is not
+    stretched by the reads' lengths."""
+
+    class Clock:
+        now = 0.0
+
+        def monotonic(self) -> float:
+            return self.now
+
+        def sleep(self, seconds: float) -> None:
+            self.now += seconds
+
+    clock = Clock()
+    monkeypatch.setattr(real, "time", clock)
+    counts = iter([10, 20, 30])
+
+    def slow_read() -> int:
+        clock.now += 0.4
+        return next(counts)
+
+    samples = real._sampled(slow_read, 30, timeout_s=60.0)
+    assert [count for _, count in samples] == [10, 20, 30]
+    # Each read: 50 ms of pause, then 0.4 s of call, stamped at its middle.
+    assert [round(at, 3) for at, _ in samples] == [0.25, 0.7, 1.15]
+
+
+@pytest.mark.parametrize(
+    ("quorum_written", "agrees"),
+    [(400, True), (2_000, False)],
+)
+def test_the_two_senders_ratio_is_read_to_a_batch(
+    monkeypatch: pytest.MonkeyPatch, quorum_written: int, agrees: bool
+) -> None:
+    """The writer counts whole batches of 50, so a window's edges may hold a batch more of
+    either queue: with 400 of the slow quorum queue's written (a disk slowed by the suite) that
+    is 0.125 of the ratio, and 1.1 agrees; with 2,000 it is 0.025, and 1.1 is a disagreement."""
+    window_s = 3.0
+
+    def measured(broker: object, queues: dict[str, str], *, shared_connection: bool) -> object:
+        quorum = quorum_written / window_s
+        classic = 1.1 * quorum if shared_connection else 40_000.0
+        rates = {"classic-queue-amqp-091": classic, "quorum-queue-amqp-091": quorum}
+        states = {"two-senders-classic+quorum": {"flow"}} if shared_connection else {}
+        return rabbit.TwoSendersRun(shared_connection, window_s, rates, rates, states)
+
+    monkeypatch.setattr(rabbit, "two_senders", measured)
+    rows = {row.figure: row for row in cases.two_senders(None)}  # type: ignore[arg-type]
+    ratio = rows["one connection: classic intake ÷ quorum intake, same run"]
+    assert (ratio.real, ratio.ok) == ("1.1", agrees)
+
+
+def test_a_count_is_read_once_it_holds_still() -> None:
+    """The memory alarm's "during" window opens, and a paced worker's ready count is read,
+    once three reads agree: what was in flight is processed first, however long that takes
+    on a loaded machine; a count that never settles is read at the deadline."""
+    counts = iter([5, 7, 9, 9, 9, 12])
+    _, count = rabbit._held_still(lambda: (0.0, next(counts)), every_s=0.0, for_s=60.0)
+    assert count == 9 and next(counts) == 12  # the fifth read, no more
+    rising = iter(range(1_000_000))
+    _, last = rabbit._held_still(lambda: (0.0, next(rising)), every_s=0.001, for_s=0.05)
+    assert 3 <= last < 1_000_000
