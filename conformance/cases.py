@@ -10,6 +10,7 @@ prints them all.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -215,22 +216,12 @@ def _half_windows_held(
     """
     per_half = window // 2 / got.encoded_size
     all_halves = 2 * producers
-    engine_halves = halves_held(
-        model.stored,
-        producers=producers,
-        window=window,
-        encoded_size=got.encoded_size,
-        most=all_halves,
+    held_by = functools.partial(
+        halves_held, producers=producers, window=window, encoded_size=got.encoded_size
     )
-    engine_per_half = model.peak_size / all_halves
-    most = all_halves + math.ceil(limit / engine_per_half)
-    held = halves_held(
-        got.messages,
-        producers=producers,
-        window=window,
-        encoded_size=got.encoded_size,
-        most=most,
-    )
+    engine_halves = held_by(model.stored, most=all_halves)
+    most = all_halves + math.ceil(limit / (model.peak_size / all_halves))
+    held = held_by(got.messages, most=most)
     return [
         within_rel(
             workload,
