@@ -32,6 +32,7 @@ class AmqpSendResult:
     conditions: Counter[str] = field(default_factory=Counter)
     credit_granted: int = 0  # the total link credit the broker ever gave
     blocked_at_end: bool = False  # work left, credit 0 when the sender gave up waiting
+    unsettled: int = 0  # deliveries the broker had not settled when the sender gave up
     link_error: str | None = None
     seconds: float = 0.0
 
@@ -57,6 +58,12 @@ def _said(condition: Any, otherwise: str) -> str:
     return f"{condition.name}: {description}" if description else str(condition.name)
 
 
+#: How long a sender waits without progress while the broker holds deliveries it sent
+#: unsettled (a pause of a loaded machine's JVM; RabbitMQ's alarm holding its socket), before
+#: it gives up: ``idle_s`` counts once every one is settled.
+UNSETTLED_GRACE_S = 10.0
+
+
 def amqp_send(
     url: str,
     address: str,
@@ -67,15 +74,15 @@ def amqp_send(
     idle_s: float = 1.5,
     timeout_s: float = 30.0,
     recorder: LinkRecorder | None = None,
+    unsettled_grace_s: float = UNSETTLED_GRACE_S,
 ) -> AmqpSendResult:
     """Send up to ``count`` messages of a ``body_size``-byte binary body to ``address`` as fast
     as the link credit allows (and, with ``in_flight``, with at most that many unsettled); stop
-    when all are settled, or when every message sent is settled and nothing has happened for
-    ``idle_s`` (credit withheld), or after ``timeout_s``. A broker that stalls with deliveries
-    unsettled (a long pause of a loaded machine's JVM) is waited for: stopping then would
-    miscount what it accepted. With a ``recorder`` (collectors/proton_links.py) the sender
-    records its link and offers what it has left to send (``Sender.offered``: its backlog, the
-    link's ``available``)."""
+    when all are settled, or when nothing has happened for ``idle_s`` (credit withheld; with
+    deliveries the broker has not settled, for ``unsettled_grace_s`` at least: stopping at a
+    short pause would miscount what it accepted), or after ``timeout_s``. With a ``recorder``
+    (collectors/proton_links.py) the sender records its link and offers what it has left to
+    send (``Sender.offered``: its backlog, the link's ``available``)."""
     from proton import Message
     from proton.handlers import MessagingHandler
     from proton.reactor import Container
@@ -92,6 +99,7 @@ def amqp_send(
             self.sender: Any = None
             self.done = False
             self.opened = False  # the broker attached the link: idleness counts from then
+            self.remote_settled = 0  # deliveries the broker settled, with an outcome or none
 
         def on_link_opened(self, event: Any) -> None:
             self.opened = True
@@ -144,6 +152,15 @@ def amqp_send(
             result.released += 1
             self._settled()
 
+        def on_settled(self, event: Any) -> None:
+            # After the outcome's handler, if any: a delivery may be settled without one.
+            self.remote_settled += 1
+            self.last_progress = time.monotonic()
+
+        def _owed(self) -> int:
+            """Deliveries sent that the broker has neither settled nor given an outcome."""
+            return result.sent - max(self.remote_settled, result.settled)
+
         def on_link_error(self, event: Any) -> None:
             result.link_error = _said(event.link.remote_condition, "link error")
             self._finish(blocked=False)
@@ -158,8 +175,8 @@ def amqp_send(
             if self.done:
                 return
             now = time.monotonic()
-            owed = result.sent - result.settled  # deliveries the broker has not settled
-            idle = self.opened and not owed and now - self.last_progress > idle_s
+            wait_s = max(idle_s, unsettled_grace_s) if self._owed() else idle_s
+            idle = self.opened and now - self.last_progress > wait_s
             if idle or now - started > timeout_s:
                 credit = self.sender.credit if self.sender is not None else 0
                 self._finish(blocked=result.sent < count and credit == 0)
@@ -174,6 +191,7 @@ def amqp_send(
             if self.sender is not None:
                 # link credit granted = what was sent plus what is left
                 result.credit_granted = result.sent + self.sender.credit
+                result.unsettled = self._owed()
             if self.connection is not None:
                 self.connection.close()
 

@@ -1006,7 +1006,8 @@ def probe_publish(
         float,
         typer.Option(
             min=0.1,
-            help="give up after this many seconds without progress, all sent settled",
+            help="give up after this many seconds without progress (10 at least while the "
+            "broker holds messages sent unsettled)",
         ),
     ] = 2.0,
     timeout: Annotated[float, typer.Option(min=0.1, help="give up after this many seconds")] = 60.0,
@@ -1051,6 +1052,7 @@ def probe_publish(
         f"{sent.seconds:.1f} s: accepted {sent.accepted:,}, rejected {sent.rejected:,}, "
         f"released {sent.released:,}"
         + (f" ({format_figures(dict(sent.conditions))})" if sent.conditions else "")
+        + (f", unsettled {sent.unsettled:,} when it gave up" if sent.unsettled else "")
     )
     waited = (
         f"left without credit with messages to send for {summary.starved_s:.1f} s"

@@ -1,7 +1,7 @@
 """flowctl probe publish against an in-process AMQP 1.0 peer (python-qpid-proton listening on
-loopback) that takes the messages and settles them late: the probe's idle wait starts only
-once every message it sent is settled, so a broker that pauses with deliveries unsettled (a
-loaded machine's JVM) is waited for, not read as one that accepted none."""
+loopback) that takes the messages and settles them late or never: while the broker holds
+deliveries unsettled the probe waits ``unsettled_grace_s`` at least, so a pause (a loaded
+machine's JVM) is not read as a broker that accepted none, and a hold is said."""
 
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ def _free_port() -> int:
 
 
 class LateSettlingPeer:
-    """Grants ``credit``, takes ``count`` messages and settles them ``hold_s`` after the last;
-    closes its listener once the client closes its connection."""
+    """Grants ``credit``, takes ``count`` messages and settles them ``hold_s`` after the last
+    (None: never); closes its listener once the client closes its connection."""
 
-    def __init__(self, port: int, *, credit: int, count: int, hold_s: float) -> None:
+    def __init__(self, port: int, *, credit: int, count: int, hold_s: float | None) -> None:
         from proton.handlers import MessagingHandler
         from proton.reactor import Container
 
@@ -44,7 +44,7 @@ class LateSettlingPeer:
 
             def on_message(self, event: Any) -> None:
                 self.held.append(event.delivery)
-                if len(self.held) == count:
+                if len(self.held) == count and hold_s is not None:
                     event.container.schedule(hold_s, self)
 
             def on_timer_task(self, event: Any) -> None:
@@ -77,5 +77,22 @@ def test_a_peer_that_settles_late_is_waited_for() -> None:
         )
     assert peer.settled.is_set()
     assert (sent.sent, sent.accepted, sent.rejected, sent.released) == (5, 5, 0, 0)
-    assert not sent.blocked_at_end
+    assert (sent.unsettled, sent.blocked_at_end) == (0, False)
     assert not peer.thread.is_alive()
+
+
+def test_a_peer_that_never_settles_is_given_up_on_and_said() -> None:
+    port = _free_port()
+    with LateSettlingPeer(port, credit=10, count=5, hold_s=None) as peer:
+        sent = amqp_send(
+            f"amqp://127.0.0.1:{port}",
+            "orders",
+            count=5,
+            body_size=16,
+            idle_s=0.2,
+            timeout_s=20,
+            unsettled_grace_s=0.6,
+        )
+    assert (sent.sent, sent.accepted, sent.unsettled) == (5, 0, 5)
+    assert 0.6 < sent.seconds < 20  # the grace, not the idle time, nor the timeout
+    assert not peer.settled.is_set() and not peer.thread.is_alive()
