@@ -322,8 +322,7 @@ class LogCollector(ABC):
                 self.state.last_line_us = to_us(line.ts)
             self.state.position = position
             count += 1
-            if len(self._pending) >= FLUSH_ROWS:
-                self._commit(self.checkpoint())
+            self._commit_if_full()
         if self.lines_read >= NOT_THE_LOG_AFTER_LINES:
             self._say_if_not_the_brokers_log()
         return count
@@ -408,11 +407,10 @@ class LogCollector(ABC):
             self._settle(taken)
             self._checkpoint_before = self.checkpoint()  # a new day commits what came before
             self.write_sample(taken, observed)
-            # A batch is as large as a line's step allows (read_log); a sample of many queues
-            # or addresses would otherwise wait for the flush interval with all its rows. A
-            # sample is not read again after a restart, so the state after it is a checkpoint.
-            if len(self._pending) >= FLUSH_ROWS:
-                self._commit(self.checkpoint())
+            # A sample of many queues or addresses would otherwise wait for the flush interval
+            # with all its rows. A sample is not read again after a restart, so the state after
+            # it is a checkpoint.
+            self._commit_if_full()
 
     def _settle(self, ts: datetime) -> None:
         """The rows owed up to ``ts``, as a step of its own with its own checkpoint. Written
@@ -433,6 +431,12 @@ class LogCollector(ABC):
         nothing after them is committed, so a restart reads their lines again."""
         self.writer.commit(self._pending, checkpoint)
         self._pending = []
+
+    def _commit_if_full(self) -> None:
+        """Commit once the batch holds FLUSH_ROWS rows, with the state as of now: called only
+        between steps (a line read, a sample written), where the state matches the rows."""
+        if len(self._pending) >= FLUSH_ROWS:
+            self._commit(self.checkpoint())
 
     def flush(self) -> None:
         """Commit everything: the samples held, the rows pending and the position reached."""

@@ -169,6 +169,8 @@ def halves_held(
     and the remainder of a half window carries over to the next, so one granted h half windows
     sends floor(h x half window / encoded size) messages (the checkout's `make test` of
     2026-12-01: 256 messages, 23.5 a half window, as 3 + 3 + 3 + 2 half windows hold)."""
+    if encoded_size <= 0:
+        raise ValueError(f"a message's encoded size must be positive, not {encoded_size}")
     half = window // 2
 
     def sent(h: int) -> int:
@@ -913,7 +915,8 @@ def two_senders(broker: RabbitBroker) -> list[Row]:
     real_share = shared.read[classic] / own.read[classic]
     engine_share = model[classic] / own.read[classic]
     quorum_written = shared.read[quorum] * shared.window_s
-    batch_resolution = rabbit.BATCH / quorum_written
+    # A batch more of one queue at one edge of the window and one fewer of the other.
+    batch_resolution = 2 * rabbit.BATCH / quorum_written
     return [
         bound(
             workload,
@@ -938,9 +941,9 @@ def two_senders(broker: RabbitBroker) -> list[Row]:
             "quorum queue's fsync-bound rate, which varies 2-3x between runs here, cancels "
             "(five runs: 0.99-1.01); unpaced it would be 20-80. The writer counts whole "
             f"batches of {rabbit.BATCH}: over the quorum queue's {quorum_written:,.0f} written "
-            f"the window's edges may hold a batch more of either, {batch_resolution:.2f} of "
-            "the ratio (the tolerance when past 0.1: the disk under load slows the quorum "
-            "queue)",
+            "the window's edges may hold a batch more of one and one fewer of the other, "
+            f"{batch_resolution:.2f} of the ratio (the tolerance when past 0.1: the disk under "
+            "load slows the quorum queue)",
         ),
         same(
             workload,

@@ -277,11 +277,12 @@ def paced_consumer_scenario(
     *, messages: int, prefetch: int, process_us: int, latency_us: int
 ) -> dict[str, Any]:
     """A 0.9.1 consumer with ``prefetch`` whose application takes ``process_us`` per message,
-    over a queue holding ``messages``."""
+    over a queue holding ``messages``; long enough for each to wait a round trip (prefetch 1
+    on a loaded machine's round trip of milliseconds)."""
     return {
         "name": "conformance-paced-consumer",
         "kind": "workload",
-        "duration_s": messages * process_us / SECOND_US + 1.0,
+        "duration_s": messages * (process_us + 2 * latency_us) / SECOND_US + 1.0,
         "queues": [{"name": "paced", "prefill": {"count": messages, "size": 512}}],
         "connections": [
             {

@@ -450,8 +450,9 @@ def memory_alarm(
             raised = time.monotonic()
             blocked = _wait_for(lambda: bool(publisher.blocked_events), 15)
             # The window opens once what was in flight when the block came is processed: the
-            # depth holds still (a fixed 0.3 s was short on a loaded machine, an audit).
-            t2, d2 = _held_still(depth)
+            # depth holds still over half a second (a fixed 0.3 s was short on a loaded
+            # machine, an audit; three reads 50 ms apart can agree within a brief stall).
+            t2, d2 = _held_still(depth, every_s=0.25)
             time.sleep(window_s)
             t3, d3 = depth()
             states = sample_connection_states(broker)

@@ -384,6 +384,8 @@ def test_only_a_queues_or_an_addresss_advice_is_marked_by_its_samples(spark: Any
             ("b", "queue_declared", "q1", json.dumps({"sample_interval_ms": 10_000})),
             ("b", "queue_declared", "q1", json.dumps({"sample_interval_ms": 60_000})),
             ("b", "queue_declared", "orders", json.dumps({**sample, "address": "orders"})),
+            # An address whose queue has a name of its own: the address is the entity.
+            ("b", "queue_declared", "in.q1", json.dumps({**sample, "address": "in"})),
             ("b", "queue_declared", "q-engine", json.dumps({"max_count": 10})),
             ("b", "enqueue", "q-enq", json.dumps({"sample_interval_ms": 5_000})),
         ],
@@ -392,11 +394,13 @@ def test_only_a_queues_or_an_addresss_advice_is_marked_by_its_samples(spark: Any
     assert {(r.entity, r.sample_interval_ms) for r in sampled_entities(events).collect()} == {
         ("q1", 60_000),
         ("orders", 30_000),
+        ("in", 30_000),
     }
     rows = spark.createDataFrame(
         [
             ("b", "queue", "q1"),
             ("b", "address", "orders"),
+            ("b", "address", "in"),
             ("b", "consumer_link", "q1"),
             ("b", "queue", "q-engine"),
             ("other", "queue", "q1"),
@@ -410,6 +414,7 @@ def test_only_a_queues_or_an_addresss_advice_is_marked_by_its_samples(spark: Any
     assert marked == {
         ("b", "queue", "q1"): 60_000,
         ("b", "address", "orders"): 30_000,
+        ("b", "address", "in"): 30_000,
         ("b", "consumer_link", "q1"): None,
         ("b", "queue", "q-engine"): None,
         ("other", "queue", "q1"): None,
