@@ -64,7 +64,8 @@ def _between(column: str, first: date, last: date) -> Column:
 def sampled_entities(events: DataFrame) -> DataFrame:
     """Per (broker, entity) of a queue or an address: the longest sample interval of its
     collector samples (``queue_declared`` rows with ``detail.sample_interval_ms``; an Artemis
-    collector's name the address in ``detail.address``). Entities without samples are absent."""
+    collector's samples name the address in ``detail.address``). Entities without samples are
+    absent."""
     sampled = queue_sample_interval()
     return (
         events.where(F.col("event_type") == "queue_declared")
