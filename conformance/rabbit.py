@@ -524,20 +524,15 @@ class PacedRun:
 
     prefetch: int
     messages: int
-    #: From the first message taken to the last acknowledged.
-    elapsed_s: float
-    #: The worker's own time, measured: from each message taken to its acknowledgement sent.
-    #: On a loaded machine ``time.sleep`` overshoots, so this, not messages x pace, is the
-    #: time the broker could not have saved.
-    busy_s: float
     #: The median of a few synchronous round trips on the consumer's channel, each after an
     #: idle pace as a delivery after an ack meets it, before the worker consumes.
     round_trip_s: float
     #: Message number (from 1) -> the queue's ready messages while that message was processed
     #: (before its acknowledgement).
     ready_while: dict[int, int]
-    #: Medians over the messages of the worker's busy time and of its wait from an ack sent
-    #: to the next message taken: a few stalls of a loaded machine move a mean, not these.
+    #: Medians over the messages of the worker's busy time (measured from a message taken to
+    #: its ack sent: on a loaded machine ``time.sleep`` overshoots) and of its wait from an ack
+    #: sent to the next message taken: a few stalls of a loaded machine move a mean, not these.
     median_busy_s: float
     median_wait_s: float
 
@@ -554,7 +549,7 @@ def paced_consumer(
     """Fill ``queue`` with ``messages`` (each confirmed), then consume them with ``basic.qos
     prefetch``, sleeping ``process_s`` per message before its ack. The ready count is read over
     a second connection while message k is processed, once it holds still (the time that takes
-    is left out of ``elapsed_s`` and of the busy times): RabbitMQ's queue.declare-ok counts
+    is left out of the busy time): RabbitMQ's queue.declare-ok counts
     ready messages, not the unacknowledged ones the prefetch holds at the client."""
     declare(broker, {queue: "classic"})
     pika = _pika()
@@ -571,13 +566,12 @@ def paced_consumer(
         channel = consumer.channel()
         channel.basic_qos(prefetch_count=prefetch)
         round_trip_s = _round_trip(channel, queue, idle_s=process_s)
-        taken, start, end, paused, acked = 0, None, None, 0.0, None
+        taken, acked = 0, None
         for method, _properties, _body in channel.consume(queue, inactivity_timeout=30):
             if method is None:
                 break  # nothing for 30 s: the backlog is not all there
             taken += 1
             took = time.perf_counter()
-            start = took if start is None else start
             if acked is not None:
                 waits.append(took - acked)
             time.sleep(process_s)
@@ -586,21 +580,17 @@ def paced_consumer(
                 sampled = time.perf_counter()
                 ready_while[taken] = _settled_ready(looker, queue)
                 sampling = time.perf_counter() - sampled
-                paused += sampling
             channel.basic_ack(method.delivery_tag)
             acked = time.perf_counter()
             busy.append(acked - took - sampling)
             if taken == messages:
-                end = acked
                 break
         channel.cancel()
-    if start is None or end is None:
+    if taken < messages:
         raise RuntimeError(f"{queue}: took {taken} of the {messages} messages published")
     return PacedRun(
         prefetch=prefetch,
         messages=messages,
-        elapsed_s=end - start - paused,
-        busy_s=sum(busy),
         round_trip_s=round_trip_s,
         ready_while=ready_while,
         median_busy_s=statistics.median(busy),
