@@ -1076,7 +1076,7 @@ def paced_consumer(broker: RabbitBroker) -> list[Row]:
     On a loaded machine sleeps overshoot, round trips stretch and a few messages stall: the
     times are medians of the worker's own measurements, the engine's worker takes the real
     one's median busy time a message, and the engine's latency is half the round trip
-    measured on the consumer's channel after an idle pace."""
+    measured on the consumer's channel."""
     workload = "RabbitMQ 0.9.1 paced consumer (10 ms a message, acks once processed)"
     rows: list[Row] = []
     for prefetch in (1, 20):
@@ -1128,7 +1128,7 @@ def paced_consumer(broker: RabbitBroker) -> list[Row]:
                     0.1,
                     "waits a round trip a message: 1 + round trip ÷ busy time. Engine latency "
                     f"{latency_us} us one way: half the round trip measured (queue.declare "
-                    f"passive on the consumer's channel after 10 ms idle); {measured}",
+                    f"passive on the consumer's channel, back to back); {measured}",
                 )
             )
         else:
