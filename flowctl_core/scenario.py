@@ -103,6 +103,11 @@ NonNegInt = Annotated[StrictInt, Field(ge=0, le=INT64_MAX)]
 # A threshold: an integer in the YAML, never a bool or a float pydantic would coerce.
 Threshold = Annotated[StrictInt, Field(ge=0, le=INT64_MAX)]
 PosInt = Annotated[StrictInt, Field(ge=1, le=INT64_MAX)]
+#: AMQP 1.0's link-credit, delivery-count and session windows are uints: a larger value passed
+#: validation and stopped the run midway on the engine's protocol check (an audit).
+UINT_MAX = 4_294_967_295
+UInt = Annotated[StrictInt, Field(ge=0, le=UINT_MAX)]
+PosUInt = Annotated[StrictInt, Field(ge=1, le=UINT_MAX)]
 PosFloat = Annotated[NumberFloat, Field(gt=0)]
 NonNegFloat = Annotated[NumberFloat, Field(ge=0)]
 Ratio = Annotated[NumberFloat, Field(ge=0, le=100)]  # a percentage
@@ -232,9 +237,9 @@ class RabbitPolicySpec(_Strict):
     """RabbitMQ's internal flow-control limits (seed 004; defaults are RabbitMQ's, from
     :class:`RabbitPolicy`)."""
 
-    max_link_credit: PosInt = _RABBIT.max_link_credit
-    max_incoming_window: PosInt = _RABBIT.max_incoming_window
-    max_queue_credit: PosInt = _RABBIT.max_queue_credit
+    max_link_credit: PosUInt = _RABBIT.max_link_credit
+    max_incoming_window: PosUInt = _RABBIT.max_incoming_window
+    max_queue_credit: PosUInt = _RABBIT.max_queue_credit
     credit_flow_initial: PosInt = _RABBIT.credit_flow_initial
     credit_flow_more: PosInt = _RABBIT.credit_flow_more
 
@@ -246,7 +251,7 @@ class LinkPublisherSpec(_Strict):
     batch: PosInt | None = Field(
         default=None, description="publish N, wait for their confirms, repeat; omit: flat out"
     )
-    initial_delivery_count: Annotated[StrictInt, Field(ge=0, le=4_294_967_295)] = 0
+    initial_delivery_count: UInt = 0
     reports_available: bool = Field(
         default=True, description="1.0: advertise what it has ready in `available` (false: 0)"
     )
@@ -257,7 +262,7 @@ class CreditChangeSpec(_Strict):
     "Granting link credit is not cumulative"; 0: "causing the queue to stop sending")."""
 
     after_s: NonNegFloat
-    credit: NonNegInt
+    credit: UInt
 
 
 class LinkConsumerSpec(_Strict):
@@ -331,7 +336,7 @@ class ConnectionSpec(_Strict):
     max_frame_size: Annotated[StrictInt, Field(ge=MIN_MAX_FRAME_SIZE)] = _engine_default(
         ConnectionConfig, "max_frame_size"
     )
-    client_incoming_window: PosInt = _engine_default(ConnectionConfig, "client_incoming_window")
+    client_incoming_window: PosUInt = _engine_default(ConnectionConfig, "client_incoming_window")
     publishers: list[LinkPublisherSpec] = []
     consumers: list[LinkConsumerSpec] = []
 

@@ -412,3 +412,63 @@ def test_valid_thresholds_still_run() -> None:
     )
     result = run_scenario(scenario)
     assert result.broker.queues["orders"].flow.thresholds.stop_count == 800
+
+
+# -- AMQP 1.0 uints ------------------------------------------------------------------------------
+
+_UINT_MAX = 2**32 - 1
+_AMQP10_CONSUMER = {"name": "w", "queue": "orders", "credit": 10, "top_up_below": 0}
+
+
+def _amqp10(consumer: dict[str, Any] | None = None, **connection: Any) -> list[dict[str, Any]]:
+    return [
+        {"name": "c", "protocol": "amqp-1.0", "consumers": [consumer or _AMQP10_CONSUMER]}
+        | connection
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fields", "path"),
+    [
+        (
+            {"connections": _amqp10({**_AMQP10_CONSUMER, "credit_changes": [
+                {"after_s": 0.001, "credit": 2**32}]})},
+            "connections.0.consumers.0.credit_changes.0.credit",
+        ),
+        (
+            {"connections": _amqp10(client_incoming_window=2**32)},
+            "connections.0.client_incoming_window",
+        ),
+        (
+            {"rabbitmq": {"max_incoming_window": 2**32}, "connections": _amqp10()},
+            "rabbitmq.max_incoming_window",
+        ),
+        ({"rabbitmq": {"max_link_credit": 2**32}, "connections": _amqp10()},
+         "rabbitmq.max_link_credit"),
+        ({"rabbitmq": {"max_queue_credit": 2**32}, "connections": _amqp10()},
+         "rabbitmq.max_queue_credit"),
+    ],
+)  # fmt: skip
+def test_an_amqp10_uint_past_2_32_is_refused_at_load_naming_its_field(
+    fields: dict[str, Any], path: str
+) -> None:
+    """Link-credit and the session windows are AMQP 1.0 uints: 2**32 passed validation and
+    stopped the run midway on the engine's protocol check (an audit); it is refused at load, and
+    the largest uint runs."""
+    assert f"conf/x.yaml: {path}: Input should be less than or equal to {_UINT_MAX}" in rejected(
+        workload(**fields)
+    )
+
+
+def test_the_largest_amqp10_uints_run() -> None:
+    consumer = {**_AMQP10_CONSUMER, "credit_changes": [{"after_s": 0.001, "credit": _UINT_MAX}]}
+    scenario = parse_scenario(
+        workload(
+            duration_s=0.01,
+            rabbitmq={"max_incoming_window": _UINT_MAX, "max_link_credit": _UINT_MAX},
+            connections=_amqp10(consumer, client_incoming_window=_UINT_MAX),
+            queues=[{"name": "orders", "prefill": {"count": 10, "size": 100}}],
+        )
+    )
+    consumer_end = run_scenario(scenario).connections["c"].consumers["w"]
+    assert consumer_end.received == 10
