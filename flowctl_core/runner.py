@@ -276,6 +276,7 @@ def artemis_config(spec: ArtemisSpec) -> ArtemisConfig:
         core_message_overhead_bytes=spec.core_message_overhead_bytes,
         amqp_message_overhead_bytes=spec.amqp_message_overhead_bytes,
         core_encode_overhead_bytes=spec.core_encode_overhead_bytes,
+        core_delivery_overhead_bytes=spec.core_delivery_overhead_bytes,
     )
 
 

@@ -62,6 +62,7 @@ from flowctl_core.protocols.artemis_flow import (
     AMQP_LOW_CREDITS,
     DEFAULT_AMQP_MESSAGE_OVERHEAD,
     DEFAULT_CONSUMER_WINDOW,
+    DEFAULT_CORE_DELIVERY_OVERHEAD,
     DEFAULT_CORE_ENCODE_OVERHEAD,
     DEFAULT_CORE_MESSAGE_OVERHEAD,
     DEFAULT_MAX_SIZE_BYTES,
@@ -457,6 +458,11 @@ class ArtemisSpec(_Strict):
     amqp_message_overhead_bytes: NonNegInt = Field(
         default=DEFAULT_AMQP_MESSAGE_OVERHEAD,
         description="what the broker's memory estimate of an AMQP message adds to its body",
+    )
+    core_delivery_overhead_bytes: NonNegInt = Field(
+        default=DEFAULT_CORE_DELIVERY_OVERHEAD,
+        description="what a CORE message's delivery to a consumer adds to its body: "
+        "consumerWindowSize credits are spent on it",
     )
     core_encode_overhead_bytes: NonNegInt = Field(
         default=DEFAULT_CORE_ENCODE_OVERHEAD,

@@ -21,6 +21,7 @@ from flowctl_core.protocols.artemis import (
 )
 from flowctl_core.protocols.artemis_flow import (
     DEFAULT_AMQP_MESSAGE_OVERHEAD,
+    DEFAULT_CORE_DELIVERY_OVERHEAD,
     DEFAULT_CORE_ENCODE_OVERHEAD,
     DEFAULT_CORE_MESSAGE_OVERHEAD,
     UNBOUNDED_CREDIT,
@@ -885,7 +886,9 @@ def test_core_outstanding_never_exceeds_the_logged_capacity(
 # -- consumer windows ---------------------------------------------------------------------------
 def _two_consumers(window: int) -> Rig:
     # Seed 003: "a queue has 2 consumers; 1 of which is very slow. Messages are delivered in a
-    # round robin fashion to both consumers".
+    # round robin fashion to both consumers". A delivery counts its body alone here (delivery
+    # overhead 0), so the windows read in whole 1,000-byte messages; the overhead's own case is
+    # test_consumer_credit_is_spent_on_deliveries_as_on_a_real_artemis.
     return Rig(
         ArtemisConfig(
             addresses=(address(prefill_count=40, prefill_size=1_000),),
@@ -893,6 +896,7 @@ def _two_consumers(window: int) -> Rig:
                 ArtemisConsumerConfig("fast", "q", window=window, process_us=1_000),
                 ArtemisConsumerConfig("slow", "q", window=window, process_us=SECOND),
             ),
+            core_delivery_overhead_bytes=0,
         )
     )
 
@@ -939,7 +943,7 @@ def test_a_consumer_buffer_never_exceeds_its_window_plus_one_message_less_a_byte
     window: int, size: int
 ) -> None:
     # Seed 003: the buffer is "determined by the consumerWindowSize parameter": the credit is
-    # checked before each send, so the overshoot is less than one message.
+    # checked before each send, so the overshoot is less than one delivery (body + overhead).
     rig = Rig(
         ArtemisConfig(
             addresses=(address(prefill_count=60, prefill_size=size),),
@@ -947,8 +951,9 @@ def test_a_consumer_buffer_never_exceeds_its_window_plus_one_message_less_a_byte
         )
     ).run_until(SECOND // 2)
     consumer = rig.server.consumers["c"]
-    assert consumer.peak_buffered_bytes <= window + size - 1
-    assert consumer.server_end.credits is not None and consumer.server_end.credits > -size
+    delivery = size + DEFAULT_CORE_DELIVERY_OVERHEAD
+    assert consumer.peak_buffered_bytes <= window + delivery - 1
+    assert consumer.server_end.credits is not None and consumer.server_end.credits > -delivery
 
 
 def test_window_zero_lets_the_fast_consumer_finish_the_queue() -> None:
@@ -1134,7 +1139,55 @@ def test_consumer_max_rate_exact_per_virtual_second_and_buffer_fills() -> None:
     consumer = rig.server.consumers["c"]
     assert per_second(consumer.processed_at_us, 5) == [20, 20, 20, 20, 20]
     assert max_in_any_second(consumer.processed_at_us) == 20
-    assert consumer.peak_buffered_bytes == 10_000
+    delivery = 1_000 + DEFAULT_CORE_DELIVERY_OVERHEAD
+    assert consumer.peak_buffered_bytes == -(-10_000 // delivery) * delivery  # a full window
+
+
+@pytest.mark.parametrize(
+    ("window", "body", "sent"),
+    [(65_536, 1_024, 48), (65_536, 4_096, 15), (65_536, 100, 141), (16_384, 1_024, 12)],
+)
+def test_consumer_credit_is_spent_on_deliveries_as_on_a_real_artemis(
+    window: int, body: int, sent: int
+) -> None:
+    """Measured on Artemis 2.40 (6-character address names): a CORE consumer that took its
+    first message and then slept had been sent ``sent`` of 200 messages (its queue's
+    DeliveringCount + the one it acknowledged). Counted on bodies it would have been 64, 16, all
+    200 and 16: the credit goes on the delivery packet, the body + 365-368 B."""
+    rig = Rig(
+        ArtemisConfig(
+            addresses=(address(prefill_count=200, prefill_size=body),),
+            consumers=(ArtemisConsumerConfig("c", "q", window=window, process_us=60 * SECOND),),
+        )
+    ).run_until(SECOND)
+    consumer = rig.server.consumers["c"]
+    assert consumer.received == sent
+    assert consumer.processed == 0 and len(consumer.buffer) == sent - 1  # one in the app's hands
+    (attach,) = rig.events("link_attached", "c")
+    assert detail(attach)["delivery_overhead_bytes"] == DEFAULT_CORE_DELIVERY_OVERHEAD == 366
+
+
+@pytest.mark.parametrize(("overhead", "sent"), [(0, 64), (366, 48), (1_000, 33)])
+def test_the_delivery_overhead_is_a_scenario_setting(overhead: int, sent: int) -> None:
+    """``artemis.core_delivery_overhead_bytes`` reaches the engine: 200 messages of 1,024 B
+    behind a 64 KiB window that a consumer never frees, ceil(65,536 / (1,024 + overhead)) sent."""
+    scenario = parse_scenario(
+        {
+            "name": "delivery-overhead",
+            "kind": "workload",
+            "duration_s": 1,
+            "artemis": {
+                "core_delivery_overhead_bytes": overhead,
+                "addresses": [{"name": "jobs", "prefill": {"count": 200, "size": 1_024}}],
+                "consumers": [
+                    {"name": "reader", "queue": "jobs", "window": 65_536, "process_us": 10**8}
+                ],
+            },
+        },
+        "x.yaml",
+    )
+    server = run_scenario(scenario).artemis
+    assert server is not None and server.consumers["reader"].received == sent
 
 
 def test_rate_limiter_sliding_second() -> None:

@@ -12,7 +12,7 @@ BLOCK address stopped and resumed (the engine's address flow_stopped / flow_resu
 producer messages sent and refused, per consumer messages received and processed and the peak
 bytes buffered. Both are also checked against seed 003's bounds: the overshoot (peak <
 max-size-bytes + producers x the messages their credit covers at their encoded size, each at its
-memory estimate), a consumer buffer (window + message size - 1) and the rate limits (at most
+memory estimate), a consumer buffer (window + delivery size - 1) and the rate limits (at most
 ``rate`` in any sliding second); and the engine's CORE grants against DESIGN §2 (whole requests,
 in the order they reach the server).
 """
@@ -36,6 +36,7 @@ from flowctl_core.protocols.artemis import (
 )
 from flowctl_core.protocols.artemis_flow import (
     DEFAULT_AMQP_MESSAGE_OVERHEAD,
+    DEFAULT_CORE_DELIVERY_OVERHEAD,
     DEFAULT_CORE_ENCODE_OVERHEAD,
     DEFAULT_CORE_MESSAGE_OVERHEAD,
     AddressSettings,
@@ -223,7 +224,9 @@ def check_bounds(
         assert engine.server.overshoot_bound_bytes("q") == over
         bound = address.max_size - 1 + over
         assert e["peak_size"] <= bound and m["peak_size"] <= bound
-    largest = max((p.size for p in producers), default=0)
+    # A consumer's buffer counts deliveries: the body + the delivery overhead.
+    sizes = [p.size for p in producers]
+    largest = max(sizes) + model.delivery_overhead if sizes else 0
     for c in consumers:
         if c.window > 0 and largest:
             limit = c.window + largest - 1
@@ -536,10 +539,17 @@ def test_block_address_stops_and_resumes_as_it_fills_and_drains() -> None:
     )
 
 
-@pytest.mark.parametrize(("window", "peak"), [(-1, 40_000), (0, 1_000), (10_500, 11_000)])
+_DELIVERY = 1_000 + DEFAULT_CORE_DELIVERY_OVERHEAD  # a 1,000-byte body's delivery
+
+
+@pytest.mark.parametrize(
+    ("window", "peak"),
+    [(-1, 40 * _DELIVERY), (0, _DELIVERY), (10_500, -(-10_500 // _DELIVERY) * _DELIVERY)],
+)
 def test_consumer_windows_in_bytes(window: int, peak: int) -> None:
     # "-1 for an unbounded buffer", "0 to not buffer any messages", ">0 for a buffer with the
-    # given maximum size in bytes" (README: sent while credit > 0: window + size - 1 at most).
+    # given maximum size in bytes" (README: sent while credit > 0: window + size - 1 at most),
+    # in deliveries' bytes (the body + the delivery overhead, as Artemis 2.40 counts them).
     consumers = (MConsumer("c", "q", window=window, process_us=SECOND),)
     engine, model = run_both(MAddress(UNBOUNDED), (), consumers, prefill=(40, 1_000))
     assert engine.summary() == model.summary()
@@ -622,4 +632,4 @@ def test_delivery_landing_as_processing_ends_is_buffered_first() -> None:
     consumers = (MConsumer("c", "q", window=UNBOUNDED, process_us=298),)
     engine, model = run_both(address, producers, consumers, 272, until_us=SECOND // 2)
     assert engine.summary() == model.summary()
-    assert model.consumers["c"].peak_buffered_bytes == 2 * 77
+    assert model.consumers["c"].peak_buffered_bytes == 2 * (77 + DEFAULT_CORE_DELIVERY_OVERHEAD)

@@ -30,6 +30,7 @@ from flowctl_core.protocols.artemis import (
 from flowctl_core.protocols.artemis_flow import (
     DEFAULT_AMQP_MESSAGE_OVERHEAD,
     DEFAULT_CONSUMER_WINDOW,
+    DEFAULT_CORE_DELIVERY_OVERHEAD,
     DEFAULT_CORE_ENCODE_OVERHEAD,
     DEFAULT_CORE_MESSAGE_OVERHEAD,
     AddressSettings,
@@ -287,22 +288,24 @@ def test_consumer_window_size_test_send_window_size() -> None:
     # ConsumerWindowSizeTest.testSendWindowSize: a window of 100 messages' size, two consumers on
     # the queue, 400 messages sent. Round robin gives the consumer that never takes a message
     # exactly its window (100) and the other one the rest, so the active consumer can receive
-    # 2 x 100 (the upstream assertion) and more.
+    # 2 x 100 (the upstream assertion) and more. A message's size is what its delivery costs in
+    # credit: the body + the delivery overhead (upstream sizes the window from the encoding).
     size = 100
+    delivery = size + DEFAULT_CORE_DELIVERY_OVERHEAD
     server = Server(
         ArtemisConfig(
             addresses=(AddressConfig("q", settings()),),
             producers=(ArtemisProducerConfig("p", "q", size=size, count=400),),
             consumers=(
-                ArtemisConsumerConfig("receiving", "q", window=100 * size, process_us=10),
-                ArtemisConsumerConfig("idle", "q", window=100 * size, process_us=100 * SECOND),
+                ArtemisConsumerConfig("receiving", "q", window=100 * delivery, process_us=10),
+                ArtemisConsumerConfig("idle", "q", window=100 * delivery, process_us=100 * SECOND),
             ),
         )
     ).run(5 * SECOND)
     receiving, idle = server.consumer("receiving"), server.consumer("idle")
     # 100 messages: one in the application's hands (it never finishes), 99 in the buffer.
     assert idle.received == 100 and idle.processed == 0
-    assert idle.peak_buffered_bytes == 99 * size
+    assert idle.peak_buffered_bytes == 99 * delivery
     assert receiving.processed == 300 >= 200
     assert receiving.received + idle.received == 400
 

@@ -41,11 +41,12 @@ Documented rules modelled (quotes from seed 003 unless DESIGN §2 or README is n
   the message": the size Artemis encodes, headers and properties included, measured on Artemis
   2.40 as the body + 333 B + 4 B per character of the address name; ``encode_overhead`` is a
   setting, as the memory overheads are), not its body. The address still counts the memory
-  estimate (body + ``core_overhead``), consumers the body.
+  estimate (body + ``core_overhead``), consumers a delivery's size (below).
 - Consumer window in bytes: -1 unbounded, 0 no buffer (the client asks for one message when it
   wants one), N: the server sends while its byte credit is > 0 (README), so a buffer holds at most
-  window + size - 1 bytes; the client returns credit as it takes messages, in batches of half
-  the window (Artemis's client window). Buffers and consumer credits count message bodies.
+  window + delivery size - 1 bytes; the client returns credit as it takes messages, in batches
+  of half the window (Artemis's client window). Buffers and consumer credits count deliveries
+  (body + ``delivery_overhead``, below).
 - producerMaxRate / consumerMaxRate: at most ``rate`` sends / takes in any sliding second from
   t = 0 (README).
 
@@ -105,6 +106,10 @@ Assumptions where the documents are silent (A1, A2, ...):
   message's memory L later, once every queue acked it.
 - A9a (refusals): a producer counts a refusal when the error reaches it, L after the arrival.
 - A9 (buffer): the consumer's buffer holds messages received and not yet taken.
+- Consumer credit: "The total maximum size of messages (in bytes) that will be buffered on each
+  consumer is determined by the consumerWindowSize parameter", the size being a delivery's: its
+  body + ``delivery_overhead`` (a setting; Artemis 2.40 spends a consumer's credit on the
+  delivery packet, measured: a 64 KiB window took 48 messages of 1,024 B, not 64).
 - A10 (prefill): messages in the address before the run count the CORE overhead (they are
   written by the server, not by an AMQP client).
 - A11 (fill / drain instants): the address is checked for becoming full after each accepted
@@ -123,6 +128,7 @@ from dataclasses import dataclass, field
 # rules: the model takes the engine's configured defaults as its own defaults, never its logic.
 from flowctl_core.protocols.artemis_flow import (
     DEFAULT_AMQP_MESSAGE_OVERHEAD,
+    DEFAULT_CORE_DELIVERY_OVERHEAD,
     DEFAULT_CORE_ENCODE_OVERHEAD,
     DEFAULT_CORE_MESSAGE_OVERHEAD,
 )
@@ -238,12 +244,14 @@ class Model:
         core_overhead: int = DEFAULT_CORE_MESSAGE_OVERHEAD,
         amqp_overhead: int = DEFAULT_AMQP_MESSAGE_OVERHEAD,
         encode_overhead: int = DEFAULT_CORE_ENCODE_OVERHEAD,
+        delivery_overhead: int = DEFAULT_CORE_DELIVERY_OVERHEAD,
     ) -> None:
         self.a = address
         self.lat = latency_us
         self.core_overhead = core_overhead
         self.amqp_overhead = amqp_overhead
         self.encode_overhead = encode_overhead
+        self.delivery_overhead = delivery_overhead
         self.now = 0
         self._heap: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = 0
@@ -543,10 +551,12 @@ class Model:
         queue = self.queues[q]
         while queue and self._ready(c):
             mid, size = queue.popleft()
+            packet = size + self.delivery_overhead  # what the consumer's credit counts
             if c.cfg.window != UNBOUNDED:
-                c.credits -= size
+                c.credits -= packet
             self._at(
-                self.now + self.lat, lambda c=c, mid=mid, size=size: self._deliver(c, mid, size)
+                self.now + self.lat,
+                lambda c=c, mid=mid, packet=packet: self._deliver(c, mid, packet),
             )
 
     def _deliver(self, c: _Cons, mid: int, size: int) -> None:
