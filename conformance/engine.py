@@ -121,6 +121,12 @@ def processed_by_consumer(config: ArtemisConfig, *, seconds: float) -> dict[str,
     return {name: consumer.processed for name, consumer in server.consumers.items()}
 
 
+def received_by_consumer(config: ArtemisConfig, *, seconds: float) -> dict[str, int]:
+    """Run ``config`` for ``seconds`` of virtual time; the messages each consumer received."""
+    server, _ = _ran(config, seconds)
+    return {name: consumer.received for name, consumer in server.consumers.items()}
+
+
 def run_artemis(config: ArtemisConfig, *, seconds: float) -> EngineAddress:
     """Run ``config`` (one address) for ``seconds`` of virtual time; its figures."""
     server, log = _ran(config, seconds)

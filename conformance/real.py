@@ -304,6 +304,53 @@ def core_send_all(
     return sent
 
 
+def core_window_filled(
+    broker: ArtemisBroker, address: str, *, window: int, size: int, count: int = 200
+) -> int:
+    """The messages the broker sends a CORE consumer with ``consumerWindowSize=window`` that
+    takes its first message and then sleeps (so it returns no credit), ``count`` messages of
+    ``size`` bytes being sent once it is attached: its queue's DeliveringCount plus the one it
+    acknowledged, once both hold still for 3 s (reads 0.25 s apart)."""
+    log = broker.instance / "log" / f"window-consumer-{address}.log"
+    command = core_consumer_command(
+        broker,
+        address,
+        count=count,
+        url_options=f"consumerWindowSize={window}",
+        sleep_ms=600_000,
+        wait_ms=600_000,
+    )
+    pid = spawn(command, env=dict(os.environ), log=log, what="window consumer")
+    attributes = ["DeliveringCount", "MessagesAcknowledged", "ConsumerCount"]
+
+    def read() -> dict[str, int]:
+        mbean = broker.queue_mbean(address)
+        (value,) = broker.jolokia([{"type": "read", "mbean": mbean, "attribute": attributes}])
+        return {name: int(value[name]) for name in attributes}
+
+    try:
+        deadline = time.monotonic() + 60
+        while read()["ConsumerCount"] < 1:
+            if time.monotonic() > deadline:
+                raise BrokerUnavailable(f"a CORE consumer did not attach to {address}")
+            time.sleep(0.1)
+        core_send_all(broker, address, count=count, size=size)
+        last: tuple[int, int] | None = None
+        since = time.monotonic()
+        while True:
+            time.sleep(0.25)
+            now = read()
+            held = (now["DeliveringCount"], now["MessagesAcknowledged"])
+            if held != last:
+                last, since = held, time.monotonic()
+            elif time.monotonic() - since > 3:
+                return sum(held)
+            if time.monotonic() > deadline + 60:
+                raise BrokerUnavailable(f"{address}: deliveries never held still")
+    finally:
+        stop_pid(pid, grace_s=3.0)
+
+
 def core_block_peak(
     broker: ArtemisBroker,
     address: str,
