@@ -92,6 +92,53 @@ def validated(scenario: Scenario, row: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.spark
+def test_an_artemis_consumers_rate_counts_deliveries_from_its_first_return(
+    spark: Any, make_events: Any
+) -> None:
+    """artemis_consumer_evidence: the credit a consumer returns as it takes messages, after its
+    first return, in deliveries of the mean body + the attach's delivery overhead (0 when the log
+    has none), over the span from the first return to the last. 1,000-byte bodies. A 10,000-byte
+    window (its attach grant aside) returning 5,000 B at 10, 20 and 30 s: 10,000 B in 20 s, 10
+    deliveries of 1,000 B (0.5/s) or 8 of 1,250 B (0.4/s); with the first return counted it read
+    0.75 and 0.6. A window-0 consumer asking 1 byte before each message and returning 1,249 B
+    as it takes one at 1, 3 and 5 s: 2 messages in 4 s (0.5/s), whenever its asks come."""
+    from jobs.transforms.recommend_artemis import artemis_consumer_evidence
+
+    def consumer(
+        link: str, window: int, overhead: int | None, flows: list[tuple[int, int]]
+    ) -> list[dict[str, Any]]:
+        base = {"run_id": "r", "broker": "b", "queue": "q", "link": link, "link_role": "consumer"}
+        attach = {"credit_unit": "bytes", "window": window}
+        if overhead is not None:
+            attach["delivery_overhead_bytes"] = overhead
+
+        def at(second: int) -> datetime:
+            return datetime(2026, 3, 3, 0, 0, second, tzinfo=UTC)
+
+        rows = [{**base, "seq": 1, "ts": at(0), "event_type": "link_attached",
+                 "detail": json.dumps(attach)}]  # fmt: skip
+        rows += [
+            {**base, "seq": 10 + n, "ts": at(n), "event_type": "transfer", "size_bytes": 1_000,
+             "detail": '{"credit_unit": "bytes"}'}
+            for n in range(1, 9)
+        ]  # fmt: skip
+        for seq, (second, credits) in enumerate(flows, start=100):
+            detail = {"origin": "client", "credits": credits, "credit_unit": "bytes"}
+            rows.append({**base, "seq": seq, "ts": at(second), "event_type": "flow",
+                         "detail": json.dumps(detail)})  # fmt: skip
+        return rows
+
+    batches = [(0, 10_000), (10, 5_000), (20, 5_000), (30, 5_000)]
+    one_at_a_time = [(0, 1), (1, 1_249), (2, 1), (3, 1_249), (4, 1), (5, 1_249), (7, 1)]
+    events = make_events(
+        consumer("old-log", 10_000, None, batches)
+        + consumer("engine", 10_000, 250, batches)
+        + consumer("no-buffer", 0, 250, one_at_a_time)
+    )
+    rates = {r.link: r.processing_rate_msgs_s for r in artemis_consumer_evidence(events).collect()}
+    assert rates == pytest.approx({"old-log": 0.5, "engine": 0.4, "no-buffer": 0.5})
+
+
 def test_the_broker_kind_is_told_from_the_log(spark: Any, make_events: Any) -> None:
     from jobs.transforms.recommend_brokers import link_broker_kinds, queue_broker_kinds
 
@@ -523,9 +570,10 @@ def test_artemis_reject_threshold_is_validated_by_whatif(spark: Any, tmp_path: P
 def test_artemis_slow_consumer_gets_no_buffer_validated_by_whatif(
     spark: Any, tmp_path: Path
 ) -> None:
-    """artemis-slow-fast-consumers: the slow consumer on the 100 KiB-window queue holds 100 of its
-    400 messages for 20 s while the fast one idles (seed 003); consumerWindowSize 0 lets the fast
-    one take them: the queue is processed in well under a second."""
+    """artemis-slow-fast-consumers: the slow consumer on the 100 KiB-window queue holds 74 of its
+    400 messages (deliveries of 1,024 + 366 B) for 14.8 s while the fast one idles (seed 003);
+    consumerWindowSize 0 lets the fast one take them: the queue is processed in well under a
+    second."""
     scenario = load_scenario("artemis-slow-fast-consumers")
     rows = engine_recommendations(spark, scenario, tmp_path / "raw")
     slow = rows["slow-100k"]
@@ -549,9 +597,16 @@ def test_artemis_slow_consumer_gets_no_buffer_validated_by_whatif(
     for entity in ("slow-no-buffer", "slow-100k"):
         assert "needs" not in rows[entity]["rationale"], rows[entity]["rationale"]
     assert "needs" in rows["fast-no-buffer"]["rationale"]
+    # The rate counts deliveries (the body + the delivery overhead the attach logs), as the
+    # credit it returns does, from its first return on: 5 a second, the slow ones' 200 ms a
+    # message (slow-100k read 10.0 with its first half-window return counted in the span).
+    for entity in ("slow-100k", "slow-no-buffer"):
+        rationale = rows[entity]["rationale"]
+        rate = float(rationale.split("processes ")[1].split(" msgs/s")[0])
+        assert rate == pytest.approx(5.0, abs=0.2), rationale
     assert rows["fast-no-buffer"]["rule"] != "slow consumer without a buffer"
     metrics = validated(scenario, slow)
-    assert metrics["before"]["queue processed by s"] > 19
+    assert metrics["before"]["queue processed by s"] > 14.5
     assert metrics["after"]["queue processed by s"] < 1
     # The unbounded pair took 200 messages each in one instant and return no credit: the log
     # does not say which is slow, so neither window is sized from those pushes (bounding the

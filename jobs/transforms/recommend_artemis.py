@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 
 from flowctl_core.events import PREFILL_LINK
 from jobs.recommend_policy import RecommendPolicy
-from jobs.transforms.recommend_evidence import entity_columns
+from jobs.transforms.recommend_evidence import entity_columns, mean_delivery_bytes
 from jobs.transforms.verdict_rules import Facts, Rule, always, counted, decide, staged
 from schemas.recommendations import (
     BROKER_ARTEMIS,
@@ -140,23 +140,38 @@ def address_producers(events: DataFrame) -> DataFrame:
 
 def artemis_consumer_evidence(events: DataFrame) -> DataFrame:
     """Per Artemis CORE consumer: its ``consumerWindowSize`` (``detail.window`` of its attach; -1
-    unbounded, 0 no buffer), its queue, and the rate at which it processes messages: the window
-    credit its client returns after processing (``flow`` events of origin ``client`` after the
-    first, the initial grant) in messages of the mean size it received, per second from its
-    first to its last return (a window-0 consumer returns a message's bytes too: its size less
-    the byte it asked for, then the byte of its next request). Null when it returned none (an
-    unbounded window returns nothing)."""
+    unbounded, 0 no buffer), its queue, and the rate at which it takes messages: the window credit
+    its client returns as its application takes them (``flow`` events of origin ``client``), in
+    messages of the mean size it received, per second from its first such return to its last.
+    The credit of that first return is left out: it is for messages taken before the span begins
+    (a window returned in two half-window batches read twice its rate). A bounded window's first
+    flow is its grant at the attach, not a return. A window-0 consumer asks for each message with
+    1 byte and, as it takes it, returns its size less that byte: its takes are its flows of more
+    than 1 byte, each worth a message. A message's bytes are its delivery's, as the credit counts
+    them (:func:`~jobs.transforms.recommend_evidence.mean_delivery_bytes`). Null without two
+    returns (an unbounded window returns nothing)."""
     consumer_events = events.where(
         (F.col("link_role") == "consumer") & (_detail("credit_unit") == "bytes")
     )
-    returns = consumer_events.where(_is("flow") & (_detail("origin") == "client")).withColumn(
-        "_nth", F.row_number().over(Window.partitionBy("broker", "run_id", "link").orderBy("seq"))
+    link_run = Window.partitionBy("broker", "run_id", "link")
+    window = F.max(F.when(_is("link_attached"), _detail("window").cast("long"))).over(link_run)
+    no_buffer = F.coalesce(F.col("_window") == 0, F.lit(False))
+    credits = _detail("credits").cast("long")
+    takes = (
+        consumer_events.withColumn("_window", window)
+        .where(_is("flow") & (_detail("origin") == "client") & ~(no_buffer & (credits == 1)))
+        .withColumn("_taken_bytes", credits + F.when(no_buffer, 1).otherwise(0))
+        # The takes numbered from 1: a bounded window's attach grant is number 0.
+        .withColumn(
+            "_nth",
+            F.row_number().over(link_run.orderBy("seq")) - F.when(no_buffer, 0).otherwise(1),
+        )
     )
     returned = (
-        returns.where(F.col("_nth") > 1)
+        takes.where(F.col("_nth") >= 1)
         .groupBy("broker", "link")
         .agg(
-            F.sum(_detail("credits").cast("long")).alias("_returned_bytes"),
+            F.sum(F.when(F.col("_nth") > 1, F.col("_taken_bytes"))).alias("_returned_bytes"),
             (F.max(F.unix_micros("ts")) - F.min(F.unix_micros("ts"))).alias("_return_span_us"),
         )
     )
@@ -164,7 +179,7 @@ def artemis_consumer_evidence(events: DataFrame) -> DataFrame:
         F.max(F.when(_is("link_attached"), _detail("window").cast("long"))).alias(
             "consumer_window"
         ),
-        F.avg(F.when(_is("transfer"), F.col("size_bytes"))).alias("_received_mean_bytes"),
+        mean_delivery_bytes().alias("_received_mean_bytes"),
         F.max_by("queue", F.when(F.col("queue").isNotNull(), F.col("seq"))).alias("_queue"),
     )
     # No rate without a span of returns or a size to count them in (empty bodies: a collector's

@@ -39,6 +39,18 @@ def _latest(column: str) -> Column:
     return F.max_by(column, order).alias(column)
 
 
+def mean_delivery_bytes() -> Column:
+    """An aggregate over a link's events: the mean bytes of its deliveries as its credit counts
+    them, for a link whose credit is in bytes (an Artemis CORE consumer's): the mean body of its
+    transfers and dequeues (``size_bytes``) plus the overhead its attach logs in
+    ``detail.delivery_overhead_bytes`` (the engine's ``core_delivery_overhead_bytes``; 0 in a
+    log without it, whose credits counted bodies). Other links log no overhead: their mean body."""
+    overhead = F.get_json_object("detail", "$.delivery_overhead_bytes").cast("long")
+    return F.avg(F.when(_is("dequeue") | _is("transfer"), F.col("size_bytes"))) + F.coalesce(
+        F.max(F.when(_is("link_attached"), overhead)), F.lit(0)
+    )
+
+
 def _is(event_type: str) -> Column:
     return F.col("event_type") == event_type
 
@@ -325,9 +337,7 @@ def _per_link(stepped: DataFrame) -> DataFrame:
         F.max(F.when(_is("link_attached"), F.col("credit"))).alias("_attached_credit"),
         # Artemis CORE consumers count credit in bytes and say so in every event's detail.
         F.max(F.get_json_object("detail", "$.credit_unit") == "bytes").alias("_credit_in_bytes"),
-        F.avg(F.when(_is("dequeue") | _is("transfer"), F.col("size_bytes"))).alias(
-            "_mean_message_bytes"
-        ),
+        mean_delivery_bytes().alias("_mean_message_bytes"),
         # RabbitMQ's AMQP 1.0 consumer links log the credit its queue sees per consumer.
         F.max(F.get_json_object("detail", "$.max_queue_credit").cast("long")).alias(
             "_max_queue_credit"
