@@ -256,11 +256,7 @@ def core_slow_fast_split(
         pid = spawn(command, env=dict(os.environ), log=log, what=name, stamp=stamp)
         consumers.append((pid, log))
     try:
-        deadline = time.monotonic() + timeout_s
-        while broker.queue_attribute(address, "ConsumerCount") < 2:
-            if time.monotonic() > deadline:
-                raise BrokerUnavailable(f"two CORE consumers did not attach to {address}")
-            time.sleep(0.1)
+        _wait_for_consumers(broker, address, 2, timeout_s=timeout_s)
         sent = core_send_all(broker, address, count=count, size=size)
         slow, fast = (_client_count(pid, log, wait_s=timeout_s) for pid, log in consumers)
     finally:
@@ -304,6 +300,18 @@ def core_send_all(
     return sent
 
 
+def _wait_for_consumers(
+    broker: ArtemisBroker, address: str, consumers: int, *, timeout_s: float
+) -> None:
+    """Until the address's queue counts ``consumers`` consumers (BrokerUnavailable after
+    ``timeout_s``): the CLI clients' JVMs take seconds to attach."""
+    deadline = time.monotonic() + timeout_s
+    while broker.queue_attribute(address, "ConsumerCount") < consumers:
+        if time.monotonic() > deadline:
+            raise BrokerUnavailable(f"{consumers} CORE consumer(s) did not attach to {address}")
+        time.sleep(0.1)
+
+
 def core_window_filled(
     broker: ArtemisBroker, address: str, *, window: int, size: int, count: int = 200
 ) -> int:
@@ -321,31 +329,27 @@ def core_window_filled(
         wait_ms=600_000,
     )
     pid = spawn(command, env=dict(os.environ), log=log, what="window consumer")
-    attributes = ["DeliveringCount", "MessagesAcknowledged", "ConsumerCount"]
+    attributes = ["DeliveringCount", "MessagesAcknowledged"]
 
-    def read() -> dict[str, int]:
+    def read() -> tuple[int, int]:
         mbean = broker.queue_mbean(address)
         (value,) = broker.jolokia([{"type": "read", "mbean": mbean, "attribute": attributes}])
-        return {name: int(value[name]) for name in attributes}
+        return int(value["DeliveringCount"]), int(value["MessagesAcknowledged"])
 
     try:
-        deadline = time.monotonic() + 60
-        while read()["ConsumerCount"] < 1:
-            if time.monotonic() > deadline:
-                raise BrokerUnavailable(f"a CORE consumer did not attach to {address}")
-            time.sleep(0.1)
+        _wait_for_consumers(broker, address, 1, timeout_s=60)
         core_send_all(broker, address, count=count, size=size)
         last: tuple[int, int] | None = None
         since = time.monotonic()
+        deadline = since + 60
         while True:
             time.sleep(0.25)
-            now = read()
-            held = (now["DeliveringCount"], now["MessagesAcknowledged"])
+            held = read()
             if held != last:
                 last, since = held, time.monotonic()
             elif time.monotonic() - since > 3:
                 return sum(held)
-            if time.monotonic() > deadline + 60:
+            if time.monotonic() > deadline:
                 raise BrokerUnavailable(f"{address}: deliveries never held still")
     finally:
         stop_pid(pid, grace_s=3.0)

@@ -605,9 +605,13 @@ class ServerConsumer:
         # The delivery overhead with the window: the credit a consumer returns counts in
         # packets, which a reader of the log turns into messages (jobs/transforms/
         # recommend_artemis.py, the processing rate).
-        detail = {"window": self.client.config.window}
-        detail["delivery_overhead_bytes"] = self.delivery_overhead
-        self._log("link_attached", detail)
+        self._log(
+            "link_attached",
+            {
+                "window": self.client.config.window,
+                "delivery_overhead_bytes": self.delivery_overhead,
+            },
+        )
         self.dispatcher.schedule()
 
     def on_credits(self, credits: int) -> None:

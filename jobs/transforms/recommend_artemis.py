@@ -153,12 +153,13 @@ def artemis_consumer_evidence(events: DataFrame) -> DataFrame:
     consumer_events = events.where(
         (F.col("link_role") == "consumer") & (_detail("credit_unit") == "bytes")
     )
+    # The window of the consumer's attach: per run for its returns, per link for the advice.
+    attached_window = F.max(F.when(_is("link_attached"), _detail("window").cast("long")))
     link_run = Window.partitionBy("broker", "run_id", "link")
-    window = F.max(F.when(_is("link_attached"), _detail("window").cast("long"))).over(link_run)
     no_buffer = F.coalesce(F.col("_window") == 0, F.lit(False))
     credits = _detail("credits").cast("long")
     takes = (
-        consumer_events.withColumn("_window", window)
+        consumer_events.withColumn("_window", attached_window.over(link_run))
         .where(_is("flow") & (_detail("origin") == "client") & ~(no_buffer & (credits == 1)))
         .withColumn("_taken_bytes", credits + F.when(no_buffer, 1).otherwise(0))
         # The takes numbered from 1: a bounded window's attach grant is number 0.
@@ -176,9 +177,7 @@ def artemis_consumer_evidence(events: DataFrame) -> DataFrame:
         )
     )
     per_consumer = consumer_events.groupBy("broker", "link").agg(
-        F.max(F.when(_is("link_attached"), _detail("window").cast("long"))).alias(
-            "consumer_window"
-        ),
+        attached_window.alias("consumer_window"),
         mean_delivery_bytes().alias("_received_mean_bytes"),
         F.max_by("queue", F.when(F.col("queue").isNotNull(), F.col("seq"))).alias("_queue"),
     )
