@@ -321,8 +321,10 @@ def test_a_key_bronze_holds_on_another_day_is_not_accepted_again(spark, pipeline
             event(101, at(2, 0, 0, 2), "enqueue", run_id="r2", queue="q", depth_msgs=8),
         ],
     )
-    for _ in range(2):  # a rerun of day 2 gives the same result
-        report = ingest.run_ingest(spark, conf, DAY2, DAY2)
+    # A rerun of day 2 gives the same result (Great Expectations on the first: the rerun's bronze
+    # is read back row by row below).
+    for rerun in (False, True):
+        report = ingest.run_ingest(spark, unvalidated if rerun else conf, DAY2, DAY2)
         assert (report["rows_read"], report["rows_accepted"], report["rows_quarantined"]) == (
             5,
             4,
@@ -331,7 +333,8 @@ def test_a_key_bronze_holds_on_another_day_is_not_accepted_again(spark, pipeline
         assert report["duplicates_of_other_days"] == 1
         assert report["bronze_files_overlapping"] >= 1
         assert report["quarantine_reasons"] == {"conflicting_duplicate": 1}
-        assert report["balanced"] and report["great_expectations_success"]
+        assert report["balanced"]
+        assert report.get("great_expectations_success") is (None if rerun else True)
     bronze = read_table(spark, conf, PIPELINE_TABLES["broker_events"][1])
     keys = sorted((r.run_id, r.seq, r.depth_msgs) for r in bronze.collect())
     assert keys == [("r1", i, None) for i in range(1, 7)] + [("r2", 100, 1), ("r2", 101, 8)]
@@ -352,7 +355,8 @@ def test_a_key_on_two_days_keeps_the_earlier_copy_whatever_order_the_days_come_i
 
     Each sequence is checked after every step from its second on, so "forward" and "reverse" are
     the first two steps of the longer sequences. Great Expectations runs on the sequence that
-    moves a row (the others check the dedup, which it does not see)."""
+    moves a row, from the step that moves it on (the others check the dedup, which it does not
+    see)."""
     _, base = pipeline_conf(validate=False)
     raw = Path(base.raw_dir)
     write_raw(
@@ -380,17 +384,19 @@ def test_a_key_on_two_days_keeps_the_earlier_copy_whatever_order_the_days_come_i
             base,
             warehouse_dir=str(Path(base.warehouse_dir) / name),
             quality_dir=str(Path(base.quality_dir) / name),
-            validate_with_great_expectations=moves_a_row,
         )
         reports = []
         for step, (first, last) in enumerate(ranges, start=1):
-            reports.append(ingest.run_ingest(spark, conf, first, last))
+            # Great Expectations from the step that moves the row on (day 2 alone moves none).
+            validate = moves_a_row and step > 1
+            step_conf = dataclasses.replace(conf, validate_with_great_expectations=validate)
+            reports.append(ingest.run_ingest(spark, step_conf, first, last))
             if step == 1 and len(ranges) > 1:
                 continue  # one day of two: the key is not on two days yet
             at_step = f"{name} after step {step}"
             assert all(r["balanced"] for r in reports), at_step
             if moves_a_row:
-                assert all(r["great_expectations_success"] for r in reports), at_step
+                assert all(r["great_expectations_success"] for r in reports[1:]), at_step
             bronze = read_table(spark, conf, PIPELINE_TABLES["broker_events"][1])
             assert sorted((r.seq, r.depth_msgs, r.date) for r in bronze.collect()) == [
                 (1, 1, DAY1),
