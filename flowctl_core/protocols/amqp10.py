@@ -123,6 +123,15 @@ class SenderLink:
         self.delivery_count = serial_add(self.delivery_count, 1)
         self.drain_unanswered = False
 
+    def send_transfer_past_credit(self) -> None:
+        """Account for one message sent with no credit left: a sender that forwards what it had
+        taken off its queue before the receiver lowered the credit (RabbitMQ's session buffer).
+        The credit stays at 0 and the delivery-count goes on, so the receiver's next flow counts
+        the message as in flight. It was due before any drain asked since: it answers none."""
+        if self.credit:
+            raise ValueError(f"link {self.name!r}: {self.credit} credit left, send it with it")
+        self.delivery_count = serial_add(self.delivery_count, 1)
+
     def finish_drain(self) -> LinkFlow | None:
         """After sending what it has, a draining sender uses up the rest of its credit.
 

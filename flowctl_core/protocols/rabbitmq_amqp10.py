@@ -434,7 +434,14 @@ class BrokerConsumerLink(QueueFedSender):
         self.forward()
 
     def forward(self) -> None:
-        """Send buffered messages while link credit and the client's session window allow."""
+        """Send buffered messages while the client's session window allows.
+
+        Only the window holds them back (seed 004: "messages are buffered in the session process
+        until the client's `incoming-window` allows them to be forwarded"): a message the queue
+        handed the session had link credit then, and goes out even if the client has since
+        lowered its credit (RabbitMQ's session, ``send_pending``, checks the remote incoming
+        window alone: the credit stays at 0, the delivery-count goes on). The queue gets no new
+        credit meanwhile (:meth:`_grant_queue_credit`)."""
         buffered, link, endpoint = self.buffered, self.link, self.session.endpoint
         session, name = self.session, self.config.name
         while buffered and endpoint.remote_incoming_window:
@@ -444,9 +451,10 @@ class BrokerConsumerLink(QueueFedSender):
                 # A new delivery: it takes one link credit, its frames take session window. The
                 # credit is spent now, so the transfer is logged now (as a publisher's is), even
                 # if the window lets its last frame go only later.
-                if not link.credit:
-                    break
-                link.send_transfer()
+                if link.credit:
+                    link.send_transfer()
+                else:
+                    link.send_transfer_past_credit()
                 self.emit_transfer(message)
                 left = transfer_frames(message.size, session.max_frame_size)
             while left and endpoint.remote_incoming_window:
@@ -464,8 +472,11 @@ class BrokerConsumerLink(QueueFedSender):
         link = self.link
         # A drain ends once the queue has nothing more to send, or at once when there is no
         # credit to send with (seed 004: the drain asks to "Either send a transfer or a flow
-        # frame"; with no credit only the flow is possible).
-        if link.drain and (not link.credit or (not self.queue.depth_msgs and not self.buffered)):
+        # frame"; with no credit only the flow is possible). Its flow follows the messages
+        # buffered in the session, which go out whatever the credit (:meth:`forward`): RabbitMQ
+        # queues a link's flow behind them ("An outgoing FLOW frame with link flow control
+        # information must not overtake a TRANSFER frame for the same link").
+        if link.drain and not self.buffered and (not link.credit or not self.queue.depth_msgs):
             link.available = self.queue.depth_msgs
             reply = link.finish_drain()
             if reply is not None:

@@ -68,6 +68,26 @@ def test_drain_with_fewer_messages_than_credit() -> None:
     assert sender.finish_drain() is None  # nothing left to drain
 
 
+def test_a_transfer_past_a_lowered_credit_is_counted_in_flight_by_both_ends() -> None:
+    # RabbitMQ's session forwards a message it had taken off the queue after the receiver cut
+    # its credit to 0: the receiver's allowance takes it, and the sender's next credit leaves it
+    # out (seed 004: "In-flight transfers can still arrive until the flow state is updated").
+    sender, receiver = attached()
+    sender.on_flow(receiver.grant(2))
+    sender.send_transfer()
+    with pytest.raises(ValueError, match="1 credit left"):
+        sender.send_transfer_past_credit()  # with credit, a transfer spends it
+    flow = receiver.grant(0)
+    sender.on_flow(flow)  # one transfer in flight, credit 0 - 1: none
+    assert sender.credit == 0
+    sender.send_transfer_past_credit()
+    receiver.on_transfer()
+    receiver.on_transfer()  # the second within the allowance of the credit it cut
+    assert (sender.delivery_count, receiver.delivery_count, receiver.credit) == (2, 2, 0)
+    sender.on_flow(receiver.grant(3))
+    assert sender.credit == 3
+
+
 def test_echo_asks_for_a_flow_reply() -> None:
     # Seed 004: "The consumer can set the echo field to request RabbitMQ to reply with a flow".
     sender, receiver = attached()

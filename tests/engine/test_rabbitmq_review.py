@@ -125,6 +125,54 @@ def test_a_client_flow_cannot_hand_the_queue_credit_for_messages_already_buffere
     assert rabbit.queue.stats.dequeued <= 256 + 20
 
 
+def test_messages_buffered_in_the_session_go_out_after_the_client_lowers_its_credit() -> None:
+    """004: "messages are buffered in the session process until the client's `incoming-window`
+    allows them to be forwarded". Only the window holds them: RabbitMQ's session forwards what the
+    queue handed it even after the client lowered its credit (rabbit_amqp_session's
+    send_pending checks the remote incoming window alone; the link's credit stays at 0, its
+    delivery-count goes on). A grant of 0 stops the queue, and strands nothing: found by an audit,
+    30 of the 50 messages the queue had delivered stayed in the session."""
+    rabbit = Rabbit(prefill=100)
+    consumer = ConsumerConfig("c1", "q", credit=50, top_up_below=0)
+    config = ConnectionConfig("c", AMQP_10, consumers=(consumer,), client_incoming_window=20)
+    connection = Amqp10Connection(rabbit.broker, config)
+    connection.start()
+    rabbit.run_for(config.latency_us + config.frame_cost_us)  # the first flow has arrived
+    link = connection.server.consumers["c1"]
+    assert (rabbit.queue.stats.dequeued, len(link.buffered)) == (50, 30)
+    client = connection.consumers["c1"]
+    client.grant(0)
+    rabbit.run_for(100_000)
+    assert connection.server.error is None
+    assert (client.received, rabbit.queue.stats.dequeued, len(link.buffered)) == (50, 50, 0)
+    assert (link.link.credit, link.queue_credit, rabbit.queue.depth_msgs) == (0, 0, 50)
+    assert link.link.delivery_count == client.link.delivery_count == 50
+    transfers = [e for e in rabbit.log.of_type("transfer") if e["link"] == "c1"]
+    assert [e["delivery_count"] for e in transfers] == list(range(1, 51))
+
+
+def test_a_drain_of_no_credit_is_answered_after_the_messages_buffered_in_the_session() -> None:
+    """rabbit_amqp_session queues a link's flow behind its pending transfers ("An outgoing FLOW
+    frame with link flow control information must not overtake a TRANSFER frame for the same
+    link"): a drain with credit 0 while 30 messages wait for the client's window is answered by
+    its flow once they have gone out, its delivery-count theirs."""
+    rabbit = Rabbit(prefill=100)
+    consumer = ConsumerConfig("c1", "q", credit=50, top_up_below=0)
+    config = ConnectionConfig("c", AMQP_10, consumers=(consumer,), client_incoming_window=20)
+    connection = Amqp10Connection(rabbit.broker, config)
+    connection.start()
+    rabbit.run_for(config.latency_us + config.frame_cost_us)
+    connection.consumers["c1"].grant(0, drain=True)
+    rabbit.run_for(100_000)
+    assert connection.server.error is None
+    events = [e for e in rabbit.log.events if e.get("link") == "c1"]
+    (drained,) = [i for i, e in enumerate(events) if '"drained"' in (e.get("detail") or "")]
+    last_transfer = max(i for i, e in enumerate(events) if e["event_type"] == "transfer")
+    assert drained > last_transfer
+    assert (events[drained]["credit"], events[drained]["delivery_count"]) == (0, 50)
+    assert connection.consumers["c1"].link.delivery_count == 50
+
+
 @pytest.mark.parametrize("scenario", ["rabbitmq-one-sender-one-receiver", "rabbitmq-two-senders"])
 def test_every_link_starts_with_one_link_attached(scenario: str) -> None:
     """DESIGN.md §3: "Event types: ... `link_attached`, `link_detached`, `flow` (a flow frame: new
