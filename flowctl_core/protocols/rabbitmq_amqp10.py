@@ -355,6 +355,8 @@ class BrokerConsumerLink(QueueFedSender):
         # blocked by session flow control sending this message in its entirety").
         self._frames_left = 0
         self._drain_answered = False  # set when the pump answers a drain with its flow
+        # An echo asked while messages wait in the session: answered once they have gone out.
+        self._echo_due = False
 
     def link_state(self) -> tuple[int, int | None]:
         return self.link.credit, self.link.delivery_count
@@ -393,13 +395,23 @@ class BrokerConsumerLink(QueueFedSender):
         # (causing the queue to stop sending)"), within the 256-credit cap.
         self._grant_queue_credit(client_flow=True)
         self._drain_answered = False
+        self._echo_due = echo
         self.forward()
         self.pump()
-        # The echo is answered once the queue has served the credit passed on to it, so the
-        # reply's state and ``available`` are those after the deliveries it allowed (RabbitMQ's
-        # amqp_client_SUITE available_messages: 4 ready, credit 1 with echo -> one transfer, then
-        # a flow with available 3). A drain answered meanwhile by its flow answers the echo too.
-        if echo and not self._drain_answered:
+
+    def _answer_echo(self) -> None:
+        """Answer an echo once the queue has served the credit passed on to it and the messages
+        buffered in the session have gone out: the reply's state and ``available`` are those
+        after the deliveries it allowed (RabbitMQ's amqp_client_SUITE available_messages: 4
+        ready, credit 1 with echo -> one transfer, then a flow with available 3), and RabbitMQ
+        queues a link's flow behind its pending transfers ("An outgoing FLOW frame with link
+        flow control information must not overtake a TRANSFER frame for the same link"), a
+        message split over frames included. A drain answered meanwhile by its flow answers the
+        echo too."""
+        if not self._echo_due or self.buffered:
+            return
+        self._echo_due = False
+        if not self._drain_answered:
             self.link.available = self.queue.depth_msgs
             self.session.send(
                 FlowFrame(self.config.name, self.link.state(), self.session.endpoint.state())
@@ -448,9 +460,9 @@ class BrokerConsumerLink(QueueFedSender):
             message = buffered[0]
             left = self._frames_left
             if not left:
-                # A new delivery: it takes one link credit, its frames take session window. The
-                # credit is spent now, so the transfer is logged now (as a publisher's is), even
-                # if the window lets its last frame go only later.
+                # A new delivery: it takes one link credit (if the client left it any), its
+                # frames take session window. The credit is spent now, so the transfer is logged
+                # now (as a publisher's is), even if the window lets its last frame go only later.
                 if link.credit:
                     link.send_transfer()
                 else:
@@ -470,12 +482,12 @@ class BrokerConsumerLink(QueueFedSender):
     def pump(self) -> None:
         super().pump()
         link = self.link
-        # A drain ends once the queue has nothing more to send, or at once when there is no
-        # credit to send with (seed 004: the drain asks to "Either send a transfer or a flow
-        # frame"; with no credit only the flow is possible). Its flow follows the messages
-        # buffered in the session, which go out whatever the credit (:meth:`forward`): RabbitMQ
-        # queues a link's flow behind them ("An outgoing FLOW frame with link flow control
-        # information must not overtake a TRANSFER frame for the same link").
+        # A drain ends once the queue has nothing more to send, or when there is no credit to
+        # send with (seed 004: the drain asks to "Either send a transfer or a flow frame"; with no
+        # credit only the flow is possible). Either way its flow follows the messages buffered
+        # in the session, which go out whatever the credit (:meth:`forward`): RabbitMQ queues a
+        # link's flow behind them ("An outgoing FLOW frame with link flow control information
+        # must not overtake a TRANSFER frame for the same link"), as it does an echo's.
         if link.drain and not self.buffered and (not link.credit or not self.queue.depth_msgs):
             link.available = self.queue.depth_msgs
             reply = link.finish_drain()
@@ -484,6 +496,7 @@ class BrokerConsumerLink(QueueFedSender):
                 self._drain_answered = True
                 self.emit_flow({"origin": "sender", "reason": "drained"})
                 self.session.send(FlowFrame(self.config.name, reply, self.session.endpoint.state()))
+        self._answer_echo()
 
 
 class ServerSession:

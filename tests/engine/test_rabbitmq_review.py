@@ -151,25 +151,39 @@ def test_messages_buffered_in_the_session_go_out_after_the_client_lowers_its_cre
     assert [e["delivery_count"] for e in transfers] == list(range(1, 51))
 
 
-def test_a_drain_of_no_credit_is_answered_after_the_messages_buffered_in_the_session() -> None:
+@pytest.mark.parametrize(
+    ("drain", "echo", "reason"),
+    [(True, False, "drained"), (False, True, "echo"), (True, True, "echo")],
+)
+def test_a_flow_asked_with_no_credit_answers_after_the_messages_buffered_in_the_session(
+    drain: bool, echo: bool, reason: str
+) -> None:
     """rabbit_amqp_session queues a link's flow behind its pending transfers ("An outgoing FLOW
     frame with link flow control information must not overtake a TRANSFER frame for the same
-    link"): a drain with credit 0 while 30 messages wait for the client's window is answered by
-    its flow once they have gone out, its delivery-count theirs."""
+    link"): a drain or an echo with credit 0 while 30 messages wait for the client's window is
+    answered by one flow once they have gone out, its delivery-count theirs (a drain with echo:
+    the echo's reply answers both). Before, the echo's reply overtook them (a review)."""
     rabbit = Rabbit(prefill=100)
     consumer = ConsumerConfig("c1", "q", credit=50, top_up_below=0)
     config = ConnectionConfig("c", AMQP_10, consumers=(consumer,), client_incoming_window=20)
     connection = Amqp10Connection(rabbit.broker, config)
     connection.start()
     rabbit.run_for(config.latency_us + config.frame_cost_us)
-    connection.consumers["c1"].grant(0, drain=True)
+    connection.consumers["c1"].grant(0, drain=drain, echo=echo)
     rabbit.run_for(100_000)
     assert connection.server.error is None
     events = [e for e in rabbit.log.events if e.get("link") == "c1"]
-    (drained,) = [i for i, e in enumerate(events) if '"drained"' in (e.get("detail") or "")]
+    replies = [
+        (i, json.loads(e["detail"])["reason"])
+        for i, e in enumerate(events)
+        if e["event_type"] == "flow"
+        and json.loads(e["detail"]).get("reason") in ("drained", "echo")
+    ]
     last_transfer = max(i for i, e in enumerate(events) if e["event_type"] == "transfer")
-    assert drained > last_transfer
-    assert (events[drained]["credit"], events[drained]["delivery_count"]) == (0, 50)
+    assert [why for _, why in replies] == [reason]
+    ((answered, _),) = replies
+    assert answered > last_transfer
+    assert (events[answered]["credit"], events[answered]["delivery_count"]) == (0, 50)
     assert connection.consumers["c1"].link.delivery_count == 50
 
 
@@ -395,10 +409,11 @@ def test_the_credit_of_a_message_split_across_frames_is_logged_when_spent() -> N
 def test_an_echo_answered_between_the_frames_of_one_message_keeps_the_consumer_going() -> None:
     """004: "link-credit(snd) := delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)".
     Messages of 2,000 B in 512-byte frames, a client window of 3 frames, a consumer that tops up
-    its 2 credits at 1 with echo: RabbitMQ answers the echo at once, while a message is half
-    sent. Found by an audit: the run failed with "transfer received without link credit" (the
-    client counted the message at its last frame, RabbitMQ at its first). The consumer goes on
-    and the log keeps its contract."""
+    its 2 credits at 1 with echo, its flows crossing messages half sent. Found by an audit: the
+    run failed with "transfer received without link credit" (the client counted the message at
+    its last frame, RabbitMQ at its first). The echo's reply now waits for the messages the
+    session holds (RabbitMQ queues a link's flow behind its pending transfers). The consumer
+    goes on and the log keeps its contract."""
     from tests.engine.test_event_log_contract import ContractChecker
 
     scenario = parse_scenario(
