@@ -345,6 +345,8 @@ class BrokerConsumerLink(QueueFedSender):
         super().__init__(identity, queue)
         self.session = session
         self.config = config
+        # Its delivery-count starts at 0, as RabbitMQ's from 4.2 (4.0 and 4.1 started it at
+        # 2**32 - 5, and the session's transfer-ids at 2**32 - 4, to cross the wrap early).
         self.link = SenderLink(config.name)
         # Credit the session has handed to the queue; messages the queue sent to the session
         # that are not yet forwarded to the client wait in `buffered`.
