@@ -106,21 +106,28 @@ def test_buffered_plus_queue_credit_never_exceeds_256_while_the_client_tops_up(
     assert max(seen) == 256  # the cap is used, not just respected
 
 
+def _first_flow_in(rabbit: Rabbit, credit: int) -> Amqp10Connection:
+    """A consumer granting ``credit`` through a client session window of 20 frames, run until
+    its first flow has reached the broker (the queue has handed the session what it may)."""
+    consumer = ConsumerConfig("c1", "q", credit=credit, top_up_below=0)
+    config = ConnectionConfig("c", AMQP_10, consumers=(consumer,), client_incoming_window=20)
+    connection = Amqp10Connection(rabbit.broker, config)
+    connection.start()
+    rabbit.run_for(config.latency_us + config.frame_cost_us)
+    return connection
+
+
 def test_a_client_flow_cannot_hand_the_queue_credit_for_messages_already_buffered() -> None:
     """004: "the queue will only ever see up to 256 credits for a given consumer. Once these 256
     messages have been sent out by the server session process, the server session process will
     grant the next batch". With 236 of the first 256 still waiting in the session, a new grant of
     1,000 may give the queue only the 20 the session has sent out."""
     rabbit = Rabbit(prefill=2_000)
-    consumer = ConsumerConfig("c1", "q", credit=1_000, top_up_below=0)
-    config = ConnectionConfig("c", AMQP_10, consumers=(consumer,), client_incoming_window=20)
-    connection = Amqp10Connection(rabbit.broker, config)
-    connection.start()
-    rabbit.run_for(config.latency_us + config.frame_cost_us)  # the first flow has arrived
+    connection = _first_flow_in(rabbit, 1_000)
     link = connection.server.consumers["c1"]
     assert (rabbit.queue.stats.dequeued, len(link.buffered), link.queue_credit) == (256, 236, 0)
     connection.consumers["c1"].grant(1_000)
-    rabbit.run_for(config.latency_us + config.frame_cost_us)
+    rabbit.run_for(connection.config.latency_us + connection.config.frame_cost_us)
     assert len(link.buffered) + link.queue_credit <= 256
     assert rabbit.queue.stats.dequeued <= 256 + 20
 
@@ -133,11 +140,7 @@ def test_messages_buffered_in_the_session_go_out_after_the_client_lowers_its_cre
     delivery-count goes on). A grant of 0 stops the queue, and strands nothing: found by an audit,
     30 of the 50 messages the queue had delivered stayed in the session."""
     rabbit = Rabbit(prefill=100)
-    consumer = ConsumerConfig("c1", "q", credit=50, top_up_below=0)
-    config = ConnectionConfig("c", AMQP_10, consumers=(consumer,), client_incoming_window=20)
-    connection = Amqp10Connection(rabbit.broker, config)
-    connection.start()
-    rabbit.run_for(config.latency_us + config.frame_cost_us)  # the first flow has arrived
+    connection = _first_flow_in(rabbit, 50)
     link = connection.server.consumers["c1"]
     assert (rabbit.queue.stats.dequeued, len(link.buffered)) == (50, 30)
     client = connection.consumers["c1"]
@@ -164,11 +167,7 @@ def test_a_flow_asked_with_no_credit_answers_after_the_messages_buffered_in_the_
     answered by one flow once they have gone out, its delivery-count theirs (a drain with echo:
     the echo's reply answers both). Before, the echo's reply overtook them (a review)."""
     rabbit = Rabbit(prefill=100)
-    consumer = ConsumerConfig("c1", "q", credit=50, top_up_below=0)
-    config = ConnectionConfig("c", AMQP_10, consumers=(consumer,), client_incoming_window=20)
-    connection = Amqp10Connection(rabbit.broker, config)
-    connection.start()
-    rabbit.run_for(config.latency_us + config.frame_cost_us)
+    connection = _first_flow_in(rabbit, 50)
     connection.consumers["c1"].grant(0, drain=drain, echo=echo)
     rabbit.run_for(100_000)
     assert connection.server.error is None
