@@ -397,7 +397,9 @@ class BrokerConsumerLink(QueueFedSender):
         # (causing the queue to stop sending)"), within the 256-credit cap.
         self._grant_queue_credit(client_flow=True)
         self._drain_answered = False
-        self._echo_due = echo
+        # A flow without echo leaves one asked before it due (RabbitMQ stashes a credit request
+        # that comes while another is with the queue, and answers the first's echo all the same).
+        self._echo_due = self._echo_due or echo
         self.forward()
         self.pump()
 

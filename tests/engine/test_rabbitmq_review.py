@@ -186,6 +186,28 @@ def test_a_flow_asked_with_no_credit_answers_after_the_messages_buffered_in_the_
     assert connection.consumers["c1"].link.delivery_count == 50
 
 
+def test_an_echo_still_due_is_answered_after_a_later_flow_without_echo() -> None:
+    """An echo asked while messages wait in the session, then a flow without echo before they
+    have gone out: the first echo is still answered, once, after them (RabbitMQ stashes the
+    second credit request until the first's reply)."""
+    rabbit = Rabbit(prefill=100)
+    connection = _first_flow_in(rabbit, 50)
+    client = connection.consumers["c1"]
+    client.grant(0, echo=True)
+    rabbit.run_for(connection.config.frame_cost_us)
+    client.grant(0, echo=False)
+    rabbit.run_for(100_000)
+    events = [e for e in rabbit.log.events if e.get("link") == "c1"]
+    echoes = [
+        i
+        for i, e in enumerate(events)
+        if e["event_type"] == "flow" and json.loads(e["detail"]).get("reason") == "echo"
+    ]
+    last_transfer = max(i for i, e in enumerate(events) if e["event_type"] == "transfer")
+    assert len(echoes) == 1 and echoes[0] > last_transfer
+    assert (events[echoes[0]]["credit"], events[echoes[0]]["delivery_count"]) == (0, 50)
+
+
 @pytest.mark.parametrize("scenario", ["rabbitmq-one-sender-one-receiver", "rabbitmq-two-senders"])
 def test_every_link_starts_with_one_link_attached(scenario: str) -> None:
     """DESIGN.md §3: "Event types: ... `link_attached`, `link_detached`, `flow` (a flow frame: new
