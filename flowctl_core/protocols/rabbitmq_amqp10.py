@@ -416,13 +416,17 @@ class BrokerConsumerLink(QueueFedSender):
             return
         self._echo_due = False
         if not self._drain_answered:
-            self.link.available = self.queue.depth_msgs
-            self.session.send(
-                FlowFrame(self.config.name, self.link.state(), self.session.endpoint.state())
-            )
-            # The reply is a flow frame of the sender's (DESIGN §3: `flow` ... new credit /
-            # drain / echo), so it is logged as one, as the drain's answer is.
-            self.emit_flow({"origin": "sender", "reason": "echo"})
+            self._send_link_flow("echo")
+
+    def _send_link_flow(self, reason: str) -> None:
+        """Send the client the link's state, ``available`` the queue's ready messages now, in a
+        flow frame: a drain's or an echo's answer. A flow frame of the sender's (DESIGN §3:
+        `flow` ... new credit / drain / echo), so it is logged as one."""
+        self.link.available = self.queue.depth_msgs
+        self.session.send(
+            FlowFrame(self.config.name, self.link.state(), self.session.endpoint.state())
+        )
+        self.emit_flow({"origin": "sender", "reason": reason})
 
     def _grant_queue_credit(self, *, client_flow: bool = False) -> None:
         """Set the credit the queue holds for this consumer: seed 004, "the queue will only ever
@@ -493,13 +497,11 @@ class BrokerConsumerLink(QueueFedSender):
         # link's flow behind them ("An outgoing FLOW frame with link flow control information
         # must not overtake a TRANSFER frame for the same link"), as it does an echo's.
         if link.drain and not self.buffered and (not link.credit or not self.queue.depth_msgs):
-            link.available = self.queue.depth_msgs
-            reply = link.finish_drain()
+            reply = link.finish_drain()  # uses up the credit left, or None: nothing to say
             if reply is not None:
                 self.queue_credit = 0  # the drain used up every credit, the queue's too
                 self._drain_answered = True
-                self.emit_flow({"origin": "sender", "reason": "drained"})
-                self.session.send(FlowFrame(self.config.name, reply, self.session.endpoint.state()))
+                self._send_link_flow("drained")
         self._answer_echo()
 
 

@@ -117,6 +117,20 @@ def _first_flow_in(rabbit: Rabbit, credit: int) -> Amqp10Connection:
     return connection
 
 
+def _flow_replies(rabbit: Rabbit) -> tuple[list[tuple[int, dict[str, Any]]], int]:
+    """Link c1's events: its drain and echo answers (position and event) and the position of its
+    last transfer."""
+    events = [e for e in rabbit.log.events if e.get("link") == "c1"]
+    replies = [
+        (i, e)
+        for i, e in enumerate(events)
+        if e["event_type"] == "flow"
+        and json.loads(e["detail"]).get("reason") in ("drained", "echo")
+    ]
+    last_transfer = max(i for i, e in enumerate(events) if e["event_type"] == "transfer")
+    return replies, last_transfer
+
+
 def test_a_client_flow_cannot_hand_the_queue_credit_for_messages_already_buffered() -> None:
     """004: "the queue will only ever see up to 256 credits for a given consumer. Once these 256
     messages have been sent out by the server session process, the server session process will
@@ -171,18 +185,11 @@ def test_a_flow_asked_with_no_credit_answers_after_the_messages_buffered_in_the_
     connection.consumers["c1"].grant(0, drain=drain, echo=echo)
     rabbit.run_for(100_000)
     assert connection.server.error is None
-    events = [e for e in rabbit.log.events if e.get("link") == "c1"]
-    replies = [
-        (i, json.loads(e["detail"])["reason"])
-        for i, e in enumerate(events)
-        if e["event_type"] == "flow"
-        and json.loads(e["detail"]).get("reason") in ("drained", "echo")
-    ]
-    last_transfer = max(i for i, e in enumerate(events) if e["event_type"] == "transfer")
-    assert [why for _, why in replies] == [reason]
-    ((answered, _),) = replies
+    replies, last_transfer = _flow_replies(rabbit)
+    assert [json.loads(e["detail"])["reason"] for _, e in replies] == [reason]
+    ((answered, reply),) = replies
     assert answered > last_transfer
-    assert (events[answered]["credit"], events[answered]["delivery_count"]) == (0, 50)
+    assert (reply["credit"], reply["delivery_count"]) == (0, 50)
     assert connection.consumers["c1"].link.delivery_count == 50
 
 
@@ -197,15 +204,11 @@ def test_an_echo_still_due_is_answered_after_a_later_flow_without_echo() -> None
     rabbit.run_for(connection.config.frame_cost_us)
     client.grant(0, echo=False)
     rabbit.run_for(100_000)
-    events = [e for e in rabbit.log.events if e.get("link") == "c1"]
-    echoes = [
-        i
-        for i, e in enumerate(events)
-        if e["event_type"] == "flow" and json.loads(e["detail"]).get("reason") == "echo"
-    ]
-    last_transfer = max(i for i, e in enumerate(events) if e["event_type"] == "transfer")
-    assert len(echoes) == 1 and echoes[0] > last_transfer
-    assert (events[echoes[0]]["credit"], events[echoes[0]]["delivery_count"]) == (0, 50)
+    replies, last_transfer = _flow_replies(rabbit)
+    assert [json.loads(e["detail"])["reason"] for _, e in replies] == ["echo"]
+    ((answered, reply),) = replies
+    assert answered > last_transfer
+    assert (reply["credit"], reply["delivery_count"]) == (0, 50)
 
 
 @pytest.mark.parametrize("scenario", ["rabbitmq-one-sender-one-receiver", "rabbitmq-two-senders"])
