@@ -21,7 +21,9 @@ from jobs.daily_metrics import run_daily_metrics
 from jobs.delta_io import read_table, table_path
 from jobs.episodes import depth_timeline_path, run_episodes
 from jobs.ingest import run_ingest
+from jobs.transforms.blocking import blocking_episodes
 from jobs.transforms.carry import carried_events
+from jobs.transforms.episodes import run_bounds
 from schemas.tables import (
     BLOCKING_DAILY,
     BLOCKING_EPISODES,
@@ -224,6 +226,36 @@ def test_carried_events_of_hand_built_events(spark: Any, make_events: Any) -> No
     # Day 1: q1's thresholds (4), its last event and flow state (9), c1's credit (5) and attach
     # (3), p1's last enqueue (8), qidle (2), the run's first event (1).
     assert by_day == {DAYS[0]: [1, 2, 3, 4, 5, 8, 9], DAYS[1]: [1, 2, 3, 4, 5, 11, 12, 14]}
+
+
+def test_a_core_producers_role_logged_before_the_span_is_carried_into_it(
+    spark: Any, make_events: Any
+) -> None:
+    """An Artemis CORE producer whose role is logged on its day-1 attach only is blocked on day 2
+    (no byte credit, messages waiting) in the day-2 span, from the rows carried to day 1 plus
+    day 2's events, as in the whole run: the attach that names its role is carried."""
+    core = {"link": "pc", "protocol": "artemis-core"}
+    rows = [
+        event(1, at(1, 12), "link_attached", link_role="publisher", credit=1000, available=0,
+              **core),
+        event(2, at(1, 13), "queue_declared", queue="q"),
+        event(3, at(2, 10), "transfer", credit=0, available=4, **core),
+        event(4, at(2, 10, 0, 10), "flow", credit=4000, available=4, **core),
+        event(5, at(2, 11), "queue_declared", queue="q2"),
+    ]  # fmt: skip
+    whole = make_events(rows)
+    before = make_events([r for r in rows if r["ts"] < at(2)])
+    span = (
+        carried_events(before, DAYS[0], DAYS[0])
+        .drop("carried_to")
+        .unionByName(make_events([r for r in rows if r["ts"] >= at(2)]))
+    )
+
+    def episodes(events: Any) -> list[tuple[Any, ...]]:
+        found = blocking_episodes(events, run_bounds(events)).collect()
+        return [(r.kind, r.entity, r.start_seq, r.end_seq, r.duration_s) for r in found]
+
+    assert episodes(span) == episodes(whole) == [("producer_window", "pc", 3, 4, 10.0)]
 
 
 def test_a_changed_bucket_width_asks_for_whole_runs(

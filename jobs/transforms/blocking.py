@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from jobs.transforms.daily import episodes_per_day
@@ -56,21 +56,55 @@ def _is_qpid_producer() -> Column:
     )
 
 
-def _is_core_producer_state() -> Column:
-    """A link event of an Artemis CORE producer with a window: its byte credit (seed 003)."""
+def _is_core_link_event() -> Column:
+    """An Artemis CORE link event that may tell a producer's window: a credit, a detach, or the
+    link's role."""
     return (
         (F.col("protocol") == "artemis-core")
-        & (F.col("link_role") == "publisher")
         & F.col("link").isNotNull()
-        & F.col("credit").isNotNull()
+        & (
+            F.col("credit").isNotNull()
+            | (F.col("event_type") == "link_detached")
+            | F.col("link_role").isNotNull()
+        )
     )
+
+
+#: The role logged for a CORE link up to its event (:func:`producer_window_events`).
+ROLE_SO_FAR = "_role_so_far"
+
+
+def _is_core_producer_state() -> Column:
+    """A link event of an Artemis CORE producer with a window (seed 003): its byte credit, or its
+    detach, on a link whose role so far is ``publisher``."""
+    return (
+        (F.col("protocol") == "artemis-core")
+        & (F.col(ROLE_SO_FAR) == "publisher")
+        & (F.col("credit").isNotNull() | (F.col("event_type") == "link_detached"))
+    )
+
+
+def producer_window_events(events: DataFrame) -> DataFrame:
+    """The events that may tell a producer window's state: a Qpid producer's as they are; a CORE
+    link's with :data:`ROLE_SO_FAR`, the latest ``link_role`` logged for the link up to the event,
+    as link starvation carries it (DESIGN §3 has link events carry credit and available, not the
+    role: one logged on the attach only still makes the link's credits a publisher's). Only the
+    CORE link events are sorted for it, not the Qpid producers' enqueues."""
+    in_order = Window.partitionBy("run_id", "broker", "link").orderBy("seq")
+    upto_here = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    qpid = events.where(_is_qpid_producer()).withColumn(ROLE_SO_FAR, F.lit(None).cast("string"))
+    core = events.where(_is_core_link_event()).withColumn(
+        ROLE_SO_FAR, F.last("link_role", ignorenulls=True).over(upto_here)
+    )
+    return qpid.unionByName(core)
 
 
 @dataclass(frozen=True)
 class BlockingKind:
     """One kind of blocking: its events, the entity they concern, and whether an event leaves the
     entity blocked (evaluated on those events only); ``among``, when the kind concerns only some
-    entities of its events: those entities, as (run_id, broker, entity) rows of the events."""
+    entities of its events: those entities, as (run_id, broker, entity) rows of the events;
+    ``source``, when the rule reads more than an event's own columns."""
 
     kind: str
     events: Callable[[], Column]
@@ -78,6 +112,9 @@ class BlockingKind:
     blocked: Callable[[], Column]
     why: str
     among: Callable[[DataFrame], DataFrame] | None = None
+    #: When the rule reads a column the row alone does not give: the events it is evaluated on,
+    #: with that column.
+    source: Callable[[DataFrame], DataFrame] | None = None
 
 
 BLOCKING_KINDS: tuple[BlockingKind, ...] = (
@@ -116,15 +153,20 @@ BLOCKING_KINDS: tuple[BlockingKind, ...] = (
         # uncompleted transfers (seed 001), on its events; an Artemis CORE producer's byte credit
         # (seed 003), on its link events, logged as 0 while it cannot cover the next message.
         # AMQP 1.0 publishers wait for link credit (link starvation) or their connection.
+        # A CORE producer is blocked for the same seconds as its link starves: its detach ends
+        # it, whatever credit it logs, and its role may be logged on its attach only.
         lambda: _is_qpid_producer() | _is_core_producer_state(),
         lambda: F.col("link"),
         lambda: F.when(_is_qpid_producer(), F.col("outstanding") >= F.col("capacity")).otherwise(
-            (F.col("credit") == 0) & (F.coalesce(F.col("available"), F.lit(0)) > 0)
+            (F.col("event_type") != "link_detached")
+            & (F.col("credit") == 0)
+            & (F.coalesce(F.col("available"), F.lit(0)) > 0)
         ),
         "a producer whose window is exhausted while it has work: a Qpid producer's "
         "(outstanding >= capacity; a transfer completed at once reopens the window at the "
         "instant it filled it, the engine logs that completion: an episode of 0 s) or an Artemis "
-        "CORE producer's byte credit (credit 0 with messages available)",
+        "CORE producer's byte credit (credit 0 with messages available, until the link detaches)",
+        source=producer_window_events,
     ),
 )
 
@@ -141,7 +183,8 @@ def blocking_states(events: DataFrame) -> DataFrame:
 
 def _states_of(rule: BlockingKind, events: DataFrame) -> DataFrame:
     """The events of one kind that carry its state (:func:`blocking_states`)."""
-    states = events.where(rule.events()).select(
+    source = events if rule.source is None else rule.source(events)
+    states = source.where(rule.events()).select(
         "run_id",
         "broker",
         F.lit(rule.kind).alias("kind"),
