@@ -1,0 +1,474 @@
+"""The jobs run NIGHT AFTER NIGHT against the independent oracles (tests/metrics_oracle.py,
+tests/blocking_oracle.py), on random multi-day logs.
+
+The oracle tests compare the transforms with the oracles on a whole log in one DataFrame. A
+night's span is computed from the rows carried into it (silver ``carried_events``) plus its own
+bronze days, so a rule that reads an earlier event the carry does not keep is wrong only when
+days are processed one at a time. Here the log's days are ingested and processed one at a time,
+in date order, into one warehouse, and as one range into another; both must give every silver
+and gold row the oracles compute over the whole log. A difference in the nightly warehouse only
+is a carry / scope difference; one in both is a transform (or oracle) difference.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from jobs.daily_metrics import run_daily_metrics
+from jobs.delta_io import read_table
+from jobs.episodes import run_episodes
+from jobs.ingest import run_ingest
+from schemas.broker_events import BROKER_EVENTS
+from schemas.tables import (
+    BLOCKING_DAILY,
+    BLOCKING_EPISODES,
+    LINK_STARVATION_DAILY,
+    LINK_STARVATION_EPISODES,
+    QUEUE_FLOW_DAILY,
+    QUEUE_FLOW_EPISODES,
+)
+from tests import blocking_oracle, metrics_oracle
+from tests import test_blocking_oracle as blocking_logs
+from tests import test_metrics_oracle as metrics_logs
+from tests import test_queue_costs_oracle as cost_logs
+from tests.conftest import at, event, scratch_conf, write_raw
+
+pytestmark = pytest.mark.spark
+
+SEED = 20261202
+DAYS = [date(2024, 1, 1) + timedelta(days=n) for n in range(4)]
+LOG_END = datetime(2024, 1, 5, tzinfo=UTC)  # runs are cut at the end of the fourth day
+RELATIVE = 1e-6
+Rows = list[dict[str, Any]]
+
+#: Per table, the key of a row and the oracle that computes it.
+KEYS = {
+    QUEUE_FLOW_EPISODES.name: ("run_id", "broker", "queue", "start_seq"),
+    LINK_STARVATION_EPISODES.name: ("run_id", "broker", "link", "start_seq"),
+    BLOCKING_EPISODES.name: ("run_id", "broker", "kind", "entity", "start_seq"),
+    QUEUE_FLOW_DAILY.name: ("date", "run_id", "broker", "queue"),
+    LINK_STARVATION_DAILY.name: ("date", "run_id", "broker", "link"),
+    BLOCKING_DAILY.name: ("date", "run_id", "broker", "kind", "entity"),
+}
+TABLES = (
+    QUEUE_FLOW_EPISODES,
+    LINK_STARVATION_EPISODES,
+    BLOCKING_EPISODES,
+    QUEUE_FLOW_DAILY,
+    LINK_STARVATION_DAILY,
+    BLOCKING_DAILY,
+)
+
+
+# --- random multi-day logs, from the oracle tests' generators ---------------------------------
+
+
+def _stretched(rows: Rows, factor: int) -> Rows:
+    """A generated run lasting ``factor`` times as long (equal instants stay equal, a clock step
+    back stays one), cut at the log's end: the oracle tests' runs last one or two days."""
+    start = min(r["ts"] for r in rows)
+    stretched = [{**r, "ts": start + (r["ts"] - start) * factor} for r in rows]
+    return [r for r in stretched if r["ts"] < LOG_END]
+
+
+def _thresholds_logged_once(rows: Rows, queue: str) -> Rows:
+    """The queue's thresholds only on the first event that logs them: a night must carry them."""
+    columns = metrics_oracle.THRESHOLDS
+    seen = False
+    out = []
+    for row in sorted(rows, key=lambda r: r["seq"]):
+        if row.get("queue") == queue and any(row.get(c) is not None for c in columns):
+            if seen:
+                row = {k: v for k, v in row.items() if k not in columns}
+            seen = True
+        out.append(row)
+    return out
+
+
+def metrics_run(rng: random.Random, run_id: str) -> Rows:
+    """Queues and links of tests/test_metrics_oracle.py over 3-4 days, plus an idle queue
+    declared at the start and never seen again, and one queue whose thresholds are logged once."""
+    start = datetime(2024, 1, 1, tzinfo=UTC) + timedelta(hours=rng.randint(0, 14), seconds=7)
+    log = metrics_logs.RunLog(rng, run_id, rng.choice(("b1", "b2")), start)
+    log.emit("queue_declared", queue="qidle", depth_msgs=0, flow_stopped_count=0,
+             flow_stop_count=5, flow_resume_count=2)  # fmt: skip
+    names = rng.sample(metrics_logs.QUEUES, 3)
+    queues = [metrics_logs.QueueSim(log, q) for q in names]
+    links = [
+        metrics_logs.LinkSim(log, name, metrics_logs.LINKS[name])
+        for name in sorted(metrics_logs.LINKS)
+    ]
+    while log.t < LOG_END - timedelta(hours=rng.randint(1, 20)):
+        log.tick()
+        if rng.random() < 0.03:
+            log.t += timedelta(hours=rng.randint(1, 5))
+        if rng.random() < 0.65:
+            rng.choice(queues).step()
+        else:
+            rng.choice(links).step()
+    rows = [r for r in log.rows if r["ts"] < LOG_END]
+    return _thresholds_logged_once(rows, names[0])
+
+
+def blocking_run(rng: random.Random, run_id: str) -> Rows:
+    """tests/test_blocking_oracle.py's run (every kind), stretched over 3-4 days."""
+    return _stretched(blocking_logs.random_run(rng, run_id, rng.choice(("b1", "b2"))), 3)
+
+
+def cost_run(rng: random.Random, run_id: str) -> Rows:
+    """tests/test_queue_costs_oracle.py's run (completions held for hours, some over midnight),
+    its delays stretched with it: a delay runs from the receipt (DESIGN §3), so it is never
+    shorter than the time since the enqueue, and the jobs read back that far only."""
+    return [
+        {**r, "latency_us": r["latency_us"] * 2} if r.get("latency_us") else r
+        for r in _stretched(cost_logs.random_run(rng, run_id), 2)
+    ]
+
+
+def session_run(rng: random.Random, run_id: str) -> Rows:
+    """Links whose role and session are logged on some of their events only, over 3-4 days:
+    AMQP 1.0 publishers whose attach names their session (later events may name it, or their
+    role, or neither), detached and attached again; the sessions' windows closed and opened by
+    alarms; an Artemis CORE producer whose role is on its attach only; a consumer session."""
+    rows: Rows = []
+    ts = datetime(2024, 1, 1, tzinfo=UTC) + timedelta(hours=rng.randint(6, 20))
+    seq = 0
+
+    def emit(kind: str, **fields: Any) -> None:
+        nonlocal seq
+        seq += 1
+        rows.append({"run_id": run_id, "broker": "b1", "seq": seq, "ts": ts,
+                     "event_type": kind, **fields})  # fmt: skip
+
+    amqp = {"protocol": "amqp-1.0"}
+    publishers = {"w5": "s5", "w6": "s6"}
+    for link, session in publishers.items():
+        emit("link_attached", link=link, link_role="publisher", session=session, credit=10,
+             available=0, **amqp)  # fmt: skip
+    emit("link_attached", link="r7", link_role="consumer", session="s7", credit=10, available=0,
+         **amqp)  # fmt: skip
+    emit("link_attached", link="pc", link_role="publisher", protocol="artemis-core",
+         credit=1000, available=0)  # fmt: skip
+    while ts < LOG_END - timedelta(hours=2):
+        ts += timedelta(seconds=rng.choice((0, 1, 60, 900, 3600, 3 * 3600)))
+        pick = rng.random()
+        if pick < 0.35:
+            link = rng.choice(sorted(publishers))
+            fields: dict[str, Any] = {}
+            if rng.random() < 0.5:
+                fields["link_role"] = "publisher"
+            if rng.random() < 0.3:
+                fields["session"] = publishers[link]
+            kind = rng.choice(("transfer", "transfer", "flow", "link_detached", "link_attached"))
+            if kind != "link_detached":
+                fields.update(credit=rng.choice((0, 3, 10)), available=rng.choice((0, 2)))
+            emit(kind, link=link, **fields, **amqp)
+        elif pick < 0.6:
+            session = rng.choice(("s5", "s6", "s7"))
+            window = rng.choice((0, 0, 400))
+            emit("session_window", session=session, detail=json.dumps(
+                {"incoming_window": window, "reason": "alarm" if window == 0 else "cleared"}),
+                **amqp)  # fmt: skip
+        elif pick < 0.7:
+            kind = rng.choice(("alarm_raised", "alarm_cleared"))
+            emit(kind, detail=json.dumps({"resource": "memory"}))
+        elif pick < 0.85:
+            emit(rng.choice(("transfer", "flow")), link="pc", protocol="artemis-core",
+                 credit=rng.choice((0, 0, 4000)), available=rng.choice((0, 3)))  # fmt: skip
+        else:
+            emit(rng.choice(("connection_blocked", "connection_unblocked")), connection="k1",
+                 protocol="amqp-0-9-1")  # fmt: skip
+    return [r for r in rows if r["ts"] < LOG_END]
+
+
+def _in_ts_order(rows: Rows) -> Rows:
+    """The rows numbered 1, 2, ... in ts order (listed order among equal ts)."""
+    ordered = sorted(rows, key=lambda r: r["ts"])
+    return [{**r, "seq": seq} for seq, r in enumerate(ordered, start=1)]
+
+
+def _closed(window: int) -> str:
+    return json.dumps({"incoming_window": window, "reason": "alarm" if window == 0 else "cleared"})
+
+
+def session_named_on_a_detached_links_attach() -> Rows:
+    """Run ta: publisher w attaches on day 1 naming its session s, transfers and detaches naming
+    its role only; s's window is closed by an alarm on day 3 for 2 h. The run has rows on day 2,
+    so day 3's night spans days 2-3 from the rows carried to day 1."""
+    run = {"run_id": "ta", "protocol": "amqp-1.0"}
+    return [
+        event(1, at(1, 9), "queue_declared", run_id="ta", queue="q", depth_msgs=0),
+        event(0, at(1, 9), "link_attached", **run, link="c", link_role="consumer", credit=1,
+              available=0),
+        event(2, at(1, 10), "link_attached", **run, link="w", link_role="publisher", session="s",
+              credit=5, available=0),
+        event(3, at(1, 11), "transfer", **run, link="w", link_role="publisher", credit=4,
+              available=0),
+        event(4, at(1, 12), "link_detached", **run, link="w", link_role="publisher"),
+        event(5, at(2, 12), "enqueue", run_id="ta", queue="q", depth_msgs=1),
+        event(9, at(2, 13), "flow", **run, link="c", link_role="consumer", credit=1,
+              available=0),
+        event(6, at(3, 10), "session_window", **run, session="s", detail=_closed(0)),
+        event(7, at(3, 12), "session_window", **run, session="s", detail=_closed(400)),
+        event(8, at(3, 13), "dequeue", run_id="ta", queue="q", depth_msgs=0),
+    ]  # fmt: skip
+
+
+def session_publishing_from_day_3() -> Rows:
+    """Run tb: session s's window is closed on day 1 and opened on day 3; its publisher link
+    first shows on day 3, after the opening."""
+    run = {"run_id": "tb", "protocol": "amqp-1.0"}
+    return [
+        event(1, at(1, 9), "queue_declared", run_id="tb", queue="q", depth_msgs=0),
+        event(2, at(1, 10), "session_window", **run, session="s", detail=_closed(0)),
+        event(3, at(1, 11), "enqueue", run_id="tb", queue="q", depth_msgs=1),
+        event(7, at(2, 12), "enqueue", run_id="tb", queue="q", depth_msgs=2),
+        event(4, at(3, 10), "session_window", **run, session="s", detail=_closed(400)),
+        event(5, at(3, 11), "link_attached", **run, link="w", link_role="publisher", session="s",
+              credit=5, available=0),
+        event(6, at(3, 13), "dequeue", run_id="tb", queue="q", depth_msgs=0),
+    ]  # fmt: skip
+
+
+def role_before_a_reattach() -> Rows:
+    """Run tc: consumer l's role is logged on its first flow and on a flow after it detaches and
+    attaches again (the attach logs none); it stays attached to the end, day 3."""
+    run = {"run_id": "tc", "link": "l"}
+    return [
+        event(1, at(1, 9), "queue_declared", run_id="tc", queue="q", depth_msgs=0),
+        event(2, at(1, 10), "flow", **run, link_role="consumer", credit=5, available=0),
+        event(3, at(1, 11), "link_detached", **run),
+        event(4, at(1, 12), "link_attached", **run, credit=5, available=0),
+        event(5, at(1, 13), "flow", **run, link_role="consumer", credit=4, available=0),
+        event(6, at(2, 12), "flow", **run, credit=3, available=0),
+        event(7, at(3, 12), "flow", **run, credit=2, available=0),
+    ]  # fmt: skip
+
+
+def _full(rows: Rows) -> Rows:
+    """Every column of every row, as a Parquet read gives them (the cost oracle reads a
+    completion's message_id as a key)."""
+    return [{**dict.fromkeys(BROKER_EVENTS.names), **r} for r in rows]
+
+
+def random_log(seed: int = SEED) -> Rows:
+    rng = random.Random(seed)
+    rows: Rows = []
+    for index in range(3):
+        rows += metrics_run(rng, f"m{index}")
+    for index in range(3):
+        rows += blocking_run(rng, f"b{index}")
+    for index in range(2):
+        rows += cost_run(rng, f"c{index}")
+    rows += session_run(rng, "s0")
+    return _full(rows)
+
+
+def targeted_log() -> Rows:
+    """Runs whose nights 3 and 4 start from the rows carried to day 1 or 2: a night's span
+    reaches back, for every run of the night, to the earliest start of an open episode and to
+    each run's latest gold day of each table, so the random runs (episodes open for days, links
+    detached days ago) make every night start on day 1 and read no carried row."""
+    rows: Rows = []
+    for hand in (session_named_on_a_detached_links_attach, session_publishing_from_day_3,
+                 role_before_a_reattach):  # fmt: skip
+        rows += _in_ts_order(hand())
+    # A run on day 4 alone: the fourth night has raw files to ingest.
+    rows.append(event(1, at(4, 9), "queue_declared", run_id="td", queue="q", depth_msgs=0))
+    return _full(rows)
+
+
+LOGS = {"random": random_log, "targeted": targeted_log}
+
+
+# --- the warehouses -----------------------------------------------------------------------
+
+
+def _plain(row: dict[str, Any]) -> dict[str, Any]:
+    """A table row under the oracles' names: timestamps (naive UTC) as ``*_us``."""
+    return {
+        (name[:-3] + "_us" if name.endswith("_ts") else name): (
+            metrics_oracle.to_us(value) if name.endswith("_ts") and value is not None else value
+        )
+        for name, value in row.items()
+    }
+
+
+def _tables(spark: Any, conf: Any) -> dict[str, Rows]:
+    return {
+        table.name: [_plain(r.asDict()) for r in read_table(spark, conf, table).collect()]
+        for table in TABLES
+    }
+
+
+def processed(spark: Any, rows: Rows, root: Any) -> dict[str, Any]:
+    """The tables after the days processed one at a time in date order ("nightly"), and after
+    one range over them ("range"); each night's span."""
+    for run in sorted({r["run_id"] for r in rows}):
+        write_raw(root / "raw", [dict(r) for r in rows if r["run_id"] == run])
+    out: dict[str, Any] = {"reads": [], "spans": []}
+    nightly = scratch_conf(root, "nightly")
+    for day in DAYS:
+        run_ingest(spark, nightly, day, day)
+        for job in (run_episodes, run_daily_metrics):
+            report = job(spark, nightly, day, day)
+            out["reads"].append(report["read"])
+            out["spans"].append(report["span"])
+    out["nightly"] = _tables(spark, nightly)
+    whole = scratch_conf(root, "range")
+    run_ingest(spark, whole, DAYS[0], DAYS[-1])
+    run_episodes(spark, whole, DAYS[0], DAYS[-1])
+    run_daily_metrics(spark, whole, DAYS[0], DAYS[-1])
+    out["range"] = _tables(spark, whole)
+    return out
+
+
+@pytest.fixture(scope="module", params=sorted(LOGS))
+def log(request: pytest.FixtureRequest) -> tuple[str, Rows]:
+    return request.param, LOGS[request.param]()
+
+
+@pytest.fixture(scope="module")
+def rows(log: tuple[str, Rows]) -> Rows:
+    return log[1]
+
+
+@pytest.fixture(scope="module")
+def warehouses(
+    spark: Any, log: tuple[str, Rows], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    name, rows = log
+    return processed(spark, rows, tmp_path_factory.mktemp(f"nightly_vs_oracles_{name}"))
+
+
+# --- the oracles over the whole log -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def expected(rows: Rows) -> dict[str, Rows]:
+    return oracle_tables(rows)
+
+
+def oracle_tables(rows: Rows) -> dict[str, Rows]:
+    queue_daily = metrics_oracle.queue_flow_daily(rows, DAYS[0], DAYS[-1])
+    costs = metrics_oracle.queue_costs_daily(
+        rows, [(r["run_id"], r["broker"], r["queue"], r["date"]) for r in queue_daily]
+    )
+    for r in queue_daily:
+        r.update(costs[(r["run_id"], r["broker"], r["queue"], r["date"])])
+    return {
+        QUEUE_FLOW_EPISODES.name: metrics_oracle.queue_flow_episodes(rows),
+        LINK_STARVATION_EPISODES.name: metrics_oracle.link_starvation_episodes(rows),
+        BLOCKING_EPISODES.name: blocking_oracle.blocking_episodes(rows),
+        QUEUE_FLOW_DAILY.name: queue_daily,
+        LINK_STARVATION_DAILY.name: metrics_oracle.link_starvation_daily(rows, DAYS[0], DAYS[-1]),
+        BLOCKING_DAILY.name: blocking_oracle.blocking_daily(rows, DAYS[0], DAYS[-1]),
+    }
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, float) or isinstance(b, float):
+        return abs(float(a) - float(b)) <= RELATIVE * max(1.0, abs(float(b)))
+    return bool(a == b)
+
+
+def differences(actual: Rows, wanted: Rows, keys: tuple[str, ...]) -> list[str]:
+    """Rows missing, unexpected, and each column the oracle computes that differs; the table's
+    other columns are not the oracle's to judge."""
+    got = {tuple(r[k] for k in keys): r for r in actual}
+    want = {tuple(r[k] for k in keys): r for r in wanted}
+    assert len(got) == len(actual) and len(want) == len(wanted), "duplicate keys"
+    problems = [f"missing: {k}" for k in sorted(set(want) - set(got), key=str)]
+    problems += [f"unexpected: {k}" for k in sorted(set(got) - set(want), key=str)]
+    for key in sorted(set(got) & set(want), key=str):
+        problems += [
+            f"{key} {column}: jobs={got[key].get(column, '<no column>')!r} oracle={value!r}"
+            for column, value in want[key].items()
+            if column not in got[key] or not _same(got[key][column], value)
+        ]
+    return problems
+
+
+# --- the claims -------------------------------------------------------------------------------
+
+
+def test_the_random_log_has_what_nightly_processing_must_carry():
+    rows = random_log()
+    expected = oracle_tables(rows)
+    by_run: dict[str, list[datetime]] = {}
+    for r in rows:
+        by_run.setdefault(r["run_id"], []).append(r["ts"])
+    # Runs cross midnights and last 3-4 days.
+    assert sum(len({t.date() for t in ts}) >= 3 for ts in by_run.values()) >= 6
+    assert {t.date() for r in rows for t in [r["ts"]]} == set(DAYS)
+    blocking = expected[BLOCKING_EPISODES.name]
+    assert {e["kind"] for e in blocking} == {
+        "connection",
+        "alarm",
+        "session_window",
+        "producer_window",
+    }
+
+    def crosses(e: dict[str, Any], end: str = "end_us") -> bool:
+        stop = e[end] if e[end] is not None else e["run_watermark_us"]
+        return metrics_oracle.day_of(stop) > e["start_date"]
+
+    for table in (QUEUE_FLOW_EPISODES, LINK_STARVATION_EPISODES, BLOCKING_EPISODES):
+        episodes = expected[table.name]
+        assert sum(crosses(e) for e in episodes) >= 3, table.name
+        assert any(e["is_open"] for e in episodes), table.name
+    queue_daily = expected[QUEUE_FLOW_DAILY.name]
+    idle = [r for r in queue_daily if r["queue"] == "qidle"]
+    assert len(idle) >= 9 and all(r["time_stopped_s"] == 0 for r in idle)
+    held = [r for r in rows if r["event_type"] == "transfer_completed" and r.get("latency_us")]
+    over_midnight = [
+        r
+        for r in held
+        if (r["ts"] - timedelta(microseconds=r["latency_us"])).date() < r["ts"].date()
+    ]
+    assert len(over_midnight) >= 3 and sum(r["held_completions"] for r in queue_daily) >= 20
+
+
+def test_later_nights_read_the_carried_state(log, warehouses):
+    """Without it the nightly warehouse would test nothing the range one does not: the targeted
+    runs' nights 3 and 4 start after day 1, from the rows carried to the day before."""
+    assert all(read.startswith("carried state + span") for read in warehouses["reads"][2:6])
+    if log[0] == "targeted":
+        assert warehouses["spans"][4:6] == ["2024-01-02..2024-01-03"] * 2
+
+
+#: The targeted runs' nightly differences (the range warehouse agrees with the oracles).
+SESSION_CARRY = (
+    "run ta: day 3's night starts from the rows carried to day 1, which hold w's detach (role, "
+    "no session) but not its attach naming session s, so s is not a publishing session and its "
+    "closed window is no episode (jobs/transforms/carry.py carries no event naming a "
+    "publisher's session)"
+)
+SESSION_LATER = (
+    "run tb, DESIGN open: s publishes from day 3 only; the oracle reads a publishing session "
+    "over the whole run, and the nights of days 1-2 could not know (carried nothing of s)"
+)
+KNOWN_NIGHTLY = {
+    BLOCKING_EPISODES.name: f"{SESSION_CARRY}; {SESSION_LATER}",
+    BLOCKING_DAILY.name: f"{SESSION_CARRY}; {SESSION_LATER}",
+    LINK_STARVATION_DAILY.name: (
+        "run tc: l's attach (no role) is carried, the role logged before it is not (a later "
+        "role is the latest), so the attached interval's role is null on days 2-3"
+    ),
+}
+
+
+@pytest.mark.parametrize("order", ["nightly", "range"])
+@pytest.mark.parametrize("table", [t.name for t in TABLES])
+def test_the_tables_match_the_oracles(request, log, warehouses, expected, order, table):
+    if (log[0], order) == ("targeted", "nightly") and table in KNOWN_NIGHTLY:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN_NIGHTLY[table]))
+    problems = differences(warehouses[order][table], expected[table], KEYS[table])
+    assert not problems, f"{len(problems)} differences:\n" + "\n".join(problems[:40])
