@@ -3,14 +3,16 @@
 Every rule of DESIGN §4 reads a run's events in ``seq`` order and asks of earlier days only for
 the latest event of some kind: the latest flow_stopped / flow_resumed of a queue (is it stopped at
 00:00?), the latest non-null threshold, counter or depth, the queue's event right before an
-episode's start (its trigger), a link's latest credit, role and attach / detach, a blocking
-entity's latest state, and the run's first event (where its observation starts). Those events,
+episode's start (its trigger), a link's latest credit, role and attach / detach (and the role
+in force at that attach), a session's latest event naming a publisher link, a blocking entity's
+latest state, and the run's first event (where its observation starts). Those events,
 per run and day, are this table. A span of days is then computed from the rows carried to the day
 before it plus the span's own bronze events: the same inputs to the same transforms, whatever
 the run's length (the stretch before the span only yields episodes that start before it, which
 the jobs do not write; see :mod:`jobs.episodes`).
 
-The kinds are tables of rules (:data:`QUEUE_KINDS`, :data:`LINK_KINDS`): adding a rule that
+The kinds are tables of rules (:data:`QUEUE_KINDS`, :data:`LINK_KINDS`, :data:`SESSION_KINDS`;
+a link's role at its attach needs its own pass): adding a rule that
 reads another kind of earlier event means adding its kind here.
 """
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import date
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from jobs.transforms.blocking import blocking_states
@@ -57,6 +59,13 @@ LINK_KINDS: dict[str, Callable[[], Column]] = {
     "link_event": is_link_event,
 }
 
+#: Per session, the latest event naming it with a publisher link's role: the session publishes,
+#: so its closed window blocks (jobs/transforms/blocking.py ``publishing_sessions``); the
+#: link's own latest events may name its role without its session.
+SESSION_KINDS: dict[str, Callable[[], Column]] = {
+    "session_publisher": lambda: F.col("link_role") == "publisher",
+}
+
 #: The run's latest event (its watermark when the span has none) and first by ts.
 RUN_KINDS = ("run_last", "run_first")
 
@@ -73,9 +82,14 @@ def _entity_seqs(events: DataFrame, first: date, last: date) -> DataFrame:
     per (run, broker, queue, link, date), then one over those few rows per entity and day."""
     seq = F.col("seq")
     on_queue, on_link = F.col("queue").isNotNull(), F.col("link").isNotNull()
-    per_day = events.groupBy("run_id", "broker", "queue", "link", "date").agg(
+    on_session = F.col("session").isNotNull()
+    per_day = events.groupBy("run_id", "broker", "queue", "link", "session", "date").agg(
         *(F.max(F.when(on_queue & kind(), seq)).alias(name) for name, kind in QUEUE_KINDS.items()),
         *(F.max(F.when(on_link & kind(), seq)).alias(name) for name, kind in LINK_KINDS.items()),
+        *(
+            F.max(F.when(on_session & kind(), seq)).alias(name)
+            for name, kind in SESSION_KINDS.items()
+        ),
         F.max(seq).alias("run_last"),
         F.min_by(seq, "ts").alias("run_first"),
         F.min("ts").alias("_first_ts"),
@@ -85,13 +99,16 @@ def _entity_seqs(events: DataFrame, first: date, last: date) -> DataFrame:
             F.struct(F.lit("queue").alias("level"), F.col("broker"), F.col("queue").alias("key")),
             F.struct(F.lit("link").alias("level"), F.col("broker"), F.col("link").alias("key")),
             F.struct(
+                F.lit("session").alias("level"), F.col("broker"), F.col("session").alias("key")
+            ),
+            F.struct(
                 F.lit("run").alias("level"),
                 F.lit(None).cast("string").alias("broker"),
                 F.lit(None).cast("string").alias("key"),
             ),
         )
     )
-    kinds = [*QUEUE_KINDS, *LINK_KINDS, "run_last"]
+    kinds = [*QUEUE_KINDS, *LINK_KINDS, *SESSION_KINDS, "run_last"]
     per_entity = (
         per_day.join(F.broadcast(_days(events, first, last)), F.col("date") <= F.col("carried_to"))
         .select("run_id", "carried_to", level.alias("_entity"), *kinds, "run_first", "_first_ts")
@@ -106,9 +123,45 @@ def _entity_seqs(events: DataFrame, first: date, last: date) -> DataFrame:
     seqs = (
         F.when(level_name == "queue", F.array(*QUEUE_KINDS))
         .when(level_name == "link", F.array(*LINK_KINDS))
+        .when(level_name == "session", F.array(*SESSION_KINDS))
         .otherwise(F.array(*RUN_KINDS))
     )
     return per_entity.select("run_id", "carried_to", F.explode(seqs).alias("seq"))
+
+
+def _role_at_attachment_seqs(events: DataFrame, first: date, last: date) -> DataFrame:
+    """(run_id, seq, carried_to) of the role event in force at each link's latest attach or
+    detach up to each day, where one names no role: a link's attached interval takes the role
+    logged up to its attach (jobs/transforms/daily.py ``link_attachments``), and the latest role
+    event (:data:`LINK_KINDS`) may come after it. Only the links with such an attach or detach
+    have their role events sorted."""
+    keys = ["run_id", "broker", "link"]
+    attachment = F.col("event_type").isin("link_attached", "link_detached")
+    named = F.col("link").isNotNull()
+    roleless = events.where(named & attachment & F.col("link_role").isNull()).select(*keys)
+    in_order = Window.partitionBy(*keys).orderBy("seq")
+    before = in_order.rowsBetween(Window.unboundedPreceding, -1)
+    role_seq = F.last(F.when(F.col("link_role").isNotNull(), F.col("seq")), ignorenulls=True)
+    per_day = (
+        events.where(named & (attachment | F.col("link_role").isNotNull()))
+        .join(F.broadcast(roleless.distinct()), keys, "left_semi")
+        .select(
+            *keys,
+            "seq",
+            "date",
+            attachment.alias("_attachment"),
+            role_seq.over(before).alias("_role_seq"),
+        )
+        .where(F.col("_attachment"))
+        .groupBy(*keys, "date")
+        .agg(F.max("seq").alias("_latest"), F.max_by("_role_seq", "seq").alias("_role_seq"))
+    )
+    return (
+        per_day.join(F.broadcast(_days(events, first, last)), F.col("date") <= F.col("carried_to"))
+        .groupBy(*keys, "carried_to")
+        .agg(F.max_by("_role_seq", "_latest").alias("seq"))
+        .select("run_id", "seq", "carried_to")
+    )
 
 
 def _blocking_seqs(events: DataFrame, first: date, last: date) -> DataFrame:
@@ -135,6 +188,7 @@ def carried_events(events: DataFrame, first: date, last: date) -> DataFrame:
     kind among those is the latest of the whole run."""
     seqs = (
         _entity_seqs(events, first, last)
+        .unionByName(_role_at_attachment_seqs(events, first, last))
         .unionByName(_blocking_seqs(events, first, last))
         .where(F.col("seq").isNotNull())
         .distinct()
