@@ -195,8 +195,9 @@ def random_run(rng: random.Random, run_id: str, broker: str) -> Rows:
     of what is not blocked, zero-length episodes (equal ts), hours-long gaps over midnights, the
     odd clock step back, and events that must block nothing (a consumer's closed window, a CORE
     consumer without credit, an AMQP 1.0 publisher's full window, a Qpid producer without a
-    window). CORE producers log their role on every event and their state on their detach: the
-    two cases where Spark and the oracle part are tested on their own below."""
+    window). CORE producers log their role on every event and their state on their detach: a
+    role logged on the attach only and a detach without a credit are tested on their own below
+    (Spark once read both otherwise)."""
     rows: Rows = []
     ts = datetime(2024, 1, 1, 18, tzinfo=UTC) + timedelta(minutes=rng.randint(0, 600))
     seq = rng.randint(0, 100)

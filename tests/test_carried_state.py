@@ -23,7 +23,8 @@ from jobs.episodes import depth_timeline_path, run_episodes
 from jobs.ingest import run_ingest
 from jobs.transforms.blocking import blocking_episodes
 from jobs.transforms.carry import carried_events
-from jobs.transforms.episodes import run_bounds
+from jobs.transforms.daily import link_starvation_daily
+from jobs.transforms.episodes import link_starvation_episodes, run_bounds
 from schemas.tables import (
     BLOCKING_DAILY,
     BLOCKING_EPISODES,
@@ -244,18 +245,72 @@ def test_a_core_producers_role_logged_before_the_span_is_carried_into_it(
         event(5, at(2, 11), "queue_declared", queue="q2"),
     ]  # fmt: skip
     whole = make_events(rows)
-    before = make_events([r for r in rows if r["ts"] < at(2)])
-    span = (
-        carried_events(before, DAYS[0], DAYS[0])
-        .drop("carried_to")
-        .unionByName(make_events([r for r in rows if r["ts"] >= at(2)]))
-    )
+    span = _span_from(make_events, rows, DAYS[1])
+    assert _blocking(span) == _blocking(whole) == [("producer_window", "pc", 3, 4, 10.0)]
 
-    def episodes(events: Any) -> list[tuple[Any, ...]]:
-        found = blocking_episodes(events, run_bounds(events)).collect()
-        return [(r.kind, r.entity, r.start_seq, r.end_seq, r.duration_s) for r in found]
 
-    assert episodes(span) == episodes(whole) == [("producer_window", "pc", 3, 4, 10.0)]
+def _span_from(make_events: Any, rows: list[dict[str, Any]], day: date) -> Any:
+    """The events a span starting on ``day`` reads: the rows carried to the day before, plus
+    the events from ``day`` on."""
+    before = make_events([r for r in rows if r["ts"] < at(day.day)])
+    carried = carried_events(before, day - timedelta(days=1), day - timedelta(days=1))
+    later = make_events([r for r in rows if r["ts"] >= at(day.day)])
+    return carried.drop("carried_to").unionByName(later)
+
+
+def _blocking(events: Any) -> list[tuple[Any, ...]]:
+    found = blocking_episodes(events, run_bounds(events)).collect()
+    return sorted((r.kind, r.entity, r.start_seq, r.end_seq, r.duration_s) for r in found)
+
+
+def test_a_core_producers_state_is_carried_with_the_role_it_rests_on(
+    spark: Any, make_events: Any
+) -> None:
+    """A CORE producer whose credit events log no role: its blocked state of day 1 rests on the
+    role of an earlier flow, which is neither its latest role event nor its attach. Carried
+    without it, the state read as no producer's, and the span opened a second episode on day 2
+    (a review of the carry)."""
+    core = {"link": "pc", "protocol": "artemis-core"}
+    rows = [
+        event(1, at(1, 9), "link_attached", credit=1000, available=0, **core),
+        event(2, at(1, 10), "flow", link_role="publisher", credit=1000, available=0, **core),
+        event(3, at(1, 11), "transfer", credit=0, available=5, **core),
+        event(4, at(1, 12), "enqueue", queue="q", link_role="publisher", **core),
+        event(5, at(2, 5), "transfer", credit=0, available=6, **core),
+        event(6, at(2, 10), "flow", credit=4000, available=6, **core),
+        event(7, at(3, 10), "flow", credit=4000, available=0, **core),
+    ]  # fmt: skip
+    whole = make_events(rows)
+    span = _span_from(make_events, rows, DAYS[1])
+    assert _blocking(span) == _blocking(whole) == [("producer_window", "pc", 3, 6, 82800.0)]
+
+
+def test_a_re_attached_links_role_is_the_whole_runs_in_a_later_span(
+    spark: Any, make_events: Any
+) -> None:
+    """A link seen before any attach (attached from its first event, without a role), given its
+    role, detached and attached again without one: its re-attach takes the role logged before
+    it. The span needs its first event, its detach and that role (a review of the carry: without
+    the detach, the first event opened an interval the re-attach did not end)."""
+    rows = [
+        event(1, at(1, 9), "flow", link="l", credit=5, available=0),
+        event(2, at(1, 10), "flow", link="l", link_role="publisher", credit=5, available=0),
+        event(3, at(1, 11), "link_detached", link="l"),
+        event(4, at(1, 12), "link_attached", link="l", credit=5, available=0),
+        event(5, at(2, 10), "flow", link="l", credit=4, available=0),
+        event(6, at(3, 10), "flow", link="l", credit=3, available=0),
+    ]  # fmt: skip
+
+    def daily(events: Any) -> list[tuple[Any, ...]]:
+        bounds = run_bounds(events)
+        starved = link_starvation_episodes(events, bounds)
+        rows = link_starvation_daily(events, starved, bounds, DAYS[1], DAYS[2]).collect()
+        return sorted((r.date, r.link, r.link_role, r.attached_s) for r in rows)
+
+    whole = make_events(rows)
+    span = _span_from(make_events, rows, DAYS[1])
+    assert daily(span) == daily(whole)
+    assert [role for _, _, role, _ in daily(whole)] == ["publisher", "publisher"]
 
 
 def test_a_changed_bucket_width_asks_for_whole_runs(
@@ -266,7 +321,6 @@ def test_a_changed_bucket_width_asks_for_whole_runs(
     day; the nightly span covers a run that young, a range processed out of order may not."""
     from jobs.episodes import timeline_width_changed, write_depth_timeline
     from jobs.span_events import SpanEvents
-    from jobs.transforms.episodes import run_bounds
 
     _, conf = pipeline_conf()
     events = make_events([r for r in four_day_run() if r["run_id"] == "r1"])

@@ -58,7 +58,8 @@ def _is_qpid_producer() -> Column:
 
 def _is_core_link_event() -> Column:
     """An Artemis CORE link event that may tell a producer's window: a credit, a detach, or the
-    link's role."""
+    link's role. Only rows logged with the CORE protocol count here (link starvation reads every
+    event of the link): a producer window is a CORE producer's, known by its protocol."""
     return (
         (F.col("protocol") == "artemis-core")
         & F.col("link").isNotNull()
@@ -70,8 +71,9 @@ def _is_core_link_event() -> Column:
     )
 
 
-#: The role logged for a CORE link up to its event (:func:`producer_window_events`).
-ROLE_SO_FAR = "_role_so_far"
+#: The role logged for a CORE link up to its event, and the seq of the event that logged it
+#: (:func:`producer_window_events`).
+ROLE_SO_FAR, ROLE_SEQ = "_role_so_far", "_role_seq"
 
 
 def _is_core_producer_state() -> Column:
@@ -92,9 +94,15 @@ def producer_window_events(events: DataFrame) -> DataFrame:
     CORE link events are sorted for it, not the Qpid producers' enqueues."""
     in_order = Window.partitionBy("run_id", "broker", "link").orderBy("seq")
     upto_here = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    qpid = events.where(_is_qpid_producer()).withColumn(ROLE_SO_FAR, F.lit(None).cast("string"))
-    core = events.where(_is_core_link_event()).withColumn(
-        ROLE_SO_FAR, F.last("link_role", ignorenulls=True).over(upto_here)
+    role_seq = F.when(F.col("link_role").isNotNull(), F.col("seq"))
+    qpid = events.where(_is_qpid_producer()).withColumns(
+        {ROLE_SO_FAR: F.lit(None).cast("string"), ROLE_SEQ: F.lit(None).cast("long")}
+    )
+    core = events.where(_is_core_link_event()).withColumns(
+        {
+            ROLE_SO_FAR: F.last("link_role", ignorenulls=True).over(upto_here),
+            ROLE_SEQ: F.last(role_seq, ignorenulls=True).over(upto_here),
+        }
     )
     return qpid.unionByName(core)
 
@@ -115,6 +123,9 @@ class BlockingKind:
     #: When the rule reads a column the row alone does not give: the events it is evaluated on,
     #: with that column.
     source: Callable[[DataFrame], DataFrame] | None = None
+    #: The seq of an earlier event a state rests on (read from ``source``), which a later span
+    #: needs with the state (jobs/transforms/carry.py).
+    rests_on: Callable[[], Column] | None = None
 
 
 BLOCKING_KINDS: tuple[BlockingKind, ...] = (
@@ -167,13 +178,15 @@ BLOCKING_KINDS: tuple[BlockingKind, ...] = (
         "instant it filled it, the engine logs that completion: an episode of 0 s) or an Artemis "
         "CORE producer's byte credit (credit 0 with messages available, until the link detaches)",
         source=producer_window_events,
+        rests_on=lambda: F.col(ROLE_SEQ),
     ),
 )
 
 
 def blocking_states(events: DataFrame) -> DataFrame:
-    """Every event that carries a blocking state: the keys, seq, ts, event_type, ``blocked``, and
-    the ``protocol`` and ``reason`` reported with an episode that starts there."""
+    """Every event that carries a blocking state: the keys, seq, ts, event_type, ``blocked``, the
+    ``protocol`` and ``reason`` reported with an episode that starts there, and ``rests_on_seq``
+    (:attr:`BlockingKind.rests_on`, else null)."""
     frames = [_states_of(rule, events) for rule in BLOCKING_KINDS]
     states = frames[0]
     for frame in frames[1:]:
@@ -196,6 +209,9 @@ def _states_of(rule: BlockingKind, events: DataFrame) -> DataFrame:
         "protocol",
         _detail("reason").alias("reason"),
         _detail("sample_interval_ms").try_cast("long").alias("sample_interval_ms"),
+        (F.lit(None).cast("long") if rule.rests_on is None else rule.rests_on()).alias(
+            "rests_on_seq"
+        ),
     )
     if rule.among is None:
         return states

@@ -3,16 +3,18 @@
 Every rule of DESIGN §4 reads a run's events in ``seq`` order and asks of earlier days only for
 the latest event of some kind: the latest flow_stopped / flow_resumed of a queue (is it stopped at
 00:00?), the latest non-null threshold, counter or depth, the queue's event right before an
-episode's start (its trigger), a link's latest credit, role and attach / detach (and the role
-in force at that attach), a session's latest event naming a publisher link, a blocking entity's
-latest state, and the run's first event (where its observation starts). Those events,
+episode's start (its trigger), a link's latest credit, role, attach / detach and detach (and the
+role in force at that attach or detach) and its first event, a session's latest event naming a
+publisher link, a blocking entity's latest state (and the role it rests on), and the run's first
+event (where its observation starts). Those events,
 per run and day, are this table. A span of days is then computed from the rows carried to the day
 before it plus the span's own bronze events: the same inputs to the same transforms, whatever
 the run's length (the stretch before the span only yields episodes that start before it, which
 the jobs do not write; see :mod:`jobs.episodes`).
 
-The kinds are tables of rules (:data:`QUEUE_KINDS`, :data:`LINK_KINDS`, :data:`SESSION_KINDS`;
-a link's role at its attach needs its own pass): adding a rule that
+The kinds are tables of rules (:data:`QUEUE_KINDS`, :data:`LINK_KINDS`,
+:data:`LINK_FIRST_KINDS`, :data:`SESSION_KINDS`; a link's role at its attach needs its own pass):
+adding a rule that
 reads another kind of earlier event means adding its kind here.
 """
 
@@ -48,7 +50,10 @@ QUEUE_KINDS: dict[str, Callable[[], Column]] = {
 }
 
 #: Per link, the latest event of each kind: its credit state (a starvation's start), its role,
-#: its attach / detach and any link event (its attached time, jobs/transforms/daily.py).
+#: its attach / detach, its detach, and any link event (its attached time,
+#: jobs/transforms/daily.py). The detach too: the latest attach may be a re-attach, and an
+#: earlier carried row (the link's first event, a role) would otherwise open an interval that
+#: the re-attach does not end.
 LINK_KINDS: dict[str, Callable[[], Column]] = {
     "link_event_any": lambda: F.lit(True),
     "link_credit_state": lambda: (
@@ -56,8 +61,13 @@ LINK_KINDS: dict[str, Callable[[], Column]] = {
     ),
     "link_role": _not_null("link_role"),
     "link_attachment": lambda: F.col("event_type").isin("link_attached", "link_detached"),
+    "link_detach": lambda: F.col("event_type") == "link_detached",
     "link_event": is_link_event,
 }
+
+#: Per link, its FIRST link event: a link seen before any attach is attached from it, with the
+#: role logged up to it (jobs/transforms/daily.py ``link_attachments``).
+LINK_FIRST_KINDS: dict[str, Callable[[], Column]] = {"link_first": is_link_event}
 
 #: Per session, the latest event naming it with a publisher link's role: the session publishes,
 #: so its closed window blocks (jobs/transforms/blocking.py ``publishing_sessions``); the
@@ -77,15 +87,20 @@ def _days(events: DataFrame, first: date, last: date) -> DataFrame:
 
 
 def _entity_seqs(events: DataFrame, first: date, last: date) -> DataFrame:
-    """(run_id, seq, carried_to) of the latest event of each queue and link kind and of the
-    run's first and last events, for each day of [first, last]: one aggregation over the events
-    per (run, broker, queue, link, date), then one over those few rows per entity and day."""
+    """(run_id, seq, carried_to) of the latest event of each queue, link and session kind (and a
+    link's first event) and of the run's first and last events, for each day of [first, last]:
+    one aggregation over the events per (run, broker, queue, link, session, date), then one over
+    those few rows per entity and day."""
     seq = F.col("seq")
     on_queue, on_link = F.col("queue").isNotNull(), F.col("link").isNotNull()
     on_session = F.col("session").isNotNull()
     per_day = events.groupBy("run_id", "broker", "queue", "link", "session", "date").agg(
         *(F.max(F.when(on_queue & kind(), seq)).alias(name) for name, kind in QUEUE_KINDS.items()),
         *(F.max(F.when(on_link & kind(), seq)).alias(name) for name, kind in LINK_KINDS.items()),
+        *(
+            F.min(F.when(on_link & kind(), seq)).alias(name)
+            for name, kind in LINK_FIRST_KINDS.items()
+        ),
         *(
             F.max(F.when(on_session & kind(), seq)).alias(name)
             for name, kind in SESSION_KINDS.items()
@@ -111,18 +126,27 @@ def _entity_seqs(events: DataFrame, first: date, last: date) -> DataFrame:
     kinds = [*QUEUE_KINDS, *LINK_KINDS, *SESSION_KINDS, "run_last"]
     per_entity = (
         per_day.join(F.broadcast(_days(events, first, last)), F.col("date") <= F.col("carried_to"))
-        .select("run_id", "carried_to", level.alias("_entity"), *kinds, "run_first", "_first_ts")
+        .select(
+            "run_id",
+            "carried_to",
+            level.alias("_entity"),
+            *kinds,
+            *LINK_FIRST_KINDS,
+            "run_first",
+            "_first_ts",
+        )
         .where((F.col("_entity.level") == "run") | F.col("_entity.key").isNotNull())
         .groupBy("run_id", "carried_to", "_entity")
         .agg(
             *(F.max(name).alias(name) for name in kinds),
+            *(F.min(name).alias(name) for name in LINK_FIRST_KINDS),
             F.min_by("run_first", "_first_ts").alias("run_first"),
         )
     )
     level_name = F.col("_entity.level")
     seqs = (
         F.when(level_name == "queue", F.array(*QUEUE_KINDS))
-        .when(level_name == "link", F.array(*LINK_KINDS))
+        .when(level_name == "link", F.array(*LINK_KINDS, *LINK_FIRST_KINDS))
         .when(level_name == "session", F.array(*SESSION_KINDS))
         .otherwise(F.array(*RUN_KINDS))
     )
@@ -131,10 +155,10 @@ def _entity_seqs(events: DataFrame, first: date, last: date) -> DataFrame:
 
 def _role_at_attachment_seqs(events: DataFrame, first: date, last: date) -> DataFrame:
     """(run_id, seq, carried_to) of the role event in force at each link's latest attach or
-    detach up to each day, where one names no role: a link's attached interval takes the role
-    logged up to its attach (jobs/transforms/daily.py ``link_attachments``), and the latest role
-    event (:data:`LINK_KINDS`) may come after it. Only the links with such an attach or detach
-    have their role events sorted."""
+    detach up to each day, for the links with an attach or detach that names no role: a link's
+    attached interval takes the role logged up to its attach (jobs/transforms/daily.py
+    ``link_attachments``), and the latest role event (:data:`LINK_KINDS`) may come after it.
+    Only those links have their role events sorted."""
     keys = ["run_id", "broker", "link"]
     attachment = F.col("event_type").isin("link_attached", "link_detached")
     named = F.col("link").isNotNull()
@@ -165,17 +189,21 @@ def _role_at_attachment_seqs(events: DataFrame, first: date, last: date) -> Data
 
 
 def _blocking_seqs(events: DataFrame, first: date, last: date) -> DataFrame:
-    """(run_id, seq, carried_to) of each blocking entity's latest state event for each day."""
+    """(run_id, seq, carried_to) of each blocking entity's latest state event for each day, and
+    of the earlier event that state rests on (``rests_on_seq``: a CORE producer's role)."""
+    keys = ["run_id", "broker", "kind", "entity"]
     per_day = (
         blocking_states(events)
-        .groupBy("run_id", "broker", "kind", "entity", utc_date("ts").alias("date"))
-        .agg(F.max("seq").alias("seq"))
+        .groupBy(*keys, utc_date("ts").alias("date"))
+        .agg(F.max("seq").alias("seq"), F.max_by("rests_on_seq", "seq").alias("rests_on_seq"))
     )
-    return (
+    latest = (
         per_day.join(F.broadcast(_days(events, first, last)), F.col("date") <= F.col("carried_to"))
-        .groupBy("run_id", "broker", "kind", "entity", "carried_to")
-        .agg(F.max("seq").alias("seq"))
-        .select("run_id", "seq", "carried_to")
+        .groupBy(*keys, "carried_to")
+        .agg(F.max("seq").alias("seq"), F.max_by("rests_on_seq", "seq").alias("rests_on_seq"))
+    )
+    return latest.select(
+        "run_id", F.explode(F.array("seq", "rests_on_seq")).alias("seq"), "carried_to"
     )
 
 
