@@ -25,7 +25,7 @@ from flowctl_core.scenario import load_scenario
 from flowctl_core.sink import ParquetSink
 from tests import blocking_oracle as oracle
 from tests.blocking_oracle import day_of, to_us
-from tests.conftest import at, event
+from tests.conftest import agree, at, event
 
 DAY1, DAY2, DAY3 = date(2024, 1, 1), date(2024, 1, 2), date(2024, 1, 3)
 RELATIVE = 1e-9
@@ -289,14 +289,6 @@ def random_log(seed: int, runs: int) -> Rows:
 # --- Spark against the oracle -----------------------------------------------------------------
 
 
-def _same(a: Any, b: Any) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    if isinstance(a, float) or isinstance(b, float):
-        return abs(float(a) - float(b)) <= RELATIVE * max(1.0, abs(float(b)))
-    return bool(a == b)
-
-
 def _plain(row: dict[str, Any]) -> dict[str, Any]:
     """A Spark row under the oracle's names: timestamps (naive UTC) as ``*_us``."""
     return {
@@ -316,7 +308,7 @@ def differences(actual: Rows, expected: Rows, keys: tuple[str, ...]) -> list[str
         problems += [
             f"{key} {column}: spark={got[key][column]!r} oracle={value!r}"
             for column, value in want[key].items()
-            if not _same(got[key][column], value)
+            if not agree(got[key][column], value, RELATIVE)
         ]
     return problems
 

@@ -19,6 +19,7 @@ import pytest
 
 from schemas.broker_events import BROKER_EVENTS
 from tests import metrics_oracle as oracle
+from tests.conftest import agree
 
 pytestmark = pytest.mark.spark
 
@@ -458,14 +459,6 @@ def _plain(row: dict[str, Any]) -> dict[str, Any]:
 # --- comparison -----------------------------------------------------------------------------
 
 
-def _same(a: Any, b: Any) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    if isinstance(a, float) or isinstance(b, float):
-        return abs(float(a) - float(b)) <= TOLERANCE * max(1.0, abs(float(b)))
-    return a == b
-
-
 def diff_tables(
     actual: list[dict[str, Any]], expected: list[dict[str, Any]], keys: tuple[str, ...]
 ) -> list[str]:
@@ -481,7 +474,7 @@ def diff_tables(
             set(got[key]) ^ set(want[key])
         )
         for column, value in want[key].items():
-            if not _same(got[key][column], value):
+            if not agree(got[key][column], value, TOLERANCE):
                 problems.append(f"{key} {column}: spark={got[key][column]!r} oracle={value!r}")
     return problems
 

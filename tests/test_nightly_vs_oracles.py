@@ -36,7 +36,8 @@ from tests import blocking_oracle, metrics_oracle
 from tests import test_blocking_oracle as blocking_logs
 from tests import test_metrics_oracle as metrics_logs
 from tests import test_queue_costs_oracle as cost_logs
-from tests.conftest import at, event, scratch_conf, write_raw
+from tests.conftest import agree, at, event, scratch_conf, write_raw
+from tests.test_carried_state import COMPARED
 
 pytestmark = pytest.mark.spark
 
@@ -55,14 +56,8 @@ KEYS = {
     LINK_STARVATION_DAILY.name: ("date", "run_id", "broker", "link"),
     BLOCKING_DAILY.name: ("date", "run_id", "broker", "kind", "entity"),
 }
-TABLES = (
-    QUEUE_FLOW_EPISODES,
-    LINK_STARVATION_EPISODES,
-    BLOCKING_EPISODES,
-    QUEUE_FLOW_DAILY,
-    LINK_STARVATION_DAILY,
-    BLOCKING_DAILY,
-)
+#: The tables both oracles compute: those tests/test_carried_state.py compares.
+TABLES = COMPARED
 
 
 # --- random multi-day logs, from the oracle tests' generators ---------------------------------
@@ -371,14 +366,6 @@ def oracle_tables(rows: Rows) -> dict[str, Rows]:
     }
 
 
-def _same(a: Any, b: Any) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    if isinstance(a, float) or isinstance(b, float):
-        return abs(float(a) - float(b)) <= RELATIVE * max(1.0, abs(float(b)))
-    return bool(a == b)
-
-
 def differences(actual: Rows, wanted: Rows, keys: tuple[str, ...]) -> list[str]:
     """Rows missing, unexpected, and each column the oracle computes that differs; the table's
     other columns are not the oracle's to judge."""
@@ -391,7 +378,7 @@ def differences(actual: Rows, wanted: Rows, keys: tuple[str, ...]) -> list[str]:
         problems += [
             f"{key} {column}: jobs={got[key].get(column, '<no column>')!r} oracle={value!r}"
             for column, value in want[key].items()
-            if column not in got[key] or not _same(got[key][column], value)
+            if column not in got[key] or not agree(got[key][column], value, RELATIVE)
         ]
     return problems
 
