@@ -90,16 +90,6 @@ def naive(ts: datetime) -> datetime:
     return ts.astimezone(UTC).replace(tzinfo=None)
 
 
-def agree(a: Any, b: Any, relative: float) -> bool:
-    """Whether a table's value ``a`` agrees with a reference's ``b``: both null, floats within
-    ``relative`` of ``b`` (or of 1, near 0), anything else equal."""
-    if a is None or b is None:
-        return a is None and b is None
-    if isinstance(a, float) or isinstance(b, float):
-        return abs(float(a) - float(b)) <= relative * max(1.0, abs(float(b)))
-    return bool(a == b)
-
-
 def event(seq: int, ts: datetime, event_type: str, **fields: Any) -> dict[str, Any]:
     """One broker_events row; run r1 on broker b1 unless told otherwise."""
     return {

@@ -25,7 +25,8 @@ from flowctl_core.scenario import load_scenario
 from flowctl_core.sink import ParquetSink
 from tests import blocking_oracle as oracle
 from tests.blocking_oracle import day_of, to_us
-from tests.conftest import agree, at, event
+from tests.conftest import at, event
+from tests.oracle_rows import oracle_row, row_differences
 
 DAY1, DAY2, DAY3 = date(2024, 1, 1), date(2024, 1, 2), date(2024, 1, 3)
 RELATIVE = 1e-9
@@ -289,30 +290,6 @@ def random_log(seed: int, runs: int) -> Rows:
 # --- Spark against the oracle -----------------------------------------------------------------
 
 
-def _plain(row: dict[str, Any]) -> dict[str, Any]:
-    """A Spark row under the oracle's names: timestamps (naive UTC) as ``*_us``."""
-    return {
-        (name[:-3] + "_us" if name.endswith("_ts") else name): (
-            to_us(value) if name.endswith("_ts") and value is not None else value
-        )
-        for name, value in row.items()
-    }
-
-
-def differences(actual: Rows, expected: Rows, keys: tuple[str, ...]) -> list[str]:
-    got, want = _by(actual, *keys), _by(expected, *keys)
-    problems = [f"missing in Spark: {k}" for k in sorted(set(want) - set(got), key=str)]
-    problems += [f"unexpected in Spark: {k}" for k in sorted(set(got) - set(want), key=str)]
-    for key in sorted(set(got) & set(want), key=str):
-        assert set(got[key]) == set(want[key]), set(got[key]) ^ set(want[key])
-        problems += [
-            f"{key} {column}: spark={got[key][column]!r} oracle={value!r}"
-            for column, value in want[key].items()
-            if not agree(got[key][column], value, RELATIVE)
-        ]
-    return problems
-
-
 def spark_tables(events: Any, ranges: tuple[tuple[date, date], ...]) -> dict[str, Rows]:
     from jobs.transforms.blocking import blocking_daily, blocking_episodes
     from jobs.transforms.daily import observed_seconds
@@ -320,7 +297,7 @@ def spark_tables(events: Any, ranges: tuple[tuple[date, date], ...]) -> dict[str
 
     bounds = run_bounds(events).cache()
     episodes = blocking_episodes(events, bounds).cache()
-    out = {"episodes": [_plain(r.asDict()) for r in episodes.collect()]}
+    out = {"episodes": [oracle_row(r.asDict()) for r in episodes.collect()]}
     for date_from, date_to in ranges:
         daily = blocking_daily(
             episodes, observed_seconds(bounds, date_from, date_to), bounds, date_from, date_to
@@ -337,12 +314,15 @@ def assert_spark_matches_oracle(
     """Spark's tables of ``events`` equal the oracle's of ``rows()`` (the same log, read again
     for each table: an engine log is too big to hold as dicts)."""
     tables = spark_tables(events, ranges)
-    problems = differences(tables["episodes"], oracle.blocking_episodes(rows()), EPISODE_KEY)
+    problems = row_differences(
+        tables["episodes"], oracle.blocking_episodes(rows()), EPISODE_KEY, RELATIVE
+    )
     for date_from, date_to in ranges:
-        problems += differences(
+        problems += row_differences(
             tables[f"daily {date_from} {date_to}"],
             oracle.blocking_daily(rows(), date_from, date_to),
             DAILY_KEY,
+            RELATIVE,
         )
     assert not problems, f"{len(problems)} differences:\n" + "\n".join(problems[:40])
     return tables
@@ -486,8 +466,8 @@ def _spark_and_starvation(events: Any) -> tuple[Rows, Rows]:
 
     bounds = run_bounds(events)
     return (
-        [_plain(r.asDict()) for r in blocking_episodes(events, bounds).collect()],
-        [_plain(r.asDict()) for r in link_starvation_episodes(events, bounds).collect()],
+        [oracle_row(r.asDict()) for r in blocking_episodes(events, bounds).collect()],
+        [oracle_row(r.asDict()) for r in link_starvation_episodes(events, bounds).collect()],
     )
 
 
@@ -500,7 +480,9 @@ def test_a_core_producer_detached_while_blocked_is_blocked_no_more(
     spark_episodes, starvations = _spark_and_starvation(make_events(rows))
     # Spark's own link starvation of the same link ends at the detach: 300 s.
     assert [(s["start_seq"], s["end_seq"], s["duration_s"]) for s in starvations] == [(2, 3, 300.0)]
-    assert not differences(spark_episodes, oracle.blocking_episodes(rows), EPISODE_KEY)
+    assert not row_differences(
+        spark_episodes, oracle.blocking_episodes(rows), EPISODE_KEY, RELATIVE
+    )
 
 
 @pytest.mark.spark
@@ -512,4 +494,6 @@ def test_a_core_producer_is_known_by_the_role_of_its_attach(
     assert [(s["link_role"], s["start_seq"], s["duration_s"]) for s in starvations] == [
         ("publisher", 2, 10.0)
     ]
-    assert not differences(spark_episodes, oracle.blocking_episodes(rows), EPISODE_KEY)
+    assert not row_differences(
+        spark_episodes, oracle.blocking_episodes(rows), EPISODE_KEY, RELATIVE
+    )

@@ -19,7 +19,7 @@ import pytest
 
 from schemas.broker_events import BROKER_EVENTS
 from tests import metrics_oracle as oracle
-from tests.conftest import agree
+from tests.oracle_rows import oracle_row, row_differences
 
 pytestmark = pytest.mark.spark
 
@@ -440,47 +440,16 @@ def spark_results(
     for frame in (starvations, episodes, bounds, events):
         frame.unpersist()
     return {
-        name: [_plain(r if isinstance(r, dict) else r.asDict()) for r in result]
+        name: [oracle_row(r if isinstance(r, dict) else r.asDict()) for r in result]
         for name, result in out.items()
     }
-
-
-def _plain(row: dict[str, Any]) -> dict[str, Any]:
-    """Spark's timestamps (naive UTC) as microseconds, under the oracle's ``*_us`` names."""
-    plain = {}
-    for name, value in row.items():
-        if name.endswith("_ts"):
-            plain[name[:-3] + "_us"] = None if value is None else oracle.to_us(value)
-        else:
-            plain[name] = value
-    return plain
 
 
 # --- comparison -----------------------------------------------------------------------------
 
 
-def diff_tables(
-    actual: list[dict[str, Any]], expected: list[dict[str, Any]], keys: tuple[str, ...]
-) -> list[str]:
-    """Human-readable differences between two row lists keyed by ``keys``."""
-    got = {tuple(r[k] for k in keys): r for r in actual}
-    want = {tuple(r[k] for k in keys): r for r in expected}
-    assert len(got) == len(actual), "duplicate keys in the Spark output"
-    assert len(want) == len(expected), "duplicate keys in the oracle output"
-    problems = [f"missing in Spark: {k}" for k in sorted(set(want) - set(got), key=str)]
-    problems += [f"unexpected in Spark: {k}" for k in sorted(set(got) - set(want), key=str)]
-    for key in sorted(set(got) & set(want), key=str):
-        assert set(got[key]) == set(want[key]), "columns differ: " + str(
-            set(got[key]) ^ set(want[key])
-        )
-        for column, value in want[key].items():
-            if not agree(got[key][column], value, TOLERANCE):
-                problems.append(f"{key} {column}: spark={got[key][column]!r} oracle={value!r}")
-    return problems
-
-
 def assert_same(actual, expected, keys) -> None:
-    problems = diff_tables(actual, expected, keys)
+    problems = row_differences(actual, expected, keys, TOLERANCE)
     assert not problems, f"{len(problems)} differences:\n" + "\n".join(problems[:40])
 
 

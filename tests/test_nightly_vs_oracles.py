@@ -36,7 +36,8 @@ from tests import blocking_oracle, metrics_oracle
 from tests import test_blocking_oracle as blocking_logs
 from tests import test_metrics_oracle as metrics_logs
 from tests import test_queue_costs_oracle as cost_logs
-from tests.conftest import agree, at, event, scratch_conf, write_raw
+from tests.conftest import at, event, scratch_conf, write_raw
+from tests.oracle_rows import oracle_row, row_differences
 from tests.test_carried_state import COMPARED
 
 pytestmark = pytest.mark.spark
@@ -284,19 +285,9 @@ LOGS = {"random": random_log, "targeted": targeted_log}
 # --- the warehouses -----------------------------------------------------------------------
 
 
-def _plain(row: dict[str, Any]) -> dict[str, Any]:
-    """A table row under the oracles' names: timestamps (naive UTC) as ``*_us``."""
-    return {
-        (name[:-3] + "_us" if name.endswith("_ts") else name): (
-            metrics_oracle.to_us(value) if name.endswith("_ts") and value is not None else value
-        )
-        for name, value in row.items()
-    }
-
-
 def _tables(spark: Any, conf: Any) -> dict[str, Rows]:
     return {
-        table.name: [_plain(r.asDict()) for r in read_table(spark, conf, table).collect()]
+        table.name: [oracle_row(r.asDict()) for r in read_table(spark, conf, table).collect()]
         for table in TABLES
     }
 
@@ -366,21 +357,11 @@ def oracle_tables(rows: Rows) -> dict[str, Rows]:
     }
 
 
-def differences(actual: Rows, wanted: Rows, keys: tuple[str, ...]) -> list[str]:
-    """Rows missing, unexpected, and each column the oracle computes that differs; the table's
-    other columns are not the oracle's to judge."""
-    got = {tuple(r[k] for k in keys): r for r in actual}
-    want = {tuple(r[k] for k in keys): r for r in wanted}
-    assert len(got) == len(actual) and len(want) == len(wanted), "duplicate keys"
-    problems = [f"missing: {k}" for k in sorted(set(want) - set(got), key=str)]
-    problems += [f"unexpected: {k}" for k in sorted(set(got) - set(want), key=str)]
-    for key in sorted(set(got) & set(want), key=str):
-        problems += [
-            f"{key} {column}: jobs={got[key].get(column, '<no column>')!r} oracle={value!r}"
-            for column, value in want[key].items()
-            if column not in got[key] or not agree(got[key][column], value, RELATIVE)
-        ]
-    return problems
+def _differences(actual: Rows, wanted: Rows, table: str) -> list[str]:
+    """:func:`row_differences` on the columns the oracles compute (a table has more)."""
+    return row_differences(
+        actual, wanted, KEYS[table], RELATIVE, side="jobs", expected_columns_only=True
+    )
 
 
 # --- the claims -------------------------------------------------------------------------------
@@ -459,7 +440,7 @@ def test_the_tables_match_the_oracles(log, warehouses, expected, order, table):
     """Every run but tb, whose nightly difference is the next test's."""
     actual, _ = _split_off(warehouses[order][table], SESSION_LATER_RUN)
     wanted, _ = _split_off(expected[table], SESSION_LATER_RUN)
-    problems = differences(actual, wanted, KEYS[table])
+    problems = _differences(actual, wanted, table)
     assert not problems, f"{len(problems)} differences:\n" + "\n".join(problems[:40])
 
 
@@ -472,7 +453,7 @@ def test_a_session_publishing_from_a_later_day_matches_the_range_not_the_nights(
     _, wanted = _split_off(expected[table], SESSION_LATER_RUN)
     assert wanted, "the oracle blocks tb's session"
     _, ranged = _split_off(warehouses["range"][table], SESSION_LATER_RUN)
-    assert not differences(ranged, wanted, KEYS[table])
+    assert not _differences(ranged, wanted, table)
     request.applymarker(pytest.mark.xfail(strict=True, reason=SESSION_LATER))
     _, nightly = _split_off(warehouses["nightly"][table], SESSION_LATER_RUN)
-    assert not differences(nightly, wanted, KEYS[table])
+    assert not _differences(nightly, wanted, table)
