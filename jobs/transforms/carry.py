@@ -80,10 +80,13 @@ SESSION_KINDS: dict[str, Callable[[], Column]] = {
 RUN_KINDS = ("run_last", "run_first")
 
 
-def _days(events: DataFrame, first: date, last: date) -> DataFrame:
-    return events.sparkSession.range(1).select(
+def _on_each_day_carried(per_day: DataFrame, first: date, last: date) -> DataFrame:
+    """``per_day`` (rows with a ``date``) once for each day of [first, last] on or after that
+    date, as ``carried_to``: what a day's rows tell still counts at each later day's end."""
+    days = per_day.sparkSession.range(1).select(
         F.explode(F.sequence(F.lit(first), F.lit(last))).alias("carried_to")
     )
+    return per_day.join(F.broadcast(days), F.col("date") <= F.col("carried_to"))
 
 
 def _entity_seqs(events: DataFrame, first: date, last: date) -> DataFrame:
@@ -125,7 +128,7 @@ def _entity_seqs(events: DataFrame, first: date, last: date) -> DataFrame:
     )
     kinds = [*QUEUE_KINDS, *LINK_KINDS, *SESSION_KINDS, "run_last"]
     per_entity = (
-        per_day.join(F.broadcast(_days(events, first, last)), F.col("date") <= F.col("carried_to"))
+        _on_each_day_carried(per_day, first, last)
         .select(
             "run_id",
             "carried_to",
@@ -181,7 +184,7 @@ def _role_at_attachment_seqs(events: DataFrame, first: date, last: date) -> Data
         .agg(F.max("seq").alias("_latest"), F.max_by("_role_seq", "seq").alias("_role_seq"))
     )
     return (
-        per_day.join(F.broadcast(_days(events, first, last)), F.col("date") <= F.col("carried_to"))
+        _on_each_day_carried(per_day, first, last)
         .groupBy(*keys, "carried_to")
         .agg(F.max_by("_role_seq", "_latest").alias("seq"))
         .select("run_id", "seq", "carried_to")
@@ -198,7 +201,7 @@ def _blocking_seqs(events: DataFrame, first: date, last: date) -> DataFrame:
         .agg(F.max("seq").alias("seq"), F.max_by("rests_on_seq", "seq").alias("rests_on_seq"))
     )
     latest = (
-        per_day.join(F.broadcast(_days(events, first, last)), F.col("date") <= F.col("carried_to"))
+        _on_each_day_carried(per_day, first, last)
         .groupBy(*keys, "carried_to")
         .agg(F.max("seq").alias("seq"), F.max_by("rests_on_seq", "seq").alias("rests_on_seq"))
     )
