@@ -13,6 +13,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 DAG_FOLDER = PROJECT_DIR / "airflow_dags"
 EXPECTED_ORDER = ["ingest", "episodes", "daily_metrics", "recommend", "maintenance"]
@@ -253,8 +255,9 @@ def test_the_driver_gets_the_confs_launch_settings_and_the_jobs_spark_submit(
     # This checkout's own class archive, when the test command has written it.
     written = sorted((PROJECT_DIR / ".jvm" / "class-archive").glob("spark-*.jsa"))
     ours = f' -XX:SharedArchiveFile="{written[-1]}"' if written else ""
-    shipped = f"-XX:+UseParallelGC -Duser.timezone=UTC {log4j2}{ours}"
-    assert out["shipped"] == {"spark.driver.memory": "6g", java: shipped}
+    confs = yaml.safe_load((PROJECT_DIR / "conf" / "pipeline.yaml").read_text())["spark"]["conf"]
+    shipped = f"{confs[java]} {log4j2}{ours}"
+    assert out["shipped"] == {"spark.driver.memory": confs["spark.driver.memory"], java: shipped}
     # The conf's own driver options come first; settings Spark reads later stay with the job.
     assert out["own_options"] == {java: f"-Xss4m {log4j2}{ours}"}
     assert out["own_log4j"] == {java: f"-Dlog4j2.configurationFile=/etc/l.xml{ours}"}
