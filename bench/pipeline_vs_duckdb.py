@@ -23,11 +23,18 @@ Definitions:
   later, nothing else of ours running), so the peer is timed on both sides of the pipeline: the
   warm ratio is taken against the mean of the two warm peer runs, and their spread is printed;
 - ratio: pipeline seconds / DuckDB seconds, cold with cold and warm with the warm peer's mean
-  before and after.
+  before and after;
+- warm pairs (``--warm-rounds K``, K >= 2): K warm rounds of the pipeline, each followed at once
+  by a warm peer run in the same process (the Spark session idle meanwhile), each round's ratio
+  taken against the peer run right after it: a drift of the machine over minutes moves both
+  sides of a pair alike, and the later rounds show the JVM still warming (an episodes job took
+  74 s in a fresh JVM, 44-53 s in its next two calls, then 37-41 s). The median of the pairs'
+  ratios is printed beside the first warm round's.
 
     .venv/bin/python bench/pipeline_vs_duckdb.py                      # 10 million events
     .venv/bin/python bench/pipeline_vs_duckdb.py --events 200000      # a quick smoke run
     .venv/bin/python bench/pipeline_vs_duckdb.py --raw var/demo/raw   # an existing raw folder
+    .venv/bin/python bench/pipeline_vs_duckdb.py --warm-rounds 3      # rounds paired with the peer
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import io
 import os
 import re
 import shutil
+import statistics
 import sys
 import time
 from datetime import date, timedelta
@@ -80,6 +88,8 @@ class Figures:
     #: The peer's warm run after the pipeline: with ``peer_warm_s``, it brackets the pipeline's run.
     peer_after_s: float = float("nan")
     floor_copy_s: float = float("nan")
+    #: ``--warm-rounds``: per warm round, (pipeline seconds, the peer's seconds right after it).
+    warm_pairs: list[tuple[float, float]] = dataclasses.field(default_factory=list)
     #: The class-data-sharing archive the driver mapped (jobs/jvm_class_archive.py), or "none".
     class_archive: str = ""
     bronze_rows: int = 0
@@ -181,6 +191,16 @@ def peer_spread(f: Figures) -> str:
     return f"after / before {f.peer_after_s / f.peer_warm_s:.2f}"
 
 
+def pair_ratios(f: Figures) -> list[float]:
+    """Each warm pair's pipeline seconds over the peer's right after it."""
+    return [pipeline / duckdb for pipeline, duckdb in f.warm_pairs]
+
+
+def median_pair_ratio(f: Figures) -> float:
+    """The median of :func:`pair_ratios` (nan without pairs)."""
+    return statistics.median(pair_ratios(f)) if f.warm_pairs else float("nan")
+
+
 def markdown_table(f: Figures) -> str:
     cores = os.cpu_count()
     rows = [
@@ -194,6 +214,18 @@ def markdown_table(f: Figures) -> str:
         ("ratio pipeline / DuckDB, cold", _ratio(f.pipeline_cold_s, f.peer_cold_s)),
         ("ratio pipeline / DuckDB, warm (peer's mean before and after)",
          _ratio(f.pipeline_warm_s, peer_warm_mean(f))),
+        *(
+            (
+                f"warm pair {number}: pipeline round / the peer right after",
+                f"{pipeline:,.1f} s / {duckdb:,.1f} s: {pipeline / duckdb:.1f}x",
+            )
+            for number, (pipeline, duckdb) in enumerate(f.warm_pairs, start=1)
+        ),
+        *(
+            [("ratio pipeline / DuckDB, warm pairs (median)", f"{median_pair_ratio(f):.1f}x")]
+            if f.warm_pairs
+            else []
+        ),
         ("floor: bare copy of raw to Delta", _seconds(f.floor_copy_s, f.events)),
         ("pipeline warm / floor", _ratio(f.pipeline_warm_s, f.floor_copy_s)),
         ("class-data-sharing archive the driver mapped", f.class_archive or "n/a"),
@@ -231,6 +263,13 @@ def main(argv: list[str] | None = None) -> int:
         help="skip the Great Expectations checkpoint in ingest",
     )
     parser.add_argument("--no-floor", action="store_true", help="skip the floor")
+    parser.add_argument(
+        "--warm-rounds",
+        type=int,
+        default=1,
+        help="warm rounds of the pipeline; from 2, each is followed by a warm peer run and its "
+        "ratio taken against that run (default 1: one warm round, the peer around it)",
+    )
     args = parser.parse_args(argv)
 
     work = PROJECT_ROOT / "var" / "bench-vs-duckdb"
@@ -284,6 +323,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     figures.pipeline_cold_s = time_pipeline(spark, jobs, figures.events, "cold (fresh session)")
     figures.pipeline_warm_s = time_pipeline(spark, jobs, figures.events, "warm (same days again)")
+    for number in range(1, args.warm_rounds + 1) if args.warm_rounds >= 2 else ():
+        # Pair 1 is the warm round above; each later round runs first, then its peer run.
+        pipeline_s = figures.pipeline_warm_s
+        if number > 1:
+            pipeline_s = time_pipeline(spark, jobs, figures.events, f"warm round {number}")
+        folder = work / f"peer_pair_{number}"
+        peer_s = time_peer(raw_dir, folder, f"pair {number}", figures.events)
+        figures.warm_pairs.append((pipeline_s, peer_s))
     figures.bronze_rows = read_table(spark, conf, BRONZE_BROKER_EVENTS).count()
     if not args.no_floor:
         figures.floor_copy_s = time_floor(spark, raw_dir, work / "floor", figures.events)
