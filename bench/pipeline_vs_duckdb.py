@@ -28,8 +28,8 @@ Definitions:
   by a warm peer run in the same process (the Spark session idle meanwhile), each round's ratio
   taken against the peer run right after it: a drift of the machine over minutes moves both
   sides of a pair alike, and the later rounds show the JVM still warming (an episodes job took
-  74 s in a fresh JVM, 44-53 s in its next two calls, then 37-41 s). The median of the pairs'
-  ratios is printed beside the first warm round's.
+  74-80 s in a fresh JVM, 40-54 s in its next two calls and 35-46 s after that). The median of
+  the pairs' ratios is printed beside the first warm round's.
 
     .venv/bin/python bench/pipeline_vs_duckdb.py                      # 10 million events
     .venv/bin/python bench/pipeline_vs_duckdb.py --events 200000      # a quick smoke run
