@@ -53,6 +53,10 @@ class PipelineConf:
     #: The episodes job finds queue segments by sorting a span's queue events when its files are
     #: local and hold at most this many bytes, else by a lookup that does not sort them.
     sort_queue_segments_max_bytes: int = 40 * 1024 * 1024
+    #: A job submits its independent Spark jobs (episodes' and daily_metrics' table writes,
+    #: recommend's days) from this many driver threads at once (jobs/concurrent_jobs.py); 1 runs
+    #: them in turn.
+    concurrent_jobs: int = 2
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -113,6 +117,7 @@ class SparkSection(_Section):
     master: StrictStr | None = None  # None: left to spark-submit
     app_name: StrictStr = "flowctl"
     conf: dict[str, ScalarSetting] = Field(default_factory=dict)
+    concurrent_jobs: StrictInt = Field(2, ge=1)
 
 
 class DeltaSection(_Section):
@@ -216,5 +221,6 @@ def load_conf(conf_path: str | os.PathLike[str] | None = None) -> PipelineConf:
         ),
         span_in_memory_max_bytes=sections.span.keep_in_memory_max_mb * 1024 * 1024,
         sort_queue_segments_max_bytes=sections.span.sort_queue_segments_max_mb * 1024 * 1024,
+        concurrent_jobs=spark.concurrent_jobs,
         raw=raw,
     )

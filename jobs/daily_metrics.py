@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.cli import date_range_parser, parse_date_range, start_job
+from jobs.concurrent_jobs import write_tables
 from jobs.config import PipelineConf
 from jobs.delta_io import read_table, replace_where
 from jobs.pipeline_state import run_recorded
@@ -87,8 +88,9 @@ def write_daily_metrics(
     label: str,
 ) -> dict[str, Any]:
     """The writes of :func:`process_daily_metrics` from the span's events ``read`` and their
-    runs' ``bounds`` (:func:`~jobs.transforms.episodes.run_bounds`)."""
-    sc, first, last = spark.sparkContext, scope.span_from, scope.span_to
+    runs' ``bounds`` (:func:`~jobs.transforms.episodes.run_bounds`), the longest first
+    (jobs/concurrent_jobs.py)."""
+    first, last = scope.span_from, scope.span_to
     events = read.events.where(F.col("date") <= F.lit(last)).select(*DAILY_INPUT_COLUMNS)
     # A transfer held over midnight completes in the span; its enqueue may be days earlier.
     enqueues_before = earlier_enqueues(spark, conf, read)
@@ -109,34 +111,31 @@ def write_daily_metrics(
         "span": f"{first.isoformat()}..{last.isoformat()}",
         "read": read.describe(),
     }
-    sc.setJobDescription(f"{label}: write queue_flow_daily")
-    report["queue_flow_daily"] = replace_where(
-        spark,
-        conf,
-        QUEUE_FLOW_DAILY,
-        with_queue_costs(
-            queue_flow_daily(events, episodes, bounds, first, last), cost_events, first, last
-        ).where(days),
-        days,
-    )
-    sc.setJobDescription(f"{label}: write link_starvation_daily")
-    report["link_starvation_daily"] = replace_where(
-        spark,
-        conf,
-        LINK_STARVATION_DAILY,
-        link_starvation_daily(events, starvations, bounds, first, last).where(days),
-        days,
-    )
-    sc.setJobDescription(f"{label}: write blocking_daily")
     observed = observed_seconds(bounds, first, last)
-    report["blocking_daily"] = replace_where(
+    queue_days = with_queue_costs(
+        queue_flow_daily(events, episodes, bounds, first, last), cost_events, first, last
+    ).where(days)
+    link_days = link_starvation_daily(events, starvations, bounds, first, last).where(days)
+    blocking_days = blocking_daily(blockings, observed, bounds, first, last).where(days)
+    report |= write_tables(
         spark,
-        conf,
-        BLOCKING_DAILY,
-        blocking_daily(blockings, observed, bounds, first, last).where(days),
-        days,
+        label,
+        [
+            (
+                QUEUE_FLOW_DAILY.name,
+                lambda: replace_where(spark, conf, QUEUE_FLOW_DAILY, queue_days, days),
+            ),
+            (
+                LINK_STARVATION_DAILY.name,
+                lambda: replace_where(spark, conf, LINK_STARVATION_DAILY, link_days, days),
+            ),
+            (
+                BLOCKING_DAILY.name,
+                lambda: replace_where(spark, conf, BLOCKING_DAILY, blocking_days, days),
+            ),
+        ],
+        conf.concurrent_jobs,
     )
-    sc.setJobDescription(None)
     log.info("%s: %s", label, report)
     return report
 

@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.cli import date_range_parser, parse_date_range, start_job
+from jobs.concurrent_jobs import write_tables
 from jobs.config import PipelineConf
 from jobs.delta_io import (
     days_predicate,
@@ -52,7 +53,12 @@ from jobs.transforms.episodes import (
     run_bounds,
 )
 from jobs.transforms.timeutil import US_PER_DAY, US_PER_SECOND, micros, utc_date
-from schemas.tables import BLOCKING_EPISODES, LINK_STARVATION_EPISODES, QUEUE_FLOW_EPISODES
+from schemas.tables import (
+    BLOCKING_EPISODES,
+    CARRIED_EVENTS,
+    LINK_STARVATION_EPISODES,
+    QUEUE_FLOW_EPISODES,
+)
 from schemas.timelines import QUEUE_DEPTH_TIMELINE
 
 log = logging.getLogger("flowctl.episodes")
@@ -101,8 +107,8 @@ def write_episodes(
     bounds: DataFrame,
     label: str,
 ) -> dict[str, Any]:
-    """The writes of :func:`process_episodes` from the span's events ``read``."""
-    sc = spark.sparkContext
+    """The writes of :func:`process_episodes` from the span's events ``read``, the longest first
+    (jobs/concurrent_jobs.py)."""
     columns = dict.fromkeys((*EPISODE_INPUT_COLUMNS, *BLOCKING_INPUT_COLUMNS))
     events = read.events.select(*columns)
     predicate = scope.episode_predicate()
@@ -118,23 +124,29 @@ def write_episodes(
         "span": f"{scope.span_from.isoformat()}..{scope.span_to.isoformat()}",
         "read": read.describe(),
     }
-    sc.setJobDescription(f"{label}: write queue_flow_episodes")
-    report["queue_flow_episodes"] = replace_where(
-        spark, conf, QUEUE_FLOW_EPISODES, queue_episodes, predicate
+    report |= write_tables(
+        spark,
+        label,
+        [
+            (
+                QUEUE_FLOW_EPISODES.name,
+                lambda: replace_where(spark, conf, QUEUE_FLOW_EPISODES, queue_episodes, predicate),
+            ),
+            (
+                LINK_STARVATION_EPISODES.name,
+                lambda: replace_where(
+                    spark, conf, LINK_STARVATION_EPISODES, link_episodes, predicate
+                ),
+            ),
+            (
+                BLOCKING_EPISODES.name,
+                lambda: replace_where(spark, conf, BLOCKING_EPISODES, blockings, predicate),
+            ),
+            (QUEUE_DEPTH_TIMELINE.name, lambda: write_depth_timeline(spark, conf, read, bounds)),
+            (CARRIED_EVENTS.name, lambda: write_carried_events(spark, conf, read)),
+        ],
+        conf.concurrent_jobs,
     )
-    sc.setJobDescription(f"{label}: write link_starvation_episodes")
-    report["link_starvation_episodes"] = replace_where(
-        spark, conf, LINK_STARVATION_EPISODES, link_episodes, predicate
-    )
-    sc.setJobDescription(f"{label}: write blocking_episodes")
-    report["blocking_episodes"] = replace_where(
-        spark, conf, BLOCKING_EPISODES, blockings, predicate
-    )
-    sc.setJobDescription(f"{label}: write queue_depth_timeline")
-    report["queue_depth_timeline"] = write_depth_timeline(spark, conf, read, bounds)
-    sc.setJobDescription(f"{label}: write carried_events")
-    report["carried_events"] = write_carried_events(spark, conf, read)
-    sc.setJobDescription(None)
     log.info("%s: %s", label, report)
     return report
 

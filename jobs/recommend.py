@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from datetime import date, timedelta
 from typing import Any
 
@@ -18,6 +19,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.cli import date_range_parser, parse_date_range, start_job
+from jobs.concurrent_jobs import run_at_once
 from jobs.config import ConfError, PipelineConf
 from jobs.delta_io import days_predicate, read_table, replace_where_at
 
@@ -80,17 +82,25 @@ def recommendations_for_days(
             days_predicate("start_date", first, date_to)
         ),
     }
-    per_day = []
-    for day in _days(date_from, date_to):
-        # Each day's rows (a few per queue and link) are computed and kept before the next day's:
-        # one query over every day would be a plan of several thousand operators, which Spark's
-        # adaptive execution re-optimises whole after each of its stages, costing more CPU than
-        # the data (the demo's four days: ~2 minutes, most of it planning).
-        rows = threshold_recommendations(**evidence, policy=policy, as_of=day).persist(
-            StorageLevel.MEMORY_AND_DISK
-        )
-        rows.count()
-        per_day.append(rows)
+
+    def rows_as_of(day: date) -> Callable[[], DataFrame]:
+        def compute() -> DataFrame:
+            rows = threshold_recommendations(**evidence, policy=policy, as_of=day).persist(
+                StorageLevel.MEMORY_AND_DISK
+            )
+            rows.count()
+            return rows
+
+        return compute
+
+    # Each day's rows (a few per queue and link) are computed and kept on their own: one query
+    # over every day would be a plan of several thousand operators, which Spark's adaptive
+    # execution re-optimises whole after each of its stages, costing more CPU than the data (the
+    # demo's four days: ~2 minutes, most of it planning). Their planning, on the driver, runs
+    # beside another day's (jobs/concurrent_jobs.py).
+    days = {f"rows as of {day.isoformat()}": rows_as_of(day) for day in _days(date_from, date_to)}
+    label = f"recommend {date_from}..{date_to}"
+    per_day = list(run_at_once(spark, label, list(days.items()), conf.concurrent_jobs).values())
     rows = per_day[0]
     for more in per_day[1:]:
         rows = rows.unionByName(more)

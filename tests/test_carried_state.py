@@ -10,6 +10,7 @@ whole runs.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from datetime import date, timedelta
 from pathlib import Path
@@ -138,6 +139,12 @@ def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     run_episodes(spark, whole, DAYS[0], DAYS[-1])
     run_daily_metrics(spark, whole, DAYS[0], DAYS[-1])
     results["range"] = tables_of(spark, whole)
+    # The same range with each job's tables written in turn, not from two threads at once.
+    in_turn = dataclasses.replace(scratch_conf(root, "in_turn"), concurrent_jobs=1)
+    shutil.copytree(root / "nightly", root / "in_turn")
+    run_episodes(spark, in_turn, DAYS[0], DAYS[-1])
+    run_daily_metrics(spark, in_turn, DAYS[0], DAYS[-1])
+    results["in_turn"] = tables_of(spark, in_turn)
 
     # Days 1-3 processed (as one range: the carried rows are the same as night after night's,
     # tests/test_processing_order.py compares those), then the fourth night.
@@ -187,6 +194,12 @@ def assert_four_day_run_tables(tables: dict[str, list[dict[str, Any]]]) -> None:
 
 def test_the_range_run_has_what_design_defines(outcomes):
     assert_four_day_run_tables(outcomes["range"])
+
+
+def test_tables_written_in_turn_are_those_written_at_once(outcomes):
+    # The range run's conf, the bundled one, writes each job's tables from several threads.
+    assert scratch_conf(Path("unused")).concurrent_jobs > 1
+    assert outcomes["in_turn"] == outcomes["range"]
 
 
 def test_night_after_night_reads_the_carried_state_and_gives_the_range_tables(outcomes):

@@ -204,6 +204,10 @@ def test_start_job_exits_2_on_a_conf_that_is_not_yaml(
         ),
         ("span: {keep_in_memory_max_mb: 1.5}\n", "span.keep_in_memory_max_mb: should be a valid "),
         ("span: {sort_queue_segments_max_mb: -1}\n", "span.sort_queue_segments_max_mb: "),
+        (
+            "spark: {concurrent_jobs: 0}\n",
+            "spark.concurrent_jobs: should be greater than or equal to 1, got 0",
+        ),
     ],
 )
 def test_conf_keys_and_types_are_checked_and_named(
@@ -238,3 +242,4 @@ def test_the_bundled_conf_is_valid() -> None:
     assert conf.spark_settings["spark.sql.shuffle.partitions"] == "4"
     assert conf.span_in_memory_max_bytes == 4 * 1024 * 1024
     assert conf.sort_queue_segments_max_bytes == 40 * 1024 * 1024
+    assert conf.concurrent_jobs == 2
