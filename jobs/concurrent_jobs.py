@@ -33,7 +33,8 @@ def run_at_once(
     """Run ``calls`` (what each does, and the call) from up to ``threads`` threads, in the order
     given as threads free up, each Spark job described as ``<label>: <what>``; returns each
     call's result by what it does, in the order given. One thread (or one call) runs them in turn
-    on the calling thread, stopping at the first failure."""
+    on the calling thread, stopping at the first failure. Either way the calling thread's job
+    description is cleared."""
     sc = spark.sparkContext
 
     def described(what: str, call: Callable[[], T]) -> T:
@@ -48,6 +49,8 @@ def run_at_once(
     futures: list[tuple[str, Future[T]]] = []
     with ThreadPoolExecutor(max_workers=min(threads, len(calls))) as pool:
         futures = [(what, pool.submit(described, what, call)) for what, call in calls]
+    # As in turn, the calling thread's later jobs are no longer described as this job's.
+    sc.setJobDescription(None)
     # Leaving the pool waited for every call: the first failure in the order given is raised.
     return {what: future.result() for what, future in futures}
 

@@ -53,6 +53,7 @@ def recording(
 @pytest.mark.parametrize("threads", [1, 2, 5])
 def test_every_write_runs_once_described_and_the_rows_come_back_in_order(threads: int) -> None:
     spark = FakeSpark()
+    spark.sparkContext.setJobDescription("recommend 2024-01-01..2024-01-02: evidence")
     seen: dict[str, tuple[int, str | None]] = {}
     writes = [(name, recording(spark, seen, name, rows)) for name, rows in (("b", 2), ("a", 1))]
     result = write_tables(spark, LABEL, writes, threads)  # type: ignore[arg-type]
@@ -61,7 +62,7 @@ def test_every_write_runs_once_described_and_the_rows_come_back_in_order(threads
         "b": f"{LABEL}: write b",
         "a": f"{LABEL}: write a",
     }
-    # Each thread's description is cleared after its write.
+    # Each thread's description is cleared after its write, the caller's too.
     assert set(spark.sparkContext.descriptions.values()) == {None}
     on_caller = {thread for thread, _ in seen.values()} == {threading.get_ident()}
     assert on_caller == (threads == 1)
