@@ -286,3 +286,21 @@ def test_an_undeclared_queue_starts_at_its_first_event_and_a_midnight_watermark_
         ("q2", DAY3): (86400.0, 0.0, 0.0, 0),
         ("q2", DAY4): (0.0, None, 0.0, 0),
     }
+
+
+def test_seconds_add_up_the_same_whatever_the_order_of_the_rows(spark) -> None:
+    from pyspark.sql import functions as F
+
+    from jobs.transforms.timeutil import summed_seconds
+
+    # As doubles, 0.1 + 0.2 + 0.3 is 0.6000000000000001 and 0.3 + 0.2 + 0.1 is 0.6: one plan of
+    # a query and another can feed a sum its rows in either order (the demo's starved_s did).
+    def total(order: list[float]) -> tuple[float, float]:
+        rows = spark.createDataFrame([(s,) for s in order], "s double").coalesce(1)
+        row = rows.agg(F.sum("s").alias("doubles"), summed_seconds("s").alias("micros")).first()
+        return row.doubles, row.micros
+
+    forward, backward = total([0.1, 0.2, 0.3]), total([0.3, 0.2, 0.1])
+    assert forward[0] != backward[0]  # the doubles' sum depends on the order
+    assert forward[1] == backward[1] == 0.6
+    assert spark.createDataFrame([(None,)], "s double").agg(summed_seconds("s")).first()[0] is None

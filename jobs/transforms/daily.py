@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from jobs.transforms.episodes import LINK_KEYS, QUEUE_KEYS, queue_sample_interval
 from jobs.transforms.intervals import DAY_INDEX_EPOCH, split_by_day, true_intervals
-from jobs.transforms.timeutil import US_PER_DAY, micros
+from jobs.transforms.timeutil import US_PER_DAY, micros, summed_seconds
 from jobs.transforms.validate import LINK_EVENT_TYPES
 
 
@@ -60,7 +60,7 @@ def episodes_per_day(
         )
         .groupBy(*keys, "date")
         .agg(
-            F.sum("clipped_s").alias(seconds),
+            summed_seconds("clipped_s").alias(seconds),
             F.count(F.when(F.col("start_date") == F.col("date"), 1)).alias("episodes"),
             latest,
             *more,
@@ -191,7 +191,7 @@ def queue_flow_daily(
         .withColumn("_today", F.col("start_date") == F.col("date"))
         .groupBy(*QUEUE_KEYS, "date")
         .agg(
-            F.sum("clipped_s").alias("time_stopped_s"),
+            summed_seconds("clipped_s").alias("time_stopped_s"),
             F.max(micros("start_ts") < F.col("day_start_us")).alias("stopped_at_day_start"),
             F.count(F.when(today, 1)).alias("episodes"),
             F.max(F.when(today, F.col("overshoot_msgs"))).alias("max_overshoot_msgs"),
@@ -306,7 +306,7 @@ def link_starvation_daily(
         split_by_day(attachments, F.col("start_ts"), F.col("effective_end_ts"), date_from, date_to)
         .groupBy(*LINK_KEYS, "date")
         .agg(
-            F.sum("clipped_s").alias("attached_s"),
+            summed_seconds("clipped_s").alias("attached_s"),
             F.max_by("link_role", "start_seq").alias("attached_role"),
         )
     )

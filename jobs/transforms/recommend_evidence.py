@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from flowctl_core.events import PREFILL_LINK
 from jobs.recommend_policy import RecommendPolicy
-from jobs.transforms.timeutil import micros, seconds_between, utc_date
+from jobs.transforms.timeutil import micros, seconds_between, summed_seconds, utc_date
 
 QUEUE = ("broker", "queue")
 LINK = ("broker", "link")
@@ -184,8 +184,8 @@ def queue_episode_evidence(episodes: DataFrame, policy: RecommendPolicy) -> Data
 def queue_daily_evidence(queue_daily: DataFrame) -> DataFrame:
     """Per queue, from gold daily rows (summed over days and runs): time stopped and peak depth."""
     return queue_daily.groupBy(*QUEUE).agg(
-        F.sum("time_stopped_s").alias("time_stopped_s"),
-        F.sum("observed_s").alias("_observed_s"),
+        summed_seconds("time_stopped_s").alias("time_stopped_s"),
+        summed_seconds("observed_s").alias("_observed_s"),
         F.max("max_depth_msgs").alias("peak_depth_msgs"),
         F.max("max_depth_bytes").alias("peak_depth_bytes"),
     )
@@ -218,8 +218,8 @@ def consumer_link_evidence(
     falls back on the largest credit of the latest day on which any of its events carried one.
     """
     daily = link_daily.groupBy(*LINK).agg(
-        F.sum("starved_s").alias("starved_s"),
-        F.sum("attached_s").alias("attached_s"),
+        summed_seconds("starved_s").alias("starved_s"),
+        summed_seconds("attached_s").alias("attached_s"),
         F.sum("episodes").alias("episodes"),
     )
     round_trips = (

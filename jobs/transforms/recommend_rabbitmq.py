@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from jobs.recommend_policy import RecommendPolicy
 from jobs.transforms.recommend_evidence import QUEUE, entity_columns
-from jobs.transforms.timeutil import micros
+from jobs.transforms.timeutil import micros, summed_seconds
 from jobs.transforms.verdict_rules import Facts, Rule, always, decide, staged
 from schemas.recommendations import (
     BROKER_RABBITMQ,
@@ -79,7 +79,7 @@ def connection_blocking(blocking_episodes: DataFrame) -> DataFrame:
         .withColumn("queue", F.expr(f"substring(reason, {len(CREDIT_FLOW_REASON) + 1})"))
         .groupBy(*QUEUE)
         .agg(
-            F.sum(seconds).alias("connection_blocked_s"),
+            summed_seconds(seconds).alias("connection_blocked_s"),
             F.count(F.lit(1)).alias("connection_blocks"),
             F.concat_ws(", ", F.sort_array(F.collect_set("entity"))).alias("_connections"),
         )
