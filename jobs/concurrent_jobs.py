@@ -46,9 +46,10 @@ def run_at_once(
 
     if threads <= 1 or len(calls) <= 1:
         return {what: described(what, call) for what, call in calls}
-    futures: list[tuple[str, Future[T]]] = []
     with ThreadPoolExecutor(max_workers=min(threads, len(calls))) as pool:
-        futures = [(what, pool.submit(described, what, call)) for what, call in calls]
+        futures: list[tuple[str, Future[T]]] = [
+            (what, pool.submit(described, what, call)) for what, call in calls
+        ]
     # As in turn, the calling thread's later jobs are no longer described as this job's.
     sc.setJobDescription(None)
     # Leaving the pool waited for every call: the first failure in the order given is raised.

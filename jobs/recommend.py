@@ -98,9 +98,9 @@ def recommendations_for_days(
     # execution re-optimises whole after each of its stages, costing more CPU than the data (the
     # demo's four days: ~2 minutes, most of it planning). Their planning, on the driver, runs
     # beside another day's (jobs/concurrent_jobs.py).
-    days = {f"rows as of {day.isoformat()}": rows_as_of(day) for day in _days(date_from, date_to)}
+    days = [(f"rows as of {day.isoformat()}", rows_as_of(day)) for day in _days(date_from, date_to)]
     label = f"recommend {date_from}..{date_to}"
-    per_day = list(run_at_once(spark, label, list(days.items()), conf.concurrent_jobs).values())
+    per_day = list(run_at_once(spark, label, days, conf.concurrent_jobs).values())
     rows = per_day[0]
     for more in per_day[1:]:
         rows = rows.unionByName(more)

@@ -2,8 +2,8 @@
 (jobs/concurrent_jobs.py).
 
 A fake SparkContext records the job description each call ran under, per thread: the calls'
-outcome does not depend on Spark, and the tables written either way are compared on Spark by
-tests/test_carried_state.py (episodes and daily_metrics) and tests/test_recommend_job.py.
+outcome does not depend on Spark, and the tables episodes and daily_metrics write either way are
+compared on Spark by tests/test_carried_state.py.
 """
 
 from __future__ import annotations

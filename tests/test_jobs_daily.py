@@ -6,9 +6,11 @@ from datetime import date
 
 import pytest
 from chispa import assert_df_equality
+from pyspark.sql import functions as F
 
 from jobs.transforms.daily import link_starvation_daily, queue_flow_daily
 from jobs.transforms.episodes import link_starvation_episodes, queue_flow_episodes, run_bounds
+from jobs.transforms.timeutil import summed_seconds
 from schemas.tables import LINK_STARVATION_DAILY, QUEUE_FLOW_DAILY
 from tests.conftest import at, event
 from tests.test_jobs_episodes import (
@@ -289,10 +291,6 @@ def test_an_undeclared_queue_starts_at_its_first_event_and_a_midnight_watermark_
 
 
 def test_seconds_add_up_the_same_whatever_the_order_of_the_rows(spark) -> None:
-    from pyspark.sql import functions as F
-
-    from jobs.transforms.timeutil import summed_seconds
-
     # As doubles, 0.1 + 0.2 + 0.3 is 0.6000000000000001 and 0.3 + 0.2 + 0.1 is 0.6: one plan of
     # a query and another can feed a sum its rows in either order (the demo's starved_s did).
     def total(order: list[float]) -> tuple[float, float]:
