@@ -219,3 +219,46 @@ def test_of_copies_on_several_days_the_earliest_day_whose_copies_agree_is_kept(
         (3, 6, "quarantined", "duplicate"),
         (3, 7, *conflicting),
     ]
+
+
+# Characters around the edges of Java's \s and $: its six whitespace characters, the line
+# terminators $ also stops before (U+0085, U+2028, U+2029), whitespace it does not match (NBSP,
+# U+3000, U+1680, zero-width ones), the bounds of is_blank's shortcut (printable ASCII, "!" to
+# DEL) and an ordinary character.
+BLANK_EDGE_CHARACTERS = (
+    " \t\n\x0b\f\r\x85\u2028\u2029\xa0\u3000\u1680\u200b\ufeff\x1c\x1f!a\x7f\x80"
+)
+
+
+def test_is_blank_matches_the_rule_it_copies_on_every_character_and_edge_strings(spark):
+    """is_blank shortcuts BLANK_PATTERN (the hot-path copy): both, in Spark, over every character
+    of the Basic Multilingual Plane alone and every string of two or three edge characters, must
+    agree, null for null."""
+    from itertools import product
+
+    from pyspark.sql import functions as F
+
+    from jobs.transforms.validate import BLANK_PATTERN, is_blank
+
+    singles = [chr(code) for code in range(0x10000) if not 0xD800 <= code <= 0xDFFF]
+    combos = [
+        "".join(chars)
+        for length in (2, 3)
+        for chars in product(BLANK_EDGE_CHARACTERS, repeat=length)
+    ]
+    values = [None, "", *singles, *combos, "  x  ", "x\u2028", "\u2028\u2028", " \r\n"]
+    frame = spark.createDataFrame([(v,) for v in values], "value string")
+    checked = frame.select(
+        "value",
+        F.col("value").rlike(BLANK_PATTERN).alias("rule"),
+        is_blank("value").alias("copy"),
+    )
+    differing = checked.where(~F.col("rule").eqNullSafe(F.col("copy"))).collect()
+    assert differing == []
+    rows = {
+        r.value: r.rule
+        for r in checked.where(F.col("value").isin("", " ", "x", "\u2028", " \u2028")).collect()
+    }
+    # The rule itself, as the tests above rely on it: a final U+2028 is blank, an inner one is not.
+    assert rows == {"": True, " ": True, "x": False, "\u2028": True, " \u2028": True}
+    assert checked.where(F.col("value") == "\u2028\u2028").first().copy is False

@@ -80,8 +80,20 @@ REQUIRED_STRING_COLUMNS: tuple[str, ...] = tuple(
 
 
 def is_blank(column: str) -> Column:
-    """True for an empty or whitespace-only value (null for null)."""
-    return F.col(column).rlike(BLANK_PATTERN)
+    """True for an empty or whitespace-only value (null for null): ``rlike(BLANK_PATTERN)``, the
+    rule, with a shortcut.
+
+    A value whose first character is printable ASCII (``!`` to DEL) is not blank: that character
+    is neither whitespace nor a line terminator, before which ``$`` may match. Two byte
+    comparisons say so without the regex, which converts each value to a Java string and builds a
+    matcher: the ingest checks every required string of every row twice (counting pass, write),
+    where the regex was 6.6 % of a warm ingest's task CPU samples (JFR, 10 million events). Any
+    other value is matched against the rule; tests/test_jobs_validate.py keeps the two equal over every
+    character and strings of the characters around the edges of ``\\s`` and ``$``."""
+    value = F.col(column)
+    # UTF-8 orders strings as their code points, so these bound the first character.
+    printable_ascii_first = (value >= F.lit("!")) & (value < F.lit("\x80"))
+    return F.when(printable_ascii_first, F.lit(False)).otherwise(value.rlike(BLANK_PATTERN))
 
 
 def _missing(column: str) -> Column:
