@@ -88,8 +88,8 @@ def is_blank(column: str) -> Column:
     comparisons say so without the regex, which converts each value to a Java string and builds a
     matcher: the ingest checks every required string of every row twice (counting pass, write),
     where the regex was 6.6 % of a warm ingest's task CPU samples (JFR, 10 million events). Any
-    other value is matched against the rule; tests/test_jobs_validate.py keeps the two equal over every
-    character and strings of the characters around the edges of ``\\s`` and ``$``."""
+    other value is matched against the rule; tests/test_jobs_validate.py keeps the two equal over
+    every character and strings of the characters around the edges of ``\\s`` and ``$``."""
     value = F.col(column)
     # UTF-8 orders strings as their code points, so these bound the first character.
     printable_ascii_first = (value >= F.lit("!")) & (value < F.lit("\x80"))
