@@ -14,6 +14,11 @@ frozen plan, in its own module:
    from it quarantined, and its file record says why in ``detail`` (JSON). pyarrow reads such a
    file one row group at a time: the row groups after the damaged one that it reads whole (Spark
    read the rows before the damage) are quarantined as rows too, within the row budget.
+   The counting pass reads the keys only (the lean pass): the bronze write decodes every column
+   anyway, and fails on a damaged page before committing anything; then the pass that decodes
+   every column finds the file, and stages 2 to 5 run again without it. Which rows break the
+   contract the bronze write tells (all or none of them kept); only when some do, the pass that
+   checks the contract runs, after the write, for the quarantine's reads and the report.
 2. Refuse input that cannot be what was meant (jobs/ingest_refusals.py): replacing days that bronze
    holds with nothing, or dropping rows of raw files now missing or unreadable.
 3. Resolve the keys repeated within the days (jobs/ingest_keys.py): an identical copy of an
@@ -52,7 +57,13 @@ from jobs.cli import date_range_parser, parse_date_range, start_job
 from jobs.config import PipelineConf
 from jobs.delta_io import ensure_table, table_path
 from jobs.ingest_keys import resolve_duplicates, resolve_held_keys
-from jobs.ingest_read import IngestScope, count_raw_rows, read_rows_of_files_quarantined_whole
+from jobs.ingest_read import (
+    IngestScope,
+    RawCounts,
+    WholeFileRows,
+    count_raw_rows,
+    read_rows_of_files_quarantined_whole,
+)
 from jobs.ingest_refusals import (
     IngestRefused,
     check_raw_root,
@@ -64,7 +75,7 @@ from jobs.ingest_report import IngestReport, log_report, validate_with_great_exp
 from jobs.ingest_write import IngestPlan, write_tables
 from jobs.pipeline_state import INGEST, bronze_version, record_processed
 from jobs.quality import import_in_background
-from jobs.raw_files import list_raw_files, log_skipped_entries
+from jobs.raw_files import RawListing, list_raw_files, log_skipped_entries
 from schemas.tables import BROKER_EVENTS_QUARANTINE, BRONZE_BROKER_EVENTS
 
 __all__ = ["IngestRefused", "ingest_succeeded", "main", "run_ingest"]
@@ -90,9 +101,10 @@ def run_ingest(
     unreadable: replacing those days would delete their rows. ``allow_empty_days`` replaces them
     all the same.
 
-    Spark jobs: one counting pass over the raw rows (per file and run, aggregated map-side); the
-    exact duplicate search (an aggregation over (run_id, seq)) only for runs the counts cannot
-    prove duplicate-free; the bronze write; the quarantine write, reading only the files that hold
+    Spark jobs: one counting pass over the raw rows' keys (per file and run, aggregated
+    map-side); the exact duplicate search (an aggregation over (run_id, seq)) only for runs the
+    counts cannot prove duplicate-free; the bronze write (after it, when it left rows out, the
+    counting pass that checks the contract); the quarantine write, reading only the files that hold
     rejected rows (skipped when nothing is rejected and the quarantine holds nothing of these
     days), the rows of files quarantined whole for their schema or name, and of row groups of
     damaged files that Spark did not reach, read by pyarrow on the driver; Great Expectations over
@@ -110,15 +122,28 @@ def run_ingest(
         ensure_table(spark, table_path(conf, table), table)
     log_skipped_entries(scope.label, scope.raw_root, listing.skipped)
     refuse_days_without_files(spark, conf, scope, listing)
-    counts = count_raw_rows(spark, scope, listing)
-    refuse_unusable_files(spark, conf, scope, listing, counts)
-    # 3 and 4: one row per (run_id, seq), within the days and against bronze's other days.
-    duplicates = resolve_duplicates(spark, scope, counts)
-    held = resolve_held_keys(spark, conf, scope, counts, duplicates)
-    whole = read_rows_of_files_quarantined_whole(spark, conf, scope, listing)
-    plan = IngestPlan(scope, listing, counts, duplicates, held, whole)
+    counts = count_raw_rows(spark, scope, listing, check_contract=False)
+    # 2 to 4: refusals, then one row per (run_id, seq), within the days and against bronze.
+    plan = plan_ingest(spark, conf, scope, listing, counts)
     # 5: write.
-    written = write_tables(spark, conf, plan)
+    try:
+        plan, written = write_tables(spark, conf, plan)
+    except Exception:
+        if counts.contract_checked:
+            raise
+        # The lean pass read the keys only: a damaged page in another column failed the bronze
+        # write, which committed nothing. The pass that decodes every column tells the file.
+        checked = count_raw_rows(spark, scope, listing)
+        if not checked.partially_read:
+            raise
+        log.warning(
+            "ingest %s: the bronze write met a damaged page of %s; stages 2 to 5 again, without it",
+            scope.label,
+            ", ".join(checked.partially_read),
+        )
+        plan.release()
+        plan = plan_ingest(spark, conf, scope, listing, checked, plan.whole)
+        plan, written = write_tables(spark, conf, plan)
     plan.release()
     # 6: report.
     report = IngestReport.of(plan, written)
@@ -132,6 +157,25 @@ def run_ingest(
     scope.describe(spark, None)
     log_report(scope.label, report)
     return report.as_dict()
+
+
+def plan_ingest(
+    spark: SparkSession,
+    conf: PipelineConf,
+    scope: IngestScope,
+    listing: RawListing,
+    counts: RawCounts,
+    whole: WholeFileRows | None = None,
+) -> IngestPlan:
+    """Stages 2 to 4 over the files as ``counts`` found them: refuse what cannot be meant, one
+    row per (run_id, seq) within the days and against bronze's other days; then the rows of files
+    quarantined whole (``whole`` when they were read already)."""
+    refuse_unusable_files(spark, conf, scope, listing, counts)
+    duplicates = resolve_duplicates(spark, scope, counts)
+    held = resolve_held_keys(spark, conf, scope, counts, duplicates)
+    if whole is None:
+        whole = read_rows_of_files_quarantined_whole(spark, conf, scope, listing)
+    return IngestPlan(scope, listing, counts, duplicates, held, whole)
 
 
 def ingest_succeeded(report: dict[str, Any]) -> bool:

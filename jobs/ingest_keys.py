@@ -41,11 +41,13 @@ def runs_that_may_repeat_keys(
 
     Proof, per run: within each file the valid seqs are consecutive in file order (so distinct),
     and the files' seq ranges do not overlap. The engine's sink writes exactly that; anything else
-    (a file ingested twice, rows out of order) sends the run to the exact duplicate search.
+    (a file ingested twice, rows out of order) sends the run to the exact duplicate search. Stats
+    of the lean pass are over every row (:attr:`FileRunStats.proved_rows`): proved distinct, the
+    valid seqs among them are too.
     """
     by_run: dict[str, list[FileRunStats]] = {}
     for s in stats:
-        if s.valid_rows and s.source_file not in excluded_files and s.run_id is not None:
+        if s.proved_rows and s.source_file not in excluded_files and s.run_id is not None:
             by_run.setdefault(s.run_id, []).append(s)
     suspicious = set()
     for run_id, groups in by_run.items():
@@ -60,10 +62,11 @@ def runs_that_may_repeat_keys(
 def run_seq_ranges(
     stats: Iterable[FileRunStats], excluded_files: Collection[str]
 ) -> dict[str, tuple[int, int]]:
-    """Per run, the [min, max] of the seqs of its valid rows (files of ``excluded_files`` aside)."""
+    """Per run, the [min, max] of the seqs of its valid rows (files of ``excluded_files`` aside),
+    or of every row in stats of the lean pass: a range around the valid ones."""
     ranges: dict[str, tuple[int, int]] = {}
     for s in stats:
-        if s.valid_rows and s.source_file not in excluded_files and s.run_id is not None:
+        if s.proved_rows and s.source_file not in excluded_files and s.run_id is not None:
             low, high = ranges.get(s.run_id, (s.min_seq, s.max_seq))
             ranges[s.run_id] = (min(low, s.min_seq), max(high, s.max_seq))
     return ranges

@@ -41,6 +41,7 @@ from jobs.ingest_read import (
     IngestScope,
     RawCounts,
     WholeFileRows,
+    count_raw_rows,
     file_records,
     read_raw_events,
     recovered_row_records,
@@ -123,7 +124,9 @@ class IngestPlan:
 
     @property
     def expected_accepted(self) -> int:
-        """What the bronze write must hold, as the counting pass predicts it."""
+        """What the bronze write must hold, as the counting pass predicts it (the lean pass
+        cannot: then it is what the write held if every row was valid,
+        :func:`with_valid_rows_known`)."""
         return self.counts.valid_rows - self.rows_removed
 
     @property
@@ -191,13 +194,16 @@ def recovered_records(spark: SparkSession, plan: IngestPlan) -> list[DataFrame]:
     return found
 
 
-def classify_rows(spark: SparkSession, plan: IngestPlan, files: list[RawFile]) -> DataFrame:
+def classify_rows(
+    spark: SparkSession, plan: IngestPlan, files: list[RawFile], *, skip_damaged: bool = True
+) -> DataFrame:
     """The rows of ``files`` with their ``status`` and ``reason`` (jobs/transforms/validate.py),
-    the duplicate and held-key searches' results joined in."""
+    the duplicate and held-key searches' results joined in; ``skip_damaged``: see
+    :func:`~jobs.ingest_read.read_raw_rows`."""
     names = {f.relative_path for f in files}
     duplicates, held = plan.duplicates, plan.held
     return classify_events(
-        read_raw_events(spark, files),
+        read_raw_events(spark, files, skip_damaged=skip_damaged),
         [name for name in plan.counts.partially_read if name in names],
         position=POSITION,
         duplicates=duplicates.groups,
@@ -209,11 +215,37 @@ def classify_rows(spark: SparkSession, plan: IngestPlan, files: list[RawFile]) -
 
 
 def write_bronze(spark: SparkSession, conf: PipelineConf, plan: IngestPlan) -> int:
-    """Replace the days of bronze with the accepted rows; returns the rows written."""
+    """Replace the days of bronze with the accepted rows; returns the rows written. A damaged
+    page in a file read whole (one the lean counting pass could not see, or a file changed since)
+    fails the write, and nothing is committed: the files read whole are read whole, or not at
+    all."""
     plan.scope.describe(spark, "write bronze broker_events")
-    accepted = classify_rows(spark, plan, list(plan.counts.readable))
+    accepted = classify_rows(spark, plan, list(plan.counts.readable), skip_damaged=False)
     accepted = accepted.where(F.col("status") == ACCEPTED)
     return replace_where(spark, conf, BRONZE_BROKER_EVENTS, accepted, plan.scope.days_predicate)
+
+
+def with_valid_rows_known(spark: SparkSession, plan: IngestPlan, rows_accepted: int) -> IngestPlan:
+    """The plan with counts that know which rows keep the contract, once bronze is written.
+
+    After the lean counting pass they are not known: bronze accepting every row read but the
+    repeated keys (:attr:`IngestPlan.rows_removed`, all of valid rows) says every row is valid
+    (the rows that break a rule are the only others it leaves out); else the counting pass that
+    checks the contract runs now, for which files hold rejected rows (the quarantine reads those
+    again) and how many rows are valid (the report's expected counts)."""
+    counts = plan.counts
+    if counts.contract_checked:
+        return plan
+    if rows_accepted == counts.rows_read - plan.rows_removed:
+        return replace(plan, counts=counts.every_row_valid())
+    checked = count_raw_rows(spark, plan.scope, plan.listing)
+    if checked.partially_read:
+        log.error(
+            "raw files %s were read whole by the bronze write and only in part by the count "
+            "after it: they changed during the ingest, and the counts will not balance",
+            checked.partially_read,
+        )
+    return replace(plan, counts=checked)
 
 
 def move_later_copies(spark: SparkSession, conf: PipelineConf, plan: IngestPlan) -> dict[str, int]:
@@ -297,16 +329,21 @@ class Written:
     bronze_version: int | None
 
 
-def write_tables(spark: SparkSession, conf: PipelineConf, plan: IngestPlan) -> Written:
-    """Stage 5: bronze, the moves from later days, the quarantine, then the reasons written."""
+def write_tables(
+    spark: SparkSession, conf: PipelineConf, plan: IngestPlan
+) -> tuple[IngestPlan, Written]:
+    """Stage 5: bronze, the moves from later days, the quarantine, then the reasons written.
+    Returns the plan with the valid rows known (:func:`with_valid_rows_known`) and what was
+    written."""
     bronze_path = table_path(conf, BRONZE_BROKER_EVENTS)
     version_before, _ = latest_commit(spark, bronze_path)
     rows_accepted = write_bronze(spark, conf, plan)
+    plan = with_valid_rows_known(spark, plan, rows_accepted)
     moved = move_later_copies(spark, conf, plan)
     rows_quarantined = write_quarantine(spark, conf, plan)
     reasons = quarantine_reasons(spark, conf, plan.scope) if rows_quarantined else {}
     version_after, _ = latest_commit(spark, bronze_path)
-    return Written(
+    return plan, Written(
         rows_accepted,
         rows_quarantined,
         dict(sorted(moved.items())),

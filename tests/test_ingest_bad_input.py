@@ -11,9 +11,10 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
+from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
-from jobs import ingest, raw_files
+from jobs import ingest, ingest_read, raw_files
 from jobs.delta_io import days_predicate, read_table, replace_where_at, table_path
 from schemas.tables import PIPELINE_TABLES
 from tests.conftest import _lenient_schema, at, event, naive, write_raw
@@ -445,6 +446,60 @@ def _ingest_damaged(spark, pipeline_conf, row_group: int, budget: int | None = N
     _damage_row_group_column(path, row_group, "message_id")
     read = spark.read.option("ignoreCorruptFiles", "true").parquet(str(path)).collect()
     return conf, ingest.run_ingest(spark, conf, DAY1, DAY1), rows, len(read)
+
+
+def test_the_contract_is_counted_only_when_the_bronze_write_leaves_rows_out(
+    spark, pipeline_conf, monkeypatch
+):
+    """The counting pass reads the keys only. The pass that checks the contract (and decodes every
+    column) runs after the bronze write when the write left a row out, and after a write that a
+    damaged page in another column failed, committing nothing, before the stages run again."""
+    passes: list[bool] = []
+    count = ingest_read.file_run_stats
+
+    def recorded(raw, *, check_contract=True):
+        passes.append(check_contract)
+        return count(raw, check_contract=check_contract)
+
+    monkeypatch.setattr(ingest_read, "file_run_stats", recorded)
+    _, conf = pipeline_conf(validate=False)
+    raw = Path(conf.raw_dir)
+    write_raw(raw, [event(i, at(1, 10, i), "enqueue", queue="q") for i in range(1, 4)])
+
+    clean = ingest.run_ingest(spark, conf, DAY1, DAY1)
+    assert passes == [False]
+    assert (clean["rows_read"], clean["rows_accepted"], clean["balanced"]) == (3, 3, True)
+
+    passes.clear()
+    broken = [
+        event(1, at(1, 12), "enqueue", run_id="r3", queue="q", depth_msgs=-1),
+        event(2, at(1, 12), "enqueue", run_id="r3", queue="q"),
+    ]
+    write_raw(raw, broken)
+    rejected = ingest.run_ingest(spark, conf, DAY1, DAY1)
+    assert passes == [False, True]
+    assert (rejected["rows_read"], rejected["rows_accepted"], rejected["rows_quarantined"],
+            rejected["balanced"]) == (5, 4, 1, True)  # fmt: skip
+    assert rejected["quarantine_reasons"] == {"negative_depth_msgs": 1}
+
+    passes.clear()
+    rows = [event(i + 1, at(1, 11, 0, 0, i), "enqueue", run_id="r2", queue="q",
+                  message_id=1000 + i) for i in range(200)]  # fmt: skip
+    path = _write_raw_table(raw, "part-r2-00000.parquet", rows, row_group_size=50)
+    # Row group 0 reads whole: a write that skipped the damage would put its rows in bronze.
+    _damage_row_group_column(path, 1, "message_id")
+    commits = DeltaTable.forPath(spark, table_path(conf, PIPELINE_TABLES["broker_events"][1]))
+    before = commits.history(1).first().version
+
+    report = ingest.run_ingest(spark, conf, DAY1, DAY1)
+
+    # Keys only (every key read); the write failed; every column decoded; the stages again.
+    assert passes == [False, True]
+    assert report["files_partially_read"] == 1
+    assert (report["rows_accepted"], report["balanced"]) == (4, True)
+    bronze = read_table(spark, conf, PIPELINE_TABLES["broker_events"][1])
+    assert sorted(r.run_id for r in bronze.collect()) == ["r1", "r1", "r1", "r3"]
+    assert commits.history(1).first().version == before + 1  # the failed write committed nothing
 
 
 def _quarantined_rows_of_r2(spark, conf) -> list:

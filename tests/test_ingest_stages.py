@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from datetime import date
 
+import pytest
+
 from jobs.ingest_keys import (
     DuplicatePlan,
     DuplicateSummary,
@@ -35,7 +37,7 @@ def raw_file(name: str, rows: int | None = 3, problem: str | None = None, day: d
     return RawFile(day, relative, f"/raw/{relative}", rows, problem)
 
 
-def stats(name: str, run: str, rows: int, valid: int, seqs: tuple[int, int], offsets=(1, 1)):
+def stats(name: str, run: str, rows: int, valid: int | None, seqs: tuple[int, int], offsets=(1, 1)):
     return FileRunStats(f"date=2024-01-01/{name}", run, rows, valid, *seqs, *offsets)
 
 
@@ -84,6 +86,26 @@ def test_runs_are_proved_free_of_repeated_keys_by_consecutive_disjoint_seqs():
     # A damaged file's rows are all quarantined: they prove and disprove nothing.
     assert runs_that_may_repeat_keys(all_stats, {"date=2024-01-01/b.parquet"}) == {"r3"}
     assert run_seq_ranges(all_stats, set()) == {"r1": (1, 6), "r2": (1, 5), "r3": (1, 5)}
+
+
+def test_the_lean_pass_proves_keys_over_every_row_and_knows_no_valid_rows():
+    """Stats of the keys-only pass (valid_rows None) are over every row: a proof over them holds
+    for the valid rows among them, and their ranges hold the valid seqs. The valid rows are not
+    known until the bronze write says every row was valid."""
+    lean = [
+        stats("a.parquet", "r1", 3, None, (1, 3)),
+        stats("b.parquet", "r1", 2, None, (4, 5)),
+        stats("a.parquet", "r2", 3, None, (1, 5), offsets=(1, 3)),
+    ]
+    assert runs_that_may_repeat_keys(lean, set()) == {"r2"}
+    assert run_seq_ranges(lean, set()) == {"r1": (1, 5), "r2": (1, 5)}
+    counts = _counts([raw_file("a.parquet", 6), raw_file("b.parquet", 2)], {}, lean)
+    assert not counts.contract_checked
+    with pytest.raises(ValueError, match="did not check the contract"):
+        _ = counts.valid_rows
+    valid = counts.every_row_valid()
+    assert valid.contract_checked and valid.valid_rows == counts.rows_read == 8
+    assert [s.valid_rows for s in valid.stats] == [3, 2, 3]
 
 
 def test_rows_of_a_file_quarantined_whole_past_the_budget_are_not_read():
