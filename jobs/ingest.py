@@ -82,6 +82,10 @@ __all__ = ["IngestRefused", "ingest_succeeded", "main", "run_ingest"]
 
 log = logging.getLogger("flowctl.ingest")
 
+#: Spark's error class for a file it could not read (a damaged page among the causes): the one
+#: failure of the bronze write after the lean counting pass that a damaged file may explain.
+READ_FAILURE = "FAILED_READ_FILE"
+
 
 def run_ingest(
     spark: SparkSession,
@@ -128,8 +132,8 @@ def run_ingest(
     # 5: write.
     try:
         plan, written = write_tables(spark, conf, plan)
-    except Exception:
-        if counts.contract_checked:
+    except Exception as error:
+        if counts.contract_checked or READ_FAILURE not in str(error):
             raise
         # The lean pass read the keys only: a damaged page in another column failed the bronze
         # write, which committed nothing. The pass that decodes every column tells the file.

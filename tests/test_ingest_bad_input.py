@@ -502,6 +502,30 @@ def test_the_contract_is_counted_only_when_the_bronze_write_leaves_rows_out(
     assert commits.history(1).first().version == before + 1  # the failed write committed nothing
 
 
+def test_a_write_failure_that_is_not_a_damaged_file_is_raised_as_it_is(
+    spark, pipeline_conf, monkeypatch
+):
+    """Only a read failure sends the ingest to the pass that decodes every column: any other
+    failure of the writes (a commit conflict, memory) is raised at once, unchanged."""
+    passes: list[bool] = []
+    count = ingest_read.file_run_stats
+
+    def recorded(raw, *, check_contract=True):
+        passes.append(check_contract)
+        return count(raw, check_contract=check_contract)
+
+    def conflict(*_args):
+        raise RuntimeError("ConcurrentAppendException: files were added to partition [date=D]")
+
+    monkeypatch.setattr(ingest_read, "file_run_stats", recorded)
+    monkeypatch.setattr(ingest, "write_tables", conflict)
+    _, conf = pipeline_conf(validate=False)
+    write_raw(Path(conf.raw_dir), [event(i, at(1, 10, i), "enqueue", queue="q") for i in (1, 2)])
+    with pytest.raises(RuntimeError, match=r"^ConcurrentAppendException") as raised:
+        ingest.run_ingest(spark, conf, DAY1, DAY1)
+    assert passes == [False] and raised.value.__context__ is None
+
+
 def _quarantined_rows_of_r2(spark, conf) -> list:
     quarantine = read_table(spark, conf, QUARANTINE).where(f"source_file = '{R2}'")
     return quarantine.where("record_kind = 'row'").orderBy("source_row_index").collect()
