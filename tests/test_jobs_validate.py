@@ -118,6 +118,36 @@ def test_the_great_expectations_suite_rejects_blank_required_strings(make_events
     assert quality.validate_accepted_events(frame, "blank")["success"] is False
 
 
+def test_a_column_required_for_some_event_types_is_checked_in_those_only(make_events):
+    """missing_queue and missing_link are stated without Great Expectations' row conditions
+    (jobs/quality.py ``required_value_column``): a queue event without its queue, null or blank,
+    fails the suite; an event of a type that does not need a queue passes without one."""
+    from jobs import quality
+
+    link_event = event(1, at(1, 1), "flow", link="l")  # no queue, and needs none
+    assert "queue" not in link_event
+    frame = make_events(
+        [
+            link_event,
+            event(2, at(1, 2), "enqueue", queue="q"),
+            event(3, at(1, 3), "enqueue"),  # a queue event, queue null
+            event(4, at(1, 4), "enqueue", queue=" \t"),  # a queue event, queue blank
+        ]
+    )
+    assert quality.validate_accepted_events(frame.where("seq <= 2"), "needed")["success"] is True
+    for seq in (3, 4):
+        result = quality.validate_accepted_events(frame.where(f"seq in (1, 2, {seq})"), "missing")
+        failed = [
+            (e["kwargs"]["column"], e["result"]["unexpected_count"])
+            for validation in result["result"]["validation_results"]
+            for e in validation["expectations"]
+            if not e["success"]
+        ]
+        # A null fails the not-null expectation only (a regex passes over nulls), a blank the
+        # regex only: one failure each, of the queue, in the one row.
+        assert failed == [(quality.required_value_column("queue"), 1)], seq
+
+
 def test_the_great_expectations_suite_fails_rows_breaking_the_rules_it_used_to_miss(make_events):
     """The suite is built from the quarantine's rules: rows breaking ts_outside_partition_date,
     missing_queue, missing_link (which the hand-listed suite let through) or invalid_detail_json
@@ -160,8 +190,8 @@ def test_the_great_expectations_suite_fails_rows_breaking_the_rules_it_used_to_m
     assert failed == [
         ("expect_column_pair_values_to_be_equal", quality.partition_day_column("ts")),
         ("expect_column_values_to_be_in_set", quality.json_check_column("detail")),
-        ("expect_column_values_to_not_be_null", "link"),
-        ("expect_column_values_to_not_match_regex", "queue"),
+        ("expect_column_values_to_not_be_null", quality.required_value_column("link")),
+        ("expect_column_values_to_not_match_regex", quality.required_value_column("queue")),
     ]
     classified = classify_events(frame.withColumn("source_file", _file()), []).collect()
     assert {r.seq: r.reason for r in classified} == {

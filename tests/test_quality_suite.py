@@ -43,6 +43,19 @@ def test_the_three_rules_the_hand_listed_suite_missed_are_expectations(suite):
         ]
 
 
+def test_no_expectation_carries_a_row_condition(suite):
+    """Great Expectations computes a conditioned expectation in Spark jobs of its own; the rules
+    for some event types only are stated over a batch column instead (jobs/quality.py
+    ``required_value_column``; test_jobs_validate.py runs them)."""
+    assert [type(e).__name__ for e in suite.expectations if e.row_condition] == []
+    required = {
+        e.column
+        for e in suite.expectations
+        if e.meta and e.meta[quality.RULE_META] == "missing_queue"
+    }
+    assert required == {quality.required_value_column("queue")}
+
+
 def test_every_kind_of_check_has_its_expectations():
     """A new kind of check in validate.py must be stated in quality.py before any rule uses it."""
     for check in get_args(RuleCheck):
