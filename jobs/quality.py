@@ -178,7 +178,7 @@ def suite_batch(accepted: DataFrame) -> DataFrame:
     # its own; over this column the two fold into the suite's bundled aggregation.
     required = {
         required_value_column(rule.column): F.when(
-            F.col("event_type").isin(*rule.values), F.col(rule.column)
+            rule.concerns_the_event(), F.col(rule.column)
         ).otherwise(F.lit(NOT_REQUIRED))
         for rule in contract_rules()
         if rule.check == "present_for"

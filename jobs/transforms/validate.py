@@ -141,6 +141,11 @@ class ContractRule:
     column: str
     values: tuple[str, ...] = ()
 
+    def concerns_the_event(self) -> Column:
+        """True for events of the types ``values``: those a ``present_for`` rule requires its
+        column in (the quarantine's :meth:`broken`, and the suite's batch in jobs/quality.py)."""
+        return F.col("event_type").isin(*self.values)
+
     def broken(self) -> Column:
         """True when a row breaks the rule; null (not broken) over a null value, except for the
         ``not_null`` and ``present_for`` checks, whose subject is the missing value."""
@@ -160,7 +165,7 @@ class ContractRule:
         if self.check == "not_negative":
             return col < 0
         if self.check == "present_for":
-            return F.col("event_type").isin(*self.values) & _missing(self.column)
+            return self.concerns_the_event() & _missing(self.column)
         if self.check == "in_partition_day":
             # The sink files each event under the UTC date of its ts; anything else is a bad
             # timestamp.
