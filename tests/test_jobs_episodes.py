@@ -432,6 +432,37 @@ def test_a_trigger_is_merged_with_its_producer_and_one_without_link_adds_none(ma
     assert got == [(2, 4, 5, 1, 7), (6, 8, 9, 1, 3)]
 
 
+@pytest.mark.parametrize("path", SEGMENT_STATS)
+def test_a_trigger_s_window_counts_with_the_producer_s_enqueues_in_the_episode(make_events, path):
+    """The trigger's producer is one of the episode's producers, its window the largest it logs
+    on the trigger or in the episode: none at all voids the bound, one on either side counts."""
+    q = {"queue": "q", "flow_stop_count": 3}
+    rows = [
+        # p triggers without a window and does not enqueue again: two producers, no bound.
+        event(1, at(1, 1), "enqueue", **q, link="p", depth_msgs=4),
+        event(2, at(1, 2), "flow_stopped", **q, depth_msgs=4),
+        event(3, at(1, 3), "enqueue", **q, link="p2", capacity=2, depth_msgs=6),
+        event(4, at(1, 4), "flow_resumed", **q, depth_msgs=0),
+        # p3 triggers without a window and logs one (4) in the episode: one producer, bound 4.
+        event(5, at(1, 5), "enqueue", **q, link="p3", depth_msgs=5),
+        event(6, at(1, 6), "flow_stopped", **q, depth_msgs=5),
+        event(7, at(1, 7), "enqueue", **q, link="p3", capacity=4, depth_msgs=6),
+        event(8, at(1, 8), "flow_resumed", **q, depth_msgs=1),
+        # p4 triggers with a window (6) and enqueues in the episode without one: bound 6.
+        event(9, at(1, 9), "enqueue", **q, link="p4", capacity=6, depth_msgs=5),
+        event(10, at(1, 10), "flow_stopped", **q, depth_msgs=5),
+        event(11, at(1, 11), "enqueue", **q, link="p4", depth_msgs=7),
+        event(12, at(1, 12), "flow_resumed", **q, depth_msgs=1),
+    ]
+    events = make_events(rows)
+    actual = queue_flow_episodes(events, run_bounds(events), SEGMENT_STATS[path])
+    got = [
+        (r.start_seq, r.producers, r.overshoot_msgs, r.overshoot_bound_msgs)
+        for r in actual.orderBy("start_seq").collect()
+    ]
+    assert got == [(2, 2, 3, None), (6, 1, 3, 4), (10, 1, 4, 6)]
+
+
 def test_stop_as_the_first_event_and_a_resume_without_stop(make_events):
     rows = [
         event(1, at(1, 1), "flow_resumed", queue="q", depth_msgs=0),  # not stopped: no change
@@ -496,10 +527,12 @@ def producer_without_window() -> list[dict]:
     ]  # fmt: skip
 
 
-def test_a_producer_without_a_window_leaves_the_bound_and_ratio_null(spark, make_events):
+@pytest.mark.parametrize("path", SEGMENT_STATS)
+def test_a_producer_without_a_window_leaves_the_bound_and_ratio_null(spark, make_events, path):
     """DESIGN §4: "When any of those producers has no capacity (no window), the bound and the
     ratio are null: there is no guarantee to hold"."""
-    actual = episodes_of(make_events, producer_without_window())
+    events = make_events(producer_without_window())
+    actual = queue_flow_episodes(events, run_bounds(events), SEGMENT_STATS[path])
     # Overshoot 27 - 4 = 23, still measured; producers p1 and p2; p2 has no capacity, so no
     # bound and no ratio (before: bound 3 from p1 alone, ratio 23 / 3 = 7.67).
     expected = spark.createDataFrame(
@@ -511,8 +544,9 @@ def test_a_producer_without_a_window_leaves_the_bound_and_ratio_null(spark, make
     )
 
 
+@pytest.mark.parametrize("path", SEGMENT_STATS)
 def test_a_window_of_zero_counts_and_a_capacity_missing_on_one_enqueue_does_not_void_it(
-    make_events,
+    make_events, path
 ):
     """A capacity of 0 (the engine's ``prefill`` producer) is a window of 0, not a missing one;
     a producer whose capacity one enqueue leaves out still has the window its others log."""
@@ -527,9 +561,12 @@ def test_a_window_of_zero_counts_and_a_capacity_missing_on_one_enqueue_does_not_
         event(7, at(1, 11), "flow_stopped", queue="q", depth_msgs=5),
         event(8, at(1, 11, 5), "flow_resumed", queue="q", depth_msgs=1),
     ]  # fmt: skip
+    events = make_events(rows)
     got = [
         (r.start_seq, r.producers, r.overshoot_msgs, r.overshoot_bound_msgs, r.overshoot_ratio)
-        for r in episodes_of(make_events, rows).orderBy("start_seq").collect()
+        for r in queue_flow_episodes(events, run_bounds(events), SEGMENT_STATS[path])
+        .orderBy("start_seq")
+        .collect()
     ]
     # Episode 1: p1 (window 3) and prefill (0): bound 3 + 0 = 3; overshoot 7 - 4 = 3; ratio 1.
     # Episode 2: prefill alone: bound 0, overshoot 5 - 4 = 1, and no ratio (nothing to divide by).
