@@ -116,6 +116,14 @@ def rule_expectations(rule: ContractRule) -> list[Any]:
     if rule.check == "not_negative":
         return [gxe.ExpectColumnValuesToBeBetween(column=column, min_value=0, meta=meta)]
     if rule.check == "present_for":  # neither null nor blank, in events of those types
+        # The batch's stand-in where the column is not required (NOT_REQUIRED) and the blank
+        # check are strings: a rule over another type would be stated wrongly, so it is refused.
+        kind = BROKER_EVENTS.column(column).type
+        if kind != "string":
+            raise ValueError(
+                f"contract rule {rule.name}: present_for is stated over string columns only; "
+                f"{column} is {kind}"
+            )
         required = required_value_column(column)
         return [
             gxe.ExpectColumnValuesToNotBeNull(column=required, meta=meta),

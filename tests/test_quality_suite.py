@@ -66,6 +66,16 @@ def test_every_kind_of_check_has_its_expectations():
         quality.rule_expectations(unknown)
 
 
+def test_a_present_for_rule_over_a_column_that_is_not_a_string_is_refused():
+    """The batch column of a ``present_for`` rule holds the string ``NOT_REQUIRED`` where the
+    event does not need the value, and the rule's blank check is a regex: both are wrong over a
+    number, so such a rule is refused by name rather than stated wrongly."""
+    assert quality.rule_expectations(ContractRule("r", "present_for", "link", ("flow",)))
+    numeric = ContractRule("missing_credit", "present_for", "credit", ("flow",))
+    with pytest.raises(ValueError, match=r"missing_credit: .* credit is int64"):
+        quality.rule_expectations(numeric)
+
+
 def test_the_suite_reads_every_column_a_rule_checks():
     columns = set(quality.suite_columns())
     assert {rule.column for rule in contract_rules()} | {"event_type", "date"} <= columns
