@@ -12,7 +12,7 @@ from jobs.transforms.daily import link_starvation_daily, queue_flow_daily
 from jobs.transforms.episodes import link_starvation_episodes, queue_flow_episodes, run_bounds
 from jobs.transforms.timeutil import summed_seconds
 from schemas.tables import LINK_STARVATION_DAILY, QUEUE_FLOW_DAILY
-from tests.conftest import at, event
+from tests.conftest import at, event, naive
 from tests.test_jobs_episodes import (
     link_starving_across_midnight,
     producer_without_window,
@@ -170,6 +170,29 @@ def test_link_attached_before_the_log_starts_is_attached_from_its_first_event(ma
         ("l1", 2): (4, None),
         ("l1", 5): (None, "publisher"),
         ("l2", 6): (None, "consumer"),
+    }
+
+
+def test_a_link_is_attached_from_its_first_event_by_seq_whatever_the_clock_says(make_events):
+    """A link's first event is its first by ``seq`` (the total order), with that event's own ts:
+    a clock stepping back stamps the next event earlier, and neither that ts nor the next event
+    starts the interval."""
+    from jobs.transforms.daily import link_attachments
+
+    rows = [
+        event(1, at(1, 10), "flow", link="l1", credit=5),  # first: no attach, no role
+        event(2, at(1, 9, 30), "flow", link="l1", credit=3, link_role="consumer"),  # earlier ts
+        event(3, at(1, 11), "link_detached", link="l1"),
+        event(4, at(1, 12), "link_attached", link="l2", link_role="publisher"),  # first, relevant
+        event(5, at(1, 13), "flow", link="l2", credit=0),
+    ]
+    got = {
+        (r.link, r.start_seq): (r.start_ts, r.end_seq, r.end_event_type, r.link_role)
+        for r in link_attachments(make_events(rows)).collect()
+    }
+    assert got == {
+        ("l1", 1): (naive(at(1, 10)), 3, "link_detached", None),
+        ("l2", 4): (naive(at(1, 12)), None, None, "publisher"),
     }
 
 
