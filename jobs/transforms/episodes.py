@@ -170,20 +170,29 @@ def _latest_non_null(c: str) -> list[Column]:
     ]
 
 
-def _segments_of_producers(per_producer: DataFrame) -> DataFrame:
-    """Per queue segment, from its rows per (segment, producer) (``_producer`` null for the
-    events that are no producer's enqueue): the segment's stats (:func:`queue_segment_stats`)."""
-    return per_producer.groupBy(*QUEUE_ID, "_seg").agg(
-        *(F.max(name).alias(name) for name in _start_fields()),
-        F.max("peak_depth_msgs").alias("peak_depth_msgs"),
-        F.max("peak_depth_bytes").alias("peak_depth_bytes"),
-        F.max("_sampled_ms").alias("_sampled_ms"),
-        F.count("_producer").alias("producers"),
-        overshoot_bound(F.col("_producer"), F.col("capacity")).alias("overshoot_bound_msgs"),
+def _merged_stats() -> list[Column]:
+    """A segment's stats merged from several partial rows of it (per producer in the rule; the
+    segment's own and the trigger handed to it in the fast path): each field by the aggregate
+    that combines its partial values (max, a sum, the value of the latest seq)."""
+    return [
+        *(
+            F.max(name).alias(name)
+            for name in (*_start_fields(), "peak_depth_msgs", "peak_depth_bytes", "_sampled_ms")
+        ),
         *(F.sum(name).alias(name) for name in _DEQUEUE_COUNTS),
         *(F.max(f"_pre_{c}").alias(f"_pre_{c}") for c in CARRIED_COLUMNS),
         *(F.max(f"_seq_{c}").alias(f"_seq_{c}") for c in CARRIED_COLUMNS),
         *(F.max_by(f"_val_{c}", f"_seq_{c}").alias(f"_val_{c}") for c in CARRIED_COLUMNS),
+    ]
+
+
+def _segments_of_producers(per_producer: DataFrame) -> DataFrame:
+    """Per queue segment, from its rows per (segment, producer) (``_producer`` null for the
+    events that are no producer's enqueue): the segment's stats (:func:`queue_segment_stats`)."""
+    return per_producer.groupBy(*QUEUE_ID, "_seg").agg(
+        *_merged_stats(),
+        F.count("_producer").alias("producers"),
+        overshoot_bound(F.col("_producer"), F.col("capacity")).alias("overshoot_bound_msgs"),
     )
 
 
@@ -377,16 +386,7 @@ def queue_segment_stats_by_lookup(
     # Both reads of these rows keep the whole array, so the aggregation above and its shuffle
     # are planned once: a read that pruned its fields would plan (and scan for) another.
     per_row = groups.select("_qkey", F.explode(both).alias("_r")).select("_qkey", "_r.*")
-    stats = per_row.groupBy("_qkey", "_seg").agg(
-        *(
-            F.max(name).alias(name)
-            for name in (*starts, "peak_depth_msgs", "peak_depth_bytes", "_sampled_ms")
-        ),
-        *(F.sum(name).alias(name) for name in _DEQUEUE_COUNTS),
-        *(F.max(f"_pre_{c}").alias(f"_pre_{c}") for c in CARRIED_COLUMNS),
-        *(F.max(f"_seq_{c}").alias(f"_seq_{c}") for c in CARRIED_COLUMNS),
-        *(F.max_by(f"_val_{c}", f"_seq_{c}").alias(f"_val_{c}") for c in CARRIED_COLUMNS),
-    )
+    stats = per_row.groupBy("_qkey", "_seg").agg(*_merged_stats())
     enqueued = rows.where(F.col("_stopped") & enqueuer.isNotNull()).select(
         "_qkey", "_seg", enqueuer.alias("_producer"), "capacity"
     )
