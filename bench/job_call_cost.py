@@ -1,4 +1,4 @@
-"""What one job call of the tests' size costs, and where: the suite's time (README, "The suite").
+"""What one job call of the tests' size costs, and where: the suite's time (docs/testing.md).
 
 The Spark tests process a few rows per call, so what they spend is Spark's and Delta's fixed
 cost per query and per commit, not data. This runs the days of tests/test_processing_order.py's
