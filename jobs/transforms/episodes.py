@@ -186,14 +186,20 @@ def _merged_stats() -> list[Column]:
     ]
 
 
+def _producer_stats() -> list[Column]:
+    """A segment's ``producers`` and ``overshoot_bound_msgs``, aggregated over one row per
+    (segment, producer) with its ``capacity`` (``_producer`` null on rows that are no
+    producer's): both paths state them here."""
+    return [
+        F.count("_producer").alias("producers"),
+        overshoot_bound(F.col("_producer"), F.col("capacity")).alias("overshoot_bound_msgs"),
+    ]
+
+
 def _segments_of_producers(per_producer: DataFrame) -> DataFrame:
     """Per queue segment, from its rows per (segment, producer) (``_producer`` null for the
     events that are no producer's enqueue): the segment's stats (:func:`queue_segment_stats`)."""
-    return per_producer.groupBy(*QUEUE_ID, "_seg").agg(
-        *_merged_stats(),
-        F.count("_producer").alias("producers"),
-        overshoot_bound(F.col("_producer"), F.col("capacity")).alias("overshoot_bound_msgs"),
-    )
+    return per_producer.groupBy(*QUEUE_ID, "_seg").agg(*_merged_stats(), *_producer_stats())
 
 
 def queue_segment_stats(
@@ -396,10 +402,7 @@ def queue_segment_stats_by_lookup(
         .groupBy("_qkey", "_seg", "_producer")
         .agg(F.max("capacity").alias("capacity"))
     )
-    producers = per_producer.groupBy("_qkey", "_seg").agg(
-        F.count("_producer").alias("producers"),
-        overshoot_bound(F.col("_producer"), F.col("capacity")).alias("overshoot_bound_msgs"),
-    )
+    producers = per_producer.groupBy("_qkey", "_seg").agg(*_producer_stats())
     # A segment no producer enqueued to: none, and no bound (the empty sum is not a bound of 0).
     segments = stats.join(producers, ["_qkey", "_seg"], "left").withColumn(
         "producers", F.coalesce(F.col("producers"), F.lit(0))
