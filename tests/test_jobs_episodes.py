@@ -58,9 +58,11 @@ def stopped_across_midnight(run_id: str = "r1") -> list[dict]:
     ]
 
 
-def episodes_of(make_events, rows):
+def episodes_of(make_events, rows, segment_stats=queue_segment_stats):
+    """queue_flow_episodes of ``rows``, their segments' stats by ``segment_stats`` (the rule by
+    default, as the transform's own default)."""
     events = make_events(rows)
-    return queue_flow_episodes(events, run_bounds(events))
+    return queue_flow_episodes(events, run_bounds(events), segment_stats)
 
 
 def test_episode_across_midnight_has_peak_overshoot_and_bound(spark, make_events):
@@ -423,8 +425,7 @@ def test_a_trigger_is_merged_with_its_producer_and_one_without_link_adds_none(ma
         event(7, at(1, 7), "enqueue", **q, link="p2", capacity=3, depth_msgs=8),
         event(8, at(1, 8), "flow_resumed", **q, depth_msgs=1),
     ]
-    events = make_events(rows)
-    actual = queue_flow_episodes(events, run_bounds(events), SEGMENT_STATS[path])
+    actual = episodes_of(make_events, rows, SEGMENT_STATS[path])
     got = [
         (r.start_seq, r.end_seq, r.peak_depth_msgs, r.producers, r.overshoot_bound_msgs)
         for r in actual.orderBy("start_seq").collect()
@@ -454,8 +455,7 @@ def test_a_trigger_s_window_counts_with_the_producer_s_enqueues_in_the_episode(m
         event(11, at(1, 11), "enqueue", **q, link="p4", depth_msgs=7),
         event(12, at(1, 12), "flow_resumed", **q, depth_msgs=1),
     ]
-    events = make_events(rows)
-    actual = queue_flow_episodes(events, run_bounds(events), SEGMENT_STATS[path])
+    actual = episodes_of(make_events, rows, SEGMENT_STATS[path])
     got = [
         (r.start_seq, r.producers, r.overshoot_msgs, r.overshoot_bound_msgs)
         for r in actual.orderBy("start_seq").collect()
@@ -531,8 +531,7 @@ def producer_without_window() -> list[dict]:
 def test_a_producer_without_a_window_leaves_the_bound_and_ratio_null(spark, make_events, path):
     """DESIGN §4: "When any of those producers has no capacity (no window), the bound and the
     ratio are null: there is no guarantee to hold"."""
-    events = make_events(producer_without_window())
-    actual = queue_flow_episodes(events, run_bounds(events), SEGMENT_STATS[path])
+    actual = episodes_of(make_events, producer_without_window(), SEGMENT_STATS[path])
     # Overshoot 27 - 4 = 23, still measured; producers p1 and p2; p2 has no capacity, so no
     # bound and no ratio (before: bound 3 from p1 alone, ratio 23 / 3 = 7.67).
     expected = spark.createDataFrame(
@@ -561,12 +560,9 @@ def test_a_window_of_zero_counts_and_a_capacity_missing_on_one_enqueue_does_not_
         event(7, at(1, 11), "flow_stopped", queue="q", depth_msgs=5),
         event(8, at(1, 11, 5), "flow_resumed", queue="q", depth_msgs=1),
     ]  # fmt: skip
-    events = make_events(rows)
     got = [
         (r.start_seq, r.producers, r.overshoot_msgs, r.overshoot_bound_msgs, r.overshoot_ratio)
-        for r in queue_flow_episodes(events, run_bounds(events), SEGMENT_STATS[path])
-        .orderBy("start_seq")
-        .collect()
+        for r in episodes_of(make_events, rows, SEGMENT_STATS[path]).orderBy("start_seq").collect()
     ]
     # Episode 1: p1 (window 3) and prefill (0): bound 3 + 0 = 3; overshoot 7 - 4 = 3; ratio 1.
     # Episode 2: prefill alone: bound 0, overshoot 5 - 4 = 1, and no ratio (nothing to divide by).
