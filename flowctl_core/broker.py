@@ -23,6 +23,7 @@ from flowctl_core.flowlimit import (
 )
 from flowctl_core.queue import (
     LIMIT_POLICIES,
+    QPID_POLICY_SPELLINGS,
     EnqueueOutcome,
     LimitPolicy,
     Message,
@@ -108,10 +109,12 @@ class Broker:
             name, MAX_SIZE_KEY, arguments.get(MAX_SIZE_KEY, self.config.default_queue_limit_bytes)
         )
         policy = arguments.get(POLICY_TYPE_KEY, self.config.default_limit_policy)
+        if isinstance(policy, str):
+            policy = QPID_POLICY_SPELLINGS.get(policy, policy)
         if policy not in LIMIT_POLICIES:
+            spellings = ", ".join((*LIMIT_POLICIES, *QPID_POLICY_SPELLINGS))
             raise FlowConfigError(
-                f"queue {name!r}: {POLICY_TYPE_KEY} must be one of {', '.join(LIMIT_POLICIES)}, "
-                f"got {policy!r}"
+                f"queue {name!r}: {POLICY_TYPE_KEY} must be one of {spellings}, got {policy!r}"
             )
         explicit = FlowThresholds.from_arguments(name, arguments)
         # Resume keys without a stop key are ignored (Qpid: only a stop makes them explicit).

@@ -21,6 +21,11 @@ if TYPE_CHECKING:
 LimitPolicy = Literal["reject", "ring", "ring-strict"]
 LIMIT_POLICIES: tuple[str, ...] = ("reject", "ring", "ring-strict")
 
+#: ``qpid.policy_type`` as the Qpid C++ broker itself spells it -> the engine's (the seeds' and
+#: qpid-config's ``--limit-policy ring-strict``): qpid-cpp's ``QueuePolicy::RING_STRICT`` is
+#: "ring_strict", so a declare argument copied from a real broker says that.
+QPID_POLICY_SPELLINGS: dict[str, LimitPolicy] = {"ring_strict": "ring-strict"}
+
 
 class Message:
     """One message on one queue; ``transfer`` is what its enqueue holds while flow is stopped

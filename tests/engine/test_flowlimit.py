@@ -157,7 +157,7 @@ def test_per_queue_zero_stop_values_disable_flow_control() -> None:
     assert not queue.flow.flow_stopped and not rig.events("flow_stopped")
 
 
-@pytest.mark.parametrize("policy", ["ring", "ring-strict"])
+@pytest.mark.parametrize("policy", ["ring", "ring-strict", "ring_strict"])
 def test_ring_queues_get_no_default_thresholds(policy: str) -> None:
     # Seed 001: "queues that have been configured with a Limit Policy of type RING or RING-STRICT
     # do NOT have queue flow thresholds enabled by default."
@@ -318,3 +318,19 @@ def test_the_broker_default_queue_limit_is_100_mib() -> None:
         "connections": [{"name": "c", "protocol": "amqp-0-9-1", "publishers": []}],
     }
     assert Scenario.model_validate(rabbit).broker_config().default_queue_limit_bytes == 0
+
+
+def test_qpid_spells_ring_strict_with_an_underscore_and_the_engine_reads_it_as_ring_strict() -> (
+    None
+):
+    # qpid-cpp's QueuePolicy::RING_STRICT is "ring_strict" (qpid-config's --limit-policy writes
+    # "ring-strict"): a declare argument copied from a real broker is the same queue.
+    rig = Rig()
+    queue = rig.queue("q", {"qpid.max_count": 10, "qpid.policy_type": "ring_strict"})
+    assert queue.policy == "ring-strict"
+
+
+@pytest.mark.parametrize("policy", ["flow_to_disk", "RING", "ring strict", 3])
+def test_an_unknown_limit_policy_is_refused_naming_the_accepted_spellings(policy: object) -> None:
+    with pytest.raises(FlowConfigError, match="ring-strict, ring_strict, got"):
+        Rig().queue("q", {"qpid.max_count": 10, "qpid.policy_type": policy})
