@@ -373,6 +373,12 @@ def regression_runs() -> list[dict[str, Any]]:
         (_at(1, 9, 1), "enqueue", {**q, "link": "p2", "depth_msgs": 9}),  # no capacity
         (_at(1, 9, 5), "flow_resumed", {**q, "depth_msgs": 1}),
         (_at(3, 0), "alarm_raised", {}),
+    ) + _run(
+        "x4",  # the clock steps back: the watermark (day 1 09:00) is days before q's last events
+        (_at(1, 8), "queue_declared", {**q, "depth_msgs": 0, "flow_stopped_count": 0}),
+        (_at(3, 10), "flow_stopped", {**q, "depth_msgs": 4, "flow_stopped_count": 1}),
+        (_at(4, 10), "flow_resumed", {**q, "depth_msgs": 1, "flow_stopped_count": 1}),
+        (_at(1, 9), "queue_declared", {"queue": "other", "depth_msgs": 0}),
     )  # fmt: skip
 
 
@@ -472,7 +478,7 @@ def test_random_log_exercises_the_hard_cases(rows):
     episodes = oracle.queue_flow_episodes(rows)
     starvations = oracle.link_starvation_episodes(rows)
     bounds = oracle.run_bounds(rows)
-    assert len(bounds) == RUNS + 7 and len(rows) > 4000
+    assert len(bounds) == RUNS + 8 and len(rows) > 4000
     assert any(len(oracle.days_touched(*b)) >= 3 for b in bounds.values())
     crossing = [
         e
@@ -591,6 +597,16 @@ def test_a_producer_without_a_window_voids_the_bound_and_ratio(spark_out):
     (episode,) = [r for r in spark_out["episodes"] if r["run_id"] == "x3"]
     assert (episode["producers"], episode["overshoot_msgs"]) == (2, 5)
     assert episode["overshoot_bound_msgs"] is None and episode["overshoot_ratio"] is None
+
+
+def test_no_idle_queue_day_is_filled_in_past_the_watermark_day(spark_out):
+    """Run x4: q is declared on day 1 and its next events, on days 3 and 4, are stamped after the
+    watermark (day 1 09:00, the last event by seq). Its observed span is day 1 (its declaration
+    through the watermark's day): day 2, idle and after the watermark's day, has no row; days 3
+    and 4 have events, so they do. Spark filled idle days up to the next day with events."""
+    day1, _, day3, day4 = (ALL_DAYS[0] + timedelta(days=i) for i in range(4))
+    days = sorted(r["date"] for r in spark_out["queue_daily_all"] if r["run_id"] == "x4")
+    assert days == [day1, day1, day3, day4]  # q and other on day 1
 
 
 def test_idle_queue_days_get_rows_up_to_the_watermark_day(spark_out):

@@ -97,9 +97,11 @@ def _queue_days(
     observation (:func:`observed_seconds`). The watermark's day is included even when the
     watermark is 00:00 (an observed instant, with 0 observed seconds). So the days are the
     queue's days with events (all of them, from the earliest, are in ``queue_events``) and the
-    idle days each of them is followed by: up to the day before its next day with events, or up
-    to the watermark's day after the last. The idle days come out of the per-day rows themselves
-    (an explode), so the events are read and aggregated once.
+    idle days each of them is followed by: up to the day before its next day with events, and
+    never past the watermark's day (a clock stepping back can stamp events days after it; those
+    days have rows, the idle days between them and the watermark's day none, as in the metrics
+    oracle and the DuckDB peer). The idle days come out of the per-day rows themselves (an
+    explode), so the events are read and aggregated once.
     """
     with_counter = F.when(F.col("flow_stopped_count").isNotNull(), F.col("seq"))
     per_day = (
@@ -125,7 +127,8 @@ def _queue_days(
         F.col("_first_counter") - F.col("_first_is_stop").cast("long"),
     )
     own_day = F.unix_date("date")
-    idle_until = F.coalesce(F.unix_date(F.lead("date").over(by_date)) - 1, F.col("_watermark_day"))
+    # least() skips the null lead of a queue's last day with events.
+    idle_until = F.least(F.unix_date(F.lead("date").over(by_date)) - 1, F.col("_watermark_day"))
     # No idle day after date_to is generated (the range filter would drop it).
     last_day = F.least(idle_until, F.lit((date_to - DAY_INDEX_EPOCH).days))
     watermark_day = F.floor(micros("run_watermark_ts") / F.lit(US_PER_DAY))
