@@ -23,7 +23,7 @@ DAY1, DAY2 = date(2024, 1, 1), date(2024, 1, 2)
 
 
 def _window(
-    seq: int, ts: Any, frames: int, reason: str | None, session: str = "s1"
+    seq: int, ts: Any, frames: object, reason: str | None, session: str = "s1"
 ) -> dict[str, Any]:
     given = {"incoming_window": frames, "reason": reason}
     detail = json.dumps({k: v for k, v in given.items() if v is not None})
@@ -179,3 +179,29 @@ def test_a_closed_session_window_whose_detail_gives_no_reason_blocks_its_publish
     assert (episodes["s1"].start_seq, episodes["s1"].end_seq) == (3, 6)
     assert episodes["s1"].duration_s == 3600.0
     assert (episodes["s3"].start_seq, episodes["s3"].end_seq) == (4, 5)  # ended: gone
+
+
+def test_a_window_given_as_a_float_counts_and_one_that_is_no_number_is_unknown(
+    make_events: Any,
+) -> None:
+    """Ingest accepts any JSON detail: a window of ``0.0`` (a hand-written log) is a closed
+    window, and one of ``"closed"`` or ``true`` holds no number, so it closes nothing, instead of
+    a strict cast failing the whole job (an audit: CAST_INVALID_INPUT on '0.0')."""
+    publisher = {"link": "pub", "link_role": "publisher", "connection": "c10",
+                 "protocol": "amqp-1.0"}  # fmt: skip
+    events = make_events(
+        [
+            *(
+                event(n, at(2, 9), "link_attached", session=s, credit=170, available=0, **publisher)
+                for n, s in ((1, "s1"), (2, "s2"), (3, "s3"))
+            ),
+            _window(4, at(2, 10), 0.0, "alarm"),
+            _window(5, at(2, 10), "closed", "alarm", session="s2"),
+            _window(6, at(2, 10), True, "alarm", session="s3"),
+            _window(7, at(2, 11), 400.0, "alarm"),
+        ]
+    )
+    episodes = blocking_episodes(events, run_bounds(events)).collect()
+    assert [(r.entity, r.start_seq, r.end_seq, r.duration_s) for r in episodes] == [
+        ("s1", 4, 7, 3600.0)
+    ]

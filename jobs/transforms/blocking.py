@@ -18,6 +18,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from jobs.transforms.daily import episodes_per_day
+from jobs.transforms.detail import detail_field, detail_whole_number
 from jobs.transforms.episodes import episode_span
 from jobs.transforms.intervals import true_intervals
 
@@ -28,10 +29,6 @@ BLOCKING_INPUT_COLUMNS = (
     "run_id", "broker", "seq", "ts", "event_type", "protocol", "connection", "session", "link",
     "link_role", "capacity", "outstanding", "credit", "available", "detail",
 )  # fmt: skip
-
-
-def _detail(field: str) -> Column:
-    return F.get_json_object("detail", f"$.{field}")
 
 
 def _is(*event_types: str) -> Column:
@@ -139,7 +136,7 @@ BLOCKING_KINDS: tuple[BlockingKind, ...] = (
     BlockingKind(
         "alarm",
         lambda: _is("alarm_raised", "alarm_cleared"),
-        lambda: F.coalesce(_detail("resource"), F.lit("alarm")),
+        lambda: F.coalesce(detail_field("resource"), F.lit("alarm")),
         lambda: F.col("event_type") == "alarm_raised",
         "an alarm (per resource) from alarm_raised to alarm_cleared",
     ),
@@ -151,8 +148,8 @@ BLOCKING_KINDS: tuple[BlockingKind, ...] = (
         # whose detail gives no reason (a collector's frame, a hand-written log) is closed all
         # the same: RabbitMQ closes it for an alarm only (a null comparison read as open lost it).
         lambda: (
-            (_detail("incoming_window").cast("long") == 0)
-            & F.coalesce(_detail("reason") != "ended", F.lit(True))
+            (detail_whole_number("incoming_window") == 0)
+            & F.coalesce(detail_field("reason") != "ended", F.lit(True))
         ),
         "a publishing session whose incoming window is closed (0): RabbitMQ closes every "
         "session's on an alarm, and one that only consumes is not held back by it",
@@ -207,8 +204,8 @@ def _states_of(rule: BlockingKind, events: DataFrame) -> DataFrame:
         "event_type",
         F.coalesce(rule.blocked(), F.lit(False)).alias("blocked"),
         "protocol",
-        _detail("reason").alias("reason"),
-        _detail("sample_interval_ms").try_cast("long").alias("sample_interval_ms"),
+        detail_field("reason").alias("reason"),
+        detail_whole_number("sample_interval_ms").alias("sample_interval_ms"),
         (F.lit(None).cast("long") if rule.rests_on is None else rule.rests_on()).alias(
             "rests_on_seq"
         ),

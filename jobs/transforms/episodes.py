@@ -12,6 +12,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from jobs.transforms.detail import detail_whole_number
 from jobs.transforms.intervals import true_intervals
 from jobs.transforms.timeutil import micros, seconds_between, utc_date
 
@@ -75,7 +76,7 @@ def queue_sample_interval() -> Column:
     ``queue_declared`` rows are samples of a queue, so no other event's detail is parsed."""
     return F.when(
         F.col("event_type") == "queue_declared",
-        F.get_json_object("detail", "$.sample_interval_ms").try_cast("long"),
+        detail_whole_number("sample_interval_ms"),
     )
 
 

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from flowctl_core.events import PREFILL_LINK
 from jobs.recommend_policy import RecommendPolicy
+from jobs.transforms.detail import detail_field, detail_whole_number
 from jobs.transforms.recommend_evidence import entity_columns, mean_delivery_bytes
 from jobs.transforms.verdict_rules import Facts, Rule, always, counted, decide, staged
 from schemas.recommendations import (
@@ -43,10 +44,6 @@ from schemas.recommendations import (
 ADDRESS = ("broker", "address")
 
 
-def _detail(path: str) -> Column:
-    return F.get_json_object("detail", f"$.{path}")
-
-
 def _is(event_type: str) -> Column:
     return F.col("event_type") == event_type
 
@@ -63,18 +60,18 @@ def address_evidence(events: DataFrame) -> DataFrame:
     """Per Artemis address (``detail.address``): its settings at the latest event, peak size,
     messages dropped, failed, rejected and paged, episodes blocked, and the largest
     message and the per-message overhead of the memory estimate."""
-    outcome = _detail("outcome")
-    address_size = _detail("address_size").cast("long")
+    outcome = detail_field("outcome")
+    address_size = detail_whole_number("address_size")
     return (
-        events.withColumn("address", _detail("address"))
+        events.withColumn("address", detail_field("address"))
         .where(F.col("address").isNotNull())
         .groupBy(*ADDRESS)
         .agg(
             F.max_by("queue", F.struct("ts", "seq")).alias("queue"),
             F.countDistinct("run_id").alias("runs"),
-            _latest(_detail("policy"), "address_policy"),
-            _latest(_detail("max_size_bytes").cast("long"), "max_size_bytes"),
-            _latest(_detail("reject_threshold").cast("long"), "reject_threshold"),
+            _latest(detail_field("policy"), "address_policy"),
+            _latest(detail_whole_number("max_size_bytes"), "max_size_bytes"),
+            _latest(detail_whole_number("reject_threshold"), "reject_threshold"),
             F.max(address_size).alias("peak_address_bytes"),
             F.count(F.when(_is("message_rejected") & (outcome == "dropped"), 1)).alias(
                 "dropped_msgs"
@@ -85,7 +82,9 @@ def address_evidence(events: DataFrame) -> DataFrame:
             F.count(F.when(_is("message_rejected") & (outcome == "rejected"), 1)).alias(
                 "rejected_msgs"
             ),
-            F.count(F.when(_is("enqueue") & (_detail("paged") == "true"), 1)).alias("paged_msgs"),
+            F.count(F.when(_is("enqueue") & (detail_field("paged") == "true"), 1)).alias(
+                "paged_msgs"
+            ),
             F.count(F.when(_is("flow_stopped"), 1)).alias("episodes"),
             F.max(F.when(_is("enqueue"), F.col("size_bytes"))).alias("max_message_bytes"),
             F.min(F.when(_is("enqueue"), address_size - F.col("size_bytes"))).alias(
@@ -101,7 +100,7 @@ def address_producers(events: DataFrame) -> DataFrame:
     messages apart; the CORE producers and the largest CORE window. An AMQP enqueue logs the
     credit left after it, so a producer's credit window is the largest logged + 1."""
     per_producer = (
-        events.withColumn("address", _detail("address"))
+        events.withColumn("address", detail_field("address"))
         .where(
             _is("enqueue")
             & F.col("address").isNotNull()
@@ -110,8 +109,8 @@ def address_producers(events: DataFrame) -> DataFrame:
         )
         .groupBy(*ADDRESS, "run_id", "link")
         .agg(
-            F.max(_detail("producer.window").cast("long")).alias("window"),
-            (F.max(_detail("producer.credit").cast("long")) + 1).alias("amqp_credit"),
+            F.max(detail_whole_number("producer.window")).alias("window"),
+            (F.max(detail_whole_number("producer.credit")) + 1).alias("amqp_credit"),
         )
     )
     core = F.col("window").isNotNull()
@@ -151,16 +150,16 @@ def artemis_consumer_evidence(events: DataFrame) -> DataFrame:
     them (:func:`~jobs.transforms.recommend_evidence.mean_delivery_bytes`). Null without two
     returns (an unbounded window returns nothing)."""
     consumer_events = events.where(
-        (F.col("link_role") == "consumer") & (_detail("credit_unit") == "bytes")
+        (F.col("link_role") == "consumer") & (detail_field("credit_unit") == "bytes")
     )
     # The window of the consumer's attach: per run for its returns, per link for the advice.
-    attached_window = F.max(F.when(_is("link_attached"), _detail("window").cast("long")))
+    attached_window = F.max(F.when(_is("link_attached"), detail_whole_number("window")))
     link_run = Window.partitionBy("broker", "run_id", "link")
     no_buffer = F.coalesce(F.col("_window") == 0, F.lit(False))
-    credits = _detail("credits").cast("long")
+    credits = detail_whole_number("credits")
     takes = (
         consumer_events.withColumn("_window", attached_window.over(link_run))
-        .where(_is("flow") & (_detail("origin") == "client") & ~(no_buffer & (credits == 1)))
+        .where(_is("flow") & (detail_field("origin") == "client") & ~(no_buffer & (credits == 1)))
         .withColumn("_taken_bytes", credits + F.when(no_buffer, 1).otherwise(0))
         # The takes numbered from 1: a bounded window's attach grant is number 0.
         .withColumn(

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 
 from flowctl_core.events import PREFILL_LINK
 from jobs.recommend_policy import RecommendPolicy
+from jobs.transforms.detail import detail_whole_number
 from jobs.transforms.timeutil import micros, seconds_between, summed_seconds, utc_date
 
 QUEUE = ("broker", "queue")
@@ -45,7 +46,7 @@ def mean_delivery_bytes() -> Column:
     transfers and dequeues (``size_bytes``) plus the overhead its attach logs in
     ``detail.delivery_overhead_bytes`` (the engine's ``core_delivery_overhead_bytes``; 0 in a
     log without it, whose credits counted bodies). Other links log no overhead: their mean body."""
-    overhead = F.get_json_object("detail", "$.delivery_overhead_bytes").cast("long")
+    overhead = detail_whole_number("delivery_overhead_bytes")
     return F.avg(F.when(_is("dequeue") | _is("transfer"), F.col("size_bytes"))) + F.coalesce(
         F.max(F.when(_is("link_attached"), overhead)), F.lit(0)
     )
@@ -339,9 +340,7 @@ def _per_link(stepped: DataFrame) -> DataFrame:
         F.max(F.get_json_object("detail", "$.credit_unit") == "bytes").alias("_credit_in_bytes"),
         mean_delivery_bytes().alias("_mean_message_bytes"),
         # RabbitMQ's AMQP 1.0 consumer links log the credit its queue sees per consumer.
-        F.max(F.get_json_object("detail", "$.max_queue_credit").cast("long")).alias(
-            "_max_queue_credit"
-        ),
+        F.max(detail_whole_number("max_queue_credit")).alias("_max_queue_credit"),
         F.max_by("queue", F.when(_is("dequeue"), F.struct("ts", "seq"))).alias("queue"),
         F.countDistinct("run_id").alias("runs"),
         _deliveries(F.lit(True)).alias("deliveries"),
