@@ -106,6 +106,21 @@ def _address_setting(scenario: Scenario, address: str, **update: int) -> Scenari
     )
 
 
+def _max_size(scenario: Scenario, address: str, max_size: int) -> Scenario:
+    """``max-size-bytes`` set to ``max_size``; a reject threshold in force at or below the new
+    limit moves up with it, the same gap above it as before: Artemis takes no threshold at or
+    below the limit, and the advice that raises the limit says so (jobs/transforms/
+    recommend_artemis.py, "messages dropped at the limit")."""
+    spec = _address_spec(scenario, address)
+    threshold = spec.max_size_bytes_reject_threshold
+    if threshold < 0 or threshold > max_size:
+        return _address_setting(scenario, address, max_size_bytes=max_size)
+    gap = max(1, threshold - spec.max_size_bytes)
+    return _address_setting(
+        scenario, address, max_size_bytes=max_size, max_size_bytes_reject_threshold=max_size + gap
+    )
+
+
 def _producer_windows(scenario: Scenario, address: str, window: int) -> Scenario:
     artemis = _artemis_part(scenario)
     _producer_window(scenario, address)  # KeyError without a CORE producer there
@@ -187,7 +202,7 @@ def _max_length(scenario: Scenario, queue: str, length: int) -> Scenario:
 
 #: How each knob is spelled in a scenario: (scenario, entity, value) -> the changed scenario.
 KNOB_APPLIERS: dict[str, Any] = {
-    KNOB_MAX_SIZE_BYTES: lambda s, e, v: _address_setting(s, e, max_size_bytes=v),
+    KNOB_MAX_SIZE_BYTES: _max_size,
     KNOB_REJECT_THRESHOLD: lambda s, e, v: _address_setting(
         s, e, max_size_bytes_reject_threshold=v
     ),

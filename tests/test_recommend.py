@@ -677,8 +677,8 @@ def _message_links() -> Log:
     log.consumer("c-slow", credit=200, deliveries=1000, starved_s=90.0, starvations=6)
     # Grants its 100 credits each time they have run out (10 times): at 10 msgs/s and a 5 s
     # round trip, raising them would only raise the top-up batch as much (an audit saw 100 ->
-    # 150 -> 200 -> ...); topped up at half, 2 x 10 x 5 = 100 suffice, which it has. With 50 it
-    # needs the 100.
+    # 150 -> 200 -> ...); topped up at half, 2 x 50 in flight + 1 = 101 suffice, about what it
+    # has. With 50 it needs the 101.
     log.consumer(
         "c-refill", credit=100, deliveries=1000, starved_s=30.0, starvations=6, refill_at_empty=True
     )
@@ -736,20 +736,26 @@ def test_a_receiver_that_refills_at_empty_is_told_to_top_up_earlier_not_given_mo
     grants. A receiver that grants only once its credit has run out uses all of it between two
     grants, so the batch is the credit itself: no credit satisfies the formula, and reading it
     as written raised 100 -> 150 -> 200 -> ... night after night (an audit). Topped up at half,
-    the need is 2 x rate x round trip; the text says to top up earlier."""
+    granting again once fewer than half are left (the what-if's half_credit), the (C - 1) // 2
+    left at a grant must cover the round trip's in flight: C = 2 x in flight + 1 (2 x rate x
+    round trip left one credit short, an audit); the text says to top up earlier."""
     refill = message_links["c-refill"]
-    assert (refill["verdict"], refill["rule"]) == ("keep", "starved with the credit it needs")
+    assert (refill["verdict"], refill["rule"]) == (
+        "keep",
+        "starved with about the credit it needs",
+    )
     assert (refill["current_credit"], refill["recommended_credit"]) == (100, 100)
     assert (
         "every top-up (100) came once its credit had run out, so the top-up batch is the credit "
-        "itself and no credit covers it; topped up at half instead it needs 2 x 10.0 msgs/s x "
-        "5.000s round trip = 100 credits: top up before the credit runs out"
+        "itself and no credit covers it; topped up at half (again once fewer than half are "
+        "left) it needs 2 x 50 in flight (10.0 msgs/s x 5.000s round trip) + 1 = 101 credits: "
+        "top up before the credit runs out"
     ) in refill["rationale"]
     short = message_links["c-refill-50"]
     assert (short["verdict"], short["current_credit"], short["recommended_credit"]) == (
         "raise",
         50,
-        100,
+        101,
     )
     assert "top up before the credit runs out" in short["rationale"]
 
@@ -1219,9 +1225,9 @@ def test_a_consumer_busy_half_the_time_gets_the_rate_of_its_busy_half(case_rows:
     attached: 12.5 msgs/s, not 5 per attached second, nor 10 per second with messages available
     (which counts the 2 s starved for credit, when the link runs at the pace its credit allows).
     Round trip 1 s (median starvation). It tops its 20 credits up only once they have run out,
-    so the batch is its whole credit and the need is that of topping up at half: 2 x 12.5 x 1 =
-    25 credits (not 12.5 x 1 + 20 = 33, which the next night would raise to 46, and so on),
-    where the per-attached-second rate would give 2 x 5 x 1 = 10."""
+    so the batch is its whole credit and the need is that of topping up at half: 2 x 13 in
+    flight + 1 = 27 credits (not 13 + 20 = 33, which the next night would raise to 46, and so
+    on), where the per-attached-second rate would give 2 x 5 + 1 = 11."""
     row = case_rows["busy-half"]["busy-half"]
     assert row["consumption_rate_msgs_s"] == pytest.approx(12.5)
     assert (row["round_trip_s"], row["round_trip_source"], row["top_up_batch"]) == (
@@ -1229,19 +1235,20 @@ def test_a_consumer_busy_half_the_time_gets_the_rate_of_its_busy_half(case_rows:
         "observed",
         20,
     )
-    assert (row["verdict"], row["current_credit"], row["recommended_credit"]) == ("raise", 20, 25)
+    assert (row["verdict"], row["current_credit"], row["recommended_credit"]) == ("raise", 20, 27)
     assert row["rationale"] == (
         "raise: starved 10.0% of its attached time with 20 credits; every top-up (20) came once "
         "its credit had run out, so the top-up batch is the credit itself and no credit covers "
-        "it; topped up at half instead it needs 2 x 12.5 msgs/s x 1.000s round trip = 25 "
-        "credits: top up before the credit runs out; the rate is per backlogged second: 100 "
-        "deliveries in 8.0s with messages available and credit, of 20.0s attached"
+        "it; topped up at half (again once fewer than half are left) it needs 2 x 13 in flight "
+        "(12.5 msgs/s x 1.000s round trip) + 1 = 27 credits: top up before the credit runs out; "
+        "the rate is per backlogged second: 100 deliveries in 8.0s with messages available and "
+        "credit, of 20.0s attached"
     )
 
 
 def test_without_available_logged_the_rate_stays_per_attached_second(case_rows: CaseRows) -> None:
     """The same link with no ``available`` in its log: no backlogged time to tell, so 100
-    deliveries / 20 s attached = 5 msgs/s; topped up at half, 2 x 5 x 1 = 10 credits would do
+    deliveries / 20 s attached = 5 msgs/s; topped up at half, 2 x 5 + 1 = 11 credits would do
     and it has 20: its starvation is not the credit size but its topping up at empty, and the
     rationale says so."""
     row = case_rows["unknown-backlog"]["unknown-backlog"]
@@ -1252,9 +1259,9 @@ def test_without_available_logged_the_rate_stays_per_attached_second(case_rows: 
         20,
     )
     assert row["rationale"].endswith(
-        "needs 2 x 5.0 msgs/s x 1.000s round trip = 10 credits: top up before the credit runs "
-        "out; the rate is per attached second: 100 deliveries in 20.0s attached (the log gives "
-        "no time with messages available)"
+        "needs 2 x 5 in flight (5.0 msgs/s x 1.000s round trip) + 1 = 11 credits: top up before "
+        "the credit runs out; the rate is per attached second: 100 deliveries in 20.0s attached "
+        "(the log gives no time with messages available)"
     )
 
 
@@ -1568,8 +1575,8 @@ def test_an_idle_link_is_not_lowered_and_no_link_is_told_less_than_it_can_top_up
     """An audit: a link that delivered nothing in its attached time was told credit 100 -> 0
     (0 stops a link; no broker or scenario takes it), and a slow receiver that refills at empty
     was told credit 1, "topped up at half", which has no half. No delivery measures no rate, so
-    nothing is lowered; a receiver told to top up at half gets at least in-flight + 1 (2 here:
-    2 msgs/s x the policy's round trip is under one message)."""
+    nothing is lowered; a receiver told to top up at half gets 2 x in flight + 1 (3 here: 2
+    msgs/s x the policy's round trip is under one message, and 2 would be topped up at 0)."""
     log = Log()
     log.consumer("c-idle", credit=100, deliveries=0, starved_s=0.0, starvations=0)
     log.consumer(
@@ -1580,5 +1587,5 @@ def test_an_idle_link_is_not_lowered_and_no_link_is_told_less_than_it_can_top_up
     idle = rows["c-idle"]
     assert idle["verdict"] == "keep" and idle["recommended_credit"] == 100, idle
     slow = rows["c-refill-slow"]
-    assert (slow["verdict"], slow["recommended_value"]) == ("lower", 2), slow
+    assert (slow["verdict"], slow["recommended_value"]) == ("lower", 3), slow
     assert TOP_UP_AT_HALF_ADVICE in slow["rationale"]

@@ -254,6 +254,11 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
         [
             # Dropped messages and a window overshoot: the loss is what the row is about.
             _address("dropping", "DROP", 300_000, dropped=100),
+            # The same with a reject threshold the raised limit passes (an audit: the advice was
+            # a max-size-bytes Artemis and the engine refuse beside that threshold).
+            _address(
+                "dropping-under-threshold", "DROP", 300_000, dropped=100, reject_threshold=300_000
+            ),
             _address("overshooting", "BLOCK", 299_156),
             _address("failing", "FAIL", 263_592, failed=7),
             _address("paging", "PAGE", 263_592, paged=5),
@@ -278,7 +283,7 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
     )
     producers = spark.createDataFrame(
         [("b", name, 1, 65536, 0, 65536, 0, 0) for name in
-         ("dropping", "overshooting", "failing", "paging")]
+         ("dropping", "dropping-under-threshold", "overshooting", "failing", "paging")]
         + [("b", "rejecting", 0, None, 0, None, 2, 200),
            # 16384 bytes x 1.2 fits in the 26214 tolerated.
            ("b", "fine", 1, 16384, 0, 16384, 0, 0),
@@ -313,6 +318,17 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
     # Room for the peak and 100 dropped messages of 1024 + 1068 bytes, 20 % margin.
     assert dropping["recommended_value"] == -(-(300_000 + 100 * 2092) * 12 // 10)
     assert dropping["rationale"].startswith("raise: 100 messages dropped at max-size-bytes 262144")
+    assert "reject-threshold" not in dropping["rationale"]  # none in force
+    under = rows["dropping-under-threshold"]
+    assert (under["rule"], under["recommended_value"]) == (
+        "messages dropped at the limit",
+        dropping["recommended_value"],
+    )
+    assert under["rationale"].endswith(
+        f"; and max-size-bytes-reject-threshold from 300000 to "
+        f"{dropping['recommended_value'] + 37856}, the same 37856 bytes above it (Artemis takes "
+        "none at or below the limit)"
+    )
     over = rows["overshooting"]
     assert (over["rule"], over["knob"], over["current_value"]) == (
         "CORE windows overshoot the address",
@@ -751,6 +767,11 @@ def test_rabbitmq_knobs_are_validated_by_whatif(spark: Any, tmp_path: Path) -> N
     )
     for row in (prefetch, credit):
         assert row["verdict"] == "raise" and row["recommended_value"] > 10, row["rationale"]
+    # Each ack frees one message of a prefetch, so its grants all come at 0: no sign of a
+    # receiver refilling at empty, and 0.9.1 has no top-up point to advise (an audit: 10 -> 101
+    # "topped up at half").
+    assert "top up" not in prefetch["rationale"] and "at half" not in prefetch["rationale"]
+    assert f"+ 1 top-up = {prefetch['recommended_value']} credits" in prefetch["rationale"]
     slow = rows["slow-sink"]
     assert (slow["entity_kind"], slow["knob"], slow["rule"]) == (
         "queue",

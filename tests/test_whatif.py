@@ -436,3 +436,41 @@ def test_figures_print_as_their_changes_do() -> None:
         "True",
     ]
     assert change_text(1_389_088, 1_112_944) == "-276,144"
+
+
+def test_a_raised_max_size_takes_a_reject_threshold_it_reaches_along() -> None:
+    """Artemis takes no reject threshold at or below max-size-bytes: the what-if of a raised
+    limit moves such a threshold up by its gap above the old limit (the advice says so), and
+    leaves one above the new limit, or none (-1), as it is; the engine then runs the scenario."""
+    from flowctl_core.whatif_knobs import KnobChange, with_knob
+
+    base = load_scenario("artemis-address-full-policies")
+    address = base.artemis.addresses[0]
+    limit = address.max_size_bytes
+
+    def applied(threshold: int, raised_to: int) -> tuple[int, int]:
+        scenario = base.model_copy(
+            update={
+                "artemis": base.artemis.model_copy(
+                    update={
+                        "addresses": [
+                            address.model_copy(
+                                update={"max_size_bytes_reject_threshold": threshold}
+                            ),
+                            *base.artemis.addresses[1:],
+                        ]
+                    }
+                )
+            }
+        )
+        change = KnobChange(
+            "artemis", address.name, "max-size-bytes", limit, raised_to, "raise", "r"
+        )
+        changed = with_knob(scenario, change)
+        run_scenario(changed, [EventCollector()])  # the engine takes the changed settings
+        spec = changed.artemis.addresses[0]
+        return spec.max_size_bytes, spec.max_size_bytes_reject_threshold
+
+    assert applied(limit + 1000, limit * 2) == (limit * 2, limit * 2 + 1000)
+    assert applied(limit * 3, limit * 2) == (limit * 2, limit * 3)
+    assert applied(-1, limit * 2) == (limit * 2, -1)

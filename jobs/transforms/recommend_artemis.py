@@ -281,6 +281,7 @@ def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFram
         window_fits=F.coalesce(room_per_producer >= f["memory"], F.lit(False)),
         window=window,
         blocks=F.coalesce(F.col("address_policy"), F.lit("")) == "BLOCK",
+        reject_gap=F.greatest(F.col("reject_threshold") - f["max_size"], F.lit(1)),
         limit_for_dropped=F.ceil(
             (F.col("peak_address_bytes") + f["dropped"] * f["memory"]) * margin
         ),
@@ -333,15 +334,29 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         "messages dropped at the limit",
         lambda a: a.dropped > 0,
         VERDICT_RAISE,
-        lambda a: _bytes(
-            "%s dropped at max-size-bytes %d (DROP); room for the peak %d bytes and "
-            "every dropped message (~%d bytes each) with %.0f%% margin; if the consumers cannot "
-            "keep up for good, BLOCK or PAGE instead",
-            counted(a.dropped, "message"),
-            a.max_size,
-            a.peak,
-            a.memory,
-            F.lit(a.policy.safety_margin * 100),
+        lambda a: F.concat(
+            _bytes(
+                "%s dropped at max-size-bytes %d (DROP); room for the peak %d bytes and "
+                "every dropped message (~%d bytes each) with %.0f%% margin; if the consumers "
+                "cannot keep up for good, BLOCK or PAGE instead",
+                counted(a.dropped, "message"),
+                a.max_size,
+                a.peak,
+                a.memory,
+                F.lit(a.policy.safety_margin * 100),
+            ),
+            # Artemis takes no reject threshold at or below max-size-bytes (the engine refuses
+            # one too), so a threshold the new limit reaches moves up with it.
+            F.when(
+                (a.reject_threshold >= 0) & (a.reject_threshold <= a.limit_for_dropped),
+                _bytes(
+                    "; and max-size-bytes-reject-threshold from %d to %d, the same %d bytes "
+                    "above it (Artemis takes none at or below the limit)",
+                    a.reject_threshold,
+                    a.limit_for_dropped + a.reject_gap,
+                    a.reject_gap,
+                ),
+            ).otherwise(F.lit("")),
         ),
         KNOB_MAX_SIZE_BYTES,
         lambda a: a.limit_for_dropped,

@@ -9,8 +9,8 @@ the link's credit unit (messages, or bytes for Artemis CORE consumers: rate x me
 a starved link that already had that much credit is kept, its consumer replenishing late. A
 receiver whose every top-up comes once its credit has run out grants all of it at once: the
 top-up batch is then the credit itself and no credit satisfies the formula (each raise would
-raise the need by as much), so its need is what topping up at half would take, 2 x rate x round
-trip, and the rationale says to top up earlier.
+raise the need by as much), so its need is what topping up at half would take, twice the
+messages in flight over a round trip plus one, and the rationale says to top up earlier.
 
 The verdict and what the rationale says of the link's situation are the first rule of its
 broker's table that holds (:data:`ARTEMIS_CONSUMER_RULES` for Artemis: a slow consumer first, then
@@ -256,9 +256,11 @@ def _formula(k: Facts) -> Column:
     rate, needed = F.coalesce(k.rate, F.lit(0.0)), F.coalesce(k.needed, F.lit(0))
     refill = F.format_string(
         "every top-up (%d) came once its credit had run out, so the top-up batch is the credit "
-        "itself and no credit covers it; topped up at half instead it needs 2 x %.1f msgs/s x "
-        "%.3fs round trip%s = %d %s: " + TOP_UP_AT_HALF_ADVICE,
+        "itself and no credit covers it; topped up at half (again once fewer than half are "
+        "left) it needs 2 x %d in flight (%.1f msgs/s x %.3fs round trip%s) + 1 = %d %s: "
+        + TOP_UP_AT_HALF_ADVICE,
         k.batch,
+        ((needed - 1) / 2).cast("long"),
         rate,
         k.round_trip,
         F.when(
@@ -394,8 +396,11 @@ def _basis(evidence: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame, dic
     )
     sizes_unknown = in_bytes & ~F.coalesce(message_bytes > 0, F.lit(False))
     # Every top-up (the attach's grant and at least one more) came once the credit had run out.
+    # Not a 0.9.1 prefetch: each ack frees one message, so a backlogged consumer's every "top-up"
+    # comes at 0 whatever its prefetch, and it has no top-up point to move (an audit: prefetch
+    # 10 was told 101 and to top up at half).
     top_ups = F.coalesce(F.col("_top_ups"), F.lit(0))
-    refills_at_empty = (top_ups >= 2) & (F.col("_top_ups_from_empty") == top_ups)
+    refills_at_empty = ~_is_prefetch() & (top_ups >= 2) & (F.col("_top_ups_from_empty") == top_ups)
     evidence, columns = staged(
         evidence,
         {
@@ -443,14 +448,16 @@ def _link_facts(evidence: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame
     # Kung & Morris's top-up batch is what is consumed between two grants: all of the credit
     # for a receiver that refills at empty, half of it once it tops up at half.
     in_flight = F.ceil(rate * per_message * round_trip)
-    # A receiver told to top up at half consumes half its credit between grants: the least whole
-    # credit C with C >= in flight + C / 2 (so 2 for any traffic, not the 1 of 2 x 0.4 rounded
-    # up, which has no half to top up at). At least 1 credit whatever the rate: 0 stops the
-    # link, and no broker or scenario takes it (an audit: an idle link was told 100 -> 0).
-    need = F.when(
-        basis["refills_at_empty"],
-        F.greatest(F.ceil(2 * rate * per_message * round_trip), in_flight + 1),
-    ).otherwise(in_flight + basis["batch"])
+    # A receiver told to top up at half grants again once fewer than half its credit C are left
+    # (the what-if replays it so: flowctl_core/whatif_knobs.py half_credit, (C + 1) // 2), so
+    # (C - 1) // 2 are left at each grant, and they must cover the round trip's in flight:
+    # C = 2 x in flight + 1 (3 for any traffic; an audit: 2 x rate x round trip rounded up left
+    # one credit short, and 2 for a slow link topped up only at 0). At least 1 credit whatever
+    # the rate: 0 stops the link, and no broker or scenario takes it (an idle link was told
+    # 100 -> 0).
+    need = F.when(basis["refills_at_empty"], 2 * in_flight + 1).otherwise(
+        in_flight + basis["batch"]
+    )
     need = F.when(need.isNotNull(), F.greatest(need.cast("long"), F.lit(1)))  # null: no rate
     evidence, columns = staged(evidence, {"_needed": F.when(assessed, need)})
     needed = columns["_needed"]
