@@ -231,7 +231,8 @@ ADDRESS_EVIDENCE = (
 )
 ADDRESS_PRODUCERS = (
     "broker string, address string, core_producers long, core_window_bytes long, "
-    "unbounded_windows long, producer_window long, amqp_producers long, amqp_credits long"
+    "unbounded_windows long, producer_window long, amqp_producers long, amqp_credits long, "
+    "core_window_msgs long, core_message_credit long"
 )
 QUEUE_DAILY = (
     "broker string, queue string, time_stopped_s double, _observed_s double, "
@@ -264,6 +265,7 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
             _address("paging", "PAGE", 263_592, paged=5),
             _address("rejecting", "BLOCK", 154_256, rejected=10, reject_threshold=153_600),
             _address("fine", "BLOCK", 270_000),
+            _address("fine-by-window-bytes-only", "BLOCK", 270_000),
             _address("unbounded", "BLOCK", 262_000),
             _address("could", "BLOCK", 265_000),
             _address("amqp-over", "BLOCK", 330_000, reject_threshold=400_000),
@@ -281,27 +283,47 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
         ],
         ADDRESS_EVIDENCE,
     )
-    producers = spark.createDataFrame(
-        [("b", name, 1, 65536, 0, 65536, 0, 0) for name in
-         ("dropping", "dropping-under-threshold", "overshooting", "failing", "paging")]
-        + [("b", "rejecting", 0, None, 0, None, 2, 200),
-           # 16384 bytes x 1.2 fits in the 26214 tolerated.
-           ("b", "fine", 1, 16384, 0, 16384, 0, 0),
-           # One producer of two with window -1 (its bytes are in no sum).
-           ("b", "unbounded", 2, 65536, 1, 65536, 0, 0),
-           # Four 64 KiB windows: 262144 bytes may pass the limit, 2856 did.
-           ("b", "could", 4, 262144, 0, 65536, 0, 0),
-           # An 8 KiB CORE window (9830 with margin) cannot make a 67856-byte overshoot: the
-           # two AMQP producers' 200 credits did.
-           ("b", "amqp-over", 1, 8192, 0, 8192, 2, 200),
-           ("b", "mixed-core-over", 4, 262144, 0, 65536, 1, 10),
-           # Sixteen 64 KiB windows: 21845 / 16 = 1365 bytes each, less than one message.
-           ("b", "crowded", 16, 1048576, 0, 65536, 0, 0),
-           ("b", "amqp-over-no-hard", 1, 8192, 0, 8192, 2, 200),
-           ("b", "tiny-window", 1, 1024, 0, 1024, 0, 0),
-           ("b", "tiny-crowded", 40, 40960, 0, 1024, 0, 0)],
-        ADDRESS_PRODUCERS,
-    )  # fmt: skip
+    # Without the messages the windows cover and the credit one takes (a log without
+    # capacities): the windows' bytes bound the overshoot.
+    logged_no_capacity = [
+        (*row, None, None)
+        for row in (
+            [
+                ("b", name, 1, 65536, 0, 65536, 0, 0)
+                for name in (
+                    "dropping",
+                    "dropping-under-threshold",
+                    "overshooting",
+                    "failing",
+                    "paging",
+                )
+            ]
+            + [
+                ("b", "rejecting", 0, None, 0, None, 2, 200),
+                # 16384 bytes x 1.2 fits in the 26214 tolerated.
+                ("b", "fine", 1, 16384, 0, 16384, 0, 0),
+                # One producer of two with window -1 (its bytes are in no sum).
+                ("b", "unbounded", 2, 65536, 1, 65536, 0, 0),
+                # Four 64 KiB windows: 262144 bytes may pass the limit, 2856 did.
+                ("b", "could", 4, 262144, 0, 65536, 0, 0),
+                # An 8 KiB CORE window (9830 with margin) cannot make a 67856-byte overshoot: the
+                # two AMQP producers' 200 credits did.
+                ("b", "amqp-over", 1, 8192, 0, 8192, 2, 200),
+                ("b", "mixed-core-over", 4, 262144, 0, 65536, 1, 10),
+                # Sixteen 64 KiB windows: 21845 / 16 = 1365 bytes each, less than one message.
+                ("b", "crowded", 16, 1048576, 0, 65536, 0, 0),
+                ("b", "amqp-over-no-hard", 1, 8192, 0, 8192, 2, 200),
+                ("b", "tiny-window", 1, 1024, 0, 1024, 0, 0),
+                ("b", "tiny-crowded", 40, 40960, 0, 1024, 0, 0),
+            ]
+        )
+    ]
+    # The "fine" window as the engine logs it: 16384 bytes of credit cover 11 messages of 1024 +
+    # 357 encoded bytes, each 1024 + 1068 in the address: 23012 bytes past the limit with 1.2
+    # margin is over the 26214 tolerated (an audit: the windows' bytes understate it). At least
+    # (16384 - 1) // 12 + 1 = 1366 bytes of credit a message.
+    in_messages = ("b", "fine-by-window-bytes-only", 1, 16384, 0, 16384, 0, 0, 11, 1366)
+    producers = spark.createDataFrame([*logged_no_capacity, in_messages], ADDRESS_PRODUCERS)
     daily = spark.createDataFrame([], QUEUE_DAILY)
     rows = {r.entity: r.asDict() for r in recommend_addresses(
         evidence, producers, daily, POLICY).collect()}  # fmt: skip
@@ -423,6 +445,15 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
     )
     assert "pass max-size-bytes 262144 by 137856 bytes" in collected["rationale"]
     assert (rows["fine"]["rule"], rows["fine"]["verdict"]) == ("within its limit", "keep")
+    counted_in_messages = rows["fine-by-window-bytes-only"]
+    assert (counted_in_messages["rule"], counted_in_messages["knob"]) == (
+        "CORE windows could overshoot the address",
+        "producerWindowSize",
+    )
+    assert "may pass max-size-bytes 262144 by about 23012 bytes" in counted_in_messages["rationale"]
+    # 21845 bytes of room hold 10 messages of 2092: (10 + 1) x 1366 - 1 = 15025 bytes of credit,
+    # which covers (2 x 7512 - 1) // 1381 = 10 of them (flowctl_core capacity_msgs).
+    assert counted_in_messages["recommended_value"] == 15025
     assert rows["fine"]["recommended_value"] == rows["fine"]["current_value"] == 262144
     # A window no larger than one message cannot shrink: no "lower" that raises it to one
     # message's 2092 bytes (an audit: 1024 -> 2092), whether the overshoot was seen or could be.
@@ -826,7 +857,9 @@ def test_a_producer_window_is_never_recommended_past_a_java_int(spark: Any) -> N
     gib = 1 << 30
     address = ("b", "big", "big", 1, "BLOCK", 32 * gib, None, gib, 0, 0, 0, 0, 1, 1024, 1068)
     evidence = spark.createDataFrame([address], ADDRESS_EVIDENCE)
-    producers = spark.createDataFrame([("b", "big", 1, None, 1, -1, 0, 0)], ADDRESS_PRODUCERS)
+    producers = spark.createDataFrame(
+        [("b", "big", 1, None, 1, -1, 0, 0, None, None)], ADDRESS_PRODUCERS
+    )
     daily = spark.createDataFrame([], QUEUE_DAILY)
     (row,) = recommend_addresses(evidence, producers, daily, POLICY).collect()
     assert (row.knob, row.current_value) == ("producerWindowSize", -1)

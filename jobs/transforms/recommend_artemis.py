@@ -111,12 +111,31 @@ def address_producers(events: DataFrame) -> DataFrame:
         .agg(
             F.max(detail_whole_number("producer.window")).alias("window"),
             (F.max(detail_whole_number("producer.credit")) + 1).alias("amqp_credit"),
+            F.max("capacity").alias("capacity"),
+        )
+        # The least credit one message of the producer can take (its encoded size): a window of
+        # W bytes covers capacity = (W - 1) // encoded messages or so (flowctl_core
+        # ProducerCredits.capacity_msgs), so the encoded size is above (W - 1) / (capacity + 1).
+        .withColumn(
+            "_message_credit",
+            F.when(
+                (F.col("window") > 0) & (F.col("capacity") > 0),
+                F.floor((F.col("window") - 1) / (F.col("capacity") + 1)) + 1,
+            ),
         )
     )
     core = F.col("window").isNotNull()
+    bounded = core & (F.col("window") > 0)
     per_run = per_producer.groupBy(*ADDRESS, "run_id").agg(
         F.count(F.when(core, 1)).alias("core_producers"),
-        F.sum(F.when(core & (F.col("window") > 0), F.col("window"))).alias("core_window_bytes"),
+        F.sum(F.when(bounded, F.col("window"))).alias("core_window_bytes"),
+        # The messages the bounded windows cover (a CORE enqueue's capacity, spent on encoded
+        # sizes): unknown unless every such producer logged one.
+        F.when(
+            F.count(F.when(bounded & F.col("capacity").isNull(), 1)) == 0,
+            F.sum(F.when(bounded, F.col("capacity"))),
+        ).alias("core_window_msgs"),
+        F.min("_message_credit").alias("core_message_credit"),
         F.count(F.when(F.col("window") < 0, 1)).alias("unbounded_windows"),
         F.max("window").alias("producer_window"),
         F.count(F.when(F.col("amqp_credit").isNotNull(), 1)).alias("amqp_producers"),
@@ -128,12 +147,14 @@ def address_producers(events: DataFrame) -> DataFrame:
             for column in (
                 "core_producers",
                 "core_window_bytes",
+                "core_window_msgs",
                 "unbounded_windows",
                 "producer_window",
                 "amqp_producers",
                 "amqp_credits",
             )
-        )
+        ),
+        F.min("core_message_credit").alias("core_message_credit"),
     )
 
 
@@ -212,7 +233,9 @@ def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFram
     0) and ``tolerated`` (policy.max_overshoot_share of it), ``memory`` (one message's
     estimate); ``dropped``, ``failed``, ``rejected``, ``paged`` (messages); the BLOCK bound of
     the producers' windows ``bound`` (CORE windows + AMQP credits x memory) and its CORE part
-    ``core_bound``; ``reject_threshold`` (null when not logged); ``core_producers``,
+    ``core_bound`` (the messages the windows cover x memory where their capacity is logged, never
+    below the windows' bytes, ``core_window_bytes``), ``message_credit`` (the credit one message
+    takes, memory where unknown); ``reject_threshold`` (null when not logged); ``core_producers``,
     ``amqp_producers``, ``unbounded`` (CORE producers with window -1), ``window`` (the largest CORE
     window, -1 when any is unbounded), ``blocks`` (policy BLOCK); whether the CORE windows
     ``core_can_overshoot`` (their bound with margin, or an unbounded one, passes the tolerated
@@ -231,7 +254,14 @@ def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFram
     memory = F.col("max_message_bytes") + F.coalesce(F.col("_message_overhead_bytes"), F.lit(0))
     max_size = F.coalesce(F.col("max_size_bytes"), F.lit(-1))
     overshoot = F.greatest(F.col("peak_address_bytes") - max_size, F.lit(0))
-    bound = count("core_window_bytes") + count("amqp_credits") * memory
+    # The CORE windows' bound in the address's bytes: a window of credit is spent on encoded
+    # sizes, smaller than the memory estimate a message takes in the address, so the messages
+    # it covers (its producers' logged capacity) x the estimate, where logged; never below the
+    # windows' own bytes (an audit: 4 x 64 KiB windows of 1 KiB messages, a bound of 262144,
+    # took the engine 340512 bytes past the limit, 188 messages x 2092).
+    windows = count("core_window_bytes")
+    core_bound = F.greatest(windows, F.coalesce(F.col("core_window_msgs") * memory, F.lit(0)))
+    bound = core_bound + count("amqp_credits") * memory
     tolerated = F.floor(max_size * policy.max_overshoot_share)
     joined, facts = staged(
         joined,
@@ -241,6 +271,7 @@ def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFram
             "_overshoot": F.when(max_size >= 0, overshoot),
             "_tolerated": tolerated,
             "_bound": bound,
+            "_core_bound": core_bound,
             "_dropped": count("dropped_msgs"),
             "_failed": count("failed_msgs"),
             "_rejected": count("rejected_msgs"),
@@ -250,7 +281,11 @@ def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFram
     f = {name.lstrip("_"): column for name, column in facts.items()}
     core_producers, unbounded = count("core_producers"), count("unbounded_windows")
     window = F.when(unbounded > 0, F.lit(-1)).otherwise(F.col("producer_window"))
-    core_bound = count("core_window_bytes")
+    core_bound = f["core_bound"]
+    # One message's credit (the least a producer's logged window and capacity allow); where the
+    # log has no capacity, its memory estimate, and windows are sized in the address's bytes.
+    logged_credit = F.col("core_message_credit")
+    message_credit = F.coalesce(logged_credit, f["memory"])
     # What of the tolerated overshoot the AMQP credits leave the CORE windows, shared among them.
     core_room = f["tolerated"] / margin - count("amqp_credits") * f["memory"]
     # (Guarded divisions: ANSI SQL fails the whole job on a division by 0.)
@@ -258,14 +293,21 @@ def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFram
     # At most what producerWindowSize takes, a Java int (an audit: a 32 GiB address gave one
     # producer 2,863,311,530 bytes): a smaller window still keeps producers x window in the room.
     most, _ = KNOB_HIGHEST[KNOB_PRODUCER_WINDOW]
-    bounded_window = F.least(F.greatest(room_per_producer, f["memory"]), F.lit(most))
+    # With the credit a message takes known: the window that covers the n messages whose
+    # estimates fit in the room, (n + 1) x that credit less a byte covering at most n (at least
+    # one message's credit).
+    fitting = F.floor(F.when(f["memory"] > 0, room_per_producer / f["memory"]))
+    by_messages = (fitting + 1) * logged_credit - 1
+    bounded_window = F.least(
+        F.greatest(F.coalesce(by_messages, room_per_producer), message_credit), F.lit(most)
+    )
     scaled_window = F.floor(
         F.when(
             (window > 0) & (f["overshoot"] > 0),
             window * f["tolerated"] / (f["overshoot"] * margin),
         )
     )
-    smaller_window = F.greatest(F.least(scaled_window, bounded_window), f["memory"])
+    smaller_window = F.greatest(F.least(scaled_window, bounded_window), message_credit)
     return joined, Facts(
         policy=policy,
         peak=F.col("peak_address_bytes"),
@@ -273,7 +315,8 @@ def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFram
         core_producers=core_producers,
         amqp_producers=count("amqp_producers"),
         unbounded=unbounded,
-        core_bound=core_bound,
+        core_window_bytes=windows,
+        message_credit=message_credit,
         core_can_overshoot=(unbounded > 0) | (core_bound * margin > f["tolerated"]),
         bounded_window=bounded_window,
         # Whether bounded_window keeps producers x window within the tolerated overshoot: not
@@ -312,7 +355,7 @@ def _bounded_window_text(a: Facts, keeps: str) -> Column:
         "the address, or a larger max-size-bytes",
         a.bounded_window,
         counted(a.core_producers, "producer"),
-        a.bounded_window * a.core_producers,
+        a.memory * a.core_producers,
         a.tolerated,
         F.lit(a.policy.max_overshoot_share * 100),
     )
@@ -448,7 +491,7 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
             a.blocks
             & (a.core_producers > 0)
             & (a.window > 0)
-            & (a.window <= a.memory)
+            & (a.window <= a.message_credit)
             & (((a.overshoot > a.tolerated) & (a.amqp_producers == 0)) | a.core_can_overshoot)
         ),
         VERDICT_AT_RISK,
@@ -461,7 +504,7 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
             "max-size-bytes",
             counted(a.core_producers, "CORE producer"),
             a.window,
-            a.memory,
+            a.message_credit,
             a.max_size,
             F.coalesce(a.overshoot, F.lit(0)),
             a.core_bound,
@@ -489,7 +532,7 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
             "overshoot seen or bounded, with %.0f%% margin",
             counted(a.core_producers, "CORE producer"),
             a.window,
-            a.core_bound,
+            a.core_window_bytes,
             a.max_size,
             a.overshoot,
             a.tolerated,
