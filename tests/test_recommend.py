@@ -45,12 +45,18 @@ WATERMARK = MIDNIGHT + timedelta(hours=1)
 
 
 def _queue_settings(
-    name: str, stop: int, resume: int, max_size: int = 0, stop_size: int = 0, resume_size: int = 0
+    name: str,
+    stop: int,
+    resume: int,
+    max_size: int = 0,
+    stop_size: int = 0,
+    resume_size: int = 0,
+    max_count: int = 1000,
 ) -> dict[str, Any]:
-    """The limit and threshold columns a queue's events carry (max_count 1000)."""
+    """The limit and threshold columns a queue's events carry (max_count 1000 unless given)."""
     return {
         "queue": name,
-        "max_count": 1000,
+        "max_count": max_count,
         "max_size": max_size,
         "flow_stop_count": stop,
         "flow_resume_count": resume,
@@ -105,11 +111,12 @@ class Log:
         stop_size: int = 0,
         resume_size: int = 0,
         log_peak_bytes: bool = False,
+        max_count: int = 1000,
     ) -> None:
-        """A queue with max_count 1000 and the given thresholds (in bytes: none unless given);
-        each episode is (start_s, duration_s, peak_depth_msgs). Messages are 100 bytes; with
-        ``log_peak_bytes`` the episodes' peak in bytes is known (else null)."""
-        settings = _queue_settings(name, stop, resume, max_size, stop_size, resume_size)
+        """A queue with max_count 1000 (unless given) and the given thresholds (in bytes: none
+        unless given); each episode is (start_s, duration_s, peak_depth_msgs). Messages are 100
+        bytes; with ``log_peak_bytes`` the episodes' peak in bytes is known (else null)."""
+        settings = _queue_settings(name, stop, resume, max_size, stop_size, resume_size, max_count)
         self.event(0, "queue_declared", detail=f'{{"policy": "{policy}"}}', **settings)
         for number, capacity in enumerate(capacities):
             self.event(
@@ -1129,6 +1136,39 @@ def test_flapping_without_a_change_says_why(case_rows: CaseRows) -> None:
     assert row["verdict"] == "flapping"
     assert (row["recommended_flow_stop_count"], row["recommended_flow_resume_count"]) == (900, 500)
     assert "no drain rate measured" in row["rationale"] and "=>" not in row["rationale"]
+
+
+one_queue_case("flapping_under_a_low_stop", 900, 1, [(100 + i, 0.05, 910) for i in range(4)])
+
+
+def test_flapping_under_a_stop_too_low_for_the_gap_says_so(case_rows: CaseRows) -> None:
+    """An audit: a 900/1 queue whose episodes drain 909 msgs in 0.05 s (18180 msgs/s) needs a
+    resume gap of 90900 for 5 s episodes; the resume cannot go below 1, so it stays (and the stop,
+    100 below the limit, has no room to spare), and the row said "the current resume gap already
+    covers the dwell time"."""
+    (row,) = case_rows["flapping_under_a_low_stop"].values()
+    assert row["verdict"] == "flapping"
+    assert (row["recommended_flow_stop_count"], row["recommended_flow_resume_count"]) == (900, 1)
+    assert "already covers" not in row["rationale"]
+    assert (
+        "the resume gap the drain rate needs for 5.0s episodes does not fit under the stop "
+        "(stop 900, gap 899 msgs, 90900 needed): resume is at its lowest, 1"
+    ) in row["rationale"], row["rationale"]
+
+
+@case("no_count_limit")
+def _no_count_limit() -> Log:
+    log = Log()
+    log.queue("q-bytes-only", 0, 0, max_count=0, max_size=100_000, stop_size=80_000,
+              resume_size=70_000)  # fmt: skip
+    return log
+
+
+def test_a_queue_without_a_count_limit_names_no_room_under_one(case_rows: CaseRows) -> None:
+    """qpid.max_count 0 is no count limit: an audit saw "0 of room needed below the limit"."""
+    (row,) = case_rows["no_count_limit"].values()
+    assert "room needed below the limit" not in row["rationale"], row["rationale"]
+    assert "no count limit to leave room under" in row["rationale"], row["rationale"]
 
 
 @case("ring_queues")

@@ -80,6 +80,40 @@ def _flapping_unchanged(q: Facts) -> Column:
     return q.flapping & (q.resume_msgs == q.msgs.resume) & (q.resume_size == q.size.resume)
 
 
+def _gap_needed(stop: Column, resume: Column, drain_rate: str, q: Facts) -> Column:
+    """Whether a dimension's stop is on and its resume gap is short of what ``drain_rate``
+    needs for an episode of ``min_dwell_s``."""
+    needed = F.ceil(F.coalesce(F.col(drain_rate), F.lit(0.0)) * q.policy.min_dwell_s)
+    return F.coalesce((stop > 0) & (stop - resume < needed), F.lit(False))
+
+
+def _gap_short(q: Facts) -> Column:
+    """A dimension in force whose resume gap is short of the drain rate's need (the resume
+    cannot go lower: :func:`~jobs.transforms.queue_thresholds.recommended_pair` keeps it >= 1)."""
+    return _gap_needed(q.msgs.stop, q.msgs.resume, "drain_rate_msgs_s", q) | _gap_needed(
+        q.size.stop, q.size.resume, "drain_rate_bytes_s", q
+    )
+
+
+def _gap_needed_text(q: Facts) -> Column:
+    """The gap each dimension has and needs, for :func:`_gap_short`'s finding."""
+
+    def one(dim: Dimension, rate: str, unit: str) -> Column:
+        needed = F.ceil(F.coalesce(F.col(rate), F.lit(0.0)) * q.policy.min_dwell_s)
+        return F.when(
+            _gap_needed(dim.stop, dim.resume, rate, q),
+            F.format_string(
+                f"stop %d, gap %d {unit}, %d needed", dim.stop, dim.stop - dim.resume, needed
+            ),
+        )
+
+    return F.concat_ws(
+        "; ",
+        one(q.msgs, "drain_rate_msgs_s", "msgs"),
+        one(q.size, "drain_rate_bytes_s", "bytes"),
+    )
+
+
 def _no_drain_rate() -> Column:
     return F.col("drain_rate_msgs_s").isNull() & F.col("drain_rate_bytes_s").isNull()
 
@@ -180,9 +214,23 @@ QUEUE_FINDINGS: tuple[Finding, ...] = (
             "cannot be sized, thresholds kept"
         ),
     ),
+    # The resume cannot go below 1: a stop too low for the gap the drain rate needs keeps it
+    # there, and the gap does not cover the dwell time (an audit: stop 10, resume 1, 590
+    # messages needed, was told the gap already covers it).
+    Finding(
+        "flapping under a stop too low for the resume gap",
+        lambda q: _flapping_unchanged(q) & ~_no_drain_rate() & _gap_short(q),
+        lambda q: F.format_string(
+            "the resume gap the drain rate needs for %.1fs episodes does not fit under the stop "
+            "(%s): resume is at its lowest, 1; a higher stop, where the limit leaves room for "
+            "it, would widen the gap",
+            F.lit(q.policy.min_dwell_s),
+            _gap_needed_text(q),
+        ),
+    ),
     Finding(
         "flapping with a wide enough resume gap",
-        lambda q: _flapping_unchanged(q) & ~_no_drain_rate(),
+        lambda q: _flapping_unchanged(q) & ~_no_drain_rate() & ~_gap_short(q),
         lambda q: F.lit(
             "the current resume gap already covers the dwell time at the measured "
             "drain rate: the episodes are short for another reason (bursty consumers?)"
@@ -219,13 +267,26 @@ def _weighed(q: Facts) -> Column:
     """What was weighed, for a queue no finding is stated for: the episodes and the room the
     stop threshold needs (and, with byte thresholds in force, the room in bytes)."""
     msgs, size = q.msgs, q.size
-    weighed_msgs = F.format_string(
-        "%s; overshoot allowance %d msgs (worst seen or bounded by the producers' "
-        "capacity windows), %d of room needed below the limit (incl. %.0f%% margin)",
-        counted(F.coalesce(F.col("episodes"), F.lit(0)), "episode"),
-        msgs.worst_overshoot,
-        F.coalesce(msgs.headroom, F.lit(0)),
-        _margin_pct(q),
+    episodes = counted(F.coalesce(F.col("episodes"), F.lit(0)), "episode")
+    weighed_msgs = F.when(
+        msgs.limit > 0,
+        F.format_string(
+            "%s; overshoot allowance %d msgs (worst seen or bounded by the producers' "
+            "capacity windows), %d of room needed below the limit (incl. %.0f%% margin)",
+            episodes,
+            msgs.worst_overshoot,
+            F.coalesce(msgs.headroom, F.lit(0)),
+            _margin_pct(q),
+        ),
+    ).otherwise(
+        # qpid.max_count 0: no count limit, so no room to leave under one (an audit: "0 of room
+        # needed below the limit" named a limit the queue does not have).
+        F.format_string(
+            "%s; overshoot allowance %d msgs (worst seen or bounded by the producers' "
+            "capacity windows), no count limit to leave room under",
+            episodes,
+            msgs.worst_overshoot,
+        )
     )
     weighed_bytes = F.when(
         size.stop > 0,
