@@ -803,6 +803,11 @@ def test_rabbitmq_knobs_are_validated_by_whatif(spark: Any, tmp_path: Path) -> N
     # "topped up at half").
     assert "top up" not in prefetch["rationale"] and "at half" not in prefetch["rationale"]
     assert f"+ 1 top-up = {prefetch['recommended_value']} credits" in prefetch["rationale"]
+    # reader-10 tops up below 5 already; its grants reach the sender at 0 because the round trip
+    # outlasts the 5 left, restoring less than its 10: no "refills at empty" (an audit: it was
+    # told to top up before the credit runs out).
+    assert "came once its credit had run out" not in credit["rationale"], credit["rationale"]
+    assert "top up before the credit runs out" not in credit["rationale"]
     slow = rows["slow-sink"]
     assert (slow["entity_kind"], slow["knob"], slow["rule"]) == (
         "queue",

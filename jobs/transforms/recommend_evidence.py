@@ -359,6 +359,14 @@ def _per_link(stepped: DataFrame) -> DataFrame:
         F.count(F.when(_is("flow") & (top_up > 0) & (F.col("_prev_credit") == 0), 1)).alias(
             "_top_ups_from_empty"
         ),
+        # A receiver that refills at empty restores its whole credit (it has received all it
+        # granted); one topping up earlier whose grant reached the sender at 0 (the round trip
+        # outlasted what was left) restores less, what it granted less what was on the wire:
+        # the least credit a top-up from empty left, and the largest grant.
+        F.min(
+            F.when(_is("flow") & (top_up > 0) & (F.col("_prev_credit") == 0), F.col("credit"))
+        ).alias("_least_refill"),
+        F.max(F.when(granted, F.col("credit"))).alias("_largest_grant"),
         seconds_between(F.lit(0), F.sum(F.when(F.col("_backlogged_after"), _stretch_us()))).alias(
             "_backlogged_s"
         ),

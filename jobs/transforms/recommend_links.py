@@ -400,7 +400,15 @@ def _basis(evidence: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame, dic
     # comes at 0 whatever its prefetch, and it has no top-up point to move (an audit: prefetch
     # 10 was told 101 and to top up at half).
     top_ups = F.coalesce(F.col("_top_ups"), F.lit(0))
-    refills_at_empty = ~_is_prefetch() & (top_ups >= 2) & (F.col("_top_ups_from_empty") == top_ups)
+    # And each restored the whole credit: a receiver topping up at half whose grants reach the
+    # sender at 0 restores less (an audit: credit 10 topped up below 5 was told to "top up
+    # before the credit runs out").
+    refills_at_empty = (
+        ~_is_prefetch()
+        & (top_ups >= 2)
+        & (F.col("_top_ups_from_empty") == top_ups)
+        & F.coalesce(F.col("_least_refill") >= F.col("_largest_grant"), F.lit(False))
+    )
     evidence, columns = staged(
         evidence,
         {
