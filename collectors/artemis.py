@@ -59,6 +59,7 @@ from collectors.base import (
     REASON_BROKER_RESTARTED,
     REASON_BROKER_STOPPED,
     LogCollector,
+    SamplerRefused,
     from_us,
     http_json,
     to_us,
@@ -117,6 +118,19 @@ def _broker_mbean(address_mbean: str) -> str:
     return f"{address_mbean.split(':', 1)[0]}:broker={match[1]}"
 
 
+def _check_answer(answer: dict[str, Any], url: str) -> None:
+    """A bulk request's answer carries its own status: over an HTTP 200, a search Jolokia
+    refuses (a restrictive jolokia-access.xml: 403) is a refusal, any other error a failed
+    sample, never "no addresses" (an audit: sampling stopped without a word)."""
+    status = answer.get("status")
+    if status == 200:
+        return
+    said = f"Jolokia {url}: the address search answered {status}: {answer.get('error')}"
+    if isinstance(status, int) and 400 <= status < 500:
+        raise SamplerRefused(f"{said} (the user's role, or jolokia-access.xml?)", status)
+    raise ValueError(said)
+
+
 class JolokiaReader:
     """Artemis's addresses over Jolokia: size, messages and address settings, in bulk reads."""
 
@@ -150,6 +164,7 @@ class JolokiaReader:
                 }
             ]
         )
+        _check_answer(found, self.url)
         mbeans = sorted(found.get("value") or [])
         if not mbeans:
             return {}

@@ -31,7 +31,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from collectors.logtail import LogPosition, follow
-from collectors.session import STATE_VERSION, CollectorStateError, SessionWriter
+from collectors.session import (
+    STATE_VERSION,
+    CollectorStateError,
+    SessionWriter,
+    check_broker_name,
+)
 from flowctl_core.errors import ConfigurationError
 from schemas.broker_events import BROKER_EVENTS
 
@@ -176,6 +181,7 @@ class LogCollector(ABC):
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         new_session: bool = False,
     ) -> None:
+        check_broker_name(broker)
         self.log_path = log_path
         self.sampler = sampler
         self.sampler_name = sampler_name

@@ -74,7 +74,7 @@ from typing import Any, Protocol, Self
 import pyarrow.parquet as pq
 
 from collectors.base import DEFAULT_FLUSH_INTERVAL_S, FLUSH_ROWS, SessionState
-from collectors.session import SessionWriter
+from collectors.session import SessionWriter, check_broker_name
 from flowctl_core.errors import ConfigurationError
 from schemas.broker_events import BROKER_PRODUCTS, RECORDED_BY_CLIENT_LINKS
 
@@ -175,8 +175,7 @@ class LinkRecorder:
         product: str | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        if not broker.strip():
-            raise ValueError("a link recorder needs the broker's name (the broker column)")
+        check_broker_name(broker)
         if product is not None and product not in BROKER_PRODUCTS:
             raise ValueError(f"product {product!r}: one of {', '.join(BROKER_PRODUCTS)} (or none)")
         # Every row says who recorded it and, when told, which broker product it talks to
@@ -372,7 +371,9 @@ class LinkRecorder:
     ) -> None:
         stamped = self.state.stamp(self._now or self.clock())
         if self._pending and self._pending[-1]["ts"].date() != stamped.date():
-            self.commit()
+            # In proton's event loop: a failure is said and the rows kept, a file per day when
+            # the commit succeeds (an audit: a full disk at midnight stopped the application).
+            self._commit_in_event()
         row = self.state.new_row(
             stamped,
             event_type,
@@ -395,10 +396,17 @@ class LinkRecorder:
             self._commit_in_event()
 
     def commit(self) -> None:
-        """Commit the pending rows as one file (collectors/session.py)."""
-        if self._pending:
-            self.writer.commit(self._pending, self.state.to_json({}), state_file=False)
-            self._pending = []
+        """Commit the pending rows, one file per UTC day of them (collectors/session.py): rows
+        kept by a failed commit at midnight are of two days. The rows of a day committed stay
+        committed when a later day's commit fails."""
+        while self._pending:
+            day = self._pending[0]["ts"].date()
+            ends = next(
+                (i for i, row in enumerate(self._pending) if row["ts"].date() != day),
+                len(self._pending),
+            )
+            self.writer.commit(self._pending[:ends], self.state.to_json({}), state_file=False)
+            self._pending = self._pending[ends:]
 
     def _commit_in_event(self) -> None:
         """A commit inside proton's event loop: one that fails (a full disk) is said and tried

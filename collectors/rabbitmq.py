@@ -45,7 +45,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from collectors.base import (
     REASON_BROKER_RESTARTED,
@@ -121,11 +121,9 @@ class ManagementReader:
             queue_name(q["vhost"], q["name"]): {
                 "messages": q.get("messages"),
                 "message_bytes": q.get("message_bytes"),
-                # A limit set by a policy is the queue's as much as one set by an argument.
-                "arguments": {
-                    **_policy_limits(q.get("effective_policy_definition") or {}),
-                    **(q.get("arguments") or {}),
-                },
+                "arguments": queue_arguments(
+                    q.get("effective_policy_definition") or {}, q.get("arguments") or {}
+                ),
                 "type": q.get("type"),
                 "vhost": q["vhost"],
                 "node": q.get("node"),
@@ -149,6 +147,23 @@ def _policy_limits(policy: dict[str, Any]) -> dict[str, Any]:
     names = {"max-length": "x-max-length", "max-length-bytes": "x-max-length-bytes"}
     names["overflow"] = "x-overflow"
     return {argument: policy[key] for key, argument in names.items() if key in policy}
+
+
+def queue_arguments(policy: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
+    """A queue's arguments with the limits its policy sets, as RabbitMQ applies both: a length
+    limit set by the two is the smaller (its ``res_min``; an audit saw an argument's 10000 hide
+    the policy's 100 in force), while the argument's overflow wins over the policy's."""
+    from_policy = _policy_limits(policy)
+    merged = {**from_policy, **arguments}
+    for key in ("x-max-length", "x-max-length-bytes"):
+        policy_limit, argument_limit = from_policy.get(key), arguments.get(key)
+        if _a_count(policy_limit) and _a_count(argument_limit):
+            merged[key] = min(policy_limit, argument_limit)
+    return merged
+
+
+def _a_count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def node_of_log(log_path: Path) -> str | None:

@@ -1071,3 +1071,30 @@ def test_a_sample_of_many_addresses_is_committed_once_it_fills_a_batch(
     again = setup.collector(clock=lambda: now[0])
     assert again.state.next_seq == 5
     again.close()
+
+
+class AnsweringJolokia(JolokiaReader):
+    """A reader whose bulk requests get ``answer`` (over an HTTP 200)."""
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        super().__init__("http://127.0.0.1:1/console/jolokia", "u", "p")
+        self.answer = answer
+
+    def _post(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [self.answer]
+
+
+def test_a_search_jolokia_refuses_inside_its_answer_is_no_empty_broker() -> None:
+    """An audit: a bulk answer over HTTP 200 whose search was refused (a restrictive
+    jolokia-access.xml: status 403) read as "no addresses", and sampling stopped without a
+    word. A 4xx is a refusal (the collector stops when it comes first), anything else a failed
+    sample (sampling waits and says so); a search that finds nothing is no addresses."""
+    from collectors.base import SamplerRefused
+
+    refused = {"status": 403, "error": "java.lang.Exception : Operation search forbidden"}
+    with pytest.raises(SamplerRefused, match="answered 403: java") as caught:
+        AnsweringJolokia(refused).addresses()
+    assert caught.value.code == 403
+    with pytest.raises(ValueError, match="answered 500"):
+        AnsweringJolokia({"status": 500, "error": "boom"}).addresses()
+    assert AnsweringJolokia({"status": 200, "value": []}).addresses() == {}

@@ -72,6 +72,31 @@ def test_the_session_of_another_broker(tmp_path: Path) -> None:
     assert "is the session of broker 'a1', not 'a2'" in line
 
 
+@pytest.mark.parametrize(
+    ("broker", "said"),
+    [
+        ("host:61616", "Spark cannot read a file named with ':'"),
+        ("dc1/artemis", "no '/' and no leading '.' or '_'"),
+        ("", "the broker's name cannot be blank"),
+    ],
+)
+def test_a_broker_name_that_cannot_name_the_session_is_refused_first(
+    tmp_path: Path, broker: str, said: str
+) -> None:
+    """An audit: ``--broker host:61616`` wrote files the ingest quarantines whole, a blank one
+    rows it quarantines, and one with a '/' failed at its first commit, leaving a hidden file
+    behind; now one line before anything is read or written."""
+    log = _log(tmp_path, block("2026-11-27 10:00:00,000"))
+    raw = tmp_path / "raw"
+    result = runner.invoke(
+        app, ["collect", "artemis", "--log", str(log), "--raw", str(raw), "--once",
+              "--broker", broker],
+    )  # fmt: skip
+    line = _one_error_line(result.stderr, 2, result.exit_code)
+    assert said in line and "--broker" in line
+    assert not raw.exists() or not any(raw.rglob("*"))
+
+
 def test_collect_rabbitmq_once(tmp_path: Path) -> None:
     log = tmp_path / "rabbit@localhost.log"
     log.write_text(

@@ -292,6 +292,37 @@ def test_a_broker_error_and_a_lost_connection_detach_the_links(tmp_path: Path) -
     assert reasons == {"c1": None, "c2": "connection closed by the client"}
 
 
+def test_a_commit_failing_at_midnight_keeps_the_rows_and_the_application_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An audit: the commit at a day boundary ran outside the retry, so a full disk at midnight
+    raised out of proton's handler and stopped the application. Now it is said and the rows
+    kept, then committed a file per day."""
+    clock = Clock(datetime(2026, 11, 28, 23, 59, 59, tzinfo=UTC))
+    app = Consumer(prefetch=1)
+    recorder, pair = recorded(app, tmp_path, "b", clock=clock)
+    writer_commit = recorder.writer.commit
+    failures = iter([OSError(28, "No space left on device")])
+
+    def full_once(*args: Any, **kwargs: Any) -> Any:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        return writer_commit(*args, **kwargs)
+
+    monkeypatch.setattr(recorder.writer, "commit", full_once)
+    open_links(pair, ("c", "consumer"))
+    clock.advance(2)
+    pair.deliver("c", 1)  # the first row after midnight: the commit before it fails
+    pair.pump()
+    assert app.bodies  # the application went on
+    recorder.close()
+    files = sorted(tmp_path.glob("date=*/*.parquet"))
+    assert [path.parent.name for path in files] == ["date=2026-11-28", "date=2026-11-29"]
+    rows = committed_rows(tmp_path)
+    assert [row["seq"] for row in rows] == list(range(len(rows)))
+
+
 def test_rows_are_committed_per_day_with_their_checkpoint(tmp_path: Path) -> None:
     """A batch never spans two UTC days; each file carries the run's checkpoint; no state file
     is left (a client run is never gone on with)."""
@@ -312,8 +343,10 @@ def test_rows_are_committed_per_day_with_their_checkpoint(tmp_path: Path) -> Non
 
 
 def test_a_recorder_needs_a_broker_and_a_known_product(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="broker's name"):
+    with pytest.raises(ValueError, match="broker's name cannot be blank"):
         LinkRecorder(tmp_path, " ")
+    with pytest.raises(ValueError, match="cannot read a file named with ':'"):
+        LinkRecorder(tmp_path, "host:5672")
     with pytest.raises(ValueError, match="'qpid': one of artemis, rabbitmq"):
         LinkRecorder(tmp_path, "b", product="qpid")
 

@@ -489,3 +489,31 @@ def test_a_404_from_the_start_is_a_wrong_address(tmp_path: Path) -> None:
     )
     with pytest.raises(SamplerRefused, match="404"):
         collector.sample()
+
+
+def test_a_length_limit_set_by_a_policy_and_an_argument_is_the_smaller() -> None:
+    """RabbitMQ applies the smaller of a policy's max-length and the queue's argument (and the
+    argument's overflow): an audit saw the argument's 10000 reported where the policy's 100 was
+    in force, and the queue-length advice judged the wrong limit."""
+    from collectors.rabbitmq import queue_arguments
+
+    policy = {"max-length": 100, "max-length-bytes": 5_000_000, "overflow": "drop-head"}
+    arguments = {
+        "x-max-length": 10_000,
+        "x-max-length-bytes": 1_000,
+        "x-overflow": "reject-publish",
+    }
+    assert queue_arguments(policy, arguments) == {
+        "x-max-length": 100,
+        "x-max-length-bytes": 1_000,
+        "x-overflow": "reject-publish",
+    }
+    assert queue_arguments(policy, {}) == {
+        "x-max-length": 100,
+        "x-max-length-bytes": 5_000_000,
+        "x-overflow": "drop-head",
+    }
+    assert queue_arguments({}, {"x-max-length": 7, "x-queue-type": "quorum"}) == {
+        "x-max-length": 7,
+        "x-queue-type": "quorum",
+    }
