@@ -389,7 +389,8 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
                 F.lit(a.policy.safety_margin * 100),
             ),
             # Artemis takes no reject threshold at or below max-size-bytes (the engine refuses
-            # one too), so a threshold the new limit reaches moves up with it.
+            # one too), so a threshold the new limit reaches moves up with it, by the gap it had:
+            # as the what-if applies the new limit (flowctl_core/whatif_knobs.py _max_size).
             F.when(
                 (a.reject_threshold >= 0) & (a.reject_threshold <= a.limit_for_dropped),
                 _bytes(
