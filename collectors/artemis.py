@@ -52,7 +52,6 @@ from collectors.artemis_log import (
     STARTING_CODES,
     STOPPED,
     LogLine,
-    in_repeated_hour,
     parse_line,
 )
 from collectors.base import (
@@ -64,6 +63,7 @@ from collectors.base import (
     http_json,
     to_us,
 )
+from collectors.local_time import in_repeated_hour
 from schemas.broker_events import ORIGIN_ARTEMIS_LOG, ORIGIN_JOLOKIA
 
 log = logging.getLogger("flowctl.collect")

@@ -21,7 +21,9 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, tzinfo
+from datetime import datetime, tzinfo
+
+from collectors.local_time import readings_in_utc
 
 BLOCKING = "AMQ222183"
 UNBLOCKING = "AMQ221046"
@@ -72,7 +74,7 @@ class LogLine:
     disk_usage: str | None = None  # max-disk-usage's lines: the usage rate ("97.6%")
     #: When the clocks went back, a stamp in the hour lived twice names two instants: ``ts`` is
     #: the first, this the second (None for any other stamp). The collector takes it for a
-    #: line that would otherwise come before the line it follows (:func:`in_repeated_hour`).
+    #: line that would otherwise come before the line it follows (collectors/local_time.py).
     ts_repeated: datetime | None = None
 
     @property
@@ -105,27 +107,9 @@ def parse_line(line: str, zone: tzinfo | None) -> LogLine | None:
         return None
     stamp = match["ts"].replace(",", ".")
     local = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S.%f")
-    ts, later = (_in_utc(local, zone, fold) for fold in (0, 1))
+    ts, later = readings_in_utc(local, zone)
     read = _parsed(match, ts)
-    return dataclasses.replace(read, ts_repeated=later) if later > ts else read
-
-
-def _in_utc(local: datetime, zone: tzinfo | None, fold: int) -> datetime:
-    """The local stamp ``local`` in UTC; ``fold`` 1 reads a stamp of the hour lived twice as
-    its second pass (PEP 495)."""
-    local = local.replace(fold=fold)
-    return (local.replace(tzinfo=zone) if zone is not None else local.astimezone()).astimezone(UTC)
-
-
-def in_repeated_hour(line: LogLine, previous: datetime | None) -> LogLine:
-    """``line`` at its second instant when its first comes before the line before it
-    (``previous``) and its second does not: written in the hour lived again after the clocks
-    went back. Read at the first, an hour of lines collapsed onto the previous line's time (the
-    session never goes back in time) and an episode in it lasted 0 s (an audit)."""
-    later = line.ts_repeated
-    if later is None or previous is None or not line.ts < previous <= later:
-        return line
-    return dataclasses.replace(line, ts=later)
+    return read if later is None else dataclasses.replace(read, ts_repeated=later)
 
 
 def _parsed(match: re.Match[str], ts: datetime) -> LogLine:

@@ -15,9 +15,12 @@ offset in the stamp; without one, the node's zone is given). The lines a collect
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
+
+from collectors.local_time import readings_in_utc
 
 ALARM_SET = "alarm_set"
 ALARM_CLEARED = "alarm_cleared"
@@ -47,13 +50,18 @@ class RabbitLine:
     kind: str | None
     resource: str | None = None
     node: str | None = None
+    #: A stamp without an offset in the hour lived twice when the clocks go back names two
+    #: instants: ``ts`` the first, this the second (collectors/local_time.py).
+    ts_repeated: datetime | None = None
 
 
-def _stamp(text: str, zone: tzinfo | None) -> datetime:
+def _stamp(text: str, zone: tzinfo | None) -> tuple[datetime, datetime | None]:
+    """The stamp in UTC and, for one without an offset in the hour lived twice, its second
+    instant (an audit: an alarm set at 02:50 and cleared at 02:10 of the second pass lasted 0 s)."""
     stamp = datetime.fromisoformat(text.replace(" ", "T", 1))
     if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=zone) if zone is not None else stamp.astimezone()
-    return stamp.astimezone(UTC)
+        return readings_in_utc(stamp, zone)
+    return stamp.astimezone(UTC), None
 
 
 def parse_line(line: str, zone: tzinfo | None) -> RabbitLine | None:
@@ -63,8 +71,13 @@ def parse_line(line: str, zone: tzinfo | None) -> RabbitLine | None:
     match = _LINE.match(line.rstrip("\r\n"))
     if match is None:
         return None
-    ts = _stamp(match["ts"], zone)
-    text = match["text"].strip()
+    ts, later = _stamp(match["ts"], zone)
+    read = _said(match["text"].strip(), ts)
+    return read if later is None else dataclasses.replace(read, ts_repeated=later)
+
+
+def _said(text: str, ts: datetime) -> RabbitLine:
+    """What a line stamped ``ts`` says."""
     alarm = _ALARM.match(text)
     if alarm is not None:
         kind = ALARM_SET if alarm["what"] == "set" else ALARM_CLEARED

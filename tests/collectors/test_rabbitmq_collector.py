@@ -517,3 +517,26 @@ def test_a_length_limit_set_by_a_policy_and_an_argument_is_the_smaller() -> None
         "x-max-length": 7,
         "x-queue-type": "quorum",
     }
+
+
+def test_stamps_without_an_offset_in_the_hour_lived_twice(setup: Setup) -> None:
+    """Europe/Paris, 25 October 2026: 02:00-03:00 local is lived at 00:00Z and again at 01:00Z.
+    A log format without offsets stamped an alarm set at 02:50 (00:50Z) and cleared at 02:10 of
+    the second pass (01:10Z): both were read as the first, the clearing held at the setting's
+    time, and a 20-minute alarm lasted 0 s (an audit; the Artemis reader had this already)."""
+    from zoneinfo import ZoneInfo
+
+    def naive(ts: str, what: str) -> str:
+        return f"{ts} [warning] <0.320.0> memory resource limit alarm {what} on node {NODE}\n"
+
+    setup.write(
+        naive("2026-10-25 02:50:00.000000", "set"),
+        naive("2026-10-25 02:10:00.000000", "cleared"),
+        naive("2026-10-25 03:05:00.000000", "set"),  # 02:05Z: no longer ambiguous
+    )
+    setup.collect(log_zone=ZoneInfo("Europe/Paris"))
+    assert [(r["event_type"], r["ts"]) for r in setup.rows()] == [
+        ("alarm_raised", _ts("2026-10-25 00:50")),
+        ("alarm_cleared", _ts("2026-10-25 01:10")),
+        ("alarm_raised", _ts("2026-10-25 02:05")),
+    ]
