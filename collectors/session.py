@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from flowctl_core.errors import ConfigurationError
-from flowctl_core.sink import unaddressable_characters
+from flowctl_core.sink import file_name_refusal
 from schemas.broker_events import BROKER_EVENTS, PARTITION_COLUMN
 
 CHECKPOINT_KEY = b"flowctl.collector.checkpoint"
@@ -62,22 +62,14 @@ def write_atomically(path: Path, data: bytes) -> None:
 def check_broker_name(broker: str) -> str:
     """``broker`` when it can name a session's run and files; else a one-line refusal before
     anything is read or written: the name is the ``broker`` column (not blank: a blank one is a
-    contract breach) and part of the run id and of every file name (no ``/``, no leading ``.``
-    or ``_``, none of the characters Spark cannot address in a path), or the ingest would
-    quarantine every row or file of the session (an audit: ``--broker host:61616``)."""
+    contract breach) and part of the run id and of every file name (the sink's rule,
+    :func:`flowctl_core.sink.file_name_refusal`), or the ingest would quarantine every row or
+    file of the session (an audit: ``--broker host:61616``)."""
     if not broker.strip():
         raise ConfigurationError("--broker: the broker's name cannot be blank")
-    if "/" in broker or broker.startswith((".", "_")):
-        raise ConfigurationError(
-            f"--broker {broker!r}: it names the session's files, so no '/' and no leading "
-            "'.' or '_'"
-        )
-    unaddressable = unaddressable_characters(broker)
-    if unaddressable:
-        raise ConfigurationError(
-            f"--broker {broker!r}: it names the session's files, and Spark cannot read a file "
-            f"named with {unaddressable!r}: choose another"
-        )
+    refusal = file_name_refusal(broker)
+    if refusal is not None:
+        raise ConfigurationError(f"--broker {broker!r}: it names the session's files; {refusal}")
     return broker
 
 

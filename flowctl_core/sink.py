@@ -84,6 +84,19 @@ def unaddressable_characters(name: str) -> str:
     return "".join(sorted({c for c in name if c in UNADDRESSABLE_CHARACTERS}))
 
 
+def file_name_refusal(name: str) -> str | None:
+    """Why ``name`` cannot be part of a raw file's name, None when it can: empty, a ``/``, a
+    leading ``.`` or ``_`` (a hidden file, which Spark skips), or :func:`unaddressable_characters`
+    (the ingest would quarantine every such file whole). The sink's run ids and the collectors'
+    broker names are checked here."""
+    if not name or "/" in name or name.startswith((".", "_")):
+        return "cannot name a file: no '/' and no leading '.' or '_'"
+    unaddressable = unaddressable_characters(name)
+    if unaddressable:
+        return f"Spark cannot read a file named with {unaddressable!r}: choose another"
+    return None
+
+
 class ParquetSink:
     def __init__(
         self,
@@ -95,15 +108,9 @@ class ParquetSink:
     ) -> None:
         if row_group_size < 1:
             raise ValueError("row_group_size must be >= 1")
-        if not run_id or "/" in run_id or run_id.startswith((".", "_")):
-            raise SinkError(f"run_id {run_id!r} cannot name a file")
-        unaddressable = unaddressable_characters(run_id)
-        if unaddressable:
-            # The ingest would quarantine every file of the run whole (an audit).
-            raise SinkError(
-                f"run_id {run_id!r}: Spark cannot read a file named with {unaddressable!r}: "
-                "choose another"
-            )
+        refusal = file_name_refusal(run_id)
+        if refusal is not None:
+            raise SinkError(f"run_id {run_id!r}: {refusal}")
         self.out_dir = Path(out_dir)
         self.run_id = run_id
         self.row_group_size = row_group_size
