@@ -110,6 +110,12 @@ def dimension(
     )
 
 
+def dwell_gap(drain_rate: str, policy: RecommendPolicy) -> Column:
+    """The resume gap that makes an episode last ``min_dwell_s`` at the drain rate in column
+    ``drain_rate`` (0 without one)."""
+    return F.ceil(F.coalesce(F.col(drain_rate), F.lit(0.0)) * policy.min_dwell_s)
+
+
 def recommended_pair(
     dim: Dimension, drain_rate: str, flapping: Column, policy: RecommendPolicy
 ) -> tuple[Column, Column]:
@@ -120,8 +126,7 @@ def recommended_pair(
     """
     stop = F.when(dim.changes_stop, dim.target_stop).otherwise(dim.stop)
     gap_for_dwell = F.greatest(
-        F.ceil(F.coalesce(F.col(drain_rate), F.lit(0.0)) * policy.min_dwell_s),
-        F.ceil(stop * policy.min_hysteresis_share),
+        dwell_gap(drain_rate, policy), F.ceil(stop * policy.min_hysteresis_share)
     ).cast("long")
     gap = F.greatest(dim.stop - dim.resume, gap_for_dwell)
     resume = (

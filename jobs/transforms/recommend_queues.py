@@ -27,6 +27,7 @@ from jobs.transforms.queue_thresholds import (
     Dimension,
     change,
     dimension,
+    dwell_gap,
     recommended_pair,
     staged_dimension,
 )
@@ -80,30 +81,32 @@ def _flapping_unchanged(q: Facts) -> Column:
     return q.flapping & (q.resume_msgs == q.msgs.resume) & (q.resume_size == q.size.resume)
 
 
-def _gap_needed(stop: Column, resume: Column, drain_rate: str, q: Facts) -> Column:
-    """Whether a dimension's stop is on and its resume gap is short of what ``drain_rate``
-    needs for an episode of ``min_dwell_s``."""
-    needed = F.ceil(F.coalesce(F.col(drain_rate), F.lit(0.0)) * q.policy.min_dwell_s)
-    return F.coalesce((stop > 0) & (stop - resume < needed), F.lit(False))
+def _gap_short_by(dim: Dimension, drain_rate: str, q: Facts) -> Column:
+    """Whether the dimension's stop is on and its resume gap is short of the gap
+    ``drain_rate`` needs for an episode of ``min_dwell_s`` (``dwell_gap``)."""
+    short = (dim.stop > 0) & (dim.stop - dim.resume < dwell_gap(drain_rate, q.policy))
+    return F.coalesce(short, F.lit(False))
 
 
 def _gap_short(q: Facts) -> Column:
     """A dimension in force whose resume gap is short of the drain rate's need (the resume
     cannot go lower: :func:`~jobs.transforms.queue_thresholds.recommended_pair` keeps it >= 1)."""
-    return _gap_needed(q.msgs.stop, q.msgs.resume, "drain_rate_msgs_s", q) | _gap_needed(
-        q.size.stop, q.size.resume, "drain_rate_bytes_s", q
+    return _gap_short_by(q.msgs, "drain_rate_msgs_s", q) | _gap_short_by(
+        q.size, "drain_rate_bytes_s", q
     )
 
 
 def _gap_needed_text(q: Facts) -> Column:
-    """The gap each dimension has and needs, for :func:`_gap_short`'s finding."""
+    """The gap each short dimension has and needs, for :func:`_gap_short`'s finding."""
 
-    def one(dim: Dimension, rate: str, unit: str) -> Column:
-        needed = F.ceil(F.coalesce(F.col(rate), F.lit(0.0)) * q.policy.min_dwell_s)
+    def one(dim: Dimension, drain_rate: str, unit: str) -> Column:
         return F.when(
-            _gap_needed(dim.stop, dim.resume, rate, q),
+            _gap_short_by(dim, drain_rate, q),
             F.format_string(
-                f"stop %d, gap %d {unit}, %d needed", dim.stop, dim.stop - dim.resume, needed
+                f"stop %d, gap %d {unit}, %d needed",
+                dim.stop,
+                dim.stop - dim.resume,
+                dwell_gap(drain_rate, q.policy),
             ),
         )
 
@@ -267,26 +270,22 @@ def _weighed(q: Facts) -> Column:
     """What was weighed, for a queue no finding is stated for: the episodes and the room the
     stop threshold needs (and, with byte thresholds in force, the room in bytes)."""
     msgs, size = q.msgs, q.size
-    episodes = counted(F.coalesce(F.col("episodes"), F.lit(0)), "episode")
-    weighed_msgs = F.when(
+    # qpid.max_count 0: no count limit, so no room to leave under one (an audit: "0 of room
+    # needed below the limit" named a limit the queue does not have).
+    room = F.when(
         msgs.limit > 0,
         F.format_string(
-            "%s; overshoot allowance %d msgs (worst seen or bounded by the producers' "
-            "capacity windows), %d of room needed below the limit (incl. %.0f%% margin)",
-            episodes,
-            msgs.worst_overshoot,
+            "%d of room needed below the limit (incl. %.0f%% margin)",
             F.coalesce(msgs.headroom, F.lit(0)),
             _margin_pct(q),
         ),
-    ).otherwise(
-        # qpid.max_count 0: no count limit, so no room to leave under one (an audit: "0 of room
-        # needed below the limit" named a limit the queue does not have).
-        F.format_string(
-            "%s; overshoot allowance %d msgs (worst seen or bounded by the producers' "
-            "capacity windows), no count limit to leave room under",
-            episodes,
-            msgs.worst_overshoot,
-        )
+    ).otherwise(F.lit("no count limit to leave room under"))
+    weighed_msgs = F.format_string(
+        "%s; overshoot allowance %d msgs (worst seen or bounded by the producers' "
+        "capacity windows), %s",
+        counted(F.coalesce(F.col("episodes"), F.lit(0)), "episode"),
+        msgs.worst_overshoot,
+        room,
     )
     weighed_bytes = F.when(
         size.stop > 0,
