@@ -26,6 +26,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs.transforms.daily import in_days
+from jobs.transforms.detail import detail_field
 from jobs.transforms.episodes import QUEUE_KEYS
 
 
@@ -34,11 +35,11 @@ def _is(event_type: str) -> Column:
 
 
 def _outcome_is(outcome: str) -> Column:
-    return F.coalesce(F.get_json_object("detail", "$.outcome") == F.lit(outcome), F.lit(False))
+    return F.coalesce(detail_field("outcome") == F.lit(outcome), F.lit(False))
 
 
 def _paged() -> Column:
-    return F.coalesce(F.get_json_object("detail", "$.paged") == F.lit("true"), F.lit(False))
+    return F.coalesce(detail_field("paged") == F.lit("true"), F.lit(False))
 
 
 #: (column, the events it counts): one rule per count, in the order of the gold table. Rules are

@@ -23,6 +23,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs.recommend_policy import RecommendPolicy
+from jobs.transforms.detail import detail_field
 from jobs.transforms.episodes import queue_sample_interval
 from jobs.transforms.recommend_artemis import (
     address_evidence,
@@ -71,7 +72,7 @@ def sampled_entities(events: DataFrame) -> DataFrame:
         events.where(F.col("event_type") == "queue_declared")
         .select(
             "broker",
-            F.coalesce(F.get_json_object("detail", "$.address"), F.col("queue")).alias("entity"),
+            F.coalesce(detail_field("address"), F.col("queue")).alias("entity"),
             sampled.alias("sample_interval_ms"),
         )
         .where(F.col("sample_interval_ms").isNotNull())

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from jobs.transforms.detail import detail_field
 from schemas.broker_events import BROKER_PRODUCT_ARTEMIS, RABBITMQ_ORIGINS
 from schemas.recommendations import BROKER_ARTEMIS, BROKER_QPID, BROKER_RABBITMQ
 
@@ -39,10 +40,10 @@ def _artemis_evidence() -> Column:
     # Only Artemis counts credit in bytes (CORE windows), and says so in the detail; a client's
     # link recorder says so when it is told (collectors/proton_links.py).
     return (
-        F.get_json_object("detail", "$.address").isNotNull()
-        | (F.get_json_object("detail", "$.credit_unit") == "bytes")
+        detail_field("address").isNotNull()
+        | (detail_field("credit_unit") == "bytes")
         | (F.col("protocol") == ARTEMIS_CORE)
-        | (F.get_json_object("detail", "$.broker_product") == BROKER_PRODUCT_ARTEMIS)
+        | (detail_field("broker_product") == BROKER_PRODUCT_ARTEMIS)
     )
 
 
@@ -56,10 +57,7 @@ BROKER_KIND_RULES: tuple[tuple[str, Callable[[], Column]], ...] = (
             F.col("protocol").isin(AMQP_0_9_1, AMQP_1_0)
             # A collector's alarm or queue sample has no protocol; its origin says the broker
             # (only such rows' detail is parsed for it: most events carry a protocol).
-            | (
-                F.col("protocol").isNull()
-                & F.get_json_object("detail", "$.origin").isin(*RABBITMQ_ORIGINS)
-            )
+            | (F.col("protocol").isNull() & detail_field("origin").isin(*RABBITMQ_ORIGINS))
         ),
     ),
 )

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from flowctl_core.events import PREFILL_LINK
 from jobs.recommend_policy import RecommendPolicy
-from jobs.transforms.detail import detail_whole_number
+from jobs.transforms.detail import detail_field, detail_whole_number
 from jobs.transforms.timeutil import micros, seconds_between, summed_seconds, utc_date
 
 QUEUE = ("broker", "queue")
@@ -79,7 +79,7 @@ def queue_settings(events: DataFrame) -> DataFrame:
             ),
             # The limit policy a queue was declared with (the engine logs it in the detail).
             F.max_by(
-                F.get_json_object("detail", "$.policy"),
+                detail_field("policy"),
                 F.when(_is("queue_declared") & F.col("detail").isNotNull(), F.struct("ts", "seq")),
             ).alias("limit_policy"),
             # A ring queue also shows by its evictions, when its declaration is older than the
@@ -323,6 +323,7 @@ def _per_link(stepped: DataFrame) -> DataFrame:
     """Per link, from :func:`_link_steps`: the columns :func:`consumer_link_evidence` names,
     before the gold and silver ones are joined."""
     top_up = F.col("credit") - F.col("_prev_credit")
+    from_empty = _is("flow") & (top_up > 0) & (F.col("_prev_credit") == 0)
     in_backlog = F.col("_backlogged_before") & F.coalesce(F.col("_timed"), F.lit(False))
     day_credit = F.struct(utc_date("ts").alias("day"), "credit")
     # A grant: a flow event carrying a credit that the sending end did not log of itself (its
@@ -330,14 +331,14 @@ def _per_link(stepped: DataFrame) -> DataFrame:
     granted = (
         _is("flow")
         & F.col("credit").isNotNull()
-        & ~F.coalesce(F.get_json_object("detail", "$.origin") == "sender", F.lit(False))
+        & ~F.coalesce(detail_field("origin") == "sender", F.lit(False))
     )
     return stepped.groupBy(*LINK).agg(
         _latest("link_role"),
         # The credit a consumer attaches with: a 0.9.1 consumer's prefetch (basic.consume).
         F.max(F.when(_is("link_attached"), F.col("credit"))).alias("_attached_credit"),
         # Artemis CORE consumers count credit in bytes and say so in every event's detail.
-        F.max(F.get_json_object("detail", "$.credit_unit") == "bytes").alias("_credit_in_bytes"),
+        F.max(detail_field("credit_unit") == "bytes").alias("_credit_in_bytes"),
         mean_delivery_bytes().alias("_mean_message_bytes"),
         # RabbitMQ's AMQP 1.0 consumer links log the credit its queue sees per consumer.
         F.max(detail_whole_number("max_queue_credit")).alias("_max_queue_credit"),
@@ -356,16 +357,12 @@ def _per_link(stepped: DataFrame) -> DataFrame:
         F.percentile(F.when(_is("flow") & (top_up > 0), top_up), 0.5).alias("_median_top_up"),
         # How many top-ups there were, and how many came once the credit had run out (from 0).
         F.count(F.when(_is("flow") & (top_up > 0), 1)).alias("_top_ups"),
-        F.count(F.when(_is("flow") & (top_up > 0) & (F.col("_prev_credit") == 0), 1)).alias(
-            "_top_ups_from_empty"
-        ),
+        F.count(F.when(from_empty, 1)).alias("_top_ups_from_empty"),
         # A receiver that refills at empty restores its whole credit (it has received all it
         # granted); one topping up earlier whose grant reached the sender at 0 (the round trip
         # outlasted what was left) restores less, what it granted less what was on the wire:
         # the least credit a top-up from empty left, and the largest grant.
-        F.min(
-            F.when(_is("flow") & (top_up > 0) & (F.col("_prev_credit") == 0), F.col("credit"))
-        ).alias("_least_refill"),
+        F.min(F.when(from_empty, F.col("credit"))).alias("_least_refill"),
         F.max(F.when(granted, F.col("credit"))).alias("_largest_grant"),
         seconds_between(F.lit(0), F.sum(F.when(F.col("_backlogged_after"), _stretch_us()))).alias(
             "_backlogged_s"
