@@ -49,6 +49,9 @@ NOT_THE_LOG_AFTER_LINES = 1000
 #: UNREADABLE_LINES_SAID_EVERY.
 UNREADABLE_LINES_SAID = 10
 UNREADABLE_LINES_SAID_EVERY = 1000
+#: A line stamped this much later than the collector read it says the clocks disagree (the
+#: broker's and this machine's, or the log's time zone): beyond what a clock drifts by.
+LOG_AHEAD_SAID_AFTER = timedelta(minutes=2)
 #: A batch is committed when it is this old or this large, whichever comes first.
 DEFAULT_FLUSH_INTERVAL_S = 5.0
 FLUSH_ROWS = 10_000
@@ -213,6 +216,7 @@ class LogCollector(ABC):
         #: Lines that begin as the broker's do but whose stamp is no time (skipped, said).
         self.lines_unreadable = 0
         self._said_not_the_log = False
+        self._said_log_ahead = False
 
     def _start_session(
         self,
@@ -223,13 +227,13 @@ class LogCollector(ABC):
         new_session: bool,
     ) -> None:
         """Go on with the session the state file (or the newest file) says, or start one."""
-        self.writer.remove_leftovers()
         loaded = self.writer.load_state(broker)
         if loaded is not None and loaded["broker"] != broker:
             raise CollectorStateError(
                 f"{state_path} is the session of broker {loaded['broker']!r}, not {broker!r}: "
                 "give another --state"
             )
+        self.writer.remove_leftovers(None if loaded is None else loaded["run_id"])
         self.resumed = loaded is not None and not new_session
         if loaded is not None and not new_session:
             self.state = SessionState.from_json(loaded)
@@ -314,12 +318,15 @@ class LogCollector(ABC):
     def read_log(self) -> int:
         """Every whole line written since the position; the number read."""
         count = 0
+        read_at = self.clock()  # every line read here was written before this
         for text, position in follow(self.log_path, self.state.position):
             line = self._parsed(text)
             self.lines_read += bool(text)
             self.lines_timed += line is not None
             self._checkpoint_before = None
             if line is not None:
+                if line.ts - read_at > LOG_AHEAD_SAID_AFTER and not self._said_log_ahead:
+                    self._say_the_log_runs_ahead(line.ts, read_at)
                 self._release_samples(line.ts)
                 self._settle(line.ts)
                 if self.may_write(line):
@@ -353,6 +360,22 @@ class LogCollector(ABC):
                     text.strip(),
                 )
             return None
+
+    def _say_the_log_runs_ahead(self, stamped: datetime, read_at: datetime) -> None:
+        """Warn, once, of a line stamped later than it was read: the broker's clock runs ahead
+        of this machine's, or the log's stamps are read in the wrong time zone. Samples are
+        stamped by this machine's clock and rows never go back in time, so samples after such
+        a line take its time, and their figures land late by as much."""
+        self._said_log_ahead = True
+        log.warning(
+            "%s: a line stamped %s was read at %s, %.0f s before its time: the broker's clock "
+            "runs ahead of this machine's, or its log's time zone is not the one it is read in "
+            "(--log-timezone); samples after it are stamped no earlier than its lines",
+            self.log_path,
+            stamped.isoformat(),
+            read_at.isoformat(),
+            (stamped - read_at).total_seconds(),
+        )
 
     def _say_if_not_the_brokers_log(self) -> None:
         """Warn, once, when lines were read and none began as the broker's do (a timestamp):

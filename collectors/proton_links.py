@@ -191,6 +191,9 @@ class LinkRecorder:
             ) from None
         # No state file: a client run is never gone on with (see the module).
         self.writer = SessionWriter(raw_dir, raw_dir / ".unused-client-state")
+        # A run killed in a commit left its hidden file; each run is new, so none would go on
+        # with it and remove it (an audit): those untouched for an hour go at a start.
+        self.writer.remove_leftovers(None)
         self.clock = clock
         self.flush_interval_s = flush_interval_s
         self.state = SessionState(run_id=new_client_run_id(broker, clock()), broker=broker)

@@ -18,6 +18,7 @@ import fcntl
 import json
 import os
 import re
+import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -32,6 +33,9 @@ from schemas.broker_events import BROKER_EVENTS, PARTITION_COLUMN
 
 CHECKPOINT_KEY = b"flowctl.collector.checkpoint"
 STATE_VERSION = 3
+#: A hidden file of a commit no process has written to for this long was cut short: a commit
+#: writes one batch (at most a few MB) and renames it within seconds.
+LEFTOVER_AGE_S = 3600.0
 _ARROW_SCHEMA = BROKER_EVENTS.to_pyarrow()
 
 
@@ -144,11 +148,23 @@ class SessionWriter:
         newer = self.latest_checkpoint(state["run_id"], int(state["next_seq"]))
         return newer if newer is not None else state
 
-    def remove_leftovers(self) -> None:
-        """Hidden files of a commit that was cut short (never renamed, so never read)."""
+    def remove_leftovers(self, run_id: str | None) -> None:
+        """Hidden files of a commit that was cut short (never renamed, so never read): those of
+        ``run_id``, this session's run (its lock is held, so none of them is being written), and
+        those no process has touched for :data:`LEFTOVER_AGE_S`. Another collector or a client
+        recorder may write into the same raw folder, and its commit in progress is a hidden
+        file too: removing every one cut its rename short (an audit)."""
+        stale_before = time.time() - LEFTOVER_AGE_S
+        own = None if run_id is None else f".part-{run_id}-"
         for folder in self.raw_dir.glob(f"{PARTITION_COLUMN}=*"):
             for path in folder.glob(".part-*.inprogress"):
-                path.unlink(missing_ok=True)
+                try:
+                    if (own is not None and path.name.startswith(own)) or (
+                        path.stat().st_mtime < stale_before
+                    ):
+                        path.unlink(missing_ok=True)
+                except FileNotFoundError:
+                    pass  # renamed or removed meanwhile by its writer
 
     def lock(self) -> None:
         """Take the session for this process alone (a cron ``--once`` beside a running

@@ -503,14 +503,33 @@ def test_killed_before_a_commit_the_same_lines_get_the_same_seq(setup: Setup) ->
     killed = setup.collector()
     killed.read_log()  # read, never committed: the process dies here
     killed.close()  # (its lock goes with it)
-    assert len(setup.rows()) == 1
-    (setup.raw / "date=2026-11-27" / ".part-leftover.parquet.inprogress").write_bytes(b"cut")
+    (row,) = setup.rows()
+    cut = f".part-{row['run_id']}-000000000001.parquet.inprogress"  # its commit, cut short
+    (setup.raw / "date=2026-11-27" / cut).write_bytes(b"cut")
     setup.collect()
     assert [(r["seq"], r["event_type"]) for r in setup.rows()] == [
         (0, "flow_stopped"),
         (1, "flow_resumed"),
     ]
     assert not list(setup.raw.glob("date=*/.*inprogress"))
+
+
+def test_a_commit_in_progress_of_another_writer_is_left_alone(setup: Setup) -> None:
+    """Collectors of other brokers and client recorders may share the raw folder: a hidden file
+    of another run is its commit in progress unless no one has touched it for an hour. Every
+    one was removed at a start, cutting a running collector's rename short (an audit)."""
+    folder = setup.raw / "date=2026-11-27"
+    folder.mkdir(parents=True)
+    running = folder / ".part-collect-other-20261127T100000000000Z-000000000000.parquet.inprogress"
+    killed = folder / ".part-client-other-20261126T100000000000Z-000000000007.parquet.inprogress"
+    running.write_bytes(b"being written")
+    killed.write_bytes(b"cut")
+    two_hours_ago = time.time() - 2 * 3600
+    os.utime(killed, (two_hours_ago, two_hours_ago))
+    setup.write(block("2026-11-27 10:00:00,000"))
+    setup.collect()
+    assert running.exists() and not killed.exists()
+    assert [r["event_type"] for r in setup.rows()] == ["flow_stopped"]
 
 
 def test_a_new_session_is_a_new_run(setup: Setup) -> None:
@@ -630,6 +649,27 @@ def test_the_hour_lived_twice_when_the_clocks_go_back(setup: Setup) -> None:
         ("flow_stopped", _ts("2024-10-27 01:40")),
         ("flow_resumed", _ts("2024-10-27 02:05")),
     ]
+
+
+def test_a_log_read_in_the_wrong_time_zone_is_said_once(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A broker logging Paris time read as UTC: its lines are stamped an hour after they were
+    read. Rows never go back in time, so every sample after them took their time, in silence
+    (an audit); now said once, with the option that sets it right. Read in its zone, nothing."""
+    setup.write(block("2026-11-27 12:59:00,000"), unblock("2026-11-27 13:00:30,000"))
+    read_at = lambda: datetime(2026, 11, 27, 12, 1, tzinfo=UTC)  # noqa: E731
+    with caplog.at_level(logging.WARNING, logger="flowctl.collect"):
+        setup.collect(clock=read_at)
+    said = [r.getMessage() for r in caplog.records if "before its time" in r.getMessage()]
+    assert len(said) == 1 and "3480 s before its time" in said[0]
+    assert "--log-timezone" in said[0]
+    caplog.clear()
+    setup.write(block("2026-11-27 13:02:00,000"))  # 12:02Z, read at 12:03Z
+    read_later = lambda: datetime(2026, 11, 27, 12, 3, tzinfo=UTC)  # noqa: E731
+    with caplog.at_level(logging.WARNING, logger="flowctl.collect"):
+        run = setup.collect(new_session=True, clock=read_later, log_zone=ZoneInfo("Europe/Paris"))
+    assert run.lines_timed == 1 and "before its time" not in caplog.text
 
 
 def test_a_line_whose_stamp_is_no_time_is_skipped_and_said(

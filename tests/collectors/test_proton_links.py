@@ -5,6 +5,8 @@ by frame, and how those rows are committed."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -340,6 +342,22 @@ def test_rows_are_committed_per_day_with_their_checkpoint(tmp_path: Path) -> Non
     assert checkpoint["run_id"] == recorder.state.run_id
     assert checkpoint["next_seq"] == recorder.state.next_seq == 2  # attached, then a transfer
     assert [path.name for path in tmp_path.iterdir() if path.is_file()] == []
+
+
+def test_a_killed_runs_commit_is_removed_at_a_later_start(tmp_path: Path) -> None:
+    """A client run is never gone on with, so the hidden file of a commit it was killed in
+    stayed for good (an audit); a later recorder removes it once no one has written it for an
+    hour, and leaves a recent one alone (another application's commit in progress)."""
+    folder = tmp_path / "date=2026-11-27"
+    folder.mkdir()
+    killed = folder / ".part-client-b-20261126T100000000000Z-000000000004.parquet.inprogress"
+    running = folder / ".part-client-b-20261127T100000000000Z-000000000000.parquet.inprogress"
+    for path in (killed, running):
+        path.write_bytes(b"part of a file")
+    two_hours_ago = time.time() - 2 * 3600
+    os.utime(killed, (two_hours_ago, two_hours_ago))
+    LinkRecorder(tmp_path, "b").close()
+    assert not killed.exists() and running.exists()
 
 
 def test_a_recorder_needs_a_broker_and_a_known_product(tmp_path: Path) -> None:
