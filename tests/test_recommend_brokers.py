@@ -248,6 +248,71 @@ def _address(name: str, policy: str, peak: int, **counts: int) -> tuple[Any, ...
 
 
 @pytest.mark.spark
+def test_the_dropped_rule_and_the_whatif_move_a_reject_threshold_alike(spark: Any) -> None:
+    """The advice that raises a DROP address's limit says where a reject threshold it reaches
+    goes (jobs/transforms/recommend_artemis.py); the what-if that replays it moves it
+    (flowctl_core/whatif_knobs.py ``_max_size``). Two copies of one rule: the same thresholds
+    through both, the moved one read from the advice's text, must land alike."""
+    import re
+
+    from jobs.transforms.recommend_artemis import recommend_addresses
+
+    raised_to = -(-(300_000 + 100 * 2092) * 12 // 10)  # the raised limit: 614,208
+    thresholds = [262_145, 300_000, raised_to - 1, raised_to, raised_to + 1, 900_000]
+    evidence = spark.createDataFrame(
+        [
+            _address(f"t{threshold}", "DROP", 300_000, dropped=100, reject_threshold=threshold)
+            for threshold in thresholds
+        ],
+        ADDRESS_EVIDENCE,
+    )
+    producers = spark.createDataFrame(
+        [("b", f"t{t}", 1, 65536, 0, 65536, 0, 0, None, None) for t in thresholds],
+        ADDRESS_PRODUCERS,
+    )
+    daily = spark.createDataFrame([], QUEUE_DAILY)
+    advised = {
+        r.entity: r for r in recommend_addresses(evidence, producers, daily, POLICY).collect()
+    }
+    base = load_scenario("artemis-address-full-policies")
+    address = base.artemis.addresses[0]
+    for threshold in thresholds:
+        row = advised[f"t{threshold}"]
+        assert (row.knob, row.current_value, row.recommended_value) == (
+            "max-size-bytes",
+            262144,
+            raised_to,
+        )
+        said = re.search(r"reject-threshold from (\d+) to (\d+)", row.rationale)
+        advice = threshold if said is None else int(said[2])
+        assert said is None or int(said[1]) == threshold
+        scenario = base.model_copy(
+            update={
+                "artemis": base.artemis.model_copy(
+                    update={
+                        "addresses": [
+                            address.model_copy(
+                                update={
+                                    "max_size_bytes": 262144,
+                                    "max_size_bytes_reject_threshold": threshold,
+                                }
+                            ),
+                            *base.artemis.addresses[1:],
+                        ]
+                    }
+                )
+            }
+        )
+        change = KnobChange(
+            "artemis", address.name, "max-size-bytes", 262144, raised_to, "raise", row.rule
+        )
+        replayed = with_knob(scenario, change).artemis.addresses[0]
+        assert replayed.max_size_bytes_reject_threshold == advice, threshold
+    moved = [t for t in thresholds if "reject-threshold from" in advised[f"t{t}"].rationale]
+    assert moved == [262_145, 300_000, raised_to - 1, raised_to]  # at or below the new limit
+
+
+@pytest.mark.spark
 def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
     from jobs.transforms.recommend_artemis import ARTEMIS_ADDRESS_RULES, recommend_addresses
 
