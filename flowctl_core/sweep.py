@@ -111,10 +111,12 @@ _NO_REJECT = Criterion("rejected msgs", LOWER)
 #: larger buffer raises by what it holds at the end of a finite run, not by a faster flow.
 _PROCESSED = Criterion("queue msgs processed", HIGHER, 0.01)
 _SMALLEST = Criterion(KNOB_VALUE, LOWER)
+#: The work done before rejections: a limit at which the address takes nothing rejects nothing
+#: either (an audit: max-size-bytes 0 won a sweep, its consumers processing 0 messages).
 _ARTEMIS_LIMIT = (
     _NO_LOSS,
-    _NO_REJECT,
     _PROCESSED,
+    _NO_REJECT,
     Criterion("peak address bytes", LOWER),
     _SMALLEST,
 )
@@ -139,14 +141,28 @@ SWEEP_KNOBS: dict[str, SweepKnob] = {
         lowest=0,
         off=0,
     ),
-    # The tightest limit that loses and rejects nothing and slows no consumer.
-    KNOB_MAX_SIZE_BYTES: SweepKnob(ARTEMIS, _ARTEMIS_LIMIT, lowest=-1, off=-1),
-    KNOB_REJECT_THRESHOLD: SweepKnob(ARTEMIS, _ARTEMIS_LIMIT, lowest=-1, off=-1),
+    # The tightest limit that loses nothing, slows no consumer and rejects nothing.
+    KNOB_MAX_SIZE_BYTES: SweepKnob(
+        ARTEMIS,
+        _ARTEMIS_LIMIT,
+        lowest=-1,
+        off=-1,
+        highest=KNOB_HIGHEST[KNOB_MAX_SIZE_BYTES][0],
+        bound_reason=KNOB_HIGHEST[KNOB_MAX_SIZE_BYTES][1],
+    ),
+    KNOB_REJECT_THRESHOLD: SweepKnob(
+        ARTEMIS,
+        _ARTEMIS_LIMIT,
+        lowest=-1,
+        off=-1,
+        highest=KNOB_HIGHEST[KNOB_REJECT_THRESHOLD][0],
+        bound_reason=KNOB_HIGHEST[KNOB_REJECT_THRESHOLD][1],
+    ),
     # Seed 003's bound: overshoot grows with producers x window; the smallest window that keeps
     # the consumers' pace.
     KNOB_PRODUCER_WINDOW: SweepKnob(
         ARTEMIS,
-        (_NO_LOSS, _NO_REJECT, _PROCESSED, Criterion("max overshoot bytes", LOWER), _SMALLEST),
+        (_NO_LOSS, _PROCESSED, _NO_REJECT, Criterion("max overshoot bytes", LOWER), _SMALLEST),
         lowest=-1,
         off=-1,
         highest=KNOB_HIGHEST[KNOB_PRODUCER_WINDOW][0],
@@ -179,14 +195,19 @@ SWEEP_KNOBS: dict[str, SweepKnob] = {
         highest=KNOB_HIGHEST[KNOB_PREFETCH][0],
         bound_reason=KNOB_HIGHEST[KNOB_PREFETCH][1],
     ),
-    # RabbitMQ reject-publish: as few rejections as possible, then a slow queue blocking its
-    # connection as little as possible, then the least held. 0 would hold no message in
-    # RabbitMQ (the engine reads it as no limit), so the lowest is 1.
+    # RabbitMQ reject-publish refuses what the queue will not hold, so that a slow queue does
+    # not block its connection's other publishes (seed 004; the recommender's advice, which
+    # the what-if validates by the blocking cut): the queue's deliveries kept (within 1 %),
+    # then its connection blocked as little as possible, then the fewest refused (the largest
+    # such limit), then the least held. Rejections first, no limit that acts could ever win
+    # (an audit). 0 would hold no message in RabbitMQ (the engine reads it as no limit), so
+    # the lowest is 1.
     KNOB_MAX_LENGTH: SweepKnob(
         RABBITMQ,
         (
-            _NO_REJECT,
+            Criterion("queue msgs delivered", HIGHER, 0.01),
             Criterion("connection blocked s", LOWER, 0.01),
+            _NO_REJECT,
             Criterion("peak depth msgs", LOWER),
         ),
         lowest=1,
@@ -203,7 +224,8 @@ def parse_objective(text: str) -> tuple[Criterion, ...]:
     """``--objective``: criteria in priority order, ``METRIC:lower`` or ``METRIC:higher``, with
     an optional tolerance (``:1%``), separated by commas; metrics are checked by the sweep."""
     criteria = []
-    for part in text.split(","):
+    # A comma inside parentheses is part of a metric's name ("lost msgs (dropped, failed)").
+    for part in re.split(r",(?![^()]*\))", text):
         matched = _CRITERION.fullmatch(part)
         if not matched or not matched["metric"]:
             raise SweepError(
@@ -400,6 +422,16 @@ class Sweep:
             return f"keep {self.knob} of {self.entity} as written ({written})"
         value = self.value_text(best.value)
         line = f"best {self.knob} for {self.entity}: {value} (as written: {written})"
+        peak = "peak address bytes"
+        as_written = self.candidates[0].metrics or {}
+        if best.value == self.off and best.metrics and peak in best.metrics and peak in as_written:
+            # Nothing bounds the address then: its peak is what this run's producers got ahead
+            # of its consumers, and a longer run gets further (an audit: 1.99 GB, unsaid).
+            line += (
+                f"; with no limit the address reached {best.metrics[peak]:,.0f} bytes in this "
+                f"run (as written: {as_written[peak]:,.0f}), more in a longer one while the "
+                "producers outpace the consumers"
+            )
         if self.count_limit and best.value is not None and best.value >= self.count_limit:
             line += (
                 f"; at or above the queue's qpid.max_count ({self.count_limit:,}) the count "
@@ -593,7 +625,12 @@ def run_sweep(
 
 
 def _count_limit(scenario: Scenario, queue: str) -> int:
-    """The queue's ``qpid.max_count`` as the scenario declares it (0: none)."""
-    spec = next(q for q in scenario.queues if q.name == queue)
-    limit = spec.arguments.get(MAX_COUNT_KEY, 0)
+    """The queue's ``qpid.max_count`` as the scenario declares it, by its queues or a declare
+    step (0: none)."""
+    arguments = [q.arguments for q in scenario.queues if q.name == queue] + [
+        s.declare.arguments
+        for s in scenario.steps
+        if s.declare is not None and s.declare.queue == queue
+    ]
+    limit = arguments[0].get(MAX_COUNT_KEY, 0)
     return limit if isinstance(limit, int) else 0

@@ -113,6 +113,12 @@ def _max_size(scenario: Scenario, address: str, max_size: int) -> Scenario:
     recommend_artemis.py, "messages dropped at the limit")."""
     spec = _address_spec(scenario, address)
     threshold = spec.max_size_bytes_reject_threshold
+    if max_size == UNBOUNDED and threshold != UNBOUNDED:
+        # No limit at all: the threshold, a hard limit above the soft one, goes off with it
+        # (the engine takes none above an unbounded address; a sweep's -1 was refused).
+        return _address_setting(
+            scenario, address, max_size_bytes=max_size, max_size_bytes_reject_threshold=UNBOUNDED
+        )
     if threshold < 0 or threshold > max_size:
         return _address_setting(scenario, address, max_size_bytes=max_size)
     gap = max(1, threshold - spec.max_size_bytes)
@@ -442,6 +448,8 @@ def _knob_metrics(change: KnobChange, run: MeteredRun) -> dict[str, float]:
     stats = result.broker.queues[entity].stats
     prefill_refused = meter.prefill_refused.get(entity, 0)
     return {
+        # The queue's own work (its consumers' pace): a limit must not starve it (a sweep).
+        "queue msgs delivered": stats.dequeued,
         "peak depth msgs": stats.peak_depth_msgs,
         "rejected msgs": stats.rejected,
         "prefill refused msgs": prefill_refused,

@@ -52,13 +52,16 @@ KNOB_MAX_LENGTH = "x-max-length"
 #: credit topped up at half then (flowctl_core/whatif_knobs.py), as the advice prescribes.
 TOP_UP_AT_HALF_ADVICE = "top up before the credit runs out"
 
-#: Java's int, the type of Artemis's windows and rates.
+#: Java's int, the type of Artemis's windows and rates; its long, of its address sizes.
 JAVA_INT_MAX = 2**31 - 1
+JAVA_LONG_MAX = 2**63 - 1
 
 #: The largest value each broker takes for a knob, and why: a recommendation, a sweep or a scenario
 #: past it would be refused by the broker (jobs/transforms/recommend_links.py caps at it,
 #: flowctl_core/sweep.py refuses past it, flowctl_core/scenario.py refuses past it).
 KNOB_HIGHEST: dict[str, tuple[int, str]] = {
+    KNOB_MAX_SIZE_BYTES: (JAVA_LONG_MAX, "max-size-bytes is a Java long"),
+    KNOB_REJECT_THRESHOLD: (JAVA_LONG_MAX, "max-size-bytes-reject-threshold is a Java long"),
     KNOB_PRODUCER_WINDOW: (JAVA_INT_MAX, "producerWindowSize is a Java int"),
     KNOB_CONSUMER_WINDOW: (JAVA_INT_MAX, "consumerWindowSize is a Java int"),
     KNOB_LINK_CREDIT: (2**32 - 1, "AMQP 1.0 link credit is a uint"),

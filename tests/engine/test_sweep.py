@@ -88,6 +88,12 @@ def test_objective_parses_criteria_in_order() -> None:
     for bad in ("rejected msgs:least", ":lower"):
         with pytest.raises(SweepError, match="is not METRIC:lower or METRIC:higher"):
             parse_objective(bad)
+    # A metric's own comma, inside its parentheses, does not split it (an audit: the Artemis
+    # objectives' first metric could not be named).
+    assert parse_objective("lost msgs (dropped, failed):lower,knob value:lower") == (
+        Criterion("lost msgs (dropped, failed)", LOWER),
+        Criterion(KNOB_VALUE, LOWER),
+    )
 
 
 def test_every_knob_a_whatif_applies_can_be_swept() -> None:
@@ -384,9 +390,10 @@ def test_values_the_broker_would_not_take_are_refused() -> None:
     )
 
 
-def test_no_limit_as_written_takes_part_and_loss_comes_first() -> None:
+def test_no_limit_as_written_takes_part_and_deliveries_come_first() -> None:
     """x-max-length on a RabbitMQ queue that has none: the run as written (no limit) is a
-    candidate, and with rejections first no limit that refuses messages beats it."""
+    candidate, and a limit that refuses part of the backlog its consumer would deliver (the
+    prefill) does not beat it."""
     spec = load_scenario("rabbitmq-memory-alarm")
     sweep = run_sweep(spec, "x-max-length", "backlog", [1000, 30000])
     assert sweep.current is None
@@ -549,3 +556,71 @@ def test_command_json_is_the_sweep_and_refusals_are_one_line() -> None:
         "error: --values: '100..x' is neither an integer nor a range like 100..1000+100 or "
         "1024..65536*2"
     ]
+
+
+def test_a_length_limit_that_unblocks_the_connection_wins() -> None:
+    """seed 004: a slow quorum queue on a 0.9.1 connection blocks the connection's publishes to
+    every queue; reject-publish refuses what it will not hold instead, which is what the
+    recommender advises and the what-if validates. With rejections first, no limit that acts
+    could win a sweep (an audit): now the largest limit that unblocks the connection does."""
+    sweep = run_sweep(
+        load_scenario("rabbitmq-two-senders"), "x-max-length", "quorum-queue-amqp-091",
+        [1, 10, 100, 1000],
+    )  # fmt: skip
+    figures = {c.value: c.metrics for c in sweep.candidates if c.metrics}
+    assert figures[None]["connection blocked s"] > 1 and figures[None]["rejected msgs"] == 0
+    assert figures[100]["connection blocked s"] == figures[1]["connection blocked s"] == 0
+    assert 0 < figures[1000]["connection blocked s"] < figures[None]["connection blocked s"]
+    assert sweep.verdict() == "best x-max-length for quorum-queue-amqp-091: 100 (as written: none)"
+    assert sweep.choice.dropped[0].startswith("connection blocked s")
+
+
+def test_an_artemis_limit_that_takes_nothing_does_not_win() -> None:
+    """Every live limit of this address rejects (AMQP producers past its reject threshold): with
+    rejections before the work done, max-size-bytes 0, at which nothing is taken, processed or
+    rejected, won (an audit). And -1 (off) was refused beside the reject threshold: the
+    threshold now goes off with the limit, and the verdict says how far the address grew."""
+    spec = load_scenario("artemis-amqp-reject-threshold")
+    sweep = run_sweep(spec, "max-size-bytes", "telemetry-hard", [-1, 0, 51200, 2**63])
+    figures = {c.value: c for c in sweep.candidates}
+    assert figures[0].metrics is not None and figures[0].metrics["queue msgs processed"] == 0
+    assert figures[2**63].refused == (
+        "max-size-bytes is a Java long: at most 9,223,372,036,854,775,807"
+    )
+    off = figures[-1].metrics
+    assert off is not None and off["rejected msgs"] == 0
+    best = sweep.candidates[sweep.choice.best or 0]
+    assert best.value == -1
+    verdict = sweep.verdict()
+    assert verdict.startswith("best max-size-bytes for telemetry-hard: -1 (off) (as written: ")
+    assert f"the address reached {off['peak address bytes']:,.0f} bytes in this run" in verdict
+    unbounded = with_knob(
+        spec, KnobChange("", "telemetry-hard", "max-size-bytes", None, -1, "", "test")
+    )
+    address = next(a for a in unbounded.artemis.addresses if a.name == "telemetry-hard")  # type: ignore[union-attr]
+    assert (address.max_size_bytes, address.max_size_bytes_reject_threshold) == (-1, -1)
+
+
+def test_a_queue_declared_by_a_step_can_be_swept() -> None:
+    """Its qpid.max_count is read from the declare step (an audit: a StopIteration, every run
+    lost)."""
+    spec = _scenario(
+        """
+name: declared-step
+kind: scripted
+start: 2026-03-02T09:00:00Z
+broker: {name: qpid-orders}
+producers:
+  - {name: loader, capacity: 2000, routing_key: orders}
+consumers:
+  - {name: worker, queue: orders}
+steps:
+  - declare: {queue: orders, arguments: {qpid.max_count: 1000, qpid.flow_stop_count: 900}}
+  - send: {producer: loader, count: 950, size: 256}
+  - advance: {seconds: 1}
+  - consume: {consumer: worker, count: 950}
+"""
+    )
+    sweep = run_sweep(spec, KNOB_QPID_FLOW_STOP_COUNT, "orders", [500, 1000])
+    assert sweep.count_limit == 1000
+    assert [c.value for c in sweep.candidates] == [900, 500, 1000]
