@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
 from typing import Any
 
 import plotly.graph_objects as go
@@ -189,32 +188,15 @@ def producer_delay_figure(entities: Sequence[dict[str, Any]]) -> go.Figure | Non
     return fig
 
 
-def stopped_intervals(points: Sequence[dict[str, Any]]) -> list[tuple[datetime, datetime]]:
-    """The stretches a queue was stopped, from its timeline buckets (time order): a bucket in
-    which it was stopped at some moment, and the quiet gap after one that ended stopped."""
-    stretches: list[tuple[datetime, datetime]] = []
-    for point, following in zip(points, [*points[1:], None], strict=True):
-        start = point["bucket_start"]
-        end = start + timedelta(seconds=point["bucket_s"])
-        if point["flow_stopped"] and following is not None:
-            end = following["bucket_start"]
-        if not point["stopped_in_bucket"]:
-            continue
-        if stretches and stretches[-1][1] >= start:
-            stretches[-1] = (stretches[-1][0], max(end, stretches[-1][1]))
-        else:
-            stretches.append((start, end))
-    return stretches
-
-
 def _threshold(values: Iterable[int | None]) -> list[int | None]:
     """Thresholds as drawn: 0 (off) is no line."""
     return [v if v else None for v in values]
 
 
 def queue_timeline_figure(timeline: dict[str, Any]) -> go.Figure:
-    """A queue's depth per bucket against the stop and resume thresholds in force, the stopped
-    stretches shaded. In bytes when only byte thresholds are on (an Artemis address)."""
+    """A queue's depth per bucket against the stop and resume thresholds in force, its stopped
+    episodes (``timeline["stopped"]``, start and end) shaded. In bytes when only byte thresholds
+    are on (an Artemis address)."""
     points = timeline["points"]
     in_bytes = not any(p.get("flow_stop_count") for p in points) and any(
         p.get("flow_stop_size") for p in points
@@ -245,7 +227,7 @@ def queue_timeline_figure(timeline: dict[str, Any]) -> go.Figure:
         drawn = _threshold(p.get(column) for p in points)
         if any(value is not None for value in drawn):
             fig.add_trace(go.Scatter(x=x, y=drawn, name=name, line={**step, **style}))
-    for start, end in stopped_intervals(points):
+    for start, end in timeline["stopped"]:
         fig.add_vrect(x0=start, x1=end, fillcolor="#d2452f", opacity=0.13, line_width=0)
     runs = timeline.get("runs", 1)
     run_note = f" (run {timeline['run_id']}, 1 of {runs})" if runs > 1 else ""

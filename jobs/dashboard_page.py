@@ -16,7 +16,7 @@ import html
 import json
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
@@ -30,9 +30,9 @@ from jobs.dashboard_figures import (
     producer_delay_figure,
     queue_timeline_figure,
 )
+from schemas.recommendations import VERDICT_AT_RISK, VERDICT_KEEP
 
 TITLE = "flowctl — broker flow control"
-VERDICT_AT_RISK = "at_risk_of_overflow"
 #: What the page calls one and several entities of a kind.
 KIND_NOUNS = {
     "queue": ("queue", "queues"),
@@ -72,8 +72,26 @@ def number(value: Any, digits: int = 1) -> str:
     return f"{value:,.{digits}f}" if isinstance(value, float) else f"{value:,}"
 
 
-def is_idle(entity: dict[str, Any]) -> bool:
-    """Nothing to show: never stopped, starved or blocked, no episode, nothing lost."""
+#: A recommendation's entity kind as the entity rows name it (an Artemis address is a queue of
+#: queue_flow_daily; a consumer's link is its name).
+_ENTITY_KIND_OF = {"address": "queue", "consumer": "link", "consumer_link": "link"}
+
+
+def advised_entities(recommendations: Iterable[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    """(broker, kind, entity) of the entities a recommendation asks to act on (not keep)."""
+    return {
+        (r["broker"], _ENTITY_KIND_OF.get(r["entity_kind"], r["entity_kind"]), r["entity"])
+        for r in recommendations
+        if r["verdict"] != VERDICT_KEEP
+    }
+
+
+def is_idle(entity: dict[str, Any], advised: Container[tuple[str, str, str]] = ()) -> bool:
+    """Nothing to show: never stopped, starved or blocked, no episode, nothing lost, and no
+    advice to act on (a RabbitMQ queue growing without a limit has none of the others, and
+    was listed idle under the advice that said it was at risk: an audit)."""
+    if (entity["broker"], entity["kind"], entity["entity"]) in advised:
+        return False
     return not (entity.get("blocked_s") or entity.get("episodes") or entity.get("lost"))
 
 
@@ -114,9 +132,10 @@ def _table(
         + "</tr>"
         for row in rows
     )
+    # In a narrow window the table scrolls sideways rather than splitting words in its cells.
     return (
-        f'<table id="{table_id}"><colgroup>{widths}</colgroup><thead><tr>{head}</tr></thead>'
-        f"<tbody>{body}</tbody></table>"
+        f'<div class="table-wrap"><table id="{table_id}"><colgroup>{widths}</colgroup>'
+        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
     )
 
 
@@ -144,11 +163,16 @@ def entities_table(entities: Sequence[dict[str, Any]]) -> str:
     """Every entity with something to show, worst first: what the charts rank, in full."""
 
     def cells(row: dict[str, Any]) -> list[str]:
-        overshoot = (
-            f"{number(row.get('max_overshoot_msgs'))} / {number(row.get('overshoot_bound_msgs'))}"
-            if row.get("max_overshoot_msgs") is not None
-            else "\u2013"
-        )
+        # In messages against Qpid's bound, else in bytes (an Artemis address past its
+        # max-size-bytes, which showed as a dash: an audit).
+        if row.get("max_overshoot_msgs") is not None:
+            overshoot = (
+                f"{number(row['max_overshoot_msgs'])} / {number(row.get('overshoot_bound_msgs'))}"
+            )
+        elif row.get("max_overshoot_bytes") is not None:
+            overshoot = f"{number(row['max_overshoot_bytes'])} bytes"
+        else:
+            overshoot = "\u2013"
         delay = row.get("completion_p95_us")
         return [
             text(row["broker"]),
@@ -165,8 +189,8 @@ def entities_table(entities: Sequence[dict[str, Any]]) -> str:
     columns = [
         ("broker", "broker", 15), ("entity", "entity", 19), ("kind", "what", 15),
         ("blocked_s", "seconds", 9), ("share", "share", 7), ("episodes", "episodes", 8),
-        ("overshoot", "worst overshoot / bound (msgs)", 11), ("delay", "p95 delay (ms)", 8),
-        ("lost", "rejected + dropped + evicted", 8),
+        ("overshoot", "worst overshoot: msgs / bound, or bytes", 11),
+        ("delay", "p95 delay (ms)", 8), ("lost", "rejected + dropped + evicted", 8),
     ]  # fmt: skip
     return _table("entities-table", columns, entities, cells, _entity_attributes)
 
@@ -191,6 +215,15 @@ def idle_summary(entities: Sequence[dict[str, Any]]) -> str:
     return _table("idle-table", columns, rows, cells, _broker_attribute)
 
 
+#: Qpid's four flow thresholds as a recommendation's columns hold them: argument, column, unit.
+QPID_THRESHOLDS = (
+    ("qpid.flow_stop_count", "flow_stop_count", " messages"),
+    ("qpid.flow_resume_count", "flow_resume_count", " messages"),
+    ("qpid.flow_stop_size", "flow_stop_size", " bytes"),
+    ("qpid.flow_resume_size", "flow_resume_size", " bytes"),
+)
+
+
 def knob_change(row: dict[str, Any]) -> str:
     """What the recommendation changes, in the broker's own knob (``knob: current -> recommended
     unit``, or ``knob: current unit (kept)`` when the value stays, e.g. an at-risk row whose fix
@@ -213,11 +246,22 @@ def knob_change(row: dict[str, Any]) -> str:
             if current is not None and current < 0:
                 return f"{row['knob']}: {number(current)} (off, kept)"
             return f"{row['knob']}: {with_unit(current)} (kept)"
-        return f"{row['knob']}: {value(current)} -> {with_unit(recommended)}"
+        # A Qpid row's knob is its stop count; the other thresholds it moves are part of the
+        # change (shown alone, stop 2,760 went beside a resume of 600: an audit).
+        others = [
+            f"{name}: {number(now)} -> {number(then)}{unit_of}"
+            for name, key, unit_of in QPID_THRESHOLDS
+            if name != row["knob"]
+            and (now := row.get("current_" + key)) is not None
+            and (then := row.get("recommended_" + key)) is not None
+            and now != then
+        ]
+        return "; ".join([f"{row['knob']}: {value(current)} -> {with_unit(recommended)}", *others])
     pairs = [
         ("stop msgs", "flow_stop_count"),
         ("resume msgs", "flow_resume_count"),
         ("stop bytes", "flow_stop_size"),
+        ("resume bytes", "flow_resume_size"),
         ("credit", "credit"),
     ]
     present = [
@@ -247,6 +291,13 @@ def evidence(row: dict[str, Any]) -> str:
             f"overshoot {number(row['max_overshoot_msgs'])} / "
             f"bound {number(row.get('producer_capacity_sum'))}"
         )
+    elif row.get("max_overshoot_bytes"):
+        parts.append(f"overshoot {number(row['max_overshoot_bytes'])} bytes")
+    # What a queue or address without episodes shows (a queue growing, messages refused).
+    if row.get("rejected_msgs"):
+        parts.append(f"{number(row['rejected_msgs'])} rejected")
+    if row.get("peak_depth_msgs") and not row.get("episodes"):
+        parts.append(f"peak {number(row['peak_depth_msgs'])} msgs")
     return ", ".join(parts) or "\u2013"
 
 
@@ -329,7 +380,11 @@ def timelines_section(
             f'<div class="broker-timelines" data-broker="{html.escape(broker)}">'
             f"<h3>{text(broker)}</h3>"
             + (f'<div class="timeline-grid">{queue_divs}</div>' if queue_divs else "")
-            + (figures.div(figure, "intervals", broker) if figure is not None else "")
+            + (
+                f'<div class="wide">{figures.div(figure, "intervals", broker)}</div>'
+                if figure is not None
+                else ""
+            )
             + "</div>"
         )
     if not parts:
@@ -339,8 +394,9 @@ def timelines_section(
 
 def render_page(data: dict[str, Any], title: str = TITLE) -> str:
     entities = data["entities"]
-    active = [e for e in entities if not is_idle(e)]
-    idle = [e for e in entities if is_idle(e)]
+    advised = advised_entities(data["recommendations"])
+    active = [e for e in entities if not is_idle(e, advised)]
+    idle = [e for e in entities if is_idle(e, advised)]
     brokers = sorted(
         {e["broker"] for e in entities} | {r["broker"] for r in data["recommendations"]}
     )
@@ -436,7 +492,9 @@ _PAGE = r"""<!DOCTYPE html>
   .no-chart { box-sizing: border-box; width: 432px; align-self: flex-start; padding: 12px;
               color: var(--muted); font-style: italic; }
   .figure[data-chart="intervals"] { margin-top: 10px; display: inline-block; }
-  table { border-collapse: collapse; background: #fff; width: 100%; table-layout: fixed; }
+  .table-wrap, .wide { max-width: 100%; overflow-x: auto; }
+  table { border-collapse: collapse; background: #fff; width: 100%; min-width: 940px;
+          table-layout: fixed; }
   th, td { border: 1px solid var(--line); padding: 3px 5px; text-align: left;
            vertical-align: top; overflow-wrap: anywhere; }
   th { background: #eef2f6; font-weight: 600; }

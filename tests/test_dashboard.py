@@ -425,7 +425,7 @@ def test_a_threshold_never_on_has_no_line_and_no_legend_entry() -> None:
             "stopped_in_bucket": False,
         }
 
-    timeline = {"broker": "b", "queue": "q", "run_id": "r", "runs": 1}
+    timeline = {"broker": "b", "queue": "q", "run_id": "r", "runs": 1, "stopped": []}
     off = queue_timeline_figure({**timeline, "points": [point(s, 0) for s in range(3)]})
     assert [trace.name for trace in off.data] == ["depth (max per 1 s)"]
     on = queue_timeline_figure({**timeline, "points": [point(s, 8) for s in range(3)]})
@@ -504,3 +504,77 @@ def test_a_value_kept_reads_as_kept_not_as_a_change() -> None:
     assert knob_change(pairs) == "stop msgs 1,600 -> 1,760"
     same = {**pairs, "recommended_flow_stop_count": 1600}
     assert knob_change(same) == "stop msgs 1,600; stop bytes 83,886,080 (kept)"
+
+
+def test_a_qpid_change_shows_every_threshold_it_moves() -> None:
+    """A Qpid row's knob is its stop count; the resume and byte thresholds it moves were only in
+    the rationale, cut to two lines, so who applied what the page showed set stop 2,760 beside
+    a resume of 600 (an audit)."""
+    row = {
+        "knob": "qpid.flow_stop_count", "unit": "messages",
+        "current_value": 4000, "recommended_value": 4508,
+        "current_flow_stop_count": 4000, "recommended_flow_stop_count": 4508,
+        "current_flow_resume_count": 3500, "recommended_flow_resume_count": 4008,
+        "current_flow_stop_size": 4_194_304, "recommended_flow_stop_size": 4_487_168,
+        "current_flow_resume_size": 3_670_016, "recommended_flow_resume_size": 3_670_016,
+    }  # fmt: skip
+    assert knob_change(row) == (
+        "qpid.flow_stop_count: 4,000 -> 4,508 messages; "
+        "qpid.flow_resume_count: 3,500 -> 4,008 messages; "
+        "qpid.flow_stop_size: 4,194,304 -> 4,487,168 bytes"
+    )
+
+
+def test_an_entity_advised_on_is_not_idle_and_its_evidence_shows() -> None:
+    """A RabbitMQ queue growing without a limit has no episode, no time stopped and nothing
+    lost, and was listed idle under the advice calling it at risk; its evidence was a dash."""
+    from jobs.dashboard_page import advised_entities, evidence, is_idle
+
+    growing = {"broker": "r", "kind": "queue", "entity": "orders", "blocked_s": 0.0}
+    address = {"broker": "a", "kind": "queue", "entity": "fail-address", "episodes": 0}
+    consumer = {"broker": "a", "kind": "link", "entity": "slow", "blocked_s": None}
+    advice = [
+        {"broker": "r", "entity_kind": "queue", "entity": "orders",
+         "verdict": "at_risk_of_overflow"},
+        {"broker": "a", "entity_kind": "address", "entity": "fail-address", "verdict": "raise"},
+        {"broker": "a", "entity_kind": "consumer", "entity": "slow", "verdict": "keep"},
+    ]  # fmt: skip
+    advised = advised_entities(advice)
+    assert not is_idle(growing, advised) and not is_idle(address, advised)
+    assert is_idle(consumer, advised) and is_idle(growing)
+    assert evidence({"episodes": 0, "peak_depth_msgs": 219_886}) == "0 episodes, peak 219,886 msgs"
+    assert evidence({"episodes": 0, "rejected_msgs": 7, "max_overshoot_bytes": 37_012}) == (
+        "0 episodes, overshoot 37,012 bytes, 7 rejected"
+    )
+
+
+def test_a_timeline_shades_its_episodes_not_its_buckets() -> None:
+    """A queue stopped 685 s of 1,800 was shaded 1,490 s: every 10 s bucket stopped at some
+    moment (an audit). The shading is the drawn run's episodes (an open one to the run's
+    watermark), close ones merged as the interval charts merge theirs."""
+    from datetime import datetime, timedelta
+
+    from jobs.dashboard import merge_close_intervals, timelines_of
+    from jobs.dashboard_figures import queue_timeline_figure
+
+    start = datetime(2026, 3, 5, 12)
+    points = [
+        {"broker": "b", "queue": "q", "run_id": "r", "runs": 1,
+         "bucket_start": start + timedelta(seconds=10 * i), "bucket_s": 10.0,
+         "max_depth_msgs": i, "max_depth_bytes": i, "flow_stop_count": 5,
+         "flow_resume_count": 2, "flow_stop_size": 0, "flow_resume_size": 0,
+         "flow_stopped": i == 3, "stopped_in_bucket": i in (1, 3)}
+        for i in range(6)
+    ]  # fmt: skip
+    episodes = [
+        {"broker": "b", "kind": "queue", "entity": "q", "start": start + timedelta(seconds=12),
+         "end": start + timedelta(seconds=13)},
+        {"broker": "b", "kind": "queue", "entity": "q", "start": start + timedelta(seconds=35),
+         "end": start + timedelta(seconds=60)},
+    ]  # fmt: skip
+    (timeline,) = timelines_of(points, merge_close_intervals(episodes))
+    assert timeline["stopped"] == [(e["start"], e["end"]) for e in episodes]
+    shaded = [(shape.x0, shape.x1) for shape in queue_timeline_figure(timeline).layout.shapes]
+    assert shaded == [(e["start"], e["end"]) for e in episodes]
+    (other,) = timelines_of([{**p, "queue": "other"} for p in points], episodes)
+    assert other["stopped"] == []
