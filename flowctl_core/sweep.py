@@ -105,6 +105,12 @@ class SweepKnob:
     bound_reason: str = ""
 
 
+def _highest(knob: str) -> dict[str, Any]:
+    """The most the broker takes for ``knob`` and why (schemas KNOB_HIGHEST), as SweepKnob's."""
+    most, reason = KNOB_HIGHEST[knob]
+    return {"highest": most, "bound_reason": reason}
+
+
 _NO_LOSS = Criterion("lost msgs (dropped, failed)", LOWER)
 _NO_REJECT = Criterion("rejected msgs", LOWER)
 #: Messages the address's consumers processed: the work done. Not the producers' sends, which a
@@ -143,20 +149,10 @@ SWEEP_KNOBS: dict[str, SweepKnob] = {
     ),
     # The tightest limit that loses nothing, slows no consumer and rejects nothing.
     KNOB_MAX_SIZE_BYTES: SweepKnob(
-        ARTEMIS,
-        _ARTEMIS_LIMIT,
-        lowest=-1,
-        off=-1,
-        highest=KNOB_HIGHEST[KNOB_MAX_SIZE_BYTES][0],
-        bound_reason=KNOB_HIGHEST[KNOB_MAX_SIZE_BYTES][1],
+        ARTEMIS, _ARTEMIS_LIMIT, lowest=-1, off=-1, **_highest(KNOB_MAX_SIZE_BYTES)
     ),
     KNOB_REJECT_THRESHOLD: SweepKnob(
-        ARTEMIS,
-        _ARTEMIS_LIMIT,
-        lowest=-1,
-        off=-1,
-        highest=KNOB_HIGHEST[KNOB_REJECT_THRESHOLD][0],
-        bound_reason=KNOB_HIGHEST[KNOB_REJECT_THRESHOLD][1],
+        ARTEMIS, _ARTEMIS_LIMIT, lowest=-1, off=-1, **_highest(KNOB_REJECT_THRESHOLD)
     ),
     # Seed 003's bound: overshoot grows with producers x window; the smallest window that keeps
     # the consumers' pace.
@@ -165,8 +161,7 @@ SWEEP_KNOBS: dict[str, SweepKnob] = {
         (_NO_LOSS, _PROCESSED, _NO_REJECT, Criterion("max overshoot bytes", LOWER), _SMALLEST),
         lowest=-1,
         off=-1,
-        highest=KNOB_HIGHEST[KNOB_PRODUCER_WINDOW][0],
-        bound_reason=KNOB_HIGHEST[KNOB_PRODUCER_WINDOW][1],
+        **_highest(KNOB_PRODUCER_WINDOW),
     ),
     KNOB_CONSUMER_WINDOW: SweepKnob(
         ARTEMIS,
@@ -177,23 +172,20 @@ SWEEP_KNOBS: dict[str, SweepKnob] = {
         ),
         lowest=-1,
         off=-1,
-        highest=KNOB_HIGHEST[KNOB_CONSUMER_WINDOW][0],
-        bound_reason=KNOB_HIGHEST[KNOB_CONSUMER_WINDOW][1],
+        **_highest(KNOB_CONSUMER_WINDOW),
     ),
     # Kung & Morris: credit beyond rate x round trip buys nothing but messages held at the client.
     KNOB_LINK_CREDIT: SweepKnob(
         RABBITMQ,
         (_RECEIVED, _RECEIVED_BY, _SMALLEST),
         lowest=1,
-        highest=KNOB_HIGHEST[KNOB_LINK_CREDIT][0],
-        bound_reason=KNOB_HIGHEST[KNOB_LINK_CREDIT][1],
+        **_highest(KNOB_LINK_CREDIT),
     ),
     KNOB_PREFETCH: SweepKnob(
         RABBITMQ,
         (_RECEIVED, _RECEIVED_BY, _SMALLEST),
         lowest=1,  # 0 is "no limit" in RabbitMQ, which the engine does not model
-        highest=KNOB_HIGHEST[KNOB_PREFETCH][0],
-        bound_reason=KNOB_HIGHEST[KNOB_PREFETCH][1],
+        **_highest(KNOB_PREFETCH),
     ),
     # RabbitMQ reject-publish refuses what the queue will not hold, so that a slow queue does
     # not block its connection's other publishes (seed 004; the recommender's advice, which

@@ -69,3 +69,14 @@ def recommendation_rows(
     rows = [row.asDict() for row in table.collect()]
     events.unpersist()
     return rows
+
+
+def with_first_artemis_address(scenario: Scenario, **settings: Any) -> Scenario:
+    """``scenario`` with its first Artemis address's settings changed (``max_size_bytes``,
+    ``max_size_bytes_reject_threshold``, ...), the others as they are."""
+    assert scenario.artemis is not None
+    first, *others = scenario.artemis.addresses
+    addresses = [first.model_copy(update=settings), *others]
+    return scenario.model_copy(
+        update={"artemis": scenario.artemis.model_copy(update={"addresses": addresses})}
+    )

@@ -24,7 +24,7 @@ from flowctl_core.whatif_knobs import (
     with_knob,
 )
 from jobs.recommend_policy import RecommendPolicy
-from tests.scenario_gold import recommendation_rows
+from tests.scenario_gold import recommendation_rows, with_first_artemis_address
 
 POLICY = RecommendPolicy(lookback_days=1)
 
@@ -286,22 +286,8 @@ def test_the_dropped_rule_and_the_whatif_move_a_reject_threshold_alike(spark: An
         said = re.search(r"reject-threshold from (\d+) to (\d+)", row.rationale)
         advice = threshold if said is None else int(said[2])
         assert said is None or int(said[1]) == threshold
-        scenario = base.model_copy(
-            update={
-                "artemis": base.artemis.model_copy(
-                    update={
-                        "addresses": [
-                            address.model_copy(
-                                update={
-                                    "max_size_bytes": 262144,
-                                    "max_size_bytes_reject_threshold": threshold,
-                                }
-                            ),
-                            *base.artemis.addresses[1:],
-                        ]
-                    }
-                )
-            }
+        scenario = with_first_artemis_address(
+            base, max_size_bytes=262144, max_size_bytes_reject_threshold=threshold
         )
         change = KnobChange(
             "artemis", address.name, "max-size-bytes", 262144, raised_to, "raise", row.rule

@@ -443,26 +443,14 @@ def test_a_raised_max_size_takes_a_reject_threshold_it_reaches_along() -> None:
     limit moves such a threshold up by its gap above the old limit (the advice says so), and
     leaves one above the new limit, or none (-1), as it is; the engine then runs the scenario."""
     from flowctl_core.whatif_knobs import KnobChange, with_knob
+    from tests.scenario_gold import with_first_artemis_address
 
     base = load_scenario("artemis-address-full-policies")
     address = base.artemis.addresses[0]
     limit = address.max_size_bytes
 
     def applied(threshold: int, raised_to: int) -> tuple[int, int]:
-        scenario = base.model_copy(
-            update={
-                "artemis": base.artemis.model_copy(
-                    update={
-                        "addresses": [
-                            address.model_copy(
-                                update={"max_size_bytes_reject_threshold": threshold}
-                            ),
-                            *base.artemis.addresses[1:],
-                        ]
-                    }
-                )
-            }
-        )
+        scenario = with_first_artemis_address(base, max_size_bytes_reject_threshold=threshold)
         change = KnobChange(
             "artemis", address.name, "max-size-bytes", limit, raised_to, "raise", "r"
         )
