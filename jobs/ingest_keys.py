@@ -46,9 +46,8 @@ def runs_that_may_repeat_keys(
     valid seqs among them are too.
     """
     by_run: dict[str, list[FileRunStats]] = {}
-    for s in stats:
-        if s.proved_rows and s.source_file not in excluded_files and s.run_id is not None:
-            by_run.setdefault(s.run_id, []).append(s)
+    for s in _with_seqs(stats, excluded_files):
+        by_run.setdefault(s.run_id, []).append(s)
     suspicious = set()
     for run_id, groups in by_run.items():
         groups.sort(key=lambda s: s.min_seq)
@@ -65,11 +64,36 @@ def run_seq_ranges(
     """Per run, the [min, max] of the seqs of its valid rows (files of ``excluded_files`` aside),
     or of every row in stats of the lean pass: a range around the valid ones."""
     ranges: dict[str, tuple[int, int]] = {}
-    for s in stats:
-        if s.proved_rows and s.source_file not in excluded_files and s.run_id is not None:
-            low, high = ranges.get(s.run_id, (s.min_seq, s.max_seq))
-            ranges[s.run_id] = (min(low, s.min_seq), max(high, s.max_seq))
+    for s in _with_seqs(stats, excluded_files):
+        low, high = ranges.get(s.run_id, (s.min_seq, s.max_seq))
+        ranges[s.run_id] = (min(low, s.min_seq), max(high, s.max_seq))
     return ranges
+
+
+@dataclass(frozen=True)
+class _RunSeqs:
+    """A (file, run) group's stats with a run and seqs: the rows a proof or a range is over."""
+
+    source_file: str
+    run_id: str
+    min_seq: int
+    max_seq: int
+    min_offset: int | None
+    max_offset: int | None
+
+
+def _with_seqs(stats: Iterable[FileRunStats], excluded_files: Collection[str]) -> list[_RunSeqs]:
+    """The groups of ``stats`` that have proved rows with seqs, files of ``excluded_files``
+    aside; a group whose rows have none (no seq, or none valid) has nothing to prove or range."""
+    return [
+        _RunSeqs(s.source_file, s.run_id, s.min_seq, s.max_seq, s.min_offset, s.max_offset)
+        for s in stats
+        if s.proved_rows
+        and s.source_file not in excluded_files
+        and s.run_id is not None
+        and s.min_seq is not None
+        and s.max_seq is not None
+    ]
 
 
 def _any(conditions: list[Column]) -> Column:

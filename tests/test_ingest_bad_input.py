@@ -674,3 +674,28 @@ def test_footer_problems_spark_would_hide_are_named_before_it_reads(tmp_path, ca
     assert typeless_problems[0] == (
         f"wrong_type:{null_columns[0]}:null ({raw_files.NULL_TYPE_HINT})"
     )
+
+
+def test_rows_without_a_usable_seq_are_quarantined_and_the_day_goes_on(spark, pipeline_conf):
+    """An audit: a file whose rows of a run all lack a seq stopped the day's ingest ("'<' not
+    supported between 'NoneType' and 'NoneType'"), and a seq of -2^63 (an "unset" some writers
+    use) overflowed the counting pass's subtraction under ANSI; neither named a file, and no
+    row of the day reached bronze or the quarantine. Each is now a row quarantined for it."""
+    _, conf = pipeline_conf(validate=False)
+    raw = Path(conf.raw_dir)
+    write_raw(raw, [event(i, at(1, 10, i), "enqueue", queue="q") for i in range(5)])
+    nulls = [event(None, at(1, 11, i), "enqueue", queue="q", run_id="rX") for i in range(3)]
+    write_raw(raw, nulls, part="00001")
+    lowest = [
+        event(seq, at(1, 12, i), "enqueue", queue="q", run_id="r2")
+        for i, seq in enumerate([-(2**63), 0, 1])
+    ]
+    write_raw(raw, lowest, part="00002")
+
+    report = ingest.run_ingest(spark, conf, DAY1, DAY1)
+
+    assert (report["rows_accepted"], report["rows_quarantined"], report["balanced"]) == (7, 4, True)
+    reasons = sorted((r.run_id, r.reason) for r in read_table(spark, conf, QUARANTINE).collect())
+    assert reasons == [("r2", "negative_seq"), *[("rX", "null_seq")] * 3]
+    accepted = read_table(spark, conf, BRONZE).groupBy("run_id").count().collect()
+    assert sorted(map(tuple, accepted)) == [("r1", 5), ("r2", 2)]
