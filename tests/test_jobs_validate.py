@@ -175,6 +175,15 @@ def test_the_great_expectations_suite_fails_rows_breaking_the_rules_it_used_to_m
         event(9, at(1, 9), "enqueue", queue="q", detail='{"a": 1}{"b": 2}'),
         event(10, at(1, 10), "enqueue", queue="q", detail=' {"a": [1, "]"]} '),
         event(11, at(1, 11), "enqueue", queue="q", detail='{"a": 1},{"b": 2}'),
+        # JSON, but not an object, or not JSON (Python's str of a dict): Spark's parser takes
+        # single quotes and read this one's outcome as dropped; any other reader, as nothing.
+        event(12, at(1, 12), "message_rejected", queue="q", detail="{'outcome': 'dropped'}"),
+        event(13, at(1, 13), "enqueue", queue="q", detail="[1, 2]"),
+        event(14, at(1, 14), "enqueue", queue="q", detail='"dropped"'),
+        event(15, at(1, 15), "enqueue", queue="q", detail="null"),
+        # An apostrophe inside a string, and whitespace before the object: JSON objects.
+        event(16, at(1, 16), "enqueue", queue="q", detail='{"note": "it\'s"}'),
+        event(17, at(1, 17), "enqueue", queue="q", detail='\t{"a": {"b": [1, null]}}'),
     ]
     next_day = F.lit(date(2024, 1, 2))
     frame = make_events(rows).withColumn(
@@ -206,6 +215,12 @@ def test_the_great_expectations_suite_fails_rows_breaking_the_rules_it_used_to_m
         9: "invalid_detail_json",
         10: None,
         11: "invalid_detail_json",
+        12: "invalid_detail_json",
+        13: "invalid_detail_json",
+        14: "invalid_detail_json",
+        15: "invalid_detail_json",
+        16: None,
+        17: None,
     }
 
 
