@@ -388,7 +388,9 @@ def _row_record_parts(
     rows: list[int] = []
     for groups, first in spans:
         read = 0
-        batches = parquet.iter_batches(ROW_RECORDS_BATCH, row_groups=groups, columns=kept)
+        batches = parquet.iter_batches(
+            ROW_RECORDS_BATCH, row_groups=groups, columns=list(kept.values())
+        )
         for batch in batches:
             parts.append(spark.createDataFrame(row_records(batch, kept, first + read)))
             read += batch.num_rows

@@ -454,23 +454,29 @@ def rows_are_readable(file: RawFile) -> bool:
     return file.problem is not None and not file.problem.startswith("unreadable_file:")
 
 
-def contract_columns_kept(schema: pa.Schema) -> list[str]:
+def contract_columns_kept(schema: pa.Schema) -> dict[str, str]:
     """The contract's columns that a file holds in a type read losslessly as the contract's
-    (:func:`reads_as`): its rows' quarantine records keep them; the others are null there (the raw
-    file still holds them)."""
-    kept = []
+    (:func:`reads_as`), each to its name as written: matched regardless of case, as Spark and
+    :func:`_schema_problem` match them (``SEQ`` is ``seq``; an audit found a file's ``RUN_ID``,
+    ``SEQ`` and ``TS`` null in its rows' records). Its rows' quarantine records keep them; the
+    others are null there (the raw file still holds them)."""
+    names = [name.lower() for name in schema.names]
+    kept = {}
     for field in BROKER_EVENTS.to_pyarrow():
-        index = schema.get_field_index(field.name)  # -1 when missing, or the name is repeated
-        if index >= 0 and reads_as(schema.field(index).type, field.type):
-            kept.append(field.name)
+        if names.count(field.name.lower()) != 1:
+            continue  # missing, or held twice (which Spark refuses)
+        written = schema.field(names.index(field.name.lower()))
+        if reads_as(written.type, field.type):
+            kept[field.name] = written.name
     return kept
 
 
-def row_records(batch: pa.RecordBatch, kept: list[str], first_index: int) -> pa.Table:
-    """The event columns of a batch of rows as the contract types them (the ``kept`` ones cast,
-    the others null), and each row's position in its file (``first_index`` is the batch's)."""
+def row_records(batch: pa.RecordBatch, kept: dict[str, str], first_index: int) -> pa.Table:
+    """The event columns of a batch of rows as the contract types them (the ``kept`` ones read
+    under their written names and cast, the others null), and each row's position in its file
+    (``first_index`` is the batch's)."""
     columns = {
-        field.name: batch.column(field.name).cast(field.type)
+        field.name: batch.column(kept[field.name]).cast(field.type)
         if field.name in kept
         else pa.nulls(batch.num_rows, field.type)
         for field in BROKER_EVENTS.to_pyarrow()

@@ -699,3 +699,22 @@ def test_rows_without_a_usable_seq_are_quarantined_and_the_day_goes_on(spark, pi
     assert reasons == [("r2", "negative_seq"), *[("rX", "null_seq")] * 3]
     accepted = read_table(spark, conf, BRONZE).groupBy("run_id").count().collect()
     assert sorted(map(tuple, accepted)) == [("r1", 5), ("r2", 2)]
+
+
+def test_a_quarantined_rows_columns_are_kept_whatever_the_case_of_their_names():
+    """Spark and the schema check match a column regardless of case (``SEQ`` is ``seq``); the
+    quarantine's row records matched names exactly, so a file quarantined whole for a missing
+    ``event_type`` kept its ``RUN_ID``, ``SEQ`` and ``TS`` as nulls (an audit)."""
+    rows = [event(i, at(1, 10, i), "enqueue", queue="q") for i in range(3)]
+    table = pa.Table.from_pylist(rows, schema=_lenient_schema()).drop_columns(["event_type"])
+    table = table.rename_columns(
+        [name.upper() if name in ("run_id", "seq", "ts") else name for name in table.column_names]
+    )
+    assert raw_files._schema_problem(table.schema) == "missing_column:event_type"
+    kept = raw_files.contract_columns_kept(table.schema)
+    assert {kept[name] for name in ("run_id", "seq", "ts")} == {"RUN_ID", "SEQ", "TS"}
+    records = raw_files.row_records(table.to_batches()[0], kept, first_index=10)
+    assert records.column("seq").to_pylist() == [0, 1, 2]
+    assert records.column("run_id").to_pylist() == ["r1"] * 3
+    assert records.column("event_type").null_count == 3
+    assert records.column(raw_files.ROW_INDEX).to_pylist() == [10, 11, 12]
