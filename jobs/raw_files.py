@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -392,6 +393,7 @@ def inspect_raw_files(raw_dir: str, days: list[date]) -> list[RawFile]:
                         _name_problem(name),
                         _schema_problem(parquet.schema_arrow, physical),
                         _codec_problem(parquet.metadata),
+                        _range_problem(parquet),
                     )
                     problem = ";".join(p for p in problems if p) or None
             except Exception as exc:  # any unreadable footer: truncated, not Parquet, ...
@@ -399,6 +401,37 @@ def inspect_raw_files(raw_dir: str, days: list[date]) -> list[RawFile]:
                 log.warning("unreadable raw file %s: %s", relative, exc)
             files.append(RawFile(day, relative, address, rows, problem))
     return files
+
+
+def _range_problem(parquet: pq.ParquetFile) -> str | None:
+    """A contract timestamp written in seconds or milliseconds whose footer statistics pass what
+    microseconds hold (a nanosecond count written as milliseconds), or None. Spark's read of such
+    a file fails whole on the overflow; quarantined here, its rows are read by pyarrow, that
+    value null (:func:`_cast_in_range`). A file without statistics is caught by the read."""
+    schema = parquet.schema_arrow
+    names = [name.lower() for name in schema.names]
+    problems = []
+    for field in BROKER_EVENTS.to_pyarrow():
+        if not pa.types.is_timestamp(field.type) or names.count(field.name.lower()) != 1:
+            continue
+        index = names.index(field.name.lower())
+        unit = getattr(schema.field(index).type, "unit", None)
+        if unit not in _MICROS_PER_UNIT:
+            continue
+        most = (2**63 - 1) // _MICROS_PER_UNIT[unit]
+        for group in range(parquet.metadata.num_row_groups):
+            stats = parquet.metadata.row_group(group).column(index).statistics
+            if (
+                stats is not None
+                and stats.has_min_max
+                and not (-most <= stats.min_raw and stats.max_raw <= most)
+            ):
+                problems.append(
+                    f"out_of_range:{schema.field(index).name}:timestamp[{unit}] values past what "
+                    "microseconds hold (nanoseconds written as milliseconds?)"
+                )
+                break
+    return ";".join(problems) or None
 
 
 #: Files writers leave next to their data (commit markers, checksums, summaries): never data.
@@ -476,13 +509,31 @@ def row_records(batch: pa.RecordBatch, kept: dict[str, str], first_index: int) -
     under their written names and cast, the others null), and each row's position in its file
     (``first_index`` is the batch's)."""
     columns = {
-        field.name: batch.column(kept[field.name]).cast(field.type)
+        field.name: _cast_in_range(batch.column(kept[field.name]), field.type)
         if field.name in kept
         else pa.nulls(batch.num_rows, field.type)
         for field in BROKER_EVENTS.to_pyarrow()
     }
     positions = range(first_index, first_index + batch.num_rows)
     return pa.table({**columns, ROW_INDEX: pa.array(positions, pa.int64())})
+
+
+#: Microseconds in one unit of a timestamp coarser than the contract's.
+_MICROS_PER_UNIT = {"s": 1_000_000, "ms": 1_000}
+
+
+def _cast_in_range(values: pa.Array, to: pa.DataType) -> pa.Array:
+    """``values`` cast to ``to``; a timestamp in seconds or milliseconds that microseconds cannot
+    hold (a nanosecond count written as milliseconds) null, not the whole batch refused: its row
+    is quarantined whatever it holds, and one such value lost every row of its file to neither
+    bronze nor the quarantine (an audit)."""
+    unit = getattr(values.type, "unit", None)
+    if not pa.types.is_timestamp(values.type) or unit not in _MICROS_PER_UNIT:
+        return values.cast(to)
+    most = (2**63 - 1) // _MICROS_PER_UNIT[unit]
+    counts = values.cast(pa.int64())
+    outside = pc.or_(pc.less(counts, -most), pc.greater(counts, most))
+    return pc.if_else(outside, pa.scalar(None, values.type), values).cast(to)
 
 
 @dataclass(frozen=True)

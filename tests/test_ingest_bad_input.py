@@ -718,3 +718,39 @@ def test_a_quarantined_rows_columns_are_kept_whatever_the_case_of_their_names():
     assert records.column("run_id").to_pylist() == ["r1"] * 3
     assert records.column("event_type").null_count == 3
     assert records.column(raw_files.ROW_INDEX).to_pylist() == [10, 11, 12]
+
+
+@pytest.mark.parametrize("statistics", [True, False], ids=["footer_statistics", "none"])
+def test_a_millisecond_ts_past_microseconds_quarantines_its_file_and_loses_nothing(
+    spark, pipeline_conf, statistics
+):
+    """An audit: one ``ts`` of a ``timestamp[ms]`` file held a nanosecond count; Spark's read
+    failed whole on the overflow, pyarrow's cast of the rows for the quarantine failed as well,
+    and the file's rows reached neither table (balanced=False). With footer statistics the file
+    is quarantined whole before Spark reads it, for that reason; without, Spark's failed read
+    sends it to the partial-read path; either way every row is quarantined, that ts null."""
+    _, conf = pipeline_conf(validate=False)
+    raw = Path(conf.raw_dir)
+    rows = [event(i, at(1, 10, i), "enqueue", queue="q") for i in range(4)]
+    table = pa.Table.from_pylist(rows, schema=_lenient_schema())
+    millis = [int(ts.timestamp() * 1000) for ts in table.column("ts").to_pylist()]
+    millis[2] *= 1_000_000  # nanoseconds where milliseconds belong
+    index = table.schema.get_field_index("ts")
+    ts = pa.array(millis, pa.int64()).cast(pa.timestamp("ms", tz="UTC"))
+    path = raw / "date=2024-01-01" / "part-r1-00000.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table.set_column(index, "ts", ts), path, write_statistics=statistics)
+
+    report = ingest.run_ingest(spark, conf, DAY1, DAY1)
+
+    assert (report["rows_accepted"], report["rows_quarantined"], report["balanced"]) == (0, 4, True)
+    quarantined = read_table(spark, conf, QUARANTINE).where("record_kind = 'row'").collect()
+    assert sorted(r.seq for r in quarantined) == [0, 1, 2, 3]
+    assert [r.seq for r in quarantined if r.ts is None] == [2]
+    reasons = {r.reason for r in quarantined}
+    assert reasons == (
+        {"out_of_range:ts:timestamp[ms] values past what microseconds hold (nanoseconds written "
+         "as milliseconds?)"}
+        if statistics
+        else {"partially_read_file"}
+    )  # fmt: skip
