@@ -491,16 +491,17 @@ def contract_columns_kept(schema: pa.Schema) -> dict[str, str]:
     """The contract's columns that a file holds in a type read losslessly as the contract's
     (:func:`reads_as`), each to its name as written: matched regardless of case, as Spark and
     :func:`_schema_problem` match them (``SEQ`` is ``seq``; an audit found a file's ``RUN_ID``,
-    ``SEQ`` and ``TS`` null in its rows' records). Its rows' quarantine records keep them; the
-    others are null there (the raw file still holds them)."""
+    ``SEQ`` and ``TS`` null in its rows' records); held twice in two cases (``queue`` and
+    ``Queue``, which Spark refuses), the column of the exact name. Its rows' quarantine records
+    keep them; the others are null there (the raw file still holds them)."""
     names = [name.lower() for name in schema.names]
     kept = {}
     for field in BROKER_EVENTS.to_pyarrow():
-        if names.count(field.name.lower()) != 1:
-            continue  # missing, or held twice (which Spark refuses)
-        written = schema.field(names.index(field.name.lower()))
-        if reads_as(written.type, field.type):
-            kept[field.name] = written.name
+        index = schema.get_field_index(field.name)  # -1 when missing, or the name is repeated
+        if index < 0 and names.count(field.name.lower()) == 1:
+            index = names.index(field.name.lower())
+        if index >= 0 and reads_as(schema.field(index).type, field.type):
+            kept[field.name] = schema.field(index).name
     return kept
 
 
