@@ -184,6 +184,9 @@ def test_the_great_expectations_suite_fails_rows_breaking_the_rules_it_used_to_m
         # An apostrophe inside a string, and whitespace before the object: JSON objects.
         event(16, at(1, 16), "enqueue", queue="q", detail='{"note": "it\'s"}'),
         event(17, at(1, 17), "enqueue", queue="q", detail='\t{"a": {"b": [1, null]}}'),
+        # An escaped double quote then an apostrophe, in the string; a single-quoted key.
+        event(18, at(1, 18), "enqueue", queue="q", detail='{"a": "x\\"\'y"}'),
+        event(19, at(1, 19), "enqueue", queue="q", detail='{"a": 1, \'b\': 2}'),
     ]
     next_day = F.lit(date(2024, 1, 2))
     frame = make_events(rows).withColumn(
@@ -221,6 +224,8 @@ def test_the_great_expectations_suite_fails_rows_breaking_the_rules_it_used_to_m
         15: "invalid_detail_json",
         16: None,
         17: None,
+        18: None,
+        19: "invalid_detail_json",
     }
 
 
