@@ -186,7 +186,7 @@ def test_the_great_expectations_suite_fails_rows_breaking_the_rules_it_used_to_m
         event(17, at(1, 17), "enqueue", queue="q", detail='\t{"a": {"b": [1, null]}}'),
         # An escaped double quote then an apostrophe, in the string; a single-quoted key.
         event(18, at(1, 18), "enqueue", queue="q", detail='{"a": "x\\"\'y"}'),
-        event(19, at(1, 19), "enqueue", queue="q", detail='{"a": 1, \'b\': 2}'),
+        event(19, at(1, 19), "enqueue", queue="q", detail="{\"a\": 1, 'b': 2}"),
     ]
     next_day = F.lit(date(2024, 1, 2))
     frame = make_events(rows).withColumn(
