@@ -63,7 +63,6 @@ from collectors.base import (
     http_json,
     to_us,
 )
-from collectors.local_time import in_repeated_hour
 from schemas.broker_events import ORIGIN_ARTEMIS_LOG, ORIGIN_JOLOKIA
 
 log = logging.getLogger("flowctl.collect")
@@ -294,8 +293,7 @@ class ArtemisCollector(LogCollector):
 
     # -- the log ------------------------------------------------------------------------------
     def parse(self, text: str) -> LogLine | None:
-        line = parse_line(text, self.log_zone)
-        return None if line is None else in_repeated_hour(line, self.last_line)
+        return parse_line(text, self.log_zone)
 
     def may_write(self, line: LogLine) -> bool:
         # A disk's block of an address writes nothing but changes what its unblocking writes.

@@ -30,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
+from collectors.local_time import in_repeated_hour
 from collectors.logtail import LogPosition, follow
 from collectors.session import (
     STATE_VERSION,
@@ -109,6 +110,11 @@ def new_run_id(broker: str, now: datetime) -> str:
 class TimedLine(Protocol):
     @property
     def ts(self) -> datetime: ...
+
+    #: A local stamp of the hour lived twice when the clocks go back: its second instant
+    #: (collectors/local_time.py), None for any other.
+    @property
+    def ts_repeated(self) -> datetime | None: ...
 
 
 @dataclass
@@ -344,9 +350,10 @@ class LogCollector(ABC):
         """:meth:`parse`, or None for a line whose stamp is no time (``2024-02-30 ...``, a write
         torn or garbled on disk): it is skipped as an untimed line is, and said. Raised, it
         would stop the collector before its position passed the line, so every restart would
-        stop on it again."""
+        stop on it again. A line of the hour lived twice is read at its second instant when its
+        first would come before the line it follows (collectors/local_time.py)."""
         try:
-            return self.parse(text)
+            line = self.parse(text)
         except (ValueError, OverflowError) as error:
             self.lines_unreadable += 1
             if self.lines_unreadable <= UNREADABLE_LINES_SAID or not (
@@ -360,6 +367,7 @@ class LogCollector(ABC):
                     text.strip(),
                 )
             return None
+        return None if line is None else in_repeated_hour(line, self.last_line)
 
     def _say_the_log_runs_ahead(self, stamped: datetime, read_at: datetime) -> None:
         """Warn, once, of a line stamped later than it was read: the broker's clock runs ahead

@@ -53,7 +53,6 @@ from collectors.base import (
     LogCollector,
     http_json,
 )
-from collectors.local_time import in_repeated_hour
 from collectors.rabbitmq_log import (
     ALARM_CLEARED,
     ALARM_SET,
@@ -274,8 +273,7 @@ class RabbitMQCollector(LogCollector):
 
     # -- the log ------------------------------------------------------------------------------
     def parse(self, text: str) -> RabbitLine | None:
-        line = parse_line(text, self.log_zone)
-        return None if line is None else in_repeated_hour(line, self.last_line)
+        return parse_line(text, self.log_zone)
 
     def may_write(self, line: RabbitLine) -> bool:
         return line.kind is not None
