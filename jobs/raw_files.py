@@ -409,16 +409,13 @@ def _range_problem(parquet: pq.ParquetFile) -> str | None:
     a file fails whole on the overflow; quarantined here, its rows are read by pyarrow, that
     value null (:func:`_cast_in_range`). A file without statistics is caught by the read."""
     schema = parquet.schema_arrow
-    names = [name.lower() for name in schema.names]
     problems = []
-    for field in BROKER_EVENTS.to_pyarrow():
-        if not pa.types.is_timestamp(field.type) or names.count(field.name.lower()) != 1:
+    # The contract's columns as the file names them (contract_columns_kept's match).
+    for written in contract_columns_kept(schema).values():
+        index = schema.get_field_index(written)
+        most = _most_in_micros(schema.field(index).type)
+        if most is None:
             continue
-        index = names.index(field.name.lower())
-        unit = getattr(schema.field(index).type, "unit", None)
-        if unit not in _MICROS_PER_UNIT:
-            continue
-        most = (2**63 - 1) // _MICROS_PER_UNIT[unit]
         for group in range(parquet.metadata.num_row_groups):
             stats = parquet.metadata.row_group(group).column(index).statistics
             if (
@@ -427,8 +424,8 @@ def _range_problem(parquet: pq.ParquetFile) -> str | None:
                 and not (-most <= stats.min_raw and stats.max_raw <= most)
             ):
                 problems.append(
-                    f"out_of_range:{schema.field(index).name}:timestamp[{unit}] values past what "
-                    "microseconds hold (nanoseconds written as milliseconds?)"
+                    f"out_of_range:{written}:timestamp[{schema.field(index).type.unit}] "
+                    "values past what microseconds hold (nanoseconds written as milliseconds?)"
                 )
                 break
     return ";".join(problems) or None
@@ -523,15 +520,22 @@ def row_records(batch: pa.RecordBatch, kept: dict[str, str], first_index: int) -
 _MICROS_PER_UNIT = {"s": 1_000_000, "ms": 1_000}
 
 
+def _most_in_micros(written: pa.DataType) -> int | None:
+    """For a timestamp in seconds or milliseconds, the largest count (and, negated, the least)
+    that microseconds in an int64 hold; None for any other type (it converts without overflow)."""
+    if not pa.types.is_timestamp(written) or written.unit not in _MICROS_PER_UNIT:
+        return None
+    return (2**63 - 1) // _MICROS_PER_UNIT[written.unit]
+
+
 def _cast_in_range(values: pa.Array, to: pa.DataType) -> pa.Array:
     """``values`` cast to ``to``; a timestamp in seconds or milliseconds that microseconds cannot
     hold (a nanosecond count written as milliseconds) null, not the whole batch refused: its row
     is quarantined whatever it holds, and one such value lost every row of its file to neither
     bronze nor the quarantine (an audit)."""
-    unit = getattr(values.type, "unit", None)
-    if not pa.types.is_timestamp(values.type) or unit not in _MICROS_PER_UNIT:
+    most = _most_in_micros(values.type)
+    if most is None:
         return values.cast(to)
-    most = (2**63 - 1) // _MICROS_PER_UNIT[unit]
     counts = values.cast(pa.int64())
     outside = pc.or_(pc.less(counts, -most), pc.greater(counts, most))
     return pc.if_else(outside, pa.scalar(None, values.type), values).cast(to)
