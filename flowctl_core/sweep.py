@@ -31,6 +31,7 @@ from flowctl_core.flowlimit import (
 )
 from flowctl_core.scenario import Scenario
 from flowctl_core.whatif import (
+    declared_arguments,
     declared_queues,
     queue_outcome,
     queues_with_threshold_steps,
@@ -619,10 +620,5 @@ def run_sweep(
 def _count_limit(scenario: Scenario, queue: str) -> int:
     """The queue's ``qpid.max_count`` as the scenario declares it, by its queues or a declare
     step (0: none)."""
-    arguments = [q.arguments for q in scenario.queues if q.name == queue] + [
-        s.declare.arguments
-        for s in scenario.steps
-        if s.declare is not None and s.declare.queue == queue
-    ]
-    limit = arguments[0].get(MAX_COUNT_KEY, 0)
+    limit = declared_arguments(scenario, queue).get(MAX_COUNT_KEY, 0)
     return limit if isinstance(limit, int) else 0

@@ -368,6 +368,19 @@ def declared_queues(scenario: Scenario) -> list[str]:
     ]
 
 
+def declared_arguments(scenario: Scenario, queue: str) -> Mapping[str, int | str]:
+    """The arguments ``queue`` is declared with, by the scenario's queues or a declare step
+    (one of :func:`declared_queues`; KeyError for another)."""
+    declared = [q.arguments for q in scenario.queues if q.name == queue] + [
+        s.declare.arguments
+        for s in scenario.steps
+        if s.declare is not None and s.declare.queue == queue
+    ]
+    if not declared:
+        raise KeyError(f"{scenario.name}: no queue {queue!r}")
+    return declared[0]
+
+
 def with_thresholds(scenario: Scenario, overrides: Mapping[str, FlowThresholds]) -> Scenario:
     """The scenario with each overridden queue declared with those thresholds.
 
