@@ -82,9 +82,10 @@ ROW_LAYOUT: tuple[str | tuple[str, ...], ...] = (
     CONTEXT_COLUMNS,
     LINK_COLUMNS,
 )
-TS_AT, CONTEXT_AT = 1, 6
-# Positions inside the context group.
+TS_AT, CONTEXT_AT, LINK_AT = 1, 6, 7
+# Positions inside the context group and the link group.
 RUN_ID_IN, EVENT_TYPE_IN, QUEUE_IN = 0, 2, 3
+LINK_IN, CAPACITY_IN = LINK_COLUMNS.index("link"), LINK_COLUMNS.index("capacity")
 
 
 def _places(layout: tuple[str | tuple[str, ...], ...]) -> dict[str, tuple[int, int | None]]:
@@ -112,6 +113,8 @@ if (
     or not all(
         map(_is_schema_slice, (LINK_IDENTITY_COLUMNS, FLOW_STATE_COLUMNS, LINK_STATE_COLUMNS))
     )
+    or (ROW_LAYOUT[TS_AT], ROW_LAYOUT[CONTEXT_AT], ROW_LAYOUT[LINK_AT])
+    != ("ts", CONTEXT_COLUMNS, LINK_COLUMNS)
 ):
     raise ImportError("broker_events columns no longer match flowctl_core.events.ROW_LAYOUT")
 _FLAT_PLACES = tuple(_PLACES[name] for name in COLUMNS)
@@ -142,6 +145,14 @@ def event_type_of(row: EventRow) -> str:
 
 def queue_of(row: EventRow) -> str | None:
     return cast(str | None, row[CONTEXT_AT][QUEUE_IN])
+
+
+def link_of(row: EventRow) -> str | None:
+    return cast(str | None, row[LINK_AT][LINK_IN])
+
+
+def capacity_of(row: EventRow) -> int | None:
+    return cast(int | None, row[LINK_AT][CAPACITY_IN])
 
 
 def link_columns(fields: Mapping[str, Any] | None) -> LinkColumns:

@@ -395,6 +395,9 @@ class Sweep:
     #: A flow stop count sweep: the queue's qpid.max_count (0: none). A stop count there or above
     #: never stops the queue (flow goes on past the stop, and the limit refuses first).
     count_limit: int = 0
+    #: The same: the sum of the windows of the queue's producers in the run as written (None: one
+    #: had none). A stop count plus it is how far the queue can go (seed 001's bound).
+    producers_capacity: int | None = 0
 
     def metric_names(self) -> list[str]:
         measured = next((c.metrics for c in self.candidates if c.metrics is not None), {})
@@ -425,12 +428,33 @@ class Sweep:
                 f"run (as written: {as_written[peak]:,.0f}), more in a longer one while the "
                 "producers outpace the consumers"
             )
-        if self.count_limit and best.value is not None and best.value >= self.count_limit:
-            line += (
-                f"; at or above the queue's qpid.max_count ({self.count_limit:,}) the count "
-                "never stops the queue: the limit refuses first"
-            )
+        if self.count_limit and best.value:
+            line += self._limit_warning(best.value)
         return line
+
+    def _limit_warning(self, stop: int) -> str:
+        """What the queue's qpid.max_count leaves of a stop count: nothing at or above it, and
+        below it a bounded overshoot only while the stop plus the producers' windows stays under
+        it (seed 001: stop 100, windows 50 + 15, up to 165 queued)."""
+        limit = self.count_limit
+        if stop >= limit:
+            return (
+                f"; at or above the queue's qpid.max_count ({limit:,}) the count never stops the "
+                "queue: the limit refuses first"
+            )
+        windows = self.producers_capacity
+        if windows is None:
+            return (
+                "; a producer without a window (capacity) is never held, so nothing keeps the "
+                f"queue below its qpid.max_count ({limit:,}): a busier run can meet the limit"
+            )
+        if stop + windows > limit:
+            return (
+                f"; the stop plus the producers' windows ({stop:,} + {windows:,} = "
+                f"{stop + windows:,}) passes the queue's qpid.max_count ({limit:,}): a busier run "
+                "than this one can meet the limit before flow control holds the producers"
+            )
+        return ""
 
     def as_dict(self) -> dict[str, Any]:
         """The sweep as JSON-able data (``flowctl sweep --json``)."""
@@ -585,11 +609,13 @@ def run_sweep(
             measure = _Measure(scenario, seed, knob, entity, outcome.thresholds)
             current: int | None = outcome.thresholds.stop_count
             baseline = outcome.metrics()
+            windows = outcome.producers_capacity
         else:
             measure = _Measure(scenario, seed, knob, entity)
             current = current_knob_value(scenario, knob, entity)
             change = KnobChange("", entity, knob, current, current or 0, "", "sweep")
             baseline = measure_knob(scenario, seed, change)
+            windows = 0
     except KeyError as error:
         raise SweepError(str(error.args[0])) from None
     criteria = rule.objective if objective is None else tuple(objective)
@@ -614,6 +640,7 @@ def run_sweep(
         candidates=candidates,
         choice=choose(candidates, criteria, current, rule.off),
         count_limit=_count_limit(scenario, entity) if knob == KNOB_QPID_FLOW_STOP_COUNT else 0,
+        producers_capacity=windows,
     )
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowctl_core.clock import US_PER_SECOND
-from flowctl_core.events import TS_AT, EventRow, event_type_of, queue_of
+from flowctl_core.events import TS_AT, EventRow, capacity_of, event_type_of, link_of, queue_of
 from flowctl_core.flowlimit import (
     FLOW_KEYS,
     FLOW_RESUME_COUNT_KEY,
@@ -45,6 +45,9 @@ class QueueOutcome:
     max_overshoot_bytes: int
     peak_depth_msgs: int
     peak_depth_bytes: int
+    #: The sum of the windows (capacities) of the producers that enqueued to the queue in the run,
+    #: what a stop threshold can be passed by (seed 001); None when one of them had no window.
+    producers_capacity: int | None = 0
 
     def metrics(self) -> dict[str, float]:
         """The figures of the run, by the names the what-if table prints."""
@@ -294,7 +297,25 @@ class _StoppedTimer:
         return (self.stopped_us.get(queue, 0) + open_us) / US_PER_SECOND
 
 
-def _outcomes(result: RunResult, timer: _StoppedTimer) -> dict[str, QueueOutcome]:
+class _ProducerWindows:
+    """Each queue's producers (named on its enqueues) and their windows, None for no window."""
+
+    def __init__(self) -> None:
+        self.windows: dict[str, dict[str, int | None]] = {}
+
+    def __call__(self, row: EventRow) -> None:
+        queue = queue_of(row)
+        if queue is not None and event_type_of(row) == "enqueue":
+            self.windows.setdefault(queue, {})[link_of(row) or ""] = capacity_of(row)
+
+    def total(self, queue: str) -> int | None:
+        windows = self.windows.get(queue, {}).values()
+        return None if None in windows else sum(w for w in windows if w is not None)
+
+
+def _outcomes(
+    result: RunResult, timer: _StoppedTimer, producers: _ProducerWindows
+) -> dict[str, QueueOutcome]:
     outcomes = {}
     for name, queue in result.broker.queues.items():
         stats = queue.stats
@@ -308,14 +329,15 @@ def _outcomes(result: RunResult, timer: _StoppedTimer) -> dict[str, QueueOutcome
             max_overshoot_bytes=stats.max_overshoot_bytes,
             peak_depth_msgs=stats.peak_depth_msgs,
             peak_depth_bytes=stats.peak_depth_bytes,
+            producers_capacity=producers.total(name),
         )
     return outcomes
 
 
 def _run(scenario: Scenario, seed: int) -> dict[str, QueueOutcome]:
-    timer = _StoppedTimer()
-    result = run_scenario(scenario, [timer], run_id=f"{scenario.name}-whatif", seed=seed)
-    return _outcomes(result, timer)
+    timer, producers = _StoppedTimer(), _ProducerWindows()
+    result = run_scenario(scenario, [timer, producers], run_id=f"{scenario.name}-whatif", seed=seed)
+    return _outcomes(result, timer, producers)
 
 
 def queue_outcome(scenario: Scenario, seed: int, queue: str) -> QueueOutcome:

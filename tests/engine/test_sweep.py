@@ -624,3 +624,60 @@ steps:
     sweep = run_sweep(spec, KNOB_QPID_FLOW_STOP_COUNT, "orders", [500, 1000])
     assert sweep.count_limit == 1000
     assert [c.value for c in sweep.candidates] == [900, 500, 1000]
+
+
+#: Seed 001's queue (stop 100 of max_count 200, producers' windows 50 + 15) under a light load:
+#: 150 messages, which no stop count from 150 up holds back.
+LIGHT_PAYMENTS = """
+name: light-payments
+kind: scripted
+start: 2026-03-02T11:00:00Z
+broker: {name: qpid-payments}
+queues:
+  - name: payments
+    arguments: {qpid.max_count: 200, qpid.flow_stop_count: 100, qpid.flow_resume_count: 80}
+producers:
+  - {name: C1, capacity: 50, routing_key: payments}
+  - {name: C2, capacity: WINDOW, routing_key: payments}
+consumers:
+  - {name: settle, queue: payments}
+steps:
+  - send: {producer: C1, count: 120, size: 512}
+  - send: {producer: C2, count: 30, size: 512}
+  - advance: {seconds: 20}
+  - consume: {consumer: settle, count: 150}
+"""
+
+
+def test_a_stop_count_whose_overshoot_bound_passes_max_count_is_said() -> None:
+    """A light run cannot show that a stop count leaves too little room below qpid.max_count:
+    the sweep picks 150 (never stopped), and the verdict adds seed 001's bound, 150 + 50 + 15 =
+    215 > 200. The bundled heavy run of the same queue shows the warning is right: at 150 the
+    limit refuses messages, at 125 (125 + 65 = 190) none, and 125 gets no such warning."""
+    light = _scenario(LIGHT_PAYMENTS.replace("WINDOW", "15"))
+    sweep = run_sweep(light, KNOB_QPID_FLOW_STOP_COUNT, "payments", [125, 150])
+    assert sweep.producers_capacity == 65
+    assert sweep.choice.best is not None
+    assert sweep.candidates[sweep.choice.best].value == 150
+    assert sweep.verdict().endswith(
+        "; the stop plus the producers' windows (150 + 65 = 215) passes the queue's "
+        "qpid.max_count (200): a busier run than this one can meet the limit before flow "
+        "control holds the producers"
+    )
+    at_125 = dataclasses.replace(sweep, choice=dataclasses.replace(sweep.choice, best=1))
+    assert at_125.candidates[1].value == 125 and "max_count" not in at_125.verdict()
+
+    heavy = run_sweep(
+        _scenario("qpid-165-worst-case"), KNOB_QPID_FLOW_STOP_COUNT, "payments", [125, 150]
+    )
+    rejected = {c.value: (c.metrics or {})["rejected msgs"] for c in heavy.candidates}
+    assert rejected[150] > 0 and rejected[125] == 0
+
+
+def test_a_producer_without_a_window_leaves_no_bound_below_max_count() -> None:
+    """A producer with no capacity is never held: whatever the stop, the verdict says nothing
+    keeps the queue below its qpid.max_count."""
+    unbounded = LIGHT_PAYMENTS.replace("capacity: WINDOW, ", "")
+    sweep = run_sweep(_scenario(unbounded), KNOB_QPID_FLOW_STOP_COUNT, "payments", [125, 150])
+    assert sweep.producers_capacity is None
+    assert "a producer without a window (capacity) is never held" in sweep.verdict()
