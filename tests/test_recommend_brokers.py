@@ -535,7 +535,7 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
     settings = spark.createDataFrame(
         [("b", q, limit, 0, 1) for q, limit in
          (("blocking", 0), ("growing", 0), ("limited", 500), ("slow", 0), ("drained", 0),
-          ("burst", 0))],
+          ("burst", 0), ("steady", 0))],
         "broker string, queue string, max_count long, rejected_msgs long, runs long",
     )  # fmt: skip
     growth = spark.createDataFrame(
@@ -547,6 +547,8 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
             ("b", "drained", 3000, 3000, 0, 5000.0),
             # 1000 enqueues at one instant, none dequeued: grown, with no intake rate.
             ("b", "burst", 1000, 0, 1000, None),
+            # Holds what it held (50 messages, none enqueued or taken in the window).
+            ("b", "steady", 0, 0, 50, None),
         ],
         "broker string, queue string, enqueued long, dequeued long, last_depth_msgs long, "
         "intake_rate_msgs_s double",
@@ -559,7 +561,7 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
     daily = spark.createDataFrame(
         [("b", q, 0.0, 0.5, peak, None) for q, peak in
          (("blocking", 3000), ("growing", 3000), ("limited", 500), ("slow", 400), ("drained", 10),
-          ("burst", 1000))],
+          ("burst", 1000), ("steady", 50))],
         QUEUE_DAILY,
     )  # fmt: skip
     rows = {r.entity: r.asDict() for r in recommend_rabbitmq_queues(
@@ -569,9 +571,17 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
         "growing": ("grows without bound", "at_risk_of_overflow"),
         "limited": ("length limit in force", "keep"),
         "slow": ("blocks its connection, drains", "keep"),
-        "drained": ("does not grow", "keep"),
+        "drained": ("drains", "keep"),
         "burst": ("grows, intake rate unknown", "keep"),
+        "steady": ("does not grow", "keep"),
     }
+    assert rows["drained"]["rationale"] == (
+        "keep: no length limit; it rose to 10 and drained to 0 by the end: its consumers catch up, "
+        "so it does not grow without bound"
+    )
+    assert rows["steady"]["rationale"] == (
+        "keep: no length limit; peak 50, ends at 50: it does not grow"
+    )
     # Not "it does not grow" of a queue that did (an audit).
     assert rows["burst"]["rationale"] == (
         "keep: no length limit; it gained messages (peak 1000, ends at 1000), but the log gives "

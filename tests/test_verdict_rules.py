@@ -131,6 +131,7 @@ def test_each_broker_table_in_priority_order_in_its_own_knobs() -> None:
         ("grows without bound", VERDICT_AT_RISK, "x-max-length"),
         ("blocks its connection, drains", VERDICT_KEEP, "x-max-length"),
         ("grows, intake rate unknown", VERDICT_KEEP, "x-max-length"),
+        ("drains", VERDICT_KEEP, "x-max-length"),
         ("does not grow", VERDICT_KEEP, "x-max-length"),
     ]
     # An Artemis consumer: a slow one loses its buffer (or keeps none), and an unbounded one

@@ -219,6 +219,20 @@ RABBITMQ_QUEUE_RULES: tuple[Rule, ...] = (
         KNOB_MAX_LENGTH,
         lambda q: F.lit(None),
     ),
+    # Risen and drained again: "it does not grow" read oddly beside a large peak (an audit).
+    Rule(
+        "drains",
+        lambda q: q.peak > F.coalesce(F.col("last_depth_msgs"), F.lit(0)),
+        VERDICT_KEEP,
+        lambda q: F.format_string(
+            "no length limit; it rose to %d and drained to %d by the end: its consumers catch "
+            "up, so it does not grow without bound",
+            q.peak,
+            F.coalesce(F.col("last_depth_msgs"), F.lit(0)),
+        ),
+        KNOB_MAX_LENGTH,
+        lambda q: F.lit(None),
+    ),
     Rule(
         "does not grow",
         always,
