@@ -414,8 +414,9 @@ class Sweep:
             return f"no value of {self.knob} for {self.entity} ran: each was refused"
         best = self.candidates[self.choice.best]
         written = self.value_text(self.current)
+        warning = self._limit_warning(best.value) if self.count_limit and best.value else ""
         if best.as_written:
-            return f"keep {self.knob} of {self.entity} as written ({written})"
+            return f"keep {self.knob} of {self.entity} as written ({written}){warning}"
         value = self.value_text(best.value)
         line = f"best {self.knob} for {self.entity}: {value} (as written: {written})"
         peak = "peak address bytes"
@@ -428,9 +429,7 @@ class Sweep:
                 f"run (as written: {as_written[peak]:,.0f}), more in a longer one while the "
                 "producers outpace the consumers"
             )
-        if self.count_limit and best.value:
-            line += self._limit_warning(best.value)
-        return line
+        return line + warning
 
     def _limit_warning(self, stop: int) -> str:
         """What the queue's qpid.max_count leaves of a stop count: nothing at or above it, and

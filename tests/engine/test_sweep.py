@@ -681,3 +681,20 @@ def test_a_producer_without_a_window_leaves_no_bound_below_max_count() -> None:
     sweep = run_sweep(_scenario(unbounded), KNOB_QPID_FLOW_STOP_COUNT, "payments", [125, 150])
     assert sweep.producers_capacity is None
     assert "a producer without a window (capacity) is never held" in sweep.verdict()
+
+
+def test_a_kept_stop_count_gets_the_same_warning() -> None:
+    """The stop as written is no safer for being kept: 150 of max_count 200 with windows 65,
+    where no value swept does better, is kept with the same words."""
+    light = _scenario(
+        LIGHT_PAYMENTS.replace("WINDOW", "15").replace(
+            "qpid.flow_stop_count: 100, qpid.flow_resume_count: 80",
+            "qpid.flow_stop_count: 150, qpid.flow_resume_count: 120",
+        )
+    )
+    sweep = run_sweep(light, KNOB_QPID_FLOW_STOP_COUNT, "payments", [175])
+    assert sweep.verdict() == (
+        "keep qpid.flow_stop_count of payments as written (150); the stop plus the producers' "
+        "windows (150 + 65 = 215) passes the queue's qpid.max_count (200): a busier run than "
+        "this one can meet the limit before flow control holds the producers"
+    )
