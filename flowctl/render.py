@@ -4,6 +4,7 @@ and the pipeline state (the commands themselves are in flowctl/cli.py)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,50 +38,96 @@ console = Console(width=None if sys.stdout.isatty() else 200, markup=False)
 err_console = Console(stderr=True, soft_wrap=True, markup=False)
 
 
-def _tables(title: str, headers: list[tuple[str, str]], rows: list[list[str]]) -> list[Table]:
+#: A cell: plain text, or styled (a sweep's best run in bold).
+Cell = str | Text
+#: How wide a prose column (justify "prose": a sweep's outcome) counts when a table is fitted to
+#: the console: its words wrap onto more lines, as figures must not.
+PROSE_WIDTH = 24
+
+
+def _tables(
+    title: str, headers: list[tuple[str, str]], rows: Sequence[Sequence[Cell]]
+) -> list[Table]:
     """``rows`` under ``headers`` (name, justify), as one table when it fits the console. Wider
     (a terminal of 80 or 100 columns), it is turned, one row per header and one column per row
     named by its first cell, and split into as many tables as it takes to fit: no figure is cut
-    ("230,…") nor a table cropped."""
+    ("230,…") nor a table cropped. Rows whose first cells repeat (a what-if's metrics of one
+    queue, a connection's links) cannot be named by them: they stay one table, whose cells fold
+    onto more lines rather than lose characters. A "prose" column's cells wrap at words."""
+    prose = [justify == "prose" for _, justify in headers]
 
     def fits(widths: list[int]) -> bool:
         return sum(width + 3 for width in widths) + 1 <= console.width
 
-    def width(cells: list[str]) -> int:
-        return max(len(cell) for cell in cells)
+    def cell_width(cell: Cell, index: int) -> int:
+        return min(len(cell), PROSE_WIDTH) if prose[index] else len(cell)
 
-    columns = [[name, *(row[i] for row in rows)] for i, (name, _) in enumerate(headers)]
-    if not rows or fits([width(column) for column in columns]):
+    def column_width(index: int) -> int:
+        name = headers[index][0]
+        return max(len(name), *(cell_width(row[index], index) for row in rows))
+
+    def entity_width(row: Sequence[Cell]) -> int:
+        return max(cell_width(cell, index) for index, cell in enumerate(row))
+
+    named_by_first = len({str(row[0]) for row in rows}) == len(rows)
+    if not rows or not named_by_first or fits([column_width(i) for i in range(len(headers))]):
         return [_one_table(title, headers, rows)]
-    corner, names = headers[0][0], [name for name, _ in headers[1:]]
-    first = width([corner, *names])
+    first = max(len(name) for name, _ in headers)
     tables: list[Table] = []
-    group: list[list[str]] = []
+    group: list[Sequence[Cell]] = []
     for row in rows:
-        if group and not fits([first, *(width(r) for r in [*group, row])]):
-            tables.append(_turned(title if not tables else "", corner, names, group))
+        if group and not fits([first, *(entity_width(r) for r in [*group, row])]):
+            tables.append(_turned(title if not tables else "", headers, group, entity_width))
             group = []
         group.append(row)
-    tables.append(_turned(title if not tables else "", corner, names, group))
+    tables.append(_turned(title if not tables else "", headers, group, entity_width))
     return tables
 
 
-def _one_table(title: str, headers: list[tuple[str, str]], rows: list[list[str]]) -> Table:
+def _one_table(
+    title: str,
+    headers: list[tuple[str, str]],
+    rows: Sequence[Sequence[Cell]],
+    max_widths: Sequence[int | None] = (),
+) -> Table:
     table = Table(title=title or None)
     for index, (name, justify) in enumerate(headers):
         table.add_column(
-            name, justify="right" if justify == "right" else "left", no_wrap=index == 0
+            name,
+            justify="right" if justify == "right" else "left",
+            no_wrap=index == 0,
+            overflow="fold",
+            max_width=max_widths[index] if index < len(max_widths) else None,
         )
     for row in rows:
         table.add_row(*row)
     return table
 
 
-def _turned(title: str, corner: str, names: list[str], entities: list[list[str]]) -> Table:
-    """One row per name, one column per entity (its first cell names it)."""
-    headers = [(corner, "left"), *((entity[0], "right") for entity in entities)]
-    rows = [[name, *(entity[i + 1] for entity in entities)] for i, name in enumerate(names)]
-    return _one_table(title, headers, rows)
+def _turned(
+    title: str,
+    headers: list[tuple[str, str]],
+    entities: Sequence[Sequence[Cell]],
+    entity_width: Callable[[Sequence[Cell]], int],
+) -> Table:
+    """One row per header after the first, one column per entity (its first cell names it), as
+    wide as ``entity_width`` counts it; prose stays left-aligned among the figures."""
+
+    def cell(value: Cell, justify: str) -> Cell:
+        if justify != "prose":
+            return value
+        text = value.copy() if isinstance(value, Text) else Text(value)
+        text.justify = "left"
+        return text
+
+    turned_headers = [(headers[0][0], "left"), *((str(e[0]), "right") for e in entities)]
+    rows: list[list[Cell]] = [
+        [name, *(cell(entity[i], justify) for entity in entities)]
+        for i, (name, justify) in enumerate(headers)
+        if i > 0
+    ]
+    widths = [None, *(entity_width(entity) for entity in entities)]
+    return _one_table(title, turned_headers, rows, widths)
 
 
 #: The threshold cells of a queue whose flow control is an Artemis address's: its limit and
@@ -160,13 +207,8 @@ def print_sweep(sweep: Sweep, *, all_metrics: bool = False) -> None:
     metrics = [c.metric for c in sweep.objective if c.metric in names]
     if all_metrics:
         metrics += [m for m in names if m not in metrics]
-    table = Table(
-        title=f"sweep {sweep.knob} of {sweep.entity}: {sweep.scenario} (seed {sweep.seed})"
-    )
-    table.add_column("value", justify="right", no_wrap=True)
-    for metric in metrics:
-        table.add_column(metric, justify="right")
-    table.add_column("outcome")
+    headers = [("value", "right"), *((metric, "right") for metric in metrics), ("outcome", "prose")]
+    rows: list[list[Cell]] = []
     for index, candidate in enumerate(sweep.candidates):
         best = sweep.choice.best == index
         value = sweep.value_text(candidate.value)
@@ -184,8 +226,10 @@ def print_sweep(sweep: Sweep, *, all_metrics: bool = False) -> None:
             outcome = Text(sweep.choice.dropped[index])
         else:
             outcome = Text(f"out: {cause}")
-        table.add_row(Text(value, style="bold" if best else ""), *cells, outcome)
-    console.print(table)
+        rows.append([Text(value, style="bold" if best else ""), *cells, outcome])
+    title = f"sweep {sweep.knob} of {sweep.entity}: {sweep.scenario} (seed {sweep.seed})"
+    for table in _tables(title, headers, rows):
+        console.print(table)
     objective = "; ".join(c.text() for c in sweep.objective)
     print_line(f"objective, in priority order: {objective}")
     print_line(sweep.verdict())
@@ -247,29 +291,35 @@ def print_protocol_summary(result: RunResult) -> None:
     links = link_messages(result)
     if not links:
         return
-    per_link = Table(title="messages per link")
-    for column in ("connection", "protocol", "link", "role", "queue", "messages"):
-        per_link.add_column(column, justify="right" if column == "messages" else "left")
-    for link in links:
-        per_link.add_row(
-            link.connection, link.protocol, link.link, link.role, link.queue, f"{link.messages:,}"
-        )
-    console.print(per_link)
-    totals = Table(title="totals per connection")
-    for column in ("connection", "protocol", "sent", "received", "total", "times blocked"):
-        totals.add_column(
-            column, justify="left" if column in ("connection", "protocol") else "right"
-        )
-    for row in connection_totals(result):
-        totals.add_row(
+    link_headers = [
+        *((column, "left") for column in ("connection", "protocol", "link", "role", "queue")),
+        ("messages", "right"),
+    ]
+    link_rows: list[list[Cell]] = [
+        [link.connection, link.protocol, link.link, link.role, link.queue, f"{link.messages:,}"]
+        for link in links
+    ]
+    total_headers = [
+        ("connection", "left"),
+        ("protocol", "left"),
+        *((column, "right") for column in ("sent", "received", "total", "times blocked")),
+    ]
+    total_rows: list[list[Cell]] = [
+        [
             row.connection,
             row.protocol,
             f"{row.sent:,}",
             f"{row.received:,}",
             f"{row.total:,}",
             f"{row.blocked:,}",
-        )
-    console.print(totals)
+        ]
+        for row in connection_totals(result)
+    ]
+    for table in [
+        *_tables("messages per link", link_headers, link_rows),
+        *_tables("totals per connection", total_headers, total_rows),
+    ]:
+        console.print(table)
     for compared in protocol_comparisons(result):
         moved = ROLE_MOVES[compared.role]
         times = "" if compared.ratio is None else f" ({compared.ratio:.2f}x)"

@@ -175,3 +175,33 @@ def test_the_most_starved_links_and_how_many_link_days_starved(
     out.seek(0)
     render.print_starved_links([], starved=0, link_days=0)  # no link logged: nothing said
     assert out.getvalue() == ""
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_a_sweep_too_wide_for_the_terminal_is_turned_not_cut(
+    monkeypatch: pytest.MonkeyPatch, width: int
+) -> None:
+    """A README walk-through saw `--all-metrics` at 100 columns print "138,0…" and "out: stop…":
+    now each run is a column, its figures whole, a refusal wrapped at words, left-aligned."""
+    from flowctl_core.scenario import load_scenario
+    from flowctl_core.sweep import run_sweep
+    from schemas.recommendations import KNOB_QPID_FLOW_STOP_COUNT
+
+    sweep = run_sweep(
+        load_scenario("qpid-165-worst-case"), KNOB_QPID_FLOW_STOP_COUNT, "payments", [1, 150, 300]
+    )
+    out = io.StringIO()
+    monkeypatch.setattr(render, "console", Console(file=out, width=width, markup=False))
+    render.print_sweep(sweep, all_metrics=True)
+    text = out.getvalue()
+    lines = text.splitlines()
+    table_lines = [line for line in lines if line[:1] in "┏┃┡│└"]
+    # (The objective and the verdict are report lines: printed whole, never folded.)
+    assert "…" not in text and all(len(line) <= width for line in table_lines)
+    for figure in ("84,480", "33,792", "102,400", "out: enqueued", "out: rejected msgs"):
+        assert figure in text
+    value_rows = [line for line in lines if line.startswith("┃ value")]
+    assert len(value_rows) == 2  # the fourth run goes on in a table of its own
+    outcome = next(line for line in lines if "refused:" in line)
+    assert outcome.split("│")[2].startswith(" refused: queue")  # prose left-aligned
+    assert "exceeds max_count (200)" in " ".join(text.split())
