@@ -262,10 +262,13 @@ def test_qpid_stop_count_sweep_agrees_with_the_whatif() -> None:
     assert sweep.count_limit == 5000
     at_limit = dataclasses.replace(sweep, choice=dataclasses.replace(sweep.choice, best=2))
     assert at_limit.candidates[2].value == 5000
+    # The byte thresholds still stop it (179.51 s at 5,000): the verdict says so.
     assert at_limit.verdict().endswith(
-        "at or above the queue's qpid.max_count (5,000) the count never stops the queue: the "
-        "limit refuses first"
+        "at or above the queue's qpid.max_count (5,000) the count threshold never acts: the "
+        f"limit refuses first; the queue stops on its byte threshold alone ({written.stop_size:,} "
+        "bytes)"
     )
+    assert written.stop_size > 0 and at_limit.candidates[2].metrics["time stopped s"] > 0  # type: ignore[index]
     below = dataclasses.replace(sweep, choice=dataclasses.replace(sweep.choice, best=1))
     assert below.candidates[1].value == 2000 and "max_count" not in below.verdict()
 
