@@ -65,7 +65,10 @@ def test_verdicts_judge_each_change_by_what_it_is_for() -> None:
     the what-if judges each by that aim, and names what failed."""
     scenario = load_scenario("qpid-165-worst-case")
     raised = run_whatif(scenario, {"payments": FlowThresholds(120, 80)})
-    assert queue_verdicts(raised) == [("payments", "validated to stop less", False)]
+    # The verdict names what it stands on: fewer episodes, not less time stopped.
+    assert queue_verdicts(raised) == [
+        ("payments", "validated to stop less: episodes 5 -> 4, time stopped 80 s either way", False)
+    ]
     # Stop 100 -> 60 (seed 001: the bound is stop + 65 = 125 <= 200): a protective change for a
     # queue that never reached its limit. It cannot cut rejections (none) nor overshoot (still
     # 65, over a lower stop): it is validated by the room it makes, the peak 165 -> 125 with the
@@ -76,7 +79,12 @@ def test_verdicts_judge_each_change_by_what_it_is_for() -> None:
     assert payments.after.max_overshoot_msgs == payments.before.max_overshoot_msgs == 65
     assert (payments.before.peak_depth_msgs, payments.after.peak_depth_msgs) == (165, 125)
     assert queue_verdicts(lowered) == [
-        ("payments", "validated to keep room below the limit", False)
+        (
+            "payments",
+            "validated to keep room below the limit: peak depth msgs 165 -> 125, peak depth "
+            "bytes 84,480 -> 64,000, time stopped 80 s either way",
+            False,
+        )
     ]
     # The same lowering had the queue's peak stayed where it was: it made no room.
     no_room = QueueComparison(
@@ -89,7 +97,13 @@ def test_verdicts_judge_each_change_by_what_it_is_for() -> None:
     payments = steadier.queue("payments")
     assert payments.aim == "steady"
     assert (payments.before.episodes, payments.after.episodes) == (5, 4)
-    assert queue_verdicts(steadier) == [("payments", "validated to stop less often", False)]
+    assert queue_verdicts(steadier) == [
+        (
+            "payments",
+            "validated to stop less often: episodes 5 -> 4, time stopped 80 s either way",
+            False,
+        )
+    ]
     same = run_whatif(scenario, {"payments": FlowThresholds(100, 80)})
     assert same.queue("payments").before.thresholds == FlowThresholds(100, 80)
     assert queue_verdicts(same) == [
