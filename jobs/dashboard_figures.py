@@ -166,6 +166,10 @@ def overshoot_figure(entities: Sequence[dict[str, Any]]) -> go.Figure | None:
     return fig
 
 
+#: How many times the longest delay drawn may be the shortest before the axis turns logarithmic.
+DELAY_LOG_SPAN = 100
+
+
 def producer_delay_figure(entities: Sequence[dict[str, Any]]) -> go.Figure | None:
     """The queues whose producers waited longest for completions (p95 of held transfers)."""
     rows = [r for r in entities if r["kind"] == "queue" and (r.get("completion_p95_us") or 0) > 0]
@@ -184,7 +188,13 @@ def producer_delay_figure(entities: Sequence[dict[str, Any]]) -> go.Figure | Non
     )
     _layout(fig, "Producer delay: worst day's p95 completion", OVERVIEW_SIZE, showlegend=False)
     fig.update_yaxes(categoryorder="array", categoryarray=names)
-    fig.update_xaxes(title_text="completion delay p95 (ms)")
+    delays = [r["completion_p95_us"] for r in top]
+    if max(delays) > DELAY_LOG_SPAN * min(delays):
+        # Seconds of a Qpid queue beside milliseconds of a RabbitMQ one: on a linear axis the
+        # latter drew no bar at all (a README walk-through read them as empty rows).
+        fig.update_xaxes(type="log", title_text="completion delay p95 (ms, log)")
+    else:
+        fig.update_xaxes(title_text="completion delay p95 (ms)")
     return fig
 
 

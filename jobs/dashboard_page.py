@@ -301,6 +301,12 @@ def evidence(row: dict[str, Any]) -> str:
     return ", ".join(parts) or "\u2013"
 
 
+def _without_verdict(rationale: str, verdict: str) -> str:
+    """A rationale as the table shows it: its leading "<verdict>: " is the verdict column's, and
+    its two lines are better spent on the reason (a README walk-through)."""
+    return rationale.removeprefix(f"{verdict}: ")
+
+
 def recommendations_table(rows: Sequence[dict[str, Any]], table_id: str) -> str:
     """Recommendations in columns that fit 1366 px: long rationales are cut to two lines, the
     whole text in the cell's tooltip."""
@@ -319,7 +325,7 @@ def recommendations_table(rows: Sequence[dict[str, Any]], table_id: str) -> str:
             text(row.get("rule")),
             text(evidence(row)),
             f'<div class="clamp" title="{html.escape(row["rationale"])}">'
-            f"{text(row['rationale'])}</div>",
+            f"{text(_without_verdict(row['rationale'], verdict))}</div>",
         ]
 
     def attributes(row: dict[str, Any]) -> str:

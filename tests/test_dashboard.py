@@ -578,3 +578,41 @@ def test_a_timeline_shades_its_episodes_not_its_buckets() -> None:
     assert shaded == [(e["start"], e["end"]) for e in episodes]
     (other,) = timelines_of([{**p, "queue": "other"} for p in points], episodes)
     assert other["stopped"] == []
+
+
+def test_a_rationale_is_shown_without_the_verdict_its_column_already_shows() -> None:
+    """The table cuts a rationale to two lines: its leading "at_risk_of_overflow: " (the
+    verdict's own column) took a third of them (a README walk-through). The tooltip keeps the
+    whole rationale."""
+    from jobs.dashboard_page import recommendations_table
+
+    rationale = "at_risk_of_overflow: stop 900 leaves 100 below max_count 1000 for 165 of overshoot"
+    row = _recommendation("qpid", "at_risk_of_overflow", 835, rationale=rationale, rule="r")
+    table = recommendations_table([row], "t")
+    shown = re.search(r'<div class="clamp" title="([^"]*)">([^<]*)</div>', table)
+    assert shown is not None
+    assert html.unescape(shown.group(1)) == rationale
+    assert html.unescape(shown.group(2)) == (
+        "stop 900 leaves 100 below max_count 1000 for 165 of overshoot"
+    )
+
+
+def test_producer_delays_of_seconds_beside_milliseconds_are_drawn_on_a_log_axis() -> None:
+    """A Qpid queue's 34 s p95 beside RabbitMQ's 20 ms drew the latter as empty rows (a README
+    walk-through); delays within a hundredfold of each other keep a linear axis."""
+    from jobs.dashboard_figures import producer_delay_figure
+
+    def figure(*delays_us: int) -> Any:
+        rows = [
+            _queue("b", 1.0, name=f"q{i}", completion_p95_us=delay)
+            for i, delay in enumerate(delays_us)
+        ]
+        return producer_delay_figure(rows)
+
+    wide = figure(34_600_000, 8_000_000, 20_000)
+    assert wide.layout.xaxis.type == "log"
+    assert wide.layout.xaxis.title.text == "completion delay p95 (ms, log)"
+    assert sorted(wide.data[0].x) == [20.0, 8_000.0, 34_600.0]
+    narrow = figure(34_600_000, 800_000)
+    assert narrow.layout.xaxis.type is None
+    assert narrow.layout.xaxis.title.text == "completion delay p95 (ms)"

@@ -576,8 +576,8 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
         "steady": ("does not grow", "keep"),
     }
     assert rows["drained"]["rationale"] == (
-        "keep: no length limit; it rose to 10 and drained to 0 by the end: its consumers catch up, "
-        "so it does not grow without bound"
+        "keep: no length limit; it rose to 10 and fell back to 0 by the end: it drains, so it "
+        "does not grow without bound"
     )
     assert rows["steady"]["rationale"] == (
         "keep: no length limit; peak 50, ends at 50: it does not grow"

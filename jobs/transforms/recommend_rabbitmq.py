@@ -225,8 +225,8 @@ RABBITMQ_QUEUE_RULES: tuple[Rule, ...] = (
         lambda q: q.peak > F.coalesce(F.col("last_depth_msgs"), F.lit(0)),
         VERDICT_KEEP,
         lambda q: F.format_string(
-            "no length limit; it rose to %d and drained to %d by the end: its consumers catch "
-            "up, so it does not grow without bound",
+            "no length limit; it rose to %d and fell back to %d by the end: it drains, so it "
+            "does not grow without bound",
             q.peak,
             F.coalesce(F.col("last_depth_msgs"), F.lit(0)),
         ),
