@@ -46,14 +46,19 @@ PROSE_WIDTH = 24
 
 
 def _tables(
-    title: str, headers: list[tuple[str, str]], rows: Sequence[Sequence[Cell]]
+    title: str,
+    headers: list[tuple[str, str]],
+    rows: Sequence[Sequence[Cell]],
+    *,
+    turn: bool = True,
 ) -> list[Table]:
     """``rows`` under ``headers`` (name, justify), as one table when it fits the console. Wider
     (a terminal of 80 or 100 columns), it is turned, one row per header and one column per row
     named by its first cell, and split into as many tables as it takes to fit: no figure is cut
-    ("230,…") nor a table cropped. Rows whose first cells repeat (a what-if's metrics of one
-    queue, a connection's links) cannot be named by them: they stay one table, whose cells fold
-    onto more lines rather than lose characters. A "prose" column's cells wrap at words."""
+    ("230,…") nor a table cropped. Rows that their first cell does not name, with the other
+    cells (a what-if's metrics of one queue), are not turned (``turn`` false): they stay one
+    table, whose cells fold onto more lines rather than lose characters. A "prose" column's
+    cells wrap at words."""
     prose = [justify == "prose" for _, justify in headers]
 
     def fits(widths: list[int]) -> bool:
@@ -69,8 +74,7 @@ def _tables(
     def entity_width(row: Sequence[Cell]) -> int:
         return max(cell_width(cell, index) for index, cell in enumerate(row))
 
-    named_by_first = len({str(row[0]) for row in rows}) == len(rows)
-    if not rows or not named_by_first or fits([column_width(i) for i in range(len(headers))]):
+    if not rows or not turn or fits([column_width(i) for i in range(len(headers))]):
         return [_one_table(title, headers, rows)]
     first = max(len(name) for name, _ in headers)
     tables: list[Table] = []
@@ -282,7 +286,9 @@ def print_dict_table(title: str, rows: list[dict[str, object]]) -> None:
         for key, value in rows[0].items()
     ]
     cells = [[format_cell(value) for value in row.values()] for row in rows]
-    for table in _tables(title, headers, cells):
+    # Turned, a column per row is headed by its first cell: only when that names the row.
+    named_by_first = len({row[0] for row in cells}) == len(cells)
+    for table in _tables(title, headers, cells, turn=named_by_first):
         console.print(table)
 
 
@@ -316,7 +322,8 @@ def print_protocol_summary(result: RunResult) -> None:
         for row in connection_totals(result)
     ]
     for table in [
-        *_tables("messages per link", link_headers, link_rows),
+        # A connection's links share its name in the first column: folded, not turned.
+        *_tables("messages per link", link_headers, link_rows, turn=False),
         *_tables("totals per connection", total_headers, total_rows),
     ]:
         console.print(table)
@@ -393,12 +400,22 @@ def _gold_tables(
     return _tables(title, headers, cells)
 
 
-def print_daily_metrics(rows: list[dict[str, object]]) -> None:
-    """The gold queue_flow_daily rows, one line per (date, run, queue)."""
-    for table in _gold_tables(
-        "queue_flow_daily (gold)", DAILY_COLUMNS, ("date", "run_id", "queue"), "queue", rows
-    ):
-        console.print(table)
+def print_daily_metrics(
+    rows: list[dict[str, object]], stopped: int | None = None, queue_days: int | None = None
+) -> None:
+    """Gold queue_flow_daily rows, one line per (date, run, queue); given the counts, the rows
+    are the most stopped, and a line says how many queue-days stopped of all."""
+    if rows:
+        title = "queue_flow_daily (gold)" + ("" if stopped is None else ": the most stopped queues")
+        names = ("date", "run_id", "queue")
+        for table in _gold_tables(title, DAILY_COLUMNS, names, "queue", rows):
+            console.print(table)
+    if stopped is None or queue_days is None or not queue_days:
+        return
+    shown = f" (the {len(rows)} most stopped above)" if len(rows) < queue_days else ""
+    console.print(
+        f"queues: {stopped:,} of {queue_days:,} queue-days stopped{shown}", highlight=False
+    )
 
 
 STARVED_LINK_COLUMNS = (

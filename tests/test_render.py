@@ -205,3 +205,45 @@ def test_a_sweep_too_wide_for_the_terminal_is_turned_not_cut(
     outcome = next(line for line in lines if "refused:" in line)
     assert outcome.split("│")[2].startswith(" refused: queue")  # prose left-aligned
     assert "exceeds max_count (200)" in " ".join(text.split())
+
+
+def test_the_most_stopped_queues_and_how_many_queue_days_stopped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out = io.StringIO()
+    monkeypatch.setattr(render, "console", Console(file=out, width=300, markup=False))
+    row = {"date": "2026-03-03", "run_id": "r", "queue": "orders", "time_stopped_s": 12.5}
+    render.print_daily_metrics([row], 7, 30)
+    lines = out.getvalue().splitlines()
+    assert "queue_flow_daily (gold): the most stopped queues" in lines[0]
+    assert lines[-1] == "queues: 7 of 30 queue-days stopped (the 1 most stopped above)"
+    out.truncate(0)
+    out.seek(0)
+    render.print_daily_metrics([], 0, 0)  # no queue logged: nothing said
+    assert out.getvalue() == ""
+
+
+def test_a_what_if_table_too_wide_is_folded_not_headed_by_one_queue_in_every_column(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Turned, a what-if's rows (queue, metric) were headed "events | events | events" with the
+    metric names as a body row (a README walk-through at 100 columns): rows their first cell
+    does not name stay one table, their cells folded, no character lost."""
+    out = io.StringIO()
+    monkeypatch.setattr(render, "console", Console(file=out, width=60, markup=False))
+    long = "4,000/3,500 msgs, 4,194,304/3,670,016 bytes"
+    rows: list[dict[str, object]] = [
+        {"queue": "events", "metric": "thresholds (stop/resume)", "before": long, "after": long},
+        {"queue": "events", "metric": "episodes", "before": 12, "after": 9},
+    ]
+    render.print_dict_table("what-if", rows)
+    text = out.getvalue()
+    header = next(line for line in text.splitlines() if line.startswith("┃"))
+    assert [cell.strip() for cell in header.strip("┃").split("┃")][:2] == ["queue", "metric"]
+    assert "…" not in text and all(len(line) <= 60 for line in text.splitlines())
+    before = "".join(
+        line.split("│")[3].replace(" ", "")
+        for line in text.splitlines()[4:8]
+        if line.startswith("│")
+    )
+    assert before == long.replace(" ", "")
