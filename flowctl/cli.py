@@ -363,7 +363,7 @@ def _run_pipeline_and_print(
     The pipeline conf and the recommendation policy are loaded first: either one unusable exits
     2 before Spark starts or anything is written."""
     from jobs.ingest import IngestRefused
-    from jobs.pipeline import daily_metrics_rows, run_pipeline, starved_link_rows
+    from jobs.pipeline import most_stopped_queue_rows, run_pipeline, starved_link_rows
 
     pipeline_conf = _pipeline_conf(conf, warehouse)
     recommend_policy = _recommend_policy(policy) if recommend else None
@@ -394,7 +394,7 @@ def _run_pipeline_and_print(
     finally:
         progress.stop()
     print_daily_metrics(
-        daily_metrics_rows(conf_path, first, last, warehouse_dir=warehouse_dir, spark=spark)
+        *most_stopped_queue_rows(conf_path, first, last, warehouse_dir=warehouse_dir, spark=spark)
     )
     print_starved_links(
         *starved_link_rows(conf_path, first, last, warehouse_dir=warehouse_dir, spark=spark)
@@ -757,12 +757,18 @@ def demo(
     last_day: date | None = None
     for path in bundled_scenarios():
         result = simulate_to(str(path), raw, None, None)
-        print_summary(result)
+        # One line a scenario: the tables of sixteen ran to ~450 lines (1,500 at 80 columns)
+        # before the pipeline's (a README walk-through); `flowctl simulate` prints them.
+        print_line(
+            f"simulated {result.scenario.name}: {result.events:,} events, run {result.run_id}"
+        )
         start = datetime.fromtimestamp(result.start_us / 1e6, tz=UTC).date()
         end = datetime.fromtimestamp(result.end_us / 1e6, tz=UTC).date()
         first_day = start if first_day is None else min(first_day, start)
         last_day = end if last_day is None else max(last_day, end)
-    console.print(f"raw event log: {raw}", highlight=False)
+    print_line(
+        f"raw event log: {raw} (`flowctl simulate NAME --out DIR` prints a scenario's tables)"
+    )
     if first_day is None or last_day is None:
         raise _fail("no bundled scenarios found")
     _run_pipeline_and_print(

@@ -1,7 +1,8 @@
 """The whole pipeline in-process, for local use: ingest -> episodes -> daily_metrics, one session.
 
-``flowctl pipeline`` and the end-to-end tests call :func:`run_pipeline`, then read the gold table
-with :func:`daily_metrics_rows`.
+``flowctl pipeline`` and the end-to-end tests call :func:`run_pipeline`, then read the gold tables
+(:func:`most_stopped_queue_rows`, :func:`starved_link_rows`; the tests, every row with
+:func:`daily_metrics_rows`).
 """
 
 from __future__ import annotations
@@ -137,6 +138,48 @@ def daily_metrics_rows(
 
 #: The most starved link-days the console lists (the dashboard has them all).
 STARVED_LINKS_SHOWN = 10
+#: The most stopped queue-days the console lists (the dashboard has them all).
+STOPPED_QUEUES_SHOWN = 20
+
+
+def most_stopped_queue_rows(
+    conf_path: str | None,
+    date_from: date,
+    date_to: date,
+    *,
+    warehouse_dir: str | None = None,
+    spark: SparkSession | None = None,
+) -> tuple[list[dict[str, Any]], int, int]:
+    """The most stopped gold ``queue_flow_daily`` rows of the days (at most
+    :data:`STOPPED_QUEUES_SHOWN`: longest stopped first, then most episodes, then most
+    rejected), the queue-days stopped and all the queue-days: what the console says of queues,
+    without collecting every row (a day of a broker of thousands of queues printed them all)."""
+    from pyspark.sql import functions as F
+
+    from jobs.delta_io import days_predicate, read_table
+    from schemas.tables import QUEUE_FLOW_DAILY
+
+    conf = _conf(conf_path, warehouse_dir)
+    session = _session(conf, spark)
+    days = read_table(session, conf, QUEUE_FLOW_DAILY).where(
+        days_predicate("date", date_from, date_to)
+    )
+    totals = days.agg(
+        F.count(F.lit(1)).alias("all"),
+        F.count(F.when(F.col("time_stopped_s") > 0, 1)).alias("stopped"),
+    ).first()
+    top = days.orderBy(
+        F.col("time_stopped_s").desc_nulls_last(),
+        F.col("episodes").desc_nulls_last(),
+        F.col("rejected").desc_nulls_last(),
+        "date",
+        "broker",
+        "run_id",
+        "queue",
+    ).limit(STOPPED_QUEUES_SHOWN)
+    all_days = int(totals["all"]) if totals else 0
+    stopped_days = int(totals["stopped"]) if totals else 0
+    return [row.asDict() for row in top.collect()], stopped_days, all_days
 
 
 def starved_link_rows(
@@ -192,8 +235,10 @@ def main(argv: list[str] | None = None) -> int:
         raw_dir=args.raw,
         allow_empty_days=args.allow_empty_days,
     )
-    for row in daily_metrics_rows(args.conf, args.date_from, args.date_to):
+    rows, stopped, queue_days = most_stopped_queue_rows(args.conf, args.date_from, args.date_to)
+    for row in rows:
         print(row)
+    print(f"{stopped} of {queue_days} queue-days stopped")
     print({name: result[name] for name in ("seconds", "ok")})
     return 0 if result["ok"] else 1
 

@@ -150,3 +150,23 @@ def test_gold_metrics_match_the_engine(spark: Any, tmp_path: Path) -> None:
     assert {d: r["flow_stopped_count"] for d, r in days.items()} == {
         d: engine_stops_per_day.get(d, 0) for d in days
     }
+
+    # What `flowctl pipeline` prints of them: the most stopped first (then most episodes, most
+    # rejected), at most STOPPED_QUEUES_SHOWN (here 2), and how many of all the queue-days stopped.
+    from jobs import pipeline
+
+    def rank(row: dict[str, Any]) -> tuple[Any, ...]:
+        keys = (row["date"], row["broker"], row["run_id"], row["queue"])
+        return (-row["time_stopped_s"], -row["episodes"], -(row["rejected"] or 0), *keys)
+
+    shown = pipeline.STOPPED_QUEUES_SHOWN
+    pipeline.STOPPED_QUEUES_SHOWN = 2
+    try:
+        top, stopped, queue_days = pipeline.most_stopped_queue_rows(
+            None, first, last, warehouse_dir=str(tmp_path / "warehouse"), spark=spark
+        )
+    finally:
+        pipeline.STOPPED_QUEUES_SHOWN = shown
+    assert queue_days == len(rows) > 2
+    assert stopped == sum(1 for r in rows if r["time_stopped_s"] > 0)
+    assert top == sorted(rows, key=rank)[:2]
