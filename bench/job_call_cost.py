@@ -13,6 +13,7 @@ the JVM's and Python's CPU seconds.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import re
 import sys
@@ -99,4 +100,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(
+        description="What one job call of the tests' size costs, and where (docs/testing.md): "
+        "tests/test_processing_order.py's days, one warm call after another, in one session."
+    ).parse_args()
     sys.exit(main())

@@ -23,6 +23,7 @@ with ``--option`` it prints the option that maps it ("" when it is not written).
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
 import shutil
@@ -164,7 +165,17 @@ def build(path: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if argv == ["--option"]:  # for a test whose own process has another pyspark
+    parser = argparse.ArgumentParser(
+        prog="python -m jobs.jvm_class_archive",
+        description="Write the class-data-sharing archive of flowctl's Spark JVMs once per JDK, "
+        "pyspark and Delta jars (~70 s), under .jvm/.",
+    )
+    parser.add_argument(
+        "--option",
+        action="store_true",
+        help="print the JVM option that maps the archive ('' when it is not written) instead",
+    )
+    if parser.parse_args(argv).option:  # for a test whose own process has another pyspark
         print(sharing_option())
         return 0
     path = archive_path()
