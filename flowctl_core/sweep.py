@@ -393,7 +393,7 @@ class Sweep:
     candidates: tuple[Candidate, ...]
     choice: Choice
     #: A flow stop count sweep: the queue's qpid.max_count (0: none). A stop count there or above
-    #: never stops the queue (flow goes on past the stop, and the limit refuses first).
+    #: never acts (the limit refuses before the count passes the stop).
     count_limit: int = 0
     #: The same: the sum of the windows of the queue's producers in the run as written (None: one
     #: had none). A stop count plus it is how far the queue can go (seed 001's bound).
@@ -416,7 +416,11 @@ class Sweep:
             return f"no value of {self.knob} for {self.entity} ran: each was refused"
         best = self.candidates[self.choice.best]
         written = self.value_text(self.current)
-        warning = self._limit_warning(best.value) if self.count_limit and best.value else ""
+        warning = (
+            self._limit_warning(best.value, best.metrics or {})
+            if self.count_limit and best.value is not None
+            else ""
+        )
         if best.as_written:
             return f"keep {self.knob} of {self.entity} as written ({written}){warning}"
         value = self.value_text(best.value)
@@ -433,34 +437,44 @@ class Sweep:
             )
         return line + warning
 
-    def _limit_warning(self, stop: int) -> str:
-        """What the queue's qpid.max_count leaves of a stop count: nothing at or above it, and
-        below it a bounded overshoot only while the stop plus the producers' windows stays under
-        it (seed 001: stop 100, windows 50 + 15, up to 165 queued)."""
+    def _limit_warning(self, stop: int, metrics: dict[str, float]) -> str:
+        """What the queue's qpid.max_count leaves of a stop count: nothing when the count is off
+        or at or above it, and below it a bounded overshoot only while the stop plus the
+        producers' windows stays under it (seed 001: stop 100, windows 50 + 15, up to 165
+        queued); when that run itself met the limit, it says so."""
         limit = self.count_limit
-        if stop >= limit:
-            # The byte thresholds still stop the queue (a README walk-through saw 179 s stopped
-            # beside "never stops").
+        if stop == 0 or stop >= limit:
             rest = (
-                f"; the queue stops on its byte threshold alone ({self.stop_size:,} bytes)"
+                f"; only its byte threshold ({self.stop_size:,} bytes) can stop the queue"
                 if self.stop_size
                 else ""
             )
+            if stop == 0:
+                return (
+                    f"; with the count threshold off, the queue's qpid.max_count ({limit:,}) "
+                    f"refuses first{rest}"
+                )
             return (
                 f"; at or above the queue's qpid.max_count ({limit:,}) the count threshold "
                 f"never acts: the limit refuses first{rest}"
             )
+        refused = int(metrics.get("rejected msgs", 0))
+        met = (
+            f"this run met the limit before flow control held the producers ({refused:,} refused)"
+            if refused
+            else "a busier run than this one can meet the limit before flow control holds the "
+            "producers"
+        )
         windows = self.producers_capacity
         if windows is None:
             return (
-                "; a producer without a window (capacity) is never held, so nothing keeps the "
-                f"queue below its qpid.max_count ({limit:,}): a busier run can meet the limit"
+                "; a producer without a window (capacity) never waits for its held transfers, so "
+                f"nothing keeps the queue below its qpid.max_count ({limit:,}): {met}"
             )
         if stop + windows > limit:
             return (
                 f"; the stop plus the producers' windows ({stop:,} + {windows:,} = "
-                f"{stop + windows:,}) passes the queue's qpid.max_count ({limit:,}): a busier run "
-                "than this one can meet the limit before flow control holds the producers"
+                f"{stop + windows:,}) passes the queue's qpid.max_count ({limit:,}): {met}"
             )
         return ""
 

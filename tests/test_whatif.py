@@ -81,8 +81,8 @@ def test_verdicts_judge_each_change_by_what_it_is_for() -> None:
     assert queue_verdicts(lowered) == [
         (
             "payments",
-            "validated to keep room below the limit: peak depth msgs 165 -> 125, peak depth "
-            "bytes 84,480 -> 64,000, time stopped 80 s either way",
+            "validated to keep room below the limit: peak depth msgs 165 -> 125, time stopped "
+            "80 s either way, peak depth bytes 84,480 -> 64,000",
             False,
         )
     ]
@@ -100,7 +100,7 @@ def test_verdicts_judge_each_change_by_what_it_is_for() -> None:
     assert queue_verdicts(steadier) == [
         (
             "payments",
-            "validated to stop less often: episodes 5 -> 4, time stopped 80 s either way",
+            "validated to stop less often: episodes 5 -> 4",
             False,
         )
     ]
@@ -476,3 +476,28 @@ def test_a_raised_max_size_takes_a_reject_threshold_it_reaches_along() -> None:
     assert applied(limit + 1000, limit * 2) == (limit * 2, limit * 2 + 1000)
     assert applied(limit * 3, limit * 2) == (limit * 2, limit * 3)
     assert applied(-1, limit * 2) == (limit * 2, -1)
+
+
+def test_the_evidence_and_the_verdict_read_time_stopped_alike() -> None:
+    """A review: 80.0001 s before and 80.0004 s after failed a lowering on "more time stopped"
+    beside "time stopped 80 s either way". Both now read it to the millisecond, as the table
+    prints it; and a failed aim still shows the figure it is decided on (episodes 5 either
+    way)."""
+    scenario = load_scenario("qpid-165-worst-case")
+    lowered = run_whatif(scenario, {"payments": FlowThresholds(60, 40)}).queue("payments")
+    nudged = QueueComparison(
+        "payments",
+        dataclasses.replace(lowered.before, time_stopped_s=80.0001),
+        dataclasses.replace(lowered.after, time_stopped_s=80.0004),
+    )
+    assert nudged.validated and nudged.evidence().startswith(
+        "peak depth msgs 165 -> 125, time stopped 80 s either way"
+    )
+    flapping = run_whatif(scenario, {"payments": FlowThresholds(100, 95)})
+    assert queue_verdicts(flapping) == [
+        (
+            "payments",
+            "NOT validated to stop less often: episodes not cut (episodes 5 either way)",
+            True,
+        )
+    ]

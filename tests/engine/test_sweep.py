@@ -265,8 +265,8 @@ def test_qpid_stop_count_sweep_agrees_with_the_whatif() -> None:
     # The byte thresholds still stop it (179.51 s at 5,000): the verdict says so.
     assert at_limit.verdict().endswith(
         "at or above the queue's qpid.max_count (5,000) the count threshold never acts: the "
-        f"limit refuses first; the queue stops on its byte threshold alone ({written.stop_size:,} "
-        "bytes)"
+        f"limit refuses first; only its byte threshold ({written.stop_size:,} bytes) can stop "
+        "the queue"
     )
     assert written.stop_size > 0 and at_limit.candidates[2].metrics["time stopped s"] > 0  # type: ignore[index]
     below = dataclasses.replace(sweep, choice=dataclasses.replace(sweep.choice, best=1))
@@ -678,12 +678,14 @@ def test_a_stop_count_whose_overshoot_bound_passes_max_count_is_said() -> None:
 
 
 def test_a_producer_without_a_window_leaves_no_bound_below_max_count() -> None:
-    """A producer with no capacity is never held: whatever the stop, the verdict says nothing
-    keeps the queue below its qpid.max_count."""
+    """A producer with no capacity never waits for its held transfers: whatever the stop, the
+    verdict says nothing keeps the queue below its qpid.max_count."""
     unbounded = LIGHT_PAYMENTS.replace("capacity: WINDOW, ", "")
     sweep = run_sweep(_scenario(unbounded), KNOB_QPID_FLOW_STOP_COUNT, "payments", [125, 150])
     assert sweep.producers_capacity is None
-    assert "a producer without a window (capacity) is never held" in sweep.verdict()
+    assert "a producer without a window (capacity) never waits for its held transfers" in (
+        sweep.verdict()
+    )
 
 
 def test_a_kept_stop_count_gets_the_same_warning() -> None:
@@ -700,4 +702,31 @@ def test_a_kept_stop_count_gets_the_same_warning() -> None:
         "keep qpid.flow_stop_count of payments as written (150); the stop plus the producers' "
         "windows (150 + 65 = 215) passes the queue's qpid.max_count (200): a busier run than "
         "this one can meet the limit before flow control holds the producers"
+    )
+
+
+def test_a_run_that_met_the_limit_says_so_and_counts_every_producer() -> None:
+    """Stop 150 of max_count 200 under seed 001's heavy load: C2 is refused whole at the limit
+    (its messages are message_rejected, none enqueued), and its window still counts: 150 + 65 =
+    215 (a review: 150 + 50 = 200, no warning, in the run that refused 300). The verdict says
+    this run met the limit. A count switched off says the limit refuses first."""
+    heavy = _scenario("qpid-165-worst-case")
+    queue = heavy.queues[0]
+    arguments = {**queue.arguments, "qpid.flow_stop_count": 150, "qpid.flow_resume_count": 120}
+    at_150 = heavy.model_copy(
+        update={"queues": [queue.model_copy(update={"arguments": arguments})]}
+    )
+    sweep = run_sweep(at_150, KNOB_QPID_FLOW_STOP_COUNT, "payments", [175, 200])
+    assert sweep.producers_capacity == 65
+    assert sweep.candidates[0].metrics["rejected msgs"] == 300  # type: ignore[index]
+    assert sweep.verdict() == (
+        "keep qpid.flow_stop_count of payments as written (150); the stop plus the producers' "
+        "windows (150 + 65 = 215) passes the queue's qpid.max_count (200): this run met the limit "
+        "before flow control held the producers (300 refused)"
+    )
+    off = run_sweep(heavy, KNOB_QPID_FLOW_STOP_COUNT, "payments", [0])
+    as_off = dataclasses.replace(off, choice=dataclasses.replace(off.choice, best=1))
+    assert as_off.candidates[1].value == 0
+    assert as_off.verdict().endswith(
+        "; with the count threshold off, the queue's qpid.max_count (200) refuses first"
     )
