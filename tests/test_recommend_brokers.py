@@ -535,7 +535,7 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
     settings = spark.createDataFrame(
         [("b", q, limit, 0, 1) for q, limit in
          (("blocking", 0), ("growing", 0), ("limited", 500), ("slow", 0), ("drained", 0),
-          ("burst", 0), ("steady", 0))],
+          ("burst", 0), ("steady", 0), ("ebbing", 0))],
         "broker string, queue string, max_count long, rejected_msgs long, runs long",
     )  # fmt: skip
     growth = spark.createDataFrame(
@@ -549,6 +549,8 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
             ("b", "burst", 1000, 0, 1000, None),
             # Holds what it held (50 messages, none enqueued or taken in the window).
             ("b", "steady", 0, 0, 50, None),
+            # Grew to 150,000 and ends at 132,739: not growing at its end, nor drained.
+            ("b", "ebbing", 150_000, 17_261, 132_739, 5000.0),
         ],
         "broker string, queue string, enqueued long, dequeued long, last_depth_msgs long, "
         "intake_rate_msgs_s double",
@@ -561,7 +563,7 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
     daily = spark.createDataFrame(
         [("b", q, 0.0, 0.5, peak, None) for q, peak in
          (("blocking", 3000), ("growing", 3000), ("limited", 500), ("slow", 400), ("drained", 10),
-          ("burst", 1000), ("steady", 50))],
+          ("burst", 1000), ("steady", 50), ("ebbing", 150_000))],
         QUEUE_DAILY,
     )  # fmt: skip
     rows = {r.entity: r.asDict() for r in recommend_rabbitmq_queues(
@@ -574,10 +576,16 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
         "drained": ("drains", "keep"),
         "burst": ("grows, intake rate unknown", "keep"),
         "steady": ("does not grow", "keep"),
+        "ebbing": ("below its peak at the end", "keep"),
     }
     assert rows["drained"]["rationale"] == (
-        "keep: no length limit; it rose to 10 and fell back to 0 by the end: it drains, so it "
-        "does not grow without bound"
+        "keep: no length limit; it peaked at 10 and ends at 0, having delivered at least what it "
+        "took in (3000 in, 3000 out): it does not grow without bound"
+    )
+    assert rows["ebbing"]["rationale"] == (
+        "keep: no length limit; it gained messages (150000 in, 17261 out) but ends at 132739, "
+        "below its peak of 150000: not growing at the end of the window, so no limit is sized "
+        "from it"
     )
     assert rows["steady"]["rationale"] == (
         "keep: no length limit; peak 50, ends at 50: it does not grow"

@@ -132,6 +132,7 @@ def test_each_broker_table_in_priority_order_in_its_own_knobs() -> None:
         ("blocks its connection, drains", VERDICT_KEEP, "x-max-length"),
         ("grows, intake rate unknown", VERDICT_KEEP, "x-max-length"),
         ("drains", VERDICT_KEEP, "x-max-length"),
+        ("below its peak at the end", VERDICT_KEEP, "x-max-length"),
         ("does not grow", VERDICT_KEEP, "x-max-length"),
     ]
     # An Artemis consumer: a slow one loses its buffer (or keeps none), and an unbounded one

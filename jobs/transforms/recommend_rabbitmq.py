@@ -120,6 +120,15 @@ def _queue_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame,
     )
 
 
+def _count(column: str) -> Column:
+    return F.coalesce(F.col(column), F.lit(0))
+
+
+def _below_peak(q: Facts) -> Column:
+    """Its last depth is known and below its peak."""
+    return F.col("last_depth_msgs").isNotNull() & (q.peak > F.col("last_depth_msgs"))
+
+
 def _growth(q: Facts) -> Column:
     # A window shorter than max_backlog_s of intake never reaches the limit: say so, since a
     # replay of it (flowctl whatif) cannot show the limit acting.
@@ -219,16 +228,35 @@ RABBITMQ_QUEUE_RULES: tuple[Rule, ...] = (
         KNOB_MAX_LENGTH,
         lambda q: F.lit(None),
     ),
-    # Risen and drained again: "it does not grow" read oddly beside a large peak (an audit).
+    # Below its peak at the end: "it does not grow" read oddly beside a large peak (an audit).
+    # Drained: it delivered at least what it took in over the window; else it gained messages
+    # on the whole but was not growing at its end (a review: 132,739 of a 150,000 peak left).
     Rule(
         "drains",
-        lambda q: q.peak > F.coalesce(F.col("last_depth_msgs"), F.lit(0)),
+        lambda q: _below_peak(q) & (_count("dequeued") >= _count("enqueued")),
         VERDICT_KEEP,
         lambda q: F.format_string(
-            "no length limit; it rose to %d and fell back to %d by the end: it drains, so it "
-            "does not grow without bound",
+            "no length limit; it peaked at %d and ends at %d, having delivered at least what it "
+            "took in (%d in, %d out): it does not grow without bound",
             q.peak,
-            F.coalesce(F.col("last_depth_msgs"), F.lit(0)),
+            F.col("last_depth_msgs"),
+            _count("enqueued"),
+            _count("dequeued"),
+        ),
+        KNOB_MAX_LENGTH,
+        lambda q: F.lit(None),
+    ),
+    Rule(
+        "below its peak at the end",
+        _below_peak,
+        VERDICT_KEEP,
+        lambda q: F.format_string(
+            "no length limit; it gained messages (%d in, %d out) but ends at %d, below its peak "
+            "of %d: not growing at the end of the window, so no limit is sized from it",
+            _count("enqueued"),
+            _count("dequeued"),
+            F.col("last_depth_msgs"),
+            q.peak,
         ),
         KNOB_MAX_LENGTH,
         lambda q: F.lit(None),
