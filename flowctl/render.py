@@ -412,10 +412,8 @@ def print_daily_metrics(
             console.print(table)
     if stopped is None or queue_days is None or not queue_days:
         return
-    shown = f" (the {len(rows)} most stopped above)" if len(rows) < queue_days else ""
-    console.print(
-        f"queues: {stopped:,} of {queue_days:,} queue-days stopped{shown}", highlight=False
-    )
+    shown = f" (the {len(rows)} most stopped above)" if 0 < len(rows) < stopped else ""
+    print_line(f"queues: {stopped:,} of {queue_days:,} queue-days stopped{shown}")
 
 
 STARVED_LINK_COLUMNS = (

@@ -150,7 +150,7 @@ def most_stopped_queue_rows(
     warehouse_dir: str | None = None,
     spark: SparkSession | None = None,
 ) -> tuple[list[dict[str, Any]], int, int]:
-    """The most stopped gold ``queue_flow_daily`` rows of the days (at most
+    """The most stopped gold ``queue_flow_daily`` rows of the days (those stopped at all, at most
     :data:`STOPPED_QUEUES_SHOWN`: longest stopped first, then most episodes, then most
     rejected), the queue-days stopped and all the queue-days: what the console says of queues,
     without collecting every row (a day of a broker of thousands of queues printed them all)."""
@@ -168,15 +168,19 @@ def most_stopped_queue_rows(
         F.count(F.lit(1)).alias("all"),
         F.count(F.when(F.col("time_stopped_s") > 0, 1)).alias("stopped"),
     ).first()
-    top = days.orderBy(
-        F.col("time_stopped_s").desc_nulls_last(),
-        F.col("episodes").desc_nulls_last(),
-        F.col("rejected").desc_nulls_last(),
-        "date",
-        "broker",
-        "run_id",
-        "queue",
-    ).limit(STOPPED_QUEUES_SHOWN)
+    top = (
+        days.where(F.col("time_stopped_s") > 0)
+        .orderBy(
+            F.col("time_stopped_s").desc_nulls_last(),
+            F.col("episodes").desc_nulls_last(),
+            F.col("rejected").desc_nulls_last(),
+            "date",
+            "broker",
+            "run_id",
+            "queue",
+        )
+        .limit(STOPPED_QUEUES_SHOWN)
+    )
     all_days = int(totals["all"]) if totals else 0
     stopped_days = int(totals["stopped"]) if totals else 0
     return [row.asDict() for row in top.collect()], stopped_days, all_days

@@ -219,6 +219,10 @@ def test_the_most_stopped_queues_and_how_many_queue_days_stopped(
     assert lines[-1] == "queues: 7 of 30 queue-days stopped (the 1 most stopped above)"
     out.truncate(0)
     out.seek(0)
+    render.print_daily_metrics([row], 1, 30)  # every stopped one shown: no "most stopped" count
+    assert out.getvalue().splitlines()[-1] == "queues: 1 of 30 queue-days stopped"
+    out.truncate(0)
+    out.seek(0)
     render.print_daily_metrics([], 0, 0)  # no queue logged: nothing said
     assert out.getvalue() == ""
 
