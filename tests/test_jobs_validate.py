@@ -191,7 +191,7 @@ def test_the_great_expectations_suite_fails_rows_breaking_the_rules_it_used_to_m
         # not), then as whitespace between tokens and escaped, which JSON allows.
         event(20, at(1, 20), "enqueue", queue="q", detail='{"note": "line 1\nline 2"}'),
         event(21, at(1, 21), "enqueue", queue="q", detail='{"a": "tab\there"}'),
-        event(22, at(1, 22), "enqueue", queue="q", detail='{"a": "x\\\ny"}'),
+        event(22, at(1, 22), "enqueue", queue="q", detail='{"a": "x\x01y"}'),
         event(23, at(1, 23), "enqueue", queue="q", detail='{\n\t"a": 1,\r\n "b": "x\\ty"}'),
     ]
     next_day = F.lit(date(2024, 1, 2))
