@@ -20,7 +20,9 @@ from jobs.cli import configure_logging, date_range_parser, parse_date_range
 from jobs.config import PipelineConf, load_conf
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from pyspark.sql import SparkSession
+    from pyspark.sql import Column, SparkSession
+
+    from schemas.model import TableSchema
 
 log = logging.getLogger("flowctl.pipeline")
 
@@ -142,6 +144,36 @@ STARVED_LINKS_SHOWN = 10
 STOPPED_QUEUES_SHOWN = 20
 
 
+def _most_of(
+    conf_path: str | None,
+    date_from: date,
+    date_to: date,
+    warehouse_dir: str | None,
+    spark: SparkSession | None,
+    *,
+    table: TableSchema,
+    measure: str,
+    order: tuple[Column | str, ...],
+    shown: int,
+) -> tuple[list[dict[str, Any]], int, int]:
+    """The gold ``table`` rows of the days whose ``measure`` is above 0, at most ``shown`` in
+    ``order``; how many such rows, and all the rows: what the console says of a table, without
+    collecting every row (a day of a broker of thousands of queues printed them all)."""
+    from pyspark.sql import functions as F
+
+    from jobs.delta_io import days_predicate, read_table
+
+    conf = _conf(conf_path, warehouse_dir)
+    session = _session(conf, spark)
+    days = read_table(session, conf, table).where(days_predicate("date", date_from, date_to))
+    hit = F.col(measure) > 0
+    totals = days.agg(F.count(F.lit(1)).alias("all"), F.count(F.when(hit, 1)).alias("hit")).first()
+    top = days.where(hit).orderBy(*order).limit(shown)
+    all_rows = int(totals["all"]) if totals else 0
+    hit_rows = int(totals["hit"]) if totals else 0
+    return [row.asDict() for row in top.collect()], hit_rows, all_rows
+
+
 def most_stopped_queue_rows(
     conf_path: str | None,
     date_from: date,
@@ -150,40 +182,26 @@ def most_stopped_queue_rows(
     warehouse_dir: str | None = None,
     spark: SparkSession | None = None,
 ) -> tuple[list[dict[str, Any]], int, int]:
-    """The most stopped gold ``queue_flow_daily`` rows of the days (those stopped at all, at most
+    """The most stopped gold ``queue_flow_daily`` rows of the days (at most
     :data:`STOPPED_QUEUES_SHOWN`: longest stopped first, then most episodes, then most
-    rejected), the queue-days stopped and all the queue-days: what the console says of queues,
-    without collecting every row (a day of a broker of thousands of queues printed them all)."""
+    rejected), the queue-days stopped and all the queue-days (:func:`_most_of`)."""
     from pyspark.sql import functions as F
 
-    from jobs.delta_io import days_predicate, read_table
     from schemas.tables import QUEUE_FLOW_DAILY
 
-    conf = _conf(conf_path, warehouse_dir)
-    session = _session(conf, spark)
-    days = read_table(session, conf, QUEUE_FLOW_DAILY).where(
-        days_predicate("date", date_from, date_to)
+    order = (
+        F.col("time_stopped_s").desc_nulls_last(),
+        F.col("episodes").desc_nulls_last(),
+        F.col("rejected").desc_nulls_last(),
+        "date",
+        "broker",
+        "run_id",
+        "queue",
     )
-    totals = days.agg(
-        F.count(F.lit(1)).alias("all"),
-        F.count(F.when(F.col("time_stopped_s") > 0, 1)).alias("stopped"),
-    ).first()
-    top = (
-        days.where(F.col("time_stopped_s") > 0)
-        .orderBy(
-            F.col("time_stopped_s").desc_nulls_last(),
-            F.col("episodes").desc_nulls_last(),
-            F.col("rejected").desc_nulls_last(),
-            "date",
-            "broker",
-            "run_id",
-            "queue",
-        )
-        .limit(STOPPED_QUEUES_SHOWN)
-    )
-    all_days = int(totals["all"]) if totals else 0
-    stopped_days = int(totals["stopped"]) if totals else 0
-    return [row.asDict() for row in top.collect()], stopped_days, all_days
+    return _most_of(
+        conf_path, date_from, date_to, warehouse_dir, spark, table=QUEUE_FLOW_DAILY,
+        measure="time_stopped_s", order=order, shown=STOPPED_QUEUES_SHOWN,
+    )  # fmt: skip
 
 
 def starved_link_rows(
@@ -196,28 +214,16 @@ def starved_link_rows(
 ) -> tuple[list[dict[str, Any]], int, int]:
     """The most starved gold ``link_starvation_daily`` rows of the days (at most
     :data:`STARVED_LINKS_SHOWN`, most starved seconds first), the link-days that starved and
-    all the link-days: what the console says of links, without collecting every row."""
+    all the link-days (:func:`_most_of`)."""
     from pyspark.sql import functions as F
 
-    from jobs.delta_io import days_predicate, read_table
     from schemas.tables import LINK_STARVATION_DAILY
 
-    conf = _conf(conf_path, warehouse_dir)
-    session = _session(conf, spark)
-    days = read_table(session, conf, LINK_STARVATION_DAILY).where(
-        days_predicate("date", date_from, date_to)
-    )
-    starved = days.where(F.col("starved_s") > 0)
-    totals = days.agg(
-        F.count(F.lit(1)).alias("all"),
-        F.count(F.when(F.col("starved_s") > 0, 1)).alias("starved"),
-    ).first()
-    top = starved.orderBy(F.col("starved_s").desc(), "date", "broker", "run_id", "link").limit(
-        STARVED_LINKS_SHOWN
-    )
-    all_days = int(totals["all"]) if totals else 0
-    starved_days = int(totals["starved"]) if totals else 0
-    return [row.asDict() for row in top.collect()], starved_days, all_days
+    order = (F.col("starved_s").desc(), "date", "broker", "run_id", "link")
+    return _most_of(
+        conf_path, date_from, date_to, warehouse_dir, spark, table=LINK_STARVATION_DAILY,
+        measure="starved_s", order=order, shown=STARVED_LINKS_SHOWN,
+    )  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
