@@ -86,25 +86,27 @@ def connection_blocking(blocking_episodes: DataFrame) -> DataFrame:
     )
 
 
+def _count(column: str) -> Column:
+    """A count column, 0 where the log gave none."""
+    return F.coalesce(F.col(column), F.lit(0))
+
+
 def _queue_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame, Facts]:
     """``joined`` with a queue's decisions staged, and the facts its rules read: ``policy``,
     ``limit`` (x-max-length now, 0 none), ``growing`` (gained messages and ended at its peak),
     ``blocked_s`` (its connections' credit-flow blocking), ``blocked_share`` (of the queue's
     observed time) and ``length`` (the limit to recommend)."""
 
-    def count(column: str) -> Column:
-        return F.coalesce(F.col(column), F.lit(0))
-
-    peak = F.greatest(count("peak_depth_msgs"), count("last_depth_msgs"))
-    growing = (count("enqueued") > count("dequeued")) & (
-        count("last_depth_msgs") >= peak * (1 - policy.keep_band_share)
+    peak = F.greatest(_count("peak_depth_msgs"), _count("last_depth_msgs"))
+    growing = (_count("enqueued") > _count("dequeued")) & (
+        _count("last_depth_msgs") >= peak * (1 - policy.keep_band_share)
     )
     observed = F.col("_observed_s")
     joined, facts = staged(
         joined,
         {
-            "_limit": count("max_count"),
-            "_growing": growing & (count("last_depth_msgs") > 0),
+            "_limit": _count("max_count"),
+            "_growing": growing & (_count("last_depth_msgs") > 0),
             "_blocked_s": F.coalesce(F.col("connection_blocked_s"), F.lit(0.0)),
             "_length": F.greatest(
                 F.ceil(F.col("intake_rate_msgs_s") * policy.max_backlog_s), F.lit(1)
@@ -118,10 +120,6 @@ def _queue_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame,
         blocked_share=F.when(observed > 0, named["blocked_s"] / observed),
         **named,
     )
-
-
-def _count(column: str) -> Column:
-    return F.coalesce(F.col(column), F.lit(0))
 
 
 def _below_peak(q: Facts) -> Column:
@@ -146,8 +144,8 @@ def _growth(q: Facts) -> Column:
             "intake, x-max-length %d holds %.1fs of it and refuses the rest at once "
             "(overflow reject-publish)",
             q.peak,
-            F.coalesce(F.col("enqueued"), F.lit(0)),
-            F.coalesce(F.col("dequeued"), F.lit(0)),
+            _count("enqueued"),
+            _count("dequeued"),
             F.col("intake_rate_msgs_s"),
             q.length,
             F.lit(q.policy.max_backlog_s),
@@ -166,7 +164,7 @@ RABBITMQ_QUEUE_RULES: tuple[Rule, ...] = (
             "x-max-length %d in force (peak %d, %d rejected)",
             q.limit,
             q.peak,
-            F.coalesce(F.col("rejected_msgs"), F.lit(0)),
+            _count("rejected_msgs"),
         ),
         KNOB_MAX_LENGTH,
         lambda q: q.limit,
@@ -206,7 +204,7 @@ RABBITMQ_QUEUE_RULES: tuple[Rule, ...] = (
             "publish to it on a connection of its own (seed 004) or use AMQP 1.0",
             F.col("_connections"),
             q.blocked_s,
-            F.coalesce(F.col("last_depth_msgs"), F.lit(0)),
+            _count("last_depth_msgs"),
             q.peak,
         ),
         KNOB_MAX_LENGTH,
@@ -223,7 +221,7 @@ RABBITMQ_QUEUE_RULES: tuple[Rule, ...] = (
             "no length limit; it gained messages (peak %d, ends at %d), but the log gives no "
             "intake rate to size a limit by (no two enqueues apart in time)",
             q.peak,
-            F.coalesce(F.col("last_depth_msgs"), F.lit(0)),
+            _count("last_depth_msgs"),
         ),
         KNOB_MAX_LENGTH,
         lambda q: F.lit(None),
@@ -268,7 +266,7 @@ RABBITMQ_QUEUE_RULES: tuple[Rule, ...] = (
         lambda q: F.format_string(
             "no length limit; peak %d, ends at %d: it does not grow",
             q.peak,
-            F.coalesce(F.col("last_depth_msgs"), F.lit(0)),
+            _count("last_depth_msgs"),
         ),
         KNOB_MAX_LENGTH,
         lambda q: F.lit(None),
