@@ -38,11 +38,12 @@ console = Console(width=None if sys.stdout.isatty() else 200, markup=False)
 err_console = Console(stderr=True, soft_wrap=True, markup=False)
 
 
-#: A cell: plain text, or styled (a sweep's best run in bold).
+#: A cell: plain text, or styled (a sweep's best run in bold green).
 Cell = str | Text
 #: How wide a prose column (justify "prose": a sweep's outcome) counts when a table is fitted to
-#: the console: its words wrap onto more lines, as figures must not.
-PROSE_WIDTH = 24
+#: the console, unless a word of it is longer: its words wrap onto more lines, as figures must
+#: not, and no word is cut ("flow_stop_co" / "unt").
+PROSE_WIDTH = 12
 
 
 def _tables(
@@ -65,7 +66,10 @@ def _tables(
         return sum(width + 3 for width in widths) + 1 <= console.width
 
     def cell_width(cell: Cell, index: int) -> int:
-        return min(len(cell), PROSE_WIDTH) if prose[index] else len(cell)
+        if not prose[index]:
+            return len(cell)
+        longest_word = max((len(word) for word in str(cell).split()), default=0)
+        return min(len(cell), max(PROSE_WIDTH, longest_word))
 
     def column_width(index: int) -> int:
         name = headers[index][0]
@@ -90,7 +94,7 @@ def _tables(
 
 def _one_table(
     title: str,
-    headers: list[tuple[str, str]],
+    headers: Sequence[tuple[Cell, str]],
     rows: Sequence[Sequence[Cell]],
     max_widths: Sequence[int | None] = (),
 ) -> Table:
@@ -114,17 +118,18 @@ def _turned(
     entities: Sequence[Sequence[Cell]],
     entity_width: Callable[[Sequence[Cell]], int],
 ) -> Table:
-    """One row per header after the first, one column per entity (its first cell names it), as
-    wide as ``entity_width`` counts it; prose stays left-aligned among the figures."""
+    """One row per header after the first, one column per entity (its first cell, styled as it
+    is, names it: a sweep's best run stays bold), as wide as ``entity_width`` counts it; a row
+    of names (a date, a run) or prose stays left-aligned among the figures."""
 
     def cell(value: Cell, justify: str) -> Cell:
-        if justify != "prose":
+        if justify == "right":
             return value
         text = value.copy() if isinstance(value, Text) else Text(value)
         text.justify = "left"
         return text
 
-    turned_headers = [(headers[0][0], "left"), *((str(e[0]), "right") for e in entities)]
+    turned_headers = [(headers[0][0], "left"), *((e[0], "right") for e in entities)]
     rows: list[list[Cell]] = [
         [name, *(cell(entity[i], justify) for entity in entities)]
         for i, (name, justify) in enumerate(headers)
@@ -230,7 +235,7 @@ def print_sweep(sweep: Sweep, *, all_metrics: bool = False) -> None:
             outcome = Text(sweep.choice.dropped[index])
         else:
             outcome = Text(f"out: {cause}")
-        rows.append([Text(value, style="bold" if best else ""), *cells, outcome])
+        rows.append([Text(value, style="bold green" if best else ""), *cells, outcome])
     title = f"sweep {sweep.knob} of {sweep.entity}: {sweep.scenario} (seed {sweep.seed})"
     for table in _tables(title, headers, rows):
         console.print(table)

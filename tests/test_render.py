@@ -7,6 +7,7 @@ import io
 
 import pytest
 from rich.console import Console
+from rich.text import Text
 
 from flowctl import render
 from flowctl.render import format_figures, format_ingest_report
@@ -198,13 +199,69 @@ def test_a_sweep_too_wide_for_the_terminal_is_turned_not_cut(
     table_lines = [line for line in lines if line[:1] in "┏┃┡│└"]
     # (The objective and the verdict are report lines: printed whole, never folded.)
     assert "…" not in text and all(len(line) <= width for line in table_lines)
-    for figure in ("84,480", "33,792", "102,400", "out: enqueued", "out: rejected msgs"):
+    for figure in ("84,480", "33,792", "102,400"):
         assert figure in text
     value_rows = [line for line in lines if line.startswith("┃ value")]
-    assert len(value_rows) == 2  # the fourth run goes on in a table of its own
+    assert len(value_rows) == {80: 2, 100: 1}[width]  # at 80, the fourth run in a table of its own
+    # The outcomes wrap at words, left-aligned, whole words only ("flow_stop_co" / "unt" was
+    # cut at a width of 12): read down each run's column.
+    outcomes = _turned_column_cells(lines, "outcome")
+    assert outcomes["1"] == "out: enqueued" and outcomes["150"] == "out: rejected msgs"
+    assert (
+        outcomes["300"]
+        == "refused: queue 'payments': flow_stop_count (300) exceeds max_count (200)"
+    )
     outcome = next(line for line in lines if "refused:" in line)
-    assert outcome.split("│")[2].startswith(" refused: queue")  # prose left-aligned
-    assert "exceeds max_count (200)" in " ".join(text.split())
+    assert outcome.split("│")[-2].startswith(" refused:")  # prose left-aligned
+
+
+def _turned_column_cells(lines: list[str], row_name: str) -> dict[str, str]:
+    """A turned table's cells of the row ``row_name`` (its continuation lines joined), by the
+    column each is under (the header's name), over every table of ``lines``."""
+    cells: dict[str, str] = {}
+    names: list[str] = []
+    in_row = False
+    for line in lines:
+        if line.startswith("┃"):
+            names = [cell.strip() for cell in line.strip("┃").split("┃")][1:]
+        elif line.startswith("│"):
+            parts = [cell.strip() for cell in line.strip("│").split("│")]
+            in_row = parts[0] == row_name or (in_row and parts[0] == "")
+            if in_row:
+                for name, part in zip(names, parts[1:], strict=True):
+                    cells[name] = f"{cells.get(name, '')} {part}".strip()
+        else:
+            in_row = False
+    return cells
+
+
+def test_a_turned_table_keeps_its_name_rows_left_and_its_best_run_styled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Turned, a row of names (the date, the run) stays left-aligned as it was as a column (it
+    was pushed right, as the figures are), and a sweep's best run heads its column in its own
+    style, bold green (the turned table had dropped it)."""
+    out = io.StringIO()
+    monkeypatch.setattr(render, "console", Console(file=out, width=80, markup=False))
+    row = {key: 1_234 for key, _ in render.DAILY_COLUMNS}
+    row.update(date="2026-03-03", run_id="qpid-seed-001-worst-case-s7-3f9a2c1d", queue="orders")
+    render.print_daily_metrics([row])
+    date_row = next(line for line in out.getvalue().splitlines() if line.startswith("│ date "))
+    assert date_row.split("│")[2].startswith(" 2026-03-03 ")
+    figure_row = next(line for line in out.getvalue().splitlines() if "1,234" in line)
+    assert figure_row.split("│")[2].endswith(" 1,234 ")
+
+    header = (
+        render._turned(
+            "",
+            [("value", "right"), ("episodes", "right")],
+            [[Text("4,096", style="bold green"), "3"]],
+            lambda entity: 8,
+        )
+        .columns[1]
+        .header
+    )
+    assert isinstance(header, Text) and header.style == "bold green"
 
 
 def test_the_most_stopped_queues_and_how_many_queue_days_stopped(
