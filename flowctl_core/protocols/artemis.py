@@ -389,6 +389,7 @@ class ServerAddress:
         state = self.state
         if state.withholds_core_credit:
             self.pending_core.append(_Owed(producer, requested))
+            self.check_memory()
         elif state.policy == "FAIL" and state.full:
             producer.refuse_credit()
         else:
@@ -396,14 +397,29 @@ class ServerAddress:
 
     # -- BLOCK as flow control -----------------------------------------------------------------
     def note_fullness(self) -> None:
-        """Log a BLOCK address that fills or drains as ``flow_stopped`` / ``flow_resumed`` of the
-        address (DESIGN §2, as the broker logs AMQ222183 / AMQ221046), with the address size (the
-        memory estimate) in ``depth_bytes`` and max-size-bytes as its stop and resume size."""
+        """After the size changed: a BLOCK address that held a producer back and is no longer
+        full unblocks (``checkReleasedMemory`` logs AMQ221046 only when it had logged a block)."""
+        if self.blocked and not self.state.full:
+            self._log_block(blocked=False)
+
+    def check_memory(self) -> None:
+        """Artemis 2.40's ``PagingStoreImpl.checkMemory``: under BLOCK, while the address is full,
+        the first check since it last unblocked blocks it (logs AMQ222183). The server checks
+        where a producer's credit is decided: at each CORE credit request (the block comes with
+        the first request withheld, not when the size reaches the limit) and after each AMQP
+        message received. A real Artemis 2.40 logged the block of a 100 KiB address at the AMQP
+        message that filled it (the 42nd of 2 KiB, its sender's credit not yet spent), and under
+        CORE producers at 51 and 78 messages of ~2 KiB where the 48th had filled it."""
+        if self.state.policy == "BLOCK" and self.state.full and not self.blocked:
+            self._log_block(blocked=True)
+
+    def _log_block(self, *, blocked: bool) -> None:
+        """``flow_stopped`` / ``flow_resumed`` of the address (DESIGN §2, as the broker logs
+        AMQ222183 / AMQ221046), with the address size (the memory estimate) in ``depth_bytes``
+        and max-size-bytes as its stop and resume size."""
         state = self.state
-        if state.policy != "BLOCK" or state.full == self.blocked:
-            return
-        self.blocked = state.full
-        if self.blocked:
+        self.blocked = blocked
+        if blocked:
             self.blocked_count += 1
         for queue in self.queues:
             if queue.name == self.name:  # the address's own queue: its events carry the state
@@ -531,6 +547,7 @@ class ServerAmqpProducer:
             return
         if not self.address.state.amqp_credit_allowed:
             self.address.pending_amqp[self.client.config.name] = self
+            self.address.check_memory()
             return
         flow = self.link.grant(self.credits)
         self.grants.append(self.received)
@@ -560,6 +577,7 @@ class ServerAmqpProducer:
         outcome = self.address.route(message_id, size, fields, amqp=True)
         if outcome in (Outcome.REJECTED, Outcome.FAILED):
             self.client.to_client.send(self.client.on_rejected, message_id, outcome)
+        self.address.check_memory()
         self.flow()
 
 

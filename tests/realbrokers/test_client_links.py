@@ -10,6 +10,7 @@ its AMQP 1.0 plugin grants a publisher, which is not the 4.0 session's that the 
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from collectors.probe import amqp_send, link_summary, starved_seconds
 from collectors.proton_links import LinkRecorder
 from conformance.brokers import LOOPBACK, ArtemisBroker, RabbitBroker
 from flowctl.cli import app
+from flowctl_core.protocols.artemis import DEFAULT_AMQP_MESSAGE_OVERHEAD
 from tests.collectors.session_setup import committed_rows
 
 pytestmark = pytest.mark.realbroker
@@ -63,6 +65,19 @@ def test_a_publisher_a_block_address_holds_is_starved(
     stamps: list[datetime] = [row["ts"] for row in rows]
     assert stamps == sorted(stamps)
     assert all(json.loads(row["detail"])["broker_product"] == "artemis" for row in rows)
+    # The broker logs the block (AMQ222183, a flow_stopped) at the AMQP message that filled
+    # the address, its memory estimate counted as the engine counts it (2,048 + 440 B: full at
+    # the 42nd), though the sender's 100 credits were not spent: the engine's reading
+    # (flowctl_core/protocols/artemis.py check_memory), where a CORE producer blocks at its
+    # next credit request.
+    memory = 2048 + DEFAULT_AMQP_MESSAGE_OVERHEAD
+    fills_at = -(-102_400 // memory)
+    blocks = re.findall(
+        rf"AMQ222183\S* Blocking message production on address '{ADDRESS}'; "
+        r"size=(\d+) bytes \((\d+) messages\)",
+        artemis.log_text(),
+    )
+    assert [(int(size), int(n)) for size, n in blocks] == [(fills_at * memory, fills_at)], blocks
 
 
 #: The link credit RabbitMQ 3.10's AMQP 1.0 plugin (rabbitmq_amqp1_0) grants a publisher at

@@ -24,8 +24,12 @@ Documented rules modelled (quotes from seed 003 unless DESIGN §2 or README is n
   credits reaches 30" (at or below the low mark); "The broker will stop issuing credits once an
   address is full" (README: also under FAIL).
 - BLOCK as flow control (DESIGN §2: "An address that blocks or unblocks writes `flow_stopped` /
-  `flow_resumed` for the address"): ``stops`` counts the address becoming full, ``resumes`` it
-  becoming not full again, under BLOCK only.
+  `flow_resumed` for the address, as the real broker logs AMQ222183 / AMQ221046"): ``stops``
+  counts the address blocking, at the first memory check that finds it full (Artemis 2.40's
+  ``checkMemory`` logs AMQ222183 there): a CORE credit request withheld, an AMQP message
+  received (a real broker logged it at the AMQP message that filled the address, and under CORE
+  producers at a request after the fill); ``resumes`` it becoming not full again after that,
+  under BLOCK only.
 - FAIL refuses: an AMQP producer is told of each message (rejected); a CORE message, sent
   without an answer (non-durable), is discarded silently, and the CORE producer is told when its
   next credit request reaches a full FAIL address (a real Artemis 2.40: AMQ219058 on the send
@@ -112,9 +116,10 @@ Assumptions where the documents are silent (A1, A2, ...):
   delivery packet, measured: a 64 KiB window took 48 messages of 1,024 B, not 64).
 - A10 (prefill): messages in the address before the run count the CORE overhead (they are
   written by the server, not by an AMQP client).
-- A11 (fill / drain instants): the address is checked for becoming full after each accepted
-  arrival and for becoming not full after each release, so one enqueue stops it at most once and
-  one ack resumes it at most once.
+- A11 (block / unblock instants): the address blocks at the first memory check that finds it
+  full since it last unblocked (a CORE request withheld, an AMQP top-up withheld, an AMQP
+  arrival), and unblocks at the first release that leaves it not full while blocking; one ack
+  resumes it at most once.
 """
 
 from __future__ import annotations
@@ -310,15 +315,16 @@ class Model:
         return self.a.policy == "BLOCK" and self.full
 
     def _note_fullness(self) -> None:
-        # DESIGN §2: a BLOCK address that blocks or unblocks logs it (A11: checked after each
-        # accepted arrival and each release).
-        if self.a.policy != "BLOCK" or self.full == self.blocking:
-            return
-        self.blocking = self.full
-        if self.blocking:
-            self.stops += 1
-        else:
+        # A11: a blocking address unblocks at the first release that leaves it not full.
+        if self.blocking and not self.full:
+            self.blocking = False
             self.resumes += 1
+
+    def _check_memory(self) -> None:
+        # A11: the first memory check that finds a BLOCK address full blocks it.
+        if self.a.policy == "BLOCK" and self.full and not self.blocking:
+            self.blocking = True
+            self.stops += 1
 
     def _amqp_credit_allowed(self) -> bool:
         return not (self.a.policy in ("BLOCK", "FAIL") and self.full)
@@ -417,6 +423,7 @@ class Model:
     def _on_request(self, p: _Prod, amount: int) -> None:
         if self._withholds_core():
             self.waiters.append([p, amount])
+            self._check_memory()
         elif self.a.policy == "FAIL" and self.full:
             self._at(self.now + self.lat, lambda: self._told_full(p))
         else:
@@ -495,6 +502,7 @@ class Model:
         self._arrive(p, p.cfg.size)
         if p.cfg.protocol == "amqp":
             p.received += 1
+            self._check_memory()
             if p.granted_upto - p.received <= self.a.amqp_low and not p.wants_grant:
                 if self._amqp_credit_allowed():
                     self._grant_amqp(p)
@@ -504,6 +512,7 @@ class Model:
     def _withhold_amqp(self, p: _Prod) -> None:
         p.wants_grant = True
         self.amqp_waiters.append(p)
+        self._check_memory()
 
     # -- AMQP producers ------------------------------------------------------------------------
     def _amqp_attach(self, p: _Prod) -> None:
