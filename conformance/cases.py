@@ -31,6 +31,9 @@ ADDRESS_LIMIT = 102_400  # the 100 KB address of issue 18's runs
 REJECT_THRESHOLD = 153_600  # 150 KiB
 AMQP_BODY = 2048
 CORE_BODY = 1024
+#: CORE windows whose first block is compared (core_first_block): a half window of 6, 24 and
+#: 95 messages of 1 KiB.
+FIRST_BLOCK_WINDOWS = (16 * 1024, 64 * 1024, 256 * 1024)
 #: rabbitmq.conf of the RabbitMQ node: a quorum queue that fsyncs every entry (its WAL batch of
 #: 1), so that on this machine it is far slower than a classic queue, as seed 004's benchmark
 #: assumes (with the default batch a quorum queue on a fast disk is not slow; REAL_BROKERS.md
@@ -304,6 +307,62 @@ def core_block(window: int, address: str) -> Callable[[ArtemisBroker], list[Row]
                 model.flow_stopped > model.flow_resumed,
                 f"real log: {len(flips)} block / unblock lines; engine: {model.flow_stopped} "
                 f"flow_stopped, {model.flow_resumed} flow_resumed",
+            ),
+        ]
+
+    return run
+
+
+# -- Artemis: when a BLOCK address blocks a CORE producer -------------------------------------
+#: AMQ222183 "Blocking message production on address 'A'; size=S bytes (M messages)".
+_BLOCKING_LINE = (
+    r"AMQ222183\S* Blocking message production on address '{}'; size=(\d+) bytes \((\d+) messages\)"
+)
+
+
+def core_first_block(window: int, address: str) -> Callable[[ArtemisBroker], list[Row]]:
+    """One CORE producer (one thread: its credit requests come at the same messages on both)
+    into a BLOCK address with no consumer: the messages the address holds when it first blocks.
+    Artemis 2.40 logs the block in ``checkMemory`` at the first credit request that finds the
+    address full, not when its size reaches the limit: a request comes each half window, so the
+    block is logged at the first half-window boundary past the message that filled it (the
+    engine's ``check_memory``)."""
+
+    def run(broker: ArtemisBroker) -> list[Row]:
+        workload = f"Artemis BLOCK, 1 CORE producer x {_window(window)} window"
+        got = real.core_block_peak(
+            broker, address, threads=1, count=4000, size=CORE_BODY, window=window
+        )
+        blocks = re.findall(_BLOCKING_LINE.format(re.escape(address)), broker.log_text())
+        real_block = (int(blocks[0][1]), int(blocks[0][0])) if blocks else None
+        memory = round(got.final_size / got.messages)
+        config = engine.artemis_config(
+            engine.address_config(address, ADDRESS_LIMIT, "BLOCK"),
+            [ArtemisProducerConfig("p", address, window=window, size=CORE_BODY)],
+            core_overhead=memory - CORE_BODY,
+            amqp_overhead=engine_default_overhead("amqp"),
+            core_encode_overhead=got.encoded_size - CORE_BODY,
+        )
+        model = engine.first_block(config, seconds=2)
+        fills_at = -(-ADDRESS_LIMIT // memory)
+        note = (
+            f"{memory:,} B a message in the address (full from the {fills_at}th), "
+            f"{got.encoded_size:,} B of credit each, a request each half window"
+        )
+        return [
+            same(
+                workload,
+                "messages in the address when it first blocks (AMQ222183 / flow_stopped)",
+                real_block[0] if real_block else None,
+                model[0] if model else None,
+                note,
+            ),
+            same(
+                workload,
+                "the block comes after the message that filled the address",
+                real_block is not None and real_block[0] > fills_at,
+                model is not None and model[0] > fills_at,
+                "at a credit request, not at the fill",
             ),
         ]
 
@@ -806,6 +865,15 @@ ARTEMIS_CASES: tuple[Case, ...] = (
         core_block(64 * KIB, "block-core-64k"),
         "4 CORE producers, 64 KiB windows, BLOCK 100 KB, no consumer",
     ),
+    *(
+        Case(
+            f"artemis-core-first-block-{window // KIB}kib",
+            "artemis",
+            core_first_block(window, f"block-core-first-{window // KIB}k"),
+            f"1 CORE producer, {window // KIB} KiB window, BLOCK 100 KB: when it first blocks",
+        )
+        for window in FIRST_BLOCK_WINDOWS
+    ),
     Case(
         "artemis-amqp-fail",
         "artemis",
@@ -897,6 +965,10 @@ ARTEMIS_ADDRESSES: tuple[ArtemisAddress, ...] = (
     *(ArtemisAddress(overhead_address("core", body)) for body in (256, 4096)),
     ArtemisAddress("block-core-1m", ADDRESS_LIMIT, "BLOCK"),
     ArtemisAddress("block-core-64k", ADDRESS_LIMIT, "BLOCK"),
+    *(
+        ArtemisAddress(f"block-core-first-{window // KIB}k", ADDRESS_LIMIT, "BLOCK")
+        for window in FIRST_BLOCK_WINDOWS
+    ),
     ArtemisAddress("fail-amqp", ADDRESS_LIMIT, "FAIL"),
     ArtemisAddress("drop-amqp", ADDRESS_LIMIT, "DROP"),
     ArtemisAddress("page-amqp", ADDRESS_LIMIT, "PAGE"),
