@@ -25,7 +25,8 @@ jobs/transforms/blocking.py document the same choices):
   count: a session named, anywhere in its run, on an event whose ``link_role`` is ``publisher``;
   one that only consumes is not held back by an alarm.
 * ``producer_window``, two kinds of producer:
-  - a Qpid producer (``protocol`` ``amqp-0-10``) with a window: each of its events carrying
+  - a Qpid producer (``protocol`` ``amqp-0-10``, or none logged: DESIGN §2's producer with a
+    capacity window, whatever carries it) with a window: each of its events carrying
     ``outstanding`` and a ``capacity`` above 0 (an enqueue, a completion) gives its state,
     blocked when ``outstanding >= capacity``. The log carries no backlog for it, so a full window
     is blocked until a completion reopens it; a completion logged at the same instant makes an
@@ -130,7 +131,7 @@ class _Log:
         return (
             kind.startswith(("connection_", "alarm_"))
             or kind == "session_window"
-            or (row.get("link") is not None and row.get("protocol") in (QPID, CORE))
+            or (row.get("link") is not None and row.get("protocol") in (QPID, None, CORE))
         )
 
     def watermark(self, run: str) -> int:
@@ -163,7 +164,7 @@ def _states(log: _Log) -> Iterable[tuple[Entity, bool, Row]]:
         link = row.get("link")
         if link is None:
             continue
-        if row.get("protocol") == QPID:
+        if row.get("protocol") in (QPID, None):
             capacity, outstanding = row.get("capacity"), row.get("outstanding")
             if capacity is not None and capacity > 0 and outstanding is not None:
                 yield (run, broker, "producer_window", link), outstanding >= capacity, row

@@ -78,7 +78,16 @@ def _rows() -> list[dict[str, Any]]:
               protocol="artemis-core", credit=0, available=5),
         event(21, at(2, 11, 55), "flow", link="pc", link_role="publisher",
               protocol="artemis-core", credit=32000, available=5),
-        event(22, at(2, 12), "enqueue", queue="q", link="p", protocol="amqp-0-10", outstanding=2,
+        # A producer whose log names no protocol (hand-written) fills its window of 2 at 11:56
+        # and gets a completion at 11:58: DESIGN §2's producer window all the same. An AMQP 1.0
+        # publisher whose enqueue fills its window is not: it waits for link credit (starvation).
+        event(22, at(2, 11, 56), "enqueue", queue="q", link="pn", link_role="publisher",
+              outstanding=2, capacity=2),
+        event(23, at(2, 11, 56), "enqueue", queue="q", link="pa", link_role="publisher",
+              protocol="amqp-1.0", outstanding=5, capacity=5),
+        event(24, at(2, 11, 58), "transfer_completed", queue="q", link="pn",
+              link_role="publisher", outstanding=1, capacity=2),
+        event(25, at(2, 12), "enqueue", queue="q", link="p", protocol="amqp-0-10", outstanding=2,
               capacity=3),
     ]  # fmt: skip
 
@@ -102,6 +111,7 @@ def test_each_kind_gives_one_episode_from_the_event_that_blocks_to_the_one_that_
         ("producer_window", "p"),
         ("producer_window", "pc"),
         ("producer_window", "p1"),
+        ("producer_window", "pn"),
         ("alarm", "memory"),
         ("session_window", "s1"),
     }
@@ -111,6 +121,8 @@ def test_each_kind_gives_one_episode_from_the_event_that_blocks_to_the_one_that_
     assert (connection["start_date"], connection["duration_s"]) == (DAY1, 7200.0)
     producer = episodes[("producer_window", "p")]
     assert (producer["start_seq"], producer["end_seq"], producer["duration_s"]) == (5, 6, 30.0)
+    unnamed = episodes[("producer_window", "pn")]
+    assert (unnamed["start_seq"], unnamed["end_seq"], unnamed["duration_s"]) == (22, 24, 120.0)
     core = episodes[("producer_window", "pc")]
     assert (core["start_seq"], core["end_seq"], core["duration_s"]) == (20, 21, 600.0)
     assert core["protocol"] == "artemis-core"

@@ -44,9 +44,11 @@ def publishing_sessions(events: DataFrame) -> DataFrame:
 
 
 def _is_qpid_producer() -> Column:
-    """An event of a Qpid producer with a window: outstanding and capacity (seed 001)."""
+    """An event of a Qpid producer with a window: outstanding and capacity (seed 001). A log
+    that names no protocol (a hand-written one) gets the same rule: DESIGN §2's producer with a
+    capacity window of uncompleted transfers, whatever the broker."""
     return (
-        (F.col("protocol") == "amqp-0-10")
+        ((F.col("protocol") == "amqp-0-10") | F.col("protocol").isNull())
         & F.col("link").isNotNull()
         & (F.col("capacity") > 0)
         & F.col("outstanding").isNotNull()
