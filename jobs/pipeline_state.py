@@ -7,6 +7,13 @@ than recorded as done). A day is *behind* for a job when ingest wrote it at a ne
 the job's, or when ingest has it and the job never processed it: a crash between two jobs leaves
 exactly that.
 
+Ingest also records, before it writes, that it is writing the days (:data:`INGEST_WRITING`, at the
+version its write will make): a kill between its bronze commit and its own record (the quarantine
+not written yet) would otherwise leave bronze changed under records that say nothing happened. A
+day whose latest such start is newer than ingest's latest finish did not finish: ingest is behind
+on it until it is rerun, and the later jobs are behind on it unless they read bronze at or past
+the version that write would make.
+
 Daily metrics carry state over midnight (a stopped queue is stopped from 00:00, counters come from
 earlier days), so a job never computes days on top of an earlier day that is behind:
 :func:`run_recorded` processes those earlier days first (and logs it), and refuses with one line
@@ -36,6 +43,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 log = logging.getLogger("flowctl.pipeline_state")
 
 INGEST = "ingest"
+#: What ingest records, in the ``job`` column, before it writes the days: it is writing them.
+INGEST_WRITING = "ingest: writing"
 #: The recorded jobs in pipeline order, each with the recorded jobs whose output it reads besides
 #: bronze (bronze itself is what ingest's records stand for).
 READS: dict[str, tuple[str, ...]] = {
@@ -52,20 +61,52 @@ class StaleInputError(PipelineError):
 
 @dataclass(frozen=True)
 class DayRecord:
-    """One row of ``pipeline_state``: ``job`` processed ``day`` from bronze ``bronze_version``."""
+    """One row of ``pipeline_state``: ``job`` processed ``day`` from bronze ``bronze_version``,
+    recorded at ``processed_at`` (None: not known, as in tests of the versions alone)."""
 
     job: str
     day: date
     bronze_version: int
+    processed_at: datetime | None = None
 
 
 def days_between(date_from: date, date_to: date) -> list[date]:
     return [date_from + timedelta(days=n) for n in range((date_to - date_from).days + 1)]
 
 
+def unfinished_ingests(records: Iterable[DayRecord]) -> dict[date, DayRecord]:
+    """The days ingest started writing (:data:`INGEST_WRITING`) and has not finished since: no
+    ingest record of the day, or an older one. Each with its start record."""
+    started: dict[date, DayRecord] = {}
+    finished: dict[date, DayRecord] = {}
+    for record in records:
+        if record.job == INGEST_WRITING:
+            started[record.day] = record
+        elif record.job == INGEST:
+            finished[record.day] = record
+    return {
+        day: start
+        for day, start in sorted(started.items())
+        if day not in finished or _is_later(start, finished[day])
+    }
+
+
+def _is_later(start: DayRecord, finish: DayRecord) -> bool:
+    if start.processed_at is None or finish.processed_at is None:
+        return False
+    return start.processed_at > finish.processed_at
+
+
+def unfinished_text(start: DayRecord) -> str:
+    when = "" if start.processed_at is None else f" at {start.processed_at:%Y-%m-%d %H:%M:%S} UTC"
+    return f"started writing it{when} and did not finish (killed?): rerun ingest for the day"
+
+
 def behind_days(records: Iterable[DayRecord], job: str) -> dict[date, str]:
     """The days ingest has that ``job`` has not processed since ingest last wrote them, each with
-    why (``never processed`` or ``bronze v<ingest's> is newer than v<the job's>``)."""
+    why (``never processed`` or ``bronze v<ingest's> is newer than v<the job's>``). A day ingest
+    did not finish writing counts as ingested at the version its write would make."""
+    records = list(records)
     ingested: dict[date, int] = {}
     processed: dict[date, int] = {}
     for record in records:
@@ -73,6 +114,8 @@ def behind_days(records: Iterable[DayRecord], job: str) -> dict[date, str]:
             ingested[record.day] = record.bronze_version
         elif record.job == job:
             processed[record.day] = record.bronze_version
+    for day, start in unfinished_ingests(records).items():
+        ingested[day] = max(ingested.get(day, start.bronze_version), start.bronze_version)
     behind = {}
     for day in sorted(ingested):
         if day not in processed:
@@ -129,8 +172,10 @@ def read_records(spark: SparkSession, conf: PipelineConf) -> list[DayRecord]:
 
     if local_table_missing(table_path(conf, PIPELINE_STATE)):
         return []
-    rows = read_table(spark, conf, PIPELINE_STATE).select("job", "date", "bronze_version")
-    return [DayRecord(r.job, r.date, int(r.bronze_version)) for r in rows.collect()]
+    rows = read_table(spark, conf, PIPELINE_STATE).select(
+        "job", "date", "bronze_version", "processed_at"
+    )
+    return [DayRecord(r.job, r.date, int(r.bronze_version), r.processed_at) for r in rows.collect()]
 
 
 def bronze_version(spark: SparkSession, conf: PipelineConf) -> int:
@@ -154,7 +199,7 @@ def record_processed(
     replacing what it recorded for them before."""
     from jobs.delta_io import days_predicate, replace_where, rows_frame, sql_string
 
-    if job not in READS:
+    if job not in READS and job != INGEST_WRITING:
         raise ValueError(f"{job!r} is not a recorded job ({', '.join(JOBS)})")
     now = datetime.now(UTC).replace(tzinfo=None)
     rows = [(job, day, version, now) for day in days_between(date_from, date_to)]
@@ -253,15 +298,20 @@ class PipelineStatus:
 
 
 def pipeline_status(records: Iterable[DayRecord], in_bronze: Iterable[date]) -> PipelineStatus:
+    """Ingest is behind on the days it did not finish writing (:func:`unfinished_ingests`)."""
     records = list(records)
+    unfinished = unfinished_ingests(records)
     jobs = []
     for job in JOBS:
         days = sorted(r.day for r in records if r.job == job)
-        behind = {} if job == INGEST else behind_days(records, job)
+        if job == INGEST:
+            behind = {day: unfinished_text(start) for day, start in unfinished.items()}
+        else:
+            behind = behind_days(records, job)
         jobs.append(
             JobStatus(job, len(days), days[0] if days else None, days[-1] if days else None, behind)
         )
-    ingested = {r.day for r in records if r.job == INGEST}
+    ingested = {r.day for r in records if r.job in (INGEST, INGEST_WRITING)}
     return PipelineStatus(tuple(jobs), tuple(sorted(set(in_bronze) - ingested)))
 
 

@@ -330,10 +330,20 @@ PIPELINE_STATE = TableSchema(
         "A later job's day is behind when ingest's version of it is newer (jobs/pipeline_state.py)."
     ),
     columns=(
-        Column("job", "string", nullable=False, doc="ingest, episodes or daily_metrics"),
+        Column(
+            "job",
+            "string",
+            nullable=False,
+            doc="ingest, episodes or daily_metrics; 'ingest: writing' before ingest writes a day",
+        ),
         replace(_DATE, doc="the day processed (partition)"),
         Column("bronze_version", "int64", nullable=False, doc="Delta version of broker_events"),
-        Column("processed_at", "timestamp", nullable=False, doc="when the job finished the day"),
+        Column(
+            "processed_at",
+            "timestamp",
+            nullable=False,
+            doc="when the job finished the day ('ingest: writing': when it started writing it)",
+        ),
     ),
 )
 

@@ -4,7 +4,7 @@ tests/test_processing_order.py, beside the other processing orders it must equal
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ import pytest
 
 from jobs import failures
 from jobs.pipeline_state import (
+    INGEST_WRITING,
     DayRecord,
     StaleInputError,
     behind_days,
@@ -20,6 +21,7 @@ from jobs.pipeline_state import (
     earlier_days_behind,
     pipeline_status,
     stale_inputs,
+    unfinished_ingests,
 )
 
 D1, D2, D3, D4, D5 = (date(2026, 3, day) for day in range(1, 6))
@@ -86,6 +88,51 @@ def test_the_status_lists_each_job_its_days_behind_and_unrecorded_bronze_days() 
     assert caught_up.up_to_date and caught_up.unrecorded_bronze_days == ()
 
 
+def _at(hour: int) -> datetime:
+    return datetime(2026, 3, 6, hour)
+
+
+def test_an_ingest_killed_while_writing_leaves_its_days_behind_until_it_is_rerun() -> None:
+    """Ingest records that it is writing a day (at the version its write will make) before the
+    write, and that it wrote it after: a day whose start is newer than its finish did not finish.
+    A helper's crash audit: killed after the bronze commit and before its record (the quarantine
+    not written), `flowctl status --check` said up to date, and no later night caught the day up."""
+    before = [
+        DayRecord("ingest", D1, 3, _at(1)),
+        DayRecord("episodes", D1, 3, _at(2)),
+        DayRecord("daily_metrics", D1, 3, _at(2)),
+    ]
+    killed = [*before, DayRecord(INGEST_WRITING, D1, 4, _at(3))]
+    assert list(unfinished_ingests(killed)) == [D1]
+    # The later jobs read v3: behind on the version the killed write would make.
+    assert behind_days(killed, "episodes") == {D1: "bronze v4 is newer than v3"}
+    status = pipeline_status(killed, in_bronze=[D1])
+    ingest = next(job for job in status.jobs if job.job == "ingest")
+    assert ingest.behind == {
+        D1: "started writing it at 2026-03-06 03:00:00 UTC and did not finish (killed?): rerun "
+        "ingest for the day"
+    }
+    assert not status.up_to_date
+    # Episodes caught up from bronze as the kill left it (the write committed: v4): not behind.
+    caught_up = [*killed, DayRecord("episodes", D1, 4, _at(4))]
+    assert "episodes" not in {j.job for j in pipeline_status(caught_up, [D1]).jobs if j.behind}
+    # The rerun: started and finished, as every ingest does.
+    rerun = [
+        *caught_up,
+        DayRecord(INGEST_WRITING, D1, 5, _at(5)),
+        DayRecord("ingest", D1, 5, _at(6)),
+    ]
+    assert unfinished_ingests(rerun) == {}
+    assert behind_days(rerun, "episodes") == {D1: "bronze v5 is newer than v4"}
+    # Killed before any ingest record of the day, on a fresh warehouse: not "unrecorded".
+    fresh = pipeline_status([DayRecord(INGEST_WRITING, D2, 1, _at(1))], in_bronze=[D2])
+    assert fresh.unrecorded_bronze_days == () and not fresh.up_to_date
+    # An ingest that wrote nothing to bronze records the version it found, below its start's.
+    nothing_written = [DayRecord(INGEST_WRITING, D3, 8, _at(1)), DayRecord("ingest", D3, 7, _at(2))]
+    assert unfinished_ingests(nothing_written) == {}
+    assert behind_days(nothing_written, "episodes") == {D3: "never processed"}
+
+
 def test_a_refusal_is_its_own_kind_of_failure_with_what_to_do(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -123,7 +170,7 @@ def test_daily_metrics_refuses_days_whose_episodes_are_behind_and_status_names_t
     with pytest.raises(StaleInputError, match=r"^episodes is behind bronze on 2024-01-01$"):
         run_daily_metrics(spark, conf, day, day)
     assert read_table(spark, conf, QUEUE_FLOW_DAILY).count() == 0
-    assert [r.job for r in read_records(spark, conf)] == ["ingest"]
+    assert sorted(r.job for r in read_records(spark, conf)) == ["ingest", INGEST_WRITING]
 
     shown = CliRunner().invoke(
         app, ["status", "--warehouse", conf.warehouse_dir, "--check"], terminal_width=200
@@ -131,3 +178,62 @@ def test_daily_metrics_refuses_days_whose_episodes_are_behind_and_status_names_t
     assert shown.exit_code == 1, shown.output
     assert "behind: episodes 2024-01-01: never processed" in shown.output
     assert "behind: daily_metrics 2024-01-01: never processed" in shown.output
+
+
+@pytest.mark.spark
+def test_an_ingest_killed_after_its_bronze_commit_is_behind_and_the_next_night_catches_up(
+    spark: Any, pipeline_conf: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The crash audit's case on Delta tables: ingest of day 1 dies after its bronze commit,
+    before the quarantine and its record. `flowctl status --check` must say so (exit 1, naming
+    ingest and the later jobs), the next night's episodes and daily_metrics process day 1 from
+    bronze first, and a rerun of ingest over day 1 clears it."""
+    from typer.testing import CliRunner
+
+    from flowctl.cli import app
+    from jobs import ingest_write
+    from jobs.daily_metrics import run_daily_metrics
+    from jobs.episodes import run_episodes
+    from jobs.ingest import run_ingest
+    from tests.conftest import at, event, write_raw
+
+    _, conf = pipeline_conf(validate=False)
+    day1, day2 = date(2024, 1, 1), date(2024, 1, 2)
+    write_raw(
+        tmp_path / "raw",
+        [
+            event(1, at(1, 9), "queue_declared", queue="q", depth_msgs=0),
+            event(2, at(2, 9), "queue_declared", queue="q2", depth_msgs=0),
+        ],
+    )
+
+    def killed(*_: Any, **__: Any) -> int:
+        raise KeyboardInterrupt("killed after the bronze commit")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ingest_write, "write_quarantine", killed)
+        with pytest.raises(KeyboardInterrupt):
+            run_ingest(spark, conf, day1, day1)
+
+    def status() -> Any:
+        return CliRunner().invoke(
+            app, ["status", "--warehouse", conf.warehouse_dir, "--check"], terminal_width=200
+        )
+
+    shown = status()
+    assert shown.exit_code == 1, shown.output
+    assert "behind: ingest 2024-01-01: started writing it at " in shown.output
+    assert "behind: episodes 2024-01-01: never processed" in shown.output
+    assert "without a record" not in shown.output  # not "ingested before the state existed"
+    # The next night: day 2 alone; the later jobs process day 1 first, from bronze.
+    run_ingest(spark, conf, day2, day2)
+    assert run_episodes(spark, conf, day2, day2)["caught_up"] == "2024-01-01"
+    run_daily_metrics(spark, conf, day2, day2)
+    shown = status()
+    assert shown.exit_code == 1 and "behind: ingest 2024-01-01" in shown.output
+    assert "behind: episodes" not in shown.output and "behind: daily_metrics" not in shown.output
+    # The rerun of day 1's ingest finishes it; the later jobs are behind on its new version.
+    run_ingest(spark, conf, day1, day1)
+    shown = status()
+    assert "behind: ingest" not in shown.output
+    assert "behind: episodes 2024-01-01: bronze v" in shown.output
