@@ -208,6 +208,11 @@ class ClientConsumerLink(TakesFromApp):
 
     def on_transfer(self, frame: TransferFrame) -> None:
         self.link.on_transfer(frame.final)  # counted at the delivery's first frame
+        if self.config.drain and self.link.drain and self.link.credit == 0:
+            # A drained grant used up by transfers: the sender owes no flow frame for it (the
+            # transfers answered the drain), so poll again as after a drained flow, or a
+            # consumer that never tops up would wait for good.
+            self._poll_later()
         if frame.final:
             self.app.on_delivery()
 
@@ -223,8 +228,10 @@ class ClientConsumerLink(TakesFromApp):
         if self.config.drain and flow.drain and self.link.credit == 0:
             # The sender drained what the queue did not fill: poll again a little later (a
             # grant at once would drain again at the same instant, without end).
-            scheduler = self.connection.broker.scheduler
-            scheduler.call_later(self.config.drain_poll_us, self._poll)
+            self._poll_later()
+
+    def _poll_later(self) -> None:
+        self.connection.broker.scheduler.call_later(self.config.drain_poll_us, self._poll)
 
     def _poll(self) -> None:
         if self.link.credit:
