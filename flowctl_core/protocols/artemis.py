@@ -406,10 +406,12 @@ class ServerAddress:
         """Artemis 2.40's ``PagingStoreImpl.checkMemory``: under BLOCK, while the address is full,
         the first check since it last unblocked blocks it (logs AMQ222183). The server checks
         where a producer's credit is decided: at each CORE credit request (the block comes with
-        the first request withheld, not when the size reaches the limit) and after each AMQP
-        message received. A real Artemis 2.40 logged the block of a 100 KiB address at the AMQP
-        message that filled it (the 42nd of 2 KiB, its sender's credit not yet spent), and under
-        CORE producers at 51 and 78 messages of ~2 KiB where the 48th had filled it."""
+        the first request withheld, not when the size reaches the limit) and after AMQP messages
+        received. A real Artemis 2.40 logged the block of a 100 KiB address at the AMQP message
+        that filled it (the 42nd of 2 KiB, its sender's credit not yet spent) or, under load,
+        after the batch of messages it read (the 100th), and under CORE producers at the request
+        after the fill (52, 70 and 92 messages with one producer's 16, 64 and 256 KiB windows,
+        where the 48th had filled it). Here AMQP is checked after each message: the earliest."""
         if self.state.policy == "BLOCK" and self.state.full and not self.blocked:
             self._log_block(blocked=True)
 
