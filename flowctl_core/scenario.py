@@ -357,6 +357,18 @@ class ConnectionSpec(_Strict):
                             f"{kind}.{index}.{field_name}",
                             "an AMQP 1.0 link setting; AMQP 0.9.1 has no such knob",
                         )
+            # Given but read by no 0.9.1 model: refused rather than ignored (an audit).
+            for field_name in ("max_frame_size", "client_incoming_window"):
+                if field_name in self.model_fields_set:
+                    raise FieldError(
+                        field_name, "an AMQP 1.0 connection setting; AMQP 0.9.1 has no such knob"
+                    )
+            for index, publisher in enumerate(self.publishers):
+                if "initial_delivery_count" in publisher.model_fields_set:
+                    raise FieldError(
+                        f"publishers.{index}.initial_delivery_count",
+                        "an AMQP 1.0 link setting; AMQP 0.9.1 has no such knob",
+                    )
         return self
 
 

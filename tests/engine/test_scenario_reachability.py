@@ -105,6 +105,13 @@ def test_a_publisher_that_reports_nothing_advertises_zero_available() -> None:
             "consumers: [{name: r, queue: q, credit_changes: [{after_s: 1, credit: 0}]}]",
             "consumers.0.credit_changes",
         ),
+        # Connection settings and a delivery-count no 0.9.1 model reads: were silently ignored.
+        ("max_frame_size: 4096", "max_frame_size"),
+        ("client_incoming_window: 10", "client_incoming_window"),
+        (
+            "publishers: [{name: p, queue: q, initial_delivery_count: 4294967295}]",
+            "publishers.0.initial_delivery_count",
+        ),
     ],
 )
 def test_amqp10_link_knobs_are_refused_on_0_9_1(link: str, field: str) -> None:
