@@ -321,7 +321,6 @@ class ServerAddress:
             link = link_columns(enqueue_fields)
             for queue in self.queues:
                 queue.enqueue(Message(message_id, size, None), link)
-            self.note_fullness()
             return outcome
         if outcome == Outcome.REJECTED:
             extra: dict[str, Any] = {
@@ -397,8 +396,9 @@ class ServerAddress:
 
     # -- BLOCK as flow control -----------------------------------------------------------------
     def note_fullness(self) -> None:
-        """After the size changed: a BLOCK address that held a producer back and is no longer
-        full unblocks (``checkReleasedMemory`` logs AMQ221046 only when it had logged a block)."""
+        """After a release: a BLOCK address that held a producer back and is no longer full
+        unblocks (``checkReleasedMemory`` logs AMQ221046 only when it had logged a block). An
+        arrival only grows the size, so it never unblocks one."""
         if self.blocked and not self.state.full:
             self._log_block(blocked=False)
 

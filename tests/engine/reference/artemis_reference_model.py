@@ -356,7 +356,6 @@ class Model:
             self._route(size, memory)
             if a.policy == "PAGE" and self.full:
                 self.paging = True  # A7
-            self._note_fullness()
         if p is not None and (outcome == "rejected" or (outcome == "failed" and amqp)):
             self._at(self.now + self.lat, lambda: self._refused(p))
         return outcome
