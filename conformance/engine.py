@@ -127,12 +127,12 @@ def received_by_consumer(config: ArtemisConfig, *, seconds: float) -> dict[str, 
     return {name: consumer.received for name, consumer in server.consumers.items()}
 
 
-def first_block(config: ArtemisConfig, *, seconds: float) -> tuple[int, int] | None:
-    """Run ``config`` for ``seconds`` of virtual time; the messages and bytes its address held
-    when it first blocked (its first ``flow_stopped``), or None if it never did."""
+def first_block(config: ArtemisConfig, *, seconds: float) -> int | None:
+    """Run ``config`` for ``seconds`` of virtual time; the messages its address held when it
+    first blocked (its first ``flow_stopped``), or None if it never did."""
     _, log = _ran(config, seconds)
     stops = log.of_type("flow_stopped")
-    return (int(stops[0]["depth_msgs"]), int(stops[0]["depth_bytes"])) if stops else None
+    return int(stops[0]["depth_msgs"]) if stops else None
 
 
 def run_artemis(config: ArtemisConfig, *, seconds: float) -> EngineAddress:

@@ -10,7 +10,6 @@ its AMQP 1.0 plugin grants a publisher, which is not the 4.0 session's that the 
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 from collectors.probe import amqp_send, link_summary, starved_seconds
 from collectors.proton_links import LinkRecorder
 from conformance.brokers import LOOPBACK, ArtemisBroker, RabbitBroker
+from conformance.cases import blocking_lines
 from flowctl.cli import app
 from flowctl_core.protocols.artemis import DEFAULT_AMQP_MESSAGE_OVERHEAD
 from tests.collectors.session_setup import committed_rows
@@ -73,13 +73,9 @@ def test_a_publisher_a_block_address_holds_is_starved(
     # (flowctl_core/protocols/artemis.py check_memory): 42, the earliest the broker can log.
     memory = 2048 + DEFAULT_AMQP_MESSAGE_OVERHEAD
     fills_at = -(-102_400 // memory)
-    blocks = re.findall(
-        rf"AMQ222183\S* Blocking message production on address '{ADDRESS}'; "
-        r"size=(\d+) bytes \((\d+) messages\)",
-        artemis.log_text(),
-    )
+    blocks = blocking_lines(artemis.log_text(), ADDRESS)
     assert len(blocks) == 1, blocks
-    size, messages = int(blocks[0][0]), int(blocks[0][1])
+    ((size, messages),) = blocks
     assert fills_at <= messages <= sent.credit_granted and size == messages * memory, blocks
 
 
