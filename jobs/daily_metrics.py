@@ -109,6 +109,8 @@ def write_daily_metrics(
     report: dict[str, Any] = {
         "runs": len(scope.runs),
         "span": f"{first.isoformat()}..{last.isoformat()}",
+        # Taken off by the pipeline state, which records the later days recomputed.
+        "span_to": last,
         "read": read.describe(),
     }
     observed = observed_seconds(bounds, first, last)

@@ -1,11 +1,11 @@
 """What each job has processed, and so which days are behind bronze (table ``pipeline_state``).
 
-Every run of ingest, episodes and daily_metrics records, per day it processed, the Delta version of
-bronze that its rows of the day reflect: ingest the version it wrote, the later jobs the version
-they read (taken before reading, so an ingest that commits meanwhile leaves the day behind rather
-than recorded as done). A day is *behind* for a job when ingest wrote it at a newer version than
-the job's, or when ingest has it and the job never processed it: a crash between two jobs leaves
-exactly that.
+Every run of ingest, episodes, daily_metrics and recommend records, per day it processed, the
+Delta version of bronze that its rows of the day reflect: ingest the version it wrote, the later
+jobs the version they read (taken before reading, so an ingest that commits meanwhile leaves the
+day behind rather than recorded as done). A day is *behind* for a job when ingest wrote it at a
+newer version than the job's, or when ingest has it and the job never processed it: a crash
+between two jobs leaves exactly that.
 
 Ingest also records, before it writes, that it is writing the days (:data:`INGEST_WRITING`, at the
 version its write will make): a kill between its bronze commit and its own record (the quarantine
@@ -13,6 +13,9 @@ not written yet) would otherwise leave bronze changed under records that say not
 day whose latest such start is newer than ingest's latest finish did not finish: ingest is behind
 on it until it is rerun, and the later jobs are behind on it unless they read bronze at or past
 the version that write would make.
+
+A recommendation as of a day reads its look-back window, so it is behind when a day of the window
+changed in bronze since (:func:`recommend_behind`); the next recommend run redoes it first.
 
 Daily metrics carry state over midnight (a stopped queue is stopped from 00:00, counters come from
 earlier days), so a job never computes days on top of an earlier day that is behind:
@@ -43,16 +46,27 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 log = logging.getLogger("flowctl.pipeline_state")
 
 INGEST = "ingest"
+DAILY_METRICS = "daily_metrics"
+RECOMMEND = "recommend"
 #: What ingest records, in the ``job`` column, before it writes the days: it is writing them.
 INGEST_WRITING = "ingest: writing"
+#: What daily_metrics records for the days after its range whose rows it recomputed for the runs
+#: concerned (its scope's later days in bronze: a day processed out of order changes the state
+#: they start from). Recommendations read those rows (:func:`recommend_behind`).
+DAILY_METRICS_LATER_DAYS = "daily_metrics: later days"
 #: The recorded jobs in pipeline order, each with the recorded jobs whose output it reads besides
 #: bronze (bronze itself is what ingest's records stand for).
 READS: dict[str, tuple[str, ...]] = {
     INGEST: (),
     "episodes": (),
-    "daily_metrics": ("episodes",),
+    DAILY_METRICS: ("episodes",),
+    RECOMMEND: ("episodes", DAILY_METRICS),
 }
 JOBS = tuple(READS)
+#: Why a day is behind for a job that never processed it.
+NEVER_PROCESSED = "never processed"
+#: What a job records besides its own name: markers the rules read, not jobs.
+MARKERS = (INGEST_WRITING, DAILY_METRICS_LATER_DAYS)
 
 
 class StaleInputError(PipelineError):
@@ -62,12 +76,14 @@ class StaleInputError(PipelineError):
 @dataclass(frozen=True)
 class DayRecord:
     """One row of ``pipeline_state``: ``job`` processed ``day`` from bronze ``bronze_version``,
-    recorded at ``processed_at`` (None: not known, as in tests of the versions alone)."""
+    recorded at ``processed_at`` (None: not known, as in tests of the versions alone), reading
+    the days from ``evidence_from`` to ``day`` (recommend's look-back window; None: the day)."""
 
     job: str
     day: date
     bronze_version: int
     processed_at: datetime | None = None
+    evidence_from: date | None = None
 
 
 def days_between(date_from: date, date_to: date) -> list[date]:
@@ -102,26 +118,73 @@ def unfinished_text(start: DayRecord) -> str:
     return f"started writing it{when} and did not finish (killed?): rerun ingest for the day"
 
 
+def ingested_versions(records: Iterable[DayRecord]) -> dict[date, int]:
+    """Per day ingest has, the bronze version of its rows of the day: the version ingest last
+    wrote it at, or for a day it did not finish writing the version that write would make."""
+    records = list(records)
+    ingested = {r.day: r.bronze_version for r in records if r.job == INGEST}
+    for day, start in unfinished_ingests(records).items():
+        ingested[day] = max(ingested.get(day, start.bronze_version), start.bronze_version)
+    return ingested
+
+
 def behind_days(records: Iterable[DayRecord], job: str) -> dict[date, str]:
     """The days ingest has that ``job`` has not processed since ingest last wrote them, each with
     why (``never processed`` or ``bronze v<ingest's> is newer than v<the job's>``). A day ingest
-    did not finish writing counts as ingested at the version its write would make."""
+    did not finish writing counts as ingested at the version its write would make. Recommend's
+    days follow their own rule (:func:`recommend_behind`)."""
     records = list(records)
-    ingested: dict[date, int] = {}
-    processed: dict[date, int] = {}
-    for record in records:
-        if record.job == INGEST:
-            ingested[record.day] = record.bronze_version
-        elif record.job == job:
-            processed[record.day] = record.bronze_version
-    for day, start in unfinished_ingests(records).items():
-        ingested[day] = max(ingested.get(day, start.bronze_version), start.bronze_version)
+    if job == RECOMMEND:
+        return recommend_behind(records)
+    ingested = ingested_versions(records)
+    processed = {r.day: r.bronze_version for r in records if r.job == job}
     behind = {}
     for day in sorted(ingested):
         if day not in processed:
-            behind[day] = "never processed"
+            behind[day] = NEVER_PROCESSED
         elif processed[day] < ingested[day]:
             behind[day] = f"bronze v{ingested[day]} is newer than v{processed[day]}"
+    return behind
+
+
+def recommend_behind(records: Iterable[DayRecord]) -> dict[date, str]:
+    """The days whose recommendations are behind bronze, each with why.
+
+    A recommendation as of D reads the evidence of its look-back window, the days
+    [``evidence_from``, D] (bronze, their episodes and daily metrics). It is behind when one of
+    those days was rewritten at a newer bronze version than the one it read: by ingest (a day
+    processed out of order, a raw file added to it) or by daily_metrics recomputing it as a later
+    day of an earlier day's runs (:data:`DAILY_METRICS_LATER_DAYS`: the state that day carries
+    in). Rewrites that no bronze change of the window caused (a later day closing an episode the
+    window holds, a run's watermark moving on) leave it as it is: advice as of D, from what
+    bronze held of D's window. Recommendations are optional (``flowctl pipeline
+    --no-recommend``), so the days ingest has and recommend never processed count only from the
+    first day it processed on (``never processed``).
+    """
+    records = list(records)
+    processed = {r.day: r for r in records if r.job == RECOMMEND}
+    if not processed:
+        return {}
+    rewritten = ingested_versions(records)
+    for record in records:
+        if record.job == DAILY_METRICS_LATER_DAYS:
+            rewritten[record.day] = max(rewritten.get(record.day, -1), record.bronze_version)
+    first = min(processed)
+    behind = {}
+    for day in sorted({*processed, *(d for d in ingested_versions(records) if d >= first)}):
+        record = processed.get(day)
+        if record is None:
+            behind[day] = NEVER_PROCESSED
+            continue
+        window = days_between(record.evidence_from or day, day)
+        newer = [(d, rewritten[d]) for d in window if rewritten.get(d, -1) > record.bronze_version]
+        if newer:
+            # The newest version; of a write that rewrote several days, the first of them.
+            when, version = max(newer, key=lambda found: (found[1], -found[0].toordinal()))
+            behind[day] = (
+                f"bronze v{version} of {when} (in its look-back from {window[0]}) is newer "
+                f"than v{record.bronze_version}"
+            )
     return behind
 
 
@@ -146,9 +209,14 @@ def days_text(days: Iterable[date]) -> str:
 
 def stale_inputs(records: Iterable[DayRecord], job: str, days: Iterable[date]) -> str | None:
     """Why ``job`` must not compute ``days`` (the jobs it reads from and their days behind, one
-    line), or None. What to do is :data:`jobs.failures.FAILURE_RULES`' advice."""
+    line), or None. Recommend reads each day's look-back window and the daily metrics' state
+    carried into it, so for it every day up to the last counts. What to do is
+    :data:`jobs.failures.FAILURE_RULES`' advice."""
     records = list(records)
     wanted = set(days)
+    if job == RECOMMEND and wanted:
+        last = max(wanted)
+        wanted = {r.day for r in records if r.day <= last} | wanted
     problems = []
     for upstream in READS[job]:
         behind = sorted(set(behind_days(records, upstream)) & wanted)
@@ -162,6 +230,17 @@ def earlier_days_behind(records: Iterable[DayRecord], job: str, date_from: date)
     return [day for day in behind_days(records, job) if day < date_from]
 
 
+def later_days_to_redo(records: Iterable[DayRecord], job: str, date_to: date) -> list[date]:
+    """The days after ``date_to`` that a run of ``job`` redoes after its range: for recommend,
+    those it processed whose look-back window was rewritten since (a backfill of an earlier day
+    makes the next days' advice stale; days it never processed are left to their own runs). The
+    other jobs' later days are part of their scope (jobs/scope.py)."""
+    if job != RECOMMEND:
+        return []
+    behind = behind_days(records, job)
+    return [day for day, why in behind.items() if day > date_to and why != NEVER_PROCESSED]
+
+
 # --- Delta I/O -----------------------------------------------------------------------------------
 
 
@@ -173,9 +252,12 @@ def read_records(spark: SparkSession, conf: PipelineConf) -> list[DayRecord]:
     if local_table_missing(table_path(conf, PIPELINE_STATE)):
         return []
     rows = read_table(spark, conf, PIPELINE_STATE).select(
-        "job", "date", "bronze_version", "processed_at"
+        "job", "date", "bronze_version", "processed_at", "evidence_from"
     )
-    return [DayRecord(r.job, r.date, int(r.bronze_version), r.processed_at) for r in rows.collect()]
+    return [
+        DayRecord(r.job, r.date, int(r.bronze_version), r.processed_at, r.evidence_from)
+        for r in rows.collect()
+    ]
 
 
 def bronze_version(spark: SparkSession, conf: PipelineConf) -> int:
@@ -194,15 +276,20 @@ def record_processed(
     date_from: date,
     date_to: date,
     version: int,
+    evidence_from: Callable[[date], date] | None = None,
 ) -> None:
     """Record that ``job`` processed the days [date_from, date_to] from bronze ``version``,
-    replacing what it recorded for them before."""
+    replacing what it recorded for them before; ``evidence_from(day)``: the first day it read
+    for the day (recommend's look-back window), if not the day alone."""
     from jobs.delta_io import days_predicate, replace_where, rows_frame, sql_string
 
-    if job not in READS and job != INGEST_WRITING:
+    if job not in READS and job not in MARKERS:
         raise ValueError(f"{job!r} is not a recorded job ({', '.join(JOBS)})")
     now = datetime.now(UTC).replace(tzinfo=None)
-    rows = [(job, day, version, now) for day in days_between(date_from, date_to)]
+    rows = [
+        (job, day, version, now, evidence_from(day) if evidence_from else None)
+        for day in days_between(date_from, date_to)
+    ]
     frame = rows_frame(spark, PIPELINE_STATE, rows)
     predicate = f"job = {sql_string(job)} AND {days_predicate('date', date_from, date_to)}"
     replace_where(spark, conf, PIPELINE_STATE, frame, predicate)
@@ -230,32 +317,55 @@ def run_recorded(
     process: Process,
     date_from: date,
     date_to: date,
+    evidence_from: Callable[[date], date] | None = None,
 ) -> dict[str, Any]:
     """``process`` over [date_from, date_to], after the earlier days behind for ``job`` (each
-    contiguous range of them first, oldest first), every range recorded once processed.
+    contiguous range of them first, oldest first) and before the later days it redoes
+    (:func:`later_days_to_redo`), every range recorded once processed (with ``evidence_from`` as
+    :func:`record_processed`'s).
 
     Raises :class:`StaleInputError` before processing anything when a job that ``job`` reads from
     is behind on one of those days. The report is ``process``'s for the asked range, with
-    ``caught_up`` (the earlier days processed first, as text) when there were any."""
+    ``caught_up`` (the earlier days processed first, as text) and ``redone`` (the later days)
+    when there were any. A report's ``span_to`` (daily_metrics: the last day it recomputed rows
+    of) past the range is recorded as :data:`DAILY_METRICS_LATER_DAYS` and left out of the
+    report."""
     records = read_records(spark, conf)
     earlier = earlier_days_behind(records, job, date_from)
-    refusal = stale_inputs(records, job, [*earlier, *days_between(date_from, date_to)])
+    later = later_days_to_redo(records, job, date_to)
+    refusal = stale_inputs(records, job, [*earlier, *days_between(date_from, date_to), *later])
     if refusal:
         raise StaleInputError(refusal)
-    for first, last in contiguous_ranges(earlier):
-        log.warning(
-            "%s %s..%s: the earlier days %s..%s are behind bronze; processing them first",
-            job,
-            date_from,
-            date_to,
-            first,
-            last,
-        )
-        _process_and_record(spark, conf, job, process, first, last)
-    report = _process_and_record(spark, conf, job, process, date_from, date_to)
+    asked = f"{job} {date_from}..{date_to}"
+    _process_ranges(spark, conf, job, process, earlier, evidence_from, asked, EARLIER_TEXT)
+    report = _process_and_record(spark, conf, job, process, date_from, date_to, evidence_from)
+    _process_ranges(spark, conf, job, process, later, evidence_from, asked, LATER_TEXT)
     if earlier:
         report["caught_up"] = days_text(earlier)
+    if later:
+        report["redone"] = days_text(later)
     return report
+
+
+EARLIER_TEXT = "%s: the earlier days %s..%s are behind bronze; processing them first"
+LATER_TEXT = "%s: the later days %s..%s read days rewritten since; processing them again"
+
+
+def _process_ranges(
+    spark: SparkSession,
+    conf: PipelineConf,
+    job: str,
+    process: Process,
+    days: list[date],
+    evidence_from: Callable[[date], date] | None,
+    asked: str,
+    why: str,
+) -> None:
+    """Process and record ``days`` besides the asked range, each contiguous range at once, with a
+    warning naming the asked range and ``why``."""
+    for first, last in contiguous_ranges(days):
+        log.warning(why, asked, first, last)
+        _process_and_record(spark, conf, job, process, first, last, evidence_from)
 
 
 def _process_and_record(
@@ -265,10 +375,15 @@ def _process_and_record(
     process: Process,
     first: date,
     last: date,
+    evidence_from: Callable[[date], date] | None,
 ) -> dict[str, Any]:
     version = bronze_version(spark, conf)  # before reading: a later ingest leaves the days behind
     report = process(spark, conf, first, last)
-    record_processed(spark, conf, job, first, last, version)
+    span_to: date | None = report.pop("span_to", None)
+    record_processed(spark, conf, job, first, last, version, evidence_from)
+    if job == DAILY_METRICS and span_to is not None and span_to > last:
+        later = DAILY_METRICS_LATER_DAYS
+        record_processed(spark, conf, later, last + timedelta(days=1), span_to, version)
     return report
 
 

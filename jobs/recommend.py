@@ -1,10 +1,11 @@
 """spark-submit entry point: bronze + silver + gold -> gold ``threshold_recommendations``.
 
-For each day D of ``--date`` / ``--from --to`` it recommends, in each entity's own broker's knobs
-(Qpid thresholds; Artemis address limits and windows; RabbitMQ credit, prefetch and length
-limits), as of D from the evidence of the policy's look-back window ending on D, and replaces the
-rows of those days (a rerun of a day leaves the table as it was). ``--policy`` names the policy
-YAML (default conf/recommend.yaml).
+For each day D of ``--date`` / ``--from --to``, after the earlier days whose recommendations are
+behind bronze (the pipeline state, jobs/pipeline_state.py), it recommends, in each entity's own
+broker's knobs (Qpid thresholds; Artemis address limits and windows; RabbitMQ credit, prefetch and
+length limits), as of D from the evidence of the policy's look-back window ending on D, and
+replaces the rows of those days (a rerun of a day leaves the table as it was). ``--policy`` names
+the policy YAML (default conf/recommend.yaml).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from jobs.cli import date_range_parser, parse_date_range, start_job
 from jobs.concurrent_jobs import run_at_once
 from jobs.config import ConfError, PipelineConf
 from jobs.delta_io import days_predicate, read_table, replace_where_at
+from jobs.pipeline_state import RECOMMEND, run_recorded
 
 # The policy's home is jobs/recommend_policy.py; load_policy and DEFAULT_POLICY are named here too,
 # as the entry point's own, for the flowctl command and the tests that read the policy from here.
@@ -114,8 +116,28 @@ def run_recommend(
     date_to: date,
     policy: RecommendPolicy | None = None,
 ) -> dict[str, Any]:
-    """Write the recommendations as of each day in [date_from, date_to]; returns the counts."""
-    policy = policy or load_policy()
+    """Write the recommendations as of each day in [date_from, date_to], after the earlier days
+    whose recommendations are behind bronze (their look-back window rewritten since), recorded
+    in the pipeline state with each day's window; refused when episodes or daily_metrics are
+    behind on a day up to date_to (jobs/pipeline_state.py). Returns the counts."""
+    chosen = policy or load_policy()
+
+    def process(spark: SparkSession, conf: PipelineConf, first: date, last: date) -> dict[str, Any]:
+        return write_recommendations(spark, conf, chosen, first, last)
+
+    return run_recorded(
+        spark, conf, RECOMMEND, process, date_from, date_to, evidence_from=chosen.window_from
+    )
+
+
+def write_recommendations(
+    spark: SparkSession,
+    conf: PipelineConf,
+    policy: RecommendPolicy,
+    date_from: date,
+    date_to: date,
+) -> dict[str, Any]:
+    """Replace the recommendations as of each day in [date_from, date_to]; returns the counts."""
     rows, per_day = recommendations_for_days(spark, conf, policy, date_from, date_to)
     path = recommendations_path(conf)
     predicate = days_predicate("date", date_from, date_to)

@@ -334,7 +334,11 @@ PIPELINE_STATE = TableSchema(
             "job",
             "string",
             nullable=False,
-            doc="ingest, episodes or daily_metrics; 'ingest: writing' before ingest writes a day",
+            doc=(
+                "ingest, episodes, daily_metrics or recommend; 'ingest: writing' before ingest "
+                "writes a day; 'daily_metrics: later days' for the days after its range whose "
+                "rows daily_metrics recomputed"
+            ),
         ),
         replace(_DATE, doc="the day processed (partition)"),
         Column("bronze_version", "int64", nullable=False, doc="Delta version of broker_events"),
@@ -343,6 +347,15 @@ PIPELINE_STATE = TableSchema(
             "timestamp",
             nullable=False,
             doc="when the job finished the day ('ingest: writing': when it started writing it)",
+        ),
+        Column(
+            "evidence_from",
+            "date",
+            nullable=True,
+            doc=(
+                "recommend: the first day of the look-back window it read for the day (its "
+                "evidence is evidence_from..date); null for the other jobs (the day alone)"
+            ),
         ),
     ),
 )

@@ -4,7 +4,7 @@ tests/test_processing_order.py, beside the other processing orders it must equal
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ import pytest
 
 from jobs import failures
 from jobs.pipeline_state import (
+    DAILY_METRICS_LATER_DAYS,
     INGEST_WRITING,
     DayRecord,
     StaleInputError,
@@ -19,12 +20,14 @@ from jobs.pipeline_state import (
     contiguous_ranges,
     days_text,
     earlier_days_behind,
+    later_days_to_redo,
     pipeline_status,
     stale_inputs,
     unfinished_ingests,
 )
 
 D1, D2, D3, D4, D5 = (date(2026, 3, day) for day in range(1, 6))
+D6, D7, D8 = (date(2026, 3, day) for day in range(6, 9))
 
 
 def _records(*rows: tuple[str, date, int]) -> list[DayRecord]:
@@ -78,14 +81,106 @@ def test_the_status_lists_each_job_its_days_behind_and_unrecorded_bronze_days() 
     )
     status = pipeline_status(records, in_bronze=[D1, D2, D3])
     by_job = {job.job: job for job in status.jobs}
-    assert [job.job for job in status.jobs] == ["ingest", "episodes", "daily_metrics"]
+    assert [job.job for job in status.jobs] == ["ingest", "episodes", "daily_metrics", "recommend"]
     assert (by_job["ingest"].days, by_job["ingest"].first, by_job["ingest"].last) == (2, D2, D3)
     assert by_job["episodes"].behind == {}
     assert by_job["daily_metrics"].behind == {D3: "never processed"}
+    # Recommendations are optional: never run, nothing of theirs is behind.
+    assert (by_job["recommend"].days, by_job["recommend"].behind) == (0, {})
     assert status.unrecorded_bronze_days == (D1,)
     assert not status.up_to_date
     caught_up = pipeline_status([*records, DayRecord("daily_metrics", D3, 2)], [D2, D3])
     assert caught_up.up_to_date and caught_up.unrecorded_bronze_days == ()
+
+
+def _recommended(day: date, version: int, window_days: int = 3) -> DayRecord:
+    """recommend's record of ``day``: read bronze v``version`` over a look-back of the days."""
+    return DayRecord("recommend", day, version, evidence_from=day - timedelta(window_days - 1))
+
+
+def test_a_recommendation_is_behind_when_a_day_of_its_look_back_is_written_again() -> None:
+    """The crash audit's leftover: a day processed out of order (or a raw file added to it) left
+    the advice of the next days, whose look-back window holds it, as it was, and `status` silent.
+    Here D2 is ingested again (v9) after the advice of D2..D5 was made from v5."""
+    ingested = [DayRecord("ingest", day, n) for n, day in enumerate([D1, D2, D3, D4, D5], 1)]
+    advice = [_recommended(day, 5) for day in [D1, D2, D3, D4, D5]]
+    assert behind_days([*ingested, *advice], "recommend") == {}
+    again = [*ingested, *advice, DayRecord("ingest", D2, 9)]
+    # D2..D4 hold D2 in their 3-day look-back; D1 (before it) and D5 (D3..D5) do not.
+    look_back = "bronze v9 of 2026-03-02 (in its look-back from {}) is newer than v5"
+    assert behind_days(again, "recommend") == {
+        day: look_back.format(day - timedelta(2)) for day in [D2, D3, D4]
+    }
+    # A run over D2 redoes D3 and D4 after it; one over D5 first processes D2..D4.
+    assert later_days_to_redo(again, "recommend", D2) == [D3, D4]
+    assert earlier_days_behind(again, "recommend", D5) == [D2, D3, D4]
+    # Redone from v9: up to date again.
+    redone = [*again, *(_recommended(day, 9) for day in [D2, D3, D4])]
+    assert behind_days(redone, "recommend") == {}
+    # An ingest killed in its write of D4 counts at the version its write would make.
+    killed = [
+        *redone,
+        DayRecord("ingest", D4, 4, datetime(2026, 3, 8)),
+        DayRecord(INGEST_WRITING, D4, 12, datetime(2026, 3, 9)),
+    ]
+    assert list(behind_days(killed, "recommend")) == [D4, D5]
+
+
+def test_a_recommendation_is_behind_when_daily_metrics_recomputed_its_window_as_later_days() -> (
+    None
+):
+    """A day before the look-back window, processed again, changes the state its runs carry into
+    the window (a queue's declaration with its thresholds): daily_metrics recomputes the runs'
+    later days and records them, and the advice reading them is behind."""
+    records = [
+        *(DayRecord("ingest", day, 1) for day in [D1, D2, D3, D4, D5, D6]),
+        *(_recommended(day, 1) for day in [D4, D5, D6]),
+        DayRecord("ingest", D1, 4),
+        DayRecord("daily_metrics", D1, 4),
+        # The runs of D1 go on to D5: their rows of D2..D5 recomputed from v4.
+        *(DayRecord(DAILY_METRICS_LATER_DAYS, day, 4) for day in [D2, D3, D4, D5]),
+    ]
+    behind = behind_days(records, "recommend")
+    assert list(behind) == [D4, D5, D6]  # D6's window D4..D6 holds D4 and D5
+    assert (
+        behind[D6] == "bronze v4 of 2026-03-04 (in its look-back from 2026-03-04) is newer than v1"
+    )
+    # The markers are recommend's evidence only: daily_metrics itself is not behind on D2..D5.
+    assert behind_days(records, "daily_metrics") == {
+        day: "never processed" for day in [D2, D3, D4, D5, D6]
+    }
+
+
+def test_the_days_recommend_never_processed_count_from_its_first() -> None:
+    """Recommendations are optional (`flowctl pipeline --no-recommend`), and a warehouse from
+    before recommend was recorded has none: days before its first are not behind, later days it
+    never processed are (a night killed before recommend), and those are never redone by an
+    earlier day's run, only caught up by a later one."""
+    ingested = [DayRecord("ingest", day, 1) for day in [D1, D2, D3, D4, D5, D6, D7, D8]]
+    records = [*ingested, _recommended(D3, 1), _recommended(D5, 1), _recommended(D8, 1)]
+    assert behind_days(records, "recommend") == {
+        D4: "never processed",
+        D6: "never processed",
+        D7: "never processed",
+    }
+    assert later_days_to_redo(records, "recommend", D3) == []
+    assert earlier_days_behind(records, "recommend", D8) == [D4, D6, D7]
+    # The other jobs redo no later days: their scope recomputes them (jobs/scope.py).
+    assert later_days_to_redo([*ingested, DayRecord("episodes", D1, 0)], "episodes", D1) == []
+
+
+def test_recommend_is_refused_while_a_job_it_reads_is_behind_on_any_day_up_to_its_last() -> None:
+    """Its look-back, and the state daily metrics carry into it, reach back before its range."""
+    records = [
+        *(DayRecord("ingest", day, 2) for day in [D1, D2, D3]),
+        *(DayRecord("episodes", day, 2) for day in [D1, D2, D3]),
+        DayRecord("daily_metrics", D2, 2),
+        DayRecord("daily_metrics", D3, 2),
+    ]
+    assert stale_inputs(records, "recommend", [D3]) == (
+        "daily_metrics is behind bronze on 2026-03-01"
+    )
+    assert stale_inputs([*records, DayRecord("daily_metrics", D1, 2)], "recommend", [D3]) is None
 
 
 def _at(hour: int) -> datetime:
@@ -237,3 +332,93 @@ def test_an_ingest_killed_after_its_bronze_commit_is_behind_and_the_next_night_c
     shown = status()
     assert "behind: ingest" not in shown.output
     assert "behind: episodes 2024-01-01: bronze v" in shown.output
+
+
+@pytest.mark.spark
+def test_a_day_processed_again_redoes_the_recommendations_whose_look_back_holds_it(
+    spark: Any, pipeline_conf: Any, tmp_path: Path
+) -> None:
+    """The crash audit's leftover on Delta tables: a raw file added to day 1 after three nights
+    (a run whose queue qz stopped on day 1). Recommendations as of days 1 and 2 read day 1 (a
+    2-day look-back), and day 3's reads days 2-3, whose rows of run r2 (going from day 1 to 3)
+    daily_metrics recomputed: `status` names all three, and recommend over day 1 redoes days 2-3
+    after it, as a fresh run over the three days would write them."""
+    import dataclasses
+
+    from typer.testing import CliRunner
+
+    from flowctl.cli import app
+    from jobs.daily_metrics import run_daily_metrics
+    from jobs.episodes import run_episodes
+    from jobs.ingest import run_ingest
+    from jobs.pipeline_state import read_records, read_status
+    from jobs.recommend import (
+        load_policy,
+        recommendations_path,
+        run_recommend,
+        write_recommendations,
+    )
+    from tests.conftest import at, event, write_raw
+    from tests.test_processing_order import _run_crossing_midnights
+
+    _, conf = pipeline_conf(validate=False)
+    policy = dataclasses.replace(load_policy(), lookback_days=2)
+    raw = Path(conf.raw_dir)
+    rows = _run_crossing_midnights()
+    for run in ("r2", "r3"):
+        write_raw(raw, [dict(r) for r in rows if r["run_id"] == run])
+    days = [date(2024, 1, n) for n in (1, 2, 3)]
+    for day in days:
+        run_ingest(spark, conf, day, day)
+        run_episodes(spark, conf, day, day)
+        run_daily_metrics(spark, conf, day, day)
+        run_recommend(spark, conf, day, day, policy)
+    assert read_status(spark, conf).up_to_date
+
+    def queues_by_day() -> dict[date, set[str]]:
+        table = spark.read.format("delta").load(recommendations_path(conf))
+        found: dict[date, set[str]] = {}
+        for row in table.where("queue IS NOT NULL").select("date", "queue").collect():
+            found.setdefault(row.date, set()).add(row.queue)
+        return found
+
+    def table_rows() -> list[tuple[Any, ...]]:
+        table = spark.read.format("delta").load(recommendations_path(conf))
+        return sorted(map(tuple, table.collect()), key=str)
+
+    assert not any("qz" in queues for queues in queues_by_day().values())
+
+    late = {"run_id": "late", "queue": "qz", "flow_stop_count": 2, "flow_resume_count": 1}
+    write_raw(
+        raw,
+        [
+            event(1, at(1, 10), "enqueue", **late, depth_msgs=3, link="pz", capacity=1),
+            event(2, at(1, 10), "flow_stopped", **late, depth_msgs=3, flow_stopped_count=1),
+            event(3, at(1, 11), "flow_resumed", **late, depth_msgs=0, flow_stopped_count=1),
+        ],
+    )
+    run_ingest(spark, conf, days[0], days[0])
+    run_episodes(spark, conf, days[0], days[0])
+    run_daily_metrics(spark, conf, days[0], days[0])
+    later = sorted(r.day for r in read_records(spark, conf) if r.job == DAILY_METRICS_LATER_DAYS)
+    assert later == days[1:]  # r2's days after day 1, recomputed
+
+    recommend = next(job for job in read_status(spark, conf).jobs if job.job == "recommend")
+    assert list(recommend.behind) == days
+    assert "of 2024-01-01 (in its look-back from 2024-01-01)" in recommend.behind[days[1]]
+    assert "of 2024-01-02 (in its look-back from 2024-01-02)" in recommend.behind[days[2]]
+    shown = CliRunner().invoke(
+        app, ["status", "--warehouse", conf.warehouse_dir, "--check"], terminal_width=200
+    )
+    assert shown.exit_code == 1, shown.output
+    assert "behind: recommend 2024-01-03: bronze v" in shown.output
+
+    report = run_recommend(spark, conf, days[0], days[0], policy)
+    assert report["redone"] == "2024-01-02..2024-01-03"
+    assert read_status(spark, conf).up_to_date
+    queues = queues_by_day()
+    assert "qz" in queues[days[0]] and "qz" in queues[days[1]]  # day 2 looks back to day 1
+    assert "qz" not in queues[days[2]]
+    redone = table_rows()
+    write_recommendations(spark, conf, policy, days[0], days[-1])
+    assert table_rows() == redone
