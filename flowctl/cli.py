@@ -345,6 +345,27 @@ class JobProgress:
             self._status = None
 
 
+def _refuse_days_without_raw_files(conf: Any, raw_root: str, first: date, last: date) -> None:
+    """The ingest's refusal of days none of which has a raw file (a mistyped day), before Spark
+    starts (5-14 s): local folders only, and only where bronze has no folder of those days (else
+    the ingest's sharper refusal, that ingesting would delete them, needs its Delta log)."""
+    from jobs.delta_io import table_path
+    from jobs.ingest_refusals import no_raw_files_text
+    from jobs.pipeline_state import days_between
+    from jobs.raw_files import days_with_raw_files
+    from schemas.tables import BRONZE_BROKER_EVENTS
+
+    bronze = table_path(conf, BRONZE_BROKER_EVENTS)
+    if ":" in raw_root or "://" in bronze:
+        return
+    days = days_between(first, last)
+    if days_with_raw_files(raw_root, days):
+        return
+    if any(Path(bronze, f"date={day.isoformat()}").exists() for day in days):
+        return
+    raise _fail(f"ingest refused, nothing written: {no_raw_files_text(raw_root, first, last)}")
+
+
 @_one_line_failures("pipeline")
 def _run_pipeline_and_print(
     conf: Path | None,
@@ -374,6 +395,8 @@ def _run_pipeline_and_print(
             f"ingest refused, nothing written: raw folder {raw_root} does not exist (a wrong "
             "--raw or paths.raw?)"
         )
+    if not allow_empty_days:
+        _refuse_days_without_raw_files(pipeline_conf, raw_root, first, last)
     spark = _spark_session(pipeline_conf, "flowctl")
     conf_path = str(conf) if conf else None
     warehouse_dir = str(warehouse) if warehouse else None

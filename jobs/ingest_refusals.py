@@ -22,6 +22,7 @@ from flowctl_core.wording import counted
 from jobs.config import PipelineConf
 from jobs.delta_io import days_predicate, files_matching, read_table
 from jobs.ingest_read import IngestScope, RawCounts
+from jobs.pipeline_state import days_between
 from jobs.raw_files import RawFile, RawListing, raw_filesystem
 from schemas.tables import BRONZE_BROKER_EVENTS
 
@@ -73,6 +74,22 @@ def refuse_emptying_held_days(
         )
 
 
+def looked_in(raw_root: str, date_from: date, date_to: date) -> str:
+    return f"{raw_root}/date={date_from.isoformat()}" + (
+        "" if date_from == date_to else f" .. date={date_to.isoformat()}"
+    )
+
+
+def no_raw_files_text(raw_root: str, date_from: date, date_to: date) -> str:
+    """The refusal of days none of which has a raw file, bronze holding none of them (``flowctl
+    pipeline`` says it before Spark starts, from the listing and bronze's folders)."""
+    where = looked_in(raw_root, date_from, date_to)
+    return (
+        f"no raw files for {days_text(days_between(date_from, date_to))} (looked in {where}): a "
+        "wrong day or --raw / paths.raw? --allow-empty-days ingests nothing on purpose"
+    )
+
+
 def refuse_no_raw_files(
     spark: SparkSession, conf: PipelineConf, scope: IngestScope, listing: RawListing
 ) -> None:
@@ -81,17 +98,12 @@ def refuse_no_raw_files(
     first, when bronze holds the days) unless empty days are allowed, then only warned about."""
     if listing.files:
         return
-    where = f"{scope.raw_root}/date={scope.date_from.isoformat()}" + (
-        "" if scope.date_from == scope.date_to else f" .. date={scope.date_to.isoformat()}"
-    )
+    where = looked_in(scope.raw_root, scope.date_from, scope.date_to)
     if not scope.allow_empty_days:
         refuse_emptying_held_days(
             spark, conf, scope.days, NO_RAW_FILES_FOR_HELD_DAYS, scope.raw_root
         )
-        raise IngestRefused(
-            f"no raw files for {days_text(scope.days)} (looked in {where}): a wrong day or "
-            "--raw / paths.raw? --allow-empty-days ingests nothing on purpose"
-        )
+        raise IngestRefused(no_raw_files_text(scope.raw_root, scope.date_from, scope.date_to))
     log.warning(
         "ingest %s: no raw data in %s; nothing to ingest (--allow-empty-days)", scope.label, where
     )

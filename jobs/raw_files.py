@@ -369,18 +369,32 @@ def partial_read(raw_dir: str, file: RawFile, spark_rows: int, spark_prefix: boo
     return PartialRead(file.footer_rows, spark_rows, spark_prefix, row_groups, error, sidecar)
 
 
+def _day_files(filesystem: pafs.FileSystem, root: str, day: date) -> list[pafs.FileInfo]:
+    """The files the ingest reads of ``day`` (``date=D/*.parquet``, not hidden), by path."""
+    selector = pafs.FileSelector(f"{root}/date={day.isoformat()}", allow_not_found=True)
+    return [
+        info
+        for info in sorted(filesystem.get_file_info(selector), key=lambda i: i.path)
+        if info.type == pafs.FileType.File
+        and not info.base_name.startswith(("_", "."))
+        and info.base_name.endswith(".parquet")
+    ]
+
+
+def days_with_raw_files(raw_dir: str, days: list[date]) -> list[date]:
+    """The days that have raw files to ingest (listing only, nothing opened): an empty answer is
+    the ingest's refusal, told before Spark starts (jobs/ingest_refusals.py)."""
+    filesystem, root, _ = raw_filesystem(raw_dir)
+    return [day for day in days if _day_files(filesystem, root, day)]
+
+
 def inspect_raw_files(raw_dir: str, days: list[date]) -> list[RawFile]:
     """List the raw files of the days and check their footers, without reading any data."""
     filesystem, root, raw_dir = raw_filesystem(raw_dir)
     files = []
     for day in days:
-        selector = pafs.FileSelector(f"{root}/date={day.isoformat()}", allow_not_found=True)
-        for info in sorted(filesystem.get_file_info(selector), key=lambda i: i.path):
+        for info in _day_files(filesystem, root, day):
             name = info.base_name
-            if info.type != pafs.FileType.File or name.startswith(("_", ".")):
-                continue
-            if not name.endswith(".parquet"):
-                continue
             relative = f"date={day.isoformat()}/{name}"
             address = info.path if "://" not in raw_dir else f"{raw_dir}/{relative}"
             try:

@@ -435,6 +435,48 @@ def test_pipeline_refuses_a_raw_folder_that_does_not_exist_before_spark(
     )
 
 
+def test_pipeline_refuses_days_without_raw_files_before_spark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A walk-through: `flowctl pipeline --from` a day the raw folder has no file of took a JVM's
+    start (5-14 s) before the ingest's refusal; the same line now comes before it. Where bronze
+    has a folder of the days, the ingest's own refusal (that ingesting would delete them) needs
+    its Delta log: Spark starts, as here (stopped there)."""
+    import jobs.spark_session
+    from tests.conftest import at, event, write_raw
+
+    raw = tmp_path / "raw"
+    write_raw(raw, [event(1, at(1, 9), "queue_declared", queue="q")])  # 2024-01-01 only
+    (raw / "date=2024-01-02").mkdir()  # a day's folder without a file is no raw file
+    warehouse = tmp_path / "warehouse"
+    started: list[str] = []
+
+    def no_spark(*args: object, **kwargs: object) -> None:
+        started.append("spark")
+        raise RuntimeError("Spark would start here")
+
+    monkeypatch.setattr(jobs.spark_session, "build_spark_session", no_spark)
+    asked = ["pipeline", "--raw", str(raw), "--warehouse", str(warehouse)]
+    line = _one_error_line(
+        runner.invoke(app, [*asked, "--from", "2024-01-02", "--to", "2024-01-03"])
+    )
+    assert line == (
+        "error: ingest refused, nothing written: no raw files for 2024-01-02 .. 2024-01-03 "
+        f"(looked in {raw}/date=2024-01-02 .. date=2024-01-03): a wrong day or --raw / "
+        "paths.raw? --allow-empty-days ingests nothing on purpose"
+    )
+    assert started == [] and not warehouse.exists()
+    # A range with one day of files, a day allowed empty, or a day bronze has: Spark starts.
+    (warehouse / "bronze" / "broker_events" / "date=2024-01-03").mkdir(parents=True)
+    for more in (
+        ["--from", "2024-01-01", "--to", "2024-01-02"],
+        ["--from", "2024-01-02", "--allow-empty-days"],
+        ["--from", "2024-01-03"],
+    ):
+        runner.invoke(app, [*asked, *more])
+    assert started == ["spark"] * 3
+
+
 def test_pipeline_takes_a_warehouse_of_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -450,6 +492,8 @@ def test_pipeline_takes_a_warehouse_of_its_own(
 
     monkeypatch.setattr(jobs.spark_session, "build_spark_session", no_spark)
     warehouse = tmp_path / "wh"
+    (tmp_path / "date=2026-03-02").mkdir()
+    (tmp_path / "date=2026-03-02" / "part-r1-00000.parquet").touch()  # a file of the day
     result = runner.invoke(
         app,
         ["pipeline", "--from", "2026-03-02", "--raw", str(tmp_path), "--warehouse", str(warehouse)],

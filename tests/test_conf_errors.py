@@ -132,6 +132,8 @@ def test_cli_pipeline_with_a_missing_policy_names_it_and_the_option(
 def test_cli_pipeline_without_recommend_does_not_read_the_policy(
     tmp_path: Path, no_spark: list[str]
 ) -> None:
+    (tmp_path / f"date={DAY}").mkdir()
+    (tmp_path / f"date={DAY}" / "part-r1-00000.parquet").touch()  # the day has a raw file
     result = CliRunner().invoke(
         app,
         [
