@@ -52,7 +52,8 @@ RECOMMEND = "recommend"
 INGEST_WRITING = "ingest: writing"
 #: What daily_metrics records for the days after its range whose rows it recomputed for the runs
 #: concerned (its scope's later days in bronze: a day processed out of order changes the state
-#: they start from). Recommendations read those rows (:func:`recommend_behind`).
+#: they start from), at the version of the range's bronze change (:func:`later_days_version`).
+#: Recommendations read those rows (:func:`recommend_behind`).
 DAILY_METRICS_LATER_DAYS = "daily_metrics: later days"
 #: The recorded jobs in pipeline order, each with the recorded jobs whose output it reads besides
 #: bronze (bronze itself is what ingest's records stand for).
@@ -158,8 +159,9 @@ def recommend_behind(records: Iterable[DayRecord]) -> dict[date, str]:
     in). Rewrites that no bronze change of the window caused (a later day closing an episode the
     window holds, a run's watermark moving on) leave it as it is: advice as of D, from what
     bronze held of D's window. Recommendations are optional (``flowctl pipeline
-    --no-recommend``), so the days ingest has and recommend never processed count only from the
-    first day it processed on (``never processed``).
+    --no-recommend``, a run of one day of the past), so the days ingest has and recommend never
+    processed count only after the latest day it processed (``never processed``: a night killed
+    before recommend), not in a gap between days it did.
     """
     records = list(records)
     processed = {r.day: r for r in records if r.job == RECOMMEND}
@@ -169,9 +171,9 @@ def recommend_behind(records: Iterable[DayRecord]) -> dict[date, str]:
     for record in records:
         if record.job == DAILY_METRICS_LATER_DAYS:
             rewritten[record.day] = max(rewritten.get(record.day, -1), record.bronze_version)
-    first = min(processed)
+    latest = max(processed)
     behind = {}
-    for day in sorted({*processed, *(d for d in ingested_versions(records) if d >= first)}):
+    for day in sorted({*processed, *(d for d in ingested_versions(records) if d > latest)}):
         record = processed.get(day)
         if record is None:
             behind[day] = NEVER_PROCESSED
@@ -380,11 +382,27 @@ def _process_and_record(
     version = bronze_version(spark, conf)  # before reading: a later ingest leaves the days behind
     report = process(spark, conf, first, last)
     span_to: date | None = report.pop("span_to", None)
-    record_processed(spark, conf, job, first, last, version, evidence_from)
     if job == DAILY_METRICS and span_to is not None and span_to > last:
-        later = DAILY_METRICS_LATER_DAYS
-        record_processed(spark, conf, later, last + timedelta(days=1), span_to, version)
+        # Before the job's own record: a kill between the two leaves the days behind for
+        # daily_metrics (recommend refused until it reruns), never the later days unmarked.
+        changed = later_days_version(read_records(spark, conf), first, last, version)
+        if changed is not None:
+            later = DAILY_METRICS_LATER_DAYS
+            record_processed(spark, conf, later, last + timedelta(days=1), span_to, changed)
+    record_processed(spark, conf, job, first, last, version, evidence_from)
     return report
+
+
+def later_days_version(
+    records: Iterable[DayRecord], first: date, last: date, version_read: int
+) -> int | None:
+    """The bronze version to record for the later days daily_metrics recomputed from the days
+    [first, last]: the newest version ingest wrote those days at (the change that makes the later
+    days' rows differ), at most the version it read; None when ingest has none of them. A rerun
+    on the same bronze thus marks nothing newer than the advice already read."""
+    ingested = ingested_versions(records)
+    versions = [ingested[day] for day in days_between(first, last) if day in ingested]
+    return min(max(versions), version_read) if versions else None
 
 
 # --- status --------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ def test_the_latest_commit_read_from_the_log_equals_deltas_history(spark, tmp_pa
     now = datetime.now(UTC).replace(tzinfo=None)
 
     def write(rows: list[tuple[str, date]], predicate: str) -> int:
-        frame = rows_frame(spark, PIPELINE_STATE, [(job, day, 7, now) for job, day in rows])
+        frame = rows_frame(spark, PIPELINE_STATE, [(job, day, 7, now, None) for job, day in rows])
         written = replace_where_at(spark, path, PIPELINE_STATE, frame, predicate)
         seen.append(latest_commit(spark, path))
         assert seen[-1] == _history_commit(spark, path)
@@ -104,7 +104,11 @@ def test_a_few_rows_become_a_frame_of_the_tables_schema_without_python_workers(s
     the schema's types, nullability and docs, its rows read back as given (a timestamp as naive
     UTC), and no Python RDD runs them (``createDataFrame`` on Python rows does: ~0.3 s a write)."""
     at = datetime(2024, 1, 2, 3, 4, 5, 6)
-    rows = [("ingest", date(2024, 1, 1), 3, at), ("ingest", date(2024, 1, 2), 3, at)]
+    window_from = date(2023, 12, 27)
+    rows = [
+        ("ingest", date(2024, 1, 1), 3, at, None),
+        ("recommend", date(2024, 1, 2), 3, at, window_from),
+    ]
     frame = rows_frame(spark, PIPELINE_STATE, rows)
     assert frame.schema == PIPELINE_STATE.to_spark()
     assert [tuple(r) for r in frame.collect()] == rows
@@ -113,13 +117,13 @@ def test_a_few_rows_become_a_frame_of_the_tables_schema_without_python_workers(s
     empty = rows_frame(spark, BROKER_EVENTS)
     assert (empty.schema, empty.count()) == (BROKER_EVENTS.to_spark(), 0)
     with pytest.raises(ValueError):  # a row one column short
-        rows_frame(spark, PIPELINE_STATE, [("ingest", date(2024, 1, 1), 3)])
+        rows_frame(spark, PIPELINE_STATE, [("ingest", date(2024, 1, 1), 3, at)])
     with pytest.raises(ValueError, match="pipeline_state: bronze_version is NOT NULL"):
         rows_frame(spark, PIPELINE_STATE, [{"job": "ingest", "date": date(2024, 1, 1)}])
     with pytest.raises(ValueError, match=r"bronze_version takes whole numbers, not 3\.5"):
-        rows_frame(spark, PIPELINE_STATE, [("ingest", date(2024, 1, 1), 3.5, at)])
+        rows_frame(spark, PIPELINE_STATE, [("ingest", date(2024, 1, 1), 3.5, at, None)])
     with pytest.raises(ValueError, match="pipeline_state has no column 'jbo'"):
         rows_frame(spark, PIPELINE_STATE, [{"jbo": "ingest"}], as_parquet_read=True)
     relaxed = rows_frame(spark, PIPELINE_STATE, [{"job": "ingest"}], as_parquet_read=True)
-    assert [tuple(r) for r in relaxed.collect()] == [("ingest", None, None, None)]
+    assert [tuple(r) for r in relaxed.collect()] == [("ingest", None, None, None, None)]
     assert all(f.nullable and not f.metadata for f in relaxed.schema.fields)

@@ -21,6 +21,7 @@ from jobs.pipeline_state import (
     days_text,
     earlier_days_behind,
     later_days_to_redo,
+    later_days_version,
     pipeline_status,
     stale_inputs,
     unfinished_ingests,
@@ -151,22 +152,71 @@ def test_a_recommendation_is_behind_when_daily_metrics_recomputed_its_window_as_
     }
 
 
-def test_the_days_recommend_never_processed_count_from_its_first() -> None:
-    """Recommendations are optional (`flowctl pipeline --no-recommend`), and a warehouse from
-    before recommend was recorded has none: days before its first are not behind, later days it
-    never processed are (a night killed before recommend), and those are never redone by an
-    earlier day's run, only caught up by a later one."""
+def test_the_days_recommend_never_processed_count_after_its_latest() -> None:
+    """Recommendations are optional (`flowctl pipeline --no-recommend`, one day of the past
+    recommended on its own), and a warehouse from before recommend was recorded has none: only
+    the days after its latest are behind when it never processed them (a night killed before
+    recommend), and those are caught up by a later day's run, never redone by an earlier one's.
+    A review's case: recommending one old day again made every day of the gap behind it."""
     ingested = [DayRecord("ingest", day, 1) for day in [D1, D2, D3, D4, D5, D6, D7, D8]]
-    records = [*ingested, _recommended(D3, 1), _recommended(D5, 1), _recommended(D8, 1)]
-    assert behind_days(records, "recommend") == {
-        D4: "never processed",
-        D6: "never processed",
-        D7: "never processed",
-    }
+    assert behind_days(ingested, "recommend") == {}
+    records = [*ingested, _recommended(D3, 1), _recommended(D5, 1)]
+    assert behind_days(records, "recommend") == {day: "never processed" for day in [D6, D7, D8]}
     assert later_days_to_redo(records, "recommend", D3) == []
-    assert earlier_days_behind(records, "recommend", D8) == [D4, D6, D7]
+    assert earlier_days_behind(records, "recommend", D8) == [D6, D7]
+    # D8 recommended: the gaps (D1, D2, D4, D6, D7) are nobody's to fill.
+    assert behind_days([*records, _recommended(D8, 1)], "recommend") == {}
     # The other jobs redo no later days: their scope recomputes them (jobs/scope.py).
     assert later_days_to_redo([*ingested, DayRecord("episodes", D1, 0)], "episodes", D1) == []
+
+
+def test_the_later_days_are_marked_at_the_version_of_the_change_that_made_them() -> None:
+    """A review's case: daily_metrics rerun over a day with nothing new in bronze marked the later
+    days at the version it read, newer than the advice's, and recommend redid them for nothing."""
+    records = [DayRecord("ingest", D1, 3), DayRecord("ingest", D2, 5), DayRecord("ingest", D3, 2)]
+    assert later_days_version(records, D1, D1, version_read=9) == 3
+    assert later_days_version(records, D1, D3, version_read=9) == 5
+    assert later_days_version(records, D1, D2, version_read=4) == 4  # never past what it read
+    assert later_days_version(records, D4, D5, version_read=9) is None
+    rerun = [
+        *records,
+        _recommended(D2, 5),  # read v5: after ingest wrote D1 (v3) and D2 (v5)
+        DayRecord(DAILY_METRICS_LATER_DAYS, D2, later_days_version(records, D1, D1, 9) or 0),
+    ]
+    assert D2 not in behind_days(rerun, "recommend")
+    # Had ingest written D1 again since (v8), its mark would make D2's advice behind.
+    again = [*records, _recommended(D2, 5), DayRecord("ingest", D1, 8)]
+    marked = later_days_version(again, D1, D1, 9)
+    assert marked == 8
+    assert D2 in behind_days([*again, DayRecord(DAILY_METRICS_LATER_DAYS, D2, marked)], "recommend")
+
+
+def test_daily_metrics_marks_the_later_days_before_it_records_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A review's case: killed between its own record and the marker, daily_metrics was up to
+    date and nothing said the later days were recomputed, so their advice stayed stale. The
+    marker goes first: a kill after it leaves daily_metrics behind, and recommend refused."""
+    from jobs import pipeline_state
+
+    written: list[tuple[str, date, date, int]] = []
+    monkeypatch.setattr(pipeline_state, "bronze_version", lambda spark, conf: 7)
+    monkeypatch.setattr(
+        pipeline_state, "read_records", lambda spark, conf: [DayRecord("ingest", D1, 6)]
+    )
+
+    def record(spark: Any, conf: Any, job: str, first: date, last: date, version: int,
+               evidence_from: Any = None) -> None:  # fmt: skip
+        written.append((job, first, last, version))
+
+    monkeypatch.setattr(pipeline_state, "record_processed", record)
+
+    def process(spark: Any, conf: Any, first: date, last: date) -> dict[str, Any]:
+        return {"rows": 1, "span_to": D4}
+
+    report = pipeline_state._process_and_record(None, None, "daily_metrics", process, D1, D1, None)  # type: ignore[arg-type]
+    assert report == {"rows": 1}
+    assert written == [(DAILY_METRICS_LATER_DAYS, D2, D4, 6), ("daily_metrics", D1, D1, 7)]
 
 
 def test_recommend_is_refused_while_a_job_it_reads_is_behind_on_any_day_up_to_its_last() -> None:
