@@ -214,6 +214,8 @@ class LogCollector(ABC):
         self._held_samples: list[tuple[datetime, Any]] = []
         self._sample_failing = False
         self._once = False  # a --once run: a sampler that does not answer is not waited for
+        # Asked to stop (run's ``stop``): read_log stops between two lines, not after a backlog.
+        self._stop: Callable[[], bool] = lambda: False
         self._sampled_once = False  # a 404 after an answer is a broker restarting, not an error
         # Lines read by this process, and those with the timestamp the broker's lines start with:
         # a log without any is not the broker's (see :meth:`_say_if_not_the_brokers_log`).
@@ -342,6 +344,8 @@ class LogCollector(ABC):
             self.state.position = position
             count += 1
             self._commit_if_full()
+            if self._stop():  # between two lines: the state and the position agree here
+                break
         if self.lines_read >= NOT_THE_LOG_AFTER_LINES:
             self._say_if_not_the_brokers_log()
         return count
@@ -493,19 +497,22 @@ class LogCollector(ABC):
             self._commit(self.checkpoint())
 
     def run(self, *, stop: Callable[[], bool], once: bool = False) -> None:
-        """Poll until ``stop()`` is true, Ctrl-C, or once; then commit everything and let the
-        session go. A failure (a commit that cannot be written) stops it without a commit after
-        it: the next start goes on from the last one."""
+        """Poll until ``stop()`` is true (checked between two lines of a backlog too), or once;
+        then commit everything and let the session go. A failure (a commit that cannot be
+        written) stops it without a commit after it: the next start goes on from the last one.
+
+        A KeyboardInterrupt may fall anywhere, between a line's change of state and its row or
+        inside a commit: nothing is committed after it (a checkpoint taken there would hold the
+        change without the row, and lose it for good), and the next start reads again from the
+        last commit. The command routes Ctrl-C to ``stop`` instead (flowctl/cli.py)."""
         self._once = once
+        self._stop = stop
         try:
-            try:
-                while True:
-                    self.poll_once()
-                    if once or stop():
-                        break
-                    time.sleep(POLL_INTERVAL_S)
-            except KeyboardInterrupt:
-                pass  # stop as asked: what is pending is committed below
+            while True:
+                self.poll_once()
+                if once or stop():
+                    break
+                time.sleep(POLL_INTERVAL_S)
             self._say_if_not_the_brokers_log()  # a --once over a short file, too
             self.flush()
         finally:

@@ -51,16 +51,30 @@ def _fsync_folder(folder: Path) -> None:
         os.close(descriptor)
 
 
+def cannot_write(where: Path, error: OSError, option: str) -> CollectorStateError:
+    """A folder or file the collector cannot write (permissions, a full disk, a read-only
+    mount): one line naming it and the option that chose it, not a bug to report. What was
+    committed before stays; the next start goes on from it."""
+    reason = error.strerror or str(error)
+    return CollectorStateError(
+        f"{where}: cannot write there ({reason}); check {option}, then start again: it goes on "
+        "from the last commit"
+    )
+
+
 def write_atomically(path: Path, data: bytes) -> None:
     """``path`` holds ``data`` whole, or what it held before."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    hidden = path.with_name(f".{path.name}.inprogress")
-    with hidden.open("wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(hidden, path)
-    _fsync_folder(path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        hidden = path.with_name(f".{path.name}.inprogress")
+        with hidden.open("wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(hidden, path)
+        _fsync_folder(path.parent)
+    except OSError as error:
+        raise cannot_write(path, error, "--state") from error
 
 
 def check_broker_name(broker: str) -> str:
@@ -171,8 +185,11 @@ class SessionWriter:
         collector would write the same ``seq`` twice): an exclusive lock on ``STATE.lock``,
         held until :meth:`unlock` or the process ends."""
         lock_path = self.state_path.with_name(f"{self.state_path.name}.lock")
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
-        handle = lock_path.open("a")
+        try:
+            lock_path.parent.mkdir(parents=True, exist_ok=True)
+            handle = lock_path.open("a")
+        except OSError as error:
+            raise cannot_write(lock_path, error, "--state (default: beside --raw)") from error
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -208,15 +225,20 @@ class SessionWriter:
                 {CHECKPOINT_KEY: json.dumps(checkpoint, sort_keys=True).encode()}
             )
             folder = self.raw_dir / f"{PARTITION_COLUMN}={day.isoformat()}"
-            folder.mkdir(parents=True, exist_ok=True)
             written = folder / file_name(checkpoint["run_id"], int(rows[0]["seq"]))
-            if not written.exists():
-                hidden = folder / f".{written.name}.inprogress"
-                pq.write_table(table, hidden)
-                with hidden.open("rb") as handle:
-                    os.fsync(handle.fileno())
-                os.replace(hidden, written)
-                _fsync_folder(folder)
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                is_new = not written.exists()
+                if is_new:
+                    hidden = folder / f".{written.name}.inprogress"
+                    pq.write_table(table, hidden)
+                    with hidden.open("rb") as handle:
+                        os.fsync(handle.fileno())
+                    os.replace(hidden, written)
+                    _fsync_folder(folder)
+            except OSError as error:  # pyarrow's IO errors are OSErrors too
+                raise cannot_write(folder, error, "--raw") from error
+            if is_new:
                 self.files_written += 1
                 self.rows_written += len(rows)
             elif _checkpoint_of(written) != json.loads(json.dumps(checkpoint)):

@@ -855,8 +855,17 @@ def _run_collector(collector: Any, log: Path, raw: Path, *, once: bool) -> None:
         + (f"(going on at seq {run.next_seq})" if collector.resumed else "(new session)")
     )
     stopping: list[int] = []
-    signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
-    collector.run(stop=lambda: bool(stopping), once=once)  # Ctrl-C too commits first
+    # Ctrl-C as SIGTERM: a flag read between two lines. A KeyboardInterrupt raised inside a
+    # line's handling (its state changed, its row not yet written) would lose the line.
+    handlers = {
+        stop_signal: signal.signal(stop_signal, lambda signum, _frame: stopping.append(signum))
+        for stop_signal in (signal.SIGTERM, signal.SIGINT)
+    }
+    try:
+        collector.run(stop=lambda: bool(stopping), once=once)  # what is pending committed first
+    finally:
+        for stop_signal, handler in handlers.items():
+            signal.signal(stop_signal, handler)
     held = collector.held_now()
     print_line(
         f"committed {counted(collector.writer.rows_written, 'event')} in "

@@ -46,7 +46,7 @@ class CollectorSetup(Generic[CollectorT]):
     def collect(self, **kwargs: Any) -> CollectorT:
         """A collector run once over what the log holds (``--once``)."""
         collector = self.collector(**kwargs)
-        collector.run(stop=lambda: True, once=True)
+        collector.run(stop=lambda: False, once=True)
         return collector
 
     def rows(self) -> list[dict[str, Any]]:

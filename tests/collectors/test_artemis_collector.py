@@ -774,7 +774,7 @@ def test_a_sample_on_a_new_day_starts_a_new_file(setup: Setup) -> None:
         sample_interval_s=0.0,
         clock=lambda: midnight,
     )
-    collector.run(stop=lambda: True, once=True)
+    collector.run(stop=lambda: False, once=True)
     by_day = {
         path.parent.name: [r["seq"] for r in pq.read_table(path).to_pylist()]
         for path in setup.raw.glob("date=*/*.parquet")
@@ -1009,7 +1009,7 @@ def test_one_collector_at_a_time(setup: Setup) -> None:
         setup.collect()
     assert in_progress.exists()
     in_progress.unlink()
-    running.run(stop=lambda: True, once=True)
+    running.run(stop=lambda: False, once=True)
     setup.collect()  # the session free again once the first one stopped
     assert [r["event_type"] for r in setup.rows()] == ["flow_stopped"]
 

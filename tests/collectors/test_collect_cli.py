@@ -150,3 +150,38 @@ def test_collect_once_with_an_api_that_does_not_answer_says_no_sample_was_taken(
     assert "committed 1 event in 1 file" in result.output
     warned = [r.getMessage() for r in caplog.records if "does not answer" in r.getMessage()]
     assert len(warned) == 1 and warned[0].endswith("no sample taken this run (--once)"), warned
+
+
+def test_a_state_or_raw_folder_that_cannot_be_written_is_one_line_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An audit's case: a read-only folder (`chattr +i`), or a disk full in a commit, was an
+    "unexpected error ... please report it" with a trace. It is the user's folder, named with
+    the option that chose it (exit 2); the next start goes on from the last commit."""
+    log = _log(tmp_path, block("2026-11-27 10:00:00,000"))
+    raw = tmp_path / "raw"
+    args = ["collect", "artemis", "--log", str(log), "--raw", str(raw), "--log-timezone", "UTC"]
+    (tmp_path / "a-file").write_text("")
+    state = tmp_path / "a-file" / "artemis.json"  # its folder is a file: nothing goes there
+    result = runner.invoke(app, [*args, "--state", str(state), "--once"])
+    line = _one_error_line(result.output, 2, result.exit_code)
+    assert line.startswith(f"error: {state}.lock: cannot write there (")
+    assert line.endswith("check --state (default: beside --raw), then start again: it goes on "
+                         "from the last commit")  # fmt: skip
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pq, "write_table", disk_full)
+    result = runner.invoke(app, [*args, "--once"])
+    assert result.exit_code == 2, result.output
+    started, line = result.output.strip().splitlines()  # the line it starts with, then why
+    assert started.startswith(f"collecting {log} into {raw}")
+    assert line == (
+        f"error: {raw}/date=2026-11-27: cannot write there (No space left on device); check "
+        "--raw, then start again: it goes on from the last commit"
+    )
+    monkeypatch.undo()
+    again = runner.invoke(app, [*args, "--once"])
+    assert again.exit_code == 0 and "(new session)" in again.output, again.output
+    assert "committed 1 event in 1 file" in again.output

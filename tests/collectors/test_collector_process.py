@@ -11,6 +11,9 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.collectors.session_setup import committed_rows
 from tests.collectors.test_artemis_collector import block, unblock
@@ -96,3 +99,50 @@ def test_a_log_not_written_yet_is_waited_for(tmp_path: Path) -> None:
     output = "".join(lines)
     assert returncode == 0, output
     assert "committed 1 event in 1 file" in output
+
+
+def test_ctrl_c_while_a_day_is_committed_loses_no_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An audit's case: a Ctrl-C arriving while a new day's first line commits the day before
+    (its address's state already changed, its row not yet written) raised KeyboardInterrupt
+    there, and the stop committed a checkpoint holding that change without the row: the block
+    at 00:00:00.200 was never written, and the next start logged 'blocked again without
+    unblocking'. Ctrl-C is now a flag read between two lines, as SIGTERM."""
+    import pyarrow.parquet as pq
+    from typer.testing import CliRunner
+
+    from flowctl.cli import app
+
+    log, raw = tmp_path / "artemis.log", tmp_path / "raw"
+    log.write_text(
+        block("2026-11-27 23:59:59,100")
+        + unblock("2026-11-27 23:59:59,500")
+        + block("2026-11-28 00:00:00,200")
+        + unblock("2026-11-28 00:00:01,300")
+    )
+    write_table = pq.write_table
+    interrupted: list[bool] = []
+
+    def write_with_ctrl_c(*args: Any, **kwargs: Any) -> None:
+        if not interrupted:
+            interrupted.append(True)
+            os.kill(os.getpid(), signal.SIGINT)
+        write_table(*args, **kwargs)
+
+    monkeypatch.setattr(pq, "write_table", write_with_ctrl_c)
+    before = signal.getsignal(signal.SIGINT)
+    asked = ["collect", "artemis", "--log", str(log), "--raw", str(raw), "--log-timezone", "UTC"]
+    result = CliRunner().invoke(app, [*asked, "--once"], terminal_width=200)
+    assert interrupted and result.exit_code == 0, result.output
+    assert signal.getsignal(signal.SIGINT) is before  # the command's handler is put back
+    # Stopped after the line being read, the block of 00:00:00.200 written with it.
+    events = [(0, "flow_stopped"), (1, "flow_resumed"), (2, "flow_stopped")]
+    assert [(r["seq"], r["event_type"]) for r in committed_rows(raw)] == events
+    monkeypatch.setattr(pq, "write_table", write_table)
+    again = CliRunner().invoke(app, [*asked, "--once"], terminal_width=200)
+    assert again.exit_code == 0 and "(going on at seq 3)" in again.output, again.output
+    assert "blocked again" not in again.output
+    rows = committed_rows(raw)
+    assert [(r["seq"], r["event_type"]) for r in rows] == [*events, (3, "flow_resumed")]
+    assert [r["flow_stopped_count"] for r in rows] == [1, 1, 2, 2]

@@ -283,7 +283,7 @@ def test_another_nodes_alarms_and_entities_are_its_own_collectors(tmp_path: Path
         clock=lambda: datetime(2026, 11, 27, 10, 0, 5, tzinfo=UTC),
     )
     assert collector.node_name == "rabbit@a"
-    collector.run(stop=lambda: True, once=True)
+    collector.run(stop=lambda: False, once=True)
     rows = committed_rows(tmp_path / "raw")
     assert [(r["event_type"], r["queue"] or r["connection"]) for r in rows] == [
         ("alarm_raised", None),
