@@ -57,11 +57,13 @@ from collectors.rabbitmq_log import (
     ALARM_CLEARED,
     ALARM_SET,
     BOOT,
+    NODE,
     STARTING,
     STOPPED,
     RabbitLine,
     parse_line,
 )
+from flowctl_core.errors import ConfigurationError
 from schemas.broker_events import ORIGIN_RABBITMQ_LOG, ORIGIN_RABBITMQ_MANAGEMENT
 
 AMQP_0_9_1 = "amqp-0-9-1"
@@ -276,7 +278,21 @@ class RabbitMQCollector(LogCollector):
         return parse_line(text, self.log_zone)
 
     def may_write(self, line: RabbitLine) -> bool:
+        if line.kind == NODE:
+            self._check_node(line)
+            return False
         return line.kind is not None
+
+    def _check_node(self, banner: RabbitLine) -> None:
+        """The boot banner names the node whose log this is: another than ``--node`` would make
+        every alarm another node's and filter out every queue and connection sampled, so the
+        collector would write nothing, silently (an audit). Refused, before the line's rows."""
+        if self.node_name is not None and banner.node != self.node_name:
+            raise ConfigurationError(
+                f"{self.log_path}: the node's boot banner ({banner.ts:%Y-%m-%d %H:%M:%S} UTC) "
+                f"says this is {banner.node}'s log, not {self.node_name}'s (--node, or the log "
+                f"file's name): give --node {banner.node}"
+            )
 
     def _node_down(self, ts: datetime, reason: str) -> None:
         """A node that stopped has no alarm set and no connection (and its log says no more of

@@ -27,6 +27,7 @@ ALARM_CLEARED = "alarm_cleared"
 BOOT = "boot"  # a boot's first line: "Logging: configured log handlers are now ACTIVE"
 STARTING = "starting"
 STOPPED = "stopped"
+NODE = "node"  # the boot banner's "node : rabbit@host": whose log this is
 
 _LINE = re.compile(
     r"^(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)\s+"
@@ -39,6 +40,7 @@ _ALARM = re.compile(
 _BOOT = "Logging: configured log handlers are now ACTIVE"
 _STARTING = re.compile(r"^Starting RabbitMQ (?P<version>\S+) on Erlang")
 _STOPPED = "Successfully stopped RabbitMQ and its dependencies"
+_NODE = re.compile(r"^node\s+:\s+(?P<node>\S+)$")
 
 
 @dataclass(frozen=True)
@@ -88,4 +90,7 @@ def _said(text: str, ts: datetime) -> RabbitLine:
         return RabbitLine(ts=ts, kind=STARTING)
     if text.startswith(_STOPPED):
         return RabbitLine(ts=ts, kind=STOPPED)
+    banner = _NODE.match(text)
+    if banner is not None:
+        return RabbitLine(ts=ts, kind=NODE, node=banner["node"])
     return RabbitLine(ts=ts, kind=None)

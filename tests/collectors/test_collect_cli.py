@@ -114,6 +114,30 @@ def test_collect_rabbitmq_once(tmp_path: Path) -> None:
     assert (tmp_path / "collector-state" / "rabbitmq.json").is_file()
 
 
+def test_a_rabbitmq_node_other_than_the_logs_is_refused(tmp_path: Path) -> None:
+    """An audit's case: `--node rabbit@localhost` on audit@localhost's log wrote nothing, exit 0:
+    every alarm was another node's, every queue and connection filtered out. The boot banner
+    names the log's node: one line (exit 2) before any row, and the right node collects."""
+    log = tmp_path / "audit.log"
+    log.write_text(
+        "2026-12-04 20:53:30.464673+00:00 [info] <0.223.0>  node           : audit@localhost\n"
+        "2026-12-04 20:53:40.054471+00:00 [warning] <0.320.0> memory resource limit alarm set "
+        "on node audit@localhost.\n"
+    )
+    raw = tmp_path / "raw"
+    args = ["collect", "rabbitmq", "--log", str(log), "--raw", str(raw), "--once"]
+    result = runner.invoke(app, [*args, "--node", "rabbit@localhost"], terminal_width=200)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"error: {log}: the node's boot banner (2026-12-04 20:53:30 UTC) says this is "
+        "audit@localhost's log, not rabbit@localhost's (--node, or the log file's name): give "
+        "--node audit@localhost"
+    )
+    assert not list(raw.glob("date=*/*.parquet"))
+    result = runner.invoke(app, [*args, "--node", "audit@localhost"], terminal_width=200)
+    assert result.exit_code == 0 and "held now: memory@audit@localhost alarm" in result.output
+
+
 def test_a_log_that_cannot_be_the_brokers(tmp_path: Path) -> None:
     """A mistyped --log is one error line before anything is read or locked; a log not written
     yet is waited for by a running collector (it says so), not by --once."""
