@@ -75,10 +75,21 @@ class SamplerRefused(ConfigurationError):
 
 
 def http_json(request: urllib.request.Request, timeout_s: float, what: str) -> Any:
-    """The JSON an HTTP API answers; :class:`SamplerRefused` for a 4xx answer."""
+    """The JSON an HTTP API answers; :class:`SamplerRefused` for a 4xx answer, and for a 2xx
+    one that is not JSON: a web page where the API should be (a wrong path, redirected to a
+    console's login), which was read as "does not answer" and waited for forever (an audit)."""
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            return json.loads(response.read())
+            body = response.read()
+            try:
+                return json.loads(body)
+            except ValueError:
+                kind = response.headers.get_content_type()
+                raise SamplerRefused(
+                    f"{what} {request.full_url}: HTTP {response.status} answered {kind}, not "
+                    "JSON (the API's address?)",
+                    response.status,
+                ) from None
     except urllib.error.HTTPError as error:
         if 400 <= error.code < 500:
             raise SamplerRefused(
