@@ -220,6 +220,7 @@ class ArtemisCollector(LogCollector):
     ) -> None:
         self.log_zone = log_zone
         self.sampled_addresses = sampled_addresses  # None: every address Jolokia lists
+        self._said_not_listed: set[str] = set()  # --address names said to be absent, once each
         self.addresses: dict[str, AddressState] = {}
         self.disk_full = False  # the broker's disk alarm (every producer blocked)
         super().__init__(
@@ -436,6 +437,7 @@ class ArtemisCollector(LogCollector):
     # -- samples ------------------------------------------------------------------------------
     def write_sample(self, taken: datetime, observed: dict[str, dict[str, Any]]) -> None:
         """Each address read as a ``queue_declared`` row: the address as observed."""
+        self._say_addresses_not_listed(observed)
         for name, values in sorted(observed.items()):
             if self.sampled_addresses is not None and name not in self.sampled_addresses:
                 continue
@@ -453,6 +455,20 @@ class ArtemisCollector(LogCollector):
                 event_type="queue_declared",
             )
         self._forget_gone(observed)
+
+    def _say_addresses_not_listed(self, observed: dict[str, dict[str, Any]]) -> None:
+        """An ``--address`` the broker does not list is warned about once (a typo sampled
+        nothing, silently: an audit); not refused, as an address may be created later."""
+        missing = sorted((self.sampled_addresses or frozenset()) - set(observed))
+        for name in [n for n in missing if n not in self._said_not_listed]:
+            self._said_not_listed.add(name)
+            listed = ", ".join(sorted(observed)[:20]) or "none"
+            log.warning(
+                "--address %s: the broker lists no such address (it lists: %s); not sampled "
+                "until it appears",
+                name,
+                listed,
+            )
 
     def _forget_gone(self, observed: dict[str, dict[str, Any]]) -> None:
         """Drop the addresses the sample no longer lists that have nothing to carry on

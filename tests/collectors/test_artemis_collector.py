@@ -814,6 +814,29 @@ def test_only_the_addresses_asked_for_are_sampled(setup: Setup) -> None:
     assert [r["queue"] for r in setup.rows()] == ["orders"]
 
 
+def test_an_address_asked_for_that_the_broker_does_not_list_is_said_once(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An audit's case: `--address ordrs` (a typo) sampled nothing, silently. It is said once,
+    with what the broker lists; not refused (an address may be created later)."""
+    sample = {"address_size": 0, "messages": 0, "max_size_bytes": -1, "policy": "PAGE"}
+    collector = setup.collector(
+        jolokia=FakeJolokia([{"orders": sample, "DLQ": sample}] * 2 + [{"ordrs": sample}]),
+        sampled_addresses=frozenset({"ordrs"}),
+    )
+    with caplog.at_level(logging.WARNING, logger="flowctl.collect"):
+        collector.sample()
+        collector.sample()
+        collector.sample()  # created meanwhile: sampled
+    collector.flush()
+    said = [r.getMessage() for r in caplog.records if "--address" in r.getMessage()]
+    assert said == [
+        "--address ordrs: the broker lists no such address (it lists: DLQ, orders); not sampled "
+        "until it appears"
+    ]
+    assert [r["queue"] for r in setup.rows()] == ["ordrs"]
+
+
 # -- what a review found -----------------------------------------------------------------------
 #: How logrotate's ``compress`` would write a rolled file, by suffix.
 COMPRESSORS: dict[str, Callable[[bytes], bytes]] = {
