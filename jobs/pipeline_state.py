@@ -167,13 +167,14 @@ def recommend_behind(records: Iterable[DayRecord]) -> dict[date, str]:
     processed = {r.day: r for r in records if r.job == RECOMMEND}
     if not processed:
         return {}
-    rewritten = ingested_versions(records)
+    ingested = ingested_versions(records)
+    rewritten = dict(ingested)
     for record in records:
         if record.job == DAILY_METRICS_LATER_DAYS:
             rewritten[record.day] = max(rewritten.get(record.day, -1), record.bronze_version)
     latest = max(processed)
     behind = {}
-    for day in sorted({*processed, *(d for d in ingested_versions(records) if d > latest)}):
+    for day in sorted({*processed, *(d for d in ingested if d > latest)}):
         record = processed.get(day)
         if record is None:
             behind[day] = NEVER_PROCESSED

@@ -310,19 +310,39 @@ def test_a_crash_ends_at_the_line_before_the_boot(setup: Setup) -> None:
     ]
 
 
-def test_a_management_api_that_refuses_stops_the_collector(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("status", "content_type", "body", "refusal"),
+    [
+        (401, None, b"", "HTTP 401"),
+        # An audit's case: a wrong API path answered 200 with a console's HTML page, read as
+        # "does not answer" and waited for forever. It is a wrong address, as a 401 is.
+        (
+            200,
+            "text/html; charset=utf-8",
+            b"<html><body>RabbitMQ Management</body></html>",
+            r"HTTP 200 answered text/html, not JSON \(the",
+        ),
+    ],
+)
+def test_a_management_api_that_refuses_stops_the_collector(
+    tmp_path: Path, status: int, content_type: str | None, body: bytes, refusal: str
+) -> None:
     import http.server
     import threading
 
-    class Refuse(http.server.BaseHTTPRequestHandler):
+    class Answer(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            self.send_response(401)
+            self.send_response(status)
+            if content_type is not None:
+                self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
             self.end_headers()
+            self.wfile.write(body)
 
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = http.server.HTTPServer(("127.0.0.1", 0), Refuse)
+    server = http.server.HTTPServer(("127.0.0.1", 0), Answer)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         reader = ManagementReader(f"http://127.0.0.1:{server.server_port}", "guest", "wrong")
@@ -333,42 +353,7 @@ def test_a_management_api_that_refuses_stops_the_collector(tmp_path: Path) -> No
             broker="r",
             management=reader,
         )
-        with pytest.raises(SamplerRefused, match="HTTP 401"):
-            collector.run(stop=lambda: False)
-    finally:
-        server.shutdown()
-
-
-def test_a_web_page_where_the_api_should_be_stops_the_collector(tmp_path: Path) -> None:
-    """An audit's case: a wrong API path answered 200 with a console's HTML page, read as "does
-    not answer" and waited for forever. It is a wrong address: refused, as a 401 is."""
-    import http.server
-    import threading
-
-    class Page(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = b"<html><body>RabbitMQ Management</body></html>"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Page)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        reader = ManagementReader(f"http://127.0.0.1:{server.server_port}", "guest", "guest")
-        collector = RabbitMQCollector(
-            log_path=tmp_path / "rabbit@a.log",
-            raw_dir=tmp_path / "raw",
-            state_path=tmp_path / "state.json",
-            broker="r",
-            management=reader,
-        )
-        with pytest.raises(SamplerRefused, match=r"HTTP 200 answered text/html, not JSON \(the"):
+        with pytest.raises(SamplerRefused, match=refusal):
             collector.run(stop=lambda: False)
     finally:
         server.shutdown()
