@@ -345,18 +345,26 @@ class JobProgress:
             self._status = None
 
 
-def _refuse_days_without_raw_files(conf: Any, raw_root: str, first: date, last: date) -> None:
-    """The ingest's refusal of days none of which has a raw file (a mistyped day), before Spark
-    starts (5-14 s): local folders only, and only where bronze has no folder of those days (else
-    the ingest's sharper refusal, that ingesting would delete them, needs its Delta log)."""
+def _refuse_missing_raw_before_spark(conf: Any, raw_root: str, first: date, last: date) -> None:
+    """The ingest's refusals of a raw folder that is not there and of days none of which has a
+    raw file (a mistyped day), before Spark starts (5-14 s). Local folders only (a URI is
+    Spark's to read); the days only where bronze has no folder of them (else the ingest's
+    sharper refusal, that ingesting would delete them, needs its Delta log)."""
     from jobs.delta_io import table_path
     from jobs.ingest_refusals import no_raw_files_text
     from jobs.pipeline_state import days_between
     from jobs.raw_files import days_with_raw_files
     from schemas.tables import BRONZE_BROKER_EVENTS
 
+    if ":" in raw_root:
+        return
+    if not Path(raw_root).is_dir():
+        raise _fail(
+            f"ingest refused, nothing written: raw folder {raw_root} does not exist (a wrong "
+            "--raw or paths.raw?)"
+        )
     bronze = table_path(conf, BRONZE_BROKER_EVENTS)
-    if ":" in raw_root or "://" in bronze:
+    if "://" in bronze:
         return
     days = days_between(first, last)
     if days_with_raw_files(raw_root, days):
@@ -388,15 +396,9 @@ def _run_pipeline_and_print(
 
     pipeline_conf = _pipeline_conf(conf, warehouse)
     recommend_policy = _recommend_policy(policy) if recommend else None
-    # A raw folder that is not there is refused before Spark starts (a URI is Spark's to read).
     raw_root = str(raw) if raw else pipeline_conf.raw_dir
-    if ":" not in raw_root and not Path(raw_root).is_dir() and not allow_empty_days:
-        raise _fail(
-            f"ingest refused, nothing written: raw folder {raw_root} does not exist (a wrong "
-            "--raw or paths.raw?)"
-        )
     if not allow_empty_days:
-        _refuse_days_without_raw_files(pipeline_conf, raw_root, first, last)
+        _refuse_missing_raw_before_spark(pipeline_conf, raw_root, first, last)
     spark = _spark_session(pipeline_conf, "flowctl")
     conf_path = str(conf) if conf else None
     warehouse_dir = str(warehouse) if warehouse else None
