@@ -211,7 +211,7 @@ class LogCollector(ABC):
         self.writer = SessionWriter(raw_dir, state_path)
         # The session for this collector alone, before anything is read or removed: a second
         # one (a cron --once beside a running collector) is refused untouched.
-        self.writer.lock()
+        self.writer.lock(broker)
         try:
             self._start_session(broker, state_path, clock, new_session=new_session)
         except BaseException:

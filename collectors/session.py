@@ -91,6 +91,12 @@ def check_broker_name(broker: str) -> str:
     return broker
 
 
+def raw_lock_name(broker: str) -> str:
+    """The lock a broker's collector holds in the raw folder (hidden: the ingest reads only
+    ``date=D/`` folders, and lists this name among the writers' markers)."""
+    return f".collect-{broker}.lock"
+
+
 def file_name(run_id: str, first_seq: int) -> str:
     return f"part-{run_id}-{first_seq:012d}.parquet"
 
@@ -107,7 +113,7 @@ class SessionWriter:
         self.state_path = state_path
         self.files_written = 0
         self.rows_written = 0
-        self._lock: IO[str] | None = None
+        self._locks: list[IO[str]] = []
 
     # -- reading back -------------------------------------------------------------------------
     def latest_checkpoint(self, run_id: str, after_seq: int) -> dict[str, Any] | None:
@@ -180,29 +186,48 @@ class SessionWriter:
                 except FileNotFoundError:
                     pass  # renamed or removed meanwhile by its writer
 
-    def lock(self) -> None:
+    def lock(self, broker: str) -> None:
         """Take the session for this process alone (a cron ``--once`` beside a running
-        collector would write the same ``seq`` twice): an exclusive lock on ``STATE.lock``,
-        held until :meth:`unlock` or the process ends."""
-        lock_path = self.state_path.with_name(f"{self.state_path.name}.lock")
+        collector would write the same ``seq`` twice): exclusive locks, held until
+        :meth:`unlock` or the process ends, on ``STATE.lock`` and on ``RAW/.collect-BROKER.lock``.
+        The second covers a collector given another ``--state``: with no state of its own it
+        goes on with the broker's newest session in the raw folder, the running one's."""
+        state_lock = self.state_path.with_name(f"{self.state_path.name}.lock")
+        self._take(
+            state_lock,
+            "--state (default: beside --raw)",
+            f"{self.state_path}: another collector runs this session ({state_lock} is locked)",
+        )
+        raw_lock = self.raw_dir / raw_lock_name(broker)
+        try:
+            self._take(
+                raw_lock,
+                "--raw",
+                f"{self.raw_dir}: another collector of broker "
+                f"{broker!r} writes there ({raw_lock} is locked); one collector per broker "
+                "and raw folder",
+            )
+        except BaseException:
+            self.unlock()
+            raise
+
+    def _take(self, lock_path: Path, option: str, held_text: str) -> None:
         try:
             lock_path.parent.mkdir(parents=True, exist_ok=True)
             handle = lock_path.open("a")
         except OSError as error:
-            raise cannot_write(lock_path, error, "--state (default: beside --raw)") from error
+            raise cannot_write(lock_path, error, option) from error
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.close()
-            raise CollectorStateError(
-                f"{self.state_path}: another collector runs this session ({lock_path} is locked)"
-            ) from None
-        self._lock = handle
+            raise CollectorStateError(held_text) from None
+        self._locks.append(handle)
 
     def unlock(self) -> None:
-        if self._lock is not None:
-            self._lock.close()  # closing the file releases its lock
-            self._lock = None
+        for handle in self._locks:
+            handle.close()  # closing the file releases its lock
+        self._locks.clear()
 
     # -- writing ------------------------------------------------------------------------------
     def commit(

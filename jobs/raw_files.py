@@ -445,9 +445,11 @@ def _range_problem(parquet: pq.ParquetFile) -> str | None:
     return ";".join(problems) or None
 
 
-#: Files writers leave next to their data (commit markers, checksums, summaries): never data.
+#: Files writers leave next to their data (commit markers, checksums, summaries, a collector's
+#: lock: ``collectors.session.raw_lock_name``, a test keeps them matched): never data.
 KNOWN_MARKERS = re.compile(
-    r"^(_SUCCESS|_committed_.*|_started_.*|_metadata|_common_metadata|\..*\.crc|\.DS_Store)$"
+    r"^(_SUCCESS|_committed_.*|_started_.*|_metadata|_common_metadata|\..*\.crc|\.DS_Store"
+    r"|\.collect-.*\.lock)$"
 )
 DATE_FOLDER = re.compile(r"^date=\d{4}-\d{2}-\d{2}$")
 

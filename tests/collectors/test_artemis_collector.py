@@ -6,6 +6,7 @@ crash, the log's roll-over at midnight and a day boundary, without losing or rep
 from __future__ import annotations
 
 import bz2
+import fcntl
 import gzip
 import json
 import logging
@@ -13,7 +14,7 @@ import lzma
 import os
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -32,8 +33,9 @@ from collectors.artemis_log import (
 )
 from collectors.base import REASON_BROKER_RESTARTED, REASON_BROKER_STOPPED
 from collectors.session import CHECKPOINT_KEY, CollectorStateError, SessionWriter
+from jobs.raw_files import skipped_raw_entries
 from schemas.broker_events import BROKER_EVENTS, ORIGIN_JOLOKIA
-from tests.collectors.session_setup import CollectorSetup
+from tests.collectors.session_setup import NOON, CollectorSetup
 
 WARN = "WARN  [org.apache.activemq.artemis.core.server]"
 INFO = "INFO  [org.apache.activemq.artemis.core.server]"
@@ -1035,6 +1037,44 @@ def test_one_collector_at_a_time(setup: Setup) -> None:
     running.run(stop=lambda: False, once=True)
     setup.collect()  # the session free again once the first one stopped
     assert [r["event_type"] for r in setup.rows()] == ["flow_stopped"]
+
+
+def test_one_collector_per_broker_and_raw_folder(setup: Setup) -> None:
+    """A second collector of the broker given another ``--state`` has none of its own, so it
+    would go on with the broker's newest session in the raw folder, the running one's, and
+    write its ``seq`` again: refused by the raw folder's lock. Another broker's collector may
+    write there, and the lock is a writer's marker, not a file the ingest skips."""
+    setup.write(block("2026-11-27 10:00:00,000"))
+    running = setup.collector()
+    other_state = setup.state.with_name("other.json")
+    with pytest.raises(CollectorStateError, match="another collector of broker 'artemis-1'"):
+        _artemis(log_path=setup.log, raw_dir=setup.raw, state_path=other_state, clock=lambda: NOON)
+    assert _lock_is_free(setup.state.with_name("other.json.lock"))  # the refusal let it go
+    neighbour = ArtemisCollector(
+        broker="artemis-2",
+        log_path=setup.log,
+        raw_dir=setup.raw,
+        state_path=other_state,
+        clock=lambda: NOON,
+        log_zone=UTC,
+    )
+    neighbour.close()
+    running.run(stop=lambda: False, once=True)
+    assert skipped_raw_entries(str(setup.raw), [date(2026, 11, 27)]) == []
+    # Free again once the first one stopped: the other state goes on with its session.
+    _artemis(log_path=setup.log, raw_dir=setup.raw, state_path=other_state, clock=lambda: NOON).run(
+        stop=lambda: False, once=True
+    )
+    assert [r["event_type"] for r in setup.rows()] == ["flow_stopped"]
+
+
+def _lock_is_free(path: Path) -> bool:
+    with path.open("a") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+    return True
 
 
 def test_a_commit_cut_short_after_its_rename_is_not_written_again(setup: Setup) -> None:
