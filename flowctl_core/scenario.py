@@ -295,20 +295,18 @@ class LinkConsumerSpec(_Strict):
         "a time and acknowledges each once processed (0: as they arrive)",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _top_up_within_the_credit(cls, data: Any) -> Any:
+    @model_validator(mode="after")
+    def _top_up_within_the_credit(self) -> LinkConsumerSpec:
         """A consumer granting less credit than the default top-up point (a 0.9.1 prefetch of
         50, say) tops up at half of it unless told otherwise: the default is a 1.0 setting, and
         refusing such a consumer for a value it never gave named no field of its own (an
-        audit). Scenarios valid before keep their value."""
-        if not isinstance(data, dict) or "top_up_below" in data:
-            return data
-        credit = data.get("credit", _engine_default(ConsumerConfig, "credit"))
+        audit). Scenarios valid before keep their value. Set as a default, not as given: a
+        0.9.1 connection refuses a ``top_up_below`` given (:meth:`ConnectionSpec._amqp10_only`)."""
         default = _engine_default(ConsumerConfig, "top_up_below")
-        if type(credit) is int and 1 <= credit < default:
-            return {**data, "top_up_below": max(1, credit // 2)}
-        return data
+        if "top_up_below" not in self.model_fields_set and 1 <= self.credit < default:
+            # Frozen: written into the instance's fields without marking the field set.
+            self.__dict__["top_up_below"] = max(1, self.credit // 2)
+        return self
 
     @model_validator(mode="after")
     def _changes_in_order(self) -> LinkConsumerSpec:
@@ -362,6 +360,13 @@ class ConnectionSpec(_Strict):
                 if field_name in self.model_fields_set:
                     raise FieldError(
                         field_name, "an AMQP 1.0 connection setting; AMQP 0.9.1 has no such knob"
+                    )
+            for index, consumer in enumerate(self.consumers):
+                if "top_up_below" in consumer.model_fields_set:
+                    raise FieldError(
+                        f"consumers.{index}.top_up_below",
+                        "an AMQP 1.0 link setting (a 0.9.1 consumer is sent up to its prefetch, "
+                        "credit, as it acknowledges); AMQP 0.9.1 has no such knob",
                     )
             for index, publisher in enumerate(self.publishers):
                 if "initial_delivery_count" in publisher.model_fields_set:

@@ -112,6 +112,9 @@ def test_a_publisher_that_reports_nothing_advertises_zero_available() -> None:
             "publishers: [{name: p, queue: q, initial_delivery_count: 4294967295}]",
             "publishers.0.initial_delivery_count",
         ),
+        # A top-up point no 0.9.1 model reads (it was accepted and ignored), a small one too.
+        ("consumers: [{name: r, queue: q, top_up_below: 100}]", "consumers.0.top_up_below"),
+        ("consumers: [{name: r, queue: q, credit: 50, top_up_below: 25}]", "consumers.0.top_up"),
     ],
 )
 def test_amqp10_link_knobs_are_refused_on_0_9_1(link: str, field: str) -> None:
@@ -124,6 +127,27 @@ connections: [{{name: c, protocol: amqp-0-9-1, {link}}}]
 """
     with pytest.raises(ScenarioError, match=rf"{field}.*AMQP 0\.9\.1 has no such knob"):
         parse_scenario(yaml.safe_load(text))
+
+
+@pytest.mark.parametrize("protocol", ["amqp-1.0", "amqp-0-9-1"])
+def test_a_consumer_without_a_top_up_point_gets_the_default_on_either_protocol(
+    protocol: str,
+) -> None:
+    """Not given, the top-up point is a default, not a setting of the user's: a 0.9.1 consumer
+    with a small prefetch is not refused for it, and a 1.0 consumer granting less than the
+    default point tops up at half its credit."""
+    text = f"""
+name: knobs
+kind: workload
+duration_s: 0.1
+queues: [{{name: q}}]
+connections:
+  - {{name: c, protocol: {protocol}, consumers: [{{name: r, queue: q, credit: 50}},
+      {{name: s, queue: q}}]}}
+"""
+    small, default = parse_scenario(yaml.safe_load(text)).connections[0].consumers
+    assert (small.top_up_below, default.top_up_below) == (25, 100)
+    assert "top_up_below" not in small.model_fields_set | default.model_fields_set
 
 
 def test_a_credit_change_to_0_stops_the_queue_sending_and_a_later_one_resumes_it() -> None:
