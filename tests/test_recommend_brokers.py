@@ -46,7 +46,7 @@ connections:
   - name: reader-091-conn
     protocol: amqp-0-9-1
     latency_us: 5000
-    consumers: [{name: reader-091, queue: backlog-091, credit: 10, top_up_below: 0}]
+    consumers: [{name: reader-091, queue: backlog-091, credit: 10}]
   - name: reader-10-conn
     protocol: amqp-1.0
     latency_us: 5000
@@ -533,10 +533,13 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
     from jobs.transforms.recommend_rabbitmq import recommend_rabbitmq_queues
 
     settings = spark.createDataFrame(
-        [("b", q, limit, 0, 1) for q, limit in
+        [("b", q, limit, 0, 0, 1) for q, limit in
          (("blocking", 0), ("growing", 0), ("limited", 500), ("slow", 0), ("drained", 0),
-          ("burst", 0), ("steady", 0), ("ebbing", 0))],
-        "broker string, queue string, max_count long, rejected_msgs long, runs long",
+          ("burst", 0), ("steady", 0), ("ebbing", 0))]
+        # x-max-length-bytes only (the collector logs it as max_size), 200 refused at it.
+        + [("b", "bytes", 0, 1_000_000, 200, 1)],
+        "broker string, queue string, max_count long, max_size long, rejected_msgs long, "
+        "runs long",
     )  # fmt: skip
     growth = spark.createDataFrame(
         [
@@ -551,6 +554,7 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
             ("b", "steady", 0, 0, 50, None),
             # Grew to 150,000 and ends at 132,739: not growing at its end, nor drained.
             ("b", "ebbing", 150_000, 17_261, 132_739, 5000.0),
+            ("b", "bytes", 1200, 0, 1000, 10.0),
         ],
         "broker string, queue string, enqueued long, dequeued long, last_depth_msgs long, "
         "intake_rate_msgs_s double",
@@ -563,7 +567,7 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
     daily = spark.createDataFrame(
         [("b", q, 0.0, 0.5, peak, None) for q, peak in
          (("blocking", 3000), ("growing", 3000), ("limited", 500), ("slow", 400), ("drained", 10),
-          ("burst", 1000), ("steady", 50), ("ebbing", 150_000))],
+          ("burst", 1000), ("steady", 50), ("ebbing", 150_000), ("bytes", 1000))],
         QUEUE_DAILY,
     )  # fmt: skip
     rows = {r.entity: r.asDict() for r in recommend_rabbitmq_queues(
@@ -577,7 +581,15 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
         "burst": ("grows, intake rate unknown", "keep"),
         "steady": ("does not grow", "keep"),
         "ebbing": ("below its peak at the end", "keep"),
+        # Growing at its byte limit: bounded, not "no length limit" with an x-max-length.
+        "bytes": ("length limit in force", "keep"),
     }
+    assert rows["bytes"]["rationale"] == (
+        "keep: x-max-length-bytes 1000000 in force (peak 1000, 200 rejected)"
+    )
+    assert (rows["bytes"]["current_value"], rows["bytes"]["recommended_value"]) == (None, None)
+    assert rows["bytes"]["max_size"] == 1_000_000
+    assert rows["limited"]["rationale"] == "keep: x-max-length 500 in force (peak 500, 0 rejected)"
     assert rows["drained"]["rationale"] == (
         "keep: no length limit; it peaked at 10 and ends at 0, having delivered at least what it "
         "took in (3000 in, 3000 out): it does not grow without bound"
@@ -938,3 +950,26 @@ def test_a_producer_window_is_never_recommended_past_a_java_int(spark: Any) -> N
     (row,) = recommend_addresses(evidence, producers, daily, POLICY).collect()
     assert (row.knob, row.current_value) == ("producerWindowSize", -1)
     assert row.recommended_value == 2**31 - 1, row.recommended_value
+
+
+@pytest.mark.spark
+def test_a_prefilled_backlog_is_no_intake(spark: Any) -> None:
+    """The engine's prefill writer puts the queue's backlog on it at the run's start: 1000
+    enqueues at one instant, then 11 from a publisher over 1 s. Counted as intake, the backlog
+    made the rate ~1011 msgs/s and the x-max-length sized from it ~100 times too large (an
+    audit); the intake is the publisher's 11 msgs/s, the counts keep every enqueue."""
+    from jobs.transforms.recommend_rabbitmq import queue_growth
+
+    start = datetime(2026, 3, 10, 14, tzinfo=UTC)
+    rows = [("prefill", start, n) for n in range(1000)] + [
+        ("loader", start.replace(microsecond=100_000 * n) if n < 10 else start.replace(second=1),
+         1000 + n) for n in range(11)
+    ]  # fmt: skip
+    events = spark.createDataFrame(
+        [("b", "r", "q", "enqueue", link, ts, seq, seq + 1) for link, ts, seq in rows],
+        "broker string, run_id string, queue string, event_type string, link string, "
+        "ts timestamp, seq long, depth_msgs long",
+    )
+    growth = queue_growth(events).collect()[0].asDict()
+    assert growth["intake_rate_msgs_s"] == pytest.approx(11.0)
+    assert (growth["enqueued"], growth["last_depth_msgs"]) == (1011, 1011)
