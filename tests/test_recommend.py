@@ -112,6 +112,7 @@ class Log:
         resume_size: int = 0,
         log_peak_bytes: bool = False,
         max_count: int = 1000,
+        message_bytes: int = 100,
     ) -> None:
         """A queue with max_count 1000 (unless given) and the given thresholds (in bytes: none
         unless given); each episode is (start_s, duration_s, peak_depth_msgs). Messages are 100
@@ -124,7 +125,7 @@ class Log:
                 "enqueue",
                 link=f"{name}-p{number}",
                 capacity=capacity,
-                size_bytes=100,
+                size_bytes=message_bytes,
                 depth_msgs=1,
                 **settings,
             )
@@ -350,6 +351,10 @@ def _verdicts() -> Log:
     # 500000, with 500000 of byte room where 7800 suffice: raising the byte stop changes nothing.
     log.queue("q-stopped-by-count", 900, 800, [(100, LONG, 950)], max_size=1_000_000,
               stop_size=500_000, resume_size=400_000, log_peak_bytes=True)  # fmt: skip
+    # A window of 2^32 - 1 messages and a 3 GiB message: the bytes bound passes a long (ANSI
+    # SQL failed the whole recommend job on it, every entity's advice with it: an audit).
+    log.queue("q-bound-past-a-long", 900, 800, capacities=(2**32 - 1,), max_size=10**12,
+              stop_size=9 * 10**11, resume_size=8 * 10**11, message_bytes=3 * 2**30)  # fmt: skip
     log.consumer("c-starving", credit=20, deliveries=1000, starved_s=30.0, starvations=6)
     log.consumer("c-generous", credit=500, deliveries=100, starved_s=0.0, starvations=0)
     log.consumer("c-fine", credit=30, deliveries=100, starved_s=0.0, starvations=0)
@@ -562,6 +567,23 @@ def test_no_stop_threshold_is_recommended_when_the_bound_takes_the_whole_limit(
         "the queue under the limit but leaves no room for the margin"
     ) in margin_only["rationale"]
     assert "no stop threshold keeps" not in margin_only["rationale"]
+
+
+def test_a_bytes_bound_past_a_long_is_an_unbounded_overshoot(
+    recommendations: dict[str, dict[str, Any]],
+) -> None:
+    row = recommendations["q-bound-past-a-long"]
+    assert row["verdict"] == "at_risk_of_overflow"
+    assert (
+        f"the producers' capacity windows ({2**32 - 1} messages) x the largest message "
+        f"({3 * 2**30} bytes) pass 2^63 bytes: overshoot in bytes unbounded"
+    ) in row["rationale"]
+    assert "overshoot seen for bytes" not in row["rationale"]
+    # No byte stop is computed from an unknown allowance: the byte thresholds stay.
+    assert (row["recommended_flow_stop_size"], row["recommended_flow_resume_size"]) == (
+        9 * 10**11,
+        8 * 10**11,
+    )
 
 
 def test_ring_queues_are_exempt(recommendations: dict[str, dict[str, Any]]) -> None:

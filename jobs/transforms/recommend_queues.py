@@ -135,6 +135,16 @@ QUEUE_FINDINGS: tuple[Finding, ...] = (
             "%s without a capacity window: overshoot unbounded", counted(q.uncapped, "producer")
         ),
     ),
+    Finding(
+        "bytes bound past a long",
+        lambda q: q.bound_overflows,
+        lambda q: F.format_string(
+            "the producers' capacity windows (%d messages) x the largest message (%d bytes) "
+            "pass 2^63 bytes: overshoot in bytes unbounded",
+            F.col("producer_capacity_sum"),
+            F.col("max_message_bytes"),
+        ),
+    ),
     *_each_dimension(
         Finding(
             "flow control off under a limit",
@@ -148,7 +158,10 @@ QUEUE_FINDINGS: tuple[Finding, ...] = (
         Finding(
             "no overshoot allowance known",
             lambda o: (
-                o.dim.unknown_allowance & (o.uncapped == 0) & (o.dim.at_risk | (o.dim.stop > 0))
+                o.dim.unknown_allowance
+                & (o.uncapped == 0)
+                & ~o.bound_overflows  # said by its own finding
+                & (o.dim.at_risk | (o.dim.stop > 0))
             ),
             lambda o: F.lit(
                 f"no producer capacity or overshoot seen for {o.dim.unit}: no stop threshold "
@@ -339,6 +352,21 @@ QUEUE_RULES: tuple[Rule, ...] = (
 # -- the recommendation -----------------------------------------------------------------------
 
 
+def _bytes_bound() -> Column:
+    """The overshoot bound in bytes: the producers' capacity x the largest message; null past a
+    long (ANSI SQL failed the whole job on it, every broker's advice with it: an audit)."""
+    return F.try_multiply(F.col("producer_capacity_sum"), F.col("max_message_bytes"))
+
+
+def _bytes_bound_overflows() -> Column:
+    """Both factors logged and their product past a long: no byte count bounds the overshoot."""
+    return (
+        F.col("producer_capacity_sum").isNotNull()
+        & F.col("max_message_bytes").isNotNull()
+        & _bytes_bound().isNull()
+    )
+
+
 def _dimensions(
     joined: DataFrame, policy: RecommendPolicy
 ) -> tuple[DataFrame, Dimension, Dimension]:
@@ -361,13 +389,14 @@ def _dimensions(
         "flow_stop_size",
         "flow_resume_size",
         "max_overshoot_bytes",
-        F.col("producer_capacity_sum") * F.col("max_message_bytes"),
-        uncapped > 0,
+        _bytes_bound(),
+        (uncapped > 0) | _bytes_bound_overflows(),
         policy,
         # Under a count limit, the bytes can reach max_size only if that many of the largest
         # messages seen exceed it (seed 001's queue of 200 x 512 B never nears the 100 MiB default).
+        # Past a long (null), they do.
         reachable=(F.coalesce(F.col("max_count"), F.lit(0)) == 0)
-        | (F.col("max_count") * F.col("max_message_bytes") > F.col("max_size")),
+        | (F.try_multiply(F.col("max_count"), F.col("max_message_bytes")) > F.col("max_size")),
         episodes_at_stop="episodes_at_stop_bytes",
     )
     joined, msgs = staged_dimension(joined, msgs)
@@ -384,7 +413,8 @@ def _queue_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame,
     """``joined`` with a queue's decisions staged, and the facts :data:`QUEUE_RULES` and
     :data:`QUEUE_FINDINGS` read: ``policy``; ``msgs`` and ``size``, the two dimensions; the
     counts ``short`` (episodes), ``rejected`` (messages) and ``uncapped`` (producers without a
-    window); ``unbounded`` (such producers on a queue with a limit), ``flapping``, ``at_risk``,
+    window); ``unbounded`` (such producers on a queue with a limit), ``bound_overflows`` (the
+    bytes bound past a long, on a queue with a byte limit), ``flapping``, ``at_risk``,
     ``ring`` (exempt); and the thresholds to recommend, ``stop_msgs``, ``resume_msgs``,
     ``stop_size``, ``resume_size``. What the findings state comes later (``stated``)."""
     joined, msgs, size = _dimensions(joined, policy)
@@ -401,6 +431,7 @@ def _queue_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame,
     )
     short, rejected, uncapped = counts["_short"], counts["_rejected"], counts["_uncapped"]
     unbounded = ((msgs.limit > 0) | (size.limit > 0)) & (uncapped > 0)
+    bound_overflows = (size.limit > 0) & F.coalesce(_bytes_bound_overflows(), F.lit(False))
     # Ring queues make room by evicting; exempt only while their flow control is off: explicit
     # thresholds on a ring queue do apply (the engine honours them), and passing the limit then
     # evicts, i.e. loses, messages.
@@ -412,9 +443,10 @@ def _queue_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame,
         joined,
         {
             "_unbounded": unbounded,
+            "_bound_overflows": bound_overflows,
             "_flapping": (short >= policy.flapping_min_short_episodes)
             & (short >= F.col("closed_episodes") * policy.flapping_short_share),
-            "_at_risk": (rejected > 0) | unbounded | msgs.at_risk | size.at_risk,
+            "_at_risk": (rejected > 0) | unbounded | bound_overflows | msgs.at_risk | size.at_risk,
             "_ring": is_ring & (msgs.stop == 0) & (size.stop == 0),
         },
     )
