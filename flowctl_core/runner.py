@@ -32,7 +32,13 @@ from flowctl_core.protocols.config import (
 )
 from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection
 from flowctl_core.queue import Message
-from flowctl_core.scenario import ArtemisSpec, ConnectionSpec, ProducerSpec, Scenario
+from flowctl_core.scenario import (
+    ArtemisSpec,
+    ConnectionSpec,
+    ConsumerSpec,
+    ProducerSpec,
+    Scenario,
+)
 
 ProtocolConnection = Amqp10Connection | Amqp091Connection
 
@@ -359,9 +365,8 @@ def _drive(
 
     for spec in scenario.consumers:
         consumer = consumers.get(spec.name)
-        if consumer is not None and spec.rate is not None:
-            stop_us = None if spec.stop_s is None else start_us + seconds_to_us(spec.stop_s)
-            scheduler.call_at(start_us + seconds_to_us(spec.start_s), consumer.start, stop_us)
+        if consumer is not None:
+            _schedule_consumer(scheduler, consumer, spec, start_us)
 
     connections = build_connections(scenario, broker)
     for connection in connections.values():
@@ -386,7 +391,7 @@ def _drive(
             if progress is not None:
                 progress(slice_index / _PROGRESS_SLICES)
     else:
-        _run_steps(scenario, broker, producers, consumers, progress)
+        _run_steps(scenario, broker, producers, consumers, progress, start_us)
         end_us = scheduler.now_us
 
     return RunResult(
@@ -404,12 +409,26 @@ def _drive(
     )
 
 
+def _schedule_consumer(
+    scheduler: Scheduler, consumer: Consumer, spec: ConsumerSpec, start_us: int
+) -> None:
+    """A rate consumer consumes from ``start_s`` after the run's start (now, if that has passed)
+    until ``stop_s``; one consuming by ``consume`` steps (no rate) is not scheduled."""
+    if spec.rate is None:
+        return
+    stop_us = None if spec.stop_s is None else start_us + seconds_to_us(spec.stop_s)
+    begin_us = max(scheduler.now_us, start_us + seconds_to_us(spec.start_s))
+    if stop_us is None or begin_us < stop_us:
+        scheduler.call_at(begin_us, consumer.start, stop_us)
+
+
 def _run_steps(
     scenario: Scenario,
     broker: Broker,
     producers: dict[str, Producer],
     consumers: dict[str, Consumer],
     progress: ProgressCallback | None,
+    start_us: int,
 ) -> None:
     scheduler = broker.scheduler
     scheduler.run_due()
@@ -428,12 +447,16 @@ def _run_steps(
             broker.declare_queue(spec.queue, spec.arguments)
             for consumer_spec in scenario.consumers:
                 if consumer_spec.queue == spec.queue and consumer_spec.name not in consumers:
-                    consumers[consumer_spec.name] = Consumer(
+                    consumer = Consumer(
                         broker,
                         consumer_spec.name,
                         broker.queue(spec.queue),
                         rate=consumer_spec.rate,
                     )
+                    consumers[consumer_spec.name] = consumer
+                    # A rate consumer of a queue declared by a step starts now (or at its
+                    # start_s, if later): it was built and never started (an audit).
+                    _schedule_consumer(scheduler, consumer, consumer_spec, start_us)
         # Work released by this step (completions, pumped sends) happens at the same instant.
         scheduler.run_due()
         if progress is not None:

@@ -550,6 +550,10 @@ class ProducerSpec(_Strict):
         return self
 
 
+#: What drives a producer of a workload (kind: workload); a scripted one sends by its steps.
+_WORKLOAD_PRODUCER_FIELDS = frozenset({"rate", "arrival", "bursts", "start_s", "stop_s"})
+
+
 class ConsumerSpec(_Strict):
     name: Annotated[str, Field(min_length=1)]
     queue: str
@@ -704,8 +708,23 @@ class Scenario(_Strict):
                 )
             if self.steps:
                 raise FieldError("steps", "a workload scenario takes no steps (use kind: scripted)")
-        elif not self.steps:
-            raise FieldError("steps", "a scripted scenario needs steps")
+        else:
+            if not self.steps:
+                raise FieldError("steps", "a scripted scenario needs steps")
+            # Read by no scripted run: refused rather than ignored (an audit).
+            if "duration_s" in self.model_fields_set:
+                raise FieldError(
+                    "duration_s",
+                    "a scripted scenario lasts as long as its advance steps; duration_s is the "
+                    "workload form (use kind: workload)",
+                )
+            for index, producer in enumerate(self.producers):
+                for name in _WORKLOAD_PRODUCER_FIELDS & producer.model_fields_set:
+                    raise FieldError(
+                        f"producers.{index}.{name}",
+                        f"producer {producer.name!r}: {name} is the workload form; a scripted "
+                        "producer sends by send steps (use kind: workload)",
+                    )
         self._check_end_in_range()
         for kind_name, names in (
             ("queue", [q.name for q in self.queues]),

@@ -7,13 +7,14 @@ import random
 from collections.abc import Callable
 
 import pytest
+import yaml
 
 from flowctl_core.broker import Broker
 from flowctl_core.clients import Producer
 from flowctl_core.clock import Scheduler
 from flowctl_core.events import EventBus, EventCollector
-from flowctl_core.runner import RateDriver
-from flowctl_core.scenario import ProducerSpec
+from flowctl_core.runner import RateDriver, run_scenario
+from flowctl_core.scenario import ProducerSpec, parse_scenario
 
 
 def _driver(seed: int, **spec: object) -> RateDriver:
@@ -77,3 +78,31 @@ def test_uniform_arrivals_draw_nothing() -> None:
     driver = _driver(5, size=100)
     assert _arrivals_us(driver) == _expected_arrivals_us(lambda: 20_000, driver.end_us)
     assert driver.rng.random() == random.Random(5).random()
+
+
+@pytest.mark.parametrize("start_s", [0.0, 1.0])
+def test_a_rate_consumer_of_a_queue_declared_by_a_step_consumes(start_s: float) -> None:
+    """A queue declared by a step, its rate consumer built then: it was never started, so the
+    queue stopped at 11 and held its producer for the rest of the run (an audit). It consumes
+    from the declare on, or from its ``start_s`` when that is later."""
+    text = f"""
+name: late-queue
+kind: scripted
+queues: [{{name: q0}}]
+producers: [{{name: p, capacity: 5, routing_key: late}}]
+consumers: [{{name: c, queue: late, rate: 100, start_s: {start_s}}}]
+steps:
+  - advance: {{seconds: 0.5}}
+  - declare: {{queue: late, arguments: {{qpid.max_count: 100, qpid.flow_stop_count: 10,
+      qpid.flow_resume_count: 5}}}}
+  - send: {{producer: p, count: 30}}
+  - advance: {{seconds: 2}}
+"""
+    log = EventCollector()
+    result = run_scenario(parse_scenario(yaml.safe_load(text)), [log])
+    events = [e for e in log.events if e["queue"] == "late"]
+    dequeues = [e["ts"] - result.start_us for e in events if e["event_type"] == "dequeue"]
+    assert len(dequeues) == 30
+    assert min(dequeues) >= max(0.5, start_s) * 1e6
+    kinds = [e["event_type"] for e in events]
+    assert "flow_stopped" in kinds and kinds.count("flow_resumed") == kinds.count("flow_stopped")

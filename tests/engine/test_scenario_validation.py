@@ -472,3 +472,27 @@ def test_the_largest_amqp10_uints_run() -> None:
     )
     consumer_end = run_scenario(scenario).connections["c"].consumers["w"]
     assert consumer_end.received == 10
+
+
+@pytest.mark.parametrize(
+    ("fields", "path"),
+    [
+        ({"duration_s": 10}, "duration_s"),
+        ({"producers": [{"name": "p", "routing_key": "orders", "rate": 100}]}, "producers.0.rate"),
+        (
+            {"producers": [{"name": "p", "routing_key": "orders", "bursts": {"every_s": 1,
+                                                                             "count": 5}}]},
+            "producers.0.bursts",
+        ),
+        ({"producers": [{"name": "p", "routing_key": "orders", "stop_s": 1}]},
+         "producers.0.stop_s"),
+    ],
+)  # fmt: skip
+def test_a_workload_setting_in_a_scripted_scenario_is_refused(
+    fields: dict[str, Any], path: str
+) -> None:
+    """A scripted run lasts as long as its advance steps and its producers send by send steps:
+    a duration_s or a producer's rate, bursts or times were accepted and read by nothing (a
+    rate producer sent no message; an audit)."""
+    message = rejected(scripted({"send": {"producer": "p", "count": 1}}, **fields))
+    assert f"conf/x.yaml: {path}: " in message and "use kind: workload" in message
