@@ -242,12 +242,9 @@ def knob_change(row: dict[str, Any]) -> str:
         def with_unit(v: Any) -> str:
             return value(v) + (unit if v is not None and v >= 0 else "")
 
-        if current == recommended:
-            if current is not None and current < 0:
-                return f"{row['knob']}: {number(current)} (off, kept)"
-            return f"{row['knob']}: {with_unit(current)} (kept)"
         # A Qpid row's knob is its stop count; the other thresholds it moves are part of the
-        # change (shown alone, stop 2,760 went beside a resume of 600: an audit).
+        # change (shown alone, stop 2,760 went beside a resume of 600: an audit), and they may
+        # be the whole of it (byte thresholds only: "0 messages (kept)" hid them, an audit).
         others = [
             f"{name}: {number(now)} -> {number(then)}{unit_of}"
             for name, key, unit_of in QPID_THRESHOLDS
@@ -256,6 +253,12 @@ def knob_change(row: dict[str, Any]) -> str:
             and (then := row.get("recommended_" + key)) is not None
             and now != then
         ]
+        if current == recommended:
+            if current is not None and current < 0:
+                kept = f"{row['knob']}: {number(current)} (off, kept)"
+            else:
+                kept = f"{row['knob']}: {with_unit(current)} (kept)"
+            return "; ".join([kept, *others])
         return "; ".join([f"{row['knob']}: {value(current)} -> {with_unit(recommended)}", *others])
     pairs = [
         ("stop msgs", "flow_stop_count"),

@@ -484,6 +484,17 @@ def test_a_value_kept_reads_as_kept_not_as_a_change() -> None:
     kept = {"knob": "qpid.flow_stop_count", "unit": "messages", "current_value": 900,
             "recommended_value": 900}  # fmt: skip
     assert knob_change(kept) == "qpid.flow_stop_count: 900 messages (kept)"
+    # Byte thresholds only: the stop count (0, off) stays and the change is all in bytes; it
+    # read "0 messages (kept)" (an audit).
+    bytes_only = {"knob": "qpid.flow_stop_count", "unit": "messages", "current_value": 0,
+                  "recommended_value": 0, "current_flow_stop_count": 0,
+                  "recommended_flow_stop_count": 0, "current_flow_stop_size": 900_000,
+                  "recommended_flow_stop_size": 760_000, "current_flow_resume_size": 800_000,
+                  "recommended_flow_resume_size": 655_936}  # fmt: skip
+    assert knob_change(bytes_only) == (
+        "qpid.flow_stop_count: 0 messages (kept); qpid.flow_stop_size: 900,000 -> 760,000 bytes; "
+        "qpid.flow_resume_size: 800,000 -> 655,936 bytes"
+    )
     limit = {"knob": "x-max-length", "unit": "messages", "current_value": None,
              "recommended_value": 15_300}  # fmt: skip
     assert knob_change(limit) == "x-max-length: none -> 15,300 messages"
