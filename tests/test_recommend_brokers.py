@@ -973,3 +973,32 @@ def test_a_prefilled_backlog_is_no_intake(spark: Any) -> None:
     growth = queue_growth(events).collect()[0].asDict()
     assert growth["intake_rate_msgs_s"] == pytest.approx(11.0)
     assert (growth["enqueued"], growth["last_depth_msgs"]) == (1011, 1011)
+
+
+@pytest.mark.spark
+def test_a_reject_threshold_removed_by_a_later_run_is_not_in_force(spark: Any) -> None:
+    """The engine's address detail leaves the reject threshold out when there is none (-1):
+    run r1 had one (153600), run r2 after it none. The latest non-null value said r1's was
+    still in force (an audit); the settings are read at the latest event that logs them."""
+    from jobs.transforms.recommend_artemis import address_evidence
+
+    def detail(threshold: int | None) -> str:
+        settings = {"address": "a", "max_size_bytes": 102_400, "policy": "BLOCK"}
+        return json.dumps(
+            {**settings, **({} if threshold is None else {"reject_threshold": threshold})}
+        )
+
+    def events(*runs: tuple[str, int, int | None]) -> Any:
+        return spark.createDataFrame(
+            [("b", run, seq, datetime(2026, 3, 10, hour, tzinfo=UTC), "enqueue", "a", 1000,
+              detail(threshold)) for run, hour, threshold in runs for seq in range(2)],
+            "broker string, run_id string, seq long, ts timestamp, event_type string, "
+            "queue string, size_bytes long, detail string",
+        )  # fmt: skip
+
+    def threshold(*runs: tuple[str, int, int | None]) -> Any:
+        return address_evidence(events(*runs)).collect()[0]["reject_threshold"]
+
+    assert threshold(("r1", 10, 153_600)) == 153_600
+    assert threshold(("r1", 10, 153_600), ("r2", 11, None)) is None
+    assert threshold(("r1", 10, None), ("r2", 11, 153_600)) == 153_600

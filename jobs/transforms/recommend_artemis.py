@@ -71,7 +71,13 @@ def address_evidence(events: DataFrame) -> DataFrame:
             F.countDistinct("run_id").alias("runs"),
             _latest(detail_field("policy"), "address_policy"),
             _latest(detail_whole_number("max_size_bytes"), "max_size_bytes"),
-            _latest(detail_whole_number("reject_threshold"), "reject_threshold"),
+            # As of the latest event that logs the address's settings: a threshold removed (a
+            # later run without one; the detail leaves it out) is no longer in force, and the
+            # latest non-null one said it was (an audit).
+            F.max_by(
+                detail_whole_number("reject_threshold"),
+                F.when(detail_whole_number("max_size_bytes").isNotNull(), F.struct("ts", "seq")),
+            ).alias("reject_threshold"),
             F.max(address_size).alias("peak_address_bytes"),
             F.count(F.when(_is("message_rejected") & (outcome == "dropped"), 1)).alias(
                 "dropped_msgs"
