@@ -189,6 +189,7 @@ class Log:
         protocol: str | None = None,
         refill_at_empty: bool = False,
         broker_product: str | None = None,
+        regrant_from: int | None = None,
     ) -> None:
         """A consumer link attached 100 s: credit granted ``grant`` at a time up to ``credit``,
         logging ``protocol`` (none by default).
@@ -200,6 +201,8 @@ class Log:
         ``refill_at_empty`` it grants all of ``credit`` each time the credit has run out, its
         deliveries logging the credit left (``deliveries`` a multiple of ``credit``). With
         ``broker_product`` its events say the broker, as a client's own record of its links does.
+        The first grant after the attach is the credit it starts with, not a top-up: with
+        ``regrant_from`` the credit falls to that once and is granted again (a top-up).
         """
         info: dict[str, Any] = {}
         if broker_product:
@@ -222,6 +225,12 @@ class Log:
                 self.event(0.1, "flow", credit=granted, **link)
             for _ in range(deliveries):
                 self.event(1, delivery, queue="work", size_bytes=size_bytes, **link)
+            if regrant_from is not None:
+                # Once: the credit down to ``regrant_from`` (the sender's flow says so), then
+                # granted again to ``credit``: a top-up of credit - regrant_from.
+                sender = {**link, "detail": json.dumps({**info, "origin": "sender"})}
+                self.event(2, "flow", credit=regrant_from, **sender)
+                self.event(2.1, "flow", credit=credit, **link)
         for number in range(starvations):
             self.starvations.append(
                 {
@@ -658,8 +667,8 @@ def _links() -> Log:
     explain. Each is attached 100 s."""
     log = Log()
     # Artemis CORE consumers: 1000 transfers of 1000 bytes (10 msgs/s), starved 30 s in 6
-    # starvations of 5 s. A 51200-byte window granted at once, and consumerWindowSize 0 (one byte
-    # asked for at a time).
+    # starvations of 5 s. A 51200-byte window granted at once and topped up by half of it, and
+    # consumerWindowSize 0 (one byte asked for at a time, once the last was used).
     log.consumer(
         "core-window",
         credit=51200,
@@ -669,6 +678,7 @@ def _links() -> Log:
         grant=51200,
         credit_unit="bytes",
         size_bytes=1000,
+        regrant_from=25600,
     )
     log.consumer(
         "core-window-0",
@@ -679,6 +689,7 @@ def _links() -> Log:
         grant=1,
         credit_unit="bytes",
         size_bytes=1000,
+        regrant_from=0,
     )
     log.consumer(
         "core-no-sizes",
@@ -738,7 +749,8 @@ def message_links(case_rows: CaseRows) -> dict[str, dict[str, Any]]:
 
 def test_byte_credit_is_sized_in_bytes(links: dict[str, dict[str, Any]]) -> None:
     row = links["core-window"]
-    # 10 msgs/s x 1000 bytes x 5 s round trip + 51200 bytes top-up = 101200 bytes.
+    # 10 msgs/s x 1000 bytes x 5 s round trip + 25600 bytes top-up = 75600 bytes (the window's
+    # first grant is not a top-up).
     assert row["verdict"] == "raise"
     # Byte credit is Artemis's CORE consumer window.
     assert (row["broker_kind"], row["entity_kind"], row["knob"], row["unit"]) == (
@@ -747,12 +759,12 @@ def test_byte_credit_is_sized_in_bytes(links: dict[str, dict[str, Any]]) -> None
         "consumerWindowSize",
         "bytes",
     )
-    assert (row["current_value"], row["recommended_value"]) == (51200, 101200)
-    assert (row["current_credit"], row["recommended_credit"]) == (51200, 101200)
-    assert row["top_up_batch"] == 51200
+    assert (row["current_value"], row["recommended_value"]) == (51200, 75600)
+    assert (row["current_credit"], row["recommended_credit"]) == (51200, 75600)
+    assert row["top_up_batch"] == 25600
     assert row["rationale"] == (
         "raise: starved 30.0% of its attached time with 51200 bytes of credit; needs 10.0 msgs/s"
-        " x 1000 bytes/msg x 5.000s round trip + 51200 bytes top-up = 101200 bytes of credit;"
+        " x 1000 bytes/msg x 5.000s round trip + 25600 bytes top-up = 75600 bytes of credit;"
         " the rate is per attached second: 1000 deliveries in 100.0s attached (the log gives no"
         " time with messages available)"
     )
@@ -794,12 +806,14 @@ def test_consumer_window_0_is_not_recommended_a_few_bytes(
 ) -> None:
     row = links["core-window-0"]
     assert row["verdict"] == "raise"
-    # 10 msgs/s x 1000 bytes x 5 s, plus its top-up: a 1-byte request lets one whole message
-    # through (the server sends while the credit is above 0), so 1000 bytes: a window of 51000
-    # bytes, not 51 "credits" nor 50001 bytes (an audit found the byte counted as the batch).
-    assert (row["current_credit"], row["recommended_credit"]) == (1, 51000)
+    # Its top-up: a 1-byte request lets one whole message through (the server sends while the
+    # credit is above 0), so a batch of 1000 bytes, not 1 (an audit found the byte counted as
+    # the batch). Every request comes once the last was used, so the batch is the credit: topped
+    # up at half, it needs 2 x 10 msgs/s x 1000 bytes x 5 s in flight + 1 = 100001 bytes, not
+    # 101 "credits" nor a few bytes.
+    assert (row["current_credit"], row["recommended_credit"]) == (1, 100001)
     assert row["top_up_batch"] == 1000
-    assert "= 51000 bytes of credit" in row["rationale"]
+    assert "= 100001 bytes of credit" in row["rationale"]
 
 
 def test_byte_credit_without_message_sizes_is_not_assessed(
@@ -1549,6 +1563,8 @@ def test_without_a_grant_the_current_credit_is_the_latest_days_largest(spark: An
       the sender's report as a grant would give 37.
     - "granted": a flow without ``detail`` (a grant: no origin says otherwise) of 80 on day 6,
       then on day 7 transfers 79 -> 70 and a sender's report at 70: 80.
+    - "set-by-receiver": granted 40 on day 6; on day 7 each grant sets 40 (``link_credit``, as
+      the engine logs it) with 19 in flight, so the sender holds 21: 40, not 21 (an audit).
     """
     log = Log()
     sender = json.dumps({"origin": "sender"})
@@ -1570,14 +1586,51 @@ def test_without_a_grant_the_current_credit_is_the_latest_days_largest(spark: An
     for left in range(79, 69, -1):
         event("granted", 1, "transfer", left, queue="work")
     event("granted", 2, "flow", 70, available=5, detail=sender)
+    receiver = json.dumps({"origin": "receiver", "link_credit": 40})
+    event("set-by-receiver", day_6, "link_attached", 0)
+    event("set-by-receiver", day_6 + 1, "flow", 40, detail=receiver)
+    for at_s in (1, 2):
+        event("set-by-receiver", at_s, "transfer", 20, queue="work")
+        event("set-by-receiver", at_s + 0.5, "flow", 21, detail=receiver)
     actual = consumer_link_evidence(
         rows_frame(spark, BRONZE_BROKER_EVENTS, log.events),
         rows_frame(spark, LINK_STARVATION_DAILY, []),
         rows_frame(spark, LINK_STARVATION_EPISODES, []),
     ).select("link", "current_credit")
     expected = spark.createDataFrame(
-        [("attach-only", 30), ("sender-only", 38), ("granted", 80)],
+        [("attach-only", 30), ("sender-only", 38), ("granted", 80), ("set-by-receiver", 40)],
         "link string, current_credit long",
+    )
+    assert_df_equality(
+        actual, expected, ignore_nullable=True, ignore_metadata=True, ignore_row_order=True
+    )
+
+
+def test_the_first_grant_after_an_attach_is_no_top_up(spark: Any) -> None:
+    """A link attached with 0 and granted 1000 once, never topped up: that grant is the credit
+    it starts with, and a top-up batch of 1000 asked for 1005 credits of a link holding 1000
+    whose credit "suffices" (an audit), where the same link with its credit on the attach got
+    the policy's batch. Both now have no batch of their own; a later top-up (of 300) is one."""
+    log = Log()
+
+    def event(name: str, at_s: float, event_type: str, credit: int, **fields: Any) -> None:
+        log.event(at_s, event_type, link=name, link_role="consumer", credit=credit, **fields)
+
+    for name, on_attach in (("on-flow", 0), ("on-attach", 1000), ("topped-up", 0)):
+        event(name, 0, "link_attached", on_attach)
+        if not on_attach:
+            event(name, 0.1, "flow", 1000)
+        for left in range(999, 699, -1):
+            event(name, 1, "transfer", left, queue="work")
+    event("topped-up", 2, "flow", 1000)
+    actual = consumer_link_evidence(
+        rows_frame(spark, BRONZE_BROKER_EVENTS, log.events),
+        rows_frame(spark, LINK_STARVATION_DAILY, []),
+        rows_frame(spark, LINK_STARVATION_EPISODES, []),
+    ).select("link", "current_credit", "_median_top_up")
+    expected = spark.createDataFrame(
+        [("on-flow", 1000, None), ("on-attach", 1000, None), ("topped-up", 1000, 300.0)],
+        "link string, current_credit long, _median_top_up double",
     )
     assert_df_equality(
         actual, expected, ignore_nullable=True, ignore_metadata=True, ignore_row_order=True

@@ -208,7 +208,8 @@ def consumer_link_evidence(
     (``_most_ready``: the largest ``available`` of its events with a credit above 0).
 
     The current credit is the credit the receiver grants now: the largest credit of the link's
-    grants on the latest day (UTC date of ``ts``) of the window on which it logged one. A grant
+    grants on the latest day (UTC date of ``ts``) of the window on which it logged one, as the
+    receiver set it (``detail.link_credit``) where logged. A grant
     is a ``flow`` event carrying a credit, except those the sending end logs of itself
     (``detail.origin`` ``sender``: messages available, a drain done), which like deliveries
     carry the credit left. So a link that ran its credit down on its latest day without a grant
@@ -217,6 +218,8 @@ def consumer_link_evidence(
     credit is judged at its new size, not at an earlier day's it no longer holds. A link with no
     grant in the window (its credit known only from attaches, deliveries or the sender's flows)
     falls back on the largest credit of the latest day on which any of its events carried one.
+    The median top-up leaves out the link's first grant after an attach: the credit it starts
+    with, not a batch it used.
     """
     daily = link_daily.groupBy(*LINK).agg(
         summed_seconds("starved_s").alias("starved_s"),
@@ -275,6 +278,7 @@ def _link_steps(events: DataFrame) -> DataFrame:
         (F.col("credit") > 0) & (F.coalesce(F.col("available"), F.lit(0)) > 0),
     )
     upto_here = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    attach_or_grant = F.when(_is("link_attached"), F.lit("attach")).when(_granted(), F.lit("grant"))
     stepped = (
         link_events.join(F.broadcast(watermarks), "run_id")
         .withColumn("_prev_credit", F.last("credit", ignorenulls=True).over(before))
@@ -284,6 +288,15 @@ def _link_steps(events: DataFrame) -> DataFrame:
         )
         .withColumn("_backlogged_after", F.coalesce(leaves, F.col("_backlogged_before")))
         .withColumn("_until_ts", F.coalesce(F.lead("ts").over(in_order), F.col("_watermark_ts")))
+        # A grant whose latest attach or grant before it is the attach: the link's first grant.
+        .withColumn(
+            "_initial_grant",
+            _granted()
+            & (
+                F.coalesce(F.last(attach_or_grant, ignorenulls=True).over(before), F.lit(""))
+                == "attach"
+            ),
+        )
         # Backlogs numbered by the events that leave the link not backlogged up to here: the
         # events of one backlog, and the event that ends it, share the number of its first.
         .withColumn(
@@ -319,6 +332,16 @@ def _deliveries(where: Column) -> Column:
     )
 
 
+def _granted() -> Column:
+    """A grant: a flow event carrying a credit that the sending end did not log of itself (its
+    flows report messages available or a drain done, with the credit left, DESIGN §3)."""
+    return (
+        _is("flow")
+        & F.col("credit").isNotNull()
+        & ~F.coalesce(detail_field("origin") == "sender", F.lit(False))
+    )
+
+
 def _per_link(stepped: DataFrame) -> DataFrame:
     """Per link, from :func:`_link_steps`: the columns :func:`consumer_link_evidence` names,
     before the gold and silver ones are joined."""
@@ -326,13 +349,18 @@ def _per_link(stepped: DataFrame) -> DataFrame:
     from_empty = _is("flow") & (top_up > 0) & (F.col("_prev_credit") == 0)
     in_backlog = F.col("_backlogged_before") & F.coalesce(F.col("_timed"), F.lit(False))
     day_credit = F.struct(utc_date("ts").alias("day"), "credit")
-    # A grant: a flow event carrying a credit that the sending end did not log of itself (its
-    # flows report messages available or a drain done, with the credit left, DESIGN §3).
-    granted = (
-        _is("flow")
-        & F.col("credit").isNotNull()
-        & ~F.coalesce(detail_field("origin") == "sender", F.lit(False))
+    granted = _granted()
+    # What the receiver set (the engine logs it, detail.link_credit), else the credit logged:
+    # past the first grant the sender's credit is that less what is in flight, and a day of
+    # top-ups only read as the credit in force (21 of a credit of 40: an audit).
+    day_grant = F.struct(
+        utc_date("ts").alias("day"),
+        F.coalesce(detail_whole_number("link_credit"), F.col("credit")).alias("credit"),
     )
+    # The first grant after an attach is the credit the link starts with, not a top-up: taken
+    # as one, a link never topped up had the whole credit for its batch (an audit: needs 1005
+    # of the 1000 it held, "credit suffices"; logged on the attach instead, lowered to 90).
+    topped_up = _is("flow") & (top_up > 0) & ~F.col("_initial_grant")
     return stepped.groupBy(*LINK).agg(
         _latest("link_role"),
         # The credit a consumer attaches with: a 0.9.1 consumer's prefetch (basic.consume).
@@ -350,11 +378,11 @@ def _per_link(stepped: DataFrame) -> DataFrame:
         # each max is that day's largest; the window's largest would judge a link whose credit
         # was lowered against credit it no longer holds, and a delivery's credit is what is left.
         F.coalesce(
-            F.max(F.when(granted, day_credit))["credit"],
+            F.max(F.when(granted, day_grant))["credit"],
             F.max(F.when(F.col("credit").isNotNull(), day_credit))["credit"],
         ).alias("current_credit"),
         # A top-up: a flow event's credit above the link's previous credit.
-        F.percentile(F.when(_is("flow") & (top_up > 0), top_up), 0.5).alias("_median_top_up"),
+        F.percentile(F.when(topped_up, top_up), 0.5).alias("_median_top_up"),
         # How many top-ups there were, and how many came once the credit had run out (from 0).
         F.count(F.when(_is("flow") & (top_up > 0), 1)).alias("_top_ups"),
         F.count(F.when(from_empty, 1)).alias("_top_ups_from_empty"),
