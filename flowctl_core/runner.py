@@ -227,15 +227,36 @@ def connection_config(spec: ConnectionSpec) -> ConnectionConfig:
     )
 
 
-def build_connections(scenario: Scenario, broker: Broker) -> dict[str, ProtocolConnection]:
+def open_connection(scenario: Scenario, spec: ConnectionSpec, broker: Broker) -> ProtocolConnection:
+    """The client connection of ``spec``, opened now: its 0.9.1 publishing connection or 1.0
+    session learns the broker's alarms in force as it opens."""
     policy = RabbitPolicy(**scenario.rabbitmq.model_dump())
+    config = connection_config(spec)
+    if config.protocol == AMQP_10:
+        return Amqp10Connection(broker, config, policy)
+    return Amqp091Connection(broker, config, policy)
+
+
+def schedule_connections(
+    scenario: Scenario, broker: Broker, start_us: int
+) -> dict[str, ProtocolConnection]:
+    """The scenario's connections, each opened and started at its ``start_s``: those at the
+    run's start now (the dict returned), the later ones added to it when they open."""
+    scheduler = broker.scheduler
     connections: dict[str, ProtocolConnection] = {}
+
+    def open_later(spec: ConnectionSpec) -> None:
+        connection = open_connection(scenario, spec, broker)
+        connections[spec.name] = connection
+        connection.start()
+
     for spec in scenario.connections:
-        config = connection_config(spec)
-        if config.protocol == AMQP_10:
-            connections[spec.name] = Amqp10Connection(broker, config, policy)
+        if spec.start_s:
+            scheduler.call_at(start_us + seconds_to_us(spec.start_s), open_later, spec)
         else:
-            connections[spec.name] = Amqp091Connection(broker, config, policy)
+            connection = open_connection(scenario, spec, broker)
+            connections[spec.name] = connection
+            scheduler.call_at(start_us, connection.start)
     return connections
 
 
@@ -368,9 +389,7 @@ def _drive(
         if consumer is not None:
             _schedule_consumer(scheduler, consumer, spec, start_us)
 
-    connections = build_connections(scenario, broker)
-    for connection in connections.values():
-        scheduler.call_at(start_us, connection.start)
+    connections = schedule_connections(scenario, broker, start_us)
     _schedule_alarms(scenario, broker, start_us)
     artemis = build_artemis(scenario, broker)
     if artemis is not None:

@@ -336,6 +336,12 @@ class ConnectionSpec(_Strict):
         ConnectionConfig, "max_frame_size"
     )
     client_incoming_window: PosUInt = _engine_default(ConnectionConfig, "client_incoming_window")
+    start_s: NonNegFloat = Field(
+        default=0,
+        description="seconds after the run starts that the client connects: opened during an "
+        "alarm, a 0.9.1 publishing connection starts blocked and a 1.0 session begins with its "
+        "incoming window closed",
+    )
     publishers: list[LinkPublisherSpec] = []
     consumers: list[LinkConsumerSpec] = []
 
@@ -971,6 +977,13 @@ class Scenario(_Strict):
             raise FieldError("connections", f"duplicated link names: {duplicated}")
         if self.connections and self.kind != "workload":
             raise ValueError("connections run for duration_s: use kind: workload")
+        for c_index, connection in enumerate(self.connections):
+            if self.duration_s is not None and connection.start_s >= self.duration_s:
+                raise FieldError(
+                    f"connections.{c_index}.start_s",
+                    f"connection {connection.name!r} would connect at {connection.start_s:g} s, "
+                    f"at or after the run's end ({self.duration_s:g} s)",
+                )
         if self.rabbitmq.credit_flow_more > self.rabbitmq.credit_flow_initial:
             raise ValueError("rabbitmq.credit_flow_more must not exceed credit_flow_initial")
 

@@ -217,3 +217,54 @@ artemis:
     enqueues = [e for e in _run(text) if e["event_type"] == "enqueue"]
     sizes = [json.loads(e["detail"])["address_size"] for e in enqueues]
     assert sizes == [1_100, 1_100 + 1_007]  # body + 100 (CORE), then + body + 7 (AMQP)
+
+
+def test_a_connection_opened_during_an_alarm_starts_blocked_from_a_scenario() -> None:
+    """Connections had no start time, so each was open before any alarm: a 0.9.1 publishing
+    connection blocked as it opens, and a 1.0 session begun with its window closed, were
+    reachable from Python only (an audit; DESIGN §2: what the engine models is reachable from a
+    scenario file). Opened at 0.5 s into a memory alarm of 0.2-1.0 s, both publish nothing
+    until it clears; a consumer-only connection opened then consumes (only publishing
+    connections are blocked)."""
+    text = """
+name: late-connections
+kind: workload
+duration_s: 1.5
+queues: [{name: q91}, {name: q10}, {name: backlog, prefill: {count: 50, size: 100}}]
+connections:
+  - {name: c91, protocol: amqp-0-9-1, start_s: 0.5, publishers: [{name: p91, queue: q91}]}
+  - {name: c10, protocol: amqp-1.0, start_s: 0.5, publishers: [{name: p10, queue: q10}]}
+  - {name: reader, protocol: amqp-0-9-1, start_s: 0.5,
+     consumers: [{name: r, queue: backlog, credit: 10}]}
+alarms: [{resource: memory, raise_s: 0.2, clear_s: 1.0}]
+"""
+    events = _run(text)
+    start = min(e["ts"] for e in events)
+
+    def at_s(e: dict[str, Any]) -> float:
+        return (e["ts"] - start) / 1e6
+
+    blocked = [e for e in events if e["event_type"] == "connection_blocked"]
+    assert [(e["connection"], at_s(e)) for e in blocked] == [("c91", 0.5)]
+    closed = [e for e in events if e["event_type"] == "session_window" and e["connection"] == "c10"]
+    assert at_s(closed[0]) == 0.5 and json.loads(closed[0]["detail"])["begun_during_alarm"]
+    enqueued = [
+        at_s(e) for e in events if e["event_type"] == "enqueue" and e["queue"] in ("q91", "q10")
+    ]
+    assert enqueued and min(enqueued) >= 1.0
+    delivered = [at_s(e) for e in events if e["event_type"] == "transfer" and e["link"] == "r"]
+    assert len(delivered) == 50 and min(delivered) < 1.0
+
+
+def test_a_connection_cannot_open_at_or_after_the_runs_end() -> None:
+    text = """
+name: late
+kind: workload
+duration_s: 1
+queues: [{name: q}]
+connections: [{name: c, protocol: amqp-1.0, start_s: 1, publishers: [{name: p, queue: q}]}]
+"""
+    with pytest.raises(
+        ScenarioError, match=r"connections\.0\.start_s: .*at or after the run's end"
+    ):
+        parse_scenario(yaml.safe_load(text))
