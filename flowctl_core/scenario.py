@@ -243,6 +243,16 @@ class RabbitPolicySpec(_Strict):
     max_queue_credit: PosUInt = _RABBIT.max_queue_credit
     credit_flow_initial: PosInt = _RABBIT.credit_flow_initial
     credit_flow_more: PosInt = _RABBIT.credit_flow_more
+    initial_delivery_count: UInt = Field(
+        default=_RABBIT.initial_delivery_count,
+        description="1.0: the delivery-count the broker's consumer links start at (RabbitMQ 4.0 "
+        "and 4.1: 4294967291, to cross the wrap early)",
+    )
+    initial_outgoing_id: UInt = Field(
+        default=_RABBIT.initial_outgoing_id,
+        description="1.0: the transfer-id the broker's sessions start at (RabbitMQ 4.0 and 4.1: "
+        "4294967292)",
+    )
 
 
 class LinkPublisherSpec(_Strict):

@@ -19,6 +19,11 @@ class RabbitPolicy:
     # credits and the queue grants 200 more after processing 200 messages.
     credit_flow_initial: int = 400
     credit_flow_more: int = 200
+    # Where the broker's AMQP 1.0 consumer links start their delivery-count and its sessions
+    # their transfer-ids: 0, as RabbitMQ from 4.2; 4.0 and 4.1 started them at 2**32 - 5 and
+    # 2**32 - 4, to cross the RFC-1982 wrap early (seed 004: the delivery-count "wraps").
+    initial_delivery_count: int = 0
+    initial_outgoing_id: int = 0
 
     def __post_init__(self) -> None:
         for name in (
@@ -32,6 +37,9 @@ class RabbitPolicy:
                 raise ValueError(f"RabbitMQ policy {name} must be >= 1")
         if self.credit_flow_more > self.credit_flow_initial:
             raise ValueError("credit_flow_more must not exceed credit_flow_initial")
+        for name in ("initial_delivery_count", "initial_outgoing_id"):
+            if not 0 <= getattr(self, name) < 2**32:
+                raise ValueError(f"RabbitMQ policy {name} must be a uint (0 .. 2**32 - 1)")
 
 
 def publisher_credit_due(credit: int, unconfirmed: int, max_link_credit: int) -> bool:

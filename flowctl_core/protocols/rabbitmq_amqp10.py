@@ -163,7 +163,10 @@ class ClientConsumerLink(TakesFromApp):
     def __init__(self, connection: Amqp10Connection, config: ConsumerConfig) -> None:
         self.connection = connection
         self.config = config
-        self.link = ReceiverLink(config.name, initial_delivery_count=0)
+        # The broker's sender chooses it; the client learns it from the attach.
+        self.link = ReceiverLink(
+            config.name, initial_delivery_count=connection.policy.initial_delivery_count
+        )
         #: The credit it grants (and tops up to): the config's, until a credit change.
         self.credit = config.credit
         self.app = ConsumingApp(connection.broker.scheduler, config.process_us, self._processed)
@@ -352,9 +355,9 @@ class BrokerConsumerLink(QueueFedSender):
         super().__init__(identity, queue)
         self.session = session
         self.config = config
-        # Its delivery-count starts at 0, as RabbitMQ's from 4.2 (4.0 and 4.1 started it at
-        # 2**32 - 5, and the session's transfer-ids at 2**32 - 4, to cross the wrap early).
-        self.link = SenderLink(config.name)
+        # Its delivery-count starts at the policy's: 0, as RabbitMQ's from 4.2 (4.0 and 4.1
+        # started it at 2**32 - 5, and the session's transfer-ids at 2**32 - 4).
+        self.link = SenderLink(config.name, session.policy.initial_delivery_count)
         # Credit the session has handed to the queue; messages the queue sent to the session
         # that are not yet forwarded to the client wait in `buffered`.
         self.queue_credit = 0
@@ -531,7 +534,9 @@ class ServerSession:
         # A session begun during an alarm starts with its incoming window closed (RabbitMQ's
         # begin: 0 while any resource alarm is in effect, else max_incoming_window).
         window = 0 if broker.alarmed else policy.max_incoming_window
-        self.endpoint = SessionEndpoint(self.name, incoming_window=window)
+        self.endpoint = SessionEndpoint(
+            self.name, incoming_window=window, initial_outgoing_id=policy.initial_outgoing_id
+        )
         self.publishers: dict[str, BrokerPublisherLink] = {}
         self.consumers: dict[str, BrokerConsumerLink] = {}
         self.error: str | None = None

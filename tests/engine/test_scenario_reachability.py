@@ -268,3 +268,26 @@ connections: [{name: c, protocol: amqp-1.0, start_s: 1, publishers: [{name: p, q
         ScenarioError, match=r"connections\.0\.start_s: .*at or after the run's end"
     ):
         parse_scenario(yaml.safe_load(text))
+
+
+def test_the_brokers_counters_can_start_near_the_wrap_from_a_scenario() -> None:
+    """A consumer link's delivery-count and the broker session's transfer-ids started at 0, so
+    their RFC-1982 wrap (seed 004) needed 2**32 deliveries to reach from a scenario (an audit).
+    RabbitMQ 4.0 and 4.1 start them at 2**32 - 5 and 2**32 - 4: set so, 20 deliveries cross the
+    wrap, every one received: the delivery-count after each transfer goes 4294967292 ..
+    4294967295, then 0 .. 15 (the session's transfer-ids wrap too, under its serial checks)."""
+    text = """
+name: near-the-wrap
+kind: workload
+duration_s: 0.5
+rabbitmq: {initial_delivery_count: 4294967291, initial_outgoing_id: 4294967292}
+queues: [{name: q, prefill: {count: 20, size: 100}}]
+connections:
+  - {name: c, protocol: amqp-1.0, consumers: [{name: r, queue: q, credit: 8, top_up_below: 4}]}
+"""
+    counts = [
+        e["delivery_count"]
+        for e in _run(text)
+        if e["event_type"] == "transfer" and e["link"] == "r"
+    ]
+    assert counts == [*range(4294967292, 2**32), *range(0, 16)]
