@@ -364,6 +364,9 @@ def _verdicts() -> Log:
     # SQL failed the whole recommend job on it, every entity's advice with it: an audit).
     log.queue("q-bound-past-a-long", 900, 800, capacities=(2**32 - 1,), max_size=10**12,
               stop_size=9 * 10**11, resume_size=8 * 10**11, message_bytes=3 * 2**30)  # fmt: skip
+    # Just under a long (2^63 - 2^31): a bound, but stop + bound passes a long (a review).
+    log.queue("q-bound-near-a-long", 900, 800, capacities=(2**32 - 1,), max_size=10**12,
+              stop_size=9 * 10**11, resume_size=8 * 10**11, message_bytes=2**31)  # fmt: skip
     log.consumer("c-starving", credit=20, deliveries=1000, starved_s=30.0, starvations=6)
     log.consumer("c-generous", credit=500, deliveries=100, starved_s=0.0, starvations=0)
     log.consumer("c-fine", credit=30, deliveries=100, starved_s=0.0, starvations=0)
@@ -588,6 +591,9 @@ def test_a_bytes_bound_past_a_long_is_an_unbounded_overshoot(
         f"({3 * 2**30} bytes) pass 2^63 bytes: overshoot in bytes unbounded"
     ) in row["rationale"]
     assert "overshoot seen for bytes" not in row["rationale"]
+    near = recommendations["q-bound-near-a-long"]
+    assert near["verdict"] == "at_risk_of_overflow"
+    assert (near["rule"], near["headroom_bytes"] >= 10**12) == ("overflow possible", True)
     # No byte stop is computed from an unknown allowance: the byte thresholds stay.
     assert (row["recommended_flow_stop_size"], row["recommended_flow_resume_size"]) == (
         9 * 10**11,

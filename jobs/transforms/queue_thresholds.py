@@ -80,7 +80,9 @@ def dimension(
     unknown = unbounded | (F.col(observed_overshoot).isNull() & bound.isNull())
     target = F.when(limited & ~no_room & ~unknown, limit_col - headroom)
     flow_on = stop_col > 0
-    exceeds = limited & flow_on & (stop_col + worst > limit_col)
+    # Stop + overshoot past the limit, written without the sum: a bound near a long overflowed
+    # it, and ANSI SQL failed the whole job (a review).
+    exceeds = limited & flow_on & (worst > limit_col - stop_col)
     stopped_at_all = F.coalesce(F.col("episodes"), F.lit(0)) > 0
     if episodes_at_stop is not None:
         stopped_at_all = stopped_at_all & (F.coalesce(F.col(episodes_at_stop), F.lit(0)) > 0)
