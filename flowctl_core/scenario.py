@@ -567,7 +567,7 @@ class ProducerSpec(_Strict):
 
 
 #: What drives a producer of a workload (kind: workload); a scripted one sends by its steps.
-_WORKLOAD_PRODUCER_FIELDS = frozenset({"rate", "arrival", "bursts", "start_s", "stop_s"})
+_WORKLOAD_PRODUCER_FIELDS = ("rate", "arrival", "bursts", "start_s", "stop_s")  # in this order
 
 
 class ConsumerSpec(_Strict):
@@ -735,7 +735,9 @@ class Scenario(_Strict):
                     "workload form (use kind: workload)",
                 )
             for index, producer in enumerate(self.producers):
-                for name in _WORKLOAD_PRODUCER_FIELDS & producer.model_fields_set:
+                for name in (
+                    f for f in _WORKLOAD_PRODUCER_FIELDS if f in producer.model_fields_set
+                ):
                     raise FieldError(
                         f"producers.{index}.{name}",
                         f"producer {producer.name!r}: {name} is the workload form; a scripted "

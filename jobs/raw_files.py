@@ -449,7 +449,8 @@ def _range_problem(parquet: pq.ParquetFile) -> str | None:
 #: lock: ``collectors.session.raw_lock_name``, a test keeps them matched): never data.
 KNOWN_MARKERS = re.compile(
     r"^(_SUCCESS|_committed_.*|_started_.*|_metadata|_common_metadata|\..*\.crc|\.DS_Store"
-    r"|\.collect-.*\.lock)$"
+    r"|\.collect-.*\.lock)$",
+    re.DOTALL,  # a broker's name in a collector's lock may hold any character (a review)
 )
 DATE_FOLDER = re.compile(r"^date=\d{4}-\d{2}-\d{2}$")
 

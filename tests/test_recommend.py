@@ -1622,20 +1622,29 @@ def test_the_first_grant_after_an_attach_is_no_top_up(spark: Any) -> None:
     def event(name: str, at_s: float, event_type: str, credit: int, **fields: Any) -> None:
         log.event(at_s, event_type, link=name, link_role="consumer", credit=credit, **fields)
 
-    for name, on_attach in (("on-flow", 0), ("on-attach", 1000), ("topped-up", 0)):
+    links = (("on-flow", 0), ("on-attach", 1000), ("topped-up", 0), ("attach-topped-up", 1000))
+    for name, on_attach in links:
         event(name, 0, "link_attached", on_attach)
         if not on_attach:
             event(name, 0.1, "flow", 1000)
         for left in range(999, 699, -1):
             event(name, 1, "transfer", left, queue="work")
     event("topped-up", 2, "flow", 1000)
+    # Its attach carried the credit: its first grant is a top-up (a review; a client's recorder
+    # logs the attach so).
+    event("attach-topped-up", 2, "flow", 1000)
     actual = consumer_link_evidence(
         rows_frame(spark, BRONZE_BROKER_EVENTS, log.events),
         rows_frame(spark, LINK_STARVATION_DAILY, []),
         rows_frame(spark, LINK_STARVATION_EPISODES, []),
     ).select("link", "current_credit", "_median_top_up")
     expected = spark.createDataFrame(
-        [("on-flow", 1000, None), ("on-attach", 1000, None), ("topped-up", 1000, 300.0)],
+        [
+            ("on-flow", 1000, None),
+            ("on-attach", 1000, None),
+            ("topped-up", 1000, 300.0),
+            ("attach-topped-up", 1000, 300.0),
+        ],
         "link string, current_credit long, _median_top_up double",
     )
     assert_df_equality(

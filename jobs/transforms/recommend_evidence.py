@@ -288,14 +288,18 @@ def _link_steps(events: DataFrame) -> DataFrame:
         )
         .withColumn("_backlogged_after", F.coalesce(leaves, F.col("_backlogged_before")))
         .withColumn("_until_ts", F.coalesce(F.lead("ts").over(in_order), F.col("_watermark_ts")))
-        # A grant whose latest attach or grant before it is the attach: the link's first grant.
+        # A grant whose latest attach or grant before it is the attach, the link holding no
+        # credit: the link's first grant.
         .withColumn(
             "_initial_grant",
             _granted()
             & (
                 F.coalesce(F.last(attach_or_grant, ignorenulls=True).over(before), F.lit(""))
                 == "attach"
-            ),
+            )
+            # Only where the link held no credit since: after an attach that carried the credit
+            # (a client's recorder logs it so), the next grant is a top-up (a review).
+            & (F.coalesce(F.col("_prev_credit"), F.lit(0)) == 0),
         )
         # Backlogs numbered by the events that leave the link not backlogged up to here: the
         # events of one backlog, and the event that ends it, share the number of its first.
@@ -351,8 +355,9 @@ def _per_link(stepped: DataFrame) -> DataFrame:
     day_credit = F.struct(utc_date("ts").alias("day"), "credit")
     granted = _granted()
     # What the receiver set (the engine logs it, detail.link_credit), else the credit logged:
-    # past the first grant the sender's credit is that less what is in flight, and a day of
-    # top-ups only read as the credit in force (21 of a credit of 40: an audit).
+    # past the first grant the sender's credit is that less what is in flight. (A receiver
+    # that counts its unprocessed messages against its credit sets less than its credit at each
+    # top-up: its days of top-ups still read low, see the closing note.)
     day_grant = F.struct(
         utc_date("ts").alias("day"),
         F.coalesce(detail_whole_number("link_credit"), F.col("credit")).alias("credit"),

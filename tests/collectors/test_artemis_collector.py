@@ -32,8 +32,8 @@ from collectors.artemis_log import (
     parse_line,
 )
 from collectors.base import REASON_BROKER_RESTARTED, REASON_BROKER_STOPPED
-from collectors.session import CHECKPOINT_KEY, CollectorStateError, SessionWriter
-from jobs.raw_files import skipped_raw_entries
+from collectors.session import CHECKPOINT_KEY, CollectorStateError, SessionWriter, raw_lock_name
+from jobs.raw_files import KNOWN_MARKERS, skipped_raw_entries
 from schemas.broker_events import BROKER_EVENTS, ORIGIN_JOLOKIA
 from tests.collectors.session_setup import NOON, CollectorSetup
 
@@ -1201,3 +1201,10 @@ def test_a_search_jolokia_refuses_inside_its_answer_is_no_empty_broker() -> None
     with pytest.raises(ValueError, match="answered 500"):
         AnsweringJolokia({"status": 500, "error": "boom"}).addresses()
     assert AnsweringJolokia({"status": 200, "value": []}).addresses() == {}
+
+
+@pytest.mark.parametrize("broker", ["artemis-1", "a b,c=d", "brokér", "a\nb"])
+def test_a_collectors_raw_lock_is_a_writers_marker_whatever_the_brokers_name(broker: str) -> None:
+    """The ingest leaves a collector's lock out of the files it reports skipped, for any name a
+    broker may have (a newline escaped the marker's pattern: a review)."""
+    assert KNOWN_MARKERS.match(raw_lock_name(broker))

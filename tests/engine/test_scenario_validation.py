@@ -486,6 +486,13 @@ def test_the_largest_amqp10_uints_run() -> None:
         ),
         ({"producers": [{"name": "p", "routing_key": "orders", "stop_s": 1}]},
          "producers.0.stop_s"),
+        ({"producers": [{"name": "p", "routing_key": "orders", "arrival": "poisson"}]},
+         "producers.0.arrival"),
+        ({"producers": [{"name": "p", "routing_key": "orders", "start_s": 1}]},
+         "producers.0.start_s"),
+        # Several: the first in a fixed order, whatever the hash seed (a review).
+        ({"producers": [{"name": "p", "routing_key": "orders", "stop_s": 2, "bursts": {
+            "every_s": 1, "count": 5}, "rate": 3}]}, "producers.0.rate"),
     ],
 )  # fmt: skip
 def test_a_workload_setting_in_a_scripted_scenario_is_refused(
