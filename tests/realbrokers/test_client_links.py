@@ -76,7 +76,11 @@ def test_a_publisher_a_block_address_holds_is_starved(
     blocks = blocking_lines(artemis.log_text(), ADDRESS)
     assert len(blocks) == 1, blocks
     ((size, messages),) = blocks
-    assert fills_at <= messages <= sent.credit_granted and size == messages * memory, blocks
+    # The line reads the address's size and its message count one after the other: under load
+    # a message may be in the count and not yet in the size (91 messages, 90 x 2,488 bytes, once
+    # in the full suite).
+    assert fills_at <= messages <= sent.credit_granted, blocks
+    assert size % memory == 0 and messages - 1 <= size // memory <= messages, blocks
 
 
 #: The link credit RabbitMQ 3.10's AMQP 1.0 plugin (rabbitmq_amqp1_0) grants a publisher at
