@@ -30,7 +30,7 @@ from jobs.dashboard_figures import (
     producer_delay_figure,
     queue_timeline_figure,
 )
-from schemas.recommendations import VERDICT_AT_RISK, VERDICT_KEEP
+from schemas.recommendations import KNOB_MAX_LENGTH, VERDICT_AT_RISK, VERDICT_KEEP
 
 TITLE = "flowctl — broker flow control"
 #: What the page calls one and several entities of a kind.
@@ -253,6 +253,10 @@ def knob_change(row: dict[str, Any]) -> str:
             and (then := row.get("recommended_" + key)) is not None
             and now != then
         ]
+        # A RabbitMQ queue bounded in bytes (x-max-length-bytes, logged as max_size): "none"
+        # alone read as no limit at all (a review).
+        if row["knob"] == KNOB_MAX_LENGTH and row.get("max_size"):
+            others.append(f"x-max-length-bytes: {number(row['max_size'])} bytes in force")
         if current == recommended:
             if current is not None and current < 0:
                 kept = f"{row['knob']}: {number(current)} (off, kept)"

@@ -500,6 +500,10 @@ def test_a_value_kept_reads_as_kept_not_as_a_change() -> None:
     assert knob_change(limit) == "x-max-length: none -> 15,300 messages"
     unset = {**limit, "recommended_value": None}
     assert knob_change(unset) == "x-max-length: none (kept)"
+    in_bytes = {**unset, "max_size": 1_000_000}
+    assert knob_change(in_bytes) == (
+        "x-max-length: none (kept); x-max-length-bytes: 1,000,000 bytes in force"
+    )
     # Artemis's -1 is no limit / an unbounded window: "-1 (off)", not "-1 bytes".
     window = {"knob": "consumerWindowSize", "unit": "bytes", "current_value": -1,
               "recommended_value": -1}  # fmt: skip
