@@ -227,10 +227,11 @@ def connection_config(spec: ConnectionSpec) -> ConnectionConfig:
     )
 
 
-def open_connection(scenario: Scenario, spec: ConnectionSpec, broker: Broker) -> ProtocolConnection:
+def open_connection(
+    spec: ConnectionSpec, broker: Broker, policy: RabbitPolicy
+) -> ProtocolConnection:
     """The client connection of ``spec``, opened now: its 0.9.1 publishing connection or 1.0
     session learns the broker's alarms in force as it opens."""
-    policy = RabbitPolicy(**scenario.rabbitmq.model_dump())
     config = connection_config(spec)
     if config.protocol == AMQP_10:
         return Amqp10Connection(broker, config, policy)
@@ -243,10 +244,11 @@ def schedule_connections(
     """The scenario's connections, each opened and started at its ``start_s``: those at the
     run's start now (the dict returned), the later ones added to it when they open."""
     scheduler = broker.scheduler
+    policy = RabbitPolicy(**scenario.rabbitmq.model_dump())
     connections: dict[str, ProtocolConnection] = {}
 
     def open_later(spec: ConnectionSpec) -> None:
-        connection = open_connection(scenario, spec, broker)
+        connection = open_connection(spec, broker, policy)
         connections[spec.name] = connection
         connection.start()
 
@@ -254,7 +256,7 @@ def schedule_connections(
         if spec.start_s:
             scheduler.call_at(start_us + seconds_to_us(spec.start_s), open_later, spec)
         else:
-            connection = open_connection(scenario, spec, broker)
+            connection = open_connection(spec, broker, policy)
             connections[spec.name] = connection
             scheduler.call_at(start_us, connection.start)
     return connections
