@@ -1571,6 +1571,9 @@ def test_without_a_grant_the_current_credit_is_the_latest_days_largest(spark: An
       then on day 7 transfers 79 -> 70 and a sender's report at 70: 80.
     - "set-by-receiver": granted 40 on day 6; on day 7 each grant sets 40 (``link_credit``, as
       the engine logs it) with 19 in flight, so the sender holds 21: 40, not 21 (an audit).
+    - "kept-by-receiver": a receiver that counts the 19 messages it holds against its credit
+      of 40 sets 21 at each top-up of day 7 (``link_credit``) and logs the 40 it keeps
+      (``credit_window``, as the engine does): 40, where ``link_credit`` alone gives 21.
     """
     log = Log()
     sender = json.dumps({"origin": "sender"})
@@ -1598,13 +1601,26 @@ def test_without_a_grant_the_current_credit_is_the_latest_days_largest(spark: An
     for at_s in (1, 2):
         event("set-by-receiver", at_s, "transfer", 20, queue="work")
         event("set-by-receiver", at_s + 0.5, "flow", 21, detail=receiver)
+    kept = json.dumps({"origin": "receiver", "link_credit": 40, "credit_window": 40})
+    held = json.dumps({"origin": "receiver", "link_credit": 21, "credit_window": 40})
+    event("kept-by-receiver", day_6, "link_attached", 0)
+    event("kept-by-receiver", day_6 + 1, "flow", 40, detail=kept)
+    for at_s in (1, 2):
+        event("kept-by-receiver", at_s, "transfer", 0, queue="work")
+        event("kept-by-receiver", at_s + 0.5, "flow", 21, detail=held)
     actual = consumer_link_evidence(
         rows_frame(spark, BRONZE_BROKER_EVENTS, log.events),
         rows_frame(spark, LINK_STARVATION_DAILY, []),
         rows_frame(spark, LINK_STARVATION_EPISODES, []),
     ).select("link", "current_credit")
     expected = spark.createDataFrame(
-        [("attach-only", 30), ("sender-only", 38), ("granted", 80), ("set-by-receiver", 40)],
+        [
+            ("attach-only", 30),
+            ("sender-only", 38),
+            ("granted", 80),
+            ("set-by-receiver", 40),
+            ("kept-by-receiver", 40),
+        ],
         "link string, current_credit long",
     )
     assert_df_equality(

@@ -63,13 +63,16 @@ if TYPE_CHECKING:
     from flowctl_core.broker import Broker
 
 
-def _flow_detail(flow: LinkFlow, origin: str) -> dict[str, Any]:
-    return {
+def _flow_detail(flow: LinkFlow, origin: str, credit_window: int | None = None) -> dict[str, Any]:
+    detail: dict[str, Any] = {
         "origin": origin,
         "link_credit": flow.link_credit,
         "drain": flow.drain,
         "echo": flow.echo,
     }
+    if credit_window is not None:
+        detail["credit_window"] = credit_window
+    return detail
 
 
 # -- client side -------------------------------------------------------------------------------
@@ -205,7 +208,7 @@ class ClientConsumerLink(TakesFromApp):
             echo=config.echo if echo is None else echo,
         )
         connection.client_control.push(
-            FlowFrame(self.config.name, flow, connection.client_session.state())
+            FlowFrame(self.config.name, flow, connection.client_session.state(), self.credit)
         )
         connection.writer.wake()
 
@@ -397,12 +400,12 @@ class BrokerConsumerLink(QueueFedSender):
     def may_take(self) -> bool:
         return self.queue_credit > 0
 
-    def on_flow(self, flow: LinkFlow) -> None:
+    def on_flow(self, flow: LinkFlow, credit_window: int | None = None) -> None:
         # Seed 004: RabbitMQ sets ``available`` (the queue's ready messages) in the flow frames it
         # sends the consumer, an echo reply included.
         self.link.available = self.queue.depth_msgs
         echo = self.link.on_flow(flow) is not None
-        self.emit_flow(_flow_detail(flow, "receiver"))
+        self.emit_flow(_flow_detail(flow, "receiver", credit_window))
         # RabbitMQ passes every client flow on to the queue (seed 004: "Grant a link-credit of 0
         # (causing the queue to stop sending)"), within the 256-credit cap.
         self._grant_queue_credit(client_flow=True)
@@ -577,7 +580,7 @@ class ServerSession:
             consumer = self.consumers.get(frame.link)
             if consumer is not None:
                 try:
-                    consumer.on_flow(frame.link_flow)
+                    consumer.on_flow(frame.link_flow, frame.credit_window)
                 except ProtocolError as error:
                     self._end(error)
                     return

@@ -34,6 +34,10 @@ class FlowFrame:
     link: str | None
     link_flow: LinkFlow | None
     session_flow: SessionFlow | None
+    #: Not on the wire: the credit a receiving application keeps, which it counts the messages
+    #: it holds against (its link-credit is this less them). Logged beside the flow, as what
+    #: the receiver set (``detail.credit_window``), so advice reads the knob, not what was left.
+    credit_window: int | None = None
 
 
 @dataclass(slots=True)

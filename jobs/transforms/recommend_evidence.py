@@ -209,7 +209,8 @@ def consumer_link_evidence(
 
     The current credit is the credit the receiver grants now: the largest credit of the link's
     grants on the latest day (UTC date of ``ts``) of the window on which it logged one, as the
-    receiver set it (``detail.link_credit``) where logged. A grant
+    receiver keeps it (``detail.credit_window``: what it sets is that less the messages it holds)
+    or set it (``detail.link_credit``) where logged. A grant
     is a ``flow`` event carrying a credit, except those the sending end logs of itself
     (``detail.origin`` ``sender``: messages available, a drain done), which like deliveries
     carry the credit left. So a link that ran its credit down on its latest day without a grant
@@ -354,13 +355,17 @@ def _per_link(stepped: DataFrame) -> DataFrame:
     in_backlog = F.col("_backlogged_before") & F.coalesce(F.col("_timed"), F.lit(False))
     day_credit = F.struct(utc_date("ts").alias("day"), "credit")
     granted = _granted()
-    # What the receiver set (the engine logs it, detail.link_credit), else the credit logged:
-    # past the first grant the sender's credit is that less what is in flight. (A receiver
-    # that counts its unprocessed messages against its credit sets less than its credit at each
-    # top-up: its days of top-ups still read low, see the closing note.)
+    # The credit the receiver keeps (detail.credit_window: a receiver that counts the messages
+    # it holds against its credit sets only the rest at each top-up, an audit's 21 of 40),
+    # else what it set (detail.link_credit), else the credit logged: past the first grant the
+    # sender's credit is that less what is in flight.
     day_grant = F.struct(
         utc_date("ts").alias("day"),
-        F.coalesce(detail_whole_number("link_credit"), F.col("credit")).alias("credit"),
+        F.coalesce(
+            detail_whole_number("credit_window"),
+            detail_whole_number("link_credit"),
+            F.col("credit"),
+        ).alias("credit"),
     )
     # The first grant after an attach is the credit the link starts with, not a top-up: taken
     # as one, a link never topped up had the whole credit for its batch (an audit: needs 1005

@@ -222,6 +222,27 @@ def test_a_draining_worker_with_a_full_buffer_polls_until_it_has_room() -> None:
     assert len(taken) == 50
 
 
+def test_each_grant_logs_the_credit_the_receiver_keeps_beside_what_it_sets() -> None:
+    """A worker holding unprocessed messages sets only the rest of its credit at a top-up
+    (``link_credit``), and the advice read that as its credit (an audit: 21 of 40). Each of its
+    grants logs the credit it keeps (``credit_window``): 10, then 4 after a credit change."""
+    text = _reader(
+        "amqp-1.0", 1000, 10, top_up_below=5, credit_changes="[{after_s: 0.05, credit: 4}]"
+    )
+    log = EventCollector()
+    run_scenario(parse_scenario(yaml.safe_load(text)), [log], validate=True)
+    change_us = min(e["ts"] for e in log.events) + 50_000
+    grants = [
+        (e["ts"] >= change_us, json.loads(e["detail"]))
+        for e in log.events
+        if e["event_type"] == "flow" and e["link"] == "r" and '"receiver"' in e["detail"]
+    ]
+    kept = {(after, detail["credit_window"]) for after, detail in grants}
+    assert kept == {(False, 10), (True, 4)}
+    # The top-ups before the change set less than the 10 kept: messages wait in the buffer.
+    assert any(not after and d["link_credit"] < 10 for after, d in grants)
+
+
 @pytest.mark.parametrize(
     ("knob", "entity", "values", "best", "short"),
     [

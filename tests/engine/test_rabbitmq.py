@@ -130,6 +130,7 @@ def test_consumer_link_events_carry_the_queue_credit_cap() -> None:
     assert receiver[0] == {
         "origin": "receiver",
         "link_credit": 300,
+        "credit_window": 300,
         "drain": False,
         "echo": False,
         "max_queue_credit": 256,

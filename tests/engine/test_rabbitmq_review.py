@@ -267,6 +267,7 @@ def test_a_consumer_link_attaches_with_the_state_it_has() -> None:
     assert {
         "origin": "receiver",
         "link_credit": 50,
+        "credit_window": 50,
         "drain": False,
         "echo": False,
         "max_queue_credit": 256,
