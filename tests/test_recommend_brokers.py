@@ -299,6 +299,56 @@ def test_the_dropped_rule_and_the_whatif_move_a_reject_threshold_alike(spark: An
 
 
 @pytest.mark.spark
+def test_artemis_bounds_past_a_long_are_held_at_a_long_not_a_failed_job(spark: Any) -> None:
+    """Sums and products of logged sizes past a long failed the whole recommend job under ANSI
+    SQL, every broker's advice with it (an audit). They are held at 2^63 - 1, the largest
+    max-size-bytes or reject threshold Artemis takes; an unknown term stays unknown (Spark's
+    ``least`` skips a null, and read a CORE bound without logged capacities as 2^63 - 1)."""
+    from jobs.transforms.recommend_artemis import LONG_MAX, recommend_addresses
+
+    near = LONG_MAX - 1000
+
+    def address(name: str, policy: str, max_size: int, peak: int, **counts: int) -> tuple:
+        return ("b", name, name, 1, policy, max_size, counts.get("reject_threshold"), peak,
+                counts.get("dropped", 0), 0, counts.get("rejected", 0), 0, 1,
+                counts.get("message", 1024), 1068)  # fmt: skip
+
+    evidence = spark.createDataFrame(
+        [
+            # max-size-bytes near 2^63: its limit plus the credits' bound passes a long.
+            address("near-a-long", "BLOCK", near, near - 10, rejected=5, reject_threshold=near + 5),
+            # 2^40 dropped messages of 2 GiB: the room for them passes a long.
+            address("dropped", "DROP", 10**12, 10**12, dropped=2**40, message=2**31),
+            # 2^40 AMQP credits of 2 GiB messages: their bound passes a long.
+            address("credits", "BLOCK", 10**12, 10**12 + 5, message=2**31),
+            # A window of 2^31 - 1 bytes without logged capacities, under the tolerated 10^11.
+            address("window", "BLOCK", 10**12, 10**12 + 10**11),
+        ],
+        ADDRESS_EVIDENCE,
+    )
+    producers = spark.createDataFrame(
+        [
+            ("b", "near-a-long", 0, None, 0, None, 2, 200, None, None),
+            ("b", "dropped", 1, 65536, 0, 65536, 0, 0, None, None),
+            ("b", "credits", 0, None, 0, None, 1, 2**40, None, None),
+            ("b", "window", 1, 2**31 - 1, 0, 2**31 - 1, 0, 0, None, None),
+        ],
+        ADDRESS_PRODUCERS,
+    )
+    daily = spark.createDataFrame([], QUEUE_DAILY)
+    rows = {
+        r.entity: (r.verdict, r.knob, r.recommended_value)
+        for r in recommend_addresses(evidence, producers, daily, POLICY).collect()
+    }
+    assert rows == {
+        "near-a-long": ("raise", "max-size-bytes-reject-threshold", LONG_MAX),
+        "dropped": ("raise", "max-size-bytes", LONG_MAX),
+        "credits": ("keep", "max-size-bytes", 10**12),
+        "window": ("keep", "max-size-bytes", 10**12),
+    }
+
+
+@pytest.mark.spark
 def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
     from jobs.transforms.recommend_artemis import ARTEMIS_ADDRESS_RULES, recommend_addresses
 

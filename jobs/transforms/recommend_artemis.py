@@ -48,6 +48,33 @@ def _is(event_type: str) -> Column:
     return F.col("event_type") == event_type
 
 
+#: The largest byte value a knob (a Java long) takes, and where the sums and products below stop.
+LONG_MAX = 2**63 - 1
+
+
+def _wide(column: Column) -> Column:
+    return column.cast("decimal(20,0)")
+
+
+def _saturated(wide: Column) -> Column:
+    """A decimal of at most 38 digits as a long, held at :data:`LONG_MAX`: a bound past a long
+    failed the whole recommend job under ANSI SQL, every broker's advice with it (an audit:
+    max-size-bytes near 2^63, or 2^40 credits of a 2 GiB message)."""
+    # Not F.least: it skips a null, which would read an unknown product as LONG_MAX.
+    top = F.lit(LONG_MAX).cast("decimal(20,0)")
+    return F.when(wide > top, top).when(wide < -top, -top).otherwise(wide).cast("long")
+
+
+def saturating_add(left: Column, right: Column) -> Column:
+    """``left + right`` of two longs, held at :data:`LONG_MAX` (and at its negative)."""
+    return _saturated(_wide(left) + _wide(right))
+
+
+def saturating_multiply(left: Column, right: Column) -> Column:
+    """``left x right`` of two non-negative longs, held at :data:`LONG_MAX`."""
+    return _saturated(_wide(left) * _wide(right))
+
+
 def _latest(value: Column, name: str) -> Column:
     """``value`` at the latest event (by ts, then seq) where it is not null."""
     return F.max_by(value, F.when(value.isNotNull(), F.struct("ts", "seq"))).alias(name)
@@ -257,17 +284,22 @@ def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFram
     def count(column: str) -> Column:
         return F.coalesce(F.col(column), F.lit(0))
 
-    memory = F.col("max_message_bytes") + F.coalesce(F.col("_message_overhead_bytes"), F.lit(0))
+    # Sums and products of logged sizes are held at a long (saturating_add, _multiply).
+    memory = saturating_add(
+        F.col("max_message_bytes"), F.coalesce(F.col("_message_overhead_bytes"), F.lit(0))
+    )
     max_size = F.coalesce(F.col("max_size_bytes"), F.lit(-1))
-    overshoot = F.greatest(F.col("peak_address_bytes") - max_size, F.lit(0))
+    overshoot = F.greatest(saturating_add(F.col("peak_address_bytes"), -max_size), F.lit(0))
     # The CORE windows' bound in the address's bytes: a window of credit is spent on encoded
     # sizes, smaller than the memory estimate a message takes in the address, so the messages
     # it covers (its producers' logged capacity) x the estimate, where logged; never below the
     # windows' own bytes (an audit: 4 x 64 KiB windows of 1 KiB messages, a bound of 262144,
     # took the engine 340512 bytes past the limit, 188 messages x 2092).
     windows = count("core_window_bytes")
-    core_bound = F.greatest(windows, F.coalesce(F.col("core_window_msgs") * memory, F.lit(0)))
-    bound = core_bound + count("amqp_credits") * memory
+    core_bound = F.greatest(
+        windows, F.coalesce(saturating_multiply(F.col("core_window_msgs"), memory), F.lit(0))
+    )
+    bound = saturating_add(core_bound, saturating_multiply(count("amqp_credits"), memory))
     tolerated = F.floor(max_size * policy.max_overshoot_share)
     joined, facts = staged(
         joined,
@@ -293,7 +325,7 @@ def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFram
     logged_credit = F.col("core_message_credit")
     message_credit = F.coalesce(logged_credit, f["memory"])
     # What of the tolerated overshoot the AMQP credits leave the CORE windows, shared among them.
-    core_room = f["tolerated"] / margin - count("amqp_credits") * f["memory"]
+    core_room = f["tolerated"] / margin - saturating_multiply(count("amqp_credits"), f["memory"])
     # (Guarded divisions: ANSI SQL fails the whole job on a division by 0.)
     room_per_producer = F.floor(F.when(core_producers > 0, core_room / core_producers))
     # At most what producerWindowSize takes, a Java int (an audit: a 32 GiB address gave one
@@ -303,14 +335,14 @@ def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFram
     # estimates fit in the room, (n + 1) x that credit less a byte covering at most n (at least
     # one message's credit).
     fitting = F.floor(F.when(f["memory"] > 0, room_per_producer / f["memory"]))
-    by_messages = (fitting + 1) * logged_credit - 1
+    by_messages = saturating_multiply(fitting + 1, logged_credit) - 1
     bounded_window = F.least(
         F.greatest(F.coalesce(by_messages, room_per_producer), message_credit), F.lit(most)
     )
     scaled_window = F.floor(
         F.when(
             (window > 0) & (f["overshoot"] > 0),
-            window * f["tolerated"] / (f["overshoot"] * margin),
+            window.cast("double") * f["tolerated"] / (f["overshoot"] * margin),
         )
     )
     smaller_window = F.greatest(F.least(scaled_window, bounded_window), message_credit)
@@ -330,11 +362,14 @@ def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFram
         window_fits=F.coalesce(room_per_producer >= f["memory"], F.lit(False)),
         window=window,
         blocks=F.coalesce(F.col("address_policy"), F.lit("")) == "BLOCK",
-        reject_gap=F.greatest(F.col("reject_threshold") - f["max_size"], F.lit(1)),
+        reject_gap=F.greatest(saturating_add(F.col("reject_threshold"), -f["max_size"]), F.lit(1)),
         limit_for_dropped=F.ceil(
-            (F.col("peak_address_bytes") + f["dropped"] * f["memory"]) * margin
+            saturating_add(
+                F.col("peak_address_bytes"), saturating_multiply(f["dropped"], f["memory"])
+            )
+            * margin
         ),
-        hard_limit=f["max_size"] + F.ceil(f["bound"] * margin),
+        hard_limit=saturating_add(f["max_size"], F.ceil(f["bound"] * margin)),
         smaller_window=smaller_window,
         **f,
     )
@@ -361,7 +396,7 @@ def _bounded_window_text(a: Facts, keeps: str) -> Column:
         "the address, or a larger max-size-bytes",
         a.bounded_window,
         counted(a.core_producers, "producer"),
-        a.memory * a.core_producers,
+        saturating_multiply(a.memory, a.core_producers),
         a.tolerated,
         F.lit(a.policy.max_overshoot_share * 100),
     )
@@ -403,7 +438,7 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
                     "; and max-size-bytes-reject-threshold from %d to %d, the same %d bytes "
                     "above it (Artemis takes none at or below the limit)",
                     a.reject_threshold,
-                    a.limit_for_dropped + a.reject_gap,
+                    saturating_add(a.limit_for_dropped, a.reject_gap),
                     a.reject_gap,
                 ),
             ).otherwise(F.lit("")),
@@ -429,7 +464,7 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "AMQP rejections inside the credit overshoot",
-        lambda a: (a.rejected > 0) & (a.reject_threshold < a.max_size + a.bound),
+        lambda a: (a.rejected > 0) & (a.reject_threshold < saturating_add(a.max_size, a.bound)),
         VERDICT_RAISE,
         lambda a: _bytes(
             "%s rejected above the reject threshold %d, inside the overshoot "
