@@ -190,6 +190,20 @@ def test_the_broker_kind_is_told_from_the_log(spark: Any, make_events: Any) -> N
         {**base, "broker": "client2", "seq": 19, "event_type": "flow", "queue": "untold",
          "protocol": "amqp-1.0", "link": "untold-in", "link_role": "publisher", "credit": 5,
          "detail": '{"recorded_by": "client-links"}'},
+        # Queue flow thresholds are Qpid's alone: a Qpid queue whose clients speak AMQP 1.0 is
+        # Qpid's (an audit: told to set x-max-length), its links by their own events (a credit
+        # is the client's knob); thresholds 0 (off, as RabbitMQ's and Artemis's queues log
+        # them) say nothing.
+        {**base, "seq": 20, "event_type": "queue_declared", "queue": "qpid10",
+         "flow_stop_count": 80, "flow_resume_count": 70, "flow_stop_size": 0,
+         "flow_resume_size": 0},
+        {**base, "seq": 21, "event_type": "enqueue", "queue": "qpid10", "protocol": "amqp-1.0",
+         "link": "qpid10-in", "flow_stop_count": 80, "flow_resume_count": 70},
+        {**base, "seq": 22, "event_type": "transfer", "queue": "qpid10", "protocol": "amqp-1.0",
+         "link": "qpid10-out", "link_role": "consumer", "credit": 9},
+        {**base, "seq": 23, "event_type": "enqueue", "queue": "q10-off", "protocol": "amqp-1.0",
+         "flow_stop_count": 0, "flow_resume_count": 0, "flow_stop_size": 0,
+         "flow_resume_size": 0},
     ]  # fmt: skip
     events = make_events(rows)
     queues = queue_broker_kinds(events)
@@ -205,6 +219,8 @@ def test_the_broker_kind_is_told_from_the_log(spark: Any, make_events: Any) -> N
         "sampled": "rabbitmq",
         "told": "artemis",
         "untold": "rabbitmq",
+        "qpid10": "qpid",
+        "q10-off": "rabbitmq",
     }
     links = {r.link: r.broker_kind for r in link_broker_kinds(events, queues).collect()}
     assert links == {
@@ -218,6 +234,8 @@ def test_the_broker_kind_is_told_from_the_log(spark: Any, make_events: Any) -> N
         "q010-out": "qpid",
         "told-in": "artemis",
         "untold-in": "rabbitmq",
+        "qpid10-in": "rabbitmq",
+        "qpid10-out": "rabbitmq",
     }
 
 

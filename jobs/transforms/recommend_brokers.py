@@ -4,8 +4,9 @@ knobs of the entity's own broker"), told from the event log in this one place.
 An entity's events say which broker it lives on: Artemis address state in the detail
 (``detail.address``, on every enqueue, rejection and flow event of an address), credit counted in
 bytes (``detail.credit_unit``), the CORE protocol or a client's word for it
-(``detail.broker_product``, collectors/proton_links.py) -> Artemis; AMQP 0-10 -> Qpid;
-AMQP 0.9.1, and AMQP 1.0 without Artemis detail -> RabbitMQ. :data:`BROKER_KIND_RULES` is the
+(``detail.broker_product``, collectors/proton_links.py) -> Artemis; AMQP 0-10 -> Qpid; AMQP 0.9.1,
+and AMQP 1.0 without Artemis detail -> RabbitMQ. A queue with flow thresholds in force (Qpid's
+alone) is Qpid's unless its events say Artemis. :data:`BROKER_KIND_RULES` is the
 order in which the evidence counts: the first kind whose evidence an entity has is its kind.
 
 Where an entity's own events say nothing:
@@ -16,7 +17,9 @@ Where an entity's own events say nothing:
   own events or its broker's); a link into an Artemis queue is Artemis's whatever its protocol;
 - a link that carries a credit and of whose broker nothing in the log says anything is
   RabbitMQ's: a link credit is AMQP 1.0's knob, which of the brokers modelled RabbitMQ offers
-  (the plain engine's Qpid consumers log no credit); any other such link is Qpid's.
+  (the plain engine's Qpid consumers log no credit); any other such link is Qpid's. A queue's
+  flow thresholds say Qpid for the queue only: a link takes the kind its queue's protocols say,
+  as before (its credit is the receiving client's setting, advised in AMQP 1.0's terms).
 """
 
 from __future__ import annotations
@@ -45,6 +48,18 @@ def _artemis_evidence() -> Column:
         | (F.col("protocol") == ARTEMIS_CORE)
         | (detail_field("broker_product") == BROKER_PRODUCT_ARTEMIS)
     )
+
+
+def _qpid_thresholds_on() -> Column:
+    # Queue flow thresholds are Qpid's alone (RabbitMQ's queues and Artemis's addresses log them
+    # 0, off): a Qpid queue whose clients speak AMQP 1.0 was read as RabbitMQ's and told to set
+    # an x-max-length (an audit).
+    return F.greatest(
+        *(
+            F.coalesce(F.col(c), F.lit(0))
+            for c in ("flow_stop_count", "flow_resume_count", "flow_stop_size", "flow_resume_size")
+        )
+    ) > F.lit(0)
 
 
 #: (kind, what in an event says so), in the order the evidence counts.
@@ -89,7 +104,9 @@ def queue_broker_kinds(events: DataFrame) -> DataFrame:
 
     One pass over the events: the flags per (broker, queue), the events without a queue in a
     group of their own, then per broker from those rows."""
-    per_queue = events.groupBy("broker", "queue").agg(*_evidence_flags())
+    per_queue = events.groupBy("broker", "queue").agg(
+        *_evidence_flags(), F.max(_qpid_thresholds_on()).alias("_qpid_thresholds")
+    )
     flags = [F.col(flag).cast("int") for flag in _FLAGS]
     one_kind = sum(flags[1:], flags[0]) == 1
     per_broker = (
@@ -98,13 +115,20 @@ def queue_broker_kinds(events: DataFrame) -> DataFrame:
         .select("broker", F.when(one_kind, _kind(F.lit(None))).alias("_broker_kind"))
     )
     said = _kind(F.col("_broker_kind"))
+    # Flow thresholds in force make a queue Qpid's over what its clients' protocol says, unless
+    # Artemis evidence says otherwise; the protocol alone still says the kind its links take.
+    qpid_by_thresholds = F.col("_qpid_thresholds") & ~F.coalesce(
+        said == BROKER_ARTEMIS, F.lit(False)
+    )
     return (
         per_queue.where(F.col("queue").isNotNull())
         .join(F.broadcast(per_broker), "broker", "left")
         .select(
             "broker",
             "queue",
-            F.coalesce(said, F.lit(BROKER_QPID)).alias("broker_kind"),
+            F.when(qpid_by_thresholds, F.lit(BROKER_QPID))
+            .otherwise(F.coalesce(said, F.lit(BROKER_QPID)))
+            .alias("broker_kind"),
             said.isNotNull().alias("_kind_said"),
         )
     )
