@@ -367,6 +367,41 @@ def test_artemis_bounds_past_a_long_are_held_at_a_long_not_a_failed_job(spark: A
 
 
 @pytest.mark.spark
+def test_the_artemis_address_rules_compile_into_whole_stage_code(spark: Any) -> None:
+    """The tests run Spark interpreted (tests/conftest.py); the jobs compile each stage, and a
+    stage whose method passes the JVM's 64 KB falls back to interpreting it after a page of
+    errors on the console (the demo, once the bounds were held at a long, until the held values
+    were staged). Compiled here with no fallback: such a stage fails the test."""
+    from jobs.transforms.recommend_artemis import recommend_addresses
+
+    compiled = {
+        "spark.sql.codegen.wholeStage": "true",
+        "spark.sql.codegen.factoryMode": "CODEGEN_ONLY",
+        "spark.sql.codegen.fallback": "false",
+    }
+    before = {key: spark.conf.get(key, None) for key in compiled}
+    evidence = spark.createDataFrame(
+        [_address("dropping", "DROP", 300_000, dropped=100, reject_threshold=300_000)],
+        ADDRESS_EVIDENCE,
+    )
+    producers = spark.createDataFrame(
+        [("b", "dropping", 1, 65536, 0, 65536, 2, 200, 11, 1366)], ADDRESS_PRODUCERS
+    )
+    daily = spark.createDataFrame([], QUEUE_DAILY)
+    try:
+        for key, value in compiled.items():
+            spark.conf.set(key, value)
+        (row,) = recommend_addresses(evidence, producers, daily, POLICY).collect()
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+    assert (row.verdict, row.knob) == ("raise", "max-size-bytes")
+
+
+@pytest.mark.spark
 def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
     from jobs.transforms.recommend_artemis import ARTEMIS_ADDRESS_RULES, recommend_addresses
 

@@ -273,7 +273,9 @@ def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFram
     window, -1 when any is unbounded), ``blocks`` (policy BLOCK); whether the CORE windows
     ``core_can_overshoot`` (their bound with margin, or an unbounded one, passes the tolerated
     overshoot); and the values to recommend: ``limit_for_dropped`` (room for the peak and every
-    dropped message, with margin), ``hard_limit`` (max-size-bytes + the bound with margin),
+    dropped message, with margin), ``hard_limit`` (max-size-bytes + the bound with margin;
+    ``limit_and_bound`` without it), ``one_message_windows`` (a message's memory per CORE
+    producer),
     ``bounded_window`` (the CORE window at which producers x window, with margin, fits in what
     of the tolerated overshoot the AMQP credits leave; at least one message), ``window_fits``
     (that window does keep it there: not when floored at one message) and
@@ -345,7 +347,27 @@ def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFram
             window.cast("double") * f["tolerated"] / (f["overshoot"] * margin),
         )
     )
-    smaller_window = F.greatest(F.least(scaled_window, bounded_window), message_credit)
+    # Staged once: each saturating sum is a few decimal CASEs, and inlined in every rule that
+    # reads it they grew the address rows' generated code past the JVM's 64 KB per method.
+    joined, held = staged(
+        joined,
+        {
+            "_bounded_window": bounded_window,
+            "_reject_gap": F.greatest(
+                saturating_add(F.col("reject_threshold"), -f["max_size"]), F.lit(1)
+            ),
+            "_limit_for_dropped": F.ceil(
+                saturating_add(
+                    F.col("peak_address_bytes"), saturating_multiply(f["dropped"], f["memory"])
+                )
+                * margin
+            ),
+            "_hard_limit": saturating_add(f["max_size"], F.ceil(f["bound"] * margin)),
+            "_limit_and_bound": saturating_add(f["max_size"], f["bound"]),
+            "_one_message_windows": saturating_multiply(f["memory"], core_producers),
+        },
+    )
+    h = {name.lstrip("_"): column for name, column in held.items()}
     return joined, Facts(
         policy=policy,
         peak=F.col("peak_address_bytes"),
@@ -356,21 +378,18 @@ def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFram
         core_window_bytes=windows,
         message_credit=message_credit,
         core_can_overshoot=(unbounded > 0) | (core_bound * margin > f["tolerated"]),
-        bounded_window=bounded_window,
+        bounded_window=h["bounded_window"],
         # Whether bounded_window keeps producers x window within the tolerated overshoot: not
         # when it is floored at one message (too many producers, or too little room).
         window_fits=F.coalesce(room_per_producer >= f["memory"], F.lit(False)),
         window=window,
         blocks=F.coalesce(F.col("address_policy"), F.lit("")) == "BLOCK",
-        reject_gap=F.greatest(saturating_add(F.col("reject_threshold"), -f["max_size"]), F.lit(1)),
-        limit_for_dropped=F.ceil(
-            saturating_add(
-                F.col("peak_address_bytes"), saturating_multiply(f["dropped"], f["memory"])
-            )
-            * margin
-        ),
-        hard_limit=saturating_add(f["max_size"], F.ceil(f["bound"] * margin)),
-        smaller_window=smaller_window,
+        reject_gap=h["reject_gap"],
+        limit_for_dropped=h["limit_for_dropped"],
+        hard_limit=h["hard_limit"],
+        limit_and_bound=h["limit_and_bound"],
+        one_message_windows=h["one_message_windows"],
+        smaller_window=F.greatest(F.least(scaled_window, h["bounded_window"]), message_credit),
         **f,
     )
 
@@ -396,7 +415,7 @@ def _bounded_window_text(a: Facts, keeps: str) -> Column:
         "the address, or a larger max-size-bytes",
         a.bounded_window,
         counted(a.core_producers, "producer"),
-        saturating_multiply(a.memory, a.core_producers),
+        a.one_message_windows,
         a.tolerated,
         F.lit(a.policy.max_overshoot_share * 100),
     )
@@ -464,7 +483,7 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "AMQP rejections inside the credit overshoot",
-        lambda a: (a.rejected > 0) & (a.reject_threshold < saturating_add(a.max_size, a.bound)),
+        lambda a: (a.rejected > 0) & (a.reject_threshold < a.limit_and_bound),
         VERDICT_RAISE,
         lambda a: _bytes(
             "%s rejected above the reject threshold %d, inside the overshoot "
