@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -366,20 +368,35 @@ def test_artemis_bounds_past_a_long_are_held_at_a_long_not_a_failed_job(spark: A
     }
 
 
-@pytest.mark.spark
-def test_the_artemis_address_rules_compile_into_whole_stage_code(spark: Any) -> None:
-    """The tests run Spark interpreted (tests/conftest.py); the jobs compile each stage, and a
-    stage whose method passes the JVM's 64 KB falls back to interpreting it after a page of
-    errors on the console (the demo, once the bounds were held at a long, until the held values
-    were staged). Compiled here with no fallback: such a stage fails the test."""
-    from jobs.transforms.recommend_artemis import recommend_addresses
-
+@contextmanager
+def _compiled(spark: Any) -> Iterator[None]:
+    """Spark as the jobs run it, each stage compiled, and with no fallback to interpreting a
+    stage that does not compile. The tests run Spark interpreted (tests/conftest.py); a stage
+    whose method passes the JVM's 64 KB falls back after a page of errors on the console."""
     compiled = {
         "spark.sql.codegen.wholeStage": "true",
         "spark.sql.codegen.factoryMode": "CODEGEN_ONLY",
         "spark.sql.codegen.fallback": "false",
     }
     before = {key: spark.conf.get(key, None) for key in compiled}
+    try:
+        for key, value in compiled.items():
+            spark.conf.set(key, value)
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+@pytest.mark.spark
+def test_the_artemis_address_rules_compile_into_whole_stage_code(spark: Any) -> None:
+    """The demo printed Janino's errors once the bounds were held at a long, until the held
+    values were staged: compiled here, such a stage fails the test."""
+    from jobs.transforms.recommend_artemis import recommend_addresses
+
     evidence = spark.createDataFrame(
         [_address("dropping", "DROP", 300_000, dropped=100, reject_threshold=300_000)],
         ADDRESS_EVIDENCE,
@@ -388,17 +405,28 @@ def test_the_artemis_address_rules_compile_into_whole_stage_code(spark: Any) -> 
         [("b", "dropping", 1, 65536, 0, 65536, 2, 200, 11, 1366)], ADDRESS_PRODUCERS
     )
     daily = spark.createDataFrame([], QUEUE_DAILY)
-    try:
-        for key, value in compiled.items():
-            spark.conf.set(key, value)
+    with _compiled(spark):
         (row,) = recommend_addresses(evidence, producers, daily, POLICY).collect()
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
     assert (row.verdict, row.knob) == ("raise", "max-size-bytes")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("scenario", "knobs"),
+    [
+        ("qpid-165-worst-case", {"qpid.flow_stop_count"}),
+        ("rabbitmq-paced-consumers", {"link credit", "prefetch"}),
+        ("artemis-address-full-policies", {"max-size-bytes", "consumerWindowSize"}),
+    ],
+)
+def test_every_brokers_recommendations_compile_into_whole_stage_code(
+    spark: Any, tmp_path: Path, scenario: str, knobs: set[str]
+) -> None:
+    """The whole recommend transform over a bundled scenario of each broker, compiled with no
+    fallback: every rule table's stage fits the JVM's method size."""
+    with _compiled(spark):
+        rows = recommendation_rows(spark, load_scenario(scenario), tmp_path / "raw")
+    assert knobs <= {row["knob"] for row in rows}
 
 
 @pytest.mark.spark
