@@ -5,9 +5,10 @@ An entity's events say which broker it lives on: Artemis address state in the de
 (``detail.address``, on every enqueue, rejection and flow event of an address), credit counted in
 bytes (``detail.credit_unit``), the CORE protocol or a client's word for it
 (``detail.broker_product``, collectors/proton_links.py) -> Artemis; AMQP 0-10 -> Qpid; AMQP 0.9.1,
-and AMQP 1.0 without Artemis detail -> RabbitMQ. A queue with flow thresholds in force (Qpid's
-alone) is Qpid's unless its events say Artemis. :data:`BROKER_KIND_RULES` is the
-order in which the evidence counts: the first kind whose evidence an entity has is its kind.
+and AMQP 1.0 without Artemis detail -> RabbitMQ. A queue with flow thresholds in force is
+Qpid's when nothing but AMQP 1.0 says otherwise: Qpid speaks AMQP 1.0 too, but not 0.9.1, and
+Artemis's addresses log a stop size of their own (their max-size-bytes). :data:`BROKER_KIND_RULES`
+is the order in which the evidence counts: the first kind whose evidence an entity has is its kind.
 
 Where an entity's own events say nothing:
 - a queue (declared and never used, only prefilled, or a log written before protocols were logged)
@@ -51,9 +52,9 @@ def _artemis_evidence() -> Column:
 
 
 def _qpid_thresholds_on() -> Column:
-    # Queue flow thresholds are Qpid's alone (RabbitMQ's queues and Artemis's addresses log them
-    # 0, off): a Qpid queue whose clients speak AMQP 1.0 was read as RabbitMQ's and told to set
-    # an x-max-length (an audit).
+    # A Qpid queue whose clients speak AMQP 1.0 was read as RabbitMQ's and told to set an
+    # x-max-length (an audit). RabbitMQ's queues log thresholds 0 (off) unless a scenario gives
+    # them a default queue limit; Artemis's log their address's max-size-bytes as the stop size.
     return F.greatest(
         *(
             F.coalesce(F.col(c), F.lit(0))
@@ -62,18 +63,23 @@ def _qpid_thresholds_on() -> Column:
     ) > F.lit(0)
 
 
+def _rabbitmq_for_certain() -> Column:
+    # AMQP 0.9.1, or a RabbitMQ collector's alarm or queue sample (no protocol; its origin says
+    # the broker, and only such rows' detail is parsed for it). Qpid's C++ broker speaks
+    # neither, so flow thresholds do not outweigh it (a RabbitMQ scenario may give its queues a
+    # default queue limit, and so thresholds: a review).
+    return (F.col("protocol") == AMQP_0_9_1) | (
+        F.col("protocol").isNull() & detail_field("origin").isin(*RABBITMQ_ORIGINS)
+    )
+
+
 #: (kind, what in an event says so), in the order the evidence counts.
 BROKER_KIND_RULES: tuple[tuple[str, Callable[[], Column]], ...] = (
     (BROKER_ARTEMIS, _artemis_evidence),
     (BROKER_QPID, lambda: F.col("protocol") == AMQP_0_10),
     (
         BROKER_RABBITMQ,
-        lambda: (
-            F.col("protocol").isin(AMQP_0_9_1, AMQP_1_0)
-            # A collector's alarm or queue sample has no protocol; its origin says the broker
-            # (only such rows' detail is parsed for it: most events carry a protocol).
-            | (F.col("protocol").isNull() & detail_field("origin").isin(*RABBITMQ_ORIGINS))
-        ),
+        lambda: (F.col("protocol") == AMQP_1_0) | _rabbitmq_for_certain(),
     ),
 )
 
@@ -105,20 +111,36 @@ def queue_broker_kinds(events: DataFrame) -> DataFrame:
     One pass over the events: the flags per (broker, queue), the events without a queue in a
     group of their own, then per broker from those rows."""
     per_queue = events.groupBy("broker", "queue").agg(
-        *_evidence_flags(), F.max(_qpid_thresholds_on()).alias("_qpid_thresholds")
+        *_evidence_flags(),
+        F.max(_qpid_thresholds_on()).alias("_qpid_thresholds"),
+        F.max(F.coalesce(_rabbitmq_for_certain(), F.lit(False))).alias("_rabbitmq_for_certain"),
     )
     flags = [F.col(flag).cast("int") for flag in _FLAGS]
     one_kind = sum(flags[1:], flags[0]) == 1
     per_broker = (
         per_queue.groupBy("broker")
-        .agg(*(F.max(flag).alias(flag) for flag in _FLAGS))
-        .select("broker", F.when(one_kind, _kind(F.lit(None))).alias("_broker_kind"))
+        .agg(
+            *(F.max(flag).alias(flag) for flag in _FLAGS),
+            F.max("_rabbitmq_for_certain").alias("_broker_rabbitmq_for_certain"),
+        )
+        .select(
+            "broker",
+            F.when(one_kind, _kind(F.lit(None))).alias("_broker_kind"),
+            # A broker is one product: 0.9.1 anywhere on a broker that speaks no 0-10.
+            (F.col("_broker_rabbitmq_for_certain") & ~F.col(f"_says_{BROKER_QPID}")).alias(
+                "_broker_rabbitmq_for_certain"
+            ),
+        )
     )
     said = _kind(F.col("_broker_kind"))
-    # Flow thresholds in force make a queue Qpid's over what its clients' protocol says, unless
-    # Artemis evidence says otherwise; the protocol alone still says the kind its links take.
-    qpid_by_thresholds = F.col("_qpid_thresholds") & ~F.coalesce(
-        said == BROKER_ARTEMIS, F.lit(False)
+    # Flow thresholds in force make a queue Qpid's over what AMQP 1.0 alone says (Qpid speaks it
+    # too), not over Artemis evidence or 0.9.1's; the protocol alone still says the kind its
+    # links take.
+    qpid_by_thresholds = (
+        F.col("_qpid_thresholds")
+        & ~F.coalesce(said == BROKER_ARTEMIS, F.lit(False))
+        & ~F.col("_rabbitmq_for_certain")
+        & ~F.coalesce(F.col("_broker_rabbitmq_for_certain"), F.lit(False))
     )
     return (
         per_queue.where(F.col("queue").isNotNull())
