@@ -28,7 +28,7 @@ from flowctl_core.flowlimit import (
 )
 from flowctl_core.protocols.artemis_flow import UNBOUNDED
 from flowctl_core.runner import RunResult, run_scenario
-from flowctl_core.scenario import Scenario
+from flowctl_core.scenario import INT64_MAX, Scenario
 from flowctl_core.whatif import change_text, figure_text
 from schemas.recommendations import (
     KNOB_CONSUMER_WINDOW,
@@ -108,9 +108,10 @@ def _address_setting(scenario: Scenario, address: str, **update: int) -> Scenari
 
 def _max_size(scenario: Scenario, address: str, max_size: int) -> Scenario:
     """``max-size-bytes`` set to ``max_size``; a reject threshold in force at or below the new
-    limit moves up with it, the same gap above it as before: Artemis takes no threshold at or
-    below the limit, and the advice that raises the limit says so (jobs/transforms/
-    recommend_artemis.py, "messages dropped at the limit")."""
+    limit moves up with it, the same gap above it as before (at most to a long's largest, and
+    off above a limit of that): Artemis takes no threshold at or below the limit, and the
+    advice that raises the limit says so (jobs/transforms/recommend_artemis.py, "messages
+    dropped at the limit", a copy a test keeps equal)."""
     spec = _address_spec(scenario, address)
     threshold = spec.max_size_bytes_reject_threshold
     if max_size == UNBOUNDED and threshold != UNBOUNDED:
@@ -122,8 +123,11 @@ def _max_size(scenario: Scenario, address: str, max_size: int) -> Scenario:
     if threshold < 0 or threshold > max_size:
         return _address_setting(scenario, address, max_size_bytes=max_size)
     gap = max(1, threshold - spec.max_size_bytes)
+    # A threshold is a long: held at the most it holds, and off when the limit is that already
+    # (none is above it, and the engine takes none at or below the limit).
+    moved = min(max_size + gap, INT64_MAX) if max_size < INT64_MAX else UNBOUNDED
     return _address_setting(
-        scenario, address, max_size_bytes=max_size, max_size_bytes_reject_threshold=max_size + gap
+        scenario, address, max_size_bytes=max_size, max_size_bytes_reject_threshold=moved
     )
 
 

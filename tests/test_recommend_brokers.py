@@ -288,22 +288,32 @@ def test_the_dropped_rule_and_the_whatif_move_a_reject_threshold_alike(spark: An
     """The advice that raises a DROP address's limit says where a reject threshold it reaches
     goes (jobs/transforms/recommend_artemis.py); the what-if that replays it moves it
     (flowctl_core/whatif_knobs.py ``_max_size``). Two copies of one rule: the same thresholds
-    through both, the moved one read from the advice's text, must land alike."""
+    through both, the moved one read from the advice's text, must land alike; also where the
+    moved threshold would pass a long (a review: the text said "from 2e12 to 2^63 - 1, the same
+    1e12 above" and the what-if ran a threshold past a long) or the limit is a long's largest."""
     import re
 
-    from jobs.transforms.recommend_artemis import recommend_addresses
+    from jobs.transforms.recommend_artemis import LONG_MAX, recommend_addresses
 
     raised_to = -(-(300_000 + 100 * 2092) * 12 // 10)  # the raised limit: 614,208
     thresholds = [262_145, 300_000, raised_to - 1, raised_to, raised_to + 1, 900_000]
+    # (name, max-size-bytes, peak, dropped, message bytes, reject threshold)
+    cases = [(f"t{t}", 262144, 300_000, 100, 1024, t) for t in thresholds] + [
+        # Raised to about 6e18, the gap of 4.6e18 above it passes a long.
+        ("gap-past-a-long", 10**12, 5 * 10**18, 1, 1024, 2**62),
+        # Raised to a long's largest: no threshold is above it.
+        ("limit-a-long", 10**12, 10**12, 2**40, 2**31, 10**12 + 5),
+    ]
     evidence = spark.createDataFrame(
         [
-            _address(f"t{threshold}", "DROP", 300_000, dropped=100, reject_threshold=threshold)
-            for threshold in thresholds
+            ("b", name, name, 1, "DROP", limit, threshold, peak, dropped, 0, 0, 0, 1, message,
+             1068)
+            for name, limit, peak, dropped, message, threshold in cases
         ],
         ADDRESS_EVIDENCE,
-    )
+    )  # fmt: skip
     producers = spark.createDataFrame(
-        [("b", f"t{t}", 1, 65536, 0, 65536, 0, 0, None, None) for t in thresholds],
+        [("b", case[0], 1, 65536, 0, 65536, 0, 0, None, None) for case in cases],
         ADDRESS_PRODUCERS,
     )
     daily = spark.createDataFrame([], QUEUE_DAILY)
@@ -312,26 +322,36 @@ def test_the_dropped_rule_and_the_whatif_move_a_reject_threshold_alike(spark: An
     }
     base = load_scenario("artemis-address-full-policies")
     address = base.artemis.addresses[0]
-    for threshold in thresholds:
-        row = advised[f"t{threshold}"]
-        assert (row.knob, row.current_value, row.recommended_value) == (
-            "max-size-bytes",
-            262144,
-            raised_to,
-        )
+    replayed_thresholds = {}
+    for name, limit, _, _, _, threshold in cases:
+        row = advised[name]
+        assert (row.knob, row.current_value) == ("max-size-bytes", limit)
         said = re.search(r"reject-threshold from (\d+) to (\d+)", row.rationale)
+        off = re.search(r"reject-threshold (\d+) off \(-1\)", row.rationale)
         advice = threshold if said is None else int(said[2])
         assert said is None or int(said[1]) == threshold
+        if off is not None:
+            assert said is None and int(off[1]) == threshold
+            advice = -1
         scenario = with_first_artemis_address(
-            base, max_size_bytes=262144, max_size_bytes_reject_threshold=threshold
+            base, max_size_bytes=limit, max_size_bytes_reject_threshold=threshold
         )
         change = KnobChange(
-            "artemis", address.name, "max-size-bytes", 262144, raised_to, "raise", row.rule
-        )
+            "artemis", address.name, "max-size-bytes", limit, row.recommended_value, "raise",
+            row.rule,
+        )  # fmt: skip
         replayed = with_knob(scenario, change).artemis.addresses[0]
-        assert replayed.max_size_bytes_reject_threshold == advice, threshold
+        assert replayed.max_size_bytes_reject_threshold == advice, name
+        # What the what-if runs is a scenario the engine takes.
+        type(scenario).model_validate(with_knob(scenario, change).model_dump())
+        replayed_thresholds[name] = replayed.max_size_bytes_reject_threshold
+    assert advised[f"t{raised_to + 1}"].recommended_value == raised_to
     moved = [t for t in thresholds if "reject-threshold from" in advised[f"t{t}"].rationale]
     assert moved == [262_145, 300_000, raised_to - 1, raised_to]  # at or below the new limit
+    assert replayed_thresholds["gap-past-a-long"] == LONG_MAX
+    assert "a long's largest" in advised["gap-past-a-long"].rationale
+    assert advised["limit-a-long"].recommended_value == LONG_MAX
+    assert replayed_thresholds["limit-a-long"] == -1
 
 
 @pytest.mark.spark

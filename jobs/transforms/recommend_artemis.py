@@ -422,6 +422,47 @@ def _bounded_window_text(a: Facts, keeps: str) -> Column:
     return F.when(a.window_fits, fits).otherwise(floored)
 
 
+def _moved_threshold_text(a: Facts) -> Column:
+    """What becomes of a reject threshold the raised limit reaches. Artemis takes none at or
+    below max-size-bytes (the engine refuses one too), so it moves up with the limit by the gap
+    it had, held at a long's largest, and goes off above a limit of that: as the what-if applies
+    the new limit (flowctl_core/whatif_knobs.py ``_max_size``; a test keeps the two equal)."""
+    limit = a.limit_for_dropped
+    moved = saturating_add(limit, a.reject_gap)
+    # None in force (null) is not reached: a null condition would fall through to the moves.
+    reached = F.coalesce((a.reject_threshold >= 0) & (a.reject_threshold <= limit), F.lit(False))
+    return (
+        F.when(~reached, F.lit(""))
+        .when(
+            limit >= F.lit(LONG_MAX),
+            _bytes(
+                "; and max-size-bytes-reject-threshold %d off (-1): none is above a limit of "
+                "a long's largest, and Artemis takes none at or below the limit",
+                a.reject_threshold,
+            ),
+        )
+        .when(
+            moved - limit < a.reject_gap,
+            _bytes(
+                "; and max-size-bytes-reject-threshold from %d to %d, a long's largest, %d "
+                "bytes above it (Artemis takes none at or below the limit)",
+                a.reject_threshold,
+                moved,
+                moved - limit,
+            ),
+        )
+        .otherwise(
+            _bytes(
+                "; and max-size-bytes-reject-threshold from %d to %d, the same %d bytes "
+                "above it (Artemis takes none at or below the limit)",
+                a.reject_threshold,
+                moved,
+                a.reject_gap,
+            )
+        )
+    )
+
+
 #: An address's verdict, the knob it acts on and the value it recommends: the first rule that
 #: holds.
 ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
@@ -451,16 +492,7 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
             # Artemis takes no reject threshold at or below max-size-bytes (the engine refuses
             # one too), so a threshold the new limit reaches moves up with it, by the gap it had:
             # as the what-if applies the new limit (flowctl_core/whatif_knobs.py _max_size).
-            F.when(
-                (a.reject_threshold >= 0) & (a.reject_threshold <= a.limit_for_dropped),
-                _bytes(
-                    "; and max-size-bytes-reject-threshold from %d to %d, the same %d bytes "
-                    "above it (Artemis takes none at or below the limit)",
-                    a.reject_threshold,
-                    saturating_add(a.limit_for_dropped, a.reject_gap),
-                    a.reject_gap,
-                ),
-            ).otherwise(F.lit("")),
+            _moved_threshold_text(a),
         ),
         KNOB_MAX_SIZE_BYTES,
         lambda a: a.limit_for_dropped,
