@@ -404,6 +404,39 @@ def test_artemis_bounds_past_a_long_are_held_at_a_long_not_a_failed_job(spark: A
     }
 
 
+@pytest.mark.spark
+def test_sums_of_logged_capacities_and_credits_past_a_long_do_not_fail_the_job(spark: Any) -> None:
+    """Each of these logs failed the whole recommend job under ANSI SQL (a review): two Qpid
+    producers of capacity 2^62 (their sum), two Artemis CORE producers of capacity 2^62 and one
+    of 2^63 - 1 (the messages their windows cover, and capacity + 1), a CORE consumer of 2^62
+    byte messages (its credit need, 2 x in flight + 1). Held at a long, each gets its advice."""
+    from jobs.transforms.saturating import LONG_MAX
+    from tests.test_recommend import Log
+
+    def advice(log: Log) -> dict[str, tuple[str, str]]:
+        return {r.entity: (r.broker_kind, r.knob) for r in log.recommend(spark).collect()}
+
+    qpid = Log()
+    qpid.queue("q", 800, 700, capacities=(2**62, 2**62))
+    assert advice(qpid) == {"q": ("qpid", "qpid.flow_stop_count")}
+
+    for capacities in ((2**62, 2**62), (LONG_MAX, 10)):
+        artemis = Log()
+        for n, capacity in enumerate(capacities, start=1):
+            detail = {"address": "a", "address_size": 2000 * n, "max_size_bytes": 1_000_000,
+                      "paged": False, "policy": "BLOCK",
+                      "producer": {"credit_unit": "bytes", "window": 65536}}  # fmt: skip
+            artemis.event(1, "enqueue", queue="a", link=f"p{n}", protocol="artemis-core",
+                          link_role="publisher", size_bytes=1024, capacity=capacity,
+                          depth_msgs=n, detail=json.dumps(detail))  # fmt: skip
+        assert advice(artemis) == {"a": ("artemis", "producerWindowSize")}, capacities
+
+    consumer = Log()
+    consumer.consumer("c", credit=LONG_MAX, grant=LONG_MAX, deliveries=10, starved_s=50,
+                      starvations=5, credit_unit="bytes", size_bytes=2**62)  # fmt: skip
+    assert advice(consumer) == {"c": ("artemis", "consumerWindowSize")}
+
+
 @contextmanager
 def _compiled(spark: Any) -> Iterator[None]:
     """Spark as the jobs run it, each stage compiled, and with no fallback to interpreting a

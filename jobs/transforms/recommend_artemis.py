@@ -25,6 +25,12 @@ from flowctl_core.events import PREFILL_LINK
 from jobs.recommend_policy import RecommendPolicy
 from jobs.transforms.detail import detail_field, detail_whole_number
 from jobs.transforms.recommend_evidence import entity_columns, mean_delivery_bytes
+from jobs.transforms.saturating import (
+    LONG_MAX,
+    saturating_add,
+    saturating_multiply,
+    saturating_sum,
+)
 from jobs.transforms.verdict_rules import Facts, Rule, always, counted, decide, staged
 from schemas.recommendations import (
     BROKER_ARTEMIS,
@@ -49,32 +55,6 @@ def _is(event_type: str) -> Column:
 
 
 #: The largest byte value a knob (a Java long) takes, and where the sums and products below stop.
-LONG_MAX = 2**63 - 1
-
-
-def _wide(column: Column) -> Column:
-    return column.cast("decimal(20,0)")
-
-
-def _saturated(wide: Column) -> Column:
-    """A decimal of at most 38 digits as a long, held at :data:`LONG_MAX`: a bound past a long
-    failed the whole recommend job under ANSI SQL, every broker's advice with it (an audit:
-    max-size-bytes near 2^63, or 2^40 credits of a 2 GiB message)."""
-    # Not F.least: it skips a null, which would read an unknown product as LONG_MAX.
-    top = F.lit(LONG_MAX).cast("decimal(20,0)")
-    return F.when(wide > top, top).when(wide < -top, -top).otherwise(wide).cast("long")
-
-
-def saturating_add(left: Column, right: Column) -> Column:
-    """``left + right`` of two longs, held at :data:`LONG_MAX` (and at its negative)."""
-    return _saturated(_wide(left) + _wide(right))
-
-
-def saturating_multiply(left: Column, right: Column) -> Column:
-    """``left x right`` of two non-negative longs, held at :data:`LONG_MAX`."""
-    return _saturated(_wide(left) * _wide(right))
-
-
 def _latest(value: Column, name: str) -> Column:
     """``value`` at the latest event (by ts, then seq) where it is not null."""
     return F.max_by(value, F.when(value.isNotNull(), F.struct("ts", "seq"))).alias(name)
@@ -143,7 +123,9 @@ def address_producers(events: DataFrame) -> DataFrame:
         .groupBy(*ADDRESS, "run_id", "link")
         .agg(
             F.max(detail_whole_number("producer.window")).alias("window"),
-            (F.max(detail_whole_number("producer.credit")) + 1).alias("amqp_credit"),
+            saturating_add(F.max(detail_whole_number("producer.credit")), F.lit(1)).alias(
+                "amqp_credit"
+            ),
             F.max("capacity").alias("capacity"),
         )
         # The least credit one message of the producer can take (its encoded size): a window of
@@ -153,7 +135,7 @@ def address_producers(events: DataFrame) -> DataFrame:
             "_message_credit",
             F.when(
                 (F.col("window") > 0) & (F.col("capacity") > 0),
-                F.floor((F.col("window") - 1) / (F.col("capacity") + 1)) + 1,
+                F.floor((F.col("window") - 1) / saturating_add(F.col("capacity"), F.lit(1))) + 1,
             ),
         )
     )
@@ -161,18 +143,18 @@ def address_producers(events: DataFrame) -> DataFrame:
     bounded = core & (F.col("window") > 0)
     per_run = per_producer.groupBy(*ADDRESS, "run_id").agg(
         F.count(F.when(core, 1)).alias("core_producers"),
-        F.sum(F.when(bounded, F.col("window"))).alias("core_window_bytes"),
+        saturating_sum(F.when(bounded, F.col("window"))).alias("core_window_bytes"),
         # The messages the bounded windows cover (a CORE enqueue's capacity, spent on encoded
         # sizes): unknown unless every such producer logged one.
         F.when(
             F.count(F.when(bounded & F.col("capacity").isNull(), 1)) == 0,
-            F.sum(F.when(bounded, F.col("capacity"))),
+            saturating_sum(F.when(bounded, F.col("capacity"))),
         ).alias("core_window_msgs"),
         F.min("_message_credit").alias("core_message_credit"),
         F.count(F.when(F.col("window") < 0, 1)).alias("unbounded_windows"),
         F.max("window").alias("producer_window"),
         F.count(F.when(F.col("amqp_credit").isNotNull(), 1)).alias("amqp_producers"),
-        F.sum("amqp_credit").alias("amqp_credits"),
+        saturating_sum(F.col("amqp_credit")).alias("amqp_credits"),
     )
     return per_run.groupBy(*ADDRESS).agg(
         *(
@@ -214,7 +196,7 @@ def artemis_consumer_evidence(events: DataFrame) -> DataFrame:
     takes = (
         consumer_events.withColumn("_window", attached_window.over(link_run))
         .where(_is("flow") & (detail_field("origin") == "client") & ~(no_buffer & (credits == 1)))
-        .withColumn("_taken_bytes", credits + F.when(no_buffer, 1).otherwise(0))
+        .withColumn("_taken_bytes", saturating_add(credits, F.when(no_buffer, 1).otherwise(0)))
         # The takes numbered from 1: a bounded window's attach grant is number 0.
         .withColumn(
             "_nth",
@@ -225,7 +207,9 @@ def artemis_consumer_evidence(events: DataFrame) -> DataFrame:
         takes.where(F.col("_nth") >= 1)
         .groupBy("broker", "link")
         .agg(
-            F.sum(F.when(F.col("_nth") > 1, F.col("_taken_bytes"))).alias("_returned_bytes"),
+            saturating_sum(F.when(F.col("_nth") > 1, F.col("_taken_bytes"))).alias(
+                "_returned_bytes"
+            ),
             (F.max(F.unix_micros("ts")) - F.min(F.unix_micros("ts"))).alias("_return_span_us"),
         )
     )

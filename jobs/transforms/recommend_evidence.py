@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from flowctl_core.events import PREFILL_LINK
 from jobs.recommend_policy import RecommendPolicy
 from jobs.transforms.detail import detail_field, detail_whole_number
+from jobs.transforms.saturating import saturating_sum
 from jobs.transforms.timeutil import micros, seconds_between, summed_seconds, utc_date
 
 QUEUE = ("broker", "queue")
@@ -114,7 +115,7 @@ def queue_producers(events: DataFrame) -> DataFrame:
         .agg(F.max("capacity").alias("capacity"))
     )
     per_run = per_producer.groupBy(*QUEUE, "run_id").agg(
-        F.sum("capacity").alias("producer_capacity_sum"),
+        saturating_sum(F.col("capacity")).alias("producer_capacity_sum"),
         F.count(F.when(F.col("capacity").isNull(), 1)).alias("uncapped_producers"),
     )
     return per_run.groupBy(*QUEUE).agg(

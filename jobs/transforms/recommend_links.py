@@ -37,6 +37,7 @@ from jobs.transforms.recommend_artemis import (
     current_value,
 )
 from jobs.transforms.recommend_brokers import AMQP_0_9_1
+from jobs.transforms.saturating import saturating_add, saturating_multiply
 from jobs.transforms.verdict_rules import Facts, Finding, Rule, always, decide, staged, stated
 from schemas.recommendations import (
     BROKER_ARTEMIS,
@@ -463,9 +464,11 @@ def _link_facts(evidence: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame
     # one credit short, and 2 for a slow link topped up only at 0). At least 1 credit whatever
     # the rate: 0 stops the link, and no broker or scenario takes it (an idle link was told
     # 100 -> 0).
-    need = F.when(basis["refills_at_empty"], 2 * in_flight + 1).otherwise(
-        in_flight + basis["batch"]
-    )
+    # Held at a long: a bad log's sizes must not fail every broker's advice (a review).
+    need = F.when(
+        basis["refills_at_empty"],
+        saturating_add(saturating_multiply(F.lit(2), in_flight), F.lit(1)),
+    ).otherwise(saturating_add(in_flight, basis["batch"]))
     need = F.when(need.isNotNull(), F.greatest(need.cast("long"), F.lit(1)))  # null: no rate
     evidence, columns = staged(evidence, {"_needed": F.when(assessed, need)})
     needed = columns["_needed"]
