@@ -458,7 +458,7 @@ def render_page(data: dict[str, Any], title: str = TITLE) -> str:
   {at_risk_table}
   <h3>Every entity with something to show, worst first</h3>
   {ranked_table}
-  <h3>Nothing to show (never stopped, starved or blocked, nothing lost)</h3>
+  <h3>Nothing to show (never stopped, starved or blocked, no loss logged)</h3>
   {idle_summary(idle)}
 </section>
 <section id="timelines">

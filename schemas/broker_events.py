@@ -86,5 +86,13 @@ RECORDED_BY_CLIENT_LINKS = "client-links"
 #: say it; jobs/transforms/recommend_brokers.py reads it).
 BROKER_PRODUCT_ARTEMIS = "artemis"
 BROKER_PRODUCTS: tuple[str, ...] = (BROKER_PRODUCT_ARTEMIS, "rabbitmq")
+#: Every collector's origins: a collector reads a broker from outside (log lines, samples) and
+#: sees none of its messages, so a run of these rows has no message counts (null, not 0).
+COLLECTOR_ORIGINS: tuple[str, ...] = (
+    ORIGIN_ARTEMIS_LOG,
+    ORIGIN_JOLOKIA,
+    ORIGIN_RABBITMQ_LOG,
+    ORIGIN_RABBITMQ_MANAGEMENT,
+)
 #: The origins that say the broker is a RabbitMQ (an alarm or a queue sample has no protocol).
 RABBITMQ_ORIGINS: tuple[str, ...] = (ORIGIN_RABBITMQ_LOG, ORIGIN_RABBITMQ_MANAGEMENT)

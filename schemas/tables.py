@@ -195,7 +195,8 @@ QUEUE_FLOW_DAILY = TableSchema(
         ),
         SAMPLED,  # depths from samples: a sampled depth is a value the queue had, not its peak
         # What flow control costs the producers (DESIGN §4): throughput and loss beside the
-        # time stopped (jobs/transforms/queue_costs.py).
+        # time stopped (jobs/transforms/queue_costs.py). The six counts are null on a day whose
+        # events of the queue are all a collector's or a client's: they log no message.
         Column("enqueued", "int64", doc="enqueue events this day (paged ones included)"),
         Column("dequeued", "int64", doc="dequeue events this day"),
         Column(

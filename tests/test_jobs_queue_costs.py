@@ -126,3 +126,33 @@ def test_every_queue_flow_daily_row_is_kept_once(spark: Any, make_events: Any) -
         map(tuple, daily.select(*keys).collect())
     )
     assert with_costs.columns == [*daily.columns, *QUEUE_COST_COLUMNS]
+
+
+def test_a_queue_only_a_collector_or_a_client_logged_has_no_counts(
+    spark: Any, make_events: Any
+) -> None:
+    """A collector's queue samples and log lines, or a client's record of its own link, log no
+    message of the broker: their queue's counts are unknown (null), not 0 (an audit: a DROP
+    address that had dropped messages read "nothing lost"). The engine's queue, idle or not,
+    counts 0 where nothing happened."""
+    sampled = '{"origin": "jolokia", "sample_interval_ms": 1000, "address": "a"}'
+    rows = [
+        event(1, at(1, 10), "queue_declared", queue="sampled", run_id="c1", detail=sampled),
+        event(2, at(1, 10, 0, 5), "flow_stopped", queue="sampled", run_id="c1",
+              detail='{"origin": "artemis-log", "address": "a"}'),
+        event(3, at(1, 10), "link_attached", queue="linked", link="L", run_id="c2",
+              detail='{"recorded_by": "client-links", "origin": "sender"}'),
+        event(4, at(1, 10), "queue_declared", queue="engine", run_id="e1"),
+        # The engine's own flow event of a sender names an origin too: still the broker's log.
+        event(5, at(1, 10, 0, 1), "flow", queue="engine", link="S", run_id="e1",
+              detail='{"origin": "sender"}'),
+    ]  # fmt: skip
+    events = make_events(rows)
+    bounds = run_bounds(events)
+    daily = queue_flow_daily(events, queue_flow_episodes(events, bounds), bounds, DAY1, DAY1)
+    counts = {
+        r.queue: (r.enqueued, r.dequeued, r.rejected, r.dropped, r.paged, r.evicted)
+        for r in with_queue_costs(daily, events, DAY1, DAY1).collect()
+    }
+    unknown = (None,) * 6
+    assert counts == {"sampled": unknown, "linked": unknown, "engine": (0,) * 6}

@@ -437,6 +437,77 @@ def test_sums_of_logged_capacities_and_credits_past_a_long_do_not_fail_the_job(s
     assert advice(consumer) == {"c": ("artemis", "consumerWindowSize")}
 
 
+@pytest.mark.spark
+def test_losses_a_collector_cannot_see_are_not_read_as_none(spark: Any) -> None:
+    """A collector sees sizes and depths, no message: a DROP or FAIL address at its limit, or a
+    RabbitMQ queue at its x-max-length, lost or refused messages the log cannot count. Read as
+    0 they gave "nothing lost or rejected" and "0 rejected" (a real-broker walk-through); a
+    queue that drained read "(0 in, 0 out)", and one that grew read "it does not grow"."""
+    from tests.test_recommend import DAY, RUN, Log
+
+    artemis = Log()
+    for name, policy, peak in (
+        ("drop-a", "DROP", 104_496),
+        ("fail-a", "FAIL", 102_400),
+        ("quiet-a", "DROP", 50_000),
+        ("block-a", "BLOCK", 90_000),
+    ):
+        for at_s, size in ((1, 20_000), (2, peak), (3, 10_000)):
+            detail = {
+                "address": name,
+                "address_size": size,
+                "max_size_bytes": 102_400,
+                "policy": policy,
+                "origin": "jolokia",
+                "sample_interval_ms": 1000,
+            }
+            artemis.event(at_s, "queue_declared", queue=name, depth_msgs=size // 1000,
+                          depth_bytes=size, detail=json.dumps(detail))  # fmt: skip
+    advised = {r.entity: r for r in artemis.recommend(spark).collect()}
+    assert {name: (r.broker_kind, r.verdict, r.rule) for name, r in advised.items()} == {
+        "drop-a": ("artemis", "at_risk_of_overflow", "losses not in the log"),
+        "fail-a": ("artemis", "at_risk_of_overflow", "losses not in the log"),
+        "quiet-a": ("artemis", "keep", "within its limit"),
+        "block-a": ("artemis", "keep", "within its limit"),
+    }
+    assert "max-size-bytes 102400 (DROP) (peak 104496 bytes), where Artemis drops messages" in (
+        advised["drop-a"].rationale
+    )
+    assert "where Artemis fails sends" in advised["fail-a"].rationale
+    assert "nothing lost" not in advised["quiet-a"].rationale
+    assert "no sample showed it at a limit" in advised["quiet-a"].rationale
+
+    rabbitmq = Log()
+    depths = {
+        "bounded": (200, 500, 500),
+        "work": (10_362, 4_000, 0),
+        "growing": (100, 5_000, 9_000),
+    }
+    for name, series in depths.items():
+        for at_s, depth in enumerate(series, start=1):
+            rabbitmq.event(at_s, "queue_declared", queue=name, depth_msgs=depth,
+                           max_count=500 if name == "bounded" else 0, max_size=0,
+                           detail='{"origin": "rabbitmq-management", "sample_interval_ms": 1000, '
+                           '"policy": "drop-head"}')  # fmt: skip
+        rabbitmq.daily.append(
+            {**RUN, "date": DAY, "queue": name, "flow_stopped_count": 0,
+             "stopped_at_day_start": False, "time_stopped_s": 0.0, "observed_s": 3.0,
+             "episodes": 0, "max_depth_msgs": max(series), "sample_interval_ms": 1000}
+        )  # fmt: skip
+    advised = {r.entity: r for r in rabbitmq.recommend(spark).collect()}
+    assert {name: (r.broker_kind, r.rule, r.rejected_msgs) for name, r in advised.items()} == {
+        "bounded": ("rabbitmq", "length limit in force", None),
+        "work": ("rabbitmq", "below its peak at the end", None),
+        "growing": ("rabbitmq", "grows, intake rate unknown", None),
+    }
+    assert advised["bounded"].rationale.endswith(
+        "x-max-length 500 in force (peak 500, at the limit, where the queue drops or refuses "
+        "messages; a collector sees no message, so how many is not in the log)"
+    )
+    assert "0 in, 0 out" not in advised["work"].rationale
+    assert "a collector sees no message" in advised["growing"].rationale
+
+
 @contextmanager
 def _compiled(spark: Any) -> Iterator[None]:
     """Spark as the jobs run it, each stage compiled, and with no fallback to interpreting a
@@ -1166,9 +1237,9 @@ def test_a_prefilled_backlog_is_no_intake(spark: Any) -> None:
          1000 + n) for n in range(11)
     ]  # fmt: skip
     events = spark.createDataFrame(
-        [("b", "r", "q", "enqueue", link, ts, seq, seq + 1) for link, ts, seq in rows],
+        [("b", "r", "q", "enqueue", link, ts, seq, seq + 1, None) for link, ts, seq in rows],
         "broker string, run_id string, queue string, event_type string, link string, "
-        "ts timestamp, seq long, depth_msgs long",
+        "ts timestamp, seq long, depth_msgs long, detail string",
     )
     growth = queue_growth(events).collect()[0].asDict()
     assert growth["intake_rate_msgs_s"] == pytest.approx(11.0)

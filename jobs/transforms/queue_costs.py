@@ -7,7 +7,9 @@ The counts are events of the queue in the day, sorted by one rule table (``MESSA
   FAIL and its AMQP reject threshold), ``dropped`` one it does not (Artemis's DROP policy,
   ``detail.outcome == 'dropped'``), so the two never overlap;
 - ``paged`` counts the enqueues an Artemis PAGE address wrote to its page store
-  (``detail.paged``); they are enqueued messages as well.
+  (``detail.paged``); they are enqueued messages as well;
+- a day whose events of the queue are all a collector's or a client's has no counts (null): they
+  log no message (jobs/transforms/message_log.py).
 
 A ``transfer_completed`` names its producer (``link``) and message but not the queue: its delay
 is the queue's when the queue enqueued that message (same run, producer and ``message_id``). A
@@ -28,6 +30,7 @@ from pyspark.sql import functions as F
 from jobs.transforms.daily import in_days
 from jobs.transforms.detail import detail_field
 from jobs.transforms.episodes import QUEUE_KEYS
+from jobs.transforms.message_log import recorded_count
 
 
 def _is(event_type: str) -> Column:
@@ -72,11 +75,16 @@ QUEUE_COST_INPUT_COLUMNS = ("message_id", "latency_us", "detail")
 
 
 def message_counts(events: DataFrame, date_from: date, date_to: date) -> DataFrame:
-    """Per queue and day in range with a counted event: :data:`MESSAGE_COUNTS`."""
+    """Per queue and day in range with an event: :data:`MESSAGE_COUNTS`, null (unknown) on a
+    day whose events are all a collector's or a client's (jobs/transforms/message_log.py), and
+    ``_counted`` true."""
     return (
         events.where(in_days("date", date_from, date_to) & F.col("queue").isNotNull())
         .groupBy(*QUEUE_KEYS, "date")
-        .agg(*(F.count(F.when(rule(), 1)).alias(name) for name, rule in MESSAGE_COUNTS))
+        .agg(
+            *(recorded_count(rule()).alias(name) for name, rule in MESSAGE_COUNTS),
+            F.lit(True).alias("_counted"),
+        )
     )
 
 
@@ -123,14 +131,18 @@ def with_queue_costs(
     queue_daily: DataFrame, events: DataFrame, date_from: date, date_to: date
 ) -> DataFrame:
     """``queue_daily`` (rows of ``queue_flow_daily``) with :data:`QUEUE_COST_COLUMNS`: counts 0
-    and delays null on a day without such events."""
+    and delays null on a day without such events; counts null where the log does not record
+    the queue's messages (:func:`message_counts`)."""
     keys = [*QUEUE_KEYS, "date"]
     costs = message_counts(events, date_from, date_to).join(
         held_completions(events, date_from, date_to), keys, "full_outer"
     )
-    counts = [name for name, _ in MESSAGE_COUNTS] + ["held_completions"]
-    return (
-        queue_daily.join(costs, keys, "left")
-        .fillna(0, subset=counts)
-        .select(*queue_daily.columns, *QUEUE_COST_COLUMNS)
+    # 0 on a day without events of the queue; an unknown count stays unknown.
+    counts = {
+        name: F.when(F.col("_counted").isNull(), F.lit(0)).otherwise(F.col(name)).alias(name)
+        for name, _ in MESSAGE_COUNTS
+    }
+    counts["held_completions"] = F.coalesce("held_completions", F.lit(0)).alias("held_completions")
+    return queue_daily.join(costs, keys, "left").select(
+        *queue_daily.columns, *(counts.get(name, F.col(name)) for name in QUEUE_COST_COLUMNS)
     )

@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from flowctl_core.events import PREFILL_LINK
 from jobs.recommend_policy import RecommendPolicy
 from jobs.transforms.detail import detail_field, detail_whole_number
+from jobs.transforms.message_log import recorded_count
 from jobs.transforms.recommend_evidence import entity_columns, mean_delivery_bytes
 from jobs.transforms.saturating import (
     LONG_MAX,
@@ -86,18 +87,12 @@ def address_evidence(events: DataFrame) -> DataFrame:
                 F.when(detail_whole_number("max_size_bytes").isNotNull(), F.struct("ts", "seq")),
             ).alias("reject_threshold"),
             F.max(address_size).alias("peak_address_bytes"),
-            F.count(F.when(_is("message_rejected") & (outcome == "dropped"), 1)).alias(
-                "dropped_msgs"
-            ),
-            F.count(F.when(_is("message_rejected") & (outcome == "failed"), 1)).alias(
-                "failed_msgs"
-            ),
-            F.count(F.when(_is("message_rejected") & (outcome == "rejected"), 1)).alias(
+            recorded_count(_is("message_rejected") & (outcome == "dropped")).alias("dropped_msgs"),
+            recorded_count(_is("message_rejected") & (outcome == "failed")).alias("failed_msgs"),
+            recorded_count(_is("message_rejected") & (outcome == "rejected")).alias(
                 "rejected_msgs"
             ),
-            F.count(F.when(_is("enqueue") & (detail_field("paged") == "true"), 1)).alias(
-                "paged_msgs"
-            ),
+            recorded_count(_is("enqueue") & (detail_field("paged") == "true")).alias("paged_msgs"),
             F.count(F.when(_is("flow_stopped"), 1)).alias("episodes"),
             F.max(F.when(_is("enqueue"), F.col("size_bytes"))).alias("max_message_bytes"),
             F.min(F.when(_is("enqueue"), address_size - F.col("size_bytes"))).alias(
@@ -300,6 +295,8 @@ def _address_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFram
             "_failed": count("failed_msgs"),
             "_rejected": count("rejected_msgs"),
             "_paged": count("paged_msgs"),
+            # Only a collector's rows (they see no message): what was lost is not in the log.
+            "_losses_unseen": F.col("dropped_msgs").isNull(),
         },
     )
     f = {name.lstrip("_"): column for name, column in facts.items()}
@@ -689,6 +686,41 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         KNOB_MAX_SIZE_BYTES,
         lambda a: a.max_size,
     ),
+    # A collector sees the address's size, not its messages: at the limit DROP drops and FAIL
+    # refuses (and a reject threshold refuses AMQP messages) without a row in the log, so "within
+    # its limit, nothing lost" would be a guess (an audit: said of addresses that had lost some).
+    Rule(
+        "losses not in the log",
+        lambda a: (
+            a.losses_unseen
+            & (a.max_size >= 0)
+            & (
+                (F.col("address_policy").isin("DROP", "FAIL") & (a.peak >= a.max_size))
+                | (a.reject_threshold.isNotNull() & (a.peak >= a.reject_threshold))
+            )
+        ),
+        VERDICT_AT_RISK,
+        lambda a: _bytes(
+            "the address reached %s (peak %d bytes), where Artemis %s; a collector sees no "
+            "messages, so how many is not in the log: if the consumers cannot keep up for good, "
+            "raise max-size-bytes, or BLOCK or PAGE instead",
+            F.when(
+                a.reject_threshold.isNotNull() & (a.peak >= a.reject_threshold),
+                F.format_string("its reject threshold %d", a.reject_threshold),
+            ).otherwise(
+                F.format_string("max-size-bytes %d (%s)", a.max_size, F.col("address_policy"))
+            ),
+            a.peak,
+            F.when(
+                a.reject_threshold.isNotNull() & (a.peak >= a.reject_threshold),
+                F.lit("refuses AMQP messages"),
+            )
+            .when(F.col("address_policy") == "DROP", F.lit("drops messages"))
+            .otherwise(F.lit("fails sends")),
+        ),
+        KNOB_MAX_SIZE_BYTES,
+        lambda a: a.max_size,
+    ),
     Rule(
         "paging",
         lambda a: a.paged > 0,
@@ -708,12 +740,19 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         VERDICT_KEEP,
         lambda a: _bytes(
             "peak %d bytes against max-size-bytes %d (%s): overshoot %d within the %d tolerated, "
-            "nothing lost or rejected",
+            "%s",
             a.peak,
             a.max_size,
             F.coalesce(F.col("address_policy"), F.lit("?")),
             F.coalesce(a.overshoot, F.lit(0)),
             a.tolerated,
+            F.when(
+                a.losses_unseen,
+                F.lit(
+                    "and no sample showed it at a limit where it loses messages (a collector sees "
+                    "no message, nor a peak between its samples)"
+                ),
+            ).otherwise(F.lit("nothing lost or rejected")),
         ),
         KNOB_MAX_SIZE_BYTES,
         lambda a: a.max_size,

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from flowctl_core.events import PREFILL_LINK
 from jobs.recommend_policy import RecommendPolicy
 from jobs.transforms.detail import detail_field, detail_whole_number
+from jobs.transforms.message_log import recorded_count
 from jobs.transforms.saturating import saturating_sum
 from jobs.transforms.timeutil import micros, seconds_between, summed_seconds, utc_date
 
@@ -87,7 +88,8 @@ def queue_settings(events: DataFrame) -> DataFrame:
             # look-back (a long collector session).
             F.max(_is("ring_evicted")).alias("_evicts"),
             F.countDistinct("run_id").alias("runs"),
-            F.count(F.when(_is("message_rejected"), 1)).alias("rejected_msgs"),
+            # Null where only a collector or a client logged the queue: they see no message.
+            recorded_count(_is("message_rejected")).alias("rejected_msgs"),
             F.max(F.when(_is("enqueue"), F.col("size_bytes"))).alias("max_message_bytes"),
         )
     )

@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 
 from flowctl_core.events import PREFILL_LINK
 from jobs.recommend_policy import RecommendPolicy
+from jobs.transforms.message_log import recorded_count
 from jobs.transforms.recommend_evidence import QUEUE, entity_columns
 from jobs.transforms.timeutil import micros, summed_seconds
 from jobs.transforms.verdict_rules import Facts, Rule, always, decide, staged
@@ -58,8 +59,9 @@ def queue_growth(events: DataFrame) -> DataFrame:
         )
     )
     counts = queue_events.groupBy(*QUEUE).agg(
-        F.count(F.when(_is("enqueue"), 1)).alias("enqueued"),
-        F.count(F.when(_is("dequeue"), 1)).alias("dequeued"),
+        # Null for a queue only a collector logged (it sees no message), not 0.
+        recorded_count(_is("enqueue")).alias("enqueued"),
+        recorded_count(_is("dequeue")).alias("dequeued"),
         F.max_by(
             "depth_msgs", F.when(F.col("depth_msgs").isNotNull(), F.struct("ts", "seq"))
         ).alias("last_depth_msgs"),
@@ -102,9 +104,9 @@ def _queue_facts(joined: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame,
     observed time) and ``length`` (the limit to recommend)."""
 
     peak = F.greatest(_count("peak_depth_msgs"), _count("last_depth_msgs"))
-    growing = (_count("enqueued") > _count("dequeued")) & (
-        _count("last_depth_msgs") >= peak * (1 - policy.keep_band_share)
-    )
+    # Without message counts (a collector's queue) its depths alone say whether it grew.
+    gained = F.coalesce(F.col("enqueued") > F.col("dequeued"), F.col("enqueued").isNull())
+    growing = gained & (_count("last_depth_msgs") >= peak * (1 - policy.keep_band_share))
     observed = F.col("_observed_s")
     joined, facts = staged(
         joined,
@@ -169,14 +171,25 @@ RABBITMQ_QUEUE_RULES: tuple[Rule, ...] = (
         lambda q: (q.limit > 0) | (q.byte_limit > 0),
         VERDICT_KEEP,
         lambda q: F.format_string(
-            "%s in force (peak %d, %d rejected)",
+            "%s in force (peak %d, %s)",
             F.concat_ws(
                 " and ",
                 F.when(q.limit > 0, F.format_string("x-max-length %d", q.limit)),
                 F.when(q.byte_limit > 0, F.format_string("x-max-length-bytes %d", q.byte_limit)),
             ),
             q.peak,
-            _count("rejected_msgs"),
+            F.when(
+                F.col("rejected_msgs").isNotNull(),
+                F.format_string("%d rejected", F.col("rejected_msgs")),
+            )
+            .when(
+                (q.limit > 0) & (q.peak >= q.limit),
+                F.lit(
+                    "at the limit, where the queue drops or refuses messages; a collector sees "
+                    "no message, so how many is not in the log"
+                ),
+            )
+            .otherwise(F.lit("what it dropped or refused is not in the log: a collector's")),
         ),
         KNOB_MAX_LENGTH,
         lambda q: F.when(q.limit > 0, q.limit),
@@ -231,9 +244,12 @@ RABBITMQ_QUEUE_RULES: tuple[Rule, ...] = (
         VERDICT_KEEP,
         lambda q: F.format_string(
             "no length limit; it gained messages (peak %d, ends at %d), but the log gives no "
-            "intake rate to size a limit by (no two enqueues apart in time)",
+            "intake rate to size a limit by (%s)",
             q.peak,
             _count("last_depth_msgs"),
+            F.when(F.col("enqueued").isNull(), F.lit("a collector sees no message")).otherwise(
+                F.lit("no two enqueues apart in time")
+            ),
         ),
         KNOB_MAX_LENGTH,
         lambda q: F.lit(None),
@@ -243,7 +259,7 @@ RABBITMQ_QUEUE_RULES: tuple[Rule, ...] = (
     # on the whole but was not growing at its end (a review: 132,739 of a 150,000 peak left).
     Rule(
         "drains",
-        lambda q: _below_peak(q) & (_count("dequeued") >= _count("enqueued")),
+        lambda q: _below_peak(q) & F.coalesce(F.col("dequeued") >= F.col("enqueued"), F.lit(False)),
         VERDICT_KEEP,
         lambda q: F.format_string(
             "no length limit; it peaked at %d and ends at %d, having delivered at least what it "
@@ -261,10 +277,14 @@ RABBITMQ_QUEUE_RULES: tuple[Rule, ...] = (
         _below_peak,
         VERDICT_KEEP,
         lambda q: F.format_string(
-            "no length limit; it gained messages (%d in, %d out) but ends at %d, below its peak "
-            "of %d: not growing at the end of the window, so no limit is sized from it",
-            _count("enqueued"),
-            _count("dequeued"),
+            "no length limit; %s but ends at %d, below its peak of %d: not growing at the end of "
+            "the window, so no limit is sized from it",
+            F.when(
+                F.col("enqueued").isNotNull(),
+                F.format_string(
+                    "it gained messages (%d in, %d out)", F.col("enqueued"), _count("dequeued")
+                ),
+            ).otherwise(F.lit("its messages in and out are not in the log (a collector's)")),
             F.col("last_depth_msgs"),
             q.peak,
         ),
