@@ -508,6 +508,48 @@ def test_losses_a_collector_cannot_see_are_not_read_as_none(spark: Any) -> None:
     assert "a collector sees no message" in advised["growing"].rationale
 
 
+@pytest.mark.spark
+def test_amqp_publishers_a_client_recorded_count_on_their_address(spark: Any) -> None:
+    """A real Artemis's log has the address's size (the collector's samples) and its AMQP
+    publishers only as their client recorded its links. Left out, an address they pushed past
+    its limit was told to lower the CORE producers' producerWindowSize, with no CORE producer
+    in sight (a real-broker walk-through)."""
+    from tests.test_recommend import Log
+
+    log = Log()
+    for at_s, size in ((1, 20_000), (2, 248_800), (3, 10_000)):
+        detail = {
+            "address": "amqp-block",
+            "address_size": size,
+            "max_size_bytes": 102_400,
+            "policy": "BLOCK",
+            "origin": "jolokia",
+            "sample_interval_ms": 1000,
+        }
+        log.event(at_s, "queue_declared", queue="amqp-block", depth_msgs=size // 2488,
+                  depth_bytes=size, detail=json.dumps(detail))  # fmt: skip
+    recorded = json.dumps({"recorded_by": "client-links", "broker_product": "artemis",
+                           "origin": "receiver"})  # fmt: skip
+    for at_s, credit in ((1, 100), (2, 40), (3, 0)):
+        log.event(at_s, "flow", queue="amqp-block", link="sender-1", protocol="amqp-1.0",
+                  link_role="publisher", credit=credit, available=5, run_id="client-run",
+                  detail=recorded)  # fmt: skip
+    (row,) = log.recommend(spark).where("entity = 'amqp-block'").collect()
+    assert (row.broker_kind, row.verdict, row.rule) == (
+        "artemis",
+        "at_risk_of_overflow",
+        "AMQP overshoot without a hard limit",
+    )
+    assert "producerWindowSize" not in row.rationale
+    # 100 credits of the most a message took in a sample (20,000 bytes over 8 messages: 2,500)
+    # allow 250,000 bytes past the limit; the hard limit above them with 20 % margin.
+    assert "(their credits allow 250000)" in row.rationale
+    assert (row.knob, row.recommended_value) == (
+        "max-size-bytes-reject-threshold",
+        102_400 + 250_000 * 12 // 10,
+    )
+
+
 @contextmanager
 def _compiled(spark: Any) -> Iterator[None]:
     """Spark as the jobs run it, each stage compiled, and with no fallback to interpreting a
@@ -1262,9 +1304,9 @@ def test_a_reject_threshold_removed_by_a_later_run_is_not_in_force(spark: Any) -
     def events(*runs: tuple[str, int, int | None]) -> Any:
         return spark.createDataFrame(
             [("b", run, seq, datetime(2026, 3, 10, hour, tzinfo=UTC), "enqueue", "a", 1000,
-              detail(threshold)) for run, hour, threshold in runs for seq in range(2)],
+              1, detail(threshold)) for run, hour, threshold in runs for seq in range(2)],
             "broker string, run_id string, seq long, ts timestamp, event_type string, "
-            "queue string, size_bytes long, detail string",
+            "queue string, size_bytes long, depth_msgs long, detail string",
         )  # fmt: skip
 
     def threshold(*runs: tuple[str, int, int | None]) -> Any:

@@ -24,7 +24,8 @@ from pyspark.sql import functions as F
 from flowctl_core.events import PREFILL_LINK
 from jobs.recommend_policy import RecommendPolicy
 from jobs.transforms.detail import detail_field, detail_whole_number
-from jobs.transforms.message_log import recorded_count
+from jobs.transforms.message_log import client_recorded, recorded_count
+from jobs.transforms.recommend_brokers import AMQP_1_0
 from jobs.transforms.recommend_evidence import entity_columns, mean_delivery_bytes
 from jobs.transforms.saturating import (
     LONG_MAX,
@@ -55,7 +56,6 @@ def _is(event_type: str) -> Column:
     return F.col("event_type") == event_type
 
 
-#: The largest byte value a knob (a Java long) takes, and where the sums and products below stop.
 def _latest(value: Column, name: str) -> Column:
     """``value`` at the latest event (by ts, then seq) where it is not null."""
     return F.max_by(value, F.when(value.isNotNull(), F.struct("ts", "seq"))).alias(name)
@@ -67,7 +67,8 @@ def _latest(value: Column, name: str) -> Column:
 def address_evidence(events: DataFrame) -> DataFrame:
     """Per Artemis address (``detail.address``): its settings at the latest event, peak size,
     messages dropped, failed, rejected and paged, episodes blocked, and the largest
-    message and the per-message overhead of the memory estimate."""
+    message and the per-message overhead of the memory estimate (without enqueues, the most
+    bytes a message took in the address's samples, overhead included)."""
     outcome = detail_field("outcome")
     address_size = detail_whole_number("address_size")
     return (
@@ -94,7 +95,12 @@ def address_evidence(events: DataFrame) -> DataFrame:
             ),
             recorded_count(_is("enqueue") & (detail_field("paged") == "true")).alias("paged_msgs"),
             F.count(F.when(_is("flow_stopped"), 1)).alias("episodes"),
-            F.max(F.when(_is("enqueue"), F.col("size_bytes"))).alias("max_message_bytes"),
+            # Without enqueues (a collector's samples), the most bytes a message took in the
+            # address: its size over its messages in a sample, the overhead included.
+            F.coalesce(
+                F.max(F.when(_is("enqueue"), F.col("size_bytes"))),
+                F.max(F.when(F.col("depth_msgs") > 0, F.ceil(address_size / F.col("depth_msgs")))),
+            ).alias("max_message_bytes"),
             F.min(F.when(_is("enqueue"), address_size - F.col("size_bytes"))).alias(
                 "_message_overhead_bytes"
             ),
@@ -106,8 +112,9 @@ def address_producers(events: DataFrame) -> DataFrame:
     """Per address: the overshoot bound of BLOCK (seed 003: about producers x window) as the
     largest over one run of its producers' windows, CORE windows in bytes and AMQP credits in
     messages apart; the CORE producers and the largest CORE window. An AMQP enqueue logs the
-    credit left after it, so a producer's credit window is the largest logged + 1."""
-    per_producer = (
+    credit left after it, so a producer's credit window is the largest logged + 1; an AMQP
+    publisher a client recorded counts with the most credit it was granted."""
+    logged = (
         events.withColumn("address", detail_field("address"))
         .where(
             _is("enqueue")
@@ -123,6 +130,28 @@ def address_producers(events: DataFrame) -> DataFrame:
             ),
             F.max("capacity").alias("capacity"),
         )
+    )
+    # A real broker's AMQP publishers are in the log only as their clients recorded their links
+    # (collectors/proton_links.py: the address in ``queue``, the credit the broker granted):
+    # left out, an address they overshot was told to lower CORE windows it had none of (a
+    # real-broker walk-through). Their credit is the most the broker granted at once.
+    recorded = (
+        events.where(
+            (F.col("link_role") == "publisher")
+            & (F.col("protocol") == AMQP_1_0)
+            & F.col("queue").isNotNull()
+            & F.col("link").isNotNull()
+            & client_recorded()
+        )
+        .groupBy("broker", F.col("queue").alias("address"), "run_id", "link")
+        .agg(
+            F.lit(None).cast("long").alias("window"),
+            F.coalesce(F.max("credit"), F.lit(0)).alias("amqp_credit"),
+            F.lit(None).cast("long").alias("capacity"),
+        )
+    )
+    per_producer = (
+        logged.unionByName(recorded)
         # The least credit one message of the producer can take (its encoded size): a window of
         # W bytes covers capacity = (W - 1) // encoded messages or so (flowctl_core
         # ProducerCredits.capacity_msgs), so the encoded size is above (W - 1) / (capacity + 1).
