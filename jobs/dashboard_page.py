@@ -87,12 +87,19 @@ def advised_entities(recommendations: Iterable[dict[str, Any]]) -> set[tuple[str
 
 
 def is_idle(entity: dict[str, Any], advised: Container[tuple[str, str, str]] = ()) -> bool:
-    """Nothing to show: never stopped, starved or blocked, no episode, nothing lost, and no
+    """Nothing to show: never stopped, starved or blocked, no episode, no loss logged, never
+    past a limit in bytes, and no
     advice to act on (a RabbitMQ queue growing without a limit has none of the others, and
     was listed idle under the advice that said it was at risk: an audit)."""
     if (entity["broker"], entity["kind"], entity["entity"]) in advised:
         return False
-    return not (entity.get("blocked_s") or entity.get("episodes") or entity.get("lost"))
+    # An address past its limit without an episode (DROP, FAIL, PAGE) has something to show.
+    return not (
+        entity.get("blocked_s")
+        or entity.get("episodes")
+        or entity.get("lost")
+        or entity.get("max_overshoot_bytes")
+    )
 
 
 class Figures:
@@ -354,7 +361,7 @@ def overview_charts(entities: Sequence[dict[str, Any]], figures: Figures) -> str
     parts = []
     for make, kind, nothing in (
         (blocked_time_figure, "blocked", "nothing was stopped, starved or blocked"),
-        (overshoot_figure, "overshoot", "no queue overshot its stop threshold"),
+        (overshoot_figure, "overshoot", "no queue overshot its stop threshold or limit"),
         (producer_delay_figure, "delay", "no producer waited for a completion"),
     ):
         figure = make(entities)

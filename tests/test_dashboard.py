@@ -631,3 +631,22 @@ def test_producer_delays_of_seconds_beside_milliseconds_are_drawn_on_a_log_axis(
     narrow = figure(34_600_000, 800_000)
     assert narrow.layout.xaxis.type is None
     assert narrow.layout.xaxis.title.text == "completion delay p95 (ms)"
+
+
+def test_an_address_past_its_limit_in_bytes_is_drawn_when_no_queue_has_a_bound() -> None:
+    """A real Artemis's log has byte overshoots only; the chart said "no queue overshot its stop
+    threshold" beside an address 146,400 bytes past max-size-bytes (a real-broker walk-through).
+    A queue with a bound keeps the chart of overshoot against it."""
+    from jobs.dashboard_figures import overshoot_figure
+
+    address = _queue("art", 0.0, name="amqp-block", max_overshoot_msgs=None,
+                     max_overshoot_ratio=None, max_overshoot_bytes=146_400)  # fmt: skip
+    within = _queue("art", 0.0, name="quiet", max_overshoot_msgs=None, max_overshoot_ratio=None,
+                    max_overshoot_bytes=0)  # fmt: skip
+    figure = overshoot_figure([address, within])
+    assert figure is not None
+    assert "in bytes" in figure.layout.title.text
+    assert list(figure.data[0].x) == [146_400]
+    with_bound = overshoot_figure([address, _queue("qpid", 3.0)])
+    assert with_bound is not None and list(with_bound.data[0].x) == [0.5]
+    assert overshoot_figure([within]) is None
