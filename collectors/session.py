@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import re
 import time
@@ -31,7 +32,15 @@ from flowctl_core.errors import ConfigurationError
 from flowctl_core.sink import file_name_refusal
 from schemas.broker_events import BROKER_EVENTS, PARTITION_COLUMN
 
+log = logging.getLogger("flowctl.collect")
+
 CHECKPOINT_KEY = b"flowctl.collector.checkpoint"
+#: The state file's key for the raw folder whose session it holds (never in a file's footer: a
+#: raw folder may be moved, and its files' checkpoints move with it).
+STATE_RAW_KEY = "raw"
+#: What a collector file whose footer cannot be read is renamed to: not ``*.parquet``, so the
+#: ingest lists it among the entries it skips instead of reading it.
+UNREADABLE_SUFFIX = ".unreadable"
 STATE_VERSION = 3
 #: A hidden file of a commit no process has written to for this long was cut short: a commit
 #: writes one batch (at most a few MB) and renames it within seconds.
@@ -117,41 +126,87 @@ class SessionWriter:
 
     # -- reading back -------------------------------------------------------------------------
     def latest_checkpoint(self, run_id: str, after_seq: int) -> dict[str, Any] | None:
-        """The checkpoint of this run's file with the highest first seq at or past ``after_seq``
-        (committed after the state file was last written), or None."""
+        """The checkpoint of this run's newest readable file with a first seq at or past
+        ``after_seq`` (committed after the state file was last written), or None. Newer files
+        of the run whose footer cannot be read are set aside (:meth:`_newest_readable`)."""
         pattern = _run_file_pattern(run_id)
-        newest: tuple[int, Path] | None = None
-        for folder in self.raw_dir.glob(f"{PARTITION_COLUMN}=*"):
-            for path in folder.iterdir():
-                match = pattern.match(path.name)
-                if (
-                    match
-                    and int(match[1]) >= after_seq
-                    and (newest is None or int(match[1]) > newest[0])
-                ):
-                    newest = (int(match[1]), path)
-        if newest is None:
-            return None
-        return _checkpoint_of(newest[1])
+        found = [
+            (int(match[1]), path)
+            for path in self._collector_files()
+            if (match := pattern.match(path.name)) and int(match[1]) >= after_seq
+        ]
+        return self._newest_readable([path for _, path in sorted(found, reverse=True)])
 
     def latest_session(self, broker: str) -> dict[str, Any] | None:
-        """The checkpoint of ``broker``'s newest session in the raw folder (its newest file),
-        or None: what a collector whose state file is lost goes on from, rather than reading
-        the log again as a new run."""
+        """The checkpoint of ``broker``'s newest session in the raw folder (its newest readable
+        file), or None: what a collector whose state file is lost goes on from, rather than
+        reading the log again as a new run."""
         pattern = re.compile(
             rf"^part-(collect-{re.escape(broker)}-\d{{8}}T\d{{6,12}}Z)-(\d{{12}})\.parquet$"
         )
-        newest: tuple[str, int] | None = None
-        for folder in self.raw_dir.glob(f"{PARTITION_COLUMN}=*"):
-            for path in folder.iterdir():
-                match = pattern.match(path.name)
-                if match and (newest is None or (match[1], int(match[2])) > newest):
-                    newest = (match[1], int(match[2]))
-        return None if newest is None else self.latest_checkpoint(newest[0], newest[1])
+        found = [
+            ((match[1], int(match[2])), path)
+            for path in self._collector_files()
+            if (match := pattern.match(path.name))
+        ]
+        return self._newest_readable([path for _, path in sorted(found, reverse=True)])
+
+    def _collector_files(self) -> list[Path]:
+        return [
+            path
+            for folder in self.raw_dir.glob(f"{PARTITION_COLUMN}=*")
+            for path in folder.iterdir()
+        ]
+
+    def _newest_readable(self, newest_first: Sequence[Path]) -> dict[str, Any] | None:
+        """The checkpoint of the first file of ``newest_first`` whose footer can be read. Those
+        before it were damaged after their commit (a power loss cut a file short): the session
+        goes on from the older checkpoint, reading their lines again with the same seq, so each
+        is set aside first (its name is that commit's; its rows cannot be read by anyone)."""
+        for path in newest_first:
+            checkpoint = _checkpoint_of(path, damaged_ok=True)
+            if checkpoint is not None:
+                return checkpoint
+            aside = path.with_name(path.name + UNREADABLE_SUFFIX)
+            try:
+                os.replace(path, aside)
+                _fsync_folder(path.parent)
+            except OSError as error:
+                raise cannot_write(path, error, "--raw") from error
+            log.warning(
+                "%s: a collector file whose footer cannot be read (cut short?) is set aside as "
+                "%s; the session goes on from the last readable commit before it, writing its "
+                "lines again with the same seq",
+                path,
+                aside,
+            )
+        return None
+
+    def _raw_key(self) -> str:
+        return str(self.raw_dir.resolve())
+
+    def _of_another_raw_folder(self, state: dict[str, Any]) -> str | None:
+        """The raw folder whose session a state file holds when it is not this one, else None.
+        A state file of an earlier release does not name its folder: one whose run committed
+        rows, none of them here, is another folder's."""
+        raw = state.get(STATE_RAW_KEY)
+        if raw is not None:
+            return None if raw == self._raw_key() else str(raw)
+        prefix = f"part-{state['run_id']}-"
+        if int(state["next_seq"]) > 0 and not any(
+            path.name.startswith(prefix) for path in self._collector_files()
+        ):
+            return "another raw folder"
+        return None
 
     def load_state(self, broker: str) -> dict[str, Any] | None:
         """The state file's checkpoint, or a newer one from the files (the state file lost:
-        ``broker``'s newest session there); None when there is no session to go on with."""
+        ``broker``'s newest session there); None when there is no session to go on with.
+
+        A state file is one raw folder's. The default one (``RAW/../collector-state/``) is
+        shared by raw folders side by side: that of another folder is read as no state file,
+        and this folder's session goes on from its own files (the checkpoints are theirs; the
+        state file is a copy). Going on with the other folder's session wrote nothing here."""
         try:
             state: dict[str, Any] = json.loads(self.state_path.read_text())
         except FileNotFoundError:
@@ -165,6 +220,18 @@ class SessionWriter:
             raise CollectorStateError(
                 f"{self.state_path}: not a collector state of version {STATE_VERSION}"
             )
+        other = self._of_another_raw_folder(state)
+        if other is not None:
+            log.warning(
+                "%s holds the session of %s, not of --raw %s: going on from the files in %s "
+                "(the state file follows it now; give each raw folder its own --state)",
+                self.state_path,
+                other,
+                self.raw_dir,
+                self.raw_dir,
+            )
+            return self.latest_session(broker)
+        state.pop(STATE_RAW_KEY, None)
         newer = self.latest_checkpoint(state["run_id"], int(state["next_seq"]))
         return newer if newer is not None else state
 
@@ -196,7 +263,8 @@ class SessionWriter:
         self._take(
             state_lock,
             "--state (default: beside --raw)",
-            f"{self.state_path}: another collector runs this session ({state_lock} is locked)",
+            f"{self.state_path}: another collector runs with this --state ({state_lock} is "
+            "locked): one collector per state file; another raw folder needs its own --state",
         )
         raw_lock = self.raw_dir / raw_lock_name(broker)
         try:
@@ -274,15 +342,29 @@ class SessionWriter:
                     "was restored from a copy"
                 )
         if state_file:
-            write_atomically(
-                self.state_path, json.dumps(checkpoint, sort_keys=True, indent=1).encode()
-            )
+            state = {**checkpoint, STATE_RAW_KEY: self._raw_key()}
+            write_atomically(self.state_path, json.dumps(state, sort_keys=True, indent=1).encode())
         return written
 
 
-def _checkpoint_of(path: Path) -> dict[str, Any]:
-    """The checkpoint a collector file carries in its footer."""
-    metadata = pq.read_schema(path).metadata or {}
+def _checkpoint_of(path: Path, *, damaged_ok: bool = False) -> dict[str, Any] | None:
+    """The checkpoint a collector file carries in its footer; None for a footer that cannot be
+    read when ``damaged_ok``, else a one-line error naming the file. A file the system refuses
+    (its permissions, a disk error) is an error either way, never taken for a damaged one."""
+    try:
+        metadata = pq.read_schema(path).metadata or {}
+    except OSError as error:
+        # pyarrow's own errors on a footer that does not decode carry no errno.
+        if error.errno is None and damaged_ok:
+            return None
+        raise CollectorStateError(
+            f"{path}: cannot read this collector file ({error.strerror or error}); make it "
+            "readable, or move it out of --raw, then start again"
+        ) from None
+    except ValueError as error:  # pyarrow.ArrowInvalid: no Parquet footer (cut short)
+        if damaged_ok:
+            return None
+        raise CollectorStateError(f"{path}: not a readable collector file ({error})") from None
     if CHECKPOINT_KEY not in metadata:
         raise CollectorStateError(f"{path}: a collector file without its checkpoint")
     return _migrated(json.loads(metadata[CHECKPOINT_KEY]))

@@ -43,6 +43,49 @@ def test_collect_once_then_go_on(tmp_path: Path) -> None:
     assert [(r["seq"], r["event_type"]) for r in rows] == [(0, "flow_stopped"), (1, "flow_resumed")]
 
 
+def _rows(raw: Path) -> list[tuple[int, str]]:
+    files = sorted(raw.glob("date=*/*.parquet"))
+    return [(r["seq"], r["event_type"]) for p in files for r in pq.read_table(p).to_pylist()]
+
+
+def test_two_raw_folders_side_by_side_are_two_sessions(tmp_path: Path) -> None:
+    """bad/r1 and bad/r4 share the default state file bad/collector-state/artemis.json:
+    collecting into r4 went on with r1's session ("going on at seq 1") and wrote nothing."""
+    log = _log(tmp_path, block("2026-11-27 10:00:00,000"))
+    base = ["collect", "artemis", "--log", str(log), "--log-timezone", "UTC", "--once"]
+    first, second = tmp_path / "bad" / "r1", tmp_path / "bad" / "r4"
+    assert runner.invoke(app, [*base, "--raw", str(first)]).exit_code == 0
+    result = runner.invoke(app, [*base, "--raw", str(second)])
+    assert result.exit_code == 0, result.output
+    assert "(new session)" in result.stdout and "committed 1 event in 1 file" in result.stdout
+    assert _rows(second) == [(0, "flow_stopped")]
+    _log(tmp_path, unblock("2026-11-27 10:00:04,000"))
+    for raw in (first, second):
+        again = runner.invoke(app, [*base, "--raw", str(raw)])
+        assert "(going on at seq 1)" in again.stdout, again.output
+        assert _rows(raw) == [(0, "flow_stopped"), (1, "flow_resumed")]
+
+
+def test_a_newest_file_cut_short_without_a_state_file_goes_on(tmp_path: Path) -> None:
+    """A power loss cut the newest file short and the state file is gone: "unexpected error:
+    Parquet magic bytes not found" named no file. The file is set aside and its lines are
+    written again, with the same seq."""
+    log = _log(tmp_path, block("2026-11-27 10:00:00,000"))
+    raw = tmp_path / "raw"
+    args = ["collect", "artemis", "--log", str(log), "--raw", str(raw), "--log-timezone", "UTC"]
+    assert runner.invoke(app, [*args, "--once"]).exit_code == 0
+    _log(tmp_path, unblock("2026-11-27 10:00:04,000"))
+    assert runner.invoke(app, [*args, "--once"]).exit_code == 0
+    newest = sorted(raw.glob("date=*/*.parquet"))[-1]
+    newest.write_bytes(newest.read_bytes()[:100])
+    (tmp_path / "collector-state" / "artemis.json").unlink()
+    result = runner.invoke(app, [*args, "--once"])
+    assert result.exit_code == 0, result.output
+    assert "(going on at seq 1)" in result.stdout
+    assert _rows(raw) == [(0, "flow_stopped"), (1, "flow_resumed")]
+    assert newest.with_name(f"{newest.name}.unreadable").is_file()
+
+
 def _one_error_line(output: str, code: int, exit_code: int) -> str:
     assert exit_code == code, output
     lines = output.strip().splitlines()
