@@ -86,6 +86,8 @@ class AddressState:
     max_size_bytes: int | None = None
     size_bytes: int | None = None
     policy: str | None = None
+    # max-size-bytes-reject-threshold as last sampled; None: none (-1), or never sampled.
+    reject_threshold: int | None = None
     disk_blocked: bool = False  # a full disk blocked it: its next "Unblocking" is the disk's
     # When the disk that blocked it was freed (µs): an "Unblocking" within DISK_RELEASE_S is the
     # disk's; a later one means it was past max-size-bytes then and held by it since.
@@ -154,7 +156,8 @@ class JolokiaReader:
     def addresses(self) -> dict[str, dict[str, Any]]:
         """Per address that is neither internal nor the broker's own (``activemq.*``, its
         notifications and management): AddressSize, MessageCount, and from the address settings
-        maxSizeBytes and addressFullMessagePolicy."""
+        maxSizeBytes, addressFullMessagePolicy and maxSizeBytesRejectThreshold (-1 when the
+        broker's settings have none; None, as the others, when they could not be read)."""
         (found,) = self._post(
             [
                 {
@@ -191,12 +194,16 @@ class JolokiaReader:
         )
         observed: dict[str, dict[str, Any]] = {}
         for (_, value), answer in zip(values, settings, strict=True):
-            setting = json.loads(answer["value"]) if answer.get("status") == 200 else {}
+            read = answer.get("status") == 200
+            setting = json.loads(answer["value"]) if read else {}
             observed[value["Address"]] = {
                 "address_size": int(value["AddressSize"]),
                 "messages": int(value["MessageCount"]),
                 "max_size_bytes": setting.get("maxSizeBytes"),
                 "policy": setting.get("addressFullMessagePolicy"),
+                "reject_threshold": setting.get("maxSizeBytesRejectThreshold", -1)
+                if read
+                else None,
             }
         return observed
 
@@ -273,6 +280,9 @@ class ArtemisCollector(LogCollector):
             "address_size": depth_bytes,
             "max_size_bytes": state.max_size_bytes,
             "policy": policy,
+            # The engine's key and meaning (flowctl_core/protocols/artemis.py): on every event
+            # of the address, as the advice reads it as of the latest one with its settings.
+            "reject_threshold": state.reject_threshold,
             **extra,
         }
         self.row(
@@ -445,6 +455,9 @@ class ArtemisCollector(LogCollector):
             if values["max_size_bytes"] is not None:
                 address.max_size_bytes = int(values["max_size_bytes"])
             address.policy = values["policy"] or address.policy
+            threshold = values.get("reject_threshold")
+            if threshold is not None:  # -1 is Artemis's "none", which the engine leaves out
+                address.reject_threshold = None if int(threshold) == -1 else int(threshold)
             address.size_bytes = values["address_size"]
             self._flow_row(
                 taken,

@@ -1208,3 +1208,89 @@ def test_a_collectors_raw_lock_is_a_writers_marker_whatever_the_brokers_name(bro
     """The ingest leaves a collector's lock out of the files it reports skipped, for any name a
     broker may have (a newline escaped the marker's pattern: a review)."""
     assert KNOWN_MARKERS.match(raw_lock_name(broker))
+
+
+# -- the reject threshold ----------------------------------------------------------------------
+class BulkJolokia(JolokiaReader):
+    """A reader whose search, reads and address settings get these answers, as a real 2.40's
+    Jolokia gives them (getAddressSettingsAsJSON answers a JSON string)."""
+
+    def __init__(self, settings: dict[str, dict[str, Any]]) -> None:
+        super().__init__("http://127.0.0.1:1/console/jolokia", "u", "p")
+        self.settings = settings
+
+    def _post(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        mbean = 'org.apache.activemq.artemis:broker="127.0.0.1",component=addresses,address="{}"'
+        if requests[0]["type"] == "search":
+            return [{"status": 200, "value": [mbean.format(a) for a in sorted(self.settings)]}]
+        if requests[0]["type"] == "read":
+            names = [r["mbean"].split('address="')[1].rstrip('"') for r in requests]
+            return [
+                {
+                    "status": 200,
+                    "value": {"Address": n, "AddressSize": 0, "MessageCount": 0, "Internal": False},
+                }
+                for n in names
+            ]
+        return [
+            {"status": 200, "value": json.dumps(self.settings[r["arguments"][0]])} for r in requests
+        ]
+
+
+def test_jolokia_reads_the_reject_threshold_of_an_address() -> None:
+    """max-size-bytes-reject-threshold (maxSizeBytesRejectThreshold in the address settings):
+    -1 (the default) is none, as the engine's "no threshold"; a broker whose settings do not
+    have it has none either."""
+    block_settings = {"maxSizeBytes": 102_400, "addressFullMessagePolicy": "BLOCK"}
+    observed = BulkJolokia(
+        {
+            "reject-a": {**block_settings, "maxSizeBytesRejectThreshold": 204_800},
+            "orders": {**block_settings, "maxSizeBytesRejectThreshold": -1},
+            "older": block_settings,
+        }
+    ).addresses()
+    assert {name: a["reject_threshold"] for name, a in observed.items()} == {
+        "reject-a": 204_800,
+        "orders": -1,
+        "older": -1,
+    }
+
+
+def test_the_reject_threshold_is_in_the_addresss_detail_as_the_engine_logs_it(
+    setup: Setup,
+) -> None:
+    """The engine logs an address's reject threshold in the detail of its events
+    (``reject_threshold``, flowctl_core/protocols/artemis.py), absent when there is none; the
+    Artemis advice reads it as of the address's latest event with its settings. Samples carry
+    it, and so do the log's flow events after them (a block line without it would read as the
+    threshold removed); a sample of -1 removes it."""
+    limits = {"address_size": 0, "messages": 0, "max_size_bytes": 100_000, "policy": "BLOCK"}
+    now = [datetime(2026, 11, 27, 10, 0, 0, tzinfo=UTC)]
+    jolokia = FakeJolokia(
+        [
+            {"reject-a": {**limits, "reject_threshold": 204_800}, "orders": limits},
+            {"reject-a": {**limits, "reject_threshold": -1}},
+        ]
+    )
+    collector = setup.collector(jolokia=jolokia, sample_interval_s=0.0, clock=lambda: now[0])
+    collector.sample()
+    collector.flush()
+    # The session's state carries it across a restart of the collector.
+    state = json.loads(setup.state.read_text())
+    assert state["entities"]["addresses"]["reject-a"]["reject_threshold"] == 204_800
+    setup.write(block("2026-11-27 10:00:05,000", address="reject-a"))
+    collector.read_log()
+    now[0] = datetime(2026, 11, 27, 10, 0, 10, tzinfo=UTC)
+    collector.sample()
+    collector.flush()
+    collector.close()
+    thresholds = [
+        (r["event_type"], r["queue"], json.loads(r["detail"]).get("reject_threshold"))
+        for r in setup.rows()
+    ]
+    assert thresholds == [
+        ("queue_declared", "orders", None),
+        ("queue_declared", "reject-a", 204_800),
+        ("flow_stopped", "reject-a", 204_800),
+        ("queue_declared", "reject-a", None),
+    ]

@@ -27,6 +27,7 @@ from conformance.brokers import (
     ArtemisBroker,
     BrokerUnavailable,
 )
+from conformance.cases import ADDRESS_LIMIT, REJECT_THRESHOLD
 from schemas.broker_events import ORIGIN_ARTEMIS_LOG, ORIGIN_JOLOKIA
 from tests.collectors.session_setup import committed_rows
 from tests.realbrokers.collecting import collecting, until
@@ -261,3 +262,36 @@ def test_a_real_artemis_full_disk_is_collected_as_its_disk_alarm(tmp_path: Path)
     assert logged == stamps
     disk_blocks = [line[:23] for line in log_text.splitlines() if DISK_BLOCKING in line]
     assert disk_blocks and stamps[0] <= disk_blocks[0] <= stamps[1]
+
+
+def test_a_real_artemis_reject_threshold_is_in_its_samples(
+    artemis: ArtemisBroker, tmp_path: Path
+) -> None:
+    """max-size-bytes-reject-threshold, as Jolokia's getAddressSettingsAsJSON reports it
+    (maxSizeBytesRejectThreshold), is in the sampled address's detail under the engine's key
+    (``reject_threshold``), and absent from an address without one (-1), as the engine logs
+    it; the Artemis advice reads it there (a walk-through found it missing)."""
+    with_threshold, without = "reject-sync", "block-amqp-recorded"  # conformance/cases.py
+    jolokia = JolokiaReader(
+        f"http://{LOOPBACK}:{artemis.http_port}/console/jolokia", ARTEMIS_USER, ARTEMIS_USER
+    )
+    observed = jolokia.addresses()
+    assert observed[with_threshold]["reject_threshold"] == REJECT_THRESHOLD
+    assert observed[without]["reject_threshold"] == -1
+    raw = tmp_path / "raw"
+    ArtemisCollector(
+        log_path=artemis.instance / "log" / "artemis.log",
+        raw_dir=raw,
+        state_path=tmp_path / "state.json",
+        broker="artemis-real",
+        jolokia=jolokia,
+        sampled_addresses=frozenset({with_threshold, without}),
+    ).run(stop=lambda: False, once=True)
+    samples = {
+        row["queue"]: json.loads(row["detail"])
+        for row in committed_rows(raw)
+        if row["event_type"] == "queue_declared"
+    }
+    assert samples[with_threshold]["reject_threshold"] == REJECT_THRESHOLD
+    assert samples[with_threshold]["max_size_bytes"] == ADDRESS_LIMIT
+    assert "reject_threshold" not in samples[without]
