@@ -63,6 +63,7 @@ import json
 import logging
 import os
 import time
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -74,13 +75,21 @@ from typing import Any, Protocol, Self
 import pyarrow.parquet as pq
 
 from collectors.base import DEFAULT_FLUSH_INTERVAL_S, FLUSH_ROWS, SessionState
+from collectors.rabbitmq import DEFAULT_VHOST
+from collectors.rabbitmq import queue_name as rabbitmq_queue_name
 from collectors.session import SessionWriter, check_broker_name
 from flowctl_core.errors import ConfigurationError
-from schemas.broker_events import BROKER_PRODUCTS, RECORDED_BY_CLIENT_LINKS
+from schemas.broker_events import (
+    BROKER_PRODUCT_ARTEMIS,
+    BROKER_PRODUCTS,
+    RECORDED_BY_CLIENT_LINKS,
+)
 
 log = logging.getLogger("flowctl.collect")
 
 PROTOCOL = "amqp-1.0"
+#: Artemis's fully qualified queue name: ``ADDRESS::QUEUE``.
+FQQN_SEPARATOR = "::"
 
 
 class ProtonLink(Protocol):
@@ -110,6 +119,7 @@ class LinkState:
     amqp_name: str
     role: str
     queue: str | None
+    address: str | None  # the AMQP address, kept in the detail where it is not the queue's name
     session: str
     connection: str
     credit: int = 0  # as logged last (link_credit)
@@ -120,13 +130,67 @@ class LinkState:
 
     @property
     def renamed(self) -> dict[str, str]:
-        """``detail.link_name``: the AMQP name of a link whose name in the run differs."""
-        return {} if self.name == self.amqp_name else {"link_name": self.amqp_name}
+        """``detail.link_name``: the AMQP name of a link whose name in the run differs;
+        ``detail.amqp_address``: the address of a link whose ``queue`` is not that address
+        (not ``detail.address``: the advice reads that as an Artemis address's)."""
+        names = {} if self.name == self.amqp_name else {"link_name": self.amqp_name}
+        if self.address is not None and self.address != self.queue:
+            names["amqp_address"] = self.address
+        return names
 
 
 def _address(terminus: Any) -> str | None:
     address = getattr(terminus, "address", None)
     return str(address) if address else None
+
+
+#: RabbitMQ's AMQP 1.0 addresses of one queue (its docs, "Addresses"): v2 (4.x) percent-encodes
+#: the name (RFC 3986); v1 (3.x) escapes only a '/' in it, as ``%2F``.
+_RABBITMQ_QUEUE_V2 = "/queues/"
+_RABBITMQ_QUEUE_V1 = ("/amq/queue/", "/queue/")
+
+
+def _rabbitmq_queue(address: str) -> str | None:
+    """The queue a RabbitMQ address names as RabbitMQ itself reads it, or None for one that
+    names none: an exchange (``/exchanges/...``, v1's ``/exchange/...`` and ``/topic/...``), or
+    a form the broker refuses."""
+    if address.startswith(_RABBITMQ_QUEUE_V2):
+        name = address[len(_RABBITMQ_QUEUE_V2) :]
+        return urllib.parse.unquote(name) if name and "/" not in name else None
+    for prefix in _RABBITMQ_QUEUE_V1:
+        if address.startswith(prefix):
+            name = address[len(prefix) :]
+            return name.replace("%2F", "/") if name and "/" not in name else None
+    if "/" in address:
+        return None
+    return address.replace("%2F", "/")  # v1: a bare name is the queue of that name
+
+
+def _rabbitmq_vhost(connection: Any) -> str:
+    """The vhost of an AMQP 1.0 connection to RabbitMQ: ``vhost:NAME`` in its open frame's
+    hostname, else the broker's default (``/`` unless its configuration says otherwise)."""
+    hostname = str(getattr(connection, "hostname", None) or "")
+    return hostname.removeprefix("vhost:") if hostname.startswith("vhost:") else DEFAULT_VHOST
+
+
+def queue_of_address(
+    address: str | None, product: str | None, vhost: str = DEFAULT_VHOST
+) -> str | None:
+    """The ``queue`` column of a link to ``address``: the name the broker's own collector gives
+    that queue, so that a link's rows and the queue's samples are one entity (a RabbitMQ
+    ``/amq/queue/slow10`` was a queue of its own beside ``slow10``). RabbitMQ's forms (all
+    beginning with '/') name a queue as :func:`collectors.rabbitmq.queue_name` does, with the
+    connection's vhost; an exchange is none. An Artemis address is its name (the Artemis
+    collector's entity), a fully qualified queue name ``ADDRESS::QUEUE`` names that queue. A
+    link whose broker is untold reads RabbitMQ's forms (an Artemis address seldom begins with
+    '/'), and an FQQN as Artemis's (a RabbitMQ queue seldom holds '::')."""
+    if address is None:
+        return None
+    if product != BROKER_PRODUCT_ARTEMIS and (product is not None or address.startswith("/")):
+        name = _rabbitmq_queue(address)
+        return None if name is None else rabbitmq_queue_name(vhost, name)
+    _, fqqn, queue = address.partition(FQQN_SEPARATOR)
+    return queue if fqqn and queue else address
 
 
 def backlog(link: ProtonLink) -> int:
@@ -183,6 +247,7 @@ class LinkRecorder:
         self._marks: dict[str, Any] = {"recorded_by": RECORDED_BY_CLIENT_LINKS}
         if product is not None:
             self._marks["broker_product"] = product
+        self.product = product
         try:
             raw_dir.mkdir(parents=True, exist_ok=True)
         except OSError as error:
@@ -236,13 +301,16 @@ class LinkRecorder:
             return
         key = self._key(link)
         sender = bool(link.is_sender)
+        address = _address(link.target if sender else link.source) or _address(
+            link.remote_target if sender else link.remote_source
+        )
         state = LinkState(
             link=link,
             name=self._link_name(str(link.name), key),
             amqp_name=str(link.name),
             role="publisher" if sender else "consumer",
-            queue=_address(link.target if sender else link.source)
-            or _address(link.remote_target if sender else link.remote_source),
+            queue=queue_of_address(address, self.product, _rabbitmq_vhost(link.connection)),
+            address=address,
             session=self._session_name(link),
             connection=self._connection_name(link.connection),
         )

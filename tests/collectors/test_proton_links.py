@@ -657,3 +657,86 @@ def test_a_reconnected_publisher_is_attached_again_with_what_it_still_has(
         (5.0, "transfer", 3, 0),
     ]
     assert json.loads(rows[4]["detail"])["reason"] == "connection lost"
+
+
+# -- the queue a link's address names ----------------------------------------------------------
+def _attached_queues(
+    tmp_path: Path, product: str | None, links: list[tuple[str, str]], hostname: str | None = None
+) -> list[tuple[str | None, str | None]]:
+    """(queue, detail.amqp_address) of each link's attach, a link per (role, address)."""
+    recorder, pair = recorded(Consumer(), tmp_path, "b", product=product, clock=Clock())
+    if hostname is not None:
+        pair.client.hostname = hostname
+    pair.client.open()
+    session = pair.client.session()
+    session.open()
+    for index, (role, address) in enumerate(links):
+        if role == "consumer":
+            link = session.receiver(f"l{index}")
+            link.source.address = address
+        else:
+            link = session.sender(f"l{index}")
+            link.target.address = address
+        link.open()
+    pair.pump()
+    recorder.close()
+    attached = [row for row in committed_rows(tmp_path) if row["event_type"] == "link_attached"]
+    return [(row["queue"], json.loads(row["detail"]).get("amqp_address")) for row in attached]
+
+
+def test_a_rabbitmq_address_is_the_queue_the_rabbitmq_collector_names(tmp_path: Path) -> None:
+    """A walk-through's phantom: a publisher to RabbitMQ's ``/amq/queue/slow10`` made a queue
+    ``/amq/queue/slow10`` beside the ``slow10`` the RabbitMQ collector samples. The queue column
+    is the queue's name as that collector writes it (collectors/rabbitmq.py queue_name), the
+    address in ``detail.amqp_address``; an exchange is no queue."""
+    assert _attached_queues(
+        tmp_path,
+        "rabbitmq",
+        [
+            ("publisher", "/amq/queue/slow10"),  # v1 (3.x), the queue must exist
+            ("publisher", "/queue/slow10"),  # v1, declared if it does not
+            ("consumer", "/queues/slow%2010"),  # v2 (4.x), percent-encoded
+            ("consumer", "/queues/a%2Fb"),  # queue "a/b": the collector writes a%2Fb
+            ("publisher", "/exchange/amq.direct/slow10"),
+            ("publisher", "/exchanges/amq.direct/slow10"),
+            ("publisher", "/topic/slow.*"),
+            ("consumer", "slow10"),  # v1's bare queue name
+        ],
+    ) == [
+        ("slow10", "/amq/queue/slow10"),
+        ("slow10", "/queue/slow10"),
+        ("slow 10", "/queues/slow%2010"),
+        ("a%2Fb", "/queues/a%2Fb"),
+        (None, "/exchange/amq.direct/slow10"),
+        (None, "/exchanges/amq.direct/slow10"),
+        (None, "/topic/slow.*"),
+        ("slow10", None),
+    ]
+
+
+def test_a_rabbitmq_queue_of_another_vhost(tmp_path: Path) -> None:
+    """The vhost is the connection's (``hostname`` ``vhost:NAME``); a queue of another vhost
+    than ``/`` is ``VHOST/NAME`` in the collector's rows."""
+    queues = _attached_queues(
+        tmp_path, "rabbitmq", [("publisher", "/queues/orders")], hostname="vhost:tenant-1"
+    )
+    assert queues == [("tenant-1/orders", "/queues/orders")]
+
+
+def test_an_artemis_address_is_its_name_and_a_fqqn_names_its_queue(tmp_path: Path) -> None:
+    assert _attached_queues(
+        tmp_path,
+        "artemis",
+        [("publisher", "orders"), ("consumer", "orders::audit"), ("publisher", "/amq/queue/x")],
+    ) == [("orders", None), ("audit", "orders::audit"), ("/amq/queue/x", None)]
+
+
+def test_a_link_of_an_untold_broker_reads_rabbitmqs_forms(tmp_path: Path) -> None:
+    """Without ``product`` (README: an untold link's broker is RabbitMQ unless its other events
+    say otherwise): RabbitMQ's address forms, all beginning with ``/``, name its queues; an
+    Artemis FQQN, no RabbitMQ form, its queue."""
+    assert _attached_queues(
+        tmp_path,
+        None,
+        [("publisher", "/amq/queue/slow10"), ("consumer", "orders::audit"), ("consumer", "q")],
+    ) == [("slow10", "/amq/queue/slow10"), ("audit", "orders::audit"), ("q", None)]

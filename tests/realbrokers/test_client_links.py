@@ -120,6 +120,10 @@ def test_rabbitmq_3_10_grants_a_publisher_more_credit_than_4_0(
     )
     attached = rows[0]
     assert attached["credit"] == RABBITMQ_3_10_PUBLISHER_CREDIT != 170
+    # The queue the address names, as the RabbitMQ collector names it, not a queue
+    # "/amq/queue/..." of its own beside it (a walk-through's phantom); the address is kept.
+    assert {row["queue"] for row in rows} == {queue}
+    assert json.loads(attached["detail"])["amqp_address"] == f"/amq/queue/{queue}"
     # Never short of credit, so never starved, and the credit it ends with is what is left.
     assert starved_seconds(rows) == 0.0
     assert rows[-1]["credit"] == RABBITMQ_3_10_PUBLISHER_CREDIT - COUNT
