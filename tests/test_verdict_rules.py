@@ -100,8 +100,9 @@ def test_the_recommendation_tables_in_priority_order() -> None:
 def test_each_broker_table_in_priority_order_in_its_own_knobs() -> None:
     """Artemis: no limit to advise on first; lost messages outrank rejections, which outrank an
     overshoot (AMQP credits without a hard limit, then CORE windows without a bound, seen
-    overshooting, AMQP credits bounded by a hard limit, CORE windows that could overshoot);
-    paging is kept. RabbitMQ: a limit in force is
+    overshooting, AMQP credits bounded by a hard limit, CORE windows that could overshoot, producers
+    not in the log); a DROP or FAIL address that reached its limit where the log holds no message
+    is at risk of losses it cannot show; paging is kept. RabbitMQ: a limit in force is
     kept; a growing queue that blocks its connection before one that only grows. Every rule
     names the knob it acts on, and no rule of either gives Qpid's."""
     from jobs.transforms.recommend_artemis import ARTEMIS_ADDRESS_RULES
@@ -122,6 +123,7 @@ def test_each_broker_table_in_priority_order_in_its_own_knobs() -> None:
         ("AMQP credits overshoot the address", VERDICT_KEEP, "max-size-bytes-reject-threshold"),
         ("CORE windows could overshoot the address", VERDICT_AT_RISK, "producerWindowSize"),
         ("overshoot by producers not in the log", VERDICT_AT_RISK, "max-size-bytes"),
+        ("losses not in the log", VERDICT_AT_RISK, "max-size-bytes"),
         ("paging", VERDICT_KEEP, "max-size-bytes"),
         ("within its limit", VERDICT_KEEP, "max-size-bytes"),
     ]  # fmt: skip
