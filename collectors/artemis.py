@@ -368,10 +368,10 @@ class ArtemisCollector(LogCollector):
         )
         return True
 
-    def _close_blocked(self, ts: datetime, reason: str) -> None:
+    def _close_blocked(self, ts: datetime, reason: str, **extra: str) -> None:
         if self.disk_full:
             self.disk_full = False
-            self._disk_row(ts, {"reason": reason})
+            self._disk_row(ts, {"reason": reason, **extra})
         for name, address in sorted(self.addresses.items()):
             self._held_since_the_disk(ts, name, address)
             address.disk_blocked = False  # a broker that stops holds nothing
@@ -382,14 +382,16 @@ class ArtemisCollector(LogCollector):
                     name,
                     depth_msgs=None,
                     depth_bytes=None,
-                    extra={"origin": ORIGIN_ARTEMIS_LOG, "reason": reason},
+                    extra={"origin": ORIGIN_ARTEMIS_LOG, "reason": reason, **extra},
                 )
 
     def on_line(self, line: LogLine) -> None:
         if line.code == STOPPED:
             self._close_blocked(line.ts, REASON_BROKER_STOPPED)
         elif line.code in STARTING_CODES and self.last_line is not None:
-            self._close_blocked(self.last_line, REASON_BROKER_RESTARTED)
+            self._close_blocked(
+                self.last_line, REASON_BROKER_RESTARTED, **self.crash_seen(self.last_line)
+            )
         elif line.disk_full is not None:
             if line.disk_full == self.disk_full:
                 return  # logged once per change; a repeat (a restarted read) changes nothing

@@ -328,6 +328,13 @@ class LogCollector(ABC):
             self._pending_since = time.monotonic()
         self._pending.append(self.state.new_row(stamped, event_type, **columns))
 
+    def crash_seen(self, last_line: datetime) -> dict[str, str]:
+        """What a crash's closing rows say of their time: the broker's last log line before the
+        boot, or a sample taken after it (rows never go back in time, so they are stamped there:
+        the broker was seen up then, and went down between that and the boot)."""
+        later_sample = self.state.last_ts_us > to_us(last_line)
+        return {"last_seen": "sample" if later_sample else "log_line"}
+
     @property
     def last_line(self) -> datetime | None:
         """The time of the log's last timestamped line before the one being read."""

@@ -294,7 +294,7 @@ class RabbitMQCollector(LogCollector):
                 f"file's name): give --node {banner.node}"
             )
 
-    def _node_down(self, ts: datetime, reason: str) -> None:
+    def _node_down(self, ts: datetime, reason: str, **extra: Any) -> None:
         """A node that stopped has no alarm set and no connection (and its log says no more of
         the other nodes' alarms until it logs them again)."""
         self.node.cluster_alarms.clear()
@@ -302,16 +302,18 @@ class RabbitMQCollector(LogCollector):
             if raised:
                 resource, node = key.split("@", 1)
                 self.node.alarms[key] = False
-                self._alarm_row(ts, False, resource, node, reason=reason)
+                self._alarm_row(ts, False, resource, node, reason=reason, **extra)
         for connection in sorted(self.node.blocked):
             del self.node.blocked[connection]
-            self._connection_row(ts, connection, reason, origin=ORIGIN_RABBITMQ_LOG)
+            self._connection_row(ts, connection, reason, origin=ORIGIN_RABBITMQ_LOG, **extra)
 
     def on_line(self, line: RabbitLine) -> None:
         if line.kind == STOPPED:
             self._node_down(line.ts, REASON_BROKER_STOPPED)
         elif line.kind in (BOOT, STARTING) and self.last_line is not None:
-            self._node_down(self.last_line, REASON_BROKER_RESTARTED)
+            self._node_down(
+                self.last_line, REASON_BROKER_RESTARTED, **self.crash_seen(self.last_line)
+            )
         elif line.kind in (ALARM_SET, ALARM_CLEARED):
             assert line.resource is not None and line.node is not None
             key = f"{line.resource}@{line.node}"

@@ -362,6 +362,12 @@ def test_a_broker_that_stops_or_crashes_with_its_disk_full_clears_the_alarm(
     ]
     reasons = [json.loads(r["detail"]).get("reason") for r in rows]
     assert reasons == [None, REASON_BROKER_STOPPED, None, REASON_BROKER_RESTARTED]
+    assert [json.loads(r["detail"]).get("last_seen") for r in rows] == [
+        None,
+        None,
+        None,
+        "log_line",
+    ]
     assert not collector.disk_full
 
 
@@ -456,8 +462,33 @@ def test_a_broker_that_crashed_unblocks_at_its_last_line(setup: Setup) -> None:
     rows = setup.rows()
     assert [r["event_type"] for r in rows] == ["flow_stopped", "flow_resumed", "flow_stopped"]
     assert rows[1]["ts"] == _ts("2026-11-27 10:02:00")
-    assert json.loads(rows[1]["detail"])["reason"] == REASON_BROKER_RESTARTED
+    detail = json.loads(rows[1]["detail"])
+    assert (detail["reason"], detail["last_seen"]) == (REASON_BROKER_RESTARTED, "log_line")
     assert [r["flow_stopped_count"] for r in rows] == [1, 1, 2]
+
+
+def test_a_crash_after_a_later_sample_ends_there_and_says_so(setup: Setup) -> None:
+    """Sampled up at 10:30, after its last line (10:02), the broker crashed between then and
+    the boot: the release is stamped at the sample (rows never go back in time), and
+    detail.last_seen says it is a sample's time, not the log's (the walk-through's D7)."""
+    setup.write(block("2026-11-27 10:00:00,000"), other("2026-11-27 10:02:00,000"))
+    orders = {"address_size": 101_332, "messages": 49, "max_size_bytes": 100_000, "policy": None}
+    taken = datetime(2026, 11, 27, 10, 30, 0, tzinfo=UTC)
+    collector = setup.collector(
+        jolokia=FakeJolokia([{"orders": orders}]), sample_interval_s=0.0, clock=lambda: taken
+    )
+    collector.poll_once()
+    setup.write(bootstrap("2026-11-27 11:00:00,000"))  # no stop line: killed
+    collector.read_log()
+    collector.flush()
+    rows = setup.rows()
+    assert [(r["event_type"], r["ts"]) for r in rows] == [
+        ("flow_stopped", _ts("2026-11-27 10:00:00")),
+        ("queue_declared", taken),
+        ("flow_resumed", taken),
+    ]
+    detail = json.loads(rows[2]["detail"])
+    assert (detail["reason"], detail["last_seen"]) == (REASON_BROKER_RESTARTED, "sample")
 
 
 # -- a session that goes on --------------------------------------------------------------------

@@ -135,6 +135,12 @@ def test_a_stop_and_a_crash_clear_the_alarms(setup: Setup) -> None:
     ]
     reasons = [json.loads(r["detail"]).get("reason") for r in rows]
     assert reasons == [None, REASON_BROKER_STOPPED, None, REASON_BROKER_RESTARTED]
+    assert [json.loads(r["detail"]).get("last_seen") for r in rows] == [
+        None,
+        None,
+        None,
+        "log_line",
+    ]
 
 
 def test_an_alarm_set_before_a_restart_of_the_collector_clears_after_it(setup: Setup) -> None:
@@ -208,6 +214,34 @@ def test_an_alarm_of_another_node_holds_this_nodes_publishers(setup: Setup) -> N
     assert [(r["event_type"], r["ts"].strftime("%H:%M:%S")) for r in setup.rows()] == [
         ("connection_blocked", "10:00:30"),
         ("connection_unblocked", "10:05:00"),
+    ]
+
+
+def test_a_crash_after_a_later_sample_ends_there_and_says_so(setup: Setup) -> None:
+    """The alarm set at 10:00 (the log's last line), the publisher sampled blocked at 10:00:30,
+    then a boot with no stop line: the node went down after the sample, so the alarm and the
+    block end at the sample's time (rows never go back in time) and detail.last_seen says it is
+    a sample's, not the log's (the walk-through's D7)."""
+    setup.write(alarm("2026-11-27 10:00:00.000000"))
+    now = [datetime(2026, 11, 27, 10, 0, 30, tzinfo=UTC)]
+    samples = [ManagementSample(connections=_connections(pub="blocked"))]
+    collector = setup.collector(management=FakeManagement(samples), clock=lambda: now[0])
+    collector.read_log()
+    collector.sample()
+    setup.write(starting("2026-11-27 11:00:00.000000"))  # no stop line: killed
+    collector.read_log()
+    collector.flush()
+    rows = setup.rows()
+    assert [(r["event_type"], r["ts"].strftime("%H:%M:%S")) for r in rows] == [
+        ("alarm_raised", "10:00:00"),
+        ("connection_blocked", "10:00:30"),
+        ("alarm_cleared", "10:00:30"),
+        ("connection_unblocked", "10:00:30"),
+    ]
+    details = [json.loads(r["detail"]) for r in rows[2:]]
+    assert [(d["reason"], d["last_seen"]) for d in details] == [
+        (REASON_BROKER_RESTARTED, "sample"),
+        (REASON_BROKER_RESTARTED, "sample"),
     ]
 
 
