@@ -80,6 +80,7 @@ from collectors.rabbitmq import queue_name as rabbitmq_queue_name
 from collectors.session import SessionWriter, check_broker_name
 from flowctl_core.errors import ConfigurationError
 from schemas.broker_events import (
+    ARTEMIS_FQQN_SEPARATOR,
     BROKER_PRODUCT_ARTEMIS,
     BROKER_PRODUCTS,
     RECORDED_BY_CLIENT_LINKS,
@@ -88,8 +89,6 @@ from schemas.broker_events import (
 log = logging.getLogger("flowctl.collect")
 
 PROTOCOL = "amqp-1.0"
-#: Artemis's fully qualified queue name: ``ADDRESS::QUEUE``.
-FQQN_SEPARATOR = "::"
 
 
 class ProtonLink(Protocol):
@@ -189,7 +188,7 @@ def queue_of_address(
     if product != BROKER_PRODUCT_ARTEMIS and (product is not None or address.startswith("/")):
         name = _rabbitmq_queue(address)
         return None if name is None else rabbitmq_queue_name(vhost, name)
-    _, fqqn, queue = address.partition(FQQN_SEPARATOR)
+    _, fqqn, queue = address.partition(ARTEMIS_FQQN_SEPARATOR)
     return queue if fqqn and queue else address
 
 

@@ -85,6 +85,10 @@ RECORDED_BY_CLIENT_LINKS = "client-links"
 #: ``detail.broker_product``: the product a client says its broker is (an AMQP 1.0 link does not
 #: say it; jobs/transforms/recommend_brokers.py reads it).
 BROKER_PRODUCT_ARTEMIS = "artemis"
+#: Artemis's fully qualified queue name, ``ADDRESS::QUEUE``: a client link to one has the queue in
+#: ``queue`` and the whole name in ``detail.amqp_address`` (collectors/proton_links.py), and its
+#: messages count on ADDRESS's size (jobs/transforms/recommend_artemis.py).
+ARTEMIS_FQQN_SEPARATOR = "::"
 BROKER_PRODUCTS: tuple[str, ...] = (BROKER_PRODUCT_ARTEMIS, "rabbitmq")
 #: Every collector's origins: a collector reads a broker from outside (log lines, samples) and
 #: sees none of its messages, so a run of these rows has no message counts (null, not 0).

@@ -509,11 +509,19 @@ def test_losses_a_collector_cannot_see_are_not_read_as_none(spark: Any) -> None:
 
 
 @pytest.mark.spark
-def test_amqp_publishers_a_client_recorded_count_on_their_address(spark: Any) -> None:
+@pytest.mark.parametrize(
+    ("link_queue", "amqp_address"),
+    [("amqp-block", None), ("orders", "amqp-block::orders")],
+    ids=["address", "fully-qualified-queue-name"],
+)
+def test_amqp_publishers_a_client_recorded_count_on_their_address(
+    spark: Any, link_queue: str, amqp_address: str | None
+) -> None:
     """A real Artemis's log has the address's size (the collector's samples) and its AMQP
     publishers only as their client recorded its links. Left out, an address they pushed past
     its limit was told to lower the CORE producers' producerWindowSize, with no CORE producer
-    in sight (a real-broker walk-through)."""
+    in sight (a real-broker walk-through). A link to a fully qualified queue name has the queue
+    in ``queue`` and counts on the name's address."""
     from tests.test_recommend import Log
 
     log = Log()
@@ -528,10 +536,12 @@ def test_amqp_publishers_a_client_recorded_count_on_their_address(spark: Any) ->
         }
         log.event(at_s, "queue_declared", queue="amqp-block", depth_msgs=size // 2488,
                   depth_bytes=size, detail=json.dumps(detail))  # fmt: skip
-    recorded = json.dumps({"recorded_by": "client-links", "broker_product": "artemis",
-                           "origin": "receiver"})  # fmt: skip
+    marks = {"recorded_by": "client-links", "broker_product": "artemis", "origin": "receiver"}
+    if amqp_address is not None:
+        marks["amqp_address"] = amqp_address
+    recorded = json.dumps(marks)
     for at_s, credit in ((1, 100), (2, 40), (3, 0)):
-        log.event(at_s, "flow", queue="amqp-block", link="sender-1", protocol="amqp-1.0",
+        log.event(at_s, "flow", queue=link_queue, link="sender-1", protocol="amqp-1.0",
                   link_role="publisher", credit=credit, available=5, run_id="client-run",
                   detail=recorded)  # fmt: skip
     (row,) = log.recommend(spark).where("entity = 'amqp-block'").collect()

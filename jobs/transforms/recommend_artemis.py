@@ -34,6 +34,7 @@ from jobs.transforms.saturating import (
     saturating_sum,
 )
 from jobs.transforms.verdict_rules import Facts, Rule, always, counted, decide, staged
+from schemas.broker_events import ARTEMIS_FQQN_SEPARATOR
 from schemas.recommendations import (
     BROKER_ARTEMIS,
     ENTITY_ADDRESS,
@@ -134,7 +135,14 @@ def address_producers(events: DataFrame) -> DataFrame:
     # A real broker's AMQP publishers are in the log only as their clients recorded their links
     # (collectors/proton_links.py: the address in ``queue``, the credit the broker granted):
     # left out, an address they overshot was told to lower CORE windows it had none of (a
-    # real-broker walk-through). Their credit is the most the broker granted at once.
+    # real-broker walk-through). Their credit is the most the broker granted at once. A link to
+    # a fully qualified queue name (ADDRESS::QUEUE) has the queue in ``queue``, and its messages
+    # count on ADDRESS's size: the address is the name's first part.
+    amqp_address = detail_field("amqp_address")
+    fqqn_address = F.when(
+        amqp_address.contains(ARTEMIS_FQQN_SEPARATOR),
+        F.substring_index(amqp_address, ARTEMIS_FQQN_SEPARATOR, 1),
+    )
     recorded = (
         events.where(
             (F.col("link_role") == "publisher")
@@ -143,7 +151,9 @@ def address_producers(events: DataFrame) -> DataFrame:
             & F.col("link").isNotNull()
             & client_recorded()
         )
-        .groupBy("broker", F.col("queue").alias("address"), "run_id", "link")
+        .groupBy(
+            "broker", F.coalesce(fqqn_address, F.col("queue")).alias("address"), "run_id", "link"
+        )
         .agg(
             F.lit(None).cast("long").alias("window"),
             F.coalesce(F.max("credit"), F.lit(0)).alias("amqp_credit"),
