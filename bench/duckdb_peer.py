@@ -1,7 +1,8 @@
 """The bench's peer: DESIGN.md §4 computed by DuckDB SQL straight from the raw event files.
 
 This module owns an independent reading of §4 (and of the README's "Where DESIGN.md leaves room"):
-it shares no code with jobs/ and reads the raw Parquet files (``<raw>/date=YYYY-MM-DD/*.parquet``),
+it shares no code with jobs/ (from schemas/ it takes only the event log's named values, such as
+the collectors' origins) and reads the raw Parquet files (``<raw>/date=YYYY-MM-DD/*.parquet``),
 not bronze. It builds the two silver tables (``queue_flow_episodes``, ``link_starvation_episodes``)
 and the two gold ones (``queue_flow_daily`` with what flow control costs the producers,
 ``link_starvation_daily``) with the columns of schemas/tables.py, so that the bench can time it
@@ -26,6 +27,8 @@ from typing import Any
 
 import duckdb
 
+from schemas.broker_events import COLLECTOR_ORIGINS, RECORDED_BY_CLIENT_LINKS
+
 US_PER_DAY = 86_400_000_000
 #: Floats agree when they differ by at most this much relative to the larger.
 RELATIVE_TOLERANCE = 1e-9
@@ -36,6 +39,11 @@ TABLE_KEYS: dict[str, tuple[str, ...]] = {
     "queue_flow_daily": ("date", "broker", "run_id", "queue"),
     "link_starvation_daily": ("date", "broker", "run_id", "link"),
 }
+
+
+def _sql_text(value: str) -> str:
+    """A SQL string literal holding ``value``."""
+    return "'" + value.replace("'", "''") + "'"
 
 
 def _count(con: duckdb.DuckDBPyConnection, relation: str) -> int:
@@ -360,7 +368,8 @@ WITH queue_events_per_day AS (
                          AND outcome IS DISTINCT FROM 'dropped') AS rejected,
         count(*) FILTER (event_type = 'message_rejected' AND outcome = 'dropped') AS dropped,
         count(*) FILTER (event_type = 'enqueue' AND paged = 'true') AS paged,
-        count(*) FILTER (event_type = 'ring_evicted') AS evicted
+        count(*) FILTER (event_type = 'ring_evicted') AS evicted,
+        bool_or(NOT from_outside) AS messages_recorded
     FROM (
         SELECT
             *,
@@ -370,15 +379,38 @@ WITH queue_events_per_day AS (
                  THEN json_extract_string(detail, '$.paged') END AS paged,
             CASE WHEN event_type = 'queue_declared' AND json_valid(detail)
                  THEN TRY_CAST(json_extract_string(detail, '$.sample_interval_ms') AS BIGINT)
-                 END AS sampled_ms
+                 END AS sampled_ms,
+            -- a collector's row or a client's record of its own link: neither logs the broker's
+            -- messages (the text test spares parsing most details)
+            coalesce(CASE WHEN contains(detail, 'origin') AND json_valid(detail)
+                          THEN json_extract_string(detail, '$.origin') IN ({collector_origins})
+                          END, false)
+                OR coalesce(CASE WHEN contains(detail, 'recorded_by') AND json_valid(detail)
+                                 THEN json_extract_string(detail, '$.recorded_by')
+                                      = {recorded_by_client_links}
+                                 END, false) AS from_outside
         FROM events
         WHERE queue IS NOT NULL
     )
     GROUP BY run_id, broker, queue, day
 ),
+intervals AS (
+    SELECT run_id, broker, queue, start_us,
+           greatest(start_us, coalesce(end_us, run_watermark_us)) AS end_us
+    FROM peer_queue_flow_episodes
+),
+stopped_pieces AS ({day_pieces}),
+time_stopped AS (
+    SELECT run_id, broker, queue, day,
+           sum(seconds) AS time_stopped_s,
+           bool_or(held_at_midnight) AS stopped_at_day_start
+    FROM stopped_pieces
+    GROUP BY run_id, broker, queue, day
+),
 queue_days AS (
     -- every day from the queue's earliest event through its run's watermark day, idle days
-    -- included, and any other day it has an event on (a clock stepping back past the watermark)
+    -- included, and any other day it has an event on or is stopped in (a clock stepping back
+    -- stamps them past the watermark's day)
     SELECT run_id, broker, queue,
            unnest(generate_series(min(e.first_us) // {us_per_day},
                                   any_value(r.watermark_us) // {us_per_day})) AS day
@@ -387,6 +419,8 @@ queue_days AS (
     GROUP BY run_id, broker, queue
     UNION
     SELECT run_id, broker, queue, day FROM queue_events_per_day
+    UNION
+    SELECT run_id, broker, queue, day FROM time_stopped
 ),
 counters AS (
     -- the counter at 00:00 is the latest by seq among earlier days' events, else the day's
@@ -402,19 +436,6 @@ counters AS (
         e.counter_before_first
     FROM queue_days AS d
     LEFT JOIN queue_events_per_day AS e USING (run_id, broker, queue, day)
-),
-intervals AS (
-    SELECT run_id, broker, queue, start_us,
-           greatest(start_us, coalesce(end_us, run_watermark_us)) AS end_us
-    FROM peer_queue_flow_episodes
-),
-stopped_pieces AS ({day_pieces}),
-time_stopped AS (
-    SELECT run_id, broker, queue, day,
-           sum(seconds) AS time_stopped_s,
-           bool_or(held_at_midnight) AS stopped_at_day_start
-    FROM stopped_pieces
-    GROUP BY run_id, broker, queue, day
 ),
 episodes_started AS (
     -- episodes count on the day they start
@@ -473,12 +494,13 @@ SELECT
     s.max_overshoot_bytes, s.p95_overshoot_bytes,
     s.max_overshoot_ratio,
     e.sample_interval_ms,
-    coalesce(e.enqueued, 0) AS enqueued,
-    coalesce(e.dequeued, 0) AS dequeued,
-    coalesce(e.rejected, 0) AS rejected,
-    coalesce(e.dropped, 0) AS dropped,
-    coalesce(e.paged, 0) AS paged,
-    coalesce(e.evicted, 0) AS evicted,
+    -- 0 on a day without events of the queue; unknown (null) when none of them is the broker's
+    CASE WHEN e.messages_recorded IS NOT FALSE THEN coalesce(e.enqueued, 0) END AS enqueued,
+    CASE WHEN e.messages_recorded IS NOT FALSE THEN coalesce(e.dequeued, 0) END AS dequeued,
+    CASE WHEN e.messages_recorded IS NOT FALSE THEN coalesce(e.rejected, 0) END AS rejected,
+    CASE WHEN e.messages_recorded IS NOT FALSE THEN coalesce(e.dropped, 0) END AS dropped,
+    CASE WHEN e.messages_recorded IS NOT FALSE THEN coalesce(e.paged, 0) END AS paged,
+    CASE WHEN e.messages_recorded IS NOT FALSE THEN coalesce(e.evicted, 0) END AS evicted,
     coalesce(h.held_completions, 0) AS held_completions,
     h.percentiles[1] AS completion_p50_us,
     h.percentiles[2] AS completion_p95_us,
@@ -570,8 +592,15 @@ def compute(con: duckdb.DuckDBPyConnection) -> None:
         _QUEUE_FLOW_DAILY.replace("{day_pieces}", day_pieces),
         _LINK_STARVATION_DAILY.replace("{day_pieces}", day_pieces),
     )
+    constants = {
+        "{us_per_day}": str(US_PER_DAY),
+        "{collector_origins}": ", ".join(_sql_text(origin) for origin in COLLECTOR_ORIGINS),
+        "{recorded_by_client_links}": _sql_text(RECORDED_BY_CLIENT_LINKS),
+    }
     for statement in statements:
-        con.execute(statement.replace("{us_per_day}", str(US_PER_DAY)))
+        for placeholder, value in constants.items():
+            statement = statement.replace(placeholder, value)
+        con.execute(statement)
     for name, select in _OUTPUT.items():
         con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {select}")
 

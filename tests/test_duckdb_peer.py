@@ -4,14 +4,15 @@ column.
 The log is the metrics oracle's random one (tests/test_metrics_oracle.py: midnight crossings, open
 episodes at the watermark, counters that start mid-log or step back with the clock, producers
 without a window, links attached before the log) plus the cost oracle's runs (messages routed to
-several queues, paged, rejected and dropped, held across midnight). The peer reads it as raw
-files, Hive-partitioned by date, with some events written twice (identical copies, which it must
-keep once); the Spark side reads it once, as the jobs' transforms are composed by
-jobs/episodes.py and jobs/daily_metrics.py.
+several queues, paged, rejected and dropped, held across midnight) and two hand-built runs
+(:func:`peer_edge_runs`). The peer reads it as raw files, Hive-partitioned by date, with some
+events written twice (identical copies, which it must keep once); the Spark side reads it once,
+as the jobs' transforms are composed by jobs/episodes.py and jobs/daily_metrics.py.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections import defaultdict
 from datetime import UTC, date
@@ -23,8 +24,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from bench import duckdb_peer as peer
-from schemas.broker_events import BROKER_EVENTS
-from tests.test_metrics_oracle import events_frame, random_log
+from schemas.broker_events import BROKER_EVENTS, COLLECTOR_ORIGINS, RECORDED_BY_CLIENT_LINKS
+from tests.test_metrics_oracle import _at, _run, events_frame, random_log
 from tests.test_queue_costs_oracle import random_run as random_cost_run
 
 pytestmark = pytest.mark.spark
@@ -38,10 +39,33 @@ DUPLICATE_EVERY = 17
 COUNTER_CHANGE = ("flow_stopped_counter_delta", "counter_check_ok")
 
 
+def peer_edge_runs() -> list[dict[str, Any]]:
+    """Runs for two readings the random logs never hit, where the peer once read §4 otherwise."""
+    collector = {"detail": json.dumps({"origin": COLLECTOR_ORIGINS[0], "sample_interval_ms": 5000})}
+    client = {"detail": json.dumps({"recorded_by": RECORDED_BY_CLIENT_LINKS, "origin": "sender"})}
+    qc, qr = {"queue": "qc"}, {"queue": "qr", "link": "p1"}
+    return _run(
+        "peer-outside",  # days whose events of a queue are all a collector's or a client's
+        (_at(1, 8), "queue_declared", {**qc, "depth_msgs": 0, **collector}),
+        (_at(1, 9), "flow_stopped", {**qc, "depth_msgs": 12, **collector}),  # counts unknown
+        (_at(1, 9), "link_attached", {**qr, "credit": 10, **client}),  # counts unknown
+        (_at(2, 9), "flow_resumed", {**qc, "depth_msgs": 3, **collector}),
+        (_at(2, 10), "dequeue", {**qc, "depth_msgs": 2}),  # the broker's own: qc counted on day 2
+        (_at(2, 11), "flow", {**qr, "credit": 9,
+                              "detail": json.dumps({"origin": "sender"})}),  # the engine's: counted
+    ) + _run(
+        "peer-late",  # the clock steps back: q is stopped all day 4, days after the watermark's
+        (_at(1, 8), "queue_declared", {"queue": "q", "depth_msgs": 0}),
+        (_at(3, 10), "flow_stopped", {"queue": "q", "depth_msgs": 4}),
+        (_at(5, 10), "flow_resumed", {"queue": "q", "depth_msgs": 1}),
+        (_at(1, 9), "alarm_raised", {}),  # the last by seq: watermark on day 1
+    )  # fmt: skip
+
+
 def hard_log() -> list[dict[str, Any]]:
     rng = random.Random(SEED)
     costs = [row for i in range(COST_RUNS) for row in random_cost_run(rng, f"costs{i}")]
-    return random_log(SEED, RUNS) + costs
+    return random_log(SEED, RUNS) + costs + peer_edge_runs()
 
 
 def write_raw(rows: list[dict[str, Any]], raw_dir: Path) -> None:
