@@ -86,6 +86,7 @@ TS_AT, CONTEXT_AT, LINK_AT = 1, 6, 7
 # Positions inside the context group and the link group.
 RUN_ID_IN, EVENT_TYPE_IN, QUEUE_IN = 0, 2, 3
 LINK_IN, CAPACITY_IN = LINK_COLUMNS.index("link"), LINK_COLUMNS.index("capacity")
+CONNECTION_IN, DETAIL_IN = LINK_COLUMNS.index("connection"), LINK_COLUMNS.index("detail")
 
 
 def _places(layout: tuple[str | tuple[str, ...], ...]) -> dict[str, tuple[int, int | None]]:
@@ -153,6 +154,14 @@ def link_of(row: EventRow) -> str | None:
 
 def capacity_of(row: EventRow) -> int | None:
     return cast(int | None, row[LINK_AT][CAPACITY_IN])
+
+
+def connection_of(row: EventRow) -> str | None:
+    return cast(str | None, row[LINK_AT][CONNECTION_IN])
+
+
+def detail_of(row: EventRow) -> str | None:
+    return cast(str | None, row[LINK_AT][DETAIL_IN])
 
 
 def link_columns(fields: Mapping[str, Any] | None) -> LinkColumns:

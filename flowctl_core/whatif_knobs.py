@@ -19,7 +19,16 @@ from typing import Any
 
 from flowctl_core.broker import MAX_COUNT_KEY, POLICY_TYPE_KEY
 from flowctl_core.clock import US_PER_SECOND, seconds_to_us
-from flowctl_core.events import PREFILL_LINK, EventRow, as_dict, event_type_of
+from flowctl_core.events import (
+    PREFILL_LINK,
+    TS_AT,
+    EventRow,
+    connection_of,
+    detail_of,
+    event_type_of,
+    link_of,
+    queue_of,
+)
 from flowctl_core.flowlimit import (
     FLOW_RESUME_COUNT_KEY,
     FLOW_RESUME_SIZE_KEY,
@@ -337,28 +346,31 @@ class _EntityMeter:
         self.prefill_refused: dict[str, int] = {}
 
     def __call__(self, row: EventRow) -> None:
+        # Every event of a run passes here (what-if and sweep runs): read the few columns needed
+        # straight from the row, and parse a detail only where it can hold what is counted.
         event_type = event_type_of(row)
         if event_type not in _METERED:
             return
-        event = as_dict(row)
-        queue = event["queue"]
+        queue = queue_of(row)
         if queue is None:
             return
-        detail = json.loads(event["detail"]) if event["detail"] else {}
+        text = detail_of(row)
         if event_type == "message_rejected":
+            detail = json.loads(text) if text else {}
             key = (queue, str(detail.get("outcome", "rejected")))
             self.outcomes[key] = self.outcomes.get(key, 0) + 1
-            if event["link"] == PREFILL_LINK:
+            if link_of(row) == PREFILL_LINK:
                 self.prefill_refused[queue] = self.prefill_refused.get(queue, 0) + 1
         elif event_type in ("connection_blocked", "connection_unblocked"):
-            self._blocking(event, queue, event_type == "connection_blocked")
-        size = detail.get("address_size")
-        if size is not None:
-            self.peak_address_bytes[queue] = max(self.peak_address_bytes.get(queue, 0), size)
+            self._blocking(row, queue, event_type == "connection_blocked")
+        if text and _ADDRESS_SIZE in text:
+            size = json.loads(text).get(_ADDRESS_SIZE)
+            if size is not None:
+                self.peak_address_bytes[queue] = max(self.peak_address_bytes.get(queue, 0), size)
 
-    def _blocking(self, event: Mapping[str, Any], queue: str, blocked: bool) -> None:
-        key = (str(event["connection"]), queue)
-        ts_us = _ts_us(event["ts"])
+    def _blocking(self, row: EventRow, queue: str, blocked: bool) -> None:
+        key = (str(connection_of(row)), queue)
+        ts_us = _ts_us(row[TS_AT])
         if blocked:
             self.blocked_since_us.setdefault(key, ts_us)
         elif key in self.blocked_since_us:
@@ -375,6 +387,8 @@ class _EntityMeter:
         return (self.blocked_us.get(queue, 0) + open_us) / US_PER_SECOND
 
 
+#: The detail key of an Artemis address's size after the event (the peak the verdicts quote).
+_ADDRESS_SIZE = "address_size"
 _METERED = frozenset(
     {"message_rejected", "enqueue", "flow_stopped", "connection_blocked", "connection_unblocked"}
 )

@@ -565,13 +565,13 @@ def test_a_length_limit_that_unblocks_the_connection_wins() -> None:
     """seed 004: a slow quorum queue on a 0.9.1 connection blocks the connection's publishes to
     every queue; reject-publish refuses what it will not hold instead, which is what the
     recommender advises and the what-if validates. With rejections first, no limit that acts
-    could win a sweep (an audit): now the largest limit that unblocks the connection does."""
-    sweep = run_sweep(
-        load_scenario("rabbitmq-two-senders"), "x-max-length", "quorum-queue-amqp-091",
-        [1, 10, 100, 1000],
-    )  # fmt: skip
+    could win a sweep (an audit): now the largest limit that unblocks the connection does. The
+    scenario's first half second (of 2; the connection blocks within it): a quarter of the events,
+    the same choice."""
+    spec = load_scenario("rabbitmq-two-senders").model_copy(update={"duration_s": 0.5})
+    sweep = run_sweep(spec, "x-max-length", "quorum-queue-amqp-091", [1, 10, 100, 1000])
     figures = {c.value: c.metrics for c in sweep.candidates if c.metrics}
-    assert figures[None]["connection blocked s"] > 1 and figures[None]["rejected msgs"] == 0
+    assert figures[None]["connection blocked s"] > 0.25 and figures[None]["rejected msgs"] == 0
     assert figures[100]["connection blocked s"] == figures[1]["connection blocked s"] == 0
     assert 0 < figures[1000]["connection blocked s"] < figures[None]["connection blocked s"]
     assert sweep.verdict() == "best x-max-length for quorum-queue-amqp-091: 100 (as written: none)"
@@ -582,8 +582,10 @@ def test_an_artemis_limit_that_takes_nothing_does_not_win() -> None:
     """Every live limit of this address rejects (AMQP producers past its reject threshold): with
     rejections before the work done, max-size-bytes 0, at which nothing is taken, processed or
     rejected, won (an audit). And -1 (off) was refused beside the reject threshold: the
-    threshold now goes off with the limit, and the verdict says how far the address grew."""
-    spec = load_scenario("artemis-amqp-reject-threshold")
+    threshold now goes off with the limit, and the verdict says how far the address grew. The
+    scenario's first 1.5 s (of 4; the readers start at 1 s): without a limit the producers fill
+    the address flat out, and the run's cost grows with it."""
+    spec = load_scenario("artemis-amqp-reject-threshold").model_copy(update={"duration_s": 1.5})
     sweep = run_sweep(spec, "max-size-bytes", "telemetry-hard", [-1, 0, 51200, 2**63])
     figures = {c.value: c for c in sweep.candidates}
     assert figures[0].metrics is not None and figures[0].metrics["queue msgs processed"] == 0
