@@ -355,18 +355,18 @@ class _EntityMeter:
         if queue is None:
             return
         text = detail_of(row)
-        if event_type == "message_rejected":
-            detail = json.loads(text) if text else {}
+        rejected = event_type == "message_rejected"
+        detail = json.loads(text) if text and (rejected or _ADDRESS_SIZE in text) else {}
+        if rejected:
             key = (queue, str(detail.get("outcome", "rejected")))
             self.outcomes[key] = self.outcomes.get(key, 0) + 1
             if link_of(row) == PREFILL_LINK:
                 self.prefill_refused[queue] = self.prefill_refused.get(queue, 0) + 1
         elif event_type in ("connection_blocked", "connection_unblocked"):
             self._blocking(row, queue, event_type == "connection_blocked")
-        if text and _ADDRESS_SIZE in text:
-            size = json.loads(text).get(_ADDRESS_SIZE)
-            if size is not None:
-                self.peak_address_bytes[queue] = max(self.peak_address_bytes.get(queue, 0), size)
+        size = detail.get(_ADDRESS_SIZE)
+        if size is not None:
+            self.peak_address_bytes[queue] = max(self.peak_address_bytes.get(queue, 0), size)
 
     def _blocking(self, row: EventRow, queue: str, blocked: bool) -> None:
         key = (str(connection_of(row)), queue)
