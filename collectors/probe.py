@@ -75,6 +75,7 @@ def amqp_send(
     timeout_s: float = 30.0,
     recorder: LinkRecorder | None = None,
     unsettled_grace_s: float = UNSETTLED_GRACE_S,
+    vhost: str | None = None,
 ) -> AmqpSendResult:
     """Send up to ``count`` messages of a ``body_size``-byte binary body to ``address`` as fast
     as the link credit allows (and, with ``in_flight``, with at most that many unsettled); stop
@@ -82,7 +83,9 @@ def amqp_send(
     deliveries the broker has not settled, for ``unsettled_grace_s`` at least: stopping at a
     short pause would miscount what it accepted), or after ``timeout_s``. With a ``recorder``
     (collectors/proton_links.py) the sender records its link and offers what it has left to
-    send (``Sender.offered``: its backlog, the link's ``available``)."""
+    send (``Sender.offered``: its backlog, the link's ``available``). ``vhost``: the RabbitMQ
+    virtual host to publish in, named in the connection's open frame (hostname ``vhost:NAME``,
+    as RabbitMQ reads it); without it, the broker's default."""
     from proton import Message
     from proton.handlers import MessagingHandler
     from proton.reactor import Container
@@ -107,13 +110,19 @@ def amqp_send(
 
         def on_start(self, event: Any) -> None:
             # SASL PLAIN when the URL names a user (amqp://user:password@host:port), none else.
-            with_user = urlsplit(url).username is not None
+            parts = urlsplit(url)
+            with_user = parts.username is not None
+            # The open frame's hostname names the vhost; TLS still checks the URL's host.
+            named_vhost = (
+                {} if vhost is None else {"virtual_host": f"vhost:{vhost}", "sni": parts.hostname}
+            )
             self.connection = event.container.connect(
                 url,
                 reconnect=False,
                 sasl_enabled=with_user,
                 allowed_mechs="PLAIN" if with_user else None,
                 allow_insecure_mechs=with_user,
+                **named_vhost,
             )
             self.sender = event.container.create_sender(self.connection, address)
             event.container.schedule(0.05, self)

@@ -165,11 +165,21 @@ def _rabbitmq_queue(address: str) -> str | None:
     return address.replace("%2F", "/")  # v1: a bare name is the queue of that name
 
 
-def _rabbitmq_vhost(connection: Any) -> str:
+def _rabbitmq_vhost(connection: Any, default_vhost: str) -> str:
     """The vhost of an AMQP 1.0 connection to RabbitMQ: ``vhost:NAME`` in its open frame's
-    hostname, else the broker's default (``/`` unless its configuration says otherwise)."""
+    hostname, else ``default_vhost``, the broker's (RabbitMQ's ``default_vhost``; its AMQP 1.0
+    plugin's ``amqp1_0.default_vhost`` in 3.x)."""
     hostname = str(getattr(connection, "hostname", None) or "")
-    return hostname.removeprefix("vhost:") if hostname.startswith("vhost:") else DEFAULT_VHOST
+    return hostname.removeprefix("vhost:") if hostname.startswith("vhost:") else default_vhost
+
+
+def check_vhost(vhost: str, product: str | None) -> None:
+    """Refuse an empty RabbitMQ vhost, or one other than ``/`` given for Artemis, which has
+    none: ValueError naming it."""
+    if not vhost:
+        raise ValueError("vhost '': a RabbitMQ virtual host's name, not empty")
+    if product == BROKER_PRODUCT_ARTEMIS and vhost != DEFAULT_VHOST:
+        raise ValueError(f"vhost {vhost!r}: a RabbitMQ virtual host; Artemis has none")
 
 
 def queue_of_address(
@@ -227,7 +237,9 @@ def _key_of(endpoint: Any) -> int | None:
 
 class LinkRecorder:
     """Records the links of the connections an application's proton handler serves (see the
-    module). ``clock`` gives the time of an event (the wall clock, UTC)."""
+    module). ``clock`` gives the time of an event (the wall clock, UTC). ``default_vhost`` is
+    the RabbitMQ vhost of a connection whose open frame names none (no ``vhost:NAME`` hostname):
+    the broker's default, ``/`` unless its configuration says otherwise."""
 
     def __init__(
         self,
@@ -236,11 +248,14 @@ class LinkRecorder:
         *,
         flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
         product: str | None = None,
+        default_vhost: str = DEFAULT_VHOST,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         check_broker_name(broker)
         if product is not None and product not in BROKER_PRODUCTS:
             raise ValueError(f"product {product!r}: one of {', '.join(BROKER_PRODUCTS)} (or none)")
+        check_vhost(default_vhost, product)
+        self.default_vhost = default_vhost
         # Every row says who recorded it and, when told, which broker product it talks to
         # (an AMQP 1.0 link says nothing of it: jobs/transforms/recommend_brokers.py).
         self._marks: dict[str, Any] = {"recorded_by": RECORDED_BY_CLIENT_LINKS}
@@ -308,7 +323,9 @@ class LinkRecorder:
             name=self._link_name(str(link.name), key),
             amqp_name=str(link.name),
             role="publisher" if sender else "consumer",
-            queue=queue_of_address(address, self.product, _rabbitmq_vhost(link.connection)),
+            queue=queue_of_address(
+                address, self.product, _rabbitmq_vhost(link.connection, self.default_vhost)
+            ),
             address=address,
             session=self._session_name(link),
             connection=self._connection_name(link.connection),

@@ -1051,6 +1051,13 @@ def probe_publish(
         ),
     ] = 2.0,
     timeout: Annotated[float, typer.Option(min=0.1, help="give up after this many seconds")] = 60.0,
+    vhost: Annotated[
+        str | None,
+        typer.Option(
+            help="RabbitMQ: the virtual host to publish in, named in the connection (vhost:V); "
+            "without it the broker's default, taken to be /"
+        ),
+    ] = None,
 ) -> None:
     """Send --count messages to ADDRESS as fast as the broker's link credit allows, and record
     the link (collectors/proton_links.py) into RAW for the pipeline.
@@ -1061,14 +1068,17 @@ def probe_publish(
     """
     from collectors.probe import amqp_send, link_summary, url_shown
     from collectors.proton_links import LinkRecorder
+    from collectors.rabbitmq import DEFAULT_VHOST
 
     _check_amqp_url(url)
     _check_out_folder(raw, "--raw")
     raw_was_there = raw.exists()
     try:
-        recorder = LinkRecorder(raw, broker, product=product)
+        recorder = LinkRecorder(
+            raw, broker, product=product, default_vhost=DEFAULT_VHOST if vhost is None else vhost
+        )
     except ValueError as error:
-        raise _fail(f"--product / --broker: {error}") from None
+        raise _fail(f"--product / --broker / --vhost: {error}") from None
     with recorder:
         sent = amqp_send(
             url,
@@ -1079,6 +1089,7 @@ def probe_publish(
             idle_s=idle,
             timeout_s=timeout,
             recorder=recorder,
+            vhost=vhost,
         )
     rows = recorder.written_rows()
     if not rows:  # one line, as the README promises, and no empty --raw folder left behind

@@ -367,6 +367,10 @@ def test_a_recorder_needs_a_broker_and_a_known_product(tmp_path: Path) -> None:
         LinkRecorder(tmp_path, "host:5672")
     with pytest.raises(ValueError, match="'qpid': one of artemis, rabbitmq"):
         LinkRecorder(tmp_path, "b", product="qpid")
+    with pytest.raises(ValueError, match="vhost '': a RabbitMQ virtual host's name, not empty"):
+        LinkRecorder(tmp_path, "b", default_vhost="")
+    with pytest.raises(ValueError, match="vhost 'tenant-1': a RabbitMQ virtual host; Artemis"):
+        LinkRecorder(tmp_path, "b", product="artemis", default_vhost="tenant-1")
 
 
 def _record_a_starved_publisher(raw: Path) -> None:
@@ -661,10 +665,14 @@ def test_a_reconnected_publisher_is_attached_again_with_what_it_still_has(
 
 # -- the queue a link's address names ----------------------------------------------------------
 def _attached_queues(
-    tmp_path: Path, product: str | None, links: list[tuple[str, str]], hostname: str | None = None
+    tmp_path: Path,
+    product: str | None,
+    links: list[tuple[str, str]],
+    hostname: str | None = None,
+    **options: Any,
 ) -> list[tuple[str | None, str | None]]:
     """(queue, detail.amqp_address) of each link's attach, a link per (role, address)."""
-    recorder, pair = recorded(Consumer(), tmp_path, "b", product=product, clock=Clock())
+    recorder, pair = recorded(Consumer(), tmp_path, "b", product=product, clock=Clock(), **options)
     if hostname is not None:
         pair.client.hostname = hostname
     pair.client.open()
@@ -721,6 +729,21 @@ def test_a_rabbitmq_queue_of_another_vhost(tmp_path: Path) -> None:
         tmp_path, "rabbitmq", [("publisher", "/queues/orders")], hostname="vhost:tenant-1"
     )
     assert queues == [("tenant-1/orders", "/queues/orders")]
+
+
+def test_a_connection_naming_no_vhost_is_in_the_brokers_default_vhost(tmp_path: Path) -> None:
+    """A broker whose ``default_vhost`` is not ``/``: a connection whose hostname names no vhost
+    (proton sends the URL's host) publishes there, and one naming its vhost, in that vhost."""
+    default = _attached_queues(
+        tmp_path / "a", "rabbitmq", [("publisher", "/queues/orders")], "127.0.0.1",
+        default_vhost="tenant-1",
+    )  # fmt: skip
+    assert default == [("tenant-1/orders", "/queues/orders")]
+    named = _attached_queues(
+        tmp_path / "b", "rabbitmq", [("publisher", "/queues/orders")], "vhost:/",
+        default_vhost="tenant-1",
+    )  # fmt: skip
+    assert named == [("orders", "/queues/orders")]
 
 
 def test_an_artemis_address_is_its_name_and_a_fqqn_names_its_queue(tmp_path: Path) -> None:

@@ -14,9 +14,11 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from collectors.probe import amqp_send, link_summary, starved_seconds
 from collectors.proton_links import LinkRecorder
+from collectors.rabbitmq import queue_name as rabbitmq_queue_name
 from conformance.brokers import LOOPBACK, ArtemisBroker, RabbitBroker
 from conformance.cases import blocking_lines
 from flowctl.cli import app
@@ -174,3 +176,42 @@ def test_flowctl_probe_publish_to_no_broker_is_one_line(tmp_path: Path) -> None:
         "to all addresses)"
     ]
     assert not (tmp_path / "raw").exists()
+
+
+def test_flowctl_probe_publish_into_a_vhost_names_its_queue_as_the_collector_does(
+    rabbitmq: RabbitBroker, tmp_path: Path
+) -> None:
+    """``--vhost``: the connection names the vhost (``vhost:V``), RabbitMQ routes the messages
+    to the queue of that vhost, and the link's queue is the RabbitMQ collector's name for it,
+    ``V/Q``. (Without it they go to the default vhost, which has no queue of that name: RabbitMQ
+    3.10 accepts them there and drops them, and the queue of V stays empty.)"""
+    import pika
+
+    vhost, queue, count = "tenant-probe", "probed-in-a-vhost", 50
+    rabbitmq.ctl("add_vhost", vhost)
+    try:
+        rabbitmq.ctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+        parameters = pika.ConnectionParameters(LOOPBACK, rabbitmq.port, virtual_host=vhost)
+        connection = pika.BlockingConnection(parameters)
+        try:
+            channel = connection.channel()
+            channel.queue_declare(queue)
+            raw = tmp_path / "raw"
+            args = ["probe", "publish", f"amqp://guest:guest@{LOOPBACK}:{rabbitmq.port}"]
+            args += [f"/amq/queue/{queue}", "--raw", str(raw), "--broker", "rabbitmq-real"]
+            args += ["--product", "rabbitmq", "--vhost", vhost, "--count", str(count)]
+            args += ["--size", "100"]
+            result = CliRunner().invoke(app, args)
+            assert result.exit_code == 0, result.output
+            assert f"sent {count} of {count}" in result.output
+            assert channel.queue_declare(queue, passive=True).method.message_count == count
+        finally:
+            connection.close()
+    finally:
+        rabbitmq.ctl("delete_vhost", vhost)
+    rows = committed_rows(raw)
+    assert (
+        {row["queue"] for row in rows}
+        == {rabbitmq_queue_name(vhost, queue)}
+        == {f"{vhost}/{queue}"}
+    )
