@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ from flowctl_core.whatif_knobs import (
     with_knob,
 )
 from jobs.recommend_policy import RecommendPolicy
-from tests.scenario_gold import recommendation_rows, with_first_artemis_address
+from tests.scenario_gold import compiled, recommendation_rows, with_first_artemis_address
 
 POLICY = RecommendPolicy(lookback_days=1)
 
@@ -566,29 +564,6 @@ def test_amqp_publishers_a_client_recorded_count_on_their_address(
     )
 
 
-@contextmanager
-def _compiled(spark: Any) -> Iterator[None]:
-    """Spark as the jobs run it, each stage compiled, and with no fallback to interpreting a
-    stage that does not compile. The tests run Spark interpreted (tests/conftest.py); a stage
-    whose method passes the JVM's 64 KB falls back after a page of errors on the console."""
-    compiled = {
-        "spark.sql.codegen.wholeStage": "true",
-        "spark.sql.codegen.factoryMode": "CODEGEN_ONLY",
-        "spark.sql.codegen.fallback": "false",
-    }
-    before = {key: spark.conf.get(key, None) for key in compiled}
-    try:
-        for key, value in compiled.items():
-            spark.conf.set(key, value)
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
-
-
 @pytest.mark.spark
 def test_the_artemis_address_rules_compile_into_whole_stage_code(spark: Any) -> None:
     """The demo printed Janino's errors once the bounds were held at a long, until the held
@@ -603,7 +578,7 @@ def test_the_artemis_address_rules_compile_into_whole_stage_code(spark: Any) -> 
         [("b", "dropping", 1, 65536, 0, 65536, 2, 200, 11, 1366)], ADDRESS_PRODUCERS
     )
     daily = spark.createDataFrame([], QUEUE_DAILY)
-    with _compiled(spark):
+    with compiled(spark):
         (row,) = recommend_addresses(evidence, producers, daily, POLICY).collect()
     assert (row.verdict, row.knob) == ("raise", "max-size-bytes")
 
@@ -621,9 +596,9 @@ def test_every_brokers_recommendations_compile_into_whole_stage_code(
     spark: Any, tmp_path: Path, scenario: str, knobs: set[str]
 ) -> None:
     """The whole recommend transform over a bundled scenario of each broker, compiled with no
-    fallback: every rule table's stage fits the JVM's method size."""
-    with _compiled(spark):
-        rows = recommendation_rows(spark, load_scenario(scenario), tmp_path / "raw")
+    fallback (as :func:`recommendation_rows` computes it): every rule table's stage fits the
+    JVM's method size."""
+    rows = recommendation_rows(spark, load_scenario(scenario), tmp_path / "raw")
     assert knobs <= {row["knob"] for row in rows}
 
 
