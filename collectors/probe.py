@@ -174,6 +174,20 @@ def amqp_send(
             result.link_error = _said(event.link.remote_condition, "link error")
             self._finish(blocked=False)
 
+        def on_connection_error(self, event: Any) -> None:
+            # The broker closed the connection with a reason (RabbitMQ: a vhost it does not
+            # have), before any link could attach.
+            result.link_error = result.link_error or _said(
+                event.connection.remote_condition, "connection error"
+            )
+            self._finish(blocked=False)
+
+        def on_session_error(self, event: Any) -> None:
+            result.link_error = result.link_error or _said(
+                event.session.remote_condition, "session error"
+            )
+            self._finish(blocked=False)
+
         def on_transport_error(self, event: Any) -> None:
             result.link_error = result.link_error or _said(
                 event.transport.condition, "transport error"

@@ -215,3 +215,20 @@ def test_flowctl_probe_publish_into_a_vhost_names_its_queue_as_the_collector_doe
         == {rabbitmq_queue_name(vhost, queue)}
         == {f"{vhost}/{queue}"}
     )
+
+
+def test_flowctl_probe_publish_into_a_vhost_the_broker_lacks_says_its_reason(
+    rabbitmq: RabbitBroker, tmp_path: Path
+) -> None:
+    """RabbitMQ 3.10 closes the connection at its open, with its reason: one line says it (it
+    said "no answer" before the probe read a connection's error)."""
+    url = f"amqp://guest:guest@{LOOPBACK}:{rabbitmq.port}"
+    args = ["probe", "publish", url, "/amq/queue/q", "--raw", str(tmp_path / "raw")]
+    args += ["--broker", "rabbitmq-real", "--product", "rabbitmq", "--vhost", "no-such-vhost"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines() == [
+        f"error: probe publish: no link attached at amqp://guest:***@{LOOPBACK}:{rabbitmq.port} "
+        "(amqp:unauthorized-access: Access for user 'guest' was refused: insufficient "
+        "permissions)"
+    ]
