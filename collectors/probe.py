@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from collectors.proton_links import LinkRecorder
+from collectors.proton_links import LinkRecorder, check_vhost
 
 
 @dataclass
@@ -90,6 +90,8 @@ def amqp_send(
     from proton.handlers import MessagingHandler
     from proton.reactor import Container
 
+    if vhost is not None:
+        check_vhost(vhost, None)
     result = AmqpSendResult()
     body = b"x" * body_size
     started = time.monotonic()

@@ -173,13 +173,13 @@ def _rabbitmq_vhost(connection: Any, default_vhost: str) -> str:
     return hostname.removeprefix("vhost:") if hostname.startswith("vhost:") else default_vhost
 
 
-def check_vhost(vhost: str, product: str | None) -> None:
+def check_vhost(vhost: str, product: str | None, name: str = "vhost") -> None:
     """Refuse an empty RabbitMQ vhost, or one other than ``/`` given for Artemis, which has
-    none: ValueError naming it."""
+    none: ValueError naming it, as ``name`` (the argument or option that gave it)."""
     if not vhost:
-        raise ValueError("vhost '': a RabbitMQ virtual host's name, not empty")
+        raise ValueError(f"{name} '': a RabbitMQ virtual host's name, not empty")
     if product == BROKER_PRODUCT_ARTEMIS and vhost != DEFAULT_VHOST:
-        raise ValueError(f"vhost {vhost!r}: a RabbitMQ virtual host; Artemis has none")
+        raise ValueError(f"{name} {vhost!r}: a RabbitMQ virtual host; Artemis has none")
 
 
 def queue_of_address(
@@ -192,10 +192,12 @@ def queue_of_address(
     connection's vhost; an exchange is none. An Artemis address is its name (the Artemis
     collector's entity), a fully qualified queue name ``ADDRESS::QUEUE`` names that queue. A
     link whose broker is untold reads RabbitMQ's forms (an Artemis address seldom begins with
-    '/'), and an FQQN as Artemis's (a RabbitMQ queue seldom holds '::')."""
+    '/'), and an FQQN as Artemis's (a RabbitMQ queue seldom holds '::'), unless its ``vhost`` is
+    not ``/``: a vhost is RabbitMQ's."""
     if address is None:
         return None
-    if product != BROKER_PRODUCT_ARTEMIS and (product is not None or address.startswith("/")):
+    rabbitmq = product is not None or address.startswith("/") or vhost != DEFAULT_VHOST
+    if product != BROKER_PRODUCT_ARTEMIS and rabbitmq:
         name = _rabbitmq_queue(address)
         return None if name is None else rabbitmq_queue_name(vhost, name)
     _, fqqn, queue = address.partition(ARTEMIS_FQQN_SEPARATOR)
@@ -254,7 +256,7 @@ class LinkRecorder:
         check_broker_name(broker)
         if product is not None and product not in BROKER_PRODUCTS:
             raise ValueError(f"product {product!r}: one of {', '.join(BROKER_PRODUCTS)} (or none)")
-        check_vhost(default_vhost, product)
+        check_vhost(default_vhost, product, "default_vhost")
         self.default_vhost = default_vhost
         # Every row says who recorded it and, when told, which broker product it talks to
         # (an AMQP 1.0 link says nothing of it: jobs/transforms/recommend_brokers.py).

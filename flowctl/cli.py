@@ -1067,18 +1067,23 @@ def probe_publish(
     Artemis BLOCK address or a RabbitMQ alarm makes a publisher take.
     """
     from collectors.probe import amqp_send, link_summary, url_shown
-    from collectors.proton_links import LinkRecorder
+    from collectors.proton_links import LinkRecorder, check_vhost
     from collectors.rabbitmq import DEFAULT_VHOST
 
     _check_amqp_url(url)
     _check_out_folder(raw, "--raw")
+    if vhost is not None:
+        try:
+            check_vhost(vhost, product, "--vhost")
+        except ValueError as error:
+            raise _fail(str(error)) from None
     raw_was_there = raw.exists()
     try:
         recorder = LinkRecorder(
             raw, broker, product=product, default_vhost=DEFAULT_VHOST if vhost is None else vhost
         )
     except ValueError as error:
-        raise _fail(f"--product / --broker / --vhost: {error}") from None
+        raise _fail(f"--product / --broker: {error}") from None
     with recorder:
         sent = amqp_send(
             url,

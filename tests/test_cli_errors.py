@@ -760,11 +760,11 @@ def test_probe_publish_refuses_a_vhost_for_artemis_before_writing_anything(
     args = ["probe", "publish", "amqp://127.0.0.1:1", "q", "--raw", str(raw), "--broker", "b"]
     args += ["--product", "artemis", "--vhost", "tenant-1"]
     line = _one_error_line(runner.invoke(app, args))
-    assert line == (
-        "error: --product / --broker / --vhost: vhost 'tenant-1': a RabbitMQ virtual host; "
-        "Artemis has none"
-    )
+    assert line == "error: --vhost 'tenant-1': a RabbitMQ virtual host; Artemis has none"
     assert not raw.exists()
+    args[-1] = ""
+    line = _one_error_line(runner.invoke(app, args))
+    assert line == "error: --vhost '': a RabbitMQ virtual host's name, not empty"
 
 
 def test_probe_publish_names_its_own_option_for_a_raw_folder_that_is_a_file(

@@ -96,3 +96,9 @@ def test_a_peer_that_never_settles_is_given_up_on_and_said() -> None:
     assert (sent.sent, sent.accepted, sent.unsettled) == (5, 0, 5)
     assert 0.6 < sent.seconds < 20  # the grace, not the idle time, nor the timeout
     assert not peer.settled.is_set() and not peer.thread.is_alive()
+
+
+def test_an_empty_vhost_is_refused_before_connecting() -> None:
+    """Proton would send the hostname ``vhost:`` and the recorder read the vhost as ''."""
+    with pytest.raises(ValueError, match="vhost '': a RabbitMQ virtual host's name, not empty"):
+        amqp_send("amqp://127.0.0.1:1", "/queues/q", count=1, body_size=1, vhost="")

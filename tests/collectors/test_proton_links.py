@@ -16,7 +16,7 @@ import pytest
 from proton import Condition, Message
 from proton.handlers import MessagingHandler
 
-from collectors.proton_links import LinkRecorder
+from collectors.proton_links import LinkRecorder, queue_of_address
 from collectors.session import CHECKPOINT_KEY
 from flowctl_core.errors import ConfigurationError
 from tests.collectors.proton_pair import ProtonPair
@@ -367,9 +367,9 @@ def test_a_recorder_needs_a_broker_and_a_known_product(tmp_path: Path) -> None:
         LinkRecorder(tmp_path, "host:5672")
     with pytest.raises(ValueError, match="'qpid': one of artemis, rabbitmq"):
         LinkRecorder(tmp_path, "b", product="qpid")
-    with pytest.raises(ValueError, match="vhost '': a RabbitMQ virtual host's name, not empty"):
+    with pytest.raises(ValueError, match="default_vhost '': a RabbitMQ virtual host's name"):
         LinkRecorder(tmp_path, "b", default_vhost="")
-    with pytest.raises(ValueError, match="vhost 'tenant-1': a RabbitMQ virtual host; Artemis"):
+    with pytest.raises(ValueError, match="default_vhost 'tenant-1': a RabbitMQ virtual host;"):
         LinkRecorder(tmp_path, "b", product="artemis", default_vhost="tenant-1")
 
 
@@ -744,6 +744,19 @@ def test_a_connection_naming_no_vhost_is_in_the_brokers_default_vhost(tmp_path: 
         default_vhost="tenant-1",
     )  # fmt: skip
     assert named == [("orders", "/queues/orders")]
+
+
+def test_a_link_of_an_untold_broker_in_a_vhost_is_rabbitmqs(tmp_path: Path) -> None:
+    """A vhost other than ``/`` is RabbitMQ's, so an untold broker's bare address is a RabbitMQ
+    queue of that vhost (a review: it was the default vhost's ``q``), by the connection's
+    ``vhost:V`` or the recorder's default alike."""
+    named = _attached_queues(tmp_path / "a", None, [("publisher", "q")], "vhost:ten/ant%1")
+    assert named == [("ten%2Fant%251/q", "q")]  # the address kept: it differs
+    default = _attached_queues(
+        tmp_path / "b", None, [("consumer", "q")], "127.0.0.1", default_vhost="tenant-1"
+    )
+    assert default == [("tenant-1/q", "q")]
+    assert queue_of_address("orders::audit", None) == "audit"  # in "/", still Artemis's FQQN
 
 
 def test_an_artemis_address_is_its_name_and_a_fqqn_names_its_queue(tmp_path: Path) -> None:
