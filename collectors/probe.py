@@ -179,21 +179,17 @@ def amqp_send(
         def on_connection_error(self, event: Any) -> None:
             # The broker closed the connection with a reason (RabbitMQ: a vhost it does not
             # have), before any link could attach.
-            result.link_error = result.link_error or _said(
-                event.connection.remote_condition, "connection error"
-            )
-            self._finish(blocked=False)
+            self._ended_by(event.connection.remote_condition, "connection error")
 
         def on_session_error(self, event: Any) -> None:
-            result.link_error = result.link_error or _said(
-                event.session.remote_condition, "session error"
-            )
-            self._finish(blocked=False)
+            self._ended_by(event.session.remote_condition, "session error")
 
         def on_transport_error(self, event: Any) -> None:
-            result.link_error = result.link_error or _said(
-                event.transport.condition, "transport error"
-            )
+            self._ended_by(event.transport.condition, "transport error")
+
+        def _ended_by(self, condition: Any, otherwise: str) -> None:
+            """The first error said is the one kept (a transport's follows its connection's)."""
+            result.link_error = result.link_error or _said(condition, otherwise)
             self._finish(blocked=False)
 
         def on_timer_task(self, event: Any) -> None:
