@@ -464,7 +464,10 @@ held_transfer_delays AS (
         quantile_cont(c.latency_us, [0.5, 0.95, 0.99]) AS percentiles,
         max(c.latency_us) AS completion_max_us
     FROM events AS c
-    JOIN enqueued_messages AS m USING (run_id, link, message_id)
+    -- a log that names no producer: a completion without a link is the enqueue's without one
+    JOIN enqueued_messages AS m
+      ON c.run_id = m.run_id AND c.link IS NOT DISTINCT FROM m.link
+         AND c.message_id = m.message_id
     WHERE c.event_type = 'transfer_completed' AND c.latency_us > 0
     GROUP BY m.run_id, m.broker, m.queue, c.day
 ),

@@ -1,7 +1,8 @@
 """The cost columns of ``queue_flow_daily`` (jobs/transforms/queue_costs.py) against the
 pure-Python reference (tests/metrics_oracle.py ``queue_costs_daily``) on random logs: messages
 routed to one or several queues, paged, refused with every outcome, evicted, dequeued, and
-completed at once or after a hold, some across midnight; producers reusing each other's ids."""
+completed at once or after a hold, some across midnight; producers reusing each other's ids,
+and one that the log does not name (its enqueues and completions without a ``link``)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from tests.test_metrics_oracle import events_frame
 pytestmark = pytest.mark.spark
 
 QUEUES = ("q1", "q2", "q3")
-PRODUCERS = ("p1", "p2")
+PRODUCERS = ("p1", "p2", None)  # None: a producer the log does not name (no `link`)
 OUTCOMES = (None, "rejected", "failed", "dropped")
 DAY1, DAY3 = date(2024, 1, 1), date(2024, 1, 3)
 
@@ -80,6 +81,7 @@ def test_the_log_exercises_every_count_and_midnight(rows) -> None:
     completions = [r for r in rows if r["event_type"] == "transfer_completed"]
     assert any(r["latency_us"] == 0 for r in completions)
     assert any(r["latency_us"] > 86_400_000_000 / 24 for r in completions)
+    assert any(r["link"] is None and r["latency_us"] > 0 for r in completions)
 
 
 def test_queue_costs_match_the_oracle(spark, rows, tmp_path: Path) -> None:

@@ -94,20 +94,38 @@ def held_completions(events: DataFrame, date_from: date, date_to: date) -> DataF
 
     ``events`` must hold the enqueues of every earlier day of the runs (a transfer held over
     midnight completes the next day).
+
+    A message is its run, producer ``link`` and ``message_id``; a log that names no producer
+    (a hand-written one, a collector's) matches a completion without a link to the enqueue
+    without one, as the oracle does (tests/metrics_oracle.py): an equi-join on ``link`` dropped
+    those held transfers.
     """
     message = ["run_id", "link", "message_id"]
-    completed = events.where(
-        _is("transfer_completed") & (F.col("latency_us") > 0) & in_days("date", date_from, date_to)
-    ).select(*message, "date", "latency_us")
+    completed = (
+        events.where(
+            _is("transfer_completed")
+            & (F.col("latency_us") > 0)
+            & in_days("date", date_from, date_to)
+        )
+        .select(*message, "date", "latency_us")
+        .alias("completed")
+    )
     enqueued_on = (
         events.where(_is("enqueue") & F.col("queue").isNotNull() & (F.col("date") <= date_to))
         .select(*message, "broker", "queue")
         .distinct()
+        .alias("enqueued")
     )
+    same_message = [
+        F.col("completed.run_id") == F.col("enqueued.run_id"),
+        F.col("completed.link").eqNullSafe(F.col("enqueued.link")),
+        F.col("completed.message_id") == F.col("enqueued.message_id"),  # none without an id
+    ]
     latency = F.col("latency_us")
     fractions = [fraction for _, fraction in COMPLETION_PERCENTILES]
     return (
-        completed.join(enqueued_on, message)
+        completed.join(enqueued_on, same_message)
+        .select(*(F.col(f"enqueued.{key}") for key in QUEUE_KEYS), "date", "latency_us")
         .groupBy(*QUEUE_KEYS, "date")
         .agg(
             F.count(F.lit(1)).alias("held_completions"),
