@@ -161,7 +161,7 @@ def build(
     broker = Broker(bus, scheduler, scenario.broker_config())
     for queue in scenario.queues:
         declared = broker.declare_queue(
-            queue.name, queue.arguments, service_time_us=queue.service_time_us
+            queue.name, scenario.queue_arguments(queue), service_time_us=queue.service_time_us
         )
         if queue.prefill is not None:
             count, size = queue.prefill.count, queue.prefill.size

@@ -190,17 +190,17 @@ class BrokerSpec(_Strict):
     name: str = "broker-1"
     default_flow_stop_ratio: Ratio = DEFAULT_FLOW_STOP_RATIO
     default_flow_resume_ratio: Ratio = DEFAULT_FLOW_RESUME_RATIO
-    # None: Qpid's 100 MiB for a Qpid broker, none for RabbitMQ's queues (a scenario with
-    # connections), which have no Qpid flow thresholds to derive from it.
+    # None: Qpid's 100 MiB for a Qpid queue, none for a RabbitMQ queue (one a connection's link
+    # names: Scenario.queue_arguments), which has no Qpid flow thresholds to derive from it.
     default_queue_limit_bytes: NonNegInt | None = None
     default_limit_policy: LimitPolicy = "reject"
     log_immediate_completions: bool = False
 
-    def config(self, *, qpid: bool = True) -> BrokerConfig:
-        """The engine's broker config; ``qpid`` False when the queues are RabbitMQ's."""
+    def config(self) -> BrokerConfig:
+        """The engine's broker config."""
         limit = self.default_queue_limit_bytes
         if limit is None:
-            limit = QPID_DEFAULT_QUEUE_LIMIT_BYTES if qpid else 0
+            limit = QPID_DEFAULT_QUEUE_LIMIT_BYTES
         return BrokerConfig(
             name=self.name,
             default_flow_stop_ratio=self.default_flow_stop_ratio,
@@ -704,9 +704,27 @@ class Scenario(_Strict):
             ) from None
 
     def broker_config(self) -> BrokerConfig:
-        """The engine's broker: RabbitMQ's queues (a scenario with connections) get no Qpid
-        default queue limit unless the scenario sets one (Artemis declares its own queues)."""
-        return self.broker.config(qpid=not self.connections)
+        """The engine's broker; its default queue limit, Qpid's unless the scenario sets one, is
+        for Qpid's queues (:meth:`queue_arguments`; Artemis declares its own queues)."""
+        return self.broker.config()
+
+    def rabbitmq_queues(self) -> frozenset[str]:
+        """The queues a connection's link names: RabbitMQ's (the engine's AMQP 1.0 and 0.9.1
+        links are RabbitMQ's clients). Every other queue of ``queues`` is Qpid's, even beside
+        connections: a Qpid producer's queue keeps Qpid's default limit and thresholds."""
+        publishers = [link.queue for c in self.connections for link in c.publishers]
+        return frozenset(
+            publishers + [link.queue for c in self.connections for link in c.consumers]
+        )
+
+    def queue_arguments(self, queue: QueueSpec) -> dict[str, int | str]:
+        """The declare arguments of ``queue``: its own, and for a RabbitMQ queue that sets no
+        ``qpid.max_size`` a limit of none (0) unless the scenario's broker sets a default:
+        RabbitMQ has no Qpid default queue limit (a 100 MiB one would give it byte thresholds)."""
+        arguments = dict(queue.arguments)
+        if queue.name in self.rabbitmq_queues() and self.broker.default_queue_limit_bytes is None:
+            arguments.setdefault(MAX_SIZE_KEY, 0)
+        return arguments
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
@@ -855,7 +873,7 @@ class Scenario(_Strict):
                 raise FieldError(where, str(error)) from None
 
         for index, queue in enumerate(self.queues):
-            declare(f"queues.{index}.arguments", queue.name, queue.arguments)
+            declare(f"queues.{index}.arguments", queue.name, self.queue_arguments(queue))
             prefill = queue.prefill
             if prefill is not None and broker.queues[queue.name].flow.should_stop(
                 prefill.count, prefill.count * prefill.size

@@ -584,10 +584,10 @@ def _check_entity(scenario: Scenario, knob: str, entity: str) -> None:
     of it is not overridden by the scenario itself."""
     broker = SWEEP_KNOBS[knob].broker
     if broker == QPID:
-        rabbit = bool(scenario.connections)
+        rabbit = entity in scenario.rabbitmq_queues()
         queues = declared_queues(scenario)
         if entity not in queues or rabbit:
-            where = "a RabbitMQ queue (the scenario has connections)" if rabbit else "no Qpid queue"
+            where = "a RabbitMQ queue (a connection's link names it)" if rabbit else "no Qpid queue"
             hint = "" if rabbit else did_you_mean(entity, queues)
             raise SweepError(f"{scenario.name}: {entity!r} is {where}: {knob} is Qpid's{hint}")
         if entity in queues_with_threshold_steps(scenario):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -310,14 +312,45 @@ def test_the_broker_default_queue_limit_is_100_mib() -> None:
     assert (flow.stop_count, flow.resume_count) == (0, 0)  # no max_count: no count thresholds
     off = Scenario.model_validate({**base, "broker": {"default_queue_limit_bytes": 0}})
     assert off.broker_config().default_queue_limit_bytes == 0
-    # RabbitMQ's queues (a scenario with connections) have no Qpid default limit to derive from.
-    rabbit = {
-        **{key: value for key, value in base.items() if key != "steps"},
+
+
+def test_a_rabbitmq_queue_has_no_default_limit_and_a_qpid_queue_beside_it_keeps_qpids() -> None:
+    """A queue a connection's link names is RabbitMQ's: no Qpid default limit to derive byte
+    thresholds from (unless the scenario's broker sets one, or the queue its own). A queue only
+    a Qpid producer uses keeps the 100 MiB of DESIGN §2, connections beside it or not: it lost
+    it, and its byte thresholds with it, when a scenario's connections made every queue
+    RabbitMQ's."""
+    from flowctl_core.runner import build
+    from flowctl_core.scenario import Scenario
+
+    mixed: dict[str, Any] = {
+        "name": "mixed",
         "kind": "workload",
         "duration_s": 1,
-        "connections": [{"name": "c", "protocol": "amqp-0-9-1", "publishers": []}],
-    }
-    assert Scenario.model_validate(rabbit).broker_config().default_queue_limit_bytes == 0
+        "queues": [{"name": "qpid-q"}, {"name": "rabbit-q"}, {"name": "sized-rabbit-q",
+                   "arguments": {"qpid.max_size": 1000}}],
+        "producers": [{"name": "p", "routing_key": "qpid-q", "capacity": 10, "rate": 10}],
+        "connections": [{"name": "c", "protocol": "amqp-1.0", "publishers": [
+            {"name": "l1", "queue": "rabbit-q"}, {"name": "l2", "queue": "sized-rabbit-q"}]}],
+    }  # fmt: skip
+    scenario = Scenario.model_validate(mixed)
+    assert scenario.rabbitmq_queues() == {"rabbit-q", "sized-rabbit-q"}
+    broker, _, _ = build(scenario, "r", [])
+    qpid, rabbit, sized = (broker.queue(n) for n in ("qpid-q", "rabbit-q", "sized-rabbit-q"))
+    assert (qpid.max_size, qpid.flow.stop_size, qpid.flow.resume_size) == (
+        104_857_600,
+        83_886_080,
+        73_400_320,
+    )
+    assert (rabbit.max_size, rabbit.flow.stop_size, rabbit.flow.resume_size) == (0, 0, 0)
+    assert (sized.max_size, sized.flow.stop_size, sized.flow.resume_size) == (1000, 800, 700)
+    # Without the Qpid producer, the same: the connections never changed the Qpid queue's limit.
+    alone = Scenario.model_validate({**mixed, "producers": []})
+    assert build(alone, "r", [])[0].queue("qpid-q").max_size == 104_857_600
+    # A default the scenario sets is every queue's, RabbitMQ's included.
+    set_default = Scenario.model_validate({**mixed, "broker": {"default_queue_limit_bytes": 500}})
+    broker, _, _ = build(set_default, "r", [])
+    assert broker.queue("rabbit-q").max_size == broker.queue("qpid-q").max_size == 500
 
 
 def test_qpid_spells_ring_strict_with_an_underscore_and_the_engine_reads_it_as_ring_strict() -> (

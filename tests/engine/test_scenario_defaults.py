@@ -27,7 +27,7 @@ from flowctl_core.scenario import (
 
 #: A spec field whose default deliberately differs from its engine field, and why.
 DIFFERENT_ON_PURPOSE = {
-    # None: Qpid's 100 MiB for a Qpid broker, none for RabbitMQ's queues (Scenario.broker_config).
+    # None: Qpid's 100 MiB for a Qpid queue, none for a RabbitMQ queue (Scenario.queue_arguments).
     (BrokerSpec, "default_queue_limit_bytes"),
     # The links: a list in YAML, a tuple in the engine; both empty.
     (ConnectionSpec, "publishers"),

@@ -451,7 +451,7 @@ steps:
         ("artemis-block-core-producers", KNOB_QPID_FLOW_STOP_COUNT, "orders",
          "'orders' is no Qpid queue"),
         ("rabbitmq-memory-alarm", KNOB_QPID_FLOW_STOP_COUNT, "orders-091",
-         "'orders-091' is a RabbitMQ queue (the scenario has connections)"),
+         "'orders-091' is a RabbitMQ queue (a connection's link names it)"),
         ("qpid-900-500", "x-max-length", "orders",
          "no RabbitMQ connections: x-max-length is RabbitMQ's"),
         ("rabbitmq-memory-alarm", "link credit", "backlog-reader",
