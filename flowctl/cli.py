@@ -418,17 +418,12 @@ def _run_pipeline_and_print(
         raise _fail(f"ingest refused, nothing written: {refused}") from None
     finally:
         progress.stop()
-    print_daily_metrics(
-        *most_stopped_queue_rows(conf_path, first, last, warehouse_dir=warehouse_dir, spark=spark)
-    )
-    print_starved_links(
-        *starved_link_rows(conf_path, first, last, warehouse_dir=warehouse_dir, spark=spark)
-    )
-    print_line(format_ingest_report(dict(outcome.get("ingest") or {})))
     seconds = dict(outcome.get("seconds") or {})
-    if not outcome.get("ok"):
-        raise _fail("ingest accounting or Great Expectations validation failed", code=1)
-    if recommend:
+    recommended: dict[str, Any] | None = None
+    # Every job runs before the report prints: recommend (minutes on the demo's days) after the
+    # tables left a reader waiting on a spinner below what looked like the end (a new user's
+    # trial of `make demo`).
+    if recommend and outcome.get("ok"):
         from jobs.recommend import run_recommend
 
         progress("recommend", None)
@@ -439,6 +434,16 @@ def _run_pipeline_and_print(
             progress.stop()
         seconds["recommend"] = round(time.perf_counter() - started, 3)
         progress("recommend", seconds["recommend"])
+    print_daily_metrics(
+        *most_stopped_queue_rows(conf_path, first, last, warehouse_dir=warehouse_dir, spark=spark)
+    )
+    print_starved_links(
+        *starved_link_rows(conf_path, first, last, warehouse_dir=warehouse_dir, spark=spark)
+    )
+    print_line(format_ingest_report(dict(outcome.get("ingest") or {})))
+    if not outcome.get("ok"):
+        raise _fail("ingest accounting or Great Expectations validation failed", code=1)
+    if recommended is not None:
         print_line(recommendations_line(recommended))
     print_line(f"seconds per job: {format_figures(seconds)}")
     if dashboard is not None:

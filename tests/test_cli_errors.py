@@ -849,3 +849,51 @@ def test_collect_refuses_an_api_url_that_is_no_http_url(
     line = _one_error_line(runner.invoke(app, args))
     assert line == f"error: {option} {shown}: not an HTTP URL: http[s]://host[:port]/path", line
     assert not (tmp_path / "raw").exists()
+
+
+@pytest.mark.parametrize("ok", [True, False])
+def test_pipeline_runs_every_job_before_its_report_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ok: bool
+) -> None:
+    """A new user's trial of `make demo`: the tables and the ingest's accounting printed, then
+    recommend ran for minutes under a spinner below what read as the end. Now recommend runs
+    first and the report follows every job; an ingest that failed its accounting still gets its
+    tables and its accounting line, no recommendations, and exit 1. Spark and the jobs stubbed:
+    the order of the calls is the claim."""
+    import flowctl.cli
+    import jobs.pipeline
+    import jobs.recommend
+
+    calls: list[str] = []
+
+    def stub(name: str, result: Any = None) -> Any:
+        def record(*_: Any, **__: Any) -> Any:
+            calls.append(name)
+            return result
+
+        return record
+
+    outcome = {"ok": ok, "ingest": {}, "seconds": {"ingest": 1.0}}
+    monkeypatch.setattr(flowctl.cli, "_refuse_missing_raw_before_spark", stub("raw checked"))
+    monkeypatch.setattr(flowctl.cli, "_spark_session", stub("spark", object()))
+    monkeypatch.setattr(jobs.pipeline, "run_pipeline", stub("pipeline", outcome))
+    monkeypatch.setattr(jobs.recommend, "run_recommend", stub("recommend", {}))
+    monkeypatch.setattr(jobs.pipeline, "most_stopped_queue_rows", stub("queue rows", ([], 0, 0)))
+    monkeypatch.setattr(jobs.pipeline, "starved_link_rows", stub("link rows", ([], 0, 0)))
+    monkeypatch.setattr(flowctl.cli, "print_daily_metrics", stub("queue table"))
+    monkeypatch.setattr(flowctl.cli, "print_starved_links", stub("link table"))
+    monkeypatch.setattr(flowctl.cli, "format_ingest_report", stub("accounting", "ACCOUNTED"))
+    monkeypatch.setattr(flowctl.cli, "recommendations_line", stub("counts", "RECOMMENDED"))
+    result = runner.invoke(
+        app, ["pipeline", "--from", "2026-03-02", "--warehouse", str(tmp_path / "wh")]
+    )
+    report = ["queue rows", "queue table", "link rows", "link table", "accounting"]
+    if ok:
+        assert result.exit_code == 0, result.output
+        assert calls == ["raw checked", "spark", "pipeline", "recommend", *report, "counts"]
+        assert result.output.index("ACCOUNTED") < result.output.index("RECOMMENDED")
+        assert "seconds per job: ingest 1.0" in result.output
+    else:
+        assert result.exit_code == 1, result.output
+        assert calls == ["raw checked", "spark", "pipeline", *report]
+        assert "ingest accounting or Great Expectations validation failed" in result.output
