@@ -216,7 +216,11 @@ def producer_delay_figure(entities: Sequence[dict[str, Any]]) -> go.Figure | Non
     if max(delays) > DELAY_LOG_SPAN * min(delays):
         # Seconds of a Qpid queue beside milliseconds of a RabbitMQ one: on a linear axis the
         # latter drew no bar at all (a README walk-through read them as empty rows).
-        fig.update_xaxes(type="log", title_text="completion delay p95 (ms, log)")
+        # A tick at each power of ten, written as the hover writes numbers (1,000 and 10,000,
+        # not plotly's "1000" beside "10k" and unlabelled 2s and 5s between them).
+        fig.update_xaxes(
+            type="log", dtick=1, tickformat=",~r", title_text="completion delay p95 (ms, log)"
+        )
     else:
         fig.update_xaxes(title_text="completion delay p95 (ms)")
     return fig

@@ -627,6 +627,8 @@ def test_producer_delays_of_seconds_beside_milliseconds_are_drawn_on_a_log_axis(
     wide = figure(34_600_000, 8_000_000, 20_000)
     assert wide.layout.xaxis.type == "log"
     assert wide.layout.xaxis.title.text == "completion delay p95 (ms, log)"
+    # A tick per power of ten, grouped as the hover's numbers: 1,000 and 10,000, not 1000 and 10k.
+    assert (wide.layout.xaxis.dtick, wide.layout.xaxis.tickformat) == (1, ",~r")
     assert sorted(wide.data[0].x) == [20.0, 8_000.0, 34_600.0]
     narrow = figure(34_600_000, 800_000)
     assert narrow.layout.xaxis.type is None
