@@ -964,6 +964,10 @@ ARTEMIS_CASES: tuple[Case, ...] = (
     ),
 )
 
+#: An address of max-size-bytes 0 under FAIL: where DESIGN §2's reading and Artemis part
+#: (tests/realbrokers/test_conformance.py).
+FAIL_AT_ZERO = "fail-amqp-max-0"
+
 ARTEMIS_ADDRESSES: tuple[ArtemisAddress, ...] = (
     *(ArtemisAddress(overhead_address("amqp", body)) for body in (256, 2048, 8192)),
     *(ArtemisAddress(overhead_address("core", body)) for body in (256, 4096)),
@@ -974,6 +978,7 @@ ARTEMIS_ADDRESSES: tuple[ArtemisAddress, ...] = (
         for window in FIRST_BLOCK_WINDOWS
     ),
     ArtemisAddress("fail-amqp", ADDRESS_LIMIT, "FAIL"),
+    ArtemisAddress(FAIL_AT_ZERO, 0, "FAIL"),  # tests/realbrokers: a disagreement written down
     ArtemisAddress("drop-amqp", ADDRESS_LIMIT, "DROP"),
     ArtemisAddress("page-amqp", ADDRESS_LIMIT, "PAGE"),
     ArtemisAddress("block-amqp-sync", ADDRESS_LIMIT, "BLOCK"),

@@ -9,8 +9,18 @@ from __future__ import annotations
 
 import pytest
 
+from conformance import engine, real
 from conformance.brokers import ArtemisBroker, RabbitBroker
-from conformance.cases import ARTEMIS_CASES, RABBITMQ_CASES, Case, Row
+from conformance.cases import (
+    AMQP_BODY,
+    ARTEMIS_CASES,
+    FAIL_AT_ZERO,
+    RABBITMQ_CASES,
+    Case,
+    Row,
+    engine_default_overhead,
+)
+from flowctl_core.protocols.artemis import ArtemisProducerConfig
 
 pytestmark = pytest.mark.realbroker
 
@@ -38,3 +48,28 @@ def test_artemis(case: Case, artemis: ArtemisBroker) -> None:
 @pytest.mark.parametrize("case", RABBITMQ_CASES, ids=[c.name for c in RABBITMQ_CASES])
 def test_rabbitmq(case: Case, rabbitmq: RabbitBroker) -> None:
     _check(case.run(rabbitmq))
+
+
+def test_an_empty_address_of_max_size_bytes_0_takes_one_message_on_artemis_and_none_by_design(
+    artemis: ArtemisBroker,
+) -> None:
+    """A disagreement written down, not fixed (DESIGN §6). DESIGN §2 reads an Artemis address
+    as full while its size >= max-size-bytes, so the engine's empty address of max-size-bytes 0
+    is full from the start: FAIL gives an AMQP sender no credit, and nothing is stored. Artemis
+    2.40 stores the first message: its ``SizeAwareMetric`` is "not used", never over, until its
+    first add, and only that add makes it over (for good: its lower mark is 0). From the second
+    message on both refuse (the real sender, granted credit before, is rejected with
+    resource-limit-exceeded). Measured 2026-12-05 with CORE and AMQP, FAIL, DROP and BLOCK: the
+    same first message taken each time. Any other max-size-bytes reads the same both ways."""
+    sent = real.amqp_send(artemis.amqp_url, FAIL_AT_ZERO, count=3, body_size=AMQP_BODY)
+    stored = int(artemis.address_stats(FAIL_AT_ZERO)["queue.MessageCount"])
+    assert (stored, sent.accepted, sent.rejected) == (1, 1, 2), sent
+    assert set(sent.conditions) == {"amqp:resource-limit-exceeded"}, sent
+    config = engine.artemis_config(
+        engine.address_config(FAIL_AT_ZERO, 0, "FAIL"),
+        [ArtemisProducerConfig("s", FAIL_AT_ZERO, protocol="amqp", size=AMQP_BODY, count=3)],
+        core_overhead=engine_default_overhead("core"),
+        amqp_overhead=engine_default_overhead("amqp"),
+    )
+    model = engine.run_artemis(config, seconds=2)
+    assert (model.stored, model.told_refused) == (0, 0)
