@@ -491,14 +491,14 @@ def test_keep_says_why_the_byte_threshold_is_kept_too(
     assert row["rationale"] == (
         "keep: 1 episode; overshoot allowance 65 msgs (worst seen or bounded by the producers' "
         "capacity windows), 78 of room needed below the limit (incl. 20% margin); bytes: "
-        "overshoot allowance 6500 bytes (worst seen or bounded by the producers' capacity "
-        "windows x the largest message), stop 90000 leaves 10000 bytes below the limit of "
-        "100000, 7800 needed (incl. 20% margin)"
+        "overshoot allowance 6,500 bytes (worst seen or bounded by the producers' capacity "
+        "windows x the largest message), stop 90,000 leaves 10,000 bytes below the limit of "
+        "100,000, 7,800 needed (incl. 20% margin)"
     )
     unlimited = recommendations["q-keep-bytes-no-limit"]
     assert unlimited["verdict"] == "keep"
     assert unlimited["rationale"].endswith(
-        "; bytes: stop 90000 bytes kept, no byte limit to leave room under"
+        "; bytes: stop 90,000 bytes kept, no byte limit to leave room under"
     )
 
 
@@ -553,7 +553,7 @@ def test_at_risk_when_the_bound_passes_the_limit(
     assert row["verdict"] == "at_risk_of_overflow"
     assert row["recommended_flow_stop_count"] == 922
     assert "stop 960 + overshoot allowance 65 msgs" in row["rationale"]
-    assert "passes the limit 1000" in row["rationale"]
+    assert "passes the limit 1,000" in row["rationale"]
 
 
 def test_no_stop_threshold_is_recommended_when_the_bound_takes_the_whole_limit(
@@ -565,7 +565,7 @@ def test_no_stop_threshold_is_recommended_when_the_bound_takes_the_whole_limit(
     row = recommendations["q-no-room"]
     assert row["verdict"] == "at_risk_of_overflow"
     assert (row["recommended_flow_stop_count"], row["recommended_flow_resume_count"]) == (900, 500)
-    assert "the whole limit of 1000" in row["rationale"]
+    assert "the whole limit of 1,000" in row["rationale"]
     assert "reduce the windows or raise the limit" in row["rationale"]
     # Where only the margin does not fit, the text says which stop still keeps it under the
     # limit (it said "no stop threshold keeps the queue under it", which seed 001's bound
@@ -575,8 +575,8 @@ def test_no_stop_threshold_is_recommended_when_the_bound_takes_the_whole_limit(
     assert margin_only["recommended_flow_stop_count"] == 200
     assert (
         "producers can overshoot by 840 msgs (worst seen or bounded by their capacity windows), "
-        "1008 with the 20% margin, the whole limit of 1000: a stop threshold of at most 160 keeps "
-        "the queue under the limit but leaves no room for the margin"
+        "1,008 with the 20% margin, the whole limit of 1,000: a stop threshold of at most 160 "
+        "keeps the queue under the limit but leaves no room for the margin"
     ) in margin_only["rationale"]
     assert "no stop threshold keeps" not in margin_only["rationale"]
 
@@ -587,8 +587,8 @@ def test_a_bytes_bound_past_a_long_is_an_unbounded_overshoot(
     row = recommendations["q-bound-past-a-long"]
     assert row["verdict"] == "at_risk_of_overflow"
     assert (
-        f"the producers' capacity windows ({2**32 - 1} messages) x the largest message "
-        f"({3 * 2**30} bytes) pass 2^63 bytes: overshoot in bytes unbounded"
+        f"the producers' capacity windows ({2**32 - 1:,} messages) x the largest message "
+        f"({3 * 2**30:,} bytes) pass 2^63 bytes: overshoot in bytes unbounded"
     ) in row["rationale"]
     assert "overshoot seen for bytes" not in row["rationale"]
     near = recommendations["q-bound-near-a-long"]
@@ -769,9 +769,9 @@ def test_byte_credit_is_sized_in_bytes(links: dict[str, dict[str, Any]]) -> None
     assert (row["current_credit"], row["recommended_credit"]) == (51200, 75600)
     assert row["top_up_batch"] == 25600
     assert row["rationale"] == (
-        "raise: starved 30.0% of its attached time with 51200 bytes of credit; needs 10.0 msgs/s"
-        " x 1000 bytes/msg x 5.000s round trip + 25600 bytes top-up = 75600 bytes of credit;"
-        " the rate is per attached second: 1000 deliveries in 100.0s attached (the log gives no"
+        "raise: starved 30.0% of its attached time with 51,200 bytes of credit; needs 10.0 msgs/s"
+        " x 1,000 bytes/msg x 5.000s round trip + 25,600 bytes top-up = 75,600 bytes of credit;"
+        " the rate is per attached second: 1,000 deliveries in 100.0s attached (the log gives no"
         " time with messages available)"
     )
 
@@ -819,7 +819,7 @@ def test_consumer_window_0_is_not_recommended_a_few_bytes(
     # 101 "credits" nor a few bytes.
     assert (row["current_credit"], row["recommended_credit"]) == (1, 100001)
     assert row["top_up_batch"] == 1000
-    assert "= 100001 bytes of credit" in row["rationale"]
+    assert "= 100,001 bytes of credit" in row["rationale"]
 
 
 def test_byte_credit_without_message_sizes_is_not_assessed(
@@ -829,7 +829,7 @@ def test_byte_credit_without_message_sizes_is_not_assessed(
     assert row["verdict"] == "keep"
     assert row["recommended_credit"] == row["current_credit"] == 51200
     assert row["rationale"] == (
-        "keep: credit is counted in bytes (51200 in force) and the link logged no message "
+        "keep: credit is counted in bytes (51,200 in force) and the link logged no message "
         "sizes: credit not assessed"
     )
     assert "credits" not in row["rationale"]
@@ -861,7 +861,7 @@ def test_starved_link_that_had_the_credit_it_needs_is_kept_and_says_why(
         "keep: starved 90.0% of its attached time with 200 credits; starvation is not caused by "
         "the credit size: it already had 200 >= needed 160 credits; the consumer replenishes "
         "late (grants credit only as it processes messages); needs 10.0 msgs/s x 15.000s round "
-        "trip + 10 top-up = 160 credits; the rate is per attached second: 1000 deliveries in "
+        "trip + 10 top-up = 160 credits; the rate is per attached second: 1,000 deliveries in "
         "100.0s attached (the log gives no time with messages available)"
     )
 
@@ -915,7 +915,7 @@ def test_a_need_above_rabbitmqs_queue_credit_cap_is_said_and_not_capped(
     assert (row["current_credit"], row["recommended_credit"]) == (20, 510)
     assert row["rationale"] == (
         "raise: starved 30.0% of its attached time with 20 credits; needs 100.0 msgs/s x 5.000s "
-        "round trip + 10 top-up = 510 credits; the rate is per attached second: 10000 "
+        "round trip + 10 top-up = 510 credits; the rate is per attached second: 10,000 "
         "deliveries in 100.0s attached (the log gives no time with messages available); 510 "
         "credits is above the 256 the queue sees per consumer at a time (max_queue_credit): not "
         "capped, as the session grants the queue its next batch once it has sent the last one "
@@ -931,7 +931,7 @@ def test_without_a_logged_cap_or_under_it_the_rationale_is_unchanged(
     assert (row["verdict"], row["recommended_credit"]) == ("raise", 510)
     assert row["rationale"] == (
         "raise: starved 30.0% of its attached time with 20 credits; needs 100.0 msgs/s x 5.000s "
-        "round trip + 10 top-up = 510 credits; the rate is per attached second: 10000 "
+        "round trip + 10 top-up = 510 credits; the rate is per attached second: 10,000 "
         "deliveries in 100.0s attached (the log gives no time with messages available)"
     )
     under = rabbit_links["rabbit-under-cap"]
@@ -988,7 +988,7 @@ def test_no_stop_threshold_without_a_known_overshoot_allowance(case_rows: CaseRo
     """DESIGN §4: stop thresholds "leave room for the worst overshoot seen or bounded (sum of
     capacities)". With a producer that has no window the bound is unknown, and with no producer
     and no overshoot seen there is no evidence: no stop threshold is computed from a partial or
-    empty allowance (before: 500 -> 928 from the capped producer alone; 0 -> 1000, the limit)."""
+    empty allowance (before: 500 -> 928 from the capped producer alone; 0 -> 1,000, the limit)."""
     rows = case_rows["no_allowance"]
     uncapped = rows["q-uncapped"]
     assert uncapped["verdict"] == "at_risk_of_overflow"
@@ -1000,7 +1000,7 @@ def test_no_stop_threshold_without_a_known_overshoot_allowance(case_rows: CaseRo
     blind = rows["q-no-evidence"]
     assert blind["verdict"] == "at_risk_of_overflow"
     assert blind["recommended_flow_stop_count"] == 0
-    assert "flow control off under a limit of 1000 msgs" in blind["rationale"]
+    assert "flow control off under a limit of 1,000 msgs" in blind["rationale"]
     assert "no producer capacity or overshoot seen for msgs" in blind["rationale"]
     # The prefill is no producer: its capacity 0 is no bound of 0 (which put the stop at the
     # limit, 0 -> 1000, a threshold the reject policy never lets the queue reach; an audit).
@@ -1184,8 +1184,8 @@ one_queue_case("flapping_under_a_low_stop", 900, 1, [(100 + i, 0.05, 910) for i 
 
 
 def test_flapping_under_a_stop_too_low_for_the_gap_says_so(case_rows: CaseRows) -> None:
-    """An audit: a 900/1 queue whose episodes drain 909 msgs in 0.05 s (18180 msgs/s) needs a
-    resume gap of 90900 for 5 s episodes; the resume cannot go below 1, so it stays (and the stop,
+    """An audit: a 900/1 queue whose episodes drain 909 msgs in 0.05 s (18,180 msgs/s) needs a
+    resume gap of 90,900 for 5 s episodes; the resume cannot go below 1, so it stays (and the stop,
     100 below the limit, has no room to spare), and the row said "the current resume gap already
     covers the dwell time"."""
     (row,) = case_rows["flapping_under_a_low_stop"].values()
@@ -1194,7 +1194,7 @@ def test_flapping_under_a_stop_too_low_for_the_gap_says_so(case_rows: CaseRows) 
     assert "already covers" not in row["rationale"]
     assert (
         "the resume gap the drain rate needs for 5.0s episodes does not fit under the stop "
-        "(stop 900, gap 899 msgs, 90900 needed): resume is at its lowest, 1"
+        "(stop 900, gap 899 msgs, 90,900 needed): resume is at its lowest, 1"
     ) in row["rationale"], row["rationale"]
 
 
@@ -1507,10 +1507,10 @@ def _replenishes_late(rate: str, needed: int, deliveries: int) -> str:
     receiver replenishes late, from ``rate`` msgs/s x 15 s round trip + 10 top-up = ``needed``."""
     return (
         "keep: starved 40.0% of its attached time with 200 credits; starvation is not caused by "
-        f"the credit size: it already had 200 >= needed {needed} credits; the consumer "
+        f"the credit size: it already had 200 >= needed {needed:,} credits; the consumer "
         "replenishes late (grants credit only as it processes messages); needs "
-        f"{rate} msgs/s x 15.000s round trip + 10 top-up = {needed} credits; the rate is per "
-        f"attached second: {deliveries} deliveries in 700.0s attached (the log gives no time "
+        f"{rate} msgs/s x 15.000s round trip + 10 top-up = {needed:,} credits; the rate is per "
+        f"attached second: {deliveries:,} deliveries in 700.0s attached (the log gives no time "
         "with messages available)"
     )
 
@@ -1694,7 +1694,7 @@ def test_empty_bodies_give_a_consumer_no_rate_rather_than_failing_the_job(spark:
 @pytest.mark.spark
 def test_a_recommended_value_is_capped_at_what_the_broker_takes(spark: Any) -> None:
     """A prefetch is a short, link credit a uint, a window a Java int: a need past that was
-    recommended as it was, a value the broker would refuse (an audit replayed prefetch 100000)."""
+    recommended as it was, a value the broker would refuse (an audit replayed prefetch 100,000)."""
     from pyspark.sql import functions as F
 
     from jobs.transforms.recommend_links import within_highest
@@ -1706,10 +1706,10 @@ def test_a_recommended_value_is_capped_at_what_the_broker_takes(spark: Any) -> N
     picked = frame.select("knob", value.alias("value"), note.alias("note")).collect()
     got = {r.knob: (r.value, r.note) for r in picked}
     assert got == {
-        "prefetch": (65_535, "; capped at 65535, the most the broker takes (basic.qos "
+        "prefetch": (65_535, "; capped at 65,535, the most the broker takes (basic.qos "
                      "prefetch-count is a short)"),
         "link credit": (100_000, None),
-        "consumerWindowSize": (2**31 - 1, "; capped at 2147483647, the most the broker takes "
+        "consumerWindowSize": (2**31 - 1, "; capped at 2,147,483,647, the most the broker takes "
                                "(consumerWindowSize is a Java int)"),
         "x-max-length": (10**12, None),
     }  # fmt: skip

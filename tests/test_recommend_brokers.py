@@ -324,12 +324,12 @@ def test_the_dropped_rule_and_the_whatif_move_a_reject_threshold_alike(spark: An
     for name, limit, _, _, _, threshold in cases:
         row = advised[name]
         assert (row.knob, row.current_value) == ("max-size-bytes", limit)
-        said = re.search(r"reject-threshold from (\d+) to (\d+)", row.rationale)
-        off = re.search(r"reject-threshold (\d+) off \(-1\)", row.rationale)
-        advice = threshold if said is None else int(said[2])
-        assert said is None or int(said[1]) == threshold
+        said = re.search(r"reject-threshold from ([\d,]+) to ([\d,]+)", row.rationale)
+        off = re.search(r"reject-threshold ([\d,]+) off \(-1\)", row.rationale)
+        advice = threshold if said is None else _whole(said[2])
+        assert said is None or _whole(said[1]) == threshold
         if off is not None:
-            assert said is None and int(off[1]) == threshold
+            assert said is None and _whole(off[1]) == threshold
             advice = -1
         scenario = with_first_artemis_address(
             base, max_size_bytes=limit, max_size_bytes_reject_threshold=threshold
@@ -468,7 +468,7 @@ def test_losses_a_collector_cannot_see_are_not_read_as_none(spark: Any) -> None:
         "quiet-a": ("artemis", "keep", "within its limit"),
         "block-a": ("artemis", "keep", "within its limit"),
     }
-    assert "max-size-bytes 102400 (DROP) (peak 104496 bytes), where Artemis drops messages" in (
+    assert "max-size-bytes 102,400 (DROP) (peak 104,496 bytes), where Artemis drops messages" in (
         advised["drop-a"].rationale
     )
     assert "where Artemis fails sends" in advised["fail-a"].rationale
@@ -557,7 +557,7 @@ def test_amqp_publishers_a_client_recorded_count_on_their_address(
     assert "producerWindowSize" not in row.rationale
     # 100 credits of the most a message took in a sample (20,000 bytes over 8 messages: 2,500)
     # allow 250,000 bytes past the limit; the hard limit above them with 20 % margin.
-    assert "(their credits allow 250000)" in row.rationale
+    assert "(their credits allow 250,000)" in row.rationale
     assert (row.knob, row.recommended_value) == (
         "max-size-bytes-reject-threshold",
         102_400 + 250_000 * 12 // 10,
@@ -695,7 +695,7 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
     )
     # Room for the peak and 100 dropped messages of 1024 + 1068 bytes, 20 % margin.
     assert dropping["recommended_value"] == -(-(300_000 + 100 * 2092) * 12 // 10)
-    assert dropping["rationale"].startswith("raise: 100 messages dropped at max-size-bytes 262144")
+    assert dropping["rationale"].startswith("raise: 100 messages dropped at max-size-bytes 262,144")
     assert "reject-threshold" not in dropping["rationale"]  # none in force
     under = rows["dropping-under-threshold"]
     assert (under["rule"], under["recommended_value"]) == (
@@ -703,8 +703,8 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
         dropping["recommended_value"],
     )
     assert under["rationale"].endswith(
-        f"; and max-size-bytes-reject-threshold from 300000 to "
-        f"{dropping['recommended_value'] + 37856}, the same 37856 bytes above it (Artemis takes "
+        f"; and max-size-bytes-reject-threshold from 300,000 to "
+        f"{dropping['recommended_value'] + 37856:,}, the same 37,856 bytes above it (Artemis takes "
         "none at or below the limit)"
     )
     over = rows["overshooting"]
@@ -718,7 +718,7 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
     # too: 26214 / 1.2 = 21845 for its one producer.
     assert 65536 * 26214 * 10 // (37012 * 12) == 38680
     assert over["recommended_value"] == 21845
-    assert "pass max-size-bytes 262144 by 37012 bytes" in over["rationale"]
+    assert "pass max-size-bytes 262,144 by 37,012 bytes" in over["rationale"]
     unbounded = rows["unbounded"]
     assert (unbounded["rule"], unbounded["verdict"], unbounded["knob"]) == (
         "CORE windows unbounded",
@@ -738,8 +738,8 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
         65536,
     )
     assert could["recommended_value"] == 21845 // 4
-    assert "may pass max-size-bytes 262144 by about 262144 bytes" in could["rationale"]
-    assert "the overshoot seen was 2856" in could["rationale"]
+    assert "may pass max-size-bytes 262,144 by about 262,144 bytes" in could["rationale"]
+    assert "the overshoot seen was 2,856" in could["rationale"]
     amqp = rows["amqp-over"]
     # Not blamed on the CORE window: the reject threshold in force bounds the AMQP credits.
     assert (amqp["rule"], amqp["verdict"], amqp["knob"]) == (
@@ -748,7 +748,7 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
         "max-size-bytes-reject-threshold",
     )
     assert amqp["recommended_value"] == amqp["current_value"] == 400_000
-    assert "the CORE windows (8192 bytes in all) cannot account for it" in amqp["rationale"]
+    assert "the CORE windows (8,192 bytes in all) cannot account for it" in amqp["rationale"]
     # Without a reject threshold: the CORE windows (262144 bytes, 4 x 64 KiB) account for the
     # 67856-byte overshoot, so they are lowered; a reject threshold would not touch them (an
     # audit found the hard limit advised, its text calling the windows "their credits").
@@ -767,17 +767,17 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
     )
     assert "keep it within" not in crowded["rationale"]
     assert (
-        "even windows of one message (2092 bytes, the smallest) let 16 producers pass "
-        "max-size-bytes by about 33472 bytes, over the 26214 tolerated (10%)"
+        "even windows of one message (2,092 bytes, the smallest) let 16 producers pass "
+        "max-size-bytes by about 33,472 bytes, over the 26,214 tolerated (10%)"
     ) in crowded["rationale"]
-    assert "windows of 5461 bytes keep it within the 26214 tolerated" in could["rationale"]
+    assert "windows of 5,461 bytes keep it within the 26,214 tolerated" in could["rationale"]
     # Where they cannot, the AMQP credits did: a hard limit, their credits' bytes named.
     no_hard = rows["amqp-over-no-hard"]
     assert (no_hard["rule"], no_hard["knob"]) == (
         "AMQP overshoot without a hard limit",
         "max-size-bytes-reject-threshold",
     )
-    assert "by 67856 bytes (their credits allow 418400)" in no_hard["rationale"]
+    assert "by 67,856 bytes (their credits allow 418,400)" in no_hard["rationale"]
     failing = rows["failing"]
     assert (failing["rule"], failing["verdict"]) == (
         "producers failed at the limit",
@@ -792,21 +792,24 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
     )
     # Two AMQP producers' 200 credits x 2092 bytes past the limit, 20 % margin.
     assert rejecting["recommended_value"] == 262144 + -(-200 * 2092 * 12 // 10)
-    assert "10 AMQP messages rejected above the reject threshold 153600" in rejecting["rationale"]
+    assert "10 AMQP messages rejected above the reject threshold 153,600" in rejecting["rationale"]
     collected = rows["collected"]
     assert (collected["rule"], collected["verdict"], collected["recommended_value"]) == (
         "overshoot by producers not in the log",
         "at_risk_of_overflow",
         262144,
     )
-    assert "pass max-size-bytes 262144 by 137856 bytes" in collected["rationale"]
+    assert "pass max-size-bytes 262,144 by 137,856 bytes" in collected["rationale"]
     assert (rows["fine"]["rule"], rows["fine"]["verdict"]) == ("within its limit", "keep")
     counted_in_messages = rows["fine-by-window-bytes-only"]
     assert (counted_in_messages["rule"], counted_in_messages["knob"]) == (
         "CORE windows could overshoot the address",
         "producerWindowSize",
     )
-    assert "may pass max-size-bytes 262144 by about 23012 bytes" in counted_in_messages["rationale"]
+    assert (
+        "may pass max-size-bytes 262,144 by about 23,012 bytes"
+        in (counted_in_messages["rationale"])
+    )
     # 21845 bytes of room hold 10 messages of 2092: (10 + 1) x 1366 - 1 = 15025 bytes of credit,
     # which covers (2 x 7512 - 1) // 1381 = 10 of them (flowctl_core capacity_msgs).
     assert counted_in_messages["recommended_value"] == 15025
@@ -815,7 +818,7 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
     # message's 2092 bytes (an audit: 1024 -> 2092), whether the overshoot was seen or could be.
     # One producer, one noun: "1 CORE producer", "1 message" (not "1 CORE producers").
     assert rows["tiny-window"]["rationale"].startswith(
-        "at_risk_of_overflow: 1 CORE producer with windows of at most 1024 bytes"
+        "at_risk_of_overflow: 1 CORE producer with windows of at most 1,024 bytes"
     )
     assert rows["overshooting"]["rationale"].startswith("lower: BLOCK let 1 CORE producer with")
     for name, seen, bound in (("tiny-window", 37012, 1024), ("tiny-crowded", 0, 40960)):
@@ -827,9 +830,9 @@ def test_the_first_artemis_address_rule_that_holds_wins(spark: Any) -> None:
         ), tiny
         assert tiny["recommended_value"] == tiny["current_value"] == 1024
         assert (
-            f"no larger than one message (~2092 bytes, what a send takes whatever the window); "
-            f"past max-size-bytes 262144 the overshoot seen was {seen} bytes and producers x "
-            f"window is {bound}, against the 26214 tolerated (10%)"
+            f"no larger than one message (~2,092 bytes, what a send takes whatever the window); "
+            f"past max-size-bytes 262,144 the overshoot seen was {seen:,} bytes and producers x "
+            f"window is {bound:,}, against the 26,214 tolerated (10%)"
         ) in tiny["rationale"], tiny["rationale"]
 
 
@@ -890,18 +893,18 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
         "bytes": ("length limit in force", "keep"),
     }
     assert rows["bytes"]["rationale"] == (
-        "keep: x-max-length-bytes 1000000 in force (peak 1000, 200 rejected)"
+        "keep: x-max-length-bytes 1,000,000 in force (peak 1,000, 200 rejected)"
     )
     assert (rows["bytes"]["current_value"], rows["bytes"]["recommended_value"]) == (None, None)
     assert rows["bytes"]["max_size"] == 1_000_000
     assert rows["limited"]["rationale"] == "keep: x-max-length 500 in force (peak 500, 0 rejected)"
     assert rows["drained"]["rationale"] == (
         "keep: no length limit; it peaked at 10 and ends at 0, having delivered at least what it "
-        "took in (3000 in, 3000 out): it does not grow without bound"
+        "took in (3,000 in, 3,000 out): it does not grow without bound"
     )
     assert rows["ebbing"]["rationale"] == (
-        "keep: no length limit; it gained messages (150000 in, 17261 out) but ends at 132739, "
-        "below its peak of 150000: not growing at the end of the window, so no limit is sized "
+        "keep: no length limit; it gained messages (150,000 in, 17,261 out) but ends at 132,739, "
+        "below its peak of 150,000: not growing at the end of the window, so no limit is sized "
         "from it"
     )
     assert rows["steady"]["rationale"] == (
@@ -909,7 +912,7 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
     )
     # Not "it does not grow" of a queue that did (an audit).
     assert rows["burst"]["rationale"] == (
-        "keep: no length limit; it gained messages (peak 1000, ends at 1000), but the log gives "
+        "keep: no length limit; it gained messages (peak 1,000, ends at 1,000), but the log gives "
         "no intake rate to size a limit by (no two enqueues apart in time)"
     )
     blocking_row = rows["blocking"]
@@ -921,7 +924,7 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
     )
     # 5000 is above the window's peak of 3000: the rationale says the window never reached it.
     assert blocking_row["rationale"].endswith(
-        "; the window's peak of 3000 stays under it: it bounds the growth to come, not what the "
+        "; the window's peak of 3,000 stays under it: it bounds the growth to come, not what the "
         "window saw"
     )
     assert rows["growing"]["recommended_value"] == 2000
@@ -1307,3 +1310,8 @@ def test_a_reject_threshold_removed_by_a_later_run_is_not_in_force(spark: Any) -
     assert threshold(("r1", 10, 153_600)) == 153_600
     assert threshold(("r1", 10, 153_600), ("r2", 11, None)) is None
     assert threshold(("r1", 10, None), ("r2", 11, 153_600)) == 153_600
+
+
+def _whole(number: str) -> int:
+    """A whole number as a rationale writes it (thousands grouped: 262,145)."""
+    return int(number.replace(",", ""))

@@ -140,7 +140,7 @@ def recommended_pair(
 
 
 def change(unit: str, before: Column, after: Column) -> Column:
-    return F.when(before != after, F.format_string(f"{unit} %d -> %d", before, after))
+    return F.when(before != after, F.format_string(f"{unit} %,d -> %,d", before, after))
 
 
 def staged_dimension(frame: DataFrame, dim: Dimension) -> tuple[DataFrame, Dimension]:

@@ -419,19 +419,19 @@ def _bytes(text: str, *columns: Column) -> Column:
 
 
 def _bounded_window_text(a: Facts, keeps: str) -> Column:
-    """What ``bounded_window`` does, said truly: ``keeps`` (a phrase with the window's ``%d``)
+    """What ``bounded_window`` does, said truly: ``keeps`` (a phrase with the window's ``%,d``)
     "within the tolerated overshoot" when it fits; floored at one message it does not, and the
     text says by how much producers x window still passes the limit."""
     fits = _bytes(
-        keeps + " within the %d tolerated (%.0f%%) with %.0f%% margin",
+        keeps + " within the %,d tolerated (%.0f%%) with %.0f%% margin",
         a.bounded_window,
         a.tolerated,
         F.lit(a.policy.max_overshoot_share * 100),
         F.lit(a.policy.safety_margin * 100),
     )
     floored = _bytes(
-        "even windows of one message (%d bytes, the smallest) let %s pass "
-        "max-size-bytes by about %d bytes, over the %d tolerated (%.0f%%): fewer producers on "
+        "even windows of one message (%,d bytes, the smallest) let %s pass "
+        "max-size-bytes by about %,d bytes, over the %,d tolerated (%.0f%%): fewer producers on "
         "the address, or a larger max-size-bytes",
         a.bounded_window,
         counted(a.core_producers, "producer"),
@@ -456,7 +456,7 @@ def _moved_threshold_text(a: Facts) -> Column:
         .when(
             limit >= F.lit(LONG_MAX),
             _bytes(
-                "; and max-size-bytes-reject-threshold %d off (-1): none is above a limit of "
+                "; and max-size-bytes-reject-threshold %,d off (-1): none is above a limit of "
                 "a long's largest, and Artemis takes none at or below the limit",
                 a.reject_threshold,
             ),
@@ -464,7 +464,7 @@ def _moved_threshold_text(a: Facts) -> Column:
         .when(
             moved - limit < a.reject_gap,
             _bytes(
-                "; and max-size-bytes-reject-threshold from %d to %d, a long's largest, %d "
+                "; and max-size-bytes-reject-threshold from %,d to %,d, a long's largest, %,d "
                 "bytes above it (Artemis takes none at or below the limit)",
                 a.reject_threshold,
                 moved,
@@ -473,7 +473,7 @@ def _moved_threshold_text(a: Facts) -> Column:
         )
         .otherwise(
             _bytes(
-                "; and max-size-bytes-reject-threshold from %d to %d, the same %d bytes "
+                "; and max-size-bytes-reject-threshold from %,d to %,d, the same %,d bytes "
                 "above it (Artemis takes none at or below the limit)",
                 a.reject_threshold,
                 moved,
@@ -500,8 +500,8 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         VERDICT_RAISE,
         lambda a: F.concat(
             _bytes(
-                "%s dropped at max-size-bytes %d (DROP); room for the peak %d bytes and "
-                "every dropped message (~%d bytes each) with %.0f%% margin; if the consumers "
+                "%s dropped at max-size-bytes %,d (DROP); room for the peak %,d bytes and "
+                "every dropped message (~%,d bytes each) with %.0f%% margin; if the consumers "
                 "cannot keep up for good, BLOCK or PAGE instead",
                 counted(a.dropped, "message"),
                 a.max_size,
@@ -524,7 +524,7 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         lambda a: a.failed > 0,
         VERDICT_AT_RISK,
         lambda a: _bytes(
-            "%s failed at max-size-bytes %d (FAIL) and the producers stopped: how much they "
+            "%s failed at max-size-bytes %,d (FAIL) and the producers stopped: how much they "
             "would have sent is not in the log, so no limit is sized; BLOCK holds them back "
             "instead of failing them",
             counted(a.failed, "send"),
@@ -538,8 +538,8 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         lambda a: (a.rejected > 0) & (a.reject_threshold < a.limit_and_bound),
         VERDICT_RAISE,
         lambda a: _bytes(
-            "%s rejected above the reject threshold %d, inside the overshoot "
-            "BLOCK allows the producers' credits (%d bytes past max-size-bytes %d): well-behaved "
+            "%s rejected above the reject threshold %,d, inside the overshoot "
+            "BLOCK allows the producers' credits (%,d bytes past max-size-bytes %,d): well-behaved "
             "producers are refused; the hard limit goes above it with %.0f%% margin",
             counted(a.rejected, "AMQP message"),
             a.reject_threshold,
@@ -563,8 +563,8 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         ),
         VERDICT_AT_RISK,
         lambda a: _bytes(
-            "AMQP producers passed max-size-bytes %d by %d bytes (their credits allow %d) and no "
-            "reject threshold is in force: a client that ignores credit is not stopped; set the "
+            "AMQP producers passed max-size-bytes %,d by %,d bytes (their credits allow %,d) and "
+            "no reject threshold is in force: a client that ignores credit is not stopped; set the "
             "hard limit above the credit overshoot with %.0f%% margin",
             a.max_size,
             a.overshoot,
@@ -581,15 +581,15 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         VERDICT_AT_RISK,
         lambda a: F.concat(
             _bytes(
-                "producerWindowSize -1 (no producer flow control) on %d of %s: BLOCK cannot "
+                "producerWindowSize -1 (no producer flow control) on %,d of %s: BLOCK cannot "
                 "hold such a producer back, so nothing bounds how far it passes "
-                "max-size-bytes %d (peak %d bytes); ",
+                "max-size-bytes %,d (peak %,d bytes); ",
                 a.unbounded,
                 counted(a.core_producers, "CORE producer"),
                 a.max_size,
                 a.peak,
             ),
-            _bounded_window_text(a, "a window of %d bytes each keeps producers x window"),
+            _bounded_window_text(a, "a window of %,d bytes each keeps producers x window"),
         ),
         KNOB_PRODUCER_WINDOW,
         lambda a: a.bounded_window,
@@ -609,9 +609,9 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         ),
         VERDICT_AT_RISK,
         lambda a: _bytes(
-            "%s with windows of at most %d bytes, no larger than one message "
-            "(~%d bytes, what a send takes whatever the window); past max-size-bytes %d the "
-            "overshoot seen was %d bytes and producers x window is %d, against the %d tolerated "
+            "%s with windows of at most %,d bytes, no larger than one message "
+            "(~%,d bytes, what a send takes whatever the window); past max-size-bytes %,d the "
+            "overshoot seen was %,d bytes and producers x window is %,d, against the %,d tolerated "
             "(%.0f%%): "
             "a smaller window bounds nothing more; fewer producers on the address, or a larger "
             "max-size-bytes",
@@ -639,8 +639,8 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         ),
         VERDICT_LOWER,
         lambda a: _bytes(
-            "BLOCK let %s with %d-byte windows (%d bytes in all) pass "
-            "max-size-bytes %d by %d bytes, over the %d tolerated (%.0f%%): overshoot is about "
+            "BLOCK let %s with %,d-byte windows (%,d bytes in all) pass "
+            "max-size-bytes %,d by %,d bytes, over the %,d tolerated (%.0f%%): overshoot is about "
             "producers x window (seed 003), so the windows shrink to leave room for the worst "
             "overshoot seen or bounded, with %.0f%% margin",
             counted(a.core_producers, "CORE producer"),
@@ -663,9 +663,9 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         lambda a: a.blocks & (a.amqp_producers > 0) & (a.overshoot > a.tolerated),
         VERDICT_KEEP,
         lambda a: _bytes(
-            "AMQP producers' credits (%d messages, ~%d bytes) passed max-size-bytes %d by %d "
-            "bytes, over the %d tolerated; the CORE windows (%d bytes in all) cannot account for "
-            "it; the reject threshold %d in force is the hard limit that bounds it",
+            "AMQP producers' credits (%,d messages, ~%,d bytes) passed max-size-bytes %,d by %,d "
+            "bytes, over the %,d tolerated; the CORE windows (%,d bytes in all) cannot account for "
+            "it; the reject threshold %,d in force is the hard limit that bounds it",
             F.col("amqp_credits"),
             a.bound - a.core_bound,
             a.max_size,
@@ -684,9 +684,9 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         VERDICT_AT_RISK,
         lambda a: F.concat(
             _bytes(
-                "%s with %d-byte windows may pass max-size-bytes %d by about %d "
-                "bytes (producers x window, seed 003), over the %d tolerated (%.0f%%), although "
-                "the overshoot seen was %d: ",
+                "%s with %,d-byte windows may pass max-size-bytes %,d by about %,d "
+                "bytes (producers x window, seed 003), over the %,d tolerated (%.0f%%), although "
+                "the overshoot seen was %,d: ",
                 counted(a.core_producers, "CORE producer"),
                 a.window,
                 a.max_size,
@@ -695,7 +695,7 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
                 F.lit(a.policy.max_overshoot_share * 100),
                 F.coalesce(a.overshoot, F.lit(0)),
             ),
-            _bounded_window_text(a, "windows of %d bytes keep it"),
+            _bounded_window_text(a, "windows of %,d bytes keep it"),
         ),
         KNOB_PRODUCER_WINDOW,
         lambda a: a.bounded_window,
@@ -712,7 +712,7 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         ),
         VERDICT_AT_RISK,
         lambda a: _bytes(
-            "BLOCK let the address pass max-size-bytes %d by %d bytes (peak %d), over the %d "
+            "BLOCK let the address pass max-size-bytes %,d by %,d bytes (peak %,d), over the %,d "
             "tolerated (%.0f%%), and the log names none of its producers (a collector sees no "
             "messages): overshoot is about producers x window (seed 003), so lower the CORE "
             "producers' producerWindowSize, or bound it with a reject threshold",
@@ -740,14 +740,14 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         ),
         VERDICT_AT_RISK,
         lambda a: _bytes(
-            "the address reached %s (peak %d bytes), where Artemis %s; a collector sees no "
+            "the address reached %s (peak %,d bytes), where Artemis %s; a collector sees no "
             "messages, so how many is not in the log: if the consumers cannot keep up for good, "
             "raise max-size-bytes, or BLOCK or PAGE instead",
             F.when(
                 a.reject_threshold.isNotNull() & (a.peak >= a.reject_threshold),
-                F.format_string("its reject threshold %d", a.reject_threshold),
+                F.format_string("its reject threshold %,d", a.reject_threshold),
             ).otherwise(
-                F.format_string("max-size-bytes %d (%s)", a.max_size, F.col("address_policy"))
+                F.format_string("max-size-bytes %,d (%s)", a.max_size, F.col("address_policy"))
             ),
             a.peak,
             F.when(
@@ -765,7 +765,7 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         lambda a: a.paged > 0,
         VERDICT_KEEP,
         lambda a: _bytes(
-            "%s paged to disk at max-size-bytes %d: PAGE works as configured (raise "
+            "%s paged to disk at max-size-bytes %,d: PAGE works as configured (raise "
             "the limit to page less)",
             counted(a.paged, "message"),
             a.max_size,
@@ -778,8 +778,8 @@ ARTEMIS_ADDRESS_RULES: tuple[Rule, ...] = (
         always,
         VERDICT_KEEP,
         lambda a: _bytes(
-            "peak %d bytes against max-size-bytes %d (%s): overshoot %d within the %d tolerated, "
-            "%s",
+            "peak %,d bytes against max-size-bytes %,d (%s): overshoot %,d within the %,d "
+            "tolerated, %s",
             a.peak,
             a.max_size,
             F.coalesce(F.col("address_policy"), F.lit("?")),
@@ -879,7 +879,7 @@ SLOW_CONSUMER_RULE = Rule(
     VERDICT_LOWER,
     lambda k: F.format_string(
         "processes %.1f msgs/s, under %.0f%% of the %.1f msgs/s of the fastest consumer on its "
-        "queue, with a %d-byte window: the messages in its buffer wait for it while the others "
+        "queue, with a %,d-byte window: the messages in its buffer wait for it while the others "
         "idle (seed 003: slow consumers take consumerWindowSize 0)",
         F.col("processing_rate_msgs_s"),
         F.lit(k.policy.slow_consumer_share * 100),
@@ -926,12 +926,12 @@ UNBOUNDED_SHARED_RULE = Rule(
     VERDICT_KEEP,
     lambda k: F.format_string(
         "consumerWindowSize -1 on a queue it shares with %s: the broker sends it every message "
-        "it has without waiting for credit, so its %d deliveries are the broker's pushes, not "
+        "it has without waiting for credit, so its %,d deliveries are the broker's pushes, not "
         "its pace, and it returns no credit that would give one; the log cannot tell whether it "
         "is the slow one: window not assessed (seed 003: a consumer much slower than the others "
         "on its queue takes 0, the others a bounded window)",
         F.when(F.col("_consumers_on_queue") == 2, F.lit("another consumer")).otherwise(
-            F.format_string("%d other consumers", F.col("_consumers_on_queue") - 1)
+            F.format_string("%,d other consumers", F.col("_consumers_on_queue") - 1)
         ),
         F.coalesce(F.col("deliveries"), F.lit(0)),
     ),

@@ -76,7 +76,7 @@ def _within_tolerance(k: Facts) -> Column:
 
 
 def _over_what_it_needs(k: Facts) -> Column:
-    return F.format_string(", over %.0fx what it needs", F.lit(k.policy.over_provision_factor))
+    return F.format_string(", over %,.0fx what it needs", F.lit(k.policy.over_provision_factor))
 
 
 #: A consumer link's verdict, and what its rationale says of its situation: the first rule that
@@ -87,7 +87,7 @@ LINK_RULES: tuple[Rule, ...] = (
         lambda k: k.sizes_unknown,
         VERDICT_KEEP,
         lambda k: F.format_string(
-            "credit is counted in bytes (%d in force) and the link logged no message "
+            "credit is counted in bytes (%,d in force) and the link logged no message "
             "sizes: credit not assessed",
             k.held,
         ),
@@ -116,7 +116,7 @@ LINK_RULES: tuple[Rule, ...] = (
         lambda k: F.concat(
             k.starved_with,
             F.format_string(
-                "; it needs %d %s, within %.0f%% of what it has: not worth a change",
+                "; it needs %,d %s, within %.0f%% of what it has: not worth a change",
                 k.needed,
                 k.unit,
                 F.lit(k.policy.credit_keep_band_share * 100),
@@ -130,8 +130,8 @@ LINK_RULES: tuple[Rule, ...] = (
         lambda k: F.concat(
             k.starved_with,
             F.format_string(
-                "; starvation is not caused by the credit size: it already had %d >= needed "
-                "%d %s; " + REPLENISHES_LATE,
+                "; starvation is not caused by the credit size: it already had %,d >= needed "
+                "%,d %s; " + REPLENISHES_LATE,
                 k.held,
                 k.needed,
                 k.unit,
@@ -161,8 +161,8 @@ LINK_RULES: tuple[Rule, ...] = (
         lambda k: F.concat(
             _within_tolerance(k),
             F.format_string(
-                ", over %.0fx the need below; but that need is sized on a rate per attached "
-                "second, which counts idle time, and %d messages were once ready for it at "
+                ", over %,.0fx the need below; but that need is sized on a rate per attached "
+                "second, which counts idle time, and %,d messages were once ready for it at "
                 "once, more than that need covers: not lowered",
                 F.lit(k.policy.over_provision_factor),
                 F.col("_most_ready"),
@@ -256,16 +256,16 @@ def _formula(k: Facts) -> Column:
     """The need, in the link's credit unit, as the formula computes it."""
     rate, needed = F.coalesce(k.rate, F.lit(0.0)), F.coalesce(k.needed, F.lit(0))
     refill = F.format_string(
-        "every top-up (%d) came once its credit had run out, so the top-up batch is the credit "
+        "every top-up (%,d) came once its credit had run out, so the top-up batch is the credit "
         "itself and no credit covers it; topped up at half (again once fewer than half are "
-        "left) it needs 2 x %d in flight (%.1f msgs/s x %.3fs round trip%s) + 1 = %d %s: "
+        "left) it needs 2 x %,d in flight (%.1f msgs/s x %.3fs round trip%s) + 1 = %,d %s: "
         + TOP_UP_AT_HALF_ADVICE,
         k.batch,
         ((needed - 1) / 2).cast("long"),
         rate,
         k.round_trip,
         F.when(
-            k.in_bytes, F.format_string(" x %.0f bytes/msg", F.col("_mean_message_bytes"))
+            k.in_bytes, F.format_string(" x %,.0f bytes/msg", F.col("_mean_message_bytes"))
         ).otherwise(F.lit("")),
         needed,
         F.when(k.in_bytes, F.lit("bytes of credit")).otherwise(F.lit("credits")),
@@ -275,8 +275,8 @@ def _formula(k: Facts) -> Column:
         .when(
             k.in_bytes,
             F.format_string(
-                "needs %.1f msgs/s x %.0f bytes/msg x %.3fs round trip + %d bytes top-up "
-                "= %d bytes of credit",
+                "needs %.1f msgs/s x %,.0f bytes/msg x %.3fs round trip + %,d bytes top-up "
+                "= %,d bytes of credit",
                 rate,
                 F.col("_mean_message_bytes"),
                 k.round_trip,
@@ -286,7 +286,7 @@ def _formula(k: Facts) -> Column:
         )
         .otherwise(
             F.format_string(
-                "needs %.1f msgs/s x %.3fs round trip + %d top-up = %d credits",
+                "needs %.1f msgs/s x %.3fs round trip + %,d top-up = %,d credits",
                 rate,
                 k.round_trip,
                 k.batch,
@@ -302,7 +302,7 @@ def _rate_evidence(k: Facts) -> Column:
     return F.when(
         k.per_backlogged,
         F.format_string(
-            "; the rate is per backlogged second: %d deliveries in %.1fs with messages available "
+            "; the rate is per backlogged second: %,d deliveries in %.1fs with messages available "
             "and credit, of %.1fs attached",
             F.col("_backlogged_deliveries"),
             F.col("_backlogged_s"),
@@ -310,7 +310,7 @@ def _rate_evidence(k: Facts) -> Column:
         ),
     ).otherwise(
         F.format_string(
-            "; the rate is per attached second: %d deliveries in %.1fs attached (the log gives no "
+            "; the rate is per attached second: %,d deliveries in %.1fs attached (the log gives no "
             "time with messages available)",
             F.col("deliveries"),
             attached,
@@ -331,7 +331,7 @@ LINK_NOTES: tuple[Finding, ...] = (
         "a need above RabbitMQ's queue credit cap",
         lambda k: k.assessed & (k.needed > F.col("_max_queue_credit")),
         lambda k: F.format_string(
-            "; %d credits is above the %d the queue sees per consumer at a time "
+            "; %,d credits is above the %,d the queue sees per consumer at a time "
             "(max_queue_credit): not capped, as the session grants the queue its next batch once "
             "it has sent the last one out, so credit above the cap still covers the round trip "
             "(the cap bounds what the session buffers, not what the link delivers)",
@@ -512,7 +512,7 @@ def _link_facts(evidence: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame
     held_text = F.when(
         F.coalesce(F.col("consumer_window"), F.lit(0)) < 0,
         F.lit("an unbounded window (consumerWindowSize -1)"),
-    ).otherwise(F.format_string("%d %s", held, unit))
+    ).otherwise(F.format_string("%,d %s", held, unit))
     starved_with = F.format_string(
         "starved %.1f%% of its attached time with %s",
         F.coalesce(facts.starved_share * 100, F.lit(0.0)),
@@ -589,7 +589,7 @@ def within_highest(knob: Column, value: Column) -> tuple[Column, Column]:
     over = value > highest
     note = F.when(
         over,
-        F.format_string("; capped at %d, the most the broker takes (%s)", highest, why),
+        F.format_string("; capped at %,d, the most the broker takes (%s)", highest, why),
     )
     return F.when(over, highest).otherwise(value), note
 

@@ -103,7 +103,7 @@ def _gap_needed_text(q: Facts) -> Column:
         return F.when(
             _gap_short_by(dim, drain_rate, q),
             F.format_string(
-                f"stop %d, gap %d {unit}, %d needed",
+                f"stop %,d, gap %,d {unit}, %,d needed",
                 dim.stop,
                 dim.stop - dim.resume,
                 dwell_gap(drain_rate, q.policy),
@@ -139,7 +139,7 @@ QUEUE_FINDINGS: tuple[Finding, ...] = (
         "bytes bound past a long",
         lambda q: q.bound_overflows,
         lambda q: F.format_string(
-            "the producers' capacity windows (%d messages) x the largest message (%d bytes) "
+            "the producers' capacity windows (%,d messages) x the largest message (%,d bytes) "
             "pass 2^63 bytes: overshoot in bytes unbounded",
             F.col("producer_capacity_sum"),
             F.col("max_message_bytes"),
@@ -150,7 +150,7 @@ QUEUE_FINDINGS: tuple[Finding, ...] = (
             "flow control off under a limit",
             lambda o: o.dim.flow_off_under_limit,
             lambda o: F.format_string(
-                f"flow control off under a limit of %d {o.dim.unit}", o.dim.limit
+                f"flow control off under a limit of %,d {o.dim.unit}", o.dim.limit
             ),
         )
     ),
@@ -178,9 +178,9 @@ QUEUE_FINDINGS: tuple[Finding, ...] = (
             lambda o: F.when(
                 o.dim.worst_overshoot < o.dim.limit,
                 F.format_string(
-                    f"producers can overshoot by %d {o.dim.unit} (worst seen or bounded by their "
-                    "capacity windows), %d with the %.0f%% margin, the whole limit of %d: a stop "
-                    "threshold of at most %d keeps the queue under the limit but leaves no room "
+                    f"producers can overshoot by %,d {o.dim.unit} (worst seen or bounded by their "
+                    "capacity windows), %,d with the %.0f%% margin, the whole limit of %,d: a stop "
+                    "threshold of at most %,d keeps the queue under the limit but leaves no room "
                     "for the margin; reduce the windows or raise the limit",
                     o.dim.worst_overshoot,
                     o.dim.headroom,
@@ -190,8 +190,8 @@ QUEUE_FINDINGS: tuple[Finding, ...] = (
                 ),
             ).otherwise(
                 F.format_string(
-                    f"producers can overshoot by %d {o.dim.unit} (worst seen or bounded by their "
-                    "capacity windows, plus margin), the whole limit of %d: no stop threshold "
+                    f"producers can overshoot by %,d {o.dim.unit} (worst seen or bounded by their "
+                    "capacity windows, plus margin), the whole limit of %,d: no stop threshold "
                     "keeps the queue under it; reduce the windows or raise the limit",
                     o.dim.headroom,
                     o.dim.limit,
@@ -202,8 +202,8 @@ QUEUE_FINDINGS: tuple[Finding, ...] = (
             "stop plus overshoot passes the limit",
             lambda o: o.dim.exceeds_limit & ~o.dim.no_room,
             lambda o: F.format_string(
-                f"stop %d + overshoot allowance %d {o.dim.unit} (worst seen or bounded by the "
-                "producers' capacity windows) passes the limit %d",
+                f"stop %,d + overshoot allowance %,d {o.dim.unit} (worst seen or bounded by the "
+                "producers' capacity windows) passes the limit %,d",
                 o.dim.stop,
                 o.dim.worst_overshoot,
                 o.dim.limit,
@@ -214,7 +214,7 @@ QUEUE_FINDINGS: tuple[Finding, ...] = (
         "short episodes",
         lambda q: q.flapping,
         lambda q: F.format_string(
-            "%d of %d episodes shorter than %.1fs (median %.2fs)",
+            "%,d of %,d episodes shorter than %.1fs (median %.2fs)",
             q.short,
             F.col("closed_episodes"),
             F.lit(q.policy.min_dwell_s),
@@ -257,7 +257,7 @@ QUEUE_FINDINGS: tuple[Finding, ...] = (
             "too little room below the limit",
             lambda o: o.dim.lower,
             lambda o: F.format_string(
-                f"stop %d leaves %d {o.dim.unit} below the limit, %d needed",
+                f"stop %,d leaves %,d {o.dim.unit} below the limit, %,d needed",
                 o.dim.stop,
                 o.dim.limit - o.dim.stop,
                 o.dim.headroom,
@@ -269,7 +269,7 @@ QUEUE_FINDINGS: tuple[Finding, ...] = (
             "stopped with room to spare",
             lambda o: o.dim.raise_ & ~o.dim.lower,
             lambda o: F.format_string(
-                f"stopped %.0fs with %d {o.dim.unit} of room where %d suffice",
+                f"stopped %,.0fs with %,d {o.dim.unit} of room where %,d suffice",
                 F.coalesce(F.col("time_stopped_s"), F.lit(0.0)),
                 o.dim.limit - o.dim.stop,
                 o.dim.headroom,
@@ -288,13 +288,13 @@ def _weighed(q: Facts) -> Column:
     room = F.when(
         msgs.limit > 0,
         F.format_string(
-            "%d of room needed below the limit (incl. %.0f%% margin)",
+            "%,d of room needed below the limit (incl. %.0f%% margin)",
             F.coalesce(msgs.headroom, F.lit(0)),
             _margin_pct(q),
         ),
     ).otherwise(F.lit("no count limit to leave room under"))
     weighed_msgs = F.format_string(
-        "%s; overshoot allowance %d msgs (worst seen or bounded by the producers' "
+        "%s; overshoot allowance %,d msgs (worst seen or bounded by the producers' "
         "capacity windows), %s",
         counted(F.coalesce(F.col("episodes"), F.lit(0)), "episode"),
         msgs.worst_overshoot,
@@ -305,9 +305,9 @@ def _weighed(q: Facts) -> Column:
         F.when(
             size.limit > 0,
             F.format_string(
-                "; bytes: overshoot allowance %d bytes (worst seen or bounded by the producers' "
-                "capacity windows x the largest message), stop %d leaves %d bytes below the "
-                "limit of %d, %d needed (incl. %.0f%% margin)",
+                "; bytes: overshoot allowance %,d bytes (worst seen or bounded by the producers' "
+                "capacity windows x the largest message), stop %,d leaves %,d bytes below the "
+                "limit of %,d, %,d needed (incl. %.0f%% margin)",
                 size.worst_overshoot,
                 size.stop,
                 size.limit - size.stop,
@@ -317,7 +317,7 @@ def _weighed(q: Facts) -> Column:
             ),
         ).otherwise(
             F.format_string(
-                "; bytes: stop %d bytes kept, no byte limit to leave room under", size.stop
+                "; bytes: stop %,d bytes kept, no byte limit to leave room under", size.stop
             )
         ),
     ).otherwise(F.lit(""))

@@ -140,15 +140,15 @@ def _growth(q: Facts) -> Column:
     beyond_peak = F.when(
         q.length > q.peak,  # at the peak the run reaches the limit: it acts (flowctl whatif)
         F.format_string(
-            "; the window's peak of %d stays under it: it bounds the growth to come, not what "
+            "; the window's peak of %,d stays under it: it bounds the growth to come, not what "
             "the window saw",
             q.peak,
         ),
     ).otherwise(F.lit(""))
     return F.concat(
         F.format_string(
-            "grew to %d messages (%d enqueued, %d delivered) with no length limit; at %.0f msgs/s "
-            "intake, x-max-length %d holds %.1fs of it and refuses the rest at once "
+            "grew to %,d messages (%,d enqueued, %,d delivered) with no length limit; at %,.0f "
+            "msgs/s intake, x-max-length %,d holds %.1fs of it and refuses the rest at once "
             "(overflow reject-publish)",
             q.peak,
             _count("enqueued"),
@@ -171,16 +171,16 @@ RABBITMQ_QUEUE_RULES: tuple[Rule, ...] = (
         lambda q: (q.limit > 0) | (q.byte_limit > 0),
         VERDICT_KEEP,
         lambda q: F.format_string(
-            "%s in force (peak %d, %s)",
+            "%s in force (peak %,d, %s)",
             F.concat_ws(
                 " and ",
-                F.when(q.limit > 0, F.format_string("x-max-length %d", q.limit)),
-                F.when(q.byte_limit > 0, F.format_string("x-max-length-bytes %d", q.byte_limit)),
+                F.when(q.limit > 0, F.format_string("x-max-length %,d", q.limit)),
+                F.when(q.byte_limit > 0, F.format_string("x-max-length-bytes %,d", q.byte_limit)),
             ),
             q.peak,
             F.when(
                 F.col("rejected_msgs").isNotNull(),
-                F.format_string("%d rejected", F.col("rejected_msgs")),
+                F.format_string("%,d rejected", F.col("rejected_msgs")),
             )
             .when(
                 (q.limit > 0) & (q.peak >= q.limit),
@@ -224,8 +224,8 @@ RABBITMQ_QUEUE_RULES: tuple[Rule, ...] = (
         lambda q: q.blocked_s > 0,
         VERDICT_KEEP,
         lambda q: F.format_string(
-            "its credit flow blocked 0.9.1 connection %s for %.2fs, but it drains (ends at %d of "
-            "a peak of %d): it is slow, not long, and a length limit would not unblock it; "
+            "its credit flow blocked 0.9.1 connection %s for %.2fs, but it drains (ends at %,d of "
+            "a peak of %,d): it is slow, not long, and a length limit would not unblock it; "
             "publish to it on a connection of its own (seed 004) or use AMQP 1.0",
             F.col("_connections"),
             q.blocked_s,
@@ -243,7 +243,7 @@ RABBITMQ_QUEUE_RULES: tuple[Rule, ...] = (
         lambda q: q.growing,
         VERDICT_KEEP,
         lambda q: F.format_string(
-            "no length limit; it gained messages (peak %d, ends at %d), but the log gives no "
+            "no length limit; it gained messages (peak %,d, ends at %,d), but the log gives no "
             "intake rate to size a limit by (%s)",
             q.peak,
             _count("last_depth_msgs"),
@@ -262,8 +262,8 @@ RABBITMQ_QUEUE_RULES: tuple[Rule, ...] = (
         lambda q: _below_peak(q) & F.coalesce(F.col("dequeued") >= F.col("enqueued"), F.lit(False)),
         VERDICT_KEEP,
         lambda q: F.format_string(
-            "no length limit; it peaked at %d and ends at %d, having delivered at least what it "
-            "took in (%d in, %d out): it does not grow without bound",
+            "no length limit; it peaked at %,d and ends at %,d, having delivered at least what it "
+            "took in (%,d in, %,d out): it does not grow without bound",
             q.peak,
             F.col("last_depth_msgs"),
             _count("enqueued"),
@@ -277,12 +277,12 @@ RABBITMQ_QUEUE_RULES: tuple[Rule, ...] = (
         _below_peak,
         VERDICT_KEEP,
         lambda q: F.format_string(
-            "no length limit; %s but ends at %d, below its peak of %d: not growing at the end of "
+            "no length limit; %s but ends at %,d, below its peak of %,d: not growing at the end of "
             "the window, so no limit is sized from it",
             F.when(
                 F.col("enqueued").isNotNull(),
                 F.format_string(
-                    "it gained messages (%d in, %d out)", F.col("enqueued"), _count("dequeued")
+                    "it gained messages (%,d in, %,d out)", F.col("enqueued"), _count("dequeued")
                 ),
             ).otherwise(F.lit("its messages in and out are not in the log (a collector's)")),
             F.col("last_depth_msgs"),
@@ -296,7 +296,7 @@ RABBITMQ_QUEUE_RULES: tuple[Rule, ...] = (
         always,
         VERDICT_KEEP,
         lambda q: F.format_string(
-            "no length limit; peak %d, ends at %d: it does not grow",
+            "no length limit; peak %,d, ends at %,d: it does not grow",
             q.peak,
             _count("last_depth_msgs"),
         ),
