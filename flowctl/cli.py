@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
@@ -419,6 +419,19 @@ def _run_pipeline_and_print(
     finally:
         progress.stop()
     seconds = dict(outcome.get("seconds") or {})
+
+    def report() -> None:
+        """What ingest, episodes and daily_metrics wrote."""
+        print_daily_metrics(
+            *most_stopped_queue_rows(
+                conf_path, first, last, warehouse_dir=warehouse_dir, spark=spark
+            )
+        )
+        print_starved_links(
+            *starved_link_rows(conf_path, first, last, warehouse_dir=warehouse_dir, spark=spark)
+        )
+        print_line(format_ingest_report(dict(outcome.get("ingest") or {})))
+
     recommended: dict[str, Any] | None = None
     # Every job runs before the report prints: recommend (minutes on the demo's days) after the
     # tables left a reader waiting on a spinner below what looked like the end (a new user's
@@ -430,17 +443,18 @@ def _run_pipeline_and_print(
         started = time.perf_counter()
         try:
             recommended = run_recommend(spark, pipeline_conf, first, last, recommend_policy)
+        except Exception:
+            # The jobs before it committed their days: their report still prints, then the
+            # error line (a failing report cannot hide recommend's error).
+            progress.stop()
+            with suppress(Exception):
+                report()
+            raise
         finally:
             progress.stop()
         seconds["recommend"] = round(time.perf_counter() - started, 3)
         progress("recommend", seconds["recommend"])
-    print_daily_metrics(
-        *most_stopped_queue_rows(conf_path, first, last, warehouse_dir=warehouse_dir, spark=spark)
-    )
-    print_starved_links(
-        *starved_link_rows(conf_path, first, last, warehouse_dir=warehouse_dir, spark=spark)
-    )
-    print_line(format_ingest_report(dict(outcome.get("ingest") or {})))
+    report()
     if not outcome.get("ok"):
         raise _fail("ingest accounting or Great Expectations validation failed", code=1)
     if recommended is not None:

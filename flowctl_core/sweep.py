@@ -597,6 +597,14 @@ def _check_entity(scenario: Scenario, knob: str, entity: str) -> None:
             )
     elif broker == RABBITMQ and not scenario.connections:
         raise SweepError(f"{scenario.name}: no RabbitMQ connections: {knob} is RabbitMQ's")
+    elif knob == KNOB_MAX_LENGTH and entity not in scenario.rabbitmq_queues():
+        # Beside connections, a queue no link names is Qpid's (Scenario.rabbitmq_queues): a
+        # reject-publish limit there would also have zeroed its Qpid flow thresholds.
+        rabbit_queues = sorted(scenario.rabbitmq_queues())
+        raise SweepError(
+            f"{scenario.name}: {entity!r} is no RabbitMQ queue (no connection's link names it): "
+            f"{knob} is RabbitMQ's{did_you_mean(entity, rabbit_queues)}"
+        )
     elif broker == ARTEMIS and scenario.artemis is None:
         raise SweepError(f"{scenario.name}: no artemis section: {knob} is Artemis's")
 

@@ -851,15 +851,16 @@ def test_collect_refuses_an_api_url_that_is_no_http_url(
     assert not (tmp_path / "raw").exists()
 
 
-@pytest.mark.parametrize("ok", [True, False])
+@pytest.mark.parametrize("ending", ["ok", "ingest failed", "recommend failed"])
 def test_pipeline_runs_every_job_before_its_report_prints(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ok: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ending: str
 ) -> None:
     """A new user's trial of `make demo`: the tables and the ingest's accounting printed, then
     recommend ran for minutes under a spinner below what read as the end. Now recommend runs
     first and the report follows every job; an ingest that failed its accounting still gets its
-    tables and its accounting line, no recommendations, and exit 1. Spark and the jobs stubbed:
-    the order of the calls is the claim."""
+    tables and its accounting line, no recommendations, and exit 1; a recommend that fails
+    still gets the report of the jobs before it (their days are written), then its error line.
+    Spark and the jobs stubbed: the order of the calls is the claim."""
     import flowctl.cli
     import jobs.pipeline
     import jobs.recommend
@@ -873,11 +874,21 @@ def test_pipeline_runs_every_job_before_its_report_prints(
 
         return record
 
+    ok = ending != "ingest failed"
     outcome = {"ok": ok, "ingest": {}, "seconds": {"ingest": 1.0}}
+
+    def recommend_failing(*_: Any, **__: Any) -> Any:
+        calls.append("recommend")
+        raise RuntimeError("the recommend job broke")
+
     monkeypatch.setattr(flowctl.cli, "_refuse_missing_raw_before_spark", stub("raw checked"))
     monkeypatch.setattr(flowctl.cli, "_spark_session", stub("spark", object()))
     monkeypatch.setattr(jobs.pipeline, "run_pipeline", stub("pipeline", outcome))
-    monkeypatch.setattr(jobs.recommend, "run_recommend", stub("recommend", {}))
+    monkeypatch.setattr(
+        jobs.recommend,
+        "run_recommend",
+        recommend_failing if ending == "recommend failed" else stub("recommend", {}),
+    )
     monkeypatch.setattr(jobs.pipeline, "most_stopped_queue_rows", stub("queue rows", ([], 0, 0)))
     monkeypatch.setattr(jobs.pipeline, "starved_link_rows", stub("link rows", ([], 0, 0)))
     monkeypatch.setattr(flowctl.cli, "print_daily_metrics", stub("queue table"))
@@ -888,7 +899,12 @@ def test_pipeline_runs_every_job_before_its_report_prints(
         app, ["pipeline", "--from", "2026-03-02", "--warehouse", str(tmp_path / "wh")]
     )
     report = ["queue rows", "queue table", "link rows", "link table", "accounting"]
-    if ok:
+    if ending == "recommend failed":
+        assert result.exit_code != 0, result.output
+        assert calls == ["raw checked", "spark", "pipeline", "recommend", *report]
+        assert result.output.index("ACCOUNTED") < result.output.index("the recommend job broke")
+        assert "RECOMMENDED" not in result.output
+    elif ok:
         assert result.exit_code == 0, result.output
         assert calls == ["raw checked", "spark", "pipeline", "recommend", *report, "counts"]
         assert result.output.index("ACCOUNTED") < result.output.index("RECOMMENDED")

@@ -395,8 +395,8 @@ def test_a_day_processed_again_redoes_the_recommendations_whose_look_back_holds_
     redoes days 2-3 after it, as a fresh computation of those two days writes them.
 
     Days 1-3 are processed in one range: the state records each day of a range as a night
-    records it (tests/test_processing_order.py holds nights and ranges to the same tables), and
-    three nights cost this test two more calls of each job."""
+    records it (tests/test_processing_order.py holds nights and ranges to the same tables; it
+    runs no recommend), and three nights cost this test two more calls of each job."""
     import dataclasses
 
     from typer.testing import CliRunner

@@ -1003,7 +1003,7 @@ def test_no_stop_threshold_without_a_known_overshoot_allowance(case_rows: CaseRo
     assert "flow control off under a limit of 1,000 msgs" in blind["rationale"]
     assert "no producer capacity or overshoot seen for msgs" in blind["rationale"]
     # The prefill is no producer: its capacity 0 is no bound of 0 (which put the stop at the
-    # limit, 0 -> 1000, a threshold the reject policy never lets the queue reach; an audit).
+    # limit, 0 -> 1,000, a threshold the reject policy never lets the queue reach; an audit).
     prefilled = rows["q-only-prefilled"]
     assert {k: prefilled[k] for k in ("verdict", "recommended_flow_stop_count", "rationale")} == {
         k: blind[k] for k in ("verdict", "recommended_flow_stop_count", "rationale")

@@ -954,6 +954,10 @@ def test_artemis_address_knobs_are_validated_by_whatif(spark: Any, tmp_path: Pat
         "messages dropped at the limit",
     )
     assert drop["current_value"] == 262144 < drop["recommended_value"]
+    # Its figures grouped by thousands, the count of messages as the sizes (verdict_rules.counted).
+    assert drop["rationale"].startswith(
+        "raise: 2,875 messages dropped at max-size-bytes 262,144 (DROP)"
+    ), drop["rationale"]
     block = rows["block-address"]
     assert (block["knob"], block["verdict"], block["current_value"]) == (
         "producerWindowSize",

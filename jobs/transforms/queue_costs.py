@@ -95,10 +95,10 @@ def held_completions(events: DataFrame, date_from: date, date_to: date) -> DataF
     ``events`` must hold the enqueues of every earlier day of the runs (a transfer held over
     midnight completes the next day).
 
-    A message is its run, producer ``link`` and ``message_id``; a log that names no producer
-    (a hand-written one, a collector's) matches a completion without a link to the enqueue
-    without one, as the oracle does (tests/metrics_oracle.py): an equi-join on ``link`` dropped
-    those held transfers.
+    A message is its run, producer ``link`` and ``message_id``; in a log that names no producer
+    (a hand-written one: the engine always names it), a completion without a link matches the
+    enqueue without one, as the oracle does (tests/metrics_oracle.py): an equi-join on ``link``
+    dropped those held transfers.
     """
     message = ["run_id", "link", "message_id"]
     completed = (

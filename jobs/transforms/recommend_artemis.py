@@ -878,7 +878,7 @@ SLOW_CONSUMER_RULE = Rule(
     lambda k: F.coalesce(hogs_its_buffer(k), F.lit(False)),
     VERDICT_LOWER,
     lambda k: F.format_string(
-        "processes %.1f msgs/s, under %.0f%% of the %.1f msgs/s of the fastest consumer on its "
+        "processes %,.1f msgs/s, under %.0f%% of the %,.1f msgs/s of the fastest consumer on its "
         "queue, with a %,d-byte window: the messages in its buffer wait for it while the others "
         "idle (seed 003: slow consumers take consumerWindowSize 0)",
         F.col("processing_rate_msgs_s"),
@@ -898,7 +898,7 @@ SLOW_CONSUMER_WITHOUT_BUFFER_RULE = Rule(
     lambda k: (F.coalesce(F.col("consumer_window"), F.lit(-1)) == 0) & is_slow(k),
     VERDICT_KEEP,
     lambda k: F.format_string(
-        "processes %.1f msgs/s, under %.0f%% of the %.1f msgs/s of the fastest consumer on its "
+        "processes %,.1f msgs/s, under %.0f%% of the %,.1f msgs/s of the fastest consumer on its "
         "queue, with consumerWindowSize 0: no buffer, so the others take the messages it is not "
         "ready for (seed 003: slow consumers take 0)",
         F.col("processing_rate_msgs_s"),

@@ -76,7 +76,7 @@ def _within_tolerance(k: Facts) -> Column:
 
 
 def _over_what_it_needs(k: Facts) -> Column:
-    return F.format_string(", over %,.0fx what it needs", F.lit(k.policy.over_provision_factor))
+    return F.format_string(", over %.0fx what it needs", F.lit(k.policy.over_provision_factor))
 
 
 #: A consumer link's verdict, and what its rationale says of its situation: the first rule that
@@ -161,7 +161,7 @@ LINK_RULES: tuple[Rule, ...] = (
         lambda k: F.concat(
             _within_tolerance(k),
             F.format_string(
-                ", over %,.0fx the need below; but that need is sized on a rate per attached "
+                ", over %.0fx the need below; but that need is sized on a rate per attached "
                 "second, which counts idle time, and %,d messages were once ready for it at "
                 "once, more than that need covers: not lowered",
                 F.lit(k.policy.over_provision_factor),
@@ -258,7 +258,7 @@ def _formula(k: Facts) -> Column:
     refill = F.format_string(
         "every top-up (%,d) came once its credit had run out, so the top-up batch is the credit "
         "itself and no credit covers it; topped up at half (again once fewer than half are "
-        "left) it needs 2 x %,d in flight (%.1f msgs/s x %.3fs round trip%s) + 1 = %,d %s: "
+        "left) it needs 2 x %,d in flight (%,.1f msgs/s x %.3fs round trip%s) + 1 = %,d %s: "
         + TOP_UP_AT_HALF_ADVICE,
         k.batch,
         ((needed - 1) / 2).cast("long"),
@@ -275,7 +275,7 @@ def _formula(k: Facts) -> Column:
         .when(
             k.in_bytes,
             F.format_string(
-                "needs %.1f msgs/s x %,.0f bytes/msg x %.3fs round trip + %,d bytes top-up "
+                "needs %,.1f msgs/s x %,.0f bytes/msg x %.3fs round trip + %,d bytes top-up "
                 "= %,d bytes of credit",
                 rate,
                 F.col("_mean_message_bytes"),
@@ -286,7 +286,7 @@ def _formula(k: Facts) -> Column:
         )
         .otherwise(
             F.format_string(
-                "needs %.1f msgs/s x %.3fs round trip + %,d top-up = %,d credits",
+                "needs %,.1f msgs/s x %.3fs round trip + %,d top-up = %,d credits",
                 rate,
                 k.round_trip,
                 k.batch,

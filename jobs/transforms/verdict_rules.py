@@ -57,10 +57,10 @@ class Finding:
 
 def counted(count: Column, one: str, many: str | None = None) -> Column:
     """``count`` and its noun for a rationale: ``one`` for 1 ("1 episode", not "1 episodes"),
-    else ``many`` (``one`` + "s" unless given); as flowctl_core.wording.counted says it, without
-    the thousands separators none of the rationales' other figures have."""
+    else ``many`` (``one`` + "s" unless given); thousands grouped ("2,875 messages"), as
+    flowctl_core.wording.counted says it and as the rationales' other figures are."""
     noun = F.when(count == 1, F.lit(one)).otherwise(F.lit(many or f"{one}s"))
-    return F.format_string("%d %s", count, noun)
+    return F.format_string("%,d %s", count, noun)
 
 
 def always(_facts: object) -> Column:

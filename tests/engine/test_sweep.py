@@ -435,6 +435,19 @@ steps:
 """
 
 
+QPID_BESIDE_A_READER = """
+name: qpid-beside-a-reader
+kind: workload
+duration_s: 1
+queues: [{name: q, prefill: {count: 50, size: 256}}, {name: qpid-q}]
+producers: [{name: p, capacity: 10, routing_key: qpid-q, rate: 10}]
+connections:
+  - name: reader
+    protocol: amqp-1.0
+    consumers: [{name: r, queue: q, credit: 20}]
+"""
+
+
 @pytest.mark.parametrize(
     ("scenario", "knob", "entity", "message"),
     [
@@ -459,6 +472,11 @@ steps:
         (CREDIT_READER, "prefetch", "r", "no amqp-0-9-1 consumer 'r'"),
         (QPID_STEP, KNOB_QPID_FLOW_STOP_COUNT, "orders",
          "a set_thresholds step changes the thresholds of 'orders' during the run"),
+        # Beside a connection, a queue no link names is Qpid's: no x-max-length for it.
+        (QPID_BESIDE_A_READER, "x-max-length", "qpid-q",
+         "'qpid-q' is no RabbitMQ queue (no connection's link names it): x-max-length is"),
+        (QPID_BESIDE_A_READER, KNOB_QPID_FLOW_STOP_COUNT, "q",
+         "'q' is a RabbitMQ queue (a connection's link names it)"),
     ],
 )  # fmt: skip
 def test_a_sweep_it_cannot_run_is_one_line(
