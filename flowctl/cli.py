@@ -597,7 +597,7 @@ def _nothing_to_replay(broker: str, rows: list[dict[str, Any]]) -> str:
     """The line for a broker none of whose recommendations changes a setting: what each keeps."""
     kept = sorted(
         f"{row['entity']} {row['knob']} "
-        f"{'none' if row.get('current_value') is None else row['current_value']}"
+        f"{'none' if row.get('current_value') is None else format(row['current_value'], ',')}"
         for row in rows
     )
     return (

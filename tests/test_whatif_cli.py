@@ -88,7 +88,7 @@ def test_a_broker_whose_recommendations_all_keep_their_settings_says_so(spark, t
     assert result.exit_code == 0, result.output
     assert " ".join(result.output.split()) == (
         "nothing to replay: every recommendation for broker 'artemis-policies' keeps its "
-        "setting (block-address max-size-bytes 262144; page-address max-size-bytes none)"
+        "setting (block-address max-size-bytes 262,144; page-address max-size-bytes none)"
     )
 
 
