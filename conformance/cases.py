@@ -20,6 +20,7 @@ from typing import Any
 from conformance import engine, rabbit, real
 from conformance.brokers import ArtemisAddress, ArtemisBroker, RabbitBroker
 from flowctl_core.protocols.artemis import (
+    AddressConfig,
     ArtemisConfig,
     ArtemisConsumerConfig,
     ArtemisProducerConfig,
@@ -161,6 +162,21 @@ def per_message(size: int, messages: int, body: int) -> int:
 def engine_default_overhead(protocol: str) -> int:
     field = f"{protocol}_message_overhead_bytes"
     return int(getattr(ArtemisConfig(), field, 0))
+
+
+def engine_amqp_sender(
+    address: AddressConfig, count: int, amqp_overhead: int
+) -> engine.EngineAddress:
+    """The engine's run of the cases' AMQP 1.0 sender "s": ``count`` messages of
+    :data:`AMQP_BODY` bytes into ``address``, each counted at ``amqp_overhead`` bytes more (what
+    the real broker's address size showed, or the engine's default), for 2 s."""
+    config = engine.artemis_config(
+        address,
+        [ArtemisProducerConfig("s", address.name, protocol="amqp", size=AMQP_BODY, count=count)],
+        core_overhead=engine_default_overhead("core"),
+        amqp_overhead=amqp_overhead,
+    )
+    return engine.run_artemis(config, seconds=2)
 
 
 # -- Artemis: CORE producers under BLOCK ---------------------------------------------------------
@@ -578,13 +594,9 @@ def amqp_policy(policy: str, address: str) -> Callable[[ArtemisBroker], list[Row
         size = int(stats["address.AddressSize"])
         in_memory = stored - int(stats["queue.DurableMessageCount"])
         overhead = per_message(size, in_memory, AMQP_BODY)
-        config = engine.artemis_config(
-            engine.address_config(address, ADDRESS_LIMIT, policy),
-            [ArtemisProducerConfig("s", address, protocol="amqp", size=AMQP_BODY, count=count)],
-            core_overhead=engine_default_overhead("core"),
-            amqp_overhead=overhead,
+        model = engine_amqp_sender(
+            engine.address_config(address, ADDRESS_LIMIT, policy), count, overhead
         )
-        model = engine.run_artemis(config, seconds=2)
         told_real = ", ".join(sorted(sent.conditions)) or "nothing (all accepted)"
         told_engine = (
             ", ".join(sorted(e for e in model.errors if e.startswith("amqp:")))
@@ -645,13 +657,9 @@ def amqp_block(address: str, *, in_flight: int | None) -> Callable[[ArtemisBroke
         stored = int(stats["queue.MessageCount"])
         size = int(stats["address.AddressSize"])
         overhead = per_message(size, stored, AMQP_BODY)
-        config = engine.artemis_config(
-            engine.address_config(address, ADDRESS_LIMIT, "BLOCK"),
-            [ArtemisProducerConfig("s", address, protocol="amqp", size=AMQP_BODY, count=count)],
-            core_overhead=engine_default_overhead("core"),
-            amqp_overhead=overhead,
+        model = engine_amqp_sender(
+            engine.address_config(address, ADDRESS_LIMIT, "BLOCK"), count, overhead
         )
-        model = engine.run_artemis(config, seconds=2)
         granted = model.credit_granted.get("s", 0)
         blocked = same(
             workload,
@@ -717,13 +725,11 @@ def amqp_reject(address: str, *, in_flight: int | None) -> Callable[[ArtemisBrok
         stats = broker.address_stats(address)
         stored = int(stats["queue.MessageCount"])
         overhead = per_message(int(stats["address.AddressSize"]), stored, AMQP_BODY)
-        config = engine.artemis_config(
+        model = engine_amqp_sender(
             engine.address_config(address, ADDRESS_LIMIT, "BLOCK", REJECT_THRESHOLD),
-            [ArtemisProducerConfig("s", address, protocol="amqp", size=AMQP_BODY, count=count)],
-            core_overhead=engine_default_overhead("core"),
-            amqp_overhead=overhead,
+            count,
+            overhead,
         )
-        model = engine.run_artemis(config, seconds=2)
         told_real = ", ".join(sorted(sent.conditions)) or "nothing (all accepted)"
         told_engine = ", ".join(sorted(model.errors)) or "nothing (all accepted)"
         if in_flight == 1:

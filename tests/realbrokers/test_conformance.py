@@ -18,9 +18,9 @@ from conformance.cases import (
     RABBITMQ_CASES,
     Case,
     Row,
+    engine_amqp_sender,
     engine_default_overhead,
 )
-from flowctl_core.protocols.artemis import ArtemisProducerConfig
 
 pytestmark = pytest.mark.realbroker
 
@@ -65,11 +65,7 @@ def test_an_empty_address_of_max_size_bytes_0_takes_one_message_on_artemis_and_n
     stored = int(artemis.address_stats(FAIL_AT_ZERO)["queue.MessageCount"])
     assert (stored, sent.accepted, sent.rejected) == (1, 1, 2), sent
     assert set(sent.conditions) == {"amqp:resource-limit-exceeded"}, sent
-    config = engine.artemis_config(
-        engine.address_config(FAIL_AT_ZERO, 0, "FAIL"),
-        [ArtemisProducerConfig("s", FAIL_AT_ZERO, protocol="amqp", size=AMQP_BODY, count=3)],
-        core_overhead=engine_default_overhead("core"),
-        amqp_overhead=engine_default_overhead("amqp"),
+    model = engine_amqp_sender(
+        engine.address_config(FAIL_AT_ZERO, 0, "FAIL"), 3, engine_default_overhead("amqp")
     )
-    model = engine.run_artemis(config, seconds=2)
     assert (model.stored, model.told_refused) == (0, 0)
