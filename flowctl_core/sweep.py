@@ -583,8 +583,9 @@ def _check_entity(scenario: Scenario, knob: str, entity: str) -> None:
     """SweepError unless ``entity`` is one of the scenario's, of the knob's broker, and a sweep
     of it is not overridden by the scenario itself."""
     broker = SWEEP_KNOBS[knob].broker
+    rabbit_queues = scenario.rabbitmq_queues()
     if broker == QPID:
-        rabbit = entity in scenario.rabbitmq_queues()
+        rabbit = entity in rabbit_queues
         queues = declared_queues(scenario)
         if entity not in queues or rabbit:
             where = "a RabbitMQ queue (a connection's link names it)" if rabbit else "no Qpid queue"
@@ -597,13 +598,12 @@ def _check_entity(scenario: Scenario, knob: str, entity: str) -> None:
             )
     elif broker == RABBITMQ and not scenario.connections:
         raise SweepError(f"{scenario.name}: no RabbitMQ connections: {knob} is RabbitMQ's")
-    elif knob == KNOB_MAX_LENGTH and entity not in scenario.rabbitmq_queues():
+    elif knob == KNOB_MAX_LENGTH and entity not in rabbit_queues:
         # Beside connections, a queue no link names is Qpid's (Scenario.rabbitmq_queues): a
         # reject-publish limit there would also have zeroed its Qpid flow thresholds.
-        rabbit_queues = sorted(scenario.rabbitmq_queues())
         raise SweepError(
             f"{scenario.name}: {entity!r} is no RabbitMQ queue (no connection's link names it): "
-            f"{knob} is RabbitMQ's{did_you_mean(entity, rabbit_queues)}"
+            f"{knob} is RabbitMQ's{did_you_mean(entity, sorted(rabbit_queues))}"
         )
     elif broker == ARTEMIS and scenario.artemis is None:
         raise SweepError(f"{scenario.name}: no artemis section: {knob} is Artemis's")
