@@ -402,6 +402,23 @@ def test_artemis_bounds_past_a_long_are_held_at_a_long_not_a_failed_job(spark: A
     }
 
 
+def recommended_together(spark: Any, logs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The recommendations of hand-built logs (tests/test_recommend.py ``Log``), computed in one
+    ``threshold_recommendations`` call (a call costs seconds of planning whatever its rows): each
+    log's rows get a broker and a run of their own, named by its key, and every rule keys on
+    the broker, so no log sees another's events. Rows by broker, then by entity (one each)."""
+    from tests.test_recommend import Log
+
+    together = Log()
+    for name, log in logs.items():
+        together.absorb(log, name)
+    found: dict[str, dict[str, Any]] = {name: {} for name in logs}
+    for row in together.recommend(spark).collect():
+        assert row.entity not in found[row.broker], f"{row.broker}: {row.entity} has two rows"
+        found[row.broker][row.entity] = row
+    return found
+
+
 @pytest.mark.spark
 def test_sums_of_logged_capacities_and_credits_past_a_long_do_not_fail_the_job(spark: Any) -> None:
     """Each of these logs failed the whole recommend job under ANSI SQL (a review): two Qpid
@@ -411,28 +428,30 @@ def test_sums_of_logged_capacities_and_credits_past_a_long_do_not_fail_the_job(s
     from jobs.transforms.saturating import LONG_MAX
     from tests.test_recommend import Log
 
-    def advice(log: Log) -> dict[str, tuple[str, str]]:
-        return {r.entity: (r.broker_kind, r.knob) for r in log.recommend(spark).collect()}
-
-    qpid = Log()
-    qpid.queue("q", 800, 700, capacities=(2**62, 2**62))
-    assert advice(qpid) == {"q": ("qpid", "qpid.flow_stop_count")}
-
-    for capacities in ((2**62, 2**62), (LONG_MAX, 10)):
-        artemis = Log()
+    logs = {"qpid": Log()}
+    logs["qpid"].queue("q", 800, 700, capacities=(2**62, 2**62))
+    for name, capacities in (("artemis-2^62", (2**62, 2**62)), ("artemis-max", (LONG_MAX, 10))):
+        logs[name] = Log()
         for n, capacity in enumerate(capacities, start=1):
             detail = {"address": "a", "address_size": 2000 * n, "max_size_bytes": 1_000_000,
                       "paged": False, "policy": "BLOCK",
                       "producer": {"credit_unit": "bytes", "window": 65536}}  # fmt: skip
-            artemis.event(1, "enqueue", queue="a", link=f"p{n}", protocol="artemis-core",
-                          link_role="publisher", size_bytes=1024, capacity=capacity,
-                          depth_msgs=n, detail=json.dumps(detail))  # fmt: skip
-        assert advice(artemis) == {"a": ("artemis", "producerWindowSize")}, capacities
-
-    consumer = Log()
-    consumer.consumer("c", credit=LONG_MAX, grant=LONG_MAX, deliveries=10, starved_s=50,
-                      starvations=5, credit_unit="bytes", size_bytes=2**62)  # fmt: skip
-    assert advice(consumer) == {"c": ("artemis", "consumerWindowSize")}
+            logs[name].event(1, "enqueue", queue="a", link=f"p{n}", protocol="artemis-core",
+                             link_role="publisher", size_bytes=1024, capacity=capacity,
+                             depth_msgs=n, detail=json.dumps(detail))  # fmt: skip
+    logs["consumer"] = Log()
+    logs["consumer"].consumer("c", credit=LONG_MAX, grant=LONG_MAX, deliveries=10, starved_s=50,
+                              starvations=5, credit_unit="bytes", size_bytes=2**62)  # fmt: skip
+    advice = {
+        broker: {entity: (r.broker_kind, r.knob) for entity, r in rows.items()}
+        for broker, rows in recommended_together(spark, logs).items()
+    }
+    assert advice == {
+        "qpid": {"q": ("qpid", "qpid.flow_stop_count")},
+        "artemis-2^62": {"a": ("artemis", "producerWindowSize")},
+        "artemis-max": {"a": ("artemis", "producerWindowSize")},
+        "consumer": {"c": ("artemis", "consumerWindowSize")},
+    }
 
 
 @pytest.mark.spark
@@ -461,20 +480,6 @@ def test_losses_a_collector_cannot_see_are_not_read_as_none(spark: Any) -> None:
             }
             artemis.event(at_s, "queue_declared", queue=name, depth_msgs=size // 1000,
                           depth_bytes=size, detail=json.dumps(detail))  # fmt: skip
-    advised = {r.entity: r for r in artemis.recommend(spark).collect()}
-    assert {name: (r.broker_kind, r.verdict, r.rule) for name, r in advised.items()} == {
-        "drop-a": ("artemis", "at_risk_of_overflow", "losses not in the log"),
-        "fail-a": ("artemis", "at_risk_of_overflow", "losses not in the log"),
-        "quiet-a": ("artemis", "keep", "within its limit"),
-        "block-a": ("artemis", "keep", "within its limit"),
-    }
-    assert "max-size-bytes 102,400 (DROP) (peak 104,496 bytes), where Artemis drops messages" in (
-        advised["drop-a"].rationale
-    )
-    assert "where Artemis fails sends" in advised["fail-a"].rationale
-    assert "nothing lost" not in advised["quiet-a"].rationale
-    assert "no sample showed it at a limit" in advised["quiet-a"].rationale
-
     rabbitmq = Log()
     depths = {
         "bounded": (200, 500, 500),
@@ -492,7 +497,22 @@ def test_losses_a_collector_cannot_see_are_not_read_as_none(spark: Any) -> None:
              "stopped_at_day_start": False, "time_stopped_s": 0.0, "observed_s": 3.0,
              "episodes": 0, "max_depth_msgs": max(series), "sample_interval_ms": 1000}
         )  # fmt: skip
-    advised = {r.entity: r for r in rabbitmq.recommend(spark).collect()}
+    by_broker = recommended_together(spark, {"artemis": artemis, "rabbitmq": rabbitmq})
+    advised = by_broker["artemis"]
+    assert {name: (r.broker_kind, r.verdict, r.rule) for name, r in advised.items()} == {
+        "drop-a": ("artemis", "at_risk_of_overflow", "losses not in the log"),
+        "fail-a": ("artemis", "at_risk_of_overflow", "losses not in the log"),
+        "quiet-a": ("artemis", "keep", "within its limit"),
+        "block-a": ("artemis", "keep", "within its limit"),
+    }
+    assert "max-size-bytes 102,400 (DROP) (peak 104,496 bytes), where Artemis drops messages" in (
+        advised["drop-a"].rationale
+    )
+    assert "where Artemis fails sends" in advised["fail-a"].rationale
+    assert "nothing lost" not in advised["quiet-a"].rationale
+    assert "no sample showed it at a limit" in advised["quiet-a"].rationale
+
+    advised = by_broker["rabbitmq"]
     assert {name: (r.broker_kind, r.rule, r.rejected_msgs) for name, r in advised.items()} == {
         "bounded": ("rabbitmq", "length limit in force", None),
         "work": ("rabbitmq", "below its peak at the end", None),
@@ -584,23 +604,19 @@ def test_the_artemis_address_rules_compile_into_whole_stage_code(spark: Any) -> 
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize(
-    ("scenario", "knobs"),
-    [
-        ("qpid-165-worst-case", {"qpid.flow_stop_count"}),
-        ("rabbitmq-paced-consumers", {"link credit", "prefetch"}),
-        ("artemis-address-full-policies", {"max-size-bytes", "consumerWindowSize"}),
-    ],
-)
-def test_every_brokers_recommendations_compile_into_whole_stage_code(
-    spark: Any, tmp_path: Path, scenario: str, knobs: set[str]
+def test_rabbitmqs_recommendations_compile_into_whole_stage_code(
+    spark: Any, tmp_path: Path
 ) -> None:
-    """The whole recommend transform over a bundled scenario of each broker, compiled with no
-    fallback (as :func:`recommendation_rows` computes it): every rule table's stage fits the
-    JVM's method size."""
+    """The whole recommend transform over a bundled RabbitMQ scenario, compiled with no fallback
+    (as :func:`recommendation_rows` computes every scenario's): every rule table's stage fits the
+    JVM's method size. Qpid's (qpid-165-worst-case, tests/test_whatif.py) and Artemis's
+    (artemis-address-full-policies, test_artemis_address_knobs_are_validated_by_whatif) are
+    computed so by the tests that check their advice, which assert their knobs too."""
     with compiled(spark):  # as recommendation_rows computes it too: said here, where it is checked
-        rows = recommendation_rows(spark, load_scenario(scenario), tmp_path / "raw")
-    assert knobs <= {row["knob"] for row in rows}
+        rows = recommendation_rows(
+            spark, load_scenario("rabbitmq-paced-consumers"), tmp_path / "raw"
+        )
+    assert {"link credit", "prefetch"} <= {row["knob"] for row in rows}
 
 
 @pytest.mark.spark
@@ -947,6 +963,8 @@ def test_artemis_address_knobs_are_validated_by_whatif(spark: Any, tmp_path: Pat
     rows = engine_recommendations(spark, scenario, tmp_path / "raw")
     assert {r["broker_kind"] for r in rows.values()} == {"artemis"}
     assert not any(r["knob"].startswith("qpid.") for r in rows.values())
+    # The address's knob and a consumer's, each rule table's stage compiled (recommendation_rows).
+    assert {"max-size-bytes", "consumerWindowSize"} <= {r["knob"] for r in rows.values()}
     drop = rows["drop-address"]
     assert (drop["entity_kind"], drop["knob"], drop["rule"]) == (
         "address",

@@ -251,6 +251,8 @@ def test_seed_001_worst_case_is_not_at_risk_of_a_byte_limit_it_cannot_reach(
     stop of 104,817,664 advised)."""
     rows = recommendation_rows(spark, load_scenario("qpid-165-worst-case"), tmp_path / "raw")
     payments = next(r for r in rows if r["entity"] == "payments")
+    # Qpid's knob, each rule table's stage compiled (recommendation_rows: as the jobs run them).
+    assert payments["knob"] == "qpid.flow_stop_count"
     assert payments["verdict"] != "at_risk_of_overflow", payments["rationale"]
     assert "flow control off under a limit" not in payments["rationale"]
     assert payments["recommended_flow_stop_size"] == payments["current_flow_stop_size"] == 0
