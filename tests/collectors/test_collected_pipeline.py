@@ -1,14 +1,19 @@
-"""A collector session through the pipeline: what the Artemis collector writes keeps the event
+"""Collector sessions through the pipeline: what the Artemis collector writes keeps the event
 log's contract (every row accepted) and gives DESIGN §4's figures for the address — an episode
 closed by its unblock line, and one still open at midnight that its samples keep counting up to
-the watermark (the last sample), as it would not without them."""
+the watermark (the last sample), as it would not without them. A RabbitMQ collector writes into
+the same raw folder (as two collectors of one host may): its alarm is the log's, its blocked
+connection the samples'. One warehouse serves both (a job call costs seconds whatever its rows);
+each claim reads its own broker's rows."""
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from collectors.artemis import ArtemisCollector
@@ -33,6 +38,7 @@ from tests.conftest import scratch_conf
 pytestmark = pytest.mark.spark
 
 DAY1, DAY2 = date(2026, 11, 27), date(2026, 11, 28)
+ARTEMIS, RABBITMQ = "artemis-1", "rabbit-1"
 SAMPLE = {"address_size": 150_964, "messages": 73, "max_size_bytes": 100_000, "policy": "BLOCK"}
 
 
@@ -47,7 +53,7 @@ def _collect(root: Path) -> None:
         log_path=log,
         raw_dir=root / "raw",
         state_path=root / "state.json",
-        broker="artemis-1",
+        broker=ARTEMIS,
         log_zone=UTC,
         jolokia=FakeJolokia([{"orders": SAMPLE}, {"orders": SAMPLE}]),
         sample_interval_s=30.0,
@@ -78,35 +84,48 @@ def _collect(root: Path) -> None:
 def tables(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("collected")
     _collect(root)
+    _collect_rabbitmq(root)
     conf = scratch_conf(root, "pipeline")
     counts = run_ingest(spark, conf, DAY1, DAY2)
     run_episodes(spark, conf, DAY1, DAY2)
     run_daily_metrics(spark, conf, DAY1, DAY2)
     run_recommend(spark, conf, DAY2, DAY2)
     advice = spark.read.format("delta").load(recommendations_path(conf))
+
+    def of(table: Any) -> list[dict[str, Any]]:
+        return [r.asDict() for r in read_table(spark, conf, table).collect()]
+
+    raw = pq.read_table(root / "raw", columns=["broker"]).column("broker").to_pylist()
     return {
         "counts": counts,
+        "raw rows": Counter(raw),
         "recommendations": [r.asDict() for r in advice.collect()],
         "episodes": sorted(
-            (r.asDict() for r in read_table(spark, conf, QUEUE_FLOW_EPISODES).collect()),
+            (r for r in of(QUEUE_FLOW_EPISODES) if r["broker"] == ARTEMIS),
             key=lambda r: r["start_seq"],
         ),
-        "daily": {
-            r["date"]: r.asDict() for r in read_table(spark, conf, QUEUE_FLOW_DAILY).collect()
-        },
-        "blocking": [r.asDict() for r in read_table(spark, conf, BLOCKING_EPISODES).collect()],
+        "daily": {r["date"]: r for r in of(QUEUE_FLOW_DAILY) if r["broker"] == ARTEMIS},
+        "blocking": of(BLOCKING_EPISODES),
+        "blocking daily": of(BLOCKING_DAILY),
     }
 
 
 def test_every_collected_row_keeps_the_contract(tables: dict[str, Any]) -> None:
-    counts = tables["counts"]
-    assert (counts["rows_read"], counts["rows_accepted"], counts["rows_quarantined"]) == (7, 7, 0)
+    """Every row both collectors wrote is accepted: the Artemis session's 7 and the RabbitMQ
+    session's."""
+    counts, raw = tables["counts"], tables["raw rows"]
+    assert raw[ARTEMIS] == 7 and raw[RABBITMQ] > 0 and set(raw) == {ARTEMIS, RABBITMQ}
+    assert (counts["rows_read"], counts["rows_accepted"], counts["rows_quarantined"]) == (
+        raw.total(),
+        raw.total(),
+        0,
+    )
 
 
 def test_the_full_disk_is_the_brokers_disk_alarm(tables: dict[str, Any]) -> None:
     """An alarm episode of resource disk, as a RabbitMQ disk alarm's; no episode of the address
     for it (test_the_episodes_of_the_address: its two episodes are max-size-bytes's)."""
-    (alarm,) = tables["blocking"]
+    (alarm,) = [r for r in tables["blocking"] if r["broker"] == ARTEMIS]
     assert (alarm["kind"], alarm["entity"], alarm["duration_s"]) == ("alarm", "disk", 20.0)
     assert alarm["broker"] == "artemis-1"
 
@@ -135,7 +154,8 @@ def test_the_open_episode_counts_up_to_the_last_sample(tables: dict[str, Any]) -
 def test_advice_on_the_sampled_address_is_marked_approximate(tables: dict[str, Any]) -> None:
     """DESIGN §6: the address's peak (150,964 bytes) is a sample's, so the advice resting on it
     says so, as the episode and the day do."""
-    rows = {(r["entity_kind"], r["entity"]): r for r in tables["recommendations"]}
+    rows = {(r["entity_kind"], r["entity"]): r for r in tables["recommendations"]
+            if r["broker"] == ARTEMIS}  # fmt: skip
     address = rows[("address", "orders")]
     assert (address["broker_kind"], address["sample_interval_ms"]) == ("artemis", 30_000)
 
@@ -156,8 +176,8 @@ def _collect_rabbitmq(root: Path) -> None:
     collector = RabbitMQCollector(
         log_path=log,
         raw_dir=root / "raw",
-        state_path=root / "state.json",
-        broker="rabbit-1",
+        state_path=root / "rabbitmq-state.json",
+        broker=RABBITMQ,
         management=FakeManagement(samples),
         sample_interval_s=30.0,
         clock=lambda: now[0],
@@ -175,16 +195,8 @@ def _collect_rabbitmq(root: Path) -> None:
     collector.flush()
 
 
-def test_sampled_blocking_is_marked_approximate(
-    spark: Any, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    root = tmp_path_factory.mktemp("collected-rabbitmq")
-    _collect_rabbitmq(root)
-    conf = scratch_conf(root, "pipeline")
-    run_ingest(spark, conf, DAY1, DAY1)
-    run_episodes(spark, conf, DAY1, DAY1)
-    run_daily_metrics(spark, conf, DAY1, DAY1)
-    episodes = {r["kind"]: r.asDict() for r in read_table(spark, conf, BLOCKING_EPISODES).collect()}
+def test_sampled_blocking_is_marked_approximate(tables: dict[str, Any]) -> None:
+    episodes = {r["kind"]: r for r in tables["blocking"] if r["broker"] == RABBITMQ}
     assert (episodes["alarm"]["duration_s"], episodes["alarm"]["sample_interval_ms"]) == (
         300.0,
         None,
@@ -197,7 +209,7 @@ def test_sampled_blocking_is_marked_approximate(
         270.0,
     )
     assert connection["sample_interval_ms"] == 30_000
-    daily = {r["kind"]: r.asDict() for r in read_table(spark, conf, BLOCKING_DAILY).collect()}
+    daily = {r["kind"]: r for r in tables["blocking daily"] if r["broker"] == RABBITMQ}
     assert (daily["alarm"]["sample_interval_ms"], daily["connection"]["sample_interval_ms"]) == (
         None,
         30_000,
