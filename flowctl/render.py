@@ -44,6 +44,11 @@ Cell = str | Text
 #: the console, unless a word of it is longer: its words wrap onto more lines, as figures must
 #: not, and no word is cut ("flow_stop_co" / "unt").
 PROSE_WIDTH = 12
+#: How wide a name (a run id, a queue: justify "left") counts in a turned table that would
+#: otherwise be split into tables of one or two columns each: the names fold onto more lines,
+#: the figures stay whole. A new user's 100-column terminal showed the demo's daily table as 8
+#: tables of 1-2 queues, every column as wide as its 40-character run id.
+NAME_WIDTH = 16
 
 
 def _tables(
@@ -56,7 +61,8 @@ def _tables(
     """``rows`` under ``headers`` (name, justify), as one table when it fits the console. Wider
     (a terminal of 80 or 100 columns), it is turned, one row per header and one column per row
     named by its first cell, and split into as many tables as it takes to fit: no figure is cut
-    ("230,…") nor a table cropped. Rows that their first cell does not name, with the other
+    ("230,…") nor a table cropped; split, its names fold (:data:`NAME_WIDTH`) so that more
+    columns share a table. Rows that their first cell does not name, with the other
     cells (a what-if's metrics of one queue), are not turned (``turn`` false): they stay one
     table, whose cells fold onto more lines rather than lose characters. A "prose" column's
     cells wrap at words."""
@@ -78,18 +84,34 @@ def _tables(
     def entity_width(row: Sequence[Cell]) -> int:
         return max(cell_width(cell, index) for index, cell in enumerate(row))
 
+    def folded_entity_width(row: Sequence[Cell]) -> int:
+        return max(
+            min(len(cell), NAME_WIDTH) if headers[index][1] == "left" else cell_width(cell, index)
+            for index, cell in enumerate(row)
+        )
+
     if not rows or not turn or fits([column_width(i) for i in range(len(headers))]):
         return [_one_table(title, headers, rows)]
     first = max(len(name) for name, _ in headers)
-    tables: list[Table] = []
-    group: list[Sequence[Cell]] = []
-    for row in rows:
-        if group and not fits([first, *(entity_width(r) for r in [*group, row])]):
-            tables.append(_turned(title if not tables else "", headers, group, entity_width))
-            group = []
-        group.append(row)
-    tables.append(_turned(title if not tables else "", headers, group, entity_width))
-    return tables
+
+    def groups(width: Callable[[Sequence[Cell]], int]) -> list[list[Sequence[Cell]]]:
+        """The rows in order, as many to a turned table as fit the console."""
+        found: list[list[Sequence[Cell]]] = [[]]
+        for row in rows:
+            if found[-1] and not fits([first, *(width(r) for r in [*found[-1], row])]):
+                found.append([])
+            found[-1].append(row)
+        return found
+
+    width = entity_width
+    split = groups(width)
+    if len(split) > 1:
+        width = folded_entity_width
+        split = groups(width)
+    return [
+        _turned(title if number == 0 else "", headers, group, width)
+        for number, group in enumerate(split)
+    ]
 
 
 def _one_table(

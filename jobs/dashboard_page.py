@@ -231,11 +231,23 @@ QPID_THRESHOLDS = (
 )
 
 
+#: How a value that stays reads on a row that keeps it, and on a row whose verdict asks for
+#: something else (at risk, its fix not this knob: the rationale says what). "(kept)" beside
+#: "at risk of overflow" read as a contradiction (a new user's trial).
+STAYS_KEPT = "kept"
+STAYS_FIX_ELSEWHERE = "unchanged: see rationale"
+
+
+def _stays(row: dict[str, Any]) -> str:
+    return STAYS_KEPT if row.get("verdict") in (None, VERDICT_KEEP) else STAYS_FIX_ELSEWHERE
+
+
 def knob_change(row: dict[str, Any]) -> str:
     """What the recommendation changes, in the broker's own knob (``knob: current -> recommended
-    unit``, or ``knob: current unit (kept)`` when the value stays, e.g. an at-risk row whose fix
-    is elsewhere, as its rationale says); from the Qpid threshold and credit columns when no knob
-    is given (the values that change; the stop values kept when none does)."""
+    unit``, or ``knob: current unit (kept)`` when the value stays; ``(unchanged: see rationale)``
+    on a row whose verdict is not keep, an at-risk row whose fix is elsewhere); from the Qpid
+    threshold and credit columns when no knob is given (the values that change; the stop values
+    when none does)."""
     if row.get("knob"):
         unit = f" {row['unit']}" if row.get("unit") else ""
         current, recommended = row.get("current_value"), row.get("recommended_value")
@@ -266,9 +278,9 @@ def knob_change(row: dict[str, Any]) -> str:
             others.append(f"x-max-length-bytes: {number(row['max_size'])} bytes in force")
         if current == recommended:
             if current is not None and current < 0:
-                kept = f"{row['knob']}: {number(current)} (off, kept)"
+                kept = f"{row['knob']}: {number(current)} (off, {_stays(row)})"
             else:
-                kept = f"{row['knob']}: {with_unit(current)} (kept)"
+                kept = f"{row['knob']}: {with_unit(current)} ({_stays(row)})"
             return "; ".join([kept, *others])
         return "; ".join([f"{row['knob']}: {value(current)} -> {with_unit(recommended)}", *others])
     pairs = [
@@ -290,7 +302,8 @@ def knob_change(row: dict[str, Any]) -> str:
     ]
     if changes or not present:
         return "; ".join(changes) or "\u2013"
-    return "; ".join(f"{name} {number(current)}" for name, current, _ in present) + " (kept)"
+    stayed = "; ".join(f"{name} {number(current)}" for name, current, _ in present)
+    return f"{stayed} ({_stays(row)})"
 
 
 def evidence(row: dict[str, Any]) -> str:

@@ -479,8 +479,8 @@ def test_an_entity_on_samples_is_marked_approximate(tmp_path: Path) -> None:
 
 
 def test_a_value_kept_reads_as_kept_not_as_a_change() -> None:
-    """An at-risk row whose fix is elsewhere (its rationale says where) keeps its value: "900
-    (kept)", not "900 -> 900"; of the Qpid pairs only those that change are listed."""
+    """A value that stays reads "900 (kept)", not "900 -> 900"; of the Qpid pairs only those that
+    change are listed."""
     kept = {"knob": "qpid.flow_stop_count", "unit": "messages", "current_value": 900,
             "recommended_value": 900}  # fmt: skip
     assert knob_change(kept) == "qpid.flow_stop_count: 900 messages (kept)"
@@ -519,6 +519,24 @@ def test_a_value_kept_reads_as_kept_not_as_a_change() -> None:
     assert knob_change(pairs) == "stop msgs 1,600 -> 1,760"
     same = {**pairs, "recommended_flow_stop_count": 1600}
     assert knob_change(same) == "stop msgs 1,600; stop bytes 83,886,080 (kept)"
+
+
+def test_a_value_an_at_risk_row_leaves_points_to_the_rationale() -> None:
+    """A new user's trial: "at risk of overflow" beside "900 messages (kept)" read as a
+    contradiction. Only a row that keeps its value says "kept"; a row whose verdict asks for
+    something else says the value is unchanged and where the fix is."""
+    at_risk = {"knob": "qpid.flow_stop_count", "unit": "messages", "current_value": 900,
+               "recommended_value": 900, "verdict": "at_risk_of_overflow"}  # fmt: skip
+    assert knob_change(at_risk) == "qpid.flow_stop_count: 900 messages (unchanged: see rationale)"
+    assert (
+        knob_change({**at_risk, "verdict": "keep"}) == "qpid.flow_stop_count: 900 messages (kept)"
+    )
+    window = {"knob": "consumerWindowSize", "unit": "bytes", "current_value": -1,
+              "recommended_value": -1, "verdict": "at_risk_of_overflow"}  # fmt: skip
+    assert knob_change(window) == "consumerWindowSize: -1 (off, unchanged: see rationale)"
+    pairs = {"current_flow_stop_count": 1600, "recommended_flow_stop_count": 1600,
+             "verdict": "at_risk_of_overflow"}  # fmt: skip
+    assert knob_change(pairs) == "stop msgs 1,600 (unchanged: see rationale)"
 
 
 def test_a_qpid_change_shows_every_threshold_it_moves() -> None:

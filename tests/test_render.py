@@ -125,6 +125,41 @@ def test_the_daily_table_is_turned_not_cut_when_piped(monkeypatch: pytest.Monkey
     assert [cell.strip() for cell in header.strip("┃").split("┃")] == ["queue", "orders", "audit"]
 
 
+def test_long_run_ids_fold_rather_than_split_the_daily_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A new user's 100-column terminal showed the demo's daily table turned into 8 tables of 1-2
+    queues, every column as wide as its run id (40 characters): split, a turned table folds its
+    names (a run id, a queue) at render.NAME_WIDTH instead, so four queues share a table, their
+    figures whole; where the queues fit one turned table (three at 200 columns), none folds."""
+    rows = []
+    for scenario in ("artemis-address-full-policies", "rabbitmq-paced-consumers-slow"):
+        for queue in ("orders", "audit", "payments", "ledger"):
+            row = {key: 1_234_567 for key, _ in render.DAILY_COLUMNS}
+            run_id = f"{scenario}-s42-3f9a2c1d"
+            row.update(date="2026-03-03", run_id=run_id, queue=f"{queue}-{scenario[:3]}")
+            rows.append(row)
+
+    def shown(width: int, rows: list[dict[str, object]]) -> tuple[str, dict[str, str]]:
+        out = io.StringIO()
+        monkeypatch.setattr(render, "console", Console(file=out, width=width, markup=False))
+        render.print_daily_metrics(rows)
+        text = out.getvalue()
+        assert "…" not in text and all(len(line) <= width for line in text.splitlines())
+        assert text.count("1,234,567") == len(rows) * 10
+        return text, _turned_column_cells(text.splitlines(), "run")
+
+    text, runs = shown(100, rows)
+    assert text.count("┏") == 2  # 4 queues a table (8 tables with the run ids unfolded)
+    # Folded: each run id's pieces, read down its column, are the whole id.
+    assert {queue: run.replace(" ", "") for queue, run in runs.items()} == {
+        str(row["queue"]): row["run_id"] for row in rows
+    }
+    text, runs = shown(200, rows[:3])
+    assert text.count("┏") == 1
+    assert set(runs.values()) == {"artemis-address-full-policies-s42-3f9a2c1d"}  # not folded
+
+
 def test_the_starved_links_turned_are_headed_by_their_links(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
