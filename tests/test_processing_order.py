@@ -4,7 +4,7 @@ DESIGN §4: "The watermark of a run is its last event's `ts`" and "a queue that 
 midnight is stopped from 00:00"; §5: "A rerun of a day replaces that day (idempotent)". The nightly
 DAG processes one day at a time while runs are still going, and a backfill may go in any order, so
 a day's rows must be refreshed when a neighbouring day of the same run arrives: the same tables
-must come out of one run over the whole range, of day after day, and of the days in reverse.
+must come out of one run over the whole range, of day after day, and of the last day first.
 """
 
 from __future__ import annotations
@@ -232,10 +232,10 @@ def _tables(spark: Any, conf: Any) -> dict[str, list[dict[str, Any]]]:
 @pytest.fixture(scope="module")
 def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Bronze, quarantine, silver, gold and the depth timeline after processing days 1-3 in one
-    range, night by night (the tables after the first night too), in reverse, after a crash, and
-    once more day 2 alone after the range (its gold rows deleted first: a rerun of a middle day,
-    ingest included, must give them back and change nothing else); with each warehouse's
-    pipeline state and its scope of a run over day 3 once all is in.
+    range, night by night (the tables after the first night too), the last day first, after a
+    crash, and once more day 2 alone after the range (its gold rows deleted first: a rerun of a
+    middle day, ingest included, must give them back and change nothing else); with each
+    warehouse's pipeline state and its scope of a run over day 3 once all is in.
 
     One raw folder for all the runs of this module (r2 and r3, r4, r5, r6, "old" and "new"):
     each order of days is a warehouse of its own, and every job call there serves every claim."""
@@ -254,7 +254,10 @@ def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     for name, ranges in {
         "range": [(DAY1, DAY3)],
         "forward": [(d, d) for d in DAYS],
-        "reverse": [(d, d) for d in reversed(DAYS)],
+        # A backfill: the last day first, then the days before it in one range, which must
+        # refresh its rows (three nights in reverse cost three job calls more, 14 s each in the
+        # suite, for no claim this order does not make).
+        "reverse": [(DAY3, DAY3), (DAY1, DAYS[1])],
         # Killed after ingest of day 1 (its warehouse is "forward"'s then, copied below), then
         # the later days: episodes and daily_metrics must process day 1 first (it is behind
         # bronze), never compute days 2-3 on top of its hole.
