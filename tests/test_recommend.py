@@ -317,20 +317,33 @@ def case_rows(spark: Any) -> CaseRows:
     by_case: CaseRows = {}
     policies = list(dict.fromkeys(policy for policy, _ in CASES.values()))
     for policy in policies:
-        together = Log()
-        for name, (case_policy, build) in CASES.items():
-            if case_policy == policy:
-                together.absorb(build(), name)
-        table = together.recommend(spark, policy)
-        columns = [(field.name, field.dataType) for field in table.schema.fields]
-        expected = [(f.name, f.dataType) for f in THRESHOLD_RECOMMENDATIONS.to_spark().fields]
-        assert columns == expected
-        for row in table.collect():
-            entities = by_case.setdefault(row.broker, {})
-            assert row.entity not in entities, f"{row.broker}: {row.entity} has two rows"
-            entities[row.entity] = row.asDict()
+        logs = {name: build() for name, (of, build) in CASES.items() if of == policy}
+        for name, rows in recommended_together(spark, logs, policy).items():
+            by_case[name] = {entity: row.asDict() for entity, row in rows.items()}
     assert set(by_case) == set(CASES), "a case without recommendations"
     return by_case
+
+
+def recommended_together(
+    spark: Any, logs: dict[str, Log], policy: RecommendPolicy = POLICY
+) -> dict[str, dict[str, Any]]:
+    """The recommendations of ``logs`` in one ``threshold_recommendations`` call (a call costs
+    seconds of planning whatever its rows): each log's rows get a broker and a run of their own,
+    named by its key, and every rule keys on the broker, so no log sees another's events. Rows
+    by broker, then by entity (one each); a log without any has no key."""
+    together = Log()
+    for name, log in logs.items():
+        together.absorb(log, name)
+    table = together.recommend(spark, policy)
+    columns = [(field.name, field.dataType) for field in table.schema.fields]
+    expected = [(f.name, f.dataType) for f in THRESHOLD_RECOMMENDATIONS.to_spark().fields]
+    assert columns == expected
+    found: dict[str, dict[str, Any]] = {}
+    for row in table.collect():
+        entities = found.setdefault(row.broker, {})
+        assert row.entity not in entities, f"{row.broker}: {row.entity} has two rows"
+        entities[row.entity] = row
+    return found
 
 
 @case("verdicts")

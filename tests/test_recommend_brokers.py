@@ -402,23 +402,6 @@ def test_artemis_bounds_past_a_long_are_held_at_a_long_not_a_failed_job(spark: A
     }
 
 
-def recommended_together(spark: Any, logs: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The recommendations of hand-built logs (tests/test_recommend.py ``Log``), computed in one
-    ``threshold_recommendations`` call (a call costs seconds of planning whatever its rows): each
-    log's rows get a broker and a run of their own, named by its key, and every rule keys on
-    the broker, so no log sees another's events. Rows by broker, then by entity (one each)."""
-    from tests.test_recommend import Log
-
-    together = Log()
-    for name, log in logs.items():
-        together.absorb(log, name)
-    found: dict[str, dict[str, Any]] = {name: {} for name in logs}
-    for row in together.recommend(spark).collect():
-        assert row.entity not in found[row.broker], f"{row.broker}: {row.entity} has two rows"
-        found[row.broker][row.entity] = row
-    return found
-
-
 @pytest.mark.spark
 def test_sums_of_logged_capacities_and_credits_past_a_long_do_not_fail_the_job(spark: Any) -> None:
     """Each of these logs failed the whole recommend job under ANSI SQL (a review): two Qpid
@@ -426,7 +409,7 @@ def test_sums_of_logged_capacities_and_credits_past_a_long_do_not_fail_the_job(s
     of 2^63 - 1 (the messages their windows cover, and capacity + 1), a CORE consumer of 2^62
     byte messages (its credit need, 2 x in flight + 1). Held at a long, each gets its advice."""
     from jobs.transforms.saturating import LONG_MAX
-    from tests.test_recommend import Log
+    from tests.test_recommend import Log, recommended_together
 
     logs = {"qpid": Log()}
     logs["qpid"].queue("q", 800, 700, capacities=(2**62, 2**62))
@@ -460,7 +443,7 @@ def test_losses_a_collector_cannot_see_are_not_read_as_none(spark: Any) -> None:
     RabbitMQ queue at its x-max-length, lost or refused messages the log cannot count. Read as
     0 they gave "nothing lost or rejected" and "0 rejected" (a real-broker walk-through); a
     queue that drained read "(0 in, 0 out)", and one that grew read "it does not grow"."""
-    from tests.test_recommend import DAY, RUN, Log
+    from tests.test_recommend import DAY, RUN, Log, recommended_together
 
     artemis = Log()
     for name, policy, peak in (
