@@ -19,20 +19,12 @@ from schemas.broker_events import COLLECTOR_ORIGINS, RECORDED_BY_CLIENT_LINKS
 
 def client_recorded() -> Column:
     """A client's record of its own AMQP 1.0 link (collectors/proton_links.py)."""
-    # Most rows do not say it; the test on the text spares parsing their detail.
-    return F.coalesce(
-        F.col("detail").contains("recorded_by")
-        & (detail_field("recorded_by") == RECORDED_BY_CLIENT_LINKS),
-        F.lit(False),
-    )
+    return F.coalesce(detail_field("recorded_by") == RECORDED_BY_CLIENT_LINKS, F.lit(False))
 
 
 def from_outside() -> Column:
     """A collector's row or a client's record of its own link: not the broker's own event."""
-    collector = F.coalesce(
-        F.col("detail").contains("origin") & detail_field("origin").isin(*COLLECTOR_ORIGINS),
-        F.lit(False),
-    )
+    collector = F.coalesce(detail_field("origin").isin(*COLLECTOR_ORIGINS), F.lit(False))
     return collector | client_recorded()
 
 
