@@ -20,8 +20,14 @@ share of it. Cost that follows the new day gives a ratio long / short near 1; co
 the run's length gives about ``--days`` / 2. The episodes job's report says what it read
 (carried state + span, or whole runs).
 
+With ``--recommend`` each nightly run also writes the recommendations as of the new day (the
+default policy, conf/recommend.yaml), timed apart from the three jobs: they read the policy's
+whole look-back window (7 days) of bronze, so their cost follows the window the bronze holds
+(the short bronze holds 3 of its days, the long one all 7), not the new day alone.
+
     .venv/bin/python bench/nightly_increment.py                          # 10 days + 1, 1M a day
     .venv/bin/python bench/nightly_increment.py --per-day 200000 --days 3  # a quick smoke run
+    .venv/bin/python bench/nightly_increment.py --recommend             # recommend's night too
 """
 
 from __future__ import annotations
@@ -44,9 +50,12 @@ from jobs.config import PROJECT_ROOT, load_conf
 SHORT_DAYS = 2
 
 
-def process(spark: Any, conf: Any, first: date, last: date) -> dict[str, Any]:
+def process(
+    spark: Any, conf: Any, first: date, last: date, recommend: bool = False
+) -> dict[str, Any]:
     """Ingest, episodes and daily_metrics of [first, last]: seconds and CPU seconds per job,
-    and the episodes job's read."""
+    and the episodes job's read; with ``recommend``, the recommendations as of ``last`` too
+    (written alone: the days before it are not redone)."""
     from jobs.daily_metrics import run_daily_metrics
     from jobs.episodes import run_episodes
     from jobs.ingest import run_ingest
@@ -62,14 +71,30 @@ def process(spark: Any, conf: Any, first: date, last: date) -> dict[str, Any]:
         figures[name] = (time.perf_counter() - started, cpu_seconds(spark) - cpu)
         if name == "episodes":
             figures["read"] = report.get("read", "whole runs (no carried state)")
+    if recommend:
+        from jobs.recommend import load_policy, write_recommendations
+
+        started, cpu = time.perf_counter(), cpu_seconds(spark)
+        write_recommendations(spark, conf, load_policy(), last, last)
+        figures["recommend"] = (time.perf_counter() - started, cpu_seconds(spark) - cpu)
     return figures
+
+
+def load_policy_window(day: date) -> int:
+    """Days of the default policy's look-back window as of ``day``, ``day`` included."""
+    from jobs.recommend import load_policy
+
+    return (day - load_policy().window_from(day)).days + 1
 
 
 def line(label: str, figures: dict[str, Any]) -> str:
     jobs = ("ingest", "episodes", "daily_metrics")
     total = sum(figures[j][0] for j in jobs)
     parts = "  ".join(f"{j} {figures[j][0]:6.1f} s" for j in jobs)
-    return f"{label:<34} {parts}  total {total:6.1f} s  (episodes read {figures['read']})"
+    shown = f"{label:<34} {parts}  total {total:6.1f} s  (episodes read {figures['read']})"
+    if "recommend" in figures:
+        shown += f"  recommend {figures['recommend'][0]:6.1f} s"
+    return shown
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
         "--days", type=int, default=10, help="days in bronze before the new one (at least 3)"
     )
     parser.add_argument("--conf", help="pipeline YAML (default: conf/pipeline.yaml)")
+    parser.add_argument(
+        "--recommend",
+        action="store_true",
+        help="also time the recommendations as of the new day in each nightly run",
+    )
     args = parser.parse_args(argv)
     if args.days < SHORT_DAYS + 1:
         parser.error(f"--days: at least {SHORT_DAYS + 1}, the short bronze holds {SHORT_DAYS}")
@@ -118,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     print(line(f"short: backfill of the {SHORT_DAYS} days before", backfill_short))
     runs: dict[str, list[dict[str, Any]]] = {"short": [], "long": []}
     for name in ("short", "long", "long", "short"):
-        figures = process(spark, conf_of(name), new_day, new_day)
+        figures = process(spark, conf_of(name), new_day, new_day, args.recommend)
         runs[name].append(figures)
         print(line(f"{name}: nightly run of the new day", figures))
     jobs = ("ingest", "episodes", "daily_metrics")
@@ -138,6 +168,16 @@ def main(argv: list[str] | None = None) -> int:
             f"  {job:<14} long {total('long', job, 0):6.1f} s ({total('long', job, 1):6.1f} s CPU)"
             f"  short {total('short', job, 0):6.1f} s ({total('short', job, 1):6.1f} s CPU)"
             "  (both runs)"
+        )
+    if args.recommend:
+        window = load_policy_window(new_day)
+        held = {"long": min(window, args.days + 1), "short": min(window, SHORT_DAYS + 1)}
+        print(
+            f"  {'recommend':<14} long {total('long', 'recommend', 0):6.1f} s "
+            f"({total('long', 'recommend', 1):6.1f} s CPU)  short "
+            f"{total('short', 'recommend', 0):6.1f} s ({total('short', 'recommend', 1):6.1f} s CPU)"
+            f"  (both runs): {total('long', 'recommend', 0) / total('short', 'recommend', 0):.2f}x"
+            f" wall, its look-back holding {held['long']} days of bronze against {held['short']}"
         )
     print(f"driver JVM peak resident memory: {jvm_peak_rss_gib(spark):.2f} GiB (VmHWM)")
     spark.stop()
