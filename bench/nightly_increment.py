@@ -22,8 +22,9 @@ the run's length gives about ``--days`` / 2. The episodes job's report says what
 
 With ``--recommend`` each nightly run also writes the recommendations as of the new day (the
 default policy, conf/recommend.yaml), timed apart from the three jobs: they read the policy's
-whole look-back window (7 days) of bronze, so their cost follows the window the bronze holds
-(the short bronze holds 3 of its days, the long one all 7), not the new day alone.
+whole look-back window of bronze (7 days by default), so their cost follows the part of the
+window bronze holds (3 days in the short warehouse, up to ``--days`` + 1 in the long one), not
+the new day alone.
 
     .venv/bin/python bench/nightly_increment.py                          # 10 days + 1, 1M a day
     .venv/bin/python bench/nightly_increment.py --per-day 200000 --days 3  # a quick smoke run
@@ -80,7 +81,7 @@ def process(
     return figures
 
 
-def load_policy_window(day: date) -> int:
+def look_back_days(day: date) -> int:
     """Days of the default policy's look-back window as of ``day``, ``day`` included."""
     from jobs.recommend import load_policy
 
@@ -170,14 +171,15 @@ def main(argv: list[str] | None = None) -> int:
             "  (both runs)"
         )
     if args.recommend:
-        window = load_policy_window(new_day)
+        window = look_back_days(new_day)
         held = {"long": min(window, args.days + 1), "short": min(window, SHORT_DAYS + 1)}
         print(
             f"  {'recommend':<14} long {total('long', 'recommend', 0):6.1f} s "
             f"({total('long', 'recommend', 1):6.1f} s CPU)  short "
             f"{total('short', 'recommend', 0):6.1f} s ({total('short', 'recommend', 1):6.1f} s CPU)"
             f"  (both runs): {total('long', 'recommend', 0) / total('short', 'recommend', 0):.2f}x"
-            f" wall, its look-back holding {held['long']} days of bronze against {held['short']}"
+            f" wall, {total('long', 'recommend', 1) / total('short', 'recommend', 1):.2f}x CPU,"
+            f" its look-back holding {held['long']} days of bronze against {held['short']}"
         )
     print(f"driver JVM peak resident memory: {jvm_peak_rss_gib(spark):.2f} GiB (VmHWM)")
     spark.stop()
