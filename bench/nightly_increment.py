@@ -46,17 +46,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.pipeline_throughput import DAY1, cpu_seconds, generate_raw, jvm_peak_rss_gib
 from jobs.config import PROJECT_ROOT, load_conf
+from jobs.recommend_policy import RecommendPolicy, load_policy
 
 #: Days the short bronze holds before the new one (see the module docstring).
 SHORT_DAYS = 2
 
 
 def process(
-    spark: Any, conf: Any, first: date, last: date, recommend: bool = False
+    spark: Any, conf: Any, first: date, last: date, policy: RecommendPolicy | None = None
 ) -> dict[str, Any]:
     """Ingest, episodes and daily_metrics of [first, last]: seconds and CPU seconds per job,
-    and the episodes job's read; with ``recommend``, the recommendations as of ``last`` too
-    (written alone: the days before it are not redone)."""
+    and the episodes job's read; with a recommendation ``policy``, the recommendations as of
+    ``last`` too (written alone: the days before it are not redone)."""
     from jobs.daily_metrics import run_daily_metrics
     from jobs.episodes import run_episodes
     from jobs.ingest import run_ingest
@@ -72,20 +73,13 @@ def process(
         figures[name] = (time.perf_counter() - started, cpu_seconds(spark) - cpu)
         if name == "episodes":
             figures["read"] = report.get("read", "whole runs (no carried state)")
-    if recommend:
-        from jobs.recommend import load_policy, write_recommendations
+    if policy is not None:
+        from jobs.recommend import write_recommendations
 
         started, cpu = time.perf_counter(), cpu_seconds(spark)
-        write_recommendations(spark, conf, load_policy(), last, last)
+        write_recommendations(spark, conf, policy, last, last)
         figures["recommend"] = (time.perf_counter() - started, cpu_seconds(spark) - cpu)
     return figures
-
-
-def look_back_days(day: date) -> int:
-    """Days of the default policy's look-back window as of ``day``, ``day`` included."""
-    from jobs.recommend import load_policy
-
-    return (day - load_policy().window_from(day)).days + 1
 
 
 def line(label: str, figures: dict[str, Any]) -> str:
@@ -113,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.days < SHORT_DAYS + 1:
         parser.error(f"--days: at least {SHORT_DAYS + 1}, the short bronze holds {SHORT_DAYS}")
+    # Read before the events are generated and Spark starts: an unusable policy fails at once.
+    policy = load_policy() if args.recommend else None
 
     from jobs.spark_session import build_spark_session
 
@@ -149,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     print(line(f"short: backfill of the {SHORT_DAYS} days before", backfill_short))
     runs: dict[str, list[dict[str, Any]]] = {"short": [], "long": []}
     for name in ("short", "long", "long", "short"):
-        figures = process(spark, conf_of(name), new_day, new_day, args.recommend)
+        figures = process(spark, conf_of(name), new_day, new_day, policy)
         runs[name].append(figures)
         print(line(f"{name}: nightly run of the new day", figures))
     jobs = ("ingest", "episodes", "daily_metrics")
@@ -170,16 +166,18 @@ def main(argv: list[str] | None = None) -> int:
             f"  short {total('short', job, 0):6.1f} s ({total('short', job, 1):6.1f} s CPU)"
             "  (both runs)"
         )
-    if args.recommend:
-        window = look_back_days(new_day)
-        held = {"long": min(window, args.days + 1), "short": min(window, SHORT_DAYS + 1)}
+    if policy is not None:
+        held = {
+            "long": min(policy.lookback_days, args.days + 1),
+            "short": min(policy.lookback_days, SHORT_DAYS + 1),
+        }
+        wall = {name: total(name, "recommend", 0) for name in runs}
+        cpu = {name: total(name, "recommend", 1) for name in runs}
         print(
-            f"  {'recommend':<14} long {total('long', 'recommend', 0):6.1f} s "
-            f"({total('long', 'recommend', 1):6.1f} s CPU)  short "
-            f"{total('short', 'recommend', 0):6.1f} s ({total('short', 'recommend', 1):6.1f} s CPU)"
-            f"  (both runs): {total('long', 'recommend', 0) / total('short', 'recommend', 0):.2f}x"
-            f" wall, {total('long', 'recommend', 1) / total('short', 'recommend', 1):.2f}x CPU,"
-            f" its look-back holding {held['long']} days of bronze against {held['short']}"
+            f"  {'recommend':<14} long {wall['long']:6.1f} s ({cpu['long']:6.1f} s CPU)  short "
+            f"{wall['short']:6.1f} s ({cpu['short']:6.1f} s CPU)  (both runs): "
+            f"{wall['long'] / wall['short']:.2f}x wall, {cpu['long'] / cpu['short']:.2f}x CPU, "
+            f"its look-back holding {held['long']} days of bronze against {held['short']}"
         )
     print(f"driver JVM peak resident memory: {jvm_peak_rss_gib(spark):.2f} GiB (VmHWM)")
     spark.stop()
