@@ -24,6 +24,7 @@ from jobs.concurrent_jobs import run_at_once
 from jobs.config import ConfError, PipelineConf
 from jobs.delta_io import days_predicate, read_table, replace_where_at
 from jobs.pipeline_state import RECOMMEND, run_recorded
+from jobs.recommend_day_rollup import window_rollup
 
 # The policy's home is jobs/recommend_policy.py; load_policy and DEFAULT_POLICY are named here too,
 # as the entry point's own, for the flowctl command and the tests that read the policy from here.
@@ -85,11 +86,15 @@ def recommendations_for_days(
         ),
     }
 
+    # The facts merged over days, kept day by day: the window's bronze is read for them only on
+    # the days not kept yet or changed since (jobs/recommend_day_rollup.py).
+    rollup = window_rollup(spark, conf, first, date_to)
+
     def rows_as_of(day: date) -> Callable[[], DataFrame]:
         def compute() -> DataFrame:
-            rows = threshold_recommendations(**evidence, policy=policy, as_of=day).persist(
-                StorageLevel.MEMORY_AND_DISK
-            )
+            rows = threshold_recommendations(
+                **evidence, policy=policy, as_of=day, rollup=rollup
+            ).persist(StorageLevel.MEMORY_AND_DISK)
             rows.count()
             return rows
 

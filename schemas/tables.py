@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from schemas.broker_events import BROKER_EVENTS
-from schemas.model import Column, TableSchema
+from schemas.model import Column, LogicalType, TableSchema
 from schemas.timelines import QUEUE_DEPTH_TIMELINE
 
 SCHEMA_VERSION = 1
@@ -361,6 +361,78 @@ PIPELINE_STATE = TableSchema(
     ),
 )
 
+
+def _latest_of(
+    name: str, kind: LogicalType, what: str, order: tuple[str, ...] = ("ts", "seq")
+) -> tuple[Column, ...]:
+    """A fact read at the latest event that logs it, with that event's order fields."""
+    types: dict[str, LogicalType] = {"ts": "timestamp", "seq": "int64"}
+    return (
+        Column(name, kind, doc=f"{what} at the latest such event of the group"),
+        *(
+            Column(f"{name}__{field}", types[field], doc=f"the {field} of that event (null: none)")
+            for field in order
+        ),
+    )
+
+
+RECOMMEND_DAY_ROLLUP = TableSchema(
+    name="recommend_day_rollup",
+    version=SCHEMA_VERSION,
+    partition_by=("date",),
+    doc=(
+        "Per (date, broker, run_id, queue, link) of bronze: the facts recommend's queue and link "
+        "evidence reads, each of which merges exactly over days (jobs/transforms/"
+        "recommend_rollup.py). Kept by recommend for the days of its look-back windows, each day "
+        "with the bronze files it was computed from (a day whose files changed is computed again)."
+    ),
+    columns=(
+        _DATE,
+        Column("broker", "string", nullable=False),
+        Column("run_id", "string", nullable=False),
+        Column("queue", "string"),
+        Column("link", "string"),
+        *(
+            Column(f"says_{kind}", "bool", doc=f"an event says the broker is {kind}'s")
+            for kind in ("artemis", "qpid", "rabbitmq")
+        ),
+        Column("qpid_thresholds", "bool", doc="an event logs a flow threshold in force"),
+        Column("rabbitmq_for_certain", "bool", doc="an event could only be RabbitMQ's"),
+        Column("carries_credit", "bool", doc="an event logs a link credit"),
+        *_latest_of("protocol", "string", "the protocol logged", ("seq",)),
+        Column("queue__seq", "int64", doc="the latest seq of an event naming a queue"),
+        *(
+            column
+            for name in (
+                "max_count",
+                "max_size",
+                "flow_stop_count",
+                "flow_resume_count",
+                "flow_stop_size",
+                "flow_resume_size",
+            )
+            for column in _latest_of(name, "int64", f"{name} logged")
+        ),
+        *_latest_of("limit_policy", "string", "the limit policy of a queue_declared's detail"),
+        Column("evicts", "bool", doc="a ring_evicted event"),
+        Column("messages_recorded", "bool", doc="an event is the broker's own (messages logged)"),
+        Column("rejected", "int64", nullable=False, doc="message_rejected events"),
+        Column("enqueues", "int64", nullable=False, doc="enqueue events"),
+        Column("dequeues", "int64", nullable=False, doc="dequeue events"),
+        Column("max_enqueue_bytes", "int64", doc="the largest size_bytes enqueued"),
+        Column("enqueue_capacity", "int64", doc="the largest capacity an enqueue logs"),
+        Column("first_enqueue_us", "int64", doc="the first enqueue's ts, microseconds"),
+        Column("last_enqueue_us", "int64", doc="the last enqueue's ts, microseconds"),
+        *_latest_of("depth_msgs", "int64", "depth_msgs logged"),
+        Column(
+            "bronze_files",
+            "string",
+            nullable=False,
+            doc="digest of the names of the day's bronze files this day's rows were computed from",
+        ),
+    ),
+)
+
 #: Every pipeline table with its layer; the table lives at <warehouse>/<layer>/<name>.
 PIPELINE_TABLES: dict[str, tuple[str, TableSchema]] = {
     t.name: (layer, t)
@@ -372,6 +444,7 @@ PIPELINE_TABLES: dict[str, tuple[str, TableSchema]] = {
         (SILVER, BLOCKING_EPISODES),
         (SILVER, QUEUE_DEPTH_TIMELINE),
         (SILVER, CARRIED_EVENTS),
+        (SILVER, RECOMMEND_DAY_ROLLUP),
         (GOLD, QUEUE_FLOW_DAILY),
         (GOLD, LINK_STARVATION_DAILY),
         (GOLD, BLOCKING_DAILY),

@@ -24,6 +24,7 @@ from jobs.transforms.recommend import (
     with_sample_marks,
 )
 from jobs.transforms.recommend_evidence import consumer_link_evidence, queue_producers
+from jobs.transforms.recommend_rollup import day_rollup
 from schemas.recommendations import THRESHOLD_RECOMMENDATIONS, TOP_UP_AT_HALF_ADVICE, VERDICTS
 from schemas.tables import (
     BRONZE_BROKER_EVENTS,
@@ -963,7 +964,7 @@ def test_producer_capacity_counts_each_producer_once(spark: Any) -> None:
     log = Log()
     log.queue("q", 900, 800, capacities=(50, 15))
     log.queue("q", 900, 800, capacities=(40, None))  # the same two producer names again
-    actual = queue_producers(rows_frame(spark, BRONZE_BROKER_EVENTS, log.events))
+    actual = queue_producers(day_rollup(rows_frame(spark, BRONZE_BROKER_EVENTS, log.events)))
     expected = _producer_bound(spark, capacity_sum=65, uncapped=0)
     assert_df_equality(actual, expected, ignore_nullable=True, ignore_metadata=True)
 
@@ -979,7 +980,9 @@ def test_producer_capacity_bound_is_per_run_not_summed_over_runs(spark: Any) -> 
     later_run = [
         {**e, "run_id": "r2", "link": e.get("link") and f"{e['link']}-r2"} for e in second.events
     ]
-    actual = queue_producers(rows_frame(spark, BRONZE_BROKER_EVENTS, log.events + later_run))
+    actual = queue_producers(
+        day_rollup(rows_frame(spark, BRONZE_BROKER_EVENTS, log.events + later_run))
+    )
     expected = _producer_bound(spark, capacity_sum=100, uncapped=0)
     assert_df_equality(actual, expected, ignore_nullable=True, ignore_metadata=True)
 

@@ -141,6 +141,7 @@ def test_an_artemis_consumers_rate_counts_deliveries_from_its_first_return(
 
 def test_the_broker_kind_is_told_from_the_log(spark: Any, make_events: Any) -> None:
     from jobs.transforms.recommend_brokers import link_broker_kinds, queue_broker_kinds
+    from jobs.transforms.recommend_rollup import day_rollup
 
     base = {"run_id": "r", "broker": "b", "ts": datetime(2026, 3, 3, tzinfo=UTC)}
     artemis = json.dumps({"address": "orders", "address_size": 10, "policy": "BLOCK"})
@@ -217,8 +218,8 @@ def test_the_broker_kind_is_told_from_the_log(spark: Any, make_events: Any) -> N
         {**base, "broker": "art", "seq": 27, "event_type": "enqueue", "queue": "a1",
          "protocol": "amqp-1.0", "flow_stop_size": 1048576, "detail": artemis},
     ]  # fmt: skip
-    events = make_events(rows)
-    queues = queue_broker_kinds(events)
+    rollup = day_rollup(make_events(rows))
+    queues = queue_broker_kinds(rollup)
     assert {r.queue: r.broker_kind for r in queues.collect()} == {
         "q010": "qpid",
         "orders": "artemis",
@@ -238,7 +239,7 @@ def test_the_broker_kind_is_told_from_the_log(spark: Any, make_events: Any) -> N
         "q091-thr": "rabbitmq",
         "a1": "artemis",
     }
-    links = {r.link: r.broker_kind for r in link_broker_kinds(events, queues).collect()}
+    links = {r.link: r.broker_kind for r in link_broker_kinds(rollup, queues).collect()}
     assert links == {
         "amqp-in": "artemis",
         "amqp-out": "artemis",
@@ -1266,24 +1267,27 @@ def test_a_producer_window_is_never_recommended_past_a_java_int(spark: Any) -> N
 
 
 @pytest.mark.spark
-def test_a_prefilled_backlog_is_no_intake(spark: Any) -> None:
+def test_a_prefilled_backlog_is_no_intake(make_events: Any) -> None:
     """The engine's prefill writer puts the queue's backlog on it at the run's start: 1000
     enqueues at one instant, then 11 from a publisher over 1 s. Counted as intake, the backlog
     made the rate ~1011 msgs/s and the x-max-length sized from it ~100 times too large (an
     audit); the intake is the publisher's 11 msgs/s, the counts keep every enqueue."""
     from jobs.transforms.recommend_rabbitmq import queue_growth
+    from jobs.transforms.recommend_rollup import day_rollup
 
     start = datetime(2026, 3, 10, 14, tzinfo=UTC)
     rows = [("prefill", start, n) for n in range(1000)] + [
         ("loader", start.replace(microsecond=100_000 * n) if n < 10 else start.replace(second=1),
          1000 + n) for n in range(11)
     ]  # fmt: skip
-    events = spark.createDataFrame(
-        [("b", "r", "q", "enqueue", link, ts, seq, seq + 1, None) for link, ts, seq in rows],
-        "broker string, run_id string, queue string, event_type string, link string, "
-        "ts timestamp, seq long, depth_msgs long, detail string",
-    )
-    growth = queue_growth(events).collect()[0].asDict()
+    events = make_events(
+        [
+            {"broker": "b", "run_id": "r", "queue": "q", "event_type": "enqueue", "link": link,
+             "ts": ts, "seq": seq, "depth_msgs": seq + 1}
+            for link, ts, seq in rows
+        ]
+    )  # fmt: skip
+    growth = queue_growth(day_rollup(events)).collect()[0].asDict()
     assert growth["intake_rate_msgs_s"] == pytest.approx(11.0)
     assert (growth["enqueued"], growth["last_depth_msgs"]) == (1011, 1011)
 

@@ -23,6 +23,7 @@ def test_every_table_is_registered_once_with_a_layer_and_real_partition_columns(
         "blocking_daily",
         "queue_depth_timeline",
         "carried_events",
+        "recommend_day_rollup",
         "pipeline_state",
     }
     for layer, schema in PIPELINE_TABLES.values():

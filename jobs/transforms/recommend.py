@@ -48,6 +48,7 @@ from jobs.transforms.recommend_rabbitmq import (
     queue_growth,
     recommend_rabbitmq_queues,
 )
+from jobs.transforms.recommend_rollup import day_rollup
 from schemas.recommendations import (
     BROKER_QPID,
     BROKER_RABBITMQ,
@@ -103,20 +104,27 @@ def threshold_recommendations(
     policy: RecommendPolicy,
     as_of: date,
     blocking_episodes: DataFrame | None = None,
+    rollup: DataFrame | None = None,
 ) -> DataFrame:
     """Rows of ``threshold_recommendations`` as of ``as_of``, from the evidence window's rows.
 
     Each input may hold more days than the window (bronze ``events`` by ``date``, silver rows by
     ``start_date``, gold rows by ``date``); only the window's days are used. Without silver
-    ``blocking_episodes`` no queue is known to have blocked a connection.
+    ``blocking_episodes`` no queue is known to have blocked a connection. ``rollup`` is the day
+    rollup of those events (recommend_rollup.py, kept day by day by jobs/recommend.py); without
+    it, it is computed from ``events``.
     """
     first = policy.window_from(as_of)
     window_events = events.where(_between("date", first, as_of))
+    if rollup is None:
+        window_rollup = day_rollup(window_events)
+    else:
+        window_rollup = rollup.where(_between("date", first, as_of))
     window_episodes = queue_episodes.where(_between("start_date", first, as_of))
     if blocking_episodes is None:
         blocking_episodes = events.sparkSession.createDataFrame([], BLOCKING_EPISODES.to_spark())
-    queue_kinds = queue_broker_kinds(window_events)
-    settings = queue_settings(window_events).join(
+    queue_kinds = queue_broker_kinds(window_rollup)
+    settings = queue_settings(window_rollup).join(
         queue_kinds.select(*QUEUE, "broker_kind"), list(QUEUE), "left"
     )
     daily = queue_daily_evidence(queue_daily.where(_between("date", first, as_of)))
@@ -126,14 +134,14 @@ def threshold_recommendations(
 
     qpid_queues = recommend_queues(
         of_kind(BROKER_QPID),
-        queue_producers(window_events),
+        queue_producers(window_rollup),
         queue_episode_evidence(window_episodes, policy),
         daily,
         policy,
     )
     rabbitmq_queues = recommend_rabbitmq_queues(
         of_kind(BROKER_RABBITMQ),
-        queue_growth(window_events),
+        queue_growth(window_rollup),
         connection_blocking(blocking_episodes.where(_between("start_date", first, as_of))),
         daily,
         policy,
@@ -141,7 +149,7 @@ def threshold_recommendations(
     addresses = recommend_addresses(
         address_evidence(window_events), address_producers(window_events), daily, policy
     )
-    link_kinds = link_broker_kinds(window_events, queue_kinds)
+    link_kinds = link_broker_kinds(window_rollup, queue_kinds)
     links = recommend_consumer_links(
         consumer_link_evidence(
             window_events,

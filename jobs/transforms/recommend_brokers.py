@@ -51,7 +51,8 @@ def _artemis_evidence() -> Column:
     )
 
 
-def _qpid_thresholds_on() -> Column:
+def qpid_thresholds_on() -> Column:
+    """Whether an event logs a flow threshold in force (any of the four non-zero)."""
     # A Qpid queue whose clients speak AMQP 1.0 was read as RabbitMQ's and told to set an
     # x-max-length (an audit). RabbitMQ's queues log thresholds 0 (off) unless a scenario gives
     # them a default queue limit; Artemis's log their address's max-size-bytes as the stop size.
@@ -63,7 +64,8 @@ def _qpid_thresholds_on() -> Column:
     ) > F.lit(0)
 
 
-def _rabbitmq_for_certain() -> Column:
+def rabbitmq_for_certain() -> Column:
+    """Whether an event could only be RabbitMQ's."""
     # AMQP 0.9.1, or a RabbitMQ collector's alarm or queue sample (no protocol; its origin says
     # the broker, and only such rows' detail is parsed for it). Qpid's C++ broker speaks
     # neither, so flow thresholds do not outweigh it (a RabbitMQ scenario may give its queues a
@@ -79,19 +81,25 @@ BROKER_KIND_RULES: tuple[tuple[str, Callable[[], Column]], ...] = (
     (BROKER_QPID, lambda: F.col("protocol") == AMQP_0_10),
     (
         BROKER_RABBITMQ,
-        lambda: (F.col("protocol") == AMQP_1_0) | _rabbitmq_for_certain(),
+        lambda: (F.col("protocol") == AMQP_1_0) | rabbitmq_for_certain(),
     ),
 )
 
 _FLAGS = [f"_says_{kind}" for kind, _ in BROKER_KIND_RULES]
 
 
-def _evidence_flags() -> list[Column]:
-    """Per group of events: whether any of them says each kind (``_says_<kind>``)."""
+def evidence_flags() -> list[Column]:
+    """Aggregates over a group of events: whether any of them says each kind (``says_<kind>``,
+    the day rollup's columns, recommend_rollup.py)."""
     return [
-        F.max(F.coalesce(says(), F.lit(False))).alias(flag)
-        for (_, says), flag in zip(BROKER_KIND_RULES, _FLAGS, strict=True)
+        F.max(F.coalesce(says(), F.lit(False))).alias(f"says_{kind}")
+        for kind, says in BROKER_KIND_RULES
     ]
+
+
+def _merged_flags() -> list[Column]:
+    """Aggregates over day rollup rows: whether any of their events says each kind."""
+    return [F.max(f"says_{kind}").alias(f"_says_{kind}") for kind, _ in BROKER_KIND_RULES]
 
 
 def _kind(default: Column) -> Column:
@@ -102,18 +110,19 @@ def _kind(default: Column) -> Column:
     return chosen
 
 
-def queue_broker_kinds(events: DataFrame) -> DataFrame:
+def queue_broker_kinds(rollup: DataFrame) -> DataFrame:
     """Per (broker, queue): ``broker_kind``, and ``_kind_said`` (false when neither the queue's
     events nor its broker's say a kind: the Qpid default). Artemis addresses log their name in
     ``queue`` (their queues' names, the address's by default) and the address in
     ``detail.address``.
 
-    One pass over the events: the flags per (broker, queue), the events without a queue in a
-    group of their own, then per broker from those rows."""
-    per_queue = events.groupBy("broker", "queue").agg(
-        *_evidence_flags(),
-        F.max(_qpid_thresholds_on()).alias("_qpid_thresholds"),
-        F.max(F.coalesce(_rabbitmq_for_certain(), F.lit(False))).alias("_rabbitmq_for_certain"),
+    From the window's day rollup (recommend_rollup.py, whose facts apply this module's rules to
+    each event): the flags per (broker, queue), the events without a queue in a group of their
+    own, then per broker from those rows."""
+    per_queue = rollup.groupBy("broker", "queue").agg(
+        *_merged_flags(),
+        F.max("qpid_thresholds").alias("_qpid_thresholds"),
+        F.max("rabbitmq_for_certain").alias("_rabbitmq_for_certain"),
     )
     flags = [F.col(flag).cast("int") for flag in _FLAGS]
     one_kind = sum(flags[1:], flags[0]) == 1
@@ -156,19 +165,18 @@ def queue_broker_kinds(events: DataFrame) -> DataFrame:
     )
 
 
-def link_broker_kinds(events: DataFrame, queue_kinds: DataFrame) -> DataFrame:
-    """Per (broker, link): ``broker_kind`` and the link's ``protocol`` (its latest logged), by the
-    rules of the module's docstring."""
+def link_broker_kinds(rollup: DataFrame, queue_kinds: DataFrame) -> DataFrame:
+    """Per (broker, link): ``broker_kind`` and the link's ``protocol`` (its latest logged, by
+    seq), by the rules of the module's docstring, from the window's day rollup."""
     per_link = (
-        events.where(F.col("link").isNotNull())
+        rollup.where(F.col("link").isNotNull())
         .groupBy("broker", "link")
         .agg(
-            *_evidence_flags(),
-            F.max_by("protocol", F.when(F.col("protocol").isNotNull(), F.col("seq"))).alias(
-                "protocol"
-            ),
-            F.max_by("queue", F.when(F.col("queue").isNotNull(), F.col("seq"))).alias("_queue"),
-            F.max(F.col("credit").isNotNull()).alias("_carries_credit"),
+            *_merged_flags(),
+            F.max_by("protocol", F.col("protocol__seq")).alias("protocol"),
+            # The queue it delivered from last: its events' queue at the latest seq naming one.
+            F.max_by("queue", F.col("queue__seq")).alias("_queue"),
+            F.max("carries_credit").alias("_carries_credit"),
         )
     )
     queue_kinds = queue_kinds.select(

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from flowctl_core.events import PREFILL_LINK
 from jobs.recommend_policy import RecommendPolicy
 from jobs.transforms.detail import detail_field, detail_whole_number
-from jobs.transforms.message_log import recorded_count
+from jobs.transforms.recommend_rollup import SETTINGS, latest, recorded_sum
 from jobs.transforms.saturating import saturating_sum
 from jobs.transforms.timeutil import micros, seconds_between, summed_seconds, utc_date
 
@@ -61,43 +61,32 @@ def _is(event_type: str) -> Column:
 # -- queue evidence ---------------------------------------------------------------------------
 
 
-def queue_settings(events: DataFrame) -> DataFrame:
-    """Per queue: the limits and thresholds in force at its latest event, runs, rejections and the
-    largest message enqueued (the bytes bound is capacity x that size)."""
+def queue_settings(rollup: DataFrame) -> DataFrame:
+    """Per queue, from the window's day rollup (recommend_rollup.py): the limits and thresholds
+    in force at its latest event, runs, rejections and the largest message enqueued (the bytes
+    bound is capacity x that size)."""
     return (
-        events.where(F.col("queue").isNotNull())
+        rollup.where(F.col("queue").isNotNull())
         .groupBy(*QUEUE)
         .agg(
-            *(
-                _latest(c)
-                for c in (
-                    "max_count",
-                    "max_size",
-                    "flow_stop_count",
-                    "flow_resume_count",
-                    "flow_stop_size",
-                    "flow_resume_size",
-                )
-            ),
+            *(latest(column) for column in SETTINGS),
             # The limit policy a queue was declared with (the engine logs it in the detail).
-            F.max_by(
-                detail_field("policy"),
-                F.when(_is("queue_declared") & F.col("detail").isNotNull(), F.struct("ts", "seq")),
-            ).alias("limit_policy"),
+            latest("limit_policy"),
             # A ring queue also shows by its evictions, when its declaration is older than the
             # look-back (a long collector session).
-            F.max(_is("ring_evicted")).alias("_evicts"),
+            F.max("evicts").alias("_evicts"),
             F.countDistinct("run_id").alias("runs"),
             # Null where only a collector or a client logged the queue: they see no message.
-            recorded_count(_is("message_rejected")).alias("rejected_msgs"),
-            F.max(F.when(_is("enqueue"), F.col("size_bytes"))).alias("max_message_bytes"),
+            recorded_sum("rejected").alias("rejected_msgs"),
+            F.max("max_enqueue_bytes").alias("max_message_bytes"),
         )
     )
 
 
-def queue_producers(events: DataFrame) -> DataFrame:
-    """Per queue: the overshoot bound from its producers' capacities (DESIGN §2: "at most the sum
-    of its producers' capacities") and how many producers had no window at all.
+def queue_producers(rollup: DataFrame) -> DataFrame:
+    """Per queue, from the window's day rollup: the overshoot bound from its producers'
+    capacities (DESIGN §2: "at most the sum of its producers' capacities") and how many
+    producers had no window at all.
 
     Producers of different runs never send at the same time (a run is one timeline), so the bound
     is the largest per-run sum, not the sum over the look-back: seven nightly collector sessions
@@ -107,14 +96,14 @@ def queue_producers(events: DataFrame) -> DataFrame:
     bound, as one with no enqueues, not a bound of 0 (which would put the stop at the limit).
     """
     per_producer = (
-        events.where(
-            _is("enqueue")
+        rollup.where(
+            (F.col("enqueues") > 0)
             & F.col("queue").isNotNull()
             & F.col("link").isNotNull()
             & (F.col("link") != PREFILL_LINK)
         )
         .groupBy(*QUEUE, "run_id", "link")
-        .agg(F.max("capacity").alias("capacity"))
+        .agg(F.max("enqueue_capacity").alias("capacity"))
     )
     per_run = per_producer.groupBy(*QUEUE, "run_id").agg(
         saturating_sum(F.col("capacity")).alias("producer_capacity_sum"),

@@ -17,8 +17,8 @@ from pyspark.sql import functions as F
 
 from flowctl_core.events import PREFILL_LINK
 from jobs.recommend_policy import RecommendPolicy
-from jobs.transforms.message_log import recorded_count
 from jobs.transforms.recommend_evidence import QUEUE, entity_columns
+from jobs.transforms.recommend_rollup import latest, recorded_sum
 from jobs.transforms.timeutil import micros, summed_seconds
 from jobs.transforms.verdict_rules import Facts, Rule, always, decide, staged
 from schemas.recommendations import (
@@ -37,19 +37,20 @@ def _is(event_type: str) -> Column:
     return F.col("event_type") == event_type
 
 
-def queue_growth(events: DataFrame) -> DataFrame:
-    """Per queue: messages enqueued and dequeued (deliveries to 0.9.1 and 1.0 consumers alike),
-    its depth at its latest event, and its intake rate: enqueues per second between its first
-    and its last enqueue of a run (the fastest run). The engine's ``prefill`` writer's enqueues
-    (the messages on the queue before the run, all at its start) are no intake: counted, they
-    made a backlog of 20,000 read as 20,994 msgs/s (an audit)."""
-    queue_events = events.where(F.col("queue").isNotNull())
+def queue_growth(rollup: DataFrame) -> DataFrame:
+    """Per queue, from the window's day rollup (recommend_rollup.py): messages enqueued and
+    dequeued (deliveries to 0.9.1 and 1.0 consumers alike), its depth at its latest event, and
+    its intake rate: enqueues per second between its first and its last enqueue of a run (the
+    fastest run). The engine's ``prefill`` writer's enqueues (the messages on the queue before
+    the run, all at its start) are no intake: counted, they made a backlog of 20,000 read as
+    20,994 msgs/s (an audit)."""
+    queue_rows = rollup.where(F.col("queue").isNotNull())
     per_run = (
-        queue_events.where(_is("enqueue") & ~F.col("link").eqNullSafe(PREFILL_LINK))
+        queue_rows.where((F.col("enqueues") > 0) & ~F.col("link").eqNullSafe(PREFILL_LINK))
         .groupBy(*QUEUE, "run_id")
         .agg(
-            F.count(F.lit(1)).alias("_enqueues"),
-            (F.max(micros("ts")) - F.min(micros("ts"))).alias("_span_us"),
+            F.sum("enqueues").alias("_enqueues"),
+            (F.max("last_enqueue_us") - F.min("first_enqueue_us")).alias("_span_us"),
         )
         .groupBy(*QUEUE)
         .agg(
@@ -58,13 +59,11 @@ def queue_growth(events: DataFrame) -> DataFrame:
             ).alias("intake_rate_msgs_s")
         )
     )
-    counts = queue_events.groupBy(*QUEUE).agg(
+    counts = queue_rows.groupBy(*QUEUE).agg(
         # Null for a queue only a collector logged (it sees no message), not 0.
-        recorded_count(_is("enqueue")).alias("enqueued"),
-        recorded_count(_is("dequeue")).alias("dequeued"),
-        F.max_by(
-            "depth_msgs", F.when(F.col("depth_msgs").isNotNull(), F.struct("ts", "seq"))
-        ).alias("last_depth_msgs"),
+        recorded_sum("enqueues").alias("enqueued"),
+        recorded_sum("dequeues").alias("dequeued"),
+        latest("depth_msgs").alias("last_depth_msgs"),
     )
     return counts.join(per_run, list(QUEUE), "left")
 

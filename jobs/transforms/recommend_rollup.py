@@ -1,0 +1,111 @@
+"""Recommend's day rollup of bronze: the facts its queue and link evidence read, aggregated per
+(date, broker, run_id, queue, link) in one pass over the events.
+
+Every fact merges exactly over days (the look-back window is a union of days, and ``date`` is a
+key): maxima, minima, counts, and the latest value by an order (``<fact>`` with its order's
+fields ``<fact>__ts`` / ``<fact>__seq``, merged by :func:`latest`). So the evidence of a window is
+the merge of its days' rollups, whether they were computed from the window's bronze at once or
+kept day by day (silver ``recommend_day_rollup``, jobs/recommend.py): a night then reads the new
+day's bronze for these facts, not the whole window's.
+
+The rules of what an event says live here; the merges (which rows count, how they add up) live
+with the evidence that reads them (recommend_brokers.py, recommend_evidence.py,
+recommend_rabbitmq.py).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from jobs.transforms.detail import detail_field
+from jobs.transforms.message_log import from_outside
+from jobs.transforms.recommend_brokers import (
+    evidence_flags,
+    qpid_thresholds_on,
+    rabbitmq_for_certain,
+)
+from jobs.transforms.timeutil import micros
+
+#: The rollup's grain, ``date`` first.
+ROLLUP_KEYS = ("date", "broker", "run_id", "queue", "link")
+
+#: The queue settings read at a queue's latest event that logs them (by ts, then seq).
+SETTINGS = (
+    "max_count",
+    "max_size",
+    "flow_stop_count",
+    "flow_resume_count",
+    "flow_stop_size",
+    "flow_resume_size",
+)
+
+BY_TS_SEQ = ("ts", "seq")
+BY_SEQ = ("seq",)
+
+
+def _is(event_type: str) -> Column:
+    return F.col("event_type") == event_type
+
+
+def _latest_parts(name: str, value: Column, where: Column, order: tuple[str, ...]) -> list[Column]:
+    """Aggregates: ``value`` at the group's latest event (by ``order``) where ``where`` holds, and
+    that event's order fields (``<name>__<field>``, null when no event holds)."""
+    at = F.when(where, F.struct(*order))
+    return [
+        F.max_by(value, at).alias(name),
+        *(F.max(at)[field].alias(f"{name}__{field}") for field in order),
+    ]
+
+
+def latest(name: str, order: tuple[str, ...] = BY_TS_SEQ) -> Column:
+    """Aggregate over rollup rows: fact ``name`` at the latest of their events that held it."""
+    last = F.col(f"{name}__{order[-1]}")
+    at = F.when(last.isNotNull(), F.struct(*(F.col(f"{name}__{field}") for field in order)))
+    return F.max_by(name, at).alias(name)
+
+
+def day_rollup(events: DataFrame) -> DataFrame:
+    """Per (date, broker, run_id, queue, link) of bronze ``events``: the facts below, one pass."""
+    enqueue_us = F.when(_is("enqueue"), micros("ts"))
+    return events.groupBy(*ROLLUP_KEYS).agg(
+        # What the events say of the broker they live on (recommend_brokers.py).
+        *evidence_flags(),
+        F.max(qpid_thresholds_on()).alias("qpid_thresholds"),
+        F.max(F.coalesce(rabbitmq_for_certain(), F.lit(False))).alias("rabbitmq_for_certain"),
+        F.max(F.col("credit").isNotNull()).alias("carries_credit"),
+        *_latest_parts("protocol", F.col("protocol"), F.col("protocol").isNotNull(), BY_SEQ),
+        F.max(F.when(F.col("queue").isNotNull(), F.col("seq"))).alias("queue__seq"),
+        # The queue's settings and limits (recommend_evidence.queue_settings).
+        *(
+            part
+            for column in SETTINGS
+            for part in _latest_parts(column, F.col(column), F.col(column).isNotNull(), BY_TS_SEQ)
+        ),
+        *_latest_parts(
+            "limit_policy",
+            detail_field("policy"),
+            _is("queue_declared") & F.col("detail").isNotNull(),
+            BY_TS_SEQ,
+        ),
+        F.max(_is("ring_evicted")).alias("evicts"),
+        # Whether any event is the broker's own, its messages logged (message_log.py).
+        F.max(~from_outside()).alias("messages_recorded"),
+        F.count(F.when(_is("message_rejected"), 1)).alias("rejected"),
+        # Enqueues: producers, their windows and the intake (queue_producers, queue_growth).
+        F.count(F.when(_is("enqueue"), 1)).alias("enqueues"),
+        F.count(F.when(_is("dequeue"), 1)).alias("dequeues"),
+        F.max(F.when(_is("enqueue"), F.col("size_bytes"))).alias("max_enqueue_bytes"),
+        F.max(F.when(_is("enqueue"), F.col("capacity"))).alias("enqueue_capacity"),
+        F.min(enqueue_us).alias("first_enqueue_us"),
+        F.max(enqueue_us).alias("last_enqueue_us"),
+        *_latest_parts(
+            "depth_msgs", F.col("depth_msgs"), F.col("depth_msgs").isNotNull(), BY_TS_SEQ
+        ),
+    )
+
+
+def recorded_sum(column: str) -> Column:
+    """Aggregate over rollup rows: their ``column`` counts added up, null (unknown) when none of
+    their events is the broker's own (message_log.recorded_count's rule, merged)."""
+    return F.when(F.max("messages_recorded"), F.sum(column))

@@ -1,0 +1,155 @@
+"""Recommend's day rollup kept day by day (jobs/recommend_day_rollup.py): computed for the days
+not kept or whose bronze files changed, read back for the others, and the recommendations the
+same as from the window's bronze."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import date, timedelta
+from typing import Any
+
+import pytest
+
+from jobs.config import PipelineConf
+from jobs.delta_io import latest_commit, read_table, replace_where, rows_frame, table_path
+from jobs.recommend import load_policy, recommendations_for_days
+from jobs.recommend_day_rollup import bronze_file_digests, days_to_compute, window_rollup
+from jobs.transforms.recommend import threshold_recommendations
+from jobs.transforms.recommend_rollup import day_rollup
+from schemas.tables import (
+    BRONZE_BROKER_EVENTS,
+    LINK_STARVATION_DAILY,
+    LINK_STARVATION_EPISODES,
+    QUEUE_FLOW_DAILY,
+    QUEUE_FLOW_EPISODES,
+    RECOMMEND_DAY_ROLLUP,
+)
+from tests.test_recommend import DAY, Log
+from tests.test_recommend_job import write_warehouse
+
+DAY_FOLDER = "file:/w/bronze/broker_events/date="
+
+
+def test_a_days_digest_is_of_its_file_names_in_any_order() -> None:
+    one = bronze_file_digests([f"{DAY_FOLDER}2026-03-03/a.parquet", f"{DAY_FOLDER}2026-03-03/b"])
+    same = bronze_file_digests([f"{DAY_FOLDER}2026-03-03/b", f"{DAY_FOLDER}2026-03-03/a.parquet"])
+    added = bronze_file_digests(
+        [f"{DAY_FOLDER}2026-03-03/{name}" for name in ("a.parquet", "b", "c.parquet")]
+    )
+    assert one == same
+    assert set(one) == {date(2026, 3, 3)}
+    assert added[date(2026, 3, 3)] != one[date(2026, 3, 3)]
+    two_days = bronze_file_digests([f"{DAY_FOLDER}2026-03-03/a", f"{DAY_FOLDER}2026-03-04/a"])
+    assert set(two_days) == {date(2026, 3, 3), date(2026, 3, 4)}
+    with pytest.raises(ValueError, match="outside a date= partition"):
+        bronze_file_digests(["file:/w/bronze/broker_events/part-0.parquet"])
+
+
+def test_the_days_to_compute_are_the_missing_the_changed_and_the_gone() -> None:
+    first, second, third = (date(2026, 3, day) for day in (3, 4, 5))
+    kept = {first: "x", second: "y", third: "z"}
+    assert days_to_compute(kept, {first: "x", second: "y", third: "z"}) == []
+    # The second day's files changed, the third is no longer in bronze, a fourth is new.
+    fourth = date(2026, 3, 6)
+    assert days_to_compute(kept, {first: "x", second: "y2", fourth: "w"}) == [
+        second,
+        third,
+        fourth,
+    ]
+
+
+@pytest.mark.spark
+def test_the_kept_table_has_the_rollups_columns(spark: Any) -> None:
+    rollup = day_rollup(rows_frame(spark, BRONZE_BROKER_EVENTS, []))
+    kept = RECOMMEND_DAY_ROLLUP.to_spark()
+    assert [(f.name, f.dataType) for f in rollup.schema.fields] == [
+        (f.name, f.dataType) for f in kept.fields if f.name != "bronze_files"
+    ]
+
+
+def _rows(frame: Any, drop: tuple[str, ...] = ()) -> list[str]:
+    """The frame's rows, as text in order (nulls do not sort with values)."""
+    return sorted(repr(tuple(row)) for row in frame.drop(*drop).collect())
+
+
+@pytest.fixture
+def warehouse(spark: Any, pipeline_conf: Callable[..., Any]) -> PipelineConf:
+    _, conf = pipeline_conf()
+    write_warehouse(spark, conf)
+    return conf
+
+
+@pytest.mark.spark
+def test_kept_days_are_read_back_and_changed_days_computed_again(
+    spark: Any, warehouse: PipelineConf
+) -> None:
+    following = DAY + timedelta(days=1)
+    path = table_path(warehouse, RECOMMEND_DAY_ROLLUP)
+
+    def bronze() -> Any:
+        return read_table(spark, warehouse, BRONZE_BROKER_EVENTS)
+
+    kept = window_rollup(spark, warehouse, DAY - timedelta(days=6), following)
+    assert _rows(kept, ("bronze_files",)) == _rows(day_rollup(bronze()))
+    written, _ = latest_commit(spark, path)
+
+    # Nothing changed in bronze: the kept rows are read, nothing is written.
+    again = window_rollup(spark, warehouse, DAY - timedelta(days=6), following)
+    assert latest_commit(spark, path)[0] == written
+    assert _rows(again) == _rows(kept)
+
+    # DAY ingested again without the queue "payments", and a day after it added: both days are
+    # computed again, in one commit, and the rows are bronze's now.
+    log = Log()
+    log.queue("orders", 500, 400, [(100, 10.0, 550)])
+    replace_where(
+        spark,
+        warehouse,
+        BRONZE_BROKER_EVENTS,
+        rows_frame(spark, BRONZE_BROKER_EVENTS, log.events),
+        f"date = DATE '{DAY.isoformat()}'",
+    )
+    later = [
+        {**event, "run_id": "r-next", "ts": event["ts"] + timedelta(days=1), "date": following}
+        for event in log.events
+    ]
+    replace_where(
+        spark,
+        warehouse,
+        BRONZE_BROKER_EVENTS,
+        rows_frame(spark, BRONZE_BROKER_EVENTS, later),
+        f"date = DATE '{following.isoformat()}'",
+    )
+    changed = window_rollup(spark, warehouse, DAY - timedelta(days=6), following)
+    assert latest_commit(spark, path)[0] == written + 1
+    assert {row.queue for row in changed.where("date = DATE '2026-03-03'").collect()} >= {"orders"}
+    assert "payments" not in {row.queue for row in changed.collect()}
+    assert _rows(changed, ("bronze_files",)) == _rows(day_rollup(bronze()))
+    assert {row.date for row in changed.select("date").distinct().collect()} == {DAY, following}
+
+
+@pytest.mark.spark
+def test_recommendations_from_the_kept_rollup_are_those_from_bronze(
+    spark: Any, warehouse: PipelineConf
+) -> None:
+    policy = load_policy()
+    following = DAY + timedelta(days=1)
+    evidence = {
+        "events": read_table(spark, warehouse, BRONZE_BROKER_EVENTS),
+        "queue_episodes": read_table(spark, warehouse, QUEUE_FLOW_EPISODES),
+        "queue_daily": read_table(spark, warehouse, QUEUE_FLOW_DAILY),
+        "link_starvations": read_table(spark, warehouse, LINK_STARVATION_EPISODES),
+        "link_daily": read_table(spark, warehouse, LINK_STARVATION_DAILY),
+    }
+    for _ in range(2):  # computed, then read back
+        rows, per_day = recommendations_for_days(spark, warehouse, policy, DAY, following)
+        try:
+            kept = _rows(rows)
+        finally:
+            for frame in per_day:
+                frame.unpersist()
+        from_bronze = threshold_recommendations(**evidence, policy=policy, as_of=DAY).unionByName(
+            threshold_recommendations(**evidence, policy=policy, as_of=following)
+        )
+        assert kept == _rows(from_bronze)
+        assert len(kept) == 8
