@@ -20,11 +20,14 @@ share of it. Cost that follows the new day gives a ratio long / short near 1; co
 the run's length gives about ``--days`` / 2. The episodes job's report says what it read
 (carried state + span, or whole runs).
 
-With ``--recommend`` each nightly run also writes the recommendations as of the new day (the
-default policy, conf/recommend.yaml), timed apart from the three jobs: they read the policy's
-whole look-back window of bronze (7 days by default), so their cost follows the part of the
-window bronze holds (3 days in the short warehouse, up to ``--days`` + 1 in the long one), not
-the new day alone.
+With ``--recommend`` each backfill and each nightly run also writes the recommendations as of
+its last day (the default policy, conf/recommend.yaml), timed apart from the three jobs. They read
+the policy's look-back window (7 days by default): the episodes and daily rows of the window, and
+its bronze for the consumer links' steps and the Artemis addresses; the facts merged over days
+come from the day rollup that recommend keeps (jobs/recommend_day_rollup.py), computed from
+bronze for the new day only, as the backfill's recommend (the night before) kept the others. The
+part of the window bronze holds is 3 days in the short warehouse, up to ``--days`` + 1 in the
+long one.
 
     .venv/bin/python bench/nightly_increment.py                          # 10 days + 1, 1M a day
     .venv/bin/python bench/nightly_increment.py --per-day 200000 --days 3  # a quick smoke run
@@ -139,9 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     short_from = new_day - timedelta(days=SHORT_DAYS)
 
     long, short = conf_of("long"), conf_of("short")
-    backfill = process(spark, long, DAY1, day_before)
+    # With a policy, the backfills end with the recommendations as of their last day, as the
+    # night before the new day would have: what recommend keeps of the window is then there.
+    backfill = process(spark, long, DAY1, day_before, policy)
     print(line(f"long: backfill of {args.days} days", backfill))
-    backfill_short = process(spark, short, short_from, day_before)
+    backfill_short = process(spark, short, short_from, day_before, policy)
     print(line(f"short: backfill of the {SHORT_DAYS} days before", backfill_short))
     runs: dict[str, list[dict[str, Any]]] = {"short": [], "long": []}
     for name in ("short", "long", "long", "short"):
