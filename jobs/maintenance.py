@@ -23,9 +23,10 @@ from pyspark.sql import SparkSession
 from jobs.cli import date_range_parser, parse_date_range, start_job
 from jobs.config import PipelineConf
 from jobs.delta_io import days_predicate
+from jobs.recommend_day_rollup import bronze_digests_now, carry_through_compaction
 from schemas.model import TableSchema
 from schemas.recommendations import THRESHOLD_RECOMMENDATIONS
-from schemas.tables import GOLD, PIPELINE_TABLES
+from schemas.tables import BRONZE_BROKER_EVENTS, GOLD, PIPELINE_TABLES
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,11 @@ def run_maintenance(
         table = DeltaTable.forPath(spark, path)
         # Every table is partitioned by one date column: compact only the days just written.
         (partition,) = schema.partition_by
+        bronze_before = (
+            bronze_digests_now(spark, conf, date_from, date_to)
+            if schema.name == BRONZE_BROKER_EVENTS.name
+            else None
+        )
         metrics = (
             table.optimize()
             .where(days_predicate(partition, date_from, date_to))
@@ -109,6 +115,9 @@ def run_maintenance(
             .select("metrics.numFilesAdded", "metrics.numFilesRemoved")
             .first()
         )
+        if bronze_before is not None:
+            # What recommend keeps of those days stays theirs: a compaction changes no row.
+            carry_through_compaction(spark, conf, date_from, date_to, bronze_before)
         _set_retention(spark, table, path, retention_hours)
         _vacuum(spark, path)
         report[schema.name] = {

@@ -381,8 +381,9 @@ RECOMMEND_DAY_ROLLUP = TableSchema(
     version=SCHEMA_VERSION,
     partition_by=("date",),
     doc=(
-        "Per (date, broker, run_id, queue, link) of bronze: the facts recommend's queue and link "
-        "evidence reads, each of which merges exactly over days (jobs/transforms/"
+        "Per (date, broker, run_id, queue, link, address, publisher_address) of bronze: the facts "
+        "recommend's queue, address and link evidence reads, each of which merges exactly over "
+        "days (jobs/transforms/"
         "recommend_rollup.py). Kept by recommend for the days of its look-back windows, each day "
         "with the bronze files it was computed from (a day whose files changed is computed again)."
     ),
@@ -392,6 +393,12 @@ RECOMMEND_DAY_ROLLUP = TableSchema(
         Column("run_id", "string", nullable=False),
         Column("queue", "string"),
         Column("link", "string"),
+        Column("address", "string", doc="an Artemis address's events: detail.address"),
+        Column(
+            "publisher_address",
+            "string",
+            doc="a client-recorded AMQP 1.0 publisher's events: the address it sends to",
+        ),
         *(
             Column(f"says_{kind}", "bool", doc=f"an event says the broker is {kind}'s")
             for kind in ("artemis", "qpid", "rabbitmq")
@@ -416,7 +423,7 @@ RECOMMEND_DAY_ROLLUP = TableSchema(
         *_latest_of("limit_policy", "string", "the limit policy of a queue_declared's detail"),
         Column("evicts", "bool", doc="a ring_evicted event"),
         Column("messages_recorded", "bool", doc="an event is the broker's own (messages logged)"),
-        Column("rejected", "int64", nullable=False, doc="message_rejected events"),
+        Column("rejections", "int64", nullable=False, doc="message_rejected events"),
         Column("enqueues", "int64", nullable=False, doc="enqueue events"),
         Column("dequeues", "int64", nullable=False, doc="dequeue events"),
         Column("max_enqueue_bytes", "int64", doc="the largest size_bytes enqueued"),
@@ -424,6 +431,35 @@ RECOMMEND_DAY_ROLLUP = TableSchema(
         Column("first_enqueue_us", "int64", doc="the first enqueue's ts, microseconds"),
         Column("last_enqueue_us", "int64", doc="the last enqueue's ts, microseconds"),
         *_latest_of("depth_msgs", "int64", "depth_msgs logged"),
+        *_latest_of("last_queue", "string", "the queue (null too) of any event"),
+        *_latest_of("address_policy", "string", "detail.policy logged"),
+        *_latest_of("max_size_bytes", "int64", "detail.max_size_bytes logged"),
+        Column(
+            "reject_threshold",
+            "int64",
+            doc="detail.reject_threshold at the latest event logging max_size_bytes",
+        ),
+        Column("peak_address_bytes", "int64", doc="the largest detail.address_size"),
+        *(
+            Column(f"{kind}_msgs", "int64", nullable=False, doc=f"messages {kind} (detail.outcome)")
+            for kind in ("dropped", "failed", "rejected")
+        ),
+        Column("paged_msgs", "int64", nullable=False, doc="enqueues paged (detail.paged)"),
+        Column("flow_stops", "int64", nullable=False, doc="flow_stopped events"),
+        Column(
+            "max_sampled_message_bytes",
+            "int64",
+            doc="the largest detail.address_size / depth_msgs, rounded up",
+        ),
+        Column(
+            "min_message_overhead_bytes",
+            "int64",
+            doc="the least detail.address_size - size_bytes of an enqueue",
+        ),
+        Column("producer_window", "int64", doc="the largest detail.producer.window enqueued"),
+        Column("producer_credit", "int64", doc="the largest detail.producer.credit enqueued"),
+        Column("max_credit", "int64", doc="the largest credit logged"),
+        Column("sample_interval_ms", "int64", doc="the longest queue sample interval"),
         Column(
             "bronze_files",
             "string",

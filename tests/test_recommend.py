@@ -412,24 +412,34 @@ def test_advice_on_events_alone_is_not_marked_sampled(
     assert {row["sample_interval_ms"] for row in recommendations.values()} == {None}
 
 
-def test_only_a_queues_or_an_addresss_advice_is_marked_by_its_samples(spark: Any) -> None:
+def test_only_a_queues_or_an_addresss_advice_is_marked_by_its_samples(
+    spark: Any, make_events: Any
+) -> None:
     """Samples are ``queue_declared`` rows of a queue (RabbitMQ's management API) or an address
     (Artemis's Jolokia, named in detail.address); the longest interval of the window marks the
     advice. A consumer's evidence is its link's frames, even when it is named as a queue is."""
     sample = {"origin": "jolokia", "sample_interval_ms": 30_000}
-    events = spark.createDataFrame(
-        [
-            ("b", "queue_declared", "q1", json.dumps({"sample_interval_ms": 10_000})),
-            ("b", "queue_declared", "q1", json.dumps({"sample_interval_ms": 60_000})),
-            ("b", "queue_declared", "orders", json.dumps({**sample, "address": "orders"})),
-            # An address whose queue has a name of its own: the address is the entity.
-            ("b", "queue_declared", "in.q1", json.dumps({**sample, "address": "in"})),
-            ("b", "queue_declared", "q-engine", json.dumps({"max_count": 10})),
-            ("b", "enqueue", "q-enq", json.dumps({"sample_interval_ms": 5_000})),
-        ],
-        "broker string, event_type string, queue string, detail string",
-    )
-    assert {(r.entity, r.sample_interval_ms) for r in sampled_entities(events).collect()} == {
+    events = [
+        ("queue_declared", "q1", json.dumps({"sample_interval_ms": 10_000})),
+        ("queue_declared", "q1", json.dumps({"sample_interval_ms": 60_000})),
+        ("queue_declared", "orders", json.dumps({**sample, "address": "orders"})),
+        # An address whose queue has a name of its own: the address is the entity.
+        ("queue_declared", "in.q1", json.dumps({**sample, "address": "in"})),
+        ("queue_declared", "q-engine", json.dumps({"max_count": 10})),
+        ("enqueue", "q-enq", json.dumps({"sample_interval_ms": 5_000})),
+    ]
+    sampled = sampled_entities(
+        day_rollup(
+            make_events(
+                [
+                    {"broker": "b", "run_id": "r", "seq": seq, "ts": MIDNIGHT,
+                     "event_type": event_type, "queue": queue, "detail": detail}
+                    for seq, (event_type, queue, detail) in enumerate(events)
+                ]
+            )
+        )
+    )  # fmt: skip
+    assert {(r.entity, r.sample_interval_ms) for r in sampled.collect()} == {
         ("q1", 60_000),
         ("orders", 30_000),
         ("in", 30_000),
@@ -447,7 +457,7 @@ def test_only_a_queues_or_an_addresss_advice_is_marked_by_its_samples(spark: Any
     )
     marked = {
         (r.broker, r.entity_kind, r.entity): r.sample_interval_ms
-        for r in with_sample_marks(rows, sampled_entities(events)).collect()
+        for r in with_sample_marks(rows, sampled).collect()
     }
     assert marked == {
         ("b", "queue", "q1"): 60_000,

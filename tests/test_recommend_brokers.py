@@ -1293,11 +1293,12 @@ def test_a_prefilled_backlog_is_no_intake(make_events: Any) -> None:
 
 
 @pytest.mark.spark
-def test_a_reject_threshold_removed_by_a_later_run_is_not_in_force(spark: Any) -> None:
+def test_a_reject_threshold_removed_by_a_later_run_is_not_in_force(make_events: Any) -> None:
     """The engine's address detail leaves the reject threshold out when there is none (-1):
     run r1 had one (153600), run r2 after it none. The latest non-null value said r1's was
     still in force (an audit); the settings are read at the latest event that logs them."""
     from jobs.transforms.recommend_artemis import address_evidence
+    from jobs.transforms.recommend_rollup import day_rollup
 
     def detail(threshold: int | None) -> str:
         settings = {"address": "a", "max_size_bytes": 102_400, "policy": "BLOCK"}
@@ -1306,15 +1307,15 @@ def test_a_reject_threshold_removed_by_a_later_run_is_not_in_force(spark: Any) -
         )
 
     def events(*runs: tuple[str, int, int | None]) -> Any:
-        return spark.createDataFrame(
-            [("b", run, seq, datetime(2026, 3, 10, hour, tzinfo=UTC), "enqueue", "a", 1000,
-              1, detail(threshold)) for run, hour, threshold in runs for seq in range(2)],
-            "broker string, run_id string, seq long, ts timestamp, event_type string, "
-            "queue string, size_bytes long, depth_msgs long, detail string",
+        return make_events(
+            [{"broker": "b", "run_id": run, "seq": seq, "event_type": "enqueue", "queue": "a",
+              "ts": datetime(2026, 3, 10, hour, tzinfo=UTC), "size_bytes": 1000,
+              "depth_msgs": 1, "detail": detail(threshold)}
+             for run, hour, threshold in runs for seq in range(2)]
         )  # fmt: skip
 
     def threshold(*runs: tuple[str, int, int | None]) -> Any:
-        return address_evidence(events(*runs)).collect()[0]["reject_threshold"]
+        return address_evidence(day_rollup(events(*runs))).collect()[0]["reject_threshold"]
 
     assert threshold(("r1", 10, 153_600)) == 153_600
     assert threshold(("r1", 10, 153_600), ("r2", 11, None)) is None

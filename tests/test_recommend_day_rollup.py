@@ -41,8 +41,13 @@ def test_a_days_digest_is_of_its_file_names_in_any_order() -> None:
     assert added[date(2026, 3, 3)] != one[date(2026, 3, 3)]
     two_days = bronze_file_digests([f"{DAY_FOLDER}2026-03-03/a", f"{DAY_FOLDER}2026-03-04/a"])
     assert set(two_days) == {date(2026, 3, 3), date(2026, 3, 4)}
-    with pytest.raises(ValueError, match="outside a date= partition"):
-        bronze_file_digests(["file:/w/bronze/broker_events/part-0.parquet"])
+    # Files that do not tell their day (random prefixes): nothing is digested.
+    assert bronze_file_digests([f"{DAY_FOLDER}2026-03-03/a", "file:/w/bronze/x/ab/part-0"]) is None
+    # Other rules, the same files: another digest (rows kept by other rules are not read).
+    other_rules = bronze_file_digests(
+        [f"{DAY_FOLDER}2026-03-03/a.parquet", f"{DAY_FOLDER}2026-03-03/b"], "v0: date"
+    )
+    assert other_rules[date(2026, 3, 3)] != one[date(2026, 3, 3)]
 
 
 def test_the_days_to_compute_are_the_missing_the_changed_and_the_gone() -> None:
@@ -153,3 +158,85 @@ def test_recommendations_from_the_kept_rollup_are_those_from_bronze(
         )
         assert kept == _rows(from_bronze)
         assert len(kept) == 8
+
+
+@pytest.mark.spark
+def test_a_kept_day_bronze_no_longer_holds_is_dropped_and_so_are_days_out_of_the_window(
+    spark: Any, warehouse: PipelineConf
+) -> None:
+    """A day re-ingested with every row quarantined leaves bronze; its kept rows go, alone in a
+    run (no day to compute: the review's empty map), and a later window drops the days before
+    it."""
+    following = DAY + timedelta(days=1)
+    path = table_path(warehouse, RECOMMEND_DAY_ROLLUP)
+    later = [
+        {**event, "run_id": "r-next", "ts": event["ts"] + timedelta(days=1), "date": following}
+        for event in _one_queue_events()
+    ]
+    replace_where(
+        spark,
+        warehouse,
+        BRONZE_BROKER_EVENTS,
+        rows_frame(spark, BRONZE_BROKER_EVENTS, later),
+        f"date = DATE '{following.isoformat()}'",
+    )
+    assert _days(window_rollup(spark, warehouse, DAY, following)) == {DAY, following}
+    replace_where(
+        spark,
+        warehouse,
+        BRONZE_BROKER_EVENTS,
+        rows_frame(spark, BRONZE_BROKER_EVENTS, []),
+        f"date = DATE '{following.isoformat()}'",
+    )
+    assert _days(window_rollup(spark, warehouse, DAY, following)) == {DAY}
+    # The next window starts after DAY: DAY's rows leave the table.
+    assert _days(window_rollup(spark, warehouse, following, following)) == set()
+    assert _days(spark.read.format("delta").load(path)) == set()
+
+
+@pytest.mark.spark
+def test_a_table_kept_with_other_columns_is_emptied_and_computed_again(
+    spark: Any, warehouse: PipelineConf
+) -> None:
+    path = table_path(warehouse, RECOMMEND_DAY_ROLLUP)
+    spark.createDataFrame([(DAY, "b", 5)], "date date, broker string, rejected long").write.format(
+        "delta"
+    ).partitionBy("date").save(path)
+    kept = window_rollup(spark, warehouse, DAY, DAY)
+    assert spark.read.format("delta").load(path).columns == list(RECOMMEND_DAY_ROLLUP.names)
+    bronze = read_table(spark, warehouse, BRONZE_BROKER_EVENTS)
+    assert _rows(kept, ("bronze_files",)) == _rows(day_rollup(bronze))
+
+
+def _days(frame: Any) -> set[date]:
+    return {row.date for row in frame.select("date").distinct().collect()}
+
+
+def _one_queue_events() -> list[dict[str, Any]]:
+    log = Log()
+    log.queue("orders", 500, 400, [(100, 10.0, 550)])
+    return log.events
+
+
+@pytest.mark.spark
+def test_bronzes_compaction_carries_the_kept_days_over(spark: Any, warehouse: PipelineConf) -> None:
+    """The nightly maintenance OPTIMIZEs the day just ingested, after recommend kept it: new file
+    names, the same rows. The kept day takes the new files' digest, and is not computed again."""
+    from jobs.maintenance import run_maintenance
+
+    path = table_path(warehouse, RECOMMEND_DAY_ROLLUP)
+    more = [{**event, "run_id": "r-more"} for event in _one_queue_events()]
+    bronze_frame = rows_frame(spark, BRONZE_BROKER_EVENTS, more)
+    bronze_frame.write.format("delta").mode("append").save(
+        table_path(warehouse, BRONZE_BROKER_EVENTS)
+    )
+    kept = _rows(window_rollup(spark, warehouse, DAY, DAY))
+    report = run_maintenance(spark, warehouse, DAY, DAY, tables={BRONZE_BROKER_EVENTS.name})
+    assert report[BRONZE_BROKER_EVENTS.name]["files_removed"] >= 2
+    carried, _ = latest_commit(spark, path)
+    again = window_rollup(spark, warehouse, DAY, DAY)
+    assert latest_commit(spark, path)[0] == carried  # read back, not computed again
+    assert _rows(again, ("bronze_files",)) == _rows(
+        day_rollup(read_table(spark, warehouse, BRONZE_BROKER_EVENTS))
+    )
+    assert _rows(again) != kept  # the digest moved with the files

@@ -23,8 +23,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs.recommend_policy import RecommendPolicy
-from jobs.transforms.detail import detail_field
-from jobs.transforms.episodes import queue_sample_interval
 from jobs.transforms.recommend_artemis import (
     address_evidence,
     address_producers,
@@ -63,21 +61,14 @@ def _between(column: str, first: date, last: date) -> Column:
     return F.col(column).between(F.lit(first), F.lit(last))
 
 
-def sampled_entities(events: DataFrame) -> DataFrame:
-    """Per (broker, entity) of a queue or an address: the longest sample interval of its
-    collector samples (``queue_declared`` rows with ``detail.sample_interval_ms``; an Artemis
-    collector's samples name the address in ``detail.address``). Entities without samples are
-    absent."""
-    sampled = queue_sample_interval()
+def sampled_entities(rollup: DataFrame) -> DataFrame:
+    """Per (broker, entity) of a queue or an address, from the window's day rollup: the longest
+    sample interval of its collector samples (``queue_declared`` rows with
+    ``detail.sample_interval_ms``; an Artemis collector's samples name the address in
+    ``detail.address``). Entities without samples are absent."""
     return (
-        events.where(F.col("event_type") == "queue_declared")
-        .select(
-            "broker",
-            F.coalesce(detail_field("address"), F.col("queue")).alias("entity"),
-            sampled.alias("sample_interval_ms"),
-        )
-        .where(F.col("sample_interval_ms").isNotNull())
-        .groupBy("broker", "entity")
+        rollup.where(F.col("sample_interval_ms").isNotNull())
+        .groupBy("broker", F.coalesce("address", "queue").alias("entity"))
         .agg(F.max("sample_interval_ms").alias("sample_interval_ms"))
     )
 
@@ -147,7 +138,7 @@ def threshold_recommendations(
         policy,
     )
     addresses = recommend_addresses(
-        address_evidence(window_events), address_producers(window_events), daily, policy
+        address_evidence(window_rollup), address_producers(window_rollup), daily, policy
     )
     link_kinds = link_broker_kinds(window_rollup, queue_kinds)
     links = recommend_consumer_links(
@@ -164,7 +155,7 @@ def threshold_recommendations(
         qpid_queues.unionByName(rabbitmq_queues, allowMissingColumns=True)
         .unionByName(addresses, allowMissingColumns=True)
         .unionByName(links, allowMissingColumns=True),
-        sampled_entities(window_events),
+        sampled_entities(window_rollup),
     )
     rows = (
         rows.withColumn("date", F.lit(as_of))

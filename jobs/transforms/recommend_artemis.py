@@ -24,9 +24,8 @@ from pyspark.sql import functions as F
 from flowctl_core.events import PREFILL_LINK
 from jobs.recommend_policy import RecommendPolicy
 from jobs.transforms.detail import detail_field, detail_whole_number
-from jobs.transforms.message_log import client_recorded, recorded_count
-from jobs.transforms.recommend_brokers import AMQP_1_0
 from jobs.transforms.recommend_evidence import entity_columns, mean_delivery_bytes
+from jobs.transforms.recommend_rollup import latest, recorded_sum
 from jobs.transforms.saturating import (
     LONG_MAX,
     saturating_add,
@@ -34,7 +33,6 @@ from jobs.transforms.saturating import (
     saturating_sum,
 )
 from jobs.transforms.verdict_rules import Facts, Rule, always, counted, decide, staged
-from schemas.broker_events import ARTEMIS_FQQN_SEPARATOR
 from schemas.recommendations import (
     BROKER_ARTEMIS,
     ENTITY_ADDRESS,
@@ -57,106 +55,77 @@ def _is(event_type: str) -> Column:
     return F.col("event_type") == event_type
 
 
-def _latest(value: Column, name: str) -> Column:
-    """``value`` at the latest event (by ts, then seq) where it is not null."""
-    return F.max_by(value, F.when(value.isNotNull(), F.struct("ts", "seq"))).alias(name)
-
-
 # -- evidence ---------------------------------------------------------------------------------
 
 
-def address_evidence(events: DataFrame) -> DataFrame:
-    """Per Artemis address (``detail.address``): its settings at the latest event, peak size,
-    messages dropped, failed, rejected and paged, episodes blocked, and the largest
-    message and the per-message overhead of the memory estimate (without enqueues, the most
-    bytes a message took in the address's samples, overhead included)."""
-    outcome = detail_field("outcome")
-    address_size = detail_whole_number("address_size")
+def address_evidence(rollup: DataFrame) -> DataFrame:
+    """Per Artemis address (``detail.address``), from the window's day rollup
+    (recommend_rollup.py): its settings at the latest event, peak size, messages dropped,
+    failed, rejected and paged, episodes blocked, and the largest message and the per-message
+    overhead of the memory estimate (without enqueues, the most bytes a message took in the
+    address's samples, overhead included)."""
+    settings_at = F.struct("max_size_bytes__ts", "max_size_bytes__seq")
     return (
-        events.withColumn("address", detail_field("address"))
-        .where(F.col("address").isNotNull())
+        rollup.where(F.col("address").isNotNull())
         .groupBy(*ADDRESS)
         .agg(
-            F.max_by("queue", F.struct("ts", "seq")).alias("queue"),
+            latest("last_queue").alias("queue"),
             F.countDistinct("run_id").alias("runs"),
-            _latest(detail_field("policy"), "address_policy"),
-            _latest(detail_whole_number("max_size_bytes"), "max_size_bytes"),
+            latest("address_policy"),
+            latest("max_size_bytes"),
             # As of the latest event that logs the address's settings: a threshold removed (a
             # later run without one; the detail leaves it out) is no longer in force, and the
             # latest non-null one said it was (an audit).
             F.max_by(
-                detail_whole_number("reject_threshold"),
-                F.when(detail_whole_number("max_size_bytes").isNotNull(), F.struct("ts", "seq")),
+                "reject_threshold", F.when(F.col("max_size_bytes__seq").isNotNull(), settings_at)
             ).alias("reject_threshold"),
-            F.max(address_size).alias("peak_address_bytes"),
-            recorded_count(_is("message_rejected") & (outcome == "dropped")).alias("dropped_msgs"),
-            recorded_count(_is("message_rejected") & (outcome == "failed")).alias("failed_msgs"),
-            recorded_count(_is("message_rejected") & (outcome == "rejected")).alias(
-                "rejected_msgs"
-            ),
-            recorded_count(_is("enqueue") & (detail_field("paged") == "true")).alias("paged_msgs"),
-            F.count(F.when(_is("flow_stopped"), 1)).alias("episodes"),
+            F.max("peak_address_bytes").alias("peak_address_bytes"),
+            recorded_sum("dropped_msgs").alias("dropped_msgs"),
+            recorded_sum("failed_msgs").alias("failed_msgs"),
+            recorded_sum("rejected_msgs").alias("rejected_msgs"),
+            recorded_sum("paged_msgs").alias("paged_msgs"),
+            F.sum("flow_stops").alias("episodes"),
             # Without enqueues (a collector's samples), the most bytes a message took in the
             # address: its size over its messages in a sample, the overhead included.
-            F.coalesce(
-                F.max(F.when(_is("enqueue"), F.col("size_bytes"))),
-                F.max(F.when(F.col("depth_msgs") > 0, F.ceil(address_size / F.col("depth_msgs")))),
-            ).alias("max_message_bytes"),
-            F.min(F.when(_is("enqueue"), address_size - F.col("size_bytes"))).alias(
-                "_message_overhead_bytes"
+            F.coalesce(F.max("max_enqueue_bytes"), F.max("max_sampled_message_bytes")).alias(
+                "max_message_bytes"
             ),
+            F.min("min_message_overhead_bytes").alias("_message_overhead_bytes"),
         )
     )
 
 
-def address_producers(events: DataFrame) -> DataFrame:
-    """Per address: the overshoot bound of BLOCK (seed 003: about producers x window) as the
-    largest over one run of its producers' windows, CORE windows in bytes and AMQP credits in
-    messages apart; the CORE producers and the largest CORE window. An AMQP enqueue logs the
-    credit left after it, so a producer's credit window is the largest logged + 1; an AMQP
-    publisher a client recorded counts with the most credit it was granted."""
+def address_producers(rollup: DataFrame) -> DataFrame:
+    """Per address, from the window's day rollup: the overshoot bound of BLOCK (seed 003: about
+    producers x window) as the largest over one run of its producers' windows, CORE windows in
+    bytes and AMQP credits in messages apart; the CORE producers and the largest CORE window. An
+    AMQP enqueue logs the credit left after it, so a producer's credit window is the largest
+    logged + 1; an AMQP publisher a client recorded counts with the most credit it was granted."""
     logged = (
-        events.withColumn("address", detail_field("address"))
-        .where(
-            _is("enqueue")
+        rollup.where(
+            (F.col("enqueues") > 0)
             & F.col("address").isNotNull()
             & F.col("link").isNotNull()
             & (F.col("link") != PREFILL_LINK)
         )
         .groupBy(*ADDRESS, "run_id", "link")
         .agg(
-            F.max(detail_whole_number("producer.window")).alias("window"),
-            saturating_add(F.max(detail_whole_number("producer.credit")), F.lit(1)).alias(
-                "amqp_credit"
-            ),
-            F.max("capacity").alias("capacity"),
+            F.max("producer_window").alias("window"),
+            saturating_add(F.max("producer_credit"), F.lit(1)).alias("amqp_credit"),
+            F.max("enqueue_capacity").alias("capacity"),
         )
     )
     # A real broker's AMQP publishers are in the log only as their clients recorded their links
     # (collectors/proton_links.py: the address in ``queue``, the credit the broker granted):
     # left out, an address they overshot was told to lower CORE windows it had none of (a
     # real-broker walk-through). Their credit is the most the broker granted at once. A link to
-    # a fully qualified queue name (ADDRESS::QUEUE) has the queue in ``queue``, and its messages
-    # count on ADDRESS's size: the address is the name's first part.
-    amqp_address = detail_field("amqp_address")
-    fqqn_address = F.when(
-        amqp_address.contains(ARTEMIS_FQQN_SEPARATOR),
-        F.substring_index(amqp_address, ARTEMIS_FQQN_SEPARATOR, 1),
-    )
+    # a fully qualified queue name counts on its address (recommend_rollup.py).
     recorded = (
-        events.where(
-            (F.col("link_role") == "publisher")
-            & (F.col("protocol") == AMQP_1_0)
-            & F.col("queue").isNotNull()
-            & F.col("link").isNotNull()
-            & client_recorded()
-        )
-        .groupBy(
-            "broker", F.coalesce(fqqn_address, F.col("queue")).alias("address"), "run_id", "link"
-        )
+        rollup.where(F.col("publisher_address").isNotNull())
+        .groupBy("broker", F.col("publisher_address").alias("address"), "run_id", "link")
         .agg(
             F.lit(None).cast("long").alias("window"),
-            F.coalesce(F.max("credit"), F.lit(0)).alias("amqp_credit"),
+            F.coalesce(F.max("max_credit"), F.lit(0)).alias("amqp_credit"),
             F.lit(None).cast("long").alias("capacity"),
         )
     )

@@ -77,7 +77,7 @@ def queue_settings(rollup: DataFrame) -> DataFrame:
             F.max("evicts").alias("_evicts"),
             F.countDistinct("run_id").alias("runs"),
             # Null where only a collector or a client logged the queue: they see no message.
-            recorded_sum("rejected").alias("rejected_msgs"),
+            recorded_sum("rejections").alias("rejected_msgs"),
             F.max("max_enqueue_bytes").alias("max_message_bytes"),
         )
     )

@@ -1,5 +1,7 @@
-"""Recommend's day rollup of bronze: the facts its queue and link evidence read, aggregated per
-(date, broker, run_id, queue, link) in one pass over the events.
+"""Recommend's day rollup of bronze: the facts its queue, address and link evidence read,
+aggregated per (date, broker, run_id, queue, link, address, publisher_address) in one pass over
+the events (``address``: an Artemis address's, ``detail.address``; ``publisher_address``: the
+address a client-recorded AMQP 1.0 publisher sends to).
 
 Every fact merges exactly over days (the look-back window is a union of days, and ``date`` is a
 key): maxima, minima, counts, and the latest value by an order (``<fact>`` with its order's
@@ -18,17 +20,24 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs.transforms.detail import detail_field
-from jobs.transforms.message_log import from_outside
+from jobs.transforms.detail import detail_field, detail_whole_number
+from jobs.transforms.episodes import queue_sample_interval
+from jobs.transforms.message_log import client_recorded, from_outside
 from jobs.transforms.recommend_brokers import (
+    AMQP_1_0,
     evidence_flags,
     qpid_thresholds_on,
     rabbitmq_for_certain,
 )
 from jobs.transforms.timeutil import micros
+from schemas.broker_events import ARTEMIS_FQQN_SEPARATOR
 
 #: The rollup's grain, ``date`` first.
-ROLLUP_KEYS = ("date", "broker", "run_id", "queue", "link")
+ROLLUP_KEYS = ("date", "broker", "run_id", "queue", "link", "address", "publisher_address")
+
+#: What the kept rollup was computed by (jobs/recommend_day_rollup.py digests it with each day's
+#: files): raise it when what a fact means changes, so that no day kept by the old rules is read.
+ROLLUP_RULES_VERSION = 2
 
 #: The queue settings read at a queue's latest event that logs them (by ts, then seq).
 SETTINGS = (
@@ -65,10 +74,36 @@ def latest(name: str, order: tuple[str, ...] = BY_TS_SEQ) -> Column:
     return F.max_by(name, at).alias(name)
 
 
+def client_publisher_address() -> Column:
+    """The address a client-recorded AMQP 1.0 publisher's messages count on (null on any other
+    event): the queue it names, or the address of a fully qualified queue name (ADDRESS::QUEUE,
+    whose messages count on ADDRESS's size) in ``detail.amqp_address``."""
+    publisher = (
+        (F.col("link_role") == "publisher")
+        & (F.col("protocol") == AMQP_1_0)
+        & F.col("queue").isNotNull()
+        & F.col("link").isNotNull()
+        & client_recorded()
+    )
+    amqp_address = detail_field("amqp_address")
+    fqqn_address = F.when(
+        amqp_address.contains(ARTEMIS_FQQN_SEPARATOR),
+        F.substring_index(amqp_address, ARTEMIS_FQQN_SEPARATOR, 1),
+    )
+    return F.when(publisher, F.coalesce(fqqn_address, F.col("queue")))
+
+
 def day_rollup(events: DataFrame) -> DataFrame:
-    """Per (date, broker, run_id, queue, link) of bronze ``events``: the facts below, one pass."""
+    """Per (date, broker, run_id, queue, link, address, publisher_address) of bronze
+    ``events``: the facts below, one pass."""
     enqueue_us = F.when(_is("enqueue"), micros("ts"))
-    return events.groupBy(*ROLLUP_KEYS).agg(
+    outcome = detail_field("outcome")
+    address_size = detail_whole_number("address_size")
+    max_size_bytes = detail_whole_number("max_size_bytes")
+    grouped = events.withColumns(
+        {"address": detail_field("address"), "publisher_address": client_publisher_address()}
+    ).groupBy(*ROLLUP_KEYS)
+    return grouped.agg(
         # What the events say of the broker they live on (recommend_brokers.py).
         *evidence_flags(),
         F.max(qpid_thresholds_on()).alias("qpid_thresholds"),
@@ -91,7 +126,7 @@ def day_rollup(events: DataFrame) -> DataFrame:
         F.max(_is("ring_evicted")).alias("evicts"),
         # Whether any event is the broker's own, its messages logged (message_log.py).
         F.max(~from_outside()).alias("messages_recorded"),
-        F.count(F.when(_is("message_rejected"), 1)).alias("rejected"),
+        F.count(F.when(_is("message_rejected"), 1)).alias("rejections"),
         # Enqueues: producers, their windows and the intake (queue_producers, queue_growth).
         F.count(F.when(_is("enqueue"), 1)).alias("enqueues"),
         F.count(F.when(_is("dequeue"), 1)).alias("dequeues"),
@@ -102,6 +137,41 @@ def day_rollup(events: DataFrame) -> DataFrame:
         *_latest_parts(
             "depth_msgs", F.col("depth_msgs"), F.col("depth_msgs").isNotNull(), BY_TS_SEQ
         ),
+        # The latest event of the group, whatever it logs (an address's queue).
+        *_latest_parts("last_queue", F.col("queue"), F.lit(True), BY_TS_SEQ),
+        # Artemis addresses (recommend_artemis.address_evidence, address_producers).
+        *_latest_parts(
+            "address_policy", detail_field("policy"), detail_field("policy").isNotNull(), BY_TS_SEQ
+        ),
+        *_latest_parts("max_size_bytes", max_size_bytes, max_size_bytes.isNotNull(), BY_TS_SEQ),
+        # As of the latest event that logs the address's settings (max_size_bytes' order).
+        F.max_by(
+            detail_whole_number("reject_threshold"),
+            F.when(max_size_bytes.isNotNull(), F.struct(*BY_TS_SEQ)),
+        ).alias("reject_threshold"),
+        F.max(address_size).alias("peak_address_bytes"),
+        *(
+            F.count(F.when(_is("message_rejected") & (outcome == kind), 1)).alias(f"{kind}_msgs")
+            for kind in ("dropped", "failed", "rejected")
+        ),
+        F.count(F.when(_is("enqueue") & (detail_field("paged") == "true"), 1)).alias("paged_msgs"),
+        F.count(F.when(_is("flow_stopped"), 1)).alias("flow_stops"),
+        # Without enqueues (a collector's samples), the most bytes a message took in a sample.
+        F.max(F.when(F.col("depth_msgs") > 0, F.ceil(address_size / F.col("depth_msgs")))).alias(
+            "max_sampled_message_bytes"
+        ),
+        F.min(F.when(_is("enqueue"), address_size - F.col("size_bytes"))).alias(
+            "min_message_overhead_bytes"
+        ),
+        F.max(F.when(_is("enqueue"), detail_whole_number("producer.window"))).alias(
+            "producer_window"
+        ),
+        F.max(F.when(_is("enqueue"), detail_whole_number("producer.credit"))).alias(
+            "producer_credit"
+        ),
+        F.max("credit").alias("max_credit"),
+        # A collector's queue samples (recommend.sampled_entities).
+        F.max(queue_sample_interval()).alias("sample_interval_ms"),
     )
 
 
