@@ -362,6 +362,17 @@ PIPELINE_STATE = TableSchema(
 )
 
 
+#: A queue's limits and flow thresholds, as the event log's columns name them.
+QUEUE_SETTINGS = (
+    "max_count",
+    "max_size",
+    "flow_stop_count",
+    "flow_resume_count",
+    "flow_stop_size",
+    "flow_resume_size",
+)
+
+
 def _latest_of(
     name: str, kind: LogicalType, what: str, order: tuple[str, ...] = ("ts", "seq")
 ) -> tuple[Column, ...]:
@@ -410,14 +421,7 @@ RECOMMEND_DAY_ROLLUP = TableSchema(
         Column("queue__seq", "int64", doc="the latest seq of an event naming a queue"),
         *(
             column
-            for name in (
-                "max_count",
-                "max_size",
-                "flow_stop_count",
-                "flow_resume_count",
-                "flow_stop_size",
-                "flow_resume_size",
-            )
+            for name in QUEUE_SETTINGS
             for column in _latest_of(name, "int64", f"{name} logged")
         ),
         *_latest_of("limit_policy", "string", "the limit policy of a queue_declared's detail"),

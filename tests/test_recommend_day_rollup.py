@@ -114,17 +114,7 @@ def test_kept_days_are_read_back_and_changed_days_computed_again(
         rows_frame(spark, BRONZE_BROKER_EVENTS, log.events),
         f"date = DATE '{DAY.isoformat()}'",
     )
-    later = [
-        {**event, "run_id": "r-next", "ts": event["ts"] + timedelta(days=1), "date": following}
-        for event in log.events
-    ]
-    replace_where(
-        spark,
-        warehouse,
-        BRONZE_BROKER_EVENTS,
-        rows_frame(spark, BRONZE_BROKER_EVENTS, later),
-        f"date = DATE '{following.isoformat()}'",
-    )
+    _write_next_day(spark, warehouse, log.events)
     changed = window_rollup(spark, warehouse, DAY - timedelta(days=6), following)
     assert latest_commit(spark, path)[0] == written + 1
     assert {row.queue for row in changed.where("date = DATE '2026-03-03'").collect()} >= {"orders"}
@@ -169,17 +159,7 @@ def test_a_kept_day_bronze_no_longer_holds_is_dropped_and_so_are_days_out_of_the
     it."""
     following = DAY + timedelta(days=1)
     path = table_path(warehouse, RECOMMEND_DAY_ROLLUP)
-    later = [
-        {**event, "run_id": "r-next", "ts": event["ts"] + timedelta(days=1), "date": following}
-        for event in _one_queue_events()
-    ]
-    replace_where(
-        spark,
-        warehouse,
-        BRONZE_BROKER_EVENTS,
-        rows_frame(spark, BRONZE_BROKER_EVENTS, later),
-        f"date = DATE '{following.isoformat()}'",
-    )
+    _write_next_day(spark, warehouse, _one_queue_events())
     assert _days(window_rollup(spark, warehouse, DAY, following)) == {DAY, following}
     replace_where(
         spark,
@@ -240,3 +220,19 @@ def test_bronzes_compaction_carries_the_kept_days_over(spark: Any, warehouse: Pi
         day_rollup(read_table(spark, warehouse, BRONZE_BROKER_EVENTS))
     )
     assert _rows(again) != kept  # the digest moved with the files
+
+
+def _write_next_day(spark: Any, conf: PipelineConf, events: list[dict[str, Any]]) -> None:
+    """``events`` a day later, in run r-next, as bronze's day after DAY."""
+    following = DAY + timedelta(days=1)
+    later = [
+        {**event, "run_id": "r-next", "ts": event["ts"] + timedelta(days=1), "date": following}
+        for event in events
+    ]
+    replace_where(
+        spark,
+        conf,
+        BRONZE_BROKER_EVENTS,
+        rows_frame(spark, BRONZE_BROKER_EVENTS, later),
+        f"date = DATE '{following.isoformat()}'",
+    )

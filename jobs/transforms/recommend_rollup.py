@@ -31,6 +31,7 @@ from jobs.transforms.recommend_brokers import (
 )
 from jobs.transforms.timeutil import micros
 from schemas.broker_events import ARTEMIS_FQQN_SEPARATOR
+from schemas.tables import QUEUE_SETTINGS
 
 #: The rollup's grain, ``date`` first.
 ROLLUP_KEYS = ("date", "broker", "run_id", "queue", "link", "address", "publisher_address")
@@ -40,14 +41,7 @@ ROLLUP_KEYS = ("date", "broker", "run_id", "queue", "link", "address", "publishe
 ROLLUP_RULES_VERSION = 2
 
 #: The queue settings read at a queue's latest event that logs them (by ts, then seq).
-SETTINGS = (
-    "max_count",
-    "max_size",
-    "flow_stop_count",
-    "flow_resume_count",
-    "flow_stop_size",
-    "flow_resume_size",
-)
+SETTINGS = QUEUE_SETTINGS
 
 BY_TS_SEQ = ("ts", "seq")
 BY_SEQ = ("seq",)

@@ -9,6 +9,7 @@ from flowctl_core import Broker, BrokerConfig, EventBus, EventCollector, Schedul
 from flowctl_core.clients import Consumer, Producer
 from flowctl_core.protocols.config import AMQP_10, ConnectionConfig
 from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection
+from flowctl_core.protocols.wire import Frame, Wire
 from flowctl_core.queue import Message
 
 START_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
@@ -97,3 +98,18 @@ class Rabbit:
 
     def run_for(self, us: int) -> None:
         self.scheduler.run_until(self.scheduler.now_us + us)
+
+
+def record_frames(wire: Wire) -> list[Frame]:
+    """Every frame that reaches the far end of ``wire`` from now on, in order (the far end still
+    reads each)."""
+    frames: list[Frame] = []
+    read = wire.reader
+    assert read is not None
+
+    def recording(frame: Frame) -> None:
+        frames.append(frame)
+        read(frame)
+
+    wire.reader = recording
+    return frames

@@ -45,8 +45,8 @@ from flowctl_core.protocols.config import (
     RabbitPolicy,
 )
 from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection, ClientConsumerLink
-from flowctl_core.protocols.wire import FlowFrame, Frame, TransferFrame
-from tests.engine.helpers import NEVER, Rabbit
+from flowctl_core.protocols.wire import FlowFrame, TransferFrame
+from tests.engine.helpers import NEVER, Rabbit, record_frames
 
 pytestmark = pytest.mark.implementation_case
 
@@ -97,19 +97,6 @@ def client_window(connection: Amqp10Connection, frames: int, *, renew: bool) -> 
 def set_top_up(client: ClientConsumerLink, credit: int, below: int) -> None:
     """The Erlang client's auto top-up: flow_link_credit(Receiver, credit, below | never)."""
     client.config = dataclasses.replace(client.config, credit=credit, top_up_below=below)
-
-
-def record_client_frames(connection: Amqp10Connection) -> list[Frame]:
-    frames: list[Frame] = []
-    read = connection.to_client.reader
-    assert read is not None
-
-    def recording(frame: Frame) -> None:
-        frames.append(frame)
-        read(frame)
-
-    connection.to_client.reader = recording
-    return frames
 
 
 def run_until(rabbit: Rabbit, done: Callable[[], bool], limit_us: int = 10 * SETTLE_US) -> None:
@@ -187,7 +174,7 @@ def test_timed_get_classic_queue() -> None:
     rabbit = Rabbit()
     connection = open_connection(rabbit, consumers=(consumer(),), grant_at_attach=False)
     client = connection.consumers["c1"]
-    frames = record_client_frames(connection)
+    frames = record_frames(connection.to_client)
     client.grant(1)
     rabbit.run_for(SETTLE_US)
     assert frames == []
@@ -332,7 +319,7 @@ def test_session_flow_control_small_max_frame_size() -> None:
         rabbit, consumers=(consumer(),), grant_at_attach=False, max_frame_size=1000
     )
     client = connection.consumers["c1"]
-    frames = record_client_frames(connection)
+    frames = record_frames(connection.to_client)
     client_window(connection, 3, renew=False)
     client.grant(50)
     rabbit.run_for(SETTLE_US)
@@ -353,7 +340,7 @@ def test_incoming_window_closed_transfer_flow_order() -> None:
     rabbit = Rabbit(prefill=1)
     connection = open_connection(rabbit, consumers=(consumer(),), grant_at_attach=False)
     client = connection.consumers["c1"]
-    frames = record_client_frames(connection)
+    frames = record_frames(connection.to_client)
     client_window(connection, 0, renew=False)
     client.grant(2, drain=True)
     rabbit.run_for(SETTLE_US)
@@ -523,7 +510,7 @@ def test_credit_api_v2() -> None:
         consumers=(consumer("cq receiver 1"), consumer("cq receiver 3")),
         grant_at_attach=False,
     )
-    frames = record_client_frames(connection)
+    frames = record_frames(connection.to_client)
     expected = {"cq receiver 1": 0, "cq receiver 3": 0}
     for name in ("cq receiver 1", "cq receiver 3", "cq receiver 1", "cq receiver 3"):
         connection.consumers[name].grant(10)

@@ -27,23 +27,9 @@ from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection
 from flowctl_core.protocols.serial import SERIAL_MAX
 from flowctl_core.protocols.wire import AckFrame, FlowFrame, Frame
 from flowctl_core.queue import Message
-from tests.engine.helpers import NEVER, SECOND, Rabbit
+from tests.engine.helpers import NEVER, SECOND, Rabbit, record_frames
 
 SETTLE_US = 10_000  # every frame in flight has arrived (latency 100 us each way)
-
-
-def record_to_broker(connection: Amqp10Connection | Amqp091Connection) -> list[Frame]:
-    """Every frame the client writes, as the broker reads it."""
-    frames: list[Frame] = []
-    read = connection.to_broker.reader
-    assert read is not None
-
-    def recording(frame: Frame) -> None:
-        frames.append(frame)
-        read(frame)
-
-    connection.to_broker.reader = recording
-    return frames
 
 
 def link_grants(frames: list[Frame], link: str) -> list[tuple[int | None, int]]:
@@ -115,7 +101,7 @@ def test_dispositions_grant_no_credit_only_flow_frames_do() -> None:
     connection = rabbit.connect(
         consumers=(ConsumerConfig("c1", "q", credit=5, top_up_below=0, process_us=100),)
     )
-    frames = record_to_broker(connection)
+    frames = record_frames(connection.to_broker)
     rabbit.run_for(SECOND)
     assert sum(isinstance(f, AckFrame) for f in frames) == 5  # every message acknowledged
     assert link_grants(frames, "c1") == [(0, 5)]  # one flow: the attach's grant
@@ -144,7 +130,7 @@ def test_consumer_tops_up_exactly_when_its_credit_falls_below_the_mark(
     connection = rabbit.connect(
         consumers=(ConsumerConfig("c1", "q", credit=credit, top_up_below=below),)
     )
-    frames = record_to_broker(connection)
+    frames = record_frames(connection.to_broker)
     rabbit.run_for(SECOND)
     grants = link_grants(frames, "c1")
     assert connection.consumers["c1"].received == 1_000
