@@ -127,27 +127,28 @@ def test_kept_days_are_read_back_and_changed_days_computed_again(
 def test_recommendations_from_the_kept_rollup_are_those_from_bronze(
     spark: Any, warehouse: PipelineConf
 ) -> None:
+    """The day after DAY, its look-back holding DAY: the rollup kept first, then read back by
+    the job's path, gives the rows computed from the window's bronze alone."""
     policy = load_policy()
     following = DAY + timedelta(days=1)
-    evidence = {
-        "events": read_table(spark, warehouse, BRONZE_BROKER_EVENTS),
-        "queue_episodes": read_table(spark, warehouse, QUEUE_FLOW_EPISODES),
-        "queue_daily": read_table(spark, warehouse, QUEUE_FLOW_DAILY),
-        "link_starvations": read_table(spark, warehouse, LINK_STARVATION_EPISODES),
-        "link_daily": read_table(spark, warehouse, LINK_STARVATION_DAILY),
-    }
-    for _ in range(2):  # computed, then read back
-        rows, per_day = recommendations_for_days(spark, warehouse, policy, DAY, following)
-        try:
-            kept = _rows(rows)
-        finally:
-            for frame in per_day:
-                frame.unpersist()
-        from_bronze = threshold_recommendations(**evidence, policy=policy, as_of=DAY).unionByName(
-            threshold_recommendations(**evidence, policy=policy, as_of=following)
-        )
-        assert kept == _rows(from_bronze)
-        assert len(kept) == 8
+    window_rollup(spark, warehouse, policy.window_from(following), following)
+    rows, per_day = recommendations_for_days(spark, warehouse, policy, following, following)
+    try:
+        kept = _rows(rows)
+    finally:
+        for frame in per_day:
+            frame.unpersist()
+    from_bronze = threshold_recommendations(
+        events=read_table(spark, warehouse, BRONZE_BROKER_EVENTS),
+        queue_episodes=read_table(spark, warehouse, QUEUE_FLOW_EPISODES),
+        queue_daily=read_table(spark, warehouse, QUEUE_FLOW_DAILY),
+        link_starvations=read_table(spark, warehouse, LINK_STARVATION_EPISODES),
+        link_daily=read_table(spark, warehouse, LINK_STARVATION_DAILY),
+        policy=policy,
+        as_of=following,
+    )
+    assert kept == _rows(from_bronze)
+    assert len(kept) == 4
 
 
 @pytest.mark.spark
