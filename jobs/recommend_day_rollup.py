@@ -8,8 +8,10 @@ and of the rollup's rules (its version and columns: rows kept by other rules are
 Delta never rewrites a data file in place: any change of a day's rows in bronze (a day ingested
 again, a raw file added, a copy moved to a later day's quarantine, OPTIMIZE) replaces files, so
 a day whose digest differs from its files' now is computed again, and a day bronze no longer
-holds loses its rows. A bronze table with deletion vectors (rows deleted without a new file)
-is not digested this way: its rollup is computed from bronze every time.
+holds loses its rows. An OPTIMIZE moves rows and changes none: the maintenance job gives the
+kept days the compacted files' digest (:func:`carry_through_compaction`), so they are not
+computed again. A bronze table with deletion vectors (rows deleted without a new file) is not
+digested this way: its rollup is computed from bronze every time.
 """
 
 from __future__ import annotations
@@ -171,6 +173,7 @@ def carry_through_compaction(
         or digests_before is None
         or digests_after is None
         or local_table_missing(path)
+        or not _is_compaction(spark, table_path(conf, BRONZE_BROKER_EVENTS))
     ):
         return 0
     moved = {
@@ -187,6 +190,13 @@ def carry_through_compaction(
     if moved:
         log.info("recommend_day_rollup: %d days carried through bronze's compaction", len(moved))
     return len(moved)
+
+
+def _is_compaction(spark: SparkSession, path: str) -> bool:
+    """Whether the table's latest commit is an OPTIMIZE (not another writer's commit while the
+    compaction found nothing to do)."""
+    latest = DeltaTable.forPath(spark, path).history(1).select("operation").first()
+    return latest is not None and latest.operation == "OPTIMIZE"
 
 
 def _sql_date(day: date) -> str:

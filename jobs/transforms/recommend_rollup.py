@@ -7,12 +7,12 @@ Every fact merges exactly over days (the look-back window is a union of days, an
 key): maxima, minima, counts, and the latest value by an order (``<fact>`` with its order's
 fields ``<fact>__ts`` / ``<fact>__seq``, merged by :func:`latest`). So the evidence of a window is
 the merge of its days' rollups, whether they were computed from the window's bronze at once or
-kept day by day (silver ``recommend_day_rollup``, jobs/recommend.py): a night then reads the new
-day's bronze for these facts, not the whole window's.
+kept day by day (silver ``recommend_day_rollup``, jobs/recommend_day_rollup.py): a night then
+reads the new day's bronze for these facts, not the whole window's.
 
 The rules of what an event says live here; the merges (which rows count, how they add up) live
 with the evidence that reads them (recommend_brokers.py, recommend_evidence.py,
-recommend_rabbitmq.py).
+recommend_rabbitmq.py, recommend_artemis.py, recommend.py).
 """
 
 from __future__ import annotations
