@@ -237,3 +237,25 @@ def _write_next_day(spark: Any, conf: PipelineConf, events: list[dict[str, Any]]
         rows_frame(spark, BRONZE_BROKER_EVENTS, later),
         f"date = DATE '{following.isoformat()}'",
     )
+
+
+@pytest.mark.spark
+def test_another_writers_commit_is_not_taken_for_a_compaction(
+    spark: Any, warehouse: PipelineConf
+) -> None:
+    """Bronze's one commit since the digest was taken is an append, not an OPTIMIZE: its rows are
+    new, so nothing is carried over and the day is computed again."""
+    from jobs.recommend_day_rollup import bronze_digests_now, carry_through_compaction
+
+    window_rollup(spark, warehouse, DAY, DAY)
+    before = bronze_digests_now(spark, warehouse, DAY, DAY)
+    more = [{**event, "run_id": "r-more"} for event in _one_queue_events()]
+    rows_frame(spark, BRONZE_BROKER_EVENTS, more).write.format("delta").mode("append").save(
+        table_path(warehouse, BRONZE_BROKER_EVENTS)
+    )
+    assert carry_through_compaction(spark, warehouse, DAY, DAY, before) == 0
+    path = table_path(warehouse, RECOMMEND_DAY_ROLLUP)
+    version, _ = latest_commit(spark, path)
+    again = window_rollup(spark, warehouse, DAY, DAY)
+    assert latest_commit(spark, path)[0] == version + 1
+    assert "r-more" in {row.run_id for row in again.collect()}
