@@ -37,3 +37,10 @@ def recorded_count(condition: Column) -> Column:
     """Aggregate: the events of a group where ``condition`` holds, null (unknown) when none of
     the group's events is the broker's own."""
     return F.when(messages_recorded(), F.count(F.when(condition, 1)))
+
+
+def recorded_sum(column: str) -> Column:
+    """Aggregate over rows that each counted a group's events (recommend's day rollup, with
+    :func:`messages_recorded` of each in ``messages_recorded``): ``column`` added up, null
+    (unknown) when none of their events is the broker's own, as :func:`recorded_count` says."""
+    return F.when(F.max("messages_recorded"), F.sum(column))

@@ -102,8 +102,8 @@ def threshold_recommendations(
     Each input may hold more days than the window (bronze ``events`` by ``date``, silver rows by
     ``start_date``, gold rows by ``date``); only the window's days are used. Without silver
     ``blocking_episodes`` no queue is known to have blocked a connection. ``rollup`` is the day
-    rollup of those events (recommend_rollup.py, kept day by day by jobs/recommend.py); without
-    it, it is computed from ``events``.
+    rollup of those events (recommend_rollup.py, kept day by day by jobs/recommend_day_rollup.py);
+    without it, it is computed from ``events``.
     """
     first = policy.window_from(as_of)
     window_events = events.where(_between("date", first, as_of))

@@ -24,8 +24,9 @@ from pyspark.sql import functions as F
 from flowctl_core.events import PREFILL_LINK
 from jobs.recommend_policy import RecommendPolicy
 from jobs.transforms.detail import detail_field, detail_whole_number
+from jobs.transforms.message_log import recorded_sum
 from jobs.transforms.recommend_evidence import entity_columns, mean_delivery_bytes
-from jobs.transforms.recommend_rollup import latest, recorded_sum
+from jobs.transforms.recommend_rollup import latest
 from jobs.transforms.saturating import (
     LONG_MAX,
     saturating_add,

@@ -16,9 +16,11 @@ from pyspark.sql import functions as F
 from flowctl_core.events import PREFILL_LINK
 from jobs.recommend_policy import RecommendPolicy
 from jobs.transforms.detail import detail_field, detail_whole_number
-from jobs.transforms.recommend_rollup import SETTINGS, latest, recorded_sum
+from jobs.transforms.message_log import recorded_sum
+from jobs.transforms.recommend_rollup import latest
 from jobs.transforms.saturating import saturating_sum
 from jobs.transforms.timeutil import micros, seconds_between, summed_seconds, utc_date
+from schemas.tables import QUEUE_SETTINGS
 
 QUEUE = ("broker", "queue")
 LINK = ("broker", "link")
@@ -69,7 +71,7 @@ def queue_settings(rollup: DataFrame) -> DataFrame:
         rollup.where(F.col("queue").isNotNull())
         .groupBy(*QUEUE)
         .agg(
-            *(latest(column) for column in SETTINGS),
+            *(latest(column) for column in QUEUE_SETTINGS),
             # The limit policy a queue was declared with (the engine logs it in the detail).
             latest("limit_policy"),
             # A ring queue also shows by its evictions, when its declaration is older than the

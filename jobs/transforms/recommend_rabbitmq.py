@@ -17,8 +17,9 @@ from pyspark.sql import functions as F
 
 from flowctl_core.events import PREFILL_LINK
 from jobs.recommend_policy import RecommendPolicy
+from jobs.transforms.message_log import recorded_sum
 from jobs.transforms.recommend_evidence import QUEUE, entity_columns
-from jobs.transforms.recommend_rollup import latest, recorded_sum
+from jobs.transforms.recommend_rollup import latest
 from jobs.transforms.timeutil import micros, summed_seconds
 from jobs.transforms.verdict_rules import Facts, Rule, always, decide, staged
 from schemas.recommendations import (

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from jobs.transforms.detail import detail_field, detail_whole_number
 from jobs.transforms.episodes import queue_sample_interval
-from jobs.transforms.message_log import client_recorded, from_outside
+from jobs.transforms.message_log import client_recorded, messages_recorded
 from jobs.transforms.recommend_brokers import (
     AMQP_1_0,
     evidence_flags,
@@ -39,9 +39,6 @@ ROLLUP_KEYS = ("date", "broker", "run_id", "queue", "link", "address", "publishe
 #: What the kept rollup was computed by (jobs/recommend_day_rollup.py digests it with each day's
 #: files): raise it when what a fact means changes, so that no day kept by the old rules is read.
 ROLLUP_RULES_VERSION = 2
-
-#: The queue settings read at a queue's latest event that logs them (by ts, then seq).
-SETTINGS = QUEUE_SETTINGS
 
 BY_TS_SEQ = ("ts", "seq")
 BY_SEQ = ("seq",)
@@ -108,7 +105,7 @@ def day_rollup(events: DataFrame) -> DataFrame:
         # The queue's settings and limits (recommend_evidence.queue_settings).
         *(
             part
-            for column in SETTINGS
+            for column in QUEUE_SETTINGS
             for part in _latest_parts(column, F.col(column), F.col(column).isNotNull(), BY_TS_SEQ)
         ),
         *_latest_parts(
@@ -119,7 +116,7 @@ def day_rollup(events: DataFrame) -> DataFrame:
         ),
         F.max(_is("ring_evicted")).alias("evicts"),
         # Whether any event is the broker's own, its messages logged (message_log.py).
-        F.max(~from_outside()).alias("messages_recorded"),
+        messages_recorded().alias("messages_recorded"),
         F.count(F.when(_is("message_rejected"), 1)).alias("rejections"),
         # Enqueues: producers, their windows and the intake (queue_producers, queue_growth).
         F.count(F.when(_is("enqueue"), 1)).alias("enqueues"),
@@ -167,9 +164,3 @@ def day_rollup(events: DataFrame) -> DataFrame:
         # A collector's queue samples (recommend.sampled_entities).
         F.max(queue_sample_interval()).alias("sample_interval_ms"),
     )
-
-
-def recorded_sum(column: str) -> Column:
-    """Aggregate over rollup rows: their ``column`` counts added up, null (unknown) when none of
-    their events is the broker's own (message_log.recorded_count's rule, merged)."""
-    return F.when(F.max("messages_recorded"), F.sum(column))
