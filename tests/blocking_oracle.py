@@ -21,9 +21,11 @@ jobs/transforms/blocking.py document the same choices):
 * ``session_window``: a ``session_window`` event blocks its session when ``detail.incoming_window``
   is 0, unless ``detail.reason`` is ``ended`` (a session that ended is gone, not blocked); any
   other ``session_window`` (a window above 0, or none logged) leaves it open. Whatever closed it:
-  a 0 logged without a reason (a collector's frame) counts as closed. Only publishing sessions
-  count: a session named, anywhere in its run, on an event whose ``link_role`` is ``publisher``;
-  one that only consumes is not held back by an alarm.
+  a 0 logged without a reason (a collector's frame) counts as closed. Only a publishing session
+  is blocked: from the first event naming it whose ``link_role`` is ``publisher`` (other than a
+  ``session_window`` event) on; one that only consumes is not held back by an alarm. A window
+  closed before that event blocks the session from it, the episode reporting the closing
+  event's ``protocol``, ``reason`` and ``sample_interval_ms``.
 * ``producer_window``, two kinds of producer:
   - a Qpid producer (``protocol`` ``amqp-0-10``, or none logged: DESIGN §2's producer with a
     capacity window, whatever carries it) with a window: each of its events carrying
@@ -105,22 +107,19 @@ def _detail(row: Row) -> dict[str, Any]:
 
 
 class _Log:
-    """What the blocking tables need from a log, read in one pass: the run bounds, the publishing
-    sessions, and the events that may carry a blocking state (a CORE link's every event, for its
-    role), in seq order."""
+    """What the blocking tables need from a log, read in one pass: the run bounds and the events
+    that may carry a blocking state (a CORE link's every event, for its role; an event naming a
+    session's publisher), in seq order."""
 
     def __init__(self, rows: Iterable[Row]) -> None:
         self.earliest: dict[str, int] = {}
         self.last: dict[str, tuple[int, int]] = {}  # run -> (seq, ts) of its last event by seq
-        self.publishing: set[tuple[str, str, str]] = set()
         self.candidates: list[Row] = []
         for row in rows:
             run, ts = row["run_id"], to_us(row["ts"])
             self.earliest[run] = min(self.earliest.get(run, ts), ts)
             if run not in self.last or row["seq"] > self.last[run][0]:
                 self.last[run] = (row["seq"], ts)
-            if row.get("link_role") == "publisher" and row.get("session") is not None:
-                self.publishing.add((run, row["broker"], row["session"]))
             if self._may_matter(row):
                 self.candidates.append(row)
         self.candidates.sort(key=lambda r: (r["run_id"], r["seq"]))
@@ -131,6 +130,7 @@ class _Log:
         return (
             kind.startswith(("connection_", "alarm_"))
             or kind == "session_window"
+            or (row.get("link_role") == "publisher" and row.get("session") is not None)
             or (row.get("link") is not None and row.get("protocol") in (QPID, None, CORE))
         )
 
@@ -146,9 +146,12 @@ def _states(log: _Log) -> Iterable[tuple[Entity, bool, Row]]:
     """(entity, blocked after the event, event) for every event that tells a blocking state, in
     seq order within each run."""
     roles: dict[tuple[str, str, str], str] = {}
+    publishing: set[tuple[str, str, str]] = set()
+    windows: dict[tuple[str, str, str], tuple[bool, Row]] = {}  # the latest session_window
     for row in log.candidates:
         run, broker, kind = row["run_id"], row["broker"], row["event_type"]
         detail = _detail(row)
+        publisher = row.get("link_role") == "publisher"
         if kind in ("connection_blocked", "connection_unblocked"):
             if row.get("connection") is not None:
                 yield (run, broker, "connection", row["connection"]), kind.endswith("_blocked"), row
@@ -156,11 +159,24 @@ def _states(log: _Log) -> Iterable[tuple[Entity, bool, Row]]:
             resource = detail.get("resource")
             name = "alarm" if resource is None else str(resource)
             yield (run, broker, "alarm", name), kind == "alarm_raised", row
-        elif kind == "session_window":
-            session = row.get("session")
-            if session is not None and (run, broker, session) in log.publishing:
+        session = row.get("session")
+        if session is not None and (kind == "session_window" or publisher):
+            key = (run, broker, session)
+            newly_publishing = publisher and key not in publishing
+            if publisher:
+                publishing.add(key)
+            if kind == "session_window":
                 closed = detail.get("incoming_window") == 0 and detail.get("reason") != "ended"
-                yield (run, broker, "session_window", session), closed, row
+                windows[key] = (closed, row)
+                if key in publishing:
+                    yield (run, broker, "session_window", session), closed, row
+            elif newly_publishing and windows.get(key, (False, row))[0]:
+                # Closed before the session published: blocked from here, as that event says.
+                yield (
+                    (run, broker, "session_window", session),
+                    True,
+                    {**windows[key][1], "seq": row["seq"], "ts": row["ts"]},
+                )
         link = row.get("link")
         if link is None:
             continue

@@ -406,10 +406,55 @@ def test_spark_matches_the_oracle_on_random_logs(make_events: Callable[[Rows], A
     assert any(e["is_open"] for e in episodes)
     assert any(e["duration_s"] == 0.0 for e in episodes)
     assert any(not e["is_open"] and day_of(e["end_us"]) != e["start_date"] for e in episodes)
+    # s3 publishes from some point on: a window it found closed blocks it from there.
+    started_by = {(r["run_id"], r["seq"]): r["event_type"] for r in rows}
+    assert any(
+        e["kind"] == "session_window" and started_by[(e["run_id"], e["start_seq"])] == "transfer"
+        for e in episodes
+    )
     tables = assert_spark_matches_oracle(
         make_events(rows), lambda: rows, ((DAY1, DAY3 + timedelta(days=2)), (DAY2, DAY2))
     )
     assert len(tables["episodes"]) > 200
+
+
+def sessions_publishing_late() -> Rows:
+    """Windows closed at 10:00 by an alarm (as a collector samples it, every 5 s): s1's
+    publisher attaches at 10:20 and its window opens at 10:30; s2 never publishes; s3's window
+    opens at 10:10, before its publisher attaches at 10:20. The run goes on to 11:00."""
+    amqp = {"protocol": "amqp-1.0"}
+    closed = _detail(incoming_window=0, reason="alarm", sample_interval_ms=5000)
+    opened = _detail(incoming_window=400, reason="alarm_cleared")
+    return [
+        event(1, at(2, 10), "session_window", session="s1", detail=closed, **amqp),
+        event(2, at(2, 10), "session_window", session="s2", detail=closed, **amqp),
+        event(3, at(2, 10), "session_window", session="s3", detail=closed, **amqp),
+        event(4, at(2, 10, 10), "session_window", session="s3", detail=opened, **amqp),
+        event(5, at(2, 10, 20), "link_attached", session="s1", link="w1", link_role="publisher",
+              credit=170, available=0, **amqp),
+        event(6, at(2, 10, 20), "link_attached", session="s3", link="w3", link_role="publisher",
+              credit=170, available=0, **amqp),
+        event(7, at(2, 10, 30), "session_window", session="s1", detail=opened, **amqp),
+        event(8, at(2, 11), "queue_declared", queue="q"),
+    ]  # fmt: skip
+
+
+@pytest.mark.spark
+def test_a_session_is_blocked_from_its_first_publisher_event_on(
+    make_events: Callable[[Rows], Any],
+) -> None:
+    """A window closed before its session publishes holds nothing back until the publisher
+    shows: s1 is blocked from its publisher's attach (10:20) to the opening, 10 minutes, the
+    episode saying why the window closed; s2 and s3 are never blocked."""
+    rows = sessions_publishing_late()
+    wanted = oracle.blocking_episodes(rows)
+    assert [
+        (e["entity"], e["start_seq"], e["end_seq"], e["duration_s"], e["reason"]) for e in wanted
+    ] == [("s1", 5, 7, 600.0, "alarm")]
+    assert wanted[0]["sample_interval_ms"] == 5000
+    assert wanted[0]["protocol"] == "amqp-1.0"
+    spark_episodes, _ = _spark_and_starvation(make_events(rows))
+    assert not row_differences(spark_episodes, wanted, EPISODE_KEY, RELATIVE)
 
 
 # --- found by this oracle: a CORE producer's window as its link starvation (both once wrong) ---

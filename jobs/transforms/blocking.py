@@ -35,12 +35,69 @@ def _is(*event_types: str) -> Column:
     return F.col("event_type").isin(*event_types)
 
 
-def publishing_sessions(events: DataFrame) -> DataFrame:
-    """(run_id, broker, entity): the sessions of ``events`` with a publisher link, i.e. any event
-    naming the session and the role ``publisher`` (a link's attach, its flows, its transfers; a
-    span's carried link role, jobs/transforms/carry.py)."""
-    publishes = (F.col("link_role") == "publisher") & F.col("session").isNotNull()
-    return events.where(publishes).select("run_id", "broker", F.col("session").alias("entity"))
+#: The state a session's window leaves as of an event: closed (its latest ``session_window`` up to
+#: the event), whether the session publishes by then, and the seq of that window event
+#: (:func:`session_window_events`).
+WINDOW_CLOSED, PUBLISHES, WINDOW_SEQ = "_window_closed", "_publishes", "_window_seq"
+
+
+def _publisher_of_session() -> Column:
+    return (F.col("link_role") == "publisher") & F.col("session").isNotNull()
+
+
+def _closes_window() -> Column:
+    """A ``session_window`` event that closes its session's window: 0 logged, unless the session
+    ended (it is gone, not blocked). A 0 whose detail gives no reason (a collector's frame, a
+    hand-written log) is closed all the same: RabbitMQ closes it for an alarm only."""
+    return (detail_whole_number("incoming_window") == 0) & F.coalesce(
+        detail_field("reason") != "ended", F.lit(True)
+    )
+
+
+def session_window_events(events: DataFrame) -> DataFrame:
+    """The events that tell a session's blocking state, each with :data:`WINDOW_CLOSED`,
+    :data:`PUBLISHES` and :data:`WINDOW_SEQ` as of it: the session's ``session_window`` events,
+    and its first event naming a ``publisher`` link (an attach, a flow, a transfer; a span's
+    carried link role, jobs/transforms/carry.py), from which on the session publishes.
+
+    A session is blocked while it publishes and its window is closed: a window closed before
+    the session has a publisher holds nothing back until the publisher shows (RabbitMQ closes
+    every session's window on an alarm; one that only consumes is not held back), and what a
+    later event shows cannot change an earlier day, so a night computes the same rows as a run
+    over the whole range. The first publisher event reports the window event it finds closed:
+    its protocol and detail (the reason, a collector's sample interval)."""
+    session = ["run_id", "broker", "session"]
+    read = [*session, "seq", "ts", "event_type", "protocol", "detail", "link_role"]
+    windows = events.where(_is("session_window") & F.col("session").isNotNull()).select(*read)
+    first_publishers = (
+        events.where(_publisher_of_session() & ~_is("session_window"))
+        .groupBy(*session)
+        .agg(F.min_by(F.struct(*read), "seq").alias("_first"))
+        .select("_first.*")
+    )
+    in_order = Window.partitionBy(*session).orderBy("seq")
+    upto_here = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    is_window = _is("session_window")
+    window = F.struct(
+        _closes_window().alias("closed"), "seq", "protocol", "detail"
+    )  # a window event's, non-null even where its fields are
+    latest_window = F.last(F.when(is_window, window), ignorenulls=True).over(upto_here)
+    return (
+        windows.unionByName(first_publishers)
+        .withColumn("_window", latest_window)
+        .withColumns(
+            {
+                WINDOW_CLOSED: F.coalesce(F.col("_window.closed"), F.lit(False)),
+                WINDOW_SEQ: F.col("_window.seq"),
+                PUBLISHES: F.max(_publisher_of_session()).over(upto_here),
+                "protocol": F.when(is_window, F.col("protocol")).otherwise(
+                    F.col("_window.protocol")
+                ),
+                "detail": F.when(is_window, F.col("detail")).otherwise(F.col("_window.detail")),
+            }
+        )
+        .drop("_window")
+    )
 
 
 def _is_qpid_producer() -> Column:
@@ -109,16 +166,14 @@ def producer_window_events(events: DataFrame) -> DataFrame:
 @dataclass(frozen=True)
 class BlockingKind:
     """One kind of blocking: its events, the entity they concern, and whether an event leaves the
-    entity blocked (evaluated on those events only); ``among``, when the kind concerns only some
-    entities of its events: those entities, as (run_id, broker, entity) rows of the events;
-    ``source``, when the rule reads more than an event's own columns."""
+    entity blocked (evaluated on those events only); ``source``, when the rule reads more than an
+    event's own columns."""
 
     kind: str
     events: Callable[[], Column]
     entity: Callable[[], Column]
     blocked: Callable[[], Column]
     why: str
-    among: Callable[[DataFrame], DataFrame] | None = None
     #: When the rule reads a column the row alone does not give: the events it is evaluated on,
     #: with that column.
     source: Callable[[DataFrame], DataFrame] | None = None
@@ -144,18 +199,15 @@ BLOCKING_KINDS: tuple[BlockingKind, ...] = (
     ),
     BlockingKind(
         "session_window",
-        lambda: _is("session_window") & F.col("session").isNotNull(),
+        lambda: F.col("session").isNotNull(),
         lambda: F.col("session"),
-        # A session that ends while closed is no longer blocked: it is gone. A closed window
-        # whose detail gives no reason (a collector's frame, a hand-written log) is closed all
-        # the same: RabbitMQ closes it for an alarm only (a null comparison read as open lost it).
-        lambda: (
-            (detail_whole_number("incoming_window") == 0)
-            & F.coalesce(detail_field("reason") != "ended", F.lit(True))
-        ),
+        lambda: F.col(PUBLISHES) & F.col(WINDOW_CLOSED),
         "a publishing session whose incoming window is closed (0): RabbitMQ closes every "
-        "session's on an alarm, and one that only consumes is not held back by it",
-        among=publishing_sessions,
+        "session's on an alarm; a session is held back from its first publisher event on, one "
+        "that only consumes is not",
+        source=session_window_events,
+        # The state at the first publisher event rests on the window event before it.
+        rests_on=lambda: F.when(~_is("session_window"), F.col(WINDOW_SEQ)),
     ),
     BlockingKind(
         "producer_window",
@@ -196,7 +248,7 @@ def blocking_states(events: DataFrame) -> DataFrame:
 def _states_of(rule: BlockingKind, events: DataFrame) -> DataFrame:
     """The events of one kind that carry its state (:func:`blocking_states`)."""
     source = events if rule.source is None else rule.source(events)
-    states = source.where(rule.events()).select(
+    return source.where(rule.events()).select(
         "run_id",
         "broker",
         F.lit(rule.kind).alias("kind"),
@@ -212,9 +264,6 @@ def _states_of(rule: BlockingKind, events: DataFrame) -> DataFrame:
             "rests_on_seq"
         ),
     )
-    if rule.among is None:
-        return states
-    return states.join(rule.among(events), ["run_id", "broker", "entity"], "left_semi")
 
 
 def blocking_episodes(events: DataFrame, bounds: DataFrame) -> DataFrame:

@@ -69,9 +69,10 @@ LINK_KINDS: dict[str, Callable[[], Column]] = {
 #: role logged up to it (jobs/transforms/daily.py ``link_attachments``).
 LINK_FIRST_KINDS: dict[str, Callable[[], Column]] = {"link_first": is_link_event}
 
-#: Per session, the latest event naming it with a publisher link's role: the session publishes,
-#: so its closed window blocks (jobs/transforms/blocking.py ``publishing_sessions``); the
-#: link's own latest events may name its role without its session.
+#: Per session, the latest event naming it with a publisher link's role: the session publishes
+#: by then, so its closed window blocks (jobs/transforms/blocking.py
+#: ``session_window_events``); the link's own latest events may name its role without its
+#: session.
 SESSION_KINDS: dict[str, Callable[[], Column]] = {
     "session_publisher": lambda: F.col("link_role") == "publisher",
 }
