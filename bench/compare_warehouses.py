@@ -8,6 +8,8 @@ when a table differs. Tables only one side has (a table added since) are listed,
 are compared on the columns both sides have, and a column only one side has (added since) is listed
 with how many rows set it.
 Floating-point columns are compared exactly: the same inputs must give the same numbers.
+A column that names a warehouse's own files (recommend's kept rollup digests the names of the
+bronze files each day was computed from, which every ingest writes anew) is left out and said so.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from jobs.config import load_conf
 from jobs.delta_io import local_table_missing
 from schemas.recommendations import THRESHOLD_RECOMMENDATIONS
-from schemas.tables import GOLD, PIPELINE_TABLES, SILVER
+from schemas.tables import GOLD, PIPELINE_TABLES, RECOMMEND_DAY_ROLLUP, SILVER
 
 COMPARED_LAYERS = (SILVER, GOLD)
+#: Per table, columns that depend on the names of a warehouse's files, not on its rows.
+FILE_NAME_COLUMNS = {RECOMMEND_DAY_ROLLUP.name: ("bronze_files",)}
 
 
 def _tables() -> list[tuple[str, str]]:
@@ -61,6 +65,8 @@ def compare(spark: Any, before: str, after: str) -> bool:
             print(f"{layer}/{name}: only in one warehouse (not in {', '.join(missing)})")
             continue
         frame_before, frame_after = (spark.read.format("delta").load(path) for path in paths)
+        file_names = FILE_NAME_COLUMNS.get(name, ())
+        frame_before, frame_after = (f.drop(*file_names) for f in (frame_before, frame_after))
         shared = sorted(set(frame_before.columns) & set(frame_after.columns))
         only = [
             _added(frame, sorted(set(frame.columns) - set(shared)))
@@ -70,7 +76,7 @@ def compare(spark: Any, before: str, after: str) -> bool:
             f"; columns only {side}: {text}"
             for side, text in zip(("before", "after"), only, strict=True)
             if text
-        )
+        ) + "".join(f"; {c} not compared (file names)" for c in file_names)
         rows_before, rows_after = (_rows(f, shared) for f in (frame_before, frame_after))
         if rows_before == rows_after:
             print(f"{layer}/{name}: {len(rows_before):,} rows, identical{columns_note}")
