@@ -73,7 +73,7 @@ def days_to_compute(kept: dict[date, str], bronze: dict[date, str]) -> list[date
 def _unsafe_to_digest(spark: SparkSession, path: str) -> str | None:
     """Why bronze's file names may not tell its rows (None: they do): deletion vectors delete
     rows without a new file, and the feature stays once a table used it."""
-    detail = spark.sql("DESCRIBE DETAIL delta.`{}`".format(path.replace("`", "``"))).first()
+    detail = DeltaTable.forPath(spark, path).detail().first()
     features = set(getattr(detail, "tableFeatures", None) or []) if detail else set()
     properties = (detail.properties or {}) if detail else {}
     if "deletionVectors" in features or properties.get("delta.enableDeletionVectors") == "true":

@@ -259,3 +259,26 @@ def test_another_writers_commit_is_not_taken_for_a_compaction(
     again = window_rollup(spark, warehouse, DAY, DAY)
     assert latest_commit(spark, path)[0] == version + 1
     assert "r-more" in {row.run_id for row in again.collect()}
+
+
+@pytest.mark.spark
+def test_bronze_with_deletion_vectors_is_not_digested(spark: Any, warehouse: PipelineConf) -> None:
+    """A deletion vector deletes rows without writing a file, so bronze's file names no longer
+    tell its rows: the rollup is computed from bronze, nothing is kept. The feature stays once
+    a table enabled it, so turning the property off again changes nothing."""
+    from jobs.delta_io import local_table_missing
+
+    bronze = table_path(warehouse, BRONZE_BROKER_EVENTS)
+    kept_path = table_path(warehouse, RECOMMEND_DAY_ROLLUP)
+    first, last = DAY - timedelta(days=6), DAY + timedelta(days=1)
+
+    def rows_of_bronze() -> list[tuple[Any, ...]]:
+        return _rows(day_rollup(read_table(spark, warehouse, BRONZE_BROKER_EVENTS)))
+
+    for enabled in ("true", "false"):
+        spark.sql(
+            f"ALTER TABLE delta.`{bronze}` SET TBLPROPERTIES "
+            f"('delta.enableDeletionVectors' = '{enabled}')"
+        )
+        assert _rows(window_rollup(spark, warehouse, first, last)) == rows_of_bronze()
+        assert local_table_missing(kept_path)
