@@ -23,8 +23,11 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" >"$stamp"
 fi
 
-# Fails loudly here rather than as a confusing import error in the DAG test.
-"$VENV/bin/python" -c '
+# Fails loudly here rather than as a confusing import error in the DAG test. Importing Airflow
+# creates its home (logs/): a throw-away one, not ~/airflow in the user's home.
+check_home=$(mktemp -d)
+trap 'rm -rf "$check_home"' EXIT
+AIRFLOW_HOME="$check_home" "$VENV/bin/python" -c '
 import airflow
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 print(f"setup_airflow: Airflow {airflow.__version__} with SparkSubmitOperator in .airflow-venv")
