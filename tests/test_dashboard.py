@@ -54,6 +54,13 @@ def chromium(*args: str, user_data_dir: Path) -> str:
         text=True,
         timeout=120,
         check=False,
+        # Chromium keeps more than its profile in the user's config and cache folders (crash
+        # reports, dconf): beside the profile instead, not in the home of whoever runs the tests.
+        env={
+            **os.environ,
+            "XDG_CONFIG_HOME": str(user_data_dir / "config"),
+            "XDG_CACHE_HOME": str(user_data_dir / "cache"),
+        },
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
