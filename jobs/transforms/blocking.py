@@ -90,10 +90,9 @@ def session_window_events(events: DataFrame) -> DataFrame:
                 WINDOW_CLOSED: F.coalesce(F.col("_window.closed"), F.lit(False)),
                 WINDOW_SEQ: F.col("_window.seq"),
                 PUBLISHES: F.max(_publisher_of_session()).over(upto_here),
-                "protocol": F.when(is_window, F.col("protocol")).otherwise(
-                    F.col("_window.protocol")
-                ),
-                "detail": F.when(is_window, F.col("detail")).otherwise(F.col("_window.detail")),
+                # A window event's latest window is itself.
+                "protocol": F.col("_window.protocol"),
+                "detail": F.col("_window.detail"),
             }
         )
         .drop("_window")
