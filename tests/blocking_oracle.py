@@ -22,10 +22,13 @@ jobs/transforms/blocking.py document the same choices):
   is 0, unless ``detail.reason`` is ``ended`` (a session that ended is gone, not blocked); any
   other ``session_window`` (a window above 0, or none logged) leaves it open. Whatever closed it:
   a 0 logged without a reason (a collector's frame) counts as closed. Only a publishing session
-  is blocked: from the first event naming it whose ``link_role`` is ``publisher`` (other than a
-  ``session_window`` event) on; one that only consumes is not held back by an alarm. A window
-  closed before that event blocks the session from it, the episode reporting the closing
-  event's ``protocol``, ``reason`` and ``sample_interval_ms``.
+  is blocked, one with a publisher link attached; one that only consumes is not held back by an
+  alarm. A link is attached to a session from the first event naming both with ``link_role``
+  ``publisher`` (other than a ``session_window`` or a ``link_detached``) to the link's next
+  ``link_detached``, which need not name the session; a later such event attaches it again.
+  A window closed before the session's first publisher attaches blocks it from that attach,
+  and the detach of its last publisher ends the episode; an episode started at an attach
+  reports the closing event's ``protocol``, ``reason`` and ``sample_interval_ms``.
 * ``producer_window``, two kinds of producer:
   - a Qpid producer (``protocol`` ``amqp-0-10``, or none logged: DESIGN §2's producer with a
     capacity window, whatever carries it) with a window: each of its events carrying
@@ -131,6 +134,7 @@ class _Log:
             kind.startswith(("connection_", "alarm_"))
             or kind == "session_window"
             or (row.get("link_role") == "publisher" and row.get("session") is not None)
+            or (kind == "link_detached" and row.get("link") is not None)
             or (row.get("link") is not None and row.get("protocol") in (QPID, None, CORE))
         )
 
@@ -146,8 +150,16 @@ def _states(log: _Log) -> Iterable[tuple[Entity, bool, Row]]:
     """(entity, blocked after the event, event) for every event that tells a blocking state, in
     seq order within each run."""
     roles: dict[tuple[str, str, str], str] = {}
-    publishing: set[tuple[str, str, str]] = set()
+    attached: dict[tuple[str, str, str], set[str | None]] = defaultdict(set)  # session -> links
+    sessions_of: dict[tuple[str, str, str], set[str]] = defaultdict(set)  # link -> sessions
     windows: dict[tuple[str, str, str], tuple[bool, Row]] = {}  # the latest session_window
+
+    def session_state(key: tuple[str, str, str], row: Row) -> tuple[Entity, bool, Row]:
+        """The session's state as of ``row``: the row of its latest window, at ``row``'s place."""
+        closed, window = windows.get(key, (False, row))
+        entity = (key[0], key[1], "session_window", key[2])
+        return entity, closed, {**window, "seq": row["seq"], "ts": row["ts"]}
+
     for row in log.candidates:
         run, broker, kind = row["run_id"], row["broker"], row["event_type"]
         detail = _detail(row)
@@ -159,25 +171,29 @@ def _states(log: _Log) -> Iterable[tuple[Entity, bool, Row]]:
             resource = detail.get("resource")
             name = "alarm" if resource is None else str(resource)
             yield (run, broker, "alarm", name), kind == "alarm_raised", row
-        session = row.get("session")
-        if session is not None and (kind == "session_window" or publisher):
+        session, link = row.get("session"), row.get("link")
+        if kind == "session_window" and session is not None:
             key = (run, broker, session)
-            newly_publishing = publisher and key not in publishing
-            if publisher:
-                publishing.add(key)
-            if kind == "session_window":
-                closed = detail.get("incoming_window") == 0 and detail.get("reason") != "ended"
-                windows[key] = (closed, row)
-                if key in publishing:
-                    yield (run, broker, "session_window", session), closed, row
-            elif newly_publishing and windows.get(key, (False, row))[0]:
-                # Closed before the session published: blocked from here, as that event says.
-                yield (
-                    (run, broker, "session_window", session),
-                    True,
-                    {**windows[key][1], "seq": row["seq"], "ts": row["ts"]},
-                )
-        link = row.get("link")
+            closed = detail.get("incoming_window") == 0 and detail.get("reason") != "ended"
+            windows[key] = (closed, row)
+            if attached[key]:
+                yield (run, broker, "session_window", session), closed, row
+        elif kind == "link_detached":  # never an attach; one naming no link detaches nothing
+            for other in sorted(sessions_of[(run, broker, link)] if link is not None else ()):
+                key = (run, broker, other)
+                if link in attached[key]:
+                    attached[key].discard(link)
+                    if not attached[key]:  # its last publisher gone: held back no more
+                        entity, _, state_row = session_state(key, row)
+                        yield entity, False, state_row
+        elif publisher and session is not None:
+            key = (run, broker, session)
+            if link not in attached[key]:
+                attached[key].add(link)
+                if link is not None:
+                    sessions_of[(run, broker, link)].add(session)
+                if len(attached[key]) == 1:  # it publishes from here: blocked if closed
+                    yield session_state(key, row)
         if link is None:
             continue
         if row.get("protocol") in (QPID, None):

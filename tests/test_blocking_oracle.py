@@ -242,9 +242,15 @@ def random_run(rng: random.Random, run_id: str, broker: str) -> Rows:
             reason = rng.choice(("alarm", "alarm_cleared", "reopened", "ended", None))
             emit("session_window", session=session, protocol="amqp-1.0",
                  detail=detail(incoming_window=window, reason=reason))  # fmt: skip
-        elif pick < 0.42:  # s3 publishes from some point on: a publishing session all along
-            emit("transfer", link="w3", link_role="publisher", session="s3", protocol="amqp-1.0",
-                 credit=rng.randint(0, 9), available=rng.randint(0, 3))  # fmt: skip
+        elif pick < 0.45:  # s3's publishers show from some point on, detach, show again
+            link = rng.choice(("w3", "w3", "w4"))
+            if rng.random() < 0.25:  # a detach may not name its session
+                emit("link_detached", link=link, link_role="publisher",
+                     session=rng.choice(("s3", None)), protocol="amqp-1.0")  # fmt: skip
+            else:
+                emit("transfer", link=link, link_role="publisher", session="s3",
+                     protocol="amqp-1.0", credit=rng.randint(0, 9),
+                     available=rng.randint(0, 3))  # fmt: skip
         elif pick < 0.65:
             capacity = rng.choice((None, 0, 1, 3, 3))
             top = capacity if capacity else 2
@@ -406,11 +412,14 @@ def test_spark_matches_the_oracle_on_random_logs(make_events: Callable[[Rows], A
     assert any(e["is_open"] for e in episodes)
     assert any(e["duration_s"] == 0.0 for e in episodes)
     assert any(not e["is_open"] and day_of(e["end_us"]) != e["start_date"] for e in episodes)
-    # s3 publishes from some point on: a window it found closed blocks it from there.
-    started_by = {(r["run_id"], r["seq"]): r["event_type"] for r in rows}
+    # s3's publishers show from some point on: a window they find closed blocks it from there,
+    # until its last publisher detaches.
+    event_type = {(r["run_id"], r["seq"]): r["event_type"] for r in rows}
+    sessions = [e for e in episodes if e["kind"] == "session_window"]
+    assert any(event_type[(e["run_id"], e["start_seq"])] == "transfer" for e in sessions)
     assert any(
-        e["kind"] == "session_window" and started_by[(e["run_id"], e["start_seq"])] == "transfer"
-        for e in episodes
+        not e["is_open"] and event_type[(e["run_id"], e["end_seq"])] == "link_detached"
+        for e in sessions
     )
     tables = assert_spark_matches_oracle(
         make_events(rows), lambda: rows, ((DAY1, DAY3 + timedelta(days=2)), (DAY2, DAY2))
@@ -453,6 +462,63 @@ def test_a_session_is_blocked_from_its_first_publisher_event_on(
     ] == [("s1", 5, 7, 600.0, "alarm")]
     assert wanted[0]["sample_interval_ms"] == 5000
     assert wanted[0]["protocol"] == "amqp-1.0"
+    spark_episodes, _ = _spark_and_starvation(make_events(rows))
+    assert not row_differences(spark_episodes, wanted, EPISODE_KEY, RELATIVE)
+
+
+def sessions_whose_publishers_detach() -> Rows:
+    """Windows closed at 10:00 by an alarm, opened at 11:00. s1 has two publishers: w2 detaches
+    at 10:10, w1 at 10:20 (its detach naming no session), and w1 shows again at 10:40 (a
+    transfer naming s1, no attach logged); s2's only publisher detached at 09:50, its consumer
+    goes on; s3's publisher detaches naming its role only, and a detach naming no link comes
+    after it. The run goes on to 12:00."""
+    amqp = {"protocol": "amqp-1.0"}
+    closed = _detail(incoming_window=0, reason="alarm")
+    opened = _detail(incoming_window=400, reason="alarm_cleared")
+    publisher = {"link_role": "publisher", **amqp}
+    return [
+        event(1, at(2, 9), "link_attached", session="s1", link="w1", credit=170, **publisher),
+        event(2, at(2, 9), "link_attached", session="s1", link="w2", credit=170, **publisher),
+        event(3, at(2, 9), "link_attached", session="s2", link="w5", credit=170, **publisher),
+        event(4, at(2, 9), "link_attached", session="s2", link="r5", link_role="consumer",
+              credit=10, **amqp),
+        event(5, at(2, 9), "link_attached", session="s3", link="w6", credit=170, **publisher),
+        event(6, at(2, 9, 50), "link_detached", session="s2", link="w5", **publisher),
+        event(7, at(2, 10), "session_window", session="s1", detail=closed, **amqp),
+        event(8, at(2, 10), "session_window", session="s2", detail=closed, **amqp),
+        event(9, at(2, 10), "session_window", session="s3", detail=closed, **amqp),
+        event(10, at(2, 10, 5), "link_detached", session="s3", **publisher),
+        event(11, at(2, 10, 10), "link_detached", session="s1", link="w2", **publisher),
+        event(12, at(2, 10, 15), "link_detached", link="w6", link_role="publisher", **amqp),
+        event(13, at(2, 10, 20), "link_detached", link="w1", **amqp),
+        event(14, at(2, 10, 30), "transfer", session="s2", link="r5", link_role="consumer",
+              credit=9, **amqp),
+        event(15, at(2, 10, 40), "transfer", session="s1", link="w1", credit=169, **publisher),
+        event(16, at(2, 11), "session_window", session="s1", detail=opened, **amqp),
+        event(17, at(2, 11), "session_window", session="s2", detail=opened, **amqp),
+        event(18, at(2, 11), "session_window", session="s3", detail=opened, **amqp),
+        event(19, at(2, 12), "queue_declared", queue="q"),
+    ]  # fmt: skip
+
+
+@pytest.mark.spark
+def test_a_session_is_blocked_while_a_publisher_link_is_attached(
+    make_events: Callable[[Rows], Any],
+) -> None:
+    """A session publishes while a publisher link of it is attached: s1 is blocked from the
+    closing to its last publisher's detach (w2's detach leaves w1), then again from w1's next
+    transfer to the opening; s2, whose publisher detached before the alarm, is never blocked;
+    s3 until its publisher's detach, which names its link and not its session (the detach
+    before it names no link: nothing)."""
+    rows = sessions_whose_publishers_detach()
+    wanted = oracle.blocking_episodes(rows)
+    assert sorted(
+        (e["entity"], e["start_seq"], e["end_seq"], e["duration_s"], e["reason"]) for e in wanted
+    ) == [
+        ("s1", 7, 13, 1200.0, "alarm"),
+        ("s1", 15, 16, 1200.0, "alarm"),
+        ("s3", 9, 12, 900.0, "alarm"),
+    ]
     spark_episodes, _ = _spark_and_starvation(make_events(rows))
     assert not row_differences(spark_episodes, wanted, EPISODE_KEY, RELATIVE)
 

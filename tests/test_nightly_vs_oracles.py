@@ -192,20 +192,28 @@ def _closed(window: int) -> str:
     return json.dumps({"incoming_window": window, "reason": "alarm" if window == 0 else "cleared"})
 
 
-def session_named_on_a_detached_links_attach() -> Rows:
-    """Run ta: publisher w attaches on day 1 naming its session s, transfers and detaches naming
-    its role only; s's window is closed by an alarm on day 3 for 2 h. The run has rows on day 2,
-    so day 3's night spans days 2-3 from the rows carried to day 1."""
+def session_named_on_one_publisher_event() -> Rows:
+    """Run ta: publisher w attaches on day 1 naming no session, names its session s on one
+    transfer only, then gets credit naming its role only; publisher w2 attaches to s and
+    detaches later on day 1. So no latest event of w names s, and the session's latest
+    publisher event is w2's detach: w's transfer must be carried. s's window is closed by an
+    alarm on day 3 for 2 h, while w is still attached. The run has rows on day 2, so day 3's
+    night spans days 2-3 from the rows carried to day 1."""
     run = {"run_id": "ta", "protocol": "amqp-1.0"}
     return [
         event(1, at(1, 9), "queue_declared", run_id="ta", queue="q", depth_msgs=0),
         event(0, at(1, 9), "link_attached", **run, link="c", link_role="consumer", credit=1,
               available=0),
-        event(2, at(1, 10), "link_attached", **run, link="w", link_role="publisher", session="s",
-              credit=5, available=0),
-        event(3, at(1, 11), "transfer", **run, link="w", link_role="publisher", credit=4,
+        event(2, at(1, 10), "link_attached", **run, link="w", link_role="publisher", credit=5,
               available=0),
-        event(4, at(1, 12), "link_detached", **run, link="w", link_role="publisher"),
+        event(3, at(1, 11), "transfer", **run, link="w", link_role="publisher", session="s",
+              credit=4, available=0),
+        event(4, at(1, 12), "flow", **run, link="w", link_role="publisher", credit=5,
+              available=0),
+        event(10, at(1, 12, 30), "link_attached", **run, link="w2", link_role="publisher",
+              session="s", credit=5, available=0),
+        event(11, at(1, 13), "link_detached", **run, link="w2", link_role="publisher",
+              session="s"),
         event(5, at(2, 12), "enqueue", run_id="ta", queue="q", depth_msgs=1),
         event(9, at(2, 13), "flow", **run, link="c", link_role="consumer", credit=1,
               available=0),
@@ -241,6 +249,33 @@ def session_publishing_from_day_3() -> Rows:
               session="s2", credit=5, available=0),
         event(13, at(3, 12), "session_window", **run, session="s", detail=_closed(400)),
         event(14, at(3, 13), "dequeue", run_id="tb", queue="q", depth_msgs=0),
+    ]  # fmt: skip
+
+
+def publisher_detached_and_attached_again() -> Rows:
+    """Run te: session s's publisher w attaches on day 1 and its window closes at 11:00 (an
+    alarm); w detaches on day 2 at 08:00 (the detach naming no session) and shows again on day
+    3 at 09:00 (a transfer naming s, with no attach logged); the window opens at 10:00. So s is
+    blocked from day 1 11:00 to the detach (13 h + 8 h) and from 09:00 to 10:00 on day 3. Session
+    s2's only publisher detaches before its window closes: never blocked."""
+    run = {"run_id": "te", "protocol": "amqp-1.0"}
+    return [
+        event(1, at(1, 9), "queue_declared", run_id="te", queue="q", depth_msgs=0),
+        event(2, at(1, 10), "link_attached", **run, link="w", link_role="publisher", session="s",
+              credit=5, available=0),
+        event(3, at(1, 10), "link_attached", **run, link="w9", link_role="publisher",
+              session="s2", credit=5, available=0),
+        event(4, at(1, 10, 30), "link_detached", **run, link="w9", link_role="publisher",
+              session="s2"),
+        event(5, at(1, 11), "session_window", **run, session="s", detail=_closed(0)),
+        event(6, at(1, 11), "session_window", **run, session="s2", detail=_closed(0)),
+        event(7, at(2, 8), "link_detached", **run, link="w"),
+        event(8, at(2, 12), "enqueue", run_id="te", queue="q", depth_msgs=1),
+        event(9, at(3, 9), "transfer", **run, link="w", link_role="publisher", session="s",
+              credit=4, available=0),
+        event(10, at(3, 10), "session_window", **run, session="s", detail=_closed(400)),
+        event(11, at(3, 10), "session_window", **run, session="s2", detail=_closed(400)),
+        event(12, at(3, 13), "dequeue", run_id="te", queue="q", depth_msgs=0),
     ]  # fmt: skip
 
 
@@ -284,8 +319,8 @@ def targeted_log() -> Rows:
     each run's latest gold day of each table, so the random runs (episodes open for days, links
     detached days ago) make every night start on day 1 and read no carried row."""
     rows: Rows = []
-    for hand in (session_named_on_a_detached_links_attach, session_publishing_from_day_3,
-                 role_before_a_reattach):  # fmt: skip
+    for hand in (session_named_on_one_publisher_event, session_publishing_from_day_3,
+                 publisher_detached_and_attached_again, role_before_a_reattach):  # fmt: skip
         rows += _in_ts_order(hand())
     # A run on day 4 alone: the fourth night has raw files to ingest.
     rows.append(event(1, at(4, 9), "queue_declared", run_id="td", queue="q", depth_msgs=0))
@@ -467,4 +502,34 @@ def test_a_session_is_blocked_from_its_first_publisher_event_night_after_night_a
         ("s", "2024-01-03", 5400.0),
         ("s3", "2024-01-02", 57600.0),
         ("s3", "2024-01-03", 32400.0),
+    ]
+
+
+@pytest.mark.parametrize("order", ["nightly", "range"])
+def test_a_session_is_blocked_while_a_publisher_is_attached_night_after_night_as_in_a_range(
+    log, warehouses, order
+):
+    """Run te: s blocked from its window's closing on day 1 to its publisher's detach on day 2,
+    then again from the publisher's next transfer on day 3 to the window's opening (the nights
+    of days 2 and 3 carry the attach and the detach); s2, whose only publisher detached before
+    its window closed, never. Run ta: s's publisher, named with its session on one day-1 transfer
+    only, still makes s publishing on day 3."""
+    if log[0] != "targeted":
+        pytest.skip("runs te and ta are in the targeted log")
+    tables = warehouses[order]
+    _, episodes = _split_off(tables[BLOCKING_EPISODES.name], "te")
+    assert sorted((e["entity"], e["start_seq"], e["end_seq"]) for e in episodes) == [
+        ("s", 5, 7),
+        ("s", 9, 10),
+    ]
+    blocked = sorted(
+        (d["run_id"], d["entity"], str(d["date"]), d["blocked_s"])
+        for d in tables[BLOCKING_DAILY.name]
+        if d["run_id"] in ("te", "ta") and d["kind"] == "session_window"
+    )
+    assert blocked == [
+        ("ta", "s", "2024-01-03", 7200.0),
+        ("te", "s", "2024-01-01", 13 * 3600.0),
+        ("te", "s", "2024-01-02", 8 * 3600.0),
+        ("te", "s", "2024-01-03", 3600.0),
     ]

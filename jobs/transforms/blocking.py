@@ -45,6 +45,13 @@ def _publisher_of_session() -> Column:
     return (F.col("link_role") == "publisher") & F.col("session").isNotNull()
 
 
+def attaches_publisher() -> Column:
+    """An event that shows a publisher link in its session: one naming both, other than the
+    session's own window event or the link's detach. The link is attached to the session from
+    its first such event, and again from the first after each of its detaches."""
+    return _publisher_of_session() & ~_is("session_window", "link_detached")
+
+
 def _closes_window() -> Column:
     """A ``session_window`` event that closes its session's window: 0 logged, unless the session
     ended (it is gone, not blocked). A 0 whose detail gives no reason (a collector's frame, a
@@ -54,26 +61,70 @@ def _closes_window() -> Column:
     )
 
 
+#: A row's change to its session's count of attached publisher links (:func:`_publisher_changes`).
+_PUBLISHERS_CHANGE = "_publishers_change"
+
+
+def _publisher_changes(events: DataFrame, read: list[str]) -> DataFrame:
+    """The events at which a session's publisher links attach or detach: per (session, link), its
+    first :func:`attaches_publisher` event and the first after each of the link's detaches, and
+    those detaches, each with :data:`_PUBLISHERS_CHANGE` (+1 where the link attaches, -1 where
+    an attached one detaches, else 0). A link's detach may not name its session: it is the
+    link's, for every session the link was shown in. The publishers' events are aggregated, not
+    sorted: once per (session, link), and those after a detach once per detach."""
+    pair = ["run_id", "broker", "session", "link"]
+    link = ["run_id", "broker", "link"]
+    publishers = events.where(attaches_publisher()).select(*read)
+    detached = events.where(_is("link_detached") & F.col("link").isNotNull())
+    first = F.min_by(F.struct(*read), "seq").alias("_first")
+    firsts = publishers.groupBy(*pair).agg(first).select("_first.*")
+    after_detaches = (
+        publishers.join(F.broadcast(detached.select(*link, F.col("seq").alias("_after"))), link)
+        .where(F.col("seq") > F.col("_after"))
+        .groupBy(*pair, "_after")
+        .agg(first)
+        .select("_first.*")
+    )
+    attaches = (
+        firsts.unionByName(after_detaches)
+        .dropDuplicates([*pair, "seq"])  # the first after two detaches, or after none
+        .withColumn("_attaches", F.lit(True))
+    )
+    detaches = (
+        detached.select(*[c for c in read if c != "session"])
+        .join(F.broadcast(firsts.where(F.col("link").isNotNull()).select(*pair)), link)
+        .withColumn("_attaches", F.lit(False))
+    )
+    in_order = Window.partitionBy(*pair).orderBy("seq")
+    attached = F.col("_attaches")
+    was_attached = F.coalesce(F.lag(attached).over(in_order), F.lit(False))
+    return (
+        attaches.unionByName(detaches)
+        .withColumn(_PUBLISHERS_CHANGE, attached.cast("int") - was_attached.cast("int"))
+        .drop("_attaches")
+    )
+
+
 def session_window_events(events: DataFrame) -> DataFrame:
     """The events that tell a session's blocking state, each with :data:`WINDOW_CLOSED`,
     :data:`PUBLISHES` and :data:`WINDOW_SEQ` as of it: the session's ``session_window`` events,
-    and its first event naming a ``publisher`` link (an attach, a flow, a transfer; a span's
-    carried link role, jobs/transforms/carry.py), from which on the session publishes.
+    and the events at which its publisher links attach (an attach, a flow, a transfer: its first
+    event naming the link as a ``publisher`` of the session; a span's carried link event,
+    jobs/transforms/carry.py) and detach (:func:`_publisher_changes`).
 
-    A session is blocked while it publishes and its window is closed: a window closed before
-    the session has a publisher holds nothing back until the publisher shows (RabbitMQ closes
-    every session's window on an alarm; one that only consumes is not held back), and what a
-    later event shows cannot change an earlier day, so a night computes the same rows as a run
-    over the whole range. The first publisher event reports the window event it finds closed:
-    its protocol and detail (the reason, a collector's sample interval)."""
+    A session is blocked while it publishes, at least one publisher link attached, and its window
+    is closed: a window closed before the session has a publisher holds nothing back until the
+    publisher shows, nor after its last publisher detached (RabbitMQ closes every session's
+    window on an alarm; one that only consumes is not held back), and what a later event shows
+    cannot change an earlier day, so a night computes the same rows as a run over the whole
+    range. A publisher's attach or detach reports the window event it finds: its protocol and
+    detail (the reason, a collector's sample interval)."""
     session = ["run_id", "broker", "session"]
-    read = [*session, "seq", "ts", "event_type", "protocol", "detail", "link_role"]
-    windows = events.where(_is("session_window") & F.col("session").isNotNull()).select(*read)
-    first_publishers = (
-        events.where(_publisher_of_session() & ~_is("session_window"))
-        .groupBy(*session)
-        .agg(F.min_by(F.struct(*read), "seq").alias("_first"))
-        .select("_first.*")
+    read = [*session, "link", "seq", "ts", "event_type", "protocol", "detail", "link_role"]
+    windows = (
+        events.where(_is("session_window") & F.col("session").isNotNull())
+        .select(*read)
+        .withColumn(_PUBLISHERS_CHANGE, F.lit(0))
     )
     in_order = Window.partitionBy(*session).orderBy("seq")
     upto_here = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
@@ -83,19 +134,19 @@ def session_window_events(events: DataFrame) -> DataFrame:
     )  # a window event's, non-null even where its fields are
     latest_window = F.last(F.when(is_window, window), ignorenulls=True).over(upto_here)
     return (
-        windows.unionByName(first_publishers)
+        windows.unionByName(_publisher_changes(events, read))
         .withColumn("_window", latest_window)
         .withColumns(
             {
                 WINDOW_CLOSED: F.coalesce(F.col("_window.closed"), F.lit(False)),
                 WINDOW_SEQ: F.col("_window.seq"),
-                PUBLISHES: F.max(_publisher_of_session()).over(upto_here),
+                PUBLISHES: F.sum(_PUBLISHERS_CHANGE).over(upto_here) > 0,
                 # A window event's latest window is itself.
                 "protocol": F.col("_window.protocol"),
                 "detail": F.col("_window.detail"),
             }
         )
-        .drop("_window")
+        .drop("_window", _PUBLISHERS_CHANGE)
     )
 
 
@@ -202,10 +253,10 @@ BLOCKING_KINDS: tuple[BlockingKind, ...] = (
         lambda: F.col("session"),
         lambda: F.col(PUBLISHES) & F.col(WINDOW_CLOSED),
         "a publishing session whose incoming window is closed (0): RabbitMQ closes every "
-        "session's on an alarm; a session is held back from its first publisher event on, one "
-        "that only consumes is not",
+        "session's on an alarm; a session is held back while a publisher link of it is attached "
+        "(from its first event naming the session to its detach), one that only consumes is not",
         source=session_window_events,
-        # The state at the first publisher event rests on the window event before it.
+        # The state at a publisher's attach or detach rests on the window event before it.
         rests_on=lambda: F.when(~_is("session_window"), F.col(WINDOW_SEQ)),
     ),
     BlockingKind(

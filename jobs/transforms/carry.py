@@ -4,18 +4,17 @@ Every rule of DESIGN §4 reads a run's events in ``seq`` order and asks of earli
 the latest event of some kind: the latest flow_stopped / flow_resumed of a queue (is it stopped at
 00:00?), the latest non-null threshold, counter or depth, the queue's event right before an
 episode's start (its trigger), a link's latest credit, role, attach / detach and detach (and the
-role in force at that attach or detach) and its first event, a session's latest event naming a
-publisher link, a blocking entity's latest state (and the role it rests on), and the run's first
-event (where its observation starts). Those events,
-per run and day, are this table. A span of days is then computed from the rows carried to the day
-before it plus the span's own bronze events: the same inputs to the same transforms, whatever
-the run's length (the stretch before the span only yields episodes that start before it, which
-the jobs do not write; see :mod:`jobs.episodes`).
+role in force at that attach or detach) and its first event, a session's latest event naming
+each of its publisher links, a blocking entity's latest state (and the role it rests on), and the
+run's first event (where its observation starts). Those events, per run and day, are this table.
+A span of days is then computed from the rows carried to the day before it plus the span's own
+bronze events: the same inputs to the same transforms, whatever the run's length (the stretch
+before the span only yields episodes that start before it, which the jobs do not write; see
+:mod:`jobs.episodes`).
 
 The kinds are tables of rules (:data:`QUEUE_KINDS`, :data:`LINK_KINDS`,
 :data:`LINK_FIRST_KINDS`, :data:`SESSION_KINDS`; a link's role at its attach needs its own pass):
-adding a rule that
-reads another kind of earlier event means adding its kind here.
+adding a rule that reads another kind of earlier event means adding its kind here.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from datetime import date
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from jobs.transforms.blocking import blocking_states
+from jobs.transforms.blocking import attaches_publisher, blocking_states
 from jobs.transforms.daily import is_link_event
 from jobs.transforms.depth_timeline import CARRIED_COLUMNS as TIMELINE_CARRIED_COLUMNS
 from jobs.transforms.episodes import CARRIED_COLUMNS as EPISODE_CARRIED_COLUMNS
@@ -69,12 +68,13 @@ LINK_KINDS: dict[str, Callable[[], Column]] = {
 #: role logged up to it (jobs/transforms/daily.py ``link_attachments``).
 LINK_FIRST_KINDS: dict[str, Callable[[], Column]] = {"link_first": is_link_event}
 
-#: Per session, the latest event naming it with a publisher link's role: the session publishes
-#: by then, so its closed window blocks (jobs/transforms/blocking.py
-#: ``session_window_events``); the link's own latest events may name its role without its
-#: session.
+#: Per session and link (the session level's ``part``), the latest event showing the link as a
+#: publisher of the session: with the link's latest detach (:data:`LINK_KINDS`), whether it is
+#: still attached, so whether the session publishes and its closed window blocks
+#: (jobs/transforms/blocking.py ``session_window_events``); the link's own latest events may
+#: name its role without its session.
 SESSION_KINDS: dict[str, Callable[[], Column]] = {
-    "session_publisher": lambda: F.col("link_role") == "publisher",
+    "session_publisher": attaches_publisher,
 }
 
 #: The run's latest event (its watermark when the span has none) and first by ts.
@@ -113,17 +113,33 @@ def _entity_seqs(events: DataFrame, first: date, last: date) -> DataFrame:
         F.min_by(seq, "ts").alias("run_first"),
         F.min("ts").alias("_first_ts"),
     )
+    none = F.lit(None).cast("string")
     level = F.explode(
         F.array(
-            F.struct(F.lit("queue").alias("level"), F.col("broker"), F.col("queue").alias("key")),
-            F.struct(F.lit("link").alias("level"), F.col("broker"), F.col("link").alias("key")),
             F.struct(
-                F.lit("session").alias("level"), F.col("broker"), F.col("session").alias("key")
+                F.lit("queue").alias("level"),
+                F.col("broker"),
+                F.col("queue").alias("key"),
+                none.alias("part"),
+            ),
+            F.struct(
+                F.lit("link").alias("level"),
+                F.col("broker"),
+                F.col("link").alias("key"),
+                none.alias("part"),
+            ),
+            # A session's publishers are counted link by link (SESSION_KINDS).
+            F.struct(
+                F.lit("session").alias("level"),
+                F.col("broker"),
+                F.col("session").alias("key"),
+                F.col("link").alias("part"),
             ),
             F.struct(
                 F.lit("run").alias("level"),
-                F.lit(None).cast("string").alias("broker"),
-                F.lit(None).cast("string").alias("key"),
+                none.alias("broker"),
+                none.alias("key"),
+                none.alias("part"),
             ),
         )
     )
