@@ -4,9 +4,11 @@ the silver ``carried_events`` they start from (jobs/transforms/carry.py).
 A scope's span is computed from the rows carried to the day before it plus the bronze days of the
 span, so a nightly run costs what its days hold, not what the run has logged since it began
 (issue 22). Whole runs are read instead when a run of the scope has days processed before this
-table existed (gold rows before the span and nothing carried), and, for the depth timeline, when
-a run's bucket width changed (it grows until the run has lasted a day,
-jobs/transforms/depth_timeline.py): its earlier buckets must be cut again.
+table existed (gold rows before the span and nothing carried), when a run's clock stepped back
+over the midnight before the span (an event dated before it logged after one dated in it: the
+carried rows are then not the run's state at the span's start, :func:`runs_stepping_back_into`),
+and, for the depth timeline, when a run's bucket width changed (it grows until the run has
+lasted a day, jobs/transforms/depth_timeline.py): its earlier buckets must be cut again.
 
 A small span, local and within the conf's ``span.keep_in_memory_max_mb``, is read once and kept
 in memory for all the writes of a job (:func:`kept_in_memory`); a larger one is read by each write.
@@ -24,6 +26,7 @@ import logging
 import os
 from dataclasses import dataclass
 from datetime import date, timedelta
+from functools import reduce
 from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
@@ -117,9 +120,42 @@ def span_events(spark: SparkSession, conf: PipelineConf, scope: Scope) -> SpanEv
         for run, day in sorted(carried.items())
     )
     state = read_table(spark, conf, CARRIED_EVENTS).where(at_start).select(*EVENT_COLUMNS)
+    stepped_back = runs_stepping_back_into(state, bronze, span_from)
+    if stepped_back:
+        log.info(
+            "whole runs read: %s logged events dated before %s after some dated in it (a clock "
+            "stepping back over midnight): the carried rows are not their state at its start",
+            stepped_back,
+            span_from.isoformat(),
+        )
+        return whole_runs(spark, conf, scope)
     return SpanEvents(
         state.unionByName(bronze), True, span_from, span_to, runs, tuple(sorted(carried)), state
     )
+
+
+def runs_stepping_back_into(state: DataFrame, bronze: DataFrame, span_from: date) -> list[str]:
+    """The runs with an event dated before ``span_from`` whose seq is above one of an event of
+    the span's bronze days: a clock that stepped back over the midnight before the span. The
+    carried rows are the latest of each kind among the events dated before the span, which is
+    the run's state at the span's start only while those events all come before the span's in
+    seq order. Two Spark jobs: the latest carried seq per run (a few rows, the run's latest
+    event dated before the span is always carried), then the span's events below it, a filter
+    on ``run_id`` and ``seq`` that bronze's file statistics and Parquet's row groups answer
+    mostly without reading rows."""
+    latest = (
+        state.where(F.col("date") < F.lit(span_from))
+        .groupBy("run_id")
+        .agg(F.max("seq").alias("seq"))
+        .collect()
+    )
+    if not latest:
+        return []
+    below = reduce(
+        lambda either, other: either | other,
+        ((F.col("run_id") == row.run_id) & (F.col("seq") < row.seq) for row in latest),
+    )
+    return sorted(row.run_id for row in bronze.where(below).select("run_id").distinct().collect())
 
 
 def write_carried_events(spark: SparkSession, conf: PipelineConf, read: SpanEvents) -> int:
