@@ -41,15 +41,15 @@ def _is(*event_types: str) -> Column:
 WINDOW_CLOSED, PUBLISHES, WINDOW_SEQ = "_window_closed", "_publishes", "_window_seq"
 
 
-def _publisher_of_session() -> Column:
-    return (F.col("link_role") == "publisher") & F.col("session").isNotNull()
-
-
 def attaches_publisher() -> Column:
     """An event that shows a publisher link in its session: one naming both, other than the
     session's own window event or the link's detach. The link is attached to the session from
     its first such event, and again from the first after each of its detaches."""
-    return _publisher_of_session() & ~_is("session_window", "link_detached")
+    return (
+        (F.col("link_role") == "publisher")
+        & F.col("session").isNotNull()
+        & ~_is("session_window", "link_detached")
+    )
 
 
 def _closes_window() -> Column:

@@ -114,33 +114,19 @@ def _entity_seqs(events: DataFrame, first: date, last: date) -> DataFrame:
         F.min("ts").alias("_first_ts"),
     )
     none = F.lit(None).cast("string")
-    level = F.explode(
+
+    def level(name: str, broker: Column, key: Column, part: Column = none) -> Column:
+        return F.struct(
+            F.lit(name).alias("level"), broker.alias("broker"), key.alias("key"), part.alias("part")
+        )
+
+    levels = F.explode(
         F.array(
-            F.struct(
-                F.lit("queue").alias("level"),
-                F.col("broker"),
-                F.col("queue").alias("key"),
-                none.alias("part"),
-            ),
-            F.struct(
-                F.lit("link").alias("level"),
-                F.col("broker"),
-                F.col("link").alias("key"),
-                none.alias("part"),
-            ),
+            level("queue", F.col("broker"), F.col("queue")),
+            level("link", F.col("broker"), F.col("link")),
             # A session's publishers are counted link by link (SESSION_KINDS).
-            F.struct(
-                F.lit("session").alias("level"),
-                F.col("broker"),
-                F.col("session").alias("key"),
-                F.col("link").alias("part"),
-            ),
-            F.struct(
-                F.lit("run").alias("level"),
-                none.alias("broker"),
-                none.alias("key"),
-                none.alias("part"),
-            ),
+            level("session", F.col("broker"), F.col("session"), F.col("link")),
+            level("run", none, none),
         )
     )
     kinds = [*QUEUE_KINDS, *LINK_KINDS, *SESSION_KINDS, "run_last"]
@@ -149,7 +135,7 @@ def _entity_seqs(events: DataFrame, first: date, last: date) -> DataFrame:
         .select(
             "run_id",
             "carried_to",
-            level.alias("_entity"),
+            levels.alias("_entity"),
             *kinds,
             *LINK_FIRST_KINDS,
             "run_first",
