@@ -74,17 +74,21 @@ class SpanEvents:
 
 def carried_days(
     spark: SparkSession, conf: PipelineConf, runs: tuple[str, ...], span_from: date
-) -> dict[str, date]:
-    """Per run, the latest day before ``span_from`` carried rows were written for: one Spark job
-    over the small table."""
+) -> dict[str, tuple[date, int | None]]:
+    """Per run, the latest day before ``span_from`` carried rows were written for, and the
+    latest seq among those rows of events dated before ``span_from`` (the run's latest such
+    event is always carried, jobs/transforms/carry.py ``run_last``): one Spark job over the
+    small table."""
+    before = F.lit(span_from)
+    latest = F.struct("carried_to", F.when(F.col("date") < before, F.col("seq")).alias("seq"))
     rows = (
         read_table(spark, conf, CARRIED_EVENTS)
         .where(f"{runs_in(runs)} AND carried_to < DATE '{span_from.isoformat()}'")
         .groupBy("run_id")
-        .agg(F.max("carried_to").alias("day"))
+        .agg(F.max(latest).alias("latest"))  # the latest day, then its latest seq
         .collect()
     )
-    return {r.run_id: r.day for r in rows}
+    return {r.run_id: (r.latest.carried_to, r.latest.seq) for r in rows}
 
 
 def whole_runs(spark: SparkSession, conf: PipelineConf, scope: Scope) -> SpanEvents:
@@ -115,12 +119,9 @@ def span_events(spark: SparkSession, conf: PipelineConf, scope: Scope) -> SpanEv
     )
     if not carried:
         return SpanEvents(bronze, True, span_from, span_to, runs)
-    at_start = " OR ".join(
-        f"(run_id = {sql_string(run)} AND carried_to = DATE '{day.isoformat()}')"
-        for run, day in sorted(carried.items())
+    stepped_back = runs_stepping_back_into(
+        bronze, {run: seq for run, (_, seq) in carried.items() if seq is not None}
     )
-    state = read_table(spark, conf, CARRIED_EVENTS).where(at_start).select(*EVENT_COLUMNS)
-    stepped_back = runs_stepping_back_into(state, bronze, span_from)
     if stepped_back:
         log.info(
             "whole runs read: %s logged events dated before %s after some dated in it (a clock "
@@ -129,31 +130,29 @@ def span_events(spark: SparkSession, conf: PipelineConf, scope: Scope) -> SpanEv
             span_from.isoformat(),
         )
         return whole_runs(spark, conf, scope)
+    at_start = " OR ".join(
+        f"(run_id = {sql_string(run)} AND carried_to = DATE '{day.isoformat()}')"
+        for run, (day, _) in sorted(carried.items())
+    )
+    state = read_table(spark, conf, CARRIED_EVENTS).where(at_start).select(*EVENT_COLUMNS)
     return SpanEvents(
         state.unionByName(bronze), True, span_from, span_to, runs, tuple(sorted(carried)), state
     )
 
 
-def runs_stepping_back_into(state: DataFrame, bronze: DataFrame, span_from: date) -> list[str]:
-    """The runs with an event dated before ``span_from`` whose seq is above one of an event of
-    the span's bronze days: a clock that stepped back over the midnight before the span. The
-    carried rows are the latest of each kind among the events dated before the span, which is
-    the run's state at the span's start only while those events all come before the span's in
-    seq order. Two Spark jobs: the latest carried seq per run (a few rows, the run's latest
-    event dated before the span is always carried), then the span's events below it, a filter
-    on ``run_id`` and ``seq`` that bronze's file statistics and Parquet's row groups answer
-    mostly without reading rows."""
-    latest = (
-        state.where(F.col("date") < F.lit(span_from))
-        .groupBy("run_id")
-        .agg(F.max("seq").alias("seq"))
-        .collect()
-    )
-    if not latest:
+def runs_stepping_back_into(bronze: DataFrame, latest_before: dict[str, int]) -> list[str]:
+    """The runs of ``latest_before`` (the latest seq of a run's events dated before the span,
+    :func:`carried_days`) with an event of the span's ``bronze`` days below it: a clock that
+    stepped back over the midnight before the span. The carried rows are the latest of each
+    kind among the events dated before the span, which is the run's state at the span's start
+    only while those events all come before the span's in seq order. One Spark job, a filter on
+    ``run_id`` and ``seq`` that bronze's file statistics and Parquet's row groups answer mostly
+    without reading rows."""
+    if not latest_before:
         return []
     below = reduce(
         lambda either, other: either | other,
-        ((F.col("run_id") == row.run_id) & (F.col("seq") < row.seq) for row in latest),
+        ((F.col("run_id") == run) & (F.col("seq") < seq) for run, seq in latest_before.items()),
     )
     return sorted(row.run_id for row in bronze.where(below).select("run_id").distinct().collect())
 
