@@ -24,13 +24,13 @@ from jobs.concurrent_jobs import write_tables
 from jobs.config import PipelineConf
 from jobs.delta_io import read_table, replace_where
 from jobs.pipeline_state import run_recorded
-from jobs.scope import Scope, processing_scope
+from jobs.scope import Scope
 from jobs.span_events import (
     SpanEvents,
     earlier_enqueues,
     kept_in_memory,
     released,
-    span_events,
+    scope_and_span,
 )
 from jobs.transforms.blocking import blocking_daily
 from jobs.transforms.daily import link_starvation_daily, observed_seconds, queue_flow_daily
@@ -68,8 +68,8 @@ def process_daily_metrics(
 ) -> dict[str, Any]:
     sc, label = spark.sparkContext, f"daily_metrics {date_from}..{date_to}"
     sc.setJobDescription(f"{label}: runs concerned and their span")
-    scope = processing_scope(spark, conf, date_from, date_to)
-    read = kept_in_memory(span_events(spark, conf, scope), conf)
+    scope, read = scope_and_span(spark, conf, date_from, date_to)
+    read = kept_in_memory(read, conf)
     # Tiny (one row per run) and used by every table: computed once.
     bounds = run_bounds(read.events.select("run_id", "seq", "ts")).cache()
     try:

@@ -33,13 +33,13 @@ from jobs.delta_io import (
     table_path,
 )
 from jobs.pipeline_state import run_recorded
-from jobs.scope import Scope, processing_scope, runs_in
+from jobs.scope import Scope, runs_in
 from jobs.span_events import (
     SpanEvents,
     kept_in_memory,
     local_files_within,
     released,
-    span_events,
+    scope_and_span,
     whole_runs,
     write_carried_events,
 )
@@ -83,8 +83,8 @@ def process_episodes(
 ) -> dict[str, Any]:
     sc, label = spark.sparkContext, f"episodes {date_from}..{date_to}"
     sc.setJobDescription(f"{label}: runs concerned and their span")
-    scope = processing_scope(spark, conf, date_from, date_to)
-    read = kept_in_memory(span_events(spark, conf, scope), conf)
+    scope, read = scope_and_span(spark, conf, date_from, date_to)
+    read = kept_in_memory(read, conf)
     # Tiny (one row per run) and used by every table: computed once.
     bounds = run_bounds(read.events).cache()
     try:

@@ -5,6 +5,7 @@ and gold tables by :func:`processing_scope`, and the predicates of the rows they
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import date
 from functools import reduce
@@ -65,6 +66,12 @@ class Scope:
     @property
     def extended(self) -> bool:
         return bool(self.runs) and (self.span_from < self.date_from or self.span_to > self.date_to)
+
+    def reaching_back_to(self, day: date) -> Scope:
+        """This scope with its span starting no later than ``day``: its runs' rows and episodes
+        from ``day`` on are recomputed too (a clock that stepped back over several midnights,
+        jobs/span_events.py)."""
+        return dataclasses.replace(self, span_from=min(self.span_from, day))
 
     def episode_predicate(self) -> str:
         """Silver episodes replaced: those overlapping the range, and the runs' episodes

@@ -6,9 +6,10 @@ span, so a nightly run costs what its days hold, not what the run has logged sin
 (issue 22). Whole runs are read instead when a run of the scope has days processed before this
 table existed (gold rows before the span and nothing carried), when a run's clock stepped back
 over the midnight before the span (an event dated before it logged after one dated in it: the
-carried rows are then not the run's state at the span's start, :func:`runs_stepping_back_into`),
-and, for the depth timeline, when a run's bucket width changed (it grows until the run has
-lasted a day, jobs/transforms/depth_timeline.py): its earlier buckets must be cut again.
+carried rows are then not the run's state at the span's start, :func:`runs_stepping_back_into`;
+the span then starts on the run's first day), and, for the depth timeline, when a run's bucket
+width changed (it grows until the run has lasted a day, jobs/transforms/depth_timeline.py): its
+earlier buckets must be cut again.
 
 A small span, local and within the conf's ``span.keep_in_memory_max_mb``, is read once and kept
 in memory for all the writes of a job (:func:`kept_in_memory`); a larger one is read by each write.
@@ -34,7 +35,7 @@ from pyspark.sql import functions as F
 
 from jobs.config import PipelineConf
 from jobs.delta_io import days_predicate, read_table, replace_where, sql_string
-from jobs.scope import Scope, runs_in
+from jobs.scope import Scope, processing_scope, runs_in
 from jobs.transforms.carry import carried_events
 from jobs.transforms.timeutil import micros, utc_date
 from schemas.broker_events import BROKER_EVENTS
@@ -99,10 +100,27 @@ def whole_runs(spark: SparkSession, conf: PipelineConf, scope: Scope) -> SpanEve
     return SpanEvents(events.select(*EVENT_COLUMNS), False, scope.span_from, scope.span_to, runs)
 
 
+def scope_and_span(
+    spark: SparkSession, conf: PipelineConf, date_from: date, date_to: date
+) -> tuple[Scope, SpanEvents]:
+    """The :class:`~jobs.scope.Scope` of a run of the episodes or daily_metrics job over the days
+    and the events of its span (:func:`span_events`), the scope reaching back as far as the read
+    did: both jobs recompute the same rows."""
+    scope = processing_scope(spark, conf, date_from, date_to)
+    read = span_events(spark, conf, scope)
+    return scope.reaching_back_to(read.span_from), read
+
+
 def span_events(spark: SparkSession, conf: PipelineConf, scope: Scope) -> SpanEvents:
     """The events to compute the scope's span of its runs from: carried state plus the span's
     bronze days when every run with history before the span (``scope.with_history``: gold rows
-    before ``span_from``) has carried rows, else whole runs."""
+    before ``span_from``) has carried rows, else whole runs.
+
+    A run whose clock stepped back over the midnight before the span
+    (:func:`runs_stepping_back_into`) is read whole, and the span then starts on its first day:
+    after a jump forward over several midnights and a step back, rows of days before the span
+    (an episode's end, a day's observed seconds up to the watermark) depend on events logged
+    later, which no rule of the scope reaches back for."""
     runs, span_from, span_to = scope.runs, scope.span_from, scope.span_to
     if not runs:
         return whole_runs(spark, conf, scope)
@@ -123,13 +141,16 @@ def span_events(spark: SparkSession, conf: PipelineConf, scope: Scope) -> SpanEv
         bronze, {run: seq for run, (_, seq) in carried.items() if seq is not None}
     )
     if stepped_back:
+        first = first_bronze_day(spark, conf, stepped_back)
         log.info(
-            "whole runs read: %s logged events dated before %s after some dated in it (a clock "
-            "stepping back over midnight): the carried rows are not their state at its start",
+            "whole runs read, their days recomputed from %s: %s logged events dated before %s "
+            "after some dated in it (a clock stepping back over midnight): the carried rows are "
+            "not their state at its start, and their rows before it may depend on later events",
+            first.isoformat(),
             stepped_back,
             span_from.isoformat(),
         )
-        return whole_runs(spark, conf, scope)
+        return whole_runs(spark, conf, scope.reaching_back_to(first))
     at_start = " OR ".join(
         f"(run_id = {sql_string(run)} AND carried_to = DATE '{day.isoformat()}')"
         for run, (day, _) in sorted(carried.items())
@@ -138,6 +159,15 @@ def span_events(spark: SparkSession, conf: PipelineConf, scope: Scope) -> SpanEv
     return SpanEvents(
         state.unionByName(bronze), True, span_from, span_to, runs, tuple(sorted(carried)), state
     )
+
+
+def first_bronze_day(spark: SparkSession, conf: PipelineConf, runs: list[str]) -> date:
+    """The earliest bronze day of ``runs``: one Spark job, only when a run's clock stepped back
+    into the span (:func:`span_events`)."""
+    bronze = read_table(spark, conf, BRONZE_BROKER_EVENTS).where(F.col("run_id").isin(*runs))
+    days = bronze.agg(F.min("date").alias("day")).collect()  # one row: no grouping
+    day: date = days[0].day  # the runs have events in the span
+    return day
 
 
 def runs_stepping_back_into(bronze: DataFrame, latest_before: dict[str, int]) -> list[str]:

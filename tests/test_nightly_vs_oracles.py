@@ -365,10 +365,77 @@ def clock_stepping_back_over_midnight() -> Rows:
     ]  # fmt: skip
 
 
+def clock_jumping_forward_and_back() -> Rows:
+    """Runs whose clock jumps forward over two midnights and steps back: an event dated day 3
+    (or 4) is logged before some dated day 1 or 2, so rows of days before a night's span depend
+    on an event the night brings (which event ends an episode, the watermark). A night that
+    finds such a run reads it whole and recomputes its days from its first (jobs/span_events.py).
+    In qa, la, ca and sa a queue stops, a link starves, a connection and a session are blocked
+    at 10:00 on day 1; the event that ends it is stamped day 3, and a second one logged after
+    it, stamped day 1, ends nothing (a day-2 row of each table keeps night 3's span from day 2
+    on, as the latest gold day before it). In wa the clock jumps to day 4 and back to day 1,
+    with no episode: day 1's observed seconds run to the watermark. In qb the queue stops on
+    day 2 and the step back from day 4 lands on days 1 and 2."""
+    queue, memory = {"queue": "q"}, json.dumps({"resource": "memory"})
+    link = {"link": "l", "link_role": "consumer", "protocol": "amqp-1.0"}
+    connection = {"connection": "k1", "protocol": "amqp-0-9-1"}
+    window = {"session": "s", "protocol": "amqp-1.0"}
+    publisher = {"link": "w", "link_role": "publisher", "protocol": "amqp-1.0"}
+
+    def run(run_id: str, events: list[tuple[datetime, str, dict[str, Any]]]) -> Rows:
+        return [
+            event(seq, ts, kind, run_id=run_id, **columns)
+            for seq, (ts, kind, columns) in enumerate(events, start=1)
+        ]
+
+    def declared(day: int = 1) -> tuple[datetime, str, dict[str, Any]]:
+        return at(day, 9), "queue_declared", {**queue, "depth_msgs": 0}
+
+    def quiet_days(first: int, last: int) -> list[tuple[datetime, str, dict[str, Any]]]:
+        return [(at(first, 9), "enqueue", {**queue, "depth_msgs": 1}),
+                (at(last, 12), "dequeue", {**queue, "depth_msgs": 0})]  # fmt: skip
+
+    return [
+        *run("qa", [declared(), (at(1, 10), "flow_stopped", {**queue, "depth_msgs": 5}),
+                    (at(3, 10), "flow_resumed", {**queue, "depth_msgs": 1}),
+                    (at(1, 11), "flow_resumed", {**queue, "depth_msgs": 1}), *quiet_days(2, 3)]),
+        *run("la", [declared(), (at(1, 9, 30), "flow", {**link, "credit": 5, "available": 0}),
+                    (at(1, 10), "flow", {**link, "credit": 0, "available": 2}),
+                    (at(3, 10), "flow", {**link, "credit": 5, "available": 0}),
+                    (at(1, 11), "flow", {**link, "credit": 5, "available": 0}),
+                    (at(2, 9), "flow", {**link, "credit": 5, "available": 0}),
+                    (at(3, 12), "flow", {**link, "credit": 5, "available": 0})]),
+        *run("ca", [declared(), (at(1, 10), "connection_blocked", connection),
+                    (at(3, 10), "connection_unblocked", connection),
+                    (at(1, 11), "connection_unblocked", connection), *quiet_days(2, 3),
+                    (at(2, 9, 30), "connection_blocked", {**connection, "connection": "k2"}),
+                    (at(2, 9, 40), "connection_unblocked", {**connection, "connection": "k2"})]),
+        *run("sa", [declared(),
+                    (at(1, 9, 30), "link_attached",
+                     {**publisher, "session": "s", "credit": 5, "available": 0}),
+                    (at(1, 10), "session_window", {**window, "detail": _closed(0)}),
+                    (at(3, 10), "session_window", {**window, "detail": _closed(400)}),
+                    (at(1, 11), "session_window", {**window, "detail": _closed(400)}),
+                    *quiet_days(2, 3), (at(2, 9, 30), "alarm_raised", {"detail": memory}),
+                    (at(2, 9, 40), "alarm_cleared", {"detail": memory})]),
+        *run("wa", [declared(), (at(2, 9), "enqueue", {**queue, "depth_msgs": 1}),
+                    (at(4, 9), "enqueue", {**queue, "depth_msgs": 2}),
+                    (at(1, 12), "enqueue", {**queue, "depth_msgs": 3}),
+                    (at(4, 10), "dequeue", {**queue, "depth_msgs": 2})]),
+        *run("qb", [declared(), (at(2, 10), "flow_stopped", {**queue, "depth_msgs": 5}),
+                    (at(4, 10), "flow_resumed", {**queue, "depth_msgs": 1}),
+                    (at(1, 11), "queue_declared", {"queue": "q2", "depth_msgs": 0}),
+                    (at(2, 11), "flow_resumed", {**queue, "depth_msgs": 1}),
+                    (at(3, 9), "enqueue", {**queue, "depth_msgs": 2}),
+                    (at(4, 12), "dequeue", {**queue, "depth_msgs": 1})]),
+    ]  # fmt: skip
+
+
 LOGS = {
     "random": random_log,
     "targeted": targeted_log,
     "stepped": lambda: _full(clock_stepping_back_over_midnight()),
+    "jumping": lambda: _full(clock_jumping_forward_and_back()),
 }
 
 
@@ -500,8 +567,8 @@ def test_later_nights_read_the_carried_state_of_the_targeted_runs_only(log, ware
     random runs' nights all start on day 1 (an episode open since then), so that log checks the
     jobs against the oracles, not the carry ("carried state" is said of a span even when no run
     of it has rows before it)."""
-    if log[0] == "stepped":
-        pytest.skip("the runs whose clock steps back read whole runs (the next test)")
+    if log[0] in ("stepped", "jumping"):
+        pytest.skip("the runs whose clock steps back read whole runs (the next tests)")
     assert all(read.startswith("carried state + span") for read in warehouses["reads"][2:6])
     starts = {span.split("..")[0] for span in warehouses["spans"][2:]}
     if log[0] == "targeted":
@@ -513,12 +580,29 @@ def test_later_nights_read_the_carried_state_of_the_targeted_runs_only(log, ware
 def test_a_night_after_a_clock_stepped_back_over_its_midnight_reads_whole_runs(log, warehouses):
     """Night 3 of runs sx and sy spans days 2-3; an event dated day 1 was logged after some dated
     day 2, so the rows carried to day 1 are not the runs' state at day 2's start: the night reads
-    the whole runs (their tables then match the oracles, the test above). Night 4 starts after
-    the step and carries again."""
+    the whole runs and recomputes them from their first day (their tables then match the
+    oracles, the test above). Night 4 starts after the step and carries again."""
     if log[0] != "stepped":
         pytest.skip("runs sx and sy are in the stepped log")
-    assert warehouses["reads"][4:6] == ["whole runs (2024-01-02..2024-01-03)"] * 2
+    assert warehouses["reads"][4:6] == ["whole runs (2024-01-01..2024-01-03)"] * 2
     assert all(read.startswith("carried state + span") for read in warehouses["reads"][6:8])
+
+
+def test_a_night_after_a_clock_jumped_forward_and_back_recomputes_the_runs_from_their_first_day(
+    log, warehouses
+):
+    """Nights 3 and 4 of the jumping runs find an event dated in them logged before some dated
+    day 1 or 2: both jobs recompute those days too, from the runs' first day (their tables then
+    match the oracles, the test above), night 3's episodes from whole runs. Nights 1 and 2 read
+    carried state."""
+    if log[0] != "jumping":
+        pytest.skip("the runs whose clock jumps forward and back are in the jumping log")
+    assert all(read.startswith("carried state + span") for read in warehouses["reads"][:4])
+    assert warehouses["reads"][4] == "whole runs (2024-01-01..2024-01-03)"
+    assert warehouses["spans"][4:] == [
+        *["2024-01-01..2024-01-03"] * 2,
+        *["2024-01-01..2024-01-04"] * 2,
+    ]
 
 
 SESSION_LATER_RUN = "tb"
