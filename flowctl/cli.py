@@ -649,9 +649,9 @@ def sweep(
     knob: Annotated[
         str,
         typer.Option(
-            help="the knob to sweep: qpid.flow_stop_count, max-size-bytes, "
-            "max-size-bytes-reject-threshold, producerWindowSize, consumerWindowSize, "
-            "'link credit', prefetch, x-max-length"
+            # The names are listed in the docstring, which has the whole width: in this
+            # column, at 80, long ones were cut to "qpid.flow_stop_co…" (a review).
+            help="the knob to sweep (the knobs are listed above)"
         ),
     ],
     entity: Annotated[
@@ -688,6 +688,10 @@ def sweep(
     time producers were held, then what the setting costs to hold), each keeping the runs
     within its tolerance of the best. The run as written is one of them, so a sweep that
     cannot beat it says keep; the table says why each other run dropped out.
+
+    Knobs: qpid.flow_stop_count (Qpid; the queue keeps its resume share of the stop),
+    max-size-bytes, max-size-bytes-reject-threshold, producerWindowSize, consumerWindowSize
+    (Artemis), 'link credit', prefetch, x-max-length (RabbitMQ).
     """
     from flowctl_core.sweep import parse_objective, parse_values, run_sweep
 

@@ -238,7 +238,14 @@ def print_sweep(sweep: Sweep, *, all_metrics: bool = False) -> None:
     metrics = [c.metric for c in sweep.objective if c.metric in names]
     if all_metrics:
         metrics += [m for m in names if m not in metrics]
-    headers = [("value", "right"), *((metric, "right") for metric in metrics), ("outcome", "prose")]
+    # A flow stop count sweep keeps the queue's resume share: the resume each run used.
+    resumes = sweep.written is not None
+    headers = [
+        ("value", "right"),
+        *([("resume", "right")] if resumes else []),
+        *((metric, "right") for metric in metrics),
+        ("outcome", "prose"),
+    ]
     rows: list[list[Cell]] = []
     for index, candidate in enumerate(sweep.candidates):
         best = sweep.choice.best == index
@@ -257,7 +264,11 @@ def print_sweep(sweep: Sweep, *, all_metrics: bool = False) -> None:
             outcome = Text(sweep.choice.dropped[index])
         else:
             outcome = Text(f"out: {cause}")
-        rows.append([Text(value, style="bold green" if best else ""), *cells, outcome])
+        resume = sweep.resume_count(candidate.value)
+        resume_cells = [Text("" if resume is None else f"{resume:,}")] if resumes else []
+        rows.append(
+            [Text(value, style="bold green" if best else ""), *resume_cells, *cells, outcome]
+        )
     title = f"sweep {sweep.knob} of {sweep.entity}: {sweep.scenario} (seed {sweep.seed})"
     for table in _tables(title, headers, rows):
         console.print(table)

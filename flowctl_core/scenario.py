@@ -1187,9 +1187,7 @@ def parse_scenario(
     """The scenario of a loaded YAML document; ``text``, the file it was loaded from, gives each
     error its line; ``impossible_dates`` says why a timestamp of the file is no date."""
     if not isinstance(data, dict):
-        raise ScenarioError(
-            f"{source}: a scenario must be a YAML mapping, got {type(data).__name__}"
-        )
+        raise ScenarioError(f"{source}: a scenario must be a YAML mapping, got {_yaml_kind(data)}")
     try:
         return Scenario.model_validate(data)
     except ValidationError as error:
@@ -1197,6 +1195,16 @@ def parse_scenario(
         raise ScenarioError(
             _format_validation_error(source, error, document, impossible_dates)
         ) from None
+
+
+def _yaml_kind(data: Any) -> str:
+    """What a YAML document that is no mapping holds, in YAML's words (``NoneType`` told the
+    user of an empty file nothing: a review)."""
+    if data is None:
+        return "an empty document"
+    if isinstance(data, list):
+        return "a list"
+    return f"a single value ({type(data).__name__} {data!r:.40})"
 
 
 class _ScenarioLoader(UniqueKeyLoader):
@@ -1227,6 +1235,8 @@ def load_scenario(path_or_name: str | Path) -> Scenario:
     by_name = not path.exists() and not path.suffix
     if by_name:
         path = BUNDLED_DIR / f"{path_or_name}.yaml"
+    if path.is_dir():
+        raise ScenarioError(f"{path_or_name}: is a folder; give a scenario file (.yaml) in it")
     if not path.is_file():
         hint = ""
         if by_name:  # a bundled scenario's name, mistyped?

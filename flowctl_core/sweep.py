@@ -400,6 +400,16 @@ class Sweep:
     producers_capacity: int | None = 0
     #: The same: the queue's byte stop threshold (0: off), which every run keeps.
     stop_size: int = 0
+    #: The same: the queue's thresholds as written, whose resume share each run keeps.
+    written: FlowThresholds | None = None
+
+    def resume_count(self, value: int | None) -> int | None:
+        """A flow stop count sweep: the resume count the run at ``value`` used (it keeps the
+        share of the stop written; the table showed none, so a resume of 80 scaled to 52 under
+        a stop of 60 went unsaid: a review); None for any other knob."""
+        if self.written is None or value is None:
+            return None
+        return _with_stop_count(self.written, value).resume_count or None
 
     def metric_names(self) -> list[str]:
         measured = next((c.metrics for c in self.candidates if c.metrics is not None), {})
@@ -491,6 +501,7 @@ class Sweep:
             "candidates": [
                 {
                     "value": c.value,
+                    **({"resume_count": self.resume_count(c.value)} if self.written else {}),
                     "as_written": c.as_written,
                     "metrics": c.metrics,
                     "refused": c.refused,
@@ -640,12 +651,13 @@ def run_sweep(
             current: int | None = outcome.thresholds.stop_count
             baseline = outcome.metrics()
             windows, stop_size = outcome.producers_capacity, outcome.thresholds.stop_size
+            written: FlowThresholds | None = outcome.thresholds
         else:
             measure = _Measure(scenario, seed, knob, entity)
             current = current_knob_value(scenario, knob, entity)
             change = KnobChange("", entity, knob, current, current or 0, "", "sweep")
             baseline = measure_knob(scenario, seed, change)
-            windows, stop_size = 0, 0
+            windows, stop_size, written = 0, 0, None
     except KeyError as error:
         raise SweepError(str(error.args[0])) from None
     criteria = rule.objective if objective is None else tuple(objective)
@@ -672,6 +684,7 @@ def run_sweep(
         count_limit=_count_limit(scenario, entity) if knob == KNOB_QPID_FLOW_STOP_COUNT else 0,
         producers_capacity=windows,
         stop_size=stop_size,
+        written=written,
     )
 
 

@@ -248,6 +248,10 @@ def test_a_sweep_too_wide_for_the_terminal_is_turned_not_cut(
     )
     outcome = next(line for line in lines if "refused:" in line)
     assert outcome.split("│")[-2].startswith(" refused:")  # prose left-aligned
+    # Each run's resume count: the written share of the stop (80 of 100) kept (a review: the
+    # table said nothing of the resume a swept stop brought with it).
+    resumes = _turned_column_cells(lines, "resume")
+    assert resumes == {"100, as written": "80", "1": "1", "150": "120", "300": "240"}
 
 
 def _turned_column_cells(lines: list[str], row_name: str) -> dict[str, str]:

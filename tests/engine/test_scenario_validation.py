@@ -6,6 +6,7 @@ the field."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from typing import Any
 
@@ -503,3 +504,26 @@ def test_a_workload_setting_in_a_scripted_scenario_is_refused(
     rate producer sent no message; an audit)."""
     message = rejected(scripted({"send": {"producer": "p", "count": 1}}, **fields))
     assert f"conf/x.yaml: {path}: " in message and "use kind: workload" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("", "got an empty document"),
+        ("- a\n- b\n", "got a list"),
+        ("42\n", "got a single value (int 42)"),
+    ],
+)
+def test_a_file_that_is_no_mapping_says_what_it_holds(tmp_path: Path, text: str, said: str) -> None:
+    """An empty scenario file said "got NoneType" (a review)."""
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    wanted = f"s.yaml: a scenario must be a YAML mapping, {said}"
+    with pytest.raises(ScenarioError, match=re.escape(wanted)):
+        load_scenario(path)
+
+
+def test_a_folder_given_as_the_scenario_is_said_to_be_one(tmp_path: Path) -> None:
+    """A folder was "no such scenario file or bundled scenario" (a review)."""
+    with pytest.raises(ScenarioError, match="is a folder; give a scenario file"):
+        load_scenario(tmp_path)

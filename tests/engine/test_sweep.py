@@ -28,6 +28,7 @@ from flowctl_core.sweep import (
     parse_objective,
     parse_values,
     run_sweep,
+    sweep_knobs,
 )
 from flowctl_core.whatif import run_whatif
 from flowctl_core.whatif_knobs import (
@@ -570,6 +571,8 @@ def test_command_json_is_the_sweep_and_refusals_are_one_line() -> None:
     # 1 takes in fewer messages, 150 and 200 reject some: the run as written (100) is kept.
     assert document["keep"] is True and document["best"] == 100
     assert [c["best"] for c in document["candidates"]] == [True, False, False, False]
+    # Each run's resume, the written 80 of 100 kept as a share of the stop.
+    assert [c["resume_count"] for c in document["candidates"]] == [80, 1, 120, 160]
     assert document["verdict"] == "keep qpid.flow_stop_count of payments as written (100)"
     refused = CliRunner().invoke(app, [*args, "--values", "100..x"])
     assert refused.exit_code == 2
@@ -750,3 +753,13 @@ def test_a_run_that_met_the_limit_says_so_and_counts_every_producer() -> None:
     assert as_off.verdict().endswith(
         "; with the count threshold off, the queue's qpid.max_count (200) refuses first"
     )
+
+
+def test_the_help_names_every_knob_whole_at_80_columns() -> None:
+    """The --knob option's column cut the names a user has to type ("qpid.flow_stop_co…",
+    a review): the command's text lists them, each whole, and names them all."""
+    result = CliRunner().invoke(app, ["sweep", "--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert [knob for knob in sweep_knobs() if knob not in text] == []
+    assert "\u2026" not in result.output
