@@ -589,7 +589,12 @@ def test_no_stop_threshold_is_recommended_when_the_bound_takes_the_whole_limit(
     row = recommendations["q-no-room"]
     assert row["verdict"] == "at_risk_of_overflow"
     assert (row["recommended_flow_stop_count"], row["recommended_flow_resume_count"]) == (900, 500)
-    assert "the whole limit of 1,000" in row["rationale"]
+    # The bound as the evidence shows it, then with the margin (the margin's figure alone read
+    # as contradicting the bound beside it: a review).
+    assert (
+        "producers can overshoot by 1,100 msgs (worst seen or bounded by their capacity windows), "
+        "1,320 with the 20% margin, the whole limit of 1,000 or more: no stop threshold keeps"
+    ) in row["rationale"]
     assert "reduce the windows or raise the limit" in row["rationale"]
     # Where only the margin does not fit, the text says which stop still keeps it under the
     # limit (it said "no stop threshold keeps the queue under it", which seed 001's bound

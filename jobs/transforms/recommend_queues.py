@@ -189,11 +189,16 @@ QUEUE_FINDINGS: tuple[Finding, ...] = (
                     o.dim.limit - o.dim.worst_overshoot,
                 ),
             ).otherwise(
+                # The overshoot as the evidence shows it (the bound), then with the margin: the
+                # margin's figure alone read as contradicting the bound beside it (a review).
                 F.format_string(
                     f"producers can overshoot by %,d {o.dim.unit} (worst seen or bounded by their "
-                    "capacity windows, plus margin), the whole limit of %,d: no stop threshold "
-                    "keeps the queue under it; reduce the windows or raise the limit",
+                    "capacity windows), %,d with the %.0f%% margin, the whole limit of %,d or "
+                    "more: no stop threshold keeps the queue under it; reduce the windows or raise "
+                    "the limit",
+                    o.dim.worst_overshoot,
                     o.dim.headroom,
+                    _margin_pct(o),
                     o.dim.limit,
                 )
             ),
