@@ -209,6 +209,22 @@ def drawn_stopped_episodes(episodes: DataFrame, runs: DataFrame) -> DataFrame:
     )
 
 
+def drawn_byte_stops(episodes: DataFrame, runs: DataFrame) -> DataFrame:
+    """Per (broker, queue) whose drawn run's episodes stop on bytes alone (no count threshold):
+    the largest stop size among them, ``byte_stop``. An Artemis address blocks at its
+    max-size-bytes, which its flow events log as their stop size and its other events as 0
+    (off), so its timeline's buckets, each taking its last event's, show it only where a block or
+    an unblock ended one: its page was drawn in messages with no limit (a review)."""
+    count_stop = F.coalesce(F.col("flow_stop_count"), F.lit(0))
+    return (
+        episodes.join(runs.select("broker", "queue", "run_id"), ["broker", "queue", "run_id"])
+        .groupBy("broker", "queue")
+        .agg(F.max(count_stop).alias("_count_stop"), F.max("flow_stop_size").alias("byte_stop"))
+        .where((F.col("_count_stop") == 0) & (F.col("byte_stop") > 0))
+        .select("broker", "queue", "byte_stop")
+    )
+
+
 def blocking_intervals(starvations: DataFrame, blockings: DataFrame) -> DataFrame:
     """Every starvation and blocking episode as (broker, kind, entity, start, end), an open one
     ending at its run's watermark."""
@@ -318,7 +334,9 @@ def dashboard_data(spark: SparkSession, conf: PipelineConf) -> dict[str, Any]:
     )
     return {
         "entities": _records(entities),
-        "timelines": timelines_of(_records(points), stopped),
+        "timelines": timelines_of(
+            _records(points), stopped, _records(drawn_byte_stops(queue_episodes, runs))
+        ),
         "intervals": merge_close_intervals(_records(intervals)),
         "recommendations": recommendations,
         "recommendations_as_of": _plain(recommendations[0]["date"]) if recommendations else None,
@@ -327,10 +345,14 @@ def dashboard_data(spark: SparkSession, conf: PipelineConf) -> dict[str, Any]:
 
 
 def timelines_of(
-    points: list[dict[str, Any]], stopped: Sequence[dict[str, Any]] = ()
+    points: list[dict[str, Any]],
+    stopped: Sequence[dict[str, Any]] = (),
+    byte_stops: Sequence[dict[str, Any]] = (),
 ) -> list[dict[str, Any]]:
     """Timeline points (in (broker, queue, bucket_start) order) grouped per queue, each with
-    its ``stopped`` stretches (start, end) from ``stopped`` (:func:`drawn_stopped_episodes`)."""
+    its ``stopped`` stretches (start, end) from ``stopped`` (:func:`drawn_stopped_episodes`) and
+    its ``byte_stop`` from ``byte_stops`` (:func:`drawn_byte_stops`; None when it has none)."""
+    stops = {(r["broker"], r["queue"]): r["byte_stop"] for r in byte_stops}
     stretches: dict[tuple[str, str], list[tuple[datetime, datetime]]] = {}
     for interval in stopped:
         key = (interval["broker"], interval["entity"])
@@ -343,7 +365,11 @@ def timelines_of(
         ):
             timelines.append(
                 {key: point[key] for key in ("broker", "queue", "run_id", "runs")}
-                | {"points": [], "stopped": stretches.get((point["broker"], point["queue"]), [])}
+                | {
+                    "points": [],
+                    "stopped": stretches.get((point["broker"], point["queue"]), []),
+                    "byte_stop": stops.get((point["broker"], point["queue"])),
+                }
             )
         timelines[-1]["points"].append(point)
     return timelines

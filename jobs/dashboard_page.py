@@ -318,6 +318,10 @@ def evidence(row: dict[str, Any]) -> str:
             f"overshoot {number(row['max_overshoot_msgs'])} / "
             f"bound {number(row.get('producer_capacity_sum'))}"
         )
+    elif row.get("max_overshoot_bytes") and row.get("entity_kind") == "address":
+        # An address's is its peak past max-size-bytes, with or without a BLOCK episode: DROP,
+        # FAIL and PAGE have none, and "overshoot" beside "0 episodes" read as one (a review).
+        parts.append(f"peak {number(row['max_overshoot_bytes'])} bytes past max-size-bytes")
     elif row.get("max_overshoot_bytes"):
         parts.append(f"overshoot {number(row['max_overshoot_bytes'])} bytes")
     # What a queue or address without episodes shows (a queue growing, messages refused).

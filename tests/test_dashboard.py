@@ -434,13 +434,110 @@ def test_a_threshold_never_on_has_no_line_and_no_legend_entry() -> None:
 
     timeline = {"broker": "b", "queue": "q", "run_id": "r", "runs": 1, "stopped": []}
     off = queue_timeline_figure({**timeline, "points": [point(s, 0) for s in range(3)]})
-    assert [trace.name for trace in off.data] == ["depth (max per 1 s)"]
+    assert [trace.name for trace in off.data] == ["depth (max per 1 s; the last between buckets)"]
     on = queue_timeline_figure({**timeline, "points": [point(s, 8) for s in range(3)]})
     assert [trace.name for trace in on.data] == [
-        "depth (max per 1 s)",
+        "depth (max per 1 s; the last between buckets)",
         "stop threshold",
         "resume threshold",
     ]
+
+
+def test_a_drained_queue_is_drawn_at_what_it_left_between_buckets() -> None:
+    """A bucket is drawn at its largest depth; where no bucket follows at once, the line steps to
+    the depth its last event left at the bucket's end and holds it: held at the largest, a
+    queue drained to 2,999 was drawn at 4,000 for 10 s, and at 2,998 where 9 were left (a
+    review of the demo's page)."""
+    from datetime import datetime, timedelta
+
+    from jobs.dashboard_figures import queue_timeline_figure
+
+    start = datetime(2026, 3, 5, 10, 0, 10)
+
+    def bucket(seconds: int, largest: int, last: int) -> dict[str, Any]:
+        return {
+            "bucket_start": start + timedelta(seconds=seconds), "bucket_s": 5.0,
+            "max_depth_msgs": largest, "last_depth_msgs": last, "max_depth_bytes": largest,
+            "last_depth_bytes": last, "flow_stop_count": 3000, "flow_resume_count": 2000,
+            "flow_stop_size": 0, "flow_resume_size": 0,
+        }  # fmt: skip
+
+    # Two buckets in a row, a quiet stretch, then the last bucket.
+    points = [bucket(0, 4000, 3500), bucket(5, 3500, 2999), bucket(20, 2999, 9)]
+    timeline = {"broker": "b", "queue": "q", "run_id": "r", "runs": 1, "stopped": []}
+    depth = queue_timeline_figure({**timeline, "points": points}).data[0]
+    assert [(x - start).total_seconds() for x in depth.x] == [0, 5, 10, 20, 25]
+    assert list(depth.y) == [4000, 3500, 2999, 2999, 9]
+    stop = queue_timeline_figure({**timeline, "points": points}).data[1]
+    assert list(stop.x) == list(depth.x)
+    assert list(stop.y) == [3000] * 5
+
+
+def test_an_address_is_drawn_in_bytes_against_the_stop_size_of_its_episodes() -> None:
+    """An Artemis address's flow events log its max-size-bytes as their stop size and its other
+    events 0, so most buckets showed no threshold: its page was drawn in messages with no limit
+    and no legend (a review). Its episodes' stop size makes it bytes, with that one line."""
+    from datetime import datetime, timedelta
+
+    from jobs.dashboard import timelines_of
+    from jobs.dashboard_figures import queue_timeline_figure
+
+    start = datetime(2026, 3, 5, 11)
+    points = [
+        {"broker": "a", "queue": "orders", "run_id": "r", "runs": 1,
+         "bucket_start": start + timedelta(seconds=i), "bucket_s": 1.0, "max_depth_msgs": i,
+         "last_depth_msgs": i, "max_depth_bytes": 1000 * i, "last_depth_bytes": 1000 * i,
+         "flow_stop_count": 0, "flow_resume_count": 0,
+         "flow_stop_size": 4096 if i == 2 else 0, "flow_resume_size": 4096 if i == 2 else 0}
+        for i in range(4)
+    ]  # fmt: skip
+    stops = [{"broker": "a", "queue": "orders", "byte_stop": 4096}]
+    (timeline,) = timelines_of(points, (), stops)
+    figure = queue_timeline_figure(timeline)
+    assert [trace.name for trace in figure.data] == [
+        "depth (max per 1 s; the last between buckets)",
+        "stop size of its episodes",
+    ]
+    assert list(figure.data[0].y) == [0, 1000, 2000, 3000, 3000]
+    assert set(figure.data[1].y) == {4096}
+    assert figure.layout.yaxis.title.text == "bytes"
+    (without,) = timelines_of(points)
+    assert without["byte_stop"] is None
+    alone = queue_timeline_figure(
+        {**without, "points": [{**p, "flow_stop_size": 0} for p in points]}
+    )
+    assert alone.layout.showlegend is True  # the depth line's name shows with no other line
+
+
+@pytest.mark.spark
+def test_the_byte_stop_is_that_of_episodes_stopping_on_bytes_alone(spark: Any) -> None:
+    from jobs.dashboard import drawn_byte_stops
+
+    episodes = spark.createDataFrame(
+        [("a", "address", "r", 0, 4096), ("a", "address", "r", 0, 4096),
+         ("a", "address", "old", 0, 9999), ("q", "both", "r", 10, 4096),
+         ("q", "counts", "r", 10, 0)],
+        "broker string, queue string, run_id string, flow_stop_count long, flow_stop_size long",
+    )  # fmt: skip
+    runs = spark.createDataFrame(
+        [("a", "address", "r"), ("q", "both", "r"), ("q", "counts", "r")],
+        "broker string, queue string, run_id string",
+    )
+    assert [r.asDict() for r in drawn_byte_stops(episodes, runs).collect()] == [
+        {"broker": "a", "queue": "address", "byte_stop": 4096}
+    ]
+
+
+def test_long_names_that_differ_at_their_end_are_cut_apart() -> None:
+    """Cut at the end, two RabbitMQ queues read "rabbitmq-one-sender / quorum-\u2026" in one chart
+    (a review): the ellipsis takes the middle, the entity's end stays."""
+    from jobs.dashboard_figures import LABEL_CHARS, short
+
+    names = [f"rabbitmq-one-sender / quorum-{protocol}" for protocol in ("amqp-091", "amqp-10")]
+    cut = [short(name) for name in names]
+    assert cut == ["rabbitmq-\u2026er / quorum-amqp-091", "rabbitmq-\u2026der / quorum-amqp-10"]
+    assert all(len(c) == LABEL_CHARS for c in cut)
+    assert short("orders") == "orders"
 
 
 def test_the_page_says_its_times_are_utc(tmp_path: Path) -> None:
@@ -586,6 +683,9 @@ def test_an_entity_advised_on_is_not_idle_and_its_evidence_shows() -> None:
     assert evidence({"episodes": 0, "rejected_msgs": 7, "max_overshoot_bytes": 37_012}) == (
         "0 episodes, overshoot 37,012 bytes, 7 rejected"
     )
+    # An address's is its peak past max-size-bytes, episodes or not (DROP, FAIL, PAGE have none).
+    dropping = {"entity_kind": "address", "episodes": 0, "max_overshoot_bytes": 1_448}
+    assert evidence(dropping) == "0 episodes, peak 1,448 bytes past max-size-bytes"
 
 
 def test_a_timeline_shades_its_episodes_not_its_buckets() -> None:
