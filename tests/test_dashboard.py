@@ -777,3 +777,7 @@ def test_an_address_past_its_limit_in_bytes_is_drawn_when_no_queue_has_a_bound()
     with_bound = overshoot_figure([address, _queue("qpid", 3.0)])
     assert with_bound is not None and list(with_bound.data[0].x) == [0.5]
     assert overshoot_figure([within]) is None
+    # Each bar says its share: 1 of a bound of 10,000 drew no visible bar (a review).
+    tiny = _queue("qpid", 3.0, name="ticks", max_overshoot_msgs=1, max_overshoot_ratio=1e-4)
+    shares = overshoot_figure([_queue("qpid", 3.0), tiny])
+    assert shares is not None and list(shares.data[0].text) == ["0.01%", "50%"]
