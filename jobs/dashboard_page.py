@@ -429,6 +429,14 @@ def timelines_section(
     return "".join(parts)
 
 
+def entity_counts(entities: Sequence[dict[str, Any]]) -> str:
+    """How many entities of each kind, e.g. "1 alarm, 40 links, 34 queues"."""
+    counts: dict[str, int] = defaultdict(int)
+    for entity in entities:
+        counts[entity["kind"]] += 1
+    return ", ".join(counted(n, k) for k, n in sorted(counts.items())) or "no entities"
+
+
 def render_page(data: dict[str, Any], title: str = TITLE) -> str:
     entities = data["entities"]
     advised = advised_entities(data["recommendations"])
@@ -447,10 +455,14 @@ def render_page(data: dict[str, Any], title: str = TITLE) -> str:
         for scope, _, rows in scopes
     )
     at_risk = [r for r in data["recommendations"] if r["verdict"] == VERDICT_AT_RISK]
-    counts: dict[str, int] = defaultdict(int)
-    for entity in entities:
-        counts[entity["kind"]] += 1
-    subtitle = ", ".join(counted(n, k) for k, n in sorted(counts.items()))
+    # The counts of each scope, shown with its charts: they stayed the whole page's under the
+    # broker filter (a review).
+    subtitle = "".join(
+        f'<span data-scope="{html.escape(scope)}">'
+        f"{text(entity_counts([e for e in entities if scope in ('', e['broker'])]))}; "
+        f"{sum(1 for e in idle if scope in ('', e['broker']))} with nothing to show</span>"
+        for scope, _, _ in scopes
+    )
     options = "".join(
         f'<option value="{html.escape(scope)}">{text(name)}</option>' for scope, name, _ in scopes
     )
@@ -470,9 +482,8 @@ def render_page(data: dict[str, Any], title: str = TITLE) -> str:
     body = f"""
 <header>
   <h1>{text(title)}</h1>
-  <div class="muted" id="subtitle">{text(subtitle or "no entities")}; {len(idle)} with nothing
-  to show; recommendations as of {text(data["recommendations_as_of"])};
-  warehouse {text(data["warehouse"])}</div>
+  <div class="muted" id="subtitle">{subtitle}; recommendations as of
+  {text(data["recommendations_as_of"])}; warehouse {text(data["warehouse"])}</div>
   <label>Broker <select id="broker-filter">{options}</select></label>
 </header>
 <section id="overview">
@@ -487,9 +498,11 @@ def render_page(data: dict[str, Any], title: str = TITLE) -> str:
 </section>
 <section id="timelines">
   <h2>Timelines</h2>
-  <p class="muted">A queue's depth (the largest in each time bucket) against its stop and resume
-  thresholds, shaded while its flow was stopped; then each broker's starved links and blocked
-  connections, alarms, sessions and producers over time. Times are UTC, as in the event log.</p>
+  <p class="muted">A queue's depth (the largest in each time bucket, and between buckets what the
+  last one left) against its stop and resume thresholds, or an address's size in bytes against
+  the stop size of its episodes (its max-size-bytes), shaded while its flow was stopped; then
+  each broker's starved links and blocked connections, alarms, sessions and producers over
+  time. Times are UTC, as in the event log.</p>
   {timelines_section(data, active, figures)}
 </section>
 <section id="recommendations">

@@ -309,6 +309,9 @@ def test_the_broker_filter_shows_one_broker(tmp_path: Path) -> None:
     assert re.search(r'<div class="scope" data-scope="qpid-orders">', dom)
     assert re.search(r'<div class="scope" data-scope="" hidden="">', dom)
     assert "1 with nothing" not in dom and "2 queues" in dom
+    # The counts follow the filter (they stayed the whole page's: a review).
+    assert '<span data-scope="qpid-orders">1 queue; 0 with nothing to show</span>' in dom
+    assert '<span data-scope="" hidden="">2 queues; 0 with nothing to show</span>' in dom
 
 
 def test_the_broker_own_knob_is_shown_and_a_null_one_falls_back(tmp_path: Path) -> None:
