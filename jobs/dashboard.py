@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from jobs.cli import EXIT_USAGE, JobArgumentParser
 from jobs.config import ConfError, PipelineConf, load_conf
+from jobs.dashboard_figures import INTERVAL_MIN_SHARE
 from jobs.dashboard_page import render_page
 from jobs.delta_io import local_table_missing, rows_frame, table_path
 from jobs.episodes import depth_timeline_path
@@ -70,8 +71,9 @@ RECOMMENDATION_COLUMNS = (
 )
 
 #: Starvation or blocking intervals of one entity closer than this share of the broker's span
-#: are drawn as one bar: a flapping link has thousands, a chart shows a few hundred.
-MERGE_GAP_SHARE = 1 / 600
+#: are drawn as one bar: a flapping link has thousands, a chart shows a few hundred. The
+#: narrowest bar drawn is as wide.
+MERGE_GAP_SHARE = INTERVAL_MIN_SHARE
 
 ENTITY_KEYS = ("broker", "kind", "entity")
 

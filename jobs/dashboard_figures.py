@@ -327,28 +327,41 @@ def queue_timeline_figure(timeline: dict[str, Any]) -> go.Figure:
     return fig
 
 
+#: The narrowest interval bar, as a share of the broker's span: what a chart of a few hundred
+#: pixels can show (intervals closer than it are merged, jobs/dashboard.py MERGE_GAP_SHARE).
+INTERVAL_MIN_SHARE = 1 / 600
+_MS = timedelta(milliseconds=1)
+
+
 def intervals_figure(broker: str, intervals: Sequence[dict[str, Any]]) -> go.Figure | None:
     """A broker's starvation and blocking intervals, one row per entity, coloured by kind."""
     if not intervals:
         return None
     rows = sorted({(i["kind"], i["entity"]) for i in intervals})
     names = {key: f"{label(short(key[1]))} ({KIND_LABELS[key[0]]})" for key in rows}
+    # An interval is drawn at least this wide: one of 0 s (it ended in the instant it began)
+    # left its row empty (a review). Its hover says its own length.
+    span_ms = (max(i["end"] for i in intervals) - min(i["start"] for i in intervals)) / _MS
+    narrowest_ms = span_ms * INTERVAL_MIN_SHARE
     fig = go.Figure()
     for kind, kind_label in KIND_LABELS.items():
         of_kind = [i for i in intervals if i["kind"] == kind]
         if not of_kind:
             continue
+        lengths = [(i["end"] - i["start"]) / _MS for i in of_kind]
         fig.add_trace(
             go.Bar(
                 orientation="h",
                 base=[i["start"] for i in of_kind],
-                x=[(i["end"] - i["start"]).total_seconds() * 1000 for i in of_kind],
+                x=[max(length, narrowest_ms) for length in lengths],
                 y=[names[(kind, i["entity"])] for i in of_kind],
                 name=kind_label,
                 marker_color=KIND_COLOURS[kind],
-                customdata=[label(i["entity"]) for i in of_kind],
-                hovertemplate="%{customdata}: %{base|%H:%M:%S.%L} UTC for %{x:,.0f} ms"
-                f"<extra>{kind_label}</extra>",
+                customdata=[
+                    [label(i["entity"]), ms] for i, ms in zip(of_kind, lengths, strict=True)
+                ],
+                hovertemplate="%{customdata[0]}: %{base|%H:%M:%S.%L} UTC for "
+                f"%{{customdata[1]:,.0f}} ms<extra>{kind_label}</extra>",
             )
         )
     height = 110 + 26 * len(rows)

@@ -557,6 +557,28 @@ def test_the_page_says_its_times_are_utc(tmp_path: Path) -> None:
     assert "Times are UTC, as in the event log." in _page(tmp_path).read_text(encoding="utf-8")
 
 
+def test_an_interval_of_no_length_is_still_drawn_and_says_its_length() -> None:
+    """An episode that ended in the instant it began left its row empty (a review): a bar is
+    drawn at least 1/600 of the broker's span wide; its hover says 0 ms."""
+    from datetime import datetime
+
+    from jobs.dashboard_figures import intervals_figure
+
+    start = datetime(2026, 3, 5, 12)
+    figure = intervals_figure(
+        "b",
+        [
+            {"kind": "link", "entity": "c1", "start": start, "end": datetime(2026, 3, 5, 12, 1)},
+            {"kind": "link", "entity": "c2", "start": start, "end": start},
+        ],
+    )
+    assert figure is not None
+    (bars,) = figure.data
+    assert list(bars.x) == [60_000.0, 100.0]
+    assert [ms for _, ms in bars.customdata] == [60_000.0, 0.0]
+    assert "%{customdata[1]:,.0f} ms" in bars.hovertemplate
+
+
 def test_an_entity_on_samples_is_marked_approximate(tmp_path: Path) -> None:
     """DESIGN §6: a collector's sampled figures are marked approximate on the page too."""
     page = _page(
