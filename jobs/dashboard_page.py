@@ -181,10 +181,12 @@ def entities_table(entities: Sequence[dict[str, Any]]) -> str:
         else:
             overshoot = "\u2013"
         delay = row.get("completion_p95_us")
+        # A queue here for its delay or losses alone was "queue stopped, 0.0 s" (a review).
+        never_stopped = row["kind"] == "queue" and not row.get("episodes")
         return [
             text(row["broker"]),
             text(row["entity"]) + sampled_mark(row.get("sample_interval_ms")),
-            text(KIND_LABELS.get(row["kind"], row["kind"])),
+            text("queue" if never_stopped else KIND_LABELS.get(row["kind"], row["kind"])),
             number(row.get("blocked_s")),
             "\u2013" if row.get("share") is None else f"{row['share']:.1%}",
             number(row.get("episodes")),

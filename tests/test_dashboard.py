@@ -806,3 +806,13 @@ def test_an_address_past_its_limit_in_bytes_is_drawn_when_no_queue_has_a_bound()
     tiny = _queue("qpid", 3.0, name="ticks", max_overshoot_msgs=1, max_overshoot_ratio=1e-4)
     shares = overshoot_figure([_queue("qpid", 3.0), tiny])
     assert shares is not None and list(shares.data[0].text) == ["0.01%", "50%"]
+
+
+def test_a_queue_shown_for_its_delay_alone_is_not_said_to_be_stopped() -> None:
+    """A RabbitMQ queue in the table for its p95 delay read "queue stopped, 0.0 s" (a review)."""
+    from jobs.dashboard_page import entities_table
+
+    delayed = _queue("rabbitmq", 0.0, name="quorum", completion_p95_us=5_000)
+    table = entities_table([_queue("qpid", 12.0), delayed])
+    kinds = re.findall(r'data-entity="(\w+)">.*?<td data-column="kind">([^<]*)</td>', table)
+    assert kinds == [("orders", "queue stopped"), ("quorum", "queue")]
