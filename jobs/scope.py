@@ -70,7 +70,8 @@ class Scope:
     def reaching_back_to(self, day: date) -> Scope:
         """This scope with its span starting no later than ``day``: its runs' rows and episodes
         from ``day`` on are recomputed too (a clock that stepped back over several midnights,
-        jobs/span_events.py)."""
+        jobs/span_events.py, which has read whole runs by then: ``with_history`` stays as the
+        original span had it, for that read only)."""
         return dataclasses.replace(self, span_from=min(self.span_from, day))
 
     def episode_predicate(self) -> str:

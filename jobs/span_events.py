@@ -73,23 +73,36 @@ class SpanEvents:
         return f"{read} ({self.span_from.isoformat()}..{self.span_to.isoformat()})"
 
 
+@dataclass(frozen=True)
+class CarriedDays:
+    """What a run's rows carried to days before a span say (:func:`carried_days`)."""
+
+    #: The latest day before the span carried rows were written for.
+    latest: date
+    #: The latest seq among those rows of events dated before the span (None: none is).
+    latest_seq: int | None
+    #: The run's first day: the earliest date among its carried rows (each day it has events
+    #: on is carried its latest event dated up to it, jobs/transforms/carry.py ``run_last``).
+    first: date
+
+
 def carried_days(
     spark: SparkSession, conf: PipelineConf, runs: tuple[str, ...], span_from: date
-) -> dict[str, tuple[date, int | None]]:
-    """Per run, the latest day before ``span_from`` carried rows were written for, and the
-    latest seq among those rows of events dated before ``span_from`` (the run's latest such
-    event is always carried, jobs/transforms/carry.py ``run_last``): one Spark job over the
-    small table."""
+) -> dict[str, CarriedDays]:
+    """Per run with rows carried to days before ``span_from``, what they say
+    (:class:`CarriedDays`; the run's latest event dated before ``span_from`` is always
+    carried, jobs/transforms/carry.py ``run_last``): one Spark job over the small table."""
     before = F.lit(span_from)
     latest = F.struct("carried_to", F.when(F.col("date") < before, F.col("seq")).alias("seq"))
     rows = (
         read_table(spark, conf, CARRIED_EVENTS)
         .where(f"{runs_in(runs)} AND carried_to < DATE '{span_from.isoformat()}'")
         .groupBy("run_id")
-        .agg(F.max(latest).alias("latest"))  # the latest day, then its latest seq
+        # The latest day, then its latest seq; and the earliest date carried.
+        .agg(F.max(latest).alias("latest"), F.min("date").alias("first"))
         .collect()
     )
-    return {r.run_id: (r.latest.carried_to, r.latest.seq) for r in rows}
+    return {r.run_id: CarriedDays(r.latest.carried_to, r.latest.seq, r.first) for r in rows}
 
 
 def whole_runs(spark: SparkSession, conf: PipelineConf, scope: Scope) -> SpanEvents:
@@ -138,10 +151,10 @@ def span_events(spark: SparkSession, conf: PipelineConf, scope: Scope) -> SpanEv
     if not carried:
         return SpanEvents(bronze, True, span_from, span_to, runs)
     stepped_back = runs_stepping_back_into(
-        bronze, {run: seq for run, (_, seq) in carried.items() if seq is not None}
+        bronze, {run: c.latest_seq for run, c in carried.items() if c.latest_seq is not None}
     )
     if stepped_back:
-        first = first_bronze_day(spark, conf, stepped_back)
+        first = min(carried[run].first for run in stepped_back)
         log.info(
             "whole runs read, their days recomputed from %s: %s logged events dated before %s "
             "after some dated in it (a clock stepping back over midnight): the carried rows are "
@@ -152,22 +165,13 @@ def span_events(spark: SparkSession, conf: PipelineConf, scope: Scope) -> SpanEv
         )
         return whole_runs(spark, conf, scope.reaching_back_to(first))
     at_start = " OR ".join(
-        f"(run_id = {sql_string(run)} AND carried_to = DATE '{day.isoformat()}')"
-        for run, (day, _) in sorted(carried.items())
+        f"(run_id = {sql_string(run)} AND carried_to = DATE '{c.latest.isoformat()}')"
+        for run, c in sorted(carried.items())
     )
     state = read_table(spark, conf, CARRIED_EVENTS).where(at_start).select(*EVENT_COLUMNS)
     return SpanEvents(
         state.unionByName(bronze), True, span_from, span_to, runs, tuple(sorted(carried)), state
     )
-
-
-def first_bronze_day(spark: SparkSession, conf: PipelineConf, runs: list[str]) -> date:
-    """The earliest bronze day of ``runs``: one Spark job, only when a run's clock stepped back
-    into the span (:func:`span_events`)."""
-    bronze = read_table(spark, conf, BRONZE_BROKER_EVENTS).where(F.col("run_id").isin(*runs))
-    days = bronze.agg(F.min("date").alias("day")).collect()  # one row: no grouping
-    day: date = days[0].day  # the runs have events in the span
-    return day
 
 
 def runs_stepping_back_into(bronze: DataFrame, latest_before: dict[str, int]) -> list[str]:
