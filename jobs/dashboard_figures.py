@@ -268,7 +268,7 @@ def queue_timeline_figure(timeline: dict[str, Any]) -> go.Figure:
     only byte thresholds are on, or when its episodes stop on bytes alone
     (``timeline["byte_stop"]``, :func:`jobs.dashboard.drawn_byte_stops`: an Artemis address
     blocks at its max-size-bytes, which only its flow events log as their stop size, its other
-    events 0); that stop size is then the one line."""
+    events 0); that stop size is then the one line, unless the buckets' own is on throughout."""
     points = drawn_points(timeline["points"])
     byte_stop = timeline.get("byte_stop")
     in_bytes = not any(p.get("flow_stop_count") for p in points) and (
@@ -294,9 +294,12 @@ def queue_timeline_figure(timeline: dict[str, Any]) -> go.Figure:
     # A threshold never on (an Artemis address without BLOCK, a queue without limits) has no
     # line, and so no legend entry for a line that is not there.
     stop_line = {"color": "#d2452f", "dash": "dash"}
+    # The episodes' stop size stands in only where the buckets' is not on throughout (an
+    # address's): a Qpid queue of byte thresholds keeps its stop and resume lines.
+    from_episodes = in_bytes and byte_stop and not all(p.get("flow_stop_size") for p in points)
     lines = (
         [("stop size of its episodes", [byte_stop] * len(points), stop_line)]
-        if in_bytes and byte_stop
+        if from_episodes
         else [
             ("stop threshold", _threshold(p.get(stop) for p in points), stop_line),
             (

@@ -510,6 +510,13 @@ def test_an_address_is_drawn_in_bytes_against_the_stop_size_of_its_episodes() ->
         {**without, "points": [{**p, "flow_stop_size": 0} for p in points]}
     )
     assert alone.layout.showlegend is True  # the depth line's name shows with no other line
+    # A Qpid queue of byte thresholds logs them on every event: its own two lines stay.
+    qpid = [{**p, "flow_stop_size": 4096, "flow_resume_size": 2048} for p in points]
+    lines = queue_timeline_figure({**timeline, "points": qpid}).data[1:]
+    assert [(t.name, set(t.y)) for t in lines] == [
+        ("stop threshold", {4096}),
+        ("resume threshold", {2048}),
+    ]
 
 
 @pytest.mark.spark
