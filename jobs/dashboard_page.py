@@ -182,7 +182,9 @@ def entities_table(entities: Sequence[dict[str, Any]]) -> str:
             overshoot = "\u2013"
         delay = row.get("completion_p95_us")
         # A queue here for its delay or losses alone was "queue stopped, 0.0 s" (a review).
-        never_stopped = row["kind"] == "queue" and not row.get("episodes")
+        never_stopped = (
+            row["kind"] == "queue" and not row.get("episodes") and not row.get("blocked_s")
+        )
         return [
             text(row["broker"]),
             text(row["entity"]) + sampled_mark(row.get("sample_interval_ms")),
