@@ -405,8 +405,8 @@ class Sweep:
 
     def resume_count(self, value: int | None) -> int | None:
         """A flow stop count sweep: the resume count the run at ``value`` used (it keeps the
-        share of the stop written; the table showed none, so a resume of 80 scaled to 52 under
-        a stop of 60 went unsaid: a review); None for any other knob."""
+        share of the stop written; the table showed none, so a resume of 80 under a stop of 100
+        becoming 48 under a stop of 60 went unsaid: a review); None for any other knob."""
         if self.written is None or value is None:
             return None
         return _with_stop_count(self.written, value).resume_count or None
