@@ -316,9 +316,18 @@ def queue_timeline_figure(timeline: dict[str, Any]) -> go.Figure:
         fig.add_vrect(x0=start, x1=end, fillcolor="#d2452f", opacity=0.13, line_width=0)
     runs = timeline.get("runs", 1)
     run_note = f" (run {timeline['run_id']}, 1 of {runs})" if runs > 1 else ""
+    # Drawn in messages, a queue that also stops on bytes showed shading over a near-empty
+    # line (9 msgs, stopped on 9,000 bytes past 8,192: a review): the title says both.
+    last = points[-1]
+    also_bytes = (
+        f" (on {last['flow_stop_count']:,} msgs or {last['flow_stop_size']:,} bytes)"
+        if not in_bytes and last.get("flow_stop_count") and last.get("flow_stop_size")
+        else ""
+    )
     _layout(
         fig,
-        f"{timeline['broker']} / {timeline['queue']}{run_note}: depth, shaded while stopped",
+        f"{timeline['broker']} / {timeline['queue']}{run_note}: depth, shaded while stopped"
+        f"{also_bytes}",
         TIMELINE_SIZE,
         # Shown with one trace too: Plotly hides a lone trace's legend, and with it the label
         # that says what the line is (an address without a stop line, a review).

@@ -474,6 +474,13 @@ def test_a_drained_queue_is_drawn_at_what_it_left_between_buckets() -> None:
     stop = queue_timeline_figure({**timeline, "points": points}).data[1]
     assert list(stop.x) == list(depth.x)
     assert list(stop.y) == [3000] * 5
+    # Drawn in messages, a queue that also stops on bytes says so: it may be shaded above a
+    # near-empty line (a review: 9 msgs, stopped on 9,000 bytes past 8,192).
+    title = queue_timeline_figure({**timeline, "points": points}).layout.title.text
+    assert title == "b / q: depth, shaded while stopped"
+    both = [{**p, "flow_stop_size": 8192, "flow_resume_size": 6144} for p in points]
+    title = queue_timeline_figure({**timeline, "points": both}).layout.title.text
+    assert title.endswith("shaded while stopped (on 3,000 msgs or 8,192 bytes)")
 
 
 def test_an_address_is_drawn_in_bytes_against_the_stop_size_of_its_episodes() -> None:
