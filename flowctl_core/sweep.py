@@ -398,10 +398,14 @@ class Sweep:
     #: The same: the sum of the windows of the queue's producers in the run as written (None: one
     #: had none). A stop count plus it is how far the queue can go (seed 001's bound).
     producers_capacity: int | None = 0
-    #: The same: the queue's byte stop threshold (0: off), which every run keeps.
-    stop_size: int = 0
     #: The same: the queue's thresholds as written, whose resume share each run keeps.
     written: FlowThresholds | None = None
+
+    @property
+    def stop_size(self) -> int:
+        """A flow stop count sweep: the queue's byte stop threshold (0: off), which every run
+        keeps; 0 for any other knob."""
+        return self.written.stop_size if self.written is not None else 0
 
     def resume_count(self, value: int | None) -> int | None:
         """A flow stop count sweep: the resume count the run at ``value`` used (it keeps the
@@ -650,14 +654,13 @@ def run_sweep(
             measure = _Measure(scenario, seed, knob, entity, outcome.thresholds)
             current: int | None = outcome.thresholds.stop_count
             baseline = outcome.metrics()
-            windows, stop_size = outcome.producers_capacity, outcome.thresholds.stop_size
-            written: FlowThresholds | None = outcome.thresholds
+            windows, written = outcome.producers_capacity, outcome.thresholds
         else:
             measure = _Measure(scenario, seed, knob, entity)
             current = current_knob_value(scenario, knob, entity)
             change = KnobChange("", entity, knob, current, current or 0, "", "sweep")
             baseline = measure_knob(scenario, seed, change)
-            windows, stop_size, written = 0, 0, None
+            windows, written = 0, None
     except KeyError as error:
         raise SweepError(str(error.args[0])) from None
     criteria = rule.objective if objective is None else tuple(objective)
@@ -683,7 +686,6 @@ def run_sweep(
         choice=choose(candidates, criteria, current, rule.off),
         count_limit=_count_limit(scenario, entity) if knob == KNOB_QPID_FLOW_STOP_COUNT else 0,
         producers_capacity=windows,
-        stop_size=stop_size,
         written=written,
     )
 
