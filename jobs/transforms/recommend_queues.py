@@ -175,32 +175,26 @@ QUEUE_FINDINGS: tuple[Finding, ...] = (
             lambda o: o.dim.no_room,
             # Only the margin may not fit: a stop under limit - overshoot still keeps the queue
             # under the limit (seed 001's bound), and the text must not say none does.
-            lambda o: F.when(
-                o.dim.worst_overshoot < o.dim.limit,
+            # The overshoot as the evidence shows it (the bound), then with the margin: the
+            # margin's figure alone read as contradicting the bound beside it (a review).
+            lambda o: F.concat(
                 F.format_string(
                     f"producers can overshoot by %,d {o.dim.unit} (worst seen or bounded by their "
-                    "capacity windows), %,d with the %.0f%% margin, the whole limit of %,d: a stop "
-                    "threshold of at most %,d keeps the queue under the limit but leaves no room "
-                    "for the margin; reduce the windows or raise the limit",
+                    "capacity windows), %,d with the %.0f%% margin, the whole limit of %,d",
                     o.dim.worst_overshoot,
                     o.dim.headroom,
                     _margin_pct(o),
                     o.dim.limit,
-                    o.dim.limit - o.dim.worst_overshoot,
                 ),
-            ).otherwise(
-                # The overshoot as the evidence shows it (the bound), then with the margin: the
-                # margin's figure alone read as contradicting the bound beside it (a review).
-                F.format_string(
-                    f"producers can overshoot by %,d {o.dim.unit} (worst seen or bounded by their "
-                    "capacity windows), %,d with the %.0f%% margin, the whole limit of %,d or "
-                    "more: no stop threshold keeps the queue under it; reduce the windows or raise "
-                    "the limit",
-                    o.dim.worst_overshoot,
-                    o.dim.headroom,
-                    _margin_pct(o),
-                    o.dim.limit,
-                )
+                F.when(
+                    o.dim.worst_overshoot < o.dim.limit,
+                    F.format_string(
+                        ": a stop threshold of at most %,d keeps the queue under the limit but "
+                        "leaves no room for the margin",
+                        o.dim.limit - o.dim.worst_overshoot,
+                    ),
+                ).otherwise(F.lit(" or more: no stop threshold keeps the queue under it")),
+                F.lit("; reduce the windows or raise the limit"),
             ),
         ),
         Finding(
