@@ -193,13 +193,18 @@ def drawn_timeline_points(timeline: DataFrame, runs: DataFrame) -> DataFrame:
     )
 
 
+def of_drawn_runs(episodes: DataFrame, runs: DataFrame) -> DataFrame:
+    """The queue episodes of each queue's drawn run (:func:`timeline_runs`)."""
+    return episodes.join(runs.select("broker", "queue", "run_id"), ["broker", "queue", "run_id"])
+
+
 def drawn_stopped_episodes(episodes: DataFrame, runs: DataFrame) -> DataFrame:
     """The stopped episodes of each queue's drawn run as (broker, kind, entity, start, end), an
     open one ending at its run's watermark: what its timeline shades. The buckets only say a
     queue was stopped at some moment of one, so shading them drew a queue stopped 38 % of its
     run as stopped 83 % (an audit)."""
     return (
-        episodes.join(runs.select("broker", "queue", "run_id"), ["broker", "queue", "run_id"])
+        of_drawn_runs(episodes, runs)
         .select(
             "broker",
             F.lit("queue").alias("kind"),
@@ -219,7 +224,7 @@ def drawn_byte_stops(episodes: DataFrame, runs: DataFrame) -> DataFrame:
     an unblock ended one: its page was drawn in messages with no limit (a review)."""
     count_stop = F.coalesce(F.col("flow_stop_count"), F.lit(0))
     return (
-        episodes.join(runs.select("broker", "queue", "run_id"), ["broker", "queue", "run_id"])
+        of_drawn_runs(episodes, runs)
         .groupBy("broker", "queue")
         .agg(F.max(count_stop).alias("_count_stop"), F.max("flow_stop_size").alias("byte_stop"))
         .where((F.col("_count_stop") == 0) & (F.col("byte_stop") > 0))
