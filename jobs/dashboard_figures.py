@@ -22,6 +22,17 @@ TOP_N = 12
 OVERVIEW_SIZE = (430, 340)
 TIMELINE_SIZE = (655, 280)
 INTERVALS_WIDTH = 1320
+#: A legend along the figure's bottom edge, below the axis and its title: placed against the
+#: plot area (y -0.25) it was anchored by its bottom, so a legend wrapped onto more lines on a
+#: narrow screen grew up over the time axis's date line.
+LEGEND_BELOW = {
+    "orientation": "h",
+    "yref": "container",
+    "y": 0,
+    "yanchor": "bottom",
+    "x": 0,
+    "font": {"size": 10},
+}
 #: Characters of an axis label: longer names are cut (the full name is in the hover text).
 LABEL_CHARS = 30
 
@@ -126,7 +137,7 @@ def blocked_time_figure(entities: Sequence[dict[str, Any]]) -> go.Figure | None:
         f"Time stopped, starved or blocked: the worst {len(top)}",
         OVERVIEW_SIZE,
         barmode="stack",
-        legend={"orientation": "h", "y": -0.22, "x": 0, "font": {"size": 10}},
+        legend=LEGEND_BELOW,
         showlegend=True,
     )
     fig.update_yaxes(categoryorder="array", categoryarray=names)
@@ -332,9 +343,10 @@ def queue_timeline_figure(timeline: dict[str, Any]) -> go.Figure:
         # Shown with one trace too: Plotly hides a lone trace's legend, and with it the label
         # that says what the line is (an address without a stop line, a review).
         showlegend=True,
-        legend={"orientation": "h", "y": -0.25, "x": 0, "font": {"size": 10}},
+        legend=LEGEND_BELOW,
         hovermode="x unified",
     )
+    fig.update_xaxes(type="date")
     fig.update_yaxes(title_text=unit, rangemode="tozero")
     return fig
 
@@ -382,7 +394,7 @@ def intervals_figure(broker: str, intervals: Sequence[dict[str, Any]]) -> go.Fig
         f"{broker}: starvation and blocking intervals",
         (INTERVALS_WIDTH, height),
         barmode="overlay",
-        legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 1, "xanchor": "right"},
+        legend=LEGEND_BELOW,
     )
     fig.update_xaxes(type="date")
     fig.update_yaxes(categoryorder="array", categoryarray=[names[k] for k in rows])

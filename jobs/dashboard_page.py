@@ -543,8 +543,11 @@ _PAGE = r"""<!DOCTYPE html>
   .sampled { color: var(--muted); font-size: 0.85em; white-space: nowrap; }
   .charts, .timeline-grid { display: flex; flex-wrap: wrap; gap: 10px; }
   .figure, .no-chart { background: #fff; border: 1px solid var(--line); border-radius: 4px; }
-  .no-chart { box-sizing: border-box; width: 432px; align-self: flex-start; padding: 12px;
-              color: var(--muted); font-style: italic; }
+  .no-chart { box-sizing: border-box; width: 432px; max-width: 100%; align-self: flex-start;
+              padding: 12px; color: var(--muted); font-style: italic; }
+  /* A chart keeps its own width where there is room and narrows to the page on a small
+     screen (drawn to the width it gets: fittedWidth below). */
+  .figure { max-width: calc(100% - 2px); }
   .figure[data-chart="intervals"] { margin-top: 10px; display: inline-block; }
   .table-wrap, .wide { max-width: 100%; overflow-x: auto; }
   table { border-collapse: collapse; background: #fff; width: 100%; min-width: 940px;
@@ -571,17 +574,68 @@ __BODY__
 const figures = JSON.parse(document.getElementById("flowctl-figures").textContent);
 const config = {displayModeBar: false, responsive: false};
 
+// The figure's own width, or the room its box has where that is less (a narrow screen: the
+// box's CSS caps it at the page's width).
+function fittedWidth(div) {
+  return Math.min(figures[div.id].layout.width, div.clientWidth);
+}
+
+// ``text`` broken at spaces into lines of at most ``chars`` characters (a longer word is a
+// line of its own).
+function wrapped(text, chars) {
+  const lines = [];
+  for (const word of text.split(" ")) {
+    const last = lines.length - 1;
+    if (last >= 0 && lines[last].length + 1 + word.length <= chars) lines[last] += " " + word;
+    else lines.push(word);
+  }
+  return lines;
+}
+
+// A figure's layout at ``width``. Narrowed, its title wraps (Plotly draws one line, cut at
+// the figure's edge), the top margin growing a line for each line more, and its time axes
+// take fewer ticks: Plotly keeps at least five, whose labels ("00:00:30" over "Mar 3, 2026")
+// run into each other under 400 px.
+function layoutAt(layout, width) {
+  const fitted = {...layout, width};
+  if (width >= layout.width) return fitted;
+  const title = layout.title;
+  if (title && title.text) {
+    const size = (title.font && title.font.size) || 13;
+    const lines = wrapped(title.text, Math.floor((width - 16) / (0.56 * size)));
+    fitted.title = {...title, text: lines.join("<br>")};
+    fitted.margin = {...layout.margin, t: layout.margin.t + (lines.length - 1) * (size + 4)};
+  }
+  for (const [key, axis] of Object.entries(layout)) {
+    if (key.startsWith("xaxis") && axis.type === "date") {
+      fitted[key] = {...axis, nticks: Math.max(2, Math.floor(width / 110))};
+    }
+  }
+  return fitted;
+}
+
 // A figure is drawn when first shown: Plotly measures its labels, which a hidden one has not.
+// One drawn before is drawn again to the room it has now, if that changed while it was hidden.
 function drawShown() {
   const drawing = [];
-  for (const div of document.querySelectorAll(".figure:not([data-drawn])")) {
+  for (const div of document.querySelectorAll(".figure")) {
     if (div.offsetParent === null) continue;
+    const width = fittedWidth(div);
+    const drawn = div.hasAttribute("data-drawn");
+    if (drawn && div.layout.width === width) continue;
     div.setAttribute("data-drawn", "true");
     const figure = figures[div.id];
-    drawing.push(Plotly.newPlot(div, figure.data, figure.layout, config));
+    const draw = drawn ? Plotly.react : Plotly.newPlot;
+    drawing.push(draw(div, figure.data, layoutAt(figure.layout, width), config));
   }
   return Promise.all(drawing);
 }
+
+let resized = 0;
+window.addEventListener("resize", () => {
+  clearTimeout(resized);
+  resized = setTimeout(drawShown, 150);
+});
 
 // "" is every broker: the overview charts of all of them, and every row and timeline.
 function showBroker(broker) {
