@@ -23,7 +23,7 @@ from flowctl_core.summary import (
     protocol_comparisons,
     queue_summaries,
 )
-from flowctl_core.wording import counted
+from flowctl_core.wording import counted, shown_overshoot
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from flowctl_core.sweep import Sweep
@@ -170,9 +170,8 @@ def _thresholds(row: QueueSummary) -> tuple[str, str, str]:
     """The final stop count and the overshoots of a queue's own (Qpid) thresholds."""
     return (
         f"{row.flow_stop_count:,}" if row.flow_stop_count else "off",
-        # Overshoot past a threshold that is off is not 0 but undefined (DESIGN §4: null).
-        f"{row.max_overshoot_msgs:,}" if row.flow_stop_count or row.max_overshoot_msgs else "off",
-        f"{row.max_overshoot_bytes:,}" if row.flow_stop_size or row.max_overshoot_bytes else "off",
+        format_cell(shown_overshoot(row.max_overshoot_msgs, row.flow_stop_count)),
+        format_cell(shown_overshoot(row.max_overshoot_bytes, row.flow_stop_size)),
     )
 
 

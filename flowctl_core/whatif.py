@@ -29,6 +29,7 @@ from flowctl_core.flowlimit import (
 )
 from flowctl_core.runner import RunResult, run_scenario
 from flowctl_core.scenario import DeclareStep, QueueSpec, Scenario, Step
+from flowctl_core.wording import shown_overshoot
 from schemas.recommendations import KNOB_QPID_FLOW_STOP_COUNT
 
 
@@ -221,14 +222,30 @@ class WhatIfComparison:
 
 
 def _thresholds_text(thresholds: FlowThresholds) -> str:
-    return (
-        f"{thresholds.stop_count:,}/{thresholds.resume_count:,} msgs, "
-        f"{thresholds.stop_size:,}/{thresholds.resume_size:,} bytes"
+    """ "900/500 msgs, bytes off": a unit whose stop is 0 is off, its resume then unused."""
+    counts, sizes = (
+        f"{stop:,}/{resume:,} {unit}" if stop else f"{unit} off"
+        for stop, resume, unit in (
+            (thresholds.stop_count, thresholds.resume_count, "msgs"),
+            (thresholds.stop_size, thresholds.resume_size, "bytes"),
+        )
     )
+    return "off" if not thresholds.enabled else f"{counts}, {sizes}"
+
+
+def _shown(outcome: QueueOutcome) -> dict[str, Any]:
+    """The outcome's figures as printed: an overshoot past a threshold that is off is "off"."""
+    shown: dict[str, Any] = outcome.metrics()
+    for name, stop in (
+        ("max overshoot msgs", outcome.thresholds.stop_count),
+        ("max overshoot bytes", outcome.thresholds.stop_size),
+    ):
+        shown[name] = shown_overshoot(int(shown[name]), stop)
+    return shown
 
 
 def _metrics(comparison: QueueComparison) -> list[tuple[str, Any, Any]]:
-    before, after = comparison.before.metrics(), comparison.after.metrics()
+    before, after = _shown(comparison.before), _shown(comparison.after)
     thresholds = (
         "thresholds (stop/resume)",
         _thresholds_text(comparison.before.thresholds),

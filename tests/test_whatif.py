@@ -59,6 +59,23 @@ def test_seed_001_worst_case_moves_with_the_stop_threshold() -> None:
     assert payments.aim == "relieve" and payments.validated
 
 
+def test_an_overshoot_past_a_threshold_that_is_off_prints_off() -> None:
+    """Seed 001's queue has count thresholds only: its byte overshoot is undefined, not 0
+    (DESIGN §4), as `flowctl simulate` prints it; with the stop switched off, so is its count
+    overshoot, and the thresholds say which unit is off."""
+    comparison = run_whatif(
+        load_scenario("qpid-165-worst-case"), {"payments": FlowThresholds(0, 0)}
+    )
+    shown = {
+        row["metric"]: (row["before"], row["after"], row["change"]) for row in comparison.rows()
+    }
+    assert shown["thresholds (stop/resume)"] == ("100/80 msgs, bytes off", "off", "changed")
+    assert shown["max overshoot bytes"] == ("off", "off", "=")
+    assert shown["max overshoot msgs"] == (65, "off", "changed")
+    payments = comparison.queue("payments")
+    assert (payments.before.max_overshoot_bytes, payments.after.max_overshoot_msgs) == (0, 0)
+
+
 def test_verdicts_judge_each_change_by_what_it_is_for() -> None:
     """The recommender raises a stop threshold so that the queue stops less, lowers one to leave
     room for the overshoot below the limit, and moves only the resume threshold against flapping;
