@@ -112,6 +112,8 @@ def write_daily_metrics(
         # Taken off by the pipeline state, which records the later days recomputed.
         "span_to": last,
         "read": read.describe(),
+        # The runs started from their carried rows; the others' events were all read.
+        "carried_in": list(read.history),
     }
     observed = observed_seconds(bounds, first, last)
     queue_days = with_queue_costs(

@@ -123,6 +123,8 @@ def write_episodes(
         "runs": len(scope.runs),
         "span": f"{scope.span_from.isoformat()}..{scope.span_to.isoformat()}",
         "read": read.describe(),
+        # The runs started from their carried rows; the others' events were all read.
+        "carried_in": list(read.history),
     }
     report |= write_tables(
         spark,

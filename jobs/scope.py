@@ -58,10 +58,15 @@ class Scope:
     runs: tuple[str, ...]
     span_from: date
     span_to: date
-    #: The runs with gold rows before ``span_from`` (history processed before the span): the
-    #: span starts from the state carried into it, or from whole runs when one of them has none
-    #: (jobs/span_events.py).
-    with_history: tuple[str, ...] = ()
+    #: Per run with gold rows before the range, the first day of them, sorted by run.
+    gold_from: tuple[tuple[str, date], ...] = ()
+
+    @property
+    def with_history(self) -> tuple[str, ...]:
+        """The runs with gold rows before ``span_from`` (history processed before the span):
+        the span starts from the state carried into it, or from whole runs when one of them has
+        none (jobs/span_events.py)."""
+        return tuple(run for run, first in self.gold_from if first < self.span_from)
 
     @property
     def extended(self) -> bool:
@@ -70,8 +75,7 @@ class Scope:
     def reaching_back_to(self, day: date) -> Scope:
         """This scope with its span starting no later than ``day``: its runs' rows and episodes
         from ``day`` on are recomputed too (a clock that stepped back over several midnights,
-        jobs/span_events.py, which has read whole runs by then: ``with_history`` stays as the
-        original span had it, for that read only)."""
+        jobs/span_events.py)."""
         return dataclasses.replace(self, span_from=min(self.span_from, day))
 
     def episode_predicate(self) -> str:
@@ -135,14 +139,16 @@ def processing_scope(
     after = [r.last for r in of_runs if r.source == BRONZE_LATER]
     span_from = min([date_from, *earlier])
     # Gold days are read back to the first before the range, and the span starts no later.
-    with_history = {r.run_id for r in gold if r.first < span_from}
+    gold_from: dict[str, date] = {}
+    for r in gold:
+        gold_from[r.run_id] = min(r.first, gold_from.get(r.run_id, r.first))
     return Scope(
         date_from,
         date_to,
         tuple(sorted(runs)),
         span_from,
         max([date_to, *after]),
-        tuple(sorted(with_history)),
+        tuple(sorted(gold_from.items())),
     )
 
 

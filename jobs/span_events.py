@@ -6,10 +6,10 @@ span, so a nightly run costs what its days hold, not what the run has logged sin
 (issue 22). Whole runs are read instead when a run of the scope has days processed before this
 table existed (gold rows before the span and nothing carried), when a run's clock stepped back
 over the midnight before the span (an event dated before it logged after one dated in it: the
-carried rows are then not the run's state at the span's start, :func:`runs_stepping_back_into`;
-the span then starts on the run's first day), and, for the depth timeline, when a run's bucket
-width changed (it grows until the run has lasted a day, jobs/transforms/depth_timeline.py): its
-earlier buckets must be cut again.
+carried rows are then not the run's state at the span's start, :func:`runs_stepping_back_into`:
+the span then starts on the run's first day, and only that run is read whole), and, for the
+depth timeline, when a run's bucket width changed (it grows until the run has lasted a day,
+jobs/transforms/depth_timeline.py): its earlier buckets must be cut again.
 
 A small span, local and within the conf's ``span.keep_in_memory_max_mb``, is read once and kept
 in memory for all the writes of a job (:func:`kept_in_memory`); a larger one is read by each write.
@@ -130,10 +130,11 @@ def span_events(spark: SparkSession, conf: PipelineConf, scope: Scope) -> SpanEv
     before ``span_from``) has carried rows, else whole runs.
 
     A run whose clock stepped back over the midnight before the span
-    (:func:`runs_stepping_back_into`) is read whole, and the span then starts on its first day:
+    (:func:`runs_stepping_back_into`) is read whole, the span then starting on its first day:
     after a jump forward over several midnights and a step back, rows of days before the span
     (an episode's end, a day's observed seconds up to the watermark) depend on events logged
-    later, which no rule of the scope reaches back for."""
+    later, which no rule of the scope reaches back for. The other runs are read from their rows
+    carried to the day before that one, as for any span (and checked again for a step back)."""
     runs, span_from, span_to = scope.runs, scope.span_from, scope.span_to
     if not runs:
         return whole_runs(spark, conf, scope)
@@ -156,14 +157,18 @@ def span_events(spark: SparkSession, conf: PipelineConf, scope: Scope) -> SpanEv
     if stepped_back:
         first = min(carried[run].first for run in stepped_back)
         log.info(
-            "whole runs read, their days recomputed from %s: %s logged events dated before %s "
-            "after some dated in it (a clock stepping back over midnight): the carried rows are "
-            "not their state at its start, and their rows before it may depend on later events",
+            "days recomputed from %s: %s logged events dated before %s after some dated in it "
+            "(a clock stepping back over midnight): the carried rows are not their state at its "
+            "start, and their rows before it may depend on later events",
             first.isoformat(),
             stepped_back,
             span_from.isoformat(),
         )
-        return whole_runs(spark, conf, scope.reaching_back_to(first))
+        # Read again from their first day: they have no carried rows before it, so all their
+        # events are read; the scope's other runs start from the rows carried to the day
+        # before, not from their own first events (a run of weeks is not read whole because
+        # another run's clock stepped), unless one has gold rows before it and no carried ones.
+        return span_events(spark, conf, scope.reaching_back_to(first))
     at_start = " OR ".join(
         f"(run_id = {sql_string(run)} AND carried_to = DATE '{c.latest.isoformat()}')"
         for run, c in sorted(carried.items())

@@ -362,6 +362,21 @@ def clock_stepping_back_over_midnight() -> Rows:
         event(9, at(3, 12), "dequeue", run_id="sy", queue="q", depth_msgs=0),
         # A run on day 4 alone: the fourth night has raw files to ingest.
         event(1, at(4, 9), "queue_declared", run_id="sz", queue="q", depth_msgs=0),
+        # Run sw begins on day 2 and steps back over the midnight of day 3, so night 4 (its
+        # span from day 3) reaches back to day 2; run sv, in the scope since day 1, is then read
+        # from its rows carried to day 1, not whole. sw lasts a day by night 3 (its depth
+        # timeline's buckets then keep their width: jobs/transforms/depth_timeline.py).
+        event(1, at(2, 0, 5), "queue_declared", run_id="sw", queue="q", depth_msgs=0),
+        event(2, at(3, 0, 10), "flow_stopped", run_id="sw", queue="q", depth_msgs=5),
+        event(3, at(2, 23, 59), "enqueue", run_id="sw", queue="q", depth_msgs=6),
+        event(4, at(3, 1), "flow_resumed", run_id="sw", queue="q", depth_msgs=1),
+        event(5, at(3, 12), "enqueue", run_id="sw", queue="q", depth_msgs=2),
+        event(6, at(4, 12), "dequeue", run_id="sw", queue="q", depth_msgs=1),
+        event(1, at(1, 9), "queue_declared", run_id="sv", queue="q", depth_msgs=0),
+        event(2, at(1, 10), "flow_stopped", run_id="sv", queue="q", depth_msgs=5),
+        event(3, at(2, 10), "flow_resumed", run_id="sv", queue="q", depth_msgs=1),
+        event(4, at(3, 12), "enqueue", run_id="sv", queue="q", depth_msgs=2),
+        event(5, at(4, 12), "dequeue", run_id="sv", queue="q", depth_msgs=1),
     ]  # fmt: skip
 
 
@@ -454,7 +469,7 @@ def processed(spark: Any, rows: Rows, root: Any) -> dict[str, Any]:
     one range over them ("range"); each night's span."""
     for run in sorted({r["run_id"] for r in rows}):
         write_raw(root / "raw", [dict(r) for r in rows if r["run_id"] == run])
-    out: dict[str, Any] = {"reads": [], "spans": []}
+    out: dict[str, Any] = {"reads": [], "spans": [], "history": []}
     nightly = scratch_conf(root, "nightly")
     for day in DAYS:
         run_ingest(spark, nightly, day, day)
@@ -462,6 +477,7 @@ def processed(spark: Any, rows: Rows, root: Any) -> dict[str, Any]:
             report = job(spark, nightly, day, day)
             out["reads"].append(report["read"])
             out["spans"].append(report["span"])
+            out["history"].append(tuple(report["carried_in"]))
     out["nightly"] = _tables(spark, nightly)
     whole = scratch_conf(root, "range")
     run_ingest(spark, whole, DAYS[0], DAYS[-1])
@@ -568,7 +584,7 @@ def test_later_nights_read_the_carried_state_of_the_targeted_runs_only(log, ware
     jobs against the oracles, not the carry ("carried state" is said of a span even when no run
     of it has rows before it)."""
     if log[0] in ("stepped", "jumping"):
-        pytest.skip("the runs whose clock steps back read whole runs (the next tests)")
+        pytest.skip("the runs whose clock steps back are read from their first day (next tests)")
     assert all(read.startswith("carried state + span") for read in warehouses["reads"][2:6])
     starts = {span.split("..")[0] for span in warehouses["spans"][2:]}
     if log[0] == "targeted":
@@ -577,15 +593,19 @@ def test_later_nights_read_the_carried_state_of_the_targeted_runs_only(log, ware
         assert starts == {"2024-01-01"}
 
 
-def test_a_night_after_a_clock_stepped_back_over_its_midnight_reads_whole_runs(log, warehouses):
+def test_a_night_after_a_clock_stepped_back_over_its_midnight_reads_it_whole(log, warehouses):
     """Night 3 of runs sx and sy spans days 2-3; an event dated day 1 was logged after some dated
     day 2, so the rows carried to day 1 are not the runs' state at day 2's start: the night reads
-    the whole runs and recomputes them from their first day (their tables then match the
-    oracles, the test above). Night 4 starts after the step and carries again."""
+    the whole runs and recomputes them from their first day, day 1, which no run has rows carried
+    to before (their tables then match the oracles, the test above). Night 4 of run sw, which
+    began on day 2, spans days 3-4 and finds its step over day 3's midnight: it reaches back to
+    day 2, from where sw is read whole and run sv from the rows carried to day 1 (before, the
+    night read sv whole too)."""
     if log[0] != "stepped":
         pytest.skip("runs sx and sy are in the stepped log")
-    assert warehouses["reads"][4:6] == ["whole runs (2024-01-01..2024-01-03)"] * 2
-    assert all(read.startswith("carried state + span") for read in warehouses["reads"][6:8])
+    assert warehouses["reads"][4:6] == ["carried state + span (2024-01-01..2024-01-03)"] * 2
+    assert warehouses["reads"][6:8] == ["carried state + span (2024-01-02..2024-01-04)"] * 2
+    assert warehouses["history"][6:8] == [("sv",)] * 2
 
 
 def test_a_night_after_a_clock_jumped_forward_and_back_recomputes_the_runs_from_their_first_day(
@@ -593,12 +613,12 @@ def test_a_night_after_a_clock_jumped_forward_and_back_recomputes_the_runs_from_
 ):
     """Nights 3 and 4 of the jumping runs find an event dated in them logged before some dated
     day 1 or 2: both jobs recompute those days too, from the runs' first day (their tables then
-    match the oracles, the test above), night 3's episodes from whole runs. Nights 1 and 2 read
-    carried state."""
+    match the oracles, the test above), their events all read (no run has rows carried to a day
+    before day 1). Nights 1 and 2 read carried state."""
     if log[0] != "jumping":
         pytest.skip("the runs whose clock jumps forward and back are in the jumping log")
     assert all(read.startswith("carried state + span") for read in warehouses["reads"][:4])
-    assert warehouses["reads"][4] == "whole runs (2024-01-01..2024-01-03)"
+    assert warehouses["reads"][4] == "carried state + span (2024-01-01..2024-01-03)"
     assert warehouses["spans"][4:] == [
         *["2024-01-01..2024-01-03"] * 2,
         *["2024-01-01..2024-01-04"] * 2,
