@@ -11,7 +11,9 @@ publishers cluster-wide): when the last alarm of the cluster the log states clea
 connections the node held blocked by an alarm are unblocked at that line. A node
 that stops, or boots again without a stop line (a crash), has no alarm set and no connection:
 what was open is closed at the stop line, or at the last line before the boot, with
-``detail.reason``.
+``detail.reason``; a blocked connection, when the node is asked to stop (it closes its
+connections then, seconds before its stop line: held to the stop line, a block was counted 5 s
+too long on a real 3.10), and no sample makes one blocked again until the node runs again.
 
 Samples where it can only be polled, with ``management`` (the management plugin's HTTP API),
 every ``sample_interval_s``, of the node's own connections and queues:
@@ -60,6 +62,7 @@ from collectors.rabbitmq_log import (
     NODE,
     STARTING,
     STOPPED,
+    STOPPING,
     RabbitLine,
     parse_line,
 )
@@ -183,13 +186,15 @@ def _client(connection: dict[str, Any]) -> dict[str, Any]:
 @dataclass
 class NodeState:
     """What the session knows of the node: its alarms set (``resource@node``), the connections
-    it holds blocked, with the reason, and the other nodes' alarms as its log states them (an
+    it holds blocked, with the reason, the other nodes' alarms as its log states them (an
     alarm on any node blocks the publishers of every node; they get no rows here, each node's
-    collector writes its own)."""
+    collector writes its own), and whether it is stopping (asked to stop, not yet stopped: its
+    connections are closed, and a sample that lags shows them as they were)."""
 
     alarms: dict[str, bool] = field(default_factory=dict)
     blocked: dict[str, str] = field(default_factory=dict)
     cluster_alarms: dict[str, bool] = field(default_factory=dict)
+    stopping: bool = False
 
     def any_alarm(self) -> bool:
         """An alarm set anywhere in the cluster, which holds this node's publishers."""
@@ -237,6 +242,7 @@ class RabbitMQCollector(LogCollector):
             "alarms": dict(sorted(self.node.alarms.items())),
             "blocked": dict(self.node.blocked),
             "cluster_alarms": dict(sorted(self.node.cluster_alarms.items())),
+            "stopping": self.node.stopping,
         }
 
     def load_entities(self, data: dict[str, Any]) -> None:
@@ -244,6 +250,7 @@ class RabbitMQCollector(LogCollector):
             dict(data.get("alarms", {})),
             dict(data.get("blocked", {})),
             dict(data.get("cluster_alarms", {})),
+            bool(data.get("stopping", False)),
         )
 
     def held_now(self) -> list[str]:
@@ -298,17 +305,26 @@ class RabbitMQCollector(LogCollector):
         """A node that stopped has no alarm set and no connection (and its log says no more of
         the other nodes' alarms until it logs them again)."""
         self.node.cluster_alarms.clear()
+        self.node.stopping = False
         for key, raised in sorted(self.node.alarms.items()):
             if raised:
                 resource, node = key.split("@", 1)
                 self.node.alarms[key] = False
                 self._alarm_row(ts, False, resource, node, reason=reason, **extra)
+        self._connections_closed(ts, reason, **extra)
+
+    def _connections_closed(self, ts: datetime, reason: str, **extra: Any) -> None:
         for connection in sorted(self.node.blocked):
             del self.node.blocked[connection]
             self._connection_row(ts, connection, reason, origin=ORIGIN_RABBITMQ_LOG, **extra)
 
     def on_line(self, line: RabbitLine) -> None:
-        if line.kind == STOPPED:
+        if line.kind == STOPPING:
+            # The node closes every connection as it starts to stop; its alarms last until
+            # its stop line.
+            self._connections_closed(line.ts, REASON_BROKER_STOPPED)
+            self.node.stopping = True
+        elif line.kind == STOPPED:
             self._node_down(line.ts, REASON_BROKER_STOPPED)
         elif line.kind in (BOOT, STARTING) and self.last_line is not None:
             self._node_down(
@@ -354,9 +370,10 @@ class RabbitMQCollector(LogCollector):
             if not protocol.startswith("AMQP 0-9-1") or not self._on_this_node(connection):
                 continue
             reason = BLOCKING_STATES.get(str(connection.get("state")))
-            if reason == "alarm" and not self.node.any_alarm():
+            if reason == "alarm" and (self.node.stopping or not self.node.any_alarm()):
                 # The API's statistics lag (up to collect_statistics_interval): a connection it
-                # still shows blocked after the log's clear line is not held any more.
+                # still shows blocked after the log's clear line, or after the node was asked
+                # to stop (it closed them all), is not held any more.
                 reason = None
             was = self.node.blocked.get(name)
             if reason == was:

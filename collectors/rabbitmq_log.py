@@ -10,7 +10,10 @@ offset in the stamp; without one, the node's zone is given). The lines a collect
   alarms; "cleared across the cluster" is a summary, not an event;
 * ``Logging: configured log handlers are now ACTIVE`` (a boot's first line), ``Starting
   RabbitMQ 3.10.8 on Erlang ...`` and ``Successfully stopped RabbitMQ and its dependencies``: a
-  node that stops, or boots again after a crash, has no alarm set.
+  node that stops, or boots again after a crash, has no alarm set;
+* ``RabbitMQ is asked to stop...`` (``rabbitmqctl stop`` or ``stop_app``): the node stops its
+  listeners and closes every client connection within milliseconds of this line, seconds before
+  its stop line (5 s on a real 3.10 with the management plugin).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ ALARM_CLEARED = "alarm_cleared"
 BOOT = "boot"  # a boot's first line: "Logging: configured log handlers are now ACTIVE"
 STARTING = "starting"
 STOPPED = "stopped"
+STOPPING = "stopping"  # "RabbitMQ is asked to stop...": its connections close now
 NODE = "node"  # the boot banner's "node : rabbit@host": whose log this is
 
 _LINE = re.compile(
@@ -40,6 +44,7 @@ _ALARM = re.compile(
 _BOOT = "Logging: configured log handlers are now ACTIVE"
 _STARTING = re.compile(r"^Starting RabbitMQ (?P<version>\S+) on Erlang")
 _STOPPED = "Successfully stopped RabbitMQ and its dependencies"
+_STOPPING = "RabbitMQ is asked to stop..."
 _NODE = re.compile(r"^node\s+:\s+(?P<node>\S+)$")
 
 
@@ -90,6 +95,8 @@ def _said(text: str, ts: datetime) -> RabbitLine:
         return RabbitLine(ts=ts, kind=STARTING)
     if text.startswith(_STOPPED):
         return RabbitLine(ts=ts, kind=STOPPED)
+    if text.startswith(_STOPPING):
+        return RabbitLine(ts=ts, kind=STOPPING)
     banner = _NODE.match(text)
     if banner is not None:
         return RabbitLine(ts=ts, kind=NODE, node=banner["node"])
