@@ -223,7 +223,8 @@ class LogCollector(ABC):
         self._checkpoint_before: dict[str, Any] | None = None
         self._next_sample = 0.0
         self._held_samples: list[tuple[datetime, Any]] = []
-        self._sample_failing = False
+        # Since when the sampler has not answered (the clock's time), None while it answers.
+        self._sample_failing_since: datetime | None = None
         self._once = False  # a --once run: a sampler that does not answer is not waited for
         # Asked to stop (run's ``stop``): read_log stops between two lines, not after a backlog.
         self._stop: Callable[[], bool] = lambda: False
@@ -441,13 +442,22 @@ class LogCollector(ABC):
             return self._sampling_waits(refused)
         except SAMPLER_ERRORS as error:
             return self._sampling_waits(error)
-        self._sample_failing = False
+        taken = self.clock()
+        if self._sample_failing_since is not None:
+            # Said once it is over, as its start was: a reader of a long-running collector's
+            # console saw when sampling stopped and never that it went on.
+            log.info(
+                "%s answers again after %.0f s: sampling goes on",
+                self.sampler_name,
+                (taken - self._sample_failing_since).total_seconds(),
+            )
+            self._sample_failing_since = None
         self._sampled_once = True
-        self._held_samples.append((self.clock(), observed))
+        self._held_samples.append((taken, observed))
         return True
 
     def _sampling_waits(self, error: Exception) -> bool:
-        if not self._sample_failing:
+        if self._sample_failing_since is None:
             then = (
                 "no sample taken this run (--once)"
                 if self._once
@@ -455,7 +465,7 @@ class LogCollector(ABC):
             )
             how = "refuses" if isinstance(error, SamplerRefused) else "does not answer"
             log.warning("%s %s (%s): %s", self.sampler_name, how, error, then)
-        self._sample_failing = True
+            self._sample_failing_since = self.clock()
         return False
 
     def _release_samples(self, until: datetime | None) -> None:

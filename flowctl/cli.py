@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import logging
 import os
 import shutil
 import socket
@@ -869,6 +870,34 @@ def _check_log(log: Path, *, once: bool) -> None:
         )
 
 
+class _CollectorLineFormat(logging.Formatter):
+    """A collector's console line: its UTC time, then "warning: " for a warning (what it waits
+    for, what it skipped), the message alone for news (the broker answers again)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        at = datetime.fromtimestamp(record.created, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+        kind = "warning: " if record.levelno >= logging.WARNING else ""
+        return f"{at} {kind}{record.getMessage()}"
+
+
+def _collector_console() -> Callable[[], None]:
+    """The collectors' log lines (warnings and news, ``flowctl.collect``) on stderr, each with
+    its time: a collector runs for days, and a line without one did not say when the broker went
+    away. Returns what puts the logger back."""
+    logger = logging.getLogger("flowctl.collect")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_CollectorLineFormat())
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+    def restore() -> None:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+    return restore
+
+
 def _run_collector(collector: Any, log: Path, raw: Path, *, once: bool) -> None:
     """Poll until Ctrl-C or SIGTERM (what is pending committed first), or once; a line when it
     starts and one when it stops."""
@@ -880,6 +909,7 @@ def _run_collector(collector: Any, log: Path, raw: Path, *, once: bool) -> None:
         + (f"(going on at seq {run.next_seq})" if collector.resumed else "(new session)")
     )
     stopping: list[int] = []
+    said = _collector_console()
     # Ctrl-C as SIGTERM: a flag read between two lines. A KeyboardInterrupt raised inside a
     # line's handling (its state changed, its row not yet written) would lose the line.
     handlers = {
@@ -891,6 +921,7 @@ def _run_collector(collector: Any, log: Path, raw: Path, *, once: bool) -> None:
     finally:
         for stop_signal, handler in handlers.items():
             signal.signal(stop_signal, handler)
+        said()
     held = collector.held_now()
     print_line(
         f"committed {counted(collector.writer.rows_written, 'event')} in "

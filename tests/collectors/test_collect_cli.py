@@ -4,6 +4,7 @@ invocation going on with the same run, and its refusals as one ``error:`` line (
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -217,6 +218,9 @@ def test_collect_once_with_an_api_that_does_not_answer_says_no_sample_was_taken(
     assert "committed 1 event in 1 file" in result.output
     warned = [r.getMessage() for r in caplog.records if "does not answer" in r.getMessage()]
     assert len(warned) == 1 and warned[0].endswith("no sample taken this run (--once)"), warned
+    # On the console with its UTC time: a collector runs for days.
+    said = [line for line in result.stderr.splitlines() if "does not answer" in line]
+    assert len(said) == 1 and re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ warning: ", said[0]), said
 
 
 def test_a_state_or_raw_folder_that_cannot_be_written_is_one_line_naming_it(

@@ -591,12 +591,17 @@ def test_a_refusal_after_an_answer_waits_and_the_log_is_followed(
     assert collector.sample() is True
     assert collector.sample() is False  # its web server not up yet: sampling waits
     assert collector.sample() is True
-    with caplog.at_level(logging.WARNING, logger="flowctl.collect"):
+    with caplog.at_level(logging.INFO, logger="flowctl.collect"):
         assert [collector.sample(), collector.sample()] == [False, False]
-    assert "HTTP 401" in caplog.text and "sampling waits" in caplog.text
-    setup.write(alarm("2026-11-27 11:00:00.000000"))
-    collector.read_log()  # the log is still followed
-    assert collector.sample() is True
+        setup.write(alarm("2026-11-27 11:00:00.000000"))
+        collector.read_log()  # the log is still followed
+        assert collector.sample() is True
+    said = [r.getMessage() for r in caplog.records]
+    # Once when it stops answering (two refusals), once when it answers again.
+    assert sum("HTTP 401" in line and "sampling waits" in line for line in said) == 1
+    assert sum("HTTP 429" in line for line in said) == 0
+    again = [line for line in said if "answers again" in line]
+    assert len(again) == 1 and again[0].endswith(" s: sampling goes on"), said
 
 
 def test_a_404_from_the_start_is_a_wrong_address(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -173,7 +174,8 @@ def test_a_real_rabbitmq_restarted_under_a_running_collector(
     before is there unchanged, the run goes on without a gap, the alarm and the block close as
     the node stops (the block when the node closes its connections, not at the stop line
     seconds later), the alarm and the block after the boot are collected, the queue is sampled
-    again, and the outage is said in one line."""
+    again, and the outage is said in one line, and its end in another."""
+    caplog.set_level(logging.INFO, logger="flowctl.collect")
     raw, state = tmp_path / "raw", tmp_path / "state.json"
     management = ManagementReader(node.management_url, "guest", "guest")
     until(lambda: _answers(management), "the management API")
@@ -198,7 +200,6 @@ def test_a_real_rabbitmq_restarted_under_a_running_collector(
         channel.basic_publish("", KEPT, b"held")  # the node stops reading this connection
         until(lambda: bool(collector.node.blocked), f"{name} blocked")
 
-    caplog.set_level("WARNING", logger="flowctl.collect")
     with collecting(make) as collector:
         blocked_client(collector, "before")
         until(
@@ -248,6 +249,7 @@ def test_a_real_rabbitmq_restarted_under_a_running_collector(
     # Collected after the boot: the alarm lines at their microseconds, the queue's samples.
     alarm_lines = _log_stamp(node, "memory resource limit alarm", "on node")
     assert [_stamp(events[i]) for i in (4, 6)] == alarm_lines[-2:] and booted < alarm_lines[-2]
-    # The node down said once, not at every sample.
-    said = [r for r in caplog.records if r.name == "flowctl.collect"]
-    assert len(said) == 1 and "does not answer" in said[0].getMessage()
+    # The node down said once, not at every sample, and once that it answers again.
+    said = [r.getMessage() for r in caplog.records if r.name == "flowctl.collect"]
+    assert len(said) == 2 and "does not answer" in said[0], said
+    assert "answers again after" in said[1] and said[1].endswith("sampling goes on"), said
