@@ -323,6 +323,29 @@ def queue_timeline_figure(timeline: dict[str, Any]) -> go.Figure:
     for name, drawn, style in lines:
         if any(value is not None for value in drawn):
             fig.add_trace(go.Scatter(x=x, y=drawn, name=name, line={**step, **style}))
+    # In messages, a queue that also stops on bytes was shaded above a near-empty line (9 msgs,
+    # stopped on 9,000 bytes past 8,192: a review): its bytes and byte stop on a right axis.
+    with_bytes = not in_bytes and any(p.get("flow_stop_size") for p in points)
+    if with_bytes:
+        in_bytes_style = {**step, "color": "#8e44ad"}
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=[p.get(f"{p['depth']}_depth_bytes") for p in points],
+                name="depth in bytes (right axis)",
+                yaxis="y2",
+                line={**in_bytes_style, "width": 1},
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=_threshold(p.get("flow_stop_size") for p in points),
+                name="byte stop threshold (right axis)",
+                yaxis="y2",
+                line={**in_bytes_style, "dash": "dash"},
+            )
+        )
     for start, end in timeline["stopped"]:
         fig.add_vrect(x0=start, x1=end, fillcolor="#d2452f", opacity=0.13, line_width=0)
     runs = timeline.get("runs", 1)
@@ -335,11 +358,14 @@ def queue_timeline_figure(timeline: dict[str, Any]) -> go.Figure:
         if not in_bytes and last.get("flow_stop_count") and last.get("flow_stop_size")
         else ""
     )
+    width, height = TIMELINE_SIZE
     _layout(
         fig,
         f"{timeline['broker']} / {timeline['queue']}{run_note}: depth, shaded while stopped"
         f"{also_bytes}",
-        TIMELINE_SIZE,
+        # Taller by the legend's two more lines (Plotly sets five a line each below a plot of
+        # two y axes), the plot as tall as the others'.
+        (width, height + 60) if with_bytes else TIMELINE_SIZE,
         # Shown with one trace too: Plotly hides a lone trace's legend, and with it the label
         # that says what the line is (an address without a stop line, a review).
         showlegend=True,
@@ -348,6 +374,17 @@ def queue_timeline_figure(timeline: dict[str, Any]) -> go.Figure:
     )
     fig.update_xaxes(type="date")
     fig.update_yaxes(title_text=unit, rangemode="tozero")
+    if with_bytes:
+        fig.update_layout(
+            yaxis2={
+                "title": {"text": "bytes"},
+                "overlaying": "y",
+                "side": "right",
+                "rangemode": "tozero",
+                "showgrid": False,
+                "automargin": True,
+            }
+        )
     return fig
 
 

@@ -542,8 +542,19 @@ def test_a_drained_queue_is_drawn_at_what_it_left_between_buckets() -> None:
     title = queue_timeline_figure({**timeline, "points": points}).layout.title.text
     assert title == "b / q: depth, shaded while stopped"
     both = [{**p, "flow_stop_size": 8192, "flow_resume_size": 6144} for p in points]
-    title = queue_timeline_figure({**timeline, "points": both}).layout.title.text
-    assert title.endswith("shaded while stopped (on 3,000 msgs or 8,192 bytes)")
+    figure = queue_timeline_figure({**timeline, "points": both})
+    assert figure.layout.title.text.endswith("shaded while stopped (on 3,000 msgs or 8,192 bytes)")
+    # And its bytes and byte stop on a right axis, the depth bytes stepping as the messages do.
+    on_the_right = [trace for trace in figure.data if trace.yaxis == "y2"]
+    assert [trace.name for trace in on_the_right] == [
+        "depth in bytes (right axis)",
+        "byte stop threshold (right axis)",
+    ]
+    assert list(on_the_right[0].y) == [4000, 3500, 2999, 2999, 9]  # the bytes the buckets hold
+    assert list(on_the_right[1].y) == [8192] * 5
+    assert (figure.layout.yaxis2.side, figure.layout.yaxis2.overlaying) == ("right", "y")
+    only_msgs = queue_timeline_figure({**timeline, "points": points})
+    assert all(trace.yaxis in (None, "y") for trace in only_msgs.data)
 
 
 def test_an_address_is_drawn_in_bytes_against_the_stop_size_of_its_episodes() -> None:
