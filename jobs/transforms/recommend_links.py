@@ -265,11 +265,7 @@ def _formula(k: Facts) -> Column:
         rate,
         k.round_trip,
         F.when(
-            k.in_bytes,
-            F.concat(
-                F.format_string(" x %,.0f bytes/msg", F.col("_mean_message_bytes")),
-                _at_least_one_message(k),
-            ),
+            k.in_bytes, F.format_string(" x %,.0f bytes/msg", F.col("_mean_message_bytes"))
         ).otherwise(F.lit("")),
         needed,
         F.when(k.in_bytes, F.lit("bytes of credit")).otherwise(F.lit("credits")),
@@ -279,12 +275,11 @@ def _formula(k: Facts) -> Column:
         .when(
             k.in_bytes,
             F.format_string(
-                "needs %,.1f msgs/s x %,.0f bytes/msg x %.3fs round trip%s + %,d bytes top-up "
+                "needs %,.1f msgs/s x %,.0f bytes/msg x %.3fs round trip + %,d bytes top-up "
                 "= %,d bytes of credit",
                 rate,
                 F.col("_mean_message_bytes"),
                 k.round_trip,
-                _at_least_one_message(k),
                 k.batch,
                 needed,
             ),
@@ -299,13 +294,6 @@ def _formula(k: Facts) -> Column:
             )
         )
     )
-
-
-def _at_least_one_message(k: Facts) -> Column:
-    """The note ", at least one message" where a byte credit's round trip holds fewer than one
-    message in flight (:func:`_link_facts` rounds them up to one)."""
-    under_one = F.coalesce(k.rate, F.lit(0.0)) * k.round_trip < 1
-    return F.when(under_one, F.lit(", at least one message")).otherwise(F.lit(""))
 
 
 def _rate_evidence(k: Facts) -> Column:
@@ -468,11 +456,7 @@ def _link_facts(evidence: DataFrame, policy: RecommendPolicy) -> tuple[DataFrame
     assessed, starved = basis["assessed"], basis["starved"]
     # Kung & Morris's top-up batch is what is consumed between two grants: all of the credit
     # for a receiver that refills at empty, half of it once it tops up at half.
-    # In whole messages' credit for any traffic: a message credit rounds up to one message, and
-    # so must a byte credit, since a message is sent whole (an Artemis window-0 consumer at 27
-    # msgs/s over a 2 ms round trip, 1,390-byte messages, was told 153 bytes: 2 x 76 + 1).
     in_flight = F.ceil(rate * per_message * round_trip)
-    in_flight = F.when(rate > 0, F.greatest(in_flight, F.ceil(per_message))).otherwise(in_flight)
     # A receiver told to top up at half grants again once fewer than half its credit C are left
     # (the what-if replays it so: flowctl_core/whatif_knobs.py half_credit, (C + 1) // 2), so
     # (C - 1) // 2 are left at each grant, and they must cover the round trip's in flight:
