@@ -726,6 +726,19 @@ def _links() -> Log:
         size_bytes=1000,
         regrant_from=0,
     )
+    # The same over a 20 ms round trip: 10 msgs/s x 0.02 s is a fifth of a message in flight.
+    log.consumer(
+        "core-window-0-near",
+        credit=1,
+        deliveries=1000,
+        starved_s=30.0,
+        starvations=6,
+        grant=1,
+        credit_unit="bytes",
+        size_bytes=1000,
+        regrant_from=0,
+        starvation_s=0.02,
+    )
     log.consumer(
         "core-no-sizes",
         credit=51200,
@@ -849,6 +862,26 @@ def test_consumer_window_0_is_not_recommended_a_few_bytes(
     assert (row["current_credit"], row["recommended_credit"]) == (1, 100001)
     assert row["top_up_batch"] == 1000
     assert "= 100,001 bytes of credit" in row["rationale"]
+
+
+def test_a_byte_need_under_one_message_says_why_it_is_enough(
+    links: dict[str, dict[str, Any]],
+) -> None:
+    """10 msgs/s over a 20 ms round trip is a fifth of a 1,000-byte message in flight: topped up
+    at half it needs 2 x 200 + 1 = 401 bytes (DESIGN §4's rate x round trip, in bytes). Less
+    than one message read as too little (the demo's window-0 consumer was told 153 bytes for
+    1,390-byte messages); the broker sends while any credit is left, so it is enough, and the
+    rationale says so. Rounded up to a message, 2,001 bytes would let three out at once: more
+    buffered, no faster (a review on the engine's what-if)."""
+    row = links["core-window-0-near"]
+    assert (row["verdict"], row["round_trip_s"]) == ("raise", pytest.approx(0.02))
+    assert (row["current_credit"], row["recommended_credit"]) == (1, 401)
+    assert row["rationale"].endswith(
+        "; 401 bytes is under one 1,000-byte message, and enough: the broker sends a whole "
+        "message while any credit is left, so any window above 0 lets one through"
+    )
+    # Over a 5 s round trip (50 messages in flight) nothing is said of one message.
+    assert "under one" not in links["core-window-0"]["rationale"]
 
 
 def test_byte_credit_without_message_sizes_is_not_assessed(

@@ -18,7 +18,8 @@ an unbounded window on a shared queue whose pace the log does not give, then :da
 :data:`LINK_RULES` for RabbitMQ; Qpid's consumers get none, see
 :data:`CONSUMER_RULES`, nor do Artemis's AMQP 1.0 consumers, see
 :data:`CONSUMER_KNOBS_OF_BROKER`); the notes of :data:`LINK_NOTES` that hold
-follow (the formula and its rate, RabbitMQ's queue credit cap, a policy round trip standing in).
+follow (the formula and its rate, RabbitMQ's queue credit cap, a byte need under one message,
+a policy round trip standing in).
 DataFrame -> DataFrame without I/O.
 """
 
@@ -337,6 +338,25 @@ LINK_NOTES: tuple[Finding, ...] = (
             "(the cap bounds what the session buffers, not what the link delivers)",
             k.needed,
             F.col("_max_queue_credit"),
+        ),
+    ),
+    # A byte need under one message read as too little (the demo's window-0 consumer was told
+    # 153 bytes for 1,390-byte messages, a review); it is not: Artemis sends while any credit
+    # is left and takes the message's size off after (ServerConsumerImpl), so a window above 0
+    # lets one whole message through, and a larger one would only buffer more.
+    Finding(
+        "a byte need under one message",
+        lambda k: (
+            k.assessed
+            & k.in_bytes
+            & (F.coalesce(k.rate, F.lit(0.0)) > 0)
+            & (k.needed < F.col("_mean_message_bytes"))
+        ),
+        lambda k: F.format_string(
+            "; %,d bytes is under one %,.0f-byte message, and enough: the broker sends a whole "
+            "message while any credit is left, so any window above 0 lets one through",
+            k.needed,
+            F.col("_mean_message_bytes"),
         ),
     ),
     # The policy round trip stood in for an observed one too short to be evidence.
