@@ -324,8 +324,13 @@ def queue_timeline_figure(timeline: dict[str, Any]) -> go.Figure:
         if any(value is not None for value in drawn):
             fig.add_trace(go.Scatter(x=x, y=drawn, name=name, line={**step, **style}))
     # In messages, a queue that also stops on bytes was shaded above a near-empty line (9 msgs,
-    # stopped on 9,000 bytes past 8,192: a review): its bytes and byte stop on a right axis.
-    with_bytes = not in_bytes and any(p.get("flow_stop_size") for p in points)
+    # stopped on 9,000 bytes past 8,192: a review): its bytes and byte stop on a right axis,
+    # where its bytes reached that stop (a byte stop never neared, as Qpid's default of
+    # 80 MiB is by most queues, only adds a flat line).
+    with_bytes = not in_bytes and any(
+        p.get("flow_stop_size") and (p.get("max_depth_bytes") or 0) >= p["flow_stop_size"]
+        for p in points
+    )
     if with_bytes:
         in_bytes_style = {**step, "color": "#8e44ad"}
         fig.add_trace(

@@ -715,30 +715,13 @@ def _links() -> Log:
         size_bytes=1000,
         regrant_from=25600,
     )
-    log.consumer(
-        "core-window-0",
-        credit=1,
-        deliveries=1000,
-        starved_s=30.0,
-        starvations=6,
-        grant=1,
-        credit_unit="bytes",
-        size_bytes=1000,
-        regrant_from=0,
-    )
+    window_0: dict[str, Any] = {
+        "credit": 1, "deliveries": 1000, "starved_s": 30.0, "starvations": 6, "grant": 1,
+        "credit_unit": "bytes", "size_bytes": 1000, "regrant_from": 0,
+    }  # fmt: skip
+    log.consumer("core-window-0", **window_0)
     # The same over a 20 ms round trip: 10 msgs/s x 0.02 s is a fifth of a message in flight.
-    log.consumer(
-        "core-window-0-near",
-        credit=1,
-        deliveries=1000,
-        starved_s=30.0,
-        starvations=6,
-        grant=1,
-        credit_unit="bytes",
-        size_bytes=1000,
-        regrant_from=0,
-        starvation_s=0.02,
-    )
+    log.consumer("core-window-0-near", **window_0, starvation_s=0.02)
     log.consumer(
         "core-no-sizes",
         credit=51200,

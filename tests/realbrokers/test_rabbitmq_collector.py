@@ -13,7 +13,7 @@ import itertools
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +59,8 @@ def _alarm_set(collector: RabbitMQCollector) -> bool:
     return any(collector.node.alarms.values())
 
 
-def test_a_real_rabbitmq_alarm_and_blocked_connection(node: RabbitBroker, tmp_path: Path) -> None:
-    raw, state = tmp_path / "raw", tmp_path / "state.json"
+def _collector_of(node: RabbitBroker, raw: Path, state: Path) -> Callable[[], RabbitMQCollector]:
+    """What makes the node's collector (again, after a restart), its management API up."""
     management = ManagementReader(node.management_url, "guest", "guest")
     until(lambda: _answers(management), "the management API")
 
@@ -74,6 +74,13 @@ def test_a_real_rabbitmq_alarm_and_blocked_connection(node: RabbitBroker, tmp_pa
             sample_interval_s=0.5,
             flush_interval_s=0.2,
         )
+
+    return make
+
+
+def test_a_real_rabbitmq_alarm_and_blocked_connection(node: RabbitBroker, tmp_path: Path) -> None:
+    raw, state = tmp_path / "raw", tmp_path / "state.json"
+    make = _collector_of(node, raw, state)
 
     publisher, consumer = _connect(node, "publisher"), _connect(node, "consumer")
     channel = publisher.channel()
@@ -177,19 +184,7 @@ def test_a_real_rabbitmq_restarted_under_a_running_collector(
     again, and the outage is said in one line, and its end in another."""
     caplog.set_level(logging.INFO, logger="flowctl.collect")
     raw, state = tmp_path / "raw", tmp_path / "state.json"
-    management = ManagementReader(node.management_url, "guest", "guest")
-    until(lambda: _answers(management), "the management API")
-
-    def make() -> RabbitMQCollector:
-        return RabbitMQCollector(
-            log_path=node.log_path,
-            raw_dir=raw,
-            state_path=state,
-            broker="rabbit-real",
-            management=management,
-            sample_interval_s=0.5,
-            flush_interval_s=0.2,
-        )
+    make = _collector_of(node, raw, state)
 
     def blocked_client(collector: RabbitMQCollector, name: str) -> None:
         connection = _connect(node, name)
