@@ -898,9 +898,18 @@ def _collector_console() -> Callable[[], None]:
     return restore
 
 
-def _run_collector(collector: Any, log: Path, raw: Path, *, once: bool) -> None:
-    """Poll until Ctrl-C or SIGTERM (what is pending committed first), or once; a line when it
-    starts and one when it stops."""
+def _run_collector(make: Callable[[], Any], log: Path, raw: Path, *, once: bool) -> None:
+    """The collector ``make`` gives, polled until Ctrl-C or SIGTERM (what is pending committed
+    first), or once; a line when it starts and one when it stops. Its log lines are on the
+    console from its start (a file set aside as it starts its session is said with its time)."""
+    said = _collector_console()
+    try:
+        _poll(make(), log, raw, once=once)
+    finally:
+        said()
+
+
+def _poll(collector: Any, log: Path, raw: Path, *, once: bool) -> None:
     import signal
 
     run = collector.state
@@ -909,7 +918,6 @@ def _run_collector(collector: Any, log: Path, raw: Path, *, once: bool) -> None:
         + (f"(going on at seq {run.next_seq})" if collector.resumed else "(new session)")
     )
     stopping: list[int] = []
-    said = _collector_console()
     # Ctrl-C as SIGTERM: a flag read between two lines. A KeyboardInterrupt raised inside a
     # line's handling (its state changed, its row not yet written) would lose the line.
     handlers = {
@@ -921,7 +929,6 @@ def _run_collector(collector: Any, log: Path, raw: Path, *, once: bool) -> None:
     finally:
         for stop_signal, handler in handlers.items():
             signal.signal(stop_signal, handler)
-        said()
     held = collector.held_now()
     print_line(
         f"committed {counted(collector.writer.rows_written, 'event')} in "
@@ -993,7 +1000,8 @@ def collect_artemis(
         _check_http_url(jolokia, "--jolokia")
     _check_log(log, once=once)
     _check_out_folder(raw, "--raw")
-    collector = ArtemisCollector(
+    make = functools.partial(
+        ArtemisCollector,
         log_path=log,
         raw_dir=raw,
         state_path=state or default_collector_state(raw, broker),
@@ -1005,7 +1013,7 @@ def collect_artemis(
         flush_interval_s=flush_interval,
         new_session=new_session,
     )
-    _run_collector(collector, log, raw, once=once)
+    _run_collector(make, log, raw, once=once)
 
 
 @collect_app.command("rabbitmq")
@@ -1052,7 +1060,8 @@ def collect_rabbitmq(
         _check_http_url(management, "--management")
     _check_log(log, once=once)
     _check_out_folder(raw, "--raw")
-    collector = RabbitMQCollector(
+    make = functools.partial(
+        RabbitMQCollector,
         log_path=log,
         raw_dir=raw,
         state_path=state or default_collector_state(raw, broker),
@@ -1065,7 +1074,7 @@ def collect_rabbitmq(
         flush_interval_s=flush_interval,
         new_session=new_session,
     )
-    _run_collector(collector, log, raw, once=once)
+    _run_collector(make, log, raw, once=once)
 
 
 probe_app = typer.Typer(

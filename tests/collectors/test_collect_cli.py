@@ -85,6 +85,13 @@ def test_a_newest_file_cut_short_without_a_state_file_goes_on(tmp_path: Path) ->
     assert "(going on at seq 1)" in result.stdout
     assert _rows(raw) == [(0, "flow_stopped"), (1, "flow_resumed")]
     assert newest.with_name(f"{newest.name}.unreadable").is_file()
+    # Said as the session starts, with its time as every collector line is.
+    said = [line for line in result.stderr.splitlines() if "is set aside as" in line]
+    assert len(said) == 1 and re.match(STAMPED_WARNING, said[0]), result.stderr
+
+
+#: The start of a collector's warning on the console: its UTC time, then "warning: ".
+STAMPED_WARNING = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ warning: "
 
 
 def _one_error_line(output: str, code: int, exit_code: int) -> str:
@@ -220,7 +227,7 @@ def test_collect_once_with_an_api_that_does_not_answer_says_no_sample_was_taken(
     assert len(warned) == 1 and warned[0].endswith("no sample taken this run (--once)"), warned
     # On the console with its UTC time: a collector runs for days.
     said = [line for line in result.stderr.splitlines() if "does not answer" in line]
-    assert len(said) == 1 and re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ warning: ", said[0]), said
+    assert len(said) == 1 and re.match(STAMPED_WARNING, said[0]), said
 
 
 def test_a_state_or_raw_folder_that_cannot_be_written_is_one_line_naming_it(
