@@ -20,9 +20,9 @@ import shutil
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
@@ -880,33 +880,30 @@ class _CollectorLineFormat(logging.Formatter):
         return f"{at} {kind}{record.getMessage()}"
 
 
-def _collector_console() -> Callable[[], None]:
-    """The collectors' log lines (warnings and news, ``flowctl.collect``) on stderr, each with
-    its time: a collector runs for days, and a line without one did not say when the broker went
-    away. Returns what puts the logger back."""
+@contextmanager
+def _collector_console() -> Iterator[None]:
+    """Within it, the collectors' log lines (warnings and news, ``flowctl.collect``) on stderr,
+    each with its time: a collector runs for days, and a line without one did not say when the
+    broker went away."""
     logger = logging.getLogger("flowctl.collect")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_CollectorLineFormat())
     level = logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
-
-    def restore() -> None:
+    try:
+        yield
+    finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
-
-    return restore
 
 
 def _run_collector(make: Callable[[], Any], log: Path, raw: Path, *, once: bool) -> None:
     """The collector ``make`` gives, polled until Ctrl-C or SIGTERM (what is pending committed
     first), or once; a line when it starts and one when it stops. Its log lines are on the
     console from its start (a file set aside as it starts its session is said with its time)."""
-    said = _collector_console()
-    try:
+    with _collector_console():
         _poll(make(), log, raw, once=once)
-    finally:
-        said()
 
 
 def _poll(collector: Any, log: Path, raw: Path, *, once: bool) -> None:

@@ -222,7 +222,8 @@ class WhatIfComparison:
 
 
 def _thresholds_text(thresholds: FlowThresholds) -> str:
-    """ "900/500 msgs, bytes off": a unit whose stop is 0 is off, its resume then unused."""
+    """The thresholds as printed, "900/500 msgs, bytes off": a unit whose stop is 0 is off, its
+    resume then unused; "off" when both are."""
     counts, sizes = (
         f"{stop:,}/{resume:,} {unit}" if stop else f"{unit} off"
         for stop, resume, unit in (
