@@ -13,7 +13,9 @@ that stops, or boots again without a stop line (a crash), has no alarm set and n
 what was open is closed at the stop line, or at the last line before the boot, with
 ``detail.reason``; a blocked connection, when the node is asked to stop (it closes its
 connections then, seconds before its stop line: held to the stop line, a block was counted 5 s
-too long on a real 3.10), and no sample makes one blocked again until the node runs again.
+too long on a real 3.10), and no sample makes one blocked again until the node runs again. A
+blocked connection the node closes (its client dropped the socket) is unblocked at the log's
+``closing AMQP connection`` line, and a sample that lags and still shows it blocked is not read.
 
 Samples where it can only be polled, with ``management`` (the management plugin's HTTP API),
 every ``sample_interval_s``, of the node's own connections and queues:
@@ -59,6 +61,7 @@ from collectors.rabbitmq_log import (
     ALARM_CLEARED,
     ALARM_SET,
     BOOT,
+    CONNECTION_CLOSING,
     NODE,
     STARTING,
     STOPPED,
@@ -188,13 +191,15 @@ class NodeState:
     """What the session knows of the node: its alarms set (``resource@node``), the connections
     it holds blocked, with the reason, the other nodes' alarms as its log states them (an
     alarm on any node blocks the publishers of every node; they get no rows here, each node's
-    collector writes its own), and whether it is stopping (asked to stop, not yet stopped: its
-    connections are closed, and a sample that lags shows them as they were)."""
+    collector writes its own), whether it is stopping (asked to stop, not yet stopped: its
+    connections are closed, and a sample that lags shows them as they were), and the blocked
+    connections its log closed that the samples still show (as they were, lagging)."""
 
     alarms: dict[str, bool] = field(default_factory=dict)
     blocked: dict[str, str] = field(default_factory=dict)
     cluster_alarms: dict[str, bool] = field(default_factory=dict)
     stopping: bool = False
+    closed: set[str] = field(default_factory=set)
 
     def any_alarm(self) -> bool:
         """An alarm set anywhere in the cluster, which holds this node's publishers."""
@@ -243,6 +248,7 @@ class RabbitMQCollector(LogCollector):
             "blocked": dict(self.node.blocked),
             "cluster_alarms": dict(sorted(self.node.cluster_alarms.items())),
             "stopping": self.node.stopping,
+            "closed": sorted(self.node.closed),
         }
 
     def load_entities(self, data: dict[str, Any]) -> None:
@@ -251,6 +257,7 @@ class RabbitMQCollector(LogCollector):
             dict(data.get("blocked", {})),
             dict(data.get("cluster_alarms", {})),
             bool(data.get("stopping", False)),
+            set(data.get("closed", [])),
         )
 
     def held_now(self) -> list[str]:
@@ -288,6 +295,8 @@ class RabbitMQCollector(LogCollector):
         if line.kind == NODE:
             self._check_node(line)
             return False
+        if line.kind == CONNECTION_CLOSING:
+            return line.connection in self.node.blocked  # a busy node closes many others
         return line.kind is not None
 
     def _check_node(self, banner: RabbitLine) -> None:
@@ -319,7 +328,16 @@ class RabbitMQCollector(LogCollector):
             self._connection_row(ts, connection, reason, origin=ORIGIN_RABBITMQ_LOG, **extra)
 
     def on_line(self, line: RabbitLine) -> None:
-        if line.kind == STOPPING:
+        if line.kind == CONNECTION_CLOSING:
+            assert line.connection is not None
+            reason = self.node.blocked.pop(line.connection, None)
+            if reason is not None:
+                # Then, not at the next sample (seconds to --sample-interval later).
+                self.node.closed.add(line.connection)
+                self._connection_row(
+                    line.ts, line.connection, "closed", held_by=reason, origin=ORIGIN_RABBITMQ_LOG
+                )
+        elif line.kind == STOPPING:
             # The node closes every connection as it starts to stop; its alarms last until
             # its stop line.
             self._connections_closed(line.ts, REASON_BROKER_STOPPED)
@@ -369,6 +387,8 @@ class RabbitMQCollector(LogCollector):
             protocol = str(connection.get("protocol") or "")
             if not protocol.startswith("AMQP 0-9-1") or not self._on_this_node(connection):
                 continue
+            if name in self.node.closed:
+                continue  # closed by the log, still in the API's statistics
             reason = BLOCKING_STATES.get(str(connection.get("state")))
             if reason == "alarm" and (self.node.stopping or not self.node.any_alarm()):
                 # The API's statistics lag (up to collect_statistics_interval): a connection it
@@ -385,6 +405,7 @@ class RabbitMQCollector(LogCollector):
                 del self.node.blocked[name]
                 self._connection_row(taken, name, str(was), **sampled, **_client(connection))
         seen = {n for n, c in observed.connections.items() if self._on_this_node(c)}
+        self.node.closed &= seen  # gone from the API: its name may be a new connection's
         for name in sorted(set(self.node.blocked) - seen):
             reason = self.node.blocked.pop(name)
             self._connection_row(taken, name, "closed", held_by=reason, **sampled)

@@ -13,7 +13,12 @@ offset in the stamp; without one, the node's zone is given). The lines a collect
   node that stops, or boots again after a crash, has no alarm set;
 * ``RabbitMQ is asked to stop...`` (``rabbitmqctl stop`` or ``stop_app``): the node stops its
   listeners and closes every client connection within milliseconds of this line, seconds before
-  its stop line (5 s on a real 3.10 with the management plugin).
+  its stop line (5 s on a real 3.10 with the management plugin);
+* ``closing AMQP connection <0.837.0> (127.0.0.1:36690 -> 127.0.0.1:5672 - app, vhost: '/',
+  user: 'guest'):`` as the node closes one connection (the client's name after `` - ``, when it
+  gave one). A blocked publisher that drops its socket is closed here, when the node notices
+  (on a real 3.10, at its next heartbeat); one that closes cleanly is not: the node reads nothing
+  of a blocked connection until its alarm clears, so it stays blocked until then.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ STARTING = "starting"
 STOPPED = "stopped"
 STOPPING = "stopping"  # "RabbitMQ is asked to stop...": its connections close now
 NODE = "node"  # the boot banner's "node : rabbit@host": whose log this is
+CONNECTION_CLOSING = "connection_closing"  # "closing AMQP connection <pid> (name...": gone now
 
 _LINE = re.compile(
     r"^(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)\s+"
@@ -46,17 +52,23 @@ _STARTING = re.compile(r"^Starting RabbitMQ (?P<version>\S+) on Erlang")
 _STOPPED = "Successfully stopped RabbitMQ and its dependencies"
 _STOPPING = "RabbitMQ is asked to stop..."
 _NODE = re.compile(r"^node\s+:\s+(?P<node>\S+)$")
+# The connection's name is its two addresses, as the management API names it; IPv6 ones are
+# bracketed, so neither holds a space.
+_CLOSING = re.compile(
+    r"^closing AMQP connection <[^>]*> \((?P<connection>\S+ -> \S+?)(?: - .*)?, vhost: '"
+)
 
 
 @dataclass(frozen=True)
 class RabbitLine:
     """One timestamped line: its time in UTC, what it says (``kind``, None for anything else),
-    and for an alarm its resource and node."""
+    for an alarm its resource and node, for a connection closing its name."""
 
     ts: datetime
     kind: str | None
     resource: str | None = None
     node: str | None = None
+    connection: str | None = None
     #: A stamp without an offset in the hour lived twice when the clocks go back names two
     #: instants: ``ts`` the first, this the second (collectors/local_time.py).
     ts_repeated: datetime | None = None
@@ -97,6 +109,9 @@ def _said(text: str, ts: datetime) -> RabbitLine:
         return RabbitLine(ts=ts, kind=STOPPED)
     if text.startswith(_STOPPING):
         return RabbitLine(ts=ts, kind=STOPPING)
+    closing = _CLOSING.match(text)
+    if closing is not None:
+        return RabbitLine(ts=ts, kind=CONNECTION_CLOSING, connection=closing["connection"])
     banner = _NODE.match(text)
     if banner is not None:
         return RabbitLine(ts=ts, kind=NODE, node=banner["node"])

@@ -18,6 +18,7 @@ from collectors.rabbitmq import ManagementReader, ManagementSample, RabbitMQColl
 from collectors.rabbitmq_log import (
     ALARM_CLEARED,
     ALARM_SET,
+    CONNECTION_CLOSING,
     STARTING,
     STOPPED,
     STOPPING,
@@ -544,6 +545,99 @@ def test_a_blocked_connection_that_is_gone_is_unblocked(setup: Setup) -> None:
     rows = setup.rows()[1:]  # after the alarm
     assert [r["event_type"] for r in rows] == ["connection_blocked", "connection_unblocked"]
     assert json.loads(rows[1]["detail"])["reason"] == "closed"
+
+
+def closing(ts: str, connection: str, client: str = "") -> str:
+    """The node's line as it closes a connection (RabbitMQ 3.10's words; its reason follows on
+    the next line)."""
+    named = f"{connection} - {client}" if client else connection
+    text = f"closing AMQP connection <0.837.0> ({named}, vhost: '/', user: 'guest'):"
+    return f"{ts}+00:00 [warning] <0.837.0> {text}\n"
+
+
+PUBLISHER = "127.0.0.1:36690 -> 127.0.0.1:5672"
+
+
+@pytest.mark.parametrize(
+    ("connection", "client"),
+    [
+        (PUBLISHER, ""),
+        (PUBLISHER, "orders, east - 2"),  # a client's name holds what it likes
+        ("[::1]:36690 -> [::1]:5672", "app"),
+    ],
+)
+def test_the_line_of_a_connection_closing_names_it_as_the_api_does(
+    connection: str, client: str
+) -> None:
+    line = parse_line(closing("2026-12-06 23:52:05.526563", connection, client), None)
+    assert line is not None
+    assert (line.kind, line.connection) == (CONNECTION_CLOSING, connection)
+    assert line.ts == _ts("2026-12-06 23:52:05.526563")
+
+
+def test_a_blocked_connection_the_node_closes_ends_at_its_line(setup: Setup) -> None:
+    """A blocked publisher that drops its socket is closed by the node when it notices (its
+    ``closing AMQP connection`` line); the block ended at the next sample, up to
+    --sample-interval (30 s by default) later. It ends at the line, and the API's statistics,
+    which lag and still show it blocked, do not block it again; once the API no longer lists
+    it, its name (its client's port) may be a new connection's, sampled as any other."""
+    setup.write(alarm("2026-11-27 10:00:00.000000"))
+    now = [datetime(2026, 11, 27, 10, 0, 30, tzinfo=UTC)]
+    samples: list[ManagementSample | Exception] = [
+        ManagementSample(connections=_connections(**{PUBLISHER: "blocked", "other": "blocked"})),
+        ManagementSample(connections=_connections(**{PUBLISHER: "blocked", "other": "blocked"})),
+        ManagementSample(connections=_connections(other="blocked")),
+        ManagementSample(connections=_connections(**{PUBLISHER: "blocked", "other": "blocked"})),
+    ]
+    collector = setup.collector(management=FakeManagement(samples), clock=lambda: now[0])
+    collector.read_log()
+    collector.sample()
+    setup.write(
+        closing("2026-11-27 10:00:41.500000", PUBLISHER, "orders"),
+        closing("2026-11-27 10:00:42.000000", "127.0.0.1:1 -> 127.0.0.1:5672"),  # not blocked
+    )
+    collector.read_log()
+    for second in (45, 50, 55):
+        now[0] = datetime(2026, 11, 27, 10, 0, second, tzinfo=UTC)
+        collector.sample()
+    collector.flush()
+    rows = [r for r in setup.rows() if r["connection"] == PUBLISHER]
+    assert [(r["event_type"], r["ts"].strftime("%H:%M:%S.%f")) for r in rows] == [
+        ("connection_blocked", "10:00:30.000000"),
+        ("connection_unblocked", "10:00:41.500000"),
+        ("connection_blocked", "10:00:55.000000"),  # a new connection on the same port
+    ]
+    assert json.loads(rows[1]["detail"]) == {
+        "reason": "closed",
+        "held_by": "alarm",
+        "origin": "rabbitmq-log",
+    }
+    assert [r["event_type"] for r in setup.rows() if r["connection"] == "other"] == [
+        "connection_blocked"
+    ]
+
+
+def test_a_connection_closed_by_the_log_is_remembered_across_a_restart(setup: Setup) -> None:
+    setup.write(alarm("2026-11-27 10:00:00.000000"))
+    now = [datetime(2026, 11, 27, 10, 0, 30, tzinfo=UTC)]
+    blocked = ManagementSample(connections=_connections(**{PUBLISHER: "blocked"}))
+    collector = setup.collector(management=FakeManagement([blocked]), clock=lambda: now[0])
+    collector.read_log()
+    collector.sample()
+    setup.write(closing("2026-11-27 10:00:41.500000", PUBLISHER))
+    collector.read_log()
+    collector.flush()
+    collector.close()
+    now[0] = datetime(2026, 11, 27, 10, 0, 45, tzinfo=UTC)
+    again = setup.collector(management=FakeManagement([blocked]), clock=lambda: now[0])
+    assert again.node.closed == {PUBLISHER}
+    again.sample()
+    again.flush()
+    assert [r["event_type"] for r in setup.rows()] == [
+        "alarm_raised",
+        "connection_blocked",
+        "connection_unblocked",
+    ]
 
 
 def test_a_queue_sample_with_its_limits(setup: Setup) -> None:

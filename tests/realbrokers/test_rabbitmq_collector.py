@@ -12,6 +12,8 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -248,3 +250,59 @@ def test_a_real_rabbitmq_restarted_under_a_running_collector(
     said = [r.getMessage() for r in caplog.records if r.name == "flowctl.collect"]
     assert len(said) == 2 and "does not answer" in said[0], said
     assert "answers again after" in said[1] and said[1].endswith("sampling goes on"), said
+
+
+DROPPED_PUBLISHER = """
+import sys, time, pika
+parameters = pika.ConnectionParameters(
+    host=sys.argv[1], port=int(sys.argv[2]), heartbeat=2,
+    client_properties={"connection_name": "dropped"},
+)
+channel = pika.BlockingConnection(parameters).channel()
+channel.basic_publish("", sys.argv[3], b"held")
+print("published", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_real_blocked_publisher_that_dies_ends_when_the_node_closes_it(
+    node: RabbitBroker, tmp_path: Path
+) -> None:
+    """A blocked publisher's process killed: the node notices at its next heartbeat and logs
+    ``closing AMQP connection``; the block ends at that line's microsecond, not at the next
+    sample (up to --sample-interval later), and the API's lagging statistics, which still show
+    it blocked, do not block it again."""
+    raw, state = tmp_path / "raw", tmp_path / "state.json"
+    make = _collector_of(node, raw, state)
+    _connect(node, "declarer").channel().queue_declare(QUEUE)
+    with collecting(make) as collector:
+        node.ctl_ok("set_vm_memory_high_watermark", TINY_WATERMARK)
+        until(lambda: _alarm_set(collector), "the alarm line")
+        publisher = subprocess.Popen(
+            [sys.executable, "-c", DROPPED_PUBLISHER, LOOPBACK, str(node.port), QUEUE],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert publisher.stdout is not None and publisher.stdout.readline() == "published\n"
+            until(lambda: bool(collector.node.blocked), "the publisher blocked")
+        finally:
+            publisher.kill()
+            publisher.wait()
+        until(lambda: bool(_log_stamp(node, "closing AMQP connection", "dropped")), "the close")
+        until(lambda: not collector.node.blocked, "the close read")
+        time.sleep(2.0)  # samples after the close, the API's statistics 500 ms behind
+        node.ctl_ok("set_vm_memory_high_watermark", "0.4")
+        until(lambda: not _alarm_set(collector), "the alarm cleared")
+
+    rows = [r for r in committed_rows(raw) if r["event_type"].startswith("connection_")]
+    assert [r["event_type"] for r in rows] == ["connection_blocked", "connection_unblocked"]
+    assert json.loads(rows[0]["detail"])["client_name"] == "dropped"
+    assert rows[0]["connection"] == rows[1]["connection"]
+    detail = json.loads(rows[1]["detail"])
+    assert (detail["reason"], detail["held_by"], detail["origin"]) == (
+        "closed",
+        "alarm",
+        "rabbitmq-log",
+    )
+    assert _stamp(rows[1]) == _log_stamp(node, "closing AMQP connection", "dropped")[0]
