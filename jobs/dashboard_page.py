@@ -581,34 +581,68 @@ function fittedWidth(div) {
 }
 
 // ``text`` broken at spaces into lines of at most ``chars`` characters (a longer word is a
-// line of its own).
+// line of its own); a text that wraps starts a line at its parenthesis, which says what the
+// words before it are ("metrics-emitter" over "(producer window full)").
 function wrapped(text, chars) {
   const lines = [];
-  for (const word of text.split(" ")) {
-    const last = lines.length - 1;
-    if (last >= 0 && lines[last].length + 1 + word.length <= chars) lines[last] += " " + word;
-    else lines.push(word);
+  const aside = text.indexOf(" (");
+  const parts = text.length > chars && aside > 0
+    ? [text.slice(0, aside), text.slice(aside + 1)] : [text];
+  for (const part of parts) {
+    let first = true;
+    for (const word of part.split(" ")) {
+      const last = lines.length - 1;
+      if (!first && lines[last].length + 1 + word.length <= chars) lines[last] += " " + word;
+      else lines.push(word);
+      first = false;
+    }
   }
   return lines;
 }
 
+// Characters of ``size`` px that fit in ``px``, on average.
+function charsIn(px, size) {
+  return Math.floor(px / (0.56 * size));
+}
+
 // A figure's layout at ``width``. Narrowed, its title wraps (Plotly draws one line, cut at
-// the figure's edge), the top margin growing a line for each line more, and its time axes
-// take fewer ticks: Plotly keeps at least five, whose labels ("00:00:30" over "Mar 3, 2026")
-// run into each other under 400 px.
+// the figure's edge), the figure and its top margin growing a line for each line more, and
+// its time axes take fewer ticks: Plotly keeps at least five, whose labels ("00:00:30" over
+// "Mar 3, 2026") run into each other under 400 px. Its x-axis titles wrap too (Plotly centres
+// one on the plot, which row labels push right), and so do its row labels, each row a line
+// taller for each line more of the tallest: Plotly keeps the plot at least 64 px wide and cut
+// a longer label at the figure's left edge.
 function layoutAt(layout, width) {
   const fitted = {...layout, width};
   if (width >= layout.width) return fitted;
+  const size = (layout.font && layout.font.size) || 12;
   const title = layout.title;
   if (title && title.text) {
-    const size = (title.font && title.font.size) || 13;
-    const lines = wrapped(title.text, Math.floor((width - 16) / (0.56 * size)));
+    const titleSize = (title.font && title.font.size) || 13;
+    const lines = wrapped(title.text, charsIn(width - 16, titleSize));
     fitted.title = {...title, text: lines.join("<br>")};
-    fitted.margin = {...layout.margin, t: layout.margin.t + (lines.length - 1) * (size + 4)};
+    fitted.margin = {...layout.margin, t: layout.margin.t + (lines.length - 1) * (titleSize + 4)};
+    fitted.height = layout.height + (lines.length - 1) * (titleSize + 4);
   }
   for (const [key, axis] of Object.entries(layout)) {
     if (key.startsWith("xaxis") && axis.type === "date") {
       fitted[key] = {...axis, nticks: Math.max(2, Math.floor(width / 110))};
+      // Room for half the last tick's label ("Mar 3, 2026"), which fewer ticks may put at the end.
+      fitted.margin = {...fitted.margin, r: Math.max(layout.margin.r, 40)};
+    }
+    if (key.startsWith("xaxis") && axis.title && axis.title.text) {
+      const lines = wrapped(axis.title.text, charsIn(width * 0.35, size));
+      fitted[key] = {...fitted[key], title: {...axis.title, text: lines.join("<br>")}};
+    }
+    if (key.startsWith("yaxis") && Array.isArray(axis.categoryarray)) {
+      const rows = axis.categoryarray.map(name => wrapped(name, charsIn(width * 0.45, size)));
+      const lines = Math.max(...rows.map(row => row.length));
+      if (lines > 1) {
+        fitted[key] = {...axis, tickmode: "array", tickvals: axis.categoryarray,
+                       ticktext: rows.map(row => row.join("<br>"))};
+        // Rows are evenly spaced: each as tall as the tallest label.
+        fitted.height += rows.length * (lines - 1) * (size + 4);
+      }
     }
   }
   return fitted;
@@ -626,7 +660,19 @@ function drawShown() {
     div.setAttribute("data-drawn", "true");
     const figure = figures[div.id];
     const draw = drawn ? Plotly.react : Plotly.newPlot;
-    drawing.push(draw(div, figure.data, layoutAt(figure.layout, width), config));
+    const layout = layoutAt(figure.layout, width);
+    div.style.height = `${layout.height}px`;  // taller for the lines wrapped
+    // A chart Plotly refuses to draw ("Something went wrong with axis scaling": labels that
+    // left its plot no room stopped the page at that chart) says so, and the others are drawn.
+    const refused = (error) => {
+      div.textContent = `This chart could not be drawn ${width} px wide: ${error.message}`;
+      div.classList.add("empty");
+    };
+    try {
+      drawing.push(Promise.resolve(draw(div, figure.data, layout, config)).catch(refused));
+    } catch (error) {
+      refused(error);
+    }
   }
   return Promise.all(drawing);
 }

@@ -97,8 +97,19 @@ MEASURE = """
   const marks = (figure) => figure.querySelectorAll(
     ".barlayer .point path, .scatterlayer .js-line, .scatterlayer .point").length;
   const overview = document.getElementById("overview");
+  // Labels past their chart's edge, cut there (1 px of tolerance for a glyph's box).
+  const cut = [];
+  for (const figure of figures) {
+    const edge = figure.getBoundingClientRect();
+    for (const node of [...figure.querySelectorAll("svg text")].filter(shown)) {
+      const box = node.getBoundingClientRect();
+      if (box.left < edge.left - 1 || box.right > edge.right + 1) cut.push(node.textContent);
+    }
+  }
   const found = {
     overlaps,
+    cut,
+    texts: labels.map(node => node.textContent),
     labels: labels.length,
     figures: figures.map(f => ({chart: f.dataset.chart, name: f.dataset.name, marks: marks(f)})),
     innerWidth: window.innerWidth,
@@ -245,8 +256,8 @@ def test_what_a_person_sees_at_1366(
     # interval chart of 1,320 px: 1,317 at 1366 with the scroll bar).
     room = seen["bodyWidth"] - 2
     assert all(c["drawn"] == c["box"] == min(c["own"], room) for c in seen["charts"])
-    # No label drawn over another, in any chart.
-    assert seen["labels"] > 20 and seen["overlaps"] == []
+    # No label drawn over another, in any chart, and none cut at a chart's edge.
+    assert seen["labels"] > 20 and seen["overlaps"] == [] and seen["cut"] == []
     # Every chart drawn shows marks: empty ones are a line of text, not a chart.
     assert seen["figures"] and all(f["marks"] > 0 for f in seen["figures"]), seen["figures"]
     # Every gold entity is in the overview: ranked, or among the idle ones.
@@ -279,8 +290,10 @@ def test_charts_narrow_to_a_small_screen(
         assert chart["titleRight"] <= chart["right"], chart  # wrapped, not cut
         # Drawn to its box's width: the room less its 1 px borders, under its own.
         assert chart["drawn"] == chart["box"] == room - 2 < chart["own"], chart
-    # Still no label over another once narrowed.
+    # Still no label over another once narrowed, and none cut at a chart's edge: long row
+    # labels and axis titles wrap.
     assert seen["overlaps"] == []
+    assert seen["cut"] == []
 
 
 @pytest.mark.spark
@@ -669,6 +682,54 @@ def test_an_interval_of_no_length_is_still_drawn_and_says_its_length() -> None:
     assert list(bars.x) == [60_000.0, 100.0]
     assert [ms for _, ms in bars.customdata] == [60_000.0, 0.0]
     assert "%{customdata[1]:,.0f} ms" in bars.hovertemplate
+
+
+@pytest.mark.parametrize("body_width", [320, 360])
+def test_long_row_labels_wrap_on_a_small_screen(tmp_path: Path, body_width: int) -> None:
+    """An interval chart's row label of 38 characters ("metrics-emitter (producer window
+    full)") was cut at its left on a 360 px screen: Plotly keeps the plot 64 px wide and gave
+    the label 173 px of its 213; with a longer one beside it, Plotly refused to draw the chart
+    at all. Narrowed, a long label wraps before its parenthesis, each row a line taller for
+    each line more of the tallest; none is cut, none runs into another."""
+    from datetime import datetime
+
+    start = datetime(2026, 3, 5, 12)
+    rows = [
+        ("producer_window", "metrics-emitter"),
+        ("session_window", "publisher-10/session-1"),
+        ("link", "metrics-sink"),
+        ("connection", "127.0.0.1:36690 -> 127.0.0.1:5672"),
+    ]
+    intervals = [
+        {"broker": "b", "kind": kind, "entity": entity, "start": start,
+         "end": datetime(2026, 3, 5, 12, 0, 5 * (n + 1))}
+        for n, (kind, entity) in enumerate(rows)
+    ]  # fmt: skip
+    seen = measured(_page(tmp_path, intervals=intervals), tmp_path, body_width)
+    (chart,) = seen["charts"]
+    assert chart["drawn"] == body_width - 2
+    assert seen["cut"] == [] and seen["overlaps"] == []
+    # Two lines (an SVG text of two spans: their text joined without a space).
+    assert "metrics-emitter(producer window full)" in seen["texts"]
+
+
+def test_a_chart_plotly_refuses_leaves_the_others_drawn(tmp_path: Path) -> None:
+    """Plotly throws for a chart it cannot draw (labels that leave its plot no room: "Something
+    went wrong with axis scaling"). The page stopped at that chart, those after it never drawn
+    and the page never done; the chart now says so in its box and the others are drawn."""
+    page = _page(tmp_path, entities=[_queue("qpid", 3.0), _queue("qpid", 2.0, name="busy")])
+    refusing = (
+        "<body><script>const drawPlot = Plotly.newPlot; let refusals = 1;"
+        "Plotly.newPlot = (...args) => { if (refusals-- > 0) throw new Error('no room');"
+        " return drawPlot(...args); };</script>"
+    )
+    text = page.read_text(encoding="utf-8")
+    assert text.count("<body>") == 1
+    page.write_text(text.replace("<body>", refusing), encoding="utf-8")
+    dom = chromium("--dump-dom", SCREEN, page.as_uri(), user_data_dir=tmp_path / "profile")
+    assert 'data-rendered="true"' in dom
+    assert "This chart could not be drawn 430 px wide: no room" in dom
+    assert len(re.findall(r'class="figure[^"]*"[^>]*data-drawn="true"', dom)) == 2
 
 
 def test_an_entity_on_samples_is_marked_approximate(tmp_path: Path) -> None:
