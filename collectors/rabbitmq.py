@@ -14,8 +14,9 @@ what was open is closed at the stop line, or at the last line before the boot, w
 ``detail.reason``; a blocked connection, when the node is asked to stop (it closes its
 connections then, seconds before its stop line: held to the stop line, a block was counted 5 s
 too long on a real 3.10), and no sample makes one blocked again until the node runs again. A
-blocked connection the node closes (its client dropped the socket) is unblocked at the log's
-``closing AMQP connection`` line, and a sample that lags and still shows it blocked is not read.
+blocked connection the node closes (its client dropped the socket, or an operator closed it)
+is unblocked at the log's ``closing AMQP connection`` or ``Error on AMQP connection`` line,
+and a sample that lags and still shows it blocked is not read.
 
 Samples where it can only be polled, with ``management`` (the management plugin's HTTP API),
 every ``sample_interval_s``, of the node's own connections and queues:

@@ -18,7 +18,13 @@ offset in the stamp; without one, the node's zone is given). The lines a collect
   user: 'guest'):`` as the node closes one connection (the client's name after `` - ``, when it
   gave one). A blocked publisher that drops its socket is closed here, when the node notices
   (on a real 3.10, at its next heartbeat); one that closes cleanly is not: the node reads nothing
-  of a blocked connection until its alarm clears, so it stays blocked until then.
+  of a blocked connection until its alarm clears, so it stays blocked until then;
+* ``Error on AMQP connection <0.795.0> (127.0.0.1:43942 -> 127.0.0.1:5672 - app, vhost: '/',
+  user: 'guest', state: blocked), channel 0:``: an error of the connection itself (a channel's
+  is a "Channel error"), which closes it: ``rabbitmqctl close_connection`` or the management
+  UI's "Force close". The node sends its close then; a blocked client answers it only once it
+  reads again, so the API lists the connection, still blocked, for seconds after (3 s and more
+  on a real 3.10).
 """
 
 from __future__ import annotations
@@ -55,7 +61,8 @@ _NODE = re.compile(r"^node\s+:\s+(?P<node>\S+)$")
 # The connection's name is its two addresses, as the management API names it; IPv6 ones are
 # bracketed, so neither holds a space.
 _CLOSING = re.compile(
-    r"^closing AMQP connection <[^>]*> \((?P<connection>\S+ -> \S+?)(?: - .*)?, vhost: '"
+    r"^(?:closing|Error on) AMQP connection <[^>]*> "
+    r"\((?P<connection>\S+ -> \S+?)(?: - .*)?, vhost: '"
 )
 
 

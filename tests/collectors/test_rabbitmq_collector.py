@@ -575,6 +575,29 @@ def test_the_line_of_a_connection_closing_names_it_as_the_api_does(
     assert line.ts == _ts("2026-12-06 23:52:05.526563")
 
 
+def test_an_error_of_the_connection_closes_it_and_a_channels_does_not() -> None:
+    """``rabbitmqctl close_connection`` on a blocked publisher (RabbitMQ 3.10's lines): an
+    error on channel 0 closes the connection; a channel's error closes only the channel."""
+    forced = (
+        "2026-12-07 00:13:05.742569+00:00 [error] <0.795.0> Error on AMQP connection <0.795.0> "
+        f"({PUBLISHER} - forced, vhost: '/', user: 'guest', state: blocked), channel 0:"
+    )
+    line = parse_line(forced, None)
+    assert line is not None and (line.kind, line.connection) == (CONNECTION_CLOSING, PUBLISHER)
+    channel = (
+        "2026-12-07 00:13:05.742569+00:00 [error] <0.795.0> Channel error on connection "
+        f"<0.795.0> ({PUBLISHER}, vhost: '/', user: 'guest'), channel 1:"
+    )
+    line = parse_line(channel, None)
+    assert line is not None and line.kind is None
+    refused = (
+        "2026-12-07 00:13:05.742569+00:00 [error] <0.795.0> Error on AMQP connection <0.795.0> "
+        f"({PUBLISHER}, state: starting):"
+    )  # a login refused: never blocked, and its line names no vhost
+    line = parse_line(refused, None)
+    assert line is not None and line.kind is None
+
+
 def test_a_blocked_connection_the_node_closes_ends_at_its_line(setup: Setup) -> None:
     """A blocked publisher that drops its socket is closed by the node when it notices (its
     ``closing AMQP connection`` line); the block ended at the next sample, up to

@@ -252,11 +252,11 @@ def test_a_real_rabbitmq_restarted_under_a_running_collector(
     assert "answers again after" in said[1] and said[1].endswith("sampling goes on"), said
 
 
-DROPPED_PUBLISHER = """
+BLOCKED_PUBLISHER = """
 import sys, time, pika
 parameters = pika.ConnectionParameters(
     host=sys.argv[1], port=int(sys.argv[2]), heartbeat=2,
-    client_properties={"connection_name": "dropped"},
+    client_properties={"connection_name": sys.argv[4]},
 )
 channel = pika.BlockingConnection(parameters).channel()
 channel.basic_publish("", sys.argv[3], b"held")
@@ -265,44 +265,80 @@ time.sleep(600)
 """
 
 
-def test_a_real_blocked_publisher_that_dies_ends_when_the_node_closes_it(
+def _node_pid(node: RabbitBroker, connection: str) -> str:
+    """The Erlang pid of the node's connection named ``connection`` (``rabbitmqctl
+    close_connection`` takes it)."""
+    listed = node.ctl_ok("list_connections", "pid", "name", "--quiet", "--no-table-headers")
+    pids = [line.split("\t") for line in listed.splitlines() if line.strip()]
+    (pid,) = [pid for pid, name in pids if name == connection]
+    return pid
+
+
+def test_a_real_blocked_publisher_closed_by_the_node_ends_at_its_line(
     node: RabbitBroker, tmp_path: Path
 ) -> None:
-    """A blocked publisher's process killed: the node notices at its next heartbeat and logs
-    ``closing AMQP connection``; the block ends at that line's microsecond, not at the next
-    sample (up to --sample-interval later), and the API's lagging statistics, which still show
-    it blocked, do not block it again."""
+    """Two blocked publishers: one whose process is killed (the node notices at its next
+    heartbeat and logs ``closing AMQP connection``), one an operator closes (``rabbitmqctl
+    close_connection``: ``Error on AMQP connection``, and the API lists it, still blocked, until
+    its client answers the close). Each block ends at its line's microsecond, not at the next
+    sample (up to --sample-interval later), and the API's statistics, which still show them
+    blocked, do not block them again."""
     raw, state = tmp_path / "raw", tmp_path / "state.json"
     make = _collector_of(node, raw, state)
     _connect(node, "declarer").channel().queue_declare(QUEUE)
-    with collecting(make) as collector:
-        node.ctl_ok("set_vm_memory_high_watermark", TINY_WATERMARK)
-        until(lambda: _alarm_set(collector), "the alarm line")
-        publisher = subprocess.Popen(
-            [sys.executable, "-c", DROPPED_PUBLISHER, LOOPBACK, str(node.port), QUEUE],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert publisher.stdout is not None and publisher.stdout.readline() == "published\n"
-            until(lambda: bool(collector.node.blocked), "the publisher blocked")
-        finally:
+    publishers = []
+    try:
+        with collecting(make) as collector:
+            node.ctl_ok("set_vm_memory_high_watermark", TINY_WATERMARK)
+            until(lambda: _alarm_set(collector), "the alarm line")
+            for name in ("dropped", "forced"):
+                publisher = subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-c",
+                        BLOCKED_PUBLISHER,
+                        LOOPBACK,
+                        str(node.port),
+                        QUEUE,
+                        name,
+                    ],
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                publishers.append(publisher)
+                assert publisher.stdout is not None
+                assert publisher.stdout.readline() == "published\n"
+            until(lambda: len(collector.node.blocked) == 2, "both publishers blocked")
+            publishers[0].kill()
+            until(lambda: bool(_log_stamp(node, "closing AMQP connection", "dropped")), "a close")
+            until(lambda: "forced" in str(committed_rows(raw)), "the block committed")
+            forced = _connection_of(committed_rows(raw), "forced")
+            node.ctl_ok("close_connection", _node_pid(node, forced), "go")
+            until(lambda: bool(_log_stamp(node, "Error on AMQP connection", "forced")), "closed")
+            until(lambda: not collector.node.blocked, "the closes read")
+            time.sleep(2.0)  # samples after the closes, the API's statistics 500 ms behind
+            node.ctl_ok("set_vm_memory_high_watermark", "0.4")
+            until(lambda: not _alarm_set(collector), "the alarm cleared")
+    finally:
+        for publisher in publishers:
             publisher.kill()
             publisher.wait()
-        until(lambda: bool(_log_stamp(node, "closing AMQP connection", "dropped")), "the close")
-        until(lambda: not collector.node.blocked, "the close read")
-        time.sleep(2.0)  # samples after the close, the API's statistics 500 ms behind
-        node.ctl_ok("set_vm_memory_high_watermark", "0.4")
-        until(lambda: not _alarm_set(collector), "the alarm cleared")
 
     rows = [r for r in committed_rows(raw) if r["event_type"].startswith("connection_")]
-    assert [r["event_type"] for r in rows] == ["connection_blocked", "connection_unblocked"]
-    assert json.loads(rows[0]["detail"])["client_name"] == "dropped"
-    assert rows[0]["connection"] == rows[1]["connection"]
-    detail = json.loads(rows[1]["detail"])
-    assert (detail["reason"], detail["held_by"], detail["origin"]) == (
-        "closed",
-        "alarm",
-        "rabbitmq-log",
-    )
-    assert _stamp(rows[1]) == _log_stamp(node, "closing AMQP connection", "dropped")[0]
+    for name, said in (("dropped", "closing AMQP connection"), ("forced", "Error on AMQP")):
+        blocks = [r for r in rows if r["connection"] == _connection_of(rows, name)]
+        assert [r["event_type"] for r in blocks] == ["connection_blocked", "connection_unblocked"]
+        detail = json.loads(blocks[1]["detail"])
+        assert (detail["reason"], detail["held_by"], detail["origin"]) == (
+            "closed",
+            "alarm",
+            "rabbitmq-log",
+        )
+        assert _stamp(blocks[1]) == _log_stamp(node, said, name)[0]
+
+
+def _connection_of(rows: list[dict[str, Any]], client_name: str) -> str:
+    (connection,) = {
+        r["connection"] for r in rows if json.loads(r["detail"]).get("client_name") == client_name
+    }
+    return str(connection)
