@@ -304,6 +304,9 @@ def _pipeline_conf(conf: Path | None, warehouse: Path | None) -> Any:
 
     from jobs.config import load_conf
 
+    if warehouse is not None and warehouse.is_file():
+        # Said as a folder's mistake, not as a table missing under it (a review).
+        raise _fail(f"--warehouse {warehouse}: is a file, not a folder")
     loaded = load_conf(str(conf) if conf else None)
     return dataclasses.replace(loaded, warehouse_dir=str(warehouse)) if warehouse else loaded
 
@@ -553,6 +556,8 @@ def whatif(
 
     if recommendations and warehouse:
         raise _fail("--recommendations and --warehouse: give one (the table, or its warehouse)")
+    if recommendations and Path(recommendations).is_file():
+        raise _fail(f"--recommendations {recommendations}: is a file, not a Delta table's folder")
     pipeline_conf = _pipeline_conf(conf, warehouse)
     table = recommendations or recommendations_path(pipeline_conf)
     # A local table is checked before Spark starts; a URI (s3a://, ...) is Spark's to read.
@@ -618,7 +623,7 @@ def _print_threshold_whatif(
         raise _fail(f"{table}: recommended thresholds rejected by the engine: {error}") from None
     print_dict_table(
         f"what-if {comparison.scenario} (seed {comparison.seed}): as written -> recommended",
-        comparison.rows(),
+        comparison.printed_rows(),
     )
     if comparison.ignored_overrides:
         console.print(
@@ -698,13 +703,15 @@ def sweep(
 
     spec = load_scenario(scenario)
     grid = parse_values(values)
-    criteria = parse_objective(objective) if objective else None
+    criteria = parse_objective(objective) if objective is not None else None
     with ProcessPoolExecutor(max_workers=workers) as pool:
         result = run_sweep(spec, knob, entity, grid, seed=seed, objective=criteria, mapper=pool.map)
     if as_json:
         typer.echo(json.dumps(result.as_dict(), indent=2))
     else:
         print_sweep(result, all_metrics=all_metrics)
+    if result.refused_all:
+        raise typer.Exit(2)  # the values given were none the broker takes: a usage error
 
 
 @app.command()

@@ -214,9 +214,34 @@ def print_summary(result: RunResult, out: Path | None = None) -> None:
     print_protocol_summary(result)
     if getattr(result, "artemis", None):
         print_dict_table("artemis addresses", [row.as_dict() for row in artemis_addresses(result)])
-        print_dict_table("artemis clients", [row.as_dict() for row in artemis_links(result)])
+        print_dict_table(
+            "artemis clients",
+            [_headed(row.as_dict(), ARTEMIS_CLIENT_HEADINGS) for row in artemis_links(result)],
+        )
+        print_line(ARTEMIS_READING)
     if out is not None:
         console.print(f"event log: {out}", highlight=False)
+
+
+#: The clients' columns as printed: "messages" and "received" beside each other read alike,
+#: and "refused" beside the address's "failed" read as a contradiction (a review).
+ARTEMIS_CLIENT_HEADINGS = {
+    "messages": "sent or processed",
+    "received": "delivered",
+    "refused": "refusals told",
+}
+#: What the Artemis tables' figures are, said once under them.
+ARTEMIS_READING = (
+    "size bytes: the address's size as Artemis counts it, each message's memory estimate (more "
+    "than its body, the queues' peak bytes); refusals told: the address-full errors and AMQP "
+    "rejections a producer was told of (a CORE producer stops at its first, while its address "
+    "fails what it had sent before it, in the address's failed)"
+)
+
+
+def _headed(row: dict[str, object], headings: dict[str, str]) -> dict[str, object]:
+    """``row`` with its keys renamed by ``headings`` (print_dict_table heads columns by key)."""
+    return {headings.get(key, key): value for key, value in row.items()}
 
 
 def format_cell(value: object) -> str:
@@ -233,10 +258,7 @@ def print_sweep(sweep: Sweep, *, all_metrics: bool = False) -> None:
     """A sweep as one table, a row per run (the run as written first): the objective's metrics
     in its order (every metric measured with ``all_metrics``), and what became of the run: the
     criterion it dropped out on, or why it was not run; then the objective and the verdict."""
-    names = sweep.metric_names()
-    metrics = [c.metric for c in sweep.objective if c.metric in names]
-    if all_metrics:
-        metrics += [m for m in names if m not in metrics]
+    metrics = sweep.shown_metrics(all_metrics=all_metrics)
     # A flow stop count sweep keeps the queue's resume share: the resume each run used.
     resumes = sweep.written is not None
     headers = [
@@ -251,8 +273,9 @@ def print_sweep(sweep: Sweep, *, all_metrics: bool = False) -> None:
         value = sweep.value_text(candidate.value)
         if candidate.as_written:
             value = f"{value}, as written"
+        figures = sweep.figures(candidate)
         cells = (
-            [format_cell(candidate.metrics[m]) for m in metrics]
+            [format_cell(figures[m]) for m in metrics]
             if candidate.metrics is not None
             else [""] * len(metrics)
         )
@@ -263,7 +286,7 @@ def print_sweep(sweep: Sweep, *, all_metrics: bool = False) -> None:
             outcome = Text(sweep.choice.dropped[index])
         else:
             outcome = Text(f"out: {cause}")
-        resume = sweep.resume_count(candidate.value)
+        resume = sweep.resume_count(candidate.value) if candidate.metrics is not None else None
         resume_cells = [Text("" if resume is None else f"{resume:,}")] if resumes else []
         rows.append(
             [Text(value, style="bold green" if best else ""), *resume_cells, *cells, outcome]
@@ -273,6 +296,8 @@ def print_sweep(sweep: Sweep, *, all_metrics: bool = False) -> None:
         console.print(table)
     objective = "; ".join(c.text() for c in sweep.objective)
     print_line(f"objective, in priority order: {objective}")
+    if sweep.kept_text():
+        print_line(sweep.kept_text())
     print_line(sweep.verdict())
 
 

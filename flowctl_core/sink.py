@@ -86,11 +86,15 @@ def unaddressable_characters(name: str) -> str:
 
 def file_name_refusal(name: str) -> str | None:
     """Why ``name`` cannot be part of a raw file's name, None when it can: empty, a ``/``, a
-    leading ``.`` or ``_`` (a hidden file, which Spark skips), or :func:`unaddressable_characters`
+    leading ``.`` or ``_`` (a hidden file, which Spark skips), a leading or trailing space, or
+    :func:`unaddressable_characters`
     (the ingest would quarantine every such file whole). The sink's run ids and the collectors'
     broker names are checked here."""
     if not name or "/" in name or name.startswith((".", "_")):
         return "cannot name a file: no '/' and no leading '.' or '_'"
+    if name != name.strip():
+        # ' a ' and 'a' would name two runs (or brokers) that read alike.
+        return "has a leading or trailing space: give it without"
     unaddressable = unaddressable_characters(name)
     if unaddressable:
         return f"Spark cannot read a file named with {unaddressable!r}: choose another"

@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from flowctl_core.broker import MAX_COUNT_KEY
+from flowctl_core.broker import MAX_COUNT_KEY, POLICY_TYPE_KEY
 from flowctl_core.errors import ConfigurationError, FlowctlError, closest_name, did_you_mean
 from flowctl_core.flowlimit import (
     DEFAULT_FLOW_RESUME_RATIO,
     DEFAULT_FLOW_STOP_RATIO,
     FlowThresholds,
 )
+from flowctl_core.queue import QPID_POLICY_SPELLINGS
 from flowctl_core.scenario import Scenario
 from flowctl_core.whatif import (
     declared_arguments,
@@ -44,6 +45,7 @@ from flowctl_core.whatif_knobs import (
     current_knob_value,
     measure_knob,
 )
+from flowctl_core.wording import shown_overshoot
 from schemas.recommendations import (
     KNOB_CONSUMER_WINDOW,
     KNOB_HIGHEST,
@@ -104,6 +106,9 @@ class SweepKnob:
     off: int | None = None
     highest: int | None = None
     bound_reason: str = ""
+    #: Why a value below ``lowest`` is not run, when the broker takes it (and means something
+    #: the engine does not model).
+    lowest_reason: str = ""
 
 
 def _highest(knob: str) -> dict[str, Any]:
@@ -185,7 +190,8 @@ SWEEP_KNOBS: dict[str, SweepKnob] = {
     KNOB_PREFETCH: SweepKnob(
         RABBITMQ,
         (_RECEIVED, _RECEIVED_BY, _SMALLEST),
-        lowest=1,  # 0 is "no limit" in RabbitMQ, which the engine does not model
+        lowest=1,
+        lowest_reason="0 is no limit in RabbitMQ, which the engine does not model",
         **_highest(KNOB_PREFETCH),
     ),
     # RabbitMQ reject-publish refuses what the queue will not hold, so that a slow queue does
@@ -204,6 +210,7 @@ SWEEP_KNOBS: dict[str, SweepKnob] = {
             Criterion("peak depth msgs", LOWER),
         ),
         lowest=1,
+        lowest_reason="0 holds no message in RabbitMQ (the engine reads it as no limit)",
     ),
 }
 
@@ -400,6 +407,8 @@ class Sweep:
     producers_capacity: int | None = 0
     #: The same: the queue's thresholds as written, whose resume share each run keeps.
     written: FlowThresholds | None = None
+    #: The same: what the queue does at its qpid.max_count (reject, ring or ring-strict).
+    limit_policy: str = "reject"
 
     @property
     def stop_size(self) -> int:
@@ -415,9 +424,52 @@ class Sweep:
             return None
         return _with_stop_count(self.written, value).resume_count or None
 
+    @property
+    def refused_all(self) -> bool:
+        """Values were given and the broker or the engine refused each: nothing was compared
+        with the run as written."""
+        swept = self.candidates[1:]
+        return bool(swept) and all(c.metrics is None for c in swept)
+
+    def kept_text(self) -> str:
+        """A flow stop count sweep: the thresholds every run keeps as written (a sweep and the
+        what-if of a recommendation that also moved the byte stop disagreed on the same count,
+        and nothing said why: a review); "" for any other knob."""
+        if self.written is None:
+            return ""
+        stop, resume = self.written.stop_size, self.written.resume_size
+        sizes = f"stop {stop:,}, resume {resume:,} bytes" if stop else "off"
+        return f"every run keeps the byte thresholds of {self.entity} as written: {sizes}"
+
     def metric_names(self) -> list[str]:
         measured = next((c.metrics for c in self.candidates if c.metrics is not None), {})
         return list(measured)
+
+    def figures(self, candidate: Candidate) -> dict[str, float | str]:
+        """A run's figures as shown: a flow stop count sweep's overshoot past a threshold that
+        is off is "off" (DESIGN §4: undefined, not 0; as the what-if prints it)."""
+        figures: dict[str, float | str] = dict(candidate.metrics or {})
+        if self.written is None or candidate.value is None:
+            return figures
+        for name, stop in (
+            ("max overshoot msgs", candidate.value),
+            ("max overshoot bytes", self.written.stop_size),
+        ):
+            if name in figures:
+                figures[name] = shown_overshoot(int(figures[name]), stop)
+        return figures
+
+    def shown_metrics(self, *, all_metrics: bool = False) -> list[str]:
+        """The table's metrics: the objective's in its order (then every other one measured,
+        with ``all_metrics``); a ring queue's evictions too, its losses at its limit, which no
+        criterion of the count's objective weighs."""
+        names = self.metric_names()
+        shown = [c.metric for c in self.objective if c.metric in names]
+        if self.limit_policy != "reject" and "evicted msgs" in names:
+            shown.append("evicted msgs")
+        if all_metrics:
+            shown += [m for m in names if m not in shown]
+        return shown
 
     def value_text(self, value: int | None) -> str:
         if value is None:
@@ -430,6 +482,11 @@ class Sweep:
             return f"no value of {self.knob} for {self.entity} ran: each was refused"
         best = self.candidates[self.choice.best]
         written = self.value_text(self.current)
+        if self.refused_all:
+            return (
+                f"no value of {self.knob} for {self.entity} ran: each was refused, so none "
+                f"was compared with the value as written ({written})"
+            )
         warning = (
             self._limit_warning(best.value, best.metrics or {})
             if self.count_limit and best.value is not None
@@ -439,6 +496,7 @@ class Sweep:
             return f"keep {self.knob} of {self.entity} as written ({written}){warning}"
         value = self.value_text(best.value)
         line = f"best {self.knob} for {self.entity}: {value} (as written: {written})"
+        line += self._bytes_stopped(best)
         peak = "peak address bytes"
         as_written = self.candidates[0].metrics or {}
         if best.value == self.off and best.metrics and peak in best.metrics and peak in as_written:
@@ -451,12 +509,30 @@ class Sweep:
             )
         return line + warning
 
+    def _bytes_stopped(self, best: Candidate) -> str:
+        """A count that the queue never reached in a run that stopped: its byte threshold
+        stopped it each time, and a higher count changes nothing (a review: 4,508 won over
+        5,000 as the nearer of equal runs, and nothing said that the count never acted)."""
+        metrics = best.metrics or {}
+        if self.written is None or not best.value or not metrics.get("episodes"):
+            return ""
+        peak = int(metrics.get("peak depth msgs", 0))
+        if peak >= best.value:
+            return ""
+        return (
+            f"; the queue never reached {best.value:,} msgs (peak {peak:,}): its byte threshold "
+            "stopped it each time"
+        )
+
     def _limit_warning(self, stop: int, metrics: dict[str, float]) -> str:
         """What the queue's qpid.max_count leaves of a stop count: nothing when the count is off
         or at or above it, and below it a bounded overshoot only while the stop plus the
         producers' windows stays under it (seed 001: stop 100, windows 50 + 15, up to 165
         queued); when that run itself met the limit, it says so."""
         limit = self.count_limit
+        # A ring queue takes a message at its limit by dropping its oldest (DESIGN §2).
+        ring = self.limit_policy != "reject"
+        acts, lost = ("evicts its oldest messages", "evicted") if ring else ("refuses", "refused")
         if stop == 0 or stop >= limit:
             rest = (
                 f"; only its byte threshold ({self.stop_size:,} bytes) can stop the queue"
@@ -466,15 +542,15 @@ class Sweep:
             if stop == 0:
                 return (
                     f"; with the count threshold off, the queue's qpid.max_count ({limit:,}) "
-                    f"refuses first{rest}"
+                    f"{acts} first{rest}"
                 )
             return (
                 f"; at or above the queue's qpid.max_count ({limit:,}) the count threshold "
-                f"never acts: the limit refuses first{rest}"
+                f"never acts: the limit {acts} first{rest}"
             )
-        refused = int(metrics.get("rejected msgs", 0))
+        refused = int(metrics.get("evicted msgs" if ring else "rejected msgs", 0))
         met = (
-            f"this run met the limit before flow control held the producers ({refused:,} refused)"
+            f"this run met the limit before flow control held the producers ({refused:,} {lost})"
             if refused
             else "a busier run than this one can meet the limit before flow control holds the "
             "producers"
@@ -505,9 +581,15 @@ class Sweep:
             "candidates": [
                 {
                     "value": c.value,
-                    **({"resume_count": self.resume_count(c.value)} if self.written else {}),
+                    **(
+                        {"resume_count": self.resume_count(c.value) if c.metrics else None}
+                        if self.written
+                        else {}
+                    ),
                     "as_written": c.as_written,
-                    "metrics": c.metrics,
+                    "metrics": None
+                    if c.metrics is None
+                    else {k: None if v == "off" else v for k, v in self.figures(c).items()},
                     "refused": c.refused,
                     "dropped": self.choice.dropped.get(index),
                     "best": index == best,
@@ -516,6 +598,17 @@ class Sweep:
             ],
             "best": None if best is None else self.candidates[best].value,
             "keep": best is not None and self.candidates[best].as_written,
+            "refused_all": self.refused_all,
+            **(
+                {
+                    "byte_thresholds": {
+                        "stop_size": self.written.stop_size,
+                        "resume_size": self.written.resume_size,
+                    }
+                }
+                if self.written
+                else {}
+            ),
             "verdict": self.verdict(),
         }
 
@@ -568,7 +661,9 @@ class _Measure:
     def __call__(self, value: int) -> Candidate:
         knob = SWEEP_KNOBS[self.knob]
         if value < knob.lowest:
-            return Candidate(value, None, f"{self.knob} takes {knob.lowest:,} and above")
+            takes = f"{self.knob} takes {knob.lowest:,} and above"
+            why = f"{knob.lowest_reason}: {takes}" if value == 0 and knob.lowest_reason else takes
+            return Candidate(value, None, why)
         if knob.highest is not None and value > knob.highest:
             return Candidate(value, None, f"{knob.bound_reason}: at most {knob.highest:,}")
         try:
@@ -687,6 +782,7 @@ def run_sweep(
         count_limit=_count_limit(scenario, entity) if knob == KNOB_QPID_FLOW_STOP_COUNT else 0,
         producers_capacity=windows,
         written=written,
+        limit_policy=_limit_policy(scenario, entity) if written else "reject",
     )
 
 
@@ -695,3 +791,11 @@ def _count_limit(scenario: Scenario, queue: str) -> int:
     step (0: none)."""
     limit = declared_arguments(scenario, queue).get(MAX_COUNT_KEY, 0)
     return limit if isinstance(limit, int) else 0
+
+
+def _limit_policy(scenario: Scenario, queue: str) -> str:
+    """What the queue does at its limit, as the engine reads its ``qpid.policy_type``."""
+    policy = declared_arguments(scenario, queue).get(
+        POLICY_TYPE_KEY, scenario.broker.default_limit_policy
+    )
+    return QPID_POLICY_SPELLINGS.get(str(policy), str(policy))

@@ -46,6 +46,8 @@ class QueueOutcome:
     max_overshoot_bytes: int
     peak_depth_msgs: int
     peak_depth_bytes: int
+    #: Messages a ring queue dropped, oldest first, to take new ones at its limit.
+    evicted: int = 0
     #: The sum of the windows (capacities) of the producers that enqueued to the queue in the run,
     #: what a stop threshold can be passed by (seed 001); None when one of them had no window.
     producers_capacity: int | None = 0
@@ -54,6 +56,7 @@ class QueueOutcome:
         """The figures of the run, by the names the what-if table prints."""
         return {
             "rejected msgs": self.rejected,
+            "evicted msgs": self.evicted,
             "max overshoot msgs": self.max_overshoot_msgs,
             "max overshoot bytes": self.max_overshoot_bytes,
             "time stopped s": round(self.time_stopped_s, 3),
@@ -220,6 +223,14 @@ class WhatIfComparison:
                 )
         return rows
 
+    def printed_rows(self) -> list[dict[str, Any]]:
+        """:meth:`rows` with before and after as the change and the verdicts print figures
+        (182.072, not 182.07 beside a change of -182.072: a review)."""
+        return [
+            {**row, "before": figure_text(row["before"]), "after": figure_text(row["after"])}
+            for row in self.rows()
+        ]
+
 
 def _thresholds_text(thresholds: FlowThresholds) -> str:
     """The thresholds as printed, "900/500 msgs, bytes off": a unit whose stop is 0 is off, its
@@ -383,6 +394,7 @@ def _outcomes(
             thresholds=queue.flow.thresholds,
             enqueued=stats.enqueued,
             rejected=stats.rejected,
+            evicted=stats.evicted,
             episodes=queue.flow.flow_stopped_count,
             time_stopped_s=timer.seconds(name, result.end_us),
             max_overshoot_msgs=stats.max_overshoot_msgs,

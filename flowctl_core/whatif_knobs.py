@@ -19,6 +19,7 @@ from typing import Any
 
 from flowctl_core.broker import MAX_COUNT_KEY, POLICY_TYPE_KEY
 from flowctl_core.clock import US_PER_SECOND, seconds_to_us
+from flowctl_core.errors import did_you_mean
 from flowctl_core.events import (
     PREFILL_LINK,
     TS_AT,
@@ -233,11 +234,45 @@ KNOB_APPLIERS: dict[str, Any] = {
 }
 
 
+def _no_such(
+    scenario: Scenario, what: str, name: str, names: Iterable[str], plural: str = ""
+) -> KeyError:
+    """The error for an entity a knob has none such of: the names it has (a review: "no
+    artemis address" for a consumer's name left the user to find both), and another knob's
+    entity of that name said with its knob."""
+    names = sorted(set(names))
+    other = _other_knob(scenario, name)
+    listed = ", ".join(repr(n) for n in names) if names else "none"
+    hint = other or did_you_mean(name, names)
+    return KeyError(
+        f"{scenario.name}: no {what} {name!r} (its {plural or what + 's'}: {listed}){hint}"
+    )
+
+
+def _other_knob(scenario: Scenario, name: str) -> str:
+    """``"; 'x' is an artemis consumer (consumerWindowSize)"`` when ``name`` is an entity of
+    another knob, else ""."""
+    kinds: list[tuple[str, str]] = []
+    if scenario.artemis is not None:
+        if name in {a.name for a in scenario.artemis.addresses}:
+            kinds.append(("an artemis address", f"{KNOB_MAX_SIZE_BYTES}, {KNOB_PRODUCER_WINDOW}"))
+        if name in {c.name for c in scenario.artemis.consumers}:
+            kinds.append(("an artemis consumer", KNOB_CONSUMER_WINDOW))
+    for connection in scenario.connections:
+        for spec in connection.consumers:
+            if spec.name == name:
+                knob = KNOB_LINK_CREDIT if connection.protocol == "amqp-1.0" else KNOB_PREFETCH
+                kinds.append((f"an {connection.protocol} consumer", repr(knob)))
+    return "".join(f"; {name!r} is {kind} ({knobs})" for kind, knobs in kinds[:1])
+
+
 def _address_spec(scenario: Scenario, address: str) -> Any:
-    for spec in _artemis_part(scenario).addresses:
+    addresses = _artemis_part(scenario).addresses
+    for spec in addresses:
         if spec.name == address:
             return spec
-    raise KeyError(f"{scenario.name}: no artemis address {address!r}")
+    names = (a.name for a in addresses)
+    raise _no_such(scenario, "artemis address", address, names, "artemis addresses")
 
 
 def _producer_window(scenario: Scenario, address: str) -> int | None:
@@ -248,15 +283,23 @@ def _producer_window(scenario: Scenario, address: str) -> int | None:
         if p.address == address and p.protocol == "core"
     }
     if not windows:
-        raise KeyError(f"{scenario.name}: no CORE producer on artemis address {address!r}")
+        core = (p.address for p in _artemis_part(scenario).producers if p.protocol == "core")
+        raise _no_such(
+            scenario,
+            "artemis address with CORE producers",
+            address,
+            core,
+            "CORE producers' addresses",
+        )
     return windows.pop() if len(windows) == 1 else None
 
 
 def _consumer_spec(scenario: Scenario, consumer: str) -> Any:
-    for spec in _artemis_part(scenario).consumers:
+    consumers = _artemis_part(scenario).consumers
+    for spec in consumers:
         if spec.name == consumer:
             return spec
-    raise KeyError(f"{scenario.name}: no artemis consumer {consumer!r}")
+    raise _no_such(scenario, "artemis consumer", consumer, (c.name for c in consumers))
 
 
 def _protocol_consumer(scenario: Scenario, consumer: str, protocol: str) -> Any:
@@ -264,7 +307,13 @@ def _protocol_consumer(scenario: Scenario, consumer: str, protocol: str) -> Any:
         for spec in connection.consumers:
             if spec.name == consumer and connection.protocol == protocol:
                 return spec
-    raise KeyError(f"{scenario.name}: no {protocol} consumer {consumer!r}")
+    names = (
+        spec.name
+        for connection in scenario.connections
+        if connection.protocol == protocol
+        for spec in connection.consumers
+    )
+    raise _no_such(scenario, f"{protocol} consumer", consumer, names)
 
 
 def _queue_max_length(scenario: Scenario, queue: str) -> int | None:

@@ -735,6 +735,30 @@ def test_a_run_id_spark_cannot_read_as_a_file_name_is_refused(tmp_path: Path, ru
     assert not list((tmp_path / "o").rglob("*.parquet"))
 
 
+def test_a_run_id_with_a_space_at_an_end_is_refused(tmp_path: Path) -> None:
+    """``--run-id ' spaced '`` named files ``part- spaced -00001.parquet``, a run that reads
+    alike beside 'spaced' (a review)."""
+    good = _scenario(tmp_path, _QPID + "producers: [{name: p, routing_key: q, rate: 10}]\n")
+    args = ["simulate", str(good), "--out", str(tmp_path / "o"), "--run-id", " spaced "]
+    line = _one_error_line(runner.invoke(app, args))
+    assert line == "error: run_id ' spaced ': has a leading or trailing space: give it without"
+    assert not list((tmp_path / "o").rglob("*.parquet"))
+
+
+def test_a_warehouse_that_is_a_file_is_said_so(tmp_path: Path, spark_never_starts: None) -> None:
+    """whatif said "not a Delta table (run `flowctl pipeline` first)" for a --warehouse that is
+    a file (a review), where simulate's --out says "is a file": every command says it so."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for command in (["whatif", "qpid-165-worst-case"], ["status"], ["dashboard"]):
+        line = _one_error_line(runner.invoke(app, [*command, "--warehouse", str(afile)]))
+        assert line == f"error: --warehouse {afile}: is a file, not a folder", command
+    line = _one_error_line(
+        runner.invoke(app, ["whatif", "qpid-165-worst-case", "--recommendations", str(afile)])
+    )
+    assert line == f"error: --recommendations {afile}: is a file, not a Delta table's folder"
+
+
 @pytest.mark.parametrize(
     ("url", "expected"),
     [

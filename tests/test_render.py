@@ -93,6 +93,29 @@ def test_a_table_wider_than_the_terminal_is_turned_not_cut(
     assert "│ window " in text  # turned: the columns' names head the rows
 
 
+def test_the_artemis_tables_say_what_their_figures_are(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The FAIL address "failed 7" beside its producer "refused 1", "messages" beside
+    "received", and the address's size beside the queue's bytes read as contradictions (a
+    review): the clients' columns say what they count, and a line says what the sizes and the
+    refusals are."""
+    from flowctl_core.runner import run_scenario
+    from flowctl_core.scenario import load_scenario
+
+    result = run_scenario(load_scenario("artemis-address-full-policies"), [])
+    out = io.StringIO()
+    monkeypatch.setattr(render, "console", Console(file=out, width=400, markup=False))
+    render.print_summary(result)
+    lines = out.getvalue().splitlines()
+    header = next(line for line in lines if line.startswith("┃ link"))
+    columns = [cell.strip() for cell in header.strip("┃").split("┃")]
+    assert {"sent or processed", "delivered", "refusals told"} <= set(columns)
+    assert not {"messages", "received", "refused"} & set(columns)
+    fail = next(line for line in lines if line.startswith("│ fail-producer"))
+    cells = dict(zip(columns, [c.strip() for c in fail.strip("│").split("│")], strict=True))
+    assert (cells["sent or processed"], cells["refusals told"]) == ("263", "1")
+    assert render.ARTEMIS_READING in lines
+
+
 def test_the_daily_table_shows_an_artemis_address_overshoot_in_bytes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -249,9 +272,9 @@ def test_a_sweep_too_wide_for_the_terminal_is_turned_not_cut(
     outcome = next(line for line in lines if "refused:" in line)
     assert outcome.split("│")[-2].startswith(" refused:")  # prose left-aligned
     # Each run's resume count: the written share of the stop (80 of 100) kept (a review: the
-    # table said nothing of the resume a swept stop brought with it).
+    # table said nothing of the resume a swept stop brought with it); none for a run refused.
     resumes = _turned_column_cells(lines, "resume")
-    assert resumes == {"100, as written": "80", "1": "1", "150": "120", "300": "240"}
+    assert resumes == {"100, as written": "80", "1": "1", "150": "120", "300": ""}
 
 
 def _turned_column_cells(lines: list[str], row_name: str) -> dict[str, str]:

@@ -76,6 +76,20 @@ def test_an_overshoot_past_a_threshold_that_is_off_prints_off() -> None:
     assert (payments.before.max_overshoot_bytes, payments.after.max_overshoot_msgs) == (0, 0)
 
 
+def test_printed_figures_have_the_decimals_of_the_change_and_the_verdict() -> None:
+    """The table printed 182.07 and 0.00 beside a change of -182.072 and a verdict of
+    "182.072 -> 0 s" (a review): before and after are printed as the change is."""
+    comparison = run_whatif(
+        load_scenario("bursty-producer"),
+        {"events": FlowThresholds(4_508, 3_944, 4_487_168, 3_926_272)},
+    )
+    printed = {row["metric"]: row for row in comparison.printed_rows() if row["queue"] == "events"}
+    stopped = printed["time stopped s"]
+    assert (stopped["before"], stopped["change"]) == ("182.072", "-182.072")
+    assert stopped["after"] == "0"
+    assert printed["enqueued"]["before"] == "138,079"
+
+
 def test_verdicts_judge_each_change_by_what_it_is_for() -> None:
     """The recommender raises a stop threshold so that the queue stops less, lowers one to leave
     room for the overshoot below the limit, and moves only the resume threshold against flapping;

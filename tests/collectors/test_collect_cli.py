@@ -129,6 +129,7 @@ def test_the_session_of_another_broker(tmp_path: Path) -> None:
         ("host:61616", "Spark cannot read a file named with ':'"),
         ("dc1/artemis", "no '/' and no leading '.' or '_'"),
         ("", "the broker's name cannot be blank"),
+        (" a1", "has a leading or trailing space"),
     ],
 )
 def test_a_broker_name_that_cannot_name_the_session_is_refused_first(

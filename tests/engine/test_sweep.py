@@ -383,7 +383,7 @@ def test_values_the_broker_would_not_take_are_refused() -> None:
     sweep = run_sweep(spec, "prefetch", "backlog-reader", [0, 100, 70_000])
     refused = {c.value: c.refused for c in sweep.candidates if c.refused}
     assert refused == {
-        0: "prefetch takes 1 and above",
+        0: "0 is no limit in RabbitMQ, which the engine does not model: prefetch takes 1 and above",
         70_000: "basic.qos prefetch-count is a short: at most 65,535",
     }
     windows = run_sweep(
@@ -459,7 +459,8 @@ connections:
         ("bursty-producer", "consumerWindowSize", "c",
          "bursty-producer: no artemis section: consumerWindowSize is Artemis's"),
         ("artemis-block-core-producers", "producerWindowSize", "nowhere",
-         "no CORE producer on artemis address 'nowhere'"),
+         "no artemis address with CORE producers 'nowhere' "
+         "(its CORE producers' addresses: 'orders')"),
         ("qpid-900-500", KNOB_QPID_FLOW_STOP_COUNT, "nowhere",
          "'nowhere' is no Qpid queue: qpid.flow_stop_count is Qpid's"),
         ("artemis-block-core-producers", KNOB_QPID_FLOW_STOP_COUNT, "orders",
@@ -753,6 +754,100 @@ def test_a_run_that_met_the_limit_says_so_and_counts_every_producer() -> None:
     assert as_off.verdict().endswith(
         "; with the count threshold off, the queue's qpid.max_count (200) refuses first"
     )
+
+
+def test_a_ring_queue_evicts_at_its_limit_and_the_table_shows_it() -> None:
+    """A ring queue drops its oldest messages at its qpid.max_count; it refuses none (DESIGN
+    §2). The verdict said "refuses first" for one (a review), and no figure showed its losses:
+    its evictions are a column of the table."""
+    sweep = run_sweep(load_scenario("ring-no-defaults"), KNOB_QPID_FLOW_STOP_COUNT, "ticks", [50])
+    assert sweep.limit_policy == "ring"
+    assert sweep.verdict().endswith(
+        "; with the count threshold off, the queue's qpid.max_count (100) evicts its oldest "
+        "messages first"
+    )
+    assert sweep.shown_metrics()[-1] == "evicted msgs"
+    assert sweep.candidates[0].metrics["evicted msgs"] == 150  # type: ignore[index]
+    reject = run_sweep(
+        load_scenario("qpid-165-worst-case"), KNOB_QPID_FLOW_STOP_COUNT, "payments", [0]
+    )
+    assert "evicted msgs" not in reject.shown_metrics()
+
+
+def test_a_count_the_queue_never_reached_says_its_byte_threshold_stopped_it() -> None:
+    """bursty-producer's events queue stops on bytes (4 MiB) before 4,508 messages: every
+    count from 4,508 up gives the same runs. The sweep says which thresholds every run keeps,
+    and that the count chosen never acted (a review: the what-if of a recommendation that also
+    raised the byte stop showed 0 episodes for the count the sweep showed 12 at)."""
+    sweep = run_sweep(
+        load_scenario("bursty-producer"), KNOB_QPID_FLOW_STOP_COUNT, "events", [4508, 5000]
+    )
+    assert sweep.kept_text() == (
+        "every run keeps the byte thresholds of events as written: stop 4,194,304, resume "
+        "3,670,016 bytes"
+    )
+    assert sweep.verdict() == (
+        "best qpid.flow_stop_count for events: 4,508 (as written: 4,000); the queue never "
+        "reached 4,508 msgs (peak 4,202): its byte threshold stopped it each time"
+    )
+    assert sweep.as_dict()["byte_thresholds"] == {"stop_size": 4_194_304, "resume_size": 3_670_016}
+
+
+def test_a_sweep_of_values_all_refused_says_none_ran_and_fails() -> None:
+    """Every value refused: nothing was compared, so the sweep neither keeps nor chooses; the
+    command says so and exits 2 (it said "keep ... as written" with exit 0: a review)."""
+    args = ["sweep", "rabbitmq-memory-alarm", "--knob", "prefetch", "--entity", "backlog-reader"]
+    result = CliRunner().invoke(app, [*args, "--values=-5,70000", "--workers", "1"])
+    assert result.exit_code == 2, result.output
+    assert (
+        "no value of prefetch for backlog-reader ran: each was refused, so none was compared "
+        "with the value as written" in result.output
+    )
+    ran = CliRunner().invoke(app, [*args, "--values=0,200", "--workers", "1"])
+    assert ran.exit_code == 0, ran.output
+
+
+def test_an_overshoot_past_a_threshold_that_is_off_is_null_in_json() -> None:
+    """qpid-165-worst-case's payments has count thresholds only: its byte overshoot is
+    undefined (DESIGN §4), null in the JSON and "off" in the table, not 0; so is the count
+    overshoot of a run with the count switched off."""
+    sweep = run_sweep(
+        load_scenario("qpid-165-worst-case"), KNOB_QPID_FLOW_STOP_COUNT, "payments", [0]
+    )
+    written, off = (c["metrics"] for c in sweep.as_dict()["candidates"])
+    assert (written["max overshoot msgs"], written["max overshoot bytes"]) == (65, None)
+    assert (off["max overshoot msgs"], off["max overshoot bytes"]) == (None, None)
+    assert sweep.figures(sweep.candidates[1])["max overshoot msgs"] == "off"
+
+
+@pytest.mark.parametrize(
+    ("scenario", "knob", "entity", "said"),
+    [
+        ("rabbitmq-paced-consumers", "prefetch", "worker-10",
+         "no amqp-0-9-1 consumer 'worker-10' (its amqp-0-9-1 consumers: 'worker-091'); "
+         "'worker-10' is an amqp-1.0 consumer ('link credit')"),
+        ("rabbitmq-paced-consumers", "prefetch", "workr-091",
+         "(its amqp-0-9-1 consumers: 'worker-091'); did you mean 'worker-091'?"),
+        ("artemis-slow-fast-consumers", "max-size-bytes", "slow-100k",
+         "no artemis address 'slow-100k' (its artemis addresses: 'jobs-100k', 'jobs-no-buffer', "
+         "'jobs-unbounded'); 'slow-100k' is an artemis consumer (consumerWindowSize)"),
+    ],
+)  # fmt: skip
+def test_an_entity_of_another_knob_is_named_with_its_knob(
+    scenario: str, knob: str, entity: str, said: str
+) -> None:
+    """A consumer of the other protocol, or of another kind, was "no ... consumer" with nothing
+    more (a review): the error lists the knob's entities and names the knob of the one given."""
+    with pytest.raises(SweepError) as error:
+        run_sweep(load_scenario(scenario), knob, entity, [1])
+    assert said in str(error.value)
+
+
+def test_an_empty_objective_is_refused() -> None:
+    args = ["sweep", "qpid-900-500", "--knob", KNOB_QPID_FLOW_STOP_COUNT, "--entity", "orders"]
+    result = CliRunner().invoke(app, [*args, "--values", "800", "--objective", ""])
+    assert result.exit_code == 2
+    assert "--objective: '' is not METRIC:lower or METRIC:higher" in result.output
 
 
 def test_the_help_names_every_knob_whole_at_80_columns() -> None:
