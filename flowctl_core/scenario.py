@@ -13,6 +13,7 @@ halves would import each other, and the whole format would no longer read in one
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -1125,6 +1126,14 @@ def _error_line(
         message = f"invalid date or time {bad_input!r}: {impossible_dates[bad_input]}"
     elif item["type"] in _NOT_A_DATETIME:
         message = f"expected a date and time such as 2026-03-02T09:00:00Z, got {item['input']!r}"
+    elif (
+        item["type"] not in ("missing", "extra_forbidden")
+        and isinstance(bad_input, str | int | float | bool)
+        and _as_written(bad_input) not in message
+        and not (isinstance(bad_input, bool) and "boolean" in message)
+    ):
+        # "Input should be a valid integer" did not say of what (a review: capacity 9.5).
+        message = f"{message}, got {_as_written(bad_input)}"
     cause = (item.get("ctx") or {}).get("error")
     if isinstance(cause, FieldError):
         # A model validator's error names its field: locate it there, not at the model.
@@ -1140,6 +1149,15 @@ def _error_line(
     line = _line_of(document, location)
     where = f" (line {line})" if line is not None else ""
     return f"{'.'.join(str(part) for part in location) or '(top level)'}: {message}{where}"
+
+
+def _as_written(value: str | int | float | bool) -> str:
+    """A scalar of the file as YAML writes it: ``true``, ``9.5``, ``'abc'``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
+    return repr(value) if isinstance(value, str) else str(value)
 
 
 def _line_of(document: yaml.Node | None, location: tuple[int | str, ...]) -> int | None:

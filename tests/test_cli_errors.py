@@ -638,7 +638,11 @@ _QPID = "name: t\nkind: workload\nduration_s: 1\nqueues: [{name: q}]\n"
     [
         (
             _QPID + "producers: [{name: p, routing_key: q, rate: 10, capacity: true}]\n",
-            "producers.0.capacity: Input should be a valid integer (line 5)",
+            "producers.0.capacity: Input should be a valid integer, got true (line 5)",
+        ),
+        (
+            _QPID + "producers: [{name: p, routing_key: q, rate: 10, capacity: 9.5}]\n",
+            "producers.0.capacity: Input should be a valid integer, got 9.5 (line 5)",
         ),
         (
             _QPID.replace("duration_s: 1", "duration_s: true"),
@@ -651,7 +655,7 @@ _QPID = "name: t\nkind: workload\nduration_s: 1\nqueues: [{name: q}]\n"
         ),
         (
             "name: t\nkind: scripted\nqueues: [{name: q}]\nsteps: [{advance: {seconds: .inf}}]\n",
-            "steps.0.advance.seconds: Input should be a finite number (line 4)",
+            "steps.0.advance.seconds: Input should be a finite number, got .inf (line 4)",
         ),
         (
             _QPID.replace("kind: workload", "kind: workload\nstart: 9999-12-31T23:59:55Z").replace(
