@@ -514,7 +514,7 @@ class Sweep:
         stopped it each time, and a higher count changes nothing (a review: 4,508 won over
         5,000 as the nearer of equal runs, and nothing said that the count never acted)."""
         metrics = best.metrics or {}
-        if self.written is None or not best.value or not metrics.get("episodes"):
+        if not (self.stop_size and best.value and metrics.get("episodes")):
             return ""
         peak = int(metrics.get("peak depth msgs", 0))
         if peak >= best.value:

@@ -263,7 +263,10 @@ def _other_knob(scenario: Scenario, name: str) -> str:
             if spec.name == name:
                 knob = KNOB_LINK_CREDIT if connection.protocol == "amqp-1.0" else KNOB_PREFETCH
                 kinds.append((f"an {connection.protocol} consumer", repr(knob)))
-    return "".join(f"; {name!r} is {kind} ({knobs})" for kind, knobs in kinds[:1])
+    if not kinds:
+        return ""
+    kind, knobs = kinds[0]
+    return f"; {name!r} is {kind} ({knobs})"
 
 
 def _address_spec(scenario: Scenario, address: str) -> Any:
