@@ -50,6 +50,16 @@ def url_shown(url: str) -> str:
     return parts._replace(netloc=f"{parts.username}:***@{host}").geturl()
 
 
+def login_hint(url: str, error: str) -> str:
+    """What to do about ``error`` when the broker asked for a login the URL does not give: a
+    broker that requires SASL answered the probe's plain AMQP header with its SASL one, which
+    proton says as a framing error ("Expected AMQP protocol header got: AMQP SASL layer"), a
+    riddle to an operator (a review); "" otherwise."""
+    if "SASL" not in error or urlsplit(url).username is not None:
+        return ""
+    return "; the broker asks for a login: give it in the URL, amqp://USER:PASSWORD@HOST:PORT"
+
+
 def _said(condition: Any, otherwise: str) -> str:
     """An AMQP error condition as one line: its name, and its description when it has one."""
     if condition is None:
@@ -108,7 +118,10 @@ def amqp_send(
 
         def on_link_opened(self, event: Any) -> None:
             self.opened = True
-            self.last_progress = time.monotonic()
+            # Its backlog offered now: a broker that grants no credit (a BLOCK address full
+            # before the probe) calls no on_sendable, and the wait went unrecorded, "never
+            # without credit" (a review).
+            self._send_more()
 
         def on_start(self, event: Any) -> None:
             # SASL PLAIN when the URL names a user (amqp://user:password@host:port), none else.
@@ -189,7 +202,8 @@ def amqp_send(
 
         def _ended_by(self, condition: Any, otherwise: str) -> None:
             """The first error said is the one kept (a transport's follows its connection's)."""
-            result.link_error = result.link_error or _said(condition, otherwise)
+            said = _said(condition, otherwise)
+            result.link_error = result.link_error or said + login_hint(url, said)
             self._finish(blocked=False)
 
         def on_timer_task(self, event: Any) -> None:

@@ -1183,7 +1183,9 @@ def probe_publish(
         if summary.starved_s
         else "never without credit while it had messages to send"
     )
-    print_line(f"credit: {summary.credit_granted:,} granted in {summary.grants:,} flows; {waited}")
+    print_line(
+        f"credit: {summary.credit_granted:,} granted in {counted(summary.grants, 'flow')}; {waited}"
+    )
     days = sorted({row["ts"].date() for row in rows})
     print_line(
         f"recorded: {summary.rows:,} events of run {recorder.state.run_id} in {raw}; "

@@ -1,7 +1,8 @@
 """flowctl probe publish against an in-process AMQP 1.0 peer (python-qpid-proton listening on
 loopback) that takes the messages and settles them late or never: while the broker holds
 deliveries unsettled the probe waits ``unsettled_grace_s`` at least, so a pause (a loaded
-machine's JVM) is not read as a broker that accepted none, and a hold is said."""
+machine's JVM) is not read as a broker that accepted none, and a hold is said. And a peer that
+grants no credit at all, as a BLOCK address already full does: the wait is recorded."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import threading
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
-from collectors.probe import amqp_send
+from collectors.probe import amqp_send, login_hint
+from flowctl.cli import app
 
 proton = pytest.importorskip("proton")
 
@@ -102,3 +105,35 @@ def test_an_empty_vhost_is_refused_before_connecting() -> None:
     """Proton would send the hostname ``vhost:`` and the recorder read the vhost as ''."""
     with pytest.raises(ValueError, match="vhost '': a RabbitMQ virtual host's name, not empty"):
         amqp_send("amqp://127.0.0.1:1", "/queues/q", count=1, body_size=1, vhost="")
+
+
+def test_a_peer_that_grants_no_credit_is_a_wait_recorded(tmp_path: Any) -> None:
+    """An Artemis BLOCK address full before the probe attaches grants it no credit: no
+    on_sendable ever came, the backlog was never offered, and the probe said "never without
+    credit while it had messages to send" with two rows, the attach and the detach (a review).
+    The backlog is offered as the link opens: the wait is a starvation from then (DESIGN §4)."""
+    port = _free_port()
+    raw = tmp_path / "raw"
+    args = ["probe", "publish", f"amqp://127.0.0.1:{port}", "orders", "--raw", str(raw),
+            "--broker", "b1", "--product", "artemis", "--count", "10", "--idle", "0.5"]  # fmt: skip
+    with LateSettlingPeer(port, credit=0, count=10, hold_s=None) as peer:
+        result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "sent 0 of 10" in result.output
+    waited = result.output.split("credit: 0 granted in 0 flows; ")[1].splitlines()[0]
+    assert waited.startswith("left without credit with messages to send for "), waited
+    assert waited.endswith(" s, then gave up")
+    assert float(waited.split(" for ")[1].split(" s")[0]) >= 0.5
+    assert not peer.settled.is_set()
+
+
+def test_a_broker_that_asks_for_a_login_says_so() -> None:
+    said = (
+        "amqp:connection:framing-error: Expected AMQP protocol header got: AMQP SASL layer "
+        "['AMQP\\x03\\x01\\x00\\x00']"
+    )
+    assert login_hint("amqp://127.0.0.1:5672", said) == (
+        "; the broker asks for a login: give it in the URL, amqp://USER:PASSWORD@HOST:PORT"
+    )
+    assert login_hint("amqp://u:p@127.0.0.1:5672", said) == ""
+    assert login_hint("amqp://127.0.0.1:5672", "amqp:unauthorized-access") == ""

@@ -153,12 +153,22 @@ def test_flowctl_probe_publish_says_how_long_a_full_address_held_it(
     sent, credit, recorded = result.output.strip().splitlines()
     assert sent.startswith("probe publish block-amqp-probed at amqp://127.0.0.1:")
     assert "sent 100 of 300" in sent and "accepted 100, rejected 0, released 0" in sent
-    assert credit.startswith("credit: 100 granted in 1 flows; left without credit with ")
+    assert credit.startswith("credit: 100 granted in 1 flow; left without credit with ")
     assert (
         credit.endswith("messages to send for 1.5 s, then gave up") or " s, then gave up" in credit
     )
     assert recorded.startswith("recorded: ") and f"flowctl pipeline --raw {raw} --from " in recorded
     assert len(committed_rows(raw)) == int(recorded.split()[1].replace(",", ""))
+    # Again, the address still full: no credit at all from the attach (a review: "never
+    # without credit", two rows), so the whole wait is the starvation.
+    again = [*args[:5], str(tmp_path / "again"), *args[6:10], "--count", "10", "--idle", "1"]
+    result = CliRunner().invoke(app, again)
+    assert result.exit_code == 0, result.output
+    sent, credit, _ = result.output.strip().splitlines()
+    assert "sent 0 of 10" in sent
+    assert credit.startswith("credit: 0 granted in 0 flows; left without credit with messages ")
+    assert credit.endswith(" s, then gave up")
+    assert float(credit.split(" for ")[1].split(" s")[0]) >= 1.0
 
 
 def test_flowctl_probe_publish_to_no_broker_is_one_line(tmp_path: Path) -> None:
