@@ -69,9 +69,11 @@ class SamplerRefused(ConfigurationError):
     error: the family of flowctl_core/errors.py whose exit code is 2); after the API has
     answered, sampling waits (:meth:`LogCollector.sample`)."""
 
-    def __init__(self, message: str, code: int) -> None:
+    def __init__(self, message: str, code: int, reason: str = "") -> None:
         super().__init__(message)
         self.code = code
+        #: The refusal without the API's name and address, for a line that has them already.
+        self.reason = reason or message
 
 
 def http_json(request: urllib.request.Request, timeout_s: float, what: str) -> Any:
@@ -92,12 +94,24 @@ def http_json(request: urllib.request.Request, timeout_s: float, what: str) -> A
                 ) from None
     except urllib.error.HTTPError as error:
         if 400 <= error.code < 500:
+            reason = (
+                f"HTTP {error.code} {error.reason}: the user, the password, or the API's address?"
+            )
             raise SamplerRefused(
-                f"{what} {request.full_url}: HTTP {error.code} {error.reason} (the user, the "
-                "password, or the API's address?)",
-                error.code,
+                f"{what} {request.full_url}: {reason}", error.code, reason
             ) from None
         raise
+
+
+def unanswered_reason(error: BaseException) -> str:
+    """Why a request got no answer, in the operating system's words ("Connection refused",
+    "timed out"), not Python's (``<urlopen error [Errno 111] Connection refused>``: a review)."""
+    if isinstance(error, SamplerRefused):
+        return error.reason
+    cause = error.reason if isinstance(error, urllib.error.URLError) else error
+    if isinstance(cause, OSError) and cause.strerror:
+        return str(cause.strerror)
+    return str(cause) or ("timed out" if isinstance(cause, TimeoutError) else type(cause).__name__)
 
 
 #: What a sampler may raise when the broker does not answer: sampling waits, nothing stops.
@@ -464,7 +478,7 @@ class LogCollector(ABC):
                 else "sampling waits; the log is still followed"
             )
             how = "refuses" if isinstance(error, SamplerRefused) else "does not answer"
-            log.warning("%s %s (%s): %s", self.sampler_name, how, error, then)
+            log.warning("%s %s (%s): %s", self.sampler_name, how, unanswered_reason(error), then)
             self._sample_failing_since = self.clock()
         return False
 

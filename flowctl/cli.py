@@ -870,6 +870,7 @@ def _check_log(log: Path, *, once: bool) -> None:
             raise _fail(f"--log {log}: no such file (nothing to read once)")
         err_console.print(
             Text.assemble(
+                f"{_utc_stamp()} ",
                 ("warning:", "bold yellow"),
                 f" --log {log} does not exist yet: waiting for the broker to write it",
             ),
@@ -877,14 +878,19 @@ def _check_log(log: Path, *, once: bool) -> None:
         )
 
 
+def _utc_stamp(created: float | None = None) -> str:
+    """A collector's console time (now, or ``created``, seconds since the epoch), in UTC."""
+    at = datetime.now(UTC) if created is None else datetime.fromtimestamp(created, UTC)
+    return at.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
 class _CollectorLineFormat(logging.Formatter):
     """A collector's console line: its UTC time, then "warning: " for a warning (what it waits
     for, what it skipped), the message alone for news (the broker answers again)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        at = datetime.fromtimestamp(record.created, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
         kind = "warning: " if record.levelno >= logging.WARNING else ""
-        return f"{at} {kind}{record.getMessage()}"
+        return f"{_utc_stamp(record.created)} {kind}{record.getMessage()}"
 
 
 @contextmanager
@@ -917,8 +923,9 @@ def _poll(collector: Any, log: Path, raw: Path, *, once: bool) -> None:
     import signal
 
     run = collector.state
+    # Its start and its end with their times too: a collector runs for days.
     print_line(
-        f"collecting {log} into {raw} as run {run.run_id} "
+        f"{_utc_stamp()} collecting {log} into {raw} as run {run.run_id} "
         + (f"(going on at seq {run.next_seq})" if collector.resumed else "(new session)")
     )
     stopping: list[int] = []
@@ -935,7 +942,7 @@ def _poll(collector: Any, log: Path, raw: Path, *, once: bool) -> None:
             signal.signal(stop_signal, handler)
     held = collector.held_now()
     print_line(
-        f"committed {counted(collector.writer.rows_written, 'event')} in "
+        f"{_utc_stamp()} committed {counted(collector.writer.rows_written, 'event')} in "
         f"{counted(collector.writer.files_written, 'file')}; run {run.run_id} is at seq "
         f"{run.next_seq:,}" + (f"; held now: {', '.join(held)}" if held else "")
     )

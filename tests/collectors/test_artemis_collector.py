@@ -1287,6 +1287,16 @@ def test_jolokia_reads_the_reject_threshold_of_an_address() -> None:
     }
 
 
+def test_the_brokers_own_addresses_are_not_sampled() -> None:
+    """Its notifications and management, and its MQTT sessions' store, which a real 2.40 does
+    not flag Internal: sampled, ``$sys.mqtt.sessions`` was a phantom queue of 101 rows (a
+    review)."""
+    block = {"maxSizeBytes": 102_400, "addressFullMessagePolicy": "BLOCK"}
+    names = ["orders", "activemq.notifications", "activemq.management", "$sys.mqtt.sessions"]
+    observed = BulkJolokia(dict.fromkeys(names, block)).addresses()
+    assert list(observed) == ["orders"]
+
+
 def test_the_reject_threshold_is_in_the_addresss_detail_as_the_engine_logs_it(
     setup: Setup,
 ) -> None:

@@ -226,6 +226,8 @@ def test_collect_once_with_an_api_that_does_not_answer_says_no_sample_was_taken(
     assert "committed 1 event in 1 file" in result.output
     warned = [r.getMessage() for r in caplog.records if "does not answer" in r.getMessage()]
     assert len(warned) == 1 and warned[0].endswith("no sample taken this run (--once)"), warned
+    # The reason in the system's words, not Python's "<urlopen error [Errno 111] ...>".
+    assert "does not answer (Connection refused): " in warned[0], warned
     # On the console with its UTC time: a collector runs for days.
     said = [line for line in result.stderr.splitlines() if "does not answer" in line]
     assert len(said) == 1 and re.match(STAMPED_WARNING, said[0]), said
@@ -255,7 +257,9 @@ def test_a_state_or_raw_folder_that_cannot_be_written_is_one_line_naming_it(
     result = runner.invoke(app, [*args, "--once"])
     assert result.exit_code == 2, result.output
     started, line = result.output.strip().splitlines()  # the line it starts with, then why
-    assert started.startswith(f"collecting {log} into {raw}")
+    # Its start with its UTC time: a collector runs for days.
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ", started[:20]), started
+    assert started[21:].startswith(f"collecting {log} into {raw}")
     assert line == (
         f"error: {raw}/date=2026-11-27: cannot write there (No space left on device); check "
         "--raw, then start again: it goes on from the last commit"

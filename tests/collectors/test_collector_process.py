@@ -87,7 +87,8 @@ def test_a_log_not_written_yet_is_waited_for(tmp_path: Path) -> None:
     deadline = time.monotonic() + 30.0
     # The log is written only once the process has looked for it and said so: a process slow
     # to start on a loaded machine would otherwise find the log already there.
-    while not any(said_it_waits in line for line in lines):
+    # Said with its UTC time, as every collector line.
+    while not any(said_it_waits in line and line[19:21] == "Z " for line in lines):
         assert waiting.poll() is None, "".join(lines)
         assert time.monotonic() < deadline, f"no waiting line in 30 s: {''.join(lines)}"
         time.sleep(0.1)

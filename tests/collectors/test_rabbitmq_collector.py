@@ -782,3 +782,38 @@ def test_stamps_without_an_offset_in_the_hour_lived_twice(setup: Setup) -> None:
         ("alarm_cleared", _ts("2026-10-25 01:10")),
         ("alarm_raised", _ts("2026-10-25 02:05")),
     ]
+
+
+def test_a_refusal_and_a_silence_are_said_in_plain_words() -> None:
+    """The console said "refuses (Jolokia http://...: HTTP 403 Forbidden (the user, ...?))" after
+    the API's name and address, and "does not answer (<urlopen error [Errno 111] Connection
+    refused>)" (a review): the reason alone, in the system's words."""
+    import http.server
+    import threading
+    import urllib.request
+
+    from collectors.base import http_json, unanswered_reason
+
+    class Forbidden(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_error(403)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Forbidden)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/api"
+    try:
+        with pytest.raises(SamplerRefused) as refused:
+            http_json(urllib.request.Request(url), 5, "the management API")
+    finally:
+        server.shutdown()
+        server.server_close()
+    reason = "HTTP 403 Forbidden: the user, the password, or the API's address?"
+    assert str(refused.value) == f"the management API {url}: {reason}"
+    assert unanswered_reason(refused.value) == reason
+    with pytest.raises(OSError) as silent:
+        http_json(urllib.request.Request(url), 5, "the management API")
+    assert unanswered_reason(silent.value) == "Connection refused"
+    assert unanswered_reason(TimeoutError()) == "timed out"
