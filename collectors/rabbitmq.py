@@ -48,7 +48,7 @@ import json
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from datetime import datetime, tzinfo
+from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -78,6 +78,11 @@ AMQP_0_9_1 = "amqp-0-9-1"
 #: (credit flow) is not one: the management API reports it for seconds after a throttle of a
 #: few milliseconds, so a sample of it would count a connection blocked that mostly was not.
 BLOCKING_STATES = {"blocked": "alarm"}
+#: How long after the log closed a blocked connection the API may still list it: a connection
+#: an operator closed waits 30 s for its client's answer, which a blocked client never reads
+#: (a real 3.10: listed, still "blocked", 35.6 s after its "Error on AMQP connection" line).
+#: Past it a name listed again is a new connection's (the same client port).
+CLOSED_LINGER = timedelta(seconds=60)
 #: x-overflow in the engine's words (its queue policies); drop-head is RabbitMQ's default.
 OVERFLOW_POLICIES = {
     "reject-publish": "reject",
@@ -200,7 +205,8 @@ class NodeState:
     blocked: dict[str, str] = field(default_factory=dict)
     cluster_alarms: dict[str, bool] = field(default_factory=dict)
     stopping: bool = False
-    closed: set[str] = field(default_factory=set)
+    #: Per name, when the log closed it (UTC, ISO).
+    closed: dict[str, str] = field(default_factory=dict)
 
     def any_alarm(self) -> bool:
         """An alarm set anywhere in the cluster, which holds this node's publishers."""
@@ -249,7 +255,7 @@ class RabbitMQCollector(LogCollector):
             "blocked": dict(self.node.blocked),
             "cluster_alarms": dict(sorted(self.node.cluster_alarms.items())),
             "stopping": self.node.stopping,
-            "closed": sorted(self.node.closed),
+            "closed": dict(sorted(self.node.closed.items())),
         }
 
     def load_entities(self, data: dict[str, Any]) -> None:
@@ -258,7 +264,7 @@ class RabbitMQCollector(LogCollector):
             dict(data.get("blocked", {})),
             dict(data.get("cluster_alarms", {})),
             bool(data.get("stopping", False)),
-            set(data.get("closed", [])),
+            dict(data.get("closed", {})),
         )
 
     def held_now(self) -> list[str]:
@@ -334,7 +340,7 @@ class RabbitMQCollector(LogCollector):
             reason = self.node.blocked.pop(line.connection, None)
             if reason is not None:
                 # Then, not at the next sample (seconds to --sample-interval later).
-                self.node.closed.add(line.connection)
+                self.node.closed[line.connection] = line.ts.isoformat()
                 self._connection_row(
                     line.ts, line.connection, "closed", held_by=reason, origin=ORIGIN_RABBITMQ_LOG
                 )
@@ -373,6 +379,12 @@ class RabbitMQCollector(LogCollector):
                         self._connection_row(line.ts, name, reason, origin=ORIGIN_RABBITMQ_LOG)
 
     # -- samples ------------------------------------------------------------------------------
+    def _closed_lately(self, name: str, taken: datetime) -> bool:
+        """Whether the log closed connection ``name`` within :data:`CLOSED_LINGER` of
+        ``taken``: the API may still list it (blocked) then, and not after."""
+        at = self.node.closed.get(name)
+        return at is not None and taken - datetime.fromisoformat(at) < CLOSED_LINGER
+
     def _on_this_node(self, entity: dict[str, Any]) -> bool:
         """A connection or queue (its leader) of this collector's node (the API answers for the
         cluster; each node's collector samples its own)."""
@@ -388,7 +400,7 @@ class RabbitMQCollector(LogCollector):
             protocol = str(connection.get("protocol") or "")
             if not protocol.startswith("AMQP 0-9-1") or not self._on_this_node(connection):
                 continue
-            if name in self.node.closed:
+            if self._closed_lately(name, taken):
                 continue  # closed by the log, still in the API's statistics
             reason = BLOCKING_STATES.get(str(connection.get("state")))
             if reason == "alarm" and (self.node.stopping or not self.node.any_alarm()):
@@ -406,7 +418,12 @@ class RabbitMQCollector(LogCollector):
                 del self.node.blocked[name]
                 self._connection_row(taken, name, str(was), **sampled, **_client(connection))
         seen = {n for n, c in observed.connections.items() if self._on_this_node(c)}
-        self.node.closed &= seen  # gone from the API: its name may be a new connection's
+        # Gone from the API, or closed long enough ago: its name may be a new connection's.
+        self.node.closed = {
+            name: at
+            for name, at in self.node.closed.items()
+            if name in seen and self._closed_lately(name, taken)
+        }
         for name in sorted(set(self.node.blocked) - seen):
             reason = self.node.blocked.pop(name)
             self._connection_row(taken, name, "closed", held_by=reason, **sampled)

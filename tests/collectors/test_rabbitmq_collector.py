@@ -640,6 +640,32 @@ def test_a_blocked_connection_the_node_closes_ends_at_its_line(setup: Setup) -> 
     ]
 
 
+def test_a_name_listed_past_the_linger_of_a_close_is_a_new_connection(setup: Setup) -> None:
+    """An operator's close waits 30 s for the client's answer, and the API lists the connection,
+    blocked, until then (35.6 s on a real 3.10): those samples are not read. A name still
+    listed blocked a minute after its close is a new connection on the same client port,
+    blocked as any other (it was ignored for as long as it was listed)."""
+    setup.write(alarm("2026-11-27 10:00:00.000000"))
+    now = [datetime(2026, 11, 27, 10, 0, 30, tzinfo=UTC)]
+    blocked = ManagementSample(connections=_connections(**{PUBLISHER: "blocked"}))
+    collector = setup.collector(management=FakeManagement([blocked] * 4), clock=lambda: now[0])
+    collector.read_log()
+    collector.sample()
+    setup.write(closing("2026-11-27 10:00:40.000000", PUBLISHER))
+    collector.read_log()
+    for at in ("10:01:10", "10:01:39", "10:01:41"):
+        now[0] = datetime.fromisoformat(f"2026-11-27T{at}+00:00")
+        collector.sample()
+    collector.flush()
+    rows = [r for r in setup.rows() if r["connection"] == PUBLISHER]
+    assert [(r["event_type"], r["ts"].strftime("%H:%M:%S")) for r in rows] == [
+        ("connection_blocked", "10:00:30"),
+        ("connection_unblocked", "10:00:40"),
+        ("connection_blocked", "10:01:41"),
+    ]
+    assert collector.node.closed == {}
+
+
 def test_a_connection_closed_by_the_log_is_remembered_across_a_restart(setup: Setup) -> None:
     setup.write(alarm("2026-11-27 10:00:00.000000"))
     now = [datetime(2026, 11, 27, 10, 0, 30, tzinfo=UTC)]
@@ -653,7 +679,7 @@ def test_a_connection_closed_by_the_log_is_remembered_across_a_restart(setup: Se
     collector.close()
     now[0] = datetime(2026, 11, 27, 10, 0, 45, tzinfo=UTC)
     again = setup.collector(management=FakeManagement([blocked]), clock=lambda: now[0])
-    assert again.node.closed == {PUBLISHER}
+    assert again.node.closed == {PUBLISHER: "2026-11-27T10:00:41.500000+00:00"}
     again.sample()
     again.flush()
     assert [r["event_type"] for r in setup.rows()] == [
