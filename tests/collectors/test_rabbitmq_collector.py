@@ -598,33 +598,46 @@ def test_an_error_of_the_connection_closes_it_and_a_channels_does_not() -> None:
     assert line is not None and line.kind is None
 
 
+def _sampled_blocked(
+    setup: Setup, samples: list[ManagementSample | Exception]
+) -> tuple[RabbitMQCollector, list[datetime]]:
+    """A collector over the node's memory alarm (set at 10:00:00) that has taken the first of
+    ``samples`` at 10:00:30; ``now``, its clock, to move on."""
+    setup.write(alarm("2026-11-27 10:00:00.000000"))
+    now = [datetime(2026, 11, 27, 10, 0, 30, tzinfo=UTC)]
+    collector = setup.collector(management=FakeManagement(samples), clock=lambda: now[0])
+    collector.read_log()
+    collector.sample()
+    return collector, now
+
+
+def _publisher_rows_sampled_at(
+    setup: Setup, collector: RabbitMQCollector, now: list[datetime], times: list[str]
+) -> list[dict[str, Any]]:
+    """The publisher's rows once ``collector`` has read its log and sampled at each of
+    ``times`` (HH:MM:SS on 2026-11-27) and committed."""
+    collector.read_log()
+    for at in times:
+        now[0] = datetime.fromisoformat(f"2026-11-27T{at}+00:00")
+        collector.sample()
+    collector.flush()
+    return [r for r in setup.rows() if r["connection"] == PUBLISHER]
+
+
 def test_a_blocked_connection_the_node_closes_ends_at_its_line(setup: Setup) -> None:
     """A blocked publisher that drops its socket is closed by the node when it notices (its
     ``closing AMQP connection`` line); the block ended at the next sample, up to
     --sample-interval (30 s by default) later. It ends at the line, and the API's statistics,
     which lag and still show it blocked, do not block it again; once the API no longer lists
     it, its name (its client's port) may be a new connection's, sampled as any other."""
-    setup.write(alarm("2026-11-27 10:00:00.000000"))
-    now = [datetime(2026, 11, 27, 10, 0, 30, tzinfo=UTC)]
-    samples: list[ManagementSample | Exception] = [
-        ManagementSample(connections=_connections(**{PUBLISHER: "blocked", "other": "blocked"})),
-        ManagementSample(connections=_connections(**{PUBLISHER: "blocked", "other": "blocked"})),
-        ManagementSample(connections=_connections(other="blocked")),
-        ManagementSample(connections=_connections(**{PUBLISHER: "blocked", "other": "blocked"})),
-    ]
-    collector = setup.collector(management=FakeManagement(samples), clock=lambda: now[0])
-    collector.read_log()
-    collector.sample()
+    both = ManagementSample(connections=_connections(**{PUBLISHER: "blocked", "other": "blocked"}))
+    other = ManagementSample(connections=_connections(other="blocked"))
+    collector, now = _sampled_blocked(setup, [both, both, other, both])
     setup.write(
         closing("2026-11-27 10:00:41.500000", PUBLISHER, "orders"),
         closing("2026-11-27 10:00:42.000000", "127.0.0.1:1 -> 127.0.0.1:5672"),  # not blocked
     )
-    collector.read_log()
-    for second in (45, 50, 55):
-        now[0] = datetime(2026, 11, 27, 10, 0, second, tzinfo=UTC)
-        collector.sample()
-    collector.flush()
-    rows = [r for r in setup.rows() if r["connection"] == PUBLISHER]
+    rows = _publisher_rows_sampled_at(setup, collector, now, ["10:00:45", "10:00:50", "10:00:55"])
     assert [(r["event_type"], r["ts"].strftime("%H:%M:%S.%f")) for r in rows] == [
         ("connection_blocked", "10:00:30.000000"),
         ("connection_unblocked", "10:00:41.500000"),
@@ -645,19 +658,10 @@ def test_a_name_listed_past_the_linger_of_a_close_is_a_new_connection(setup: Set
     blocked, until then (35.6 s on a real 3.10): those samples are not read. A name still
     listed blocked a minute after its close is a new connection on the same client port,
     blocked as any other (it was ignored for as long as it was listed)."""
-    setup.write(alarm("2026-11-27 10:00:00.000000"))
-    now = [datetime(2026, 11, 27, 10, 0, 30, tzinfo=UTC)]
     blocked = ManagementSample(connections=_connections(**{PUBLISHER: "blocked"}))
-    collector = setup.collector(management=FakeManagement([blocked] * 4), clock=lambda: now[0])
-    collector.read_log()
-    collector.sample()
+    collector, now = _sampled_blocked(setup, [blocked] * 4)
     setup.write(closing("2026-11-27 10:00:40.000000", PUBLISHER))
-    collector.read_log()
-    for at in ("10:01:10", "10:01:39", "10:01:41"):
-        now[0] = datetime.fromisoformat(f"2026-11-27T{at}+00:00")
-        collector.sample()
-    collector.flush()
-    rows = [r for r in setup.rows() if r["connection"] == PUBLISHER]
+    rows = _publisher_rows_sampled_at(setup, collector, now, ["10:01:10", "10:01:39", "10:01:41"])
     assert [(r["event_type"], r["ts"].strftime("%H:%M:%S")) for r in rows] == [
         ("connection_blocked", "10:00:30"),
         ("connection_unblocked", "10:00:40"),
@@ -667,12 +671,8 @@ def test_a_name_listed_past_the_linger_of_a_close_is_a_new_connection(setup: Set
 
 
 def test_a_connection_closed_by_the_log_is_remembered_across_a_restart(setup: Setup) -> None:
-    setup.write(alarm("2026-11-27 10:00:00.000000"))
-    now = [datetime(2026, 11, 27, 10, 0, 30, tzinfo=UTC)]
     blocked = ManagementSample(connections=_connections(**{PUBLISHER: "blocked"}))
-    collector = setup.collector(management=FakeManagement([blocked]), clock=lambda: now[0])
-    collector.read_log()
-    collector.sample()
+    collector, now = _sampled_blocked(setup, [blocked])
     setup.write(closing("2026-11-27 10:00:41.500000", PUBLISHER))
     collector.read_log()
     collector.flush()
