@@ -34,6 +34,7 @@ from flowctl_core.scenario import Scenario
 from flowctl_core.whatif import (
     declared_arguments,
     declared_queues,
+    metrics_shown,
     queue_outcome,
     queues_with_threshold_steps,
     with_thresholds,
@@ -45,7 +46,6 @@ from flowctl_core.whatif_knobs import (
     current_knob_value,
     measure_knob,
 )
-from flowctl_core.wording import shown_overshoot
 from schemas.recommendations import (
     KNOB_CONSUMER_WINDOW,
     KNOB_HIGHEST,
@@ -448,16 +448,10 @@ class Sweep:
     def figures(self, candidate: Candidate) -> dict[str, float | str]:
         """A run's figures as shown: a flow stop count sweep's overshoot past a threshold that
         is off is "off" (DESIGN §4: undefined, not 0; as the what-if prints it)."""
-        figures: dict[str, float | str] = dict(candidate.metrics or {})
+        measured = candidate.metrics or {}
         if self.written is None or candidate.value is None:
-            return figures
-        for name, stop in (
-            ("max overshoot msgs", candidate.value),
-            ("max overshoot bytes", self.written.stop_size),
-        ):
-            if name in figures:
-                figures[name] = shown_overshoot(int(figures[name]), stop)
-        return figures
+            return dict(measured)
+        return metrics_shown(measured, _with_stop_count(self.written, candidate.value))
 
     def shown_metrics(self, *, all_metrics: bool = False) -> list[str]:
         """The table's metrics: the objective's in its order (then every other one measured,

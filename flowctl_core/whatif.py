@@ -245,15 +245,23 @@ def _thresholds_text(thresholds: FlowThresholds) -> str:
     return "off" if not thresholds.enabled else f"{counts}, {sizes}"
 
 
-def _shown(outcome: QueueOutcome) -> dict[str, Any]:
-    """The outcome's figures as printed: an overshoot past a threshold that is off is "off"."""
-    shown: dict[str, Any] = outcome.metrics()
+def metrics_shown(metrics: Mapping[str, float], thresholds: FlowThresholds) -> dict[str, Any]:
+    """A queue's figures (:meth:`QueueOutcome.metrics`, or those of them measured) as printed
+    under ``thresholds``: an overshoot past a threshold that is off is "off" (the what-if's
+    table and the sweep's)."""
+    shown: dict[str, Any] = dict(metrics)
     for name, stop in (
-        ("max overshoot msgs", outcome.thresholds.stop_count),
-        ("max overshoot bytes", outcome.thresholds.stop_size),
+        ("max overshoot msgs", thresholds.stop_count),
+        ("max overshoot bytes", thresholds.stop_size),
     ):
-        shown[name] = shown_overshoot(int(shown[name]), stop)
+        if name in shown:
+            shown[name] = shown_overshoot(int(shown[name]), stop)
     return shown
+
+
+def _shown(outcome: QueueOutcome) -> dict[str, Any]:
+    """The outcome's figures as printed."""
+    return metrics_shown(outcome.metrics(), outcome.thresholds)
 
 
 def _metrics(comparison: QueueComparison) -> list[tuple[str, Any, Any]]:
