@@ -304,9 +304,9 @@ def _pipeline_conf(conf: Path | None, warehouse: Path | None) -> Any:
 
     from jobs.config import load_conf
 
-    if warehouse is not None and warehouse.is_file():
+    if warehouse is not None:
         # Said as a folder's mistake, not as a table missing under it (a review).
-        raise _fail(f"--warehouse {warehouse}: is a file, not a folder")
+        _check_out_folder(warehouse, "--warehouse")
     loaded = load_conf(str(conf) if conf else None)
     return dataclasses.replace(loaded, warehouse_dir=str(warehouse)) if warehouse else loaded
 
