@@ -15,8 +15,10 @@ what was open is closed at the stop line, or at the last line before the boot, w
 connections then, seconds before its stop line: held to the stop line, a block was counted 5 s
 too long on a real 3.10), and no sample makes one blocked again until the node runs again. A
 blocked connection the node closes (its client dropped the socket, or an operator closed it)
-is unblocked at the log's ``closing AMQP connection`` or ``Error on AMQP connection`` line,
-and a sample that lags and still shows it blocked is not read.
+is unblocked at the log's ``closing AMQP connection`` or ``Error on AMQP connection`` line.
+A sample that lags and still shows it blocked is not read (one listing the connection opened
+before that line, ``connected_at``: a later one on the same client port is a new connection),
+nor one showing blocked a connection closed while an alarm was set before any sample saw it.
 
 Samples where it can only be polled, with ``management`` (the management plugin's HTTP API),
 every ``sample_interval_s``, of the node's own connections and queues:
@@ -78,10 +80,11 @@ AMQP_0_9_1 = "amqp-0-9-1"
 #: (credit flow) is not one: the management API reports it for seconds after a throttle of a
 #: few milliseconds, so a sample of it would count a connection blocked that mostly was not.
 BLOCKING_STATES = {"blocked": "alarm"}
-#: How long after the log closed a blocked connection the API may still list it: a connection
-#: an operator closed waits 30 s for its client's answer, which a blocked client never reads
-#: (a real 3.10: listed, still "blocked", 35.6 s after its "Error on AMQP connection" line).
-#: Past it a name listed again is a new connection's (the same client port).
+#: How long after the log closed a connection the API may still list it, when the API does not
+#: say when the connection listed was opened (``connected_at``, which tells the closed one from
+#: a new connection on the same client port): a connection an operator closed waits 30 s for
+#: its client's answer, which a blocked client never reads (a real 3.10: listed, still
+#: "blocked", 35.6 s after its "Error on AMQP connection" line).
 CLOSED_LINGER = timedelta(seconds=60)
 #: x-overflow in the engine's words (its queue policies); drop-head is RabbitMQ's default.
 OVERFLOW_POLICIES = {
@@ -150,8 +153,11 @@ class ManagementReader:
                 "protocol": c.get("protocol"),
                 "client_name": c.get("user_provided_name"),
                 "node": c.get("node"),
+                "connected_at": c.get("connected_at"),  # ms since the epoch
             }
-            for c in self._get("connections", "name,node,state,protocol,user_provided_name")
+            for c in self._get(
+                "connections", "name,node,state,protocol,user_provided_name,connected_at"
+            )
         }
         return ManagementSample(queues, connections)
 
@@ -198,8 +204,9 @@ class NodeState:
     it holds blocked, with the reason, the other nodes' alarms as its log states them (an
     alarm on any node blocks the publishers of every node; they get no rows here, each node's
     collector writes its own), whether it is stopping (asked to stop, not yet stopped: its
-    connections are closed, and a sample that lags shows them as they were), and the blocked
-    connections its log closed that the samples still show (as they were, lagging)."""
+    connections are closed, and a sample that lags shows them as they were), and the
+    connections its log closed while they were blocked or an alarm was set, which samples that
+    lag may still show blocked."""
 
     alarms: dict[str, bool] = field(default_factory=dict)
     blocked: dict[str, str] = field(default_factory=dict)
@@ -303,7 +310,9 @@ class RabbitMQCollector(LogCollector):
             self._check_node(line)
             return False
         if line.kind == CONNECTION_CLOSING:
-            return line.connection in self.node.blocked  # a busy node closes many others
+            # A busy node closes many others; while an alarm is set, a connection closed before
+            # any sample saw it blocked may still be sampled blocked (the API lags).
+            return line.connection in self.node.blocked or self.node.any_alarm()
         return line.kind is not None
 
     def _check_node(self, banner: RabbitLine) -> None:
@@ -337,10 +346,10 @@ class RabbitMQCollector(LogCollector):
     def on_line(self, line: RabbitLine) -> None:
         if line.kind == CONNECTION_CLOSING:
             assert line.connection is not None
+            self.node.closed[line.connection] = line.ts.isoformat()
             reason = self.node.blocked.pop(line.connection, None)
             if reason is not None:
                 # Then, not at the next sample (seconds to --sample-interval later).
-                self.node.closed[line.connection] = line.ts.isoformat()
                 self._connection_row(
                     line.ts, line.connection, "closed", held_by=reason, origin=ORIGIN_RABBITMQ_LOG
                 )
@@ -379,11 +388,19 @@ class RabbitMQCollector(LogCollector):
                         self._connection_row(line.ts, name, reason, origin=ORIGIN_RABBITMQ_LOG)
 
     # -- samples ------------------------------------------------------------------------------
-    def _closed_lately(self, name: str, taken: datetime) -> bool:
-        """Whether the log closed connection ``name`` within :data:`CLOSED_LINGER` of
-        ``taken``: the API may still list it (blocked) then, and not after."""
+    def _closed_by_the_log(self, name: str, connection: dict[str, Any], taken: datetime) -> bool:
+        """Whether ``connection``, listed by a sample taken at ``taken``, is one the log closed,
+        still in the API's statistics: opened before the close (``connected_at``), or, where the
+        API does not say, listed within :data:`CLOSED_LINGER` of it. A connection opened after
+        it is a new one on the same client port."""
         at = self.node.closed.get(name)
-        return at is not None and taken - datetime.fromisoformat(at) < CLOSED_LINGER
+        if at is None:
+            return False
+        closed_at = datetime.fromisoformat(at)
+        connected_ms = connection.get("connected_at")
+        if isinstance(connected_ms, int) and not isinstance(connected_ms, bool):
+            return connected_ms <= closed_at.timestamp() * 1000
+        return taken - closed_at < CLOSED_LINGER
 
     def _on_this_node(self, entity: dict[str, Any]) -> bool:
         """A connection or queue (its leader) of this collector's node (the API answers for the
@@ -400,8 +417,8 @@ class RabbitMQCollector(LogCollector):
             protocol = str(connection.get("protocol") or "")
             if not protocol.startswith("AMQP 0-9-1") or not self._on_this_node(connection):
                 continue
-            if self._closed_lately(name, taken):
-                continue  # closed by the log, still in the API's statistics
+            if self._closed_by_the_log(name, connection, taken):
+                continue  # still in the API's statistics
             reason = BLOCKING_STATES.get(str(connection.get("state")))
             if reason == "alarm" and (self.node.stopping or not self.node.any_alarm()):
                 # The API's statistics lag (up to collect_statistics_interval): a connection it
@@ -417,14 +434,14 @@ class RabbitMQCollector(LogCollector):
             else:
                 del self.node.blocked[name]
                 self._connection_row(taken, name, str(was), **sampled, **_client(connection))
-        seen = {n for n, c in observed.connections.items() if self._on_this_node(c)}
-        # Gone from the API, or closed long enough ago: its name may be a new connection's.
+        listed = {n: c for n, c in observed.connections.items() if self._on_this_node(c)}
+        # Gone from the API, or listed as a new connection: its name is no longer the closed one.
         self.node.closed = {
             name: at
             for name, at in self.node.closed.items()
-            if name in seen and self._closed_lately(name, taken)
+            if name in listed and self._closed_by_the_log(name, listed[name], taken)
         }
-        for name in sorted(set(self.node.blocked) - seen):
+        for name in sorted(set(self.node.blocked) - set(listed)):
             reason = self.node.blocked.pop(name)
             self._connection_row(taken, name, "closed", held_by=reason, **sampled)
         for name, queue in sorted(observed.queues.items()):

@@ -16,9 +16,11 @@ offset in the stamp; without one, the node's zone is given). The lines a collect
   its stop line (5 s on a real 3.10 with the management plugin);
 * ``closing AMQP connection <0.837.0> (127.0.0.1:36690 -> 127.0.0.1:5672 - app, vhost: '/',
   user: 'guest'):`` as the node closes one connection (the client's name after `` - ``, when it
-  gave one). A blocked publisher that drops its socket is closed here, when the node notices
-  (on a real 3.10, at its next heartbeat); one that closes cleanly is not: the node reads nothing
-  of a blocked connection until its alarm clears, so it stays blocked until then;
+  gave one), or without its vhost and user when a socket error or missed heartbeats close it
+  (``closing AMQP connection <0.837.0> (127.0.0.1:36690 -> 127.0.0.1:5672):``). A blocked
+  publisher that drops its socket is closed here, when the node notices (on a real 3.10, at its
+  next heartbeat); one that closes cleanly is not: the node reads nothing of a blocked
+  connection until its alarm clears, so it stays blocked until then;
 * ``Error on AMQP connection <0.795.0> (127.0.0.1:43942 -> 127.0.0.1:5672 - app, vhost: '/',
   user: 'guest', state: blocked), channel 0:``: an error of the connection itself (a channel's
   is a "Channel error"), which closes it: ``rabbitmqctl close_connection`` or the management
@@ -63,6 +65,13 @@ _NODE = re.compile(r"^node\s+:\s+(?P<node>\S+)$")
 _CLOSING = re.compile(
     r"^(?:closing|Error on) AMQP connection <[^>]*> "
     r"\((?P<connection>\S+ -> \S+?)(?: - .*)?, vhost: '"
+)
+# A connection the node closes for a socket error or missed heartbeats, which its line does not
+# give a vhost (RabbitMQ 3.10's rabbit_reader: "closing AMQP connection <pid> (NAME):", 4.x adds
+# the duration): a blocked publisher whose host vanished is closed so, at a failed heartbeat.
+_CLOSING_WITHOUT_VHOST = re.compile(
+    r"^closing AMQP connection <[^>]*> "
+    r"\((?P<connection>\S+ -> \S+?)(?: - .*)?(?:, duration: '[^']*')?\):\s*$"
 )
 
 
@@ -116,7 +125,7 @@ def _said(text: str, ts: datetime) -> RabbitLine:
         return RabbitLine(ts=ts, kind=STOPPED)
     if text.startswith(_STOPPING):
         return RabbitLine(ts=ts, kind=STOPPING)
-    closing = _CLOSING.match(text)
+    closing = _CLOSING.match(text) or _CLOSING_WITHOUT_VHOST.match(text)
     if closing is not None:
         return RabbitLine(ts=ts, kind=CONNECTION_CLOSING, connection=closing["connection"])
     banner = _NODE.match(text)
