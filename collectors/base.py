@@ -108,6 +108,8 @@ def unanswered_reason(error: BaseException) -> str:
     "timed out"), not Python's (``<urlopen error [Errno 111] Connection refused>``: a review)."""
     if isinstance(error, SamplerRefused):
         return error.reason
+    if isinstance(error, urllib.error.HTTPError):  # an answer: a server error (5xx)
+        return f"HTTP {error.code} {error.reason}"
     cause = error.reason if isinstance(error, urllib.error.URLError) else error
     if isinstance(cause, OSError) and cause.strerror:
         return str(cause.strerror)
@@ -477,7 +479,13 @@ class LogCollector(ABC):
                 if self._once
                 else "sampling waits; the log is still followed"
             )
-            how = "refuses" if isinstance(error, SamplerRefused) else "does not answer"
+            how = (
+                "refuses"
+                if isinstance(error, SamplerRefused)
+                else "answers with an error"
+                if isinstance(error, urllib.error.HTTPError)
+                else "does not answer"
+            )
             log.warning("%s %s (%s): %s", self.sampler_name, how, unanswered_reason(error), then)
             self._sample_failing_since = self.clock()
         return False

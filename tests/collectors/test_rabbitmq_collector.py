@@ -575,6 +575,25 @@ def test_the_line_of_a_connection_closing_names_it_as_the_api_does(
     assert line.ts == _ts("2026-12-06 23:52:05.526563")
 
 
+@pytest.mark.parametrize(
+    "named",
+    [
+        PUBLISHER,  # RabbitMQ 3.10: a socket error, missed heartbeats
+        f"{PUBLISHER} - orders, east - 2",
+        f"{PUBLISHER}, duration: '41s'",  # RabbitMQ 4.x
+    ],
+)
+def test_a_connection_closed_for_its_socket_names_no_vhost_and_is_read(named: str) -> None:
+    """A blocked publisher whose host vanished is closed at a failed heartbeat, and the node's
+    line then gives no vhost (it was not read before: the block ended at the next sample)."""
+    text = (
+        "2026-12-07 00:13:05.742569+00:00 [error] <0.795.0> closing AMQP connection "
+        f"<0.795.0> ({named}):"
+    )
+    line = parse_line(text, None)
+    assert line is not None and (line.kind, line.connection) == (CONNECTION_CLOSING, PUBLISHER)
+
+
 def test_an_error_of_the_connection_closes_it_and_a_channels_does_not() -> None:
     """``rabbitmqctl close_connection`` on a blocked publisher (RabbitMQ 3.10's lines): an
     error on channel 0 closes the connection; a channel's error closes only the channel."""
@@ -670,6 +689,47 @@ def test_a_name_listed_past_the_linger_of_a_close_is_a_new_connection(setup: Set
     assert collector.node.closed == {}
 
 
+def test_a_connection_closed_before_a_sample_saw_it_blocked_is_not_blocked_after(
+    setup: Setup,
+) -> None:
+    """A publisher blocked by the alarm and closed within one sample interval: the samples after
+    its close line, which lag, list it blocked; it was blocked from then until the API dropped
+    it (a review)."""
+    blocked = ManagementSample(connections=_connections(**{PUBLISHER: "blocked"}))
+    collector, now = _sampled_blocked(setup, [ManagementSample(), blocked, blocked, blocked])
+    setup.write(closing("2026-11-27 10:00:44.000000", PUBLISHER))
+    rows = _publisher_rows_sampled_at(setup, collector, now, ["10:00:45", "10:01:00", "10:01:15"])
+    assert rows == []
+    assert collector.node.blocked == {}
+
+
+def _connected_at(when: str, state: str = "blocked") -> ManagementSample:
+    """The publisher listed in ``state``, opened at ``when`` (HH:MM:SS.ffffff on 2026-11-27)."""
+    opened = datetime.fromisoformat(f"2026-11-27T{when}+00:00")
+    connection = {"state": state, "protocol": "AMQP 0-9-1"}
+    connected_at = {"connected_at": int(opened.timestamp() * 1000)}
+    return ManagementSample(connections={PUBLISHER: {**connection, **connected_at}})
+
+
+def test_when_the_api_says_when_a_connection_opened_the_closed_one_is_told_from_a_new_one(
+    setup: Setup,
+) -> None:
+    """With ``connected_at`` a sample tells the connection the log closed (opened before the
+    close line) from a new one on the same client port (opened after it), whatever the time
+    since the close: the API may list the closed one past a minute (its statistics interval
+    raised), and a new one can be blocked seconds after."""
+    old, new = _connected_at("09:59:00.000000"), _connected_at("10:00:41.000000")
+    collector, now = _sampled_blocked(setup, [old, old, new])
+    setup.write(closing("2026-11-27 10:00:40.000000", PUBLISHER))
+    rows = _publisher_rows_sampled_at(setup, collector, now, ["10:02:30", "10:02:40"])
+    assert [(r["event_type"], r["ts"].strftime("%H:%M:%S")) for r in rows] == [
+        ("connection_blocked", "10:00:30"),
+        ("connection_unblocked", "10:00:40"),
+        ("connection_blocked", "10:02:40"),  # the new connection
+    ]
+    assert collector.node.closed == {}
+
+
 def test_a_connection_closed_by_the_log_is_remembered_across_a_restart(setup: Setup) -> None:
     blocked = ManagementSample(connections=_connections(**{PUBLISHER: "blocked"}))
     collector, now = _sampled_blocked(setup, [blocked])
@@ -747,6 +807,24 @@ def test_a_refusal_after_an_answer_waits_and_the_log_is_followed(
     assert len(again) == 1 and again[0].endswith(" s: sampling goes on"), said
 
 
+def test_a_server_error_is_said_as_an_answer_with_its_code(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 5xx is the API answering that it cannot (a node still starting its statistics): said
+    with its code, and sampling waits."""
+    import urllib.error
+
+    failing = urllib.error.HTTPError("http://127.0.0.1:1/api", 503, "Service Unavailable", {}, None)  # type: ignore[arg-type]
+    collector = setup.collector(management=FakeManagement([failing]))
+    with caplog.at_level(logging.INFO, logger="flowctl.collect"):
+        assert collector.sample() is False
+    said = [r.getMessage() for r in caplog.records]
+    assert any(
+        "answers with an error (HTTP 503 Service Unavailable): sampling waits" in line
+        for line in said
+    ), said
+
+
 def test_a_404_from_the_start_is_a_wrong_address(tmp_path: Path) -> None:
     collector = RabbitMQCollector(
         log_path=tmp_path / "rabbit@a.log",
@@ -816,23 +894,31 @@ def test_a_refusal_and_a_silence_are_said_in_plain_words() -> None:
     refused>)" (a review): the reason alone, in the system's words."""
     import http.server
     import threading
+    import urllib.error
     import urllib.request
 
     from collectors.base import http_json, unanswered_reason
 
-    class Forbidden(http.server.BaseHTTPRequestHandler):
+    codes = [403, 503]
+
+    class Answering(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            self.send_error(403)
+            self.send_error(codes.pop(0))
 
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.HTTPServer(("127.0.0.1", 0), Forbidden)
+    server = http.server.HTTPServer(("127.0.0.1", 0), Answering)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_port}/api"
     try:
         with pytest.raises(SamplerRefused) as refused:
             http_json(urllib.request.Request(url), 5, "the management API")
+        # A server error is an answer: its code is said (it read "Service Unavailable" after
+        # "does not answer": a review).
+        with pytest.raises(urllib.error.HTTPError) as failing:
+            http_json(urllib.request.Request(url), 5, "the management API")
+        assert unanswered_reason(failing.value) == "HTTP 503 Service Unavailable"
     finally:
         server.shutdown()
         server.server_close()
