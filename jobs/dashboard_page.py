@@ -650,26 +650,35 @@ function layoutAt(layout, width) {
 
 // A figure is drawn when first shown: Plotly measures its labels, which a hidden one has not.
 // One drawn before is drawn again to the room it has now, if that changed while it was hidden.
+// A chart Plotly refused to draw ("Something went wrong with axis scaling": labels that left
+// its plot no room stopped the page at that chart) says so in its box, and the others are
+// drawn; it is tried again, afresh, when its room changes.
 function drawShown() {
   const drawing = [];
   for (const div of document.querySelectorAll(".figure")) {
     if (div.offsetParent === null) continue;
     const width = fittedWidth(div);
-    const drawn = div.hasAttribute("data-drawn");
-    if (drawn && div.layout.width === width) continue;
-    div.setAttribute("data-drawn", "true");
+    if (div.dataset.width === String(width)) continue;  // drawn, or refused, in this room
+    div.dataset.width = String(width);
+    const refusedBefore = div.hasAttribute("data-refused");
+    if (refusedBefore) {
+      div.removeAttribute("data-refused");
+      div.classList.remove("empty");
+      div.textContent = "";
+    }
     const figure = figures[div.id];
-    const draw = drawn ? Plotly.react : Plotly.newPlot;
+    const draw = div.hasAttribute("data-drawn") && !refusedBefore ? Plotly.react : Plotly.newPlot;
     const layout = layoutAt(figure.layout, width);
     div.style.height = `${layout.height}px`;  // taller for the lines wrapped
-    // A chart Plotly refuses to draw ("Something went wrong with axis scaling": labels that
-    // left its plot no room stopped the page at that chart) says so, and the others are drawn.
+    const drawn = () => div.setAttribute("data-drawn", "true");
     const refused = (error) => {
+      div.removeAttribute("data-drawn");
+      div.setAttribute("data-refused", "true");
       div.textContent = `This chart could not be drawn ${width} px wide: ${error.message}`;
       div.classList.add("empty");
     };
     try {
-      drawing.push(Promise.resolve(draw(div, figure.data, layout, config)).catch(refused));
+      drawing.push(Promise.resolve(draw(div, figure.data, layout, config)).then(drawn, refused));
     } catch (error) {
       refused(error);
     }

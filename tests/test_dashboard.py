@@ -729,7 +729,67 @@ def test_a_chart_plotly_refuses_leaves_the_others_drawn(tmp_path: Path) -> None:
     dom = chromium("--dump-dom", SCREEN, page.as_uri(), user_data_dir=tmp_path / "profile")
     assert 'data-rendered="true"' in dom
     assert "This chart could not be drawn 430 px wide: no room" in dom
-    assert len(re.findall(r'class="figure[^"]*"[^>]*data-drawn="true"', dom)) == 2
+    figures = re.findall(r'<div class="figure[^"]*"[^>]*>', dom)
+    refused = [f for f in figures if 'data-refused="true"' in f]
+    assert len(refused) == 1 and "data-drawn" not in refused[0]
+    shown = [f for f in figures if "data-width" in f]  # drawn or refused: on the first screen
+    assert len(shown) >= 2 and all('data-drawn="true"' in f for f in shown if f not in refused)
+
+
+#: Run in the page once it was narrowed (:data:`NARROWED`): what the charts are after their
+#: redraw, and any error the page's script threw (listened for from the page's start).
+REDRAWN = """
+<script>
+(function redrawn() {
+  const body = document.body;
+  if (body.getAttribute("data-rendered") !== "true" || "narrowing" in body.dataset) {
+    setTimeout(redrawn, 50);
+    return;
+  }
+  const shown = [...document.querySelectorAll(".figure")].filter(f => f.offsetParent !== null);
+  const found = document.createElement("pre");
+  found.id = "redrawn";
+  found.textContent = JSON.stringify({
+    errors: window.pageErrors,
+    charts: shown.map(f => ({drawn: f.dataset.drawn === "true", refused: "refused" in f.dataset,
+                             width: f.layout ? f.layout.width : null, text: f.textContent})),
+  });
+  body.appendChild(found);
+})();
+</script>
+"""
+
+
+def test_a_chart_refused_once_is_drawn_when_its_room_changes_and_the_others_follow(
+    tmp_path: Path,
+) -> None:
+    """A chart Plotly refused had no layout: the next redraw (a resize, the broker filter)
+    threw on it, so no chart after it was redrawn (a review). It is now tried again in its new
+    room, and every chart follows the window."""
+    page = _page(tmp_path, entities=[_queue("qpid", 3.0), _queue("qpid", 2.0, name="busy")])
+    refusing = (
+        "<body><script>window.pageErrors = [];"
+        "window.addEventListener('error', (event) => window.pageErrors.push(event.message));"
+        "const drawPlot = Plotly.newPlot; let refusals = 1;"
+        "Plotly.newPlot = (...args) => { if (refusals-- > 0) throw new Error('no room');"
+        " return drawPlot(...args); };</script>"
+    )
+    narrowed = NARROWED.replace("__WIDTH__", "400") + REDRAWN
+    text = page.read_text(encoding="utf-8")
+    page.write_text(
+        text.replace("<body>", refusing).replace("</body>", narrowed + "</body>"), encoding="utf-8"
+    )
+    dom = chromium("--dump-dom", SCREEN, page.as_uri(), user_data_dir=tmp_path / "profile")
+    found = re.search(r'<pre id="redrawn">(.*?)</pre>', dom, re.S)
+    assert found is not None, dom[-2000:]
+    redrawn = json.loads(html.unescape(found.group(1)))
+    assert redrawn["errors"] == []
+    charts = redrawn["charts"]
+    assert len(charts) >= 2
+    assert all(
+        c["drawn"] and not c["refused"] and "could not be drawn" not in c["text"] for c in charts
+    )
+    assert {c["width"] for c in charts} == {charts[0]["width"]} and charts[0]["width"] <= 400
 
 
 def test_an_entity_on_samples_is_marked_approximate(tmp_path: Path) -> None:
