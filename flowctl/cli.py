@@ -544,10 +544,11 @@ def whatif(
     threshold, producer/consumer windows; RabbitMQ link credit, prefetch, x-max-length) one row
     at a time, each failing when the re-run does not do what its verdict is for.
     Exits 1 when a recommendation changes a queue's thresholds but fails what the change is for:
-    a stop threshold lowered or switched on must cut the overshoot or the rejections without
-    more time stopped; stop thresholds only raised or switched off must cut the time stopped or
-    the episodes without more rejections; resume thresholds only (flapping) must cut the
-    episodes without more rejections.
+    a stop threshold lowered or switched on must cut the overshoot, the rejections or the
+    evictions without more time stopped; stop thresholds only raised or switched off must cut
+    the time stopped or the episodes without more rejections (or evictions, on a ring queue);
+    resume thresholds only (flapping) must cut the episodes without more rejections or
+    evictions.
     """
     spec = load_scenario(scenario)
     as_of_day = _parse_date(as_of, "--as-of") if as_of else None

@@ -119,6 +119,10 @@ def _highest(knob: str) -> dict[str, Any]:
 
 _NO_LOSS = Criterion("lost msgs (dropped, failed)", LOWER)
 _NO_REJECT = Criterion("rejected msgs", LOWER)
+#: A ring queue's loss at its limit: it takes a message by dropping its oldest (DESIGN §2), and
+#: counts both among those enqueued (a review: flow control off won a sweep of a ring queue by
+#: 250 enqueued against 200, 150 of them evicted against none). Always 0 on a reject queue.
+_NO_EVICTION = Criterion("evicted msgs", LOWER)
 #: Messages the address's consumers processed: the work done. Not the producers' sends, which a
 #: larger buffer raises by what it holds at the end of a finite run, not by a faster flow.
 _PROCESSED = Criterion("queue msgs processed", HIGHER, 0.01)
@@ -139,12 +143,14 @@ _RECEIVED_BY = Criterion("consumer received by s", LOWER, SOONER_SHARE)
 #: The knobs a sweep can turn (a table of rules; README, "Sweeping a knob"): loss first, then
 #: the work done (within 1 %) or the time producers were held, then what the setting costs.
 SWEEP_KNOBS: dict[str, SweepKnob] = {
-    # Qpid: no rejections at the queue limit, then as many messages taken in, the least time
-    # stopped and fewest episodes, then the lowest peak depth. 0 switches the threshold off.
+    # Qpid: no loss at the queue limit (rejected, or evicted from a ring), then as many messages
+    # taken in, the least time stopped and fewest episodes, then the lowest peak depth. 0
+    # switches the threshold off.
     KNOB_QPID_FLOW_STOP_COUNT: SweepKnob(
         QPID,
         (
             _NO_REJECT,
+            _NO_EVICTION,
             Criterion("enqueued", HIGHER, 0.01),
             Criterion("time stopped s", LOWER, 0.01),
             Criterion("episodes", LOWER),
@@ -455,12 +461,11 @@ class Sweep:
 
     def shown_metrics(self, *, all_metrics: bool = False) -> list[str]:
         """The table's metrics: the objective's in its order (then every other one measured,
-        with ``all_metrics``); a ring queue's evictions too, its losses at its limit, which no
-        criterion of the count's objective weighs."""
+        with ``all_metrics``); the evictions of a queue that rejects at its limit (always 0)
+        only with ``all_metrics``."""
         names = self.metric_names()
-        shown = [c.metric for c in self.objective if c.metric in names]
-        if self.limit_policy != "reject" and "evicted msgs" in names:
-            shown.append("evicted msgs")
+        never = {_NO_EVICTION.metric} if self.limit_policy == "reject" else set()
+        shown = [c.metric for c in self.objective if c.metric in names and c.metric not in never]
         if all_metrics:
             shown += [m for m in names if m not in shown]
         return shown
@@ -504,17 +509,18 @@ class Sweep:
         return line + warning
 
     def _bytes_stopped(self, best: Candidate) -> str:
-        """A count that the queue never reached in a run that stopped: its byte threshold
-        stopped it each time, and a higher count changes nothing (a review: 4,508 won over
-        5,000 as the nearer of equal runs, and nothing said that the count never acted)."""
+        """A count that the queue never passed in a run that stopped (flow stops above the
+        count, DESIGN §2): its byte threshold stopped it each time, and a higher count changes
+        nothing (a review: 4,508 won over 5,000 as the nearer of equal runs, and nothing said
+        that the count never acted)."""
         metrics = best.metrics or {}
         if not (self.stop_size and best.value and metrics.get("episodes")):
             return ""
         peak = int(metrics.get("peak depth msgs", 0))
-        if peak >= best.value:
+        if peak > best.value:
             return ""
         return (
-            f"; the queue never reached {best.value:,} msgs (peak {peak:,}): its byte threshold "
+            f"; the queue never passed {best.value:,} msgs (peak {peak:,}): its byte threshold "
             "stopped it each time"
         )
 

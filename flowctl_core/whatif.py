@@ -98,9 +98,12 @@ class QueueComparison:
 
     @property
     def overshoot_or_rejections_cut(self) -> bool:
+        """Less overshoot, or fewer messages lost at the limit (rejected, or evicted from a
+        ring)."""
         before, after = self.before, self.after
         return (
             after.rejected < before.rejected
+            or after.evicted < before.evicted
             or after.max_overshoot_msgs < before.max_overshoot_msgs
             or after.max_overshoot_bytes < before.max_overshoot_bytes
         )
@@ -111,7 +114,8 @@ class QueueComparison:
         overshoot over a lower stop is measured from a lower base): no rejections either way and
         the peak depth cut, which is the room below the limit the change is for (DESIGN §4)."""
         before, after = self.before, self.after
-        return before.rejected == after.rejected == 0 and (
+        none_lost = before.rejected == after.rejected == before.evicted == after.evicted == 0
+        return none_lost and (
             after.peak_depth_msgs < before.peak_depth_msgs
             or after.peak_depth_bytes < before.peak_depth_bytes
         )
@@ -136,13 +140,18 @@ class QueueComparison:
     def rejections_not_raised(self) -> bool:
         return self.after.rejected <= self.before.rejected
 
+    @property
+    def evictions_not_raised(self) -> bool:
+        """A ring queue's loss at its limit, as rejections are a reject queue's."""
+        return self.after.evicted <= self.before.evicted
+
     def failures(self) -> list[str]:
         """Why the change is not validated for its aim (empty when it is):
 
         - protect: fewer rejections or less overshoot (or, with no rejections either way, a lower
           peak: room below the limit), and no more time stopped (issue #5's bar);
-        - relieve: less time stopped or fewer episodes, and no more rejections;
-        - steady: fewer episodes, and no more rejections.
+        - relieve: less time stopped or fewer episodes, and no more rejections or evictions;
+        - steady: fewer episodes, and no more rejections or evictions.
         """
         checks = {
             AIM_PROTECT: (
@@ -155,10 +164,12 @@ class QueueComparison:
             AIM_RELIEVE: (
                 ("neither time stopped nor episodes cut", self.stopping_cut),
                 ("more rejections", self.rejections_not_raised),
+                ("more evictions", self.evictions_not_raised),
             ),
             AIM_STEADY: (
                 ("episodes not cut", self.after.episodes < self.before.episodes),
                 ("more rejections", self.rejections_not_raised),
+                ("more evictions", self.evictions_not_raised),
             ),
         }[self.aim]
         return [reason for reason, ok in checks if not ok]
@@ -175,10 +186,16 @@ class QueueComparison:
         decided, also = {
             AIM_PROTECT: (
                 ("peak depth msgs", "time stopped s"),
-                ("rejected msgs", "max overshoot msgs", "max overshoot bytes", "peak depth bytes"),
+                (
+                    "rejected msgs",
+                    "evicted msgs",
+                    "max overshoot msgs",
+                    "max overshoot bytes",
+                    "peak depth bytes",
+                ),
             ),
-            AIM_RELIEVE: (("episodes", "time stopped s"), ("rejected msgs",)),
-            AIM_STEADY: (("episodes",), ("rejected msgs", "time stopped s")),
+            AIM_RELIEVE: (("episodes", "time stopped s"), ("rejected msgs", "evicted msgs")),
+            AIM_STEADY: (("episodes",), ("rejected msgs", "evicted msgs", "time stopped s")),
         }[self.aim]
 
         def figure(name: str) -> str:

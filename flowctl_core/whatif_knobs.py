@@ -235,15 +235,20 @@ KNOB_APPLIERS: dict[str, Any] = {
 
 
 def _no_such(
-    scenario: Scenario, what: str, name: str, names: Iterable[str], plural: str = ""
+    scenario: Scenario,
+    what: str,
+    name: str,
+    names: Iterable[str],
+    plural: str = "",
+    *,
+    hint: str = "",
 ) -> KeyError:
     """The error for an entity a knob has none such of: the names it has (a review: "no
     artemis address" for a consumer's name left the user to find both), and another knob's
     entity of that name said with its knob."""
     names = sorted(set(names))
-    other = _other_knob(scenario, name)
     listed = ", ".join(repr(n) for n in names) if names else "none"
-    hint = other or did_you_mean(name, names)
+    hint = hint or _other_knob(scenario, name) or did_you_mean(name, names)
     return KeyError(
         f"{scenario.name}: no {what} {name!r} (its {plural or what + 's'}: {listed}){hint}"
     )
@@ -286,13 +291,24 @@ def _producer_window(scenario: Scenario, address: str) -> int | None:
         if p.address == address and p.protocol == "core"
     }
     if not windows:
-        core = (p.address for p in _artemis_part(scenario).producers if p.protocol == "core")
+        producers = _artemis_part(scenario).producers
+        core = (p.address for p in producers if p.protocol == "core")
+        others = sorted({p.protocol.upper() for p in producers if p.address == address})
+        # The address's own knob is this one: say why it does not apply (a review: the hint
+        # named producerWindowSize, the knob that had just refused it).
+        hint = (
+            f"; the producers of {address!r} are {' and '.join(others)}: {KNOB_PRODUCER_WINDOW} is "
+            "a CORE producer's window"
+            if others
+            else ""
+        )
         raise _no_such(
             scenario,
             "artemis address with CORE producers",
             address,
             core,
             "CORE producers' addresses",
+            hint=hint,
         )
     return windows.pop() if len(windows) == 1 else None
 

@@ -158,9 +158,9 @@ def test_whatif_help_says_what_each_aim_must_do() -> None:
     assert result.exit_code == 0
     text = " ".join(result.output.replace("│", " ").split())
     assert "fails what the change is for" in text
-    assert "must cut the overshoot or the rejections without more time stopped" in text
-    assert "must cut the time stopped or the episodes without more rejections" in text
-    assert "resume thresholds only (flapping) must cut the episodes without more rejections" in text
+    assert "must cut the overshoot, the rejections or the evictions without more time" in text
+    assert "must cut the time stopped or the episodes without more rejections (or evictions" in text
+    assert "(flapping) must cut the episodes without more rejections or evictions" in text
     assert "cuts neither its overshoot nor its rejections, or makes it stop longer" not in text
 
 

@@ -461,6 +461,11 @@ connections:
         ("artemis-block-core-producers", "producerWindowSize", "nowhere",
          "no artemis address with CORE producers 'nowhere' "
          "(its CORE producers' addresses: 'orders')"),
+        # Not "'telemetry-soft' is an artemis address (max-size-bytes, producerWindowSize)":
+        # the knob that refused it (a review).
+        ("artemis-amqp-reject-threshold", "producerWindowSize", "telemetry-soft",
+         "(its CORE producers' addresses: none); the producers of 'telemetry-soft' are AMQP: "
+         "producerWindowSize is a CORE producer's window"),
         ("qpid-900-500", KNOB_QPID_FLOW_STOP_COUNT, "nowhere",
          "'nowhere' is no Qpid queue: qpid.flow_stop_count is Qpid's"),
         ("artemis-block-core-producers", KNOB_QPID_FLOW_STOP_COUNT, "orders",
@@ -766,7 +771,7 @@ def test_a_ring_queue_evicts_at_its_limit_and_the_table_shows_it() -> None:
         "; with the count threshold off, the queue's qpid.max_count (100) evicts its oldest "
         "messages first"
     )
-    assert sweep.shown_metrics()[-1] == "evicted msgs"
+    assert "evicted msgs" in sweep.shown_metrics()
     assert sweep.candidates[0].metrics["evicted msgs"] == 150  # type: ignore[index]
     reject = run_sweep(
         load_scenario("qpid-165-worst-case"), KNOB_QPID_FLOW_STOP_COUNT, "payments", [0]
@@ -774,7 +779,42 @@ def test_a_ring_queue_evicts_at_its_limit_and_the_table_shows_it() -> None:
     assert "evicted msgs" not in reject.shown_metrics()
 
 
-def test_a_count_the_queue_never_reached_says_its_byte_threshold_stopped_it() -> None:
+RING_HELD_BY_FLOW_CONTROL = """
+name: ring-held
+description: a ring queue whose flow thresholds hold its producer before it evicts
+kind: scripted
+start: 2026-03-03T15:00:00Z
+broker: {name: qpid-ring}
+queues:
+  - name: ticks
+    arguments: {qpid.max_count: 100, qpid.policy_type: ring, qpid.flow_stop_count: 90,
+                qpid.flow_resume_count: 60}
+producers:
+  - {name: ticker, capacity: 10, routing_key: ticks}
+consumers:
+  - {name: reader, queue: ticks}
+steps:
+  - send: {producer: ticker, count: 250, size: 64}
+  - advance: {seconds: 5}
+  - consume: {consumer: reader, count: 100}
+"""
+
+
+def test_a_ring_queue_keeps_the_count_that_loses_no_message() -> None:
+    """A ring queue's evictions are its loss at its limit, and it counts the evicted among the
+    messages enqueued: with flow control off it took 250 messages and evicted 150, and won the
+    sweep on enqueued (250 against 200) over the count as written, which evicted none (a
+    review)."""
+    sweep = run_sweep(_scenario(RING_HELD_BY_FLOW_CONTROL), KNOB_QPID_FLOW_STOP_COUNT, "ticks", [0])
+    as_written, off = (c.metrics or {} for c in sweep.candidates)
+    assert (as_written["evicted msgs"], off["evicted msgs"]) == (0, 150)
+    assert off["enqueued"] > as_written["enqueued"]
+    assert sweep.choice.best == 0  # the run as written
+    assert sweep.choice.cause[1] == "evicted msgs"
+    assert sweep.shown_metrics()[:2] == ["rejected msgs", "evicted msgs"]
+
+
+def test_a_count_the_queue_never_passed_says_its_byte_threshold_stopped_it() -> None:
     """bursty-producer's events queue stops on bytes (4 MiB) before 4,508 messages: every
     count from 4,508 up gives the same runs. The sweep says which thresholds every run keeps,
     and that the count chosen never acted (a review: the what-if of a recommendation that also
@@ -788,9 +828,13 @@ def test_a_count_the_queue_never_reached_says_its_byte_threshold_stopped_it() ->
     )
     assert sweep.verdict() == (
         "best qpid.flow_stop_count for events: 4,508 (as written: 4,000); the queue never "
-        "reached 4,508 msgs (peak 4,202): its byte threshold stopped it each time"
+        "passed 4,508 msgs (peak 4,202): its byte threshold stopped it each time"
     )
     assert sweep.as_dict()["byte_thresholds"] == {"stop_size": 4_194_304, "resume_size": 3_670_016}
+    # Flow stops above the count (DESIGN §2): a peak at the count never passed it.
+    best = sweep.candidates[sweep.choice.best]  # type: ignore[index]
+    assert "(peak 4,202)" in sweep._bytes_stopped(dataclasses.replace(best, value=4_202))
+    assert sweep._bytes_stopped(dataclasses.replace(best, value=4_201)) == ""
 
 
 def test_a_sweep_of_values_all_refused_says_none_ran_and_fails() -> None:
