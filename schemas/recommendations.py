@@ -127,7 +127,12 @@ THRESHOLD_RECOMMENDATIONS = TableSchema(
         Column("median_episode_s", "float64", doc="median duration of closed stopped episodes"),
         Column("time_stopped_s", "float64", doc="summed over days and runs"),
         Column("stopped_share", "float64", doc="time_stopped_s / observed seconds"),
-        Column("rejected_msgs", "int64", doc="message_rejected events of the queue"),
+        Column(
+            "rejected_msgs",
+            "int64",
+            doc="message_rejected events of the queue; of an Artemis address, the AMQP messages "
+            "refused above its reject threshold (its DROP and FAIL losses are in the rationale)",
+        ),
         Column("peak_depth_msgs", "int64"),
         Column("peak_depth_bytes", "int64"),
         Column("max_overshoot_msgs", "int64", doc="worst overshoot of an episode"),
