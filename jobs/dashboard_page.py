@@ -30,7 +30,7 @@ from jobs.dashboard_figures import (
     producer_delay_figure,
     queue_timeline_figure,
 )
-from schemas.recommendations import KNOB_MAX_LENGTH, VERDICT_AT_RISK, VERDICT_KEEP
+from schemas.recommendations import KNOB_MAX_LENGTH, KNOB_SET_IN, VERDICT_AT_RISK, VERDICT_KEEP
 
 TITLE = "flowctl — broker flow control"
 #: What the page calls one and several entities of a kind.
@@ -342,6 +342,16 @@ def _without_verdict(rationale: str, verdict: str) -> str:
     return rationale.removeprefix(f"{verdict}: ")
 
 
+def set_in(row: dict[str, Any]) -> str:
+    """Where the row's knob is set (KNOB_SET_IN), under its change, when the verdict moves it:
+    an Artemis window is the clients', not the address's."""
+    where = KNOB_SET_IN.get(row.get("knob") or "")
+    moves = row.get("recommended_value") != row.get("current_value")
+    if where is None or not moves:
+        return ""
+    return f'<div class="muted">set in {text(where)}</div>'
+
+
 def recommendations_table(rows: Sequence[dict[str, Any]], table_id: str) -> str:
     """Recommendations in columns that fit 1366 px: long rationales are cut to two lines, the
     whole text in the cell's tooltip."""
@@ -356,7 +366,7 @@ def recommendations_table(rows: Sequence[dict[str, Any]], table_id: str) -> str:
             + f'<div class="muted">{text(kind.replace("_", " "))}</div>',
             f'<span class="verdict v-{html.escape(verdict)}">'
             f"{text(verdict.replace('_', ' '))}</span>",
-            text(knob_change(row)),
+            text(knob_change(row)) + set_in(row),
             text(row.get("rule")),
             text(evidence(row)),
             f'<div class="clamp" title="{html.escape(row["rationale"])}">'

@@ -68,6 +68,22 @@ KNOB_HIGHEST: dict[str, tuple[int, str]] = {
     KNOB_PREFETCH: (65_535, "basic.qos prefetch-count is a short"),
 }
 
+#: Where an operator sets each knob: a broker's setting, a queue's argument, or the clients'
+#: own (an Artemis window is the client's connection URL or factory, not the address's: a
+#: review of the advice found rows on an address that did not say so).
+KNOB_SET_IN: dict[str, str] = {
+    KNOB_QPID_FLOW_STOP_COUNT: "the queue's declare arguments (qpid.flow_stop_count, "
+    "qpid.flow_resume_count and the _size pair)",
+    KNOB_MAX_SIZE_BYTES: "broker.xml, the address-setting matching the address",
+    KNOB_REJECT_THRESHOLD: "broker.xml, the address-setting matching the address",
+    KNOB_PRODUCER_WINDOW: "the CORE producers' connection URL or factory (producerWindowSize=)",
+    KNOB_CONSUMER_WINDOW: "the CORE consumer's connection URL or factory (consumerWindowSize=)",
+    KNOB_LINK_CREDIT: "the AMQP 1.0 receiver: the credit its client grants (its prefetch)",
+    KNOB_PREFETCH: "the consumer's channel: basic.qos prefetch-count",
+    KNOB_MAX_LENGTH: "a policy (max-length, overflow reject-publish) or the queue's "
+    "x-max-length argument",
+}
+
 UNIT_MESSAGES = "messages"
 UNIT_BYTES = "bytes"
 UNIT_CREDITS = "credits"

@@ -19,12 +19,18 @@ from plotly.offline import get_plotlyjs
 from jobs.config import PROJECT_ROOT, PipelineConf, load_conf
 from jobs.dashboard import dashboard_data
 from jobs.dashboard_figures import short
-from jobs.dashboard_page import knob_change, render_page
+from jobs.dashboard_page import knob_change, render_page, set_in
 from jobs.delta_io import read_table
 from jobs.episodes import write_depth_timeline
 from jobs.recommend import load_policy, run_recommend
 from jobs.span_events import SpanEvents
 from jobs.transforms.episodes import run_bounds
+from schemas.recommendations import (
+    KNOB_HIGHEST,
+    KNOB_MAX_LENGTH,
+    KNOB_QPID_FLOW_STOP_COUNT,
+    KNOB_SET_IN,
+)
 from schemas.tables import BRONZE_BROKER_EVENTS
 from tests.test_recommend import DAY
 from tests.test_recommend_job import write_warehouse
@@ -924,6 +930,32 @@ def test_an_entity_advised_on_is_not_idle_and_its_evidence_shows() -> None:
     # An address's is its peak past max-size-bytes, episodes or not (DROP, FAIL, PAGE have none).
     dropping = {"entity_kind": "address", "episodes": 0, "max_overshoot_bytes": 1_448}
     assert evidence(dropping) == "0 episodes, peak 1,448 bytes past max-size-bytes"
+
+
+def test_a_changed_knob_says_where_it_is_set() -> None:
+    """An Artemis window is set on the clients' connection URL or factory, not on the address
+    its row is about (a review of the advice): the change says where, for every broker's knobs,
+    and a kept one says nothing more."""
+    assert set(KNOB_SET_IN) == set(KNOB_HIGHEST) | {
+        KNOB_QPID_FLOW_STOP_COUNT,
+        KNOB_MAX_LENGTH,
+    }
+    window = {"knob": "producerWindowSize", "current_value": 65_536, "recommended_value": 15_025}
+    assert set_in(window) == (
+        '<div class="muted">set in the CORE producers&#x27; connection URL or factory '
+        "(producerWindowSize=)</div>"
+    )
+    assert set_in({**window, "recommended_value": 65_536}) == ""
+    assert set_in({"current_flow_stop_count": 1600, "recommended_flow_stop_count": 1760}) == ""
+    page = render_page(
+        {
+            "entities": [], "timelines": [], "intervals": [], "warehouse": "w",
+            "recommendations_as_of": "2026-03-03",
+            "recommendations": [_recommendation("qpid", "raise", 1_000, knob="qpid.flow_stop_count",
+                                                current_value=900, recommended_value=1_000)],
+        }
+    )  # fmt: skip
+    assert "set in the queue&#x27;s declare arguments (qpid.flow_stop_count" in page
 
 
 def test_a_timeline_shades_its_episodes_not_its_buckets() -> None:
