@@ -72,16 +72,14 @@ KNOB_HIGHEST: dict[str, tuple[int, str]] = {
 #: own (an Artemis window is the client's connection URL or factory, not the address's: a
 #: review of the advice found rows on an address that did not say so).
 KNOB_SET_IN: dict[str, str] = {
-    KNOB_QPID_FLOW_STOP_COUNT: "the queue's declare arguments (qpid.flow_stop_count, "
-    "qpid.flow_resume_count and the _size pair)",
-    KNOB_MAX_SIZE_BYTES: "broker.xml, the address-setting matching the address",
-    KNOB_REJECT_THRESHOLD: "broker.xml, the address-setting matching the address",
-    KNOB_PRODUCER_WINDOW: "the CORE producers' connection URL or factory (producerWindowSize=)",
-    KNOB_CONSUMER_WINDOW: "the CORE consumer's connection URL or factory (consumerWindowSize=)",
-    KNOB_LINK_CREDIT: "the AMQP 1.0 receiver: the credit its client grants (its prefetch)",
-    KNOB_PREFETCH: "the consumer's channel: basic.qos prefetch-count",
-    KNOB_MAX_LENGTH: "a policy (max-length, overflow reject-publish) or the queue's "
-    "x-max-length argument",
+    KNOB_QPID_FLOW_STOP_COUNT: "the queue's qpid.flow_* arguments",
+    KNOB_MAX_SIZE_BYTES: "broker.xml's address-settings",
+    KNOB_REJECT_THRESHOLD: "broker.xml's address-settings",
+    KNOB_PRODUCER_WINDOW: "the CORE producers' URL or connection factory",
+    KNOB_CONSUMER_WINDOW: "the CORE consumer's URL or connection factory",
+    KNOB_LINK_CREDIT: "the AMQP 1.0 receiver's client (the credit it grants)",
+    KNOB_PREFETCH: "the consumer's basic.qos",
+    KNOB_MAX_LENGTH: "a policy's max-length or the queue's x-max-length argument",
 }
 
 UNIT_MESSAGES = "messages"
