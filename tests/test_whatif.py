@@ -423,6 +423,16 @@ def test_a_length_limit_the_replay_never_reaches_is_not_exercised() -> None:
     reason = beyond.unexercised()
     assert reason is not None and "peak of 15,200 stays under 15,300" in reason
     assert format_knob_comparison(beyond).endswith(f"  not exercised: {reason}")
+    # The classic queue on the same connection never blocked it (the quorum one did): said of
+    # the queue, not "no connection blocked" beside a connection blocked 0.85 s (a review).
+    classic = KnobChange(
+        "rabbitmq", "classic-queue-amqp-091", "x-max-length", None, 8_000, "at_risk", "t"
+    )
+    (limited,) = run_knob_whatifs(scenario, [classic])
+    assert limited.before["connection blocked s"] == 0
+    assert "peak depth within the limit, it blocked no connection; " in (
+        format_knob_comparison(limited)
+    )
 
 
 def test_a_length_limit_under_a_prefill_refuses_no_publish_of_the_run() -> None:
