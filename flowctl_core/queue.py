@@ -203,12 +203,10 @@ class Queue:
 
     def log_depth_bytes_as(self, measure: Callable[[], int]) -> None:
         """Log ``measure()`` as ``depth_bytes`` on this queue's events in place of its message
-        bodies: an Artemis address's same-named queue is logged in the measure its max-size-bytes
-        limits, the address's memory estimate, under every policy, as a collector samples it
-        (the broker's AddressSize). An address that blocks is that queue's flow control
-        (:meth:`show_flow_state`), whose byte overshoot would otherwise compare bodies with the
-        estimate (DESIGN §4); one that drops, fails or pages would show a depth that never
-        reaches its limit. Other queues keep the bus's own emitter."""
+        bodies: an Artemis address that blocks is its same-named queue's flow control
+        (:meth:`show_flow_state`), and its stop size is counted in the address's memory estimate,
+        so the queue's depth is logged in that measure too, or an episode's byte overshoot would
+        compare bodies with the estimate (DESIGN §4). Other queues keep the bus's own emitter."""
         emit_row = self._bus.emit_row
 
         def emit_in_measure(

@@ -1102,11 +1102,10 @@ class ArtemisServer:
             address = ServerAddress(self, address_config)
             self.addresses[address.name] = address
             for queue_name in address_config.queue_names:
-                # An Artemis queue: no Qpid limits or thresholds, the address limits it. Its own
-                # queue's byte depth is the address size, whatever the policy (Queue docs).
+                # An Artemis queue: no Qpid limits or thresholds, the address limits it.
                 queue = broker.declare_queue(queue_name, {"qpid.max_count": 0, "qpid.max_size": 0})
                 address.queues.append(queue)
-                if queue_name == address.name:
+                if queue_name == address.name and address.state.policy == "BLOCK":
                     queue.log_depth_bytes_as(address.memory_size)
                 self.dispatchers[queue_name] = QueueDispatcher(self, queue, address)
         self.producers: dict[str, Producer] = {}

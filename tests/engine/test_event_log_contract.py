@@ -128,8 +128,8 @@ class _QueueState:
         # (event type the queue's next event must be, seq of the event that requires it).
         self.expect: tuple[str, int] | None = None
         self.first_seq: int | None = None
-        # The own queue of an Artemis address: depth_bytes is the address size (the memory
-        # estimate its max-size-bytes limits, under every policy), as its enqueues' detail gives it.
+        # The own queue of an Artemis BLOCK address: depth_bytes is the address size (the memory
+        # estimate its max-size-bytes limits), as its enqueues' detail gives it.
         self.address_measured = False
 
 
@@ -407,12 +407,11 @@ class ContractChecker:
         queue.depth = (depth_msgs, depth_bytes)
 
     def _address_measured(self, queue: _QueueState, event: Event, event_type: str) -> bool:
-        """Whether the queue logs its address's size as depth_bytes (an address's own queue,
-        whatever its policy); an enqueue's ``detail.address_size`` must then be its
-        depth_bytes."""
+        """Whether the queue logs its address's size as depth_bytes (a BLOCK address's own
+        queue); an enqueue's ``detail.address_size`` must then be its depth_bytes."""
         if event_type == "enqueue" and event["detail"]:
             detail = json.loads(event["detail"])
-            if detail.get("address") == event["queue"]:
+            if detail.get("address") == event["queue"] and detail.get("policy") == "BLOCK":
                 queue.address_measured = True
                 if event["depth_bytes"] != detail["address_size"]:
                     why = (
