@@ -86,6 +86,10 @@ BLOCKING_STATES = {"blocked": "alarm"}
 #: its client's answer, which a blocked client never reads (a real 3.10: listed, still
 #: "blocked", 35.6 s after its "Error on AMQP connection" line).
 CLOSED_LINGER = timedelta(seconds=60)
+#: How long a close is remembered at most, whatever the API lists: no API's statistics lag by
+#: this much, and a busy node closes many connections during a long alarm (each remembered one
+#: is in every checkpoint).
+CLOSED_KEPT = timedelta(minutes=10)
 #: x-overflow in the engine's words (its queue policies); drop-head is RabbitMQ's default.
 OVERFLOW_POLICIES = {
     "reject-publish": "reject",
@@ -312,7 +316,8 @@ class RabbitMQCollector(LogCollector):
         if line.kind == CONNECTION_CLOSING:
             # A busy node closes many others; while an alarm is set, a connection closed before
             # any sample saw it blocked may still be sampled blocked (the API lags).
-            return line.connection in self.node.blocked or self.node.any_alarm()
+            sampled_later = self.sampler is not None and self.node.any_alarm()
+            return line.connection in self.node.blocked or sampled_later
         return line.kind is not None
 
     def _check_node(self, banner: RabbitLine) -> None:
@@ -330,6 +335,7 @@ class RabbitMQCollector(LogCollector):
         """A node that stopped has no alarm set and no connection (and its log says no more of
         the other nodes' alarms until it logs them again)."""
         self.node.cluster_alarms.clear()
+        self.node.closed.clear()
         self.node.stopping = False
         for key, raised in sorted(self.node.alarms.items()):
             if raised:
@@ -346,6 +352,7 @@ class RabbitMQCollector(LogCollector):
     def on_line(self, line: RabbitLine) -> None:
         if line.kind == CONNECTION_CLOSING:
             assert line.connection is not None
+            self._forget_closes_before(line.ts - CLOSED_KEPT)
             self.node.closed[line.connection] = line.ts.isoformat()
             reason = self.node.blocked.pop(line.connection, None)
             if reason is not None:
@@ -380,6 +387,9 @@ class RabbitMQCollector(LogCollector):
                 self.node.alarms[key] = raised
                 self._alarm_row(line.ts, raised, line.resource, line.node)
             if not self.node.any_alarm():
+                # No sample is read as blocked now (the API's lag included): the closes need not
+                # be remembered.
+                self.node.closed.clear()
                 # The node unblocks its connections when its last alarm clears: then, exactly,
                 # not at the next sample.
                 for name, reason in sorted(self.node.blocked.items()):
@@ -388,6 +398,13 @@ class RabbitMQCollector(LogCollector):
                         self._connection_row(line.ts, name, reason, origin=ORIGIN_RABBITMQ_LOG)
 
     # -- samples ------------------------------------------------------------------------------
+    def _forget_closes_before(self, oldest: datetime) -> None:
+        self.node.closed = {
+            name: at
+            for name, at in self.node.closed.items()
+            if datetime.fromisoformat(at) >= oldest
+        }
+
     def _closed_by_the_log(self, name: str, connection: dict[str, Any], taken: datetime) -> bool:
         """Whether ``connection``, listed by a sample taken at ``taken``, is one the log closed,
         still in the API's statistics: opened before the close (``connected_at``), or, where the
@@ -397,6 +414,8 @@ class RabbitMQCollector(LogCollector):
         if at is None:
             return False
         closed_at = datetime.fromisoformat(at)
+        if taken - closed_at >= CLOSED_KEPT:
+            return False
         connected_ms = connection.get("connected_at")
         if isinstance(connected_ms, int) and not isinstance(connected_ms, bool):
             return connected_ms <= closed_at.timestamp() * 1000

@@ -63,15 +63,16 @@ _NODE = re.compile(r"^node\s+:\s+(?P<node>\S+)$")
 # The connection's name is its two addresses, as the management API names it; IPv6 ones are
 # bracketed, so neither holds a space.
 _CLOSING = re.compile(
-    r"^(?:closing|Error on) AMQP connection <[^>]*> "
+    r"^(?:closing|Error on) AMQP connection (?:<[^>]*> )?"
     r"\((?P<connection>\S+ -> \S+?)(?: - .*)?, vhost: '"
 )
 # A connection the node closes for a socket error or missed heartbeats, which its line does not
 # give a vhost (RabbitMQ 3.10's rabbit_reader: "closing AMQP connection <pid> (NAME):", 4.x adds
 # the duration): a blocked publisher whose host vanished is closed so, at a failed heartbeat.
+# 4.x writes a clean close without the pid; a single-line formatter puts the reason after ":".
 _CLOSING_WITHOUT_VHOST = re.compile(
-    r"^closing AMQP connection <[^>]*> "
-    r"\((?P<connection>\S+ -> \S+?)(?: - .*)?(?:, duration: '[^']*')?\):\s*$"
+    r"^closing AMQP connection (?:<[^>]*> )?"
+    r"\((?P<connection>\S+ -> \S+?)(?: - .*)?(?:, duration: '[^']*')?\):(?:\s|$)"
 )
 
 
