@@ -342,11 +342,18 @@ def _without_verdict(rationale: str, verdict: str) -> str:
     return rationale.removeprefix(f"{verdict}: ")
 
 
+#: The threshold pairs a Qpid row moves with its stop count (its knob).
+_QPID_PAIRS = ("flow_stop_count", "flow_resume_count", "flow_stop_size", "flow_resume_size")
+
+
 def set_in(row: dict[str, Any]) -> str:
-    """Where the row's knob is set (KNOB_SET_IN), under its change, when the verdict moves it:
-    an Artemis window is the clients', not the address's."""
+    """Where the row's knob is set (KNOB_SET_IN), under its change, when the verdict moves it
+    (or, on a Qpid row, any threshold it moves with it): an Artemis window is the clients', not
+    the address's."""
     where = KNOB_SET_IN.get(row.get("knob") or "")
-    moves = row.get("recommended_value") != row.get("current_value")
+    moves = row.get("recommended_value") != row.get("current_value") or any(
+        row.get(f"recommended_{name}") != row.get(f"current_{name}") for name in _QPID_PAIRS
+    )
     if where is None or not moves:
         return ""
     return f'<div class="muted">set in {text(where)}</div>'
@@ -680,8 +687,12 @@ function drawShown() {
     const draw = div.hasAttribute("data-drawn") && !refusedBefore ? Plotly.react : Plotly.newPlot;
     const layout = layoutAt(figure.layout, width);
     div.style.height = `${layout.height}px`;  // taller for the lines wrapped
-    const drawn = () => div.setAttribute("data-drawn", "true");
+    // A draw's outcome counts only while its width is the one wanted: an earlier one that
+    // ends after a later draw began leaves that later one be.
+    const current = () => div.dataset.width === String(width);
+    const drawn = () => current() && div.setAttribute("data-drawn", "true");
     const refused = (error) => {
+      if (!current()) return;
       div.removeAttribute("data-drawn");
       div.setAttribute("data-refused", "true");
       div.textContent = `This chart could not be drawn ${width} px wide: ${error.message}`;

@@ -946,6 +946,12 @@ def test_a_changed_knob_says_where_it_is_set() -> None:
     )
     assert set_in({**window, "recommended_value": 65_536}) == ""
     assert set_in({"current_flow_stop_count": 1600, "recommended_flow_stop_count": 1760}) == ""
+    # A Qpid row whose stop count stays and whose byte thresholds move (a review).
+    bytes_moved = {
+        "knob": "qpid.flow_stop_count", "current_value": 0, "recommended_value": 0,
+        "current_flow_stop_size": 83_886_080, "recommended_flow_stop_size": 50_000_000,
+    }  # fmt: skip
+    assert "qpid.flow_* arguments" in set_in(bytes_moved)
     page = render_page(
         {
             "entities": [], "timelines": [], "intervals": [], "warehouse": "w",
