@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -851,21 +851,21 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
     )  # fmt: skip
     growth = spark.createDataFrame(
         [
-            ("b", "blocking", 3000, 0, 3000, 5000.0),
-            ("b", "growing", 3000, 0, 3000, 2000.0),
-            ("b", "limited", 3000, 2500, 500, 5000.0),
-            ("b", "slow", 3000, 2990, 10, 5000.0),
-            ("b", "drained", 3000, 3000, 0, 5000.0),
+            ("b", "blocking", 3000, 0, 3000, 5000.0, 0.0),
+            ("b", "growing", 3000, 0, 3000, 2000.0, 0.0),
+            ("b", "limited", 3000, 2500, 500, 5000.0, 0.0),
+            ("b", "slow", 3000, 2990, 10, 5000.0, 0.0),
+            ("b", "drained", 3000, 3000, 0, 5000.0, 0.0),
             # 1000 enqueues at one instant, none dequeued: grown, with no intake rate.
-            ("b", "burst", 1000, 0, 1000, None),
+            ("b", "burst", 1000, 0, 1000, None, 0.0),
             # Holds what it held (50 messages, none enqueued or taken in the window).
-            ("b", "steady", 0, 0, 50, None),
+            ("b", "steady", 0, 0, 50, None, 0.0),
             # Grew to 150,000 and ends at 132,739: not growing at its end, nor drained.
-            ("b", "ebbing", 150_000, 17_261, 132_739, 5000.0),
-            ("b", "bytes", 1200, 0, 1000, 10.0),
+            ("b", "ebbing", 150_000, 17_261, 132_739, 5000.0, 0.0),
+            ("b", "bytes", 1200, 0, 1000, 10.0, 0.0),
         ],
         "broker string, queue string, enqueued long, dequeued long, last_depth_msgs long, "
-        "intake_rate_msgs_s double",
+        "intake_rate_msgs_s double, intake_alarm_s double",
     )
     blocking = spark.createDataFrame(
         [("b", "blocking", 0.25, 3, "writer"), ("b", "slow", 0.1, 1, "writer")],
@@ -1290,6 +1290,37 @@ def test_a_prefilled_backlog_is_no_intake(make_events: Any) -> None:
     growth = queue_growth(day_rollup(events)).collect()[0].asDict()
     assert growth["intake_rate_msgs_s"] == pytest.approx(11.0)
     assert (growth["enqueued"], growth["last_depth_msgs"]) == (1011, 1011)
+
+
+def test_the_intake_leaves_out_the_time_an_alarm_held_the_publishers(make_events: Any) -> None:
+    """20 publishes in 2 s, a memory alarm for 3 s (a disk alarm inside it), 10 more in 1 s:
+    30 publishes over 5.9 s read as 5.1 msgs/s, half the 10 msgs/s the queue takes while it
+    may, and a limit of a second of intake held half a second (a review: orders-091, blocked
+    3 s of 6). Its intake is over the 2.9 s no alarm held them; overlapping alarms count once."""
+    from jobs.transforms.recommend_rabbitmq import alarm_spans, queue_growth
+    from jobs.transforms.recommend_rollup import day_rollup
+
+    start = datetime(2026, 3, 10, 14, tzinfo=UTC)
+    at = [start + timedelta(seconds=n / 10) for n in (*range(20), *range(50, 60))]
+    events = make_events(
+        [
+            {"broker": "b", "run_id": "r", "queue": "q", "event_type": "enqueue",
+             "link": "loader", "ts": ts, "seq": seq, "depth_msgs": seq + 1}
+            for seq, ts in enumerate(at)
+        ]
+    )  # fmt: skip
+    seconds = [(2, 5), (3, 4)]  # memory, then disk inside it
+    alarms = events.sparkSession.createDataFrame(
+        [("b", "r", "alarm", start + timedelta(seconds=a), start + timedelta(seconds=b), None)
+         for a, b in seconds],
+        "broker string, run_id string, kind string, start_ts timestamp, end_ts timestamp, "
+        "run_watermark_ts timestamp",
+    )  # fmt: skip
+    growth = queue_growth(day_rollup(events), alarm_spans(alarms)).collect()[0].asDict()
+    assert growth["intake_rate_msgs_s"] == pytest.approx(30 / 2.9)
+    assert growth["intake_alarm_s"] == pytest.approx(3.0)
+    without = queue_growth(day_rollup(events)).collect()[0].asDict()
+    assert without["intake_rate_msgs_s"] == pytest.approx(30 / 5.9)
 
 
 @pytest.mark.spark

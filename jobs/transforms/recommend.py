@@ -42,6 +42,7 @@ from jobs.transforms.recommend_evidence import (
 from jobs.transforms.recommend_links import recommend_consumer_links
 from jobs.transforms.recommend_queues import recommend_queues
 from jobs.transforms.recommend_rabbitmq import (
+    alarm_spans,
     connection_blocking,
     queue_growth,
     recommend_rabbitmq_queues,
@@ -132,7 +133,7 @@ def threshold_recommendations(
     )
     rabbitmq_queues = recommend_rabbitmq_queues(
         of_kind(BROKER_RABBITMQ),
-        queue_growth(window_rollup),
+        queue_growth(window_rollup, alarm_spans(blocking_episodes)),
         connection_blocking(blocking_episodes.where(_between("start_date", first, as_of))),
         daily,
         policy,

@@ -12,7 +12,7 @@ DataFrame -> DataFrame without I/O.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from flowctl_core.events import PREFILL_LINK
@@ -38,27 +38,74 @@ def _is(event_type: str) -> Column:
     return F.col("event_type") == event_type
 
 
-def queue_growth(rollup: DataFrame) -> DataFrame:
+def alarm_spans(blocking_episodes: DataFrame) -> DataFrame:
+    """Per run, the stretches an alarm was set (silver ``blocking_episodes`` of kind ``alarm``;
+    one still open to the run's watermark), overlapping alarms merged into one: (broker,
+    run_id, start_us, end_us)."""
+    alarms = blocking_episodes.where(F.col("kind") == "alarm").select(
+        "broker",
+        "run_id",
+        micros("start_ts").alias("start_us"),
+        micros(F.coalesce("end_ts", "run_watermark_ts")).alias("end_us"),
+    )
+    run = ("broker", "run_id")
+    # Gaps and islands: an alarm that starts after every earlier one ended begins a stretch.
+    earlier = Window.partitionBy(*run).orderBy("start_us", "end_us")
+    latest_end = F.max("end_us").over(earlier.rowsBetween(Window.unboundedPreceding, -1))
+    return (
+        alarms.withColumn("_begins", F.coalesce(F.col("start_us") > latest_end, F.lit(True)))
+        .withColumn("_stretch", F.sum(F.col("_begins").cast("int")).over(earlier))
+        .groupBy(*run, "_stretch")
+        .agg(F.min("start_us").alias("start_us"), F.max("end_us").alias("end_us"))
+        .drop("_stretch")
+    )
+
+
+def queue_growth(rollup: DataFrame, alarms: DataFrame | None = None) -> DataFrame:
     """Per queue, from the window's day rollup (recommend_rollup.py): messages enqueued and
     dequeued (deliveries to 0.9.1 and 1.0 consumers alike), its depth at its latest event, and
     its intake rate: enqueues per second between its first and its last enqueue of a run (the
-    fastest run). The engine's ``prefill`` writer's enqueues (the messages on the queue before
-    the run, all at its start) are no intake: counted, they made a backlog of 20,000 read as
-    20,994 msgs/s (an audit)."""
+    fastest run), less the time an alarm held every publisher then (``alarms``:
+    :func:`alarm_spans`; ``intake_alarm_s`` that run's): a queue whose publishers were blocked
+    3 s of 6 read at half its intake, and a limit of a second of it held half a second (a
+    review). The engine's ``prefill`` writer's enqueues (the messages on the queue before the
+    run, all at its start) are no intake: counted, they made a backlog of 20,000 read as 20,994
+    msgs/s (an audit)."""
     queue_rows = rollup.where(F.col("queue").isNotNull())
-    per_run = (
+    runs = (
         queue_rows.where((F.col("enqueues") > 0) & ~F.col("link").eqNullSafe(PREFILL_LINK))
         .groupBy(*QUEUE, "run_id")
         .agg(
             F.sum("enqueues").alias("_enqueues"),
-            (F.max("last_enqueue_us") - F.min("first_enqueue_us")).alias("_span_us"),
+            F.min("first_enqueue_us").alias("_first_us"),
+            F.max("last_enqueue_us").alias("_last_us"),
         )
-        .groupBy(*QUEUE)
-        .agg(
-            F.max(
-                F.when(F.col("_span_us") > 0, F.col("_enqueues") / F.col("_span_us") * 1e6)
-            ).alias("intake_rate_msgs_s")
+    )
+    if alarms is None:
+        runs = runs.withColumn("_alarm_us", F.lit(0).cast("long"))
+    else:
+        overlap = F.greatest(
+            F.least("_last_us", "end_us") - F.greatest("_first_us", "start_us"), F.lit(0)
         )
+        held = (
+            runs.join(alarms, ["broker", "run_id"])
+            .groupBy(*QUEUE, "run_id")
+            .agg(F.sum(overlap).alias("_alarm_us"))
+        )
+        runs = runs.join(held, [*QUEUE, "run_id"], "left").withColumn(
+            "_alarm_us", F.coalesce("_alarm_us", F.lit(0).cast("long"))
+        )
+    open_us = F.col("_last_us") - F.col("_first_us") - F.col("_alarm_us")
+    rate = F.when(open_us > 0, F.col("_enqueues") / open_us * 1e6)
+    per_run = runs.groupBy(*QUEUE).agg(
+        F.max_by(
+            F.struct(rate.alias("rate"), (F.col("_alarm_us") / 1e6).alias("alarm_s")), rate
+        ).alias("_fastest")
+    )
+    per_run = per_run.select(
+        *QUEUE,
+        F.col("_fastest.rate").alias("intake_rate_msgs_s"),
+        F.col("_fastest.alarm_s").alias("intake_alarm_s"),
     )
     counts = queue_rows.groupBy(*QUEUE).agg(
         # Null for a queue only a collector logged (it sees no message), not 0.
@@ -148,12 +195,18 @@ def _growth(q: Facts) -> Column:
     return F.concat(
         F.format_string(
             "grew to %,d messages (%,d enqueued, %,d delivered) with no length limit; at %,.0f "
-            "msgs/s intake, x-max-length %,d holds %.1fs of it and refuses the rest at once "
+            "msgs/s intake%s, x-max-length %,d holds %.1fs of it and refuses the rest at once "
             "(overflow reject-publish)",
             q.peak,
             _count("enqueued"),
             _count("dequeued"),
             F.col("intake_rate_msgs_s"),
+            F.when(
+                F.col("intake_alarm_s") > 0,
+                F.format_string(
+                    " (outside the %.1fs an alarm held its publishers)", F.col("intake_alarm_s")
+                ),
+            ).otherwise(F.lit("")),
             q.length,
             F.lit(q.policy.max_backlog_s),
         ),
