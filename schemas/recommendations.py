@@ -191,7 +191,8 @@ THRESHOLD_RECOMMENDATIONS = TableSchema(
             "consumption_rate_msgs_s",
             "float64",
             doc="deliveries per backlogged second (messages available and credit); per attached "
-            "second when the log gives no backlogged time (the rationale says which)",
+            "second when the log gives no backlogged time (the rationale says which); an Artemis "
+            "consumer judged slow: its pace from its window's returns, which the rule compares",
         ),
         Column("round_trip_s", "float64", doc="credit round trip used in the formula"),
         Column(

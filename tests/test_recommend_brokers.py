@@ -1046,6 +1046,9 @@ def test_artemis_slow_consumer_gets_no_buffer_validated_by_whatif(
         rationale = rows[entity]["rationale"]
         rate = float(rationale.split("processes ")[1].split(" msgs/s")[0])
         assert rate == pytest.approx(5.0, abs=0.2), rationale
+        # The row's rate is the one its rule quotes (slow-no-buffer's was 0.27, per attached
+        # second: a review).
+        assert rows[entity]["consumption_rate_msgs_s"] == pytest.approx(rate, abs=0.05)
     assert rows["fast-no-buffer"]["rule"] != "slow consumer without a buffer"
     metrics = validated(scenario, slow)
     assert metrics["before"]["queue processed by s"] > 14.5

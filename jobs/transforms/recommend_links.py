@@ -260,6 +260,10 @@ def _seconds(seconds: Column) -> Column:
     return F.regexp_replace(F.format_string("%.6f", seconds), r"(\.\d{3}\d*?)0+$", "$1")
 
 
+#: The rules that judge an Artemis consumer by its pace (its window's returns), not its rate.
+_PACE_RULES = (SLOW_CONSUMER_RULE.name, SLOW_CONSUMER_WITHOUT_BUFFER_RULE.name)
+
+
 def _formula(k: Facts) -> Column:
     """The need, in the link's credit unit, as the formula computes it."""
     rate, needed = F.coalesce(k.rate, F.lit(0.0)), F.coalesce(k.needed, F.lit(0))
@@ -660,7 +664,11 @@ def _consumer_rows(
         F.coalesce(F.col("episodes"), F.lit(0)).alias("episodes"),
         facts.current.alias("current_credit"),
         recommended_credit.alias("recommended_credit"),
-        facts.rate.alias("consumption_rate_msgs_s"),
+        # A slow consumer's rules quote its pace from its window's returns: the row carries that
+        # (slow-no-buffer read 0.27 msgs/s, per attached second, beside "processes 5.0": review).
+        F.when(decision.rule.isin(*_PACE_RULES), F.col("processing_rate_msgs_s"))
+        .otherwise(facts.rate)
+        .alias("consumption_rate_msgs_s"),
         facts.round_trip.alias("round_trip_s"),
         F.when(
             ~facts.no_round_trip,
