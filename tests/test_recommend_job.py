@@ -101,3 +101,32 @@ def test_rerun_replaces_the_days_and_changes_nothing(spark: Any, warehouse: Pipe
     # Delta ignores VACUUM's own RETAIN: the retention is the table's property.
     detail = DeltaTable.forPath(spark, recommendations_path(warehouse)).detail().first()
     assert detail.properties["delta.deletedFileRetentionDuration"] == "interval 168 hours"
+
+
+def test_an_alarm_set_before_the_window_is_read_with_it(spark: Any) -> None:
+    """A queue's intake leaves out the time an alarm held its publishers: an alarm set before
+    the window and lasting into it is read (a night read only those set in its window, and its
+    x-max-length came out half a range run's for the same day: a review); one that ended
+    before, and a connection's episode before the window, are not."""
+    from datetime import date, datetime
+
+    from jobs.recommend import blocking_in_window
+
+    utc = datetime.fromisoformat
+    episodes = spark.createDataFrame(
+        [
+            ("alarm", date(2026, 3, 2), utc("2026-03-02T23:59:59+00:00"), None, "open"),
+            ("alarm", date(2026, 3, 2), utc("2026-03-02T23:00:00+00:00"),
+             utc("2026-03-03T00:00:03+00:00"), "into"),
+            ("alarm", date(2026, 3, 2), utc("2026-03-02T10:00:00+00:00"),
+             utc("2026-03-02T11:00:00+00:00"), "ended"),
+            ("connection", date(2026, 3, 2), utc("2026-03-02T23:00:00+00:00"),
+             utc("2026-03-03T00:00:03+00:00"), "earlier connection"),
+            ("connection", date(2026, 3, 3), utc("2026-03-03T01:00:00+00:00"),
+             utc("2026-03-03T01:00:01+00:00"), "connection"),
+            ("alarm", date(2026, 3, 6), utc("2026-03-06T01:00:00+00:00"), None, "after"),
+        ],
+        "kind string, start_date date, start_ts timestamp, end_ts timestamp, name string",
+    )  # fmt: skip
+    read = episodes.where(blocking_in_window(date(2026, 3, 3), date(2026, 3, 5)))
+    assert sorted(r.name for r in read.collect()) == ["connection", "into", "open"]
