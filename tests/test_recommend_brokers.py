@@ -843,7 +843,7 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
     settings = spark.createDataFrame(
         [("b", q, limit, 0, 0, 1) for q, limit in
          (("blocking", 0), ("growing", 0), ("limited", 500), ("slow", 0), ("drained", 0),
-          ("burst", 0), ("steady", 0), ("ebbing", 0))]
+          ("burst", 0), ("held", 0), ("steady", 0), ("ebbing", 0))]
         # x-max-length-bytes only (the collector logs it as max_size), 200 refused at it.
         + [("b", "bytes", 0, 1_000_000, 200, 1)],
         "broker string, queue string, max_count long, max_size long, rejected_msgs long, "
@@ -858,6 +858,8 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
             ("b", "drained", 3000, 3000, 0, 5000.0, 0.0),
             # 1000 enqueues at one instant, none dequeued: grown, with no intake rate.
             ("b", "burst", 1000, 0, 1000, None, 0.0),
+            # Every enqueue while an alarm held the publishers: no intake rate either.
+            ("b", "held", 1000, 0, 1000, None, 2.0),
             # Holds what it held (50 messages, none enqueued or taken in the window).
             ("b", "steady", 0, 0, 50, None, 0.0),
             # Grew to 150,000 and ends at 132,739: not growing at its end, nor drained.
@@ -875,7 +877,8 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
     daily = spark.createDataFrame(
         [("b", q, 0.0, 0.5, peak, None) for q, peak in
          (("blocking", 3000), ("growing", 3000), ("limited", 500), ("slow", 400), ("drained", 10),
-          ("burst", 1000), ("steady", 50), ("ebbing", 150_000), ("bytes", 1000))],
+          ("burst", 1000), ("held", 1000), ("steady", 50), ("ebbing", 150_000),
+          ("bytes", 1000))],
         QUEUE_DAILY,
     )  # fmt: skip
     rows = {r.entity: r.asDict() for r in recommend_rabbitmq_queues(
@@ -887,6 +890,7 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
         "slow": ("blocks its connection, drains", "keep"),
         "drained": ("drains", "keep"),
         "burst": ("grows, intake rate unknown", "keep"),
+        "held": ("grows, intake rate unknown", "keep"),
         "steady": ("does not grow", "keep"),
         "ebbing": ("below its peak at the end", "keep"),
         # Growing at its byte limit: bounded, not "no length limit" with an x-max-length.
@@ -914,6 +918,9 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
     assert rows["burst"]["rationale"] == (
         "keep: no length limit; it gained messages (peak 1,000, ends at 1,000), but the log gives "
         "no intake rate to size a limit by (no two enqueues apart in time)"
+    )
+    assert rows["held"]["rationale"].endswith(
+        "(it took its messages only while an alarm held its publishers)"
     )
     blocking_row = rows["blocking"]
     # 5000 msgs/s x max_backlog_s 1 s.
@@ -1324,6 +1331,15 @@ def test_the_intake_leaves_out_the_time_an_alarm_held_the_publishers(make_events
     assert growth["intake_alarm_s"] == pytest.approx(3.0)
     without = queue_growth(day_rollup(events)).collect()[0].asDict()
     assert without["intake_rate_msgs_s"] == pytest.approx(30 / 5.9)
+    # Every enqueue inside an alarm: no rate, and the alarm's seconds say why (a review: the
+    # row said "no two enqueues apart in time").
+    held = events.sparkSession.createDataFrame(
+        [("b", "r", "alarm", start - timedelta(seconds=1), start + timedelta(seconds=9), None)],
+        alarms.schema,
+    )
+    growth = queue_growth(day_rollup(events), alarm_spans(held)).collect()[0].asDict()
+    assert growth["intake_rate_msgs_s"] is None
+    assert growth["intake_alarm_s"] == pytest.approx(5.9)
 
 
 @pytest.mark.spark

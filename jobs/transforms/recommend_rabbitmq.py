@@ -97,9 +97,12 @@ def queue_growth(rollup: DataFrame, alarms: DataFrame | None = None) -> DataFram
         )
     open_us = F.col("_last_us") - F.col("_first_us") - F.col("_alarm_us")
     rate = F.when(open_us > 0, F.col("_enqueues") / open_us * 1e6)
+    # The fastest run; one without a rate too (its alarm seconds say why, when an alarm held
+    # every enqueue), and of equal ones the least held, then by run: the same row every time.
+    fastest = F.struct(F.coalesce(rate, F.lit(-1.0)), -F.col("_alarm_us"), F.col("run_id"))
     per_run = runs.groupBy(*QUEUE).agg(
         F.max_by(
-            F.struct(rate.alias("rate"), (F.col("_alarm_us") / 1e6).alias("alarm_s")), rate
+            F.struct(rate.alias("rate"), (F.col("_alarm_us") / 1e6).alias("alarm_s")), fastest
         ).alias("_fastest")
     )
     per_run = per_run.select(
@@ -300,9 +303,12 @@ RABBITMQ_QUEUE_RULES: tuple[Rule, ...] = (
             "intake rate to size a limit by (%s)",
             q.peak,
             _count("last_depth_msgs"),
-            F.when(F.col("enqueued").isNull(), F.lit("a collector sees no message")).otherwise(
-                F.lit("no two enqueues apart in time")
-            ),
+            F.when(F.col("enqueued").isNull(), F.lit("a collector sees no message"))
+            .when(
+                F.col("intake_alarm_s") > 0,
+                F.lit("it took its messages only while an alarm held its publishers"),
+            )
+            .otherwise(F.lit("no two enqueues apart in time")),
         ),
         KNOB_MAX_LENGTH,
         lambda q: F.lit(None),
