@@ -60,20 +60,16 @@ _STARTING = re.compile(r"^Starting RabbitMQ (?P<version>\S+) on Erlang")
 _STOPPED = "Successfully stopped RabbitMQ and its dependencies"
 _STOPPING = "RabbitMQ is asked to stop..."
 _NODE = re.compile(r"^node\s+:\s+(?P<node>\S+)$")
-# The connection's name is its two addresses, as the management API names it; IPv6 ones are
-# bracketed, so neither holds a space.
-_CLOSING = re.compile(
-    r"^(?:closing|Error on) AMQP connection (?:<[^>]*> )?"
-    r"\((?P<connection>\S+ -> \S+?)(?: - .*)?, vhost: '"
-)
+# The connection's name is its two addresses, as the management API names it (IPv6 ones are
+# bracketed, so neither holds a space), after its pid (none in 4.x's clean close) and before
+# the client's name, when it gave one.
+_NAMED = r"AMQP connection (?:<[^>]*> )?\((?P<connection>\S+ -> \S+?)(?: - .*)?"
+_CLOSING = re.compile(rf"^(?:closing|Error on) {_NAMED}, vhost: '")
 # A connection the node closes for a socket error or missed heartbeats, which its line does not
 # give a vhost (RabbitMQ 3.10's rabbit_reader: "closing AMQP connection <pid> (NAME):", 4.x adds
 # the duration): a blocked publisher whose host vanished is closed so, at a failed heartbeat.
 # 4.x writes a clean close without the pid; a single-line formatter puts the reason after ":".
-_CLOSING_WITHOUT_VHOST = re.compile(
-    r"^closing AMQP connection (?:<[^>]*> )?"
-    r"\((?P<connection>\S+ -> \S+?)(?: - .*)?(?:, duration: '[^']*')?\):(?:\s|$)"
-)
+_CLOSING_WITHOUT_VHOST = re.compile(rf"^closing {_NAMED}(?:, duration: '[^']*')?\):(?:\s|$)")
 
 
 @dataclass(frozen=True)

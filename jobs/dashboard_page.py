@@ -342,17 +342,13 @@ def _without_verdict(rationale: str, verdict: str) -> str:
     return rationale.removeprefix(f"{verdict}: ")
 
 
-#: The threshold pairs a Qpid row moves with its stop count (its knob).
-_QPID_PAIRS = ("flow_stop_count", "flow_resume_count", "flow_stop_size", "flow_resume_size")
-
-
 def set_in(row: dict[str, Any]) -> str:
     """Where the row's knob is set (KNOB_SET_IN), under its change, when the verdict moves it
     (or, on a Qpid row, any threshold it moves with it): an Artemis window is the clients', not
     the address's."""
     where = KNOB_SET_IN.get(row.get("knob") or "")
     moves = row.get("recommended_value") != row.get("current_value") or any(
-        row.get(f"recommended_{name}") != row.get(f"current_{name}") for name in _QPID_PAIRS
+        row.get(f"recommended_{key}") != row.get(f"current_{key}") for _, key, _ in QPID_THRESHOLDS
     )
     if where is None or not moves:
         return ""
