@@ -745,9 +745,9 @@ def test_a_connection_closed_before_a_sample_saw_it_blocked_is_not_blocked_after
 def _connected_at(when: str, state: str = "blocked") -> ManagementSample:
     """The publisher listed in ``state``, opened at ``when`` (HH:MM:SS.ffffff on 2026-11-27)."""
     opened = datetime.fromisoformat(f"2026-11-27T{when}+00:00")
-    connection = {"state": state, "protocol": "AMQP 0-9-1"}
-    connected_at = {"connected_at": int(opened.timestamp() * 1000)}
-    return ManagementSample(connections={PUBLISHER: {**connection, **connected_at}})
+    connections = _connections(**{PUBLISHER: state})
+    connections[PUBLISHER]["connected_at"] = int(opened.timestamp() * 1000)
+    return ManagementSample(connections=connections)
 
 
 def test_when_the_api_says_when_a_connection_opened_the_closed_one_is_told_from_a_new_one(
