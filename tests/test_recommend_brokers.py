@@ -104,39 +104,69 @@ def test_an_artemis_consumers_rate_counts_deliveries_from_its_first_return(
     as it takes one at 1, 3 and 5 s: 2 messages in 4 s (0.5/s), whenever its asks come."""
     from jobs.transforms.recommend_artemis import artemis_consumer_evidence
 
-    def consumer(
-        link: str, window: int, overhead: int | None, flows: list[tuple[int, int]]
-    ) -> list[dict[str, Any]]:
-        base = {"run_id": "r", "broker": "b", "queue": "q", "link": link, "link_role": "consumer"}
-        attach = {"credit_unit": "bytes", "window": window}
-        if overhead is not None:
-            attach["delivery_overhead_bytes"] = overhead
-
-        def at(second: int) -> datetime:
-            return datetime(2026, 3, 3, 0, 0, second, tzinfo=UTC)
-
-        rows = [{**base, "seq": 1, "ts": at(0), "event_type": "link_attached",
-                 "detail": json.dumps(attach)}]  # fmt: skip
-        rows += [
-            {**base, "seq": 10 + n, "ts": at(n), "event_type": "transfer", "size_bytes": 1_000,
-             "detail": '{"credit_unit": "bytes"}'}
-            for n in range(1, 9)
-        ]  # fmt: skip
-        for seq, (second, credits) in enumerate(flows, start=100):
-            detail = {"origin": "client", "credits": credits, "credit_unit": "bytes"}
-            rows.append({**base, "seq": seq, "ts": at(second), "event_type": "flow",
-                         "detail": json.dumps(detail)})  # fmt: skip
-        return rows
-
     batches = [(0, 10_000), (10, 5_000), (20, 5_000), (30, 5_000)]
     one_at_a_time = [(0, 1), (1, 1_249), (2, 1), (3, 1_249), (4, 1), (5, 1_249), (7, 1)]
     events = make_events(
-        consumer("old-log", 10_000, None, batches)
-        + consumer("engine", 10_000, 250, batches)
-        + consumer("no-buffer", 0, 250, one_at_a_time)
+        _artemis_consumer("old-log", 10_000, None, batches)
+        + _artemis_consumer("engine", 10_000, 250, batches)
+        + _artemis_consumer("no-buffer", 0, 250, one_at_a_time)
     )
     rates = {r.link: r.processing_rate_msgs_s for r in artemis_consumer_evidence(events).collect()}
     assert rates == pytest.approx({"old-log": 0.5, "engine": 0.4, "no-buffer": 0.5})
+
+
+@pytest.mark.spark
+def test_an_artemis_consumers_rate_is_taken_within_each_of_its_runs(
+    spark: Any, make_events: Any
+) -> None:
+    """A consumer link that recurs in two runs takes its messages within each run's span of
+    returns: the window of the test above, the same in two runs a day apart, and in two runs over
+    the same seconds, reads 0.5/s as one run does. Taken across runs it read 10,000 B x 2 over a
+    day and 20 s (0.0001/s), and 20,000 B over 20 s (1.0/s)."""
+    from jobs.transforms.recommend_artemis import artemis_consumer_evidence
+
+    batches = [(0, 10_000), (10, 5_000), (20, 5_000), (30, 5_000)]
+    events = make_events(
+        _artemis_consumer("days-apart", 10_000, None, batches, run_id="monday", day=3)
+        + _artemis_consumer("days-apart", 10_000, None, batches, run_id="tuesday", day=4)
+        + _artemis_consumer("same-clock", 10_000, None, batches, run_id="first")
+        + _artemis_consumer("same-clock", 10_000, None, batches, run_id="second")
+    )
+    rates = {r.link: r.processing_rate_msgs_s for r in artemis_consumer_evidence(events).collect()}
+    assert rates == pytest.approx({"days-apart": 0.5, "same-clock": 0.5})
+
+
+def _artemis_consumer(
+    link: str,
+    window: int,
+    overhead: int | None,
+    flows: list[tuple[int, int]],
+    run_id: str = "r",
+    day: int = 3,
+) -> list[dict[str, Any]]:
+    """The events of an Artemis CORE consumer of queue q in one run on March ``day``: its attach
+    (``window`` bytes), 8 transfers of 1,000-byte bodies at 1-8 s, and its client's flows
+    (second, credits)."""
+    base = {"run_id": run_id, "broker": "b", "queue": "q", "link": link, "link_role": "consumer"}
+    attach: dict[str, Any] = {"credit_unit": "bytes", "window": window}
+    if overhead is not None:
+        attach["delivery_overhead_bytes"] = overhead
+
+    def at(second: int) -> datetime:
+        return datetime(2026, 3, day, 0, 0, second, tzinfo=UTC)
+
+    rows = [{**base, "seq": 1, "ts": at(0), "event_type": "link_attached",
+             "detail": json.dumps(attach)}]  # fmt: skip
+    rows += [
+        {**base, "seq": 10 + n, "ts": at(n), "event_type": "transfer", "size_bytes": 1_000,
+         "detail": '{"credit_unit": "bytes"}'}
+        for n in range(1, 9)
+    ]  # fmt: skip
+    for seq, (second, credits) in enumerate(flows, start=100):
+        detail = {"origin": "client", "credits": credits, "credit_unit": "bytes"}
+        rows.append({**base, "seq": seq, "ts": at(second), "event_type": "flow",
+                     "detail": json.dumps(detail)})  # fmt: skip
+    return rows
 
 
 def test_the_broker_kind_is_told_from_the_log(spark: Any, make_events: Any) -> None:

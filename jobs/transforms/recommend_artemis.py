@@ -181,9 +181,10 @@ def artemis_consumer_evidence(events: DataFrame) -> DataFrame:
     """Per Artemis CORE consumer: its ``consumerWindowSize`` (``detail.window`` of its attach; -1
     unbounded, 0 no buffer), its queue, and the rate at which it takes messages: the window credit
     its client returns as its application takes them (``flow`` events of origin ``client``), in
-    messages of the mean size it received, per second from its first such return to its last.
-    The credit of that first return is left out: it is for messages taken before the span begins
-    (a window returned in two half-window batches read twice its rate). A bounded window's first
+    messages of the mean size it received, per second from its first such return to its last
+    (in each run the link has, the runs' credit and seconds summed). The credit of that first
+    return is left out: it is for messages taken before the span begins (a window returned in
+    two half-window batches read twice its rate). A bounded window's first
     flow is its grant at the attach, not a return. A window-0 consumer asks for each message with
     1 byte and, as it takes it, returns its size less that byte: its takes are its flows of more
     than 1 byte, each worth a message. A message's bytes are its delivery's, as the credit counts
@@ -207,14 +208,22 @@ def artemis_consumer_evidence(events: DataFrame) -> DataFrame:
             F.row_number().over(link_run.orderBy("seq")) - F.when(no_buffer, 0).otherwise(1),
         )
     )
+    # Per run, then summed: a link that recurs in several runs (a scenario run each day, a
+    # collector's sessions) takes its messages only within each run's span of returns, not
+    # across the time between runs (nor twice over runs that share their clock times).
     returned = (
         takes.where(F.col("_nth") >= 1)
-        .groupBy("broker", "link")
+        .groupBy("broker", "run_id", "link")
         .agg(
             saturating_sum(F.when(F.col("_nth") > 1, F.col("_taken_bytes"))).alias(
                 "_returned_bytes"
             ),
             (F.max(F.unix_micros("ts")) - F.min(F.unix_micros("ts"))).alias("_return_span_us"),
+        )
+        .groupBy("broker", "link")
+        .agg(
+            saturating_sum(F.col("_returned_bytes")).alias("_returned_bytes"),
+            F.sum("_return_span_us").alias("_return_span_us"),
         )
     )
     per_consumer = consumer_events.groupBy("broker", "link").agg(
