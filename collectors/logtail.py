@@ -5,7 +5,8 @@ offset after the last whole line read; a collector stores it with what it wrote,
 collector reads on from there. Artemis rolls ``artemis.log`` to ``artemis.log.YYYY-MM-DD`` at
 midnight (and at a start on a new day): a position in a rolled file is found by its inode in
 the same folder, the file is read to its end, then every newer rolled file of the same name
-(``NAME.*``, oldest first by modification time: a collector stopped over a weekend finds two),
+(``NAME.*``, oldest first by modification time: a collector stopped over a weekend finds two;
+not a copy of a file read, told by its first line: the compressed copy of the file just read),
 then the live file from its start. A rolled file compressed since (logrotate's ``compress``:
 ``.gz``, ``.bz2``, ``.xz``) has a new inode: the position's file is found among them by the digest
 of its first line, and read on from the same offset of its decompressed text; so is a copy of the
@@ -116,6 +117,26 @@ def _copy_of(rolled: list[RolledFile], position: LogPosition) -> RolledFile | No
         ),
         None,
     )
+
+
+def _unread_after(
+    rolled: list[RolledFile], current: RolledFile, current_head: str, live: tuple[int, int]
+) -> list[RolledFile]:
+    """The rolled files after ``current`` (read to its end) still to read, oldest first. Not
+    one whose first line is that of a file read already, ``current`` or a rolled file before
+    it: a compressed copy of it (log4j2 renames, then compresses; logrotate's ``compress``
+    does the same), newer by its modification time, which was read again whole with new seqs
+    (a review). Nor one without a first line yet: empty, or a compressed copy still being
+    written."""
+    read_heads = {current_head} | {file_head(e[2]) for e in rolled if e[:2] < current[:2]}
+    later = []
+    for entry in rolled:
+        if entry[:2] <= current[:2] or entry[3] == live:
+            continue
+        head = file_head(entry[2])
+        if head and head not in read_heads:
+            later.append(entry)
+    return later
 
 
 def _same_file(position: LogPosition, head: str) -> bool:
@@ -258,7 +279,7 @@ def follow(path: Path, position: LogPosition | None) -> Iterator[tuple[str, LogP
         for line, after in _lines_from(current[2], position.offset, current[3]):
             position = LogPosition(*current[3], after, rolled_head)
             yield line, position
-        newer = [e for e in rolled if e[:2] > current[:2] and e[3] != live]
+        newer = _unread_after(rolled, current, rolled_head, live)
         if newer:
             position = LogPosition(*newer[0][3], 0, file_head(newer[0][2]))
         else:

@@ -964,6 +964,31 @@ def test_a_rolled_file_that_cannot_be_read_is_said_and_the_next_one_read(
     assert warning in caplog.text
 
 
+@pytest.mark.parametrize("copy_done", [True, False])
+def test_the_compressed_copy_of_a_rolled_file_just_read_is_not_read_again(
+    setup: Setup, caplog: pytest.LogCaptureFixture, copy_done: bool
+) -> None:
+    """log4j2 renames the log, then compresses the rolled file (logrotate's ``compress`` too):
+    for a while both are there, the ``.gz`` newer. Read to its end, the rolled file was
+    followed by its own copy, read whole again with new seqs (a review). Its copy still being
+    written (no first line yet) is no file to read either."""
+    setup.write(starting("2026-11-27 23:00:00,000"), block("2026-11-27 23:10:00,000"))
+    setup.collect()
+    setup.write(unblock("2026-11-27 23:20:00,000"))  # after the position
+    rolled = _roll(setup.log, "artemis.log.2026-11-27", time.time() - 60)
+    packed = gzip.compress(rolled.read_bytes())
+    rolled.with_name(rolled.name + ".gz").write_bytes(packed if copy_done else packed[:10])
+    setup.write(other("2026-11-28 00:00:01,000"), block("2026-11-28 00:05:00,000"))
+    with caplog.at_level("WARNING", logger="flowctl.collect"):
+        setup.collect()
+    assert [(r["seq"], r["event_type"], r["ts"]) for r in setup.rows()] == [
+        (0, "flow_stopped", _ts("2026-11-27 23:10:00")),
+        (1, "flow_resumed", _ts("2026-11-27 23:20:00")),
+        (2, "flow_stopped", _ts("2026-11-28 00:05:00")),
+    ]
+    assert "cannot be read" not in caplog.text
+
+
 def test_a_backlog_larger_than_a_read_is_read_whole(
     setup: Setup, monkeypatch: pytest.MonkeyPatch
 ) -> None:
