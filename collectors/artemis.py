@@ -136,6 +136,19 @@ def _check_answer(answer: dict[str, Any], url: str) -> None:
     raise ValueError(f"Jolokia {url}: {reason}")
 
 
+def _value_of(answer: dict[str, Any], kind: type, what: str, url: str) -> Any:
+    """The value of one answer of a bulk request, of the type its request gives; anything else
+    is a failed sample, said as such (not a crash of the collector)."""
+    value = answer.get("value")
+    if value is None and kind is list:
+        return []  # a search that finds nothing
+    if not isinstance(value, kind):
+        raise ValueError(
+            f"Jolokia {url}: {what} answered {type(value).__name__}, not {kind.__name__}"
+        )
+    return value
+
+
 class JolokiaReader:
     """Artemis's addresses over Jolokia: size, messages and address settings, in bulk reads."""
 
@@ -151,11 +164,42 @@ class JolokiaReader:
         }
 
     def _post(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One answer per request, in their order. Jolokia refuses a whole request (the
+        Origin it does not allow, a client jolokia-access.xml denies) over an HTTP 200 with
+        one error object, not a list: read as a list, it was "does not answer (too many values
+        to unpack)", waited for forever (a review)."""
         request = urllib.request.Request(
             self.url, data=json.dumps(requests).encode(), headers=self.headers, method="POST"
         )
-        answers: list[dict[str, Any]] = http_json(request, self.timeout_s, "Jolokia")
+        answers = http_json(request, self.timeout_s, "Jolokia")
+        if isinstance(answers, dict):
+            raise self._request_refused(answers)
+        if (
+            not isinstance(answers, list)
+            or len(answers) != len(requests)
+            or not all(isinstance(answer, dict) for answer in answers)
+        ):
+            got = f"{len(answers)} answers" if isinstance(answers, list) else type(answers).__name__
+            raise ValueError(
+                f"Jolokia {self.url}: {len(requests)} requests got {got}, not one object each"
+            )
         return answers
+
+    def _request_refused(self, answer: dict[str, Any]) -> Exception:
+        """The error of a request Jolokia answered as a whole: a refusal for a 4xx (the
+        collector stops when it comes first), else a failed sample."""
+        status, error = answer.get("status"), answer.get("error")
+        if isinstance(status, int) and 400 <= status < 500:
+            hint = (
+                "the broker's --http-host, or the <cors> allowed origins of its "
+                "jolokia-access.xml; or give --jolokia with the host name they allow, e.g. "
+                "localhost"
+                if "origin" in str(error).lower()
+                else "the user's role, or the broker's jolokia-access.xml?"
+            )
+            reason = f"refused the request ({status}): {error} ({hint})"
+            return SamplerRefused(f"Jolokia {self.url}: {reason}", status, reason)
+        return ValueError(f"Jolokia {self.url}: the request answered {status}: {error}")
 
     def addresses(self) -> dict[str, dict[str, Any]]:
         """Per address that is neither internal nor the broker's own
@@ -172,7 +216,7 @@ class JolokiaReader:
             ]
         )
         _check_answer(found, self.url)
-        mbeans = sorted(found.get("value") or [])
+        mbeans = sorted(_value_of(found, list, "the address search", self.url))
         if not mbeans:
             return {}
         attributes = ["Address", "AddressSize", "MessageCount", "Internal"]
@@ -180,12 +224,18 @@ class JolokiaReader:
             [{"type": "read", "mbean": mbean, "attribute": attributes} for mbean in mbeans]
         )
         values = [
-            (mbean, answer["value"])
+            (mbean, _value_of(answer, dict, mbean, self.url))
             for mbean, answer in zip(mbeans, reads, strict=True)
             if answer.get("status") == 200
-            and not answer["value"].get("Internal")
-            and not str(answer["value"]["Address"]).startswith(BROKER_OWN_PREFIXES)
         ]
+        values = [
+            (mbean, value)
+            for mbean, value in values
+            if not value.get("Internal")
+            and not str(value["Address"]).startswith(BROKER_OWN_PREFIXES)
+        ]
+        if not values:
+            return {}
         settings = self._post(
             [
                 {
@@ -200,7 +250,13 @@ class JolokiaReader:
         observed: dict[str, dict[str, Any]] = {}
         for (_, value), answer in zip(values, settings, strict=True):
             read = answer.get("status") == 200
-            setting = json.loads(answer["value"]) if read else {}
+            setting = (
+                json.loads(_value_of(answer, str, "getAddressSettingsAsJSON", self.url))
+                if read
+                else {}
+            )
+            if not isinstance(setting, dict):
+                raise ValueError(f"Jolokia {self.url}: address settings that are no JSON object")
             observed[value["Address"]] = {
                 "address_size": int(value["AddressSize"]),
                 "messages": int(value["MessageCount"]),

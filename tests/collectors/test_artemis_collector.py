@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo
 import pyarrow.parquet as pq
 import pytest
 
-from collectors import base, logtail
+from collectors import artemis, base, logtail
 from collectors.artemis import ArtemisCollector, JolokiaReader
 from collectors.artemis_log import (
     BLOCKING,
@@ -1257,6 +1257,57 @@ def test_a_search_jolokia_refuses_inside_its_answer_is_no_empty_broker() -> None
     with pytest.raises(ValueError, match="answered 500"):
         AnsweringJolokia({"status": 500, "error": "boom"}).addresses()
     assert AnsweringJolokia({"status": 200, "value": []}).addresses() == {}
+
+
+#: What a real 2.40 made by a default ``artemis create`` answers over HTTP 200 to a request
+#: whose Origin its jolokia-access.xml does not allow (only ``*://localhost*``): one object.
+ORIGIN_REFUSED = {
+    "status": 403,
+    "error_type": "java.lang.Exception",
+    "error": (
+        "java.lang.Exception : Origin http://127.0.0.1:8161 is not allowed to call this agent"
+    ),
+}
+
+
+def _answering(monkeypatch: pytest.MonkeyPatch, answer: Any) -> JolokiaReader:
+    """A reader whose every POST is answered ``answer`` (over HTTP 200)."""
+    monkeypatch.setattr(artemis, "http_json", lambda *args: answer)
+    return JolokiaReader("http://127.0.0.1:8161/console/jolokia", "u", "p")
+
+
+def test_a_request_jolokia_refuses_as_a_whole_stops_the_collector_with_its_reason(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review: the refusal, one object where a list of answers was expected, was "does not
+    answer (too many values to unpack (expected 1))", and the collector waited forever. It is
+    a refusal, in Jolokia's words and with what to change; the collector stops at the start."""
+    collector = setup.collector(jolokia=_answering(monkeypatch, ORIGIN_REFUSED))
+    with pytest.raises(base.SamplerRefused) as caught:
+        collector.sample()
+    collector.close()
+    message = str(caught.value)
+    assert "Origin http://127.0.0.1:8161 is not allowed to call this agent" in message
+    assert "jolokia-access.xml" in message and "localhost" in message
+    assert caught.value.code == 403
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        ({"status": 500, "error": "boom"}, "the request answered 500: boom"),
+        ([], "1 requests got 0 answers"),
+        ([{"status": 200, "value": []}] * 2, "1 requests got 2 answers"),
+        (["x"], "1 requests got 1 answers, not one object each"),
+        ([{"status": 200, "value": "x"}], "the address search answered str, not list"),
+    ],
+)
+def test_an_answer_of_another_shape_is_a_failed_sample(
+    monkeypatch: pytest.MonkeyPatch, answer: Any, said: str
+) -> None:
+    """Sampling waits and says why (a ValueError), as for a broker that does not answer."""
+    with pytest.raises(ValueError, match=said):
+        _answering(monkeypatch, answer).addresses()
 
 
 @pytest.mark.parametrize("broker", ["artemis-1", "a b,c=d", "brokér", "a\nb"])
