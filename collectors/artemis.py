@@ -17,8 +17,10 @@ max-disk-usage, ``AMQ224128`` under min-disk-free) is an ``alarm_raised`` with
 line an ``alarm_cleared`` (a stop or a crash clears it too). The per-address "Disk Full! Blocking"
 line and the "Unblocking" line such an address gets as the disk is freed are not flow events:
 max-size-bytes did not block it, and an address's time stopped is what its recommendation
-raises max-size-bytes for. An address past max-size-bytes when the disk is freed stays blocked
-by it (no "Unblocking" then, one once it drains): a ``flow_stopped`` from the release.
+raises max-size-bytes for. A BLOCK address past max-size-bytes when the disk is freed stays
+blocked by it (no "Unblocking" then, one once it drains): a ``flow_stopped`` from the release;
+so is one whose policy no sample has read. Another policy's pages, drops or fails instead, and
+its late "Unblocking" is the disk's too.
 
 Samples where it can only be polled: with ``jolokia_url``, every ``sample_interval_s`` each
 address's size and messages, read over Jolokia, as a ``queue_declared`` row with
@@ -98,6 +100,12 @@ class AddressState:
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+    @property
+    def may_block(self) -> bool:
+        """Whether max-size-bytes may block its producers: its policy is BLOCK, or not known
+        (never sampled: the disk's lines come from an address of any policy)."""
+        return self.policy in (None, "BLOCK")
 
     @property
     def forgettable(self) -> bool:
@@ -414,6 +422,11 @@ class ArtemisCollector(LogCollector):
         released, address.disk_released_us = address.disk_released_us, None
         if released is None or to_us(ts) - released <= DISK_RELEASE_S * 1_000_000:
             return False
+        if not address.may_block:
+            # PAGE, DROP or FAIL: past max-size-bytes it pages, drops or fails, and lets its
+            # producers send once the disk is free; its "Unblocking" waits until it is under
+            # the limit again (a review: a PAGE address was written blocked for hours).
+            return False
         address.blocked = True
         address.blocked_count += 1
         self._flow_row(
@@ -488,6 +501,12 @@ class ArtemisCollector(LogCollector):
                 )
                 return
             if not blocking and not address.blocked:
+                if not address.may_block:
+                    # Only BLOCK logs "Blocking": another policy's "Unblocking" ends the disk's
+                    # block, however late (once the address is under max-size-bytes again).
+                    address.disk_blocked = False
+                    address.disk_released_us = None
+                    return
                 if address.disk_blocked:
                     address.disk_blocked = False  # the disk's block ended: no flow event to end
                     return

@@ -309,6 +309,38 @@ def test_a_sample_after_the_disk_is_freed_finds_the_address_held(setup: Setup) -
     assert (rows[3]["flow_stopped"], rows[3]["flow_stopped_count"]) == (True, 1)
 
 
+@pytest.mark.parametrize("policy", ["PAGE", "DROP", "FAIL", "BLOCK"])
+def test_only_a_block_address_past_its_limit_is_held_after_the_disk_is_freed(
+    setup: Setup, policy: str
+) -> None:
+    """A full disk blocks an address of any policy; once it is freed, one past max-size-bytes
+    stays blocked only under BLOCK. A PAGE address paging then was written blocked from the
+    release (a review); its "Unblocking", once it stops paging, is the disk's and writes no
+    row either."""
+    past = {"address_size": 20_000_000, "messages": 20_000, "max_size_bytes": 10_000_000}
+    collector = setup.collector(
+        jolokia=FakeJolokia([{"orders": {**past, "policy": policy}}]),
+        clock=lambda: datetime(2026, 11, 28, 9, 59, tzinfo=UTC),
+    )
+    collector.sample()
+    collector.flush()
+    collector.close()
+    setup.write(
+        disk_full("2026-11-28 10:00:00,000"),
+        disk_blocking("2026-11-28 10:00:01,000"),
+        disk_free("2026-11-28 10:00:10,000"),
+        other("2026-11-28 10:00:20,000"),
+        unblock("2026-11-28 12:00:00,000", size=0, msgs=0),
+    )
+    setup.collect()
+    flow = [(r["event_type"], r["ts"]) for r in setup.rows() if r["queue"] == "orders"][1:]
+    held = [
+        ("flow_stopped", _ts("2026-11-28 10:00:10")),
+        ("flow_resumed", _ts("2026-11-28 12:00:00")),
+    ]
+    assert flow == (held if policy == "BLOCK" else [])
+
+
 @pytest.mark.parametrize("by", ["line", "sample"])
 def test_a_release_settled_after_midnight_commits_with_a_checkpoint_past_it(
     setup: Setup, by: str
