@@ -52,6 +52,7 @@ from flowctl_core.flowlimit import (
     DEFAULT_FLOW_RESUME_RATIO,
     DEFAULT_FLOW_STOP_RATIO,
     FLOW_KEYS,
+    FLOW_STOP_KEYS,
     THRESHOLD_FIELDS,
     FlowConfigError,
     ThresholdChange,
@@ -719,11 +720,20 @@ class Scenario(_Strict):
         )
 
     def queue_arguments(self, queue: QueueSpec) -> dict[str, int | str]:
-        """The declare arguments of ``queue``: its own, and for a RabbitMQ queue that sets no
-        ``qpid.max_size`` a limit of none (0) unless the scenario's broker sets a default:
-        RabbitMQ has no Qpid default queue limit (a 100 MiB one would give it byte thresholds)."""
+        """The declare arguments of ``queue``: its own, and for a RabbitMQ queue:
+
+        - no Qpid default flow thresholds (stops 0, flow control off) unless it sets a
+          ``qpid.flow_stop_*`` itself: RabbitMQ has no queue flow thresholds (DESIGN §2 gives
+          them to Qpid's queues), and its ``x-max-length`` (``qpid.max_count``) got 80 % / 70 %
+          of it, holding its publishers' transfers as Qpid does (a review);
+        - a limit of none (0) where it sets no ``qpid.max_size``, unless the scenario's broker
+          sets a default: RabbitMQ has no Qpid default queue limit."""
         arguments = dict(queue.arguments)
-        if queue.name in self.rabbitmq_queues() and self.broker.default_queue_limit_bytes is None:
+        if queue.name not in self.rabbitmq_queues():
+            return arguments
+        if not any(key in arguments for key in FLOW_STOP_KEYS):
+            arguments.update(dict.fromkeys(FLOW_STOP_KEYS, 0))
+        if self.broker.default_queue_limit_bytes is None:
             arguments.setdefault(MAX_SIZE_KEY, 0)
         return arguments
 

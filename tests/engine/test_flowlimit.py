@@ -315,11 +315,11 @@ def test_the_broker_default_queue_limit_is_100_mib() -> None:
 
 
 def test_a_rabbitmq_queue_has_no_default_limit_and_a_qpid_queue_beside_it_keeps_qpids() -> None:
-    """A queue a connection's link names is RabbitMQ's: no Qpid default limit to derive byte
-    thresholds from (unless the scenario's broker sets one, or the queue its own). A queue only
-    a Qpid producer uses keeps the 100 MiB of DESIGN §2, connections beside it or not: it lost
-    it, and its byte thresholds with it, when a scenario's connections made every queue
-    RabbitMQ's."""
+    """A queue a connection's link names is RabbitMQ's: no Qpid default limit (unless the
+    scenario's broker sets one, or the queue its own), and no Qpid default flow thresholds from
+    any limit: RabbitMQ has none (DESIGN §2 gives them to Qpid's queues). A queue only a Qpid
+    producer uses keeps the 100 MiB of DESIGN §2 and its 80 % / 70 %, connections beside it or
+    not: it lost them when a scenario's connections made every queue RabbitMQ's."""
     from flowctl_core.runner import build
     from flowctl_core.scenario import Scenario
 
@@ -343,7 +343,9 @@ def test_a_rabbitmq_queue_has_no_default_limit_and_a_qpid_queue_beside_it_keeps_
         73_400_320,
     )
     assert (rabbit.max_size, rabbit.flow.stop_size, rabbit.flow.resume_size) == (0, 0, 0)
-    assert (sized.max_size, sized.flow.stop_size, sized.flow.resume_size) == (1000, 800, 700)
+    # Its own limit is x-max-length(-bytes): a limit, not thresholds (it had 800 / 700, holding
+    # its publishers' transfers as a Qpid queue would: a review).
+    assert (sized.max_size, sized.flow.stop_size, sized.flow.resume_size) == (1000, 0, 0)
     # Without the Qpid producer, the same: the connections never changed the Qpid queue's limit.
     alone = Scenario.model_validate({**mixed, "producers": []})
     assert build(alone, "r", [])[0].queue("qpid-q").max_size == 104_857_600
@@ -351,6 +353,14 @@ def test_a_rabbitmq_queue_has_no_default_limit_and_a_qpid_queue_beside_it_keeps_
     set_default = Scenario.model_validate({**mixed, "broker": {"default_queue_limit_bytes": 500}})
     broker, _, _ = build(set_default, "r", [])
     assert broker.queue("rabbit-q").max_size == broker.queue("qpid-q").max_size == 500
+    assert (broker.queue("rabbit-q").flow.stop_size, broker.queue("qpid-q").flow.stop_size) == (
+        0,
+        400,
+    )
+    # A RabbitMQ queue that sets a stop threshold itself has the four values it gives.
+    explicit = {**mixed["queues"][1], "arguments": {"qpid.flow_stop_count": 5}}
+    own = Scenario.model_validate({**mixed, "queues": [*mixed["queues"][::2], explicit]})
+    assert build(own, "r", [])[0].queue("rabbit-q").flow.stop_count == 5
 
 
 def test_qpid_spells_ring_strict_with_an_underscore_and_the_engine_reads_it_as_ring_strict() -> (
