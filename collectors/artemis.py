@@ -213,8 +213,8 @@ class JolokiaReader:
         """Per address that is neither internal nor the broker's own
         (:data:`BROKER_OWN_PREFIXES`: its notifications, management and MQTT sessions):
         AddressSize, MessageCount, and from the address settings maxSizeBytes,
-        addressFullMessagePolicy and maxSizeBytesRejectThreshold (-1 when the broker's settings
-        have none; None, as the others, when they could not be read)."""
+        addressFullMessagePolicy and maxSizeBytesRejectThreshold (Artemis's defaults when the
+        broker's settings have none: -1, PAGE, -1; None when they could not be read)."""
         (found,) = self._post(
             [
                 {
@@ -268,8 +268,12 @@ class JolokiaReader:
             observed[value["Address"]] = {
                 "address_size": int(value["AddressSize"]),
                 "messages": int(value["MessageCount"]),
-                "max_size_bytes": setting.get("maxSizeBytes"),
-                "policy": setting.get("addressFullMessagePolicy"),
+                # The settings as JSON leave out what is not set, which Artemis reads as its
+                # defaults (AddressSettings.DEFAULT_MAX_SIZE_BYTES -1, no limit, and
+                # DEFAULT_ADDRESS_FULL_MESSAGE_POLICY PAGE): an absent policy read as BLOCK
+                # wrote a PAGE address with a stop size (a review).
+                "max_size_bytes": setting.get("maxSizeBytes", -1) if read else None,
+                "policy": setting.get("addressFullMessagePolicy", "PAGE") if read else None,
                 "reject_threshold": setting.get("maxSizeBytesRejectThreshold", -1)
                 if read
                 else None,

@@ -1395,6 +1395,23 @@ def test_jolokia_reads_the_reject_threshold_of_an_address() -> None:
     }
 
 
+def test_address_settings_left_out_are_artemiss_defaults(setup: Setup) -> None:
+    """getAddressSettingsAsJSON leaves out what is not set; Artemis reads it as its defaults
+    (AddressSettings: PAGE, max-size-bytes -1). An absent policy was taken for BLOCK, and the
+    address written with max-size-bytes as its stop size (a review)."""
+    observed = BulkJolokia({"paged": {"maxSizeBytes": 100_000}, "bare": {}}).addresses()
+    assert {n: (a["policy"], a["max_size_bytes"]) for n, a in observed.items()} == {
+        "bare": ("PAGE", -1),
+        "paged": ("PAGE", 100_000),
+    }
+    setup.collector(jolokia=FakeJolokia([observed])).run(stop=lambda: False, once=True)
+    rows = {r["queue"]: r for r in setup.rows()}
+    assert [(rows[n]["flow_stop_size"], json.loads(rows[n]["detail"])["policy"]) for n in rows] == [
+        (0, "PAGE"),
+        (0, "PAGE"),
+    ]
+
+
 def test_the_brokers_own_addresses_are_not_sampled() -> None:
     """Its notifications and management, and its MQTT sessions' store, which a real 2.40 does
     not flag Internal: sampled, ``$sys.mqtt.sessions`` was a phantom queue of 101 rows (a
