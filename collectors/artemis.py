@@ -28,7 +28,9 @@ address's size and messages, read over Jolokia, as a ``queue_declared`` row with
 settings and depth. No metric counts those rows; they give the depth timeline sampled points, and
 they keep the run's watermark (its last event, DESIGN §4) at the collector's clock while the
 broker is quiet, so an address blocked for hours counts as blocked up to the last sample, not up
-to the block line.
+to the block line. Deleting an address logs no "Unblocking": a blocked address a sample no
+longer lists gets a ``flow_resumed`` there (``detail.reason`` "address_removed"); one listed
+whose read failed is there, unsampled.
 
 Timestamps are the log's (the broker's local time, ``log_zone``) and the collector's clock for
 samples, in UTC. Order, checkpoints and restarts: collectors/base.py and collectors/session.py.
@@ -79,6 +81,8 @@ DISK_RELEASE_S = 1.0
 #: acceptor starts, and not flagged Internal on a real 2.40: 101 rows of a phantom queue in a
 #: review).
 BROKER_OWN_PREFIXES = ("activemq.", "$sys.")
+#: ``detail.reason`` of the end of a block of an address a sample no longer lists.
+REASON_ADDRESS_REMOVED = "address_removed"
 
 
 @dataclass
@@ -119,7 +123,27 @@ class AddressState:
         )
 
 
+#: A sample: each address listed, with what was read of it (None: its read failed).
+Observed = dict[str, dict[str, Any] | None]
+
 _BROKER_KEY = re.compile(r'[:,]broker=("(?:[^"\\]|\\.)*"|[^,]*)')
+
+
+_ADDRESS_KEY = re.compile(r'[:,]address=("(?:[^"\\]|\\.)*"|[^,]*)')
+#: ObjectName.quote's escapes, undone.
+_QUOTED_ESCAPE = re.compile(r"\\(.)")
+
+
+def _address_of(address_mbean: str) -> str:
+    """The address an address's MBean names (its ``address`` key, quoted by Artemis as
+    ObjectName.quote does)."""
+    match = _ADDRESS_KEY.search(address_mbean)
+    if match is None:
+        raise ValueError(f"{address_mbean}: no address key")
+    value = match[1]
+    if not value.startswith('"'):
+        return value
+    return _QUOTED_ESCAPE.sub(lambda m: "\n" if m[1] == "n" else m[1], value[1:-1])
 
 
 def _broker_mbean(address_mbean: str) -> str:
@@ -209,12 +233,13 @@ class JolokiaReader:
             return SamplerRefused(f"Jolokia {self.url}: {reason}", status, reason)
         return ValueError(f"Jolokia {self.url}: the request answered {status}: {error}")
 
-    def addresses(self) -> dict[str, dict[str, Any]]:
+    def addresses(self) -> Observed:
         """Per address that is neither internal nor the broker's own
         (:data:`BROKER_OWN_PREFIXES`: its notifications, management and MQTT sessions):
         AddressSize, MessageCount, and from the address settings maxSizeBytes,
         addressFullMessagePolicy and maxSizeBytesRejectThreshold (Artemis's defaults when the
-        broker's settings have none: -1, PAGE, -1; None when they could not be read)."""
+        broker's settings have none: -1, PAGE, -1; None when they could not be read). An
+        address listed whose own read failed is None: there, but not sampled."""
         (found,) = self._post(
             [
                 {
@@ -236,6 +261,14 @@ class JolokiaReader:
             for mbean, answer in zip(mbeans, reads, strict=True)
             if answer.get("status") == 200
         ]
+        # Listed and not read (deleted since the search, a passing error): present but not
+        # sampled, never taken for gone (the collector ends the block of an address gone).
+        unread: Observed = {
+            address: None
+            for mbean, answer in zip(mbeans, reads, strict=True)
+            if answer.get("status") != 200
+            and not (address := _address_of(mbean)).startswith(BROKER_OWN_PREFIXES)
+        }
         values = [
             (mbean, value)
             for mbean, value in values
@@ -243,7 +276,7 @@ class JolokiaReader:
             and not str(value["Address"]).startswith(BROKER_OWN_PREFIXES)
         ]
         if not values:
-            return {}
+            return unread
         settings = self._post(
             [
                 {
@@ -255,7 +288,7 @@ class JolokiaReader:
                 for mbean, value in values
             ]
         )
-        observed: dict[str, dict[str, Any]] = {}
+        observed = unread
         for (_, value), answer in zip(values, settings, strict=True):
             read = answer.get("status") == 200
             setting = (
@@ -531,12 +564,12 @@ class ArtemisCollector(LogCollector):
             )
 
     # -- samples ------------------------------------------------------------------------------
-    def write_sample(self, taken: datetime, observed: dict[str, dict[str, Any]]) -> None:
+    def write_sample(self, taken: datetime, observed: Observed) -> None:
         """Each address read as a ``queue_declared`` row: the address as observed."""
         self._say_addresses_not_listed(observed)
         for name, values in sorted(observed.items()):
-            if self.sampled_addresses is not None and name not in self.sampled_addresses:
-                continue
+            if not self._sampled(name) or values is None:
+                continue  # not asked for, or listed but its read failed: no figures to write
             address = self.addresses.setdefault(name, AddressState())
             if values["max_size_bytes"] is not None:
                 address.max_size_bytes = int(values["max_size_bytes"])
@@ -553,9 +586,35 @@ class ArtemisCollector(LogCollector):
                 extra={"origin": ORIGIN_JOLOKIA, "sample_interval_ms": self.sample_interval_ms},
                 event_type="queue_declared",
             )
+        self._end_removed(taken, observed)
         self._forget_gone(observed)
 
-    def _say_addresses_not_listed(self, observed: dict[str, dict[str, Any]]) -> None:
+    def _sampled(self, name: str) -> bool:
+        return self.sampled_addresses is None or name in self.sampled_addresses
+
+    def _end_removed(self, taken: datetime, observed: Observed) -> None:
+        """End the block of each blocked address the sample no longer lists: deleting an
+        address logs no "Unblocking", and it stayed blocked for the rest of the run (a
+        review). Its end is known at the sample, and said (``reason`` "address_removed")."""
+        for name, address in sorted(self.addresses.items()):
+            if name in observed or not self._sampled(name):
+                continue
+            address.disk_blocked, address.disk_released_us = False, None
+            if address.blocked:
+                address.blocked = False
+                self._flow_row(
+                    taken,
+                    name,
+                    depth_msgs=None,
+                    depth_bytes=None,
+                    extra={
+                        "origin": ORIGIN_JOLOKIA,
+                        "sample_interval_ms": self.sample_interval_ms,
+                        "reason": REASON_ADDRESS_REMOVED,
+                    },
+                )
+
+    def _say_addresses_not_listed(self, observed: Observed) -> None:
         """An ``--address`` the broker does not list is warned about once (a typo sampled
         nothing, silently: an audit); not refused, as an address may be created later."""
         missing = sorted((self.sampled_addresses or frozenset()) - set(observed))
@@ -569,12 +628,11 @@ class ArtemisCollector(LogCollector):
                 listed,
             )
 
-    def _forget_gone(self, observed: dict[str, dict[str, Any]]) -> None:
+    def _forget_gone(self, observed: Observed) -> None:
         """Drop the addresses the sample no longer lists that have nothing to carry on
         (:attr:`AddressState.forgettable`): temporary addresses (a request / reply client's)
         otherwise piled up in the state that every checkpoint copies (an audit). One that comes
         back starts afresh, as it would at the session's start."""
         for name in [n for n, a in self.addresses.items() if a.forgettable]:
-            sampled = self.sampled_addresses is None or name in self.sampled_addresses
-            if sampled and name not in observed:
+            if self._sampled(name) and name not in observed:
                 del self.addresses[name]

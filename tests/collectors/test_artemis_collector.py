@@ -797,6 +797,51 @@ def test_addresses_gone_from_the_samples_are_forgotten_unless_they_blocked(setup
     collector.close()
 
 
+def test_an_address_deleted_while_blocked_is_unblocked_at_the_first_sample_without_it(
+    setup: Setup,
+) -> None:
+    """Deleting an address logs no "Unblocking": it stayed blocked for the rest of the run (a
+    review). A sample that no longer lists it ends its block there; one that lists it without
+    its figures (its read failed: deleted between the search and the read, or a passing
+    error) does not, nor does a sample of other addresses only (``--address``)."""
+    setup.write(block("2026-11-27 10:00:00,000"))
+    quiet = {"address_size": 0, "messages": 0, "max_size_bytes": -1, "policy": "PAGE"}
+    now = [datetime(2026, 11, 27, 10, 5, tzinfo=UTC)]
+    samples: list[dict[str, dict[str, Any] | None] | Exception] = [
+        {"orders": None, "DLQ": quiet},
+        {"DLQ": quiet},
+        {"DLQ": quiet},
+    ]
+    collector = setup.collector(
+        jolokia=FakeJolokia(samples), sample_interval_s=0.0, clock=lambda: now[0]
+    )
+    collector.read_log()
+    for minute in (5, 6, 7):
+        now[0] = datetime(2026, 11, 27, 10, minute, tzinfo=UTC)
+        collector.sample()
+        collector.flush()
+        if minute == 5:
+            assert collector.held_now() == ["address orders"]
+    collector.close()
+    flow = [r for r in setup.rows() if r["queue"] == "orders"]
+    assert [(r["event_type"], r["ts"], r["flow_stopped_count"]) for r in flow] == [
+        ("flow_stopped", _ts("2026-11-27 10:00:00"), 1),
+        ("flow_resumed", _ts("2026-11-27 10:06:00"), 1),
+    ]
+    detail = json.loads(flow[1]["detail"])
+    assert (detail["reason"], detail["origin"]) == ("address_removed", ORIGIN_JOLOKIA)
+    assert collector.held_now() == []
+    # A session sampling other addresses only says nothing of this one.
+    setup.write(block("2026-11-27 10:10:00,000", address="invoices"))
+    only_dlq = setup.collector(
+        jolokia=FakeJolokia([{"DLQ": quiet}]),
+        sampled_addresses=frozenset({"DLQ"}),
+        clock=lambda: datetime(2026, 11, 27, 10, 11, tzinfo=UTC),
+    )
+    only_dlq.run(stop=lambda: False, once=True)
+    assert only_dlq.held_now() == ["address invoices"]
+
+
 def test_samples_keep_the_watermark_and_never_go_back_in_time(setup: Setup) -> None:
     orders = {
         "address_size": 150_964,
@@ -1248,7 +1293,8 @@ def test_a_sample_of_many_addresses_is_committed_once_it_fills_a_batch(
     address = {"address_size": 10, "messages": 1, "max_size_bytes": 100_000, "policy": "BLOCK"}
     now = [datetime(2026, 11, 28, 10, 0, 5, tzinfo=UTC)]
     collector = setup.collector(
-        jolokia=FakeJolokia([{f"a{n}": address for n in range(4)}]),
+        # The blocked address listed too: one a sample no longer lists is unblocked there.
+        jolokia=FakeJolokia([dict.fromkeys(["orders", "a0", "a1", "a2"], address)]),
         sample_interval_s=3600.0,
         flush_interval_s=3600.0,
         clock=lambda: now[0],
@@ -1420,6 +1466,54 @@ def test_the_brokers_own_addresses_are_not_sampled() -> None:
     names = ["orders", "activemq.notifications", "activemq.management", "$sys.mqtt.sessions"]
     observed = BulkJolokia(dict.fromkeys(names, block)).addresses()
     assert list(observed) == ["orders"]
+
+
+class DeletingJolokia(BulkJolokia):
+    """A broker whose addresses ``gone`` are deleted between the search and the read (Jolokia
+    answers their reads 404), its MBeans quoted as Artemis quotes them (ObjectName.quote)."""
+
+    def __init__(self, settings: dict[str, dict[str, Any]], gone: set[str]) -> None:
+        super().__init__(settings)
+        self.gone = gone
+
+    @staticmethod
+    def _mbean(name: str) -> str:
+        quoted = name.replace("\\", "\\\\").replace('"', '\\"').replace("*", "\\*")
+        return f'org.apache.activemq.artemis:address="{quoted}",broker="b",component=addresses'
+
+    def _post(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if requests[0]["type"] == "search":
+            return [{"status": 200, "value": [self._mbean(a) for a in sorted(self.settings)]}]
+        if requests[0]["type"] == "read":
+            by_mbean = {self._mbean(n): n for n in self.settings}
+            return [
+                {"status": 404, "error": "javax.management.InstanceNotFoundException"}
+                if by_mbean[r["mbean"]] in self.gone
+                else {
+                    "status": 200,
+                    "value": {
+                        "Address": by_mbean[r["mbean"]],
+                        "AddressSize": 0,
+                        "MessageCount": 0,
+                        "Internal": False,
+                    },
+                }
+                for r in requests
+            ]
+        return super()._post(requests)
+
+
+def test_an_address_listed_whose_read_failed_is_reported_unread() -> None:
+    """Its name from its MBean's address key, unquoted; no figures (None)."""
+    page = {"addressFullMessagePolicy": "PAGE"}
+    names = {"orders": page, 'a "b" \\ c*': page, "DLQ": page, "activemq.notifications": page}
+    observed = DeletingJolokia(names, gone={"orders", 'a "b" \\ c*', "activemq.notifications"})
+    assert {name: a is None for name, a in observed.addresses().items()} == {
+        "orders": True,
+        'a "b" \\ c*': True,
+        "DLQ": False,
+    }
+    assert DeletingJolokia({"orders": page}, gone={"orders"}).addresses() == {"orders": None}
 
 
 def test_the_reject_threshold_is_in_the_addresss_detail_as_the_engine_logs_it(
