@@ -61,6 +61,7 @@ from collectors.artemis_log import (
 from collectors.base import (
     REASON_BROKER_RESTARTED,
     REASON_BROKER_STOPPED,
+    REASON_CARRIED_OVER,
     LogCollector,
     SamplerRefused,
     from_us,
@@ -360,6 +361,18 @@ class ArtemisCollector(LogCollector):
             self.disk_full = data["disk_full"]
             data = data.get("addresses") or {}
         self.addresses = {name: AddressState(**fields) for name, fields in data.items()}
+
+    def carry_over(self, entities: dict[str, Any], watermark: datetime) -> None:
+        """The disk alarm and the addresses the last run left blocked, as this run's first
+        rows at its watermark; each address's count starts again with this run."""
+        self.load_entities(entities)
+        extra = {"origin": ORIGIN_ARTEMIS_LOG, "reason": REASON_CARRIED_OVER}
+        if self.disk_full:
+            self._disk_row(watermark, extra)
+        for name, address in sorted(self.addresses.items()):
+            address.blocked_count = int(address.blocked)
+            if address.blocked:
+                self._flow_row(watermark, name, depth_msgs=None, depth_bytes=None, extra=extra)
 
     def held_now(self) -> list[str]:
         held = [f"address {name}" for name, a in sorted(self.addresses.items()) if a.blocked]

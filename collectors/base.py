@@ -61,6 +61,8 @@ POLL_INTERVAL_S = 0.2
 SAMPLE_HOLD_S = 1.0
 REASON_BROKER_STOPPED = "broker_stopped"
 REASON_BROKER_RESTARTED = "broker_restarted"
+#: ``detail.reason`` of a new run's first rows: what the run before it left open.
+REASON_CARRIED_OVER = "carried_over"
 
 
 class SamplerRefused(ConfigurationError):
@@ -253,6 +255,12 @@ class LogCollector(ABC):
         self.lines_unreadable = 0
         self._said_not_the_log = False
         self._said_log_ahead = False
+        if self._carried is not None:
+            try:
+                self.carry_over(*self._carried)
+            except BaseException:
+                self.writer.unlock()
+                raise
 
     def _start_session(
         self,
@@ -271,6 +279,8 @@ class LogCollector(ABC):
             )
         self.writer.remove_leftovers(None if loaded is None else loaded["run_id"])
         self.resumed = loaded is not None and not new_session
+        # A new run's start from the last one: its entities and watermark (see carry_over).
+        self._carried: tuple[dict[str, Any], datetime] | None = None
         if loaded is not None and not new_session:
             self.state = SessionState.from_json(loaded)
             self.load_entities(loaded.get("entities") or {})
@@ -284,6 +294,8 @@ class LogCollector(ABC):
                 position=None if before is None else before.position,
                 last_line_us=None if before is None else before.last_line_us,
             )
+            if loaded is not None and before is not None and before.last_ts_us:
+                self._carried = (loaded.get("entities") or {}, from_us(before.last_ts_us))
 
     # -- what a collector says ----------------------------------------------------------------
     #: Whose log the collector follows, for what it says ("Artemis").
@@ -323,6 +335,17 @@ class LogCollector(ABC):
     @abstractmethod
     def load_entities(self, data: dict[str, Any]) -> None:
         """The entities' state from a checkpoint."""
+
+    def carry_over(self, entities: dict[str, Any], watermark: datetime) -> None:
+        """Start a new run (``--new-session``) with what the run before it left open:
+        ``entities`` is its state and ``watermark`` its last row's time. A collector that
+        carries its entities loads them, restarts its per-run counters, and writes, through
+        :meth:`row` at ``watermark``, each block or alarm still open (``detail.reason``
+        :data:`REASON_CARRIED_OVER`): the old run's episode ends at its own watermark (DESIGN
+        §4) and the new one's starts there, so the time is counted once; without them the new
+        run's unblock was a lone end the pipeline ignores (a review). By default nothing is
+        carried: the new run starts with nothing open."""
+        return None  # the default: nothing carried (a collector's override says what is)
 
     @abstractmethod
     def held_now(self) -> list[str]:

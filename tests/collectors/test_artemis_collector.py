@@ -1127,16 +1127,54 @@ def test_a_lost_state_file_goes_on_with_the_newest_session(setup: Setup) -> None
 
 
 def test_a_new_session_reads_on_where_the_last_one_stopped(setup: Setup) -> None:
-    setup.write(block("2026-11-27 10:00:00,000"))
+    setup.write(block("2026-11-27 10:00:00,000"), unblock("2026-11-27 10:00:02,000"))
     first = setup.collect()
-    setup.write(unblock("2026-11-27 10:00:04,000"))
+    setup.write(block("2026-11-27 10:00:04,000"))
     later = datetime(2026, 11, 27, 13, tzinfo=UTC)
     second = setup.collect(new_session=True, clock=lambda: later)
-    rows = setup.rows()
+    rows = sorted(setup.rows(), key=lambda r: (r["run_id"], r["seq"]))
     assert [(r["run_id"], r["event_type"]) for r in rows] == [
         (first.state.run_id, "flow_stopped"),
-        (second.state.run_id, "flow_resumed"),  # not the block again, as a second run's
+        (first.state.run_id, "flow_resumed"),
+        (second.state.run_id, "flow_stopped"),  # not the first block again, as a second run's
     ]
+
+
+def test_a_new_session_starts_with_what_the_last_one_left_open(setup: Setup) -> None:
+    """--new-session while an address is blocked and the disk full: the new run knew neither,
+    and their ends were lone ``flow_resumed`` / ``alarm_cleared`` rows the pipeline ignores (a
+    review). Its first rows open them again at the old run's watermark (its last row), so its
+    own rows make one stopped interval from there to the unblock line (DESIGN §4: from a
+    ``flow_stopped`` to the next ``flow_resumed`` of the queue in the run), while the old run's
+    ends at that watermark; its count starts again with it."""
+    setup.write(
+        block("2026-11-27 10:00:00,000"),
+        unblock("2026-11-27 10:00:02,000"),
+        block("2026-11-27 10:00:04,000"),
+        disk_full("2026-11-27 10:20:00,000"),
+        other("2026-11-27 10:25:00,000"),
+    )
+    first = setup.collect()
+    setup.write(disk_free("2026-11-27 10:40:00,000"), unblock("2026-11-27 11:00:00,000"))
+    later = datetime(2026, 11, 27, 13, tzinfo=UTC)
+    second = setup.collect(new_session=True, clock=lambda: later)
+    new_run = [
+        (r["seq"], r["event_type"], r["queue"], r["ts"], r["flow_stopped_count"])
+        for r in setup.rows()
+        if r["run_id"] == second.state.run_id
+    ]
+    watermark = _ts("2026-11-27 10:20:00")  # the old run's last row: the alarm
+    assert new_run == [
+        (0, "alarm_raised", None, watermark, None),
+        (1, "flow_stopped", "orders", watermark, 1),
+        (2, "alarm_cleared", None, _ts("2026-11-27 10:40:00"), None),
+        (3, "flow_resumed", "orders", _ts("2026-11-27 11:00:00"), 1),
+    ]
+    carried = [json.loads(r["detail"]) for r in setup.rows() if r["run_id"] == second.state.run_id]
+    assert [d.get("reason") for d in carried] == ["carried_over", "carried_over", None, None]
+    old_run = [r["event_type"] for r in setup.rows() if r["run_id"] == first.state.run_id]
+    assert old_run == ["flow_stopped", "flow_resumed", "flow_stopped", "alarm_raised"]
+    assert second.held_now() == []
 
 
 def test_a_file_of_the_session_is_never_written_over(setup: Setup) -> None:

@@ -39,6 +39,8 @@ pytestmark = pytest.mark.spark
 
 DAY1, DAY2 = date(2026, 11, 27), date(2026, 11, 28)
 ARTEMIS, RABBITMQ = "artemis-1", "rabbit-1"
+#: An Artemis whose collector started a new session (--new-session) while an address blocked.
+CARRIED = "artemis-2"
 SAMPLE = {"address_size": 150_964, "messages": 73, "max_size_bytes": 100_000, "policy": "BLOCK"}
 
 
@@ -85,6 +87,7 @@ def tables(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
     root = tmp_path_factory.mktemp("collected")
     _collect(root)
     _collect_rabbitmq(root)
+    _collect_new_session_while_blocked(root)
     conf = scratch_conf(root, "pipeline")
     counts = run_ingest(spark, conf, DAY1, DAY2)
     run_episodes(spark, conf, DAY1, DAY2)
@@ -105,16 +108,22 @@ def tables(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
             key=lambda r: r["start_seq"],
         ),
         "daily": {r["date"]: r for r in of(QUEUE_FLOW_DAILY) if r["broker"] == ARTEMIS},
+        "carried": sorted(
+            (r for r in of(QUEUE_FLOW_EPISODES) if r["broker"] == CARRIED),
+            key=lambda r: r["run_id"],
+        ),
+        "carried daily": [r for r in of(QUEUE_FLOW_DAILY) if r["broker"] == CARRIED],
         "blocking": of(BLOCKING_EPISODES),
         "blocking daily": of(BLOCKING_DAILY),
     }
 
 
 def test_every_collected_row_keeps_the_contract(tables: dict[str, Any]) -> None:
-    """Every row both collectors wrote is accepted: the Artemis session's 7 and the RabbitMQ
-    session's."""
+    """Every row the collectors wrote is accepted: the Artemis session's 7, the RabbitMQ
+    session's, and the two runs of the Artemis collected across --new-session."""
     counts, raw = tables["counts"], tables["raw rows"]
-    assert raw[ARTEMIS] == 7 and raw[RABBITMQ] > 0 and set(raw) == {ARTEMIS, RABBITMQ}
+    assert raw[ARTEMIS] == 7 and raw[RABBITMQ] > 0 and raw[CARRIED] == 3
+    assert set(raw) == {ARTEMIS, RABBITMQ, CARRIED}
     assert (counts["rows_read"], counts["rows_accepted"], counts["rows_quarantined"]) == (
         raw.total(),
         raw.total(),
@@ -159,6 +168,43 @@ def test_advice_on_the_sampled_address_is_marked_approximate(tables: dict[str, A
             if r["broker"] == ARTEMIS}  # fmt: skip
     address = rows[("address", "orders")]
     assert (address["broker_kind"], address["sample_interval_ms"]) == ("artemis", 30_000)
+
+
+# -- a new session while an address is blocked ----------------------------------------------
+def _collect_new_session_while_blocked(root: Path) -> None:
+    """Blocked at 09:00; the collector stopped, then started on a new session (a new run) at
+    09:30, before the unblock at 09:45."""
+    log = root / "log-2" / "artemis.log"
+    log.parent.mkdir(parents=True)
+
+    def collect(started: datetime, *, new_session: bool) -> None:
+        ArtemisCollector(
+            log_path=log,
+            raw_dir=root / "raw",
+            state_path=root / "carried-state.json",
+            broker=CARRIED,
+            log_zone=UTC,
+            clock=lambda: started,
+            new_session=new_session,
+        ).run(stop=lambda: False, once=True)
+
+    log.write_text(block("2026-11-27 09:00:00,000"))
+    collect(datetime(2026, 11, 27, 9, 1, tzinfo=UTC), new_session=False)
+    with log.open("a") as handle:
+        handle.write(unblock("2026-11-27 09:45:00,000"))
+    collect(datetime(2026, 11, 27, 9, 30, tzinfo=UTC), new_session=True)
+
+
+def test_a_block_carried_into_a_new_session_is_counted_once(tables: dict[str, Any]) -> None:
+    """The old run's episode ends at its watermark, its block line (DESIGN §4: an interval
+    never closed ends at the watermark); the new run's starts there, from the block it
+    carried over, and ends at the unblock line: 45 minutes stopped in all, not 0 (the new
+    run's unblock alone, which the pipeline ignores: a review) nor 90."""
+    old, new = tables["carried"]
+    assert old["is_open"] and old["start_ts"] == new["start_ts"]
+    assert (new["is_open"], new["duration_s"]) == (False, 2700.0)
+    assert new["start_ts"].replace(tzinfo=None) == datetime(2026, 11, 27, 9)
+    assert sum(day["time_stopped_s"] for day in tables["carried daily"]) == 2700.0
 
 
 # -- a RabbitMQ session: an alarm from the log (exact), a blocked connection from samples ------
