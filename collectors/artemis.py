@@ -4,7 +4,8 @@ Events where the broker emits them (DESIGN §6): each ``AMQ222183`` / ``AMQ22104
 ``artemis.log`` is a ``flow_stopped`` / ``flow_resumed`` of the address, with the columns the
 engine writes for the same transition (flowctl_core/protocols/artemis.py ``note_fullness``): the
 address in ``queue``, the size the line states in ``depth_bytes`` (and its messages, where 2.40
-states them), max-size-bytes as stop and resume size, the session's cumulative block count, and
+states them), max-size-bytes as stop and resume size (max-size-messages as stop and resume
+count, where 2.40 states it), the session's cumulative block count, and
 the address state in ``detail`` (``origin`` "artemis-log" and the line's code). A broker that
 stops (``AMQ221002``) or starts again without a stop line (a crash) holds nothing blocked: an
 address still blocked gets a ``flow_resumed`` at the stop line, or at the last line before the
@@ -102,6 +103,9 @@ class AddressState:
     # When the disk that blocked it was freed (µs): an "Unblocking" within DISK_RELEASE_S is the
     # disk's; a later one means it was past max-size-bytes then and held by it since.
     disk_released_us: int | None = None
+    # max-size-messages as last stated (-1: none; None: never stated, as in a state file of a
+    # release before it).
+    max_size_messages: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -238,8 +242,9 @@ class JolokiaReader:
         """Per address that is neither internal nor the broker's own
         (:data:`BROKER_OWN_PREFIXES`: its notifications, management and MQTT sessions):
         AddressSize, MessageCount, and from the address settings maxSizeBytes,
-        addressFullMessagePolicy and maxSizeBytesRejectThreshold (Artemis's defaults when the
-        broker's settings have none: -1, PAGE, -1; None when they could not be read). An
+        addressFullMessagePolicy, maxSizeMessages and maxSizeBytesRejectThreshold (Artemis's
+        defaults when the broker's settings have none: -1, PAGE, -1, -1; None when they could
+        not be read). An
         address listed whose own read failed is None: there, but not sampled."""
         (found,) = self._post(
             [
@@ -308,6 +313,8 @@ class JolokiaReader:
                 # wrote a PAGE address with a stop size (a review).
                 "max_size_bytes": setting.get("maxSizeBytes", -1) if read else None,
                 "policy": setting.get("addressFullMessagePolicy", "PAGE") if read else None,
+                # DEFAULT_MAX_SIZE_MESSAGES: -1, none.
+                "max_size_messages": setting.get("maxSizeMessages", -1) if read else None,
                 "reject_threshold": setting.get("maxSizeBytesRejectThreshold", -1)
                 if read
                 else None,
@@ -392,12 +399,22 @@ class ArtemisCollector(LogCollector):
         """A flow event or sample of ``address``, with its flow state after it (DESIGN §3)."""
         state = self.addresses[address]
         policy = state.policy or "BLOCK"  # only BLOCK logs the lines; samples read the setting
-        # max-size-bytes stops the flow only under BLOCK (-1: no limit, logged as 0 = off).
-        limit = state.max_size_bytes if policy == "BLOCK" and state.max_size_bytes else 0
+        # The limits stop the flow only under BLOCK (-1: no limit, logged as 0 = off). Artemis
+        # is full while the size is >= max-size-bytes, or the messages >= max-size-messages,
+        # and free again below them (SizeAwareMetric, its lower marks the limits): the columns
+        # hold the limits themselves, as the engine writes max-size-bytes (DESIGN §2), so
+        # Artemis stops at the count threshold where Qpid stops past it (its strict >).
+        under_block = policy == "BLOCK"
+        limit = state.max_size_bytes if under_block and state.max_size_bytes else 0
+        count_limit = state.max_size_messages if under_block and state.max_size_messages else 0
         detail = {
             "address": address,
             "address_size": depth_bytes,
             "max_size_bytes": state.max_size_bytes,
+            # Where the address has one: a message limit is rarely set.
+            "max_size_messages": state.max_size_messages
+            if state.max_size_messages not in (None, -1)
+            else None,
             "policy": policy,
             # The engine's key and meaning (flowctl_core/protocols/artemis.py): on every event
             # of the address, as the advice reads it as of the latest one with its settings.
@@ -412,8 +429,8 @@ class ArtemisCollector(LogCollector):
             depth_bytes=depth_bytes,
             flow_stopped=state.blocked,
             flow_stopped_count=state.blocked_count,
-            flow_stop_count=0,
-            flow_resume_count=0,
+            flow_stop_count=max(count_limit, 0),
+            flow_resume_count=max(count_limit, 0),
             flow_stop_size=max(limit, 0),
             flow_resume_size=max(limit, 0),
             max_count=0,
@@ -542,6 +559,8 @@ class ArtemisCollector(LogCollector):
             blocking = line.code == BLOCKING
             if line.max_size_bytes is not None:
                 address.max_size_bytes = line.max_size_bytes
+            if line.max_messages is not None:
+                address.max_size_messages = line.max_messages
             address.size_bytes = line.size_bytes
             if blocking and address.blocked:
                 log.warning(
@@ -586,6 +605,8 @@ class ArtemisCollector(LogCollector):
             address = self.addresses.setdefault(name, AddressState())
             if values["max_size_bytes"] is not None:
                 address.max_size_bytes = int(values["max_size_bytes"])
+            if values.get("max_size_messages") is not None:
+                address.max_size_messages = int(values["max_size_messages"])
             address.policy = values["policy"] or address.policy
             threshold = values.get("reject_threshold")
             if threshold is not None:  # -1 is Artemis's "none", which the engine leaves out

@@ -54,8 +54,11 @@ _SIZE = re.compile(
 # and usage rate: max-disk-usage's lines only).
 _FREE_SPACE = re.compile(r"Free storage space is at (?P<free>\d[\d.,]*\s?[KMGTPE]?i?B)")
 _USAGE = re.compile(r"Usage rate is (?P<usage>\S+?%)")
+# The address's limits; 2.40 states max-size-messages beside max-size-bytes ("maxSize=-1 bytes
+# (20 messages)"), the broker's are globalMaxSize's.
 _MAX_SIZE = re.compile(
-    r"(?:\bmaxSize=(?P<max>-?\d+) bytes|max-size-bytes(?: on address)?: (?P<old_max>-?\d+))"
+    r"(?:\bmaxSize=(?P<max>-?\d+) bytes(?: \((?P<max_messages>-?\d+) messages\))?"
+    r"|max-size-bytes(?: on address)?: (?P<old_max>-?\d+))"
 )
 
 
@@ -70,6 +73,7 @@ class LogLine:
     size_bytes: int | None = None
     messages: int | None = None  # the 2.40 wording only; None when not stated (or -1)
     max_size_bytes: int | None = None
+    max_messages: int | None = None  # max-size-messages (-1: none); None when not stated
     free_space: str | None = None  # a disk line's, as the broker words it ("63.1GB")
     disk_usage: str | None = None  # max-disk-usage's lines: the usage rate ("97.6%")
     #: When the clocks went back, a stamp in the hour lived twice names two instants: ``ts`` is
@@ -139,4 +143,5 @@ def _parsed(match: re.Match[str], ts: datetime) -> LogLine:
         size_bytes=_int(size["size"], size["old_size"]) if size else None,
         messages=messages if messages is not None and messages >= 0 else None,
         max_size_bytes=_int(max_size["max"], max_size["old_max"]) if max_size else None,
+        max_messages=_int(max_size["max_messages"]) if max_size else None,
     )

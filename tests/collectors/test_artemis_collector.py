@@ -132,6 +132,50 @@ def test_a_blocking_line_of_artemis_2_40() -> None:
     assert line.ts == _ts("2026-11-27 22:06:07.635")
 
 
+def counted_block(ts: str, blocking: bool = True) -> str:
+    """A real 2.40's line of an address that max-size-messages (20) blocks, max-size-bytes off."""
+    code, level, verb = (
+        (BLOCKING, WARN, "Blocking") if blocking else (UNBLOCKING, INFO, "Unblocking")
+    )
+    return (
+        f"{ts} {level} {code}: {verb} message production on address 'counted'; size=58700 "
+        "bytes (50 messages); maxSize=-1 bytes (20 messages); globalSize=58700 bytes (50 "
+        "messages); globalMaxSize=268435456 bytes (500 messages);\n"
+    )
+
+
+def test_a_block_by_max_size_messages_has_its_count_threshold(setup: Setup) -> None:
+    """The message limit after maxSize= (not globalMaxSize's) is the address's stop and resume
+    count: the rows said no threshold in force, 0 / 0 (a review). Artemis is full at messages
+    >= max-size-messages, as at size >= max-size-bytes, which the columns hold the same way."""
+    line = parse_line(counted_block("2026-12-07 05:32:44,023"), UTC)
+    assert line is not None
+    assert (line.max_size_bytes, line.max_messages, line.messages) == (-1, 20, 50)
+    by_bytes = parse_line(block("2026-12-07 05:32:44,023"), UTC)
+    assert by_bytes is not None and by_bytes.max_messages == -1
+    setup.write(
+        counted_block("2026-12-07 05:32:44,023"),
+        counted_block("2026-12-07 05:32:50,000", blocking=False),
+    )
+    setup.collect()
+    rows = setup.rows()
+    limits = [
+        (r["event_type"], r["flow_stop_count"], r["flow_resume_count"], r["flow_stop_size"])
+        for r in rows
+    ]
+    assert limits == [("flow_stopped", 20, 20, 0), ("flow_resumed", 20, 20, 0)]
+    assert json.loads(rows[0]["detail"])["max_size_messages"] == 20
+    # A state file of a release before it goes on (its addresses without the limit).
+    state = json.loads(setup.state.read_text())
+    del state["entities"]["addresses"]["counted"]["max_size_messages"]
+    setup.state.write_text(json.dumps(state))
+    setup.write(counted_block("2026-12-07 05:33:00,000"))
+    setup.collect()
+    assert [(r["event_type"], r["flow_stop_count"]) for r in setup.rows()[2:]] == [
+        ("flow_stopped", 20)
+    ]
+
+
 def test_the_wording_of_releases_before_2_27() -> None:
     text = (
         "2021-05-26 17:20:17,865 INFO  [org.apache.activemq.artemis.core.server] AMQ221046: "
@@ -1493,6 +1537,24 @@ def test_address_settings_left_out_are_artemiss_defaults(setup: Setup) -> None:
     assert [(rows[n]["flow_stop_size"], json.loads(rows[n]["detail"])["policy"]) for n in rows] == [
         (0, "PAGE"),
         (0, "PAGE"),
+    ]
+
+
+def test_max_size_messages_is_sampled(setup: Setup) -> None:
+    """maxSizeMessages from the address settings (absent: Artemis's default, -1), the count
+    threshold of a BLOCK address's rows."""
+    block_settings = {"maxSizeBytes": -1, "addressFullMessagePolicy": "BLOCK"}
+    observed = BulkJolokia(
+        {"counted": {**block_settings, "maxSizeMessages": 20}, "orders": block_settings}
+    ).addresses()
+    assert {n: a["max_size_messages"] for n, a in observed.items() if a} == {
+        "counted": 20,
+        "orders": -1,
+    }
+    setup.collector(jolokia=FakeJolokia([observed])).run(stop=lambda: False, once=True)
+    assert [(r["queue"], r["flow_stop_count"], r["flow_resume_count"]) for r in setup.rows()] == [
+        ("counted", 20, 20),
+        ("orders", 0, 0),
     ]
 
 
