@@ -69,6 +69,7 @@ from collectors.base import (
     http_json,
     to_us,
 )
+from collectors.session import StateFieldError, checked_field
 from schemas.broker_events import ORIGIN_ARTEMIS_LOG, ORIGIN_JOLOKIA
 
 log = logging.getLogger("flowctl.collect")
@@ -130,6 +131,38 @@ class AddressState:
 
 #: A sample: each address listed, with what was read of it (None: its read failed).
 Observed = dict[str, dict[str, Any] | None]
+
+#: The type of each field of :class:`AddressState` in a checkpoint (collectors/session.py
+#: ``checked_field``).
+_ADDRESS_FIELDS = {
+    "blocked": "bool",
+    "blocked_count": "count",
+    "max_size_bytes": "int?",
+    "size_bytes": "int?",
+    "policy": "str?",
+    "reject_threshold": "int?",
+    "disk_blocked": "bool",
+    "disk_released_us": "int?",
+    "max_size_messages": "int?",
+}
+
+
+def _address_state(fields: Any, field: str) -> AddressState:
+    """An address's state from a checkpoint; :class:`StateFieldError` naming the field that is
+    not one of its own or not of its type. A field left out takes its default (a state file of
+    an earlier release)."""
+    if not isinstance(fields, dict):
+        raise StateFieldError(field, f"{json.dumps(fields)[:60]} is not an object")
+    unknown = sorted(set(fields) - set(_ADDRESS_FIELDS))
+    if unknown:
+        raise StateFieldError(
+            f"{field}.{unknown[0]}",
+            f"not a field of an address's state ({', '.join(_ADDRESS_FIELDS)})",
+        )
+    for name, kind in _ADDRESS_FIELDS.items():
+        checked_field(fields, name, kind, prefix=f"{field}.", required=False)
+    return AddressState(**fields)
+
 
 _BROKER_KEY = re.compile(r'[:,]broker=("(?:[^"\\]|\\.)*"|[^,]*)')
 
@@ -364,10 +397,17 @@ class ArtemisCollector(LogCollector):
     def load_entities(self, data: dict[str, Any]) -> None:
         # A checkpoint of a release without the disk alarm holds the address map itself (each
         # address a dict: never the bool ``disk_full`` is).
-        if isinstance(data.get("disk_full"), bool):
-            self.disk_full = data["disk_full"]
-            data = data.get("addresses") or {}
-        self.addresses = {name: AddressState(**fields) for name, fields in data.items()}
+        prefix = "entities."
+        if "disk_full" in data and not isinstance(data["disk_full"], dict):
+            unknown = sorted(set(data) - {"disk_full", "addresses"})
+            if unknown:
+                raise StateFieldError(f"{prefix}{unknown[0]}", "not a field of Artemis's state")
+            self.disk_full = checked_field(data, "disk_full", "bool", prefix=prefix)
+            data = checked_field(data, "addresses", "object", prefix=prefix)
+            prefix = "entities.addresses."
+        self.addresses = {
+            name: _address_state(fields, f"{prefix}{name}") for name, fields in data.items()
+        }
 
     def carry_over(self, entities: dict[str, Any], watermark: datetime) -> None:
         """The disk alarm and the addresses the last run left blocked, as this run's first

@@ -24,7 +24,8 @@ import time
 import urllib.error
 import urllib.request
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -33,10 +34,14 @@ from typing import Any, Protocol
 from collectors.local_time import in_repeated_hour
 from collectors.logtail import LogPosition, follow
 from collectors.session import (
+    STATE_FILE_HINT,
     STATE_VERSION,
     CollectorStateError,
     SessionWriter,
+    StateFieldError,
     check_broker_name,
+    check_session_fields,
+    state_error,
 )
 from flowctl_core.errors import ConfigurationError
 from schemas.broker_events import BROKER_EVENTS
@@ -191,6 +196,9 @@ class SessionState:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SessionState:
+        """The session a checkpoint holds; :class:`StateFieldError` for a field missing or of
+        the wrong type (a damaged state file), not a crash mid-way."""
+        check_session_fields(data)
         position = data.get("position")
         return cls(
             run_id=data["run_id"],
@@ -257,10 +265,21 @@ class LogCollector(ABC):
         self._said_log_ahead = False
         if self._carried is not None:
             try:
-                self.carry_over(*self._carried)
+                with self._fields_of_the_checkpoint(state_path):
+                    self.carry_over(*self._carried)
             except BaseException:
                 self.writer.unlock()
                 raise
+
+    @contextmanager
+    def _fields_of_the_checkpoint(self, state_path: Path) -> Iterator[None]:
+        """A field of the loaded checkpoint that is wrong, said with the file it is in."""
+        try:
+            yield
+        except StateFieldError as error:
+            source = self.writer.loaded_from or state_path
+            hint = STATE_FILE_HINT if source == state_path else ""
+            raise state_error(source, error, hint) from None
 
     def _start_session(
         self,
@@ -282,12 +301,14 @@ class LogCollector(ABC):
         # A new run's start from the last one: its entities and watermark (see carry_over).
         self._carried: tuple[dict[str, Any], datetime] | None = None
         if loaded is not None and not new_session:
-            self.state = SessionState.from_json(loaded)
-            self.load_entities(loaded.get("entities") or {})
+            with self._fields_of_the_checkpoint(state_path):
+                self.state = SessionState.from_json(loaded)
+                self.load_entities(loaded.get("entities") or {})
         else:
             # A new run reads on from where the last one stopped reading (its lines are that
             # run's), or from the log's start when there was none.
-            before = None if loaded is None else SessionState.from_json(loaded)
+            with self._fields_of_the_checkpoint(state_path):
+                before = None if loaded is None else SessionState.from_json(loaded)
             self.state = SessionState(
                 run_id=new_run_id(broker, clock()),
                 broker=broker,
@@ -334,7 +355,8 @@ class LogCollector(ABC):
 
     @abstractmethod
     def load_entities(self, data: dict[str, Any]) -> None:
-        """The entities' state from a checkpoint."""
+        """The entities' state from a checkpoint; :class:`StateFieldError` naming a field of
+        it that is wrong (``entities.…``)."""
 
     def carry_over(self, entities: dict[str, Any], watermark: datetime) -> None:
         """Start a new run (``--new-session``) with what the run before it left open:

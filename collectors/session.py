@@ -52,6 +52,93 @@ class CollectorStateError(ConfigurationError):
     """A state file or an output folder a collector cannot go on from."""
 
 
+class StateFieldError(ValueError):
+    """A field of a checkpoint that is missing or of the wrong type (a state file damaged or
+    edited by hand), named by its path in the checkpoint (``position.offset``); the caller,
+    which knows the file, says it in one line (:func:`state_error`)."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"field {field}: {problem}")
+        self.field = field
+
+
+#: What to do about a state file with a wrong field.
+STATE_FILE_HINT = (
+    "fix it, or move it away: the collector then goes on from the session's newest file in --raw"
+)
+
+
+def state_error(source: Path | str, error: StateFieldError, hint: str = "") -> CollectorStateError:
+    """``error`` of the checkpoint read from ``source``: one line naming both, not a crash
+    ("unexpected error: 'next_seq'", "AddressState.__init__() got an unexpected keyword
+    argument": a review)."""
+    return CollectorStateError(f"{source}: {error}" + (f"; {hint}" if hint else ""))
+
+
+def whole_number(value: Any) -> bool:
+    """Whether ``value`` is a JSON integer (not a bool, which Python counts as one)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def checked_field(
+    data: Mapping[str, Any], name: str, kind: str, *, prefix: str = "", required: bool = True
+) -> Any:
+    """``data[name]`` when it is of ``kind``: "count" (a whole number >= 0), "int" (a whole
+    number), "str", "bool" or "object"; "?" after the kind allows null. A field left out is
+    an error when ``required``, else None."""
+    field = f"{prefix}{name}"
+    if name not in data:
+        if required:
+            raise StateFieldError(field, "missing")
+        return None
+    value = data[name]
+    nullable = kind.endswith("?")
+    kind = kind.rstrip("?")
+    if value is None and nullable:
+        return None
+    fits = {
+        "count": whole_number(value) and value >= 0,
+        "int": whole_number(value),
+        "str": isinstance(value, str),
+        "bool": isinstance(value, bool),
+        "object": isinstance(value, dict),
+    }[kind]
+    if not fits:
+        wanted = {
+            "count": "a whole number >= 0",
+            "int": "a whole number",
+            "str": "a string",
+            "bool": "true or false",
+            "object": "an object",
+        }[kind]
+        raise StateFieldError(
+            field, f"{json.dumps(value)[:60]} is not {wanted}{' or null' if nullable else ''}"
+        )
+    return value
+
+
+def check_session_fields(checkpoint: Any) -> dict[str, Any]:
+    """``checkpoint`` when its session's fields are there with their types (the entities' own
+    are their collector's, :meth:`collectors.base.LogCollector.load_entities`); else
+    :class:`StateFieldError`."""
+    if not isinstance(checkpoint, dict):
+        raise StateFieldError("(the whole)", "not an object")
+    checked_field(checkpoint, "run_id", "str")
+    checked_field(checkpoint, "broker", "str")
+    checked_field(checkpoint, "next_seq", "count")
+    checked_field(checkpoint, "last_ts_us", "count")
+    checked_field(checkpoint, "last_line_us", "int?", required=False)
+    checked_field(checkpoint, STATE_RAW_KEY, "str", required=False)
+    # [] passed for "no entities", and the blocked addresses vanished (a review).
+    checked_field(checkpoint, "entities", "object", required=False)
+    position = checked_field(checkpoint, "position", "object?", required=False)
+    if position is not None:
+        for name in ("device", "inode", "offset"):
+            checked_field(position, name, "count", prefix="position.")
+        checked_field(position, "head", "str", prefix="position.", required=False)
+    return checkpoint
+
+
 def _fsync_folder(folder: Path) -> None:
     descriptor = os.open(folder, os.O_RDONLY)
     try:
@@ -123,6 +210,9 @@ class SessionWriter:
         self.files_written = 0
         self.rows_written = 0
         self._locks: list[IO[str]] = []
+        #: The file the session's checkpoint was read from (:meth:`load_state`), for what is
+        #: said of its fields.
+        self.loaded_from: Path | None = None
 
     # -- reading back -------------------------------------------------------------------------
     def latest_checkpoint(self, run_id: str, after_seq: int) -> dict[str, Any] | None:
@@ -166,6 +256,7 @@ class SessionWriter:
         for path in newest_first:
             checkpoint = _checkpoint_of(path, damaged_ok=True)
             if checkpoint is not None:
+                self.loaded_from = path
                 return checkpoint
             aside = path.with_name(path.name + UNREADABLE_SUFFIX)
             try:
@@ -215,11 +306,17 @@ class SessionWriter:
             raise CollectorStateError(
                 f"{self.state_path}: not a collector state ({error})"
             ) from None
+        if not isinstance(state, dict):
+            raise CollectorStateError(f"{self.state_path}: not a collector state (no object)")
         state = _migrated(state)
         if state.get("version") != STATE_VERSION or "run_id" not in state:
             raise CollectorStateError(
                 f"{self.state_path}: not a collector state of version {STATE_VERSION}"
             )
+        try:
+            check_session_fields(state)
+        except StateFieldError as error:
+            raise state_error(self.state_path, error, STATE_FILE_HINT) from None
         other = self._of_another_raw_folder(state)
         if other is not None:
             log.warning(
@@ -233,7 +330,10 @@ class SessionWriter:
             return self.latest_session(broker)
         state.pop(STATE_RAW_KEY, None)
         newer = self.latest_checkpoint(state["run_id"], int(state["next_seq"]))
-        return newer if newer is not None else state
+        if newer is not None:
+            return newer
+        self.loaded_from = self.state_path
+        return state
 
     def remove_leftovers(self, run_id: str | None) -> None:
         """Hidden files of a commit that was cut short (never renamed, so never read): those of
@@ -367,7 +467,16 @@ def _checkpoint_of(path: Path, *, damaged_ok: bool = False) -> dict[str, Any] | 
         raise CollectorStateError(f"{path}: not a readable collector file ({error})") from None
     if CHECKPOINT_KEY not in metadata:
         raise CollectorStateError(f"{path}: a collector file without its checkpoint")
-    return _migrated(json.loads(metadata[CHECKPOINT_KEY]))
+    try:
+        checkpoint = json.loads(metadata[CHECKPOINT_KEY])
+    except ValueError as error:
+        raise CollectorStateError(f"{path}: its checkpoint is not JSON ({error})") from None
+    try:
+        return check_session_fields(
+            _migrated(checkpoint) if isinstance(checkpoint, dict) else checkpoint
+        )
+    except StateFieldError as error:
+        raise state_error(f"{path}: its checkpoint", error) from None
 
 
 def _migrated(checkpoint: dict[str, Any]) -> dict[str, Any]:

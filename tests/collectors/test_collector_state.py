@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -187,3 +188,80 @@ def test_a_file_the_collector_may_not_read_is_one_line_naming_it(
     message = str(caught.value)
     assert str(newest) in message and "Permission denied" in message and "\n" not in message
     assert newest.is_file()
+
+
+# -- a state damaged or edited by hand ---------------------------------------------------------
+def _orders(state: dict[str, Any]) -> dict[str, Any]:
+    orders: dict[str, Any] = state["entities"]["addresses"]["orders"]
+    return orders
+
+
+#: A damage of a state file (of the session blocked on ``orders``), and the field it names.
+DAMAGES: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "an unknown address field": (
+        lambda state: _orders(state).update(blocked_since=1),
+        "entities.addresses.orders.blocked_since: not a field of an address's state",
+    ),
+    "no next_seq": (lambda state: state.pop("next_seq"), "next_seq: missing"),
+    "an offset that is no number": (
+        lambda state: state["position"].update(offset="abc"),
+        'position.offset: "abc" is not a whole number >= 0',
+    ),
+    "entities that are a list": (
+        lambda state: state.update(entities=[]),
+        "entities: [] is not an object",
+    ),
+    "a last line that is no time": (
+        lambda state: state.update(last_line_us="x"),
+        'last_line_us: "x" is not a whole number or null',
+    ),
+    "a count that is a string": (
+        lambda state: _orders(state).update(blocked_count="1"),
+        'entities.addresses.orders.blocked_count: "1" is not a whole number >= 0',
+    ),
+    "a disk alarm that is no bool": (
+        lambda state: state["entities"].update(disk_full=1),
+        "entities.disk_full: 1 is not true or false",
+    ),
+}
+
+
+@pytest.mark.parametrize("new_session", [False, True])
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_a_damaged_state_file_is_one_line_naming_the_file_and_field(
+    setup: Setup, damage: str, new_session: bool
+) -> None:
+    """A review: an unknown field was "unexpected error: AddressState.__init__() got an
+    unexpected keyword argument 'blocked_since': please report it with the trace", a missing
+    next_seq "unexpected error: 'next_seq'", an offset "invalid literal for int()", and
+    ``"entities": []`` was taken for none, the blocked address gone without a word."""
+    setup.write(block("2026-11-27 10:00:00,000"))
+    setup.collect()
+    state = json.loads(setup.state.read_text())
+    spoil, said = DAMAGES[damage]
+    spoil(state)
+    setup.state.write_text(json.dumps(state))
+    with pytest.raises(CollectorStateError) as caught:
+        setup.collect(new_session=new_session)
+    message = str(caught.value)
+    assert message.startswith(f"{setup.state}: field {said}"), message
+    assert "\n" not in message and "--raw" in message
+    setup.state.unlink()  # as the line says: without it, the session goes on from its files
+    assert setup.collect().resumed
+
+
+def test_a_damaged_checkpoint_in_a_files_footer_names_the_file(setup: Setup) -> None:
+    setup.write(block("2026-11-27 10:00:00,000"))
+    setup.collect()
+    setup.state.unlink()
+    (only,) = setup.raw.glob("date=*/part-*.parquet")
+    table = pq.read_table(only)
+    checkpoint = json.loads(table.schema.metadata[session.CHECKPOINT_KEY])
+    checkpoint["next_seq"] = "1"
+    metadata = {session.CHECKPOINT_KEY: json.dumps(checkpoint).encode()}
+    pq.write_table(table.replace_schema_metadata(metadata), only)
+    with pytest.raises(CollectorStateError) as caught:
+        setup.collect()
+    assert str(caught.value) == (
+        f'{only}: its checkpoint: field next_seq: "1" is not a whole number >= 0'
+    )
