@@ -74,6 +74,47 @@ app = typer.Typer(
     add_completion=False,
 )
 
+
+def _flags_take_no_value() -> None:
+    """typer 0.29's help shows ``<bool>`` beside an on/off flag (``--check``, ``--help``),
+    which refuses a value (``--check true``: "unexpected extra argument"): a flag's type column
+    is left empty, as click's own help leaves it."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        return None if self.is_flag and not self.count else shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_take_no_value()
+
+
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        from importlib.metadata import version
+
+        console.print(f"flowctl {version('flowctl')}", highlight=False)
+        raise typer.Exit
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="print flowctl's version and exit",
+        ),
+    ] = False,
+) -> None:
+    """flowctl: how broker flow control really behaves, and what thresholds to set."""
+
+
 #: The latest days a refusal of ``--as-of`` lists of those the table holds.
 _DAYS_LISTED = 5
 
@@ -196,6 +237,14 @@ def _check_http_url(url: str, option: str) -> None:
         raise _fail(f"{option} {url_shown(url)}: not an HTTP URL: http[s]://host[:port]/path")
 
 
+#: ``--seed``: the range a scenario's ``seed`` takes (flowctl_core/scenario.py, a signed 64-bit
+#: integer), refused beyond it as the scenario file's is.
+SeedOption = Annotated[
+    int | None,
+    typer.Option(help="random seed (default: the scenario's)", min=-(2**63), max=2**63 - 1),
+]
+
+
 def simulate_to(scenario_ref: str, out: Path, seed: int | None, run_id: str | None) -> RunResult:
     """Run one scenario into ``out``; a bad scenario raises before anything is written.
 
@@ -206,6 +255,13 @@ def simulate_to(scenario_ref: str, out: Path, seed: int | None, run_id: str | No
     """
     scenario = load_scenario(scenario_ref)
     _check_out_folder(out)
+    if scenario.kind == "scripted" and seed is not None and seed != scenario.seed:
+        # Its steps draw nothing at random: another seed wrote the same events under another run
+        # id, which readers then counted twice (a review).
+        raise _fail(
+            f"--seed {seed}: {scenario.name} is a scripted scenario; its steps draw nothing at "
+            "random, so another seed only writes the same events under another run id"
+        )
     seed = scenario.seed if seed is None else seed
     derived = run_id is None
     run_id = run_id or default_run_id(scenario, seed)
@@ -254,7 +310,7 @@ def simulate_to(scenario_ref: str, out: Path, seed: int | None, run_id: str | No
 def simulate(
     scenario: Annotated[str, typer.Argument(help="scenario file, or the name of a bundled one")],
     out: Annotated[Path, typer.Option("--out", help="raw event-log folder (Hive date= layout)")],
-    seed: Annotated[int | None, typer.Option(help="random seed (default: the scenario's)")] = None,
+    seed: SeedOption = None,
     run_id: Annotated[
         str | None,
         typer.Option(
@@ -486,9 +542,7 @@ def pipeline(
     warehouse: Annotated[
         Path | None, typer.Option(help="Delta warehouse (default: the conf's)")
     ] = None,
-    recommend: Annotated[
-        bool, typer.Option(help="also write threshold_recommendations for the days")
-    ] = True,
+    recommend: Annotated[bool, typer.Option(help="also write the days' recommendations")] = True,
     policy: Annotated[
         Path | None,
         typer.Option(help="recommendation policy YAML (default conf/recommend.yaml)"),
@@ -536,7 +590,7 @@ def whatif(
     ] = None,
     conf: Annotated[Path | None, typer.Option(help="pipeline conf")] = None,
     as_of: Annotated[str | None, typer.Option(help="recommendations as of this day")] = None,
-    seed: Annotated[int | None, typer.Option(help="random seed (default: the scenario's)")] = None,
+    seed: SeedOption = None,
 ) -> None:
     """Rerun a scenario with the recommended settings; print before / after per queue or knob.
 
@@ -679,7 +733,7 @@ def sweep(
             "'rejected msgs:lower,time stopped s:lower:1%' (the table's columns; 'knob value')"
         ),
     ] = None,
-    seed: Annotated[int | None, typer.Option(help="random seed (default: the scenario's)")] = None,
+    seed: SeedOption = None,
     workers: Annotated[
         int, typer.Option(min=1, help="engine runs at once (default: the machine's cores)")
     ] = os.cpu_count() or 1,
@@ -947,6 +1001,12 @@ def _poll(collector: Any, log: Path, raw: Path, *, once: bool) -> None:
         f"{counted(collector.writer.files_written, 'file')}; run {run.run_id} is at seq "
         f"{run.next_seq:,}" + (f"; held now: {', '.join(held)}" if held else "")
     )
+    if once and collector.lines_read and not collector.lines_timed:
+        # A script's --once over some other file (a typo) exited 0 after a warning.
+        raise _fail(
+            f"--log {log}: none of the {collector.lines_read:,} lines read begins with a "
+            f"timestamp as {collector.log_kind}'s lines do: not the broker's log"
+        )
 
 
 LogOption = Annotated[Path, typer.Option(help="the broker's log file (read as it grows)")]

@@ -941,3 +941,62 @@ def test_pipeline_runs_every_job_before_its_report_prints(
         assert result.exit_code == 1, result.output
         assert calls == ["raw checked", "spark", "pipeline", *report]
         assert "ingest accounting or Great Expectations validation failed" in result.output
+
+
+@pytest.mark.parametrize("command", [[], ["status"], ["simulate"], ["collect", "artemis"]])
+def test_a_flag_shows_no_value_in_the_help(command: list[str]) -> None:
+    """typer showed ``<bool>`` beside every on/off flag (``--check``, ``--once``, ``--help``),
+    which refuses a value: a new user's `--check true` failed (a review)."""
+    result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert "<bool>" not in result.output
+    assert "--help" in result.output
+
+
+def test_the_version_is_printed() -> None:
+    from importlib.metadata import version
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output == f"flowctl {version('flowctl')}\n"
+
+
+def test_a_scripted_scenario_refuses_another_seed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A scripted scenario's steps draw nothing at random: `--seed -1` wrote its events again,
+    the same, under another run id, which the pipeline counted twice (a review). Its own seed is
+    taken, and a seed outside the scenario file's range is refused as the file's is."""
+    from flowctl.cli import main
+
+    out = tmp_path / "out"
+    simulate = ["simulate", "qpid-900-500", "--out", str(out), "--seed"]
+    line = _one_error_line(runner.invoke(app, [*simulate, "-1"]))
+    assert line == (
+        "error: --seed -1: qpid-900-500 is a scripted scenario; its steps draw nothing at "
+        "random, so another seed only writes the same events under another run id"
+    )
+    assert not out.exists()
+    assert runner.invoke(app, [*simulate, "0"]).exit_code == 0
+    with pytest.raises(SystemExit) as exited:
+        main(["simulate", "bursty-producer", "--out", str(out), "--seed", str(2**63)])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == (
+        "error: flowctl simulate: Invalid value for '--seed': Input should be less than or "
+        "equal to 9223372036854775807 (see `flowctl simulate --help`)\n"
+    )
+
+
+@pytest.mark.parametrize("command", ["artemis", "rabbitmq"])
+def test_collect_once_over_a_file_that_is_no_broker_log_fails(tmp_path: Path, command: str) -> None:
+    """`collect --once` over some other file (a typo'd --log) warned and exited 0, so a script
+    took it for a collection (a review)."""
+    log = tmp_path / "scenario.yaml"
+    log.write_text("name: x\nkind: workload\nduration_s: 3\n")
+    args = ["collect", command, "--log", str(log), "--raw", str(tmp_path / "raw"), "--once"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[-1] == (
+        f"error: --log {log}: none of the 3 lines read begins with a timestamp as "
+        f"{'Artemis' if command == 'artemis' else 'RabbitMQ'}'s lines do: not the broker's log"
+    )
