@@ -417,6 +417,11 @@ DAILY_COLUMNS = (
 )
 
 
+#: The daily overshoot columns, null for a threshold that is off (the ratio is null for a
+#: producer without a window too).
+_OVERSHOOTS = frozenset({"max_overshoot_msgs", "p95_overshoot_msgs", "max_overshoot_bytes"})
+
+
 def recommendations_line(recommended: dict[str, Any]) -> str:
     """The recommend job's counts: every day's set it wrote, then the last day's, the one the
     dashboard and ``whatif`` read."""
@@ -456,6 +461,10 @@ def _gold_tables(
             value = row.get(key)
             if key.endswith("_share") and isinstance(value, float):
                 line.append(f"{value:.1%}")
+            elif key in _OVERSHOOTS and value is None and row.get("episodes"):
+                # Episodes without an overshoot: of a threshold that is off (DESIGN §4: null),
+                # as simulate's and sweep's tables say it; blank where no episode began.
+                line.append("off")
             else:
                 line.append(format_cell(value))
         cells.append(line)

@@ -133,6 +133,39 @@ def test_the_daily_table_shows_an_artemis_address_overshoot_in_bytes(
     assert dict(zip(columns, cells, strict=True))["max overshoot bytes"] == "149,176"
 
 
+def test_the_daily_table_says_off_for_the_overshoot_of_a_threshold_that_is_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A queue that stopped on its count threshold, its byte one off: gold's byte overshoot is
+    null (DESIGN §4), and the table left it blank where simulate and sweep say "off" (a review);
+    a queue-day without an episode stays blank."""
+    out = io.StringIO()
+    monkeypatch.setattr(render, "console", Console(file=out, width=300))
+    stopped = {
+        "date": "2026-03-02",
+        "run_id": "r",
+        "queue": "payments",
+        "episodes": 3,
+        "max_overshoot_msgs": 12,
+        "max_overshoot_bytes": None,
+        "max_overshoot_ratio": None,
+    }
+    idle = {**stopped, "queue": "audit", "episodes": 0, "max_overshoot_msgs": None}  # fmt: skip
+    render.print_daily_metrics([stopped, idle])
+    lines = out.getvalue().splitlines()
+    header = next(text for text in lines if "overshoot" in text)
+    columns = [cell.strip() for cell in header.strip("┃").split("┃")]
+
+    def cells(queue: str) -> dict[str, str]:
+        line = next(text for text in lines if f" {queue} " in text)
+        return dict(zip(columns, [c.strip() for c in line.strip("│").split("│")], strict=True))
+
+    shown = cells("payments")
+    assert (shown["max overshoot msgs"], shown["max overshoot bytes"]) == ("12", "off")
+    assert shown["overshoot / bound"] == ""  # null for a producer without a window too
+    assert (cells("audit")["max overshoot msgs"], cells("audit")["max overshoot bytes"]) == ("", "")
+
+
 def test_the_daily_table_is_turned_not_cut_when_piped(monkeypatch: pytest.MonkeyPatch) -> None:
     """Piped (200 columns) the daily table's thirteen columns with a long run id cut a header to
     "flowStoppe…": wider than the console it is turned, each column headed by a queue."""
