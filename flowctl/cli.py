@@ -639,6 +639,7 @@ def whatif(
             f"{table}: no recommendations for broker {spec.broker.name!r} (run `flowctl "
             f"pipeline` over the days of scenario {spec.name!r}, or give --warehouse)"
         )
+    _say_what_is_replayed(spark, pipeline_conf, table, spec.broker.name, rows[0]["date"])
     # Other brokers' knobs (Artemis, RabbitMQ) are replayed one row at a time.
     failed = False
     knob_comparisons = whatif_knobs(spark, table, spec, as_of=as_of_day, seed=seed)
@@ -652,6 +653,30 @@ def whatif(
         console.print(_nothing_to_replay(spec.broker.name, rows), highlight=False)
     if failed:  # a changed setting that does no better: fail, so that a deploy can gate on it
         raise typer.Exit(1)
+
+
+def _say_what_is_replayed(
+    spark: Any, pipeline_conf: Any, table: str, broker: str, day: date
+) -> None:
+    """Which day's recommendations are replayed, and from where (the same title came with or
+    without --as-of: a review); a warning when the warehouse's own recommendations of that day
+    are behind bronze, as ``flowctl status`` would say."""
+    print_line(f"recommendations for broker {broker!r} as of {day}, from {table}")
+    from jobs.pipeline_state import RECOMMEND, behind_days, read_records
+    from jobs.recommend import recommendations_path
+
+    if table != recommendations_path(pipeline_conf):
+        return  # another table: the warehouse's state says nothing of it
+    behind = behind_days(read_records(spark, pipeline_conf), RECOMMEND).get(day)
+    if behind is not None:
+        err_console.print(
+            Text.assemble(
+                ("warning:", "bold yellow"),
+                f" the recommendations of {day} are behind bronze ({behind}): "
+                f"`flowctl pipeline --from {day}` brings them up to date",
+            ),
+            highlight=False,
+        )
 
 
 def _nothing_to_replay(broker: str, rows: list[dict[str, Any]]) -> str:

@@ -87,6 +87,7 @@ def test_a_broker_whose_recommendations_all_keep_their_settings_says_so(spark, t
                                       "--recommendations", table])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert " ".join(result.output.split()) == (
+        f"recommendations for broker 'artemis-policies' as of 2026-03-05, from {table} "
         "nothing to replay: every recommendation for broker 'artemis-policies' keeps its "
         "setting (block-address max-size-bytes 262,144; page-address max-size-bytes none)"
     )
@@ -130,3 +131,37 @@ def test_an_as_of_day_the_table_does_not_hold_lists_the_days_it_does(spark, tmp_
     ) in " ".join(result.output.split())
     held = CliRunner().invoke(app, [*command, "--as-of", "2026-03-02"])
     assert held.exit_code == 0, held.output
+
+
+def test_recommendations_behind_bronze_are_replayed_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """whatif replayed a day's recommendations that `flowctl status --check` reported behind
+    bronze, and its title was the same with or without --as-of (a review): it says which day it
+    replays and from where, and warns when the warehouse's own rows of that day are behind.
+    The state's records stubbed: the rule is jobs/pipeline_state.py's."""
+    import flowctl.cli
+    import jobs.pipeline_state
+    import jobs.recommend
+    from jobs.pipeline_state import INGEST, RECOMMEND, DayRecord
+
+    day = date(2026, 3, 2)
+    records = [DayRecord(INGEST, day, 2, None, None), DayRecord(RECOMMEND, day, 1, None, day)]
+    monkeypatch.setattr(jobs.pipeline_state, "read_records", lambda spark, conf: records)
+    monkeypatch.setattr(jobs.recommend, "recommendations_path", lambda conf: "wh/recs")
+    flowctl.cli._say_what_is_replayed(None, None, "wh/recs", "b", day)
+    said = capsys.readouterr()
+    assert said.out == "recommendations for broker 'b' as of 2026-03-02, from wh/recs\n"
+    assert " ".join(said.err.split()) == (
+        "warning: the recommendations of 2026-03-02 are behind bronze (bronze v2 of 2026-03-02 "
+        "(in its look-back from 2026-03-02) is newer than v1): `flowctl pipeline --from "
+        "2026-03-02` brings them up to date"
+    )
+    # Up to date, or another table than the warehouse's: no warning.
+    for state, table in (([records[0], DayRecord(RECOMMEND, day, 2, None, day)], "wh/recs"),
+                         (records, "elsewhere")):  # fmt: skip
+        monkeypatch.setattr(
+            jobs.pipeline_state, "read_records", lambda spark, conf, state=state: state
+        )
+        flowctl.cli._say_what_is_replayed(None, None, table, "b", day)
+        assert capsys.readouterr().err == ""
