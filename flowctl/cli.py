@@ -124,6 +124,10 @@ def main(args: list[str] | None = None) -> None:
     value of the wrong type) said in one ``error:`` line like flowctl's own, not a box of five.
     Typer's click (its own copy in newer releases) is reached through its public BadParameter."""
     click_error: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    twice = _option_given_twice(sys.argv[1:] if args is None else args)
+    if twice is not None:
+        _fail(twice)
+        sys.exit(2)
     try:
         code = app(args=args, prog_name="flowctl", standalone_mode=False)
     except click_error as error:
@@ -138,6 +142,41 @@ def main(args: list[str] | None = None) -> None:
         _fail("aborted")
         sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _option_given_twice(args: list[str]) -> str | None:
+    """What is wrong with ``args`` when they give an option that takes one value twice (or a
+    flag and its opposite), else None: click keeps the last, so `sweep --values 1000 --values
+    2000` swept 2,000 alone and `--recommend --no-recommend` said nothing (a review)."""
+    from typer.main import get_command
+
+    command: Any = get_command(app)
+    path = ["flowctl"]
+    rest = list(args)
+    while rest and rest[0] in getattr(command, "commands", {}):
+        path.append(rest[0])
+        command = command.commands[rest.pop(0)]
+    options = {
+        name: param
+        for param in command.params
+        if param.param_type_name == "option" and not (param.multiple or param.count)
+        for name in (*param.opts, *param.secondary_opts)
+    }
+    given: dict[str, str] = {}
+    for token in rest:
+        if token == "--":  # what follows is no option
+            break
+        name = token.split("=", 1)[0]
+        param = options.get(name)
+        if param is None:
+            continue
+        if param.name in given:
+            first, where = given[param.name], " ".join(path)
+            if first == name:
+                return f"{where}: {name} is given twice; give it once (one value)"
+            return f"{where}: {first} and {name} are opposites; give one of them"
+        given[param.name] = name
+    return None
 
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent

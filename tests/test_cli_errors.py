@@ -1000,3 +1000,33 @@ def test_collect_once_over_a_file_that_is_no_broker_log_fails(tmp_path: Path, co
         f"error: --log {log}: none of the 3 lines read begins with a timestamp as "
         f"{'Artemis' if command == 'artemis' else 'RabbitMQ'}'s lines do: not the broker's log"
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["sweep", "qpid-165-worst-case", "--knob", "qpid.flow_stop_count", "--entity", "q",
+          "--values", "1000", "--values=2000"],
+         "error: flowctl sweep: --values is given twice; give it once (one value)"),
+        (["pipeline", "--from", "2026-03-02", "--recommend", "--no-recommend"],
+         "error: flowctl pipeline: --recommend and --no-recommend are opposites; give one of "
+         "them"),
+        (["collect", "artemis", "--log", "a.log", "--log", "b.log", "--raw", "r"],
+         "error: flowctl collect artemis: --log is given twice; give it once (one value)"),
+    ],
+)  # fmt: skip
+def test_an_option_given_twice_is_refused(
+    args: list[str], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """click keeps an option's last value: `sweep --values 1000 --values 2000` swept 2,000
+    alone, and `--recommend --no-recommend` said nothing (a review)."""
+    from flowctl.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == line + "\n"
+    # After `--`, a token is no option.
+    from flowctl.cli import _option_given_twice
+
+    assert _option_given_twice(["simulate", "s", "--out", "o", "--", "--out"]) is None
