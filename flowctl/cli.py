@@ -294,6 +294,8 @@ def simulate_to(scenario_ref: str, out: Path, seed: int | None, run_id: str | No
     """
     scenario = load_scenario(scenario_ref)
     _check_out_folder(out)
+    if run_id == "":
+        raise _fail("--run-id: empty; leave it out for the derived one")
     if scenario.kind == "scripted" and seed is not None and seed != scenario.seed:
         # Its steps draw nothing at random: another seed wrote the same events under another run
         # id, which readers then counted twice (a review).
@@ -599,6 +601,8 @@ def pipeline(
     last = _parse_date(date_to, "--to") if date_to else first
     if last < first:
         raise _fail(f"--to {last} is before --from {first}")
+    if policy is not None and not recommend:
+        raise _fail(f"--policy {policy}: only recommend reads it, and --no-recommend leaves it out")
     _run_pipeline_and_print(
         conf,
         first,
@@ -648,7 +652,9 @@ def whatif(
     from jobs.delta_io import local_table_missing
     from jobs.recommend import recommendations_path
 
-    if recommendations and warehouse:
+    if recommendations == "":
+        raise _fail("--recommendations: empty; give the table's folder or URI")
+    if recommendations is not None and warehouse is not None:
         raise _fail("--recommendations and --warehouse: give one (the table, or its warehouse)")
     if recommendations and Path(recommendations).is_file():
         raise _fail(f"--recommendations {recommendations}: is a file, not a Delta table's folder")

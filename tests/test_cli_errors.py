@@ -1030,3 +1030,28 @@ def test_an_option_given_twice_is_refused(
     from flowctl.cli import _option_given_twice
 
     assert _option_given_twice(["simulate", "s", "--out", "o", "--", "--out"]) is None
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["simulate", "qpid-165-worst-case", "--out", "o", "--run-id", ""],
+         "error: --run-id: empty; leave it out for the derived one"),
+        (["pipeline", "--from", "2026-03-02", "--no-recommend", "--policy", "p.yaml"],
+         "error: --policy p.yaml: only recommend reads it, and --no-recommend leaves it out"),
+        (["whatif", "qpid-165-worst-case", "--recommendations", "", "--warehouse", "w"],
+         "error: --recommendations: empty; give the table's folder or URI"),
+        (["whatif", "qpid-165-worst-case", "--recommendations", "r", "--warehouse", ""],
+         "error: --recommendations and --warehouse: give one (the table, or its warehouse)"),
+    ],
+)  # fmt: skip
+def test_an_empty_value_or_an_option_that_would_do_nothing_is_refused(
+    args: list[str], line: str, tmp_path: Path, spark_never_starts: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """An empty --run-id fell back to the derived one, an empty --recommendations passed the
+    check of the two options together, and --policy beside --no-recommend was read by nothing,
+    each without a word (a review)."""
+    monkeypatch.chdir(tmp_path)
+    assert _one_error_line(runner.invoke(app, args)) == line
+    assert not (tmp_path / "o").exists()
