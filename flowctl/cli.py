@@ -276,11 +276,22 @@ def _check_http_url(url: str, option: str) -> None:
         raise _fail(f"{option} {url_shown(url)}: not an HTTP URL: http[s]://host[:port]/path")
 
 
-#: ``--seed``: the range a scenario's ``seed`` takes (flowctl_core/scenario.py, a signed 64-bit
-#: integer), refused beyond it as the scenario file's is.
+#: Every command's ``--conf`` (jobs/config.py chooses the file in this order).
+CONF_HELP = "pipeline conf (default: $FLOWCTL_CONF, else conf/pipeline.yaml)"
+
+
+def _seed_in_range(seed: int | None) -> int | None:
+    """``--seed`` within the range a scenario's ``seed`` takes (flowctl_core/scenario.py, a
+    signed 64-bit integer), refused beyond it as the scenario file's is. A callback, not the
+    option's min and max: those printed a 40-digit range in the help's type column."""
+    if seed is not None and not -(2**63) <= seed < 2**63:
+        raise typer.BadParameter(f"{seed} is not a signed 64-bit integer (the scenario's seed)")
+    return seed
+
+
 SeedOption = Annotated[
     int | None,
-    typer.Option(help="random seed (default: the scenario's)", min=-(2**63), max=2**63 - 1),
+    typer.Option(help="random seed (default: the scenario's)", callback=_seed_in_range),
 ]
 
 
@@ -574,9 +585,7 @@ def _run_pipeline_and_print(
 def pipeline(
     date_from: Annotated[str, typer.Option("--from", help="first day, YYYY-MM-DD")],
     date_to: Annotated[str | None, typer.Option("--to", help="last day (default: --from)")] = None,
-    conf: Annotated[
-        Path | None, typer.Option(help="pipeline conf (default conf/pipeline.yaml)")
-    ] = None,
+    conf: Annotated[Path | None, typer.Option(help=CONF_HELP)] = None,
     raw: Annotated[
         Path | None, typer.Option(help="raw event-log folder (default from conf)")
     ] = None,
@@ -631,8 +640,11 @@ def whatif(
         Path | None,
         typer.Option(help="Delta warehouse whose recommendations to replay (default: the conf's)"),
     ] = None,
-    conf: Annotated[Path | None, typer.Option(help="pipeline conf")] = None,
-    as_of: Annotated[str | None, typer.Option(help="recommendations as of this day")] = None,
+    conf: Annotated[Path | None, typer.Option(help=CONF_HELP)] = None,
+    as_of: Annotated[
+        str | None,
+        typer.Option(help="recommendations as of this day, YYYY-MM-DD (default: the latest)"),
+    ] = None,
     seed: SeedOption = None,
 ) -> None:
     """Rerun a scenario with the recommended settings; print before / after per queue or knob.
@@ -842,7 +854,7 @@ def sweep(
 @app.command()
 @_one_line_failures("status")
 def status(
-    conf: Annotated[Path | None, typer.Option(help="pipeline conf")] = None,
+    conf: Annotated[Path | None, typer.Option(help=CONF_HELP)] = None,
     warehouse: Annotated[
         Path | None, typer.Option(help="Delta warehouse (default: the conf's)")
     ] = None,
@@ -880,7 +892,7 @@ def dashboard(
         Path | None,
         typer.Option("--out", help="HTML file (default: report.html beside the warehouse)"),
     ] = None,
-    conf: Annotated[Path | None, typer.Option(help="pipeline conf")] = None,
+    conf: Annotated[Path | None, typer.Option(help=CONF_HELP)] = None,
     warehouse: Annotated[
         Path | None, typer.Option(help="Delta warehouse (default: the conf's)")
     ] = None,

@@ -982,8 +982,8 @@ def test_a_scripted_scenario_refuses_another_seed(
         main(["simulate", "bursty-producer", "--out", str(out), "--seed", str(2**63)])
     assert exited.value.code == 2
     assert capsys.readouterr().err == (
-        "error: flowctl simulate: Invalid value for '--seed': Input should be less than or "
-        "equal to 9223372036854775807 (see `flowctl simulate --help`)\n"
+        "error: flowctl simulate: Invalid value for '--seed': 9223372036854775808 is not a "
+        "signed 64-bit integer (the scenario's seed) (see `flowctl simulate --help`)\n"
     )
 
 
