@@ -3,6 +3,7 @@ and the pipeline state (the commands themselves are in flowctl/cli.py)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,10 +30,14 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from flowctl_core.sweep import Sweep
     from jobs.pipeline_state import PipelineStatus
 
-# Piped output (CI logs, `| less`) gets a wide table instead of one folded to 80 columns.
+# Piped output (CI logs, `| less`) gets a wide table instead of one folded to 80 columns,
+# unless $COLUMNS says how wide (Rich reads it: `COLUMNS=100 flowctl ... | tee`).
 # No console markup: what is printed is data (names, paths, rationales, a what-if's
 # "[verdict, rule]"), which Rich would otherwise read as style tags and drop; styles are Text's.
-console = Console(width=None if sys.stdout.isatty() else 200, markup=False)
+console = Console(
+    width=None if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit() else 200,
+    markup=False,
+)
 # An error is one line however long (a path, a field): never folded to the terminal's or, when
 # stderr is not a terminal (CI, pipes), to 80 columns.
 err_console = Console(stderr=True, soft_wrap=True, markup=False)

@@ -4,6 +4,7 @@ new-user trial found the ingest report printed as a Python dict, wrapped mid-ent
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -403,3 +404,21 @@ def test_a_what_if_table_too_wide_is_folded_not_headed_by_one_queue_in_every_col
         if line.startswith("│")
     )
     assert before == long.replace(" ", "")
+
+
+def test_piped_tables_take_the_width_columns_gives(tmp_path: Path) -> None:
+    """Piped, the tables are 200 columns wide (not folded to 80), unless $COLUMNS says how wide:
+    it was ignored (a review). Run as a user's shell runs it, the console made at import."""
+    import os
+    import subprocess
+    import sys
+
+    def widest_table_line(env: dict[str, str], run: str) -> int:
+        command = [sys.executable, "-m", "flowctl.cli", "simulate", "qpid-165-worst-case",
+                   "--out", str(tmp_path / run), "--run-id", run]  # fmt: skip
+        out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+        return max(len(line) for line in out.splitlines() if line[:1] in "┏┃│└")
+
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    assert widest_table_line({**env, "COLUMNS": "90"}, "narrow") <= 90
+    assert widest_table_line(env, "wide") > 90
