@@ -126,6 +126,16 @@ class RecommendPolicy:
         where = f"recommendation policy {source}" if source is not None else "recommendation policy"
         if not isinstance(raw, Mapping):
             raise ConfError(f"{where}: expected a mapping of settings, got {raw!r}")
+        known = [key for key in raw if key in _SECTIONS or key in _LAYOUT]
+        if len(raw) >= 3 and not known:
+            # Some other file (a scenario, the pipeline conf): a "did you mean" for each of its
+            # keys said nothing of that, and one suggested slow_consumer_share for "consumers".
+            # (One or two keys, none known, are read as typos, each named.)
+            keys = ", ".join(map(str, list(raw)[:6])) + (", ..." if len(raw) > 6 else "")
+            raise ConfError(
+                f"{where}: none of its keys ({keys}) is a policy's: is it the recommendation "
+                f"policy? (its keys: lookback_days, {', '.join(f'{s}:' for s in _SECTIONS)})"
+            )
         types = {f.name: f.type for f in fields(cls)}
         problems: list[str] = []
         values: dict[str, Any] = {}

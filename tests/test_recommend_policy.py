@@ -192,3 +192,16 @@ def test_the_job_exits_2_with_one_line_before_spark_starts(
         f"error: recommendation policy {path}: queue.min_hysteresis_share = 1.0 is out of range "
         "(allowed: 0 <= min_hysteresis_share < 1)\n"
     )
+
+
+def test_a_file_that_is_no_policy_is_said_to_be_none(tmp_path: Path) -> None:
+    """A scenario given as --policy got a "did you mean" for each of its keys, one of them
+    slow_consumer_share for "consumers" (a review): three keys or more, none a policy's, are
+    another file; fewer are typos, each named."""
+    scenario = {"name": "s", "kind": "workload", "duration_s": 3, "consumers": []}
+    assert _error(tmp_path, scenario) == (
+        f"recommendation policy {tmp_path / 'recommend.yaml'}: none of its keys (consumers, "
+        "duration_s, kind, name) is a policy's: is it the recommendation policy? (its keys: "
+        "lookback_days, queue:, consumer_link:, address:, rabbitmq_queue:)"
+    )
+    assert "unknown key lookbak_days" in _error(tmp_path, {"lookbak_days": 3, "queue": {}})
