@@ -600,8 +600,11 @@ def pipeline(
     allow_empty_days: Annotated[
         bool,
         typer.Option(
+            # One name: its off form (--no-allow-empty-days, the default) was cut in the help's
+            # column at 80 columns.
+            "--allow-empty-days",
             help="replace days that bronze holds with what raw has even when files bronze "
-            "read are gone (refused by default: it usually means a wrong --raw)"
+            "read are gone (refused by default: it usually means a wrong --raw)",
         ),
     ] = False,
 ) -> None:
@@ -1095,7 +1098,11 @@ LogOption = Annotated[Path, typer.Option(help="the broker's log file (read as it
 RawOption = Annotated[Path, typer.Option(help="the event-log folder the pipeline ingests")]
 StateOption = Annotated[
     Path | None,
-    typer.Option(help="the session's checkpoint (default: RAW/../collector-state/BROKER.json)"),
+    # Worded in short words: a path of one long word was cut ("RAW/../collector-state/…") in
+    # the help's column at 80 (a review).
+    typer.Option(
+        help="the session's checkpoint (default: BROKER.json in collector-state/ beside RAW)"
+    ),
 ]
 UserOption = Annotated[str, typer.Option(help="user of the broker's HTTP API")]
 PasswordOption = Annotated[
@@ -1124,9 +1131,7 @@ def collect_artemis(
     state: StateOption = None,
     jolokia: Annotated[
         str | None,
-        typer.Option(
-            help="sample the addresses over Jolokia, e.g. http://127.0.0.1:8161/console/jolokia"
-        ),
+        typer.Option(help="sample the addresses over Jolokia's URL (an example above)"),
     ] = None,
     user: UserOption = "admin",
     password: PasswordOption = "admin",
@@ -1143,7 +1148,9 @@ def collect_artemis(
     """Follow an Artemis log, INSTANCE/log/artemis.log (and sample Jolokia), into broker_events.
 
     Each block / unblock line (AMQ222183 / AMQ221046) is a flow_stopped / flow_resumed of its
-    address; with --jolokia, each address's size and messages every --sample-interval seconds.
+    address; with --jolokia, each address's size and messages every --sample-interval seconds
+    (--jolokia http://localhost:8161/console/jolokia on a broker made by `artemis create`, whose
+    Jolokia takes requests from localhost by that name only).
     The session goes on across restarts of the collector and of the broker, and across the
     log's roll-over at midnight: nothing committed is lost or written twice.
     """

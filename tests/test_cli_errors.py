@@ -1055,3 +1055,24 @@ def test_an_empty_value_or_an_option_that_would_do_nothing_is_refused(
     monkeypatch.chdir(tmp_path)
     assert _one_error_line(runner.invoke(app, args)) == line
     assert not (tmp_path / "o").exists()
+
+
+def _command_paths(command: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    subcommands = getattr(command, "commands", {})
+    return [path] + [
+        found for name, sub in subcommands.items() for found in _command_paths(sub, (*path, name))
+    ]
+
+
+def test_no_help_is_cut_short_at_80_columns() -> None:
+    """A help cell of one long word was cut with an ellipsis at 80 columns
+    ("RAW/../collector-state/…", "http://127.0.0.1:8161/c…", "--no-allow-empty-d…": a
+    review): every command's help, at 80, has none."""
+    from typer.main import get_command
+
+    paths = _command_paths(get_command(app))
+    assert ("collect", "artemis") in paths and len(paths) > 10
+    for path in paths:
+        result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80"})
+        assert result.exit_code == 0, (path, result.output)
+        assert "…" not in result.output, (path, result.output)
