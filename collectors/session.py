@@ -197,6 +197,14 @@ def file_name(run_id: str, first_seq: int) -> str:
     return f"part-{run_id}-{first_seq:012d}.parquet"
 
 
+def _run_start(run_id: str, broker: str) -> tuple[str, str] | None:
+    """When a session of ``broker`` started, by its run id (collectors/base.py ``new_run_id``),
+    as a key that sorts by it (a run id may give seconds, not microseconds); None for another
+    run id."""
+    match = re.fullmatch(rf"collect-{re.escape(broker)}-(\d{{8}})T(\d{{6,12}})Z", run_id)
+    return None if match is None else (match[1], match[2].ljust(12, "0"))
+
+
 def _run_file_pattern(run_id: str) -> re.Pattern[str]:
     return re.compile(rf"^part-{re.escape(run_id)}-(\d{{12}})\.parquet$")
 
@@ -240,6 +248,18 @@ class SessionWriter:
             if (match := pattern.match(path.name))
         ]
         return self._newest_readable([path for _, path in sorted(found, reverse=True)])
+
+    def _later_session(self, broker: str, run_id: str) -> dict[str, Any] | None:
+        """The checkpoint of ``broker``'s newest session in the raw folder when it started after
+        ``run_id``, else None. A ``--new-session`` killed between its first file's rename and
+        the state file's write leaves a state file naming the run before it: going on with that
+        run wrote the new run's lines again (a review)."""
+        since = _run_start(run_id, broker)
+        if since is None:
+            return None
+        latest = self.latest_session(broker)
+        started = None if latest is None else _run_start(latest["run_id"], broker)
+        return latest if started is not None and started > since else None
 
     def _collector_files(self) -> list[Path]:
         return [
@@ -292,7 +312,8 @@ class SessionWriter:
 
     def load_state(self, broker: str) -> dict[str, Any] | None:
         """The state file's checkpoint, or a newer one from the files (the state file lost:
-        ``broker``'s newest session there); None when there is no session to go on with.
+        ``broker``'s newest session there; a session there started after the state file's run,
+        :meth:`_later_session`); None when there is no session to go on with.
 
         A state file is one raw folder's. The default one (``RAW/../collector-state/``) is
         shared by raw folders side by side: that of another folder is read as no state file,
@@ -329,6 +350,9 @@ class SessionWriter:
             )
             return self.latest_session(broker)
         state.pop(STATE_RAW_KEY, None)
+        later = self._later_session(broker, state["run_id"])
+        if later is not None:
+            return later
         newer = self.latest_checkpoint(state["run_id"], int(state["next_seq"]))
         if newer is not None:
             return newer

@@ -103,6 +103,32 @@ def test_the_state_files_lock_still_holds_one_collector_per_state_file(setup: Se
         running.close()
 
 
+# -- a new session killed before its state file -------------------------------------------------
+@pytest.mark.parametrize("again_new_session", [False, True])
+def test_a_new_session_killed_before_its_state_file_is_gone_on_with(
+    setup: Setup, again_new_session: bool
+) -> None:
+    """--new-session killed after its first file's rename, before its state file: the state
+    file still names the run before it, and a restart went on with that run, writing the new
+    run's lines again (the carried-over episode twice: a review). It goes on from the newer
+    session's file; a --new-session again starts after it."""
+    setup.write(block("2026-11-27 10:00:00,000"))
+    first = setup.collect(clock=lambda: NOON)
+    stale = setup.state.read_bytes()
+    setup.write(unblock("2026-11-27 10:30:00,000"))
+    second = setup.collect(new_session=True, clock=lambda: NOON + timedelta(minutes=1))
+    setup.state.write_bytes(stale)  # the state file as it was before the new run's commit
+    again = setup.collect(new_session=again_new_session, clock=lambda: NOON + timedelta(minutes=2))
+    assert again.resumed != again_new_session
+    if not again_new_session:
+        assert again.state.run_id == second.state.run_id
+    assert _brief(setup.raw) == [
+        (first.state.run_id, 0, "flow_stopped"),
+        (second.state.run_id, 0, "flow_stopped"),  # carried over
+        (second.state.run_id, 1, "flow_resumed"),
+    ]
+
+
 # -- D2: the newest file cut short -------------------------------------------------------------
 def _cut_short(path: Path) -> None:
     data = path.read_bytes()
