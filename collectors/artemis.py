@@ -31,7 +31,7 @@ they keep the run's watermark (its last event, DESIGN §4) at the collector's cl
 broker is quiet, so an address blocked for hours counts as blocked up to the last sample, not up
 to the block line. Deleting an address logs no "Unblocking": a blocked address a sample no
 longer lists gets a ``flow_resumed`` there (``detail.reason`` "address_removed"); one listed
-whose read failed is there, unsampled.
+whose read failed, or not sampled (internal, the broker's own), is there, unsampled.
 
 Timestamps are the log's (the broker's local time, ``log_zone``) and the collector's clock for
 samples, in UTC. Order, checkpoints and restarts: collectors/base.py and collectors/session.py.
@@ -277,8 +277,8 @@ class JolokiaReader:
         AddressSize, MessageCount, and from the address settings maxSizeBytes,
         addressFullMessagePolicy, maxSizeMessages and maxSizeBytesRejectThreshold (Artemis's
         defaults when the broker's settings have none: -1, PAGE, -1, -1; None when they could
-        not be read). An
-        address listed whose own read failed is None: there, but not sampled."""
+        not be read). An address listed that is internal or the broker's own, or whose own
+        read failed, is None: there, but not sampled."""
         (found,) = self._post(
             [
                 {
@@ -295,27 +295,24 @@ class JolokiaReader:
         reads = self._post(
             [{"type": "read", "mbean": mbean, "attribute": attributes} for mbean in mbeans]
         )
-        values = [
-            (mbean, _value_of(answer, dict, mbean, self.url))
-            for mbean, answer in zip(mbeans, reads, strict=True)
-            if answer.get("status") == 200
-        ]
-        # Listed and not read (deleted since the search, a passing error): present but not
-        # sampled, never taken for gone (the collector ends the block of an address gone).
-        unread: Observed = {
-            address: None
-            for mbean, answer in zip(mbeans, reads, strict=True)
-            if answer.get("status") != 200
-            and not (address := _address_of(mbean)).startswith(BROKER_OWN_PREFIXES)
-        }
-        values = [
-            (mbean, value)
-            for mbean, value in values
-            if not value.get("Internal")
-            and not str(value["Address"]).startswith(BROKER_OWN_PREFIXES)
-        ]
+        # Every address listed is in the sample, None where it has no figures: not read
+        # (deleted since the search, a passing error), or not sampled (internal, the broker's
+        # own). Only one not listed is gone: the collector ends its block (an internal address
+        # left out was taken for deleted, its block ended by every sample: a review).
+        observed: Observed = {}
+        values = []
+        for mbean, answer in zip(mbeans, reads, strict=True):
+            if answer.get("status") != 200:
+                observed[_address_of(mbean)] = None
+                continue
+            value = _value_of(answer, dict, mbean, self.url)
+            observed[str(value["Address"])] = None
+            if not value.get("Internal") and not str(value["Address"]).startswith(
+                BROKER_OWN_PREFIXES
+            ):
+                values.append((mbean, value))
         if not values:
-            return unread
+            return observed
         settings = self._post(
             [
                 {
@@ -327,7 +324,6 @@ class JolokiaReader:
                 for mbean, value in values
             ]
         )
-        observed = unread
         for (_, value), answer in zip(values, settings, strict=True):
             read = answer.get("status") == 200
             setting = (
@@ -337,7 +333,7 @@ class JolokiaReader:
             )
             if not isinstance(setting, dict):
                 raise ValueError(f"Jolokia {self.url}: address settings that are no JSON object")
-            observed[value["Address"]] = {
+            observed[str(value["Address"])] = {
                 "address_size": int(value["AddressSize"]),
                 "messages": int(value["MessageCount"]),
                 # The settings as JSON leave out what is not set, which Artemis reads as its
@@ -694,7 +690,9 @@ class ArtemisCollector(LogCollector):
         missing = sorted((self.sampled_addresses or frozenset()) - set(observed))
         for name in [n for n in missing if n not in self._said_not_listed]:
             self._said_not_listed.add(name)
-            listed = ", ".join(sorted(observed)[:20]) or "none"
+            # Those with figures first: the broker's own and internal ones are listed too.
+            names = sorted(observed, key=lambda n: (observed[n] is None, n))
+            listed = ", ".join(names[:20]) or "none"
             log.warning(
                 "--address %s: the broker lists no such address (it lists: %s); not sampled "
                 "until it appears",

@@ -1565,7 +1565,52 @@ def test_the_brokers_own_addresses_are_not_sampled() -> None:
     block = {"maxSizeBytes": 102_400, "addressFullMessagePolicy": "BLOCK"}
     names = ["orders", "activemq.notifications", "activemq.management", "$sys.mqtt.sessions"]
     observed = BulkJolokia(dict.fromkeys(names, block)).addresses()
-    assert list(observed) == ["orders"]
+    # Listed, so not gone, but without figures (not sampled).
+    assert {name: a is None for name, a in observed.items()} == {
+        "orders": False,
+        "activemq.notifications": True,
+        "activemq.management": True,
+        "$sys.mqtt.sessions": True,
+    }
+
+
+class InternalJolokia(BulkJolokia):
+    """A broker whose addresses under ``$.artemis.internal`` are flagged Internal (a cluster's
+    store-and-forward addresses)."""
+
+    def _post(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        answers = super()._post(requests)
+        if requests[0]["type"] == "read":
+            for answer in answers:
+                value = answer["value"]
+                value["Internal"] = value["Address"].startswith("$.artemis.internal")
+        return answers
+
+
+def test_an_address_not_sampled_is_no_address_removed(setup: Setup) -> None:
+    """An internal address (a cluster's store-and-forward, under BLOCK) logs its block and
+    unblock as any other; left out of the samples, it was taken for deleted and its block
+    ended by every sample (a review). Listed, it is not gone: its block ends at its line."""
+    forward = "$.artemis.internal.sf.my-cluster.abc"
+    block_settings = {"addressFullMessagePolicy": "BLOCK", "maxSizeBytes": 100_000}
+    observed = InternalJolokia({forward: block_settings, "orders": block_settings}).addresses()
+    assert observed[forward] is None and observed["orders"] is not None
+    setup.write(block("2026-11-27 10:00:00,000", address=forward))
+    now = [datetime(2026, 11, 27, 10, 5, tzinfo=UTC)]
+    collector = setup.collector(jolokia=FakeJolokia([observed, observed]), clock=lambda: now[0])
+    collector.read_log()
+    for minute in (5, 6):  # two samples: neither ends its block
+        now[0] = datetime(2026, 11, 27, 10, minute, tzinfo=UTC)
+        collector.sample()
+        collector.flush()
+    assert collector.held_now() == [f"address {forward}"]
+    collector.close()
+    setup.write(unblock("2026-11-27 10:30:00,000", address=forward))
+    setup.collect(clock=lambda: datetime(2026, 11, 27, 10, 31, tzinfo=UTC))
+    assert [(r["event_type"], r["ts"]) for r in setup.rows() if r["queue"] == forward] == [
+        ("flow_stopped", _ts("2026-11-27 10:00:00")),
+        ("flow_resumed", _ts("2026-11-27 10:30:00")),
+    ]
 
 
 class DeletingJolokia(BulkJolokia):
@@ -1612,6 +1657,7 @@ def test_an_address_listed_whose_read_failed_is_reported_unread() -> None:
         "orders": True,
         'a "b" \\ c*': True,
         "DLQ": False,
+        "activemq.notifications": True,  # listed, as a broker's own read is
     }
     assert DeletingJolokia({"orders": page}, gone={"orders"}).addresses() == {"orders": None}
 
