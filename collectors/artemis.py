@@ -29,8 +29,9 @@ address's size and messages, read over Jolokia, as a ``queue_declared`` row with
 settings and depth. No metric counts those rows; they give the depth timeline sampled points, and
 they keep the run's watermark (its last event, DESIGN §4) at the collector's clock while the
 broker is quiet, so an address blocked for hours counts as blocked up to the last sample, not up
-to the block line. Deleting an address logs no "Unblocking": a blocked address a sample no
-longer lists gets a ``flow_resumed`` there (``detail.reason`` "address_removed"); one listed
+to the block line. Deleting an address logs no "Unblocking": a blocked address two samples in
+a row no longer list gets a ``flow_resumed`` at the first (``detail.reason``
+"address_removed"); one listed
 whose read failed, or not sampled (internal, the broker's own), is there, unsampled.
 
 Timestamps are the log's (the broker's local time, ``log_zone``) and the collector's clock for
@@ -107,6 +108,9 @@ class AddressState:
     # max-size-messages as last stated (-1: none; None: never stated, as in a state file of a
     # release before it).
     max_size_messages: int | None = None
+    # The time (µs) of the first sample in a row that did not list it, None while listed (see
+    # ArtemisCollector._end_removed).
+    missing_since_us: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -144,6 +148,7 @@ _ADDRESS_FIELDS = {
     "disk_blocked": "bool",
     "disk_released_us": "int?",
     "max_size_messages": "int?",
+    "missing_since_us": "int?",
 }
 
 
@@ -588,10 +593,13 @@ class ArtemisCollector(LogCollector):
                 },
             )
         elif line.code == DISK_BLOCKING and line.address is not None:
-            self.addresses.setdefault(line.address, AddressState()).disk_blocked = True
+            address = self.addresses.setdefault(line.address, AddressState())
+            address.disk_blocked = True
+            address.missing_since_us = None  # there: a sample that missed it is no removal
         elif line.is_flow:
             assert line.address is not None
             address = self.addresses.setdefault(line.address, AddressState())
+            address.missing_since_us = None  # there: a sample that missed it is no removal
             blocking = line.code == BLOCKING
             if line.max_size_bytes is not None:
                 address.max_size_bytes = line.max_size_bytes
@@ -635,6 +643,8 @@ class ArtemisCollector(LogCollector):
     def write_sample(self, taken: datetime, observed: Observed) -> None:
         """Each address read as a ``queue_declared`` row: the address as observed."""
         self._say_addresses_not_listed(observed)
+        # First: a removal is stamped at an earlier sample, before this one's rows.
+        self._end_removed(taken, observed)
         for name, values in sorted(observed.items()):
             if not self._sampled(name) or values is None:
                 continue  # not asked for, or listed but its read failed: no figures to write
@@ -656,24 +666,32 @@ class ArtemisCollector(LogCollector):
                 extra={"origin": ORIGIN_JOLOKIA, "sample_interval_ms": self.sample_interval_ms},
                 event_type="queue_declared",
             )
-        self._end_removed(taken, observed)
         self._forget_gone(observed)
 
     def _sampled(self, name: str) -> bool:
         return self.sampled_addresses is None or name in self.sampled_addresses
 
     def _end_removed(self, taken: datetime, observed: Observed) -> None:
-        """End the block of each blocked address the sample no longer lists: deleting an
-        address logs no "Unblocking", and it stayed blocked for the rest of the run (a
-        review). Its end is known at the sample, and said (``reason`` "address_removed")."""
+        """End the block of each blocked address two samples in a row no longer list: deleting
+        an address logs no "Unblocking", and it stayed blocked for the rest of the run (a
+        review). One absence is not enough: a sample's search runs before its time, so an
+        address created and blocked in between is not listed by it (its block was ended at
+        once: a review). The end is stamped at the first absence, and said (``reason``
+        "address_removed"); an address listed again, or named by a log line, is there."""
         for name, address in sorted(self.addresses.items()):
-            if name in observed or not self._sampled(name):
+            if not self._sampled(name):
+                continue
+            if name in observed:
+                address.missing_since_us = None
+                continue
+            if address.missing_since_us is None:
+                address.missing_since_us = to_us(taken)
                 continue
             address.disk_blocked, address.disk_released_us = False, None
             if address.blocked:
                 address.blocked = False
                 self._flow_row(
-                    taken,
+                    from_us(address.missing_since_us),
                     name,
                     depth_msgs=None,
                     depth_bytes=None,

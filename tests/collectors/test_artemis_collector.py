@@ -460,11 +460,14 @@ def test_the_disk_alarm_goes_on_across_a_collector_restart(setup: Setup) -> None
 
 
 def test_a_state_file_without_the_disk_alarm_goes_on(setup: Setup) -> None:
-    """A checkpoint of the release before the disk alarm held the address map itself."""
+    """A checkpoint of the release before the disk alarm held the address map itself (nor
+    had it the address fields added since)."""
     setup.write(block("2026-11-27 10:00:00,000"))
     setup.collect()
     state = json.loads(setup.state.read_text())
     state["entities"] = state["entities"]["addresses"]
+    for fields in state["entities"].values():
+        del fields["max_size_messages"], fields["missing_since_us"]
     setup.state.write_text(json.dumps(state))
     setup.write(unblock("2026-11-27 10:00:04,000"))
     setup.collect()
@@ -845,9 +848,9 @@ def test_an_address_deleted_while_blocked_is_unblocked_at_the_first_sample_witho
     setup: Setup,
 ) -> None:
     """Deleting an address logs no "Unblocking": it stayed blocked for the rest of the run (a
-    review). A sample that no longer lists it ends its block there; one that lists it without
-    its figures (its read failed: deleted between the search and the read, or a passing
-    error) does not, nor does a sample of other addresses only (``--address``)."""
+    review). Two samples in a row that no longer list it end its block at the first; one that
+    lists it without its figures (its read failed: deleted between the search and the read,
+    or a passing error) does not, nor does a sample of other addresses only (``--address``)."""
     setup.write(block("2026-11-27 10:00:00,000"))
     quiet = {"address_size": 0, "messages": 0, "max_size_bytes": -1, "policy": "PAGE"}
     now = [datetime(2026, 11, 27, 10, 5, tzinfo=UTC)]
@@ -864,7 +867,7 @@ def test_an_address_deleted_while_blocked_is_unblocked_at_the_first_sample_witho
         now[0] = datetime(2026, 11, 27, 10, minute, tzinfo=UTC)
         collector.sample()
         collector.flush()
-        if minute == 5:
+        if minute in (5, 6):
             assert collector.held_now() == ["address orders"]
     collector.close()
     flow = [r for r in setup.rows() if r["queue"] == "orders"]
@@ -955,6 +958,45 @@ def test_a_sample_waits_for_the_line_of_an_event_before_it(setup: Setup) -> None
         ("queue_declared", taken),
     ]
     assert (rows[1]["flow_stopped"], rows[1]["flow_stopped_count"]) == (True, 1)
+
+
+def test_an_address_created_during_a_samples_round_trip_is_not_removed(setup: Setup) -> None:
+    """The search ran before ``orders`` was created and blocked at .400, the sample was stamped
+    at .500: the first sample without it ended its block at once (a review). Only a second
+    sample in a row without it does; one that lists it, or a line of it, in between starts the
+    count again."""
+    dlq = {"address_size": 0, "messages": 0, "max_size_bytes": -1, "policy": "PAGE"}
+    orders = {**dlq, "max_size_bytes": 100_000, "policy": "BLOCK"}
+    taken = [datetime(2026, 11, 27, 10, 0, 0, 500_000, tzinfo=UTC)]
+    samples: list[dict[str, dict[str, Any] | None] | Exception] = [
+        {"DLQ": dlq},  # searched before .400
+        {"DLQ": dlq, "orders": orders},
+        {"DLQ": dlq},  # gone? (not a removal yet)
+        {"DLQ": dlq},  # its lines before it: there
+    ]
+    collector = setup.collector(
+        jolokia=FakeJolokia(samples), sample_interval_s=60.0, clock=lambda: taken[0]
+    )
+    collector.poll_once()
+    setup.write(block("2026-11-27 10:00:00,400"))
+    collector.poll_once()
+    collector.flush()
+    assert collector.held_now() == ["address orders"]
+    for minute in (1, 2, 3):
+        taken[0] = datetime(2026, 11, 27, 10, minute, 0, 500_000, tzinfo=UTC)
+        collector.sample()
+        if minute == 3:
+            setup.write(unblock("2026-11-27 10:02:30,000"), block("2026-11-27 10:02:30,050"))
+            collector.read_log()
+        collector.flush()
+        assert collector.held_now() == ["address orders"], minute
+    collector.close()
+    flow = [(r["event_type"], r["ts"]) for r in setup.rows() if r["queue"] == "orders"]
+    assert [f for f in flow if f[0] != "queue_declared"] == [
+        ("flow_stopped", _ts("2026-11-27 10:00:00.400")),
+        ("flow_resumed", _ts("2026-11-27 10:02:30")),
+        ("flow_stopped", _ts("2026-11-27 10:02:30.050")),
+    ]
 
 
 def test_only_the_addresses_asked_for_are_sampled(setup: Setup) -> None:
