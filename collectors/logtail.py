@@ -6,7 +6,7 @@ collector reads on from there. Artemis rolls ``artemis.log`` to ``artemis.log.YY
 midnight (and at a start on a new day): a position in a rolled file is found by its inode in
 the same folder, the file is read to its end, then every newer rolled file of the same name
 (``NAME.*``, oldest first by modification time: a collector stopped over a weekend finds two;
-not a copy of a file read, told by its first line: the compressed copy of the file just read),
+not the compressed copy of a file read, told by its name: ``NAME.D.gz`` of ``NAME.D``),
 then the live file from its start. A rolled file compressed since (logrotate's ``compress``:
 ``.gz``, ``.bz2``, ``.xz``) has a new inode: the position's file is found among them by the digest
 of its first line, and read on from the same offset of its decompressed text; so is a copy of the
@@ -119,23 +119,34 @@ def _copy_of(rolled: list[RolledFile], position: LogPosition) -> RolledFile | No
     )
 
 
+def _copies(name: str, other: str) -> bool:
+    """Whether files named ``name`` and ``other`` are one file and its compressed copy: one is
+    the other's name plus a suffix of :data:`DECOMPRESSED` (``artemis.log.2026-11-27`` and
+    ``artemis.log.2026-11-27.gz``)."""
+    return any(other == name + suffix or name == other + suffix for suffix in DECOMPRESSED)
+
+
 def _unread_after(
-    rolled: list[RolledFile], current: RolledFile, current_head: str, live: tuple[int, int]
+    rolled: list[RolledFile], current: RolledFile, live: tuple[int, int]
 ) -> list[RolledFile]:
     """The rolled files after ``current`` (read to its end) still to read, oldest first. Not
-    one whose first line is that of a file read already, ``current`` or a rolled file before
-    it: a compressed copy of it (log4j2 renames, then compresses; logrotate's ``compress``
-    does the same), newer by its modification time, which was read again whole with new seqs
-    (a review). Nor one without a first line yet: empty, or a compressed copy still being
-    written."""
-    read_heads = {current_head} | {file_head(e[2]) for e in rolled if e[:2] < current[:2]}
+    the compressed copy of a file read already, ``current`` or a rolled file before it (log4j2
+    renames, then compresses; logrotate's ``compress`` does the same), newer by its
+    modification time, which was read again whole with new seqs (a review); said. Told by its
+    name, not its first line: with a layout header every file starts with the same line, and
+    the later days were skipped as copies (a review)."""
+    read = [current[1]] + [e[1] for e in rolled if e[:2] < current[:2]]
     later = []
     for entry in rolled:
         if entry[:2] <= current[:2] or entry[3] == live:
             continue
-        head = file_head(entry[2])
-        if head and head not in read_heads:
+        copied = next((name for name in read if _copies(name, entry[1])), None)
+        if copied is None:
             later.append(entry)
+        else:
+            log.warning(
+                "%s is a compressed copy of %s, read already: not read again", entry[2], copied
+            )
     return later
 
 
@@ -279,7 +290,7 @@ def follow(path: Path, position: LogPosition | None) -> Iterator[tuple[str, LogP
         for line, after in _lines_from(current[2], position.offset, current[3]):
             position = LogPosition(*current[3], after, rolled_head)
             yield line, position
-        newer = _unread_after(rolled, current, rolled_head, live)
+        newer = _unread_after(rolled, current, live)
         if newer:
             position = LogPosition(*newer[0][3], 0, file_head(newer[0][2]))
         else:

@@ -1133,8 +1133,8 @@ def test_the_compressed_copy_of_a_rolled_file_just_read_is_not_read_again(
 ) -> None:
     """log4j2 renames the log, then compresses the rolled file (logrotate's ``compress`` too):
     for a while both are there, the ``.gz`` newer. Read to its end, the rolled file was
-    followed by its own copy, read whole again with new seqs (a review). Its copy still being
-    written (no first line yet) is no file to read either."""
+    followed by its own copy, read whole again with new seqs (a review). The copy, done or
+    still being written, is told by its name, and said."""
     setup.write(starting("2026-11-27 23:00:00,000"), block("2026-11-27 23:10:00,000"))
     setup.collect()
     setup.write(unblock("2026-11-27 23:20:00,000"))  # after the position
@@ -1150,6 +1150,45 @@ def test_the_compressed_copy_of_a_rolled_file_just_read_is_not_read_again(
         (2, "flow_stopped", _ts("2026-11-28 00:05:00")),
     ]
     assert "cannot be read" not in caplog.text
+    said = f"{rolled}.gz is a compressed copy of {rolled.name}, read already: not read again"
+    assert said in caplog.text
+
+
+#: A first line every file of the log starts with (a log4j2 layout's header).
+LAYOUT_HEADER = "Apache ActiveMQ Artemis log\n"
+
+
+@pytest.mark.parametrize("copies", [False, True])
+def test_rolled_files_that_start_with_the_same_line_are_each_read(
+    setup: Setup, copies: bool
+) -> None:
+    """With a layout header every file starts with the same line: a rolled file after the one
+    read was taken for its compressed copy and skipped, so two roll-overs while the collector
+    was stopped lost the day between them without a word (a review). A copy is told by its
+    name; each rolled file's own copy, newer than it, is still not read again."""
+    setup.write(LAYOUT_HEADER, block("2026-11-26 23:00:00,000"))
+    setup.collect()
+    setup.write(unblock("2026-11-26 23:30:00,000"))
+    now = time.time()
+    for day, rolled_at in (("2026-11-26", now - 20), ("2026-11-27", now - 10)):
+        rolled = _roll(setup.log, f"artemis.log.{day}", rolled_at)
+        if copies:
+            copy = rolled.with_name(rolled.name + ".gz")
+            copy.write_bytes(gzip.compress(rolled.read_bytes()))
+            os.utime(copy, (rolled_at + 5, rolled_at + 5))
+        if day == "2026-11-26":
+            setup.write(
+                LAYOUT_HEADER, block("2026-11-27 09:00:00,000"), unblock("2026-11-27 09:10:00,000")
+            )
+    setup.write(LAYOUT_HEADER, block("2026-11-28 08:00:00,000"))
+    setup.collect(clock=lambda: datetime(2026, 11, 28, 9, tzinfo=UTC))
+    assert [(r["seq"], r["event_type"], r["ts"]) for r in setup.rows()] == [
+        (0, "flow_stopped", _ts("2026-11-26 23:00:00")),
+        (1, "flow_resumed", _ts("2026-11-26 23:30:00")),
+        (2, "flow_stopped", _ts("2026-11-27 09:00:00")),
+        (3, "flow_resumed", _ts("2026-11-27 09:10:00")),
+        (4, "flow_stopped", _ts("2026-11-28 08:00:00")),
+    ]
 
 
 def test_a_backlog_larger_than_a_read_is_read_whole(
