@@ -72,6 +72,7 @@ from collectors.rabbitmq_log import (
     RabbitLine,
     parse_line,
 )
+from collectors.session import StateFieldError, checked_field
 from flowctl_core.errors import ConfigurationError
 from schemas.broker_events import ORIGIN_RABBITMQ_LOG, ORIGIN_RABBITMQ_MANAGEMENT
 
@@ -224,6 +225,40 @@ class NodeState:
         return any(self.alarms.values()) or any(self.cluster_alarms.values())
 
 
+#: The node's state in a checkpoint: per field the kind of its value, or for an object (by
+#: name) that of each of its values (collectors/session.py ``checked_field``).
+_NODE_FIELDS = {
+    "alarms": "bool",  # per resource@node
+    "blocked": "str",  # per connection, the reason
+    "cluster_alarms": "bool",
+    "stopping": "bool",
+    "closed": "str",  # per connection, an ISO time
+}
+
+
+def _entries(data: dict[str, Any], name: str) -> dict[str, Any]:
+    """``data[name]`` of a checkpoint's node state, an object whose values are of their kind
+    (:data:`_NODE_FIELDS`), or {} when left out; else :class:`StateFieldError` naming it."""
+    prefix = f"entities.{name}."
+    entries = checked_field(data, name, "object", prefix="entities.", required=False) or {}
+    for key in entries:
+        value = checked_field(entries, key, _NODE_FIELDS[name], prefix=prefix)
+        if name in ("alarms", "cluster_alarms") and "@" not in key:
+            raise StateFieldError(f"{prefix}{key}", "not an alarm's resource@node")
+        if name == "closed" and not _a_time(value):
+            raise StateFieldError(f"{prefix}{key}", f"{json.dumps(value)[:60]} is not a time")
+    return dict(entries)
+
+
+def _a_time(text: str) -> bool:
+    """Whether ``text`` is an ISO time with its offset (as :meth:`datetime.isoformat` of a UTC
+    time writes it)."""
+    try:
+        return datetime.fromisoformat(text).tzinfo is not None
+    except ValueError:
+        return False
+
+
 class RabbitMQCollector(LogCollector):
     """Reads a RabbitMQ node's log (and optionally samples its management API) into one
     collector session."""
@@ -270,12 +305,17 @@ class RabbitMQCollector(LogCollector):
         }
 
     def load_entities(self, data: dict[str, Any]) -> None:
+        # Each field checked (b81d20b did Artemis's): "alarms": 5 crashed, "stopping": "no" was
+        # read as true (a review). A field left out is a state file of an earlier release.
+        unknown = sorted(set(data) - set(_NODE_FIELDS))
+        if unknown:
+            raise StateFieldError(f"entities.{unknown[0]}", "not a field of RabbitMQ's state")
         self.node = NodeState(
-            dict(data.get("alarms", {})),
-            dict(data.get("blocked", {})),
-            dict(data.get("cluster_alarms", {})),
-            bool(data.get("stopping", False)),
-            dict(data.get("closed", {})),
+            _entries(data, "alarms"),
+            _entries(data, "blocked"),
+            _entries(data, "cluster_alarms"),
+            bool(checked_field(data, "stopping", "bool", prefix="entities.", required=False)),
+            _entries(data, "closed"),
         )
 
     def held_now(self) -> list[str]:

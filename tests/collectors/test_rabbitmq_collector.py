@@ -24,6 +24,7 @@ from collectors.rabbitmq_log import (
     STOPPING,
     parse_line,
 )
+from collectors.session import CollectorStateError
 from tests.collectors.session_setup import CollectorSetup, committed_rows
 
 NODE = "rabbit@localhost"
@@ -167,6 +168,57 @@ def test_an_alarm_set_before_a_restart_of_the_collector_clears_after_it(setup: S
         (0, "alarm_raised"),
         (1, "alarm_cleared"),
     ]
+
+
+#: A damage of the node's state in a state file (the node's alarm set), and what is said of it.
+DAMAGES: dict[str, tuple[dict[str, Any], str]] = {
+    "alarms that are a number": ({"alarms": 5}, "entities.alarms: 5 is not an object"),
+    "blocked that is a string": ({"blocked": "x"}, 'entities.blocked: "x" is not an object'),
+    "stopping that is a string": ({"stopping": "no"}, 'entities.stopping: "no" is not true'),
+    "an alarm that is a string": (
+        {"alarms": {"memory@rabbit@localhost": "yes"}},
+        'entities.alarms.memory@rabbit@localhost: "yes" is not true',
+    ),
+    "an alarm without its node": (
+        {"alarms": {"memory": True}},
+        "entities.alarms.memory: not an alarm's resource@node",
+    ),
+    "a close that is no time": (
+        {"closed": {"c1": "yesterday"}},
+        'entities.closed.c1: "yesterday" is not a time',
+    ),
+    "an unknown field": ({"addresses": {}}, "entities.addresses: not a field of RabbitMQ's"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_a_damaged_node_state_is_one_line_naming_the_file_and_field(
+    setup: Setup, damage: str
+) -> None:
+    """The Artemis collector's state is checked field by field (b81d20b), the RabbitMQ one's
+    was not: ``"alarms": 5`` crashed (TypeError), ``"blocked": "x"`` too (ValueError), and
+    ``"stopping": "no"`` was read as true (a review)."""
+    setup.write(alarm("2026-11-27 10:00:00.000000"))
+    setup.collect()
+    state = json.loads(setup.state.read_text())
+    spoil, said = DAMAGES[damage]
+    state["entities"].update(spoil)
+    setup.state.write_text(json.dumps(state))
+    with pytest.raises(CollectorStateError) as caught:
+        setup.collect()
+    message = str(caught.value)
+    assert message.startswith(f"{setup.state}: field {said}"), message
+    assert "\n" not in message
+
+
+def test_a_node_state_of_an_earlier_release_goes_on(setup: Setup) -> None:
+    """A field left out (one added since) takes its default."""
+    setup.write(alarm("2026-11-27 10:00:00.000000"))
+    setup.collect()
+    state = json.loads(setup.state.read_text())
+    state["entities"] = {"alarms": state["entities"]["alarms"]}
+    setup.state.write_text(json.dumps(state))
+    assert setup.collector().held_now() == ["memory@rabbit@localhost alarm"]
 
 
 def _connections(**states: str) -> dict[str, dict[str, Any]]:
