@@ -39,8 +39,9 @@ every ``sample_interval_s``, of the node's own connections and queues:
 The samples also keep the run's watermark at the collector's clock while the node is quiet (see
 collectors/artemis.py). An API that refuses from the start (HTTP 4xx: the user, the password,
 the address) stops the collector with the reason; one that does not answer, or refuses after
-it has answered, is sampled again later. Order,
-checkpoints and restarts: collectors/base.py.
+it has answered, is sampled again later. A new session opens again the node's alarms and the
+blocks the last run left open (:meth:`RabbitMQCollector.carry_over`). Order, checkpoints and
+restarts: collectors/base.py.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from typing import Any, TypeGuard
 from collectors.base import (
     REASON_BROKER_RESTARTED,
     REASON_BROKER_STOPPED,
+    REASON_CARRIED_OVER,
     LogCollector,
     http_json,
 )
@@ -317,6 +319,28 @@ class RabbitMQCollector(LogCollector):
             bool(checked_field(data, "stopping", "bool", prefix="entities.", required=False)),
             _entries(data, "closed"),
         )
+
+    def carry_over(self, entities: dict[str, Any], watermark: datetime) -> None:
+        """The node's alarms and the connections it held blocked, as the last run left them, as
+        this run's first rows at its watermark (collectors/base.py): the new run's clear or
+        unblock was a lone end the pipeline ignores (a review)."""
+        self.load_entities(entities)
+        # The closes remembered are for the last run's samples, which lag: not this run's.
+        self.node.closed.clear()
+        for key, raised in sorted(self.node.alarms.items()):
+            if raised:
+                resource, node = key.split("@", 1)
+                self._alarm_row(watermark, True, resource, node, reason=REASON_CARRIED_OVER)
+        for name, held_by in sorted(self.node.blocked.items()):
+            # A block is known from samples only: marked sampled, as the one it goes on with.
+            self._connection_row(
+                watermark,
+                name,
+                REASON_CARRIED_OVER,
+                held_by=held_by,
+                origin=ORIGIN_RABBITMQ_MANAGEMENT,
+                sample_interval_ms=self.sample_interval_ms,
+            )
 
     def held_now(self) -> list[str]:
         alarms = [f"{key} alarm" for key, raised in sorted(self.node.alarms.items()) if raised]

@@ -41,6 +41,8 @@ DAY1, DAY2 = date(2026, 11, 27), date(2026, 11, 28)
 ARTEMIS, RABBITMQ = "artemis-1", "rabbit-1"
 #: An Artemis whose collector started a new session (--new-session) while an address blocked.
 CARRIED = "artemis-2"
+#: A RabbitMQ node whose collector started a new session while its alarm held a connection.
+CARRIED_RABBITMQ = "rabbit-2"
 SAMPLE = {"address_size": 150_964, "messages": 73, "max_size_bytes": 100_000, "policy": "BLOCK"}
 
 
@@ -88,6 +90,7 @@ def tables(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
     _collect(root)
     _collect_rabbitmq(root)
     _collect_new_session_while_blocked(root)
+    _collect_rabbitmq_new_session_while_blocked(root)
     conf = scratch_conf(root, "pipeline")
     counts = run_ingest(spark, conf, DAY1, DAY2)
     run_episodes(spark, conf, DAY1, DAY2)
@@ -113,6 +116,13 @@ def tables(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
             key=lambda r: r["run_id"],
         ),
         "carried daily": [r for r in of(QUEUE_FLOW_DAILY) if r["broker"] == CARRIED],
+        "carried rabbitmq": sorted(
+            (r for r in of(BLOCKING_EPISODES) if r["broker"] == CARRIED_RABBITMQ),
+            key=lambda r: (r["kind"], r["run_id"]),
+        ),
+        "carried rabbitmq daily": [
+            r for r in of(BLOCKING_DAILY) if r["broker"] == CARRIED_RABBITMQ
+        ],
         "blocking": of(BLOCKING_EPISODES),
         "blocking daily": of(BLOCKING_DAILY),
     }
@@ -120,10 +130,12 @@ def tables(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
 
 def test_every_collected_row_keeps_the_contract(tables: dict[str, Any]) -> None:
     """Every row the collectors wrote is accepted: the Artemis session's 7, the RabbitMQ
-    session's, and the two runs of the Artemis collected across --new-session."""
+    session's, and the two runs of the Artemis and of the RabbitMQ collected across
+    --new-session."""
     counts, raw = tables["counts"], tables["raw rows"]
     assert raw[ARTEMIS] == 7 and raw[RABBITMQ] > 0 and raw[CARRIED] == 3
-    assert set(raw) == {ARTEMIS, RABBITMQ, CARRIED}
+    assert raw[CARRIED_RABBITMQ] == 6
+    assert set(raw) == {ARTEMIS, RABBITMQ, CARRIED, CARRIED_RABBITMQ}
     assert (counts["rows_read"], counts["rows_accepted"], counts["rows_quarantined"]) == (
         raw.total(),
         raw.total(),
@@ -205,6 +217,63 @@ def test_a_block_carried_into_a_new_session_is_counted_once(tables: dict[str, An
     assert (new["is_open"], new["duration_s"]) == (False, 2700.0)
     assert new["start_ts"].replace(tzinfo=None) == datetime(2026, 11, 27, 9)
     assert sum(day["time_stopped_s"] for day in tables["carried daily"]) == 2700.0
+
+
+def _collect_rabbitmq_new_session_while_blocked(root: Path) -> None:
+    """The node's memory alarm set at 09:00, its publisher sampled blocked at 09:00:30; the
+    collector stopped, then started on a new session (a new run, without sampling) at 09:50,
+    with the alarm's clear line at 09:45 still to read."""
+    log = root / "log-3" / "rabbit@localhost.log"
+    log.parent.mkdir(parents=True)
+    log.write_text(
+        "2026-11-27 09:00:00.000000+00:00 [warning] <0.320.0> memory resource limit alarm set "
+        "on node rabbit@localhost.\n"
+    )
+    blocked = {"c1": {"protocol": "AMQP 0-9-1", "client_name": "publisher", "state": "blocked"}}
+
+    def collect(started: datetime, *, new_session: bool) -> None:
+        RabbitMQCollector(
+            log_path=log,
+            raw_dir=root / "raw",
+            state_path=root / "carried-rabbitmq-state.json",
+            broker=CARRIED_RABBITMQ,
+            management=None if new_session else FakeManagement([ManagementSample({}, blocked)]),
+            clock=lambda: started,
+            new_session=new_session,
+        ).run(stop=lambda: False, once=True)
+
+    collect(datetime(2026, 11, 27, 9, 0, 30, tzinfo=UTC), new_session=False)
+    with log.open("a") as handle:
+        handle.write(
+            "2026-11-27 09:45:00.000000+00:00 [warning] <0.320.0> memory resource limit alarm "
+            "cleared on node rabbit@localhost\n"
+        )
+    collect(datetime(2026, 11, 27, 9, 50, tzinfo=UTC), new_session=True)
+
+
+def test_an_alarm_and_a_block_carried_into_a_new_session_are_counted_once(
+    tables: dict[str, Any],
+) -> None:
+    """As the Artemis block above: the old run's alarm and connection block end at its
+    watermark (the sample at 09:00:30); the new run's start there, from the rows it carried
+    over, and end at the clear line, each one closed interval (the new run's ends alone were
+    ignored: a review). The alarm is counted 45 minutes in all, the block 44.5."""
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for episode in tables["carried rabbitmq"]:
+        by_kind.setdefault(episode["kind"], []).append(episode)
+    assert sorted(by_kind) == ["alarm", "connection"]
+    watermark, cleared = datetime(2026, 11, 27, 9, 0, 30), datetime(2026, 11, 27, 9, 45)
+    for kind, (old, new) in by_kind.items():
+        assert old["is_open"], kind
+        assert (new["is_open"], new["reason"]) == (False, "carried_over"), kind
+        assert new["start_ts"].replace(tzinfo=None) == watermark, kind
+        assert new["end_ts"].replace(tzinfo=None) == cleared, kind
+        assert new["duration_s"] == 2670.0, kind
+    assert by_kind["connection"][1]["entity"] == "c1"
+    blocked_s = {kind: 0.0 for kind in by_kind}
+    for day in tables["carried rabbitmq daily"]:
+        blocked_s[day["kind"]] += day["blocked_s"]
+    assert blocked_s == {"alarm": 2700.0, "connection": 2670.0}
 
 
 # -- a RabbitMQ session: an alarm from the log (exact), a blocked connection from samples ------

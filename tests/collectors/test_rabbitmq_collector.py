@@ -191,9 +191,10 @@ DAMAGES: dict[str, tuple[dict[str, Any], str]] = {
 }
 
 
+@pytest.mark.parametrize("new_session", [False, True])
 @pytest.mark.parametrize("damage", sorted(DAMAGES))
 def test_a_damaged_node_state_is_one_line_naming_the_file_and_field(
-    setup: Setup, damage: str
+    setup: Setup, damage: str, new_session: bool
 ) -> None:
     """The Artemis collector's state is checked field by field (b81d20b), the RabbitMQ one's
     was not: ``"alarms": 5`` crashed (TypeError), ``"blocked": "x"`` too (ValueError), and
@@ -205,7 +206,7 @@ def test_a_damaged_node_state_is_one_line_naming_the_file_and_field(
     state["entities"].update(spoil)
     setup.state.write_text(json.dumps(state))
     with pytest.raises(CollectorStateError) as caught:
-        setup.collect()
+        setup.collect(new_session=new_session)  # a new session carries it over
     message = str(caught.value)
     assert message.startswith(f"{setup.state}: field {said}"), message
     assert "\n" not in message
@@ -819,6 +820,54 @@ def test_when_the_api_says_when_a_connection_opened_the_closed_one_is_told_from_
         ("connection_blocked", "10:02:40"),  # the new connection
     ]
     assert collector.node.closed == {}
+
+
+def test_a_new_session_starts_with_what_the_last_one_left_open(setup: Setup) -> None:
+    """--new-session while the node's alarm was set and a connection blocked: the new run knew
+    neither, and their ends at the clear line were lone ``alarm_cleared`` /
+    ``connection_unblocked`` rows the pipeline ignores (a review). Its first rows open them
+    again at the old run's watermark (its last row, the sample), as the Artemis collector's
+    do; the closes the old run remembered for its samples are forgotten."""
+    blocked = ManagementSample(connections=_connections(**{PUBLISHER: "blocked"}))
+    first, _ = _sampled_blocked(setup, [blocked])
+    setup.write(closing("2026-11-27 10:00:40.000000", "127.0.0.1:1 -> 127.0.0.1:5672"))
+    first.read_log()
+    first.flush()
+    first.close()
+    assert first.node.closed != {}
+    setup.write(alarm("2026-11-27 10:45:00.000000", what="cleared"))
+    second = setup.collector(
+        new_session=True, clock=lambda: datetime(2026, 11, 27, 10, 50, tzinfo=UTC)
+    )
+    assert second.node.closed == {} and second.node.blocked == {PUBLISHER: "alarm"}
+    second.run(stop=lambda: False, once=True)
+    new_run = [
+        (r["seq"], r["event_type"], r["connection"], r["ts"], json.loads(r["detail"]))
+        for r in setup.rows()
+        if r["run_id"] == second.state.run_id
+    ]
+    watermark = _ts("2026-11-27 10:00:30")
+    log, sampled = {"origin": "rabbitmq-log"}, {"origin": "rabbitmq-management"}
+    memory = {"resource": "memory", "node": NODE}
+    assert new_run == [
+        (0, "alarm_raised", None, watermark, {**memory, **log, "reason": "carried_over"}),
+        (
+            1,
+            "connection_blocked",
+            PUBLISHER,
+            watermark,
+            {**sampled, "reason": "carried_over", "held_by": "alarm", "sample_interval_ms": 30_000},
+        ),
+        (2, "alarm_cleared", None, _ts("2026-11-27 10:45:00"), {**memory, **log}),
+        (
+            3,
+            "connection_unblocked",
+            PUBLISHER,
+            _ts("2026-11-27 10:45:00"),
+            {**log, "reason": "alarm"},
+        ),
+    ]
+    assert second.held_now() == []
 
 
 def test_a_connection_closed_by_the_log_is_remembered_across_a_restart(setup: Setup) -> None:
