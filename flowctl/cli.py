@@ -1149,8 +1149,9 @@ def collect_artemis(
 
     Each block / unblock line (AMQ222183 / AMQ221046) is a flow_stopped / flow_resumed of its
     address; with --jolokia, each address's size and messages every --sample-interval seconds
-    (--jolokia http://localhost:8161/console/jolokia on a broker made by `artemis create`, whose
-    Jolokia takes requests from localhost by that name only).
+    (e.g. --jolokia http://localhost:8161/console/jolokia: the host as the broker was made with,
+    `artemis create --http-host`, localhost by default; its Jolokia takes requests from that
+    origin only).
     The session goes on across restarts of the collector and of the broker, and across the
     log's roll-over at midnight: nothing committed is lost or written twice.
     """
