@@ -83,7 +83,10 @@ class RateDriver:
         self.spec = spec
         self.rng = rng
         self.start_us = start_us + seconds_to_us(spec.start_s)
-        self.end_us = end_us if spec.stop_s is None else start_us + seconds_to_us(spec.stop_s)
+        # No later than the run's end: a stop_s past it would count arrivals after the run.
+        self.end_us = (
+            end_us if spec.stop_s is None else min(end_us, start_us + seconds_to_us(spec.stop_s))
+        )
         self.suppressed = 0
         self._mean_interval_us = 1_000_000 / spec.rate if spec.rate else 0.0
         self._poisson = spec.arrival == "poisson"
@@ -151,7 +154,8 @@ class RateDriver:
             skipped = -(-(limit - next_us) // step)
             self.suppressed += skipped
             return next_us + skipped * step
-        expected = (limit - next_us) / self._mean_interval_us
+        # Arrivals are at least a microsecond apart (:meth:`_interval_us`).
+        expected = (limit - next_us) / max(self._mean_interval_us, 1.0)
         if expected > POISSON_DRAWS_SKIPPED_ABOVE:
             # Too many draws to take one by one (a rate of 10^9 msgs/s held for minutes): the
             # arrivals after the limit are a Poisson process of their own (it has no memory), so
