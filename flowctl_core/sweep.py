@@ -27,6 +27,8 @@ from flowctl_core.errors import ConfigurationError, FlowctlError, closest_name, 
 from flowctl_core.flowlimit import (
     DEFAULT_FLOW_RESUME_RATIO,
     DEFAULT_FLOW_STOP_RATIO,
+    FLOW_KEYS,
+    FLOW_STOP_KEYS,
     FlowThresholds,
 )
 from flowctl_core.queue import QPID_POLICY_SPELLINGS
@@ -682,7 +684,23 @@ def _changes(measure: _Measure, value: int) -> bool:
         changed = KNOB_APPLIERS[measure.knob](measure.scenario, measure.entity, value)
     except KeyError:
         return True
+    if measure.knob == KNOB_MAX_LENGTH:
+        # Spelled with its flow thresholds as four 0s, which a RabbitMQ queue now has without
+        # them: the value as written ran twice, "as good" as itself (a review).
+        return _queue_limit(changed, measure.entity) != _queue_limit(
+            measure.scenario, measure.entity
+        )
     return bool(changed != measure.scenario)
+
+
+def _queue_limit(scenario: Scenario, queue: str) -> tuple[object, ...]:
+    """What x-max-length sets of a RabbitMQ queue, as the engine declares it: its count limit,
+    what it does there, and its flow thresholds (none when its stops are 0, whatever else)."""
+    spec = next((q for q in scenario.queues if q.name == queue), None)
+    arguments = {} if spec is None else scenario.queue_arguments(spec)
+    off = all(str(arguments.get(key, 0)) == "0" for key in FLOW_STOP_KEYS)
+    flow = None if off else sorted((k, str(v)) for k, v in arguments.items() if k in FLOW_KEYS)
+    return _count_limit(scenario, queue), _limit_policy(scenario, queue), flow
 
 
 def sweep_knobs() -> list[str]:

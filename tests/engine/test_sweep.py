@@ -605,6 +605,24 @@ def test_a_length_limit_that_unblocks_the_connection_wins() -> None:
     assert sweep.choice.dropped[0].startswith("connection blocked s")
 
 
+def test_a_length_limit_as_written_is_run_once() -> None:
+    """x-max-length is spelled with the queue's flow thresholds as four 0s, which a RabbitMQ
+    queue has without them (no Qpid defaults): the value as written ran a second time, "as good"
+    as itself (a review). It is the run as written alone."""
+    spec = load_scenario("rabbitmq-two-senders")
+    limited = [
+        q.model_copy(update={"arguments": {"qpid.max_count": 500, "qpid.policy_type": "reject"}})
+        if q.name == "quorum-queue-amqp-091"
+        else q
+        for q in spec.queues
+    ]
+    spec = spec.model_copy(update={"queues": limited, "duration_s": 0.2})
+    sweep = run_sweep(spec, "x-max-length", "quorum-queue-amqp-091", [100, 500])
+    assert sweep.current == 500
+    assert [c.value for c in sweep.candidates] == [500, 100]
+    assert sweep.candidates[0].as_written
+
+
 def test_an_artemis_limit_that_takes_nothing_does_not_win() -> None:
     """Every live limit of this address rejects (AMQP producers past its reject threshold): with
     rejections before the work done, max-size-bytes 0, at which nothing is taken, processed or
