@@ -422,8 +422,8 @@ DAILY_COLUMNS = (
 )
 
 
-#: The daily overshoot columns, null for a threshold that is off (the ratio is null for a
-#: producer without a window too).
+#: The daily overshoot columns, null for a threshold that is off or a depth not logged (the
+#: ratio is null for a producer without a window too).
 _OVERSHOOTS = frozenset({"max_overshoot_msgs", "p95_overshoot_msgs", "max_overshoot_bytes"})
 
 
@@ -467,9 +467,10 @@ def _gold_tables(
             if key.endswith("_share") and isinstance(value, float):
                 line.append(f"{value:.1%}")
             elif key in _OVERSHOOTS and value is None and row.get("episodes"):
-                # Episodes without an overshoot: of a threshold that is off (DESIGN §4: null),
-                # as simulate's and sweep's tables say it; blank where no episode began.
-                line.append("off")
+                # Episodes without an overshoot: of a threshold that is off (DESIGN §4: null), or
+                # with no depth logged (a collector's carried-over block); the daily row does
+                # not tell which, so not "off" (a review). Blank where no episode began.
+                line.append("n/a")
             else:
                 line.append(format_cell(value))
         cells.append(line)

@@ -134,12 +134,13 @@ def test_the_daily_table_shows_an_artemis_address_overshoot_in_bytes(
     assert dict(zip(columns, cells, strict=True))["max overshoot bytes"] == "149,176"
 
 
-def test_the_daily_table_says_off_for_the_overshoot_of_a_threshold_that_is_off(
+def test_the_daily_table_says_n_a_for_an_overshoot_it_has_none_of(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A queue that stopped on its count threshold, its byte one off: gold's byte overshoot is
-    null (DESIGN §4), and the table left it blank where simulate and sweep say "off" (a review);
-    a queue-day without an episode stays blank."""
+    null (DESIGN §4), and the table left it blank, as if nothing were printed (a review). It
+    says n/a, not "off": a depth not logged is null too, and the row does not say which. A
+    queue-day without an episode stays blank."""
     out = io.StringIO()
     monkeypatch.setattr(render, "console", Console(file=out, width=300))
     stopped = {
@@ -162,7 +163,7 @@ def test_the_daily_table_says_off_for_the_overshoot_of_a_threshold_that_is_off(
         return dict(zip(columns, [c.strip() for c in line.strip("│").split("│")], strict=True))
 
     shown = cells("payments")
-    assert (shown["max overshoot msgs"], shown["max overshoot bytes"]) == ("12", "off")
+    assert (shown["max overshoot msgs"], shown["max overshoot bytes"]) == ("12", "n/a")
     assert shown["overshoot / bound"] == ""  # null for a producer without a window too
     assert (cells("audit")["max overshoot msgs"], cells("audit")["max overshoot bytes"]) == ("", "")
 
