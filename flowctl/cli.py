@@ -81,6 +81,8 @@ def _flags_take_no_value() -> None:
     is left empty, as click's own help leaves it."""
     from typer.core import TyperOption
 
+    if not hasattr(TyperOption, "display_type_rich"):  # an older typer: nothing to mend
+        return
     shown = TyperOption.display_type_rich
 
     def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
@@ -159,16 +161,21 @@ def _option_given_twice(args: list[str]) -> str | None:
     options = {
         name: param
         for param in command.params
-        if param.param_type_name == "option" and not (param.multiple or param.count)
+        if param.param_type_name == "option"
         for name in (*param.opts, *param.secondary_opts)
     }
     given: dict[str, str] = {}
-    for token in rest:
+    tokens = iter(rest)
+    for token in tokens:
         if token == "--":  # what follows is no option
             break
-        name = token.split("=", 1)[0]
+        name, _, inline = token.partition("=")
         param = options.get(name)
         if param is None:
+            continue
+        if not (param.is_flag or param.count or inline):
+            next(tokens, None)  # its value, whatever it looks like (--run-id --out)
+        if param.multiple or param.count:
             continue
         if param.name in given:
             first, where = given[param.name], " ".join(path)
@@ -725,7 +732,10 @@ def _say_what_is_replayed(
     from jobs.pipeline_state import RECOMMEND, behind_days, read_records
     from jobs.recommend import recommendations_path
 
-    if table != recommendations_path(pipeline_conf):
+    def where(path: str) -> str:  # a local table however spelled (relative, a trailing /)
+        return path if "://" in path else str(Path(path).resolve())
+
+    if where(table) != where(recommendations_path(pipeline_conf)):
         return  # another table: the warehouse's state says nothing of it
     behind = behind_days(read_records(spark, pipeline_conf), RECOMMEND).get(day)
     if behind is not None:
@@ -1086,8 +1096,10 @@ def _poll(collector: Any, log: Path, raw: Path, *, once: bool) -> None:
         f"{counted(collector.writer.files_written, 'file')}; run {run.run_id} is at seq "
         f"{run.next_seq:,}" + (f"; held now: {', '.join(held)}" if held else "")
     )
-    if once and collector.lines_read and not collector.lines_timed:
-        # A script's --once over some other file (a typo) exited 0 after a warning.
+    if once and collector.lines_read and collector.state.last_line_us is None:
+        # A script's --once over some other file (a typo) exited 0 after a warning. Only a
+        # session that never read a line of the broker's: a cron --once going on in a stack
+        # trace reads untimed lines of the real log (a review).
         raise _fail(
             f"--log {log}: none of the {collector.lines_read:,} lines read begins with a "
             f"timestamp as {collector.log_kind}'s lines do: not the broker's log"

@@ -1026,10 +1026,13 @@ def test_an_option_given_twice_is_refused(
         main(args)
     assert exited.value.code == 2
     assert capsys.readouterr().err == line + "\n"
-    # After `--`, a token is no option.
+    # After `--`, a token is no option; nor is an option's value that looks like one.
     from flowctl.cli import _option_given_twice
 
     assert _option_given_twice(["simulate", "s", "--out", "o", "--", "--out"]) is None
+    assert _option_given_twice(["simulate", "s", "--out", "o", "--run-id", "--out"]) is None
+    assert _option_given_twice(["simulate", "s", "--run-id=--out", "--out", "o"]) is None
+    assert _option_given_twice(["simulate", "s", "--out=o", "--out", "o"]) is not None
 
 
 @pytest.mark.parametrize(
@@ -1076,3 +1079,19 @@ def test_no_help_is_cut_short_at_80_columns() -> None:
         result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80"})
         assert result.exit_code == 0, (path, result.output)
         assert "…" not in result.output, (path, result.output)
+
+
+def test_collect_once_going_on_in_a_stack_trace_is_no_refusal(tmp_path: Path) -> None:
+    """A cron --once whose session read the broker's lines before, reading on in a stack trace
+    (untimed lines), is the broker's log: exit 0, not "not the broker's log" (a review)."""
+    log = tmp_path / "artemis.log"
+    log.write_text(
+        "2026-11-27 10:00:00,000 ERROR [org.apache.activemq.artemis.core.server] AMQ224000: "
+        "failure\n"
+    )
+    args = ["collect", "artemis", "--log", str(log), "--raw", str(tmp_path / "raw"), "--once"]
+    assert runner.invoke(app, args).exit_code == 0
+    with log.open("a") as more:
+        more.write("\tat org.apache.activemq.artemis.A.b(A.java:1)\n\tat java.lang.Thread.run\n")
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output

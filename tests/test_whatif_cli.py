@@ -149,9 +149,10 @@ def test_recommendations_behind_bronze_are_replayed_with_a_warning(
     records = [DayRecord(INGEST, day, 2, None, None), DayRecord(RECOMMEND, day, 1, None, day)]
     monkeypatch.setattr(jobs.pipeline_state, "read_records", lambda spark, conf: records)
     monkeypatch.setattr(jobs.recommend, "recommendations_path", lambda conf: "wh/recs")
-    flowctl.cli._say_what_is_replayed(None, None, "wh/recs", "b", day)
+    # The warehouse's own table, spelled another way (a trailing /).
+    flowctl.cli._say_what_is_replayed(None, None, "wh/recs/", "b", day)
     said = capsys.readouterr()
-    assert said.out == "recommendations for broker 'b' as of 2026-03-02, from wh/recs\n"
+    assert said.out == "recommendations for broker 'b' as of 2026-03-02, from wh/recs/\n"
     assert " ".join(said.err.split()) == (
         "warning: the recommendations of 2026-03-02 are behind bronze (bronze v2 of 2026-03-02 "
         "(in its look-back from 2026-03-02) is newer than v1): `flowctl pipeline --from "
