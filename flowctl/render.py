@@ -34,8 +34,11 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 # unless $COLUMNS says how wide (Rich reads it: `COLUMNS=100 flowctl ... | tee`).
 # No console markup: what is printed is data (names, paths, rationales, a what-if's
 # "[verdict, rule]"), which Rich would otherwise read as style tags and drop; styles are Text's.
+_COLUMNS = os.environ.get("COLUMNS", "")
+# Fixed here: Rich would read $COLUMNS again at each print, and without it fall back to 80
+# columns when piped.
 console = Console(
-    width=None if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit() else 200,
+    width=int(_COLUMNS) if _COLUMNS.isdigit() else None if sys.stdout.isatty() else 200,
     markup=False,
 )
 # An error is one line however long (a path, a field): never folded to the terminal's or, when

@@ -31,6 +31,10 @@ from tests.file_order import (  # noqa: F401  (hooks: pytest finds them by name 
 # PySpark returns timestamps as naive datetimes in the process's local time zone: make that UTC.
 os.environ["TZ"] = "UTC"
 time.tzset()
+# pytest-xdist's workers set COLUMNS=80, and the command line's tables take that width
+# (flowctl/render.py): the tests read them as a pipe gets them, whether run in workers or not.
+# Here, before any test module imports flowctl.render.
+os.environ.pop("COLUMNS", None)
 TEST_SPARK_SETTINGS = {
     "spark.sql.shuffle.partitions": "1",
     # Tiny data: compiling whole-stage code and re-planning adaptively cost more than they save.
