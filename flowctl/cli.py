@@ -621,7 +621,14 @@ def pipeline(
     if last < first:
         raise _fail(f"--to {last} is before --from {first}")
     if policy is not None and not recommend:
-        raise _fail(f"--policy {policy}: only recommend reads it, and --no-recommend leaves it out")
+        # Said, not refused: a wrapper that always gives --policy may leave recommend out.
+        err_console.print(
+            Text.assemble(
+                ("warning:", "bold yellow"),
+                " --policy is not read: only recommend reads it, and --no-recommend leaves it out",
+            ),
+            highlight=False,
+        )
     _run_pipeline_and_print(
         conf,
         first,

@@ -1040,8 +1040,6 @@ def test_an_option_given_twice_is_refused(
     [
         (["simulate", "qpid-165-worst-case", "--out", "o", "--run-id", ""],
          "error: --run-id: empty; leave it out for the derived one"),
-        (["pipeline", "--from", "2026-03-02", "--no-recommend", "--policy", "p.yaml"],
-         "error: --policy p.yaml: only recommend reads it, and --no-recommend leaves it out"),
         (["whatif", "qpid-165-worst-case", "--recommendations", "", "--warehouse", "w"],
          "error: --recommendations: empty; give the table's folder or URI"),
         (["whatif", "qpid-165-worst-case", "--recommendations", "r", "--warehouse", ""],
@@ -1052,9 +1050,8 @@ def test_an_empty_value_or_an_option_that_would_do_nothing_is_refused(
     args: list[str], line: str, tmp_path: Path, spark_never_starts: None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    """An empty --run-id fell back to the derived one, an empty --recommendations passed the
-    check of the two options together, and --policy beside --no-recommend was read by nothing,
-    each without a word (a review)."""
+    """An empty --run-id fell back to the derived one, and an empty --recommendations passed the
+    check of the two options together, each without a word (a review)."""
     monkeypatch.chdir(tmp_path)
     assert _one_error_line(runner.invoke(app, args)) == line
     assert not (tmp_path / "o").exists()

@@ -145,6 +145,11 @@ def test_cli_pipeline_without_recommend_does_not_read_the_policy(
     # run, exit 70), not refused for the policy it does not need.
     assert no_spark == ["flowctl"]
     assert result.exit_code == 70 and "nope.yaml" not in result.output
+    # Said, though: it was passed over without a word (a review).
+    assert (
+        "warning: --policy is not read: only recommend reads it, and --no-recommend leaves it out"
+        in result.stderr
+    )
 
 
 def test_a_spark_job_with_a_bad_conf_exits_2_like_the_pipeline(
