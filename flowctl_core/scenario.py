@@ -731,10 +731,16 @@ class Scenario(_Strict):
         arguments = dict(queue.arguments)
         if queue.name not in self.rabbitmq_queues():
             return arguments
-        if not any(key in arguments for key in FLOW_STOP_KEYS):
-            arguments.update(dict.fromkeys(FLOW_STOP_KEYS, 0))
         if self.broker.default_queue_limit_bytes is None:
             arguments.setdefault(MAX_SIZE_KEY, 0)
+        # Only where a limit would give the defaults something to take a share of: a queue
+        # without one declares as before (its thresholds "defaults", all 0).
+        default_limit = self.broker.default_queue_limit_bytes or 0
+        limited = str(arguments.get(MAX_COUNT_KEY, 0)) != "0" or (
+            str(arguments.get(MAX_SIZE_KEY, default_limit)) != "0"
+        )
+        if limited and not any(key in arguments for key in FLOW_STOP_KEYS):
+            arguments.update(dict.fromkeys(FLOW_STOP_KEYS, 0))
         return arguments
 
     @model_validator(mode="after")
