@@ -126,9 +126,10 @@ def main(args: list[str] | None = None) -> None:
     value of the wrong type) said in one ``error:`` line like flowctl's own, not a box of five.
     Typer's click (its own copy in newer releases) is reached through its public BadParameter."""
     click_error: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
-    twice = _option_given_twice(sys.argv[1:] if args is None else args)
-    if twice is not None:
-        _fail(twice)
+    given = sys.argv[1:] if args is None else args
+    refused = _option_given_twice(given) or _empty_path_given(given)
+    if refused is not None:
+        _fail(refused)
         sys.exit(2)
     try:
         code = app(args=args, prog_name="flowctl", standalone_mode=False)
@@ -183,6 +184,35 @@ def _option_given_twice(args: list[str]) -> str | None:
                 return f"{where}: {name} is given twice; give it once (one value)"
             return f"{where}: {first} and {name} are opposites; give one of them"
         given[param.name] = name
+    return None
+
+
+def _empty_path_given(args: list[str]) -> str | None:
+    """What is wrong with ``args`` when they give a path option an empty value (`--out ""`):
+    typer reads it as ``.``, and simulate wrote its event log into the working directory (a
+    review)."""
+    from typer.main import get_command
+
+    command: Any = get_command(app)
+    path = ["flowctl"]
+    rest = list(args)
+    while rest and rest[0] in getattr(command, "commands", {}):
+        path.append(rest[0])
+        command = command.commands[rest.pop(0)]
+    paths = {
+        name
+        for param in command.params
+        if param.param_type_name == "option"
+        and getattr(getattr(param, "type_descriptor", None), "is_path", False)
+        for name in param.opts
+    }
+    for index, token in enumerate(rest):
+        value = rest[index + 1] if index + 1 < len(rest) else None
+        if token == "--":
+            break
+        name, equals, inline = token.partition("=")
+        if name in paths and (inline if equals else value) == "":
+            return f"{' '.join(path)}: {name} is empty; give a path"
     return None
 
 

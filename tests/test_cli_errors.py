@@ -1092,3 +1092,30 @@ def test_collect_once_going_on_in_a_stack_trace_is_no_refusal(tmp_path: Path) ->
         more.write("\tat org.apache.activemq.artemis.A.b(A.java:1)\n\tat java.lang.Thread.run\n")
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["simulate", "qpid-900-500", "--out", ""],
+         "error: flowctl simulate: --out is empty; give a path"),
+        (["simulate", "qpid-900-500", "--out="],
+         "error: flowctl simulate: --out is empty; give a path"),
+        (["collect", "artemis", "--log", "", "--raw", "r", "--once"],
+         "error: flowctl collect artemis: --log is empty; give a path"),
+    ],
+)  # fmt: skip
+def test_an_empty_path_is_refused(
+    args: list[str], line: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """typer reads an empty path as `.`: `simulate --out ""` wrote its event log into the
+    working directory (a review)."""
+    from flowctl.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == line + "\n"
+    assert list(tmp_path.iterdir()) == []
