@@ -127,7 +127,7 @@ def main(args: list[str] | None = None) -> None:
     Typer's click (its own copy in newer releases) is reached through its public BadParameter."""
     click_error: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
     given = sys.argv[1:] if args is None else args
-    refused = _option_given_twice(given) or _empty_path_given(given)
+    refused = _refused_options(given)
     if refused is not None:
         _fail(refused)
         sys.exit(2)
@@ -147,10 +147,15 @@ def main(args: list[str] | None = None) -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
-def _option_given_twice(args: list[str]) -> str | None:
-    """What is wrong with ``args`` when they give an option that takes one value twice (or a
-    flag and its opposite), else None: click keeps the last, so `sweep --values 1000 --values
-    2000` swept 2,000 alone and `--recommend --no-recommend` said nothing (a review)."""
+def _refused_options(args: list[str]) -> str | None:
+    """What is wrong with ``args``, else None, in one pass over the command's options, each
+    paired with its value (whatever it looks like: `--run-id --out`):
+
+    - an option that takes one value given twice, or a flag and its opposite: click keeps the
+      last, so `sweep --values 1000 --values 2000` swept 2,000 alone and `--recommend
+      --no-recommend` said nothing (a review);
+    - a path option given an empty value (`--out ""`): typer reads it as ``.``, and simulate
+      wrote its event log into the working directory (a review)."""
     from typer.main import get_command
 
     command: Any = get_command(app)
@@ -159,6 +164,7 @@ def _option_given_twice(args: list[str]) -> str | None:
     while rest and rest[0] in getattr(command, "commands", {}):
         path.append(rest[0])
         command = command.commands[rest.pop(0)]
+    where = " ".join(path)
     options = {
         name: param
         for param in command.params
@@ -166,54 +172,30 @@ def _option_given_twice(args: list[str]) -> str | None:
         for name in (*param.opts, *param.secondary_opts)
     }
     given: dict[str, str] = {}
+    empty: str | None = None
     tokens = iter(rest)
     for token in tokens:
         if token == "--":  # what follows is no option
             break
-        name, _, inline = token.partition("=")
+        name, equals, inline = token.partition("=")
         param = options.get(name)
         if param is None:
             continue
-        if not (param.is_flag or param.count or inline):
-            next(tokens, None)  # its value, whatever it looks like (--run-id --out)
+        value: str | None = inline if equals else None
+        if not (param.is_flag or param.count or equals):
+            value = next(tokens, None)  # its value, whatever it looks like
+        is_path = getattr(getattr(param, "type_descriptor", None), "is_path", False)
+        if is_path and value == "" and empty is None:
+            empty = f"{where}: {name} is empty; give a path"
         if param.multiple or param.count:
             continue
         if param.name in given:
-            first, where = given[param.name], " ".join(path)
+            first = given[param.name]
             if first == name:
                 return f"{where}: {name} is given twice; give it once (one value)"
             return f"{where}: {first} and {name} are opposites; give one of them"
         given[param.name] = name
-    return None
-
-
-def _empty_path_given(args: list[str]) -> str | None:
-    """What is wrong with ``args`` when they give a path option an empty value (`--out ""`):
-    typer reads it as ``.``, and simulate wrote its event log into the working directory (a
-    review)."""
-    from typer.main import get_command
-
-    command: Any = get_command(app)
-    path = ["flowctl"]
-    rest = list(args)
-    while rest and rest[0] in getattr(command, "commands", {}):
-        path.append(rest[0])
-        command = command.commands[rest.pop(0)]
-    paths = {
-        name
-        for param in command.params
-        if param.param_type_name == "option"
-        and getattr(getattr(param, "type_descriptor", None), "is_path", False)
-        for name in param.opts
-    }
-    for index, token in enumerate(rest):
-        value = rest[index + 1] if index + 1 < len(rest) else None
-        if token == "--":
-            break
-        name, equals, inline = token.partition("=")
-        if name in paths and (inline if equals else value) == "":
-            return f"{' '.join(path)}: {name} is empty; give a path"
-    return None
+    return empty
 
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -227,6 +209,13 @@ def _error_line(line: str) -> Text:
     if at >= 0:
         text.stylize("bold red", at, at + len("error:"))
     return text
+
+
+def _warn(message: str, stamp: str = "") -> None:
+    """A warning line on stderr, ``stamp`` (a collector's time) before it."""
+    err_console.print(
+        Text.assemble(stamp, ("warning:", "bold yellow"), f" {message}"), highlight=False
+    )
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -652,13 +641,7 @@ def pipeline(
         raise _fail(f"--to {last} is before --from {first}")
     if policy is not None and not recommend:
         # Said, not refused: a wrapper that always gives --policy may leave recommend out.
-        err_console.print(
-            Text.assemble(
-                ("warning:", "bold yellow"),
-                " --policy is not read: only recommend reads it, and --no-recommend leaves it out",
-            ),
-            highlight=False,
-        )
+        _warn("--policy is not read: only recommend reads it, and --no-recommend leaves it out")
     _run_pipeline_and_print(
         conf,
         first,
@@ -776,13 +759,9 @@ def _say_what_is_replayed(
         return  # another table: the warehouse's state says nothing of it
     behind = behind_days(read_records(spark, pipeline_conf), RECOMMEND).get(day)
     if behind is not None:
-        err_console.print(
-            Text.assemble(
-                ("warning:", "bold yellow"),
-                f" the recommendations of {day} are behind bronze ({behind}): "
-                f"`flowctl pipeline --from {day}` brings them up to date",
-            ),
-            highlight=False,
+        _warn(
+            f"the recommendations of {day} are behind bronze ({behind}): "
+            f"`flowctl pipeline --from {day}` brings them up to date"
         )
 
 
@@ -1055,13 +1034,9 @@ def _check_log(log: Path, *, once: bool) -> None:
     if not log.exists():
         if once:
             raise _fail(f"--log {log}: no such file (nothing to read once)")
-        err_console.print(
-            Text.assemble(
-                f"{_utc_stamp()} ",
-                ("warning:", "bold yellow"),
-                f" --log {log} does not exist yet: waiting for the broker to write it",
-            ),
-            highlight=False,
+        _warn(
+            f"--log {log} does not exist yet: waiting for the broker to write it",
+            stamp=f"{_utc_stamp()} ",
         )
 
 

@@ -1027,12 +1027,12 @@ def test_an_option_given_twice_is_refused(
     assert exited.value.code == 2
     assert capsys.readouterr().err == line + "\n"
     # After `--`, a token is no option; nor is an option's value that looks like one.
-    from flowctl.cli import _option_given_twice
+    from flowctl.cli import _refused_options
 
-    assert _option_given_twice(["simulate", "s", "--out", "o", "--", "--out"]) is None
-    assert _option_given_twice(["simulate", "s", "--out", "o", "--run-id", "--out"]) is None
-    assert _option_given_twice(["simulate", "s", "--run-id=--out", "--out", "o"]) is None
-    assert _option_given_twice(["simulate", "s", "--out=o", "--out", "o"]) is not None
+    assert _refused_options(["simulate", "s", "--out", "o", "--", "--out"]) is None
+    assert _refused_options(["simulate", "s", "--out", "o", "--run-id", "--out"]) is None
+    assert _refused_options(["simulate", "s", "--run-id=--out", "--out", "o"]) is None
+    assert _refused_options(["simulate", "s", "--out=o", "--out", "o"]) is not None
 
 
 @pytest.mark.parametrize(
