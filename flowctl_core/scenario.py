@@ -736,8 +736,8 @@ class Scenario(_Strict):
         # Only where a limit would give the defaults something to take a share of: a queue
         # without one declares as before (its thresholds "defaults", all 0).
         default_limit = self.broker.default_queue_limit_bytes or 0
-        limited = str(arguments.get(MAX_COUNT_KEY, 0)) != "0" or (
-            str(arguments.get(MAX_SIZE_KEY, default_limit)) != "0"
+        limited = integer_argument(queue.name, MAX_COUNT_KEY, arguments.get(MAX_COUNT_KEY, 0)) or (
+            integer_argument(queue.name, MAX_SIZE_KEY, arguments.get(MAX_SIZE_KEY, default_limit))
         )
         if limited and not any(key in arguments for key in FLOW_STOP_KEYS):
             arguments.update(dict.fromkeys(FLOW_STOP_KEYS, 0))

@@ -30,6 +30,7 @@ from flowctl_core.flowlimit import (
     FLOW_KEYS,
     FLOW_STOP_KEYS,
     FlowThresholds,
+    integer_argument,
 )
 from flowctl_core.queue import QPID_POLICY_SPELLINGS
 from flowctl_core.scenario import Scenario
@@ -698,9 +699,11 @@ def _queue_limit(scenario: Scenario, queue: str) -> tuple[object, ...]:
     what it does there, and its flow thresholds (none when its stops are 0, whatever else)."""
     spec = next((q for q in scenario.queues if q.name == queue), None)
     arguments = {} if spec is None else scenario.queue_arguments(spec)
-    off = all(str(arguments.get(key, 0)) == "0" for key in FLOW_STOP_KEYS)
-    flow = None if off else sorted((k, str(v)) for k, v in arguments.items() if k in FLOW_KEYS)
-    return _count_limit(scenario, queue), _limit_policy(scenario, queue), flow
+    flow = {
+        key: integer_argument(queue, key, arguments[key]) for key in FLOW_KEYS if key in arguments
+    }
+    off = not any(flow.get(key) for key in FLOW_STOP_KEYS)
+    return _count_limit(scenario, queue), _limit_policy(scenario, queue), None if off else flow
 
 
 def sweep_knobs() -> list[str]:
