@@ -50,6 +50,7 @@ from flowctl.render import (
 from flowctl.whatif import (
     load_recommendation_rows,
     load_recommended_thresholds,
+    recommendation_day,
     recommendation_days,
     whatif_knobs,
 )
@@ -117,7 +118,7 @@ def _options(
     """flowctl: how broker flow control really behaves, and what thresholds to set."""
 
 
-#: The latest days a refusal of ``--as-of`` lists of those the table holds.
+#: The days a refusal of ``--as-of`` lists of those the table holds (the earliest, all after it).
 _DAYS_LISTED = 5
 
 
@@ -673,7 +674,10 @@ def whatif(
     conf: Annotated[Path | None, typer.Option(help=CONF_HELP)] = None,
     as_of: Annotated[
         str | None,
-        typer.Option(help="recommendations as of this day, YYYY-MM-DD (default: the latest)"),
+        typer.Option(
+            help="recommendations as of this day, YYYY-MM-DD: the latest the table holds on or "
+            "before it (default: the latest)"
+        ),
     ] = None,
     seed: SeedOption = None,
 ) -> None:
@@ -707,29 +711,36 @@ def whatif(
         raise _fail(f"{table}: not a Delta table (run `flowctl pipeline` first)")
     spark = _spark_session(pipeline_conf, "flowctl-whatif")
     try:
-        rows = load_recommendation_rows(spark, table, as_of=as_of_day, broker=spec.broker.name)
-        overrides = load_recommended_thresholds(
-            spark, table, as_of=as_of_day, broker=spec.broker.name
+        days = recommendation_days(spark, table, spec.broker.name)
+        day = recommendation_day(days, as_of_day)
+        rows = (
+            []
+            if day is None
+            else load_recommendation_rows(spark, table, day=day, broker=spec.broker.name)
+        )
+        overrides = (
+            {}
+            if day is None
+            else load_recommended_thresholds(spark, table, day=day, broker=spec.broker.name)
         )
     except ValueError as error:
         raise _fail(f"{table}: {error}") from None
-    if not rows:
-        days = recommendation_days(spark, table, spec.broker.name) if as_of_day else []
-        if days:  # the broker has recommendations, not of that day
-            held = ", ".join(day.isoformat() for day in days[-_DAYS_LISTED:])
-            more = f" (and {len(days) - _DAYS_LISTED} earlier)" if len(days) > _DAYS_LISTED else ""
-            raise _fail(
-                f"{table}: no recommendations for broker {spec.broker.name!r} as of {as_of_day}; "
-                f"--as-of takes a day the table holds: {held}{more}"
-            )
+    if day is None and days:  # the broker's recommendations all come after --as-of
+        held = ", ".join(d.isoformat() for d in days[:_DAYS_LISTED])
+        more = f" (and {len(days) - _DAYS_LISTED} later)" if len(days) > _DAYS_LISTED else ""
+        raise _fail(
+            f"{table}: no recommendations for broker {spec.broker.name!r} on or before "
+            f"{as_of_day}; the table holds {held}{more}"
+        )
+    if day is None or not rows:
         raise _fail(
             f"{table}: no recommendations for broker {spec.broker.name!r} (run `flowctl "
             f"pipeline` over the days of scenario {spec.name!r}, or give --warehouse)"
         )
-    _say_what_is_replayed(spark, pipeline_conf, table, spec.broker.name, rows[0]["date"])
+    _say_what_is_replayed(spark, pipeline_conf, table, spec.broker.name, day, as_of_day)
     # Other brokers' knobs (Artemis, RabbitMQ) are replayed one row at a time.
     failed = False
-    knob_comparisons = whatif_knobs(spark, table, spec, as_of=as_of_day, seed=seed)
+    knob_comparisons = whatif_knobs(spark, table, spec, day=day, seed=seed)
     for knob_comparison in knob_comparisons:
         console.print(format_knob_comparison(knob_comparison), highlight=False)
         failed |= bool(knob_comparison.failures())  # an unexercised change fails nothing
@@ -743,12 +754,14 @@ def whatif(
 
 
 def _say_what_is_replayed(
-    spark: Any, pipeline_conf: Any, table: str, broker: str, day: date
+    spark: Any, pipeline_conf: Any, table: str, broker: str, day: date, as_of: date | None = None
 ) -> None:
     """Which day's recommendations are replayed, and from where (the same title came with or
-    without --as-of: a review); a warning when the warehouse's own recommendations of that day
-    are behind bronze, as ``flowctl status`` would say."""
-    print_line(f"recommendations for broker {broker!r} as of {day}, from {table}")
+    without --as-of: a review), and the day asked for when the table holds none of it; a warning
+    when the warehouse's own recommendations of that day are behind bronze, as ``flowctl
+    status`` would say."""
+    asked = f" (the latest on or before {as_of})" if as_of is not None and as_of != day else ""
+    print_line(f"recommendations for broker {broker!r} as of {day}{asked}, from {table}")
     from jobs.pipeline_state import RECOMMEND, behind_days, read_records
     from jobs.recommend import recommendations_path
 

@@ -26,48 +26,49 @@ def load_recommendation_rows(
     spark: SparkSession,
     table_path: str,
     *,
-    as_of: date | None = None,
+    day: date,
     broker: str | None = None,
     entity_kind: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The rows of the Delta table at ``table_path`` as of ``as_of`` (default: the latest day in
-    the table), optionally of one broker and one kind of entity, as dicts."""
+    """The rows of ``day`` of the Delta table at ``table_path``, optionally of one broker and one
+    kind of entity, as dicts (:func:`recommendation_day` says which day to take)."""
     from pyspark.sql import functions as F
 
-    table = spark.read.format("delta").load(table_path)
+    table = spark.read.format("delta").load(table_path).where(F.col("date") == F.lit(day))
     if entity_kind is not None:
         table = table.where(F.col("entity_kind") == entity_kind)
     if broker is not None:
         table = table.where(F.col("broker") == broker)
-    if as_of is None:
-        latest = table.agg(F.max("date").alias("latest")).first()
-        if latest is None or latest["latest"] is None:
-            return []
-        as_of = latest["latest"]
-    return [row.asDict() for row in table.where(F.col("date") == F.lit(as_of)).collect()]
+    return [row.asDict() for row in table.collect()]
 
 
 def recommendation_days(spark: SparkSession, table_path: str, broker: str) -> list[date]:
     """The days the Delta table at ``table_path`` holds recommendations of ``broker`` for, in
-    order (one row per day: what ``--as-of`` can name)."""
+    order (one row per day)."""
     from pyspark.sql import functions as F
 
     table = spark.read.format("delta").load(table_path).where(F.col("broker") == broker)
     return sorted(row.date for row in table.select("date").distinct().collect())
 
 
+def recommendation_day(held_days: list[date], as_of: date | None) -> date | None:
+    """The day whose recommendations are replayed: of the days held (in order), the latest on or
+    before ``as_of`` (default: the latest), as "as of" reads; None when there is none. One day
+    for every kind of row, so Qpid's thresholds and the other knobs come from the same night."""
+    eligible = [day for day in held_days if as_of is None or day <= as_of]
+    return eligible[-1] if eligible else None
+
+
 def load_recommended_thresholds(
     spark: SparkSession,
     table_path: str,
     *,
-    as_of: date | None = None,
+    day: date,
     broker: str | None = None,
 ) -> dict[str, FlowThresholds]:
     """queue -> thresholds from the Delta table at ``table_path``: the Qpid queue rows of
-    ``as_of`` (default: the latest day in the table), optionally of one broker."""
-    rows = load_recommendation_rows(
-        spark, table_path, as_of=as_of, broker=broker, entity_kind="queue"
-    )
+    ``day``, optionally of one broker."""
+    rows = load_recommendation_rows(spark, table_path, day=day, broker=broker, entity_kind="queue")
     return overrides_from_recommendations(rows)
 
 
@@ -76,12 +77,12 @@ def whatif_knobs(
     table_path: str,
     scenario: Scenario,
     *,
-    as_of: date | None = None,
+    day: date,
     seed: int | None = None,
 ) -> list[KnobComparison]:
     """Each recommendation of the scenario's broker that changes a knob other than Qpid's
     thresholds, replayed on the scenario (one re-run per change, beside one run as written that
     they share); rows about entities the scenario does not have are skipped."""
-    rows = load_recommendation_rows(spark, table_path, as_of=as_of, broker=scenario.broker.name)
+    rows = load_recommendation_rows(spark, table_path, day=day, broker=scenario.broker.name)
     changes = [c for c in knob_changes_from_recommendations(rows) if knob_applies(scenario, c)]
     return run_knob_whatifs(scenario, changes, seed=seed)

@@ -114,23 +114,63 @@ def test_the_warehouse_names_the_table_as_the_other_commands_take_it(spark, tmp_
     assert both.exit_code == 2 and "give one" in both.output
 
 
-def test_an_as_of_day_the_table_does_not_hold_lists_the_days_it_does(spark, tmp_path) -> None:
-    # "no recommendations for broker ... (run flowctl pipeline ...)" for a table that held the
-    # broker's rows of other days sent a user to rerun the pipeline (a README walk-through).
+def test_as_of_takes_the_latest_day_held_on_or_before_it(spark, tmp_path) -> None:
+    """ "As of" a day the table does not hold replays the latest day before it, and says so; it
+    was refused, the user left to pick a held day from a list (a review). A day before every
+    held one is refused with the days held."""
     rows = [
-        {**_artemis_row("drop-address", 7_533_711, "raise"), "date": day}
-        for day in (date(2026, 3, 2), date(2026, 3, 3))
+        {**_artemis_row("drop-address", recommended, "raise"), "date": day}
+        for day, recommended in ((date(2026, 3, 2), 7_533_711), (date(2026, 3, 4), 65_536))
     ]
     table = _table(spark, tmp_path, rows)
     command = ["whatif", "artemis-address-full-policies", "--recommendations", table]
-    result = CliRunner().invoke(app, [*command, "--as-of", "2026-03-09"])
-    assert result.exit_code == 2
+    between = CliRunner().invoke(app, [*command, "--as-of", "2026-03-03"])
+    assert between.exit_code == 0, between.output
+    said = " ".join(between.output.split())
     assert (
-        "no recommendations for broker 'artemis-policies' as of 2026-03-09; --as-of takes a day "
-        "the table holds: 2026-03-02, 2026-03-03"
-    ) in " ".join(result.output.split())
-    held = CliRunner().invoke(app, [*command, "--as-of", "2026-03-02"])
-    assert held.exit_code == 0, held.output
+        "recommendations for broker 'artemis-policies' as of 2026-03-02 (the latest on or "
+        f"before 2026-03-03), from {table}"
+    ) in said
+    assert "max-size-bytes 262,144 -> 7,533,711 bytes" in said  # 3-02's row, not 3-04's
+    held = CliRunner().invoke(app, [*command, "--as-of", "2026-03-04"])
+    assert held.exit_code == 1, held.output  # 3-04's row does worse
+    assert "as of 2026-03-04, from" in held.output and "latest on or before" not in held.output
+    latest = CliRunner().invoke(app, command)
+    assert "as of 2026-03-04, from" in latest.output
+    before = CliRunner().invoke(app, [*command, "--as-of", "2026-03-01"])
+    assert before.exit_code == 2
+    assert (
+        "no recommendations for broker 'artemis-policies' on or before 2026-03-01; the table "
+        "holds 2026-03-02, 2026-03-04"
+    ) in " ".join(before.output.split())
+
+
+def test_thresholds_and_knobs_are_replayed_from_one_day(spark, tmp_path) -> None:
+    """The latest day was looked up once per kind of row: a broker whose queue rows ended a day
+    before its other rows replayed the thresholds of one day beside the knobs of the next."""
+    import flowctl.whatif
+
+    queue_row = {
+        **_artemis_row("q", 0, "lower"),
+        "entity_kind": "queue",
+        "knob": "qpid.flow_stop_count",
+        "recommended_flow_stop_count": 80,
+        "recommended_flow_resume_count": 70,
+    }  # of AS_OF, a day before the address's row
+    later = {**_artemis_row("drop-address", 7_533_711, "raise"), "date": date(2026, 3, 6)}
+    table = _table(spark, tmp_path, [queue_row, later])
+    days = flowctl.whatif.recommendation_days(spark, table, "artemis-policies")
+    day = flowctl.whatif.recommendation_day(days, None)
+    assert day == date(2026, 3, 6)
+    assert (
+        flowctl.whatif.load_recommended_thresholds(spark, table, day=day, broker="artemis-policies")
+        == {}
+    )
+    older = flowctl.whatif.load_recommended_thresholds(
+        spark, table, day=AS_OF, broker="artemis-policies"
+    )
+    assert older["q"].stop_count == 80 and older["q"].resume_count == 70
+    assert flowctl.whatif.recommendation_day(days, date(2026, 3, 5)) == AS_OF
 
 
 def test_recommendations_behind_bronze_are_replayed_with_a_warning(
