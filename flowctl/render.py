@@ -4,6 +4,7 @@ and the pipeline state (the commands themselves are in flowctl/cli.py)."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -152,21 +153,55 @@ def _turned(
     is, names it: a sweep's best run stays bold), as wide as ``entity_width`` counts it; a row
     of names (a date, a run) or prose stays left-aligned among the figures."""
 
-    def cell(value: Cell, justify: str) -> Cell:
+    widths = [entity_width(entity) for entity in entities]
+
+    def folded(value: Cell, width: int) -> Text:
+        text = value.copy() if isinstance(value, Text) else Text(value)
+        if text.spans or "\n" in text.plain:
+            return text
+        return Text(_folded_name(text.plain, width), style=text.style, justify=text.justify)
+
+    def cell(value: Cell, justify: str, width: int) -> Cell:
         if justify == "right":
             return value
-        text = value.copy() if isinstance(value, Text) else Text(value)
+        text = folded(value, width)
         text.justify = "left"
         return text
 
-    turned_headers = [(headers[0][0], "left"), *((e[0], "right") for e in entities)]
+    turned_headers: list[tuple[Cell, str]] = [
+        (headers[0][0], "left"),
+        *((folded(e[0], width), "right") for e, width in zip(entities, widths, strict=True)),
+    ]
     rows: list[list[Cell]] = [
-        [name, *(cell(entity[i], justify) for entity in entities)]
+        [
+            name,
+            *(
+                cell(entity[i], justify, width)
+                for entity, width in zip(entities, widths, strict=True)
+            ),
+        ]
         for i, (name, justify) in enumerate(headers)
         if i > 0
     ]
-    widths = [None, *(entity_width(entity) for entity in entities)]
-    return _one_table(title, turned_headers, rows, widths)
+    return _one_table(title, turned_headers, rows, [None, *widths])
+
+
+def _folded_name(name: str, width: int) -> str:
+    """``name`` on lines of at most ``width`` characters, broken after a ``-``, ``_``, ``.``,
+    ``:`` or ``/`` where it can be: a run id read "rabbitmq-paced-c" / "onsumers-slow-s4" folded
+    at the column's edge. A piece longer than the column is cut at its edge; names of words
+    (with spaces) are left for the table to wrap."""
+    if len(name) <= width or " " in name:
+        return name
+    lines = [""]
+    for piece in re.findall(r"[^-_.:/]+[-_.:/]*|[-_.:/]+", name):
+        while piece:
+            if lines[-1] and len(lines[-1]) + len(piece) > width:
+                lines.append("")
+            room = width - len(lines[-1])
+            lines[-1] += piece[:room]
+            piece = piece[room:]
+    return "\n".join(lines)
 
 
 #: The threshold cells of a queue whose flow control is an Artemis address's: its limit and

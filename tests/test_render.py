@@ -213,6 +213,8 @@ def test_long_run_ids_fold_rather_than_split_the_daily_table(
     assert {queue: run.replace(" ", "") for queue, run in runs.items()} == {
         str(row["queue"]): row["run_id"] for row in rows
     }
+    # ... and break after their hyphens, not mid-word ("rabbitmq-paced-c" / "onsumers-slow-s4").
+    assert runs["orders-rab"] == "rabbitmq-paced- consumers-slow- s42-3f9a2c1d"
     text, runs = shown(200, rows[:3])
     assert text.count("┏") == 1
     assert set(runs.values()) == {"artemis-address-full-policies-s42-3f9a2c1d"}  # not folded
@@ -423,3 +425,23 @@ def test_piped_tables_take_the_width_columns_gives(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     assert widest_table_line({**env, "COLUMNS": "90"}, "narrow") <= 90
     assert widest_table_line(env, "wide") > 90
+
+
+@pytest.mark.parametrize(
+    ("name", "lines"),
+    [
+        ("short-name", ["short-name"]),
+        ("rabbitmq-paced-consumers-slow-s42", ["rabbitmq-paced-", "consumers-slow-", "s42"]),
+        ("a_b.c:d/e-f", ["a_b.c:d/e-f"]),
+        (
+            "averyveryverylongpiecewithoutbreaks-x",
+            ["averyveryverylon", "gpiecewithoutbre", "aks-x"],
+        ),
+        ("orders--dlq", ["orders--dlq"]),
+        ("two words that are long", ["two words that are long"]),  # the table wraps words
+    ],
+)
+def test_a_folded_name_breaks_after_its_separators(name: str, lines: list[str]) -> None:
+    folded = render._folded_name(name, render.NAME_WIDTH)
+    assert folded.split("\n") == lines
+    assert folded.replace("\n", "") == name
