@@ -1639,6 +1639,69 @@ def test_max_size_messages_is_sampled(setup: Setup) -> None:
     ]
 
 
+class MulticastJolokia(BulkJolokia):
+    """A broker whose addresses have queues: ``queues`` maps an address to its queues' message
+    counts (its MessageCount their sum, as a real 2.40's), ``None`` for one whose queues'
+    read fails; the pattern reads asked are kept."""
+
+    def __init__(self, queues: dict[str, dict[str, int] | None]) -> None:
+        super().__init__({name: {"addressFullMessagePolicy": "BLOCK"} for name in queues})
+        self.queues = queues
+        self.patterns: list[str] = []
+
+    def _post(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if requests[0]["type"] != "read" or not requests[0]["mbean"].endswith(",*"):
+            answers = super()._post(requests)
+            if requests[0]["type"] == "read":
+                for answer in answers:
+                    counts = self.queues[answer["value"]["Address"]] or {"a": 1, "b": 2}
+                    answer["value"]["QueueNames"] = sorted(counts)
+                    answer["value"]["MessageCount"] = sum(counts.values())
+            return answers
+        self.patterns += [r["mbean"] for r in requests]
+        answers = []
+        for request in requests:
+            address = request["mbean"].split('address="')[1].split('"')[0]
+            counts = self.queues[address]
+            answers.append(
+                {"status": 404, "error": "javax.management.InstanceNotFoundException"}
+                if counts is None
+                else {
+                    "status": 200,
+                    "value": {
+                        f'{request["mbean"][:-2]},queue="{q}"': {"MessageCount": n}
+                        for q, n in counts.items()
+                    },
+                }
+            )
+        return answers
+
+
+def test_a_multicast_addresss_messages_are_counted_once_not_per_queue() -> None:
+    """A review, on a real 2.40: an address of 3 queues whose max-size-messages of 50 blocked
+    it at 51 messages read MessageCount 153 (it sums the queues), so the collector wrote a
+    depth of 153 beside a stop count of 50, an overshoot of 103 where Artemis's is 1. Its
+    messages are the largest of its queues' counts; unknown (None) when they cannot be read,
+    never the sum; an address of one queue costs no further read."""
+    jolokia = MulticastJolokia(
+        {
+            "news": {"news.a": 51, "news.b": 51, "news.c": 40},
+            "orders": {"orders": 7},
+            "unread": None,
+        }
+    )
+    observed = jolokia.addresses()
+    assert {name: a["messages"] for name, a in observed.items() if a} == {
+        "news": 51,
+        "orders": 7,
+        "unread": None,
+    }
+    mbean = 'org.apache.activemq.artemis:broker="127.0.0.1",component=addresses,address="{}"'
+    assert jolokia.patterns == [
+        mbean.format(name) + ",subcomponent=queues,*" for name in ("news", "unread")
+    ]
+
+
 def test_the_brokers_own_addresses_are_not_sampled() -> None:
     """Its notifications and management, and its MQTT sessions' store, which a real 2.40 does
     not flag Internal: sampled, ``$sys.mqtt.sessions`` was a phantom queue of 101 rows (a
