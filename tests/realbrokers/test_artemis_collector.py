@@ -295,3 +295,75 @@ def test_a_real_artemis_reject_threshold_is_in_its_samples(
     assert samples[with_threshold]["reject_threshold"] == REJECT_THRESHOLD
     assert samples[with_threshold]["max_size_bytes"] == ADDRESS_LIMIT
     assert "reject_threshold" not in samples[without]
+
+
+def test_a_real_artemis_multicast_address_is_sampled_with_each_message_once(
+    artemis: ArtemisBroker,
+) -> None:
+    """An address's MessageCount sums its queues: a multicast address of 3 queues holding 7
+    messages reads 21, and its max-size-messages counts 7 (a review measured an overshoot of
+    103 messages read where Artemis's was 1). The sample takes the largest of its queues'
+    counts: 7, and still 7 once one queue is emptied (the sum would read 14)."""
+    address, queues = "multicast-sampled", ["multicast-sampled.a", "multicast-sampled.b", "c"]
+    (servers,) = artemis.jolokia(
+        [{"type": "search", "mbean": "org.apache.activemq.artemis:broker=*"}]
+    )
+    server = servers[0]
+    artemis.jolokia(
+        [
+            {
+                "type": "exec",
+                "mbean": server,
+                "operation": "createAddress(java.lang.String,java.lang.String)",
+                "arguments": [address, "MULTICAST"],
+            },
+            *(
+                {
+                    "type": "exec",
+                    "mbean": server,
+                    # (address, queue, routing type)
+                    "operation": "createQueue(java.lang.String,java.lang.String,java.lang.String)",
+                    "arguments": [address, queue, "MULTICAST"],
+                }
+                for queue in queues
+            ),
+        ]
+    )
+    send = (
+        "sendMessage(java.util.Map,int,java.lang.String,boolean,java.lang.String,java.lang.String)"
+    )
+    artemis.jolokia(
+        [
+            {
+                "type": "exec",
+                "mbean": artemis.address_mbean(address),
+                "operation": send,
+                "arguments": [{}, 3, f"message {n}", False, ARTEMIS_USER, ARTEMIS_USER],
+            }
+            for n in range(7)
+        ]
+    )
+    jolokia = JolokiaReader(
+        f"http://{LOOPBACK}:{artemis.http_port}/console/jolokia", ARTEMIS_USER, ARTEMIS_USER
+    )
+    try:
+        (summed,) = artemis.jolokia(
+            [{"type": "read", "mbean": artemis.address_mbean(address), "attribute": "MessageCount"}]
+        )
+        assert summed == 21
+        assert jolokia.addresses()[address]["messages"] == 7
+        queue_c = 'subcomponent=queues,routing-type="multicast",queue="c"'
+        emptied = f"{artemis.address_mbean(address)},{queue_c}"
+        artemis.jolokia([{"type": "exec", "mbean": emptied, "operation": "removeAllMessages()"}])
+        assert jolokia.addresses()[address]["messages"] == 7
+    finally:
+        artemis.jolokia(
+            [
+                {
+                    "type": "exec",
+                    "mbean": server,
+                    "operation": "deleteAddress(java.lang.String,boolean)",
+                    "arguments": [address, True],
+                }
+            ]
+        )
