@@ -388,25 +388,33 @@ class _StoppedTimer:
 
 class _ProducerWindows:
     """Each queue's producers (named on its enqueues, and on the messages it refused: a producer
-    the limit refused whole sends to it too) and their windows, None for no window."""
+    the limit refused whole sends to it too) and their windows, over the whole run.
+
+    The rule is DESIGN §4's bound, ``jobs/transforms/episodes.py`` :func:`overshoot_bound`, over
+    the run's rows rather than an episode's (what a stop threshold can be passed by, seed 001):
+    a producer's window is the largest it logged (one row without a capacity does not take its
+    window away), a producer that never logged one has none (the sum is None), and rows that name
+    no producer are no producer's. A queue no producer sent to has 0 (nothing can pass its stop),
+    where an episode's bound is null. tests/test_whatif_producer_windows.py keeps the two equal."""
 
     def __init__(self) -> None:
         self.windows: dict[str, dict[str, int | None]] = {}
 
     def __call__(self, row: EventRow) -> None:
-        queue = queue_of(row)
-        if queue is None or event_type_of(row) not in ("enqueue", "message_rejected"):
+        queue, link = queue_of(row), link_of(row)
+        if queue is None or link is None or event_type_of(row) not in PRODUCER_EVENTS:
             return
         windows = self.windows.setdefault(queue, {})
-        link, window = link_of(row) or "", capacity_of(row)
-        if link in windows:
-            known = windows[link]
-            window = None if known is None or window is None else max(known, window)
-        windows[link] = window
+        known, window = windows.get(link), capacity_of(row)
+        windows[link] = window if known is None else known if window is None else max(known, window)
 
     def total(self, queue: str) -> int | None:
         windows = self.windows.get(queue, {}).values()
         return None if None in windows else sum(w for w in windows if w is not None)
+
+
+#: The events whose ``link`` names a producer of the queue, for :class:`_ProducerWindows`.
+PRODUCER_EVENTS = ("enqueue", "message_rejected")
 
 
 def _outcomes(
