@@ -96,14 +96,10 @@ def queue_entities(queue_daily: DataFrame, episodes: DataFrame) -> DataFrame:
     p95 producer delay, messages enqueued and lost (rejected + dropped + evicted; null while
     none of the three is filled); from the silver episodes, the largest bound and the worst
     overshoot / bound of an episode."""
-    # The ratio per episode (DESIGN §4: overshoot / bound), from silver: the worst of them.
-    ratio = F.when(
-        F.col("overshoot_bound_msgs") > 0,
-        F.col("overshoot_msgs") / F.col("overshoot_bound_msgs"),
-    )
+    # The ratio per episode (DESIGN §4: overshoot / bound), as silver holds it: the worst of them.
     bounds = episodes.groupBy("broker", "queue").agg(
         F.max("overshoot_bound_msgs").alias("overshoot_bound_msgs"),
-        F.max(ratio).alias("max_overshoot_ratio"),
+        F.max("overshoot_ratio").alias("max_overshoot_ratio"),
     )
     lost = F.when(
         F.coalesce("rejected", "dropped", "evicted").isNotNull(),
