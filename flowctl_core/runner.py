@@ -349,6 +349,7 @@ def artemis_config(spec: ArtemisSpec) -> ArtemisConfig:
         latency_us=spec.latency_us,
         core_message_overhead_bytes=spec.core_message_overhead_bytes,
         amqp_message_overhead_bytes=spec.amqp_message_overhead_bytes,
+        queue_reference_overhead_bytes=spec.queue_reference_overhead_bytes,
         core_encode_overhead_bytes=spec.core_encode_overhead_bytes,
         core_delivery_overhead_bytes=spec.core_delivery_overhead_bytes,
     )

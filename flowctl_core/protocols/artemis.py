@@ -51,6 +51,7 @@ from flowctl_core.protocols.artemis_flow import (
     DEFAULT_CORE_ENCODE_OVERHEAD,
     DEFAULT_CORE_MESSAGE_OVERHEAD,
     DEFAULT_PRODUCER_WINDOW,
+    DEFAULT_QUEUE_REFERENCE_OVERHEAD,
     RESOURCE_LIMIT_EXCEEDED,
     UNBOUNDED,
     UNBOUNDED_CREDIT,
@@ -159,6 +160,9 @@ class ArtemisConfig:
     #: the address size counts the estimate; measured on Artemis 2.40, see the defaults).
     core_message_overhead_bytes: int = DEFAULT_CORE_MESSAGE_OVERHEAD
     amqp_message_overhead_bytes: int = DEFAULT_AMQP_MESSAGE_OVERHEAD
+    #: What each queue of an address after the first adds to a message's memory estimate (a
+    #: real broker counts a reference per extra queue; measured on Artemis 2.40, see the default).
+    queue_reference_overhead_bytes: int = DEFAULT_QUEUE_REFERENCE_OVERHEAD
     #: What a CORE message's encoded size adds to its body: producer credits are spent on it.
     core_encode_overhead_bytes: int = DEFAULT_CORE_ENCODE_OVERHEAD
     #: What a CORE message's delivery packet adds to its body: consumer credits are spent on it.
@@ -170,6 +174,7 @@ class ArtemisConfig:
         for name in (
             "core_message_overhead_bytes",
             "amqp_message_overhead_bytes",
+            "queue_reference_overhead_bytes",
             "core_encode_overhead_bytes",
             "core_delivery_overhead_bytes",
         ):
@@ -275,6 +280,10 @@ class ServerAddress:
         # The broker's memory estimate of a message: its body plus this (DESIGN §2).
         self.overhead_core = server.config.core_message_overhead_bytes
         self.overhead_amqp = server.config.amqp_message_overhead_bytes
+        # DESIGN §2 counts a message's body plus a per-protocol overhead; a real broker also
+        # counts a reference per queue after the first (Artemis 2.40's PagingStore.refUp: 72 B a
+        # queue, measured), each released as its own reference is acknowledged (refDown).
+        self.reference_overhead = server.config.queue_reference_overhead_bytes
 
     def memory_size(self) -> int:
         """The address size: the memory estimate of the messages it holds (DESIGN §2)."""
@@ -308,7 +317,12 @@ class ServerAddress:
         state = self.state
         producer = fields.get("detail")
         extra_detail: dict[str, Any] = {} if producer is None else {"producer": producer}
-        memory = size + (self.overhead_amqp if amqp else self.overhead_core)
+        extra_references = max(0, len(self.queues) - 1)
+        memory = (
+            size
+            + (self.overhead_amqp if amqp else self.overhead_core)
+            + extra_references * self.reference_overhead
+        )
         outcome = state.admit(memory, amqp=amqp)
         if outcome in (Outcome.ACCEPTED, Outcome.PAGED):
             paged = outcome == Outcome.PAGED
@@ -362,9 +376,16 @@ class ServerAddress:
             return
         ref.refs -= 1
         if ref.refs:
+            # refDown: a reference before the last takes its own estimate back with its ack (a
+            # delivered message is in memory, never paged, by now: on_dispatch read it back).
+            released = self.reference_overhead
+            ref.size -= released
+        else:
+            del self._refs[message_id]
+            released = ref.size
+        if not released:
             return
-        del self._refs[message_id]
-        self.state.release(ref.size)
+        self.state.release(released)
         self.note_fullness()
         self.memory_released()
 
@@ -1151,14 +1172,20 @@ class ArtemisServer:
         when the address fills (none when the latency is below the send cost, else at most
         ``latency // send_cost``). Requests are granted whole until the address is full and
         nothing after (DESIGN §2), so every producer can spend all of that once it is full, each
-        message counting its memory estimate (body plus the CORE overhead).
+        message counting its memory estimate (body plus the CORE overhead, plus a reference per
+        queue of the address after the first).
         """
         settings = self.config
+        extra_references = max(0, len(self.addresses[address].queues) - 1)
+        memory_overhead = (
+            settings.core_message_overhead_bytes
+            + extra_references * settings.queue_reference_overhead_bytes
+        )
         return sum(
             core_producer_bound_bytes(
                 p.config,
                 p.to_server.latency_us,
-                memory_overhead=settings.core_message_overhead_bytes,
+                memory_overhead=memory_overhead,
                 encode_overhead=settings.core_encode_overhead_bytes,
             )
             for p in self.producers_on(address)

@@ -38,6 +38,7 @@ from flowctl_core.scenario import ScenarioError, bundled_scenarios, load_scenari
 from flowctl_core.summary import artemis_addresses, artemis_links
 
 SECOND = 1_000_000
+MIB = 1024 * 1024
 
 
 class Rig:
@@ -303,6 +304,77 @@ def test_fail_and_drop_count_the_memory_estimate_of_each_message() -> None:
             assert state.failed == rig.server.producers["p"].sent - 4
         # The queue holds the bodies; the address counts the estimate.
         assert rig.broker.queue("q").depth_bytes == 4_000
+
+
+#: Artemis 2.40, DROP, max-size-bytes 51,200, 200 CORE messages of 1,024 B (`artemis producer`,
+#: 6-character address names) into a multicast address of k queues (1: anycast): the
+#: AddressSize per message and the messages each queue kept (the reviewer's run of 2026-12).
+MEASURED_REFERENCES = ((1, 2_092, 25), (2, 2_164, 24), (3, 2_236, 23), (5, 2_380, 22))
+
+
+@pytest.mark.parametrize(("queues", "per_message", "kept"), MEASURED_REFERENCES)
+def test_an_address_of_k_queues_counts_a_reference_per_queue_after_the_first(
+    queues: int, per_message: int, kept: int
+) -> None:
+    """A real broker adds 72 B per queue after the first to a message's memory estimate
+    (``PagingStore.refUp``), so an address of more queues fills with fewer messages: the engine
+    with its defaults keeps what Artemis 2.40 kept, at its size per message."""
+    names = tuple(f"q{i}" for i in range(queues)) if queues > 1 else ()
+    rig = Rig(
+        ArtemisConfig(
+            addresses=(address(max_size=51_200, policy="DROP", queues=names),),
+            producers=(ArtemisProducerConfig("p", "q", window=MIB, size=1_024, count=200),),
+        )
+    ).run_until(SECOND)
+    state = rig.address()
+    assert (state.accepted, state.dropped) == (kept, 200 - kept)
+    assert state.size == kept * per_message
+    assert all(rig.broker.queue(q).depth_msgs == kept for q in names or ("q",))
+
+
+def test_each_queue_gives_back_its_reference_as_it_acknowledges() -> None:
+    """``refDown``: a queue that acknowledges a message before the others gives back its own
+    reference, 72 B; the last gives back the rest. Measured on Artemis 2.40 (a multicast address
+    of 3 queues, 20 messages of 1,024 B): 2,236 B a message, 2,164 once one queue was drained,
+    2,092 once two were."""
+    names = ("q0", "q1", "q2")
+    consumers: list[ArtemisConsumerConfig] = []
+    sizes = []
+    for drained in range(4):
+        rig = Rig(
+            ArtemisConfig(
+                addresses=(address(queues=names),),
+                producers=(ArtemisProducerConfig("p", "q", size=1_024, count=20),),
+                consumers=tuple(consumers),
+            )
+        ).run_until(SECOND)
+        sizes.append(rig.address().size / 20)
+        consumers.append(ArtemisConsumerConfig(f"c{drained}", names[drained % 3], start_us=1_000))
+    assert sizes == [2_236, 2_164, 2_092, 0]
+
+
+def test_the_queue_reference_overhead_is_a_scenario_setting() -> None:
+    """``artemis.queue_reference_overhead_bytes`` reaches the engine: 0 counts a message once
+    whatever the queues (1,024 + 1,068 B), as DESIGN §2 words it."""
+    sizes = {}
+    for overhead in (0, 72, 500):
+        scenario = parse_scenario(
+            {
+                "name": "reference-overhead",
+                "kind": "workload",
+                "duration_s": 1,
+                "artemis": {
+                    "queue_reference_overhead_bytes": overhead,
+                    "addresses": [{"name": "news", "max_size_bytes": -1, "queues": ["a", "b"]}],
+                    "producers": [{"name": "p", "address": "news", "size": 1_024, "count": 10}],
+                },
+            },
+            "x.yaml",
+        )
+        server = run_scenario(scenario).artemis
+        assert server is not None
+        sizes[overhead] = server.addresses["news"].state.size // 10
+    assert sizes == {0: 2_092, 72: 2_164, 500: 2_592}
 
 
 def test_page_pages_from_the_limit_and_counts_paged_messages() -> None:

@@ -5,7 +5,8 @@ Artemis readings only. Hypothesis generates one address (limit, BLOCK / FAIL / D
 reject threshold, AMQP credits, 1-3 queues), 1-3 CORE or AMQP producers (windows -1 / 0 / N
 bytes, sizes, counts, rates, start times), at most one consumer per queue (windows -1 / 0 / N,
 processing time, rate), the per-protocol message overheads the address counts (none, the
-defaults, or any) and the encode overhead a CORE message's producer credit counts beyond its
+defaults, or any), the reference overhead it counts per queue after the first (likewise) and the
+encode overhead a CORE message's producer credit counts beyond its
 body (none, the default, or any); both sides run it on a virtual clock and are compared at the
 end: messages accepted / failed / dropped / paged / rejected, address size and peak, how often a
 BLOCK address stopped and resumed (the engine's address flow_stopped / flow_resumed events), per
@@ -39,6 +40,7 @@ from flowctl_core.protocols.artemis_flow import (
     DEFAULT_CORE_DELIVERY_OVERHEAD,
     DEFAULT_CORE_ENCODE_OVERHEAD,
     DEFAULT_CORE_MESSAGE_OVERHEAD,
+    DEFAULT_QUEUE_REFERENCE_OVERHEAD,
     AddressSettings,
 )
 from tests.engine.reference.artemis_reference_model import (
@@ -66,6 +68,7 @@ class Engine:
         prefill: tuple[int, int] = (0, 0),
         overheads: tuple[int, int] = (DEFAULT_CORE_MESSAGE_OVERHEAD, DEFAULT_AMQP_MESSAGE_OVERHEAD),
         encode_overhead: int = DEFAULT_CORE_ENCODE_OVERHEAD,
+        reference_overhead: int = DEFAULT_QUEUE_REFERENCE_OVERHEAD,
     ) -> None:
         config = ArtemisConfig(
             addresses=(
@@ -112,6 +115,7 @@ class Engine:
             core_message_overhead_bytes=overheads[0],
             amqp_message_overhead_bytes=overheads[1],
             core_encode_overhead_bytes=encode_overhead,
+            queue_reference_overhead_bytes=reference_overhead,
         )
         self.scheduler = Scheduler(0)
         self.log = EventCollector()
@@ -159,11 +163,22 @@ def run_both(
     prefill: tuple[int, int] = (0, 0),
     overheads: tuple[int, int] = (DEFAULT_CORE_MESSAGE_OVERHEAD, DEFAULT_AMQP_MESSAGE_OVERHEAD),
     encode_overhead: int = DEFAULT_CORE_ENCODE_OVERHEAD,
+    reference_overhead: int = DEFAULT_QUEUE_REFERENCE_OVERHEAD,
 ) -> tuple[Engine, Model]:
     """Both sides on one workload; ``overheads`` = (CORE, AMQP) bytes a message's memory estimate
     adds to its body (DESIGN §2); ``encode_overhead`` = what a CORE message's encoded size, which
-    its producer's credit is spent on, adds to its body."""
-    engine = Engine(address, producers, consumers, latency_us, prefill, overheads, encode_overhead)
+    its producer's credit is spent on, adds to its body; ``reference_overhead`` = what each queue
+    after the first adds to a message's memory estimate."""
+    engine = Engine(
+        address,
+        producers,
+        consumers,
+        latency_us,
+        prefill,
+        overheads,
+        encode_overhead,
+        reference_overhead,
+    )
     model = Model(
         address,
         producers,
@@ -173,6 +188,7 @@ def run_both(
         core_overhead=overheads[0],
         amqp_overhead=overheads[1],
         encode_overhead=encode_overhead,
+        reference_overhead=reference_overhead,
     )
     return engine.run_until(until_us), model.run_until(until_us)
 
@@ -201,7 +217,9 @@ def check_bounds(
 ) -> None:
     """Seed 003's bounds, on both sides."""
     e, m = engine.summary(), model.summary()
-    overhead, encode = model.core_overhead, model.encode_overhead
+    # A message's memory estimate counts a reference per queue after the first.
+    overhead = model.core_overhead + (len(address.queues) - 1) * model.reference_overhead
+    encode = model.encode_overhead
     core = [p for p in producers if p.protocol == "core"]
     if (
         address.policy == "BLOCK"
@@ -257,7 +275,9 @@ def comparable(summary: dict[str, object]) -> dict[str, object]:
 
 
 # -- generated workloads ------------------------------------------------------------------------
-Workload = tuple[MAddress, tuple[MProducer, ...], tuple[MConsumer, ...], int, tuple[int, int], int]
+Workload = tuple[
+    MAddress, tuple[MProducer, ...], tuple[MConsumer, ...], int, tuple[int, int], int, int
+]
 
 
 @st.composite
@@ -316,7 +336,11 @@ def workloads(draw: Any) -> Workload:
     encode = draw(
         st.one_of(st.just(0), st.just(DEFAULT_CORE_ENCODE_OVERHEAD), st.integers(0, 2_000))
     )
-    return address, tuple(producers), tuple(consumers), latency, overheads, encode
+    # So is the reference a queue after the first adds: none, the measured default, or any.
+    reference = draw(
+        st.one_of(st.just(0), st.just(DEFAULT_QUEUE_REFERENCE_OVERHEAD), st.integers(0, 500))
+    )
+    return address, tuple(producers), tuple(consumers), latency, overheads, encode, reference
 
 
 @settings(
@@ -338,6 +362,7 @@ def workloads(draw: Any) -> Workload:
         100,
         (0, 0),
         0,
+        0,
     )
 )
 @example(
@@ -350,6 +375,7 @@ def workloads(draw: Any) -> Workload:
         (MConsumer("cq", "q", window=0, process_us=400, start_us=3_000),),
         50,
         (0, 0),
+        0,
         0,
     )
 )
@@ -366,10 +392,11 @@ def workloads(draw: Any) -> Workload:
         10,
         (DEFAULT_CORE_MESSAGE_OVERHEAD, DEFAULT_AMQP_MESSAGE_OVERHEAD),
         DEFAULT_CORE_ENCODE_OVERHEAD,
+        DEFAULT_QUEUE_REFERENCE_OVERHEAD,
     )
 )
 def test_engine_matches_the_reference_model(workload: Workload) -> None:
-    address, producers, consumers, latency, overheads, encode = workload
+    address, producers, consumers, latency, overheads, encode, reference = workload
     engine, model = run_both(
         address,
         producers,
@@ -378,6 +405,7 @@ def test_engine_matches_the_reference_model(workload: Workload) -> None:
         until_us=SECOND // 2,
         overheads=overheads,
         encode_overhead=encode,
+        reference_overhead=reference,
     )
     assert comparable(engine.summary()) == comparable(model.summary())
     check_bounds(engine, model, address, producers, consumers, latency)

@@ -13,8 +13,10 @@ Documented rules modelled (quotes from seed 003 unless DESIGN §2 or README is n
   last ack ("the total memory for all queues bound to that address will not exceed
   max-size-bytes"), at "the broker's memory estimate of a message: its body plus a per-protocol
   overhead (a setting)" (DESIGN §2): ``core_overhead`` for a CORE message, ``amqp_overhead`` for
-  an AMQP one. Full: "while its size >= max-size-bytes" (DESIGN §2); -1: no limit; default
-  10 MiB.
+  an AMQP one, plus ``reference_overhead`` per queue after the first (a setting: Artemis 2.40
+  counts a reference per extra queue, 72 B measured), each given back as its own queue acks the
+  message, the rest at the last ack. Full: "while its size >= max-size-bytes" (DESIGN §2); -1:
+  no limit; default 10 MiB.
 - BLOCK, CORE: "a CORE credit request is granted whole while the address is not full and
   withheld while it is full; withheld requests are granted in arrival order once it is not full
   again" (DESIGN §2): every withheld request, whole, in the order the server received them. So
@@ -136,6 +138,7 @@ from flowctl_core.protocols.artemis_flow import (
     DEFAULT_CORE_DELIVERY_OVERHEAD,
     DEFAULT_CORE_ENCODE_OVERHEAD,
     DEFAULT_CORE_MESSAGE_OVERHEAD,
+    DEFAULT_QUEUE_REFERENCE_OVERHEAD,
 )
 
 UNBOUNDED = -1
@@ -250,6 +253,7 @@ class Model:
         amqp_overhead: int = DEFAULT_AMQP_MESSAGE_OVERHEAD,
         encode_overhead: int = DEFAULT_CORE_ENCODE_OVERHEAD,
         delivery_overhead: int = DEFAULT_CORE_DELIVERY_OVERHEAD,
+        reference_overhead: int = DEFAULT_QUEUE_REFERENCE_OVERHEAD,
     ) -> None:
         self.a = address
         self.lat = latency_us
@@ -257,6 +261,7 @@ class Model:
         self.amqp_overhead = amqp_overhead
         self.encode_overhead = encode_overhead
         self.delivery_overhead = delivery_overhead
+        self.reference_overhead = reference_overhead
         self.now = 0
         self._heap: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = 0
@@ -333,6 +338,7 @@ class Model:
         amqp = p is not None and p.cfg.protocol == "amqp"
         # DESIGN §2: the body plus the protocol's overhead (A10: prefill counts as CORE).
         memory = size + (self.amqp_overhead if amqp else self.core_overhead)
+        memory += (len(self.a.queues) - 1) * self.reference_overhead
         a = self.a
         if a.policy == "FAIL" and self.full:
             self.failed += 1
@@ -377,12 +383,18 @@ class Model:
     def _release(self, mid: int) -> None:
         ref = self.refs[mid]
         ref[1] -= 1
-        if ref[1] == 0:
+        if ref[1]:
+            # An earlier queue's ack gives back its own reference (none for a paged message,
+            # which the address never counted).
+            released = self.reference_overhead if ref[0] else 0
+            ref[0] -= released
+        else:
             del self.refs[mid]
-            if ref[0]:
-                self.size -= ref[0]
-                self._note_fullness()
-                self._memory_released()
+            released = ref[0]
+        if released:
+            self.size -= released
+            self._note_fullness()
+            self._memory_released()
 
     def _memory_released(self) -> None:
         # A4/A5: once the address is not full, every withheld CORE request whole, in the order
