@@ -27,8 +27,14 @@ from jobs.config import PipelineConf
 from jobs.delta_io import conform, read_table, sql_string, table_path
 from jobs.ingest_read import POSITION, FileRunStats, IngestScope, RawCounts, read_raw_events
 from jobs.raw_files import ROW_INDEX, inspect_raw_files
-from jobs.transforms.validate import contract_ok, contract_violations, duplicate_groups, held_keys
-from schemas.tables import BROKER_EVENTS_QUARANTINE, BRONZE_BROKER_EVENTS
+from jobs.transforms.validate import (
+    CONFLICTING_DUPLICATE_REASON,
+    contract_ok,
+    contract_violations,
+    duplicate_groups,
+    held_keys,
+)
+from schemas.tables import BROKER_EVENTS_QUARANTINE, BRONZE_BROKER_EVENTS, RECORD_KIND_ROW
 
 #: Up to this many duplicate keys are broadcast to the rows; more are joined by a shuffle.
 BROADCAST_DUPLICATE_GROUPS = 2_000_000
@@ -368,8 +374,8 @@ def _merge_moves(
     rows = conform(
         copies.withColumns(
             {
-                "record_kind": F.lit("row"),
-                "reason": F.lit("conflicting_duplicate"),
+                "record_kind": F.lit(RECORD_KIND_ROW),
+                "reason": F.lit(CONFLICTING_DUPLICATE_REASON),
                 "file_rows": F.lit(None).cast("long"),
             }
         ),
@@ -382,7 +388,7 @@ def _merge_moves(
         .merge(
             rows.alias("s"),
             f"{pruning} AND t.date = s.date AND t.run_id = s.run_id AND t.seq = s.seq "
-            "AND t.record_kind = 'row' AND t.reason = s.reason "
+            f"AND t.record_kind = '{RECORD_KIND_ROW}' AND t.reason = s.reason "
             "AND t.source_file = s.source_file",
         )
         .whenNotMatchedInsertAll()

@@ -47,7 +47,7 @@ from jobs.raw_files import (
 )
 from jobs.transforms.validate import contract_ok
 from schemas.broker_events import BROKER_EVENTS
-from schemas.tables import BROKER_EVENTS_QUARANTINE
+from schemas.tables import BROKER_EVENTS_QUARANTINE, RECORD_KIND_FILE, RECORD_KIND_ROW
 
 log = logging.getLogger("flowctl.ingest")
 
@@ -404,7 +404,7 @@ def _quarantine_rows(parts: list[DataFrame], file: RawFile, reason: str | None) 
         {
             "date": F.lit(file.day),
             "source_file": F.lit(file.relative_path),
-            "record_kind": F.lit("row"),
+            "record_kind": F.lit(RECORD_KIND_ROW),
             "reason": F.lit(reason),
             "file_rows": F.lit(None).cast("long"),
         }
@@ -537,7 +537,7 @@ def file_records(spark: SparkSession, files: list[RawFile]) -> DataFrame:
         {
             "date": f.day,
             "source_file": f.relative_path,
-            "record_kind": "file",
+            "record_kind": RECORD_KIND_FILE,
             "reason": f.problem,
             "file_rows": f.footer_rows,
             "detail": f.detail,
@@ -550,9 +550,6 @@ def file_records(spark: SparkSession, files: list[RawFile]) -> DataFrame:
         for c in [*BROKER_EVENTS.names, ROW_INDEX]
         if c != "detail"
     }
-    frame = spark.createDataFrame(
-        rows,
-        "date date, source_file string, record_kind string, reason string, file_rows bigint, "
-        "detail string",
-    )
+    columns = ("date", "source_file", "record_kind", "reason", "file_rows", "detail")
+    frame = spark.createDataFrame(rows, StructType([schema[c] for c in columns]))
     return frame.withColumns(empty_events)

@@ -48,7 +48,7 @@ from jobs.ingest_read import (
 )
 from jobs.raw_files import ROW_INDEX, RawFile, RawListing, RowGroup
 from jobs.transforms.validate import ACCEPTED, QUARANTINED, classify_events
-from schemas.tables import BROKER_EVENTS_QUARANTINE, BRONZE_BROKER_EVENTS
+from schemas.tables import BROKER_EVENTS_QUARANTINE, BRONZE_BROKER_EVENTS, RECORD_KIND_ROW
 
 log = logging.getLogger("flowctl.ingest")
 
@@ -285,7 +285,7 @@ def write_quarantine(spark: SparkSession, conf: PipelineConf, plan: IngestPlan) 
             .where(F.col("status") == QUARANTINED)
             .withColumns(
                 {
-                    "record_kind": F.lit("row"),
+                    "record_kind": F.lit(RECORD_KIND_ROW),
                     "file_rows": F.lit(None).cast("long"),
                     ROW_INDEX: F.col(POSITION),
                 }
@@ -308,7 +308,7 @@ def quarantine_reasons(
     rows = (
         read_table(spark, conf, BROKER_EVENTS_QUARANTINE)
         .where(scope.days_predicate)
-        .where(F.col("record_kind") == "row")
+        .where(F.col("record_kind") == RECORD_KIND_ROW)
         .groupBy("reason")
         .count()
         .collect()

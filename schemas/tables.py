@@ -31,6 +31,9 @@ BRONZE_BROKER_EVENTS = TableSchema(
     ),
 )
 
+#: ``record_kind`` of a quarantine record: a raw row, or a raw file quarantined whole or in part.
+RECORD_KIND_ROW, RECORD_KIND_FILE = "row", "file"
+
 BROKER_EVENTS_QUARANTINE = TableSchema(
     name="broker_events_quarantine",
     version=SCHEMA_VERSION,

@@ -35,6 +35,8 @@ from schemas.broker_events import BROKER_EVENTS, EVENT_TYPES, LINK_ROLES, PROTOC
 ACCEPTED, QUARANTINED = "accepted", "quarantined"
 #: The reason of a byte-for-byte copy of an accepted row.
 DUPLICATE_REASON = "duplicate"
+#: The reason of every version of a key held with different contents (which is true is unknown).
+CONFLICTING_DUPLICATE_REASON = "conflicting_duplicate"
 
 EVENT_COLUMNS: tuple[str, ...] = tuple(BROKER_EVENTS.names)
 
@@ -320,7 +322,7 @@ def _against_held(classified: DataFrame, held: DataFrame, broadcast: bool) -> Da
     is_held = F.col("reason").isNull() & (F.col("held_date") < F.col("date"))
     same = F.array_contains(F.col("held_hashes"), _content_hash())
     reason = F.when(is_held & same, F.lit(DUPLICATE_REASON)).when(
-        is_held, F.lit("conflicting_duplicate")
+        is_held, F.lit(CONFLICTING_DUPLICATE_REASON)
     )
     return joined.withColumn("reason", F.coalesce(reason, F.col("reason"))).drop(
         "held_hashes", "held_date"
@@ -369,7 +371,7 @@ def classify_events(
     kept = F.struct(F.col("source_file"), F.col(position)) == F.col("kept_copy")
     classified = joined.withColumn(
         "reason",
-        F.when(in_group & ~on_kept_day, F.lit("conflicting_duplicate"))
+        F.when(in_group & ~on_kept_day, F.lit(CONFLICTING_DUPLICATE_REASON))
         .when(in_group & ~kept, F.lit(DUPLICATE_REASON))
         .otherwise(F.col("reason")),
     ).drop("copies", "kept_date", "kept_copy")
@@ -400,7 +402,7 @@ def _classify_with_window(checked: DataFrame) -> DataFrame:
     on_kept_day = F.coalesce(F.col("date") == kept_date, F.lit(False))
     classified = checked.withColumn(
         "reason",
-        F.when(valid & ~on_kept_day, F.lit("conflicting_duplicate"))
+        F.when(valid & ~on_kept_day, F.lit(CONFLICTING_DUPLICATE_REASON))
         .when(valid & (F.row_number().over(first_in_day) > 1), F.lit(DUPLICATE_REASON))
         .otherwise(F.col("reason")),
     )
