@@ -35,6 +35,9 @@ CONF_ENV_VAR = "FLOWCTL_CONF"
 
 @dataclass(frozen=True)
 class PipelineConf:
+    """The pipeline conf as the jobs read it, made by :func:`load_conf` only: the defaults are
+    the sections' below (one place), so its fields have none."""
+
     source: Path
     spark_master: str | None
     app_name: str
@@ -46,17 +49,17 @@ class PipelineConf:
     validate_with_great_expectations: bool
     #: Rows of raw files quarantined whole (schema or name) read into the quarantine per run; the
     #: driver holds them until the write (~400 bytes a row), so past this a file keeps its record.
-    max_rows_from_files_quarantined_whole: int = 2_000_000
+    max_rows_from_files_quarantined_whole: int
     #: A span of events the episodes and daily_metrics jobs recompute is read once and kept in
     #: memory for their writes when its files are local and hold at most this many bytes.
-    span_in_memory_max_bytes: int = 4 * 1024 * 1024
+    span_in_memory_max_bytes: int
     #: The episodes job finds queue segments by sorting a span's queue events when its files are
     #: local and hold at most this many bytes, else by a lookup that does not sort them.
-    sort_queue_segments_max_bytes: int = 40 * 1024 * 1024
+    sort_queue_segments_max_bytes: int
     #: A job submits its independent Spark jobs (episodes' and daily_metrics' table writes,
     #: recommend's days) from this many driver threads at once (jobs/concurrent_jobs.py); 1 runs
     #: them in turn.
-    concurrent_jobs: int = 2
+    concurrent_jobs: int
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
