@@ -920,13 +920,6 @@ def status(
         raise typer.Exit(1)
 
 
-def default_dashboard_path(warehouse_dir: str) -> Path:
-    """report.html beside the warehouse it shows (var/ by default), not wherever the shell is."""
-    if "://" in warehouse_dir:  # a remote warehouse: the working directory
-        return Path("report.html")
-    return Path(warehouse_dir).parent / "report.html"
-
-
 @app.command()
 @_one_line_failures("dashboard")
 def dashboard(
@@ -940,7 +933,12 @@ def dashboard(
     ] = None,
 ) -> None:
     """Render a self-contained HTML dashboard over the gold Delta tables."""
-    from jobs.dashboard import no_gold_tables, out_file_problem, render_dashboard
+    from jobs.dashboard import (
+        default_dashboard_path,
+        no_gold_tables,
+        out_file_problem,
+        render_dashboard,
+    )
 
     pipeline_conf = _pipeline_conf(conf, warehouse)
     out = out or default_dashboard_path(pipeline_conf.warehouse_dir)

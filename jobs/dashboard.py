@@ -398,6 +398,13 @@ def render_dashboard(spark: SparkSession, conf: PipelineConf, out_path: str | Pa
     return out.resolve()
 
 
+def default_dashboard_path(warehouse_dir: str) -> Path:
+    """report.html beside the warehouse it shows (var/ by default), not wherever the shell is."""
+    if "://" in warehouse_dir:  # a remote warehouse: the working directory
+        return Path("report.html")
+    return Path(warehouse_dir).parent / "report.html"
+
+
 def main(argv: list[str] | None = None) -> int:
     from jobs.spark_session import build_spark_session
 
@@ -405,14 +412,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--conf", help="pipeline YAML (default: $FLOWCTL_CONF or conf/pipeline.yaml)"
     )
-    parser.add_argument("--out", default="var/dashboard.html", help="where to write the page")
+    parser.add_argument(
+        "--out", help="where to write the page (default: report.html beside the warehouse)"
+    )
     args = parser.parse_args(argv)
     try:
         conf = load_conf(args.conf)
     except ConfError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    refused = no_gold_tables(conf) or out_file_problem(args.out)
+    out = args.out or str(default_dashboard_path(conf.warehouse_dir))
+    refused = no_gold_tables(conf) or out_file_problem(out)
     if refused:
         print(f"error: {refused}", file=sys.stderr)
         return EXIT_USAGE
@@ -421,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    print(f"dashboard: {render_dashboard(spark, conf, args.out)}")
+    print(f"dashboard: {render_dashboard(spark, conf, out)}")
     return 0
 
 

@@ -468,8 +468,8 @@ def test_a_hostile_name_cannot_blank_the_page(tmp_path: Path, name: str) -> None
 
 
 def test_dashboard_goes_beside_the_warehouse_by_default() -> None:
-    from flowctl.cli import default_dashboard_path
     from jobs.config import PROJECT_ROOT, load_conf
+    from jobs.dashboard import default_dashboard_path
 
     assert default_dashboard_path(load_conf().warehouse_dir) == PROJECT_ROOT / "var/report.html"
     assert default_dashboard_path("s3a://lake/warehouse") == Path("report.html")
