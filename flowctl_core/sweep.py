@@ -49,6 +49,7 @@ from flowctl_core.whatif_knobs import (
     current_knob_value,
     measure_knob,
 )
+from schemas.broker_events import BROKER_ARTEMIS, BROKER_QPID, BROKER_RABBITMQ
 from schemas.recommendations import (
     KNOB_CONSUMER_WINDOW,
     KNOB_HIGHEST,
@@ -92,9 +93,6 @@ class Criterion:
     def text(self) -> str:
         within = f" (within {self.tolerance_share:.0%})" if self.tolerance_share else ""
         return f"{self.metric} {self.better}{within}"
-
-
-QPID, ARTEMIS, RABBITMQ = "qpid", "artemis", "rabbitmq"
 
 
 @dataclass(frozen=True)
@@ -150,7 +148,7 @@ SWEEP_KNOBS: dict[str, SweepKnob] = {
     # taken in, the least time stopped and fewest episodes, then the lowest peak depth. 0
     # switches the threshold off.
     KNOB_QPID_FLOW_STOP_COUNT: SweepKnob(
-        QPID,
+        BROKER_QPID,
         (
             _NO_REJECT,
             _NO_EVICTION,
@@ -164,22 +162,22 @@ SWEEP_KNOBS: dict[str, SweepKnob] = {
     ),
     # The tightest limit that loses nothing, slows no consumer and rejects nothing.
     KNOB_MAX_SIZE_BYTES: SweepKnob(
-        ARTEMIS, _ARTEMIS_LIMIT, lowest=-1, off=-1, **_highest(KNOB_MAX_SIZE_BYTES)
+        BROKER_ARTEMIS, _ARTEMIS_LIMIT, lowest=-1, off=-1, **_highest(KNOB_MAX_SIZE_BYTES)
     ),
     KNOB_REJECT_THRESHOLD: SweepKnob(
-        ARTEMIS, _ARTEMIS_LIMIT, lowest=-1, off=-1, **_highest(KNOB_REJECT_THRESHOLD)
+        BROKER_ARTEMIS, _ARTEMIS_LIMIT, lowest=-1, off=-1, **_highest(KNOB_REJECT_THRESHOLD)
     ),
     # Seed 003's bound: overshoot grows with producers x window; the smallest window that keeps
     # the consumers' pace.
     KNOB_PRODUCER_WINDOW: SweepKnob(
-        ARTEMIS,
+        BROKER_ARTEMIS,
         (_NO_LOSS, _PROCESSED, _NO_REJECT, Criterion("max overshoot bytes", LOWER), _SMALLEST),
         lowest=-1,
         off=-1,
         **_highest(KNOB_PRODUCER_WINDOW),
     ),
     KNOB_CONSUMER_WINDOW: SweepKnob(
-        ARTEMIS,
+        BROKER_ARTEMIS,
         (
             Criterion("queue msgs processed", HIGHER),
             Criterion("queue processed by s", LOWER, 0.01),
@@ -191,13 +189,13 @@ SWEEP_KNOBS: dict[str, SweepKnob] = {
     ),
     # Kung & Morris: credit beyond rate x round trip buys nothing but messages held at the client.
     KNOB_LINK_CREDIT: SweepKnob(
-        RABBITMQ,
+        BROKER_RABBITMQ,
         (_RECEIVED, _RECEIVED_BY, _SMALLEST),
         lowest=1,
         **_highest(KNOB_LINK_CREDIT),
     ),
     KNOB_PREFETCH: SweepKnob(
-        RABBITMQ,
+        BROKER_RABBITMQ,
         (_RECEIVED, _RECEIVED_BY, _SMALLEST),
         lowest=1,
         lowest_reason="0 is no limit in RabbitMQ, which the engine does not model",
@@ -211,7 +209,7 @@ SWEEP_KNOBS: dict[str, SweepKnob] = {
     # (an audit). 0 would hold no message in RabbitMQ (the engine reads it as no limit), so
     # the lowest is 1.
     KNOB_MAX_LENGTH: SweepKnob(
-        RABBITMQ,
+        BROKER_RABBITMQ,
         (
             Criterion("queue msgs delivered", HIGHER, 0.01),
             Criterion("connection blocked s", LOWER, 0.01),
@@ -715,7 +713,7 @@ def _check_entity(scenario: Scenario, knob: str, entity: str) -> None:
     of it is not overridden by the scenario itself."""
     broker = SWEEP_KNOBS[knob].broker
     rabbit_queues = scenario.rabbitmq_queues()
-    if broker == QPID:
+    if broker == BROKER_QPID:
         rabbit = entity in rabbit_queues
         queues = declared_queues(scenario)
         if entity not in queues or rabbit:
@@ -727,7 +725,7 @@ def _check_entity(scenario: Scenario, knob: str, entity: str) -> None:
                 f"{scenario.name}: a set_thresholds step changes the thresholds of "
                 f"{entity!r} during the run, over any value swept: sweep a copy without it"
             )
-    elif broker == RABBITMQ and not scenario.connections:
+    elif broker == BROKER_RABBITMQ and not scenario.connections:
         raise SweepError(f"{scenario.name}: no RabbitMQ connections: {knob} is RabbitMQ's")
     elif knob == KNOB_MAX_LENGTH and entity not in rabbit_queues:
         # Beside connections, a queue no link names is Qpid's (Scenario.rabbitmq_queues): a
@@ -736,7 +734,7 @@ def _check_entity(scenario: Scenario, knob: str, entity: str) -> None:
             f"{scenario.name}: {entity!r} is no RabbitMQ queue (no connection's link names it): "
             f"{knob} is RabbitMQ's{did_you_mean(entity, sorted(rabbit_queues))}"
         )
-    elif broker == ARTEMIS and scenario.artemis is None:
+    elif broker == BROKER_ARTEMIS and scenario.artemis is None:
         raise SweepError(f"{scenario.name}: no artemis section: {knob} is Artemis's")
 
 

@@ -82,14 +82,18 @@ ORIGIN_RABBITMQ_MANAGEMENT = "rabbitmq-management"
 #: ``detail.recorded_by`` of the rows a client records of its own AMQP 1.0 links
 #: (collectors/proton_links.py); their ``detail.origin`` is the engine's: which end sent a flow.
 RECORDED_BY_CLIENT_LINKS = "client-links"
+#: The kinds of broker the engine models and the recommendations advise (``broker_kind``), and
+#: the ``says_<kind>`` columns of the broker-kind rollup (schemas/tables.py).
+BROKER_QPID, BROKER_ARTEMIS, BROKER_RABBITMQ = "qpid", "artemis", "rabbitmq"
+BROKER_KINDS: tuple[str, ...] = (BROKER_ARTEMIS, BROKER_QPID, BROKER_RABBITMQ)
 #: ``detail.broker_product``: the product a client says its broker is (an AMQP 1.0 link does not
 #: say it; jobs/transforms/recommend_brokers.py reads it).
-BROKER_PRODUCT_ARTEMIS = "artemis"
+BROKER_PRODUCT_ARTEMIS = BROKER_ARTEMIS
 #: Artemis's fully qualified queue name, ``ADDRESS::QUEUE``: a client link to one has the queue in
 #: ``queue`` and the whole name in ``detail.amqp_address`` (collectors/proton_links.py), and its
 #: messages count on ADDRESS's size (jobs/transforms/recommend_artemis.py).
 ARTEMIS_FQQN_SEPARATOR = "::"
-BROKER_PRODUCTS: tuple[str, ...] = (BROKER_PRODUCT_ARTEMIS, "rabbitmq")
+BROKER_PRODUCTS: tuple[str, ...] = (BROKER_PRODUCT_ARTEMIS, BROKER_RABBITMQ)
 #: Every collector's origins: a collector reads a broker from outside (log lines, samples) and
 #: sees none of its messages, so a run of these rows has no message counts (null, not 0).
 COLLECTOR_ORIGINS: tuple[str, ...] = (

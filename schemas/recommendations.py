@@ -32,10 +32,6 @@ ENTITY_CONSUMER_LINK = "consumer_link"
 ENTITY_ADDRESS = "address"
 ENTITY_CONSUMER = "consumer"
 
-BROKER_QPID = "qpid"
-BROKER_ARTEMIS = "artemis"
-BROKER_RABBITMQ = "rabbitmq"
-BROKER_KINDS: tuple[str, ...] = (BROKER_QPID, BROKER_ARTEMIS, BROKER_RABBITMQ)
 
 # The knobs, as each broker's configuration spells them.
 KNOB_QPID_FLOW_STOP_COUNT = "qpid.flow_stop_count"

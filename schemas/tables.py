@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from schemas.broker_events import BROKER_EVENTS
+from schemas.broker_events import BROKER_EVENTS, BROKER_KINDS
 from schemas.model import Column, LogicalType, TableSchema
 from schemas.timelines import QUEUE_DEPTH_TIMELINE
 
@@ -415,7 +415,7 @@ RECOMMEND_DAY_ROLLUP = TableSchema(
         ),
         *(
             Column(f"says_{kind}", "bool", doc=f"an event says the broker is {kind}'s")
-            for kind in ("artemis", "qpid", "rabbitmq")
+            for kind in BROKER_KINDS
         ),
         Column("qpid_thresholds", "bool", doc="an event logs a flow threshold in force"),
         Column("rabbitmq_for_certain", "bool", doc="an event could only be RabbitMQ's"),

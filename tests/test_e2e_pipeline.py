@@ -50,13 +50,6 @@ ACROSS_MIDNIGHT = {
 }
 
 
-def _us(value: Any) -> int:
-    if isinstance(value, datetime):
-        aware = value if value.tzinfo else value.replace(tzinfo=UTC)
-        return int(aware.timestamp() * 1_000_000)
-    return int(value)
-
-
 def _engine_stopped_seconds_per_day(events: list[dict[str, Any]]) -> dict[str, float]:
     """Independent reference for time_stopped_s: walk the engine's own events, split at midnight."""
     per_day: dict[str, float] = defaultdict(float)

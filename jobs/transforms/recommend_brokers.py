@@ -31,8 +31,13 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs.transforms.detail import detail_field
-from schemas.broker_events import BROKER_PRODUCT_ARTEMIS, RABBITMQ_ORIGINS
-from schemas.recommendations import BROKER_ARTEMIS, BROKER_QPID, BROKER_RABBITMQ
+from schemas.broker_events import (
+    BROKER_ARTEMIS,
+    BROKER_PRODUCT_ARTEMIS,
+    BROKER_QPID,
+    BROKER_RABBITMQ,
+    RABBITMQ_ORIGINS,
+)
 
 ARTEMIS_CORE = "artemis-core"
 AMQP_0_10 = "amqp-0-10"

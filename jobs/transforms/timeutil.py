@@ -23,11 +23,6 @@ def utc_date(ts: str | Column) -> Column:
     return F.date_from_unix_date(F.floor(micros(ts) / F.lit(US_PER_DAY)).cast("int"))
 
 
-def day_start_us(date: str | Column) -> Column:
-    """Microseconds since the epoch of 00:00 UTC of a date column."""
-    return F.unix_date(F.col(date) if isinstance(date, str) else date).cast("long") * US_PER_DAY
-
-
 def seconds_between(start_us: Column, end_us: Column) -> Column:
     return (end_us - start_us) / F.lit(float(US_PER_SECOND))
 

@@ -407,8 +407,3 @@ def _classify_with_window(checked: DataFrame) -> DataFrame:
         .otherwise(F.col("reason")),
     )
     return classified.withColumn("status", _status()).drop("content_hash", "_day_agrees")
-
-
-def status_counts(classified: DataFrame) -> DataFrame:
-    """One row per status with its row count."""
-    return classified.groupBy("status").count()
