@@ -213,12 +213,14 @@ def _tail(path: Path, lines: int = 5) -> str:
 # -- ActiveMQ Artemis ------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ArtemisAddress:
-    """An anycast address with a queue of the same name, and its ``<address-setting>``."""
+    """An address and its ``<address-setting>``: anycast with a queue of the same name, or,
+    with ``multicast_queues``, multicast with those queues (a message routed to each)."""
 
     name: str
     max_size_bytes: int = -1
     policy: str = "BLOCK"
     reject_threshold: int = -1
+    multicast_queues: tuple[str, ...] = ()
 
     def setting_xml(self) -> str:
         lines = [
@@ -236,7 +238,10 @@ class ArtemisAddress:
 
     def address_xml(self) -> str:
         name = escape(self.name)
-        return f'<address name="{name}"><anycast><queue name="{name}"/></anycast></address>'
+        if not self.multicast_queues:
+            return f'<address name="{name}"><anycast><queue name="{name}"/></anycast></address>'
+        queues = "".join(f'<queue name="{escape(queue)}"/>' for queue in self.multicast_queues)
+        return f'<address name="{name}"><multicast>{queues}</multicast></address>'
 
 
 def artemis_installed() -> Path:
@@ -501,11 +506,27 @@ class ArtemisBroker(_ScratchBroker):
             f'address="{address}"'
         )
 
-    def queue_mbean(self, address: str, queue: str | None = None) -> str:
+    def queue_mbean(self, address: str, queue: str | None = None, routing: str = "anycast") -> str:
         return (
-            f'{self.address_mbean(address)},subcomponent=queues,routing-type="anycast",'
+            f'{self.address_mbean(address)},subcomponent=queues,routing-type="{routing}",'
             f'queue="{queue or address}"'
         )
+
+    def multicast_counts(self, address: ArtemisAddress) -> tuple[int, list[int]]:
+        """A multicast address's size and each of its queues' MessageCount, in one read."""
+        reads = [
+            {"type": "read", "mbean": self.address_mbean(address.name), "attribute": "AddressSize"},
+            *(
+                {
+                    "type": "read",
+                    "mbean": self.queue_mbean(address.name, queue, "multicast"),
+                    "attribute": "MessageCount",
+                }
+                for queue in address.multicast_queues
+            ),
+        ]
+        size, *counts = self.jolokia(reads)
+        return int(size), [int(count) for count in counts]
 
     def address_stats(self, address: str) -> dict[str, Any]:
         """The address's size and paging state and its queue's message counts, in one read."""

@@ -3,9 +3,11 @@
 Each case runs its workload on the real broker first; where the engine needs a figure of the real
 broker to be set up like it (the memory estimate per message, a queue's service rate), the case
 measures it in the same run and says so. A case returns :class:`Row`\\ s (workload, figure, real
-broker, engine, tolerance, verdict). Where the real broker is racy the row compares a bound and
-its tolerance says which. ``tests/realbrokers`` asserts every row; ``bench/conformance.py``
-prints them all.
+broker, engine, tolerance, verdict). Where the real broker is racy the row compares the two
+within a tolerance its comment justifies. A row that does not compare the real broker with the
+engine (a check of one side, or of each side against a constant) is a :data:`CHECK`: it must
+hold, and it is never counted as an agreement. ``tests/realbrokers`` asserts every row;
+``bench/conformance.py`` prints them all.
 """
 
 from __future__ import annotations
@@ -18,7 +20,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from conformance import engine, rabbit, real
-from conformance.brokers import ArtemisAddress, ArtemisBroker, RabbitBroker
+from conformance.brokers import (
+    ARTEMIS_AMQP_CREDITS,
+    ARTEMIS_AMQP_LOW_CREDITS,
+    ArtemisAddress,
+    ArtemisBroker,
+    RabbitBroker,
+)
 from flowctl_core.protocols.artemis import (
     AddressConfig,
     ArtemisConfig,
@@ -67,6 +75,14 @@ THROTTLED = 0.5
 
 
 # -- rows ------------------------------------------------------------------------------------
+#: A row's kind: the real broker's figure compared with the engine's, or a check that does not
+#: compare them (one side only, or each side against a constant: a client that completed its
+#: count, a bound seed 004 states), which must hold but says nothing of the engine's agreement.
+COMPARE, CHECK = "compare", "check"
+VERDICTS = {(COMPARE, True): "agrees", (COMPARE, False): "DISAGREES"}
+VERDICTS |= {(CHECK, True): "holds", (CHECK, False): "FAILS"}
+
+
 @dataclass(frozen=True)
 class Row:
     workload: str
@@ -76,10 +92,11 @@ class Row:
     tolerance: str
     ok: bool
     note: str = ""
+    kind: str = COMPARE
 
     @property
     def verdict(self) -> str:
-        return "agrees" if self.ok else "DISAGREES"
+        return VERDICTS[self.kind, self.ok]
 
 
 def _window(window: int) -> str:
@@ -140,7 +157,25 @@ def bound(
     tolerance: str,
     note: str = "",
 ) -> Row:
+    """A comparison of real and engine whose tolerance is not symmetric: ``ok`` says it holds,
+    ``tolerance`` how (the caller's comment says why)."""
     return Row(workload, figure, _num(real_value), _num(engine_value), tolerance, ok, note)
+
+
+def check(
+    workload: str,
+    figure: str,
+    real_value: float | str,
+    engine_value: float | str,
+    ok: bool,
+    condition: str,
+    note: str = "",
+) -> Row:
+    """A :data:`CHECK` row: ``condition`` on one side or each, not a comparison of the two."""
+    real_shown, engine_shown = (
+        _num(v) if isinstance(v, int | float) else v for v in (real_value, engine_value)
+    )
+    return Row(workload, figure, real_shown, engine_shown, condition, ok, note, CHECK)
 
 
 # -- cases -----------------------------------------------------------------------------------
@@ -234,6 +269,14 @@ def _half_windows_held(
     limit; so there are fewer such extras than ``limit / bytes per half window`` (the address
     counting a message's memory estimate). The check allows ``ceil`` of that beyond
     ``2 x producers``, one more than the argument needs, for the edge of "full".
+
+    Below: the threads start within milliseconds of one another, before the address has
+    filled, so each one's first request is granted and a late thread loses at most its second
+    half window, while the first thread's two are granted before any message arrives. So the
+    real count is at least the engine's less ``producers - 1`` (the fewest seen: 5 of 8 with
+    1 MiB windows, 7 in 3 of 5 reviewed runs; 6 of 8 with 64 KiB). The peak size is compared
+    in the same range, each half window at the engine's bytes per half window ± the 20 % of
+    the first row.
     """
     per_half = window // 2 / got.encoded_size
     all_halves = 2 * producers
@@ -242,7 +285,10 @@ def _half_windows_held(
     )
     engine_halves = held_by(model.stored, most=all_halves)
     most = all_halves + math.ceil(limit / (model.peak_size / all_halves))
+    least = all_halves - (producers - 1)
     held = held_by(got.messages, most=most)
+    engine_per_half = model.peak_size / all_halves
+    peak_low, peak_high = 0.8 * least * engine_per_half, 1.2 * most * engine_per_half
     return [
         within_rel(
             workload,
@@ -257,9 +303,18 @@ def _half_windows_held(
             "half windows held (a split among the producers that holds the messages held)",
             held if held is not None else got.messages / per_half,
             engine_halves if engine_halves is not None else model.stored / per_half,
-            held is not None and engine_halves == all_halves,
-            f"whole half windows, 1 to {most}; the engine all {all_halves}",
+            held is not None and engine_halves == all_halves and least <= held <= most,
+            f"whole half windows, {least} to {most}; the engine all {all_halves}",
             f"{per_half:,.1f} messages a half window, its remainder carried over; {held_note}",
+        ),
+        bound(
+            workload,
+            "peak address size (bytes)",
+            got.peak_size,
+            model.peak_size,
+            peak_low <= got.peak_size <= peak_high,
+            f"{least} to {most} engine half windows ± 20 % ({peak_low:,.0f} to {peak_high:,.0f})",
+            why,
         ),
     ]
 
@@ -389,6 +444,112 @@ def core_first_block(window: int, address: str) -> Callable[[ArtemisBroker], lis
     return run
 
 
+def flow_lines(log_text: str, address: str) -> list[tuple[bool, int, int]]:
+    """(blocked, size in bytes, messages) of each AMQ222183 "Blocking ..." and AMQ221046
+    "Unblocking message production on address 'A'; size=S bytes (M messages)" line of
+    ``address`` in a broker's log, in order."""
+    pattern = (
+        rf"(AMQ222183|AMQ221046)\S* \w+ message production on address '{re.escape(address)}'; "
+        r"size=(\d+) bytes \((\d+) messages\)"
+    )
+    return [
+        (code == "AMQ222183", int(size), int(messages))
+        for code, size, messages in re.findall(pattern, log_text)
+    ]
+
+
+#: core_block_unblock's workload: one CORE producer of this many messages into the 100 KB BLOCK
+#: address, a consumer with consumerWindowSize 0 sleeping this long after each.
+UNBLOCK_MESSAGES, UNBLOCK_SLEEP_MS = 300, 20
+
+
+def core_block_unblock(broker: ArtemisBroker) -> list[Row]:
+    """A BLOCK address that a CORE producer (64 KiB window) fills and a slow consumer with
+    consumerWindowSize 0 drains: each message the consumer acknowledges unblocks the address
+    (AMQ221046), the producer's withheld request is granted, its half window blocks it again
+    (AMQ222183). The engine runs with the memory and encoded sizes measured in this run, its
+    consumer starting once the producer has blocked."""
+    address, window = "unblkc", 64 * KIB  # 6 characters, as the reviewed run
+    workload = (
+        f"Artemis BLOCK, 1 CORE producer x {_window(window)} window, {UNBLOCK_MESSAGES} x "
+        f"{CORE_BODY} B, drained by a consumer with consumerWindowSize 0 ({UNBLOCK_SLEEP_MS} ms "
+        "a message)"
+    )
+    got = real.core_block_drained(
+        broker,
+        address,
+        count=UNBLOCK_MESSAGES,
+        size=CORE_BODY,
+        window=window,
+        consumer_sleep_ms=UNBLOCK_SLEEP_MS,
+    )
+    real_lines = flow_lines(broker.log_text(), address)
+    memory = round(got.size / got.held)
+    config = ArtemisConfig(
+        addresses=(engine.address_config(address, ADDRESS_LIMIT, "BLOCK"),),
+        producers=(
+            ArtemisProducerConfig(
+                "p", address, window=window, size=CORE_BODY, count=UNBLOCK_MESSAGES
+            ),
+        ),
+        consumers=(
+            ArtemisConsumerConfig(
+                "c",
+                address,
+                window=0,
+                process_us=UNBLOCK_SLEEP_MS * 1000,
+                start_us=engine.SECOND_US,
+            ),
+        ),
+        core_message_overhead_bytes=memory - CORE_BODY,
+        core_encode_overhead_bytes=got.encoded_size - CORE_BODY,
+    )
+    model_lines = engine.flow_lines(config, seconds=UNBLOCK_MESSAGES * UNBLOCK_SLEEP_MS / 1000 + 5)
+
+    def first(lines: list[tuple[bool, int, int]], blocked: bool) -> tuple[int, int]:
+        return next(((size, msgs) for b, size, msgs in lines if b == blocked), (-1, -1))
+
+    real_block, real_unblock = first(real_lines, True), first(real_lines, False)
+    model_block, model_unblock = first(model_lines, True), first(model_lines, False)
+    note = (
+        f"{memory:,} B a message in the address, {got.encoded_size:,} B of credit, as measured "
+        f"in this run ({got.seconds:.0f} s)"
+    )
+    # How many times it blocks again is not compared: it depends on when the consumer's JVM
+    # starts against the producer's half windows (block and unblock lines, real against
+    # engine: 16 / 20, 19 / 20, 20 / 22 in three runs here, 22 / 22 in the reviewed run).
+    return [
+        same(
+            workload,
+            "messages in the address at the first block",
+            real_block[1],
+            model_block[1],
+            f"{note}; block / unblock lines: real {len(real_lines)}, engine "
+            f"{len(model_lines)} (not compared: when the consumer starts)",
+        ),
+        same(
+            workload,
+            "messages in the address at the first unblock",
+            real_unblock[1],
+            model_unblock[1],
+            "the acknowledgement that takes the address below max-size-bytes",
+        ),
+        # The real size at an unblock has read one reference estimate (72 B) more than the
+        # engine's (100,488 B against 100,416 at 48 messages in the reviewed run). Not the
+        # per-queue reference of queue_reference_overhead_bytes: the address has one queue.
+        # It lasts no longer than the acknowledgement: AddressSize sampled every 0.37 s while
+        # such a consumer drains reads exactly messages x 2,092 B. Not modelled; allowed here.
+        within_abs(
+            workload,
+            "address size at the first unblock (bytes)",
+            real_unblock[0],
+            model_unblock[0],
+            72,
+            "one message reference (72 B), transient on the real broker at the unblock",
+        ),
+    ]
+
+
 # -- Artemis: producerMaxRate ---------------------------------------------------------------------
 def steady_rate(arrivals: list[tuple[float, int]], first: int, last: int) -> float:
     """Messages per second from the ``first``-th message's arrival to the ``last``-th's, read
@@ -414,13 +575,22 @@ def sampled_rate(run: real.RateRun, first: int, last: int) -> float:
 def _rate_rows(
     workload: str, what: str, got: real.RateRun, times: list[int], rate: int, count: int, note: str
 ) -> list[Row]:
-    """A rate-limited client's rows: its messages by its own count against the engine's, and
-    its pace from the ``rate``-th message to the ``count``-th. The first second is left out,
-    where the two limiters differ by design (Artemis's token bucket starts empty, the engine's
-    sliding second full; README)."""
+    """A rate-limited client's rows: that each side completed its ``count`` messages (a check
+    of completion only: a rate limit delays messages, it loses none, so both sides reach the
+    count whatever their pace), and its pace from the ``rate``-th message to the ``count``-th,
+    compared. The first second is left out, where the two limiters differ by design (Artemis's
+    token bucket starts empty, the engine's sliding second full; README)."""
     model = [(t / 1_000_000, i + 1) for i, t in enumerate(times)]
     return [
-        same(workload, f"messages {what} (the client's own count)", got.client_count, len(times)),
+        check(
+            workload,
+            f"messages {what}: each side completed its {count:,} (the client's own count)",
+            got.client_count,
+            len(times),
+            got.client_count == count == len(times),
+            f"both = {count:,}",
+            "completion only, not flow control: the pace is the next row",
+        ),
         within_rel(
             workload,
             f"messages/s from message {rate} to {count}",
@@ -576,7 +746,15 @@ def slow_fast_consumers(window: int, address: str) -> Callable[[ArtemisBroker], 
             within_abs(
                 workload, "messages the fast consumer took", fast, model["fast"], tolerance, note
             ),
-            same(workload, "messages taken in all", slow + fast, model["slow"] + model["fast"]),
+            check(
+                workload,
+                f"messages taken in all: each side completed its {count}",
+                slow + fast,
+                model["slow"] + model["fast"],
+                slow + fast == count == model["slow"] + model["fast"],
+                f"both = {count}",
+                "completion only: the split between the consumers is compared above",
+            ),
         ]
 
     return run
@@ -683,31 +861,98 @@ def amqp_block(address: str, *, in_flight: int | None) -> Callable[[ArtemisBroke
                 blocked,
                 within_rel(workload, "peak address size (bytes)", size, model.peak_size, 0.02),
             ]
+        # A burst races the broker both ways at a top-up: it may check an address size that
+        # has not yet counted the burst's latest messages (a top-up the engine does not give:
+        # 200 real against 100 engine here, the top-up run once the burst had spent all 100),
+        # or run its memory check after the size has counted more than the engine's at the
+        # same credit (one it gives: 170 real against 240 engine into a 400 KiB address, 191
+        # against 170 into 200 KiB, reviewed runs). A top-up sets the credit back to
+        # amqpCredits, so it adds between amqpCredits - amqpLowCredits and amqpCredits: the
+        # two may differ by one top-up, at most amqpCredits. One message at a time they agree
+        # exactly (artemis-amqp-block-topups).
+        top_up = ARTEMIS_AMQP_CREDITS
         return [
-            bound(
+            within_abs(
                 workload,
                 "link credit granted in all",
                 sent.credit_granted,
                 granted,
-                sent.credit_granted >= granted,
-                "racy: real >= engine",
-                "at the low mark the broker checks an address size that has not yet counted "
-                "the burst's latest messages, so it may top the link up once more; the engine "
-                "counts each message on arrival",
+                top_up,
+                "one top-up either way: the burst races the broker's memory check at the low "
+                "mark; the engine counts each message on arrival",
             ),
-            bound(
+            within_abs(
                 workload,
                 "messages accepted",
                 sent.accepted,
                 model.accepted,
-                sent.accepted == sent.credit_granted and model.accepted == granted,
-                "each = its credit",
-                "no message is refused under BLOCK: the credit is the only limit",
+                top_up,
+                "under BLOCK the credit is the only limit: the same top-up either way",
+            ),
+            within_abs(
+                workload, "deliveries refused to the sender", sent.rejected, model.told_refused, 0
             ),
             blocked,
         ]
 
     return run
+
+
+#: amqp_block_topups' addresses: (name, max-size-bytes) roomy enough for the broker to top an
+#: AMQP link up at its low mark before the address is full: 170, 240 and 450 credits in all
+#: (one message at a time, 2 KiB bodies, the reviewer's runs and ours).
+TOPUP_POINTS = (("topup-200k", 200 * KIB), ("topup-400k", 400 * KIB), ("topup-1m", 1_000_000))
+
+
+def amqp_block_topups(broker: ArtemisBroker) -> list[Row]:
+    """An AMQP sender with one unsettled message at a time into BLOCK addresses that fill only
+    after one or more top-ups: the link credit the broker grants in all, exactly. Sent one at a
+    time, each message is counted in the address size before the sender's next, so the broker
+    decides each top-up at the low mark on the size the engine has then (a burst races it:
+    artemis-amqp-block-burst)."""
+    count = 600
+    rows = []
+    for address, limit in TOPUP_POINTS:
+        workload = (
+            f"Artemis BLOCK {limit:,} B, AMQP 1.0 sender one message at a time, up to {count} x "
+            f"{AMQP_BODY} B"
+        )
+        # The sender stops after idle_s without progress (the credit withheld at the end): 3 s,
+        # not 1.5, so that a pause of a loaded machine is not read as the broker's withholding
+        # (one run of 4 in a session here disagreed on 2 figures, not reproduced since).
+        sent = real.amqp_send(
+            broker.amqp_url, address, count=count, body_size=AMQP_BODY, in_flight=1, idle_s=3.0
+        )
+        stats = broker.address_stats(address)
+        overhead = per_message(
+            int(stats["address.AddressSize"]), int(stats["queue.MessageCount"]), AMQP_BODY
+        )
+        model = engine_amqp_sender(engine.address_config(address, limit, "BLOCK"), count, overhead)
+        note = (
+            f"amqpCredits={ARTEMIS_AMQP_CREDITS}, amqpLowCredits={ARTEMIS_AMQP_LOW_CREDITS}: a "
+            f"top-up of {ARTEMIS_AMQP_CREDITS - ARTEMIS_AMQP_LOW_CREDITS} each time the credit "
+            f"falls to the low mark while the address is not full; {AMQP_BODY + overhead} B a "
+            "message as measured in this run"
+        )
+        rows += [
+            within_abs(
+                workload,
+                "link credit granted in all",
+                sent.credit_granted,
+                model.credit_granted.get("s", 0),
+                0,
+                note,
+            ),
+            within_abs(
+                workload,
+                "messages accepted",
+                sent.accepted,
+                model.accepted,
+                1,
+                f"real: sender left without credit {sent.blocked_at_end}, refused {sent.rejected}",
+            ),
+        ]
+    return rows
 
 
 def amqp_reject(address: str, *, in_flight: int | None) -> Callable[[ArtemisBroker], list[Row]]:
@@ -748,16 +993,20 @@ def amqp_reject(address: str, *, in_flight: int | None) -> Callable[[ArtemisBrok
         credit = sent.credit_granted
         most = ADDRESS_LIMIT + credit * (AMQP_BODY + overhead)
         return [
-            bound(
+            # Not a comparison: the engine counts each message on arrival and rejects from the
+            # threshold on (62 here); the broker checks a size that has not yet counted the
+            # burst's earlier messages, so how far a burst overruns is the race's, up to its
+            # whole credit (100 of 100 accepted in reviewed runs). What holds on the real side:
+            # nothing is accepted beyond the credit granted.
+            check(
                 workload,
-                "messages accepted",
+                "messages accepted (real: within its credit; engine shown, not compared)",
                 sent.accepted,
                 model.accepted,
-                sent.accepted >= model.accepted,
-                "racy: real >= engine",
-                "the broker checks the size before the burst's earlier messages are counted "
-                "in it, so a burst of credit overruns the threshold; the engine counts each "
-                "message on arrival",
+                sent.accepted <= credit,
+                f"real <= its credit granted ({credit:,})",
+                "a burst overruns the threshold by as much as the race lets it; one message at a "
+                "time is compared exactly (artemis-amqp-reject-one-at-a-time)",
             ),
             bound(
                 workload,
@@ -845,6 +1094,70 @@ def overhead(protocol: str, bodies: tuple[int, ...]) -> Callable[[ArtemisBroker]
     return run
 
 
+#: multicast_drop's addresses: a multicast address of k queues under DROP (names of 6
+#: characters, as the engine's default CORE overhead assumes).
+MULTICAST_LIMIT = 51_200
+MULTICAST_ADDRESSES = tuple(
+    ArtemisAddress(
+        f"mcdr{k:02d}",
+        MULTICAST_LIMIT,
+        "DROP",
+        multicast_queues=tuple(f"mcdr{k:02d}.q{i}" for i in range(1, k + 1)),
+    )
+    for k in (2, 3, 5)
+)
+
+
+def multicast_drop(broker: ArtemisBroker) -> list[Row]:
+    """A CORE producer into a multicast address of k queues under DROP: every message goes to
+    each queue, and the real broker counts a reference per queue after the first in the address
+    size (72 B, ``artemis.queue_reference_overhead_bytes``), so the address is full after fewer
+    messages the more queues it has. The engine runs with its defaults (none measured here): the
+    row is what it predicts."""
+    count = 200
+    rows = []
+    for address in MULTICAST_ADDRESSES:
+        k = len(address.multicast_queues)
+        workload = (
+            f"Artemis DROP {MULTICAST_LIMIT:,} B, multicast address of {k} queues, CORE producer, "
+            f"{count} x {CORE_BODY} B"
+        )
+        real.core_send(broker, address.name, count=count, size=CORE_BODY, multicast=True)
+        size, kept = broker.multicast_counts(address)
+        config = ArtemisConfig(
+            addresses=(
+                replace(
+                    engine.address_config(address.name, MULTICAST_LIMIT, "DROP"),
+                    queues=address.multicast_queues,
+                ),
+            ),
+            producers=(
+                ArtemisProducerConfig("p", address.name, window=MIB, size=CORE_BODY, count=count),
+            ),
+        )
+        model_size, model_kept = engine.address_and_queues(config, seconds=2)
+        rows += [
+            same(
+                workload,
+                "messages each queue kept",
+                kept,
+                model_kept,
+                "DROP discards from the message that finds the address full (size >= "
+                "max-size-bytes); a message counts body + CORE overhead + 72 B per queue after "
+                "the first",
+            ),
+            within_abs(
+                workload,
+                "address size per message kept (bytes)",
+                size / max(1, kept[0]),
+                model_size / max(1, model_kept[0]),
+                0,
+                "the engine's defaults: 1,068 B CORE overhead (6-character name), 72 B a reference",
+            ),
+        ]
+    return rows
+
+
 def overhead_address(protocol: str, body: int) -> str:
     # CORE's estimate grows 6 B per character of the address name: keep the names 6 long.
     return f"{'oc' if protocol == 'core' else 'oa'}{body:04d}"
@@ -862,6 +1175,12 @@ ARTEMIS_CASES: tuple[Case, ...] = (
         "artemis",
         overhead("core", (256, 4096)),
         "AddressSize per CORE message minus its body",
+    ),
+    Case(
+        "artemis-multicast-drop",
+        "artemis",
+        multicast_drop,
+        "CORE producer into DROP multicast addresses of 2, 3 and 5 queues",
     ),
     Case(
         "artemis-core-block-1mib",
@@ -883,6 +1202,12 @@ ARTEMIS_CASES: tuple[Case, ...] = (
             f"1 CORE producer, {window // KIB} KiB window, BLOCK 100 KB: when it first blocks",
         )
         for window in FIRST_BLOCK_WINDOWS
+    ),
+    Case(
+        "artemis-core-block-unblock",
+        "artemis",
+        core_block_unblock,
+        "1 CORE producer, BLOCK 100 KB, drained by a consumer with window 0: block / unblock",
     ),
     Case(
         "artemis-amqp-fail",
@@ -913,6 +1238,12 @@ ARTEMIS_CASES: tuple[Case, ...] = (
         "artemis",
         amqp_block("block-amqp-burst", in_flight=None),
         "AMQP sender, flat out, into a BLOCK address (racy on the real broker)",
+    ),
+    Case(
+        "artemis-amqp-block-topups",
+        "artemis",
+        amqp_block_topups,
+        "AMQP sender, one message at a time, into BLOCK addresses that fill after top-ups",
     ),
     Case(
         "artemis-amqp-reject-one-at-a-time",
@@ -977,12 +1308,14 @@ FAIL_AT_ZERO = "fail-amqp-max-0"
 ARTEMIS_ADDRESSES: tuple[ArtemisAddress, ...] = (
     *(ArtemisAddress(overhead_address("amqp", body)) for body in (256, 2048, 8192)),
     *(ArtemisAddress(overhead_address("core", body)) for body in (256, 4096)),
+    *MULTICAST_ADDRESSES,
     ArtemisAddress("block-core-1m", ADDRESS_LIMIT, "BLOCK"),
     ArtemisAddress("block-core-64k", ADDRESS_LIMIT, "BLOCK"),
     *(
         ArtemisAddress(f"block-core-first-{window // KIB}k", ADDRESS_LIMIT, "BLOCK")
         for window in FIRST_BLOCK_WINDOWS
     ),
+    ArtemisAddress("unblkc", ADDRESS_LIMIT, "BLOCK"),
     ArtemisAddress("fail-amqp", ADDRESS_LIMIT, "FAIL"),
     ArtemisAddress(FAIL_AT_ZERO, 0, "FAIL"),  # tests/realbrokers: a disagreement written down
     ArtemisAddress("drop-amqp", ADDRESS_LIMIT, "DROP"),
@@ -991,6 +1324,7 @@ ARTEMIS_ADDRESSES: tuple[ArtemisAddress, ...] = (
     ArtemisAddress("block-amqp-burst", ADDRESS_LIMIT, "BLOCK"),
     ArtemisAddress("block-amqp-recorded", ADDRESS_LIMIT, "BLOCK"),  # tests/realbrokers
     ArtemisAddress("block-amqp-probed", ADDRESS_LIMIT, "BLOCK"),  # tests/realbrokers
+    *(ArtemisAddress(address, limit, "BLOCK") for address, limit in TOPUP_POINTS),
     ArtemisAddress("reject-sync", ADDRESS_LIMIT, "BLOCK", REJECT_THRESHOLD),
     ArtemisAddress("reject-burst", ADDRESS_LIMIT, "BLOCK", REJECT_THRESHOLD),
     ArtemisAddress("fail-core-64k", ADDRESS_LIMIT, "FAIL"),
@@ -1050,13 +1384,17 @@ def two_senders(broker: RabbitBroker) -> list[Row]:
     # A batch more of one queue at one edge of the window and one fewer of the other.
     batch_resolution = 2 * rabbit.BATCH / quorum_written
     return [
-        bound(
+        # Each side against seed 004's claim, not against each other: the calibration (a
+        # connection each) and the shared run are separate windows, between which the quorum
+        # queue's fsync-bound rate varies 2-3x here. The next row compares the two.
+        check(
             workload,
-            "one connection: classic intake ÷ its intake on a connection of its own",
+            "one connection: classic intake ÷ its intake on a connection of its own "
+            "(each side paced, not compared)",
             real_share,
             engine_share,
             real_share < THROTTLED and engine_share < THROTTLED,
-            f"both < {THROTTLED} (paced by the slow queue)",
+            f"each < {THROTTLED} (paced by the slow queue)",
             "intake = publishes the broker read a second; engine calibrated on the real rates "
             f"with a connection each (classic {own.read[classic]:,.0f}/s, quorum "
             f"{own.read[quorum]:,.0f}/s). The quorum queue's fsync-bound rate varies 2-3x "
@@ -1147,13 +1485,13 @@ def memory_alarm(broker: RabbitBroker) -> list[Row]:
             0.02,
             f"real {got.intake_before:,.0f} msg/s before, {got.intake_during:,.0f} during",
         ),
-        # A lower bound only: what the figure tells is that the consumer keeps delivering (a
-        # blocked one stops after its prefetch, ~0). Above the engine's ratio is the machine's
-        # CPU, not the broker: the blocked publishers leave it to the consumer (real 1.45 beside
-        # the Spark suite, engine 0.882).
-        bound(
+        # A check that the real consumer keeps delivering (a blocked one stops after its
+        # prefetch, ~0), not a comparison: its rate is the machine's CPU, not the broker's flow
+        # control (real 1.45 beside the Spark suite, engine 0.882: the blocked publishers leave
+        # it their CPU). That it is not blocked is compared on the next row.
+        check(
             workload,
-            "consumer deliveries during ÷ before the alarm",
+            "consumer deliveries during ÷ before the alarm (real: keeps delivering)",
             delivered_ratio,
             drained_ratio,
             delivered_ratio >= drained_ratio - CONSUMER_ALARM_SLOWDOWN,
@@ -1176,9 +1514,11 @@ def memory_alarm(broker: RabbitBroker) -> list[Row]:
             "alarm" in reasons.get("publisher", {}),
             "real: connection.blocked; engine: connection_blocked with reason alarm",
         ),
-        bound(
+        # Each side resumes, not compared: the real rate in the first second after is the
+        # broker catching up on the backlog the alarm left (0.07-0.8 of before here).
+        check(
             workload,
-            "publisher intake after ÷ before the alarm",
+            "publisher intake after ÷ before the alarm (each side resumes, not compared)",
             got.intake_after / got.intake_before,
             after / before,
             got.intake_after / got.intake_before > 0 and after / before >= 0.1,

@@ -127,6 +127,24 @@ def received_by_consumer(config: ArtemisConfig, *, seconds: float) -> dict[str, 
     return {name: consumer.received for name, consumer in server.consumers.items()}
 
 
+def address_and_queues(config: ArtemisConfig, *, seconds: float) -> tuple[int, list[int]]:
+    """Run ``config`` (one address) for ``seconds`` of virtual time; its address size and the
+    messages each of its queues holds at the end."""
+    server, _ = _ran(config, seconds)
+    (address,) = server.addresses.values()
+    return address.state.size, [queue.depth_msgs for queue in address.queues]
+
+
+def flow_lines(config: ArtemisConfig, *, seconds: float) -> list[tuple[bool, int, int]]:
+    """Run ``config`` for ``seconds`` of virtual time; (blocked, address size, messages) of each
+    address ``flow_stopped`` / ``flow_resumed``, in order (the broker's AMQ222183 / AMQ221046)."""
+    _, log = _ran(config, seconds)
+    return [
+        (e["event_type"] == "flow_stopped", int(e["depth_bytes"]), int(e["depth_msgs"]))
+        for e in log.of_type("flow_stopped", "flow_resumed")
+    ]
+
+
 def first_block(config: ArtemisConfig, *, seconds: float) -> int | None:
     """Run ``config`` for ``seconds`` of virtual time; the messages its address held when it
     first blocked (its first ``flow_stopped``), or None if it never did."""

@@ -56,8 +56,10 @@ def core_producer_command(
     size: int,
     window: int,
     rate: int | None = None,
+    multicast: bool = False,
 ) -> list[str]:
-    """``artemis producer`` over CORE; ``rate``: its ``producerMaxRate`` (messages/s)."""
+    """``artemis producer`` over CORE; ``rate``: its ``producerMaxRate`` (messages/s);
+    ``multicast``: to a multicast address (a JMS topic), each of its queues getting a copy."""
     url = f"{broker.core_url}?producerWindowSize={window}"
     if rate is not None:
         url += f"&producerMaxRate={rate}"
@@ -69,7 +71,7 @@ def core_producer_command(
         "--url",
         url,
         "--destination",
-        f"queue://{address}",
+        f"{'topic' if multicast else 'queue'}://{address}",
         "--threads",
         str(threads),
         "--message-count",
@@ -280,11 +282,17 @@ def _median_gap_ms(times: list[float]) -> float | None:
 
 
 def core_send(
-    broker: ArtemisBroker, address: str, *, count: int, size: int, window: int = 1024 * 1024
+    broker: ArtemisBroker,
+    address: str,
+    *,
+    count: int,
+    size: int,
+    window: int = 1024 * 1024,
+    multicast: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """``count`` CORE messages of a ``size``-byte BytesMessage body, one producer, to the end."""
     command = core_producer_command(
-        broker, address, threads=1, count=count, size=size, window=window
+        broker, address, threads=1, count=count, size=size, window=window, multicast=multicast
     )
     return broker.run_cli(*command[1:], timeout_s=120)
 
@@ -409,6 +417,81 @@ def core_block_peak(
         samples=samples,
         seconds=time.monotonic() - started,
         stopped_by_us=stopped_by_us,
+    )
+
+
+@dataclass(frozen=True)
+class DrainedBlock:
+    """A BLOCK address filled by one CORE producer, then drained by a consumer: the address
+    when it had blocked (messages, size, a message's encoded size) and how long the run took."""
+
+    held: int
+    size: int
+    encoded_size: int
+    seconds: float
+
+
+def core_block_drained(
+    broker: ArtemisBroker,
+    address: str,
+    *,
+    count: int,
+    size: int,
+    window: int,
+    consumer_sleep_ms: int,
+    timeout_s: float = 60.0,
+) -> DrainedBlock:
+    """One CORE producer of ``count`` messages into a BLOCK address with no consumer until the
+    broker logs the block (AMQ222183) and a second more; then a CORE consumer with
+    ``consumerWindowSize=0`` (one message at a time) sleeping ``consumer_sleep_ms`` after each,
+    until the producer has sent them all and the consumer has taken them (it stops 5 s after
+    its last). The block / unblock lines are in the broker's log."""
+    started = time.monotonic()
+    logs = broker.instance / "log"
+    producer = spawn(
+        core_producer_command(broker, address, threads=1, count=count, size=size, window=window),
+        env=dict(os.environ),
+        log=logs / f"producer-{address}.log",
+        what="artemis producer",
+    )
+    pids = [producer]
+    try:
+        while f"production on address '{address}'" not in broker.log_text():
+            if reaped(producer) or time.monotonic() - started > timeout_s:
+                raise BrokerUnavailable(f"{address}: the producer never blocked")
+            time.sleep(0.1)
+        time.sleep(1.0)  # the producer's last half window lands
+        stats = broker.address_stats(address)
+        held = int(stats["queue.MessageCount"])
+        consumer = core_consumer_command(
+            broker,
+            address,
+            count=count,
+            url_options="consumerWindowSize=0",
+            sleep_ms=consumer_sleep_ms,
+            wait_ms=5000,
+        )
+        pids.append(
+            spawn(
+                consumer,
+                env=dict(os.environ),
+                log=logs / f"consumer-{address}.log",
+                what="consumer",
+            )
+        )
+        while not all(reaped(pid) for pid in pids):
+            if time.monotonic() - started > timeout_s:
+                raise BrokerUnavailable(f"{address}: not drained in {timeout_s:.0f} s")
+            time.sleep(0.2)
+    finally:
+        for pid in pids:
+            if not reaped(pid):
+                stop_pid(pid, grace_s=2.0)
+    return DrainedBlock(
+        held=held,
+        size=int(stats["address.AddressSize"]),
+        encoded_size=round(int(stats["queue.PersistentSize"]) / max(1, held)),
+        seconds=time.monotonic() - started,
     )
 
 
