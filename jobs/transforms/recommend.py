@@ -48,9 +48,8 @@ from jobs.transforms.recommend_rabbitmq import (
     recommend_rabbitmq_queues,
 )
 from jobs.transforms.recommend_rollup import day_rollup
+from schemas.broker_events import BROKER_QPID, BROKER_RABBITMQ
 from schemas.recommendations import (
-    BROKER_QPID,
-    BROKER_RABBITMQ,
     ENTITY_ADDRESS,
     ENTITY_QUEUE,
     THRESHOLD_RECOMMENDATIONS,

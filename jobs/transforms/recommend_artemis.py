@@ -34,8 +34,8 @@ from jobs.transforms.saturating import (
     saturating_sum,
 )
 from jobs.transforms.verdict_rules import Facts, Rule, always, counted, decide, staged
+from schemas.broker_events import BROKER_ARTEMIS
 from schemas.recommendations import (
-    BROKER_ARTEMIS,
     ENTITY_ADDRESS,
     KNOB_CONSUMER_WINDOW,
     KNOB_HIGHEST,

@@ -40,9 +40,8 @@ from jobs.transforms.recommend_artemis import (
 from jobs.transforms.recommend_brokers import AMQP_0_9_1
 from jobs.transforms.saturating import saturating_add, saturating_multiply
 from jobs.transforms.verdict_rules import Facts, Finding, Rule, always, decide, staged, stated
+from schemas.broker_events import BROKER_ARTEMIS, BROKER_RABBITMQ
 from schemas.recommendations import (
-    BROKER_ARTEMIS,
-    BROKER_RABBITMQ,
     ENTITY_CONSUMER,
     ENTITY_CONSUMER_LINK,
     KNOB_CONSUMER_WINDOW,

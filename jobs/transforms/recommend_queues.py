@@ -43,8 +43,8 @@ from jobs.transforms.verdict_rules import (
     staged,
     stated,
 )
+from schemas.broker_events import BROKER_QPID
 from schemas.recommendations import (
-    BROKER_QPID,
     ENTITY_QUEUE,
     KNOB_QPID_FLOW_STOP_COUNT,
     UNIT_MESSAGES,

@@ -22,8 +22,8 @@ from jobs.transforms.recommend_evidence import QUEUE, entity_columns
 from jobs.transforms.recommend_rollup import latest
 from jobs.transforms.timeutil import micros, summed_seconds
 from jobs.transforms.verdict_rules import Facts, Rule, always, decide, staged
+from schemas.broker_events import BROKER_RABBITMQ
 from schemas.recommendations import (
-    BROKER_RABBITMQ,
     ENTITY_QUEUE,
     KNOB_MAX_LENGTH,
     UNIT_MESSAGES,
