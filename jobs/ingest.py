@@ -73,7 +73,17 @@ from jobs.ingest_refusals import (
 )
 from jobs.ingest_report import IngestReport, log_report, validate_with_great_expectations
 from jobs.ingest_write import IngestPlan, write_tables
-from jobs.pipeline_state import INGEST, INGEST_WRITING, bronze_version, record_processed
+from jobs.pipeline_state import (
+    INGEST,
+    INGEST_WRITING,
+    bronze_version,
+    contiguous_ranges,
+    days_between,
+    days_text,
+    read_records,
+    record_processed,
+    unfinished_ingests,
+)
 from jobs.quality import import_in_background
 from jobs.raw_files import RawListing, list_raw_files, log_skipped_entries
 from schemas.tables import BROKER_EVENTS_QUARANTINE, BRONZE_BROKER_EVENTS
@@ -88,6 +98,47 @@ READ_FAILURE = "FAILED_READ_FILE"
 
 
 def run_ingest(
+    spark: SparkSession,
+    conf: PipelineConf,
+    date_from: date,
+    date_to: date,
+    raw_dir: str | None = None,
+    *,
+    allow_empty_days: bool = False,
+) -> dict[str, Any]:
+    """Ingest the raw days [date_from, date_to] (:func:`ingest_days`), after the days an earlier
+    ingest started writing and did not finish (killed after its bronze commit, before its
+    quarantine and its record: jobs/pipeline_state.py ``unfinished_ingests``), each contiguous
+    range of them first, with a warning, from the same raw folder. The next night went on without
+    them: their quarantine never written, their accounting and Great Expectations never run, and
+    nothing said so but ``flowctl status`` (a review). A caught-up range that fails its checks is
+    the report returned (``caught_up_failed``: its days), and the asked days are left for the
+    next run; else the asked days' report, with ``caught_up`` when there were any."""
+    unfinished = [
+        day
+        for day in unfinished_ingests(read_records(spark, conf))
+        if not date_from <= day <= date_to
+    ]
+    for first, last in contiguous_ranges(unfinished):
+        log.warning(UNFINISHED_TEXT, date_from, date_to, first, last)
+        caught = ingest_days(spark, conf, first, last, raw_dir, allow_empty_days=allow_empty_days)
+        if not ingest_succeeded(caught):
+            return {**caught, "caught_up_failed": days_text(days_between(first, last))}
+    report = ingest_days(
+        spark, conf, date_from, date_to, raw_dir, allow_empty_days=allow_empty_days
+    )
+    if unfinished:
+        report["caught_up"] = days_text(unfinished)
+    return report
+
+
+UNFINISHED_TEXT = (
+    "ingest %s..%s: the days %s..%s were started and not finished (killed?); ingesting them "
+    "again first"
+)
+
+
+def ingest_days(
     spark: SparkSession,
     conf: PipelineConf,
     date_from: date,

@@ -101,11 +101,13 @@ def run_pipeline(
             on_step(name, result["seconds"][name])
         if name == "ingest" and not ingest_succeeded(result["ingest"]):
             # As the nightly DAG stops at ingest's exit 1: no metrics from suspect bronze rows.
+            unfinished = result["ingest"].get("caught_up_failed")
             log.error(
-                "ingest %s..%s failed (balanced=%s, Great Expectations success=%s): episodes "
+                "ingest %s failed (balanced=%s, Great Expectations success=%s): episodes "
                 "and daily_metrics not run",
-                date_from,
-                date_to,
+                f"{date_from}..{date_to}"
+                if unfinished is None
+                else f"of {unfinished} (unfinished before, ingested first)",
                 result["ingest"].get("balanced"),
                 result["ingest"].get("great_expectations_success"),
             )

@@ -55,6 +55,10 @@ INGEST_WRITING = "ingest: writing"
 #: they start from), at the version of the range's bronze change (:func:`later_days_version`).
 #: Recommendations read those rows (:func:`recommend_behind`).
 DAILY_METRICS_LATER_DAYS = "daily_metrics: later days"
+#: What recommend records, in the ``job`` column, before it computes the days: it started them.
+#: A first night killed in recommend left no recommend record at all, which read as a warehouse
+#: that does without recommendations: the day was never caught up (a review).
+RECOMMEND_STARTED = "recommend: started"
 #: The recorded jobs in pipeline order, each with the recorded jobs whose output it reads besides
 #: bronze (bronze itself is what ingest's records stand for).
 READS: dict[str, tuple[str, ...]] = {
@@ -67,7 +71,7 @@ JOBS = tuple(READS)
 #: Why a day is behind for a job that never processed it.
 NEVER_PROCESSED = "never processed"
 #: What a job records besides its own name: markers the rules read, not jobs.
-MARKERS = (INGEST_WRITING, DAILY_METRICS_LATER_DAYS)
+MARKERS = (INGEST_WRITING, DAILY_METRICS_LATER_DAYS, RECOMMEND_STARTED)
 
 
 class StaleInputError(PipelineError):
@@ -161,20 +165,25 @@ def recommend_behind(records: Iterable[DayRecord]) -> dict[date, str]:
     bronze held of D's window. Recommendations are optional (``flowctl pipeline
     --no-recommend``, a run of one day of the past), so the days ingest has and recommend never
     processed count only after the latest day it processed (``never processed``: a night killed
-    before recommend), not in a gap between days it did.
+    before recommend), not in a gap between days it did, and the days it started
+    (:data:`RECOMMEND_STARTED`) and never processed (a night killed in recommend, the first one
+    included).
     """
     records = list(records)
     processed = {r.day: r for r in records if r.job == RECOMMEND}
-    if not processed:
-        return {}
     ingested = ingested_versions(records)
+    started = {r.day for r in records if r.job == RECOMMEND_STARTED and r.day in ingested} - set(
+        processed
+    )
+    if not processed:
+        return dict.fromkeys(sorted(started), NEVER_PROCESSED)
     rewritten = dict(ingested)
     for record in records:
         if record.job == DAILY_METRICS_LATER_DAYS:
             rewritten[record.day] = max(rewritten.get(record.day, -1), record.bronze_version)
     latest = max(processed)
     behind = {}
-    for day in sorted({*processed, *(d for d in ingested if d > latest)}):
+    for day in sorted({*processed, *started, *(d for d in ingested if d > latest)}):
         record = processed.get(day)
         if record is None:
             behind[day] = NEVER_PROCESSED
@@ -381,6 +390,8 @@ def _process_and_record(
     evidence_from: Callable[[date], date] | None,
 ) -> dict[str, Any]:
     version = bronze_version(spark, conf)  # before reading: a later ingest leaves the days behind
+    if job == RECOMMEND:
+        record_processed(spark, conf, RECOMMEND_STARTED, first, last, version)
     report = process(spark, conf, first, last)
     span_to: date | None = report.pop("span_to", None)
     if job == DAILY_METRICS and span_to is not None and span_to > last:

@@ -14,6 +14,7 @@ from jobs import failures
 from jobs.pipeline_state import (
     DAILY_METRICS_LATER_DAYS,
     INGEST_WRITING,
+    RECOMMEND_STARTED,
     DayRecord,
     StaleInputError,
     behind_days,
@@ -168,6 +169,47 @@ def test_the_days_recommend_never_processed_count_after_its_latest() -> None:
     assert behind_days([*records, _recommended(D8, 1)], "recommend") == {}
     # The other jobs redo no later days: their scope recomputes them (jobs/scope.py).
     assert later_days_to_redo([*ingested, DayRecord("episodes", D1, 0)], "episodes", D1) == []
+
+
+def test_a_first_night_killed_in_recommend_leaves_its_days_behind() -> None:
+    """A review killed the first night in recommend (after its day rollup, before its
+    recommendations): with no recommend record at all, the warehouse read as one that does
+    without recommendations, `flowctl status --check` passed and no later night caught the day
+    up. Recommend records the days it starts first; a day started and never processed is
+    behind, and the next night's run processes it first."""
+    ingested = [DayRecord("ingest", day, 1) for day in [D1, D2]]
+    killed = [*ingested, DayRecord(RECOMMEND_STARTED, D1, 1)]
+    assert behind_days(ingested, "recommend") == {}  # recommendations are optional
+    assert behind_days(killed, "recommend") == {D1: "never processed"}
+    assert earlier_days_behind(killed, "recommend", D2) == [D1]
+    assert not pipeline_status(killed, []).up_to_date
+    # Processed since (the marker stays): D1 is up to date; D2, after it, behind as before.
+    assert behind_days([*killed, _recommended(D1, 1)], "recommend") == {D2: "never processed"}
+    assert behind_days([*killed, _recommended(D1, 1), _recommended(D2, 1)], "recommend") == {}
+    # A day started but not ingested (since deleted from bronze by hand) is nobody's to redo.
+    assert behind_days([*ingested, DayRecord(RECOMMEND_STARTED, D3, 1)], "recommend") == {}
+
+
+def test_recommend_records_the_days_it_starts_before_computing_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from jobs import pipeline_state
+
+    written: list[tuple[str, date, date, int]] = []
+    monkeypatch.setattr(pipeline_state, "bronze_version", lambda spark, conf: 7)
+
+    def record(spark: Any, conf: Any, job: str, first: date, last: date, version: int,
+               evidence_from: Any = None) -> None:  # fmt: skip
+        written.append((job, first, last, version))
+
+    monkeypatch.setattr(pipeline_state, "record_processed", record)
+
+    def process(spark: Any, conf: Any, first: date, last: date) -> dict[str, Any]:
+        assert written == [(RECOMMEND_STARTED, D1, D2, 7)]  # before the computing
+        return {"rows": 1}
+
+    pipeline_state._process_and_record(None, None, "recommend", process, D1, D2, None)  # type: ignore[arg-type]
+    assert written == [(RECOMMEND_STARTED, D1, D2, 7), ("recommend", D1, D2, 7)]
 
 
 def test_the_later_days_are_marked_at_the_version_of_the_change_that_made_them() -> None:
@@ -331,8 +373,9 @@ def test_an_ingest_killed_after_its_bronze_commit_is_behind_and_the_next_night_c
 ) -> None:
     """The crash audit's case on Delta tables: ingest of day 1 dies after its bronze commit,
     before the quarantine and its record. `flowctl status --check` must say so (exit 1, naming
-    ingest and the later jobs), the next night's episodes and daily_metrics process day 1 from
-    bronze first, and a rerun of ingest over day 1 clears it."""
+    ingest and the later jobs). The next night's ingest ingests day 1 again first (its
+    quarantine, accounting and Great Expectations had never run, and the night said nothing: a
+    review), and its episodes and daily_metrics process day 1 first."""
     from typer.testing import CliRunner
 
     from flowctl.cli import app
@@ -370,18 +413,18 @@ def test_an_ingest_killed_after_its_bronze_commit_is_behind_and_the_next_night_c
     assert "behind: ingest 2024-01-01: started writing it at " in shown.output
     assert "behind: episodes 2024-01-01: never processed" in shown.output
     assert "without a record" not in shown.output  # not "ingested before the state existed"
-    # The next night: day 2 alone; the later jobs process day 1 first, from bronze.
-    run_ingest(spark, conf, day2, day2)
+    # The next night: day 2 alone; ingest does day 1 again first, the later jobs process it first.
+    night = run_ingest(spark, conf, day2, day2)
+    assert night["caught_up"] == "2024-01-01" and night["balanced"]
+    shown = status()
+    assert "behind: ingest" not in shown.output
+    assert "behind: episodes 2024-01-01: never processed" in shown.output
     assert run_episodes(spark, conf, day2, day2)["caught_up"] == "2024-01-01"
     run_daily_metrics(spark, conf, day2, day2)
     shown = status()
-    assert shown.exit_code == 1 and "behind: ingest 2024-01-01" in shown.output
-    assert "behind: episodes" not in shown.output and "behind: daily_metrics" not in shown.output
-    # The rerun of day 1's ingest finishes it; the later jobs are behind on its new version.
-    run_ingest(spark, conf, day1, day1)
-    shown = status()
-    assert "behind: ingest" not in shown.output
-    assert "behind: episodes 2024-01-01: bronze v" in shown.output
+    assert shown.exit_code == 0, shown.output
+    # A night after it has nothing to catch up.
+    assert "caught_up" not in run_ingest(spark, conf, day2, day2)
 
 
 @pytest.mark.spark
