@@ -1122,3 +1122,51 @@ def test_an_empty_path_is_refused(
     assert exited.value.code == 2
     assert capsys.readouterr().err == line + "\n"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("stop", "job", "code", "line"),
+    [
+        (
+            "ctrl-c",
+            "pipeline",
+            130,
+            "error: pipeline interrupted (SIGINT): the tables written before it are kept; "
+            "`flowctl status` names the days left behind, and the same command run again "
+            "catches them up",
+        ),
+        ("sigterm", "sweep", 143, "error: sweep interrupted (SIGTERM)"),
+    ],
+)
+def test_an_interrupted_command_says_so_in_one_line(
+    capsys: pytest.CaptureFixture[str], stop: str, job: str, code: int, line: str
+) -> None:
+    """A crash review: Ctrl-C of `flowctl pipeline` printed two lines of Spark's executor and
+    nothing of its own, and SIGTERM (a scheduler stopping it) nothing at all. Each is one line
+    naming the command and what to do, exit 128 + the signal; SIGTERM's handler is the
+    command's only while it runs."""
+    import os
+    import signal
+    import threading
+    import time
+
+    import typer
+
+    from flowctl.cli import _one_line_failures
+
+    if stop == "sigterm" and threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers are the main thread's: the SIGTERM would end the worker")
+
+    def interrupted() -> None:
+        if stop == "ctrl-c":
+            raise KeyboardInterrupt
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises before this ends
+        raise AssertionError("SIGTERM did not interrupt the command")
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(typer.Exit) as exited:
+        _one_line_failures(job)(interrupted)()
+    assert exited.value.exit_code == code
+    assert " ".join(capsys.readouterr().err.split()) == line
+    assert signal.getsignal(signal.SIGTERM) == before
