@@ -445,3 +445,24 @@ def test_a_folded_name_breaks_after_its_separators(name: str, lines: list[str]) 
     folded = render._folded_name(name, render.NAME_WIDTH)
     assert folded.split("\n") == lines
     assert folded.replace("\n", "") == name
+
+
+def test_the_status_counts_the_days_ingest_did_not_finish(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crash review: the ingest row's cell was blank beside "behind: ingest D: started writing
+    it ... and did not finish"; it counts those days as the other rows count theirs."""
+    from datetime import date
+
+    from jobs.pipeline_state import INGEST, INGEST_WRITING, DayRecord, pipeline_status
+
+    day = date(2026, 3, 2)
+    status = pipeline_status([DayRecord(INGEST_WRITING, day, 3)], [day])
+    out = io.StringIO()
+    monkeypatch.setattr(render, "console", Console(file=out, width=120, markup=False))
+    render.print_pipeline_status(status, "wh")
+    rows = {
+        cells[0]: cells[1:]
+        for line in out.getvalue().splitlines()
+        if (cells := [c.strip() for c in line.strip("│┃").split("│")])[0] in (INGEST, "episodes")
+    }
+    assert rows[INGEST][-1] == "1" and rows["episodes"][-1] == "1"
+    assert "behind: ingest 2026-03-02: started writing it and did not finish" in out.getvalue()
