@@ -207,17 +207,15 @@ class Pipe:
     callbacks due at one instant in scheduling order), as on a TCP connection.
     """
 
-    __slots__ = ("latency_us", "packets", "scheduler")
+    __slots__ = ("latency_us", "scheduler")
 
     def __init__(self, scheduler: Scheduler, latency_us: int) -> None:
         if latency_us < 0:
             raise ValueError(f"latency_us must be >= 0, got {latency_us}")
         self.scheduler = scheduler
         self.latency_us = latency_us
-        self.packets = 0
 
     def send(self, handler: Callable[..., None], *args: Any) -> None:
-        self.packets += 1
         self.scheduler.call_later(self.latency_us, handler, *args)
 
 
@@ -521,13 +519,9 @@ class ServerCoreProducer:
         self.address = address
         self.client = client
         self.granted = 0
-        self.withheld_requests = 0
 
     def on_request(self, requested: int) -> None:
-        before = len(self.address.pending_core)
         self.address.request_credits(self, requested)
-        if len(self.address.pending_core) > before:
-            self.withheld_requests += 1
 
     def grant(self, credits: int) -> None:
         if credits <= 0:

@@ -151,7 +151,6 @@ class AddressState:
         "failed",
         "name",
         "paged",
-        "paged_bytes",
         "paged_msgs",
         "paging",
         "peak_size",
@@ -167,7 +166,6 @@ class AddressState:
         self.peak_size = 0
         self.paging = False
         self.paged_msgs = 0  # in the page store now
-        self.paged_bytes = 0
         # Cumulative outcomes.
         self.accepted = 0
         self.paged = 0
@@ -208,7 +206,6 @@ class AddressState:
         if policy == "PAGE" and self.paging:
             self.paged += 1
             self.paged_msgs += 1
-            self.paged_bytes += size
             return Outcome.PAGED
         self._add(size)
         self.accepted += 1
@@ -224,7 +221,6 @@ class AddressState:
     def depage(self, size: int) -> None:
         """A paged message is read back into memory to be delivered."""
         self.paged_msgs -= 1
-        self.paged_bytes -= size
         self._add(size)
         if self.paged_msgs == 0:
             self.paging = False

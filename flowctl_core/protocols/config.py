@@ -175,12 +175,11 @@ class ConnectionConfig:
 class PublisherApp:
     """What the application has ready to send; ``available`` is what the link reports."""
 
-    __slots__ = ("batch_left", "config", "confirmed", "sent", "unconfirmed_in_batch")
+    __slots__ = ("batch_left", "config", "sent", "unconfirmed_in_batch")
 
     def __init__(self, config: PublisherConfig) -> None:
         self.config = config
         self.sent = 0
-        self.confirmed = 0
         self.batch_left = config.batch or 0
         self.unconfirmed_in_batch = 0
 
@@ -202,7 +201,6 @@ class PublisherApp:
 
     def on_confirm(self) -> bool:
         """Count one confirm; True when it completes a batch and the next one starts."""
-        self.confirmed += 1
         if self.config.batch is None:
             return False
         self.unconfirmed_in_batch -= 1

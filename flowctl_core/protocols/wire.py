@@ -154,7 +154,6 @@ class FrameWriter:
         self.wire = wire
         self.frame_cost_us = frame_cost_us
         self.sources: list[FrameSource] = []
-        self.frames_written = 0
         self._turn = 0
         self._step_scheduled = False
         self._free_at_us = 0
@@ -183,7 +182,6 @@ class FrameWriter:
             if frame is not None:
                 self._turn = index + 1
                 self.wire.write(frame)
-                self.frames_written += 1
                 self._free_at_us = self.scheduler.now_us + self.frame_cost_us
                 self.wake()
                 return
