@@ -836,7 +836,7 @@ class Scenario(_Strict):
                     f"consumers.{index}.queue",
                     f"consumer {consumer.name!r} reads unknown queue {consumer.queue!r}",
                 )
-        self._check_connections(queues)
+        self._check_connections()
         self._check_artemis(queues)
         producers = {p.name for p in self.producers}
         consumers = {c.name for c in self.consumers}
@@ -990,7 +990,9 @@ class Scenario(_Strict):
                 producer = producers[step.send.producer]
                 check(f"steps.{index}.send.routing_key", producer, step.send.routing_key)
 
-    def _check_connections(self, queues: set[str]) -> None:
+    def _check_connections(self) -> None:
+        """Names unique, each link's queue one of ``queues`` (declared at the start, not by a
+        step: links attach at the start), credits within each protocol's limit."""
         connection_names = [c.name for c in self.connections]
         duplicated = sorted({n for n in connection_names if connection_names.count(n) > 1})
         if duplicated:
