@@ -127,20 +127,6 @@ def within_rel(
     return Row(workload, figure, _num(real_value), _num(engine_value), tolerance, ok, note)
 
 
-def within_factor(
-    workload: str,
-    figure: str,
-    real_value: float,
-    engine_value: float,
-    factor: float,
-    note: str = "",
-) -> Row:
-    ok = real_value > 0 and engine_value > 0
-    ok = ok and 1 / factor <= engine_value / real_value <= factor
-    tolerance = f"x/÷ {factor:g}"
-    return Row(workload, figure, _num(real_value), _num(engine_value), tolerance, ok, note)
-
-
 def same(workload: str, figure: str, real_value: Any, engine_value: Any, note: str = "") -> Row:
     real_shown, engine_shown = (
         _num(v) if isinstance(v, int | float) else str(v) for v in (real_value, engine_value)

@@ -333,6 +333,9 @@ class Queue:
         return EnqueueOutcome.ACCEPTED
 
     def _track_overshoot(self) -> None:
+        # A hot-path copy of DESIGN §4's overshoot (peak depth past a stop that is on), which
+        # jobs/transforms/episodes.py ``_overshoot`` computes per episode; tests/test_e2e_pipeline
+        # keeps the run's worst equal to gold's.
         flow, stats = self.flow, self.stats
         if flow.stop_count:
             stats.max_overshoot_msgs = max(

@@ -37,16 +37,15 @@ def true_intervals(
         .withColumn("_was_true", was_true)
         .where(F.col("_is_true") != F.col("_was_true"))
     )
-    following = Window.partitionBy(*keys).orderBy("seq")
     return (
         flips.select(
             *keys,
             F.col("seq").alias("start_seq"),
             F.col("ts").alias("start_ts"),
             *carry,
-            F.lead("seq").over(following).alias("end_seq"),
-            F.lead("ts").over(following).alias("end_ts"),
-            F.lead("event_type").over(following).alias("end_event_type"),
+            F.lead("seq").over(in_order).alias("end_seq"),
+            F.lead("ts").over(in_order).alias("end_ts"),
+            F.lead("event_type").over(in_order).alias("end_event_type"),
             "_is_true",
         )
         .where("_is_true")
