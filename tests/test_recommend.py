@@ -156,6 +156,9 @@ class Log:
                     "overshoot_msgs": max(0, peak - stop),
                     "producers": len(capacities),
                     "overshoot_bound_msgs": 65,
+                    # As silver computes it (jobs/transforms/episodes.py), which the dashboard
+                    # reads: overshoot / bound.
+                    "overshoot_ratio": max(0, peak - stop) / 65,
                 }
             )
         self.daily.append(
