@@ -20,7 +20,6 @@ import shutil
 import signal
 import socket
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -230,67 +229,44 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-#: What an interrupted command leaves, said after "interrupted": a job's Delta commits stand, and
-#: the pipeline state tells the days a kill left behind (jobs/pipeline_state.py).
-INTERRUPTED_HINTS = {
-    "pipeline": "the tables written before it are kept; `flowctl status` names the days left "
-    "behind, and the same command run again catches them up",
-    "demo": "run it again (`flowctl demo` starts from a fresh folder)",
-}
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (a scheduler stopping the command), raised as Ctrl-C is: one line, not silence."""
-
-
-def _raise_terminated(signum: int, _frame: object) -> None:
-    raise Terminated(signum)
-
-
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM raises :class:`Terminated` while the command runs (the main thread only: Python
-    runs signal handlers there). A SIGTERM killed the command without a word (a review)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+#: The commands running, outermost first: an interruption is said once, by the command typed
+#: (demo runs the pipeline's own decorated step, whose line named the pipeline: a review).
+_COMMANDS: list[str] = []
 
 
 def _one_line_failures(job: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Every failure inside the decorated command is one line and the exit code of its kind
     (jobs/failures.py, the one table): a :class:`FlowctlError`'s own message, or for a failure
     nobody foresaw (Spark, Delta, a bug) its cause with the trace in a log file. Ctrl-C and
-    SIGTERM are one line too (:data:`INTERRUPTED_HINTS`), exit 128 + the signal's number: a
-    pipeline interrupted printed two lines of Spark's executor and nothing of its own (a
-    review)."""
+    SIGTERM too, by the command typed (a pipeline interrupted printed two lines of Spark's
+    executor and nothing of its own: a review)."""
 
     def decorate(command: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(command)
         def run(*args: P.args, **kwargs: P.kwargs) -> R:
-            from jobs.failures import report_failure, rule_for
+            from jobs.failures import report_failure, rule_for, sigterm_interrupts
 
+            outermost = not _COMMANDS
+            _COMMANDS.append(job)
             try:
-                with _sigterm_interrupts():
+                with sigterm_interrupts():
                     return command(*args, **kwargs)
             except (typer.Exit, SystemExit):
                 raise
-            except KeyboardInterrupt as interrupt:
-                by = signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT
-                hint = INTERRUPTED_HINTS.get(job)
-                line = f"error: {job} interrupted ({by.name}){f': {hint}' if hint else ''}"
-                err_console.print(_error_line(line), highlight=False)
-                raise typer.Exit(128 + by.value) from None
             except FlowctlError as error:  # its message is the line, as the user typed the command
                 raise _fail(str(error), rule_for(error).exit_code) from None
+            except KeyboardInterrupt as error:
+                if not outermost:
+                    raise  # the command typed says it
+                line, exit_code = report_failure(job, error)
+                err_console.print(_error_line(line), highlight=False)
+                raise typer.Exit(exit_code) from None
             except Exception as error:
                 line, exit_code = report_failure(job, error)
                 err_console.print(_error_line(line), highlight=False)
                 raise typer.Exit(exit_code) from None
+            finally:
+                _COMMANDS.pop()
 
         return run
 
@@ -1136,7 +1112,6 @@ def _run_collector(make: Callable[[], Any], log: Path, raw: Path, *, once: bool)
 
 
 def _poll(collector: Any, log: Path, raw: Path, *, once: bool) -> None:
-    import signal
 
     run = collector.state
     # Its start and its end with their times too: a collector runs for days.

@@ -12,16 +12,18 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from flowctl_core.errors import (
     ConfigurationError,
-    FlowctlError,
     PipelineError,
     ProtocolError,
     ScenarioError,
@@ -44,7 +46,7 @@ class FailureRule:
     failure nobody foresaw (its trace goes to a log file)."""
 
     kind: str
-    matches: type[FlowctlError] | re.Pattern[str]
+    matches: type[BaseException] | re.Pattern[str]
     exit_code: int
     advice: str = ""
 
@@ -58,7 +60,41 @@ class FailureRule:
         return bool(self.matches.search(f"{type(error).__name__}: {error}"))
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler stopping a command or a job), raised as Ctrl-C is
+    (:func:`sigterm_interrupts`)."""
+
+
+@contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises :class:`Terminated` within the block (the main thread only: Python runs
+    signal handlers there), so that it ends in one line as Ctrl-C does: a SIGTERM ended a
+    pipeline without a word (a review)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_terminated(signum: int, _frame: object) -> None:
+    raise Terminated("SIGTERM")
+
+
+#: What an interrupted command or job leaves: each job's Delta commits stand, and the pipeline
+#: state names the days a kill left behind (jobs/pipeline_state.py).
+INTERRUPTED_ADVICE = (
+    "what it wrote before is kept; `flowctl status` names any day a job left behind, and the "
+    "same command run again catches it up"
+)
+
 FAILURE_RULES: tuple[FailureRule, ...] = (
+    # 128 + the signal's number, as a shell reports a process the signal ended.
+    FailureRule("interrupted", Terminated, 128 + signal.SIGTERM, INTERRUPTED_ADVICE),
+    FailureRule("interrupted", KeyboardInterrupt, 128 + signal.SIGINT, INTERRUPTED_ADVICE),
     FailureRule(
         "input behind bronze",
         StaleInputError,  # jobs/pipeline_state.py, raised before any write
@@ -115,6 +151,8 @@ def cause_line(error: BaseException) -> str:
     """The exception's own first line, without the JVM's stack (at most 400 characters): for an
     error py4j wraps, the Java exception's simple name and message (Delta's "a concurrent WRITE
     ... in the partition [date=...]"), not py4j's "An error occurred while calling o72.save"."""
+    if isinstance(error, KeyboardInterrupt) and not str(error):
+        return "Ctrl-C (SIGINT)"
     lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
     if len(lines) > 1 and _PY4J_CALL.match(lines[0]):
         lines = lines[1:]
@@ -161,7 +199,8 @@ def run_job_process(job: str, main: Callable[[], int]) -> int:
     a standalone master in the same JVM (``local-cluster``) sees them killed and starts others,
     dozens of executor JVMs, until it is gone itself."""
     try:
-        return run_entry_point(job, main)
+        with sigterm_interrupts():
+            return run_entry_point(job, main)
     finally:
         _stop_spark_session()
 
@@ -185,9 +224,9 @@ def run_entry_point(job: str, main: Callable[[], int]) -> int:
     code by :data:`FAILURE_RULES`, the trace of an unforeseen one in a log file."""
     try:
         return main()
-    except (SystemExit, KeyboardInterrupt):
+    except SystemExit:
         raise
-    except Exception as error:
+    except (Exception, KeyboardInterrupt) as error:
         line, exit_code = report_failure(job, error)
         print(line, file=sys.stderr)
         return exit_code

@@ -1125,26 +1125,32 @@ def test_an_empty_path_is_refused(
 
 
 @pytest.mark.parametrize(
-    ("stop", "job", "code", "line"),
+    ("stop", "code", "line"),
     [
         (
             "ctrl-c",
-            "pipeline",
             130,
-            "error: pipeline interrupted (SIGINT): the tables written before it are kept; "
-            "`flowctl status` names the days left behind, and the same command run again "
-            "catches them up",
+            "error: demo: interrupted: Ctrl-C (SIGINT): what it wrote before is kept; "
+            "`flowctl status` names any day a job left behind, and the same command run again "
+            "catches it up (exit 130)",
         ),
-        ("sigterm", "sweep", 143, "error: sweep interrupted (SIGTERM)"),
+        (
+            "sigterm",
+            143,
+            "error: demo: interrupted: SIGTERM: what it wrote before is kept; `flowctl status` "
+            "names any day a job left behind, and the same command run again catches it up "
+            "(exit 143)",
+        ),
     ],
 )
 def test_an_interrupted_command_says_so_in_one_line(
-    capsys: pytest.CaptureFixture[str], stop: str, job: str, code: int, line: str
+    capsys: pytest.CaptureFixture[str], stop: str, code: int, line: str
 ) -> None:
     """A crash review: Ctrl-C of `flowctl pipeline` printed two lines of Spark's executor and
     nothing of its own, and SIGTERM (a scheduler stopping it) nothing at all. Each is one line
-    naming the command and what to do, exit 128 + the signal; SIGTERM's handler is the
-    command's only while it runs."""
+    by jobs/failures.py's table, exit 128 + the signal, said once by the command typed (demo,
+    around the pipeline's own decorated step, whose line named the pipeline: a review);
+    SIGTERM's handler is the command's only while it runs."""
     import os
     import signal
     import threading
@@ -1157,7 +1163,8 @@ def test_an_interrupted_command_says_so_in_one_line(
     if stop == "sigterm" and threading.current_thread() is not threading.main_thread():
         pytest.skip("signal handlers are the main thread's: the SIGTERM would end the worker")
 
-    def interrupted() -> None:
+    @_one_line_failures("pipeline")
+    def pipeline_step() -> None:
         if stop == "ctrl-c":
             raise KeyboardInterrupt
         os.kill(os.getpid(), signal.SIGTERM)
@@ -1166,7 +1173,7 @@ def test_an_interrupted_command_says_so_in_one_line(
 
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(typer.Exit) as exited:
-        _one_line_failures(job)(interrupted)()
+        _one_line_failures("demo")(pipeline_step)()
     assert exited.value.exit_code == code
     assert " ".join(capsys.readouterr().err.split()) == line
     assert signal.getsignal(signal.SIGTERM) == before

@@ -226,3 +226,25 @@ def test_flowctls_own_errors_are_four_families_each_with_its_exit_code_and_no_tr
         line = capsys.readouterr().err
         assert line.count("\n") == 1 and str(error) in line and "trace" not in line, line
     assert not (tmp_path / "logs").exists()
+
+
+def test_an_interrupted_job_is_one_line_and_exit_128_plus_the_signal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The spark-submit entry points let Ctrl-C through as a trace, and a SIGTERM (Airflow
+    stopping a task) ended the job without a word (a review): both are rules of the one table."""
+    from jobs.failures import Terminated, rule_for
+
+    def interrupted() -> int:
+        raise KeyboardInterrupt
+
+    def terminated() -> int:
+        raise Terminated("SIGTERM")
+
+    assert (rule_for(KeyboardInterrupt()).exit_code, rule_for(Terminated()).exit_code) == (130, 143)
+    assert failures.run_entry_point("episodes", interrupted) == 130
+    assert capsys.readouterr().err.startswith(
+        "error: episodes: interrupted: Ctrl-C (SIGINT): what it wrote before is kept;"
+    )
+    assert failures.run_entry_point("episodes", terminated) == 143
+    assert "error: episodes: interrupted: SIGTERM:" in capsys.readouterr().err
