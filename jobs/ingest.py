@@ -111,30 +111,52 @@ def run_ingest(
     quarantine and its record: jobs/pipeline_state.py ``unfinished_ingests``), each contiguous
     range of them first, with a warning, from the same raw folder. The next night went on without
     them: their quarantine never written, their accounting and Great Expectations never run, and
-    nothing said so but ``flowctl status`` (a review). A caught-up range that fails its checks is
-    the report returned (``caught_up_failed``: its days), and the asked days are left for the
-    next run; else the asked days' report, with ``caught_up`` when there were any."""
+    nothing said so but ``flowctl status`` (a review). Never with ``allow_empty_days``, which is
+    for the asked days. The report is the asked days', with ``caught_up`` (the days ingested
+    first), ``caught_up_failed`` (those of them that failed their checks: the run fails, as
+    for its own days) and ``caught_up_refused`` (those refused, left behind with a warning: a
+    day whose raw files are gone does not stop every night after it)."""
     unfinished = [
         day
         for day in unfinished_ingests(read_records(spark, conf))
         if not date_from <= day <= date_to
     ]
+    failed, refused = [], []
     for first, last in contiguous_ranges(unfinished):
         log.warning(UNFINISHED_TEXT, date_from, date_to, first, last)
-        caught = ingest_days(spark, conf, first, last, raw_dir, allow_empty_days=allow_empty_days)
+        days = days_text(days_between(first, last))
+        try:
+            # Never with allow_empty_days: that is for the days asked, and would replace these
+            # with nothing if their raw files are gone (a review).
+            caught = ingest_days(spark, conf, first, last, raw_dir)
+        except IngestRefused as refusal:
+            # Left unfinished (status says so, each night tries again), not a night's stop: a
+            # day whose raw files are gone would block every night after it (a review).
+            log.warning(UNFINISHED_REFUSED_TEXT, first, last, refusal, first, last)
+            refused.append(days)
+            continue
         if not ingest_succeeded(caught):
-            return {**caught, "caught_up_failed": days_text(days_between(first, last))}
+            failed.append(days)
     report = ingest_days(
         spark, conf, date_from, date_to, raw_dir, allow_empty_days=allow_empty_days
     )
     if unfinished:
         report["caught_up"] = days_text(unfinished)
+    if failed:
+        report["caught_up_failed"] = ", ".join(failed)
+    if refused:
+        report["caught_up_refused"] = ", ".join(refused)
     return report
 
 
 UNFINISHED_TEXT = (
     "ingest %s..%s: the days %s..%s were started and not finished (killed?); ingesting them "
     "again first"
+)
+UNFINISHED_REFUSED_TEXT = (
+    "ingest %s..%s, unfinished, could not be ingested again and stays behind: %s (to replace "
+    "them with what raw holds, nothing if it holds none: flowctl pipeline --from %s --to %s "
+    "--allow-empty-days)"
 )
 
 
@@ -238,7 +260,12 @@ def plan_ingest(
 
 
 def ingest_succeeded(report: dict[str, Any]) -> bool:
-    return bool(report["balanced"]) and report.get("great_expectations_success", True)
+    """Balanced and validated, and so were the unfinished days it ingested first."""
+    return (
+        bool(report["balanced"])
+        and report.get("great_expectations_success", True)
+        and not report.get("caught_up_failed")
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -107,7 +107,8 @@ def run_pipeline(
                 "and daily_metrics not run",
                 f"{date_from}..{date_to}"
                 if unfinished is None
-                else f"of {unfinished} (unfinished before, ingested first)",
+                else f"of {unfinished} (unfinished before, ingested again before "
+                f"{date_from}..{date_to}, which was ingested)",
                 result["ingest"].get("balanced"),
                 result["ingest"].get("great_expectations_success"),
             )

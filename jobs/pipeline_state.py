@@ -307,6 +307,25 @@ def record_processed(
     replace_where(spark, conf, PIPELINE_STATE, frame, predicate)
 
 
+def forget_recorded(
+    spark: SparkSession, conf: PipelineConf, job: str, date_from: date, date_to: date
+) -> None:
+    """Delete what ``job`` recorded for the days [date_from, date_to]."""
+    from jobs.delta_io import days_predicate, replace_where, rows_frame, sql_string
+
+    predicate = f"job = {sql_string(job)} AND {days_predicate('date', date_from, date_to)}"
+    replace_where(spark, conf, PIPELINE_STATE, rows_frame(spark, PIPELINE_STATE, []), predicate)
+
+
+def _forget_started(spark: SparkSession, conf: PipelineConf, first: date, last: date) -> None:
+    """:func:`forget_recorded` of recommend's started marker, on the way out of a failure: its
+    own failure (Spark gone with the job) is logged, not raised over the job's."""
+    try:
+        forget_recorded(spark, conf, RECOMMEND_STARTED, first, last)
+    except Exception as error:
+        log.warning("recommend %s..%s: its started mark stays: %s", first, last, error)
+
+
 def bronze_days(spark: SparkSession, conf: PipelineConf) -> set[date]:
     """The days bronze holds, from its Delta log's file list (no data is read)."""
     from jobs.delta_io import files_matching
@@ -392,7 +411,15 @@ def _process_and_record(
     version = bronze_version(spark, conf)  # before reading: a later ingest leaves the days behind
     if job == RECOMMEND:
         record_processed(spark, conf, RECOMMEND_STARTED, first, last, version)
-    report = process(spark, conf, first, last)
+    try:
+        report = process(spark, conf, first, last)
+    except Exception:
+        if job == RECOMMEND:
+            # Failed, not killed: left started, the days would be redone first by every later
+            # run, which the same failure would stop each time (a review). A kill
+            # (KeyboardInterrupt, SIGKILL) leaves them started, to be caught up.
+            _forget_started(spark, conf, first, last)
+        raise
     span_to: date | None = report.pop("span_to", None)
     if job == DAILY_METRICS and span_to is not None and span_to > last:
         # Before the job's own record: a kill between the two leaves the days behind for

@@ -518,3 +518,64 @@ def test_a_day_processed_again_redoes_the_recommendations_whose_look_back_holds_
     redone = table_rows()
     write_recommendations(spark, conf, policy, days[1], days[-1])
     assert table_rows() == redone
+
+
+@pytest.mark.parametrize("outcome", ["ingested", "refused", "failed"])
+def test_the_unfinished_days_ingested_first_never_stop_the_asked_ones(
+    monkeypatch: pytest.MonkeyPatch, outcome: str
+) -> None:
+    """A review of the catch-up: it passed --allow-empty-days, meant for the asked days, to the
+    unfinished ones (whose raw files retention may have removed: their bronze replaced with
+    nothing), and a refusal of theirs stopped the night, and so every night after it. Now: never
+    with allow_empty_days; refused, they stay behind with a warning and the asked days are
+    ingested; failed (accounting, Great Expectations), the asked days are ingested and the run
+    fails, as for its own days."""
+    from jobs import ingest
+    from jobs.ingest_refusals import IngestRefused
+
+    calls: list[tuple[date, date, bool]] = []
+
+    def ingest_days(spark: Any, conf: Any, first: date, last: date, raw_dir: Any = None, *,
+                    allow_empty_days: bool = False) -> dict[str, Any]:  # fmt: skip
+        calls.append((first, last, allow_empty_days))
+        if first == D1 and outcome == "refused":
+            raise IngestRefused("no raw files for 2026-03-01")
+        return {"balanced": not (first == D1 and outcome == "failed")}
+
+    monkeypatch.setattr(ingest, "ingest_days", ingest_days)
+    monkeypatch.setattr(
+        ingest, "read_records", lambda spark, conf: [DayRecord(INGEST_WRITING, D1, 2)]
+    )
+    report = ingest.run_ingest(None, None, D5, D5, allow_empty_days=True)  # type: ignore[arg-type]
+    assert calls == [(D1, D1, False), (D5, D5, True)]
+    assert report["caught_up"] == "2026-03-01"
+    assert report.get("caught_up_refused") == ("2026-03-01" if outcome == "refused" else None)
+    assert report.get("caught_up_failed") == ("2026-03-01" if outcome == "failed" else None)
+    assert ingest.ingest_succeeded(report) == (outcome != "failed")
+
+
+@pytest.mark.parametrize("stop", [ValueError("a bug"), KeyboardInterrupt()])
+def test_a_recommend_run_that_fails_forgets_it_started_and_a_killed_one_does_not(
+    monkeypatch: pytest.MonkeyPatch, stop: BaseException
+) -> None:
+    """A review: a day whose recommend fails every time (a bug its data meets), left started,
+    was redone first by every later run and stopped each. A failure forgets the mark; a kill
+    (Ctrl-C here; SIGKILL runs no code) leaves it, so the next night catches the days up."""
+    from jobs import pipeline_state
+
+    forgotten: list[tuple[str, date, date]] = []
+    monkeypatch.setattr(pipeline_state, "bronze_version", lambda spark, conf: 7)
+    monkeypatch.setattr(pipeline_state, "record_processed", lambda *args, **kwargs: None)
+    monkeypatch.setattr(
+        pipeline_state,
+        "forget_recorded",
+        lambda spark, conf, job, first, last: forgotten.append((job, first, last)),
+    )
+
+    def process(spark: Any, conf: Any, first: date, last: date) -> dict[str, Any]:
+        raise stop
+
+    with pytest.raises(type(stop)):
+        pipeline_state._process_and_record(None, None, "recommend", process, D1, D2, None)  # type: ignore[arg-type]
+    killed = isinstance(stop, KeyboardInterrupt)
+    assert forgotten == ([] if killed else [(RECOMMEND_STARTED, D1, D2)])
