@@ -48,8 +48,10 @@ class QueueOutcome:
     peak_depth_bytes: int
     #: Messages a ring queue dropped, oldest first, to take new ones at its limit.
     evicted: int = 0
-    #: The sum of the windows (capacities) of the producers that enqueued to the queue in the run,
-    #: what a stop threshold can be passed by (seed 001); None when one of them had no window.
+    #: The sum of the windows (capacities) of the producers that enqueued to the queue in the run
+    #: or were refused by it (a refused producer sends to it too: not DESIGN's per-episode bound,
+    #: which counts the enqueues of an episode), what a stop threshold can be passed by (seed
+    #: 001); None when one of them had no window.
     producers_capacity: int | None = 0
 
     def metrics(self) -> dict[str, float]:

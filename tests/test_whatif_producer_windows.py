@@ -3,7 +3,8 @@ a hot-path copy in the engine) against the rule it copies, DESIGN §4's bound as
 computes it (jobs/transforms/episodes.py ``overshoot_bound``), over the same rows of a run:
 bundled scenarios with windowed, unwindowed and refused producers. The copy differed: an enqueue
 that named no producer counted as one, and one row without a capacity took a producer's window
-away (a review)."""
+away (a review). The rows are the copy's own (``PRODUCER_EVENTS``: enqueues and refusals, over
+the run), not an episode's enqueues as DESIGN's bound: what is compared is the rule over them."""
 
 from __future__ import annotations
 

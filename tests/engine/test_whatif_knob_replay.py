@@ -117,3 +117,22 @@ def test_a_raised_consumer_window_must_move_the_queue() -> None:
     )
     assert sooner.after["queue processed by s"] < sooner.before["queue processed by s"]
     assert sooner.failures() == []
+
+
+def test_every_knob_the_whatif_applies_has_its_checks_and_a_reader() -> None:
+    """KNOB_CHECKS replaced an if-ladder whose last branch took any knob for x-max-length (a
+    review): the tables name the same knobs, and a knob without checks is an error."""
+    import pytest
+
+    from flowctl_core.whatif_knobs import KNOB_APPLIERS, KNOB_CHECKS, KNOB_READERS, knob_checks
+
+    assert set(KNOB_CHECKS) == set(KNOB_APPLIERS) == set(KNOB_READERS)
+
+    class Unknown:
+        knob = "no-such-knob"
+
+    class Comparison:
+        change = Unknown()
+
+    with pytest.raises(KeyError, match="no what-if checks for knob 'no-such-knob'"):
+        knob_checks(Comparison())  # type: ignore[arg-type]
