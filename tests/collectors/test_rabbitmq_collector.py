@@ -871,7 +871,9 @@ def test_a_new_session_starts_with_what_the_last_one_left_open(setup: Setup) -> 
     assert second.held_now() == []
 
 
-def test_a_connection_closed_by_the_log_is_remembered_across_a_restart(setup: Setup) -> None:
+def _closed_then_started_again(setup: Setup, *, new_session: bool) -> RabbitMQCollector:
+    """A connection sampled blocked, then closed by the log at 10:00:41.5; the collector stopped
+    and started again at 10:00:45 (on a new session or not), its API still listing it blocked."""
     blocked = ManagementSample(connections=_connections(**{PUBLISHER: "blocked"}))
     collector, now = _sampled_blocked(setup, [blocked])
     setup.write(closing("2026-11-27 10:00:41.500000", PUBLISHER))
@@ -879,7 +881,13 @@ def test_a_connection_closed_by_the_log_is_remembered_across_a_restart(setup: Se
     collector.flush()
     collector.close()
     now[0] = datetime(2026, 11, 27, 10, 0, 45, tzinfo=UTC)
-    again = setup.collector(management=FakeManagement([blocked]), clock=lambda: now[0])
+    return setup.collector(
+        new_session=new_session, management=FakeManagement([blocked]), clock=lambda: now[0]
+    )
+
+
+def test_a_connection_closed_by_the_log_is_remembered_across_a_restart(setup: Setup) -> None:
+    again = _closed_then_started_again(setup, new_session=False)
     assert again.node.closed == {PUBLISHER: "2026-11-27T10:00:41.500000+00:00"}
     again.sample()
     again.flush()
@@ -894,16 +902,7 @@ def test_a_connection_closed_by_the_log_is_remembered_by_a_new_session(setup: Se
     """The closes were forgotten by --new-session: its first sample, which still listed a
     connection the log had closed seconds before as "blocked" (the API lags), opened a block in
     the new run that no line would end until the API dropped it (a review)."""
-    blocked = ManagementSample(connections=_connections(**{PUBLISHER: "blocked"}))
-    collector, now = _sampled_blocked(setup, [blocked])
-    setup.write(closing("2026-11-27 10:00:41.500000", PUBLISHER))
-    collector.read_log()
-    collector.flush()
-    collector.close()
-    now[0] = datetime(2026, 11, 27, 10, 0, 45, tzinfo=UTC)
-    second = setup.collector(
-        new_session=True, management=FakeManagement([blocked]), clock=lambda: now[0]
-    )
+    second = _closed_then_started_again(setup, new_session=True)
     second.sample()
     second.flush()
     new_run = [r["event_type"] for r in setup.rows() if r["run_id"] == second.state.run_id]
