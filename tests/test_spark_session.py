@@ -99,7 +99,8 @@ def test_the_class_archive_is_left_out_where_the_jvm_starts_elsewhere_or_names_o
 
 def test_the_nightly_dag_finds_and_recognises_the_class_archive_as_the_sessions_do() -> None:
     """airflow_dags/flowctl_nightly.py cannot import jobs/ (Airflow's own virtualenv): its copies
-    of the archive's place and of the options that name one are kept equal here."""
+    of the archive's place, of the options that name one and of the setting they go in are kept
+    equal here."""
     import ast
     import fnmatch
 
@@ -111,9 +112,11 @@ def test_the_nightly_dag_finds_and_recognises_the_class_archive_as_the_sessions_
         for node in ast.parse(source).body
         if isinstance(node, ast.Assign)
         for target in node.targets
-        if isinstance(target, ast.Name) and target.id.startswith("CLASS_ARCHIVE_")
+        if isinstance(target, ast.Name)
+        and (target.id.startswith("CLASS_ARCHIVE_") or target.id == "DRIVER_JAVA_OPTIONS")
     }
     assert constants["CLASS_ARCHIVE_OPTIONS"] == spark_session.CLASS_ARCHIVE_OPTIONS
+    assert constants["DRIVER_JAVA_OPTIONS"] == spark_session.DRIVER_JAVA_OPTIONS
     path = archive_path()
     assert path is not None, "no pyspark or java here, yet the suite runs Spark"
     relative = str(path.relative_to(PROJECT_ROOT))
