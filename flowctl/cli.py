@@ -50,7 +50,6 @@ from flowctl.render import (
 )
 from flowctl.whatif import (
     load_recommendation_rows,
-    load_recommended_thresholds,
     recommendation_day,
     recommendation_days,
     whatif_knobs,
@@ -62,6 +61,7 @@ from flowctl_core.scenario import Scenario, ScenarioError, bundled_scenarios, lo
 from flowctl_core.sink import ParquetSink, SinkError, rows_in_files, run_files
 from flowctl_core.whatif import (
     declared_queues,
+    overrides_from_recommendations,
     queue_verdicts,
     queues_with_threshold_steps,
     run_whatif,
@@ -255,13 +255,9 @@ def _one_line_failures(job: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
                 raise
             except FlowctlError as error:  # its message is the line, as the user typed the command
                 raise _fail(str(error), rule_for(error).exit_code) from None
-            except KeyboardInterrupt as error:
-                if not outermost:
+            except (Exception, KeyboardInterrupt) as error:
+                if isinstance(error, KeyboardInterrupt) and not outermost:
                     raise  # the command typed says it
-                line, exit_code = report_failure(job, error)
-                err_console.print(_error_line(line), highlight=False)
-                raise typer.Exit(exit_code) from None
-            except Exception as error:
                 line, exit_code = report_failure(job, error)
                 err_console.print(_error_line(line), highlight=False)
                 raise typer.Exit(exit_code) from None
@@ -732,16 +728,13 @@ def whatif(
     try:
         days = recommendation_days(spark, table, spec.broker.name)
         day = recommendation_day(days, as_of_day)
+        # One read of the day's rows: its Qpid thresholds and its other knobs come from them.
         rows = (
             []
             if day is None
             else load_recommendation_rows(spark, table, day=day, broker=spec.broker.name)
         )
-        overrides = (
-            {}
-            if day is None
-            else load_recommended_thresholds(spark, table, day=day, broker=spec.broker.name)
-        )
+        overrides = overrides_from_recommendations(rows)
     except ValueError as error:
         raise _fail(f"{table}: {error}") from None
     if day is None and days:  # the broker's recommendations all come after --as-of
@@ -759,7 +752,7 @@ def whatif(
     _say_what_is_replayed(spark, pipeline_conf, table, spec.broker.name, day, as_of_day)
     # Other brokers' knobs (Artemis, RabbitMQ) are replayed one row at a time.
     failed = False
-    knob_comparisons = whatif_knobs(spark, table, spec, day=day, seed=seed)
+    knob_comparisons = whatif_knobs(rows, spec, seed=seed)
     for knob_comparison in knob_comparisons:
         console.print(format_knob_comparison(knob_comparison), highlight=False)
         failed |= bool(knob_comparison.failures())  # an unexercised change fails nothing

@@ -1,16 +1,14 @@
-"""What-if over the Delta tables: the recommendations read from the gold
-``threshold_recommendations`` table, for the engine to replay: Qpid's thresholds
-(:func:`load_recommended_thresholds`, :func:`flowctl_core.whatif.run_whatif`) and every other
-broker's knob (:func:`whatif_knobs`, :func:`flowctl_core.whatif_knobs.run_knob_whatif`)."""
+"""What-if over the Delta tables: one day's recommendations read from the gold
+``threshold_recommendations`` table (:func:`recommendation_day`, :func:`load_recommendation_rows`),
+for the engine to replay: Qpid's thresholds (:func:`flowctl_core.whatif.run_whatif`) and every
+other broker's knob (:func:`whatif_knobs`, :func:`flowctl_core.whatif_knobs.run_knob_whatif`)."""
 
 from __future__ import annotations
 
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from flowctl_core.flowlimit import FlowThresholds
 from flowctl_core.scenario import Scenario
-from flowctl_core.whatif import overrides_from_recommendations
 from flowctl_core.whatif_knobs import (
     KnobComparison,
     knob_applies,
@@ -28,15 +26,12 @@ def load_recommendation_rows(
     *,
     day: date,
     broker: str | None = None,
-    entity_kind: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The rows of ``day`` of the Delta table at ``table_path``, optionally of one broker and one
-    kind of entity, as dicts (:func:`recommendation_day` says which day to take)."""
+    """The rows of ``day`` of the Delta table at ``table_path``, optionally of one broker, as
+    dicts (:func:`recommendation_day` says which day to take)."""
     from pyspark.sql import functions as F
 
     table = spark.read.format("delta").load(table_path).where(F.col("date") == F.lit(day))
-    if entity_kind is not None:
-        table = table.where(F.col("entity_kind") == entity_kind)
     if broker is not None:
         table = table.where(F.col("broker") == broker)
     return [row.asDict() for row in table.collect()]
@@ -59,30 +54,11 @@ def recommendation_day(held_days: list[date], as_of: date | None) -> date | None
     return eligible[-1] if eligible else None
 
 
-def load_recommended_thresholds(
-    spark: SparkSession,
-    table_path: str,
-    *,
-    day: date,
-    broker: str | None = None,
-) -> dict[str, FlowThresholds]:
-    """queue -> thresholds from the Delta table at ``table_path``: the Qpid queue rows of
-    ``day``, optionally of one broker."""
-    rows = load_recommendation_rows(spark, table_path, day=day, broker=broker, entity_kind="queue")
-    return overrides_from_recommendations(rows)
-
-
 def whatif_knobs(
-    spark: SparkSession,
-    table_path: str,
-    scenario: Scenario,
-    *,
-    day: date,
-    seed: int | None = None,
+    rows: list[dict[str, Any]], scenario: Scenario, *, seed: int | None = None
 ) -> list[KnobComparison]:
-    """Each recommendation of the scenario's broker that changes a knob other than Qpid's
-    thresholds, replayed on the scenario (one re-run per change, beside one run as written that
-    they share); rows about entities the scenario does not have are skipped."""
-    rows = load_recommendation_rows(spark, table_path, day=day, broker=scenario.broker.name)
+    """Each recommendation of ``rows`` (the scenario's broker's, one day's) that changes a knob
+    other than Qpid's thresholds, replayed on the scenario (one re-run per change, beside one run
+    as written that they share); rows about entities the scenario does not have are skipped."""
     changes = [c for c in knob_changes_from_recommendations(rows) if knob_applies(scenario, c)]
     return run_knob_whatifs(scenario, changes, seed=seed)

@@ -162,13 +162,16 @@ def test_thresholds_and_knobs_are_replayed_from_one_day(spark, tmp_path) -> None
     days = flowctl.whatif.recommendation_days(spark, table, "artemis-policies")
     day = flowctl.whatif.recommendation_day(days, None)
     assert day == date(2026, 3, 6)
-    assert (
-        flowctl.whatif.load_recommended_thresholds(spark, table, day=day, broker="artemis-policies")
-        == {}
-    )
-    older = flowctl.whatif.load_recommended_thresholds(
-        spark, table, day=AS_OF, broker="artemis-policies"
-    )
+    from flowctl_core.whatif import overrides_from_recommendations
+
+    def thresholds(day: date) -> dict[str, Any]:
+        rows = flowctl.whatif.load_recommendation_rows(
+            spark, table, day=day, broker="artemis-policies"
+        )
+        return overrides_from_recommendations(rows)
+
+    assert thresholds(day) == {}
+    older = thresholds(AS_OF)
     assert older["q"].stop_count == 80 and older["q"].resume_count == 70
     assert flowctl.whatif.recommendation_day(days, date(2026, 3, 5)) == AS_OF
 
