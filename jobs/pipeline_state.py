@@ -293,8 +293,6 @@ def record_processed(
     """Record that ``job`` processed the days [date_from, date_to] from bronze ``version``,
     replacing what it recorded for them before; ``evidence_from(day)``: the first day it read
     for the day (recommend's look-back window), if not the day alone."""
-    from jobs.delta_io import days_predicate, replace_where, rows_frame, sql_string
-
     if job not in READS and job not in MARKERS:
         raise ValueError(f"{job!r} is not a recorded job ({', '.join(JOBS)})")
     now = datetime.now(UTC).replace(tzinfo=None)
@@ -302,19 +300,30 @@ def record_processed(
         (job, day, version, now, evidence_from(day) if evidence_from else None)
         for day in days_between(date_from, date_to)
     ]
-    frame = rows_frame(spark, PIPELINE_STATE, rows)
-    predicate = f"job = {sql_string(job)} AND {days_predicate('date', date_from, date_to)}"
-    replace_where(spark, conf, PIPELINE_STATE, frame, predicate)
+    _replace_records(spark, conf, job, date_from, date_to, rows)
 
 
 def forget_recorded(
     spark: SparkSession, conf: PipelineConf, job: str, date_from: date, date_to: date
 ) -> None:
     """Delete what ``job`` recorded for the days [date_from, date_to]."""
+    _replace_records(spark, conf, job, date_from, date_to, [])
+
+
+def _replace_records(
+    spark: SparkSession,
+    conf: PipelineConf,
+    job: str,
+    date_from: date,
+    date_to: date,
+    rows: list[tuple[Any, ...]],
+) -> None:
+    """``job``'s records of the days [date_from, date_to] replaced by ``rows`` (none: deleted)."""
     from jobs.delta_io import days_predicate, replace_where, rows_frame, sql_string
 
+    frame = rows_frame(spark, PIPELINE_STATE, rows)
     predicate = f"job = {sql_string(job)} AND {days_predicate('date', date_from, date_to)}"
-    replace_where(spark, conf, PIPELINE_STATE, rows_frame(spark, PIPELINE_STATE, []), predicate)
+    replace_where(spark, conf, PIPELINE_STATE, frame, predicate)
 
 
 def _forget_started(spark: SparkSession, conf: PipelineConf, first: date, last: date) -> None:
