@@ -109,7 +109,7 @@ def run_ingest(
     """Ingest the raw days [date_from, date_to] (:func:`ingest_days`), after the days an earlier
     ingest started writing and did not finish (killed after its bronze commit, before its
     quarantine and its record: jobs/pipeline_state.py ``unfinished_ingests``), each contiguous
-    range of them first, with a warning, from the same raw folder. The next night went on without
+    range of them first, with a warning, from this run's raw folder. The next night went on without
     them: their quarantine never written, their accounting and Great Expectations never run, and
     nothing said so but ``flowctl status`` (a review). Never with ``allow_empty_days``, which is
     for the asked days. The report is the asked days', with ``caught_up`` (the days ingested
