@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from collectors.probe import AmqpSendResult, amqp_send
 from conformance.brokers import (
@@ -411,13 +412,17 @@ def core_block_peak(
         peak_size=peak,
         final_size=int(stats["address.AddressSize"]),
         messages=int(stats["queue.MessageCount"]),
-        encoded_size=round(
-            int(stats["queue.PersistentSize"]) / max(1, int(stats["queue.MessageCount"]))
-        ),
+        encoded_size=_encoded_size(stats),
         samples=samples,
         seconds=time.monotonic() - started,
         stopped_by_us=stopped_by_us,
     )
+
+
+def _encoded_size(stats: dict[str, Any]) -> int:
+    """A message's encoded size as the address's queue counts it (its PersistentSize over its
+    messages), from :meth:`ArtemisBroker.address_stats`."""
+    return round(int(stats["queue.PersistentSize"]) / max(1, int(stats["queue.MessageCount"])))
 
 
 @dataclass(frozen=True)
@@ -490,7 +495,7 @@ def core_block_drained(
     return DrainedBlock(
         held=held,
         size=int(stats["address.AddressSize"]),
-        encoded_size=round(int(stats["queue.PersistentSize"]) / max(1, held)),
+        encoded_size=_encoded_size(stats),
         seconds=time.monotonic() - started,
     )
 
