@@ -481,56 +481,67 @@ def metered_run(scenario: Scenario, seed: int) -> MeteredRun:
     return MeteredRun(result, meter)
 
 
-def _knob_metrics(change: KnobChange, run: MeteredRun) -> dict[str, float]:
-    """The metrics of ``change``'s entity in one run (what :data:`KNOB_CHECKS` reads)."""
+def _address_metrics(change: KnobChange, run: MeteredRun) -> dict[str, float]:
+    """An Artemis address's messages lost and rejected, its peak size and overshoot, and the
+    work its producers and its queues' consumers did."""
     entity, result, meter = change.entity, run.result, run.meter
-    if change.knob in (KNOB_MAX_SIZE_BYTES, KNOB_REJECT_THRESHOLD, KNOB_PRODUCER_WINDOW):
-        assert result.artemis is not None
-        address = result.artemis.addresses[entity]
-        peak = meter.peak_address_bytes.get(entity, 0)
-        limit = address.config.settings.max_size_bytes
-        producers = result.artemis.producers.values()
-        queues = set(address.config.queue_names)
-        consumers = result.artemis.consumers.values()
-        return {
-            "lost msgs (dropped, failed)": meter.lost(entity, "dropped", "failed"),
-            "rejected msgs": meter.lost(entity, "rejected"),
-            "peak address bytes": peak,
-            "max overshoot bytes": 0 if limit == UNBOUNDED else max(peak - limit, 0),
-            # The work the setting leaves the clients (a sweep trades it against memory).
-            "producers' msgs sent": sum(p.sent for p in producers if p.config.address == entity),
-            "queue msgs processed": sum(c.processed for c in consumers if c.config.queue in queues),
-        }
-    if change.knob == KNOB_CONSUMER_WINDOW:
-        assert result.artemis is not None
-        queue = result.artemis.consumers[entity].config.queue
-        siblings = [c for c in result.artemis.consumers.values() if c.config.queue == queue]
-        # Nothing processed: as late as the run's end, not the epoch.
-        last_us = max(
-            (c.processed_at_us[-1] for c in siblings if c.processed_at_us), default=result.end_us
-        )
-        return {
-            "queue msgs processed": sum(c.processed for c in siblings),
-            "queue processed by s": (last_us - result.start_us) / US_PER_SECOND,
-            "consumer msgs processed": result.artemis.consumers[entity].processed,
-        }
-    if change.knob in (KNOB_LINK_CREDIT, KNOB_PREFETCH):
-        received = {
-            name: count for c in result.connections.values() for name, count in c.received().items()
-        }
-        received_at_us = {
-            name: at
-            for c in result.connections.values()
-            for name, at in c.last_received_us().items()
-        }
-        # A finite backlog is received whole with any credit: then more credit shows as the same
-        # messages received sooner. Nothing received: as late as the run's end.
-        done_us = received_at_us[entity]
-        done_us = result.end_us if done_us is None else done_us
-        return {
-            "consumer msgs received": received[entity],
-            "consumer received by s": (done_us - result.start_us) / US_PER_SECOND,
-        }
+    assert result.artemis is not None
+    address = result.artemis.addresses[entity]
+    peak = meter.peak_address_bytes.get(entity, 0)
+    limit = address.config.settings.max_size_bytes
+    producers = result.artemis.producers.values()
+    queues = set(address.config.queue_names)
+    consumers = result.artemis.consumers.values()
+    return {
+        "lost msgs (dropped, failed)": meter.lost(entity, "dropped", "failed"),
+        "rejected msgs": meter.lost(entity, "rejected"),
+        "peak address bytes": peak,
+        "max overshoot bytes": 0 if limit == UNBOUNDED else max(peak - limit, 0),
+        # The work the setting leaves the clients (a sweep trades it against memory).
+        "producers' msgs sent": sum(p.sent for p in producers if p.config.address == entity),
+        "queue msgs processed": sum(c.processed for c in consumers if c.config.queue in queues),
+    }
+
+
+def _consumer_window_metrics(change: KnobChange, run: MeteredRun) -> dict[str, float]:
+    """An Artemis consumer's queue: its messages processed, and by when, by all its consumers."""
+    entity, result = change.entity, run.result
+    assert result.artemis is not None
+    queue = result.artemis.consumers[entity].config.queue
+    siblings = [c for c in result.artemis.consumers.values() if c.config.queue == queue]
+    # Nothing processed: as late as the run's end, not the epoch.
+    last_us = max(
+        (c.processed_at_us[-1] for c in siblings if c.processed_at_us), default=result.end_us
+    )
+    return {
+        "queue msgs processed": sum(c.processed for c in siblings),
+        "queue processed by s": (last_us - result.start_us) / US_PER_SECOND,
+        "consumer msgs processed": result.artemis.consumers[entity].processed,
+    }
+
+
+def _credit_metrics(change: KnobChange, run: MeteredRun) -> dict[str, float]:
+    """A protocol consumer's messages received, and by when."""
+    entity, result = change.entity, run.result
+    received = {
+        name: count for c in result.connections.values() for name, count in c.received().items()
+    }
+    received_at_us = {
+        name: at for c in result.connections.values() for name, at in c.last_received_us().items()
+    }
+    # A finite backlog is received whole with any credit: then more credit shows as the same
+    # messages received sooner. Nothing received: as late as the run's end.
+    done_us = received_at_us[entity]
+    done_us = result.end_us if done_us is None else done_us
+    return {
+        "consumer msgs received": received[entity],
+        "consumer received by s": (done_us - result.start_us) / US_PER_SECOND,
+    }
+
+
+def _max_length_metrics(change: KnobChange, run: MeteredRun) -> dict[str, float]:
+    """A queue's work, peak depth, refusals and the time its credit flow blocked connections."""
+    entity, result, meter = change.entity, run.result, run.meter
     stats = result.broker.queues[entity].stats
     prefill_refused = meter.prefill_refused.get(entity, 0)
     return {
@@ -541,6 +552,26 @@ def _knob_metrics(change: KnobChange, run: MeteredRun) -> dict[str, float]:
         "prefill refused msgs": prefill_refused,
         "connection blocked s": round(meter.blocked_s(entity, result.end_us), 6),
     }
+
+
+#: The metrics of a change's entity in one run, by knob: what :data:`KNOB_CHECKS` reads.
+KNOB_METRICS: dict[str, Callable[[KnobChange, MeteredRun], dict[str, float]]] = {
+    KNOB_MAX_SIZE_BYTES: _address_metrics,
+    KNOB_REJECT_THRESHOLD: _address_metrics,
+    KNOB_PRODUCER_WINDOW: _address_metrics,
+    KNOB_CONSUMER_WINDOW: _consumer_window_metrics,
+    KNOB_LINK_CREDIT: _credit_metrics,
+    KNOB_PREFETCH: _credit_metrics,
+    KNOB_MAX_LENGTH: _max_length_metrics,
+}
+
+
+def knob_metrics(change: KnobChange, run: MeteredRun) -> dict[str, float]:
+    """The metrics of ``change``'s entity in ``run`` (:data:`KNOB_METRICS`); a knob without
+    metrics is an error, not another knob's metrics."""
+    if change.knob not in KNOB_METRICS:
+        raise KeyError(f"no what-if metrics for knob {change.knob!r}")
+    return KNOB_METRICS[change.knob](change, run)
 
 
 @dataclass(frozen=True)
@@ -784,7 +815,7 @@ def knob_failures(comparison: KnobComparison) -> list[str]:
 def measure_knob(scenario: Scenario, seed: int, change: KnobChange) -> dict[str, float]:
     """One run of ``scenario``: the metrics of ``change``'s entity that its knob is judged on
     (what-if and sweep, flowctl_core/sweep.py)."""
-    return _knob_metrics(change, metered_run(scenario, seed))
+    return knob_metrics(change, metered_run(scenario, seed))
 
 
 def run_knob_whatif(
@@ -809,7 +840,7 @@ def run_knob_whatifs(
     as_written = metered_run(scenario, seed)
     comparisons = []
     for change, scenario_changed in changed:
-        before = _knob_metrics(change, as_written)
+        before = knob_metrics(change, as_written)
         comparisons.append(
             KnobComparison(change, before, measure_knob(scenario_changed, seed, change))
         )

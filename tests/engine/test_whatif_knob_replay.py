@@ -120,13 +120,21 @@ def test_a_raised_consumer_window_must_move_the_queue() -> None:
 
 
 def test_every_knob_the_whatif_applies_has_its_checks_and_a_reader() -> None:
-    """KNOB_CHECKS replaced an if-ladder whose last branch took any knob for x-max-length (a
-    review): the tables name the same knobs, and a knob without checks is an error."""
+    """KNOB_CHECKS and KNOB_METRICS replaced if-ladders whose last branch took any knob for
+    x-max-length (reviews): the tables name the same knobs, and a knob without checks or
+    metrics is an error."""
     import pytest
 
-    from flowctl_core.whatif_knobs import KNOB_APPLIERS, KNOB_CHECKS, KNOB_READERS, knob_checks
+    from flowctl_core.whatif_knobs import (
+        KNOB_APPLIERS,
+        KNOB_CHECKS,
+        KNOB_METRICS,
+        KNOB_READERS,
+        knob_checks,
+        knob_metrics,
+    )
 
-    assert set(KNOB_CHECKS) == set(KNOB_APPLIERS) == set(KNOB_READERS)
+    assert set(KNOB_CHECKS) == set(KNOB_APPLIERS) == set(KNOB_READERS) == set(KNOB_METRICS)
 
     class Unknown:
         knob = "no-such-knob"
@@ -136,3 +144,6 @@ def test_every_knob_the_whatif_applies_has_its_checks_and_a_reader() -> None:
 
     with pytest.raises(KeyError, match="no what-if checks for knob 'no-such-knob'"):
         knob_checks(Comparison())  # type: ignore[arg-type]
+    # Raised before the run is read: none is needed to refuse the knob.
+    with pytest.raises(KeyError, match="no what-if metrics for knob 'no-such-knob'"):
+        knob_metrics(Unknown(), None)  # type: ignore[arg-type]
