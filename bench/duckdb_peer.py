@@ -28,8 +28,8 @@ from typing import Any
 import duckdb
 
 from schemas.broker_events import COLLECTOR_ORIGINS, RECORDED_BY_CLIENT_LINKS
+from schemas.model import US_PER_DAY, US_PER_SECOND
 
-US_PER_DAY = 86_400_000_000
 #: Floats agree when they differ by at most this much relative to the larger.
 RELATIVE_TOLERANCE = 1e-9
 #: The tables the peer computes, with the key of one row.
@@ -240,7 +240,7 @@ SELECT
     o.start_seq, o.start_us, o.start_us // {us_per_day} AS start_day,
     o.end_seq, o.end_us,
     o.end_seq IS NULL AS is_open,
-    greatest(0, o.end_us - o.start_us) / 1e6 AS duration_s,
+    greatest(0, o.end_us - o.start_us) / {us_per_second} AS duration_s,
     r.watermark_us AS run_watermark_us,
     o.flow_stopped_count, o.peak_depth_msgs, o.peak_depth_bytes,
     o.flow_stop_count, o.flow_resume_count, o.flow_stop_size, o.flow_resume_size,
@@ -319,7 +319,7 @@ SELECT
          WHEN c.end_seq IS NOT NULL THEN 'credit' END AS end_reason,
     c.end_seq IS NULL AS is_open,
     -- README: an end a clock stepping back stamped before the start lasts 0 s, at the start
-    greatest(0, c.end_us - c.ts_us) / 1e6 AS duration_s,
+    greatest(0, c.end_us - c.ts_us) / {us_per_second} AS duration_s,
     r.watermark_us AS run_watermark_us,
     c.available AS available_at_start
 FROM changes AS c
@@ -337,7 +337,7 @@ _DAY_PIECES = """
 SELECT
     *,
     greatest(0, least(end_us, (day + 1) * {us_per_day}) - greatest(start_us, day * {us_per_day}))
-        / 1e6 AS seconds,
+        / {us_per_second} AS seconds,
     start_us < day * {us_per_day} AND end_us > day * {us_per_day} AS held_at_midnight
 FROM (
     SELECT *, unnest(generate_series(start_us // {us_per_day},
@@ -474,7 +474,7 @@ held_transfer_delays AS (
 observed AS (
     SELECT d.run_id, d.broker, d.queue, d.day,
            greatest(0, least(r.watermark_us, (d.day + 1) * {us_per_day})
-                       - greatest(r.first_us, d.day * {us_per_day})) / 1e6 AS observed_s
+                       - greatest(r.first_us, d.day * {us_per_day})) / {us_per_second} AS observed_s
     FROM queue_days AS d
     JOIN run_bounds AS r USING (run_id)
 )
@@ -583,7 +583,7 @@ def compute(con: duckdb.DuckDBPyConnection) -> None:
     """From ``events`` and ``run_bounds`` (:func:`load_events`), create the views
     ``queue_flow_episodes``, ``link_starvation_episodes``, ``queue_flow_daily`` and
     ``link_starvation_daily`` (the schemas/tables.py columns) over temp tables."""
-    day_pieces = _DAY_PIECES.format(us_per_day=US_PER_DAY)
+    day_pieces = _DAY_PIECES.format(us_per_day=US_PER_DAY, us_per_second=US_PER_SECOND)
     statements = (
         _QUEUE_EPISODE_MEMBERS,
         _QUEUE_FLOW_EPISODES,
@@ -597,6 +597,7 @@ def compute(con: duckdb.DuckDBPyConnection) -> None:
     )
     constants = {
         "{us_per_day}": str(US_PER_DAY),
+        "{us_per_second}": str(US_PER_SECOND),
         "{collector_origins}": ", ".join(_sql_text(origin) for origin in COLLECTOR_ORIGINS),
         "{recorded_by_client_links}": _sql_text(RECORDED_BY_CLIENT_LINKS),
     }

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jobs.config import PROJECT_ROOT, load_conf
 from schemas.broker_events import BROKER_EVENTS
+from schemas.model import US_PER_DAY, US_PER_SECOND
 
 DAY1 = date(2024, 3, 1)
 DAYS = 2
@@ -60,8 +61,8 @@ def generate_raw(raw_dir: Path, events: int, seed: int = 7, days: int = DAYS) ->
     validity mask, never as Python objects."""
     rng = np.random.default_rng(seed)
     schema = BROKER_EVENTS.to_pyarrow()
-    day_us = 86_400 * 1_000_000
-    start_us = int(datetime.combine(DAY1, datetime.min.time(), UTC).timestamp() * 1e6)
+    day_us = US_PER_DAY
+    start_us = int(datetime.combine(DAY1, datetime.min.time(), UTC).timestamp() * US_PER_SECOND)
     per_run = events // RUNS
     kinds = np.array(list(EVENT_MIX))
     queues = np.array([f"q{number}" for number in range(QUEUES)])

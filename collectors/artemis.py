@@ -72,6 +72,7 @@ from collectors.base import (
 )
 from collectors.session import StateFieldError, checked_field
 from schemas.broker_events import ORIGIN_ARTEMIS_LOG, ORIGIN_JOLOKIA
+from schemas.model import US_PER_SECOND
 
 log = logging.getLogger("flowctl.collect")
 
@@ -544,7 +545,7 @@ class ArtemisCollector(LogCollector):
         """Whether ``ts`` is past the moment in which the disk's release of ``address`` would
         have logged its "Unblocking" (:data:`DISK_RELEASE_S`)."""
         released = address.disk_released_us
-        return released is not None and to_us(ts) - released > DISK_RELEASE_S * 1_000_000
+        return released is not None and to_us(ts) - released > DISK_RELEASE_S * US_PER_SECOND
 
     def _settle_releases(self, ts: datetime) -> None:
         """Write the block of each address a disk freed that had no "Unblocking" in the
@@ -567,7 +568,7 @@ class ArtemisCollector(LogCollector):
         (no "Unblocking" in the moment the disk was freed); if so its block is written, from
         then. The release is settled either way."""
         released, address.disk_released_us = address.disk_released_us, None
-        if released is None or to_us(ts) - released <= DISK_RELEASE_S * 1_000_000:
+        if released is None or to_us(ts) - released <= DISK_RELEASE_S * US_PER_SECOND:
             return False
         if not address.may_block:
             # PAGE, DROP or FAIL: past max-size-bytes it pages, drops or fails, and lets its

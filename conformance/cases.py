@@ -33,6 +33,7 @@ from flowctl_core.protocols.artemis import (
     ArtemisConsumerConfig,
     ArtemisProducerConfig,
 )
+from schemas.model import US_PER_SECOND
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -488,7 +489,7 @@ def core_block_unblock(broker: ArtemisBroker) -> list[Row]:
                 address,
                 window=0,
                 process_us=UNBLOCK_SLEEP_MS * 1000,
-                start_us=engine.SECOND_US,
+                start_us=US_PER_SECOND,
             ),
         ),
         core_message_overhead_bytes=memory - CORE_BODY,
@@ -572,7 +573,7 @@ def _rate_rows(
     count whatever their pace), and its pace from the ``rate``-th message to the ``count``-th,
     compared. The first second is left out, where the two limiters differ by design (Artemis's
     token bucket starts empty, the engine's sliding second full; README)."""
-    model = [(t / 1_000_000, i + 1) for i, t in enumerate(times)]
+    model = [(t / US_PER_SECOND, i + 1) for i, t in enumerate(times)]
     return [
         check(
             workload,
@@ -1360,7 +1361,7 @@ def two_senders(broker: RabbitBroker) -> list[Row]:
         ]
     # The engine's queues take messages at the rates the real ones took them on connections of
     # their own (the calibration), so what is compared is what sharing a connection does.
-    service_us = {name: max(1, round(1_000_000 / rate)) for name, rate in own.read.items()}
+    service_us = {name: max(1, round(US_PER_SECOND / rate)) for name, rate in own.read.items()}
     events = engine.run_rabbit_scenario(
         engine.two_senders_scenario(service_us, shared_connection=True, seconds=2.5)
     )
@@ -1443,7 +1444,7 @@ def memory_alarm(broker: RabbitBroker) -> list[Row]:
     got = rabbit.memory_alarm(broker)
     # The engine's consumer paces at about 100 messages per round trip (prefetch 100): set the
     # round trip so that its rate is the real consumer's.
-    latency_us = max(1, round(100 / got.delivered_before / 2 * 1_000_000))
+    latency_us = max(1, round(100 / got.delivered_before / 2 * US_PER_SECOND))
     raise_s, clear_s, seconds = 1.5, 3.5, 5.0
     events = engine.run_rabbit_scenario(
         engine.memory_alarm_scenario(
@@ -1552,8 +1553,8 @@ def paced_consumer(broker: RabbitBroker) -> list[Row]:
             process_s=PACED_PROCESS_S,
             sample_at=PACED_SAMPLES,
         )
-        latency_us = max(1, round(got.round_trip_s / 2 * engine.SECOND_US))
-        process_us = max(1, round(got.median_busy_s * engine.SECOND_US))
+        latency_us = max(1, round(got.round_trip_s / 2 * US_PER_SECOND))
+        process_us = max(1, round(got.median_busy_s * US_PER_SECOND))
         events = engine.run_rabbit_scenario(
             engine.paced_consumer_scenario(
                 messages=PACED_MESSAGES,
@@ -1576,7 +1577,7 @@ def paced_consumer(broker: RabbitBroker) -> list[Row]:
             for k in PACED_SAMPLES
         )
         real_ratio = 1 + got.median_wait_s / got.median_busy_s
-        model_ratio = model_s * engine.SECOND_US / (PACED_MESSAGES * process_us)
+        model_ratio = model_s * US_PER_SECOND / (PACED_MESSAGES * process_us)
         figure = f"prefetch {prefetch}: a message's time, its wait included, ÷ its busy time"
         measured = (
             f"real medians: busy {got.median_busy_s * 1000:.2f} ms, wait from an ack to the "

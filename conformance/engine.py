@@ -25,8 +25,7 @@ from flowctl_core.protocols.artemis import (
 from flowctl_core.protocols.artemis_flow import DEFAULT_CORE_ENCODE_OVERHEAD, AddressSettings
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import parse_scenario
-
-SECOND_US = 1_000_000
+from schemas.model import US_PER_SECOND
 
 
 # -- Artemis ---------------------------------------------------------------------------------
@@ -96,7 +95,7 @@ def _ran(config: ArtemisConfig, seconds: float) -> tuple[ArtemisServer, EventCol
     bus.subscribe(log)
     server = ArtemisServer(Broker(bus, scheduler), config)
     server.start()
-    scheduler.run_until(int(seconds * SECOND_US))
+    scheduler.run_until(int(seconds * US_PER_SECOND))
     bus.flush()
     return server, log
 
@@ -237,10 +236,10 @@ def intake_rates(
     out, as on the real broker)."""
     start = min(e["ts"] for e in events)  # microseconds
     end = max(e["ts"] for e in events)
-    window = (end - start) / SECOND_US - after_s
+    window = (end - start) / US_PER_SECOND - after_s
     counts = dict.fromkeys(queues, 0)
     for event in events:
-        late = event["ts"] - start >= after_s * SECOND_US
+        late = event["ts"] - start >= after_s * US_PER_SECOND
         if event["event_type"] == "enqueue" and event["queue"] in counts and late:
             counts[event["queue"]] += 1
     return {queue: count / window for queue, count in counts.items()}
@@ -297,7 +296,7 @@ def counts_between(
         for e in events
         if e["event_type"] == event_type
         and e["queue"] == queue
-        and from_s * SECOND_US <= e["ts"] - start < to_s * SECOND_US
+        and from_s * US_PER_SECOND <= e["ts"] - start < to_s * US_PER_SECOND
     )
 
 
@@ -314,7 +313,7 @@ def paced_consumer_scenario(
     return {
         "name": "conformance-paced-consumer",
         "kind": "workload",
-        "duration_s": messages * (process_us + 2 * latency_us) / SECOND_US + 1.0,
+        "duration_s": messages * (process_us + 2 * latency_us) / US_PER_SECOND + 1.0,
         "queues": [{"name": "paced", "prefill": {"count": messages, "size": 512}}],
         "connections": [
             {
@@ -361,4 +360,4 @@ def paced_figures(
     if first_sent is None or last_acked is None or acked != messages:
         raise RuntimeError(f"the engine's consumer acknowledged {acked} of {messages} messages")
     elapsed_us = (last_acked - latency_us) - (first_sent + latency_us)
-    return elapsed_us / SECOND_US, ready_while
+    return elapsed_us / US_PER_SECOND, ready_while

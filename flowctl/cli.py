@@ -69,6 +69,7 @@ from flowctl_core.whatif import (
 )
 from flowctl_core.whatif_knobs import format_knob_comparison
 from flowctl_core.wording import counted
+from schemas.model import US_PER_SECOND
 
 app = typer.Typer(
     help="flowctl: how broker flow control really behaves, and what thresholds to set.",
@@ -1007,8 +1008,8 @@ def demo(
         print_line(
             f"simulated {result.scenario.name}: {result.events:,} events, run {result.run_id}"
         )
-        start = datetime.fromtimestamp(result.start_us / 1e6, tz=UTC).date()
-        end = datetime.fromtimestamp(result.end_us / 1e6, tz=UTC).date()
+        start = datetime.fromtimestamp(result.start_us / US_PER_SECOND, tz=UTC).date()
+        end = datetime.fromtimestamp(result.end_us / US_PER_SECOND, tz=UTC).date()
         first_day = start if first_day is None else min(first_day, start)
         last_day = end if last_day is None else max(last_day, end)
     print_line(

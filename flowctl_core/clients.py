@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from flowctl_core.events import NO_LINK_STATE, LinkColumns, link_identity
 from flowctl_core.queue import Queue, Transfer
+from schemas.model import US_PER_SECOND
 
 if TYPE_CHECKING:
     from flowctl_core.broker import Broker
@@ -161,7 +162,7 @@ class Consumer:
         self.name = name
         self.queue = queue
         self.rate = rate
-        self.interval_us = round(1_000_000 / rate) if rate else 0
+        self.interval_us = round(US_PER_SECOND / rate) if rate else 0
         self.consumed = 0
         self._link: LinkColumns = (
             *link_identity(name, "consumer", protocol, connection, session),

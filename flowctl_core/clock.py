@@ -11,7 +11,7 @@ import heapq
 from collections.abc import Callable
 from typing import Any
 
-US_PER_SECOND = 1_000_000
+from schemas.model import US_PER_SECOND
 
 
 def seconds_to_us(seconds: float) -> int:

@@ -39,6 +39,7 @@ from flowctl_core.scenario import (
     ProducerSpec,
     Scenario,
 )
+from schemas.model import US_PER_SECOND
 
 ProtocolConnection = Amqp10Connection | Amqp091Connection
 
@@ -88,7 +89,7 @@ class RateDriver:
             end_us if spec.stop_s is None else min(end_us, start_us + seconds_to_us(spec.stop_s))
         )
         self.suppressed = 0
-        self._mean_interval_us = 1_000_000 / spec.rate if spec.rate else 0.0
+        self._mean_interval_us = US_PER_SECOND / spec.rate if spec.rate else 0.0
         self._poisson = spec.arrival == "poisson"
         self._fixed_size = spec.size if spec.size_max in (None, spec.size) else None
         self._size_span = 1 if spec.size_max is None else spec.size_max - spec.size + 1

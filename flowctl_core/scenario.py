@@ -76,6 +76,7 @@ from flowctl_core.protocols.artemis_flow import (
 from flowctl_core.protocols.config import ConnectionConfig, ConsumerConfig, RabbitPolicy
 from flowctl_core.queue import LimitPolicy
 from flowctl_core.yaml_files import UniqueKeyLoader, utf8_problem
+from schemas.model import US_PER_SECOND
 from schemas.recommendations import JAVA_INT_MAX, KNOB_HIGHEST, KNOB_LINK_CREDIT, KNOB_PREFETCH
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "conf" / "scenarios"
@@ -1086,7 +1087,7 @@ class Scenario(_Strict):
 
     @property
     def start_us(self) -> int:
-        return int(self.start.timestamp()) * 1_000_000 + self.start.microsecond
+        return int(self.start.timestamp()) * US_PER_SECOND + self.start.microsecond
 
 
 def _names(names: list[str], limit: int = 20) -> str:

@@ -25,8 +25,8 @@ import pyarrow.parquet as pq
 from flowctl_core.errors import ConfigurationError
 from flowctl_core.events import COLUMNS, ROW_LAYOUT, TS_AT, EventRow
 from schemas.broker_events import BROKER_EVENTS, PARTITION_COLUMN
+from schemas.model import US_PER_DAY
 
-US_PER_DAY = 86_400 * 1_000_000
 DEFAULT_ROW_GROUP_SIZE = 131_072
 # Rows are converted to Arrow in chunks this small so that they are still in the CPU cache; a
 # chunk of rows is garbage once converted, so the Python-object buffer stays small too.

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from flowctl_core.runner import RunResult
+from schemas.model import US_PER_SECOND
 
 
 @dataclass(frozen=True)
@@ -266,7 +267,7 @@ def artemis_links(result: RunResult) -> list[ArtemisLinkSummary]:
                 messages=producer.sent,
                 received=0,
                 refused=producer.refused,
-                blocked_s=producer.blocked_total_us() / 1_000_000,
+                blocked_s=producer.blocked_total_us() / US_PER_SECOND,
                 peak_buffered_bytes=0,
             )
         )

@@ -17,7 +17,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowctl_core.clock import US_PER_SECOND
 from flowctl_core.events import TS_AT, EventRow, capacity_of, event_type_of, link_of, queue_of
 from flowctl_core.flowlimit import (
     FLOW_KEYS,
@@ -30,6 +29,7 @@ from flowctl_core.flowlimit import (
 from flowctl_core.runner import RunResult, run_scenario
 from flowctl_core.scenario import DeclareStep, QueueSpec, Scenario, Step
 from flowctl_core.wording import shown_overshoot
+from schemas.model import US_PER_SECOND
 from schemas.recommendations import KNOB_QPID_FLOW_STOP_COUNT
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowctl_core.broker import MAX_COUNT_KEY, POLICY_TYPE_KEY
-from flowctl_core.clock import US_PER_SECOND, seconds_to_us
+from flowctl_core.clock import seconds_to_us
 from flowctl_core.errors import did_you_mean
 from flowctl_core.events import (
     PREFILL_LINK,
@@ -40,6 +40,7 @@ from flowctl_core.protocols.artemis_flow import UNBOUNDED
 from flowctl_core.runner import RunResult, run_scenario
 from flowctl_core.scenario import INT64_MAX, Scenario
 from flowctl_core.whatif import change_text, figure_text
+from schemas.model import US_PER_SECOND
 from schemas.recommendations import (
     KNOB_CONSUMER_WINDOW,
     KNOB_LINK_CREDIT,

@@ -52,7 +52,8 @@ from jobs.transforms.episodes import (
     queue_segment_stats_by_lookup,
     run_bounds,
 )
-from jobs.transforms.timeutil import US_PER_DAY, US_PER_SECOND, micros, utc_date
+from jobs.transforms.timeutil import micros, utc_date
+from schemas.model import US_PER_DAY, US_PER_SECOND
 from schemas.tables import (
     BLOCKING_EPISODES,
     CARRIED_EVENTS,

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from flowctl_core.sink import unaddressable_characters
 from flowctl_core.wording import counted
 from schemas.broker_events import BROKER_EVENTS
+from schemas.model import US_PER_SECOND
 
 log = logging.getLogger("flowctl.ingest")
 
@@ -534,7 +535,7 @@ def row_records(batch: pa.RecordBatch, kept: dict[str, str], first_index: int) -
 
 
 #: Microseconds in one unit of a timestamp coarser than the contract's.
-_MICROS_PER_UNIT = {"s": 1_000_000, "ms": 1_000}
+_MICROS_PER_UNIT = {"s": US_PER_SECOND, "ms": 1_000}
 
 
 def _most_in_micros(written: pa.DataType) -> int | None:

@@ -12,6 +12,11 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 LogicalType = Literal["string", "int64", "int32", "float64", "bool", "timestamp", "date"]
 
+#: A timestamp counts microseconds (:func:`_arrow_timestamp`), as the engine's clock does: the
+#: one definition of the unit for every layer that converts it.
+US_PER_SECOND = 1_000_000
+US_PER_DAY = 86_400 * US_PER_SECOND
+
 
 @dataclass(frozen=True)
 class Column:

@@ -64,11 +64,11 @@ from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from schemas.model import US_PER_DAY, US_PER_SECOND
+
 Row = dict[str, Any]
 Entity = tuple[str, str, str, str]  # run_id, broker, kind, entity
 
-US_PER_SECOND = 1_000_000
-US_PER_DAY = 86_400 * US_PER_SECOND
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 QPID = "amqp-0-10"

@@ -60,8 +60,8 @@ from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-US_PER_SECOND = 1_000_000
-US_PER_DAY = 86_400 * US_PER_SECOND
+from schemas.model import US_PER_DAY, US_PER_SECOND
+
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 EPOCH_DAY = date(1970, 1, 1)
 THRESHOLDS = ("flow_stop_count", "flow_resume_count", "flow_stop_size", "flow_resume_size")

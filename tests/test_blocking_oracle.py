@@ -23,6 +23,7 @@ import pytest
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import load_scenario
 from flowctl_core.sink import ParquetSink
+from schemas.model import US_PER_SECOND
 from tests import blocking_oracle as oracle
 from tests.blocking_oracle import day_of, to_us
 from tests.conftest import at, event
@@ -360,7 +361,7 @@ def engine_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, date, da
         with ParquetSink(raw, name) as sink:
             result = run_scenario(load_scenario(name), [sink], run_id=name)
         days += [
-            datetime.fromtimestamp(us / 1e6, tz=UTC).date()
+            datetime.fromtimestamp(us / US_PER_SECOND, tz=UTC).date()
             for us in (result.start_us, result.end_us)
         ]
     return raw, min(days), max(days)

@@ -15,6 +15,7 @@ from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import load_scenario, parse_scenario
 from flowctl_core.sink import ParquetSink
 from flowctl_core.summary import queue_summaries
+from schemas.model import US_PER_DAY, US_PER_SECOND
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -57,12 +58,11 @@ def _engine_stopped_seconds_per_day(events: list[dict[str, Any]]) -> dict[str, f
     stopped_since: int | None = None
 
     def add(start: int, stop: int) -> None:
-        day_us = 86_400_000_000
         while start < stop:
-            boundary = (start // day_us + 1) * day_us
+            boundary = (start // US_PER_DAY + 1) * US_PER_DAY
             piece_end = min(stop, boundary)
-            day = datetime.fromtimestamp(start / 1e6, tz=UTC).date().isoformat()
-            per_day[day] += (piece_end - start) / 1e6
+            day = datetime.fromtimestamp(start / US_PER_SECOND, tz=UTC).date().isoformat()
+            per_day[day] += (piece_end - start) / US_PER_SECOND
             start = piece_end
 
     for event in events:
@@ -138,7 +138,7 @@ def test_gold_metrics_match_the_engine(spark: Any, tmp_path: Path) -> None:
     engine_stops_per_day: dict[str, int] = defaultdict(int)
     for event in midnight_events:
         if event["event_type"] == "flow_stopped":
-            day = datetime.fromtimestamp(event["ts"] / 1e6, tz=UTC).date().isoformat()
+            day = datetime.fromtimestamp(event["ts"] / US_PER_SECOND, tz=UTC).date().isoformat()
             engine_stops_per_day[day] += 1
     assert {d: r["flow_stopped_count"] for d, r in days.items()} == {
         d: engine_stops_per_day.get(d, 0) for d in days

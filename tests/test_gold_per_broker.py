@@ -27,6 +27,7 @@ from jobs.transforms.episodes import (
 )
 from jobs.transforms.held_back import publishers_held_back
 from jobs.transforms.queue_costs import with_queue_costs
+from schemas.model import US_PER_SECOND
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("gold_per_broker")]
 
@@ -83,7 +84,7 @@ def _seconds(
             total_us, since = total_us + event["ts"] - since, None
     if since is not None:
         total_us += (events[-1]["ts"] if watermark_us is None else watermark_us) - since
-    return total_us / 1e6, intervals
+    return total_us / US_PER_SECOND, intervals
 
 
 def _gold(frame: Any, run_id: str, columns: list[str]) -> Any:
@@ -185,8 +186,8 @@ def test_an_artemis_block_address_and_its_starved_core_producers(spark, demo_gol
         lambda e: e["event_type"] == "flow_stopped",
         lambda e: e["event_type"] == "flow_resumed",
     )
-    first = datetime.fromtimestamp(events[0]["ts"] / 1e6, tz=UTC)
-    watermark_s = (events[-1]["ts"] - events[0]["ts"]) / 1e6
+    first = datetime.fromtimestamp(events[0]["ts"] / US_PER_SECOND, tz=UTC)
+    watermark_s = (events[-1]["ts"] - events[0]["ts"]) / US_PER_SECOND
     assert first.date() == MARCH_5 and stops > 10
     _assert_rows(
         _gold(

@@ -16,6 +16,7 @@ from jobs.transforms.episodes import (
     queue_segment_stats_by_lookup,
     run_bounds,
 )
+from schemas.model import US_PER_SECOND
 from schemas.tables import LINK_STARVATION_EPISODES, QUEUE_FLOW_EPISODES
 from tests.conftest import at, event, naive
 
@@ -318,7 +319,7 @@ def reference_queue_flow_episodes(events, bounds):
     bound = F.col("overshoot_bound_msgs")
     # The test session's time zone is UTC (conftest), so to_date gives the UTC day; the log's ts
     # only grow with seq, so no duration is negative.
-    duration_s = (F.unix_micros("end_ts") - F.unix_micros("start_ts")) / F.lit(1_000_000.0)
+    duration_s = (F.unix_micros("end_ts") - F.unix_micros("start_ts")) / F.lit(float(US_PER_SECOND))
     return episodes.select(
         *QUEUE_KEYS, "start_seq", "start_ts", F.to_date("start_ts").alias("start_date"),
         "end_seq", "end_ts", F.col("end_seq").isNull().alias("is_open"),

@@ -17,6 +17,7 @@ import pytest
 from jobs.transforms.daily import queue_flow_daily
 from jobs.transforms.episodes import queue_flow_episodes, run_bounds
 from jobs.transforms.queue_costs import QUEUE_COST_COLUMNS, with_queue_costs
+from schemas.model import US_PER_SECOND
 from tests import metrics_oracle as oracle
 from tests.test_metrics_oracle import events_frame
 
@@ -62,7 +63,9 @@ def random_run(rng: random.Random, run_id: str) -> list[dict[str, Any]]:
             emit("dequeue", queue=rng.choice(QUEUES), message_id=rng.randint(1, 50))
         elif held:
             producer, message_id, since = held.pop(rng.randrange(len(held)))
-            latency = 0 if rng.random() < 0.25 else int((ts - since).total_seconds() * 1e6) + 1
+            latency = (
+                0 if rng.random() < 0.25 else int((ts - since).total_seconds() * US_PER_SECOND) + 1
+            )
             emit("transfer_completed", link=producer, message_id=message_id, latency_us=latency)
     return rows
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from flowctl_core.errors import ConfigurationError
+from schemas.model import US_PER_SECOND
 
 UNBOUNDED = -1
 #: Seed 003: "in the default configuration all addresses are set to block producers after 10 MiB".
@@ -66,7 +67,7 @@ DEFAULT_CORE_DELIVERY_OVERHEAD = 366
 #: clients credits reaches 30."
 AMQP_CREDITS = 100
 AMQP_LOW_CREDITS = 30
-RATE_WINDOW_US = 1_000_000  # max rates are "in units of messages per second"
+RATE_WINDOW_US = US_PER_SECOND  # max rates are "in units of messages per second"
 
 AddressFullPolicy = Literal["BLOCK", "FAIL", "DROP", "PAGE"]
 ADDRESS_FULL_POLICIES: tuple[str, ...] = ("BLOCK", "FAIL", "DROP", "PAGE")

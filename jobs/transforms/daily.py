@@ -18,8 +18,9 @@ from pyspark.sql import functions as F
 
 from jobs.transforms.episodes import LINK_KEYS, QUEUE_KEYS, queue_sample_interval
 from jobs.transforms.intervals import DAY_INDEX_EPOCH, split_by_day, true_intervals
-from jobs.transforms.timeutil import US_PER_DAY, micros, summed_seconds
+from jobs.transforms.timeutil import micros, summed_seconds
 from jobs.transforms.validate import LINK_EVENT_TYPES
+from schemas.model import US_PER_DAY
 
 
 def in_days(column: str, date_from: date, date_to: date) -> Column:

@@ -17,7 +17,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from jobs.transforms.episodes import QUEUE_KEYS, THRESHOLD_COLUMNS
-from jobs.transforms.timeutil import US_PER_DAY, US_PER_SECOND, micros, utc_date
+from jobs.transforms.timeutil import micros, utc_date
+from schemas.model import US_PER_DAY, US_PER_SECOND
 from schemas.timelines import MAX_BUCKETS, MIN_BUCKET_US
 
 #: Round bucket widths in microseconds, 1, 2 and 5 x 10^k from 1 ms to 200 s, then 5 minutes:

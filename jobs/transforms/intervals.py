@@ -13,7 +13,8 @@ from datetime import date
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from jobs.transforms.timeutil import US_PER_DAY, micros, seconds_between
+from jobs.transforms.timeutil import micros, seconds_between
+from schemas.model import US_PER_DAY
 
 DAY_INDEX_EPOCH = date(1970, 1, 1)
 

@@ -35,6 +35,7 @@ from jobs.transforms.saturating import (
 )
 from jobs.transforms.verdict_rules import Facts, Rule, always, counted, decide, staged
 from schemas.broker_events import BROKER_ARTEMIS
+from schemas.model import US_PER_SECOND
 from schemas.recommendations import (
     ENTITY_ADDRESS,
     KNOB_CONSUMER_WINDOW,
@@ -235,7 +236,10 @@ def artemis_consumer_evidence(events: DataFrame) -> DataFrame:
     # log may have them; ANSI SQL fails the whole job on a division by 0).
     rate = F.when(
         (F.col("_return_span_us") > 0) & (F.col("_received_mean_bytes") > 0),
-        F.col("_returned_bytes") / F.col("_received_mean_bytes") / F.col("_return_span_us") * 1e6,
+        F.col("_returned_bytes")
+        / F.col("_received_mean_bytes")
+        / F.col("_return_span_us")
+        * float(US_PER_SECOND),
     )
     siblings = Window.partitionBy("broker", "_queue")
     return (

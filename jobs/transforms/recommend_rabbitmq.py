@@ -23,6 +23,7 @@ from jobs.transforms.recommend_rollup import latest
 from jobs.transforms.timeutil import micros, summed_seconds
 from jobs.transforms.verdict_rules import Facts, Rule, always, decide, staged
 from schemas.broker_events import BROKER_RABBITMQ
+from schemas.model import US_PER_SECOND
 from schemas.recommendations import (
     ENTITY_QUEUE,
     KNOB_MAX_LENGTH,
@@ -96,13 +97,16 @@ def queue_growth(rollup: DataFrame, alarms: DataFrame | None = None) -> DataFram
             "_alarm_us", F.coalesce("_alarm_us", F.lit(0).cast("long"))
         )
     open_us = F.col("_last_us") - F.col("_first_us") - F.col("_alarm_us")
-    rate = F.when(open_us > 0, F.col("_enqueues") / open_us * 1e6)
+    rate = F.when(open_us > 0, F.col("_enqueues") / open_us * float(US_PER_SECOND))
     # The fastest run; one without a rate too (its alarm seconds say why, when an alarm held
     # every enqueue), and of equal ones the least held, then by run: the same row every time.
     fastest = F.struct(F.coalesce(rate, F.lit(-1.0)), -F.col("_alarm_us"), F.col("run_id"))
     per_run = runs.groupBy(*QUEUE).agg(
         F.max_by(
-            F.struct(rate.alias("rate"), (F.col("_alarm_us") / 1e6).alias("alarm_s")), fastest
+            F.struct(
+                rate.alias("rate"), (F.col("_alarm_us") / float(US_PER_SECOND)).alias("alarm_s")
+            ),
+            fastest,
         ).alias("_fastest")
     )
     per_run = per_run.select(
@@ -125,7 +129,7 @@ def connection_blocking(blocking_episodes: DataFrame) -> DataFrame:
     reason = F.coalesce(F.col("reason"), F.lit(""))
     seconds = F.coalesce(
         F.col("duration_s"),
-        (micros("run_watermark_ts") - micros("start_ts")) / 1e6,
+        (micros("run_watermark_ts") - micros("start_ts")) / float(US_PER_SECOND),
     )
     return (
         blocking_episodes.where(

@@ -9,8 +9,7 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-US_PER_SECOND = 1_000_000
-US_PER_DAY = 86_400 * US_PER_SECOND
+from schemas.model import US_PER_DAY, US_PER_SECOND
 
 
 def micros(ts: str | Column) -> Column:

@@ -11,6 +11,7 @@ from flowctl_core.protocols.config import AMQP_10, ConnectionConfig
 from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection
 from flowctl_core.protocols.wire import Frame, Wire
 from flowctl_core.queue import Message
+from schemas.model import US_PER_SECOND
 
 START_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
 
@@ -72,7 +73,7 @@ def completed_ids(rig: Rig) -> list[int]:
 
 
 NEVER = 10**12  # a queue service time no test reaches: the queue never confirms
-SECOND = 1_000_000
+SECOND = US_PER_SECOND
 
 
 class Rabbit:

@@ -36,8 +36,8 @@ from flowctl_core.protocols.artemis_flow import (
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import ScenarioError, bundled_scenarios, load_scenario, parse_scenario
 from flowctl_core.summary import artemis_addresses, artemis_links
+from tests.engine.helpers import SECOND
 
-SECOND = 1_000_000
 MIB = 1024 * 1024
 
 

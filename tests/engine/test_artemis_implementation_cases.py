@@ -39,10 +39,10 @@ from flowctl_core.protocols.artemis_flow import (
     RateLimiter,
 )
 from flowctl_core.protocols.config import AMQP_091, ConnectionConfig, PublisherConfig
+from tests.engine.helpers import SECOND
 
 pytestmark = pytest.mark.implementation_case
 
-SECOND = 1_000_000
 MS = 1_000
 KIB = 1024
 MIB = 1024 * 1024

@@ -19,6 +19,7 @@ from flowctl_core.protocols.consuming_app import ConsumingApp
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import ScenarioError, load_scenario, parse_scenario
 from flowctl_core.sweep import run_sweep
+from schemas.model import US_PER_SECOND
 
 START_US = 1_000_000
 
@@ -280,7 +281,7 @@ def test_the_conformance_figures_of_a_paced_091_worker(prefetch: int) -> None:
     assert ready == {2: 150 - 1 - prefetch, 75: 150 - 74 - prefetch, 150: 0}
     # Prefetch 1: each message after the first comes a round trip (2 x 100 us) after the ack.
     waits = 149 * 200 if prefetch == 1 else 0
-    assert elapsed_s * 1_000_000 == pytest.approx(150 * 10_000 + waits, abs=5)
+    assert elapsed_s * US_PER_SECOND == pytest.approx(150 * 10_000 + waits, abs=5)
 
 
 def test_the_paced_091_worker_over_a_loaded_machines_round_trip_acknowledges_every_message() -> (
@@ -299,4 +300,4 @@ def test_the_paced_091_worker_over_a_loaded_machines_round_trip_acknowledges_eve
         events, messages=150, latency_us=5_000, sample_at=(2, 75, 150)
     )
     assert ready == {2: 148, 75: 75, 150: 0}
-    assert elapsed_s * 1_000_000 == pytest.approx(150 * 10_000 + 149 * 10_000, abs=5)
+    assert elapsed_s * US_PER_SECOND == pytest.approx(150 * 10_000 + 149 * 10_000, abs=5)

@@ -15,6 +15,7 @@ from flowctl_core.clock import Scheduler
 from flowctl_core.events import EventBus, EventCollector
 from flowctl_core.runner import RateDriver, run_scenario
 from flowctl_core.scenario import ProducerSpec, parse_scenario
+from schemas.model import US_PER_SECOND
 
 
 def _driver(seed: int, **spec: object) -> RateDriver:
@@ -66,7 +67,7 @@ def _expected_arrivals_us(gap_us: Callable[[], int], end_us: int) -> list[int]:
 def test_poisson_gaps_are_expovariate_draws() -> None:
     driver = _driver(5, size=100, arrival="poisson")
     reference = random.Random(5)
-    mean_us = 1_000_000 / 50
+    mean_us = US_PER_SECOND / 50
     expected = _expected_arrivals_us(
         lambda: max(1, round(reference.expovariate(1.0) * mean_us)), driver.end_us
     )
@@ -103,7 +104,7 @@ steps:
     events = [e for e in log.events if e["queue"] == "late"]
     dequeues = [e["ts"] - result.start_us for e in events if e["event_type"] == "dequeue"]
     assert len(dequeues) == 30
-    assert min(dequeues) >= max(0.5, start_s) * 1e6
+    assert min(dequeues) >= max(0.5, start_s) * US_PER_SECOND
     kinds = [e["event_type"] for e in events]
     assert "flow_stopped" in kinds and kinds.count("flow_resumed") == kinds.count("flow_stopped")
 

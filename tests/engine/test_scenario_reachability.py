@@ -15,6 +15,7 @@ import yaml
 from flowctl_core import EventCollector
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import ScenarioError, parse_scenario
+from schemas.model import US_PER_SECOND
 
 
 def _run(text: str) -> list[dict[str, Any]]:
@@ -176,7 +177,7 @@ connections:
     attached = events[0]["ts"]
 
     def transfers(from_s: float, to_s: float) -> int:
-        window = (attached + from_s * 1e6, attached + to_s * 1e6)
+        window = (attached + from_s * US_PER_SECOND, attached + to_s * US_PER_SECOND)
         return sum(
             e["event_type"] == "transfer" and window[0] <= e["ts"] < window[1] for e in events
         )
@@ -191,8 +192,8 @@ connections:
         for e in events
         if e["event_type"] == "flow" and _detail(e).get("origin") == "receiver"
     ]
-    assert next(credit for ts, credit in grants if ts >= attached + 0.5e6) == 0
-    assert max(credit for ts, credit in grants if ts >= attached + 1.5e6) == 5
+    assert next(credit for ts, credit in grants if ts >= attached + 0.5 * US_PER_SECOND) == 0
+    assert max(credit for ts, credit in grants if ts >= attached + 1.5 * US_PER_SECOND) == 5
 
 
 def test_credit_changes_out_of_order_are_refused() -> None:
@@ -242,7 +243,7 @@ alarms: [{resource: memory, raise_s: 0.2, clear_s: 1.0}]
     start = min(e["ts"] for e in events)
 
     def at_s(e: dict[str, Any]) -> float:
-        return (e["ts"] - start) / 1e6
+        return (e["ts"] - start) / US_PER_SECOND
 
     blocked = [e for e in events if e["event_type"] == "connection_blocked"]
     assert [(e["connection"], at_s(e)) for e in blocked] == [("c91", 0.5)]

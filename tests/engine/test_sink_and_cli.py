@@ -25,6 +25,7 @@ from flowctl_core.scenario import ScenarioError, bundled_scenarios, load_scenari
 from flowctl_core.sink import ParquetSink, SinkError
 from flowctl_core.summary import queue_summaries
 from schemas.broker_events import BROKER_EVENTS, EVENT_TYPES
+from schemas.model import US_PER_SECOND
 
 runner = CliRunner()
 
@@ -232,7 +233,9 @@ def test_sink_writes_exactly_the_rows_the_bus_emitted(tmp_path: Path) -> None:
     assert table.column("connection").to_pylist() == [None, None, "conn", None, "conn"]
     assert table.column("flow_stopped").to_pylist() == [None, None, True, True, True]
     assert table.column("detail").to_pylist() == [None, '{"origin":"receiver"}', None, None, None]
-    written = [{**row, "ts": int(row["ts"].timestamp() * 1_000_000)} for row in table.to_pylist()]
+    written = [
+        {**row, "ts": int(row["ts"].timestamp() * US_PER_SECOND)} for row in table.to_pylist()
+    ]
     assert written == [{k: v for k, v in e.items()} for e in collector.events]
 
 
