@@ -80,6 +80,7 @@ from collectors.rabbitmq import queue_name as rabbitmq_queue_name
 from collectors.session import SessionWriter, check_broker_name
 from flowctl_core.errors import ConfigurationError
 from schemas.broker_events import (
+    AMQP_1_0,
     ARTEMIS_FQQN_SEPARATOR,
     BROKER_PRODUCT_ARTEMIS,
     BROKER_PRODUCTS,
@@ -87,8 +88,6 @@ from schemas.broker_events import (
 )
 
 log = logging.getLogger("flowctl.collect")
-
-PROTOCOL = "amqp-1.0"
 
 
 class ProtonLink(Protocol):
@@ -470,7 +469,7 @@ class LinkRecorder:
             link=state.name,
             session=state.session,
             connection=state.connection,
-            protocol=PROTOCOL,
+            protocol=AMQP_1_0,
             link_role=state.role,
             credit=credit,
             available=available,

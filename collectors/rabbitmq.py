@@ -76,9 +76,8 @@ from collectors.rabbitmq_log import (
 )
 from collectors.session import StateFieldError, checked_field
 from flowctl_core.errors import ConfigurationError
-from schemas.broker_events import ORIGIN_RABBITMQ_LOG, ORIGIN_RABBITMQ_MANAGEMENT
+from schemas.broker_events import AMQP_0_9_1, ORIGIN_RABBITMQ_LOG, ORIGIN_RABBITMQ_MANAGEMENT
 
-AMQP_0_9_1 = "amqp-0-9-1"
 #: A connection state that holds publishes, and the reason the engine logs for it. ``flow``
 #: (credit flow) is not one: the management API reports it for seconds after a throttle of a
 #: few milliseconds, so a sample of it would count a connection blocked that mostly was not.

@@ -25,6 +25,7 @@ from flowctl_core.protocols.artemis import (
 from flowctl_core.protocols.artemis_flow import DEFAULT_CORE_ENCODE_OVERHEAD, AddressSettings
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import parse_scenario
+from schemas.broker_events import AMQP_0_9_1
 from schemas.model import US_PER_SECOND
 
 
@@ -214,7 +215,7 @@ def two_senders_scenario(
     connections = [
         {
             "name": f"connection-{index}",
-            "protocol": "amqp-0-9-1",
+            "protocol": AMQP_0_9_1,
             "frame_cost_us": 2,
             "publishers": group,
         }
@@ -273,12 +274,12 @@ def memory_alarm_scenario(
         "connections": [
             {
                 "name": "publisher",
-                "protocol": "amqp-0-9-1",
+                "protocol": AMQP_0_9_1,
                 "publishers": [{"name": "publisher-in", "queue": "alarm-in", "size": 16}],
             },
             {
                 "name": "consumer",
-                "protocol": "amqp-0-9-1",
+                "protocol": AMQP_0_9_1,
                 "latency_us": consumer_latency_us,
                 "consumers": [{"name": "consumer-drain", "queue": "alarm-drain", "credit": 100}],
             },
@@ -318,7 +319,7 @@ def paced_consumer_scenario(
         "connections": [
             {
                 "name": "consumer",
-                "protocol": "amqp-0-9-1",
+                "protocol": AMQP_0_9_1,
                 "latency_us": latency_us,
                 "consumers": [
                     {

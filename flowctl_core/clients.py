@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from flowctl_core.events import NO_LINK_STATE, LinkColumns, link_identity
 from flowctl_core.queue import Queue, Transfer
+from schemas.broker_events import AMQP_0_10
 from schemas.model import US_PER_SECOND
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ class Producer:
         capacity: int | None,
         exchange: str = "",
         routing_key: str = "",
-        protocol: str = "amqp-0-10",
+        protocol: str = AMQP_0_10,
         connection: str | None = None,
         session: str | None = None,
     ) -> None:
@@ -152,7 +153,7 @@ class Consumer:
         queue: Queue,
         *,
         rate: float | None = None,
-        protocol: str = "amqp-0-10",
+        protocol: str = AMQP_0_10,
         connection: str | None = None,
         session: str | None = None,
     ) -> None:

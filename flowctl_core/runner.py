@@ -24,7 +24,6 @@ from flowctl_core.protocols.artemis import (
     ArtemisServer,
 )
 from flowctl_core.protocols.config import (
-    AMQP_10,
     ConnectionConfig,
     ConsumerConfig,
     PublisherConfig,
@@ -39,6 +38,7 @@ from flowctl_core.scenario import (
     ProducerSpec,
     Scenario,
 )
+from schemas.broker_events import AMQP_1_0
 from schemas.model import US_PER_SECOND
 
 ProtocolConnection = Amqp10Connection | Amqp091Connection
@@ -279,7 +279,7 @@ def open_connection(
     """The client connection of ``spec``, opened now: its 0.9.1 publishing connection or 1.0
     session learns the broker's alarms in force as it opens."""
     config = connection_config(spec)
-    if config.protocol == AMQP_10:
+    if config.protocol == AMQP_1_0:
         return Amqp10Connection(broker, config, policy)
     return Amqp091Connection(broker, config, policy)
 

@@ -76,6 +76,7 @@ from flowctl_core.protocols.artemis_flow import (
 from flowctl_core.protocols.config import ConnectionConfig, ConsumerConfig, RabbitPolicy
 from flowctl_core.queue import LimitPolicy
 from flowctl_core.yaml_files import UniqueKeyLoader, utf8_problem
+from schemas.broker_events import AMQP_0_9_1, AMQP_1_0
 from schemas.model import US_PER_SECOND
 from schemas.recommendations import JAVA_INT_MAX, KNOB_HIGHEST, KNOB_LINK_CREDIT, KNOB_PREFETCH
 
@@ -333,8 +334,8 @@ class LinkConsumerSpec(_Strict):
 #: The most credit a consumer can grant, per protocol: AMQP 1.0's link-credit is a uint, 0.9.1's
 #: basic.qos prefetch-count a short.
 _MOST_CREDIT = {
-    "amqp-1.0": KNOB_HIGHEST[KNOB_LINK_CREDIT],
-    "amqp-0-9-1": KNOB_HIGHEST[KNOB_PREFETCH],
+    AMQP_1_0: KNOB_HIGHEST[KNOB_LINK_CREDIT],
+    AMQP_0_9_1: KNOB_HIGHEST[KNOB_PREFETCH],
 }
 
 
@@ -362,7 +363,7 @@ class ConnectionSpec(_Strict):
     @model_validator(mode="after")
     def _amqp10_only(self) -> ConnectionSpec:
         """drain, echo and available are AMQP 1.0 link flow fields: 0.9.1 has no such knob."""
-        if self.protocol == "amqp-0-9-1":
+        if self.protocol == AMQP_0_9_1:
             for kind, links, field_name, default in (
                 ("consumers", self.consumers, "drain", False),
                 ("consumers", self.consumers, "echo", False),

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from flowctl_core.runner import RunResult
+from schemas.broker_events import AMQP_0_9_1, AMQP_1_0, ARTEMIS_CORE
 from schemas.model import US_PER_SECOND
 
 
@@ -141,7 +142,7 @@ def connection_totals(result: RunResult) -> list[ConnectionTotals]:
 
 
 #: The protocols seed 004 compares, and how it words what each role moves.
-COMPARED_PROTOCOLS = ("amqp-1.0", "amqp-0-9-1")
+COMPARED_PROTOCOLS = (AMQP_1_0, AMQP_0_9_1)
 ROLE_MOVES = {"publisher": "sent", "consumer": "received"}
 
 
@@ -242,7 +243,7 @@ def artemis_addresses(result: RunResult) -> list[ArtemisAddressSummary]:
                 overshoot_bytes=address.max_over_bytes,
                 overshoot_bound_bytes=server.overshoot_bound_bytes(name),
                 core_producers=sum(
-                    1 for p in server.producers_on(name) if p.protocol == "artemis-core"
+                    1 for p in server.producers_on(name) if p.protocol == ARTEMIS_CORE
                 ),
             )
         )
@@ -262,7 +263,7 @@ def artemis_links(result: RunResult) -> list[ArtemisLinkSummary]:
                 protocol=producer.protocol,
                 role="publisher",
                 target=config.address,
-                window=config.window if producer.protocol == "artemis-core" else None,
+                window=config.window if producer.protocol == ARTEMIS_CORE else None,
                 max_rate=config.max_rate,
                 messages=producer.sent,
                 received=0,
@@ -276,7 +277,7 @@ def artemis_links(result: RunResult) -> list[ArtemisLinkSummary]:
         rows.append(
             ArtemisLinkSummary(
                 link=name,
-                protocol="artemis-core",
+                protocol=ARTEMIS_CORE,
                 role="consumer",
                 target=consumer_config.queue,
                 window=consumer_config.window,

@@ -40,6 +40,7 @@ from flowctl_core.protocols.artemis_flow import UNBOUNDED
 from flowctl_core.runner import RunResult, run_scenario
 from flowctl_core.scenario import INT64_MAX, Scenario
 from flowctl_core.whatif import change_text, figure_text
+from schemas.broker_events import AMQP_0_9_1, AMQP_1_0
 from schemas.model import US_PER_SECOND
 from schemas.recommendations import (
     KNOB_CONSUMER_WINDOW,
@@ -267,7 +268,7 @@ def _other_knob(scenario: Scenario, name: str) -> str:
     for connection in scenario.connections:
         for spec in connection.consumers:
             if spec.name == name:
-                knob = KNOB_LINK_CREDIT if connection.protocol == "amqp-1.0" else KNOB_PREFETCH
+                knob = KNOB_LINK_CREDIT if connection.protocol == AMQP_1_0 else KNOB_PREFETCH
                 kinds.append((f"an {connection.protocol} consumer", repr(knob)))
     if not kinds:
         return ""
@@ -355,8 +356,8 @@ KNOB_READERS: dict[str, Any] = {
     KNOB_REJECT_THRESHOLD: lambda s, e: _address_spec(s, e).max_size_bytes_reject_threshold,
     KNOB_PRODUCER_WINDOW: _producer_window,
     KNOB_CONSUMER_WINDOW: lambda s, e: _consumer_spec(s, e).window,
-    KNOB_LINK_CREDIT: lambda s, e: _credit_in_force(_protocol_consumer(s, e, "amqp-1.0")),
-    KNOB_PREFETCH: lambda s, e: _credit_in_force(_protocol_consumer(s, e, "amqp-0-9-1")),
+    KNOB_LINK_CREDIT: lambda s, e: _credit_in_force(_protocol_consumer(s, e, AMQP_1_0)),
+    KNOB_PREFETCH: lambda s, e: _credit_in_force(_protocol_consumer(s, e, AMQP_0_9_1)),
     KNOB_MAX_LENGTH: _queue_max_length,
 }
 

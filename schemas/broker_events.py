@@ -27,7 +27,12 @@ EVENT_TYPES: tuple[str, ...] = (
     "alarm_cleared",
 )
 
-PROTOCOLS: tuple[str, ...] = ("amqp-0-10", "amqp-1.0", "amqp-0-9-1", "artemis-core")
+#: The ``protocol`` column's values, named once for every layer that writes or reads them.
+AMQP_0_10 = "amqp-0-10"  # Qpid's
+AMQP_1_0 = "amqp-1.0"
+AMQP_0_9_1 = "amqp-0-9-1"
+ARTEMIS_CORE = "artemis-core"
+PROTOCOLS: tuple[str, ...] = (AMQP_0_10, AMQP_1_0, AMQP_0_9_1, ARTEMIS_CORE)
 LINK_ROLES: tuple[str, ...] = ("publisher", "consumer")
 
 BROKER_EVENTS = TableSchema(

@@ -64,15 +64,13 @@ from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from schemas.broker_events import AMQP_0_10, ARTEMIS_CORE
 from schemas.model import US_PER_DAY, US_PER_SECOND
 
 Row = dict[str, Any]
 Entity = tuple[str, str, str, str]  # run_id, broker, kind, entity
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-QPID = "amqp-0-10"
-CORE = "artemis-core"
 
 
 def to_us(ts: datetime) -> int:
@@ -135,7 +133,10 @@ class _Log:
             or kind == "session_window"
             or (row.get("link_role") == "publisher" and row.get("session") is not None)
             or (kind == "link_detached" and row.get("link") is not None)
-            or (row.get("link") is not None and row.get("protocol") in (QPID, None, CORE))
+            or (
+                row.get("link") is not None
+                and row.get("protocol") in (AMQP_0_10, None, ARTEMIS_CORE)
+            )
         )
 
     def watermark(self, run: str) -> int:
@@ -196,11 +197,11 @@ def _states(log: _Log) -> Iterable[tuple[Entity, bool, Row]]:
                     yield session_state(key, row)
         if link is None:
             continue
-        if row.get("protocol") in (QPID, None):
+        if row.get("protocol") in (AMQP_0_10, None):
             capacity, outstanding = row.get("capacity"), row.get("outstanding")
             if capacity is not None and capacity > 0 and outstanding is not None:
                 yield (run, broker, "producer_window", link), outstanding >= capacity, row
-        elif row.get("protocol") == CORE:
+        elif row.get("protocol") == ARTEMIS_CORE:
             key = (run, broker, link)
             if row.get("link_role") is not None:
                 roles[key] = row["link_role"]

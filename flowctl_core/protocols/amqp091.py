@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from flowctl_core.events import link_columns
 from flowctl_core.protocols.config import (
-    AMQP_091,
     ConnectionConfig,
     ConsumerConfig,
     PublisherApp,
@@ -36,6 +35,7 @@ from flowctl_core.protocols.wire import (
     Wire,
 )
 from flowctl_core.queue import Message, Queue, Transfer
+from schemas.broker_events import AMQP_0_9_1
 
 if TYPE_CHECKING:
     from flowctl_core.broker import Broker
@@ -114,7 +114,7 @@ class BrokerConsumer(QueueFedSender):
             connection.broker,
             link=config.name,
             role="consumer",
-            protocol=AMQP_091,
+            protocol=AMQP_0_9_1,
             session=connection.channel,
             connection=connection.name,
             queue=queue.name,
@@ -188,7 +188,7 @@ class BrokerConnection:
             p.name: {
                 "link": p.name,
                 "link_role": "publisher",
-                "protocol": AMQP_091,
+                "protocol": AMQP_0_9_1,
                 "session": self.channel,
                 "connection": self.name,
                 "capacity": self.publisher_window(p),
@@ -312,7 +312,7 @@ class BrokerConnection:
         fields: dict[str, Any] = {
             "connection": self.name,
             "session": self.channel,
-            "protocol": AMQP_091,
+            "protocol": AMQP_0_9_1,
             "detail": json.dumps({"reason": reason, "blocked_count": self.blocked_count}),
         }
         if reason.startswith("credit_flow:"):
@@ -332,8 +332,8 @@ class Amqp091Connection:
     def __init__(
         self, broker: Broker, config: ConnectionConfig, policy: RabbitPolicy | None = None
     ) -> None:
-        if config.protocol != AMQP_091:
-            raise ValueError(f"connection {config.name!r} is not {AMQP_091}")
+        if config.protocol != AMQP_0_9_1:
+            raise ValueError(f"connection {config.name!r} is not {AMQP_0_9_1}")
         self.broker = broker
         self.config = config
         self.policy = policy or RabbitPolicy()

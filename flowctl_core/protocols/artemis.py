@@ -66,13 +66,12 @@ from flowctl_core.protocols.artemis_flow import (
 )
 from flowctl_core.protocols.endpoints import LinkIdentity
 from flowctl_core.queue import Message, Queue
+from schemas.broker_events import AMQP_1_0, ARTEMIS_CORE
 
 if TYPE_CHECKING:
     from flowctl_core.broker import Broker
     from flowctl_core.clock import Scheduler
 
-ARTEMIS_CORE = "artemis-core"
-AMQP_10 = "amqp-1.0"
 CORE = "core"
 AMQP = "amqp"
 CLIENT_PROTOCOLS: tuple[str, ...] = (CORE, AMQP)
@@ -959,7 +958,7 @@ class CoreProducer(_Producer):
 class AmqpProducer(_Producer):
     """An AMQP 1.0 producer on Artemis: link credit in messages, granted by the server."""
 
-    protocol = AMQP_10
+    protocol = AMQP_1_0
 
     def __init__(self, server: ArtemisServer, config: ArtemisProducerConfig) -> None:
         super().__init__(server, config)

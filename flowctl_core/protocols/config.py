@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-AMQP_10 = "amqp-1.0"
-AMQP_091 = "amqp-0-9-1"
+from schemas.broker_events import AMQP_0_9_1, AMQP_1_0
 
 
 @dataclass(frozen=True)
@@ -159,8 +158,10 @@ class ConnectionConfig:
     client_incoming_window: int = 5_000  # the client session's window, reopened at half
 
     def __post_init__(self) -> None:
-        if self.protocol not in (AMQP_10, AMQP_091):
-            raise ValueError(f"connection {self.name!r}: protocol must be {AMQP_10} or {AMQP_091}")
+        if self.protocol not in (AMQP_1_0, AMQP_0_9_1):
+            raise ValueError(
+                f"connection {self.name!r}: protocol must be {AMQP_1_0} or {AMQP_0_9_1}"
+            )
         names = [p.name for p in self.publishers] + [c.name for c in self.consumers]
         if len(set(names)) != len(names):
             raise ValueError(f"connection {self.name!r}: link names must be unique")
@@ -169,7 +170,7 @@ class ConnectionConfig:
 
     @property
     def session(self) -> str:
-        return f"{self.name}/session-1" if self.protocol == AMQP_10 else f"{self.name}/channel-1"
+        return f"{self.name}/session-1" if self.protocol == AMQP_1_0 else f"{self.name}/channel-1"
 
 
 class PublisherApp:

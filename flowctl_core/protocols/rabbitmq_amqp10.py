@@ -35,7 +35,6 @@ from flowctl_core.protocols.amqp10 import (
     transfer_frames,
 )
 from flowctl_core.protocols.config import (
-    AMQP_10,
     ConnectionConfig,
     ConsumerConfig,
     PublisherApp,
@@ -58,6 +57,7 @@ from flowctl_core.protocols.wire import (
     Wire,
 )
 from flowctl_core.queue import Message, Queue, Transfer
+from schemas.broker_events import AMQP_1_0
 
 if TYPE_CHECKING:
     from flowctl_core.broker import Broker
@@ -89,7 +89,7 @@ class ClientPublisherLink:
             connection.broker,
             link=config.name,
             role="publisher",
-            protocol=AMQP_10,
+            protocol=AMQP_1_0,
             session=connection.config.session,
             connection=connection.config.name,
             queue=config.queue,
@@ -273,7 +273,7 @@ class BrokerPublisherLink:
         self._fields: dict[str, Any] = {
             "link": config.name,
             "link_role": "publisher",
-            "protocol": AMQP_10,
+            "protocol": AMQP_1_0,
             "session": session.name,
             "connection": session.connection_name,
             "capacity": self.capacity,
@@ -350,7 +350,7 @@ class BrokerConsumerLink(QueueFedSender):
             session.broker,
             link=config.name,
             role="consumer",
-            protocol=AMQP_10,
+            protocol=AMQP_1_0,
             session=session.name,
             connection=session.connection_name,
             queue=queue.name,
@@ -609,7 +609,7 @@ class ServerSession:
             {
                 "session": self.name,
                 "connection": self.connection_name,
-                "protocol": AMQP_10,
+                "protocol": AMQP_1_0,
                 "detail": json.dumps(info, sort_keys=True),
             },
         )
@@ -634,8 +634,8 @@ class Amqp10Connection:
     def __init__(
         self, broker: Broker, config: ConnectionConfig, policy: RabbitPolicy | None = None
     ) -> None:
-        if config.protocol != AMQP_10:
-            raise ValueError(f"connection {config.name!r} is not {AMQP_10}")
+        if config.protocol != AMQP_1_0:
+            raise ValueError(f"connection {config.name!r} is not {AMQP_1_0}")
         self.broker = broker
         self.config = config
         self.policy = policy or RabbitPolicy()

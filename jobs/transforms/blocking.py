@@ -21,6 +21,7 @@ from jobs.transforms.daily import episodes_per_day
 from jobs.transforms.detail import detail_field, detail_whole_number
 from jobs.transforms.episodes import episode_span
 from jobs.transforms.intervals import true_intervals
+from schemas.broker_events import AMQP_0_10, ARTEMIS_CORE
 
 BLOCKING_KEYS = ("run_id", "broker", "kind", "entity")
 
@@ -155,7 +156,7 @@ def _is_qpid_producer() -> Column:
     that names no protocol (a hand-written one) gets the same rule: DESIGN §2's producer with a
     capacity window of uncompleted transfers, whatever the broker."""
     return (
-        ((F.col("protocol") == "amqp-0-10") | F.col("protocol").isNull())
+        ((F.col("protocol") == AMQP_0_10) | F.col("protocol").isNull())
         & F.col("link").isNotNull()
         & (F.col("capacity") > 0)
         & F.col("outstanding").isNotNull()
@@ -167,7 +168,7 @@ def _is_core_link_event() -> Column:
     link's role. Only rows logged with the CORE protocol count here (link starvation reads every
     event of the link): a producer window is a CORE producer's, known by its protocol."""
     return (
-        (F.col("protocol") == "artemis-core")
+        (F.col("protocol") == ARTEMIS_CORE)
         & F.col("link").isNotNull()
         & (
             F.col("credit").isNotNull()
@@ -186,7 +187,7 @@ def _is_core_producer_state() -> Column:
     """A link event of an Artemis CORE producer with a window (seed 003): its byte credit, or its
     detach, on a link whose role so far is ``publisher``."""
     return (
-        (F.col("protocol") == "artemis-core")
+        (F.col("protocol") == ARTEMIS_CORE)
         & (F.col(ROLE_SO_FAR) == "publisher")
         & (F.col("credit").isNotNull() | (F.col("event_type") == "link_detached"))
     )

@@ -32,17 +32,16 @@ from pyspark.sql import functions as F
 
 from jobs.transforms.detail import detail_field
 from schemas.broker_events import (
+    AMQP_0_9_1,
+    AMQP_0_10,
+    AMQP_1_0,
+    ARTEMIS_CORE,
     BROKER_ARTEMIS,
     BROKER_PRODUCT_ARTEMIS,
     BROKER_QPID,
     BROKER_RABBITMQ,
     RABBITMQ_ORIGINS,
 )
-
-ARTEMIS_CORE = "artemis-core"
-AMQP_0_10 = "amqp-0-10"
-AMQP_0_9_1 = "amqp-0-9-1"
-AMQP_1_0 = "amqp-1.0"
 
 
 def _artemis_evidence() -> Column:

@@ -37,10 +37,9 @@ from jobs.transforms.recommend_artemis import (
     UNBOUNDED_SHARED_RULE,
     current_value,
 )
-from jobs.transforms.recommend_brokers import AMQP_0_9_1
 from jobs.transforms.saturating import saturating_add, saturating_multiply
 from jobs.transforms.verdict_rules import Facts, Finding, Rule, always, decide, staged, stated
-from schemas.broker_events import BROKER_ARTEMIS, BROKER_RABBITMQ
+from schemas.broker_events import AMQP_0_9_1, BROKER_ARTEMIS, BROKER_RABBITMQ
 from schemas.recommendations import (
     ENTITY_CONSUMER,
     ENTITY_CONSUMER_LINK,

@@ -24,13 +24,12 @@ from jobs.transforms.detail import detail_field, detail_whole_number
 from jobs.transforms.episodes import queue_sample_interval
 from jobs.transforms.message_log import client_recorded, messages_recorded
 from jobs.transforms.recommend_brokers import (
-    AMQP_1_0,
     evidence_flags,
     qpid_thresholds_on,
     rabbitmq_for_certain,
 )
 from jobs.transforms.timeutil import micros
-from schemas.broker_events import ARTEMIS_FQQN_SEPARATOR
+from schemas.broker_events import AMQP_1_0, ARTEMIS_FQQN_SEPARATOR
 from schemas.tables import QUEUE_SETTINGS
 
 #: The rollup's grain, ``date`` first.

@@ -7,10 +7,11 @@ from typing import Any
 
 from flowctl_core import Broker, BrokerConfig, EventBus, EventCollector, Scheduler
 from flowctl_core.clients import Consumer, Producer
-from flowctl_core.protocols.config import AMQP_10, ConnectionConfig
+from flowctl_core.protocols.config import ConnectionConfig
 from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection
 from flowctl_core.protocols.wire import Frame, Wire
 from flowctl_core.queue import Message
+from schemas.broker_events import AMQP_1_0
 from schemas.model import US_PER_SECOND
 
 START_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
@@ -93,7 +94,7 @@ class Rabbit:
             self.queue.enqueue(Message(self.broker.next_message_id(), size, None))
 
     def connect(self, **config: Any) -> Amqp10Connection:
-        connection = Amqp10Connection(self.broker, ConnectionConfig("c", AMQP_10, **config))
+        connection = Amqp10Connection(self.broker, ConnectionConfig("c", AMQP_1_0, **config))
         connection.start()
         return connection
 

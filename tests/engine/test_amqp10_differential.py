@@ -28,7 +28,6 @@ from flowctl_core.protocols.amqp10 import (
 )
 from flowctl_core.protocols.amqp10 import transfer_frames as engine_transfer_frames
 from flowctl_core.protocols.config import (
-    AMQP_10,
     ConnectionConfig,
     ConsumerConfig,
     PublisherConfig,
@@ -36,6 +35,7 @@ from flowctl_core.protocols.config import (
 )
 from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection
 from flowctl_core.protocols.wire import Frame, TransferFrame
+from schemas.broker_events import AMQP_1_0
 from tests.engine.helpers import Rabbit
 from tests.engine.reference.amqp10_reference_model import (
     SERIAL_MAX,
@@ -481,7 +481,7 @@ class PublisherRun:
             self.rabbit.broker,
             ConnectionConfig(
                 "c",
-                AMQP_10,
+                AMQP_1_0,
                 publishers=(PublisherConfig("p", "q", size_bytes=size_bytes),),
                 max_frame_size=max_frame_size,
                 latency_us=latency_us,

@@ -27,7 +27,6 @@ import pytest
 
 from flowctl_core.protocols.amqp10 import ReceiverLink, SenderLink, SessionEndpoint
 from flowctl_core.protocols.config import (
-    AMQP_10,
     ConnectionConfig,
     ConsumerConfig,
     PublisherConfig,
@@ -35,6 +34,7 @@ from flowctl_core.protocols.config import (
     publisher_credit_due,
 )
 from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection, ClientConsumerLink
+from schemas.broker_events import AMQP_1_0
 from tests.engine.helpers import Rabbit
 
 pytestmark = pytest.mark.implementation_case
@@ -280,7 +280,7 @@ def test_rabbitmq_available_messages_echo_after_credit() -> None:
     rabbit = Rabbit(prefill=4)
     consumer = ConsumerConfig("c1", "q", credit=1, top_up_below=0)
     connection = Amqp10Connection(
-        rabbit.broker, ConnectionConfig("c", AMQP_10, consumers=(consumer,))
+        rabbit.broker, ConnectionConfig("c", AMQP_1_0, consumers=(consumer,))
     )
     client = connection.consumers["c1"]
     _echo_attach(client, 1)

@@ -38,7 +38,8 @@ from flowctl_core.protocols.artemis_flow import (
     ConsumerWindow,
     RateLimiter,
 )
-from flowctl_core.protocols.config import AMQP_091, ConnectionConfig, PublisherConfig
+from flowctl_core.protocols.config import ConnectionConfig, PublisherConfig
+from schemas.broker_events import AMQP_0_9_1
 from tests.engine.helpers import SECOND
 
 pytestmark = pytest.mark.implementation_case
@@ -628,7 +629,7 @@ def test_memory_alarms_overlapping_alarms_flow_control() -> None:
     broker = Broker(bus, scheduler)
     queue = broker.declare_queue("Q")
     connection = Amqp091Connection(
-        broker, ConnectionConfig("c", AMQP_091, publishers=(PublisherConfig("pub", "Q"),))
+        broker, ConnectionConfig("c", AMQP_0_9_1, publishers=(PublisherConfig("pub", "Q"),))
     )
     connection.start()
 

@@ -11,8 +11,6 @@ from flowctl_core import Broker, EventBus, EventCollector, Scheduler
 from flowctl_core.broker import BrokerConfig
 from flowctl_core.protocols.amqp091 import Amqp091Connection
 from flowctl_core.protocols.config import (
-    AMQP_091,
-    AMQP_10,
     ConnectionConfig,
     ConsumerConfig,
     PublisherConfig,
@@ -26,6 +24,7 @@ from flowctl_core.queue import Message
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import load_scenario
 from flowctl_core.summary import connection_totals, link_messages, protocol_comparisons
+from schemas.broker_events import AMQP_0_9_1, AMQP_1_0
 from tests.engine.helpers import Rabbit
 
 NEVER = 10**12  # a service time longer than any test: the queue never confirms
@@ -66,7 +65,7 @@ def test_a_queue_that_never_confirms_gets_170_plus_85_messages() -> None:
     rig = Rig()
     rig.queue("quorum", service_time_us=NEVER)
     publisher = PublisherConfig("p", "quorum")
-    Amqp10Connection(rig.broker, ConnectionConfig("c", AMQP_10, publishers=(publisher,))).start()
+    Amqp10Connection(rig.broker, ConnectionConfig("c", AMQP_1_0, publishers=(publisher,))).start()
     rig.run_for(1_000_000)
     # 170 granted; at 85 received (unconfirmed 85 < 170) 170 again; then unconfirmed reaches 170
     # and no more credit comes: the link starves with 85 + 170 sent.
@@ -85,7 +84,7 @@ def test_session_window_400_reopened_at_200() -> None:
     rig = Rig()
     rig.queue("classic")
     publisher = PublisherConfig("p", "classic", size_bytes=100)
-    config = ConnectionConfig("c", AMQP_10, publishers=(publisher,))
+    config = ConnectionConfig("c", AMQP_1_0, publishers=(publisher,))
     Amqp10Connection(rig.broker, config).start()
     rig.run_for(20_000)
     reopened = [detail(e) for e in rig.events("session_window")]
@@ -100,7 +99,7 @@ def test_a_queue_sees_at_most_256_credits_per_consumer() -> None:
     rig = Rig()
     rig.queue("classic", prefill=2_000)
     consumer = ConsumerConfig("c1", "classic", credit=1_000, top_up_below=0)
-    config = ConnectionConfig("c", AMQP_10, consumers=(consumer,), client_incoming_window=20)
+    config = ConnectionConfig("c", AMQP_1_0, consumers=(consumer,), client_incoming_window=20)
     connection = Amqp10Connection(rig.broker, config)
     connection.start()
     rig.run_for(config.latency_us + config.frame_cost_us)  # the client's flow has arrived
@@ -119,7 +118,7 @@ def test_consumer_link_events_carry_the_queue_credit_cap() -> None:
     rig.queue("classic", prefill=10)
     consumer = ConsumerConfig("c1", "classic", credit=300, top_up_below=0)
     publisher = PublisherConfig("p", "classic")
-    config = ConnectionConfig("c", AMQP_10, publishers=(publisher,), consumers=(consumer,))
+    config = ConnectionConfig("c", AMQP_1_0, publishers=(publisher,), consumers=(consumer,))
     Amqp10Connection(rig.broker, config).start()
     rig.run_for(100_000)
     (attached,) = rig.events("link_attached", "c1")
@@ -147,7 +146,7 @@ def test_the_logged_queue_credit_cap_is_the_configured_one() -> None:
     rig = Rig()
     rig.queue("classic", prefill=10)
     consumer = ConsumerConfig("c1", "classic", credit=50, top_up_below=0)
-    config = ConnectionConfig("c", AMQP_10, consumers=(consumer,))
+    config = ConnectionConfig("c", AMQP_1_0, consumers=(consumer,))
     Amqp10Connection(rig.broker, config, RabbitPolicy(max_queue_credit=8)).start()
     rig.run_for(100_000)
     events = rig.events("link_attached", "c1") + rig.events("flow", "c1")
@@ -160,7 +159,7 @@ def test_client_consumer_policy_200_100() -> None:
     rig = Rig()
     rig.queue("classic", prefill=1_000)
     consumer = ConsumerConfig("c1", "classic", credit=200, top_up_below=100)
-    Amqp10Connection(rig.broker, ConnectionConfig("c", AMQP_10, consumers=(consumer,))).start()
+    Amqp10Connection(rig.broker, ConnectionConfig("c", AMQP_1_0, consumers=(consumer,))).start()
     rig.run_for(100_000)
     flows = [e for e in rig.events("flow", "c1") if detail(e)["origin"] == "receiver"]
     assert len(flows) > 5
@@ -197,7 +196,7 @@ def test_an_alarm_blocks_amqp10_publishers_but_not_consumers() -> None:
     # Seed 004: "RabbitMQ will block AMQP 1.0 clients only from publishing transfer frames. Other
     # operations, such as AMQP 1.0 clients consuming on the same session ... will still be
     # allowed."
-    rig, config = alarm_rig(AMQP_10)
+    rig, config = alarm_rig(AMQP_1_0)
     Amqp10Connection(rig.broker, config).start()
     published, consumed = progress_during_alarm(rig)
     assert published == 0 and consumed > 1_000
@@ -210,7 +209,7 @@ def test_an_alarm_blocks_amqp10_publishers_but_not_consumers() -> None:
 
 def test_an_alarm_blocks_a_whole_amqp091_connection() -> None:
     # Seed 004: "In AMQP 0.9.1, RabbitMQ will block reading from the connection socket entirely".
-    rig, config = alarm_rig(AMQP_091)
+    rig, config = alarm_rig(AMQP_0_9_1)
     Amqp091Connection(rig.broker, config).start()
     published, consumed = progress_during_alarm(rig)
     assert published == 0
@@ -228,7 +227,7 @@ def test_one_slow_queue_blocks_the_whole_amqp091_connection() -> None:
     rig.queue("quorum", service_time_us=67)
     publishers = (PublisherConfig("to-classic", "classic"), PublisherConfig("to-quorum", "quorum"))
     connection = Amqp091Connection(
-        rig.broker, ConnectionConfig("c", AMQP_091, publishers=publishers, frame_cost_us=8)
+        rig.broker, ConnectionConfig("c", AMQP_0_9_1, publishers=publishers, frame_cost_us=8)
     )
     connection.start()
     rig.run_for(500_000)
@@ -248,7 +247,7 @@ def test_benchmark_two_senders_amqp10_sends_several_times_more() -> None:
     # AMQP 0.9.1" (1,237,655 vs 314,859 messages).
     result = run_scenario(shortened("rabbitmq-two-senders", 0.4), validate=True)
     totals = {row.protocol: row for row in connection_totals(result)}
-    ratio = totals[AMQP_10].sent / totals[AMQP_091].sent
+    ratio = totals[AMQP_1_0].sent / totals[AMQP_0_9_1].sent
     assert 3 <= ratio <= 5
     per_link = {row.link: row.messages for row in link_messages(result)}
     # The 1.0 quorum link is throttled alone; the classic link runs at full speed.
@@ -260,8 +259,8 @@ def test_benchmark_one_sender_one_receiver_amqp10_receives_several_times_more() 
     # client" while publishing batches of 10,000 to a quorum queue on the same connection.
     result = run_scenario(shortened("rabbitmq-one-sender-one-receiver", 0.4), validate=True)
     totals = {row.protocol: row for row in connection_totals(result)}
-    assert totals[AMQP_10].received > 3 * totals[AMQP_091].received
-    assert totals[AMQP_091].blocked > 0 and totals[AMQP_10].blocked == 0
+    assert totals[AMQP_1_0].received > 3 * totals[AMQP_0_9_1].received
+    assert totals[AMQP_0_9_1].blocked > 0 and totals[AMQP_1_0].blocked == 0
 
 
 def test_protocols_compare_publishers_with_publishers_and_consumers_with_consumers() -> None:
@@ -279,8 +278,8 @@ def test_protocols_compare_publishers_with_publishers_and_consumers_with_consume
         link.protocol: link.messages for link in link_messages(both) if link.role == "consumer"
     }
     assert (compared["consumer"].amqp10, compared["consumer"].amqp091) == (
-        received[AMQP_10],
-        received[AMQP_091],
+        received[AMQP_1_0],
+        received[AMQP_0_9_1],
     )
     assert compared["consumer"].ratio is not None and compared["consumer"].ratio > 3
 
@@ -293,7 +292,7 @@ def test_link_events_carry_the_link_state() -> None:
     for event in link_events:
         for column in ("link", "link_role", "protocol", "session", "connection"):
             assert event.get(column) is not None, (column, event)
-        if (event["protocol"], event["link_role"]) == (AMQP_091, "publisher"):
+        if (event["protocol"], event["link_role"]) == (AMQP_0_9_1, "publisher"):
             # 0.9.1 has no link credit: its publishers' attach is their only link event.
             assert event["event_type"] == "link_attached"
         assert event["credit"] >= 0 and event["available"] >= 0
@@ -310,7 +309,7 @@ def test_amqp10_publisher_capacity_is_the_true_bound_on_unconfirmed() -> None:
     # One confirm per 20 ms: the publisher spends a whole grant (170 sends, ~2 ms) between two.
     rig.queue("quorum", service_time_us=20_000)
     publisher = PublisherConfig("p", "quorum")
-    Amqp10Connection(rig.broker, ConnectionConfig("c", AMQP_10, publishers=(publisher,))).start()
+    Amqp10Connection(rig.broker, ConnectionConfig("c", AMQP_1_0, publishers=(publisher,))).start()
     rig.run_for(3_000_000)
     enqueues = rig.events("enqueue", "p")
     assert {e["capacity"] for e in enqueues} == {339}
@@ -326,7 +325,7 @@ def test_amqp10_publisher_capacity_is_the_true_bound_on_unconfirmed() -> None:
     small.queue("quorum", service_time_us=20_000)
     Amqp10Connection(
         small.broker,
-        ConnectionConfig("c", AMQP_10, publishers=(publisher,)),
+        ConnectionConfig("c", AMQP_1_0, publishers=(publisher,)),
         RabbitPolicy(max_link_credit=10),
     ).start()
     small.run_for(1_000_000)
@@ -346,7 +345,7 @@ def test_amqp091_publisher_attach_logs_its_window_as_credit() -> None:
     rig.queue("slow", service_time_us=NEVER)  # never confirms: the connection gets blocked
     rig.queue("fast")
     publishers = (PublisherConfig("flat", "slow"), PublisherConfig("batched", "fast", batch=50))
-    Amqp091Connection(rig.broker, ConnectionConfig("c", AMQP_091, publishers=publishers)).start()
+    Amqp091Connection(rig.broker, ConnectionConfig("c", AMQP_0_9_1, publishers=publishers)).start()
     rig.run_for(200_000)
     for name, window, available in (("flat", 400, 1), ("batched", 50, 50)):
         (attached,) = rig.events("link_attached", name)
@@ -376,7 +375,7 @@ def _confirmed_run(
     rig.queue("q", service_time_us=service_time_us)
     publisher = PublisherConfig("p", "q", batch=5)
     config = ConnectionConfig("c", protocol, publishers=(publisher,))
-    connection_class = Amqp10Connection if protocol == AMQP_10 else Amqp091Connection
+    connection_class = Amqp10Connection if protocol == AMQP_1_0 else Amqp091Connection
     connection_class(rig.broker, config).start()
     rig.run_for(50_000)
     queue = rig.broker.queue("q")
@@ -384,7 +383,7 @@ def _confirmed_run(
     return rig, processed
 
 
-@pytest.mark.parametrize("protocol", [AMQP_10, AMQP_091])
+@pytest.mark.parametrize("protocol", [AMQP_1_0, AMQP_0_9_1])
 def test_delayed_publisher_confirms_are_logged_as_completions(protocol: str) -> None:
     # A queue that confirms 1 ms after a message arrives (a quorum queue's replication): every
     # confirm is delayed, so every one is a transfer_completed of the publisher with its delay.
@@ -398,7 +397,7 @@ def test_delayed_publisher_confirms_are_logged_as_completions(protocol: str) -> 
     assert [e["outstanding"] for e in completed[:5]] == [4, 3, 2, 1, 0]
 
 
-@pytest.mark.parametrize("protocol", [AMQP_10, AMQP_091])
+@pytest.mark.parametrize("protocol", [AMQP_1_0, AMQP_0_9_1])
 def test_immediate_confirms_are_logged_only_when_asked(protocol: str) -> None:
     rig, processed = _confirmed_run(protocol, service_time_us=0)
     assert processed > 10 and rig.events("transfer_completed", "p") == []
@@ -414,7 +413,9 @@ def test_an_alarm_is_told_to_a_091_client_already_held_by_credit_flow() -> None:
     rig = Rig()
     rig.queue("stuck", service_time_us=NEVER)
     publisher = PublisherConfig("p", "stuck")
-    Amqp091Connection(rig.broker, ConnectionConfig("c", AMQP_091, publishers=(publisher,))).start()
+    Amqp091Connection(
+        rig.broker, ConnectionConfig("c", AMQP_0_9_1, publishers=(publisher,))
+    ).start()
     rig.run_for(100_000)
     assert [detail(e)["reason"] for e in rig.log.of_type("connection_blocked")] == [
         "credit_flow:stuck"

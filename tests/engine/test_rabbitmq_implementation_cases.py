@@ -37,8 +37,6 @@ import pytest
 
 from flowctl_core.protocols.amqp091 import Amqp091Connection
 from flowctl_core.protocols.config import (
-    AMQP_091,
-    AMQP_10,
     ConnectionConfig,
     ConsumerConfig,
     PublisherConfig,
@@ -46,6 +44,7 @@ from flowctl_core.protocols.config import (
 )
 from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection, ClientConsumerLink
 from flowctl_core.protocols.wire import FlowFrame, TransferFrame
+from schemas.broker_events import AMQP_0_9_1, AMQP_1_0
 from tests.engine.helpers import NEVER, Rabbit, record_frames
 
 pytestmark = pytest.mark.implementation_case
@@ -67,7 +66,7 @@ def open_connection(
     granting credit (the Erlang client's attach_receiver_link, before flow_link_credit)."""
     connection = Amqp10Connection(
         rabbit.broker,
-        ConnectionConfig(name, AMQP_10, publishers=publishers, consumers=consumers, **config),
+        ConnectionConfig(name, AMQP_1_0, publishers=publishers, consumers=consumers, **config),
     )
     if not grant_at_attach:
         for client in connection.consumers.values():
@@ -432,7 +431,7 @@ def test_link_flow_control_amqp091_contrast() -> None:
     rabbit.broker.declare_queue("qq", service_time_us=NEVER)
     publishers = (PublisherConfig("cq-sender", "q"), PublisherConfig("qq-sender", "qq"))
     connection = Amqp091Connection(
-        rabbit.broker, ConnectionConfig("c", AMQP_091, publishers=publishers)
+        rabbit.broker, ConnectionConfig("c", AMQP_0_9_1, publishers=publishers)
     )
     connection.start()
     rabbit.run_for(50_000)
@@ -532,7 +531,7 @@ def test_credit_api_v2() -> None:
 def _amqp091_publisher(rabbit: Rabbit, policy: RabbitPolicy | None = None) -> Amqp091Connection:
     connection = Amqp091Connection(
         rabbit.broker,
-        ConnectionConfig("c091", AMQP_091, publishers=(PublisherConfig("p", "q"),)),
+        ConnectionConfig("c091", AMQP_0_9_1, publishers=(PublisherConfig("p", "q"),)),
         policy,
     )
     connection.start()

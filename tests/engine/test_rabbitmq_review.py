@@ -18,8 +18,6 @@ from flowctl_core import EventCollector
 from flowctl_core.events import PREFILL_LINK
 from flowctl_core.protocols.amqp091 import Amqp091Connection
 from flowctl_core.protocols.config import (
-    AMQP_091,
-    AMQP_10,
     ConnectionConfig,
     ConsumerConfig,
     PublisherConfig,
@@ -28,6 +26,7 @@ from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection, BrokerConsu
 from flowctl_core.queue import Message
 from flowctl_core.runner import run_scenario
 from flowctl_core.scenario import load_scenario, parse_scenario
+from schemas.broker_events import AMQP_0_9_1, AMQP_1_0
 from tests.engine.helpers import Rabbit
 
 pytestmark = pytest.mark.review
@@ -59,7 +58,7 @@ def _amqp091_enqueues(publisher: PublisherConfig, service_time_us: int) -> list[
     rabbit.broker.declare_queue("slow", service_time_us=service_time_us)
     connection = Amqp091Connection(
         rabbit.broker,
-        ConnectionConfig("c091", AMQP_091, publishers=(publisher,), frame_cost_us=8),
+        ConnectionConfig("c091", AMQP_0_9_1, publishers=(publisher,), frame_cost_us=8),
     )
     connection.start()
     rabbit.run_for(200_000)
@@ -110,7 +109,7 @@ def _first_flow_in(rabbit: Rabbit, credit: int) -> Amqp10Connection:
     """A consumer granting ``credit`` through a client session window of 20 frames, run until
     its first flow has reached the broker (the queue has handed the session what it may)."""
     consumer = ConsumerConfig("c1", "q", credit=credit, top_up_below=0)
-    config = ConnectionConfig("c", AMQP_10, consumers=(consumer,), client_incoming_window=20)
+    config = ConnectionConfig("c", AMQP_1_0, consumers=(consumer,), client_incoming_window=20)
     connection = Amqp10Connection(rabbit.broker, config)
     connection.start()
     rabbit.run_for(config.latency_us + config.frame_cost_us)
@@ -249,16 +248,16 @@ def test_a_consumer_link_attaches_with_the_state_it_has() -> None:
     connection = Amqp091Connection(
         rabbit.broker,
         ConnectionConfig(
-            "c091", AMQP_091, consumers=(ConsumerConfig("c2", "q", credit=30, top_up_below=0),)
+            "c091", AMQP_0_9_1, consumers=(ConsumerConfig("c2", "q", credit=30, top_up_below=0),)
         ),
     )
     connection.start()
     events = {e["link"]: e for e in rabbit.log.of_type("link_attached")}
     assert set(events) == {"c1", "c2"}
     ten, old = events["c1"], events["c2"]
-    assert (ten["link_role"], ten["protocol"]) == ("consumer", AMQP_10)
+    assert (ten["link_role"], ten["protocol"]) == ("consumer", AMQP_1_0)
     assert (ten["credit"], ten["delivery_count"], ten["available"]) == (0, 0, 7)
-    assert (old["link_role"], old["protocol"]) == ("consumer", AMQP_091)
+    assert (old["link_role"], old["protocol"]) == ("consumer", AMQP_0_9_1)
     assert (old["credit"], old["available"]) == (30, 7)
     # The consumer's own first flow follows the attach: a flow frame really sent.
     rabbit.run_for(10_000)
@@ -283,11 +282,11 @@ def test_an_amqp091_publisher_attaches_with_its_window_as_credit() -> None:
     rabbit = Rabbit()
     connection = Amqp091Connection(
         rabbit.broker,
-        ConnectionConfig("c091", AMQP_091, publishers=(PublisherConfig("p", "q"),)),
+        ConnectionConfig("c091", AMQP_0_9_1, publishers=(PublisherConfig("p", "q"),)),
     )
     connection.start()
     (event,) = rabbit.log.of_type("link_attached")
-    assert (event["link"], event["link_role"], event["protocol"]) == ("p", "publisher", AMQP_091)
+    assert (event["link"], event["link_role"], event["protocol"]) == ("p", "publisher", AMQP_0_9_1)
     assert (event["credit"], event["available"]) == (400, 1)
 
 

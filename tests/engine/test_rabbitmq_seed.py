@@ -14,7 +14,6 @@ import pytest
 from flowctl_core import Broker, EventBus, EventCollector, Scheduler
 from flowctl_core.protocols.amqp10 import SESSION_WINDOW_VIOLATION, LinkFlow, SessionFlow
 from flowctl_core.protocols.config import (
-    AMQP_10,
     ConnectionConfig,
     ConsumerConfig,
     PublisherConfig,
@@ -24,6 +23,7 @@ from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection
 from flowctl_core.protocols.serial import SERIAL_MAX
 from flowctl_core.protocols.wire import FlowFrame
 from flowctl_core.queue import Message
+from schemas.broker_events import AMQP_1_0
 from tests.engine.helpers import NEVER, SECOND, Rabbit
 
 pytestmark = pytest.mark.seed("004")
@@ -38,7 +38,7 @@ def _consumer_connection(prefill: int, credit: int) -> tuple[Scheduler, Broker, 
     for _ in range(prefill):
         queue.enqueue(Message(broker.next_message_id(), 100, None))
     consumer = ConsumerConfig("c1", "q", credit=credit, top_up_below=0)
-    connection = Amqp10Connection(broker, ConnectionConfig("c", AMQP_10, consumers=(consumer,)))
+    connection = Amqp10Connection(broker, ConnectionConfig("c", AMQP_1_0, consumers=(consumer,)))
     connection.start()
     scheduler.run_until(10_000)
     return scheduler, broker, connection
@@ -181,7 +181,7 @@ def test_max_queue_credit_is_configurable() -> None:
     consumer = ConsumerConfig("c1", "q", credit=50, top_up_below=0)
     connection = Amqp10Connection(
         rabbit.broker,
-        ConnectionConfig("c", AMQP_10, consumers=(consumer,), client_incoming_window=3),
+        ConnectionConfig("c", AMQP_1_0, consumers=(consumer,), client_incoming_window=3),
         RabbitPolicy(max_queue_credit=8),
     )
     connection.start()
@@ -245,7 +245,7 @@ def test_publisher_top_up_happens_exactly_when_credit_has_fallen_to_85() -> None
     rabbit = Rabbit()  # a queue that confirms at once: unconfirmed stays low
     publisher = PublisherConfig("p", "q", size_bytes=100)
     connection = Amqp10Connection(
-        rabbit.broker, ConnectionConfig("c", AMQP_10, publishers=(publisher,))
+        rabbit.broker, ConnectionConfig("c", AMQP_1_0, publishers=(publisher,))
     )
     server_link_credits: list[tuple[int, int]] = []
     connection.start()
@@ -338,7 +338,7 @@ def test_max_link_credit_and_max_incoming_window_are_configurable() -> None:
     publisher = PublisherConfig("p", "q", size_bytes=100)
     connection = Amqp10Connection(
         rabbit.broker,
-        ConnectionConfig("c", AMQP_10, publishers=(publisher,)),
+        ConnectionConfig("c", AMQP_1_0, publishers=(publisher,)),
         RabbitPolicy(max_link_credit=10, max_incoming_window=20),
     )
     connection.start()

@@ -16,8 +16,6 @@ import pytest
 
 from flowctl_core.protocols.amqp091 import Amqp091Connection
 from flowctl_core.protocols.config import (
-    AMQP_091,
-    AMQP_10,
     ConnectionConfig,
     ConsumerConfig,
     PublisherConfig,
@@ -27,6 +25,7 @@ from flowctl_core.protocols.rabbitmq_amqp10 import Amqp10Connection
 from flowctl_core.protocols.serial import SERIAL_MAX
 from flowctl_core.protocols.wire import AckFrame, FlowFrame, Frame
 from flowctl_core.queue import Message
+from schemas.broker_events import AMQP_0_9_1, AMQP_1_0
 from tests.engine.helpers import NEVER, SECOND, Rabbit, record_frames
 
 SETTLE_US = 10_000  # every frame in flight has arrived (latency 100 us each way)
@@ -70,7 +69,7 @@ def test_crossing_flow_20_plus_6_minus_21_gives_5_at_both_ends_of_a_rabbitmq_lin
     connection = Amqp10Connection(
         rabbit.broker,
         ConnectionConfig(
-            "c", AMQP_10, consumers=(ConsumerConfig("c1", "q", credit=3, top_up_below=0),)
+            "c", AMQP_1_0, consumers=(ConsumerConfig("c1", "q", credit=3, top_up_below=0),)
         ),
         RabbitPolicy(initial_delivery_count=20),
     )
@@ -174,7 +173,7 @@ def test_rabbitmq_lets_a_publisher_send_400_frames_then_200_per_reopen() -> None
         rabbit.broker,
         ConnectionConfig(
             "c",
-            AMQP_10,
+            AMQP_1_0,
             publishers=(PublisherConfig("p", "q", size_bytes=100),),
             latency_us=SECOND,
             frame_cost_us=1,
@@ -200,7 +199,7 @@ def test_rabbitmq_lets_a_publisher_send_400_frames_then_200_per_reopen() -> None
 
 # -- seed 002/004: AMQP 0.9.1 ----------------------------------------------------------------------
 def _amqp091(rabbit: Rabbit, name: str, **config: Any) -> Amqp091Connection:
-    connection = Amqp091Connection(rabbit.broker, ConnectionConfig(name, AMQP_091, **config))
+    connection = Amqp091Connection(rabbit.broker, ConnectionConfig(name, AMQP_0_9_1, **config))
     connection.start()
     return connection
 
@@ -251,7 +250,7 @@ def test_a_slow_target_queue_stops_amqp091_acks_and_so_consuming_but_not_amqp10(
             consumers=(ConsumerConfig("sub", "outbox", credit=200, process_us=5),),
         )
         connection: Amqp10Connection | Amqp091Connection
-        if protocol == AMQP_091:
+        if protocol == AMQP_0_9_1:
             connection = Amqp091Connection(rabbit.broker, config)
         else:
             connection = Amqp10Connection(rabbit.broker, config)
@@ -262,11 +261,11 @@ def test_a_slow_target_queue_stops_amqp091_acks_and_so_consuming_but_not_amqp10(
             received.append(connection.received()["sub"])
         return received, len(rabbit.log.of_type("connection_blocked"))
 
-    received_091, blocked_091 = run(AMQP_091)
+    received_091, blocked_091 = run(AMQP_0_9_1)
     assert blocked_091 == 1
     # Blocked after 400 unprocessed publishes (by 8 ms): no further delivery from then on.
     assert received_091[-1] == received_091[4] > 0
-    received_10, blocked_10 = run(AMQP_10)
+    received_10, blocked_10 = run(AMQP_1_0)
     assert blocked_10 == 0
     assert received_10[-1] - received_10[4] > 200  # AMQP 1.0 keeps consuming
 
