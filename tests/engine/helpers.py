@@ -77,6 +77,30 @@ NEVER = 10**12  # a queue service time no test reaches: the queue never confirms
 SECOND = US_PER_SECOND
 
 
+def expected_core_bound_bytes(
+    window: int, size: int, latency_us: int, send_cost_us: int, overhead: int, *, encode: int
+) -> int:
+    """One CORE producer's share of an address's overshoot bound, from its config alone.
+
+    Worked out here rather than read from the engine, so that a wrong engine bound fails.
+    Seed 003 (4.1.1): "It is therefore possible to go over the address limit by approximately:
+    total number of producers on address * producer window size". DESIGN §2: a request is
+    granted whole while the address is not full and nothing is granted while it is full, so
+    what a producer can land once the address is full is what its credit already covers plus
+    what is on the wire. A message costs its encoded size in credit, ``encoded = size +
+    encode`` (the CORE encode overhead). The client asks only when balance + arriving < needed =
+    max(encoded, window // 2) and brings arriving up to needed, so balance + arriving stays below
+    2 x needed, the message sent after the check included: (2 x needed - 1) // encoded messages
+    (none when a message encodes to 0 bytes: it takes no credit). On the wire besides: none when
+    the latency is below the send cost, else at most latency // send_cost. Each message counts
+    its memory estimate, size + the CORE overhead.
+    """
+    encoded = size + encode
+    on_credit = (2 * max(encoded, window // 2) - 1) // encoded if encoded else 0
+    on_the_wire = latency_us // send_cost_us if latency_us >= send_cost_us else 0
+    return (on_credit + on_the_wire) * (size + overhead)
+
+
 class Rabbit:
     """A broker on a fresh virtual clock with one AMQP 1.0 connection, events validated."""
 

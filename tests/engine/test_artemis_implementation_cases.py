@@ -40,7 +40,7 @@ from flowctl_core.protocols.artemis_flow import (
 )
 from flowctl_core.protocols.config import ConnectionConfig, PublisherConfig
 from schemas.broker_events import AMQP_0_9_1
-from tests.engine.helpers import SECOND
+from tests.engine.helpers import SECOND, expected_core_bound_bytes
 
 pytestmark = pytest.mark.implementation_case
 
@@ -94,28 +94,6 @@ def settings(
 
 def detail(event: dict[str, Any]) -> dict[str, Any]:
     return dict(json.loads(event["detail"]))
-
-
-def expected_core_bound_bytes(
-    window: int, size: int, latency_us: int, send_cost_us: int, overhead: int, *, encode: int
-) -> int:
-    """One CORE producer's share of an address's overshoot bound, from its config alone.
-
-    Worked out here rather than read from the engine, so that a wrong engine bound fails.
-    Seed 003 (4.1.1): "It is therefore possible to go over the address limit by approximately:
-    total number of producers on address * producer window size". DESIGN §2: requests are
-    granted whole until the address is full, none while it is full; so once full a producer
-    lands what its credit covers plus what is on the wire. A message costs its encoded size in
-    credit, encoded = size + encode (the CORE encode overhead). The client asks only when
-    balance + arriving < max(encoded, window // 2) = needed, up to needed, so it covers at most
-    (2 x needed - 1) // encoded messages (a message that encodes to 0 bytes takes no credit:
-    none counted); on the wire besides: none when the latency is below the send cost, else at
-    most latency // send_cost. Each message counts size + the CORE overhead.
-    """
-    encoded = size + encode
-    on_credit = (2 * max(encoded, window // 2) - 1) // encoded if encoded else 0
-    on_the_wire = latency_us // send_cost_us if latency_us >= send_cost_us else 0
-    return (on_credit + on_the_wire) * (size + overhead)
 
 
 # The connection latency and send cost of the cases below (the engine's defaults, set explicitly
