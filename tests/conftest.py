@@ -28,6 +28,7 @@ from tests.file_order import (  # noqa: F401  (hooks: pytest finds them by name 
     pytest_sessionfinish,
 )
 
+
 def pytest_itemcollected(item: pytest.Item) -> None:
     """A test that uses the Spark session is a Spark test, marked or not (``-m "not spark"``
     must leave out every test that starts a JVM)."""
