@@ -47,6 +47,10 @@ ARTEMIS_AMQP_LOW_CREDITS = 30
 ARTEMIS_READY_LINE = "AMQ221007"  # Server is now active
 ARTEMIS_START_TIMEOUT_S = 90.0
 RABBITMQ_START_TIMEOUT_S = 120.0
+#: How long apart two reads of an address's counts must agree to be taken as settled, and the
+#: longest :meth:`ArtemisBroker.address_stats` waits for that.
+SETTLE_S = 0.2
+SETTLE_TIMEOUT_S = 10.0
 
 
 class BrokerUnavailable(RuntimeError):
@@ -529,15 +533,25 @@ class ArtemisBroker(_ScratchBroker):
         return int(size), [int(count) for count in counts]
 
     def address_stats(self, address: str) -> dict[str, Any]:
-        """The address's size and paging state and its queue's message counts, in one read."""
+        """The address's size and paging state and its queue's message counts, once settled:
+        read until two reads :data:`SETTLE_S` apart agree (up to :data:`SETTLE_TIMEOUT_S`). A
+        queue adds a routed message on its own executor, after the send is answered, so a read
+        right after a send can miss some (a CI run read a MessageCount of 17 for 21)."""
         address_attrs = ["AddressSize", "NumberOfPages", "Paging", "MessageCount"]
         queue_attrs = ["MessageCount", "MessagesAdded", "PersistentSize", "DurableMessageCount"]
-        address_values, queue_values = self.jolokia(
-            [
-                {"type": "read", "mbean": self.address_mbean(address), "attribute": address_attrs},
-                {"type": "read", "mbean": self.queue_mbean(address), "attribute": queue_attrs},
-            ]
-        )
+        reads = [
+            {"type": "read", "mbean": self.address_mbean(address), "attribute": address_attrs},
+            {"type": "read", "mbean": self.queue_mbean(address), "attribute": queue_attrs},
+        ]
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        values = self.jolokia(reads)
+        while time.monotonic() < deadline:
+            time.sleep(SETTLE_S)
+            again = self.jolokia(reads)
+            if again == values:
+                break
+            values = again
+        address_values, queue_values = values
         stats = {f"address.{key}": value for key, value in address_values.items()}
         stats.update({f"queue.{key}": value for key, value in queue_values.items()})
         return stats
