@@ -277,9 +277,10 @@ def queue_timeline_figure(timeline: dict[str, Any]) -> go.Figure:
     """A queue's depth per bucket (:func:`drawn_points`) against the stop and resume thresholds
     in force, its stopped episodes (``timeline["stopped"]``, start and end) shaded. In bytes when
     only byte thresholds are on, or when its episodes stop on bytes alone
-    (``timeline["byte_stop"]``, :func:`jobs.dashboard.drawn_byte_stops`: an Artemis address
-    blocks at its max-size-bytes, which only its flow events log as their stop size, its other
-    events 0); that stop size is then the one line, unless the buckets' own is on throughout."""
+    (``timeline["byte_stop"]``, :func:`jobs.transforms.dashboard.drawn_byte_stops`: an Artemis
+    address blocks at its max-size-bytes, which only its flow events log as their stop size, its
+    other events 0); that stop size is then the one line, unless the buckets' own is on
+    throughout."""
     points = drawn_points(timeline["points"])
     byte_stop = timeline.get("byte_stop")
     in_bytes = not any(p.get("flow_stop_count") for p in points) and (

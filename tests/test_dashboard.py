@@ -625,7 +625,7 @@ def test_an_address_is_drawn_in_bytes_against_the_stop_size_of_its_episodes() ->
 
 @pytest.mark.spark
 def test_the_byte_stop_is_that_of_episodes_stopping_on_bytes_alone(spark: Any) -> None:
-    from jobs.dashboard import drawn_byte_stops
+    from jobs.transforms.dashboard import drawn_byte_stops
 
     episodes = spark.createDataFrame(
         [("a", "address", "r", 0, 4096), ("a", "address", "r", 0, 4096),
