@@ -218,7 +218,8 @@ def blocking_intervals(starvations: DataFrame, blockings: DataFrame) -> DataFram
 
 
 def latest_recommendations(recommendations: DataFrame) -> DataFrame:
-    """The rows of the latest as-of day in the table, the riskiest verdicts first."""
+    """The rows of the latest as-of day in the table, by broker and entity (the page lists the
+    at-risk ones again in a table of their own, first: jobs/dashboard_page.py)."""
     latest = recommendations.agg(F.max("date").alias("latest"))
     return (
         recommendations.join(latest, F.col("date") == F.col("latest"))
