@@ -40,7 +40,13 @@ from flowctl_core.protocols.artemis_flow import UNBOUNDED
 from flowctl_core.runner import RunResult, run_scenario
 from flowctl_core.scenario import INT64_MAX, Scenario
 from flowctl_core.whatif import change_text, figure_text
-from schemas.broker_events import AMQP_0_9_1, AMQP_1_0
+from schemas.broker_events import (
+    AMQP_0_9_1,
+    AMQP_1_0,
+    OUTCOME_DROPPED,
+    OUTCOME_FAILED,
+    OUTCOME_REJECTED,
+)
 from schemas.model import US_PER_SECOND
 from schemas.recommendations import (
     KNOB_CONSUMER_WINDOW,
@@ -428,7 +434,7 @@ class _EntityMeter:
         rejected = event_type == "message_rejected"
         detail = json.loads(text) if text and (rejected or _ADDRESS_SIZE in text) else {}
         if rejected:
-            key = (queue, str(detail.get("outcome", "rejected")))
+            key = (queue, str(detail.get("outcome", OUTCOME_REJECTED)))
             self.outcomes[key] = self.outcomes.get(key, 0) + 1
             if link_of(row) == PREFILL_LINK:
                 self.prefill_refused[queue] = self.prefill_refused.get(queue, 0) + 1
@@ -495,8 +501,8 @@ def _address_metrics(change: KnobChange, run: MeteredRun) -> dict[str, float]:
     queues = set(address.config.queue_names)
     consumers = result.artemis.consumers.values()
     return {
-        "lost msgs (dropped, failed)": meter.lost(entity, "dropped", "failed"),
-        "rejected msgs": meter.lost(entity, "rejected"),
+        "lost msgs (dropped, failed)": meter.lost(entity, OUTCOME_DROPPED, OUTCOME_FAILED),
+        "rejected msgs": meter.lost(entity, OUTCOME_REJECTED),
         "peak address bytes": peak,
         "max overshoot bytes": 0 if limit == UNBOUNDED else max(peak - limit, 0),
         # The work the setting leaves the clients (a sweep trades it against memory).

@@ -35,6 +35,14 @@ ARTEMIS_CORE = "artemis-core"
 PROTOCOLS: tuple[str, ...] = (AMQP_0_10, AMQP_1_0, AMQP_0_9_1, ARTEMIS_CORE)
 LINK_ROLES: tuple[str, ...] = ("publisher", "consumer")
 
+#: ``detail.outcome`` of an Artemis ``message_rejected``: what its address did with the message
+#: (a Qpid reject logs none, and reads as rejected). DROP discards it and the producer never hears
+#: of it; FAIL answers the producer with an error; the AMQP reject threshold rejects it.
+OUTCOME_DROPPED = "dropped"
+OUTCOME_FAILED = "failed"
+OUTCOME_REJECTED = "rejected"
+REFUSAL_OUTCOMES: tuple[str, ...] = (OUTCOME_DROPPED, OUTCOME_FAILED, OUTCOME_REJECTED)
+
 BROKER_EVENTS = TableSchema(
     name="broker_events",
     version=SCHEMA_VERSION,

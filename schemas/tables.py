@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from schemas.broker_events import BROKER_EVENTS, BROKER_KINDS
+from schemas.broker_events import BROKER_EVENTS, BROKER_KINDS, REFUSAL_OUTCOMES
 from schemas.model import Column, LogicalType, TableSchema
 from schemas.timelines import QUEUE_DEPTH_TIMELINE
 
@@ -449,7 +449,7 @@ RECOMMEND_DAY_ROLLUP = TableSchema(
         Column("peak_address_bytes", "int64", doc="the largest detail.address_size"),
         *(
             Column(f"{kind}_msgs", "int64", nullable=False, doc=f"messages {kind} (detail.outcome)")
-            for kind in ("dropped", "failed", "rejected")
+            for kind in REFUSAL_OUTCOMES
         ),
         Column("paged_msgs", "int64", nullable=False, doc="enqueues paged (detail.paged)"),
         Column("flow_stops", "int64", nullable=False, doc="flow_stopped events"),

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from flowctl_core.errors import ConfigurationError
+from schemas.broker_events import OUTCOME_DROPPED, OUTCOME_FAILED, OUTCOME_REJECTED
 from schemas.model import US_PER_SECOND
 
 UNBOUNDED = -1
@@ -84,9 +85,9 @@ class Outcome:
 
     ACCEPTED = "accepted"  # into memory
     PAGED = "paged"  # PAGE policy: accepted, written to the page store
-    DROPPED = "dropped"  # DROP policy: discarded silently
-    FAILED = "failed"  # FAIL policy: an error goes back to the producer
-    REJECTED = "rejected"  # AMQP above max-size-bytes-reject-threshold
+    DROPPED = OUTCOME_DROPPED  # DROP policy: discarded silently
+    FAILED = OUTCOME_FAILED  # FAIL policy: an error goes back to the producer
+    REJECTED = OUTCOME_REJECTED  # AMQP above max-size-bytes-reject-threshold
 
 
 @dataclass(frozen=True)

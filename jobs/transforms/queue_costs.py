@@ -31,6 +31,7 @@ from jobs.transforms.daily import in_days
 from jobs.transforms.detail import detail_field
 from jobs.transforms.episodes import QUEUE_KEYS
 from jobs.transforms.message_log import recorded_count
+from schemas.broker_events import OUTCOME_DROPPED
 
 
 def _is(event_type: str) -> Column:
@@ -50,8 +51,8 @@ def _paged() -> Column:
 MESSAGE_COUNTS: tuple[tuple[str, Callable[[], Column]], ...] = (
     ("enqueued", lambda: _is("enqueue")),
     ("dequeued", lambda: _is("dequeue")),
-    ("rejected", lambda: _is("message_rejected") & ~_outcome_is("dropped")),
-    ("dropped", lambda: _is("message_rejected") & _outcome_is("dropped")),
+    ("rejected", lambda: _is("message_rejected") & ~_outcome_is(OUTCOME_DROPPED)),
+    ("dropped", lambda: _is("message_rejected") & _outcome_is(OUTCOME_DROPPED)),
     ("paged", lambda: _is("enqueue") & _paged()),
     ("evicted", lambda: _is("ring_evicted")),
 )

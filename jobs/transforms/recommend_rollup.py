@@ -29,7 +29,7 @@ from jobs.transforms.recommend_brokers import (
     rabbitmq_for_certain,
 )
 from jobs.transforms.timeutil import micros
-from schemas.broker_events import AMQP_1_0, ARTEMIS_FQQN_SEPARATOR
+from schemas.broker_events import AMQP_1_0, ARTEMIS_FQQN_SEPARATOR, REFUSAL_OUTCOMES
 from schemas.tables import QUEUE_SETTINGS
 
 #: The rollup's grain, ``date`` first.
@@ -142,7 +142,7 @@ def day_rollup(events: DataFrame) -> DataFrame:
         F.max(address_size).alias("peak_address_bytes"),
         *(
             F.count(F.when(_is("message_rejected") & (outcome == kind), 1)).alias(f"{kind}_msgs")
-            for kind in ("dropped", "failed", "rejected")
+            for kind in REFUSAL_OUTCOMES
         ),
         F.count(F.when(_is("enqueue") & (detail_field("paged") == "true"), 1)).alias("paged_msgs"),
         F.count(F.when(_is("flow_stopped"), 1)).alias("flow_stops"),
