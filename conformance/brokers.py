@@ -48,7 +48,8 @@ ARTEMIS_READY_LINE = "AMQ221007"  # Server is now active
 ARTEMIS_START_TIMEOUT_S = 90.0
 RABBITMQ_START_TIMEOUT_S = 120.0
 #: How long apart two reads of an address's counts must agree to be taken as settled, and the
-#: longest :meth:`ArtemisBroker.address_stats` waits for that.
+#: longest :meth:`ArtemisBroker.address_stats` and :meth:`ArtemisBroker.multicast_counts` wait
+#: for that.
 SETTLE_S = 0.2
 SETTLE_TIMEOUT_S = 10.0
 
@@ -516,33 +517,23 @@ class ArtemisBroker(_ScratchBroker):
             f'queue="{queue or address}"'
         )
 
-    def multicast_counts(self, address: ArtemisAddress) -> tuple[int, list[int]]:
-        """A multicast address's size and each of its queues' MessageCount, in one read."""
-        reads = [
-            {"type": "read", "mbean": self.address_mbean(address.name), "attribute": "AddressSize"},
-            *(
-                {
-                    "type": "read",
-                    "mbean": self.queue_mbean(address.name, queue, "multicast"),
-                    "attribute": "MessageCount",
-                }
-                for queue in address.multicast_queues
-            ),
-        ]
-        size, *counts = self.jolokia(reads)
-        return int(size), [int(count) for count in counts]
+    def flush_queues(self, queue_mbeans: Sequence[str]) -> None:
+        """Each queue's executor run through what it holds now (QueueControl's
+        ``flushExecutor``, "useful if you need the exact number of counts on a message"): a
+        queue adds a routed message on its executor, after the send is answered."""
+        self.jolokia(
+            [
+                {"type": "exec", "mbean": mbean, "operation": "flushExecutor()"}
+                for mbean in queue_mbeans
+            ]
+        )
 
-    def address_stats(self, address: str) -> dict[str, Any]:
-        """The address's size and paging state and its queue's message counts, once settled:
-        read until two reads :data:`SETTLE_S` apart agree (up to :data:`SETTLE_TIMEOUT_S`). A
-        queue adds a routed message on its own executor, after the send is answered, so a read
-        right after a send can miss some (a CI run read a MessageCount of 17 for 21)."""
-        address_attrs = ["AddressSize", "NumberOfPages", "Paging", "MessageCount"]
-        queue_attrs = ["MessageCount", "MessagesAdded", "PersistentSize", "DurableMessageCount"]
-        reads = [
-            {"type": "read", "mbean": self.address_mbean(address), "attribute": address_attrs},
-            {"type": "read", "mbean": self.queue_mbean(address), "attribute": queue_attrs},
-        ]
+    def settled(self, reads: list[dict[str, Any]], queue_mbeans: Sequence[str]) -> list[Any]:
+        """``reads`` (one bulk Jolokia read) once the queues' executors are flushed
+        (:meth:`flush_queues`) and two reads :data:`SETTLE_S` apart agree (up to
+        :data:`SETTLE_TIMEOUT_S`): a read right after a send could miss some of its messages
+        (a CI run read a MessageCount of 17 for 21)."""
+        self.flush_queues(queue_mbeans)
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
         values = self.jolokia(reads)
         while time.monotonic() < deadline:
@@ -551,7 +542,33 @@ class ArtemisBroker(_ScratchBroker):
             if again == values:
                 break
             values = again
-        address_values, queue_values = values
+        return values
+
+    def multicast_counts(self, address: ArtemisAddress) -> tuple[int, list[int]]:
+        """A multicast address's size and each of its queues' MessageCount, once settled
+        (:meth:`settled`: each queue adds its copy on its own executor)."""
+        queues = [
+            self.queue_mbean(address.name, queue, "multicast") for queue in address.multicast_queues
+        ]
+        reads = [
+            {"type": "read", "mbean": self.address_mbean(address.name), "attribute": "AddressSize"},
+            *({"type": "read", "mbean": queue, "attribute": "MessageCount"} for queue in queues),
+        ]
+        size, *counts = self.settled(reads, queues)
+        return int(size), [int(count) for count in counts]
+
+    def address_stats(self, address: str) -> dict[str, Any]:
+        """The address's size and paging state and its queue's message counts, once settled
+        (:meth:`settled`). Not for a count sampled as it moves (a rate): the settling takes
+        0.2 s or more, and till the count holds still."""
+        address_attrs = ["AddressSize", "NumberOfPages", "Paging", "MessageCount"]
+        queue_attrs = ["MessageCount", "MessagesAdded", "PersistentSize", "DurableMessageCount"]
+        queue = self.queue_mbean(address)
+        reads = [
+            {"type": "read", "mbean": self.address_mbean(address), "attribute": address_attrs},
+            {"type": "read", "mbean": queue, "attribute": queue_attrs},
+        ]
+        address_values, queue_values = self.settled(reads, [queue])
         stats = {f"address.{key}": value for key, value in address_values.items()}
         stats.update({f"queue.{key}": value for key, value in queue_values.items()})
         return stats
