@@ -36,6 +36,7 @@ from flowctl_core.flowlimit import (
     FLOW_STOP_COUNT_KEY,
     FLOW_STOP_SIZE_KEY,
 )
+from flowctl_core.protocols.artemis import CORE as ARTEMIS_CLIENT_CORE
 from flowctl_core.protocols.artemis_flow import UNBOUNDED
 from flowctl_core.runner import RunResult, run_scenario
 from flowctl_core.scenario import INT64_MAX, Scenario
@@ -153,7 +154,8 @@ def _producer_windows(scenario: Scenario, address: str, window: int) -> Scenario
     artemis = _artemis_part(scenario)
     _producer_window(scenario, address)  # KeyError without a CORE producer there
     producers = [
-        p.model_copy(update={"window": window}) if p.address == address and p.protocol == "core"
+        p.model_copy(update={"window": window})
+        if p.address == address and p.protocol == ARTEMIS_CLIENT_CORE
         else p
         for p in artemis.producers
     ]  # fmt: skip
@@ -296,11 +298,11 @@ def _producer_window(scenario: Scenario, address: str) -> int | None:
     windows = {
         p.window
         for p in _artemis_part(scenario).producers
-        if p.address == address and p.protocol == "core"
+        if p.address == address and p.protocol == ARTEMIS_CLIENT_CORE
     }
     if not windows:
         producers = _artemis_part(scenario).producers
-        core = (p.address for p in producers if p.protocol == "core")
+        core = (p.address for p in producers if p.protocol == ARTEMIS_CLIENT_CORE)
         others = sorted({p.protocol.upper() for p in producers if p.address == address})
         # The address's own knob is this one: say why it does not apply (a review: the hint
         # named producerWindowSize, the knob that had just refused it).
