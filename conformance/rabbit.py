@@ -630,8 +630,13 @@ def _held_still(
     return reads[-1]
 
 
-#: How often, and at most how long, a paced consumer's ready count is read until it holds still.
-SETTLE_READS_S, SETTLE_FOR_S = 0.05, 5.0
+#: How often, and at most how long, a paced consumer's ready count is read until it holds still:
+#: three reads 0.1 s apart agree. The queue process answers queue.declare's ``stat`` before the
+#: acknowledgements its mailbox already holds (gen_server2 priority 7), so a read counts the
+#: messages a refill has not yet taken for as long as the broker is held up; 50 ms apart, a
+#: stall of 0.1 s beside the Spark suite would read as settled (an audit; the 58-for-56 read
+#: below was two acks behind).
+SETTLE_READS_S, SETTLE_FOR_S = 0.1, 5.0
 
 
 def _settled_ready(channel: Any, queue: str) -> int:
