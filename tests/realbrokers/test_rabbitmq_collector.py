@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -171,8 +172,11 @@ def _log_stamp(node: RabbitBroker, *phrases: str) -> list[str]:
     return [line[:26] for line in lines if all(phrase in line for phrase in phrases)]
 
 
+STAMP = "%Y-%m-%d %H:%M:%S.%f"  # the node's log lines' stamp, to the microsecond
+
+
 def _stamp(row: dict[str, Any]) -> str:
-    return str(row["ts"].strftime("%Y-%m-%d %H:%M:%S.%f"))
+    return str(row["ts"].strftime(STAMP))
 
 
 def test_a_real_rabbitmq_restarted_under_a_running_collector(
@@ -322,7 +326,12 @@ def test_a_real_blocked_publisher_closed_by_the_node_ends_at_its_line(
             node.ctl_ok("close_connection", _node_pid(node, forced), "go")
             until(lambda: bool(_log_stamp(node, "Error on AMQP connection", "forced")), "closed")
             until(lambda: not collector.node.blocked, "the closes read")
-            time.sleep(2.0)  # samples after the closes, the API's statistics 500 ms behind
+            # Samples after the closes, past the API's statistics (500 ms behind) that still
+            # show them blocked: until one taken 2 s after the close line is committed (a fixed
+            # 2 s sleep could end before any, the collector's thread held up by a loaded machine).
+            closed_at = _log_stamp(node, "Error on AMQP connection", "forced")[0]
+            after = (datetime.strptime(closed_at, STAMP) + timedelta(seconds=2)).strftime(STAMP)
+            until(lambda: _sampled_after(raw, after), "a sample 2 s after the closes")
             node.ctl_ok("set_vm_memory_high_watermark", "0.4")
             until(lambda: not _alarm_set(collector), "the alarm cleared")
     finally:
@@ -341,6 +350,12 @@ def test_a_real_blocked_publisher_closed_by_the_node_ends_at_its_line(
             "rabbitmq-log",
         )
         assert _stamp(blocks[1]) == _log_stamp(node, said, name)[0]
+
+
+def _sampled_after(raw: Path, stamp: str) -> bool:
+    """Whether a sample (a ``queue_declared`` row) taken after ``stamp`` is committed."""
+    rows = committed_rows(raw)
+    return any(r["event_type"] == "queue_declared" and _stamp(r) > stamp for r in rows)
 
 
 def _connection_of(rows: list[dict[str, Any]], client_name: str) -> str:
