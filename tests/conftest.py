@@ -30,8 +30,9 @@ from tests.file_order import (  # noqa: F401  (hooks: pytest finds them by name 
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
-    """A test that uses the Spark session is a Spark test, marked or not (``-m "not spark"``
-    must leave out every test that starts a JVM)."""
+    """A test that uses the Spark session (the ``spark`` fixture, directly or through another
+    fixture) is a Spark test, marked or not. A test that starts a JVM of its own in a subprocess
+    carries its mark by hand."""
     if "spark" in getattr(item, "fixturenames", ()):
         item.add_marker(pytest.mark.spark)
 

@@ -498,7 +498,14 @@ def range_tables(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     run_ingest(spark, whole, DAYS[0], DAYS[-1])
     run_episodes(spark, whole, DAYS[0], DAYS[-1])
     run_daily_metrics(spark, whole, DAYS[0], DAYS[-1])
-    return _tables(spark, whole)
+    tables = _tables(spark, whole)
+    # Each log takes its runs' rows: a row of no log's run (a null run_id) would be left out of
+    # every comparison, so there must be none.
+    runs = set().union(*runs_of_logs)
+    for table, table_rows in tables.items():
+        strays = [r for r in table_rows if r["run_id"] not in runs]
+        assert not strays, f"{table}: rows of no log's run: {strays[:3]}"
+    return tables
 
 
 @pytest.fixture(scope="module", params=sorted(LOGS))
