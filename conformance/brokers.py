@@ -58,6 +58,11 @@ class BrokerUnavailable(RuntimeError):
     """A real broker that is not installed or did not start; the message says which and why."""
 
 
+class BrokerNotAsExpected(RuntimeError):
+    """A running broker that did not reach the state a case reads (its counts still moving, or
+    fewer messages than were sent): the case fails, naming what it read."""
+
+
 # -- processes and ports ---------------------------------------------------------------------
 _LIVE: dict[int, str] = {}  # PIDs this process started and has not reaped yet: what they are
 #: The threads copying a stamped process's output into its log (:func:`spawn`), by PID.
@@ -483,7 +488,7 @@ class ArtemisBroker(_ScratchBroker):
         except OSError:
             return ""
 
-    def jolokia(self, requests: list[dict[str, Any]]) -> list[Any]:
+    def jolokia(self, requests: list[dict[str, Any]], timeout_s: float = 10.0) -> list[Any]:
         """One bulk Jolokia POST; each request's ``value`` (an error raises)."""
         auth = base64.b64encode(f"{ARTEMIS_USER}:{ARTEMIS_USER}".encode()).decode()
         request = urllib.request.Request(
@@ -496,7 +501,7 @@ class ArtemisBroker(_ScratchBroker):
             },
             method="POST",
         )
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
             answers = json.loads(response.read())
         values = []
         for answer in answers:
@@ -525,14 +530,16 @@ class ArtemisBroker(_ScratchBroker):
             [
                 {"type": "exec", "mbean": mbean, "operation": "flushExecutor()"}
                 for mbean in queue_mbeans
-            ]
+            ],
+            # The broker waits up to 10 s per queue for its executor: longer than one read.
+            timeout_s=10.0 * len(queue_mbeans) + 10.0,
         )
 
     def settled(self, reads: list[dict[str, Any]], queue_mbeans: Sequence[str]) -> list[Any]:
         """``reads`` (one bulk Jolokia read) once the queues' executors are flushed
         (:meth:`flush_queues`) and two reads :data:`SETTLE_S` apart agree (up to
-        :data:`SETTLE_TIMEOUT_S`): a read right after a send could miss some of its messages
-        (a CI run read a MessageCount of 17 for 21)."""
+        :data:`SETTLE_TIMEOUT_S`, then :class:`BrokerNotAsExpected`): a read right after a
+        send could miss some of its messages (a CI run read a MessageCount of 17 for 21)."""
         self.flush_queues(queue_mbeans)
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
         values = self.jolokia(reads)
@@ -540,9 +547,9 @@ class ArtemisBroker(_ScratchBroker):
             time.sleep(SETTLE_S)
             again = self.jolokia(reads)
             if again == values:
-                break
+                return values
             values = again
-        return values
+        raise BrokerNotAsExpected(f"counts still moving after {SETTLE_TIMEOUT_S:.0f} s: {values}")
 
     def multicast_counts(self, address: ArtemisAddress) -> tuple[int, list[int]]:
         """A multicast address's size and each of its queues' MessageCount, once settled

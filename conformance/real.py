@@ -24,6 +24,7 @@ from typing import Any
 from collectors.probe import AmqpSendResult, amqp_send
 from conformance.brokers import (
     ArtemisBroker,
+    BrokerNotAsExpected,
     BrokerUnavailable,
     artemis_installed,
     reaped,
@@ -166,7 +167,7 @@ def core_consumer_acks(
     # its executor after the send, and a count read short would be taken for acknowledgements.
     held = int(broker.address_stats(address)["queue.MessageCount"])
     if held != count:
-        raise BrokerUnavailable(f"{address} holds {held} of the {count} messages sent")
+        raise BrokerNotAsExpected(f"{address} holds {held} of the {count} messages sent")
     command = core_consumer_command(
         broker,
         address,
