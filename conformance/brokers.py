@@ -26,11 +26,11 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 from xml.sax.saxutils import escape
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +52,32 @@ RABBITMQ_START_TIMEOUT_S = 120.0
 #: for that.
 SETTLE_S = 0.2
 SETTLE_TIMEOUT_S = 10.0
+
+
+T = TypeVar("T")
+
+
+def held_still(
+    read: Callable[[], T],
+    *,
+    agreeing: int,
+    every_s: float,
+    for_s: float,
+    key: Callable[[T], Any] = lambda value: value,
+) -> tuple[T, bool]:
+    """``read()`` repeated ``every_s`` apart until its last ``agreeing`` reads agree on
+    ``key``, or ``for_s`` passed: the last read, and whether it held still. A broker's counts
+    lag what it was told (a queue's executor, a process's mailbox), so one read right after can
+    be short."""
+    reads = [read()]
+    deadline = time.monotonic() + for_s
+    # Compared with ==, not hashed: a Jolokia read is lists and dicts.
+    while len(reads) < agreeing or any(key(r) != key(reads[-1]) for r in reads[-agreeing:]):
+        if time.monotonic() > deadline:
+            return reads[-1], False
+        time.sleep(every_s)
+        reads.append(read())
+    return reads[-1], True
 
 
 class BrokerUnavailable(RuntimeError):
@@ -541,15 +567,13 @@ class ArtemisBroker(_ScratchBroker):
         :data:`SETTLE_TIMEOUT_S`, then :class:`BrokerNotAsExpected`): a read right after a
         send could miss some of its messages (a CI run read a MessageCount of 17 for 21)."""
         self.flush_queues(queue_mbeans)
-        deadline = time.monotonic() + SETTLE_TIMEOUT_S
-        values = self.jolokia(reads)
-        while time.monotonic() < deadline:
-            time.sleep(SETTLE_S)
-            again = self.jolokia(reads)
-            if again == values:
-                return values
-            values = again
-        raise BrokerNotAsExpected(f"counts still moving after {SETTLE_TIMEOUT_S:.0f} s: {values}")
+        values, still = held_still(
+            lambda: self.jolokia(reads), agreeing=2, every_s=SETTLE_S, for_s=SETTLE_TIMEOUT_S
+        )
+        if not still:
+            moving = f"counts still moving after {SETTLE_TIMEOUT_S:.0f} s: {values}"
+            raise BrokerNotAsExpected(moving)
+        return values
 
     def multicast_counts(self, address: ArtemisAddress) -> tuple[int, list[int]]:
         """A multicast address's size and each of its queues' MessageCount, once settled

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.brokers import LOOPBACK, RabbitBroker
+from conformance.brokers import LOOPBACK, RabbitBroker, held_still
 
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 CHANNEL = 1
@@ -618,16 +618,10 @@ def _round_trip(channel: Any, queue: str) -> float:
 def _held_still(
     read: Callable[[], tuple[float, int]], *, every_s: float = 0.05, for_s: float = 3.0
 ) -> tuple[float, int]:
-    """``read()`` (a time and a count) once three reads ``every_s`` apart agree, or the last
-    read after ``for_s``."""
-    reads = [read()]
-    deadline = time.monotonic() + for_s
-    while len(reads) < 3 or len({count for _, count in reads[-3:]}) > 1:
-        if time.monotonic() > deadline:
-            break
-        time.sleep(every_s)
-        reads.append(read())
-    return reads[-1]
+    """``read()`` (a time and a count) once three reads ``every_s`` apart agree on the count,
+    or the last read after ``for_s`` (:func:`conformance.brokers.held_still`)."""
+    last, _ = held_still(read, agreeing=3, every_s=every_s, for_s=for_s, key=lambda r: r[1])
+    return last
 
 
 #: How often, and at most how long, a paced consumer's ready count is read until it holds still:
