@@ -192,6 +192,13 @@ def scratch_conf(root: Path, name: str = "") -> Any:
     )
 
 
+def write_raw_runs(raw_dir: Path, rows: list[dict[str, Any]]) -> None:
+    """:func:`write_raw` of each run of ``rows`` apart (a file names one run), copies of the
+    rows (write_raw takes their ``_date`` keys)."""
+    for run in sorted({r["run_id"] for r in rows}):
+        write_raw(raw_dir, [dict(r) for r in rows if r["run_id"] == run])
+
+
 def write_raw(raw_dir: Path, rows: list[dict[str, Any]], part: str = "00000") -> list[Path]:
     """Write rows as the engine's sink does: a file per UTC day, <raw>/date=D/part-<run>-N.parquet.
 

@@ -36,7 +36,7 @@ from tests import blocking_oracle, metrics_oracle
 from tests import test_blocking_oracle as blocking_logs
 from tests import test_metrics_oracle as metrics_logs
 from tests import test_queue_costs_oracle as cost_logs
-from tests.conftest import at, event, scratch_conf, write_raw
+from tests.conftest import at, event, scratch_conf, write_raw_runs
 from tests.oracle_rows import oracle_row, row_differences
 from tests.test_carried_state import COMPARED
 
@@ -467,8 +467,7 @@ def _tables(spark: Any, conf: Any) -> dict[str, Rows]:
 def processed_nightly(spark: Any, rows: Rows, root: Any) -> dict[str, Any]:
     """The tables after the days processed one at a time in date order ("nightly"); each
     night's read, span and runs carried in."""
-    for run in sorted({r["run_id"] for r in rows}):
-        write_raw(root / "raw", [dict(r) for r in rows if r["run_id"] == run])
+    write_raw_runs(root / "raw", rows)
     out: dict[str, Any] = {"reads": [], "spans": [], "history": []}
     nightly = scratch_conf(root, "nightly")
     for day in DAYS:
@@ -489,11 +488,10 @@ def range_tables(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     range over it alone (a range reads each run whole; only the nightly warehouses, whose
     reads and spans the claims name, need a log each). Three job calls instead of twelve."""
     root = tmp_path_factory.mktemp("nightly_vs_oracles_range")
-    runs_of_logs = [{r["run_id"] for r in make()} for make in LOGS.values()]
+    logs = [make() for make in LOGS.values()]
+    runs_of_logs = [{r["run_id"] for r in log_rows} for log_rows in logs]
     assert sum(map(len, runs_of_logs)) == len(set().union(*runs_of_logs)), "a run id in two logs"
-    rows = [r for make in LOGS.values() for r in make()]
-    for run in sorted({r["run_id"] for r in rows}):
-        write_raw(root / "raw", [dict(r) for r in rows if r["run_id"] == run])
+    write_raw_runs(root / "raw", [r for log_rows in logs for r in log_rows])
     whole = scratch_conf(root, "range")
     run_ingest(spark, whole, DAYS[0], DAYS[-1])
     run_episodes(spark, whole, DAYS[0], DAYS[-1])

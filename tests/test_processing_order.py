@@ -30,7 +30,7 @@ from schemas.tables import (
     QUEUE_FLOW_DAILY,
     QUEUE_FLOW_EPISODES,
 )
-from tests.conftest import at, event, naive, scratch_conf, write_raw
+from tests.conftest import at, event, naive, scratch_conf, write_raw_runs
 
 pytestmark = pytest.mark.spark
 
@@ -248,8 +248,7 @@ def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         + _run_ended_stopped_and_one_started_later()
         + _run_quiet_on_day_2()
     )
-    for run in sorted({r["run_id"] for r in rows}):
-        write_raw(root / "raw", [dict(r) for r in rows if r["run_id"] == run])
+    write_raw_runs(root / "raw", rows)
     results: dict[str, Any] = {}
     for name, ranges in {
         "range": [(DAY1, DAY3)],
