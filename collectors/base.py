@@ -76,11 +76,14 @@ class SamplerRefused(ConfigurationError):
     error: the family of flowctl_core/errors.py whose exit code is 2); after the API has
     answered, sampling waits (:meth:`LogCollector.sample`)."""
 
-    def __init__(self, message: str, code: int, reason: str = "") -> None:
+    def __init__(self, message: str, code: int, reason: str = "", status: str = "") -> None:
         super().__init__(message)
         self.code = code
         #: The refusal without the API's name and address, for a line that has them already.
         self.reason = reason or message
+        #: The refusal without the configuration hint ("HTTP 404 Not Found"), for a refusal
+        #: after answers, whose likely cause is the node, not the configuration.
+        self.status = status or self.reason
 
 
 def http_json(request: urllib.request.Request, timeout_s: float, what: str) -> Any:
@@ -101,11 +104,10 @@ def http_json(request: urllib.request.Request, timeout_s: float, what: str) -> A
                 ) from None
     except urllib.error.HTTPError as error:
         if 400 <= error.code < 500:
-            reason = (
-                f"HTTP {error.code} {error.reason}: the user, the password, or the API's address?"
-            )
+            status = f"HTTP {error.code} {error.reason}"
+            reason = f"{status}: the user, the password, or the API's address?"
             raise SamplerRefused(
-                f"{what} {request.full_url}: {reason}", error.code, reason
+                f"{what} {request.full_url}: {reason}", error.code, reason, status
             ) from None
         raise
 
@@ -524,14 +526,20 @@ class LogCollector(ABC):
                 if self._once
                 else "sampling waits; the log is still followed"
             )
-            how = (
-                "refuses"
-                if isinstance(error, SamplerRefused)
-                else "answers with an error"
-                if isinstance(error, urllib.error.HTTPError)
-                else "does not answer"
-            )
-            log.warning("%s %s (%s): %s", self.sampler_name, how, unanswered_reason(error), then)
+            if isinstance(error, SamplerRefused):
+                # Only after answers (a refusal from the start stops the collector): the node
+                # is the likely cause, not the configuration. A RabbitMQ node being stopped
+                # answers 404 for a moment before its port closes (a CI run caught it).
+                how, why = "refuses", error.status
+                since = " after answering (a node stopping or starting?)"
+            else:
+                how = (
+                    "answers with an error"
+                    if isinstance(error, urllib.error.HTTPError)
+                    else "does not answer"
+                )
+                why, since = unanswered_reason(error), ""
+            log.warning("%s %s (%s)%s: %s", self.sampler_name, how, why, since, then)
             self._sample_failing_since = self.clock()
         return False
 

@@ -250,9 +250,12 @@ def test_a_real_rabbitmq_restarted_under_a_running_collector(
     # Collected after the boot: the alarm lines at their microseconds, the queue's samples.
     alarm_lines = _log_stamp(node, "memory resource limit alarm", "on node")
     assert [_stamp(events[i]) for i in (4, 6)] == alarm_lines[-2:] and booted < alarm_lines[-2]
-    # The node down said once, not at every sample, and once that it answers again.
+    # The node down said once, not at every sample, and once that it answers again. A node
+    # being stopped may answer 404 for a moment before its port closes (it did on CI): said as
+    # a refusal after answers, not as the configuration's.
     said = [r.getMessage() for r in caplog.records if r.name == "flowctl.collect"]
-    assert len(said) == 2 and "does not answer" in said[0], said
+    down = ("does not answer (", "refuses (HTTP 404 Not Found) after answering (")
+    assert len(said) == 2 and any(words in said[0] for words in down), said
     assert "answers again after" in said[1] and said[1].endswith("sampling goes on"), said
 
 
