@@ -86,6 +86,19 @@ class SamplerRefused(ConfigurationError):
         self.status = status or self.reason
 
 
+class BrokerNotUp(ValueError):
+    """The HTTP API answered for a broker that is not running: stopping (a real Artemis 2.40's
+    Jolokia lists its addresses for a moment after its stop began, then none at all, before
+    its web server stops) or starting. Not a sample: what it lists is the broker coming or
+    going, not its entities (two samples listing nothing ended each block as an address
+    removed, before the stop line: an experiment on a real broker). Sampling waits."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        #: Why, without the API's name and address, for a line that has them already.
+        self.reason = reason
+
+
 def http_json(request: urllib.request.Request, timeout_s: float, what: str) -> Any:
     """The JSON an HTTP API answers; :class:`SamplerRefused` for a 4xx answer, and for a 2xx
     one that is not JSON: a web page where the API should be (a wrong path, redirected to a
@@ -115,7 +128,7 @@ def http_json(request: urllib.request.Request, timeout_s: float, what: str) -> A
 def unanswered_reason(error: BaseException) -> str:
     """Why a request got no answer, in the operating system's words ("Connection refused",
     "timed out"), not Python's (``<urlopen error [Errno 111] Connection refused>``: a review)."""
-    if isinstance(error, SamplerRefused):
+    if isinstance(error, SamplerRefused | BrokerNotUp):
         return error.reason
     if isinstance(error, urllib.error.HTTPError):  # an answer: a server error (5xx)
         return f"HTTP {error.code} {error.reason}"
@@ -125,7 +138,8 @@ def unanswered_reason(error: BaseException) -> str:
     return str(cause) or ("timed out" if isinstance(cause, TimeoutError) else type(cause).__name__)
 
 
-#: What a sampler may raise when the broker does not answer: sampling waits, nothing stops.
+#: What a sampler may raise when the broker does not answer, or answers for a broker that is not
+#: running (:class:`BrokerNotUp`): sampling waits, nothing stops.
 SAMPLER_ERRORS = (OSError, http.client.HTTPException, ValueError, KeyError)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -533,11 +547,12 @@ class LogCollector(ABC):
                 how, why = "refuses", error.status
                 since = " after answering (a node stopping or starting?)"
             else:
-                how = (
-                    "answers with an error"
-                    if isinstance(error, urllib.error.HTTPError)
-                    else "does not answer"
-                )
+                if isinstance(error, BrokerNotUp):
+                    how = "answers for a broker that is not running"
+                elif isinstance(error, urllib.error.HTTPError):
+                    how = "answers with an error"
+                else:
+                    how = "does not answer"
                 why, since = unanswered_reason(error), ""
             log.warning("%s %s (%s)%s: %s", self.sampler_name, how, why, since, then)
             self._sample_failing_since = self.clock()

@@ -1473,15 +1473,27 @@ def test_a_sample_of_many_addresses_is_committed_once_it_fills_a_batch(
     again.close()
 
 
+#: A real 2.40's answer to the read of its broker MBean's Started (after a sample's reads).
+STARTED = {
+    "status": 200,
+    "value": {'org.apache.activemq.artemis:broker="127.0.0.1"': {"Started": True}},
+}
+
+
+def _is_state_read(requests: list[dict[str, Any]]) -> bool:
+    """Whether a bulk request is the read of the broker's state that ends a sample."""
+    return requests[0].get("mbean") == artemis.BROKER_MBEAN_PATTERN
+
+
 class AnsweringJolokia(JolokiaReader):
-    """A reader whose bulk requests get ``answer`` (over an HTTP 200)."""
+    """A reader whose bulk requests get ``answer`` (over an HTTP 200), its broker started."""
 
     def __init__(self, answer: dict[str, Any]) -> None:
         super().__init__("http://127.0.0.1:1/console/jolokia", "u", "p")
         self.answer = answer
 
     def _post(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [self.answer]
+        return [STARTED if _is_state_read(requests) else self.answer]
 
 
 def test_a_search_jolokia_refuses_inside_its_answer_is_no_empty_broker() -> None:
@@ -1569,6 +1581,8 @@ class BulkJolokia(JolokiaReader):
 
     def _post(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
         mbean = 'org.apache.activemq.artemis:broker="127.0.0.1",component=addresses,address="{}"'
+        if _is_state_read(requests):
+            return [STARTED]
         if requests[0]["type"] == "search":
             return [{"status": 200, "value": [mbean.format(a) for a in sorted(self.settings)]}]
         if requests[0]["type"] == "read":
@@ -1652,7 +1666,7 @@ class MulticastJolokia(BulkJolokia):
     def _post(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if requests[0]["type"] != "read" or not requests[0]["mbean"].endswith(",*"):
             answers = super()._post(requests)
-            if requests[0]["type"] == "read":
+            if requests[0]["type"] == "read" and not _is_state_read(requests):
                 for answer in answers:
                     counts = self.queues[answer["value"]["Address"]] or {"a": 1, "b": 2}
                     answer["value"]["QueueNames"] = sorted(counts)
@@ -1724,7 +1738,7 @@ class InternalJolokia(BulkJolokia):
 
     def _post(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
         answers = super()._post(requests)
-        if requests[0]["type"] == "read":
+        if requests[0]["type"] == "read" and not _is_state_read(requests):
             for answer in answers:
                 value = answer["value"]
                 value["Internal"] = value["Address"].startswith("$.artemis.internal")
@@ -1773,7 +1787,7 @@ class DeletingJolokia(BulkJolokia):
     def _post(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if requests[0]["type"] == "search":
             return [{"status": 200, "value": [self._mbean(a) for a in sorted(self.settings)]}]
-        if requests[0]["type"] == "read":
+        if requests[0]["type"] == "read" and not _is_state_read(requests):
             by_mbean = {self._mbean(n): n for n in self.settings}
             return [
                 {"status": 404, "error": "javax.management.InstanceNotFoundException"}
@@ -1844,3 +1858,135 @@ def test_the_reject_threshold_is_in_the_addresss_detail_as_the_engine_logs_it(
         ("flow_stopped", "reject-a", 204_800),
         ("queue_declared", "reject-a", None),
     ]
+
+
+# -- a broker being stopped ----------------------------------------------------------------------
+#: What a real 2.40 answered inside HTTP 200s while it was being stopped (SIGTERM or ``artemis
+#: stop``), an experiment polling it every 20 ms: first its address settings fail to read and
+#: its broker MBean says it is not started, then, in some stops, a search that lists no address
+#: at all and no broker MBean, for up to 0.5 s before its web server stopped and the AMQ221002
+#: stop line.
+NOT_STARTED = {
+    "status": 500,
+    "error": "java.lang.IllegalStateException : Broker is not started. It can not be managed yet",
+}
+STOPPED_STATE = {
+    "status": 200,
+    "value": {'org.apache.activemq.artemis:broker="127.0.0.1"': {"Started": False}},
+}
+NO_BROKER_MBEAN = {
+    "status": 404,
+    "error": (
+        "javax.management.InstanceNotFoundException : No MBean with pattern "
+        "org.apache.activemq.artemis:broker=* found for reading attributes"
+    ),
+}
+
+
+class StoppingJolokia(BulkJolokia):
+    """A broker whose every sample is in one phase of a real 2.40's stop: "up", "stopping"
+    (its settings fail to read, ``Started`` is false) or "unregistered" (it lists nothing, its
+    broker MBean gone); an exception is a sample that does not get through (its port closed)."""
+
+    def __init__(self, settings: dict[str, dict[str, Any]], phases: list[str | Exception]) -> None:
+        super().__init__(settings)
+        self.phases = phases
+        self.phase = "up"
+
+    def addresses(self) -> dict[str, dict[str, Any] | None]:
+        phase = self.phases.pop(0)
+        if isinstance(phase, Exception):
+            raise phase
+        self.phase = phase
+        return super().addresses()
+
+    def _post(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if self.phase == "unregistered":
+            if _is_state_read(requests):
+                return [NO_BROKER_MBEAN]
+            if requests[0]["type"] == "search":
+                return [{"status": 200, "value": []}]
+        if self.phase == "stopping":
+            if _is_state_read(requests):
+                return [STOPPED_STATE]
+            if requests[0].get("operation") == "getAddressSettingsAsJSON":
+                return [NOT_STARTED for _ in requests]
+        return super()._post(requests)
+
+
+def test_a_broker_being_stopped_is_not_sampled() -> None:
+    """What a real 2.40 answers as it stops is the broker going, not its addresses: no sample
+    (:class:`BrokerNotUp`, which sampling waits through), said as a broker not started."""
+    block_settings = {"maxSizeBytes": 100_000, "addressFullMessagePolicy": "BLOCK"}
+    jolokia = StoppingJolokia({"orders": block_settings}, ["up", "stopping", "unregistered"])
+    assert jolokia.addresses()["orders"] is not None
+    with pytest.raises(base.BrokerNotUp, match=r"not started \(Started is false\)"):
+        jolokia.addresses()
+    with pytest.raises(base.BrokerNotUp, match=r"not started \(its MBean answered 404: javax"):
+        jolokia.addresses()
+
+
+def test_a_broker_whose_state_read_jolokia_refuses_is_sampled_as_before() -> None:
+    """A jolokia-access.xml may allow the addresses and not the broker's MBean (403): its state
+    is then not known, and the sample is taken as before the check, not waited for forever."""
+
+    class Denying(BulkJolokia):
+        def _post(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            if _is_state_read(requests):
+                return [{"status": 403, "error": "java.lang.Exception : Reading denied"}]
+            return super()._post(requests)
+
+    observed = Denying({"orders": {"addressFullMessagePolicy": "BLOCK"}}).addresses()
+    assert observed["orders"] is not None
+
+
+def test_a_block_open_as_the_broker_stops_ends_at_its_stop_line(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An experiment on a real 2.40, polling Jolokia through its stops: for up to 0.5 s before
+    its stop line, its search listed no address. Two samples of that (0.5 s apart in
+    tests/realbrokers) ended the blocked address as removed (``address_removed``, at the first)
+    before the stop line, which then had nothing to end. They are no samples, nor is one of
+    the moment before (its settings unread): the block ends at the stop line, as the broker
+    stopped, and sampling says once that it waits, and once that it goes on after the start."""
+    caplog.set_level(logging.INFO, logger="flowctl.collect")
+    block_settings = {"maxSizeBytes": 100_000, "addressFullMessagePolicy": "BLOCK"}
+    phases: list[str | Exception] = [
+        "up",
+        "stopping",
+        "unregistered",
+        "unregistered",
+        ConnectionRefusedError(111, "Connection refused"),
+        "up",
+    ]
+    jolokia = StoppingJolokia({"orders": block_settings}, phases)
+    setup.write(block("2026-11-27 10:00:00,000"))
+    now = [datetime(2026, 11, 27, 10, 0, 1, tzinfo=UTC)]
+    collector = setup.collector(jolokia=jolokia, sample_interval_s=0.0, clock=lambda: now[0])
+    collector.read_log()
+    for tenths in range(5):  # the samples as it stops, each before the stop line
+        now[0] = datetime(2026, 11, 27, 10, 0, 1, tenths * 100_000, tzinfo=UTC)
+        collector.sample()
+    assert collector.held_now() == ["address orders"]
+    setup.write(stopped("2026-11-27 10:00:02,000"), bootstrap("2026-11-27 10:00:05,000"))
+    now[0] = datetime(2026, 11, 27, 10, 0, 10, tzinfo=UTC)
+    collector.read_log()
+    collector.sample()  # the broker started again
+    collector.flush()
+    collector.close()
+    rows = [(r["event_type"], r["ts"]) for r in setup.rows()]
+    assert rows == [
+        ("flow_stopped", _ts("2026-11-27 10:00:00")),
+        ("queue_declared", _ts("2026-11-27 10:00:01")),
+        ("flow_resumed", _ts("2026-11-27 10:00:02")),
+        ("queue_declared", _ts("2026-11-27 10:00:10")),
+    ]
+    assert json.loads(setup.rows()[2]["detail"])["reason"] == REASON_BROKER_STOPPED
+    said = [r.getMessage() for r in caplog.records if r.name == "flowctl.collect"]
+    assert len(said) == 2, said
+    assert (
+        "answers for a broker that is not running (the broker is not started (Started is "
+        in (said[0])
+    )
+    assert said[0].endswith("sampling waits; the log is still followed"), said
+    assert "answers again after" in said[1], said

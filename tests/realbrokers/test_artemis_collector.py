@@ -11,15 +11,21 @@ import itertools
 import json
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from collectors.artemis import ArtemisCollector, JolokiaReader
 from collectors.artemis_log import BLOCKING, BOOTSTRAP, DISK_BLOCKING, UNBLOCKING
-from collectors.base import REASON_BROKER_RESTARTED, REASON_BROKER_STOPPED
+from collectors.base import (
+    REASON_BROKER_RESTARTED,
+    REASON_BROKER_STOPPED,
+    SAMPLER_ERRORS,
+)
 from conformance.brokers import (
     ARTEMIS_USER,
     LOOPBACK,
@@ -191,6 +197,50 @@ def test_a_real_artemis_blocks_collected_across_restarts(
     ]
     assert samples and all(r["flow_stop_size"] == MAX_SIZE for r in samples)
     assert max(r["depth_bytes"] for r in samples if r["flow_stopped"]) > MAX_SIZE
+
+
+def _more_than(found: list[Any], count: int) -> Callable[[], bool]:
+    return lambda: len(found) > count
+
+
+def test_a_real_artemis_being_stopped_or_started_is_never_sampled(broker: ArtemisBroker) -> None:
+    """Jolokia polled without a pause through two stops (SIGTERM) and starts: every sample the
+    reader returns is the broker's, its address listed with its figures and its settings, and
+    anything else is one sampling waits through. A real 2.40 being stopped answers for a moment
+    with its settings unread, then with no address at all (its MBeans unregistered) before its
+    web server stops: sampled, two of those ended a block as an address removed, ahead of the
+    stop line (an experiment polling it every 20 ms)."""
+    jolokia = JolokiaReader(
+        f"http://{LOOPBACK}:{broker.http_port}/console/jolokia", ARTEMIS_USER, ARTEMIS_USER
+    )
+    samples: list[Any] = []
+    failures: list[Exception] = []
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.is_set():
+            try:
+                samples.append(jolokia.addresses())
+            except SAMPLER_ERRORS as error:
+                failures.append(error)
+            time.sleep(0.02)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    try:
+        until(lambda: len(samples) >= 3, "samples of the running broker")
+        for _ in range(2):
+            broker.restart_process()
+            until(_more_than(samples, len(samples)), "a sample after the start")
+    finally:
+        done.set()
+        poller.join(timeout=30)
+    assert not poller.is_alive()
+    for observed in samples:
+        address = observed.get(ADDRESS)
+        assert address is not None, observed
+        assert (address["max_size_bytes"], address["policy"]) == (MAX_SIZE, "BLOCK"), observed
+    assert failures  # the broker was down for seconds: some samples waited
 
 
 FILLER_BYTES = 3 << 30  # the disk's free space, less min-disk-free's, plus 2 GiB
