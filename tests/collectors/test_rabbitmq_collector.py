@@ -572,6 +572,70 @@ def test_the_management_api_read_a_policy_limit_is_the_queues_limit() -> None:
     assert (connection["state"], connection["client_name"]) == ("blocked", "publisher")
 
 
+#: What a real 3.10 just started lists (its API answering, its first statistics not yet in: 5 s
+#: for a classic queue, 10 s for a quorum queue), then once they are, as an experiment saw it:
+#: a policy's limit in force, known only with the statistics.
+LISTED_BEFORE_STATISTICS = [
+    {"arguments": {}, "name": "pol", "node": "rabbit@localhost", "type": "classic", "vhost": "/"},
+    {"arguments": {"x-queue-type": "quorum"}, "name": "qq", "type": "quorum", "vhost": "/"},
+    {"arguments": {"x-max-length": 500}, "name": "kept", "node": "rabbit@localhost",
+     "type": "classic", "vhost": "/"},
+]  # fmt: skip
+LISTED_WITH_STATISTICS = [
+    {"arguments": {}, "effective_policy_definition": {"max-length": 300}, "message_bytes": 15,
+     "messages": 5, "name": "pol", "node": "rabbit@localhost", "policy": "lim",
+     "type": "classic", "vhost": "/"},
+    {"arguments": {"x-queue-type": "quorum"}, "name": "qq", "type": "quorum", "vhost": "/"},
+    {"arguments": {"x-max-length": 500}, "effective_policy_definition": {},
+     "message_bytes": 300, "messages": 100, "name": "kept", "node": "rabbit@localhost",
+     "policy": None, "type": "classic", "vhost": "/"},
+]  # fmt: skip
+
+
+def test_a_queue_listed_without_its_statistics_is_not_sampled(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An experiment on a real 3.10: for seconds after each start its API listed every queue
+    without its statistics, its depth and the policy in force unknown; sampled, a queue whose
+    limit a policy sets was written with none (``max_count`` 0), a wrong row after every
+    restart. Such a queue is not sampled until the API has its statistics, and that is said
+    once a run (a node whose statistics are disabled never has them)."""
+    answers: dict[str, Any] = {
+        "/api/queues": LISTED_BEFORE_STATISTICS,
+        "/api/connections": [],
+    }
+    server = _serve(answers)
+    now = [datetime(2026, 11, 27, 10, 0, 10, tzinfo=UTC)]
+    try:
+        setup.write(starting("2026-11-27 10:00:00.000000"))
+        reader = ManagementReader(f"http://127.0.0.1:{server.server_port}", "u", "p")
+        collector = setup.collector(management=reader, sample_interval_s=0.0, clock=lambda: now[0])
+        collector.read_log()
+        with caplog.at_level(logging.INFO, logger="flowctl.collect"):
+            assert collector.sample()  # the API answers: the node is up
+            collector.flush()
+            assert setup.rows() == []
+            answers["/api/queues"] = LISTED_WITH_STATISTICS
+            now[0] = datetime(2026, 11, 27, 10, 0, 20, tzinfo=UTC)
+            collector.sample()
+            collector.flush()
+            answers["/api/queues"] = LISTED_BEFORE_STATISTICS  # the node restarted
+            now[0] = datetime(2026, 11, 27, 10, 0, 30, tzinfo=UTC)
+            collector.sample()
+            collector.flush()
+        collector.close()
+    finally:
+        server.shutdown()
+    rows = [(r["queue"], r["ts"], r["max_count"], r["depth_msgs"]) for r in setup.rows()]
+    assert rows == [
+        ("kept", _ts("2026-11-27 10:00:20"), 500, 100),
+        ("pol", _ts("2026-11-27 10:00:20"), 300, 5),
+    ]
+    said = [r.getMessage() for r in caplog.records if "without their statistics" in r.getMessage()]
+    assert len(said) == 1, said
+    assert "lists 3 queue(s) without their statistics (kept, pol, qq): not sampled" in said[0]
+
+
 def test_one_name_is_one_queue_whatever_its_vhost() -> None:
     """Queue ``b`` of vhost ``a`` and a queue named ``a/b`` in the default vhost are two
     queues: their names in the event log differ (``/`` and ``%`` inside a part encoded)."""
