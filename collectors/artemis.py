@@ -301,9 +301,8 @@ class JolokiaReader:
         stopped is not started from the stop's first moment, before anything it lists goes
         (a real 2.40: ``Started`` false while its settings answer 500, "Broker is not
         started", then 404, the MBean gone), so a read after a sample's own finds any stop
-        that began during them. A
-        read Jolokia refuses (403: a jolokia-access.xml that allows the addresses only) says
-        nothing: the sample is taken as before."""
+        that began during them. A read Jolokia refuses (403: a jolokia-access.xml that allows
+        the addresses only) says nothing: the sample is taken as before."""
         (answer,) = self._post(
             [{"type": "read", "mbean": BROKER_MBEAN_PATTERN, "attribute": ["Started"]}]
         )

@@ -514,7 +514,7 @@ class RabbitMQCollector(LogCollector):
         node = entity.get("node")
         return self.node_name is None or node is None or node == self.node_name
 
-    def _say_without_statistics(self, names: tuple[str, ...]) -> None:
+    def _say_without_statistics(self, names: list[str]) -> None:
         """Said once a run: a node that never has them (its statistics disabled) would
         otherwise have its queues left out of every sample in silence."""
         self._said_without_statistics = True
@@ -563,8 +563,13 @@ class RabbitMQCollector(LogCollector):
         for name in sorted(set(self.node.blocked) - set(listed)):
             reason = self.node.blocked.pop(name)
             self._connection_row(taken, name, "closed", held_by=reason, **sampled)
-        if observed.without_statistics and not self._said_without_statistics:
-            self._say_without_statistics(observed.without_statistics)
+        unsampled = [
+            name
+            for name in observed.without_statistics
+            if self.sampled_queues is None or name in self.sampled_queues
+        ]
+        if unsampled and not self._said_without_statistics:
+            self._say_without_statistics(unsampled)
         for name, queue in sorted(observed.queues.items()):
             if not self._on_this_node(queue) or (
                 self.sampled_queues is not None and name not in self.sampled_queues
