@@ -68,6 +68,8 @@ REASON_BROKER_STOPPED = "broker_stopped"
 REASON_BROKER_RESTARTED = "broker_restarted"
 #: ``detail.reason`` of a new run's first rows: what the run before it left open.
 REASON_CARRIED_OVER = "carried_over"
+#: How long a 404 before any answer is taken for a node starting before it is a wrong address.
+FIRST_404_GRACE = timedelta(seconds=20)
 
 
 class SamplerRefused(ConfigurationError):
@@ -271,6 +273,7 @@ class LogCollector(ABC):
         # Asked to stop (run's ``stop``): read_log stops between two lines, not after a backlog.
         self._stop: Callable[[], bool] = lambda: False
         self._sampled_once = False  # a 404 after an answer is a broker restarting, not an error
+        self._first_404_at: datetime | None = None  # a 404 before any answer: since when
         # Lines read by this process, and those with the timestamp the broker's lines start with:
         # a log without any is not the broker's (see :meth:`_say_if_not_the_brokers_log`).
         self.lines_read = 0
@@ -515,7 +518,9 @@ class LogCollector(ABC):
             # 429): sampling waits, and the log is followed meanwhile (it stopped the whole
             # collector, an audit).
             if not self._sampled_once:
-                raise
+                if not self._starting_node_may_say(refused):
+                    raise
+                return self._sampling_waits(refused, starting=True)
             return self._sampling_waits(refused)
         except SAMPLER_ERRORS as error:
             return self._sampling_waits(error)
@@ -533,7 +538,32 @@ class LogCollector(ABC):
         self._held_samples.append((taken, observed))
         return True
 
-    def _sampling_waits(self, error: Exception) -> bool:
+    def _starting_node_may_say(self, refused: SamplerRefused) -> bool:
+        """Whether a refusal from the start may still be a node starting, not a wrong address:
+        a 404 within :data:`FIRST_404_GRACE` of the first. A real RabbitMQ 3.10 answered one
+        404 as its port opened in 2 of 20 starts (an experiment), which stopped a collector
+        started beside it with a configuration error; a wrong path answers 404 for good, so it
+        still stops the collector, after the grace. Not in a --once run, which waits for
+        nothing."""
+        if refused.code != 404 or self._once:
+            return False
+        now = self.clock()
+        if self._first_404_at is None:
+            self._first_404_at = now
+        return now - self._first_404_at < FIRST_404_GRACE
+
+    def _sampling_waits(self, error: Exception, *, starting: bool = False) -> bool:
+        if starting:
+            if self._sample_failing_since is None:
+                log.warning(
+                    "%s refuses (%s) before any answer: a node starting, or a wrong address? "
+                    "sampling waits, and stops the collector if it still refuses in %.0f s",
+                    self.sampler_name,
+                    unanswered_reason(error),
+                    FIRST_404_GRACE.total_seconds(),
+                )
+                self._sample_failing_since = self.clock()
+            return False
         if self._sample_failing_since is None:
             then = (
                 "no sample taken this run (--once)"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -1053,7 +1053,60 @@ def test_a_server_error_is_said_as_an_answer_with_its_code(
     ), said
 
 
-def test_a_404_from_the_start_is_a_wrong_address(tmp_path: Path) -> None:
+def test_a_404_from_the_start_is_a_wrong_address_once_it_lasts(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A wrong path answers 404 for good: the collector stops with it, once it has refused for
+    FIRST_404_GRACE (a node starting answers one 404 as its port opens: below)."""
+    from collectors.base import FIRST_404_GRACE
+
+    now = [datetime(2026, 11, 27, 10, 0, tzinfo=UTC)]
+    refusal = SamplerRefused("management API: HTTP 404", 404)
+    collector = setup.collector(management=FakeManagement([refusal] * 3), clock=lambda: now[0])
+    with caplog.at_level(logging.INFO, logger="flowctl.collect"):
+        assert collector.sample() is False
+        now[0] += FIRST_404_GRACE - timedelta(seconds=1)
+        assert collector.sample() is False
+        now[0] += timedelta(seconds=1)
+        with pytest.raises(SamplerRefused, match="404"):
+            collector.sample()
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1, said  # the wait said once, not at every refusal
+    assert (
+        "refuses (management API: HTTP 404) before any answer: a node starting, or a wrong "
+        "address? sampling waits, and stops the collector if it still refuses in 20 s" in said[0]
+    )
+
+
+def test_a_starting_nodes_404_then_its_answer_goes_on(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A real RabbitMQ 3.10 answered one 404 as its port opened in 2 of 20 starts: a collector
+    started beside it stopped with a configuration error. It waits, and samples once the node
+    answers."""
+    answered = ManagementSample(connections=_connections(pub="running"))
+    refusal = SamplerRefused("management API: HTTP 404", 404)
+    collector = setup.collector(management=FakeManagement([refusal, answered]))
+    with caplog.at_level(logging.INFO, logger="flowctl.collect"):
+        assert collector.sample() is False
+        assert collector.sample() is True
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and "answers again after" in said[1], said
+
+
+@pytest.mark.parametrize("code", [401, 403])
+def test_any_other_refusal_from_the_start_stops_the_collector_at_once(
+    setup: Setup, code: int
+) -> None:
+    """A wrong user or password is said at once: no node answers 401 while it starts."""
+    refusal = SamplerRefused(f"management API: HTTP {code}", code)
+    collector = setup.collector(management=FakeManagement([refusal]))
+    with pytest.raises(SamplerRefused, match=str(code)):
+        collector.sample()
+
+
+def test_a_once_run_takes_a_404_from_the_start_for_a_wrong_address(tmp_path: Path) -> None:
+    """A --once run waits for nothing: its one sample's 404 is the answer."""
     collector = RabbitMQCollector(
         log_path=tmp_path / "rabbit@a.log",
         raw_dir=tmp_path / "raw",
@@ -1062,7 +1115,7 @@ def test_a_404_from_the_start_is_a_wrong_address(tmp_path: Path) -> None:
         management=FakeManagement([SamplerRefused("management API: HTTP 404", 404)]),
     )
     with pytest.raises(SamplerRefused, match="404"):
-        collector.sample()
+        collector.run(stop=lambda: True, once=True)
 
 
 def test_a_length_limit_set_by_a_policy_and_an_argument_is_the_smaller() -> None:
