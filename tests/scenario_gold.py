@@ -60,12 +60,23 @@ def recommendation_rows(
     """The scenario run on the engine into Parquet under ``raw``, then the recommendations over
     the days it covers, as of its last day (``policy``: default conf/recommend.yaml), as dicts,
     computed by Spark :func:`compiled`."""
+    return scenarios_recommendation_rows(spark, [scenario], raw, policy)
+
+
+def scenarios_recommendation_rows(
+    spark: Any, scenarios: list[Scenario], raw: Path, policy: RecommendPolicy | None = None
+) -> list[dict[str, Any]]:
+    """:func:`recommendation_rows` of several scenarios in one computation: each run on the
+    engine into ``raw`` (its run_id its name), the recommendations over the days they cover, as
+    of the last. A computation costs seconds of Spark planning whatever its rows, so scenarios
+    of one day and policy, each on a broker of its own, are cheaper computed together; which
+    rows are whose is the ``broker`` column's."""
     with compiled(spark):
-        return _recommendation_rows(spark, scenario, raw, policy)
+        return _recommendation_rows(spark, scenarios, raw, policy)
 
 
 def _recommendation_rows(
-    spark: Any, scenario: Scenario, raw: Path, policy: RecommendPolicy | None
+    spark: Any, scenarios: list[Scenario], raw: Path, policy: RecommendPolicy | None
 ) -> list[dict[str, Any]]:
     from pyspark.sql import functions as F
 
@@ -79,9 +90,14 @@ def _recommendation_rows(
     )
     from jobs.transforms.recommend import threshold_recommendations
 
-    with ParquetSink(raw, scenario.name) as sink:
-        result = run_scenario(scenario, [sink], run_id=scenario.name)
-    first_day, last_day = _day(result.start_us), _day(result.end_us)
+    assert len({s.name for s in scenarios}) == len(scenarios), "two scenarios, one run_id"
+    assert len({s.broker.name for s in scenarios}) == len(scenarios), "two scenarios, one broker"
+    spans = []
+    for scenario in scenarios:
+        with ParquetSink(raw, scenario.name) as sink:
+            result = run_scenario(scenario, [sink], run_id=scenario.name)
+        spans += [_day(result.start_us), _day(result.end_us)]
+    first_day, last_day = min(spans), max(spans)
     events = (
         spark.read.parquet(str(raw))
         .withColumn("date", F.to_date("date"))

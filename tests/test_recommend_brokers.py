@@ -24,7 +24,12 @@ from flowctl_core.whatif_knobs import (
     with_knob,
 )
 from jobs.recommend_policy import RecommendPolicy
-from tests.scenario_gold import compiled, recommendation_rows, with_first_artemis_address
+from tests.scenario_gold import (
+    compiled,
+    recommendation_rows,
+    scenarios_recommendation_rows,
+    with_first_artemis_address,
+)
 
 POLICY = RecommendPolicy(lookback_days=1)
 
@@ -63,10 +68,15 @@ def engine_recommendations(
 ) -> dict[str, dict[str, Any]]:
     """The scenario's recommendations as the pipeline computes them (:func:`recommendation_rows`),
     by entity."""
-    rows = recommendation_rows(spark, scenario, raw, policy)
+    return _by_entity(recommendation_rows(spark, scenario, raw, policy))
+
+
+def _by_entity(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Recommendation rows of one broker by entity, each checked to name its broker's knob and
+    the rule that decided it."""
     by_entity = {row["entity"]: row for row in rows}
     assert len(by_entity) == len(rows), "an entity with more than one row"
-    for row in rows:  # every row names its broker's knob and the rule that decided it
+    for row in rows:
         assert row["broker_kind"] and row["knob"] and row["unit"] and row["rule"], row
     return by_entity
 
@@ -972,16 +982,46 @@ def test_the_first_rabbitmq_queue_rule_that_holds_wins(spark: Any) -> None:
 
 # -- per broker kind: the real transforms on the engine's log, validated by re-simulation --------
 
+#: The Artemis scenarios of the tests below, each on a broker of its own, all of 2026-03-05.
+ARTEMIS_BROKERS = {
+    "artemis-policies": "artemis-address-full-policies",
+    "artemis-telemetry": "artemis-amqp-reject-threshold",
+    "artemis-jobs": "artemis-slow-fast-consumers",
+}
+
+
+@pytest.fixture(scope="module")
+def artemis_recommendations(
+    spark: Any, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """:func:`engine_recommendations` of the bundled Artemis scenarios and of LONE_UNBOUNDED fed
+    and prefilled, by broker then entity, in one computation: each alone cost a test ~15 s of
+    Spark planning. Read-only: the tests assert on it."""
+    scenarios = [load_scenario(name) for name in ARTEMIS_BROKERS.values()] + [
+        parse_scenario(yaml.safe_load(LONE_UNBOUNDED_FED), "artemis-lone-unbounded-fed"),
+        parse_scenario(yaml.safe_load(LONE_UNBOUNDED), "artemis-lone-unbounded"),
+    ]
+    brokers = [scenario.broker.name for scenario in scenarios]
+    assert brokers == [*ARTEMIS_BROKERS, "artemis-lone-fed", "artemis-lone"]
+    rows = scenarios_recommendation_rows(spark, scenarios, tmp_path_factory.mktemp("artemis"))
+    # Each scenario's rows apart, and each with rows: no broker's advice reads another's.
+    assert {row["broker"] for row in rows} == set(brokers)
+    return {
+        broker: _by_entity([row for row in rows if row["broker"] == broker]) for broker in brokers
+    }
+
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_artemis_address_knobs_are_validated_by_whatif(spark: Any, tmp_path: Path) -> None:
+def test_artemis_address_knobs_are_validated_by_whatif(
+    artemis_recommendations: dict[str, dict[str, dict[str, Any]]],
+) -> None:
     """artemis-address-full-policies: DROP loses 2875 messages at 256 KiB (max-size-bytes raised
     to hold them: none lost in the re-run); BLOCK with one 64 KiB CORE window passes the limit by
     more than the 10 % tolerated (producerWindowSize lowered: less overshoot); PAGE pages and is
     kept; FAIL's producer stops at the first failure, so no limit is sized from it."""
     scenario = load_scenario("artemis-address-full-policies")
-    rows = engine_recommendations(spark, scenario, tmp_path / "raw")
+    rows = artemis_recommendations["artemis-policies"]
     assert {r["broker_kind"] for r in rows.values()} == {"artemis"}
     assert not any(r["knob"].startswith("qpid.") for r in rows.values())
     # The address's knob and a consumer's, each rule table's stage compiled (recommendation_rows).
@@ -1013,13 +1053,15 @@ def test_artemis_address_knobs_are_validated_by_whatif(spark: Any, tmp_path: Pat
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_artemis_reject_threshold_is_validated_by_whatif(spark: Any, tmp_path: Path) -> None:
+def test_artemis_reject_threshold_is_validated_by_whatif(
+    spark: Any, tmp_path: Path, artemis_recommendations: dict[str, dict[str, dict[str, Any]]]
+) -> None:
     """artemis-amqp-reject-threshold: the hard address rejects 11,594 AMQP messages at a threshold
     inside the overshoot BLOCK allows two producers' 100 credits; raised above it, the re-run
     rejects none and stays under it. The soft address has no threshold: one is set above the
     credit overshoot, which the re-run never reaches."""
     scenario = load_scenario("artemis-amqp-reject-threshold")
-    rows = engine_recommendations(spark, scenario, tmp_path / "raw")
+    rows = artemis_recommendations["artemis-telemetry"]
     hard, soft = rows["telemetry-hard"], rows["telemetry-soft"]
     assert (hard["knob"], hard["current_value"], hard["verdict"]) == (
         "max-size-bytes-reject-threshold",
@@ -1047,14 +1089,14 @@ def test_artemis_reject_threshold_is_validated_by_whatif(spark: Any, tmp_path: P
 @pytest.mark.spark
 @pytest.mark.slow
 def test_artemis_slow_consumer_gets_no_buffer_validated_by_whatif(
-    spark: Any, tmp_path: Path
+    artemis_recommendations: dict[str, dict[str, dict[str, Any]]],
 ) -> None:
     """artemis-slow-fast-consumers: the slow consumer on the 100 KiB-window queue holds 74 of its
     400 messages (deliveries of 1,024 + 366 B) for 14.8 s while the fast one idles (seed 003);
     consumerWindowSize 0 lets the fast one take them: the queue is processed in well under a
     second."""
     scenario = load_scenario("artemis-slow-fast-consumers")
-    rows = engine_recommendations(spark, scenario, tmp_path / "raw")
+    rows = artemis_recommendations["artemis-jobs"]
     slow = rows["slow-100k"]
     assert (slow["entity_kind"], slow["knob"], slow["unit"]) == (
         "consumer",
@@ -1126,34 +1168,37 @@ artemis:
     - {name: only-reader, queue: jobs, window: -1, process_us: 1000}
 """
 
-#: LONE_UNBOUNDED's queue fed by a producer through the run instead of a prefill.
-LONE_UNBOUNDED_FED = LONE_UNBOUNDED.replace(
-    "prefill: {count: 400, size: 1024}}",
-    "}\n  producers:\n"
-    "    - {name: job-writer, address: jobs, window: 65536, size: 1024, send_cost_us: 2000}",
+#: LONE_UNBOUNDED's queue fed by a producer through the run instead of a prefill, on a broker
+#: of its own (artemis_recommendations computes both at once).
+LONE_UNBOUNDED_FED = (
+    LONE_UNBOUNDED.replace(
+        "prefill: {count: 400, size: 1024}}",
+        "}\n  producers:\n"
+        "    - {name: job-writer, address: jobs, window: 65536, size: 1024, send_cost_us: 2000}",
+    )
+    .replace("name: artemis-lone-unbounded\n", "name: artemis-lone-unbounded-fed\n")
+    .replace("broker: {name: artemis-lone}", "broker: {name: artemis-lone-fed}")
 )
 
 
 @pytest.mark.spark
 @pytest.mark.slow
 def test_an_unbounded_consumer_alone_on_its_queue_is_sized_by_kung_and_morris(
-    spark: Any, tmp_path: Path
+    artemis_recommendations: dict[str, dict[str, dict[str, Any]]],
 ) -> None:
     """Alone on its queue, an unbounded consumer's share goes to no one else's buffer: its window
     is judged by Kung & Morris as any other. Fed through the run it never starved, with over 4x
     what it needs: lowered. Given the queue's 400 in the instant it attached, the log's last
     event, it has no attached time: kept, and recommended as it is (-1, not the credit of
     2^31 - 1 it logs), with no formula of a rate it does not have."""
-    fed = parse_scenario(yaml.safe_load(LONE_UNBOUNDED_FED), "artemis-lone-unbounded")
-    row = engine_recommendations(spark, fed, tmp_path / "fed")["only-reader"]
+    row = artemis_recommendations["artemis-lone-fed"]["only-reader"]
     assert (row["rule"], row["verdict"], row["current_value"]) == ("over-provisioned", "lower", -1)
     assert 0 < row["recommended_value"] < 2**31 - 1
     # Said as configured, not as the 2^31 - 1 bytes of credit it logs (an audit).
     assert row["rationale"].startswith(
         "lower: never starved with an unbounded window (consumerWindowSize -1), over 4x"
     ), row["rationale"]
-    prefilled = parse_scenario(yaml.safe_load(LONE_UNBOUNDED), "artemis-lone-unbounded")
-    row = engine_recommendations(spark, prefilled, tmp_path / "prefilled")["only-reader"]
+    row = artemis_recommendations["artemis-lone"]["only-reader"]
     assert (row["rule"], row["verdict"]) == ("never attached", "keep")
     assert row["current_value"] == row["recommended_value"] == -1
     assert row["current_credit"] == row["recommended_credit"] == 2**31 - 1
