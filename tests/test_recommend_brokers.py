@@ -627,19 +627,36 @@ def test_the_artemis_address_rules_compile_into_whole_stage_code(spark: Any) -> 
     assert (row.verdict, row.knob) == ("raise", "max-size-bytes")
 
 
+@pytest.fixture(scope="module")
+def rabbitmq_recommendations(
+    spark: Any, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, list[dict[str, Any]]]:
+    """The recommendations of the bundled rabbitmq-paced-consumers (2026-03-04) and of
+    PREFILLED_FOR_091 (2026-03-06), by broker, in one computation as of the later day (each
+    alone cost a test ~15 s of Spark planning; the default policy's 7-day look-back holds
+    both). Read-only: the tests assert on it."""
+    scenarios = [
+        load_scenario("rabbitmq-paced-consumers"),
+        parse_scenario(yaml.safe_load(PREFILLED_FOR_091), "rmq-prefilled-091"),
+    ]
+    brokers = [scenario.broker.name for scenario in scenarios]
+    assert brokers == ["rabbitmq-paced", "rmq-prefilled-091"]
+    rows = scenarios_recommendation_rows(spark, scenarios, tmp_path_factory.mktemp("rabbitmq"))
+    assert {row["broker"] for row in rows} == set(brokers)  # each scenario's rows apart
+    return {broker: [row for row in rows if row["broker"] == broker] for broker in brokers}
+
+
 @pytest.mark.spark
 def test_rabbitmqs_recommendations_compile_into_whole_stage_code(
-    spark: Any, tmp_path: Path
+    rabbitmq_recommendations: dict[str, list[dict[str, Any]]],
 ) -> None:
     """The whole recommend transform over a bundled RabbitMQ scenario, compiled with no fallback
-    (as :func:`recommendation_rows` computes every scenario's): every rule table's stage fits the
-    JVM's method size. Qpid's (qpid-165-worst-case, tests/test_whatif.py) and Artemis's
-    (artemis-address-full-policies, test_artemis_address_knobs_are_validated_by_whatif) are
-    computed so by the tests that check their advice, which assert their knobs too."""
-    with compiled(spark):  # as recommendation_rows computes it too: said here, where it is checked
-        rows = recommendation_rows(
-            spark, load_scenario("rabbitmq-paced-consumers"), tmp_path / "raw"
-        )
+    (as :func:`recommendation_rows` computes every scenario's, here in rabbitmq_recommendations):
+    every rule table's stage fits the JVM's method size. Qpid's (qpid-165-worst-case,
+    tests/test_whatif.py) and Artemis's (artemis-address-full-policies,
+    test_artemis_address_knobs_are_validated_by_whatif) are computed so by the tests that check
+    their advice, which assert their knobs too."""
+    rows = rabbitmq_recommendations["rabbitmq-paced"]
     assert {"link credit", "prefetch"} <= {row["knob"] for row in rows}
 
 
@@ -1231,13 +1248,12 @@ connections:
 
 @pytest.mark.spark
 def test_a_burst_consumer_is_not_lowered_on_its_rate_per_attached_second(
-    spark: Any, tmp_path: Path
+    rabbitmq_recommendations: dict[str, list[dict[str, Any]]],
 ) -> None:
     """30 messages in the instant it attaches, then nothing: per attached second it reads 15
     msgs/s, which needs a prefetch of 2, but 30 were ready for it at once and a prefetch of 2
     would take them 15 round trips. Kept (an audit: 1000 -> 2, which its replay received later)."""
-    scenario = parse_scenario(yaml.safe_load(PREFILLED_FOR_091), "rmq-prefilled-091")
-    row = engine_recommendations(spark, scenario, tmp_path / "raw")["reader-091"]
+    row = _by_entity(rabbitmq_recommendations["rmq-prefilled-091"])["reader-091"]
     assert (row["rule"], row["verdict"], row["knob"]) == (
         "over-provisioned by a rate that counts idle time",
         "keep",
