@@ -22,7 +22,7 @@ from flowctl_core.whatif import (
     with_thresholds,
     without_artemis_queues,
 )
-from tests.scenario_gold import recommendation_rows
+from tests.scenario_gold import recommendation_rows, scenarios_recommendation_rows
 
 
 def test_overrides_are_declared_from_the_start() -> None:
@@ -165,10 +165,26 @@ def test_overrides_from_rows_skip_links_and_refuse_ambiguity() -> None:
         overrides_from_recommendations([rows[0], conflicting])
 
 
+@pytest.fixture(scope="module")
+def qpid_recommendations(
+    spark: Any, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, list[dict[str, Any]]]:
+    """The recommendations of the bundled bursty-producer (2026-03-02 23:30 to 00:30) and
+    qpid-165-worst-case (2026-03-02), by broker, in one computation as of 2026-03-03 (each alone
+    cost a test ~15 s of Spark planning; the default policy's 7-day look-back holds both).
+    Read-only: the tests assert on it."""
+    scenarios = [load_scenario("bursty-producer"), load_scenario("qpid-165-worst-case")]
+    brokers = [scenario.broker.name for scenario in scenarios]
+    assert brokers == ["qpid-events", "qpid-payments"]
+    rows = scenarios_recommendation_rows(spark, scenarios, tmp_path_factory.mktemp("qpid"))
+    assert {row["broker"] for row in rows} == set(brokers)  # each scenario's rows apart
+    return {broker: [row for row in rows if row["broker"] == broker] for broker in brokers}
+
+
 @pytest.mark.spark
 @pytest.mark.slow
 def test_bursty_producer_recommendations_validated_on_the_engine(
-    spark: Any, tmp_path: Path
+    qpid_recommendations: dict[str, list[dict[str, Any]]],
 ) -> None:
     """The honest loop: recommendations computed by the Spark transforms from the scenario's own
     event log, then replayed on the engine. The queue's verdict is a raise (it stopped with room
@@ -176,7 +192,7 @@ def test_bursty_producer_recommendations_validated_on_the_engine(
     must stay below the limit by the room the recommendation kept."""
     scenario = load_scenario("bursty-producer")
     # 23:30 to 00:30: the recommendations over both days, as of the second (2026-03-03).
-    rows = recommendation_rows(spark, scenario, tmp_path / "raw")
+    rows = qpid_recommendations["qpid-events"]
     queue_row = next(r for r in rows if r["entity"] == "events")
     print(queue_row["rationale"])
     assert queue_row["verdict"] == "raise"
@@ -272,7 +288,7 @@ def test_artemis_queues_are_set_apart_from_threshold_overrides() -> None:
 
 @pytest.mark.spark
 def test_seed_001_worst_case_is_not_at_risk_of_a_byte_limit_it_cannot_reach(
-    spark: Any, tmp_path: Path
+    qpid_recommendations: dict[str, list[dict[str, Any]]],
 ) -> None:
     """Seed 001's queue: max_count 200, stop 100 / resume 80 in messages, no byte thresholds
     (a stop argument makes them explicit, 0 = off) under the broker's default 100 MiB limit.
@@ -280,9 +296,10 @@ def test_seed_001_worst_case_is_not_at_risk_of_a_byte_limit_it_cannot_reach(
     verdict comes from the messages: the stop leaves room for the 65 the windows bound, with the
     margin, 200 - ceil(65 x 1.2) = 122 (an audit found it 'at risk of overflow', with a byte
     stop of 104,817,664 advised)."""
-    rows = recommendation_rows(spark, load_scenario("qpid-165-worst-case"), tmp_path / "raw")
+    rows = qpid_recommendations["qpid-payments"]
     payments = next(r for r in rows if r["entity"] == "payments")
-    # Qpid's knob, each rule table's stage compiled (recommendation_rows: as the jobs run them).
+    # Qpid's knob, each rule table's stage compiled (scenarios_recommendation_rows: as the jobs
+    # run them).
     assert payments["knob"] == "qpid.flow_stop_count"
     assert payments["verdict"] != "at_risk_of_overflow", payments["rationale"]
     assert "flow control off under a limit" not in payments["rationale"]
