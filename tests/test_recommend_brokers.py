@@ -631,17 +631,25 @@ def test_the_artemis_address_rules_compile_into_whole_stage_code(spark: Any) -> 
 def rabbitmq_recommendations(
     spark: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, list[dict[str, Any]]]:
-    """The recommendations of the bundled rabbitmq-paced-consumers (2026-03-04) and of
-    PREFILLED_FOR_091 (2026-03-06), by broker, in one computation as of the later day (each
-    alone cost a test ~15 s of Spark planning; the default policy's 7-day look-back holds
-    both). Read-only: the tests assert on it."""
+    """The recommendations of the bundled rabbitmq-paced-consumers (2026-03-04), of
+    PREFILLED_FOR_091 and of RABBITMQ_SMALL_CREDIT (2026-03-06), by broker, in one computation
+    as of the later day (each alone cost a test ~15 s of Spark planning; the policy's 7-day
+    look-back holds them all). Read-only: the tests assert on it."""
+    from jobs.recommend import load_policy
+
     scenarios = [
         load_scenario("rabbitmq-paced-consumers"),
         parse_scenario(yaml.safe_load(PREFILLED_FOR_091), "rmq-prefilled-091"),
+        parse_scenario(yaml.safe_load(RABBITMQ_SMALL_CREDIT), "rabbitmq-small-credit"),
     ]
     brokers = [scenario.broker.name for scenario in scenarios]
-    assert brokers == ["rabbitmq-paced", "rmq-prefilled-091"]
-    rows = scenarios_recommendation_rows(spark, scenarios, tmp_path_factory.mktemp("rabbitmq"))
+    assert brokers == ["rabbitmq-paced", "rmq-prefilled-091", "rabbitmq-small-credit"]
+    # RABBITMQ_SMALL_CREDIT's run is 0.5 s: a backlog of 0.2 s is a limit it reaches. The
+    # setting sizes RabbitMQ queues' x-max-length only, which the other two tests do not read.
+    policy = dataclasses.replace(load_policy(), max_backlog_s=0.2)
+    rows = scenarios_recommendation_rows(
+        spark, scenarios, tmp_path_factory.mktemp("rabbitmq"), policy
+    )
     assert {row["broker"] for row in rows} == set(brokers)  # each scenario's rows apart
     return {broker: [row for row in rows if row["broker"] == broker] for broker in brokers}
 
@@ -1268,18 +1276,17 @@ def test_a_burst_consumer_is_not_lowered_on_its_rate_per_attached_second(
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_rabbitmq_knobs_are_validated_by_whatif(spark: Any, tmp_path: Path) -> None:
+def test_rabbitmq_knobs_are_validated_by_whatif(
+    rabbitmq_recommendations: dict[str, list[dict[str, Any]]],
+) -> None:
     """A 0.9.1 consumer gets prefetch and an AMQP 1.0 consumer link credit (never each other's),
     each raised for its round trip (the 0.9.1 one the policy's: its starvations end at each
     single ack) and receiving more in the re-run; the slow queue that grows
     and blocks its 0.9.1 connection gets x-max-length, under which the connection is blocked less.
     No RabbitMQ queue gets Qpid thresholds."""
-    from jobs.recommend import load_policy
-
     scenario = parse_scenario(yaml.safe_load(RABBITMQ_SMALL_CREDIT), "rabbitmq-small-credit")
-    # A 0.5 s run: a backlog of 0.2 s is a limit the run reaches.
-    policy = dataclasses.replace(load_policy(), max_backlog_s=0.2)
-    rows = engine_recommendations(spark, scenario, tmp_path / "raw", policy)
+    # Computed with max_backlog_s 0.2 (rabbitmq_recommendations): a limit the 0.5 s run reaches.
+    rows = _by_entity(rabbitmq_recommendations["rabbitmq-small-credit"])
     assert {r["broker_kind"] for r in rows.values()} == {"rabbitmq"}
     prefetch, credit = rows["reader-091"], rows["reader-10"]
     assert (prefetch["entity_kind"], prefetch["knob"], prefetch["current_value"]) == (
