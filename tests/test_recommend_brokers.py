@@ -443,14 +443,23 @@ def test_artemis_bounds_past_a_long_are_held_at_a_long_not_a_failed_job(spark: A
     }
 
 
-@pytest.mark.spark
-def test_sums_of_logged_capacities_and_credits_past_a_long_do_not_fail_the_job(spark: Any) -> None:
-    """Each of these logs failed the whole recommend job under ANSI SQL (a review): two Qpid
-    producers of capacity 2^62 (their sum), two Artemis CORE producers of capacity 2^62 and one
-    of 2^63 - 1 (the messages their windows cover, and capacity + 1), a CORE consumer of 2^62
-    byte messages (its credit need, 2 x in flight + 1). Held at a long, each gets its advice."""
+@pytest.fixture(scope="module")
+def hand_built_advice(spark: Any) -> dict[str, dict[str, Any]]:
+    """The recommendations of :func:`_logs_past_a_long` and :func:`_logs_a_collector_sees` in one
+    ``recommended_together`` call (each log a broker and run of its own), by broker then entity:
+    one computation where the two tests made one each (~7 s of Spark planning apiece).
+    Read-only: the tests assert on it."""
+    from tests.test_recommend import recommended_together
+
+    logs = {**_logs_past_a_long(), **_logs_a_collector_sees()}
+    assert len(logs) == len(_logs_past_a_long()) + len(_logs_a_collector_sees())
+    return recommended_together(spark, logs)
+
+
+def _logs_past_a_long() -> dict[str, Any]:
+    """test_sums_of_logged_capacities_and_credits_past_a_long_do_not_fail_the_job's logs."""
     from jobs.transforms.saturating import LONG_MAX
-    from tests.test_recommend import Log, recommended_together
+    from tests.test_recommend import Log
 
     logs = {"qpid": Log()}
     logs["qpid"].queue("q", 800, 700, capacities=(2**62, 2**62))
@@ -466,9 +475,22 @@ def test_sums_of_logged_capacities_and_credits_past_a_long_do_not_fail_the_job(s
     logs["consumer"] = Log()
     logs["consumer"].consumer("c", credit=LONG_MAX, grant=LONG_MAX, deliveries=10, starved_s=50,
                               starvations=5, credit_unit="bytes", size_bytes=2**62)  # fmt: skip
+    return logs
+
+
+@pytest.mark.spark
+def test_sums_of_logged_capacities_and_credits_past_a_long_do_not_fail_the_job(
+    hand_built_advice: dict[str, dict[str, Any]],
+) -> None:
+    """Each of these logs failed the whole recommend job under ANSI SQL (a review): two Qpid
+    producers of capacity 2^62 (their sum), two Artemis CORE producers of capacity 2^62 and one
+    of 2^63 - 1 (the messages their windows cover, and capacity + 1), a CORE consumer of 2^62
+    byte messages (its credit need, 2 x in flight + 1). Held at a long, each gets its advice."""
+    mine = _logs_past_a_long().keys()  # the other test's brokers are its own
     advice = {
         broker: {entity: (r.broker_kind, r.knob) for entity, r in rows.items()}
-        for broker, rows in recommended_together(spark, logs).items()
+        for broker, rows in hand_built_advice.items()
+        if broker in mine
     }
     assert advice == {
         "qpid": {"q": ("qpid", "qpid.flow_stop_count")},
@@ -478,13 +500,9 @@ def test_sums_of_logged_capacities_and_credits_past_a_long_do_not_fail_the_job(s
     }
 
 
-@pytest.mark.spark
-def test_losses_a_collector_cannot_see_are_not_read_as_none(spark: Any) -> None:
-    """A collector sees sizes and depths, no message: a DROP or FAIL address at its limit, or a
-    RabbitMQ queue at its x-max-length, lost or refused messages the log cannot count. Read as
-    0 they gave "nothing lost or rejected" and "0 rejected" (a real-broker walk-through); a
-    queue that drained read "(0 in, 0 out)", and one that grew read "it does not grow"."""
-    from tests.test_recommend import DAY, RUN, Log, recommended_together
+def _logs_a_collector_sees() -> dict[str, Any]:
+    """test_losses_a_collector_cannot_see_are_not_read_as_none's logs."""
+    from tests.test_recommend import DAY, RUN, Log
 
     artemis = Log()
     for name, policy, peak in (
@@ -521,8 +539,18 @@ def test_losses_a_collector_cannot_see_are_not_read_as_none(spark: Any) -> None:
              "stopped_at_day_start": False, "time_stopped_s": 0.0, "observed_s": 3.0,
              "episodes": 0, "max_depth_msgs": max(series), "sample_interval_ms": 1000}
         )  # fmt: skip
-    by_broker = recommended_together(spark, {"artemis": artemis, "rabbitmq": rabbitmq})
-    advised = by_broker["artemis"]
+    return {"artemis": artemis, "rabbitmq": rabbitmq}
+
+
+@pytest.mark.spark
+def test_losses_a_collector_cannot_see_are_not_read_as_none(
+    hand_built_advice: dict[str, dict[str, Any]],
+) -> None:
+    """A collector sees sizes and depths, no message: a DROP or FAIL address at its limit, or a
+    RabbitMQ queue at its x-max-length, lost or refused messages the log cannot count. Read as
+    0 they gave "nothing lost or rejected" and "0 rejected" (a real-broker walk-through); a
+    queue that drained read "(0 in, 0 out)", and one that grew read "it does not grow"."""
+    advised = hand_built_advice["artemis"]
     assert {name: (r.broker_kind, r.verdict, r.rule) for name, r in advised.items()} == {
         "drop-a": ("artemis", "at_risk_of_overflow", "losses not in the log"),
         "fail-a": ("artemis", "at_risk_of_overflow", "losses not in the log"),
@@ -536,7 +564,7 @@ def test_losses_a_collector_cannot_see_are_not_read_as_none(spark: Any) -> None:
     assert "nothing lost" not in advised["quiet-a"].rationale
     assert "no sample showed it at a limit" in advised["quiet-a"].rationale
 
-    advised = by_broker["rabbitmq"]
+    advised = hand_built_advice["rabbitmq"]
     assert {name: (r.broker_kind, r.rule, r.rejected_msgs) for name, r in advised.items()} == {
         "bounded": ("rabbitmq", "length limit in force", None),
         "work": ("rabbitmq", "below its peak at the end", None),
@@ -550,49 +578,62 @@ def test_losses_a_collector_cannot_see_are_not_read_as_none(spark: Any) -> None:
     assert "a collector sees no message" in advised["growing"].rationale
 
 
+#: The address the AMQP publishers of each case of the test below send to (each case's log is a
+#: broker of its own in amqp_publisher_advice).
+AMQP_ADDRESSES = {"address": "amqp-block", "fully-qualified-queue-name": "amqp-block::orders"}
+
+
+@pytest.fixture(scope="module")
+def amqp_publisher_advice(spark: Any) -> dict[str, Any]:
+    """Address amqp-block's row of each :data:`AMQP_ADDRESSES` case, by case: each case's
+    collector samples and client-recorded links on a broker named by the case (runs named
+    apart), all in one computation (each alone cost ~7 s of Spark planning). Read-only."""
+    from collectors.proton_links import queue_of_address
+    from tests.test_recommend import Log
+
+    log = Log()
+    for case, amqp_address in AMQP_ADDRESSES.items():
+        for at_s, size in ((1, 20_000), (2, 248_800), (3, 10_000)):
+            detail = {
+                "address": "amqp-block",
+                "address_size": size,
+                "max_size_bytes": 102_400,
+                "policy": "BLOCK",
+                "origin": "jolokia",
+                "sample_interval_ms": 1000,
+            }
+            log.event(at_s, "queue_declared", queue="amqp-block", depth_msgs=size // 2488,
+                      depth_bytes=size, detail=json.dumps(detail), broker=case,
+                      run_id=f"{case}-samples")  # fmt: skip
+        # The link's queue as the recorder reads its address, so that the advice's reading of
+        # an FQQN (recommend_artemis.address_producers) is checked against the recorder's.
+        link_queue = queue_of_address(amqp_address, "artemis")
+        assert link_queue is not None
+        marks = {"recorded_by": "client-links", "broker_product": "artemis", "origin": "receiver"}
+        if amqp_address != link_queue:
+            marks["amqp_address"] = amqp_address
+        recorded = json.dumps(marks)
+        for at_s, credit in ((1, 100), (2, 40), (3, 0)):
+            log.event(at_s, "flow", queue=link_queue, link="sender-1", protocol="amqp-1.0",
+                      link_role="publisher", credit=credit, available=5, broker=case,
+                      run_id=f"{case}-client-run", detail=recorded)  # fmt: skip
+    rows = log.recommend(spark).where("entity = 'amqp-block'").collect()
+    by_case = {row.broker: row for row in rows}
+    assert len(by_case) == len(rows) and set(by_case) == set(AMQP_ADDRESSES)  # one row a case
+    return by_case
+
+
 @pytest.mark.spark
-@pytest.mark.parametrize(
-    "amqp_address",
-    ["amqp-block", "amqp-block::orders"],
-    ids=["address", "fully-qualified-queue-name"],
-)
+@pytest.mark.parametrize("case", list(AMQP_ADDRESSES))
 def test_amqp_publishers_a_client_recorded_count_on_their_address(
-    spark: Any, amqp_address: str
+    amqp_publisher_advice: dict[str, Any], case: str
 ) -> None:
     """A real Artemis's log has the address's size (the collector's samples) and its AMQP
     publishers only as their client recorded its links. Left out, an address they pushed past
     its limit was told to lower the CORE producers' producerWindowSize, with no CORE producer
     in sight (a real-broker walk-through). A link to a fully qualified queue name has the queue
     in ``queue`` and counts on the name's address."""
-    from tests.test_recommend import Log
-
-    log = Log()
-    for at_s, size in ((1, 20_000), (2, 248_800), (3, 10_000)):
-        detail = {
-            "address": "amqp-block",
-            "address_size": size,
-            "max_size_bytes": 102_400,
-            "policy": "BLOCK",
-            "origin": "jolokia",
-            "sample_interval_ms": 1000,
-        }
-        log.event(at_s, "queue_declared", queue="amqp-block", depth_msgs=size // 2488,
-                  depth_bytes=size, detail=json.dumps(detail))  # fmt: skip
-    from collectors.proton_links import queue_of_address
-
-    # The link's queue as the recorder reads its address, so that the advice's reading of an
-    # FQQN (recommend_artemis.address_producers) is checked against the recorder's.
-    link_queue = queue_of_address(amqp_address, "artemis")
-    assert link_queue is not None
-    marks = {"recorded_by": "client-links", "broker_product": "artemis", "origin": "receiver"}
-    if amqp_address != link_queue:
-        marks["amqp_address"] = amqp_address
-    recorded = json.dumps(marks)
-    for at_s, credit in ((1, 100), (2, 40), (3, 0)):
-        log.event(at_s, "flow", queue=link_queue, link="sender-1", protocol="amqp-1.0",
-                  link_role="publisher", credit=credit, available=5, run_id="client-run",
-                  detail=recorded)  # fmt: skip
-    (row,) = log.recommend(spark).where("entity = 'amqp-block'").collect()
+    row = amqp_publisher_advice[case]
     assert (row.broker_kind, row.verdict, row.rule) == (
         "artemis",
         "at_risk_of_overflow",
