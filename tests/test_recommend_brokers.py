@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,7 +25,6 @@ from flowctl_core.whatif_knobs import (
 from jobs.recommend_policy import RecommendPolicy
 from tests.scenario_gold import (
     compiled,
-    recommendation_rows,
     scenarios_recommendation_rows,
     with_first_artemis_address,
 )
@@ -61,14 +59,6 @@ connections:
     frame_cost_us: 8
     publishers: [{name: to-slow, queue: slow-sink}, {name: to-fast, queue: fast-sink}]
 """
-
-
-def engine_recommendations(
-    spark: Any, scenario: Scenario, raw: Path, policy: RecommendPolicy | None = None
-) -> dict[str, dict[str, Any]]:
-    """The scenario's recommendations as the pipeline computes them (:func:`recommendation_rows`),
-    by entity."""
-    return _by_entity(recommendation_rows(spark, scenario, raw, policy))
 
 
 def _by_entity(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -669,27 +659,39 @@ def test_the_artemis_address_rules_compile_into_whole_stage_code(spark: Any) -> 
 
 
 @pytest.fixture(scope="module")
-def rabbitmq_recommendations(
-    spark: Any, tmp_path_factory: pytest.TempPathFactory
+def recommendations_as_of_march_6(
+    spark: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+    artemis_recommendations: dict[str, dict[str, dict[str, Any]]],
 ) -> dict[str, list[dict[str, Any]]]:
     """The recommendations of the bundled rabbitmq-paced-consumers (2026-03-04), of
+    artemis-amqp-reject-threshold with its hard address's advice applied (2026-03-05), of
     PREFILLED_FOR_091 and of RABBITMQ_SMALL_CREDIT (2026-03-06), by broker, in one computation
-    as of the later day (each alone cost a test ~15 s of Spark planning; the policy's 7-day
+    as of the last day (each alone cost a test ~15 s of Spark planning; the policy's 7-day
     look-back holds them all). Read-only: the tests assert on it."""
     from jobs.recommend import load_policy
 
+    (change,) = knob_changes_from_recommendations(
+        [artemis_recommendations["artemis-telemetry"]["telemetry-hard"]]
+    )
     scenarios = [
         load_scenario("rabbitmq-paced-consumers"),
+        with_knob(load_scenario("artemis-amqp-reject-threshold"), change),
         parse_scenario(yaml.safe_load(PREFILLED_FOR_091), "rmq-prefilled-091"),
         parse_scenario(yaml.safe_load(RABBITMQ_SMALL_CREDIT), "rabbitmq-small-credit"),
     ]
     brokers = [scenario.broker.name for scenario in scenarios]
-    assert brokers == ["rabbitmq-paced", "rmq-prefilled-091", "rabbitmq-small-credit"]
+    assert brokers == [
+        "rabbitmq-paced",
+        "artemis-telemetry",
+        "rmq-prefilled-091",
+        "rabbitmq-small-credit",
+    ]
     # RABBITMQ_SMALL_CREDIT's run is 0.5 s: a backlog of 0.2 s is a limit it reaches. The
-    # setting sizes RabbitMQ queues' x-max-length only, which the other two tests do not read.
+    # setting sizes RabbitMQ queues' x-max-length only, which the other tests do not read.
     policy = dataclasses.replace(load_policy(), max_backlog_s=0.2)
     rows = scenarios_recommendation_rows(
-        spark, scenarios, tmp_path_factory.mktemp("rabbitmq"), policy
+        spark, scenarios, tmp_path_factory.mktemp("march-6"), policy
     )
     assert {row["broker"] for row in rows} == set(brokers)  # each scenario's rows apart
     return {broker: [row for row in rows if row["broker"] == broker] for broker in brokers}
@@ -697,15 +699,15 @@ def rabbitmq_recommendations(
 
 @pytest.mark.spark
 def test_rabbitmqs_recommendations_compile_into_whole_stage_code(
-    rabbitmq_recommendations: dict[str, list[dict[str, Any]]],
+    recommendations_as_of_march_6: dict[str, list[dict[str, Any]]],
 ) -> None:
     """The whole recommend transform over a bundled RabbitMQ scenario, compiled with no fallback
-    (as :func:`recommendation_rows` computes every scenario's, here in rabbitmq_recommendations):
+    (as :func:`recommendation_rows` computes every scenario's, here the fixture's computation):
     every rule table's stage fits the JVM's method size. Qpid's (qpid-165-worst-case,
     tests/test_whatif.py) and Artemis's (artemis-address-full-policies,
     test_artemis_address_knobs_are_validated_by_whatif) are computed so by the tests that check
     their advice, which assert their knobs too."""
-    rows = rabbitmq_recommendations["rabbitmq-paced"]
+    rows = recommendations_as_of_march_6["rabbitmq-paced"]
     assert {"link credit", "prefetch"} <= {row["knob"] for row in rows}
 
 
@@ -1060,9 +1062,10 @@ ARTEMIS_BROKERS = {
 def artemis_recommendations(
     spark: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """:func:`engine_recommendations` of the bundled Artemis scenarios and of LONE_UNBOUNDED fed
-    and prefilled, by broker then entity, in one computation: each alone cost a test ~15 s of
-    Spark planning. Read-only: the tests assert on it."""
+    """The recommendations (:func:`scenarios_recommendation_rows`) of the bundled Artemis
+    scenarios and of LONE_UNBOUNDED fed and prefilled, by broker then entity, in one
+    computation: each alone cost a test ~15 s of Spark planning. Read-only: the tests assert
+    on it."""
     scenarios = [load_scenario(name) for name in ARTEMIS_BROKERS.values()] + [
         parse_scenario(yaml.safe_load(LONE_UNBOUNDED_FED), "artemis-lone-unbounded-fed"),
         parse_scenario(yaml.safe_load(LONE_UNBOUNDED), "artemis-lone-unbounded"),
@@ -1120,7 +1123,8 @@ def test_artemis_address_knobs_are_validated_by_whatif(
 @pytest.mark.spark
 @pytest.mark.slow
 def test_artemis_reject_threshold_is_validated_by_whatif(
-    spark: Any, tmp_path: Path, artemis_recommendations: dict[str, dict[str, dict[str, Any]]]
+    artemis_recommendations: dict[str, dict[str, dict[str, Any]]],
+    recommendations_as_of_march_6: dict[str, list[dict[str, Any]]],
 ) -> None:
     """artemis-amqp-reject-threshold: the hard address rejects 11,594 AMQP messages at a threshold
     inside the overshoot BLOCK allows two producers' 100 credits; raised above it, the re-run
@@ -1145,9 +1149,9 @@ def test_artemis_reject_threshold_is_validated_by_whatif(
     # Applied, the advice holds: the address logs the threshold in force although it now rejects
     # nothing, so the recommender sees a hard limit above the credit overshoot and keeps it
     # (without it the log read "no reject threshold", and the advice was to set one).
-    (change,) = knob_changes_from_recommendations([hard])
-    applied = engine_recommendations(spark, with_knob(scenario, change), tmp_path / "applied")
-    again = applied["telemetry-hard"]
+    # recommendations_as_of_march_6 ran the scenario with hard's change applied.
+    assert knob_changes_from_recommendations([hard])[0].value == hard["recommended_value"]
+    again = _by_entity(recommendations_as_of_march_6["artemis-telemetry"])["telemetry-hard"]
     assert (again["rule"], again["verdict"]) == ("AMQP credits overshoot the address", "keep")
     assert again["current_value"] == again["recommended_value"] == hard["recommended_value"]
 
@@ -1297,12 +1301,12 @@ connections:
 
 @pytest.mark.spark
 def test_a_burst_consumer_is_not_lowered_on_its_rate_per_attached_second(
-    rabbitmq_recommendations: dict[str, list[dict[str, Any]]],
+    recommendations_as_of_march_6: dict[str, list[dict[str, Any]]],
 ) -> None:
     """30 messages in the instant it attaches, then nothing: per attached second it reads 15
     msgs/s, which needs a prefetch of 2, but 30 were ready for it at once and a prefetch of 2
     would take them 15 round trips. Kept (an audit: 1000 -> 2, which its replay received later)."""
-    row = _by_entity(rabbitmq_recommendations["rmq-prefilled-091"])["reader-091"]
+    row = _by_entity(recommendations_as_of_march_6["rmq-prefilled-091"])["reader-091"]
     assert (row["rule"], row["verdict"], row["knob"]) == (
         "over-provisioned by a rate that counts idle time",
         "keep",
@@ -1318,7 +1322,7 @@ def test_a_burst_consumer_is_not_lowered_on_its_rate_per_attached_second(
 @pytest.mark.spark
 @pytest.mark.slow
 def test_rabbitmq_knobs_are_validated_by_whatif(
-    rabbitmq_recommendations: dict[str, list[dict[str, Any]]],
+    recommendations_as_of_march_6: dict[str, list[dict[str, Any]]],
 ) -> None:
     """A 0.9.1 consumer gets prefetch and an AMQP 1.0 consumer link credit (never each other's),
     each raised for its round trip (the 0.9.1 one the policy's: its starvations end at each
@@ -1326,8 +1330,8 @@ def test_rabbitmq_knobs_are_validated_by_whatif(
     and blocks its 0.9.1 connection gets x-max-length, under which the connection is blocked less.
     No RabbitMQ queue gets Qpid thresholds."""
     scenario = parse_scenario(yaml.safe_load(RABBITMQ_SMALL_CREDIT), "rabbitmq-small-credit")
-    # Computed with max_backlog_s 0.2 (rabbitmq_recommendations): a limit the 0.5 s run reaches.
-    rows = _by_entity(rabbitmq_recommendations["rabbitmq-small-credit"])
+    # Computed with max_backlog_s 0.2 (the fixture's policy): a limit the 0.5 s run reaches.
+    rows = _by_entity(recommendations_as_of_march_6["rabbitmq-small-credit"])
     assert {r["broker_kind"] for r in rows.values()} == {"rabbitmq"}
     prefetch, credit = rows["reader-091"], rows["reader-10"]
     assert (prefetch["entity_kind"], prefetch["knob"], prefetch["current_value"]) == (
