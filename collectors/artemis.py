@@ -211,11 +211,11 @@ def _check_answer(answer: dict[str, Any], url: str) -> None:
     status = answer.get("status")
     if status == 200:
         return
-    reason = f"the address search answered {status}: {answer.get('error')}"
+    refusal = f"the address search answered {status}: {answer.get('error')}"
     if isinstance(status, int) and 400 <= status < 500:
-        reason += " (the user's role, or jolokia-access.xml?)"
-        raise SamplerRefused(f"Jolokia {url}: {reason}", status, reason)
-    raise ValueError(f"Jolokia {url}: {reason}")
+        reason = f"{refusal} (the user's role, or jolokia-access.xml?)"
+        raise SamplerRefused(f"Jolokia {url}: {reason}", status, reason, refusal)
+    raise ValueError(f"Jolokia {url}: {refusal}")
 
 
 def _value_of(answer: dict[str, Any], kind: type, what: str, url: str) -> Any:
@@ -279,8 +279,9 @@ class JolokiaReader:
                 if "origin" in str(error).lower()
                 else "the user's role, or the broker's jolokia-access.xml?"
             )
+            refusal = f"the request answered {status}: {error}"
             reason = f"refused the request ({status}): {error} ({hint})"
-            return SamplerRefused(f"Jolokia {self.url}: {reason}", status, reason)
+            return SamplerRefused(f"Jolokia {self.url}: {reason}", status, reason, refusal)
         return ValueError(f"Jolokia {self.url}: the request answered {status}: {error}")
 
     def addresses(self) -> Observed:
@@ -313,11 +314,10 @@ class JolokiaReader:
             states = [v.get("Started") if isinstance(v, dict) else None for v in value.values()]
             if all(state is True for state in states):
                 return
-            why = f"Started is {', '.join(json.dumps(state) for state in states)}"
+            reason = f"Started is {', '.join(json.dumps(state) for state in states)}"
         else:
-            why = f"its MBean answered {status}: {str(answer.get('error'))[:160]}"
-        reason = f"the broker is not started ({why}): stopping, or starting?"
-        raise BrokerNotUp(f"Jolokia {self.url}: {reason}", reason)
+            reason = f"its MBean answered {status}: {str(answer.get('error'))[:160]}"
+        raise BrokerNotUp(f"Jolokia {self.url}: the broker is not started ({reason})", reason)
 
     def _listed(self) -> Observed:
         """Per address that is neither internal nor the broker's own

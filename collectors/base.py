@@ -70,22 +70,33 @@ REASON_BROKER_RESTARTED = "broker_restarted"
 REASON_CARRIED_OVER = "carried_over"
 #: How long a 404 before any answer is taken for a node starting before it is a wrong address.
 FIRST_404_GRACE = timedelta(seconds=20)
+#: The likely cause of a refusal from an API that answered before, by HTTP status (the rest:
+#: :data:`REFUSED_AFTER_ANSWERS_OTHERWISE`). A 404 is a node stopping or starting (a RabbitMQ
+#: node answered one as its port closed, on CI, and as it opened, in an experiment); a 401 or
+#: 403 a user or password changed (no node answers those while it starts).
+REFUSED_AFTER_ANSWERS_HINTS = {
+    401: "the user or the password changed?",
+    403: "the user's permissions changed?",
+    404: "a node stopping or starting?",
+    429: "a proxy limiting the requests?",
+}
+REFUSED_AFTER_ANSWERS_OTHERWISE = "a node stopping or starting, or its access changed?"
 
 
 class SamplerRefused(ConfigurationError):
     """The broker's HTTP API answered, and refused (a wrong user or password, a wrong URL).
     From the start waiting will not help, so the collector stops and says why (a configuration
-    error: the family of flowctl_core/errors.py whose exit code is 2); after the API has
-    answered, sampling waits (:meth:`LogCollector.sample`)."""
+    error: the family of flowctl_core/errors.py whose exit code is 2), but for a 404, which a
+    node starting may answer: that stops it once it has lasted :data:`FIRST_404_GRACE`. After
+    the API has answered, sampling waits (:meth:`LogCollector.sample`)."""
 
-    def __init__(self, message: str, code: int, reason: str = "", status: str = "") -> None:
+    def __init__(self, message: str, code: int, reason: str, status: str) -> None:
         super().__init__(message)
         self.code = code
-        #: The refusal without the API's name and address, for a line that has them already.
-        self.reason = reason or message
-        #: The refusal without the configuration hint ("HTTP 404 Not Found"), for a refusal
-        #: after answers, whose likely cause is the node, not the configuration.
-        self.status = status or self.reason
+        #: The refusal with its configuration hint, without the API's name and address.
+        self.reason = reason
+        #: The refusal alone ("HTTP 404 Not Found"), for a line that gives its own hint.
+        self.status = status
 
 
 class BrokerNotUp(ValueError):
@@ -112,19 +123,22 @@ def http_json(request: urllib.request.Request, timeout_s: float, what: str) -> A
                 return json.loads(body)
             except ValueError:
                 kind = response.headers.get_content_type()
+                status = f"HTTP {response.status} answered {kind}, not JSON"
+                reason = f"{status} (the API's address?)"
                 raise SamplerRefused(
-                    f"{what} {request.full_url}: HTTP {response.status} answered {kind}, not "
-                    "JSON (the API's address?)",
-                    response.status,
+                    f"{what} {request.full_url}: {reason}", response.status, reason, status
                 ) from None
     except urllib.error.HTTPError as error:
         if 400 <= error.code < 500:
-            status = f"HTTP {error.code} {error.reason}"
-            reason = f"{status}: the user, the password, or the API's address?"
-            raise SamplerRefused(
-                f"{what} {request.full_url}: {reason}", error.code, reason, status
-            ) from None
+            raise http_refusal(what, request.full_url, error.code, error.reason) from None
         raise
+
+
+def http_refusal(what: str, url: str, code: int, phrase: str) -> SamplerRefused:
+    """The refusal of an HTTP 4xx answer ``code`` ``phrase`` from ``what`` at ``url``."""
+    status = f"HTTP {code} {phrase}"
+    reason = f"{status}: the user, the password, or the API's address?"
+    return SamplerRefused(f"{what} {url}: {reason}", code, reason, status)
 
 
 def unanswered_reason(error: BaseException) -> str:
@@ -513,57 +527,59 @@ class LogCollector(ABC):
             observed = self.sampler()
         except SamplerRefused as refused:
             # A refusal from the start is a wrong address, user or password: the collector
-            # stops and says so. From an API that answered before it is passing (a broker
-            # still starting its web server: 404; a password being changed: 401; a proxy's
-            # 429): sampling waits, and the log is followed meanwhile (it stopped the whole
-            # collector, an audit).
+            # stops and says so, a 404 once it has lasted FIRST_404_GRACE (a node starting may
+            # answer one). From an API that answered before it is passing (a node stopping or
+            # starting: 404; a password being changed: 401; a proxy's 429): sampling waits,
+            # and the log is followed meanwhile (it stopped the whole collector, an audit).
             if not self._sampled_once:
-                if not self._starting_node_may_say(refused):
-                    raise
-                return self._sampling_waits(refused, starting=True)
+                return self._refused_before_any_answer(refused)
             return self._sampling_waits(refused)
         except SAMPLER_ERRORS as error:
+            self._first_404_at = None  # a 404 after this is a new one, its grace its own
             return self._sampling_waits(error)
         taken = self.clock()
         if self._sample_failing_since is not None:
             # Said once it is over, as its start was: a reader of a long-running collector's
             # console saw when sampling stopped and never that it went on.
             log.info(
-                "%s answers again after %.0f s: sampling goes on",
+                "%s answers %safter %.0f s: sampling %s",
                 self.sampler_name,
+                "again " if self._sampled_once else "",
                 (taken - self._sample_failing_since).total_seconds(),
+                "goes on" if self._sampled_once else "starts",
             )
             self._sample_failing_since = None
         self._sampled_once = True
         self._held_samples.append((taken, observed))
         return True
 
-    def _starting_node_may_say(self, refused: SamplerRefused) -> bool:
-        """Whether a refusal from the start may still be a node starting, not a wrong address:
-        a 404 within :data:`FIRST_404_GRACE` of the first. A real RabbitMQ 3.10 answered one
-        404 as its port opened in 2 of 20 starts (an experiment), which stopped a collector
-        started beside it with a configuration error; a wrong path answers 404 for good, so it
-        still stops the collector, after the grace. Not in a --once run, which waits for
-        nothing."""
+    def _refused_before_any_answer(self, refused: SamplerRefused) -> bool:
+        """Raise ``refused``, unless it is a 404 that may still be a node starting: one
+        within :data:`FIRST_404_GRACE` of the first 404 in a row, outside a --once run (which
+        waits for nothing). A real RabbitMQ 3.10 answered one 404 as its port opened in 2 of
+        20 starts (an experiment), which stopped a collector started beside it with a
+        configuration error; a wrong path answers 404 for good, so it still stops the
+        collector, after the grace. False: sampling waits."""
         if refused.code != 404 or self._once:
-            return False
+            raise refused
         now = self.clock()
         if self._first_404_at is None:
             self._first_404_at = now
-        return now - self._first_404_at < FIRST_404_GRACE
-
-    def _sampling_waits(self, error: Exception, *, starting: bool = False) -> bool:
-        if starting:
+            log.warning(
+                "%s refuses (%s) before any answer: a node starting, or a wrong address? "
+                "Sampling waits; a 404 still there %.0f s from now (at the first sample after "
+                "that) stops the collector",
+                self.sampler_name,
+                refused.status,
+                FIRST_404_GRACE.total_seconds(),
+            )
             if self._sample_failing_since is None:
-                log.warning(
-                    "%s refuses (%s) before any answer: a node starting, or a wrong address? "
-                    "sampling waits, and stops the collector if it still refuses in %.0f s",
-                    self.sampler_name,
-                    unanswered_reason(error),
-                    FIRST_404_GRACE.total_seconds(),
-                )
-                self._sample_failing_since = self.clock()
-            return False
+                self._sample_failing_since = now
+        if now - self._first_404_at >= FIRST_404_GRACE:
+            raise refused
+        return False
+
+    def _sampling_waits(self, error: Exception) -> bool:
         if self._sample_failing_since is None:
             then = (
                 "no sample taken this run (--once)"
@@ -571,11 +587,10 @@ class LogCollector(ABC):
                 else "sampling waits; the log is still followed"
             )
             if isinstance(error, SamplerRefused):
-                # Only after answers (a refusal from the start stops the collector): the node
-                # is the likely cause, not the configuration. A RabbitMQ node being stopped
-                # answers 404 for a moment before its port closes (a CI run caught it).
-                how, why = "refuses", error.status
-                since = " after answering (a node stopping or starting?)"
+                # Only after answers (before, :meth:`_refused_before_any_answer`): the cause
+                # is likelier the node's, or a change, than the configuration's.
+                hint = REFUSED_AFTER_ANSWERS_HINTS.get(error.code, REFUSED_AFTER_ANSWERS_OTHERWISE)
+                how, why, since = "refuses", error.status, f" after answering ({hint})"
             else:
                 if isinstance(error, BrokerNotUp):
                     how = "answers for a broker that is not running"

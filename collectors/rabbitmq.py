@@ -112,7 +112,9 @@ class ManagementSample:
 
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)
     connections: dict[str, dict[str, Any]] = field(default_factory=dict)
-    without_statistics: tuple[str, ...] = ()
+    #: Per queue listed without its statistics, its node (None: not listed, as a quorum
+    #: queue's while its node starts).
+    without_statistics: dict[str, str | None] = field(default_factory=dict)
 
 
 def has_statistics(queue: dict[str, Any]) -> bool:
@@ -122,8 +124,10 @@ def has_statistics(queue: dict[str, Any]) -> bool:
     real 3.10 listed every queue of a node just started without them for 5 s (a quorum queue
     for 10 s, without its ``node`` too), in each of 9 starts of an experiment. Sampled then,
     a queue whose limit a policy sets had none (``max_count`` 0, no overflow policy) in every
-    row of those seconds, after each restart of the node."""
-    return "messages" in queue or "effective_policy_definition" in queue
+    row of those seconds, after each restart of the node. Both are needed: the agent
+    collects the depth (``queue_coarse_metrics``) and the policy in force (``queue_metrics``)
+    on timers of their own, so one may come first (helper-114's reading of the agent)."""
+    return "messages" in queue and "effective_policy_definition" in queue
 
 
 def _escaped(name: str) -> str:
@@ -172,9 +176,11 @@ class ManagementReader:
             for q in listed
             if has_statistics(q)
         }
-        without = tuple(
-            sorted(queue_name(q["vhost"], q["name"]) for q in listed if not has_statistics(q))
-        )
+        without = {
+            queue_name(q["vhost"], q["name"]): q.get("node")
+            for q in listed
+            if not has_statistics(q)
+        }
         connections = {
             c["name"]: {
                 "state": c.get("state"),
@@ -520,8 +526,8 @@ class RabbitMQCollector(LogCollector):
         self._said_without_statistics = True
         log.info(
             "%s lists %d queue(s) without their statistics (%s): not sampled until it has them "
-            "(a node just started has them within seconds; one whose management statistics are "
-            "disabled, never); not said again this run",
+            "(a node just started, or a queue just declared, has them within seconds; a node "
+            "whose management statistics are disabled, never); not said again this run",
             self.sampler_name,
             len(names),
             ", ".join(names[:10]) + (", ..." if len(names) > 10 else ""),
@@ -565,8 +571,9 @@ class RabbitMQCollector(LogCollector):
             self._connection_row(taken, name, "closed", held_by=reason, **sampled)
         unsampled = [
             name
-            for name in observed.without_statistics
-            if self.sampled_queues is None or name in self.sampled_queues
+            for name, node in sorted(observed.without_statistics.items())
+            if self._on_this_node({"node": node})
+            and (self.sampled_queues is None or name in self.sampled_queues)
         ]
         if unsampled and not self._said_without_statistics:
             self._say_without_statistics(unsampled)

@@ -13,7 +13,12 @@ from typing import Any
 
 import pytest
 
-from collectors.base import REASON_BROKER_RESTARTED, REASON_BROKER_STOPPED, SamplerRefused
+from collectors.base import (
+    REASON_BROKER_RESTARTED,
+    REASON_BROKER_STOPPED,
+    SamplerRefused,
+    http_refusal,
+)
 from collectors.rabbitmq import ManagementReader, ManagementSample, RabbitMQCollector
 from collectors.rabbitmq_log import (
     ALARM_CLEARED,
@@ -79,6 +84,12 @@ class FakeManagement(ManagementReader):
 
 
 Setup = CollectorSetup[RabbitMQCollector]
+
+
+def _refused(code: int) -> SamplerRefused:
+    """The refusal the management API's answer ``code`` raises, as http_json makes it."""
+    phrase = {401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 429: "Too Many Requests"}
+    return http_refusal("the management API", "http://127.0.0.1:1/api", code, phrase[code])
 
 
 def _rabbitmq(**options: Any) -> RabbitMQCollector:
@@ -550,7 +561,14 @@ def test_the_management_api_read_a_policy_limit_is_the_queues_limit() -> None:
                  "message_bytes": 0, "arguments": {"x-max-length": 7}, "type": "classic",
                  "effective_policy_definition": {"max-length": 100}},
                 {"name": "a/b", "vhost": "/", "node": "rabbit@a", "messages": 0,
-                 "message_bytes": 0, "arguments": {}, "type": "classic"},
+                 "message_bytes": 0, "arguments": {}, "type": "classic",
+                 "effective_policy_definition": {}},
+                # Half its statistics: the agent's timers collect the depth and the policy in
+                # force apart, and the policy may be the limit (not sampled, as without both).
+                {"name": "half", "vhost": "/", "node": "rabbit@a", "messages": 3,
+                 "message_bytes": 30, "arguments": {}, "type": "classic"},
+                {"name": "theirs", "vhost": "/", "node": "rabbit@b", "arguments": {},
+                 "type": "classic"},
             ],
             "/api/connections": [
                 {"name": "127.0.0.1:5 -> 127.0.0.1:5672", "node": "rabbit@a", "state": "blocked",
@@ -568,6 +586,7 @@ def test_the_management_api_read_a_policy_limit_is_the_queues_limit() -> None:
     }
     assert sample.queues["shop/audit"]["arguments"] == {"x-max-length": 7}  # its own argument
     assert sorted(sample.queues) == ["a%2Fb", "orders", "shop/audit"]
+    assert sample.without_statistics == {"half": "rabbit@a", "theirs": "rabbit@b"}
     (connection,) = sample.connections.values()
     assert (connection["state"], connection["client_name"]) == ("blocked", "publisher")
 
@@ -600,8 +619,16 @@ def test_a_queue_listed_without_its_statistics_is_not_sampled(
     limit a policy sets was written with none (``max_count`` 0), a wrong row after every
     restart. Such a queue is not sampled until the API has its statistics, and that is said
     once a run (a node whose statistics are disabled never has them)."""
+    # Another node's queue (the API answers for the cluster) is neither sampled nor named.
+    theirs = {
+        "arguments": {},
+        "name": "theirs",
+        "node": "rabbit@b",
+        "type": "classic",
+        "vhost": "/",
+    }
     answers: dict[str, Any] = {
-        "/api/queues": LISTED_BEFORE_STATISTICS,
+        "/api/queues": [*LISTED_BEFORE_STATISTICS, theirs],
         "/api/connections": [],
     }
     server = _serve(answers)
@@ -1012,7 +1039,7 @@ def test_a_refusal_after_an_answer_waits_and_the_log_is_followed(
     changed, a 429 a proxy: sampling waits and goes on once the API answers again. A 401
     stopped the whole collector, its log tail included (an audit)."""
     answered = ManagementSample(connections=_connections(pub="running"))
-    refusals = [SamplerRefused(f"management API: HTTP {code}", code) for code in (404, 401, 429)]
+    refusals = [_refused(code) for code in (404, 401, 429)]
     collector = setup.collector(
         management=FakeManagement([answered, refusals[0], answered, *refusals[1:], answered])
     )
@@ -1025,11 +1052,13 @@ def test_a_refusal_after_an_answer_waits_and_the_log_is_followed(
         collector.read_log()  # the log is still followed
         assert collector.sample() is True
     said = [r.getMessage() for r in caplog.records]
-    # Once when it stops answering (two refusals), once when it answers again.
-    # Said as the node's doing, not the configuration's (that hint is for a first refusal).
-    waits = [line for line in said if "HTTP 401" in line and "sampling waits" in line]
-    assert len(waits) == 1 and "after answering (a node stopping or starting?)" in waits[0], said
-    assert "the password" not in waits[0], said
+    # Once when it stops answering (two refusals), once when it answers again; with the likely
+    # cause of its code, not the configuration hint of a refusal from the start.
+    waits = [line for line in said if "HTTP 401" in line]
+    assert waits == [
+        "the management API http://127.0.0.1:1 refuses (HTTP 401 Unauthorized) after answering "
+        "(the user or the password changed?): sampling waits; the log is still followed"
+    ], said
     assert sum("HTTP 429" in line for line in said) == 0
     again = [line for line in said if "answers again" in line]
     assert len(again) == 1 and again[0].endswith(" s: sampling goes on"), said
@@ -1061,7 +1090,7 @@ def test_a_404_from_the_start_is_a_wrong_address_once_it_lasts(
     from collectors.base import FIRST_404_GRACE
 
     now = [datetime(2026, 11, 27, 10, 0, tzinfo=UTC)]
-    refusal = SamplerRefused("management API: HTTP 404", 404)
+    refusal = _refused(404)
     collector = setup.collector(management=FakeManagement([refusal] * 3), clock=lambda: now[0])
     with caplog.at_level(logging.INFO, logger="flowctl.collect"):
         assert collector.sample() is False
@@ -1071,11 +1100,32 @@ def test_a_404_from_the_start_is_a_wrong_address_once_it_lasts(
         with pytest.raises(SamplerRefused, match="404"):
             collector.sample()
     said = [r.getMessage() for r in caplog.records]
-    assert len(said) == 1, said  # the wait said once, not at every refusal
-    assert (
-        "refuses (management API: HTTP 404) before any answer: a node starting, or a wrong "
-        "address? sampling waits, and stops the collector if it still refuses in 20 s" in said[0]
+    assert said == [  # the wait said once, not at every refusal
+        "the management API http://127.0.0.1:1 refuses (HTTP 404 Not Found) before any answer: "
+        "a node starting, or a wrong address? Sampling waits; a 404 still there 20 s from now "
+        "(at the first sample after that) stops the collector"
+    ]
+
+
+def test_a_404s_grace_starts_again_after_another_failure(setup: Setup) -> None:
+    """The grace is of 404s in a row: a node that answered a 404 as it started, then stopped
+    (no answer for minutes) and answers a 404 as it starts again has a new grace; it stopped
+    the collector at once (helper-114's review)."""
+    import urllib.error
+
+    now = [datetime(2026, 11, 27, 10, 0, tzinfo=UTC)]
+    silent = urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))
+    answers: list[ManagementSample | Exception] = [_refused(404), silent, _refused(404)]
+    answered = ManagementSample(connections=_connections(pub="running"))
+    collector = setup.collector(
+        management=FakeManagement([*answers, answered]), clock=lambda: now[0]
     )
+    assert collector.sample() is False
+    now[0] += timedelta(minutes=1)
+    assert collector.sample() is False  # no answer
+    now[0] += timedelta(minutes=2)
+    assert collector.sample() is False  # a 404 again: its own grace
+    assert collector.sample() is True
 
 
 def test_a_starting_nodes_404_then_its_answer_goes_on(
@@ -1085,13 +1135,14 @@ def test_a_starting_nodes_404_then_its_answer_goes_on(
     started beside it stopped with a configuration error. It waits, and samples once the node
     answers."""
     answered = ManagementSample(connections=_connections(pub="running"))
-    refusal = SamplerRefused("management API: HTTP 404", 404)
+    refusal = _refused(404)
     collector = setup.collector(management=FakeManagement([refusal, answered]))
     with caplog.at_level(logging.INFO, logger="flowctl.collect"):
         assert collector.sample() is False
         assert collector.sample() is True
     said = [r.getMessage() for r in caplog.records]
-    assert len(said) == 2 and "answers again after" in said[1], said
+    # It never answered before: "answers", not "answers again".
+    assert len(said) == 2 and said[1].endswith(" answers after 0 s: sampling starts"), said
 
 
 @pytest.mark.parametrize("code", [401, 403])
@@ -1099,7 +1150,7 @@ def test_any_other_refusal_from_the_start_stops_the_collector_at_once(
     setup: Setup, code: int
 ) -> None:
     """A wrong user or password is said at once: no node answers 401 while it starts."""
-    refusal = SamplerRefused(f"management API: HTTP {code}", code)
+    refusal = _refused(code)
     collector = setup.collector(management=FakeManagement([refusal]))
     with pytest.raises(SamplerRefused, match=str(code)):
         collector.sample()
@@ -1112,7 +1163,7 @@ def test_a_once_run_takes_a_404_from_the_start_for_a_wrong_address(tmp_path: Pat
         raw_dir=tmp_path / "raw",
         state_path=tmp_path / "state.json",
         broker="r",
-        management=FakeManagement([SamplerRefused("management API: HTTP 404", 404)]),
+        management=FakeManagement([_refused(404)]),
     )
     with pytest.raises(SamplerRefused, match="404"):
         collector.run(stop=lambda: True, once=True)
