@@ -157,6 +157,12 @@ def unanswered_reason(error: BaseException) -> str:
 #: What a sampler may raise when the broker does not answer, or answers for a broker that is not
 #: running (:class:`BrokerNotUp`): sampling waits, nothing stops.
 SAMPLER_ERRORS = (OSError, http.client.HTTPException, ValueError, KeyError)
+#: How the line says a sampler's error of each kind (the first that matches; any other: "does
+#: not answer"). A 5xx is an answer (HTTPError is an OSError, so it comes first).
+UNANSWERED_HOW: tuple[tuple[type[BaseException], str], ...] = (
+    (BrokerNotUp, "answers for a broker that is not running"),
+    (urllib.error.HTTPError, "answers with an error"),
+)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -592,12 +598,10 @@ class LogCollector(ABC):
                 hint = REFUSED_AFTER_ANSWERS_HINTS.get(error.code, REFUSED_AFTER_ANSWERS_OTHERWISE)
                 how, why, since = "refuses", error.status, f" after answering ({hint})"
             else:
-                if isinstance(error, BrokerNotUp):
-                    how = "answers for a broker that is not running"
-                elif isinstance(error, urllib.error.HTTPError):
-                    how = "answers with an error"
-                else:
-                    how = "does not answer"
+                how = next(
+                    (how for kind, how in UNANSWERED_HOW if isinstance(error, kind)),
+                    "does not answer",
+                )
                 why, since = unanswered_reason(error), ""
             log.warning("%s %s (%s)%s: %s", self.sampler_name, how, why, since, then)
             self._sample_failing_since = self.clock()
