@@ -1,5 +1,5 @@
-"""What the real-broker collector tests share: a collector polling in a thread while the test
-drives the broker, and waiting for what the collector has seen."""
+"""What the real-broker collector tests share: a collector (or a bare API reader) polling in a
+thread while the test drives the broker, and waiting for what it has seen."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from collectors.base import LogCollector
 
@@ -28,6 +28,36 @@ def collecting(make: Callable[[], CollectorT]) -> Iterator[CollectorT]:
         stop.set()
         worker.join(timeout=30)
         assert not worker.is_alive()
+
+
+#: How often :func:`polled` reads: fast enough to catch a state a broker holds for 20 ms.
+POLL_EVERY_S = 0.02
+
+
+@contextmanager
+def polled(read: Callable[[], Any], errors: tuple[type[BaseException], ...]) -> Iterator[list[Any]]:
+    """``read()`` every :data:`POLL_EVERY_S` in a thread for the block's length: the list of
+    its answers, each the value read or the error of ``errors`` the read raised, growing while
+    the block runs."""
+    answers: list[Any] = []
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.is_set():
+            try:
+                answers.append(read())
+            except errors as error:
+                answers.append(error)
+            time.sleep(POLL_EVERY_S)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    try:
+        yield answers
+    finally:
+        done.set()
+        poller.join(timeout=30)
+    assert not poller.is_alive()
 
 
 def until(condition: Callable[[], bool], what: str) -> None:

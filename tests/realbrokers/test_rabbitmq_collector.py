@@ -14,7 +14,6 @@ import json
 import logging
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
@@ -33,7 +32,7 @@ from collectors.base import (
 from collectors.rabbitmq import ManagementReader, RabbitMQCollector
 from conformance.brokers import LOOPBACK, BrokerUnavailable, RabbitBroker
 from tests.collectors.session_setup import committed_rows
-from tests.realbrokers.collecting import collecting, until
+from tests.realbrokers.collecting import collecting, polled, until
 
 pytestmark = pytest.mark.realbroker
 
@@ -300,16 +299,6 @@ def test_a_real_rabbitmq_starting_is_sampled_with_its_policies(node: RabbitBroke
     limits = '{"max-length": 300, "overflow": "reject-publish"}'
     node.ctl_ok("set_policy", "limit", f"^{POLICED}$", limits, "--apply-to", "queues")
     management = ManagementReader(node.management_url, "guest", "guest")
-    samples: list[Any] = []  # None: the API did not answer
-    done = threading.Event()
-
-    def poll() -> None:
-        while not done.is_set():
-            try:
-                samples.append(management.read())
-            except (*SAMPLER_ERRORS, SamplerRefused):  # a node stopping or starting: 404
-                samples.append(None)
-            time.sleep(0.02)
 
     def limited(sample: Any) -> bool:
         arguments = sample.queues[POLICED]["arguments"]
@@ -318,26 +307,24 @@ def test_a_real_rabbitmq_starting_is_sampled_with_its_policies(node: RabbitBroke
             "reject-publish",
         )
 
-    poller = threading.Thread(target=poll, daemon=True)
-    poller.start()
-    try:
+    def answered(answer: Any) -> bool:
+        return not isinstance(answer, Exception)
+
+    # A node stopping or starting may refuse with a 404, besides not answering.
+    with polled(management.read, (*SAMPLER_ERRORS, SamplerRefused)) as answers:
         until(
-            lambda: any(s is not None and POLICED in s.queues and limited(s) for s in samples),
+            lambda: any(answered(a) and POLICED in a.queues and limited(a) for a in answers),
             "the policy",
         )
-        before = len(samples)
+        before = len(answers)
         node.restart_process()  # rabbitmqctl stop, then the node again with its state
-        until(lambda: None in samples[before:], "the node seen down")
-        down = before + samples[before:].index(None)
-        until(lambda: any(s is not None for s in samples[down:]), "an answer after the start")
+        until(lambda: not all(map(answered, answers[before:])), "the node seen down")
+        down = before + next(i for i, a in enumerate(answers[before:]) if not answered(a))
+        until(lambda: any(map(answered, answers[down:])), "an answer after the start")
         # On through the seconds its statistics take after the start (5 s for a classic
         # queue): the samples before rabbitmqctl stop's first refusal prove nothing.
         time.sleep(12)
-    finally:
-        done.set()
-        poller.join(timeout=30)
-    assert not poller.is_alive()
-    after = [s for s in samples[down:] if s is not None and POLICED in s.queues]
+    after = [a for a in answers[down:] if answered(a) and POLICED in a.queues]
     assert after and all(limited(s) for s in after), [s.queues[POLICED] for s in after]
 
 
