@@ -60,19 +60,23 @@ def recommendation_rows(
     """The scenario run on the engine into Parquet under ``raw``, then the recommendations over
     the days it covers, as of its last day (``policy``: default conf/recommend.yaml), as dicts,
     computed by Spark :func:`compiled`."""
-    return scenarios_recommendation_rows(spark, [scenario], raw, policy)
-
-
-def scenarios_recommendation_rows(
-    spark: Any, scenarios: list[Scenario], raw: Path, policy: RecommendPolicy | None = None
-) -> list[dict[str, Any]]:
-    """:func:`recommendation_rows` of several scenarios in one computation: each run on the
-    engine into ``raw`` (its run_id its name), the recommendations over the days they cover, as
-    of the last. A computation costs seconds of Spark planning whatever its rows, so scenarios
-    of one day and policy, each on a broker of its own, are cheaper computed together; which
-    rows are whose is the ``broker`` column's."""
     with compiled(spark):
-        return _recommendation_rows(spark, scenarios, raw, policy)
+        return _recommendation_rows(spark, [scenario], raw, policy)
+
+
+def recommendations_by_broker(
+    spark: Any, scenarios: list[Scenario], raw: Path, policy: RecommendPolicy | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """:func:`recommendation_rows` of several scenarios in one computation, by broker: each run
+    on the engine into ``raw`` (its run_id its name), the recommendations over the days they
+    cover, as of the last. A computation costs seconds of Spark planning whatever its rows, so
+    scenarios of one day and policy, each on a broker of its own, are cheaper computed
+    together; each broker must have rows, and no row another broker's."""
+    with compiled(spark):
+        rows = _recommendation_rows(spark, scenarios, raw, policy)
+    brokers = [scenario.broker.name for scenario in scenarios]
+    assert {row["broker"] for row in rows} == set(brokers), "each scenario's rows apart"
+    return {broker: [row for row in rows if row["broker"] == broker] for broker in brokers}
 
 
 def _recommendation_rows(

@@ -25,7 +25,7 @@ from flowctl_core.whatif_knobs import (
 from jobs.recommend_policy import RecommendPolicy
 from tests.scenario_gold import (
     compiled,
-    scenarios_recommendation_rows,
+    recommendations_by_broker,
     with_first_artemis_address,
 )
 
@@ -690,11 +690,7 @@ def recommendations_as_of_march_6(
     # RABBITMQ_SMALL_CREDIT's run is 0.5 s: a backlog of 0.2 s is a limit it reaches. The
     # setting sizes RabbitMQ queues' x-max-length only, which the other tests do not read.
     policy = dataclasses.replace(load_policy(), max_backlog_s=0.2)
-    rows = scenarios_recommendation_rows(
-        spark, scenarios, tmp_path_factory.mktemp("march-6"), policy
-    )
-    assert {row["broker"] for row in rows} == set(brokers)  # each scenario's rows apart
-    return {broker: [row for row in rows if row["broker"] == broker] for broker in brokers}
+    return recommendations_by_broker(spark, scenarios, tmp_path_factory.mktemp("march-6"), policy)
 
 
 @pytest.mark.spark
@@ -1062,7 +1058,7 @@ ARTEMIS_BROKERS = {
 def artemis_recommendations(
     spark: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """The recommendations (:func:`scenarios_recommendation_rows`) of the bundled Artemis
+    """The recommendations (:func:`recommendations_by_broker`) of the bundled Artemis
     scenarios and of LONE_UNBOUNDED fed and prefilled, by broker then entity, in one
     computation: each alone cost a test ~15 s of Spark planning. Read-only: the tests assert
     on it."""
@@ -1072,12 +1068,8 @@ def artemis_recommendations(
     ]
     brokers = [scenario.broker.name for scenario in scenarios]
     assert brokers == [*ARTEMIS_BROKERS, "artemis-lone-fed", "artemis-lone"]
-    rows = scenarios_recommendation_rows(spark, scenarios, tmp_path_factory.mktemp("artemis"))
-    # Each scenario's rows apart, and each with rows: no broker's advice reads another's.
-    assert {row["broker"] for row in rows} == set(brokers)
-    return {
-        broker: _by_entity([row for row in rows if row["broker"] == broker]) for broker in brokers
-    }
+    by_broker = recommendations_by_broker(spark, scenarios, tmp_path_factory.mktemp("artemis"))
+    return {broker: _by_entity(rows) for broker, rows in by_broker.items()}
 
 
 @pytest.mark.spark

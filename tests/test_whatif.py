@@ -22,7 +22,7 @@ from flowctl_core.whatif import (
     with_thresholds,
     without_artemis_queues,
 )
-from tests.scenario_gold import recommendation_rows, scenarios_recommendation_rows
+from tests.scenario_gold import recommendation_rows, recommendations_by_broker
 
 
 def test_overrides_are_declared_from_the_start() -> None:
@@ -176,9 +176,7 @@ def qpid_recommendations(
     scenarios = [load_scenario("bursty-producer"), load_scenario("qpid-165-worst-case")]
     brokers = [scenario.broker.name for scenario in scenarios]
     assert brokers == ["qpid-events", "qpid-payments"]
-    rows = scenarios_recommendation_rows(spark, scenarios, tmp_path_factory.mktemp("qpid"))
-    assert {row["broker"] for row in rows} == set(brokers)  # each scenario's rows apart
-    return {broker: [row for row in rows if row["broker"] == broker] for broker in brokers}
+    return recommendations_by_broker(spark, scenarios, tmp_path_factory.mktemp("qpid"))
 
 
 @pytest.mark.spark
@@ -298,7 +296,7 @@ def test_seed_001_worst_case_is_not_at_risk_of_a_byte_limit_it_cannot_reach(
     stop of 104,817,664 advised)."""
     rows = qpid_recommendations["qpid-payments"]
     payments = next(r for r in rows if r["entity"] == "payments")
-    # Qpid's knob, each rule table's stage compiled (scenarios_recommendation_rows: as the jobs
+    # Qpid's knob, each rule table's stage compiled (recommendations_by_broker: as the jobs
     # run them).
     assert payments["knob"] == "qpid.flow_stop_count"
     assert payments["verdict"] != "at_risk_of_overflow", payments["rationale"]
