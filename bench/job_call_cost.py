@@ -9,6 +9,7 @@ Delta's ``PrepareDeltaScan`` (a file listing of the table, one small Spark job p
 the JVM's and Python's CPU seconds.
 
     .venv/bin/python bench/job_call_cost.py
+    .venv/bin/python bench/job_call_cost.py --setting spark.sql.autoBroadcastJoinThreshold=10MB
 """
 
 from __future__ import annotations
@@ -60,10 +61,14 @@ def rule_seconds(dump: str) -> tuple[float, float, int]:
     )
 
 
-def main() -> int:
+def main(extra_settings: dict[str, str]) -> int:
     root = Path(tempfile.mkdtemp(prefix="job-call-cost-"))
     conf = dataclasses.replace(load_conf(), warehouse_dir=str(root / "session"))
-    settings = {**TEST_SPARK_SETTINGS, "spark.sql.warehouse.dir": str(root / "sql")}
+    settings = {
+        **TEST_SPARK_SETTINGS,
+        "spark.sql.warehouse.dir": str(root / "sql"),
+        **extra_settings,
+    }
     spark = build_spark_session(conf, app_name="job-call-cost", extra_settings=settings)
     rows = _run_crossing_midnights()
     for run in ("r2", "r3"):
@@ -100,8 +105,17 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(
         description="What one job call of the tests' size costs, and where (docs/testing.md): "
         "tests/test_processing_order.py's days, one warm call after another, in one session."
-    ).parse_args()
-    sys.exit(main())
+    )
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting over the tests' (TEST_SPARK_SETTINGS), to measure a change; "
+        "may be given more than once",
+    )
+    args = parser.parse_args()
+    sys.exit(main(dict(setting.split("=", 1) for setting in args.setting)))
