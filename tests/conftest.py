@@ -57,6 +57,14 @@ TEST_SPARK_SETTINGS = {
     # tests/test_processing_order.py's days took 264 -> 219 s without it (the results are the same:
     # the inferred filters are implied by the plan).
     "spark.sql.constraintPropagation.enabled": "false",
+    # No join broadcast unless the code asks for it (F.broadcast, as in production): every other
+    # join of rows this few planned as a broadcast ran a Spark job of its own to collect its
+    # small side (a recommendations day ran ~50 jobs, most of them broadcasts); sort-merge joins
+    # on one shuffle partition run within the query's job. Alternated runs alone, CPU of the
+    # whole machine: the redo-recommendations test of tests/test_pipeline_state.py 179 and 175
+    # -> 167 and 162 CPU-s; test_carried_state, test_recommend_job and test_jobs_episodes
+    # together 253 and 249 -> 237 and 232 (bench/job_call_cost.py --setting measures such).
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
     "spark.default.parallelism": "2",
     # Each test worker's JVM lives the whole suite on a machine the suite keeps busy, its heap
     # small: the serial collector costs the least CPU. 5 warm rounds of
