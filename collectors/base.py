@@ -143,8 +143,9 @@ def http_refusal(what: str, url: str, code: int, phrase: str) -> SamplerRefused:
 
 def unanswered_reason(error: BaseException) -> str:
     """Why a request got no answer, in the operating system's words ("Connection refused",
-    "timed out"), not Python's (``<urlopen error [Errno 111] Connection refused>``: a review)."""
-    if isinstance(error, SamplerRefused | BrokerNotUp):
+    "timed out"), not Python's (``<urlopen error [Errno 111] Connection refused>``: a review).
+    A refusal (:class:`SamplerRefused`) is an answer, said with its status, not here."""
+    if isinstance(error, BrokerNotUp):
         return error.reason
     if isinstance(error, urllib.error.HTTPError):  # an answer: a server error (5xx)
         return f"HTTP {error.code} {error.reason}"

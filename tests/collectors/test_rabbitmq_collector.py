@@ -1256,7 +1256,7 @@ def test_a_refusal_and_a_silence_are_said_in_plain_words() -> None:
         server.server_close()
     reason = "HTTP 403 Forbidden: the user, the password, or the API's address?"
     assert str(refused.value) == f"the management API {url}: {reason}"
-    assert unanswered_reason(refused.value) == reason
+    assert refused.value.reason == reason
     assert refused.value.status == "HTTP 403 Forbidden"
     with pytest.raises(OSError) as silent:
         http_json(urllib.request.Request(url), 5, "the management API")
