@@ -1,7 +1,8 @@
 """Shared fixtures: ONE local SparkSession with Delta for the whole run, and tiny-data helpers.
 
 Spark tests are marked ``@pytest.mark.spark``. The session is built by the same factory as the jobs
-(jobs/spark_session.py), with settings that suit tiny data: two shuffle partitions and no UI.
+(jobs/spark_session.py), with settings that suit tiny data (``TEST_SPARK_SETTINGS``: one shuffle
+partition, interpreted expressions, no broadcast the code does not ask for, no UI).
 """
 
 from __future__ import annotations
