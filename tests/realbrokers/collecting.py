@@ -16,18 +16,26 @@ WAIT_S = 40.0
 
 
 @contextmanager
-def collecting(make: Callable[[], CollectorT]) -> Iterator[CollectorT]:
-    """A collector polling in a thread for the block's length, then committing and stopping."""
-    collector = make()
+def _in_thread(loop: Callable[[Callable[[], bool]], None]) -> Iterator[None]:
+    """``loop(stopped)`` in a thread for the block's length; then ``stopped()`` turns true and
+    the thread must end within 30 s."""
     stop = threading.Event()
-    worker = threading.Thread(target=lambda: collector.run(stop=stop.is_set), daemon=True)
+    worker = threading.Thread(target=lambda: loop(stop.is_set), daemon=True)
     worker.start()
     try:
-        yield collector
+        yield
     finally:
         stop.set()
         worker.join(timeout=30)
-        assert not worker.is_alive()
+    assert not worker.is_alive()
+
+
+@contextmanager
+def collecting(make: Callable[[], CollectorT]) -> Iterator[CollectorT]:
+    """A collector polling in a thread for the block's length, then committing and stopping."""
+    collector = make()
+    with _in_thread(lambda stopped: collector.run(stop=stopped)):
+        yield collector
 
 
 #: How often :func:`polled` reads: fast enough to catch a state a broker holds for 20 ms.
@@ -40,24 +48,22 @@ def polled(read: Callable[[], Any], errors: tuple[type[BaseException], ...]) -> 
     its answers, each the value read or the error of ``errors`` the read raised, growing while
     the block runs."""
     answers: list[Any] = []
-    done = threading.Event()
 
-    def poll() -> None:
-        while not done.is_set():
+    def poll(stopped: Callable[[], bool]) -> None:
+        while not stopped():
             try:
                 answers.append(read())
             except errors as error:
                 answers.append(error)
             time.sleep(POLL_EVERY_S)
 
-    poller = threading.Thread(target=poll, daemon=True)
-    poller.start()
-    try:
+    with _in_thread(poll):
         yield answers
-    finally:
-        done.set()
-        poller.join(timeout=30)
-    assert not poller.is_alive()
+
+
+def answered(answer: Any) -> bool:
+    """Whether one of :func:`polled`'s answers is a value read, not the error a read raised."""
+    return not isinstance(answer, Exception)
 
 
 def until(condition: Callable[[], bool], what: str) -> None:

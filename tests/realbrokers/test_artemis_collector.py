@@ -35,7 +35,7 @@ from conformance.brokers import (
 from conformance.cases import ADDRESS_LIMIT, REJECT_THRESHOLD
 from schemas.broker_events import ORIGIN_ARTEMIS_LOG, ORIGIN_JOLOKIA
 from tests.collectors.session_setup import committed_rows
-from tests.realbrokers.collecting import collecting, polled, until
+from tests.realbrokers.collecting import answered, collecting, polled, until
 
 pytestmark = pytest.mark.realbroker
 
@@ -200,7 +200,7 @@ def test_a_real_artemis_blocks_collected_across_restarts(
 
 def _values(answers: list[Any]) -> list[Any]:
     """The reads of :func:`polled`'s ``answers`` that returned, not raised."""
-    return [answer for answer in answers if not isinstance(answer, Exception)]
+    return [answer for answer in answers if answered(answer)]
 
 
 def test_a_real_artemis_being_stopped_or_started_is_never_sampled(broker: ArtemisBroker) -> None:

@@ -32,7 +32,7 @@ from collectors.base import (
 from collectors.rabbitmq import ManagementReader, RabbitMQCollector
 from conformance.brokers import LOOPBACK, BrokerUnavailable, RabbitBroker
 from tests.collectors.session_setup import committed_rows
-from tests.realbrokers.collecting import collecting, polled, until
+from tests.realbrokers.collecting import answered, collecting, polled, until
 
 pytestmark = pytest.mark.realbroker
 
@@ -306,9 +306,6 @@ def test_a_real_rabbitmq_starting_is_sampled_with_its_policies(node: RabbitBroke
             300,
             "reject-publish",
         )
-
-    def answered(answer: Any) -> bool:
-        return not isinstance(answer, Exception)
 
     # A node stopping or starting may refuse with a 404, besides not answering.
     with polled(management.read, (*SAMPLER_ERRORS, SamplerRefused)) as answers:
