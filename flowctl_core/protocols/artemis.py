@@ -5,8 +5,9 @@ AMQP reject threshold), the queues bound to them (engine :class:`~flowctl_core.q
 without Qpid thresholds), and one connection per client:
 
 - CORE producers (protocol ``artemis-core``) with a byte window: credits requested from the
-  server, which under BLOCK never grants more than the address has room for and withholds
-  credit while it has none (:class:`CoreProducer`);
+  server, which under BLOCK grants a request whole while the address is not full and withholds
+  requests while it is full, granting them in arrival order once it is not (DESIGN §2;
+  :class:`CoreProducer`);
 - AMQP producers (protocol ``amqp-1.0``) on an AMQP 1.0 link: the server grants 100 credits and
   refreshes them when the link credit has fallen to 30, stops refreshing while a BLOCK address is
   full, and rejects messages above ``max-size-bytes-reject-threshold`` (:class:`AmqpProducer`);
@@ -920,8 +921,9 @@ class CoreProducer(_Producer):
         it). The byte figures (window, balance, arriving) are in ``detail``. A producer with no
         window (-1), or whose messages cost no credit, is never held back by credit: it has no
         capacity, so both columns are null (DESIGN §4: "When any of those producers has no
-        capacity (no window), the bound and the ratio are null"), as for a Qpid producer without
-        a window.
+        capacity (no window), the bound and the ratio are null"). A Qpid producer without a
+        window has no capacity either, but logs its outstanding: its uncompleted transfers are
+        counted without a window, where a CORE producer's outstanding is a part of its window.
         """
         credits, size = self.credits, self.credit_size
         detail: dict[str, Any] = {"credit_unit": "bytes", "window": self.config.window}

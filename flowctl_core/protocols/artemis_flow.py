@@ -235,12 +235,6 @@ class AddressState:
             raise AssertionError(f"address {self.name!r}: negative size {self.size}")
 
     @property
-    def room(self) -> int | None:
-        """Bytes left below max-size-bytes (None: no limit)."""
-        limit = self.settings.max_size_bytes
-        return None if limit == UNBOUNDED else max(0, limit - self.size)
-
-    @property
     def withholds_core_credit(self) -> bool:
         """Whether a CORE credit request waits: only under BLOCK, only while the address is full.
 

@@ -142,7 +142,7 @@ def test_block_grants_a_core_request_whole_while_the_address_is_not_full() -> No
     rig = _prefilled(24)
     server_address = rig.server.addresses["q"]
     grants: list[tuple[str, int]] = []
-    assert server_address.state.room == 1_000
+    assert (server_address.state.size, server_address.state.full) == (24_000, False)
     server_address.request_credits(_GrantLog("p", grants), 10_000)  # type: ignore[arg-type]
     assert grants == [("p", 10_000)]
     assert not server_address.pending_core

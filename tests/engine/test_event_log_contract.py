@@ -78,7 +78,8 @@ RULES: dict[str, str] = {
     "protocol_known": "`protocol`: `amqp-0-10`, `amqp-1.0`, `amqp-0-9-1`, `artemis-core`",
     "link_role_known": "`link_role`: `publisher` (into the broker) or `consumer` (out of it)",
     "enqueue_names_producer": "Enqueue events name the producer in `link`",
-    "enqueue_capacity_outstanding": "Enqueue events ... carry its `capacity` and `outstanding`",
+    "enqueue_capacity_outstanding": "Enqueue events ... carry its `capacity` and `outstanding` "
+    "(a null capacity: no window)",
     "link_event_credit": "link events carry the link's `credit` ... after the event",
     "link_event_available": "link events carry the link's ... `available` after the event",
     "link_change_on_link_event": "A link event is emitted whenever a link's `credit` or "
@@ -243,9 +244,11 @@ class ContractChecker:
             return
         if event["link_role"] not in (None, "publisher"):
             self._bad("enqueue_names_producer", event, f"link_role {event['link_role']!r}")
-        missing = [column for column in ("capacity", "outstanding") if event[column] is None]
-        if missing:
-            self._bad("enqueue_capacity_outstanding", event, f"null {' and '.join(missing)}")
+        # A null capacity is a producer without a window (DESIGN §4: "has no capacity (no
+        # window)"; Artemis's -1), whose outstanding may be null with it (a CORE producer's is
+        # the part of its window spent); a window without its fill is the defect.
+        if event["capacity"] is not None and event["outstanding"] is None:
+            self._bad("enqueue_capacity_outstanding", event, "a capacity with a null outstanding")
 
     # -- links -------------------------------------------------------------------------------
     def _link(self, event: Event, event_type: str) -> None:
@@ -487,6 +490,34 @@ def test_bundled_artemis_block_addresses_log_their_flow() -> None:
     """The address rule is not vacuous: the BLOCK scenario's address fills and drains."""
     checker = checked_run("artemis-block-core-producers")
     assert checker._addresses and all(stops > 0 for _, stops in checker._addresses.values())
+
+
+def test_a_producer_without_a_window_keeps_the_contract() -> None:
+    """A CORE producer with window -1 (no producer flow control) logs no capacity and no
+    outstanding on its enqueues: no window, as DESIGN §4 reads a null capacity, not a gap in
+    the log (the checker called it one: an audit)."""
+    scenario = load_scenario("artemis-block-core-producers")
+    artemis = scenario.artemis
+    assert artemis is not None
+    first, *others = artemis.producers
+    producers = [first.model_copy(update={"window": -1}), *others]
+    scenario = scenario.model_copy(
+        update={"duration_s": 2, "artemis": artemis.model_copy(update={"producers": producers})}
+    )
+    checker = ContractChecker()
+    enqueues: list[dict[str, Any]] = []
+
+    def feed(row: Any) -> None:
+        event = as_dict(row)
+        if event["event_type"] == "enqueue" and event["link"] == first.name:
+            enqueues.append(event)
+        checker.feed(event)
+
+    run_scenario(scenario, [feed])
+    checker.finish()
+    assert enqueues
+    assert all(e["capacity"] is None and e["outstanding"] is None for e in enqueues)
+    assert checker.counts == {}
 
 
 def test_known_bugs_name_real_cases() -> None:
