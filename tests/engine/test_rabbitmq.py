@@ -254,12 +254,18 @@ def test_benchmark_two_senders_amqp10_sends_several_times_more() -> None:
     assert per_link["publisher-classic-10"] > 5 * per_link["publisher-quorum-10"]
 
 
-def test_benchmark_one_sender_one_receiver_amqp10_receives_several_times_more() -> None:
+def test_benchmark_one_sender_one_receiver_amqp10_receives_tens_of_times_more() -> None:
     # Seed 004: "the AMQP 1.0 client receives 73 times (!) more messages than the AMQP 0.9.1
-    # client" while publishing batches of 10,000 to a quorum queue on the same connection.
+    # client" while publishing batches of 10,000 to a quorum queue on the same connection; the
+    # 0.9.1 consumer took 9,068 while its connection published 172,800. Its acks wait behind
+    # the batch in the socket: the benchmark's 12-byte messages, a whole batch of them, fit in
+    # a socket's buffers (the scenario's socket_buffer_frames). With the default buffer of 200
+    # frames the acks passed between the publishes: 6.3x, and the consumer took more than its
+    # connection published (an audit).
     result = run_scenario(shortened("rabbitmq-one-sender-one-receiver", 0.4), validate=True)
     totals = {row.protocol: row for row in connection_totals(result)}
-    assert totals[AMQP_1_0].received > 3 * totals[AMQP_0_9_1].received
+    assert totals[AMQP_1_0].received > 20 * totals[AMQP_0_9_1].received
+    assert 5 * totals[AMQP_0_9_1].received < totals[AMQP_0_9_1].sent
     assert totals[AMQP_0_9_1].blocked > 0 and totals[AMQP_1_0].blocked == 0
 
 
