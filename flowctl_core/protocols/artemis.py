@@ -324,7 +324,8 @@ class ServerAddress:
         outcome = state.admit(memory, amqp=amqp)
         if outcome in (Outcome.ACCEPTED, Outcome.PAGED):
             paged = outcome == Outcome.PAGED
-            self._refs[message_id] = _Ref(memory, len(self.queues), paged)
+            # A paged message is not in the address size (on_ack): it counts 0 bytes.
+            self._refs[message_id] = _Ref(0 if paged else memory, len(self.queues), paged)
             limit = state.settings.max_size_bytes
             if limit != UNBOUNDED and state.size - limit > self.max_over_bytes:
                 self.max_over_bytes = state.size - limit
@@ -361,21 +362,26 @@ class ServerAddress:
         self.broker.emit("message_rejected", rejected)
         return outcome
 
-    # -- deliveries and acknowledgements -------------------------------------------------------
-    def on_dispatch(self, message: Message) -> None:
-        ref = self._refs.get(message.message_id)
-        if ref is not None and ref.paged:
-            ref.paged = False
-            self.state.depage(ref.size)
-
+    # -- acknowledgements ----------------------------------------------------------------------
     def on_ack(self, message_id: int) -> None:
+        """One queue's acknowledgement of a message: the address size gives back what the
+        message's references counted in it. A paged message counted nothing, read back to be
+        delivered or not (Artemis 2.40 adds a message's estimate in ``QueueImpl.refUp``, which
+        routing to memory calls and reading back from a page does not; its acknowledgement
+        releases nothing either): a real 2.40's AddressSize stayed at or under its level when
+        it began paging while 275 paged messages were delivered and unacknowledged. It leaves
+        the page store at its last acknowledgement."""
         ref = self._refs.get(message_id)
         if ref is None:
             return
         ref.refs -= 1
+        if ref.paged:
+            if not ref.refs:
+                del self._refs[message_id]
+                self.state.unpage()
+            return
         if ref.refs:
-            # refDown: a reference before the last takes its own estimate back with its ack (a
-            # delivered message is in memory, never paged, by now: on_dispatch read it back).
+            # refDown: a reference before the last takes its own estimate back with its ack.
             released = self.reference_overhead
             ref.size -= released
         else:
@@ -505,7 +511,6 @@ class QueueDispatcher:
             message = queue.dequeue(link_columns(chosen.consumer_fields))
             if message is None:
                 break
-            self.address.on_dispatch(message)
             chosen.deliver(message)
         for consumer in consumers:
             consumer.report()

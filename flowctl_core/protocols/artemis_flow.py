@@ -167,7 +167,7 @@ class AddressState:
         self.size = 0  # bytes in memory
         self.peak_size = 0
         self.paging = False
-        self.paged_msgs = 0  # in the page store now
+        self.paged_msgs = 0  # in the page store now: paged and not acknowledged everywhere
         # Cumulative outcomes.
         self.accepted = 0
         self.paged = 0
@@ -220,10 +220,12 @@ class AddressState:
         if self.size > self.peak_size:
             self.peak_size = self.size
 
-    def depage(self, size: int) -> None:
-        """A paged message is read back into memory to be delivered."""
+    def unpage(self) -> None:
+        """A paged message acknowledged by every queue leaves the page store, which the address
+        size never counted it in; the address pages until its store is empty (a real 2.40 kept
+        ``Paging`` true until the last paged message was acknowledged, long after it had been
+        delivered)."""
         self.paged_msgs -= 1
-        self._add(size)
         if self.paged_msgs == 0:
             self.paging = False
 

@@ -371,6 +371,35 @@ def test_page_pages_from_the_limit_and_counts_paged_messages() -> None:
     assert (drained.address().size, drained.address().paging) == (0, False)
 
 
+@pytest.mark.parametrize("window", [1024 * 1024, -1, 0])
+def test_paged_messages_read_back_count_nothing_in_the_address_size(window: int) -> None:
+    """A real Artemis 2.40 (a PAGE address of 51,200 B, 300 CORE messages of 1 KiB, then a
+    consumer taking one every 50 ms; windows 1 MiB, -1 and 0): its AddressSize never passed its
+    level at the fill's end (25 messages in memory), fell to 0 with their acknowledgements while
+    the paged messages were delivered and not yet acknowledged (274 of them with the 1 MiB
+    window), and it paged until the last one was acknowledged. Reading a paged message back
+    adds nothing to the address size (QueueImpl.refUp is never called for it); the engine added
+    each one's estimate as it was delivered: 627,600 B, twelve times the limit (an audit)."""
+    consumer = ArtemisConsumerConfig("c", "q", window=window, process_us=50_000, start_us=SECOND)
+    rig = Rig(
+        ArtemisConfig(
+            addresses=(address(max_size=51_200, policy="PAGE"),),
+            producers=(ArtemisProducerConfig("p", "q", size=1_024, count=300),),
+            consumers=(consumer,),
+        )
+    )
+    state = rig.run_until(SECOND).address()
+    memory = 1_024 + DEFAULT_CORE_MESSAGE_OVERHEAD
+    assert (state.accepted, state.paged_msgs, state.size) == (25, 275, 25 * memory)
+    rig.run_until(SECOND + 26 * 50_000)  # the 25 in memory acknowledged, the paged ones not
+    assert (state.size, state.paging, state.paged_msgs) == (0, True, 275)
+    assert rig.server.consumers["c"].processed == 25
+    rig.run_until(SECOND + 310 * 50_000)
+    assert rig.server.consumers["c"].processed == 300
+    assert (state.size, state.paging, state.paged_msgs) == (0, False, 0)
+    assert state.peak_size == 25 * memory
+
+
 # -- BLOCK as flow control: the address's flow_stopped / flow_resumed ----------------------------
 ADDRESS_FLOW_EVENTS = ("flow_stopped", "flow_resumed")
 
