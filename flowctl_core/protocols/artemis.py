@@ -861,10 +861,13 @@ class CoreProducer(_Producer):
 
         A balance too small for the message in hand cannot be used (the producer blocks), so it
         is logged as no credit and the starvation metric sees the producer starved; the exact
-        balance is in ``detail.balance``.
+        balance is in ``detail.balance``. Messages that cost no credit (an empty body with
+        ``core_encode_overhead_bytes`` 0) never wait for any: such a producer logs
+        :data:`UNBOUNDED_CREDIT` too, not a balance of 0 read as starved while it sends (an
+        audit), as :meth:`window_columns` gives it no capacity.
         """
         credits = self.credits
-        if credits is None:
+        if credits is None or self.credit_size == 0:
             return UNBOUNDED_CREDIT
         return credits.balance if credits.balance >= self.credit_size else 0
 

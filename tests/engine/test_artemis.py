@@ -371,6 +371,28 @@ def test_page_pages_from_the_limit_and_counts_paged_messages() -> None:
     assert (drained.address().size, drained.address().paging) == (0, False)
 
 
+@pytest.mark.parametrize("window", [0, 4_000])
+def test_a_producer_whose_messages_cost_no_credit_is_never_logged_without_credit(
+    window: int,
+) -> None:
+    """Empty bodies and no encode overhead: the messages cost no byte credit, so the producer
+    never waits for any. It logged its balance, 0, beside the messages it had ready: starved by
+    DESIGN §4's reading (credit 0, available > 0) while it sent them all (an audit)."""
+    rig = Rig(
+        ArtemisConfig(
+            addresses=(address(),),
+            producers=(ArtemisProducerConfig("p", "q", window=window, size=0, count=5),),
+            core_message_overhead_bytes=0,
+            core_encode_overhead_bytes=0,
+        )
+    ).run_until(SECOND)
+    assert rig.server.producers["p"].sent == 5
+    logged = [(e["credit"], e["available"]) for e in rig.log.events if e.get("link") == "p"]
+    logged = [(credit, available) for credit, available in logged if credit is not None]
+    assert logged and all(credit == UNBOUNDED_CREDIT for credit, _ in logged)
+    assert any(available > 0 for _, available in logged)
+
+
 @pytest.mark.parametrize("window", [1024 * 1024, -1, 0])
 def test_paged_messages_read_back_count_nothing_in_the_address_size(window: int) -> None:
     """A real Artemis 2.40 (a PAGE address of 51,200 B, 300 CORE messages of 1 KiB, then a
