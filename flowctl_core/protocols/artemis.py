@@ -324,8 +324,7 @@ class ServerAddress:
         outcome = state.admit(memory, amqp=amqp)
         if outcome in (Outcome.ACCEPTED, Outcome.PAGED):
             paged = outcome == Outcome.PAGED
-            # A paged message is not in the address size (on_ack): it counts 0 bytes.
-            self._refs[message_id] = _Ref(0 if paged else memory, len(self.queues), paged)
+            self._refs[message_id] = _Ref(memory, len(self.queues), paged)
             limit = state.settings.max_size_bytes
             if limit != UNBOUNDED and state.size - limit > self.max_over_bytes:
                 self.max_over_bytes = state.size - limit
