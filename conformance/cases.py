@@ -1363,7 +1363,7 @@ def two_senders(broker: RabbitBroker) -> list[Row]:
     # their own (the calibration), so what is compared is what sharing a connection does.
     service_us = {name: max(1, round(US_PER_SECOND / rate)) for name, rate in own.read.items()}
     events = engine.run_rabbit_scenario(
-        engine.two_senders_scenario(service_us, shared_connection=True, seconds=2.5)
+        engine.two_senders_scenario(service_us, queues, shared_connection=True, seconds=2.5)
     )
     model = engine.intake_rates(events, list(queues), after_s=0.5)
     blocked = engine.blocked_reasons(events)

@@ -205,11 +205,19 @@ def run_rabbit_scenario(spec: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def two_senders_scenario(
-    service_time_us: dict[str, int], *, shared_connection: bool, seconds: float
+    service_time_us: dict[str, int],
+    queue_types: dict[str, str],
+    *,
+    shared_connection: bool,
+    seconds: float,
 ) -> dict[str, Any]:
     """Seed 004's two senders over 0.9.1, flat out, each queue confirming one message per
-    ``service_time_us`` (measured on the real broker); one connection or one per queue."""
-    queues = [{"name": name, "service_time_us": us} for name, us in service_time_us.items()]
+    ``service_time_us`` (measured on the real broker) and of its type as declared there
+    (``x-queue-type``); one connection or one per queue."""
+    queues = [
+        {"name": name, "service_time_us": us, "arguments": {"x-queue-type": queue_types[name]}}
+        for name, us in service_time_us.items()
+    ]
     publishers = [{"name": f"publisher-{name}", "queue": name} for name in service_time_us]
     groups = [publishers] if shared_connection else [[publisher] for publisher in publishers]
     connections = [

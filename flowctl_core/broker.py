@@ -21,6 +21,7 @@ from flowctl_core.flowlimit import (
     ThresholdChange,
     integer_argument,
 )
+from flowctl_core.protocols.config import CLASSIC_QUEUE, QUEUE_TYPE_ARGUMENT, QUEUE_TYPES
 from flowctl_core.queue import (
     LIMIT_POLICIES,
     QPID_POLICY_SPELLINGS,
@@ -70,6 +71,8 @@ class Broker:
         self.bus = bus
         self.scheduler = scheduler
         self.queues: dict[str, Queue] = {}
+        # RabbitMQ's queue type per queue, from its x-queue-type argument (classic by default).
+        self.queue_types: dict[str, str] = {}
         self.exchanges: dict[str, Exchange] = {
             DEFAULT_EXCHANGE: Exchange(DEFAULT_EXCHANGE, "direct")
         }
@@ -104,6 +107,12 @@ class Broker:
             raise FlowConfigError("a queue needs a non-empty name")
         if name in self.queues:
             raise FlowConfigError(f"queue {name!r} is already declared")
+        queue_type = arguments.get(QUEUE_TYPE_ARGUMENT, CLASSIC_QUEUE)
+        if queue_type not in QUEUE_TYPES:
+            raise FlowConfigError(
+                f"queue {name!r}: {QUEUE_TYPE_ARGUMENT} must be one of {', '.join(QUEUE_TYPES)} "
+                f"(the queue types the engine models), got {queue_type!r}"
+            )
         max_count = integer_argument(name, MAX_COUNT_KEY, arguments.get(MAX_COUNT_KEY, 0))
         max_size = integer_argument(
             name, MAX_SIZE_KEY, arguments.get(MAX_SIZE_KEY, self.config.default_queue_limit_bytes)
@@ -142,6 +151,7 @@ class Broker:
             service_time_us=service_time_us,
         )
         self.queues[name] = queue
+        self.queue_types[name] = queue_type
         self.exchanges[DEFAULT_EXCHANGE].bind(name, name)
         self._route_cache.clear()
         source = "arguments" if explicit is not None else "defaults"
@@ -189,6 +199,11 @@ class Broker:
         self.queue(queue)
         self.exchange(exchange).bind(queue, binding_key)
         self._route_cache.clear()
+
+    def queue_type(self, name: str) -> str:
+        """RabbitMQ's type of the queue (``x-queue-type``): classic or quorum."""
+        self.queue(name)
+        return self.queue_types[name]
 
     def queue(self, name: str) -> Queue:
         try:

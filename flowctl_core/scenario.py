@@ -248,6 +248,11 @@ class RabbitPolicySpec(_Strict):
     max_queue_credit: PosUInt = _RABBIT.max_queue_credit
     credit_flow_initial: PosInt = _RABBIT.credit_flow_initial
     credit_flow_more: PosInt = _RABBIT.credit_flow_more
+    quorum_commands_soft_limit: PosInt = Field(
+        default=_RABBIT.quorum_commands_soft_limit,
+        description="0.9.1: a quorum queue (arguments x-queue-type: quorum) holds back the "
+        "credit it owes a connection while more than this many of its messages wait",
+    )
     initial_delivery_count: UInt = Field(
         default=_RABBIT.initial_delivery_count,
         description="1.0: the delivery-count the broker's consumer links start at (RabbitMQ 4.0 "

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from flowctl_core.events import link_columns
 from flowctl_core.protocols.config import (
+    QUORUM_QUEUE,
     ConnectionConfig,
     ConsumerConfig,
     PublisherApp,
@@ -44,14 +45,27 @@ ALARM_REASON = "alarm"
 
 
 class CreditFlow:
-    """RabbitMQ's credit flow from one connection to one queue ({initial, more} = {400, 200})."""
+    """RabbitMQ's credit flow from one connection to one queue ({initial, more} = {400, 200}).
 
-    __slots__ = ("credit", "more", "processed_since_grant")
+    For a quorum queue (``soft_limit``: ``quorum_commands_soft_limit``) the credit due is held
+    back while more than that many of the connection's messages wait for the queue: the channel
+    blocks itself when the queue's client has that many commands pending, and a blocked process
+    defers the credit it owes (RabbitMQ's credit_flow). So the reader, and the acks behind the
+    publishes in its socket, wait until the queue has nearly caught up, not only for the next
+    200 processed: a real 3.10's one-sender-one-receiver consumer (seed 004) took 4.5 thousand
+    messages beside 40 thousand published to a quorum queue confirming 3.3 thousand a second;
+    the engine with that queue's rate, 26.7 thousand without the limit and 6.8 with it.
+    """
 
-    def __init__(self, initial: int, more: int) -> None:
+    __slots__ = ("credit", "held_back", "more", "processed_since_grant", "soft_limit", "waiting")
+
+    def __init__(self, initial: int, more: int, soft_limit: int | None = None) -> None:
         self.credit = initial
         self.more = more
+        self.soft_limit = soft_limit
         self.processed_since_grant = 0
+        self.waiting = 0  # sent, not yet processed by the queue
+        self.held_back = 0  # credit due, not yet granted
 
     @property
     def blocked(self) -> bool:
@@ -59,14 +73,20 @@ class CreditFlow:
 
     def on_send(self) -> None:
         self.credit -= 1
+        self.waiting += 1
 
     def on_processed(self) -> bool:
-        """Count one processed message; True when it makes the queue grant ``more`` credit."""
+        """Count one processed message; True when credit is granted: ``more`` per ``more``
+        processed, held back while a quorum queue has more than its soft limit waiting."""
+        self.waiting -= 1
         self.processed_since_grant += 1
-        if self.processed_since_grant < self.more:
+        if self.processed_since_grant == self.more:
+            self.processed_since_grant = 0
+            self.held_back += self.more
+        if not self.held_back or (self.soft_limit is not None and self.waiting > self.soft_limit):
             return False
-        self.processed_since_grant = 0
-        self.credit += self.more
+        self.credit += self.held_back
+        self.held_back = 0
         return True
 
 
@@ -179,7 +199,13 @@ class BrokerConnection:
         self.publishers = {p.name: p for p in config.publishers}
         self.accepted: dict[str, int] = dict.fromkeys(self.publishers, 0)
         self.credit_flows = {
-            p.queue: CreditFlow(policy.credit_flow_initial, policy.credit_flow_more)
+            p.queue: CreditFlow(
+                policy.credit_flow_initial,
+                policy.credit_flow_more,
+                policy.quorum_commands_soft_limit
+                if broker.queue_type(p.queue) == QUORUM_QUEUE
+                else None,
+            )
             for p in config.publishers
         }
         # Each publisher's messages not yet processed by their queue (the transfer completes).

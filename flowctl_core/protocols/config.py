@@ -6,6 +6,14 @@ from dataclasses import dataclass
 
 from schemas.broker_events import AMQP_0_9_1, AMQP_1_0
 
+#: RabbitMQ's declare argument for a queue's type, and the types the engine models: a classic
+#: queue, and a quorum queue, whose channel also holds back credit past a soft limit
+#: (``RabbitPolicy.quorum_commands_soft_limit``).
+QUEUE_TYPE_ARGUMENT = "x-queue-type"
+CLASSIC_QUEUE = "classic"
+QUORUM_QUEUE = "quorum"
+QUEUE_TYPES = (CLASSIC_QUEUE, QUORUM_QUEUE)
+
 
 @dataclass(frozen=True)
 class RabbitPolicy:
@@ -18,6 +26,10 @@ class RabbitPolicy:
     # credits and the queue grants 200 more after processing 200 messages.
     credit_flow_initial: int = 400
     credit_flow_more: int = 200
+    # rabbit.quorum_commands_soft_limit: a quorum queue's commands the channel has sent and the
+    # queue not yet applied, past which the channel blocks itself, and credit flow holds back the
+    # credit it owes the connection's reader until the queue is below the limit again.
+    quorum_commands_soft_limit: int = 32
     # Where the broker's AMQP 1.0 consumer links start their delivery-count and its sessions
     # their transfer-ids: 0, as RabbitMQ from 4.2; 4.0 and 4.1 started them at 2**32 - 5 and
     # 2**32 - 4, to cross the RFC-1982 wrap early (seed 004: the delivery-count "wraps").
@@ -31,6 +43,7 @@ class RabbitPolicy:
             "max_queue_credit",
             "credit_flow_initial",
             "credit_flow_more",
+            "quorum_commands_soft_limit",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"RabbitMQ policy {name} must be >= 1")

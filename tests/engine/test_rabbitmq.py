@@ -9,7 +9,7 @@ import pytest
 
 from flowctl_core import Broker, EventBus, EventCollector, Scheduler
 from flowctl_core.broker import BrokerConfig
-from flowctl_core.protocols.amqp091 import Amqp091Connection
+from flowctl_core.protocols.amqp091 import Amqp091Connection, CreditFlow
 from flowctl_core.protocols.config import (
     ConnectionConfig,
     ConsumerConfig,
@@ -217,6 +217,45 @@ def test_an_alarm_blocks_a_whole_amqp091_connection() -> None:
     assert [e["event_type"] for e in rig.log.of_type("connection_blocked")] == [
         "connection_blocked"
     ]
+
+
+def _credit_granted_at(flow: CreditFlow, sends: int) -> list[int]:
+    """The processed counts at which ``flow`` grants credit, ``sends`` messages sent first."""
+    for _ in range(sends):
+        flow.on_send()
+    return [n for n in range(1, sends + 1) if flow.on_processed()]
+
+
+def test_a_quorum_queue_holds_back_credit_until_it_is_below_its_soft_limit() -> None:
+    # RabbitMQ's credit flow {400, 200}: a classic queue grants 200 per 200 processed. A quorum
+    # queue's channel blocks itself while the queue has more than quorum_commands_soft_limit (32)
+    # commands pending, and a blocked process defers the credit it owes: the 200 due at the
+    # 200th processed are granted at the 368th, when 32 wait; the next 200 are due at the 400th.
+    assert _credit_granted_at(CreditFlow(400, 200), 400) == [200, 400]
+    quorum = CreditFlow(400, 200, soft_limit=32)
+    assert _credit_granted_at(quorum, 400) == [368, 400]
+    assert quorum.credit == 400 and not quorum.blocked
+    assert _credit_granted_at(CreditFlow(400, 200, soft_limit=400), 400) == [200, 400]
+
+
+def test_a_queue_declared_quorum_holds_back_its_connections_credit() -> None:
+    """x-queue-type: quorum (RabbitMQ's declare argument) gives the queue's credit flow the
+    policy's soft limit; a classic queue, or one declared without a type, has none; a type the
+    engine does not model is refused, naming the queue."""
+    rig = Rig()
+    rig.broker.declare_queue("q", {"x-queue-type": "quorum"})
+    rig.broker.declare_queue("c", {"x-queue-type": "classic"})
+    rig.queue("plain")
+    publishers = tuple(PublisherConfig(f"to-{q}", q) for q in ("q", "c", "plain"))
+    connection = Amqp091Connection(
+        rig.broker,
+        ConnectionConfig("conn", AMQP_0_9_1, publishers=publishers),
+        RabbitPolicy(quorum_commands_soft_limit=10),
+    )
+    limits = {q: flow.soft_limit for q, flow in connection.server.credit_flows.items()}
+    assert limits == {"q": 10, "c": None, "plain": None}
+    with pytest.raises(ValueError, match=r"queue 's': x-queue-type must be one of classic, quorum"):
+        rig.broker.declare_queue("s", {"x-queue-type": "stream"})
 
 
 def test_one_slow_queue_blocks_the_whole_amqp091_connection() -> None:
