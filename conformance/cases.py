@@ -33,6 +33,7 @@ from flowctl_core.protocols.artemis import (
     ArtemisConsumerConfig,
     ArtemisProducerConfig,
 )
+from flowctl_core.protocols.config import RabbitPolicy
 from schemas.model import US_PER_SECOND
 
 KIB = 1024
@@ -1362,8 +1363,17 @@ def two_senders(broker: RabbitBroker) -> list[Row]:
     # The engine's queues take messages at the rates the real ones took them on connections of
     # their own (the calibration), so what is compared is what sharing a connection does.
     service_us = {name: max(1, round(US_PER_SECOND / rate)) for name, rate in own.read.items()}
+    # Long enough for a few rounds of the credit flow's 400 through the slowest queue: a quorum
+    # queue holds its credit back until it has nearly caught up, so with a disk slowed to a
+    # hundred messages a second 2.5 s would hold no read after the first 400.
+    credit_rounds_s = 4 * RabbitPolicy().credit_flow_initial * max(service_us.values())
     events = engine.run_rabbit_scenario(
-        engine.two_senders_scenario(service_us, queues, shared_connection=True, seconds=2.5)
+        engine.two_senders_scenario(
+            service_us,
+            queues,
+            shared_connection=True,
+            seconds=max(2.5, 0.5 + credit_rounds_s / US_PER_SECOND),
+        )
     )
     model = engine.intake_rates(events, list(queues), after_s=0.5)
     blocked = engine.blocked_reasons(events)
