@@ -3,10 +3,10 @@ leave them as they were (issues 19 and 22: "the demo's gold tables identical bef
 
     .venv/bin/python bench/compare_warehouses.py BEFORE_WAREHOUSE AFTER_WAREHOUSE
 
-Prints one line per table (rows before, rows after, equal or the first rows that differ) and exits 1
-when a table differs. Tables only one side has (a table added since) are listed, not compared; rows
-are compared on the columns both sides have, and a column only one side has (added since) is listed
-with how many rows set it.
+Prints one line per table (rows before, rows after, equal or the brokers whose rows differ and the
+first rows that differ) and exits 1 when a table differs. Tables only one side has (a table added
+since) are listed, not compared; rows are compared on the columns both sides have, and a column
+only one side has (added since) is listed with how many rows set it.
 Floating-point columns are compared exactly: the same inputs must give the same numbers.
 A column that names a warehouse's own files (recommend's kept rollup digests the names of the
 bronze files each day was computed from, which every ingest writes anew) is left out and said so.
@@ -56,6 +56,23 @@ def _added(frame: Any, columns: list[str]) -> str:
     return ", ".join(f"{c} set on {counts[c]:,} rows" for c in columns)
 
 
+def _by_broker(
+    columns: list[str], only_before: list[tuple[Any, ...]], only_after: list[tuple[Any, ...]]
+) -> str:
+    """The brokers whose rows differ, with how many rows each side alone has: an engine change
+    meant for one broker's scenarios should show there only."""
+    if "broker" not in columns:
+        return ""
+    at = columns.index("broker")
+    brokers = sorted({str(row[at]) for row in (*only_before, *only_after)})
+    counts = (
+        f"{broker} {sum(str(r[at]) == broker for r in only_before)}/"
+        f"{sum(str(r[at]) == broker for r in only_after)}"
+        for broker in brokers
+    )
+    return f"; by broker (only before/after): {', '.join(counts)}"
+
+
 def compare(spark: Any, before: str, after: str) -> bool:
     same = True
     for layer, name in _tables():
@@ -89,8 +106,8 @@ def compare(spark: Any, before: str, after: str) -> bool:
         print(
             f"{layer}/{name}: DIFFERENT ({len(rows_before):,} rows before, {len(rows_after):,} "
             f"after; {len(only_before):,} only before, {len(only_after):,} only after)"
-            f"{columns_note}; first only before: {only_before[:2]}; first only after: "
-            f"{only_after[:2]}"
+            f"{columns_note}{_by_broker(shared, only_before, only_after)}; first only before: "
+            f"{only_before[:2]}; first only after: {only_after[:2]}"
         )
     return same
 
