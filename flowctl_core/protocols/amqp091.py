@@ -54,8 +54,8 @@ class CreditFlow:
     publishes in its socket, wait until the queue has nearly caught up, not only for the next
     200 processed: a real 3.10's one-sender-one-receiver consumer (seed 004) took 4.5 thousand
     messages beside 40 thousand published to a quorum queue confirming 3.3 thousand a second;
-    the engine with that queue's rate, 26.7 thousand without the limit and 6.8 with it (at 8 us
-    a frame; at the real client's 1 us, 186 and 32 thousand).
+    the engine given that rate and the client's pace, 10.8 thousand without the limit and 3.1
+    with it (README, seed 004's second benchmark).
     """
 
     __slots__ = ("credit", "held_back", "more", "processed_since_grant", "soft_limit", "waiting")
