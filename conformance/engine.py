@@ -238,6 +238,49 @@ def two_senders_scenario(
     }
 
 
+def one_sender_scenario(
+    quorum_us: int, consume_us: int, write_us: int, *, batch: int, seconds: float, prefill: int
+) -> dict[str, Any]:
+    """Seed 004's one sender, one receiver over 0.9.1, as conformance/rabbit.py runs it: the
+    benchmark's 12-byte messages in batches of ``batch``, the quorum queue confirming one message
+    per ``quorum_us`` and the client taking ``consume_us`` a message and ``write_us`` a
+    publish (each measured on the real broker), its socket's buffers holding a batch."""
+    queues = [
+        {"name": "classic", "prefill": {"count": prefill, "size": 12}},
+        {
+            "name": "quorum",
+            "service_time_us": quorum_us,
+            "arguments": {"x-queue-type": "quorum"},
+        },
+    ]
+    connection = {
+        "name": "shared",
+        "protocol": AMQP_0_9_1,
+        "frame_cost_us": write_us,
+        "socket_buffer_frames": 40_000,
+        "consumers": [
+            {"name": "consumer", "queue": "classic", "credit": 200, "process_us": consume_us}
+        ],
+        "publishers": [{"name": "publisher", "queue": "quorum", "batch": batch, "size": 12}],
+    }
+    return {
+        "name": "conformance-one-sender-one-receiver",
+        "kind": "workload",
+        "duration_s": seconds,
+        "queues": queues,
+        "connections": [connection],
+    }
+
+
+def event_counts(events: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
+    """Per (event type, link), how many events (a consumer's deliveries are its dequeues)."""
+    counts: dict[tuple[str, str], int] = {}
+    for event in events:
+        key = (event["event_type"], event.get("link") or "")
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
 def intake_rates(
     events: list[dict[str, Any]], queues: Sequence[str], *, after_s: float
 ) -> dict[str, float]:

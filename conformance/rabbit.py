@@ -11,8 +11,10 @@ publisher on that connection waits, as every goroutine on the seed-004 client's 
 from __future__ import annotations
 
 import contextlib
+import queue as queue_module
 import socket
 import statistics
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -22,6 +24,7 @@ from typing import Any
 from conformance.brokers import LOOPBACK, RabbitBroker, held_still
 
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
+FRAME_END = 0xCE
 CHANNEL = 1
 BATCH = 50  # publishes per socket write
 SOCKET_BUFFER = 64 * 1024
@@ -74,20 +77,22 @@ class RawConnection:
     pre-encoded ``basic.publish`` batches. A reader thread records ``connection.blocked`` /
     ``connection.unblocked`` (the client announces the capability) and a close."""
 
-    def __init__(self, broker: RabbitBroker, name: str) -> None:
+    def __init__(self, broker: RabbitBroker, name: str, *, small_buffer: bool = True) -> None:
         self.name = name
         self.sock = socket.create_connection((LOOPBACK, broker.port), timeout=10)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        # Small socket buffers: what the client has written and the broker not yet read stays
-        # small, so a blocked reader blocks the writers at once and nothing piles up to be
-        # processed after the run.
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
+        if small_buffer:
+            # Small socket buffers: what the client has written and the broker not yet read
+            # stays small, so a blocked reader blocks the writers at once and nothing piles up
+            # to be processed after the run.
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
         self._buffer = b""
         self.blocked_events: list[tuple[float, str]] = []  # (monotonic time, blocked/unblocked)
         self.closed_by_broker: str | None = None
         self._write_lock = threading.Lock()
         self._stop = threading.Event()
         self._open(name)
+        self._set_up()
         self.sock.settimeout(None)
         self._reader = threading.Thread(target=self._read_loop, name=f"{name}-reader", daemon=True)
         self._reader.start()
@@ -141,6 +146,9 @@ class RawConnection:
         self._send_method(CHANNEL, spec.Channel.Open())
         self._expect(spec.Channel.OpenOk)
 
+    def _set_up(self) -> None:
+        """What the channel needs before the reader thread takes the socket (nothing here)."""
+
     def _read_loop(self) -> None:
         spec = _pika().spec
         while not self._stop.is_set():
@@ -158,13 +166,16 @@ class RawConnection:
                 return
 
     # -- publishing --------------------------------------------------------------------------
-    def publish_batch(self, queue: str, body: bytes, count: int) -> bytes:
+    def publish_batch(
+        self, queue: str, body: bytes, count: int, *, persistent: bool = False
+    ) -> bytes:
         """``count`` encoded ``basic.publish`` (method, header, body frames) to ``queue``."""
         pika = _pika()
+        properties = pika.spec.BasicProperties(delivery_mode=2 if persistent else None)
         one = b"".join(
             (
                 pika.frame.Method(CHANNEL, pika.spec.Basic.Publish(routing_key=queue)).marshal(),
-                pika.frame.Header(CHANNEL, len(body), pika.spec.BasicProperties()).marshal(),
+                pika.frame.Header(CHANNEL, len(body), properties).marshal(),
                 pika.frame.Body(CHANNEL, body).marshal(),
             )
         )
@@ -330,6 +341,222 @@ def two_senders(
     applied = {name: (after[name] - before[name]) / (t1 - t0) for name in queues}
     read = {name: (written1[name] - written0[name]) / (t1 - t0) for name in queues}
     return TwoSendersRun(shared_connection, t1 - t0, read, applied, states)
+
+
+# -- seed 004's one sender, one receiver ------------------------------------------------------
+#: The benchmark's program (seed 004, "One sender, one receiver"): 12-byte persistent bodies,
+#: batches of 10,000 publishes each waited for in confirms, prefetch 200.
+ONE_SENDER_BODY = b"some payload"
+ONE_SENDER_BATCH = 10_000
+ONE_SENDER_PREFETCH = 200
+#: An ack (basic.ack, one delivery tag, not multiple) as a frame: type 1, its channel, 13 bytes
+#: of class 60 / method 80, the tag and the bits, and the frame end.
+_ACK = struct.Struct(">BHIHHQBB")
+_FRAME_HEAD = struct.Struct(">BHI")
+_METHOD_IDS = struct.Struct(">HH")
+_TAG = struct.Struct(">Q")
+_CONFIRM = struct.Struct(">QB")
+
+
+class BatchingClient(RawConnection):
+    """The benchmark's client on one connection and channel (confirm mode, prefetch 200): a
+    consumer thread acknowledging each delivery of ``consume_from`` and, with ``publish_to``, a
+    publisher thread writing batches of 10,000 persistent 12-byte messages and waiting for their
+    confirms before the next. Writes share one lock, one publish or one ack at a time, as the Go
+    client's do; the socket keeps the system's buffers, which a batch of such small messages
+    fits in (what the benchmark is about: the acks wait behind it). The reader thread parses the
+    frames it needs by hand (deliveries, confirms, a close): pika's decoder is too slow for
+    tens of thousands a second."""
+
+    def __init__(
+        self,
+        broker: RabbitBroker,
+        name: str,
+        consume_from: str,
+        publish_to: str | None,
+        batch: int = ONE_SENDER_BATCH,
+    ) -> None:
+        self.consume_from = consume_from
+        self.publish_to = publish_to
+        self.batch = batch
+        self.delivered = 0
+        self.published = 0  # publishes written
+        self.confirmed_upto = 0
+        self.batch_write_s: list[float] = []
+        self._deliveries: queue_module.SimpleQueue[int] = queue_module.SimpleQueue()
+        self._batch_confirmed = threading.Event()
+        self._batch_end = 0
+        super().__init__(broker, name, small_buffer=False)
+
+    def _set_up(self) -> None:
+        spec = _pika().spec
+        self._send_method(CHANNEL, spec.Confirm.Select())
+        self._expect(spec.Confirm.SelectOk)
+        self._send_method(CHANNEL, spec.Basic.Qos(prefetch_count=ONE_SENDER_PREFETCH))
+        self._expect(spec.Basic.QosOk)
+        self._send_method(CHANNEL, spec.Basic.Consume(queue=self.consume_from, consumer_tag="c"))
+        self._expect(spec.Basic.ConsumeOk)
+
+    def start(self) -> BatchingClient:
+        threading.Thread(target=self._acknowledge, name=f"{self.name}-acks", daemon=True).start()
+        if self.publish_to is not None:
+            threading.Thread(target=self._publish, name=f"{self.name}-pub", daemon=True).start()
+        return self
+
+    def _read_loop(self) -> None:
+        # What came with the set-up's last answer first: deliveries may follow consume-ok in
+        # the same read, and the broker sends no more until they are acknowledged.
+        buffer = self._buffer[self._read_frames(self._buffer) :]
+        while not self._stop.is_set():
+            try:
+                chunk = self.sock.recv(1 << 20)
+            except OSError:
+                return
+            if not chunk:
+                return
+            buffer = buffer + chunk if buffer else chunk
+            offset = self._read_frames(buffer)
+            buffer = buffer[offset:]
+            if self.closed_by_broker is not None:
+                return
+
+    def _read_frames(self, buffer: bytes) -> int:
+        """Handle the whole frames of ``buffer``; returns where the first partial one starts."""
+        offset, end_of_data = 0, len(buffer)
+        while end_of_data - offset >= _FRAME_HEAD.size + 1:
+            kind, _, size = _FRAME_HEAD.unpack_from(buffer, offset)
+            end = offset + _FRAME_HEAD.size + size
+            if end + 1 > end_of_data:
+                break
+            if kind == 1:  # a method frame; content header and body frames need nothing
+                self._method(buffer, offset + _FRAME_HEAD.size)
+            offset = end + 1
+        return offset
+
+    def _method(self, buffer: bytes, at: int) -> None:
+        class_id, method_id = _METHOD_IDS.unpack_from(buffer, at)
+        at += _METHOD_IDS.size
+        if (class_id, method_id) == (60, 60):  # basic.deliver: consumer tag, delivery tag
+            (tag,) = _TAG.unpack_from(buffer, at + 1 + buffer[at])
+            self.delivered += 1
+            self._deliveries.put(tag)
+        elif (class_id, method_id) == (60, 80):  # a confirm; RabbitMQ confirms in order
+            tag, _ = _CONFIRM.unpack_from(buffer, at)
+            self.confirmed_upto = max(self.confirmed_upto, tag)
+            if self.confirmed_upto >= self._batch_end:
+                self._batch_confirmed.set()
+        elif (class_id, method_id) in ((10, 50), (20, 40)):  # connection.close, channel.close
+            self.closed_by_broker = f"closed by the broker ({class_id}.{method_id})"
+
+    def _acknowledge(self) -> None:
+        while not self._stop.is_set():
+            try:
+                tag = self._deliveries.get(timeout=0.2)
+            except queue_module.Empty:
+                continue
+            try:
+                self.write(_ACK.pack(1, CHANNEL, 13, 60, 80, tag, 0, FRAME_END))
+            except OSError:
+                return
+
+    def _publish(self) -> None:
+        assert self.publish_to is not None
+        one = self.publish_batch(self.publish_to, ONE_SENDER_BODY, 1, persistent=True)
+        while not self._stop.is_set():
+            self._batch_end = self.published + self.batch
+            self._batch_confirmed.clear()
+            started = time.monotonic()
+            for _ in range(self.batch):
+                try:
+                    self.write(one)
+                except OSError:
+                    return
+                self.published += 1
+                if self._stop.is_set():
+                    return
+            self.batch_write_s.append(time.monotonic() - started)
+            while not self._batch_confirmed.wait(0.2):
+                if self._stop.is_set():
+                    return
+
+
+@dataclass
+class OneSenderRun:
+    """The benchmark's figures over ``seconds``: deliveries, publishes written and confirmed on
+    the shared connection; the same consumer's rate on a connection of its own; how
+    long the client took to write one publish (a batch's writing over its publishes, median);
+    the shared connection's states seen."""
+
+    seconds: float
+    batch: int
+    delivered: int
+    published: int
+    confirmed: int
+    delivered_alone_per_s: float
+    write_us: float
+    states_seen: set[str]
+
+
+def one_sender_one_receiver(
+    broker: RabbitBroker,
+    *,
+    seconds: float = 6.0,
+    alone_s: float = 2.0,
+    prefill: int = 200_000,
+    batch: int = ONE_SENDER_BATCH,
+) -> OneSenderRun:
+    """Seed 004's second benchmark over 0.9.1: a classic queue prefilled with ``prefill`` of the
+    benchmark's messages, then the client above consuming from it while publishing to a quorum
+    queue for ``seconds``, then a consumer alone on a connection of its own for ``alone_s``. The
+    queues are declared fresh and deleted after."""
+    classic, quorum = "one-sender-classic", "one-sender-quorum"
+    declare(broker, {classic: "classic", quorum: "quorum"})
+    try:
+        filler = RawConnection(broker, "one-sender-prefill", small_buffer=False)
+        try:
+            chunk = filler.publish_batch(classic, ONE_SENDER_BODY, 500, persistent=True)
+            for _ in range(prefill // 500):
+                filler.write(chunk)
+            _wait_for(lambda: depths(broker, [classic])[classic] >= prefill // 500 * 500, 120.0)
+        finally:
+            filler.close()
+        client = BatchingClient(broker, "one-sender-shared", classic, quorum, batch).start()
+        try:
+            time.sleep(seconds / 2)
+            states = set(sample_connection_states(broker).values())
+            time.sleep(seconds / 2)
+            delivered, published, confirmed = (
+                client.delivered,
+                client.published,
+                client.confirmed_upto,
+            )
+            writes = sorted(client.batch_write_s)
+        finally:
+            client.close()
+        alone = BatchingClient(broker, "one-sender-alone", classic, None).start()
+        try:
+            time.sleep(0.5)
+            before, t0 = alone.delivered, time.monotonic()
+            time.sleep(alone_s)
+            alone_rate = (alone.delivered - before) / (time.monotonic() - t0)
+        finally:
+            alone.close()
+    finally:
+        with blocking_connection(broker) as connection:
+            channel = connection.channel()
+            for name in (classic, quorum):
+                channel.queue_delete(name)
+    write_s = writes[len(writes) // 2] if writes else float("nan")
+    return OneSenderRun(
+        seconds,
+        batch,
+        delivered,
+        published,
+        confirmed,
+        alone_rate,
+        write_s / batch * 1e6,
+        states,
+    )
 
 
 # -- a memory alarm: publishers blocked, consumers not -----------------------------------------
