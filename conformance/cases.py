@@ -1689,7 +1689,7 @@ def one_sender_one_receiver(broker: RabbitBroker) -> list[Row]:
         same(
             workload,
             "the shared connection blocked by the quorum queue",
-            "flow" in got.states_seen,
+            got.state_halfway == "flow",
             any(
                 reason == "credit_flow:quorum"
                 for counter in engine.blocked_reasons(events).values()

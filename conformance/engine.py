@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from conformance.rabbit import ONE_SENDER_BODY, ONE_SENDER_PREFETCH
 from flowctl_core import Broker, EventBus, EventCollector, Scheduler
 from flowctl_core.protocols.artemis import (
     AddressConfig,
@@ -246,7 +247,7 @@ def one_sender_scenario(
     per ``quorum_us`` and the client taking ``consume_us`` a message and ``write_us`` a
     publish (each measured on the real broker), its socket's buffers holding a batch."""
     queues = [
-        {"name": "classic", "prefill": {"count": prefill, "size": 12}},
+        {"name": "classic", "prefill": {"count": prefill, "size": len(ONE_SENDER_BODY)}},
         {
             "name": "quorum",
             "service_time_us": quorum_us,
@@ -259,9 +260,16 @@ def one_sender_scenario(
         "frame_cost_us": write_us,
         "socket_buffer_frames": 40_000,
         "consumers": [
-            {"name": "consumer", "queue": "classic", "credit": 200, "process_us": consume_us}
+            {
+                "name": "consumer",
+                "queue": "classic",
+                "credit": ONE_SENDER_PREFETCH,
+                "process_us": consume_us,
+            }
         ],
-        "publishers": [{"name": "publisher", "queue": "quorum", "batch": batch, "size": 12}],
+        "publishers": [
+            {"name": "publisher", "queue": "quorum", "batch": batch, "size": len(ONE_SENDER_BODY)}
+        ],
     }
     return {
         "name": "conformance-one-sender-one-receiver",
@@ -272,13 +280,9 @@ def one_sender_scenario(
     }
 
 
-def event_counts(events: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
+def event_counts(events: list[dict[str, Any]]) -> Counter[tuple[str, str]]:
     """Per (event type, link), how many events (a consumer's deliveries are its dequeues)."""
-    counts: dict[tuple[str, str], int] = {}
-    for event in events:
-        key = (event["event_type"], event.get("link") or "")
-        counts[key] = counts.get(key, 0) + 1
-    return counts
+    return Counter((event["event_type"], event.get("link") or "") for event in events)
 
 
 def intake_rates(
