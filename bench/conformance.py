@@ -1,7 +1,7 @@
 """Conformance table: the engine against real ActiveMQ Artemis and RabbitMQ brokers.
 
-Starts Artemis 2.40 and RabbitMQ 3.10 as plain processes on 127.0.0.1 (installed by
-``bash scripts/setup_brokers.sh``), runs every conformance case of conformance/cases.py on the
+Starts Artemis 2.40, RabbitMQ 3.10 and RabbitMQ 4.0 as plain processes on 127.0.0.1 (installed
+by ``bash scripts/setup_brokers.sh``), runs every conformance case of conformance/cases.py on the
 real broker and on the engine, and prints one table: workload, figure, real broker, engine,
 tolerance, verdict. A row compares the real broker with the engine ("agrees" / "DISAGREES"), or is
 a check that does not ("holds" / "FAILS": one side, or each against a constant), never counted as
@@ -10,7 +10,7 @@ disagreement, a failed check, a case that raised, a broker that did not start), 
 tests/realbrokers would fail.
 
     .venv/bin/python bench/conformance.py                  # every case, about 2 minutes
-    .venv/bin/python bench/conformance.py --only rabbitmq  # one broker's cases
+    .venv/bin/python bench/conformance.py --only rabbitmq4  # one broker's cases
     .venv/bin/python bench/conformance.py --case artemis-amqp-fail --markdown
 """
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -34,21 +35,27 @@ from conformance.cases import (
     COMPARE,
     Case,
     Row,
+    rabbitmq4_broker,
     rabbitmq_broker,
 )
+
+#: Each kind of broker a case names, and how to make it (started once for all its cases).
+BROKERS: dict[str, Callable[[], ArtemisBroker | RabbitBroker]] = {
+    "artemis": lambda: ArtemisBroker(ARTEMIS_ADDRESSES),
+    "rabbitmq": rabbitmq_broker,
+    "rabbitmq4": rabbitmq4_broker,
+}
 
 
 def run_cases(cases: list[Case], console: Console) -> tuple[list[Row], list[str]]:
     """Every case, each broker started once for its cases and stopped after them."""
     rows: list[Row] = []
     problems: list[str] = []
-    for kind in ("artemis", "rabbitmq"):
+    for kind, make in BROKERS.items():
         mine = [case for case in cases if case.broker == kind]
         if not mine:
             continue
-        broker: ArtemisBroker | RabbitBroker = (
-            ArtemisBroker(ARTEMIS_ADDRESSES) if kind == "artemis" else rabbitmq_broker()
-        )
+        broker = make()
         started = time.monotonic()
         try:
             with console.status(f"starting {kind}"):
@@ -107,7 +114,7 @@ def markdown(rows: list[Row]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("artemis", "rabbitmq"), help="one broker's cases")
+    parser.add_argument("--only", choices=tuple(BROKERS), help="one broker's cases")
     parser.add_argument("--case", action="append", default=[], help="a case by name (repeat)")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table too")
     args = parser.parse_args(argv)

@@ -3,11 +3,13 @@
 :class:`ArtemisBroker` creates an ActiveMQ Artemis 2.40 instance (``artemis create --silent``)
 from the distribution ``scripts/setup_brokers.sh`` unpacks into ``.jvm/brokers/``, writes its
 acceptor, web port, addresses and address settings, and runs it (``artemis run``).
-:class:`RabbitBroker` runs Debian's RabbitMQ 3.10 (``/usr/lib/rabbitmq/bin/rabbitmq-server``)
-with its own epmd, both on free ports. Each waits until its broker is ready and stops it by the
-PIDs it started (never by name), whatever happened in between; an ``atexit`` hook is the last
-resort. A broker that is not installed or does not start raises :class:`BrokerUnavailable`,
-whose message names what is missing and how to install it.
+:class:`RabbitBroker` runs Debian's RabbitMQ 3.10 (``/usr/lib/rabbitmq/bin/rabbitmq-server``),
+or the RabbitMQ 4.0 that scripts/setup_rabbitmq4.sh unpacks from Debian 13's packages into
+``.jvm/brokers/rabbitmq-4.0/`` (:func:`rabbitmq4`), with its own epmd, both on free ports. Each
+waits until its broker is ready and stops it by the PIDs it started (never by name), whatever
+happened in between; an ``atexit`` hook is the last resort. A broker that is not installed or
+does not start raises :class:`BrokerUnavailable`, whose message names what is missing and how
+to install it.
 """
 
 from __future__ import annotations
@@ -638,22 +640,55 @@ class ArtemisBroker(_ScratchBroker):
 
 
 # -- RabbitMQ ----------------------------------------------------------------------------------
-def rabbitmq_installed() -> Path:
-    server = RABBITMQ_BIN / "rabbitmq-server"
+@dataclass(frozen=True)
+class RabbitInstallation:
+    """A RabbitMQ on this machine: the folder of its scripts (``rabbitmq-server``,
+    ``rabbitmqctl``), its Erlang's epmd and what its scripts need in their environment."""
+
+    name: str
+    sbin: Path
+    epmd: Path
+    env: Mapping[str, str]
+
+
+def _first(pattern: str, root: Path) -> Path | None:
+    return next(iter(sorted(root.glob(pattern))), None)
+
+
+def debian_rabbitmq() -> RabbitInstallation:
+    """Debian 12's RabbitMQ 3.10 (``apt-get install rabbitmq-server``), on the system's Erlang."""
+    epmd = shutil.which("epmd") or _first("erts-*/bin/epmd", Path("/usr/lib/erlang"))
+    return RabbitInstallation("RabbitMQ 3.10", RABBITMQ_BIN, Path(epmd or "epmd"), {})
+
+
+#: Where scripts/setup_rabbitmq4.sh puts Debian 13's RabbitMQ 4.0 and its own Erlang 27.
+RABBITMQ4_HOME = PROJECT_ROOT / ".jvm" / "brokers" / "rabbitmq-4.0"
+
+
+def rabbitmq4() -> RabbitInstallation:
+    """RabbitMQ 4.0 with its Erlang 27 (both from Debian 13's packages, in their own folder:
+    scripts/setup_rabbitmq4.sh); its scripts find that Erlang first on the PATH."""
+    server = _first("usr/lib/rabbitmq/lib/rabbitmq_server-*", RABBITMQ4_HOME)
+    erlang = RABBITMQ4_HOME / "usr" / "lib" / "erlang"
+    epmd = _first("erts-*/bin/epmd", erlang)
+    if server is None or epmd is None:
+        return RabbitInstallation("RabbitMQ 4.0", RABBITMQ4_HOME / "missing", Path("epmd"), {})
+    env = {
+        "RABBITMQ_HOME": str(server),
+        "RABBITMQ_PLUGINS_DIR": str(server / "plugins"),
+        "PATH": f"{erlang / 'bin'}:{server / 'sbin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+    }
+    return RabbitInstallation("RabbitMQ 4.0", server / "sbin", epmd, env)
+
+
+def rabbitmq_installed(installation: RabbitInstallation | None = None) -> Path:
+    found = installation or debian_rabbitmq()
+    server = found.sbin / "rabbitmq-server"
     if not os.access(server, os.X_OK):
-        raise BrokerUnavailable(
-            f"RabbitMQ is not installed ({server} missing; Debian's rabbitmq-server): {SETUP_HINT}"
-        )
+        raise BrokerUnavailable(f"{found.name} is not installed ({server} missing): {SETUP_HINT}")
+    if not os.access(found.epmd, os.X_OK) and shutil.which(str(found.epmd)) is None:
+        raise BrokerUnavailable(f"{found.name}'s Erlang has no epmd: {SETUP_HINT}")
     return server
-
-
-def epmd_executable() -> str:
-    found = shutil.which("epmd") or next(
-        (str(p) for p in sorted(Path("/usr/lib/erlang").glob("erts-*/bin/epmd"))), None
-    )
-    if found is None:
-        raise BrokerUnavailable(f"RabbitMQ's Erlang has no epmd: {SETUP_HINT}")
-    return found
 
 
 class RabbitBroker(_ScratchBroker):
@@ -662,8 +697,9 @@ class RabbitBroker(_ScratchBroker):
 
     ``config`` is extra ``rabbitmq.conf`` text (e.g. ``raft.wal_max_batch_size = 16``);
     ``advanced`` is an ``advanced.config`` (Erlang terms), for settings whose ``rabbitmq.conf``
-    form refuses the value wanted. ``amqp_1_0`` enables the AMQP 1.0 plugin (``rabbitmq_amqp1_0``,
-    on the same listener as AMQP 0.9.1).
+    form refuses the value wanted. ``amqp_1_0`` enables 3.10's AMQP 1.0 plugin
+    (``rabbitmq_amqp1_0``, on the same listener as AMQP 0.9.1; 4.0 speaks AMQP 1.0 without it).
+    ``installation``: Debian's 3.10 when not given, or :func:`rabbitmq4`.
     """
 
     def __init__(
@@ -673,7 +709,9 @@ class RabbitBroker(_ScratchBroker):
         *,
         management: bool = False,
         amqp_1_0: bool = False,
+        installation: RabbitInstallation | None = None,
     ) -> None:
+        self.installation = installation or debian_rabbitmq()
         self.config = config
         self.advanced = advanced
         self.management = management  # the management plugin, its HTTP API on a loopback port
@@ -687,7 +725,7 @@ class RabbitBroker(_ScratchBroker):
         self.env: dict[str, str] = {}
 
     def start(self) -> Self:
-        rabbitmq_installed()  # refuses before anything is created when it is missing
+        rabbitmq_installed(self.installation)  # refuses before anything is created
         self._scratch = tempfile.TemporaryDirectory(prefix="flowctl-rabbitmq-")
         self.home = Path(self._scratch.name)
         base = free_port_range(15)
@@ -738,11 +776,12 @@ class RabbitBroker(_ScratchBroker):
             "RABBITMQ_PID_FILE": str(self.home / "rabbit.pid"),
             "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": loopback_dist,
             "RABBITMQ_CTL_ERL_ARGS": loopback_dist,
+            **self.installation.env,
         }
         # Our own epmd, in the foreground: its PID is ours to stop (the node would otherwise
         # start a daemonised one that outlives it).
         self.epmd_pid = spawn(
-            [epmd_executable(), "-port", str(epmd_port), "-address", LOOPBACK],
+            [str(self.installation.epmd), "-port", str(epmd_port), "-address", LOOPBACK],
             env=self.env,
             log=self.home / "log" / "epmd.log",
             what="epmd",
@@ -755,7 +794,8 @@ class RabbitBroker(_ScratchBroker):
     def _run_node(self) -> Self:
         log = self.home / "log" / "console.log"
         Path(self.env["RABBITMQ_PID_FILE"]).unlink(missing_ok=True)
-        self.pid = spawn([str(rabbitmq_installed())], env=self.env, log=log, what="rabbitmq-server")
+        server = rabbitmq_installed(self.installation)
+        self.pid = spawn([str(server)], env=self.env, log=log, what="rabbitmq-server")
         return self._started(log)
 
     def restart_process(self, *, crash: bool = False) -> None:
@@ -798,7 +838,7 @@ class RabbitBroker(_ScratchBroker):
     def ctl(self, *args: str, timeout_s: float = RABBITMQ_START_TIMEOUT_S + 10) -> Any:
         """``rabbitmqctl ARGS`` against this node (about 0.8 s a call)."""
         return subprocess.run(
-            [str(RABBITMQ_BIN / "rabbitmqctl"), *args],
+            [str(self.installation.sbin / "rabbitmqctl"), *args],
             env=self.env,
             capture_output=True,
             text=True,

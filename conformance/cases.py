@@ -13,19 +13,22 @@ hold, and it is never counted as an agreement. ``tests/realbrokers`` asserts eve
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from conformance import engine, rabbit, real
+from conformance import engine, rabbit, rabbit_amqp, real
 from conformance.brokers import (
     ARTEMIS_AMQP_CREDITS,
     ARTEMIS_AMQP_LOW_CREDITS,
     ArtemisAddress,
     ArtemisBroker,
+    BrokerNotAsExpected,
     RabbitBroker,
+    rabbitmq4,
 )
 from flowctl_core.protocols.artemis import (
     AddressConfig,
@@ -174,7 +177,7 @@ NAN = float("nan")
 @dataclass(frozen=True)
 class Case:
     name: str
-    broker: str  # "artemis" or "rabbitmq"
+    broker: str  # "artemis", "rabbitmq" (3.10) or "rabbitmq4"
     run: Callable[[Any], list[Row]]
     about: str
 
@@ -1700,6 +1703,216 @@ def one_sender_one_receiver(broker: RabbitBroker) -> list[Row]:
     ]
 
 
+# -- RabbitMQ 4.0: AMQP 1.0 (seeds 002 and 004) ----------------------------------------------
+def rabbitmq4_broker() -> RabbitBroker:
+    """The RabbitMQ 4.0 node the AMQP 1.0 cases run on (not started): Debian 13's package,
+    unpacked with its Erlang by scripts/setup_rabbitmq4.sh; its defaults are the seeds'."""
+    return RabbitBroker(installation=rabbitmq4())
+
+
+AMQP10_MESSAGES = 1_000
+#: The engine's client writes a frame in this time: the real client's pace on this machine is
+#: far slower than the broker's grants, so the figures compared do not depend on it.
+AMQP10_FRAME_US = 100
+
+
+def amqp10_publisher_credit(broker: RabbitBroker) -> list[Row]:
+    """Seed 002: "grants initially 170 link credits to the publisher, and grants again 170 link
+    credits when the remaining link credit falls below half (i.e. 85)"; seed 004: the session
+    "allows the publisher to send 400 transfer frames", expanded to 400 again each time half of
+    them are processed. 1,000 messages of 100 B, unsettled, to a classic queue."""
+    workload = f"rabbitmq 4.0: {AMQP10_MESSAGES:,} AMQP 1.0 messages to a classic queue"
+    rabbit_amqp.declare_queue(broker, "amqp10-credit")
+    got = rabbit_amqp.publish(broker, "amqp10-credit", count=AMQP10_MESSAGES)
+    if got.accepted != AMQP10_MESSAGES or got.errors:
+        raise BrokerNotAsExpected(f"amqp10-credit: {got.accepted} accepted, {got.errors}")
+    real_grants = rabbit_amqp.grants(got)
+    real_windows = [
+        (f.number("next-incoming-id") or 0, f.number("incoming-window") or 0)
+        for f in got.window_flows()
+    ]
+    (begin,) = got.received("begin")
+    events = engine.run_rabbit_scenario(
+        engine.amqp10_publisher_scenario(2, seconds=0.2, frame_cost_us=AMQP10_FRAME_US)
+    )
+    engine_grants = engine.broker_grants(events)
+    engine_windows = [(nid, window) for _, nid, window, _ in engine.session_windows(events)]
+
+    def steps(ids: list[int]) -> set[int]:
+        return {later - earlier for earlier, later in itertools.pairwise(ids)}
+
+    return [
+        same(workload, "link credit granted at attach", real_grants[0][1], engine_grants[0][1]),
+        same(
+            workload,
+            "link credit of every later grant",
+            sorted({credit for _, credit in real_grants[1:]}),
+            sorted({credit for _, credit in engine_grants[1:]}),
+        ),
+        same(
+            workload,
+            "most credit the publisher had left when topped up",
+            max(rabbit_amqp.credit_left_at_grants(real_grants)),
+            max(rabbit_amqp.credit_left_at_grants(engine_grants)),
+            "the broker's delivery-count at each grant against the limit of the grant before it",
+        ),
+        same(
+            workload,
+            "session incoming window at begin / as set again",
+            (begin.number("incoming-window"), sorted({w for _, w in real_windows})),
+            (RabbitPolicy().max_incoming_window, sorted({w for _, w in engine_windows})),
+            "engine at begin: its policy's max_incoming_window (its begin is not an event)",
+        ),
+        same(
+            workload,
+            "transfers between two window refreshes",
+            sorted(steps([nid for nid, _ in real_windows])),
+            sorted(steps([nid for nid, _ in engine_windows])),
+        ),
+    ]
+
+
+AMQP10_STUCK_S = 3.0
+
+
+def amqp10_unconfirmed_queue(broker: RabbitBroker) -> list[Row]:
+    """Seed 002: credit is granted again only while "the number of unconfirmed messages is
+    less than 170 ... if the target queue does not confirm fast enough, RabbitMQ stops granting
+    link credit". The classic queue's process suspended for 3 s (it takes and confirms nothing)
+    while the publisher sends 1,000 messages; the engine's queue confirms its first message
+    after 3 s."""
+    workload = f"rabbitmq 4.0: a queue that confirms nothing for {AMQP10_STUCK_S:g} s"
+    queue = "amqp10-unconfirmed"
+    rabbit_amqp.declare_queue(broker, queue)
+    rabbit_amqp.suspend_queue(broker, queue)
+
+    def resume() -> None:
+        rabbit_amqp.suspend_queue(broker, queue, resume=True)
+
+    got = rabbit_amqp.publish(
+        broker, queue, count=AMQP10_MESSAGES, actions=[(AMQP10_STUCK_S, resume)]
+    )
+    if got.accepted != AMQP10_MESSAGES or got.errors:
+        raise BrokerNotAsExpected(f"{queue}: {got.accepted} accepted, {got.errors}")
+    resumed_s = min(
+        (f.at_s for f in got.link_flows() if f.at_s >= AMQP10_STUCK_S - 0.5), default=NAN
+    )
+    real_sent = got.transfers_between(0.0, AMQP10_STUCK_S - 0.5)
+    real_held = [f for f in got.link_flows() if f.at_s < AMQP10_STUCK_S - 0.5]
+    events = engine.run_rabbit_scenario(
+        engine.amqp10_publisher_scenario(
+            int(AMQP10_STUCK_S * 1_000_000), seconds=AMQP10_STUCK_S - 0.5, frame_cost_us=100
+        )
+    )
+    return [
+        same(
+            workload,
+            "messages sent before the credit ran out",
+            real_sent,
+            engine.transfers_before(events, AMQP10_STUCK_S - 0.5),
+            "170 at attach, 170 more at 85 (85 unconfirmed), none at 170 (170 unconfirmed)",
+        ),
+        same(
+            workload,
+            "grants while nothing was confirmed",
+            len(real_held),
+            len(engine.broker_grants(events)),
+        ),
+        check(
+            workload,
+            "credit granted again once the queue confirms",
+            f"{resumed_s:.1f} s",
+            "-",
+            resumed_s >= AMQP10_STUCK_S,
+            f"real: a grant after the queue resumed at {AMQP10_STUCK_S:g} s",
+        ),
+    ]
+
+
+AMQP10_ALARM = (1.5, 4.5)
+
+
+def amqp10_memory_alarm(broker: RabbitBroker) -> list[Row]:
+    """A memory alarm closes the publishing session's incoming window (a flow of
+    incoming-window 0) and leaves its link credit alone; clearing it opens the window to 400
+    again. 3,000 messages at ~1 ms each; the alarm raised after 1.5 s, cleared at 4.5 s."""
+    workload = "rabbitmq 4.0: a memory alarm while an AMQP 1.0 publisher sends"
+    queue = "amqp10-alarm"
+    rabbit_amqp.declare_queue(broker, queue)
+    raised, cleared = AMQP10_ALARM
+    got = rabbit_amqp.publish(
+        broker,
+        queue,
+        count=3 * AMQP10_MESSAGES,
+        pace_s=0.001,
+        actions=[
+            (raised, lambda: rabbit_amqp.memory_alarm(broker, raised=True)),
+            (cleared, lambda: rabbit_amqp.memory_alarm(broker, raised=False)),
+        ],
+    )
+    if got.accepted != 3 * AMQP10_MESSAGES or got.errors:
+        raise BrokerNotAsExpected(f"{queue}: {got.accepted} accepted, {got.errors}")
+    windows = got.window_flows() + [f for f in got.link_flows() if f.at_s >= raised]
+    closed = min((f for f in windows if f.number("incoming-window") == 0), key=lambda f: f.at_s)
+    opened = min(
+        (f for f in got.window_flows() if f.at_s > closed.at_s),
+        key=lambda f: f.at_s,
+    )
+    revoked = [f for f in got.link_flows() if f.number("link-credit") == 0]
+    events = engine.run_rabbit_scenario(
+        engine.amqp10_publisher_scenario(
+            20, seconds=0.2, frame_cost_us=AMQP10_FRAME_US, alarm=(0.05, 0.1)
+        )
+    )
+    engine_windows = engine.session_windows(events)
+    engine_closed = [w for w in engine_windows if w[3] == "alarm"]
+    engine_opened = [w for w in engine_windows if w[3] == "alarm_cleared"]
+    engine_revoked = [g for g in engine.broker_grants(events) if g[1] == 0]
+    return [
+        same(
+            workload,
+            "session incoming window under the alarm",
+            closed.number("incoming-window"),
+            engine_closed[0][2] if engine_closed else NAN,
+        ),
+        same(
+            workload,
+            "publisher's link credit taken back",
+            bool(revoked),
+            bool(engine_revoked),
+            "real: a flow of link-credit 0; the window closes, the credit stays",
+        ),
+        same(
+            workload,
+            "session incoming window once cleared",
+            opened.number("incoming-window"),
+            engine_opened[0][2] if engine_opened else NAN,
+        ),
+    ]
+
+
+RABBITMQ4_CASES: tuple[Case, ...] = (
+    Case(
+        "rabbitmq4-amqp-publisher-credit",
+        "rabbitmq4",
+        amqp10_publisher_credit,
+        "seeds 002/004: 170 link credits topped up at 85, a session window of 400 set every 200",
+    ),
+    Case(
+        "rabbitmq4-amqp-unconfirmed-queue",
+        "rabbitmq4",
+        amqp10_unconfirmed_queue,
+        "seed 002: no credit while 170 messages wait for the queue's confirm",
+    ),
+    Case(
+        "rabbitmq4-amqp-memory-alarm",
+        "rabbitmq4",
+        amqp10_memory_alarm,
+        "a memory alarm closes the publishing session's window, not its link credit",
+    ),
+)
+
+
 RABBITMQ_CASES: tuple[Case, ...] = (
     Case(
         "rabbitmq-two-senders-091",
@@ -1727,4 +1940,4 @@ RABBITMQ_CASES: tuple[Case, ...] = (
     ),
 )
 
-CASES: tuple[Case, ...] = ARTEMIS_CASES + RABBITMQ_CASES
+CASES: tuple[Case, ...] = ARTEMIS_CASES + RABBITMQ_CASES + RABBITMQ4_CASES

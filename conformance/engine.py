@@ -417,3 +417,73 @@ def paced_figures(
         raise RuntimeError(f"the engine's consumer acknowledged {acked} of {messages} messages")
     elapsed_us = (last_acked - latency_us) - (first_sent + latency_us)
     return elapsed_us / US_PER_SECOND, ready_while
+
+
+# -- RabbitMQ 4.0, AMQP 1.0 (scenarios) -------------------------------------------------------
+def amqp10_publisher_scenario(
+    service_time_us: int,
+    *,
+    seconds: float,
+    frame_cost_us: int,
+    alarm: tuple[float, float] | None = None,
+) -> dict[str, Any]:
+    """One AMQP 1.0 publisher, flat out, to a classic queue confirming one message per
+    ``service_time_us``; ``alarm``: a memory alarm raised and cleared at those seconds."""
+    spec: dict[str, Any] = {
+        "name": "conformance-amqp10-publisher",
+        "kind": "workload",
+        "duration_s": seconds,
+        "queues": [{"name": "queue", "service_time_us": service_time_us}],
+        "connections": [
+            {
+                "name": "connection",
+                "protocol": "amqp-1.0",
+                "frame_cost_us": frame_cost_us,
+                "publishers": [{"name": "publisher", "queue": "queue", "size": 100}],
+            }
+        ],
+    }
+    if alarm is not None:
+        spec["alarms"] = [{"resource": "memory", "raise_s": alarm[0], "clear_s": alarm[1]}]
+    return spec
+
+
+def broker_grants(events: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """The broker's link-credit grants to publishers, as its flow frames carry them: (its
+    delivery-count when it granted, the link-credit). The flow event is logged where the client
+    applies it (its own delivery-count, the credit left); the grant's limit is the same."""
+    grants = []
+    for event in events:
+        if event["event_type"] == "flow" and event.get("link_role") == "publisher":
+            granted = json.loads(event["detail"])["link_credit"]
+            limit = event["delivery_count"] + event["credit"]
+            grants.append((limit - granted, granted))
+    return grants
+
+
+def session_windows(events: list[dict[str, Any]]) -> list[tuple[float, int, int, str]]:
+    """The broker's incoming window as it set it: (seconds from the first event,
+    next-incoming-id, incoming-window, why)."""
+    start = min(event["ts"] for event in events)
+    found = []
+    for event in events:
+        if event["event_type"] == "session_window":
+            detail = json.loads(event["detail"])
+            found.append(
+                (
+                    (event["ts"] - start) / US_PER_SECOND,
+                    detail["next_incoming_id"],
+                    detail["incoming_window"],
+                    detail["reason"],
+                )
+            )
+    return found
+
+
+def transfers_before(events: list[dict[str, Any]], seconds: float) -> int:
+    start = min(event["ts"] for event in events)
+    return sum(
+        1
+        for event in events
+        if event["event_type"] == "transfer" and event["ts"] - start < seconds * US_PER_SECOND
+    )

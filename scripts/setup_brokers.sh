@@ -6,6 +6,8 @@
 # - ActiveMQ Artemis 2.40.0's binary distribution from Maven Central
 #   (org.apache.activemq:apache-artemis:2.40.0:tar.gz:bin), fetched with the project's Maven
 #   helper (jobs.jvm_jars.copy_artifact) and unpacked into .jvm/brokers/;
+# - RabbitMQ 4.0 (native AMQP 1.0) from Debian 13's packages, with its own Erlang, unpacked into
+#   .jvm/brokers/rabbitmq-4.0/ without touching the system's packages (scripts/setup_rabbitmq4.sh);
 # - python-qpid-proton (AMQP 1.0) and pika (AMQP 0.9.1) into .venv.
 # A second run finds everything in place, prints one line and does nothing.
 set -euo pipefail
@@ -15,6 +17,7 @@ ARTEMIS_VERSION=2.40.0
 BROKERS_DIR=.jvm/brokers
 ARTEMIS_HOME="$BROKERS_DIR/apache-artemis-$ARTEMIS_VERSION"
 RABBITMQ_SERVER=/usr/lib/rabbitmq/bin/rabbitmq-server
+RABBITMQ4_MARKER="$BROKERS_DIR/rabbitmq-4.0/.installed"
 PROTON_PIN="python-qpid-proton==0.40.0"
 PIKA_PIN="pika==1.4.4"
 
@@ -38,13 +41,15 @@ for pin in sys.argv[1:]:
 EOF
 }
 
-rabbit_ok=0; artemis_ok=0; clients=0
+rabbit_ok=0; artemis_ok=0; clients=0; rabbit4_ok=0
 [ -x "$RABBITMQ_SERVER" ] && rabbit_ok=1
+[ -f "$RABBITMQ4_MARKER" ] && rabbit4_ok=1
 [ -x "$ARTEMIS_HOME/bin/artemis" ] && artemis_ok=1
 clients_ok && clients=1
-if [ "$rabbit_ok$artemis_ok$clients" = 111 ]; then
-  echo "setup_brokers: RabbitMQ ($RABBITMQ_SERVER), Artemis $ARTEMIS_VERSION ($ARTEMIS_HOME)," \
-    "$PROTON_PIN and $PIKA_PIN already installed: nothing to do"
+if [ "$rabbit_ok$artemis_ok$clients$rabbit4_ok" = 1111 ]; then
+  echo "setup_brokers: RabbitMQ ($RABBITMQ_SERVER), RabbitMQ 4.0 ($BROKERS_DIR/rabbitmq-4.0)," \
+    "Artemis $ARTEMIS_VERSION ($ARTEMIS_HOME), $PROTON_PIN and $PIKA_PIN already installed:" \
+    "nothing to do"
   exit 0
 fi
 
@@ -95,9 +100,13 @@ except JarsError as error:
   [ -x "$ARTEMIS_HOME/bin/artemis" ] || { echo "setup_brokers: no $ARTEMIS_HOME/bin/artemis" >&2; exit 1; }
 fi
 
+if [ "$rabbit4_ok" = 0 ]; then
+  bash scripts/setup_rabbitmq4.sh
+fi
+
 if [ "$clients" = 0 ]; then
   echo "setup_brokers: installing $PROTON_PIN and $PIKA_PIN into .venv"
   .venv/bin/pip install -q "$PROTON_PIN" "$PIKA_PIN"
 fi
 echo "setup_brokers: RabbitMQ $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null)," \
-  "Artemis $ARTEMIS_VERSION in $ARTEMIS_HOME, $PROTON_PIN, $PIKA_PIN: ready"
+  "$(cat "$RABBITMQ4_MARKER"), Artemis $ARTEMIS_VERSION in $ARTEMIS_HOME, $PROTON_PIN, $PIKA_PIN: ready"

@@ -1,12 +1,13 @@
 """Session-scoped real brokers for the conformance suite (DESIGN.md §6, issue 18).
 
-One ActiveMQ Artemis 2.40 and one RabbitMQ 3.10 node for the whole session, each a plain process
-on 127.0.0.1 with its state in a temporary folder, started when the first test asks for it and
-stopped by PID at the end of the session whatever the tests did. A broker or client library that
-is not installed, or a broker that does not start, skips its tests with a reason naming it
-(``bash scripts/setup_brokers.sh`` installs everything) -- unless ``FLOWCTL_REAL_BROKERS`` is
-``required``, as scripts/test.sh sets it once that script has installed them: then it fails them,
-so that a broker that no longer starts cannot leave the suite green with its tests skipped.
+One ActiveMQ Artemis 2.40, one RabbitMQ 3.10 and one RabbitMQ 4.0 node for the whole session,
+each a plain process on 127.0.0.1 with its state in a temporary folder, started when the first
+test asks for it and stopped by PID at the end of the session whatever the tests did. A broker
+or client library that is not installed, or a broker that does not start, skips its tests with a
+reason naming it (``bash scripts/setup_brokers.sh`` installs everything) -- unless
+``FLOWCTL_REAL_BROKERS`` is ``required``, as scripts/test.sh sets it once that script has
+installed them: then it fails them, so that a broker that no longer starts cannot leave the
+suite green with its tests skipped.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import TypeVar
 import pytest
 
 from conformance.brokers import ArtemisBroker, BrokerUnavailable, RabbitBroker
-from conformance.cases import ARTEMIS_ADDRESSES, rabbitmq_broker
+from conformance.cases import ARTEMIS_ADDRESSES, rabbitmq4_broker, rabbitmq_broker
 
 BrokerT = TypeVar("BrokerT", ArtemisBroker, RabbitBroker)
 
@@ -71,3 +72,10 @@ def artemis() -> Iterator[ArtemisBroker]:
 def rabbitmq() -> Iterator[RabbitBroker]:
     _need_module("pika", "pika")
     yield from _running(rabbitmq_broker(), "RabbitMQ")
+
+
+@pytest.fixture(scope="session")
+def rabbitmq4() -> Iterator[RabbitBroker]:
+    _need_module("proton", "python-qpid-proton")
+    _need_module("pika", "pika")
+    yield from _running(rabbitmq4_broker(), "RabbitMQ 4.0")

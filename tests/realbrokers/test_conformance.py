@@ -15,6 +15,7 @@ from conformance.cases import (
     AMQP_BODY,
     ARTEMIS_CASES,
     FAIL_AT_ZERO,
+    RABBITMQ4_CASES,
     RABBITMQ_CASES,
     Case,
     Row,
@@ -48,6 +49,11 @@ def test_artemis(case: Case, artemis: ArtemisBroker) -> None:
 @pytest.mark.parametrize("case", RABBITMQ_CASES, ids=[c.name for c in RABBITMQ_CASES])
 def test_rabbitmq(case: Case, rabbitmq: RabbitBroker) -> None:
     _check(case.run(rabbitmq))
+
+
+@pytest.mark.parametrize("case", RABBITMQ4_CASES, ids=[c.name for c in RABBITMQ4_CASES])
+def test_rabbitmq4(case: Case, rabbitmq4: RabbitBroker) -> None:
+    _check(case.run(rabbitmq4))
 
 
 def test_an_empty_address_of_max_size_bytes_0_takes_one_message_on_artemis_and_none_by_design(

@@ -1,0 +1,246 @@
+"""RabbitMQ 4.0's AMQP 1.0 flow control seen on the wire: a python-qpid-proton publisher and
+the frames the broker sends it (seeds 002 and 004: 170 link credits topped up at 85, a session
+incoming window of 400 frames refreshed every 200, credit withheld while the queue has not
+confirmed 170, the window closed by a memory alarm).
+
+The frames come from proton's own frame trace (``Transport.trace(TRACE_FRM)`` with a tracer
+callback), parsed into :class:`Frame`\\ s: what the broker told the client, not what the client's
+API makes of it. The publisher runs in a thread of its own, so that the caller can act on the
+broker meanwhile (suspend a queue, raise an alarm) with ``rabbitmqctl``, which takes ~1 s a call.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance.brokers import LOOPBACK, BrokerNotAsExpected, RabbitBroker
+
+#: One frame of proton's trace: direction (``<-`` received), performative, its fields.
+_FRAME = re.compile(r"(->|<-) @([a-z-]+)\(\d+\)\s*\[(.*)\]")
+#: How often a publisher held by a closed session window looks at it again (the broker's flow
+#: that opens it names no link, so proton tells the application nothing).
+WINDOW_POLL_S = 0.01
+_FIELD = re.compile(r"([a-z-]+)=(0x[0-9a-f]+|\d+|true|false|:[\w:-]+|\"[^\"]*\")")
+
+
+@dataclass(frozen=True)
+class Frame:
+    at_s: float  # since the publisher started
+    received: bool  # sent by the broker
+    performative: str
+    fields: dict[str, int | str]
+    text: str = ""
+
+    def number(self, name: str) -> int | None:
+        value = self.fields.get(name)
+        return value if isinstance(value, int) else None
+
+
+def parse_frame(message: str, at_s: float) -> Frame | None:
+    """The frame a trace line shows, or None for a line that is not one (headers, SASL)."""
+    found = _FRAME.search(message)
+    if found is None:
+        return None
+    direction, performative, body = found.groups()
+    fields: dict[str, int | str] = {}
+    for name, value in _FIELD.findall(body):
+        if value.startswith("0x"):
+            fields.setdefault(name, int(value, 16))
+        elif value.isdigit():
+            fields.setdefault(name, int(value))
+        else:
+            fields.setdefault(name, value)
+    text = body if performative in ("end", "detach", "close") else ""  # their errors
+    return Frame(at_s, direction == "<-", performative, fields, text)
+
+
+@dataclass
+class PublishRun:
+    """What one publisher did and saw: its messages, the outcomes, the frames both ways."""
+
+    sent: int = 0
+    accepted: int = 0
+    frames: list[Frame] = field(default_factory=list)
+    #: (seconds, messages sent, link credit) each time the client's credit ran out.
+    starved: list[tuple[float, int]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def received(self, performative: str) -> list[Frame]:
+        return [f for f in self.frames if f.received and f.performative == performative]
+
+    def link_flows(self) -> list[Frame]:
+        """The broker's flows that grant the publisher's link credit."""
+        return [f for f in self.received("flow") if f.number("link-credit") is not None]
+
+    def window_flows(self) -> list[Frame]:
+        """The broker's flows of the session alone (its incoming window)."""
+        return [f for f in self.received("flow") if f.number("handle") is None]
+
+    def transfers_between(self, start_s: float, end_s: float) -> int:
+        return sum(
+            1
+            for f in self.frames
+            if not f.received and f.performative == "transfer" and start_s < f.at_s < end_s
+        )
+
+
+def publish(
+    broker: RabbitBroker,
+    queue: str,
+    *,
+    count: int,
+    body_size: int = 100,
+    pace_s: float = 0.0,
+    run_s: float = 30.0,
+    actions: Iterable[tuple[float, Callable[[], None]]] = (),
+) -> PublishRun:
+    """Publish ``count`` messages to the existing ``queue`` (address ``/queues/<queue>``),
+    unsettled, as fast as the credit and the session window allow (``pace_s``: at most one per
+    ``pace_s``), until all are accepted or ``run_s`` has passed. ``actions`` run in this thread
+    at their times (seconds since the publisher started) while it publishes."""
+    from proton import Message, Transport
+    from proton.handlers import MessagingHandler
+    from proton.reactor import Container
+
+    run = PublishRun()
+    started = time.monotonic()
+    body = b"x" * body_size
+    url = f"amqp://guest:guest@{LOOPBACK}:{broker.port}"
+
+    # The broker's incoming window as its latest flow (or begin) set it: the transfer-id past
+    # the last it takes. Proton 0.40 reads a window of 0 that comes while transfers of its own
+    # are on the way as a window of ~2**32 (its remaining window wraps below zero) and sends on,
+    # until RabbitMQ ends the session (amqp:session:window-violation, 400 transfers past it);
+    # so the publisher keeps to the window itself. Transfer-ids start at 0, one per message.
+    window_end = [0]
+
+    def trace(_transport: Any, message: str) -> None:
+        frame = parse_frame(message, time.monotonic() - started)
+        if frame is None:
+            return
+        run.frames.append(frame)
+        window = frame.number("incoming-window")
+        if frame.received and window is not None:
+            window_end[0] = (frame.number("next-incoming-id") or 0) + window
+
+    class Publisher(MessagingHandler):
+        def __init__(self) -> None:
+            super().__init__(auto_settle=True)
+            self.sender: Any = None
+            self.connection: Any = None
+            self.next_at = 0.0
+            self.end_timer: Any = None
+
+        def on_start(self, event: Any) -> None:
+            self.connection = event.container.connect(url, sasl_enabled=True, allowed_mechs="PLAIN")
+            self.sender = event.container.create_sender(self.connection, f"/queues/{queue}")
+            self.end_timer = event.container.schedule(run_s, self)
+
+        def on_connection_bound(self, event: Any) -> None:
+            event.transport.trace(Transport.TRACE_FRM)
+            event.transport.tracer = trace
+
+        def on_timer_task(self, event: Any) -> None:  # the end of the run
+            if self.connection is not None:
+                self.connection.close()
+
+        def on_sendable(self, event: Any) -> None:
+            self._send(event)
+
+        def _send(self, event: Any) -> None:
+            sender = self.sender
+            while sender.credit > 0 and run.sent < count:
+                if run.sent >= window_end[0]:  # the session window is closed: look again soon
+                    event.container.schedule(WINDOW_POLL_S, Paced(self))
+                    return
+                now = time.monotonic()
+                if pace_s and now < self.next_at:
+                    event.container.schedule(self.next_at - now, Paced(self))
+                    return
+                sender.send(Message(body=body, durable=True))
+                run.sent += 1
+                self.next_at = now + pace_s
+            if sender.credit == 0 and run.sent < count:
+                run.starved.append((time.monotonic() - started, run.sent))
+
+        def on_accepted(self, event: Any) -> None:
+            run.accepted += 1
+            if run.accepted >= count:
+                event.connection.close()
+                self.end_timer.cancel()  # the container runs until its last timer
+
+        def on_rejected(self, event: Any) -> None:
+            run.errors.append(str(event.delivery.remote.condition))
+
+        def on_transport_error(self, event: Any) -> None:
+            run.errors.append(str(event.transport.condition))
+
+    class Paced:
+        def __init__(self, publisher: Publisher) -> None:
+            self.publisher = publisher
+
+        def on_timer_task(self, event: Any) -> None:
+            self.publisher._send(event)
+
+    container = Container(Publisher())
+    thread = threading.Thread(target=container.run, name="rabbit-amqp-publisher", daemon=True)
+    thread.start()
+    for at_s, action in sorted(actions, key=lambda pair: pair[0]):
+        time.sleep(max(0.0, at_s - (time.monotonic() - started)))
+        action()
+    thread.join(run_s + 30)
+    if thread.is_alive():
+        raise BrokerNotAsExpected(f"the AMQP 1.0 publisher to {queue} did not end")
+    return run
+
+
+def declare_queue(broker: RabbitBroker, queue: str, queue_type: str = "classic") -> None:
+    """A durable queue of ``queue_type`` (``x-queue-type``), declared over AMQP 0.9.1 (pika)."""
+    import pika
+
+    parameters = pika.ConnectionParameters(LOOPBACK, broker.port)
+    connection = pika.BlockingConnection(parameters)
+    try:
+        connection.channel().queue_declare(
+            queue, durable=True, arguments={"x-queue-type": queue_type}
+        )
+    finally:
+        connection.close()
+
+
+def suspend_queue(broker: RabbitBroker, queue: str, *, resume: bool = False) -> None:
+    """Suspend (or resume) the process of a classic queue: it takes nor confirms anything
+    meanwhile, as a queue that cannot keep up, for as long as the caller says."""
+    verb = "resume" if resume else "suspend"
+    broker.ctl_ok(
+        "eval",
+        f'{{ok, Q}} = rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, <<"{queue}">>)), '
+        f"sys:{verb}(amqqueue:get_pid(Q)).",
+    )
+
+
+def memory_alarm(broker: RabbitBroker, *, raised: bool) -> None:
+    """Raise the node's memory alarm (a watermark far below its use) or clear it."""
+    broker.ctl_ok("set_vm_memory_high_watermark", "0.0001" if raised else "0.4")
+
+
+def grants(run: PublishRun) -> list[tuple[int, int]]:
+    """The broker's link-credit grants: (its delivery-count when it granted, the link-credit)."""
+    return [
+        (f.number("delivery-count") or 0, f.number("link-credit") or 0) for f in run.link_flows()
+    ]
+
+
+def credit_left_at_grants(found: list[tuple[int, int]]) -> list[int]:
+    """For each grant after the first, the credit the publisher had left by the broker's count
+    when it was made (the previous grant's limit minus the delivery-count)."""
+    return [
+        previous_count + previous_credit - count
+        for (previous_count, previous_credit), (count, _) in itertools.pairwise(found)
+    ]
