@@ -456,8 +456,8 @@ enqueued_messages AS (
     WHERE event_type = 'enqueue' AND queue IS NOT NULL
 ),
 held_transfer_delays AS (
-    -- a held transfer's delay is each queue's that enqueued its message (same run, producer
-    -- and message), on the day it completed
+    -- a held transfer's delay is each queue's that enqueued its message (same run, broker,
+    -- producer and message), on the day it completed
     SELECT
         m.run_id, m.broker, m.queue, c.day,
         count(*) AS held_completions,
@@ -466,7 +466,7 @@ held_transfer_delays AS (
     FROM events AS c
     -- a log that names no producer: a completion without a link is the enqueue's without one
     JOIN enqueued_messages AS m
-      ON c.run_id = m.run_id AND c.link IS NOT DISTINCT FROM m.link
+      ON c.run_id = m.run_id AND c.broker = m.broker AND c.link IS NOT DISTINCT FROM m.link
          AND c.message_id = m.message_id
     WHERE c.event_type = 'transfer_completed' AND c.latency_us > 0
     GROUP BY m.run_id, m.broker, m.queue, c.day

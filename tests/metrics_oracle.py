@@ -508,7 +508,8 @@ def queue_costs_daily(
     counts: dict[tuple[str, str, str, date], dict[str, int]] = defaultdict(
         lambda: dict.fromkeys(COST_COUNTS, 0)
     )
-    enqueued_on: dict[tuple[str, str, int], set[tuple[str, str]]] = defaultdict(set)
+    # A message is its run, broker, producer and id: each broker numbers its own.
+    enqueued_on: dict[tuple[str, str, str, int], set[str]] = defaultdict(set)
     for row in rows:
         if row.get("queue") is None:
             continue
@@ -516,17 +517,17 @@ def queue_costs_daily(
         for name in _cost_kind(row):
             counts[key][name] += 1
         if row["event_type"] == "enqueue" and row.get("message_id") is not None:
-            message = (row["run_id"], row.get("link"), row["message_id"])
-            enqueued_on[message].add((row["broker"], row["queue"]))
+            message = (row["run_id"], row["broker"], row.get("link"), row["message_id"])
+            enqueued_on[message].add(row["queue"])
     delays: dict[tuple[str, str, str, date], list[int]] = defaultdict(list)
     for row in rows:
         latency = row.get("latency_us")
         if row["event_type"] != "transfer_completed" or latency is None or latency <= 0:
             continue
         day = day_of(to_us(row["ts"]))
-        message = (row["run_id"], row.get("link"), row["message_id"])
-        for broker, queue in enqueued_on.get(message, ()):
-            delays[(row["run_id"], broker, queue, day)].append(latency)
+        message = (row["run_id"], row["broker"], row.get("link"), row["message_id"])
+        for queue in enqueued_on.get(message, ()):
+            delays[(row["run_id"], row["broker"], queue, day)].append(latency)
     out = {}
     for key in keys:
         held = delays.get(key, [])

@@ -115,6 +115,34 @@ def test_counts_and_completion_delays_per_queue_and_day(spark: Any, make_events:
     )
 
 
+def test_a_completion_counts_on_its_own_brokers_queue_only(spark: Any, make_events: Any) -> None:
+    """Each broker numbers its own messages: in a run that logs two brokers, each with a queue q
+    and a producer P, b1's held completion of its message 1 is b1's q's delay, not b2's (an
+    audit found it on both, matched on run, producer and id alone); the oracle agrees."""
+    from tests.metrics_oracle import queue_costs_daily
+
+    rows = [
+        event(1, at(1, 10), "queue_declared", queue="q"),
+        event(2, at(1, 10), "queue_declared", queue="q", broker="b2"),
+        _enqueue(3, at(1, 10, 0, 1), "q", "P", 1, capacity=5),
+        _enqueue(4, at(1, 10, 0, 1), "q", "P", 1, capacity=5, broker="b2"),
+        _completed(5, at(1, 10, 0, 2), "P", 1, 500),
+        event(6, at(1, 11), "dequeue", queue="q", message_id=1),
+    ]
+    events = make_events(rows)
+    bounds = run_bounds(events)
+    daily = queue_flow_daily(events, queue_flow_episodes(events, bounds), bounds, DAY1, DAY1)
+    found = {
+        row.broker: (row.held_completions, row.completion_max_us)
+        for row in with_queue_costs(daily, events, DAY1, DAY1).collect()
+    }
+    assert found == {"b1": (1, 500), "b2": (0, None)}
+    oracle = queue_costs_daily(rows, [("r1", b, "q", DAY1) for b in ("b1", "b2")])
+    assert {
+        key[1]: (row["held_completions"], row["completion_max_us"]) for key, row in oracle.items()
+    } == found
+
+
 def test_every_queue_flow_daily_row_is_kept_once(spark: Any, make_events: Any) -> None:
     """The costs are a left join on the daily rows: no row lost, none doubled."""
     events = make_events(_rows())

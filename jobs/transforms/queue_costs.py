@@ -12,7 +12,8 @@ The counts are events of the queue in the day, sorted by one rule table (``MESSA
   log no message (jobs/transforms/message_log.py).
 
 A ``transfer_completed`` names its producer (``link``) and message but not the queue: its delay
-is the queue's when the queue enqueued that message (same run, producer and ``message_id``). A
+is the queue's when the queue enqueued that message (same run, broker, producer and
+``message_id``: each broker numbers its own messages, and a run may log several brokers). A
 message routed to several queues counts on each of them, since the producer waited for all of
 them (DESIGN §2: a transfer completes when no destination holds it). Only held transfers
 (``latency_us > 0``) count: an immediate completion logged with ``log_immediate_completions``
@@ -96,12 +97,14 @@ def held_completions(events: DataFrame, date_from: date, date_to: date) -> DataF
     ``events`` must hold the enqueues of every earlier day of the runs (a transfer held over
     midnight completes the next day).
 
-    A message is its run, producer ``link`` and ``message_id``; in a log that names no producer
-    (a hand-written one: the engine always names it), a completion without a link matches the
-    enqueue without one, as the oracle does (tests/metrics_oracle.py): an equi-join on ``link``
-    dropped those held transfers.
+    A message is its run, broker, producer ``link`` and ``message_id`` (a run logging two
+    brokers whose producers have the same name has two messages of each id: without the broker,
+    an audit found one broker's completion counted on the other's queue too). In a log that
+    names no producer (a hand-written one: the engine always names it), a completion without a
+    link matches the enqueue without one, as the oracle does (tests/metrics_oracle.py): an
+    equi-join on ``link`` dropped those held transfers.
     """
-    message = ["run_id", "link", "message_id"]
+    message = ["run_id", "broker", "link", "message_id"]
     completed = (
         events.where(
             _is("transfer_completed")
@@ -113,12 +116,13 @@ def held_completions(events: DataFrame, date_from: date, date_to: date) -> DataF
     )
     enqueued_on = (
         events.where(_is("enqueue") & F.col("queue").isNotNull() & (F.col("date") <= date_to))
-        .select(*message, "broker", "queue")
+        .select(*message, "queue")
         .distinct()
         .alias("enqueued")
     )
     same_message = [
         F.col("completed.run_id") == F.col("enqueued.run_id"),
+        F.col("completed.broker") == F.col("enqueued.broker"),
         F.col("completed.link").eqNullSafe(F.col("enqueued.link")),
         F.col("completed.message_id") == F.col("enqueued.message_id"),  # none without an id
     ]
