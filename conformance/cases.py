@@ -1786,7 +1786,7 @@ def amqp10_unconfirmed_queue(broker: RabbitBroker) -> list[Row]:
     rabbit_amqp.declare_queue(broker, queue)
     rabbit_amqp.suspend_queue(broker, queue)
 
-    def resume() -> None:
+    def resume(_: rabbit_amqp.PublishRun) -> None:
         rabbit_amqp.suspend_queue(broker, queue, resume=True)
 
     got = rabbit_amqp.publish(
@@ -1830,50 +1830,71 @@ def amqp10_unconfirmed_queue(broker: RabbitBroker) -> list[Row]:
 
 
 AMQP10_ALARM = (1.5, 4.5)
+#: The engine's alarm (raised, cleared): its run has no rabbitmqctl call to wait for.
+AMQP10_ENGINE_ALARM = (0.05, 0.1)
 
 
 def amqp10_memory_alarm(broker: RabbitBroker) -> list[Row]:
     """A memory alarm closes the publishing session's incoming window (a flow of
     incoming-window 0) and leaves its link credit alone; clearing it opens the window to 400
-    again. 3,000 messages at ~1 ms each; the alarm raised after 1.5 s, cleared at 4.5 s."""
+    again. A message every ~1 ms; the alarm raised after 1.5 s, cleared at 4.5 s (each takes
+    a ``rabbitmqctl`` call of 0.5-2 s), the run ended 2 s after the clear."""
     workload = "rabbitmq 4.0: a memory alarm while an AMQP 1.0 publisher sends"
     queue = "amqp10-alarm"
     rabbit_amqp.declare_queue(broker, queue)
     raised, cleared = AMQP10_ALARM
+
+    def raise_alarm(_: rabbit_amqp.PublishRun) -> None:
+        rabbit_amqp.memory_alarm(broker, raised=True)
+
+    def clear_alarm(so_far: rabbit_amqp.PublishRun) -> None:
+        # Not before the session has seen the alarm: a loaded machine's rabbitmqctl calls take
+        # seconds, and a clear asked before the raise took effect left no closed window.
+        rabbit_amqp.wait_for_window(so_far, 0, timeout_s=20.0)
+        rabbit_amqp.memory_alarm(broker, raised=False)
+
     got = rabbit_amqp.publish(
         broker,
         queue,
-        count=3 * AMQP10_MESSAGES,
+        count=10**6,  # more than it can send: it sends until it is stopped
         pace_s=0.001,
-        actions=[
-            (raised, lambda: rabbit_amqp.memory_alarm(broker, raised=True)),
-            (cleared, lambda: rabbit_amqp.memory_alarm(broker, raised=False)),
-        ],
+        run_s=60.0,
+        actions=[(raised, raise_alarm), (cleared, clear_alarm)],
+        end_after_actions_s=2.0,
     )
-    if got.accepted != 3 * AMQP10_MESSAGES or got.errors:
+    if got.errors or not got.accepted:
         raise BrokerNotAsExpected(f"{queue}: {got.accepted} accepted, {got.errors}")
-    windows = got.window_flows() + [f for f in got.link_flows() if f.at_s >= raised]
-    closed = min((f for f in windows if f.number("incoming-window") == 0), key=lambda f: f.at_s)
-    opened = min(
-        (f for f in got.window_flows() if f.at_s > closed.at_s),
-        key=lambda f: f.at_s,
-    )
+    # Every flow names the session's window: the lowest while the alarm was up (from the
+    # raise until its clear was asked, once the window was seen closed), and the first open
+    # one after the first 0.
+    windows = [
+        (f.at_s, f.number("incoming-window") or 0)
+        for f in got.received("flow")
+        if f.number("incoming-window") is not None
+    ]
+    closed_at = min((at_s for at_s, w in windows if w == 0), default=NAN)
+    lowest = min((w for at_s, w in windows if raised <= at_s <= closed_at), default=NAN)
+    opened = [
+        f.number("incoming-window")
+        for f in got.window_flows()
+        if f.at_s > closed_at and (f.number("incoming-window") or 0) > 0
+    ]
     revoked = [f for f in got.link_flows() if f.number("link-credit") == 0]
     events = engine.run_rabbit_scenario(
         engine.amqp10_publisher_scenario(
-            20, seconds=0.2, frame_cost_us=AMQP10_FRAME_US, alarm=(0.05, 0.1)
+            20, seconds=0.2, frame_cost_us=AMQP10_FRAME_US, alarm=AMQP10_ENGINE_ALARM
         )
     )
     engine_windows = engine.session_windows(events)
-    engine_closed = [w for w in engine_windows if w[3] == "alarm"]
+    raised_e, cleared_e = AMQP10_ENGINE_ALARM
     engine_opened = [w for w in engine_windows if w[3] == "alarm_cleared"]
     engine_revoked = [g for g in engine.broker_grants(events) if g[1] == 0]
     return [
         same(
             workload,
-            "session incoming window under the alarm",
-            closed.number("incoming-window"),
-            engine_closed[0][2] if engine_closed else NAN,
+            "lowest session incoming window while the alarm is up",
+            lowest,
+            min((w[2] for w in engine_windows if raised_e <= w[0] <= cleared_e), default=NAN),
         ),
         same(
             workload,
@@ -1885,8 +1906,81 @@ def amqp10_memory_alarm(broker: RabbitBroker) -> list[Row]:
         same(
             workload,
             "session incoming window once cleared",
-            opened.number("incoming-window"),
+            opened[0] if opened else NAN,
             engine_opened[0][2] if engine_opened else NAN,
+        ),
+    ]
+
+
+AMQP10_READY, AMQP10_GRANT = 100, 10
+AMQP10_DRAIN_READY, AMQP10_DRAIN_GRANT = 25, 120
+
+
+def amqp10_consumer_credit(broker: RabbitBroker) -> list[Row]:
+    """Seed 004: a consumer's link credit is what the queue may send it ("Granting link credit
+    is not cumulative"), the broker's consumer links on 4.0 count from 4294967291, and a drain
+    uses the credit up: the delivery-count moves past what was sent and the credit is 0. A grant
+    of 10 on 100 ready messages; a drained grant of 120 on 25. The engine set to 4.0's counts
+    (``rabbitmq: {initial_delivery_count, initial_outgoing_id}``)."""
+    workload = "rabbitmq 4.0: an AMQP 1.0 consumer's one grant"
+    rabbit_amqp.declare_queue(broker, "amqp10-grant")
+    rabbit_amqp.fill_queue(broker, "amqp10-grant", AMQP10_READY)
+    granted = rabbit_amqp.consume(broker, "amqp10-grant", credit=AMQP10_GRANT)
+    rabbit_amqp.declare_queue(broker, "amqp10-drain")
+    rabbit_amqp.fill_queue(broker, "amqp10-drain", AMQP10_DRAIN_READY)
+    drained = rabbit_amqp.consume(broker, "amqp10-drain", credit=AMQP10_DRAIN_GRANT, drain=True)
+    (attach,) = granted.received("attach")
+    replies = [f for f in drained.received("flow") if f.fields.get("drain") == "true"]
+    real_reply = (
+        (replies[0].number("delivery-count"), replies[0].number("link-credit"))
+        if replies
+        else (NAN, NAN)
+    )
+
+    def engine_run(ready: int, credit: int, drain: bool) -> list[dict[str, Any]]:
+        return engine.run_rabbit_scenario(
+            engine.amqp10_consumer_scenario(ready, credit, drain=drain)
+        )
+
+    engine_granted = engine_run(AMQP10_READY, AMQP10_GRANT, False)
+    engine_drained = engine_run(AMQP10_DRAIN_READY, AMQP10_DRAIN_GRANT, True)
+    (engine_attach,) = [e for e in engine_granted if e["event_type"] == "link_attached"]
+    engine_replies = [
+        (e["delivery_count"], e["credit"])
+        for e in engine_drained
+        if e["event_type"] == "flow" and '"origin": "sender"' in (e.get("detail") or "")
+    ]
+
+    def transfers(events: list[dict[str, Any]]) -> int:
+        return sum(1 for e in events if e["event_type"] == "transfer")
+
+    return [
+        same(
+            workload,
+            "the broker's first delivery-count on a consumer link",
+            attach.number("initial-delivery-count"),
+            engine_attach["delivery_count"],
+            "4.0 and 4.1 start at 2**32 - 5 (4.2: 0, the engine's default)",
+        ),
+        same(
+            workload,
+            f"messages sent for a grant of {AMQP10_GRANT} with {AMQP10_READY} ready",
+            granted.delivered,
+            transfers(engine_granted),
+        ),
+        same(
+            workload,
+            f"messages sent for a drained grant of {AMQP10_DRAIN_GRANT} with "
+            f"{AMQP10_DRAIN_READY} ready",
+            drained.delivered,
+            transfers(engine_drained),
+        ),
+        same(
+            workload,
+            "the drain's reply: delivery-count, link-credit",
+            real_reply,
+            engine_replies[0] if engine_replies else (NAN, NAN),
+            "2**32 - 5 + 120 wraps to 115; the unused credit given back",
         ),
     ]
 
@@ -1903,6 +1997,12 @@ RABBITMQ4_CASES: tuple[Case, ...] = (
         "rabbitmq4",
         amqp10_unconfirmed_queue,
         "seed 002: no credit while 170 messages wait for the queue's confirm",
+    ),
+    Case(
+        "rabbitmq4-amqp-consumer-credit",
+        "rabbitmq4",
+        amqp10_consumer_credit,
+        "seed 004: a consumer's credit, 4.0's delivery-count from 2**32 - 5, a drain",
     ),
     Case(
         "rabbitmq4-amqp-memory-alarm",

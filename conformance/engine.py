@@ -487,3 +487,29 @@ def transfers_before(events: list[dict[str, Any]], seconds: float) -> int:
         for event in events
         if event["event_type"] == "transfer" and event["ts"] - start < seconds * US_PER_SECOND
     )
+
+
+#: RabbitMQ 4.0 and 4.1's first delivery-count of a consumer link and first transfer-id of a
+#: session (the engine's default is 4.2's 0: flowctl_core/protocols/config.py).
+RABBITMQ_4_0_COUNTS = {"initial_delivery_count": 2**32 - 5, "initial_outgoing_id": 2**32 - 4}
+
+
+def amqp10_consumer_scenario(
+    ready: int, credit: int, *, drain: bool, seconds: float = 0.5
+) -> dict[str, Any]:
+    """A queue holding ``ready`` messages of 100 B and one AMQP 1.0 consumer that grants
+    ``credit`` once (never again: its top-up point 0; with ``drain``, drained), on RabbitMQ
+    4.0's counts."""
+    consumer: dict[str, Any] = {"name": "consumer", "queue": "queue", "credit": credit}
+    if drain:
+        consumer |= {"drain": True, "drain_poll_us": int(seconds * 2 * US_PER_SECOND)}
+    else:
+        consumer["top_up_below"] = 0
+    return {
+        "name": "conformance-amqp10-consumer",
+        "kind": "workload",
+        "duration_s": seconds,
+        "rabbitmq": RABBITMQ_4_0_COUNTS,
+        "queues": [{"name": "queue", "prefill": {"count": ready, "size": 100}}],
+        "connections": [{"name": "connection", "protocol": "amqp-1.0", "consumers": [consumer]}],
+    }

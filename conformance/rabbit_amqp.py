@@ -70,6 +70,7 @@ class PublishRun:
     #: (seconds, messages sent, link credit) each time the client's credit ran out.
     starved: list[tuple[float, int]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    stop_asked: bool = False
 
     def received(self, performative: str) -> list[Frame]:
         return [f for f in self.frames if f.received and f.performative == performative]
@@ -98,12 +99,15 @@ def publish(
     body_size: int = 100,
     pace_s: float = 0.0,
     run_s: float = 30.0,
-    actions: Iterable[tuple[float, Callable[[], None]]] = (),
+    actions: Iterable[tuple[float, Callable[[PublishRun], None]]] = (),
+    end_after_actions_s: float | None = None,
 ) -> PublishRun:
     """Publish ``count`` messages to the existing ``queue`` (address ``/queues/<queue>``),
     unsettled, as fast as the credit and the session window allow (``pace_s``: at most one per
     ``pace_s``), until all are accepted or ``run_s`` has passed. ``actions`` run in this thread
-    at their times (seconds since the publisher started) while it publishes."""
+    at their times (seconds since the publisher started) while it publishes, each given the
+    run so far (what the broker has sent); with ``end_after_actions_s`` (and ``pace_s``), the
+    publisher stops that long after the last of them."""
     from proton import Message, Transport
     from proton.handlers import MessagingHandler
     from proton.reactor import Container
@@ -155,6 +159,10 @@ def publish(
 
         def _send(self, event: Any) -> None:
             sender = self.sender
+            if run.stop_asked:
+                self.connection.close()
+                self.end_timer.cancel()
+                return
             while sender.credit > 0 and run.sent < count:
                 if run.sent >= window_end[0]:  # the session window is closed: look again soon
                     event.container.schedule(WINDOW_POLL_S, Paced(self))
@@ -193,11 +201,96 @@ def publish(
     thread.start()
     for at_s, action in sorted(actions, key=lambda pair: pair[0]):
         time.sleep(max(0.0, at_s - (time.monotonic() - started)))
-        action()
+        action(run)
+    if end_after_actions_s is not None:
+        time.sleep(end_after_actions_s)
+        run.stop_asked = True  # read by the publisher's next paced send, in its thread
     thread.join(run_s + 30)
     if thread.is_alive():
         raise BrokerNotAsExpected(f"the AMQP 1.0 publisher to {queue} did not end")
     return run
+
+
+@dataclass
+class ConsumeRun:
+    """What one consumer took and the frames both ways."""
+
+    delivered: int = 0
+    frames: list[Frame] = field(default_factory=list)
+
+    def received(self, performative: str) -> list[Frame]:
+        return [f for f in self.frames if f.received and f.performative == performative]
+
+
+def consume(
+    broker: RabbitBroker, queue: str, *, credit: int, drain: bool = False, idle_s: float = 1.0
+) -> ConsumeRun:
+    """Attach a consumer to ``queue`` and, once the broker's attach has come, grant ``credit``
+    once (``drain``: asking the broker to use it up or give it back); accept what comes until
+    nothing has come for ``idle_s``. Granted before the broker's attach, the grant would be
+    counted from delivery-count 0 against the broker's 4294967291: 5 more than asked."""
+    from proton import Transport
+    from proton.handlers import MessagingHandler
+    from proton.reactor import Container
+
+    run = ConsumeRun()
+    started = time.monotonic()
+    url = f"amqp://guest:guest@{LOOPBACK}:{broker.port}"
+
+    def trace(_transport: Any, message: str) -> None:
+        frame = parse_frame(message, time.monotonic() - started)
+        if frame is not None:
+            run.frames.append(frame)
+
+    class Consumer(MessagingHandler):
+        def __init__(self) -> None:
+            super().__init__(prefetch=0, auto_accept=True)
+            self.last = time.monotonic()
+            self.connection: Any = None
+
+        def on_start(self, event: Any) -> None:
+            self.connection = event.container.connect(url, sasl_enabled=True, allowed_mechs="PLAIN")
+            event.container.create_receiver(self.connection, f"/queues/{queue}")
+            event.container.schedule(idle_s, self)
+
+        def on_connection_bound(self, event: Any) -> None:
+            event.transport.trace(Transport.TRACE_FRM)
+            event.transport.tracer = trace
+
+        def on_link_opened(self, event: Any) -> None:
+            if drain:
+                event.receiver.drain(credit)
+            else:
+                event.receiver.flow(credit)
+            self.last = time.monotonic()
+
+        def on_message(self, event: Any) -> None:
+            run.delivered += 1
+            self.last = time.monotonic()
+
+        def on_timer_task(self, event: Any) -> None:
+            quiet = time.monotonic() - self.last
+            if quiet >= idle_s:
+                self.connection.close()
+            else:
+                event.container.schedule(idle_s - quiet, self)
+
+    Container(Consumer()).run()
+    return run
+
+
+def fill_queue(broker: RabbitBroker, queue: str, count: int, body_size: int = 100) -> None:
+    """Put ``count`` messages into ``queue`` over AMQP 0.9.1 (pika), in confirm mode."""
+    import pika
+
+    connection = pika.BlockingConnection(pika.ConnectionParameters(LOOPBACK, broker.port))
+    try:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        for _ in range(count):
+            channel.basic_publish("", queue, b"x" * body_size)
+    finally:
+        connection.close()
 
 
 def declare_queue(broker: RabbitBroker, queue: str, queue_type: str = "classic") -> None:
@@ -244,3 +337,15 @@ def credit_left_at_grants(found: list[tuple[int, int]]) -> list[int]:
         previous_count + previous_credit - count
         for (previous_count, previous_credit), (count, _) in itertools.pairwise(found)
     ]
+
+
+def wait_for_window(run: PublishRun, window: int, *, timeout_s: float) -> float:
+    """Wait until the broker has announced a session incoming window of ``window`` in ``run``
+    (being filled by its publisher's thread); the seconds it came at."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for frame in list(run.frames):
+            if frame.received and frame.number("incoming-window") == window:
+                return frame.at_s
+        time.sleep(0.05)
+    raise BrokerNotAsExpected(f"no incoming-window of {window} in {timeout_s:g} s")

@@ -74,3 +74,21 @@ def test_the_engines_session_window_closes_for_an_alarm_and_opens_at_its_clear()
     refreshes = [nid for _, nid, _, reason in windows if reason == "reopened"]
     assert refreshes[:2] == [200, 400]
     assert all(credit == 170 for _, credit in engine.broker_grants(events))
+
+
+def test_the_engine_on_rabbitmq_4_0s_counts_drains_across_the_wrap() -> None:
+    """A drained grant of 120 with 25 ready, on 4.0's first delivery-count 2**32 - 5: 25 sent,
+    then the sender's reply moves the count past the unused credit, to 115 (the real 4.0's
+    figures in tests/realbrokers); a plain grant of 10 with 100 ready sends 10 and no more."""
+    drained = engine.run_rabbit_scenario(engine.amqp10_consumer_scenario(25, 120, drain=True))
+    attached = [e for e in drained if e["event_type"] == "link_attached"]
+    assert [e["delivery_count"] for e in attached] == [2**32 - 5]
+    replies = [
+        (e["delivery_count"], e["credit"])
+        for e in drained
+        if e["event_type"] == "flow" and '"origin": "sender"' in e["detail"]
+    ]
+    assert replies[0] == (115, 0)
+    assert sum(e["event_type"] == "transfer" for e in drained) == 25
+    granted = engine.run_rabbit_scenario(engine.amqp10_consumer_scenario(100, 10, drain=False))
+    assert sum(e["event_type"] == "transfer" for e in granted) == 10
