@@ -21,17 +21,17 @@ from typing import Any
 
 from conformance.brokers import LOOPBACK, BrokerNotAsExpected, RabbitBroker
 
-#: One frame of proton's trace: direction (``<-`` received), performative, its fields.
-_FRAME = re.compile(r"(->|<-) @([a-z-]+)\(\d+\)\s*\[(.*)\]")
 #: How often a publisher held by a closed session window looks at it again (the broker's flow
 #: that opens it names no link, so proton tells the application nothing).
 WINDOW_POLL_S = 0.01
+#: One frame of proton's trace: direction (``<-`` received), performative, its fields.
+_FRAME = re.compile(r"(->|<-) @([a-z-]+)\(\d+\)\s*\[(.*)\]")
 _FIELD = re.compile(r"([a-z-]+)=(0x[0-9a-f]+|\d+|true|false|:[\w:-]+|\"[^\"]*\")")
 
 
 @dataclass(frozen=True)
 class Frame:
-    at_s: float  # since the publisher started
+    at_s: float  # since its client started
     received: bool  # sent by the broker
     performative: str
     fields: dict[str, int | str]
@@ -67,8 +67,6 @@ class PublishRun:
     sent: int = 0
     accepted: int = 0
     frames: list[Frame] = field(default_factory=list)
-    #: (seconds, messages sent, link credit) each time the client's credit ran out.
-    starved: list[tuple[float, int]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     stop_asked: bool = False
 
@@ -119,9 +117,11 @@ def publish(
 
     # The broker's incoming window as its latest flow (or begin) set it: the transfer-id past
     # the last it takes. Proton 0.40 reads a window of 0 that comes while transfers of its own
-    # are on the way as a window of ~2**32 (its remaining window wraps below zero) and sends on,
-    # until RabbitMQ ends the session (amqp:session:window-violation, 400 transfers past it);
-    # so the publisher keeps to the window itself. Transfer-ids start at 0, one per message.
+    # are on the way as a window of ~2**32 and sends on (proton-c's flow handling computes the
+    # remaining window as next-incoming-id + incoming-window - its transfers sent, unsigned:
+    # below zero it wraps), until RabbitMQ ends the session (amqp:session:window-violation, 400
+    # transfers past it); so the publisher keeps to the window itself. Transfer-ids start at 0,
+    # one per message.
     window_end = [0]
 
     def trace(_transport: Any, message: str) -> None:
@@ -174,8 +174,6 @@ def publish(
                 sender.send(Message(body=body, durable=True))
                 run.sent += 1
                 self.next_at = now + pace_s
-            if sender.credit == 0 and run.sent < count:
-                run.starved.append((time.monotonic() - started, run.sent))
 
         def on_accepted(self, event: Any) -> None:
             run.accepted += 1
