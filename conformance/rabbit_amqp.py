@@ -15,7 +15,7 @@ import itertools
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +69,13 @@ class PublishRun:
     frames: list[Frame] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     stop_asked: bool = False
+    #: Per queue, when each of its messages was accepted (seconds since the publisher started).
+    accepted_at: dict[str, list[float]] = field(default_factory=dict)
+
+    def accepted_rate(self, queue: str, start_s: float, end_s: float) -> float:
+        """The queue's messages accepted a second from ``start_s`` to ``end_s``."""
+        times = self.accepted_at.get(queue, [])
+        return sum(start_s <= at < end_s for at in times) / (end_s - start_s)
 
     def received(self, performative: str) -> list[Frame]:
         return [f for f in self.frames if f.received and f.performative == performative]
@@ -99,10 +106,13 @@ def publish(
     run_s: float = 30.0,
     actions: Iterable[tuple[float, Callable[[PublishRun], None]]] = (),
     end_after_actions_s: float | None = None,
+    beside: Sequence[str] = (),
 ) -> PublishRun:
     """Publish ``count`` messages to the existing ``queue`` (address ``/queues/<queue>``),
     unsettled, as fast as the credit and the session window allow (``pace_s``: at most one per
-    ``pace_s``), until all are accepted or ``run_s`` has passed. ``actions`` run in this thread
+    ``pace_s``), until all are accepted or ``run_s`` has passed; ``beside``: more queues, a
+    sender each on the same session, sent to in turn while each has credit (``count`` is the
+    total). ``actions`` run in this thread
     at their times (seconds since the publisher started) while it publishes, each given the
     run so far (what the broker has sent); with ``end_after_actions_s`` (and ``pace_s``), the
     publisher stops that long after the last of them."""
@@ -136,14 +146,18 @@ def publish(
     class Publisher(MessagingHandler):
         def __init__(self) -> None:
             super().__init__(auto_settle=True)
-            self.sender: Any = None
+            self.senders: list[Any] = []
             self.connection: Any = None
             self.next_at = 0.0
             self.end_timer: Any = None
+            self.closing = False
 
         def on_start(self, event: Any) -> None:
             self.connection = event.container.connect(url, sasl_enabled=True, allowed_mechs="PLAIN")
-            self.sender = event.container.create_sender(self.connection, f"/queues/{queue}")
+            self.senders = [
+                event.container.create_sender(self.connection, f"/queues/{name}")
+                for name in (queue, *beside)
+            ]
             self.end_timer = event.container.schedule(run_s, self)
 
         def on_connection_bound(self, event: Any) -> None:
@@ -151,35 +165,46 @@ def publish(
             event.transport.tracer = trace
 
         def on_timer_task(self, event: Any) -> None:  # the end of the run
+            self._close()
+
+        def _close(self) -> None:
+            # Once closing, nothing more is sent: a closed sender may still show credit.
+            self.closing = True
             if self.connection is not None:
                 self.connection.close()
+            if self.end_timer is not None:
+                self.end_timer.cancel()  # the container runs until its last timer
 
         def on_sendable(self, event: Any) -> None:
             self._send(event)
 
         def _send(self, event: Any) -> None:
-            sender = self.sender
-            if run.stop_asked:
-                self.connection.close()
-                self.end_timer.cancel()
+            if run.stop_asked and not self.closing:
+                self._close()
+            if self.closing:
                 return
-            while sender.credit > 0 and run.sent < count:
-                if run.sent >= window_end[0]:  # the session window is closed: look again soon
-                    event.container.schedule(WINDOW_POLL_S, Paced(self))
+            while run.sent < count:
+                ready = [sender for sender in self.senders if sender.credit > 0]
+                if not ready:
                     return
-                now = time.monotonic()
-                if pace_s and now < self.next_at:
-                    event.container.schedule(self.next_at - now, Paced(self))
-                    return
-                sender.send(Message(body=body, durable=True))
-                run.sent += 1
-                self.next_at = now + pace_s
+                for sender in ready:
+                    if run.sent >= window_end[0]:  # the session window is closed: look again
+                        event.container.schedule(WINDOW_POLL_S, Paced(self))
+                        return
+                    now = time.monotonic()
+                    if pace_s and now < self.next_at:
+                        event.container.schedule(self.next_at - now, Paced(self))
+                        return
+                    sender.send(Message(body=body, durable=True))
+                    run.sent += 1
+                    self.next_at = now + pace_s
 
         def on_accepted(self, event: Any) -> None:
             run.accepted += 1
+            name = event.link.target.address.removeprefix("/queues/")
+            run.accepted_at.setdefault(name, []).append(time.monotonic() - started)
             if run.accepted >= count:
-                event.connection.close()
-                self.end_timer.cancel()  # the container runs until its last timer
+                self._close()
 
         def on_rejected(self, event: Any) -> None:
             run.errors.append(str(event.delivery.remote.condition))
