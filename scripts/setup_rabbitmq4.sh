@@ -28,9 +28,15 @@ if [ -f "$MARKER" ]; then
   echo "setup_rabbitmq4: $(cat "$MARKER") already installed in $TARGET: nothing to do"
   exit 0
 fi
-for tool in curl xz gpgv dpkg-deb sha256sum; do
+for tool in curl python3 gpgv dpkg-deb sha256sum; do
   command -v "$tool" >/dev/null || { echo "setup_rabbitmq4: $tool is missing" >&2; exit 1; }
 done
+arch=$(dpkg --print-architecture)
+if [ "$arch" != amd64 ]; then
+  # The loader's and libraries' paths below are amd64's (x86_64-linux-gnu).
+  echo "setup_rabbitmq4: only amd64 is handled (this machine: $arch)" >&2
+  exit 1
+fi
 if ! command -v patchelf >/dev/null; then
   if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
     echo "setup_rabbitmq4: patchelf is missing; as root: apt-get install -y patchelf" >&2
@@ -55,7 +61,9 @@ curl -fsS --retry 3 -o "$staging/Packages.xz" "$MIRROR/dists/$SUITE/main/binary-
 echo "$index_sum  $staging/Packages.xz" | sha256sum -c --quiet - ||
   { echo "setup_rabbitmq4: $SUITE's package index does not match its Release file" >&2; exit 1; }
 index="$staging/Packages"
-xz -dc "$staging/Packages.xz" >"$index"
+# Python's lzma rather than xz-utils, which a minimal Debian may lack.
+python3 -c 'import lzma, sys; sys.stdout.buffer.write(lzma.open(sys.argv[1]).read())' \
+  "$staging/Packages.xz" >"$index"
 
 # Filename, SHA256 and Version of package $1 in the index.
 field() {

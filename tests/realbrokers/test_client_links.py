@@ -21,6 +21,7 @@ from collectors.proton_links import LinkRecorder
 from collectors.rabbitmq import queue_name as rabbitmq_queue_name
 from conformance.brokers import LOOPBACK, ArtemisBroker, RabbitBroker
 from conformance.cases import blocking_lines
+from conformance.rabbit_amqp import declare_queue
 from flowctl.cli import app
 from flowctl_core.protocols.artemis import DEFAULT_AMQP_MESSAGE_OVERHEAD
 from tests.collectors.session_setup import committed_rows
@@ -129,6 +130,33 @@ def test_rabbitmq_3_10_grants_a_publisher_more_credit_than_4_0(
     # Never short of credit, so never starved, and the credit it ends with is what is left.
     assert starved_seconds(rows) == 0.0
     assert rows[-1]["credit"] == RABBITMQ_3_10_PUBLISHER_CREDIT - COUNT
+
+
+def test_rabbitmq_4_0_grants_a_publisher_170_again_at_85_as_the_recorder_logs_it(
+    rabbitmq4: RabbitBroker, tmp_path: Path
+) -> None:
+    """The link recorder on RabbitMQ 4.0 (seed 004's session): the publisher's credit flows
+    are 170 at a time, its v2 address ``/queues/Q`` is the queue Q, and with the queue keeping
+    up it is never starved. Its rows are what the pipeline reads from a client."""
+    queue = "client-links-recorded-4"
+    declare_queue(rabbitmq4, queue)
+    raw = tmp_path / "raw"
+    with LinkRecorder(raw, "rabbitmq4-real", product="rabbitmq") as recorder:
+        sent = amqp_send(
+            f"amqp://guest:guest@{LOOPBACK}:{rabbitmq4.port}",
+            f"/queues/{queue}",
+            count=COUNT,
+            body_size=100,
+            recorder=recorder,
+        )
+    assert (sent.sent, sent.accepted) == (COUNT, COUNT), sent
+    rows = committed_rows(raw)
+    assert {row["queue"] for row in rows} == {queue}
+    # The broker's credit is never more than 170 (4.0's max_link_credit; 3.10: 65,536).
+    credits = [row["credit"] for row in rows if row["event_type"] in ("link_attached", "flow")]
+    assert max(credits) == 170, credits
+    assert link_summary(rows).credit_granted == sent.credit_granted >= COUNT
+    assert starved_seconds(rows) == 0.0
 
 
 def test_flowctl_probe_publish_says_how_long_a_full_address_held_it(
