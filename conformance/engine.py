@@ -448,13 +448,15 @@ def amqp10_publisher_scenario(
     return spec
 
 
-def broker_grants(events: list[dict[str, Any]]) -> list[tuple[int, int]]:
-    """The broker's link-credit grants to publishers, as its flow frames carry them: (its
-    delivery-count when it granted, the link-credit). The flow event is logged where the client
-    applies it (its own delivery-count, the credit left); the grant's limit is the same."""
+def broker_grants(events: list[dict[str, Any]], link: str | None = None) -> list[tuple[int, int]]:
+    """The broker's link-credit grants to publishers (``link``: to that one), as its flow frames
+    carry them: (its delivery-count when it granted, the link-credit). The flow event is logged
+    where the client applies it (its own delivery-count, the credit left); the grant's limit is
+    the same."""
     grants = []
     for event in events:
-        if event["event_type"] == "flow" and event.get("link_role") == "publisher":
+        mine = link is None or event.get("link") == link
+        if event["event_type"] == "flow" and event.get("link_role") == "publisher" and mine:
             granted = json.loads(event["detail"])["link_credit"]
             limit = event["delivery_count"] + event["credit"]
             grants.append((limit - granted, granted))
@@ -512,4 +514,36 @@ def amqp10_consumer_scenario(
         "rabbitmq": RABBITMQ_4_0_COUNTS,
         "queues": [{"name": "queue", "prefill": {"count": ready, "size": 100}}],
         "connections": [{"name": "connection", "protocol": "amqp-1.0", "consumers": [consumer]}],
+    }
+
+
+def amqp10_two_senders_scenario(
+    service_time_us: dict[str, int],
+    queue_types: dict[str, str],
+    *,
+    frame_cost_us: int,
+    seconds: float,
+) -> dict[str, Any]:
+    """Seed 004's two senders over AMQP 1.0: one session, a publisher link to each queue, flat
+    out; each queue confirming one message per ``service_time_us`` and of its declared type,
+    the client writing a frame per ``frame_cost_us`` (each measured on the real broker)."""
+    return {
+        "name": "conformance-two-senders-amqp10",
+        "kind": "workload",
+        "duration_s": seconds,
+        "queues": [
+            {"name": name, "service_time_us": us, "arguments": {"x-queue-type": queue_types[name]}}
+            for name, us in service_time_us.items()
+        ],
+        "connections": [
+            {
+                "name": "connection",
+                "protocol": "amqp-1.0",
+                "frame_cost_us": frame_cost_us,
+                "publishers": [
+                    {"name": f"publisher-{name}", "queue": name, "size": 100}
+                    for name in service_time_us
+                ],
+            }
+        ],
     }

@@ -80,9 +80,22 @@ class PublishRun:
     def received(self, performative: str) -> list[Frame]:
         return [f for f in self.frames if f.received and f.performative == performative]
 
-    def link_flows(self) -> list[Frame]:
-        """The broker's flows that grant the publisher's link credit."""
-        return [f for f in self.received("flow") if f.number("link-credit") is not None]
+    def link_flows(self, queue: str | None = None) -> list[Frame]:
+        """The broker's flows that grant a publisher link credit (``queue``: its link's)."""
+        flows = [f for f in self.received("flow") if f.number("link-credit") is not None]
+        if queue is None:
+            return flows
+        handle = self.handles().get(queue)
+        return [f for f in flows if f.number("handle") == handle]
+
+    def handles(self) -> dict[str, int]:
+        """Each queue's link handle, from the attach frames the client sent."""
+        found = {}
+        for f in self.frames:
+            address, handle = f.fields.get("address"), f.number("handle")
+            if f.performative == "attach" and not f.received and isinstance(address, str):
+                found[address.strip('"').removeprefix("/queues/")] = handle or 0
+        return found
 
     def window_flows(self) -> list[Frame]:
         """The broker's flows of the session alone (its incoming window)."""
@@ -346,10 +359,12 @@ def memory_alarm(broker: RabbitBroker, *, raised: bool) -> None:
     broker.ctl_ok("set_vm_memory_high_watermark", "0.0001" if raised else "0.4")
 
 
-def grants(run: PublishRun) -> list[tuple[int, int]]:
-    """The broker's link-credit grants: (its delivery-count when it granted, the link-credit)."""
+def grants(run: PublishRun, queue: str | None = None) -> list[tuple[int, int]]:
+    """The broker's link-credit grants (``queue``: to its link): (its delivery-count when it
+    granted, the link-credit)."""
     return [
-        (f.number("delivery-count") or 0, f.number("link-credit") or 0) for f in run.link_flows()
+        (f.number("delivery-count") or 0, f.number("link-credit") or 0)
+        for f in run.link_flows(queue)
     ]
 
 
