@@ -1999,8 +1999,9 @@ def amqp10_two_senders(broker: RabbitBroker) -> list[Row]:
     classic and a slow quorum queue (fsync per entry, as the 0.9.1 case's node): "RabbitMQ
     throttles only the link to the quorum-queue-amqp-10 target". A grant the broker makes at a
     delivery-count that used up the link's credit (its own count, in its flow) is one it held
-    back: never for the classic link, for the quorum link while 170 of its messages wait for
-    their confirms. Calibration: each queue alone, then both."""
+    back: for the quorum link while 170 of its messages wait for their confirms, for the classic
+    link hardly ever (when its own queue lags, on a loaded machine). Calibration: each queue
+    alone, then both."""
     workload = "rabbitmq 4.0: AMQP 1.0 two senders (seed 004), classic + quorum queue"
     queues = {"amqp10-classic": "classic", "amqp10-quorum": "quorum"}
     classic, quorum = queues
@@ -2026,31 +2027,34 @@ def amqp10_two_senders(broker: RabbitBroker) -> list[Row]:
         )
     )
 
-    def waited(found: list[tuple[int, int]]) -> int:
-        return sum(left == 0 for left in rabbit_amqp.credit_left_at_grants(found))
+    def held_back(found: list[tuple[int, int]]) -> tuple[int, int]:
+        """Of a link's grants after the first, how many came once its credit was used up."""
+        left = rabbit_amqp.credit_left_at_grants(found)
+        return sum(credit == 0 for credit in left), len(left)
 
-    real_waits = {name: waited(rabbit_amqp.grants(shared, name)) for name in queues}
-    engine_waits = {
-        name: waited(engine.broker_grants(events, f"publisher-{name}")) for name in queues
+    real_held = {name: held_back(rabbit_amqp.grants(shared, name)) for name in queues}
+    engine_held = {
+        name: held_back(engine.broker_grants(events, f"publisher-{name}")) for name in queues
     }
+
+    def more_held_back(held: dict[str, tuple[int, int]]) -> str:
+        shares = {name: count / max(1, grants) for name, (count, grants) in held.items()}
+        return max(shares, key=lambda name: shares[name]) if any(shares.values()) else "none"
+
+    def shown(held: dict[str, tuple[int, int]]) -> str:
+        return ", ".join(f"{name} {count} of {grants}" for name, (count, grants) in held.items())
+
     model = engine.intake_rates(events, list(queues), after_s=AMQP10_WARM_UP_S)
     real_share = shared.accepted_rate(classic, *window) / alone[classic]
     return [
         same(
             workload,
-            "credit held back from the classic link",
-            real_waits[classic] > 0,
-            engine_waits[classic] > 0,
-            f"grants made once its credit was used up: {real_waits[classic]} real, "
-            f"{engine_waits[classic]} engine",
-        ),
-        same(
-            workload,
-            "credit held back from the quorum link (its queue's confirms)",
-            real_waits[quorum] > 0,
-            engine_waits[quorum] > 0,
-            f"grants made once its credit was used up: {real_waits[quorum]} real, "
-            f"{engine_waits[quorum]} engine",
+            "the link whose credit the broker holds back (the larger share of its grants)",
+            more_held_back(real_held),
+            more_held_back(engine_held),
+            f"grants made once the link's credit was used up: real {shown(real_held)}; engine "
+            f"{shown(engine_held)}. The classic link's only when its own queue lags (seen once "
+            "in a run, on a loaded machine)",
         ),
         check(
             workload,
@@ -2060,8 +2064,8 @@ def amqp10_two_senders(broker: RabbitBroker) -> list[Row]:
             model[classic] / alone[classic] >= THROTTLED,
             f"engine >= {THROTTLED}: not paced by the slow queue",
             f"calibrated on the real rates alone (classic {alone[classic]:,.0f}/s, the client's "
-            f"pace; quorum {alone[quorum]:,.0f}/s). The real classic link's credit never ran "
-            "out, yet its intake fell to a third or so: on 2 cores the quorum queue's "
+            f"pace; quorum {alone[quorum]:,.0f}/s). The real classic link's credit was hardly "
+            "ever held back, yet its intake fell to a third or so: on 2 cores the quorum queue's "
             "fsync-bound log, the session process and the Python client share the CPU, which "
             "the engine does not model",
         ),
