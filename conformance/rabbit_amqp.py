@@ -125,10 +125,9 @@ def publish(
     unsettled, as fast as the credit and the session window allow (``pace_s``: at most one per
     ``pace_s``), until all are accepted or ``run_s`` has passed; ``beside``: more queues, a
     sender each on the same session, sent to in turn while each has credit (``count`` is the
-    total). ``actions`` run in this thread
-    at their times (seconds since the publisher started) while it publishes, each given the
-    run so far (what the broker has sent); with ``end_after_actions_s`` (and ``pace_s``), the
-    publisher stops that long after the last of them."""
+    total). ``actions`` run in this thread at their times (seconds since the publisher
+    started) while it publishes, each given the run so far (what the broker has sent); with
+    ``end_after_actions_s`` (and ``pace_s``), the publisher stops that long after the last."""
     from proton import Message, Transport
     from proton.handlers import MessagingHandler
     from proton.reactor import Container
