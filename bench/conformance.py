@@ -9,7 +9,7 @@ an agreement. Exits 0 only when every row agrees or holds and every case ran; 1 
 disagreement, a failed check, a case that raised, a broker that did not start), as
 tests/realbrokers would fail.
 
-    .venv/bin/python bench/conformance.py                  # every case, about 2 minutes
+    .venv/bin/python bench/conformance.py                   # every case, a few minutes
     .venv/bin/python bench/conformance.py --only rabbitmq4  # one broker's cases
     .venv/bin/python bench/conformance.py --case artemis-amqp-fail --markdown
 """
