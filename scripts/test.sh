@@ -13,8 +13,9 @@ set +e
 # Beside the main suite, one after the other in a lane of their own: first what only this lane
 # needs, installed here so that its downloads (~70 s from nothing) overlap the suite instead of
 # delaying it: Airflow's own virtualenv (the DAG test's; the Spark provider pulls pyspark-client,
-# which collides with pyspark) and the real brokers (RabbitMQ from Debian, Artemis from Maven
-# Central, started by the tests as plain processes on loopback). Then the fresh-machine path
+# which collides with pyspark) and the real brokers (RabbitMQ 3.10 from Debian, 4.0 from Debian
+# 13's packages into .jvm/brokers, Artemis from Maven Central, started by the tests as plain
+# processes on loopback). Then the fresh-machine path
 # (Delta's jars resolved into an empty, throw-away Maven repository and loaded by Spark with an
 # empty Ivy home: a warm ~/.m2 cannot hide a missing step; ~30 s, most of it Maven's downloads),
 # the DAG test (tests/airflow, Airflow's own virtualenv: real spark-submits, ~6 min, much of it
