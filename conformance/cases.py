@@ -265,13 +265,15 @@ def _half_windows_held(
     counting a message's memory estimate). The check allows ``ceil`` of that beyond
     ``2 x producers``, one more than the argument needs, for the edge of "full".
 
-    Below: the threads start within milliseconds of one another, before the address has
-    filled, so each one's first request is granted and a late thread loses at most its second
-    half window, while the first thread's two are granted before any message arrives. So the
-    real count is at least the engine's less ``producers - 1`` (the fewest seen: 5 of 8 with
-    1 MiB windows, 7 in 3 of 5 reviewed runs; 6 of 8 with 64 KiB). The peak size is compared
-    in the same range, each half window at the engine's bytes per half window ± the 20 % of
-    the first row.
+    Below: nothing is withheld before the address is full, so the half windows granted reach
+    its limit: at least ``ceil(limit / half window)``, and at least the first thread's two,
+    granted before any message arrives. That is the bound, whatever the threads' start: on an
+    idle machine they start within milliseconds of one another and a late one loses at most
+    its second half window (the fewest seen: 5 of 8 with 1 MiB windows, 7 in 3 of 5 reviewed
+    runs; 6 of 8 with 64 KiB), but beside the full suite two of four 1 MiB threads once asked
+    after the first two had filled the 100 KB address (one half window, 512 KiB, fills it):
+    4 of 8. The peak size is compared in the same range, each half window at the engine's
+    bytes per half window ± the 20 % of the first row.
     """
     per_half = window // 2 / got.encoded_size
     all_halves = 2 * producers
@@ -280,7 +282,7 @@ def _half_windows_held(
     )
     engine_halves = held_by(model.stored, most=all_halves)
     most = all_halves + math.ceil(limit / (model.peak_size / all_halves))
-    least = all_halves - (producers - 1)
+    least = max(2, min(all_halves - (producers - 1), math.ceil(limit / (window // 2))))
     held = held_by(got.messages, most=most)
     engine_per_half = model.peak_size / all_halves
     peak_low, peak_high = 0.8 * least * engine_per_half, 1.2 * most * engine_per_half
