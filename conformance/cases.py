@@ -1725,7 +1725,7 @@ def amqp10_publisher_credit(broker: RabbitBroker) -> list[Row]:
     "allows the publisher to send 400 transfer frames", expanded to 400 again each time half of
     them are processed. 1,000 messages of 100 B, unsettled, to a classic queue."""
     workload = f"rabbitmq 4.0: {AMQP10_MESSAGES:,} AMQP 1.0 messages to a classic queue"
-    rabbit_amqp.declare_queue(broker, "amqp10-credit")
+    rabbit.declare(broker, {"amqp10-credit": "classic"})
     got = rabbit_amqp.publish(broker, "amqp10-credit", count=AMQP10_MESSAGES)
     if got.accepted != AMQP10_MESSAGES or got.errors:
         raise BrokerNotAsExpected(f"amqp10-credit: {got.accepted} accepted, {got.errors}")
@@ -1786,7 +1786,7 @@ def amqp10_unconfirmed_queue(broker: RabbitBroker) -> list[Row]:
     after 3 s."""
     workload = f"rabbitmq 4.0: a queue that confirms nothing for {AMQP10_STUCK_S:g} s"
     queue = "amqp10-unconfirmed"
-    rabbit_amqp.declare_queue(broker, queue)
+    rabbit.declare(broker, {queue: "classic"})
     rabbit_amqp.suspend_queue(broker, queue)
 
     def resume(_: rabbit_amqp.PublishRun) -> None:
@@ -1846,7 +1846,7 @@ def amqp10_memory_alarm(broker: RabbitBroker) -> list[Row]:
     a ``rabbitmqctl`` call of 0.5-2 s), the run ended 2 s after the clear."""
     workload = "rabbitmq 4.0: a memory alarm while an AMQP 1.0 publisher sends"
     queue = "amqp10-alarm"
-    rabbit_amqp.declare_queue(broker, queue)
+    rabbit.declare(broker, {queue: "classic"})
     raised, cleared = AMQP10_ALARM
 
     def raise_alarm(_: rabbit_amqp.PublishRun) -> None:
@@ -1928,10 +1928,10 @@ def amqp10_consumer_credit(broker: RabbitBroker) -> list[Row]:
     of 10 on 100 ready messages; a drained grant of 120 on 25. The engine set to 4.0's counts
     (``rabbitmq: {initial_delivery_count, initial_outgoing_id}``)."""
     workload = "rabbitmq 4.0: an AMQP 1.0 consumer's one grant"
-    rabbit_amqp.declare_queue(broker, "amqp10-grant")
+    rabbit.declare(broker, {"amqp10-grant": "classic"})
     rabbit_amqp.fill_queue(broker, "amqp10-grant", AMQP10_READY)
     granted = rabbit_amqp.consume(broker, "amqp10-grant", credit=AMQP10_GRANT)
-    rabbit_amqp.declare_queue(broker, "amqp10-drain")
+    rabbit.declare(broker, {"amqp10-drain": "classic"})
     rabbit_amqp.fill_queue(broker, "amqp10-drain", AMQP10_DRAIN_READY)
     drained = rabbit_amqp.consume(broker, "amqp10-drain", credit=AMQP10_DRAIN_GRANT, drain=True)
     (attach,) = granted.received("attach")
@@ -2007,8 +2007,7 @@ def amqp10_two_senders(broker: RabbitBroker) -> list[Row]:
     workload = "rabbitmq 4.0: AMQP 1.0 two senders (seed 004), classic + quorum queue"
     queues = {"amqp10-classic": "classic", "amqp10-quorum": "quorum"}
     classic, quorum = queues
-    for name, kind in queues.items():
-        rabbit_amqp.declare_queue(broker, name, kind)
+    rabbit.declare(broker, queues)
     window = (AMQP10_WARM_UP_S, AMQP10_TWO_SENDERS_S)
 
     def flat_out(queue: str, *beside: str) -> rabbit_amqp.PublishRun:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.brokers import LOOPBACK, BrokerNotAsExpected, RabbitBroker
+from conformance.rabbit import blocking_connection
 
 #: How often a publisher held by a closed session window looks at it again (the broker's flow
 #: that opens it names no link, so proton tells the application nothing).
@@ -61,12 +62,41 @@ def parse_frame(message: str, at_s: float) -> Frame | None:
 
 
 @dataclass
-class PublishRun:
+class TracedRun:
+    """The frames a client's connection carried both ways, as proton traced them."""
+
+    frames: list[Frame] = field(default_factory=list)
+    #: The transfer-id past the last the broker's session takes, as its latest flow (or begin)
+    #: set its incoming window.
+    window_end: int = 0
+
+    def received(self, performative: str) -> list[Frame]:
+        return [f for f in self.frames if f.received and f.performative == performative]
+
+    def trace_into(self, event: Any, started: float) -> None:
+        """Have the connection of proton's ``event`` (its ``on_connection_bound``) trace its
+        frames into this run, stamped in seconds since ``started``."""
+        from proton import Transport
+
+        def trace(_transport: Any, message: str) -> None:
+            frame = parse_frame(message, time.monotonic() - started)
+            if frame is None:
+                return
+            self.frames.append(frame)
+            window = frame.number("incoming-window")
+            if frame.received and window is not None:
+                self.window_end = (frame.number("next-incoming-id") or 0) + window
+
+        event.transport.trace(Transport.TRACE_FRM)
+        event.transport.tracer = trace
+
+
+@dataclass
+class PublishRun(TracedRun):
     """What one publisher did and saw: its messages, the outcomes, the frames both ways."""
 
     sent: int = 0
     accepted: int = 0
-    frames: list[Frame] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     stop_asked: bool = False
     #: Per queue, when each of its messages was accepted (seconds since the publisher started).
@@ -76,9 +106,6 @@ class PublishRun:
         """The queue's messages accepted a second from ``start_s`` to ``end_s``."""
         times = self.accepted_at.get(queue, [])
         return sum(start_s <= at < end_s for at in times) / (end_s - start_s)
-
-    def received(self, performative: str) -> list[Frame]:
-        return [f for f in self.frames if f.received and f.performative == performative]
 
     def link_flows(self, queue: str | None = None) -> list[Frame]:
         """The broker's flows that grant a publisher link credit (``queue``: its link's)."""
@@ -128,7 +155,7 @@ def publish(
     total). ``actions`` run in this thread at their times (seconds since the publisher
     started) while it publishes, each given the run so far (what the broker has sent); with
     ``end_after_actions_s`` (and ``pace_s``), the publisher stops that long after the last."""
-    from proton import Message, Transport
+    from proton import Message
     from proton.handlers import MessagingHandler
     from proton.reactor import Container
 
@@ -137,23 +164,12 @@ def publish(
     body = b"x" * body_size
     url = f"amqp://guest:guest@{LOOPBACK}:{broker.port}"
 
-    # The broker's incoming window as its latest flow (or begin) set it: the transfer-id past
-    # the last it takes. Proton 0.40 reads a window of 0 that comes while transfers of its own
-    # are on the way as a window of ~2**32 and sends on (proton-c's flow handling computes the
-    # remaining window as next-incoming-id + incoming-window - its transfers sent, unsigned:
-    # below zero it wraps), until RabbitMQ ends the session (amqp:session:window-violation, 400
-    # transfers past it); so the publisher keeps to the window itself. Transfer-ids start at 0,
-    # one per message.
-    window_end = [0]
-
-    def trace(_transport: Any, message: str) -> None:
-        frame = parse_frame(message, time.monotonic() - started)
-        if frame is None:
-            return
-        run.frames.append(frame)
-        window = frame.number("incoming-window")
-        if frame.received and window is not None:
-            window_end[0] = (frame.number("next-incoming-id") or 0) + window
+    # The publisher keeps to the broker's incoming window itself (``run.window_end``, from
+    # the traced frames; transfer-ids start at 0, one per message). Proton 0.40 reads a window
+    # of 0 that comes while transfers of its own are on the way as a window of ~2**32 and sends
+    # on (proton-c's flow handling computes the remaining window as next-incoming-id +
+    # incoming-window - its transfers sent, unsigned: below zero it wraps), until RabbitMQ ends
+    # the session (amqp:session:window-violation, 400 transfers past it).
 
     class Publisher(MessagingHandler):
         def __init__(self) -> None:
@@ -173,8 +189,7 @@ def publish(
             self.end_timer = event.container.schedule(run_s, self)
 
         def on_connection_bound(self, event: Any) -> None:
-            event.transport.trace(Transport.TRACE_FRM)
-            event.transport.tracer = trace
+            run.trace_into(event, started)
 
         def on_timer_task(self, event: Any) -> None:  # the end of the run
             self._close()
@@ -200,7 +215,7 @@ def publish(
                 if not ready:
                     return
                 for sender in ready:
-                    if run.sent >= window_end[0]:  # the session window is closed: look again
+                    if run.sent >= run.window_end:  # the session window is closed: look again
                         event.container.schedule(WINDOW_POLL_S, Paced(self))
                         return
                     now = time.monotonic()
@@ -247,14 +262,10 @@ def publish(
 
 
 @dataclass
-class ConsumeRun:
+class ConsumeRun(TracedRun):
     """What one consumer took and the frames both ways."""
 
     delivered: int = 0
-    frames: list[Frame] = field(default_factory=list)
-
-    def received(self, performative: str) -> list[Frame]:
-        return [f for f in self.frames if f.received and f.performative == performative]
 
 
 def consume(
@@ -264,18 +275,12 @@ def consume(
     once (``drain``: asking the broker to use it up or give it back); accept what comes until
     nothing has come for ``idle_s``. Granted before the broker's attach, the grant would be
     counted from delivery-count 0 against the broker's 4294967291: 5 more than asked."""
-    from proton import Transport
     from proton.handlers import MessagingHandler
     from proton.reactor import Container
 
     run = ConsumeRun()
     started = time.monotonic()
     url = f"amqp://guest:guest@{LOOPBACK}:{broker.port}"
-
-    def trace(_transport: Any, message: str) -> None:
-        frame = parse_frame(message, time.monotonic() - started)
-        if frame is not None:
-            run.frames.append(frame)
 
     class Consumer(MessagingHandler):
         def __init__(self) -> None:
@@ -289,8 +294,7 @@ def consume(
             event.container.schedule(idle_s, self)
 
         def on_connection_bound(self, event: Any) -> None:
-            event.transport.trace(Transport.TRACE_FRM)
-            event.transport.tracer = trace
+            run.trace_into(event, started)
 
         def on_link_opened(self, event: Any) -> None:
             if drain:
@@ -316,30 +320,11 @@ def consume(
 
 def fill_queue(broker: RabbitBroker, queue: str, count: int, body_size: int = 100) -> None:
     """Put ``count`` messages into ``queue`` over AMQP 0.9.1 (pika), in confirm mode."""
-    import pika
-
-    connection = pika.BlockingConnection(pika.ConnectionParameters(LOOPBACK, broker.port))
-    try:
+    with blocking_connection(broker) as connection:
         channel = connection.channel()
         channel.confirm_delivery()
         for _ in range(count):
             channel.basic_publish("", queue, b"x" * body_size)
-    finally:
-        connection.close()
-
-
-def declare_queue(broker: RabbitBroker, queue: str, queue_type: str = "classic") -> None:
-    """A durable queue of ``queue_type`` (``x-queue-type``), declared over AMQP 0.9.1 (pika)."""
-    import pika
-
-    parameters = pika.ConnectionParameters(LOOPBACK, broker.port)
-    connection = pika.BlockingConnection(parameters)
-    try:
-        connection.channel().queue_declare(
-            queue, durable=True, arguments={"x-queue-type": queue_type}
-        )
-    finally:
-        connection.close()
 
 
 def suspend_queue(broker: RabbitBroker, queue: str, *, resume: bool = False) -> None:

@@ -21,7 +21,7 @@ from collectors.proton_links import LinkRecorder
 from collectors.rabbitmq import queue_name as rabbitmq_queue_name
 from conformance.brokers import LOOPBACK, ArtemisBroker, RabbitBroker
 from conformance.cases import blocking_lines
-from conformance.rabbit_amqp import declare_queue
+from conformance.rabbit import declare
 from flowctl.cli import app
 from flowctl_core.protocols.artemis import DEFAULT_AMQP_MESSAGE_OVERHEAD
 from tests.collectors.session_setup import committed_rows
@@ -139,7 +139,7 @@ def test_rabbitmq_4_0_grants_a_publisher_170_again_at_85_as_the_recorder_logs_it
     are 170 at a time, its v2 address ``/queues/Q`` is the queue Q, and with the queue keeping
     up it is starved briefly at most. Its rows are what the pipeline reads from a client."""
     queue = "client-links-recorded-4"
-    declare_queue(rabbitmq4, queue)
+    declare(rabbitmq4, {queue: "classic"})
     raw = tmp_path / "raw"
     with LinkRecorder(raw, "rabbitmq4-real", product="rabbitmq") as recorder:
         sent = amqp_send(
